@@ -1,0 +1,1 @@
+//! The mlx5 provider: direct WQE writing, doorbells and CQE parsing.

@@ -1,0 +1,1 @@
+//! The verbs fallback provider (rxe and any verbs device) over libibverbs' post/poll.

@@ -1,0 +1,1 @@
+//! The software mlx5 device.

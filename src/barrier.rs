@@ -1,0 +1,1 @@
+//! Memory barriers, one name per purpose (as rdma-core's `util/udma_barrier.h`).

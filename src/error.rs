@@ -1,0 +1,209 @@
+//! Control-path errors.
+//!
+//! Every error names what failed (the verb, or the step), the errno where there is one, and a
+//! hint a person can act on, e.g.
+//! `ibv_reg_mr: ENOMEM (Cannot allocate memory) — locked-memory limit is 64 KiB, see ulimit -l`.
+//! Hot-path errors are not here: they are small `Copy` enums next to the queues
+//! ([`crate::providers::PostError`]).
+
+use std::fmt;
+
+/// Result alias for the control path.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A control-path error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A shared library could not be loaded (`dlopen` failed).
+    LibraryMissing {
+        /// The soname that was tried, e.g. `libibverbs.so.1`.
+        lib: &'static str,
+        /// What `dlerror` said.
+        detail: String,
+        /// What to install.
+        hint: &'static str,
+    },
+    /// A symbol was missing from a loaded library.
+    SymbolMissing {
+        /// The library.
+        lib: &'static str,
+        /// The symbol.
+        symbol: &'static str,
+    },
+    /// A verb failed with an errno.
+    Verb {
+        /// The verb or step, e.g. `ibv_modify_qp(RTR)`.
+        verb: &'static str,
+        /// The errno (positive).
+        errno: i32,
+        /// What is most likely wrong and how to fix it; may be empty.
+        hint: String,
+    },
+    /// No such device, port, GID index, ...
+    NotFound {
+        /// What was looked for.
+        what: String,
+        /// Why it may be missing.
+        hint: String,
+    },
+    /// Bad input from the caller (a configuration out of range, ...).
+    InvalidArgument {
+        /// Where.
+        context: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Bad input from the network (a malformed endpoint message, ...).
+    Protocol {
+        /// Where.
+        context: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+    /// An I/O error (TCP exchange, sysfs).
+    Io {
+        /// Where.
+        context: String,
+        /// The error kind.
+        kind: std::io::ErrorKind,
+        /// The message.
+        detail: String,
+    },
+    /// The operation is not supported by this provider or device.
+    Unsupported {
+        /// What.
+        what: String,
+    },
+}
+
+impl Error {
+    /// A verb failure with the errno from `errno` (the C library's thread-local value) or a
+    /// returned positive errno.
+    pub fn verb(verb: &'static str, errno: i32, hint: impl Into<String>) -> Self {
+        Error::Verb {
+            verb,
+            errno: errno.abs(),
+            hint: hint.into(),
+        }
+    }
+
+    /// An I/O error with context.
+    pub fn io(context: impl Into<String>, e: &std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            kind: e.kind(),
+            detail: e.to_string(),
+        }
+    }
+
+    /// The errno carried by a verb error, if any.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Verb { errno, .. } => Some(*errno),
+            _ => None,
+        }
+    }
+}
+
+/// The symbolic name of an errno (`EINVAL`), for messages.
+pub fn errno_name(errno: i32) -> &'static str {
+    match errno {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EIO => "EIO",
+        libc::EAGAIN => "EAGAIN",
+        libc::ENOMEM => "ENOMEM",
+        libc::EACCES => "EACCES",
+        libc::EFAULT => "EFAULT",
+        libc::EBUSY => "EBUSY",
+        libc::EEXIST => "EEXIST",
+        libc::ENODEV => "ENODEV",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSPC => "ENOSPC",
+        libc::ENOSYS => "ENOSYS",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::ENETUNREACH => "ENETUNREACH",
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::EPROTONOSUPPORT => "EPROTONOSUPPORT",
+        _ => "E?",
+    }
+}
+
+fn strerror(errno: i32) -> String {
+    std::io::Error::from_raw_os_error(errno).to_string()
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::LibraryMissing { lib, detail, hint } => {
+                write!(f, "{lib} not found: {hint} ({detail})")
+            }
+            Error::SymbolMissing { lib, symbol } => {
+                write!(f, "{lib}: symbol {symbol} missing (rdma-core too old? rdma-direct needs rdma-core >= 44)")
+            }
+            Error::Verb { verb, errno, hint } => {
+                let msg = strerror(*errno);
+                // strerror already ends with "(os error N)"; keep it short.
+                let msg = msg.split(" (os error").next().unwrap_or(&msg);
+                write!(f, "{verb}: {} ({msg})", errno_name(*errno))?;
+                if !hint.is_empty() {
+                    write!(f, " — {hint}")?;
+                }
+                Ok(())
+            }
+            Error::NotFound { what, hint } => {
+                write!(f, "{what} not found")?;
+                if !hint.is_empty() {
+                    write!(f, ": {hint}")?;
+                }
+                Ok(())
+            }
+            Error::InvalidArgument { context, detail } => {
+                write!(f, "{context}: invalid argument: {detail}")
+            }
+            Error::Protocol { context, detail } => {
+                write!(f, "{context}: bad peer message: {detail}")
+            }
+            Error::Io {
+                context, detail, ..
+            } => write!(f, "{context}: {detail}"),
+            Error::Unsupported { what } => write!(f, "unsupported: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verb_error_names_verb_errno_and_hint() {
+        let e = Error::verb(
+            "ibv_reg_mr",
+            libc::ENOMEM,
+            "locked-memory limit is 64 KiB, see ulimit -l",
+        );
+        let s = e.to_string();
+        assert!(
+            s.starts_with("ibv_reg_mr: ENOMEM (Cannot allocate memory) — locked-memory"),
+            "{s}"
+        );
+        assert_eq!(e.errno(), Some(libc::ENOMEM));
+    }
+
+    #[test]
+    fn negative_errno_is_normalised() {
+        assert_eq!(
+            Error::verb("x", -libc::EINVAL, "").errno(),
+            Some(libc::EINVAL)
+        );
+        assert_eq!(
+            Error::verb("x", -libc::EINVAL, "").to_string(),
+            "x: EINVAL (Invalid argument)"
+        );
+    }
+}

@@ -1,0 +1,34 @@
+//! # rdma-direct
+//!
+//! A kernel-bypass RDMA data plane with a hand-rolled mlx5 provider.
+//!
+//! ## Layers
+//!
+//! | layer | module | what it does | unsafe? |
+//! |---|---|---|---|
+//! | wire | [`wire`] | typed views over mlx5 WQE segments and CQEs (bytes in, fields out) | forbidden |
+//! | ffi | [`ffi`] | `#[repr(C)]` mirrors of `verbs.h` / `mlx5dv.h`, the `dlopen` loader | yes, fenced |
+//! | control path | [`verbs`] | devices, ports, GIDs, PD, MR, CQ, SRQ, QP and their state machine through libibverbs | wraps ffi |
+//! | endpoints | [`endpoint`] | out-of-band exchange of QPN/PSN/GID/MR over TCP, and rc_pingpong's text format | none |
+//! | barriers, MMIO | [`barrier`], [`mmio`] | one named barrier per purpose, volatile device-memory access | yes, fenced |
+//! | data plane | [`providers`] | the provider traits and the three providers: `mlx5` (direct WQE writing), `rxe` (libibverbs post/poll), `sim` (software mlx5 device) | providers only |
+//! | scenarios | [`scenario`] | the declarative transfer scenarios of `fixtures/scenarios/` and their runner | none |
+//!
+//! The control path may allocate, lock and make system calls. The data plane on mlx5 and on
+//! the sim does none of these per operation (see `tests/hot_path_alloc.rs`).
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod barrier;
+pub mod endpoint;
+pub mod error;
+pub mod ffi;
+pub mod mmio;
+pub mod scenario;
+pub mod verbs;
+pub mod wire;
+
+#[path = "../providers/mod.rs"]
+pub mod providers;
+
+pub use error::{Error, Result};

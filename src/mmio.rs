@@ -1,0 +1,1 @@
+//! Volatile access to device memory (UAR / BlueFlame registers, doorbell records).

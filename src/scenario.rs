@@ -1,0 +1,1 @@
+//! Declarative transfer scenarios (`fixtures/scenarios/*.scn`) and their runner.

@@ -1,0 +1,1 @@
+//! The safe control path over libibverbs.
