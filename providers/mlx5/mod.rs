@@ -1,1 +1,3 @@
 //! The mlx5 provider: direct WQE writing, doorbells and CQE parsing.
+
+pub mod dv;

@@ -4,6 +4,7 @@ mod bench;
 mod devices;
 mod info;
 mod pingpong;
+mod simpingpong;
 
 const USAGE: &str = "\
 rdma-direct — kernel-bypass RDMA data plane (mlx5 direct, verbs fallback, software mlx5 device)
