@@ -31,6 +31,17 @@
 //! }
 //! ```
 //!
+//! The same two posts one after the other compile (so the failure above is the borrow, not a
+//! typo):
+//!
+//! ```
+//! use rdma_direct::providers::{QueuePair, SendQueue, SendWr};
+//! fn one_poster_at_a_time<Q: QueuePair>(qp: &mut Q) {
+//!     let _ = qp.sq().post(SendWr::send(1, &[]));
+//!     let _ = qp.sq().post(SendWr::send(2, &[]));
+//! }
+//! ```
+//!
 //! ## Accounting: nothing is lost
 //!
 //! A send queue holds at most [`QpCaps::max_send_wr`] outstanding work requests. A request
