@@ -688,3 +688,36 @@ fn cq_overrun_shows_up_as_an_async_event() {
     let ev = seen.expect("IBV_EVENT_CQ_ERR after overrunning the send CQ");
     assert_eq!(ev.element, AsyncElement::Cq(small.as_ptr() as usize));
 }
+
+#[test]
+#[ignore = "needs an RDMA device (RDMA_DIRECT_DEVICE); run in the rxe guest"]
+fn mlx5dv_view_only_on_mlx5_devices() {
+    let ctx = open();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 64).unwrap();
+    let qp = Qp::new(&pd, &cq, &cq, None, &QpConfig::new(QpType::Rc)).unwrap();
+    let srq = Srq::new(&pd, 16, 1).unwrap();
+    if ctx.is_mlx5() {
+        let q = qp.mlx5dv().unwrap();
+        assert_eq!(q.sq.stride, 64);
+        assert!(q.sq.wqe_cnt.is_power_of_two() && !q.dbrec.is_null());
+        let c = cq.mlx5dv().unwrap();
+        assert!(c.cqe_size == 64 || c.cqe_size == 128);
+        assert!(c.cqe_cnt.is_power_of_two() && c.cqe_cnt >= 64);
+        assert!(!srq.mlx5dv().unwrap().buf.is_null());
+    } else {
+        for r in [
+            qp.mlx5dv().map(|_| ()),
+            cq.mlx5dv().map(|_| ()),
+            srq.mlx5dv().map(|_| ()),
+        ] {
+            match r {
+                Err(Error::Unsupported { what }) => {
+                    assert!(what.contains("not an mlx5 device"), "{what}")
+                }
+                Err(Error::LibraryMissing { .. }) => {}
+                other => panic!("mlx5dv on {}: {other:?}", ctx.name()),
+            }
+        }
+    }
+}
