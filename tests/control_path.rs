@@ -560,6 +560,7 @@ fn invalid_transition_and_unzeroed_mask_are_clear_errors() {
     let s = e.to_string();
     assert!(s.starts_with("ibv_modify_qp(INIT): EINVAL"), "{s}");
     assert!(s.contains("AV not allowed in RESET → INIT on RC"), "{s}");
+    println!("unzeroed mask: {s}");
     // A required attribute missing.
     let e =
         a.qp.modify_raw(&attr, init_mask & !ffi::IBV_QP_PORT)
@@ -643,6 +644,9 @@ fn memlock_limit_gives_enomem_with_hint() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("child saw: ibv_reg_mr: ENOMEM"), "{stdout}");
+    for l in stdout.lines().filter(|l| l.starts_with("child saw:")) {
+        println!("memlock (uid 65534, 64 KiB): {l}");
+    }
 }
 
 #[test]
