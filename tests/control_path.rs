@@ -492,6 +492,7 @@ fn wrong_gid_index_is_a_clear_error() {
         QpState::Init,
         "nothing past INIT was done"
     );
+    println!("wrong GID index: {s}");
     // An empty entry inside the table.
     let table = ctx.gid_table(1).unwrap();
     if let Some(empty) = (0..p.gid_tbl_len as u32).find(|i| table.iter().all(|g| g.index != *i)) {
@@ -544,6 +545,7 @@ fn invalid_transition_and_unzeroed_mask_are_clear_errors() {
         s.contains("is in RESET") && s.contains("needs INIT first"),
         "{s}"
     );
+    println!("invalid transition: {s}");
 
     // The kernel's own check, through a raw attribute: an address vector left in the mask
     // of RESET → INIT (what unzeroed, reused attributes lead to).
