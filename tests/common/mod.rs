@@ -20,5 +20,7 @@ pub fn device() -> String {
 /// The GID index to use: `RDMA_DIRECT_GID_INDEX` if set (the guest harness reads it from
 /// sysfs), else `None` (the caller picks one from the GID table).
 pub fn gid_index() -> Option<u8> {
-    std::env::var("RDMA_DIRECT_GID_INDEX").ok().and_then(|s| s.parse().ok())
+    std::env::var("RDMA_DIRECT_GID_INDEX")
+        .ok()
+        .and_then(|s| s.parse().ok())
 }
