@@ -54,9 +54,9 @@ pub use seg::{
     AV_LEN, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, SEG_LEN,
 };
 pub use wqe::{
-    emit_recv_wqe, emit_send_wqe, emit_srq_wqe, parse_recv_wqe, parse_send_wqe, parse_srq_wqe,
-    wqe_size, DataItem, DataSegs, InlineData, ParsedWqe, RecvSges, SendWqe, WqeError, WqeSize,
-    MAX_DS, WQEBB_LEN,
+    emit_recv_wqe, emit_send_wqe, emit_send_wqe_bb, emit_srq_wqe, parse_recv_wqe, parse_send_wqe,
+    parse_srq_wqe, wqe_size, DataItem, DataSegs, InlineData, ParsedWqe, RecvSges, SendWqe,
+    WqeError, WqeSize, MAX_DS, WQEBB_LEN,
 };
 
 /// A too-short buffer handed to a view's `new_checked`.
