@@ -285,12 +285,10 @@ pub fn wqe_size(wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
             if op.is_atomic() || op == Opcode::RdmaRead {
                 return Err(WqeError::InlineNotAllowed { opcode: op });
             }
+            // A slice is at most isize::MAX bytes: no overflow; the ds check below refuses
+            // anything past MAX_DS before the length is narrowed.
             if bytes.is_empty() {
                 0
-            } else if bytes.len() > MAX_DS * SEG_LEN {
-                return Err(WqeError::TooLarge {
-                    ds: inline_units(bytes.len().min(1 << 20)) + 1,
-                });
             } else {
                 inline_units(bytes.len())
             }
@@ -836,26 +834,24 @@ pub fn emit_srq_wqe(
     max_sge: usize,
 ) -> Result<usize, WqeError> {
     let n = sges.iter().filter(|s| s.length != 0).count();
-    check_recv_slot(slot.len().saturating_sub(SEG_LEN), n, max_sge)?;
-    if slot.len() < SEG_LEN {
-        return Err(WqeError::SlotTooSmall {
-            len: slot.len(),
-            needed: SEG_LEN,
-        });
-    }
+    check_srq_slot(slot.len(), n, max_sge)?;
     let (next, rest) = slot.split_at_mut(SEG_LEN);
     SrqNextSeg::new_unchecked(next).set(next_wqe_index, 0);
     Ok(emit_scatter(rest, sges, max_sge))
 }
 
+#[inline]
+fn check_srq_slot(len: usize, n: usize, max_sge: usize) -> Result<(), WqeError> {
+    let needed = max_sge.saturating_add(1).saturating_mul(SEG_LEN);
+    if len < needed {
+        return Err(WqeError::SlotTooSmall { len, needed });
+    }
+    check_recv_slot(len - SEG_LEN, n, max_sge)
+}
+
 /// Reads an SRQ WQE from `slot`: its `next_wqe_index` and its scatter list.
 pub fn parse_srq_wqe(slot: &[u8], max_sge: usize) -> Result<(u16, RecvSges<'_>), WqeError> {
-    if slot.len() < SEG_LEN {
-        return Err(WqeError::SlotTooSmall {
-            len: slot.len(),
-            needed: SEG_LEN,
-        });
-    }
+    check_srq_slot(slot.len(), 0, max_sge)?;
     let (next, rest) = slot.split_at(SEG_LEN);
     let sges = parse_recv_wqe(rest, max_sge)?;
     Ok((SrqNextSeg::new_unchecked(next).next_wqe_index(), sges))
@@ -1251,7 +1247,18 @@ mod tests {
         let (next, sges) = parse_srq_wqe(&slot, 2).unwrap();
         assert_eq!(next, 0x0102);
         assert_eq!(sges.collect::<Vec<_>>(), vec![sge(5, 6, 7)]);
-        assert!(emit_srq_wqe(&mut slot, 0, &[], 3).is_err());
+        assert_eq!(
+            emit_srq_wqe(&mut slot, 0, &[], 3),
+            Err(WqeError::SlotTooSmall {
+                len: 48,
+                needed: 64
+            })
+        );
+        assert_eq!(
+            emit_srq_wqe(&mut slot[..8], 0, &[], 0),
+            Err(WqeError::SlotTooSmall { len: 8, needed: 16 })
+        );
+        assert!(parse_srq_wqe(&slot[..8], 0).is_err());
     }
 
     /// xorshift64: a deterministic generator for the randomised tests below.
