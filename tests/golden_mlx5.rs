@@ -7,6 +7,8 @@
 //!   compared with the case's inputs.
 //! - `cqe.txt`: each case is emitted with `CqeRepr::emit` into a 0xa5-filled CQ buffer and
 //!   compared byte for byte; the golden bytes are decoded and compared with the case line.
+//! - `recv.txt`: each receive / SRQ WQE is emitted into a 0xa5-filled slot and compared with
+//!   the whole golden slot (units after the terminator must stay untouched), then decoded.
 //! - `layout.txt`: every struct size, field offset and constant the header defines is checked
 //!   against the Rust views' accessors and enums.
 //!
@@ -17,10 +19,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rdma_direct::providers::{Payload, Sge};
 use rdma_direct::wire::{
-    cqe64_offset, cqe_owner_for, cqe_sw_owned, emit_send_wqe, fm_ce_se, parse_send_wqe, AtomicSeg,
-    Cqe64, CqeOpcode, CqeRepr, CtrlSeg, DataItem, DataSeg, DatagramSeg, ErrCqe, InlineSeg, Opcode,
-    RaddrSeg, SendWqe, SrqNextSeg, Syndrome, WqeSize, AV_LEN, CQE_INLINE_SCATTER_32,
-    CQE_INLINE_SCATTER_64, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, WQEBB_LEN,
+    cqe64_offset, cqe_owner_for, cqe_sw_owned, emit_recv_wqe, emit_send_wqe, emit_srq_wqe,
+    fm_ce_se, parse_recv_wqe, parse_send_wqe, parse_srq_wqe, AtomicSeg, Cqe64, CqeOpcode, CqeRepr,
+    CtrlSeg, DataItem, DataSeg, DatagramSeg, ErrCqe, InlineSeg, Opcode, RaddrSeg, SendWqe,
+    SrqNextSeg, Syndrome, WqeSize, AV_LEN, CQE_INLINE_SCATTER_32, CQE_INLINE_SCATTER_64,
+    EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, WQEBB_LEN,
 };
 
 const WQE_CASES: &[&str] = &[
@@ -137,6 +140,22 @@ const CQE_CASES: &[&str] = &[
     "resp_err_local_length",
     "resp_err_local_prot_srq",
     "resp_err_wr_flush_owner1",
+];
+
+const RECV_CASES: &[&str] = &[
+    "recv_sge_1_max_1",
+    "recv_sge_1_max_4",
+    "recv_sge_2_max_4",
+    "recv_sge_4_max_4",
+    "recv_sge_0_max_2",
+    "recv_sge_3_max_3",
+    "recv_zero_length_skipped",
+    "recv_sge_max",
+    "srq_sge_1_max_1",
+    "srq_sge_1_max_3",
+    "srq_sge_0_max_1",
+    "srq_sge_3_max_3",
+    "srq_next_ffff",
 ];
 
 fn fixture(name: &str) -> String {
@@ -506,6 +525,53 @@ fn golden_cqes_match_byte_for_byte() {
             owned,
             "{name}"
         );
+    }
+}
+
+#[test]
+fn golden_receive_and_srq_wqes_match_byte_for_byte() {
+    let cases = parse_cases(&fixture("recv.txt"));
+    check_case_names(&cases, RECV_CASES, "recv.txt");
+    for c in &cases {
+        let name = &c.name;
+        let stride = c.num("stride") as usize;
+        let max_sge = c.num("max_sge") as usize;
+        let sges = sges_of(c);
+        assert_eq!(
+            c.units.len() * 16,
+            stride,
+            "{name}: the whole slot is listed"
+        );
+        let mut golden = vec![0u8; stride];
+        for (off, unit) in &c.units {
+            golden[*off..*off + 16].copy_from_slice(unit);
+        }
+        let mut slot = vec![0xa5u8; stride];
+        let want: Vec<Sge> = sges.iter().copied().filter(|s| s.length != 0).collect();
+        let (n, back): (usize, Vec<Sge>) = match c.get("kind") {
+            "recv" => {
+                let n = emit_recv_wqe(&mut slot, &sges, max_sge)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                (n, parse_recv_wqe(&golden, max_sge).unwrap().collect())
+            }
+            "srq" => {
+                let next = c.num("next_wqe_index") as u16;
+                let n = emit_srq_wqe(&mut slot, next, &sges, max_sge)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                let (got_next, list) = parse_srq_wqe(&golden, max_sge).unwrap();
+                assert_eq!(got_next, next, "{name}");
+                (n, list.collect())
+            }
+            other => panic!("{name}: kind {other}"),
+        };
+        assert_eq!(n as u64, c.num("segs"), "{name}");
+        for (i, (a, b)) in slot.iter().zip(&golden).enumerate() {
+            assert_eq!(
+                a, b,
+                "{name}: slot byte {i:#x}: rust {a:#04x}, mlx5dv.h {b:#04x}"
+            );
+        }
+        assert_eq!(back, want, "{name}: decode");
     }
 }
 
