@@ -622,9 +622,10 @@ impl<'r> ReadUnits<'r> {
 
 /// Parses the send WQE at WQEBB `wqebb_index` (masked by the ring size) of `ring` (the whole
 /// SQ buffer), following the ring wrap. `qp_is_ud` says whether an address vector follows the
-/// ctrl segment. Checks: ds not 0, within [`MAX_DS`] and the ring, large enough for the
-/// opcode's segments and, for atomics, exactly one data segment; inline lengths within ds; a
-/// known opcode (UD: SEND or SEND_IMM only); the ctrl's `wqe_idx` matching the slot.
+/// ctrl segment of a SEND (a NOP is a bare ctrl segment on every QP type). Checks: ds not 0,
+/// within [`MAX_DS`] and the ring, large enough for the opcode's segments and, for atomics,
+/// exactly one data segment; inline lengths within ds; a known opcode (UD: SEND, SEND_IMM or
+/// NOP); the ctrl's `wqe_idx` matching the slot.
 pub fn parse_send_wqe(
     ring: &[u8],
     wqebb_index: u32,
@@ -660,11 +661,13 @@ pub fn parse_send_wqe(
     if let Opcode::Unknown(v) = opcode {
         return Err(WqeError::UnknownOpcode(v));
     }
-    if qp_is_ud && !matches!(opcode, Opcode::Send | Opcode::SendImm) {
+    if qp_is_ud && !matches!(opcode, Opcode::Send | Opcode::SendImm | Opcode::Nop) {
         return Err(WqeError::SegmentsMismatch { opcode });
     }
+    // A NOP is a bare ctrl segment on every QP type; UD sends carry the address vector.
+    let has_av = qp_is_ud && opcode != Opcode::Nop;
     let needed = 1
-        + if qp_is_ud { AV_LEN / SEG_LEN } else { 0 }
+        + if has_av { AV_LEN / SEG_LEN } else { 0 }
         + usize::from(opcode.has_raddr())
         + usize::from(opcode.is_atomic())
         + usize::from(opcode.is_atomic());
@@ -693,7 +696,7 @@ pub fn parse_send_wqe(
             units_left: 0,
         },
     };
-    if qp_is_ud {
+    if has_av {
         let mut av = [0u8; AV_LEN];
         for chunk in av.chunks_exact_mut(SEG_LEN) {
             chunk.copy_from_slice(r.next());
@@ -1051,6 +1054,11 @@ mod tests {
             (0x1111_1111, 0x42, true)
         );
         assert_eq!(p.data_segs().next(), Some(DataItem::Sge(s[0])));
+        // A NOP on a UD QP is a bare ctrl segment.
+        let nop = SendWqe::new(Opcode::Nop, 2, 0x77);
+        assert_eq!(emit_send_wqe(&mut ring, &nop).unwrap().ds, 1);
+        let p = parse_send_wqe(&ring, 2, true).unwrap();
+        assert_eq!((p.opcode, p.ds, p.av), (Opcode::Nop, 1, None));
         // A WRITE with an AV is refused.
         let bad = SendWqe {
             opcode: Opcode::RdmaWrite,
