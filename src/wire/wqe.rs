@@ -297,14 +297,16 @@ pub fn wqe_size(wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
     if op == Opcode::Nop && data_units != 0 {
         return Err(WqeError::SegmentsMismatch { opcode: op });
     }
-    let ds =
-        1 + if wqe.av.is_some() {
-            AV_LEN / SEG_LEN
-        } else {
-            0
-        } + usize::from(wqe.raddr.is_some())
-            + usize::from(wqe.atomic.is_some())
-            + data_units;
+    let av_units = if wqe.av.is_some() {
+        AV_LEN / SEG_LEN
+    } else {
+        0
+    };
+    let ds = 1
+        + av_units
+        + usize::from(wqe.raddr.is_some())
+        + usize::from(wqe.atomic.is_some())
+        + data_units;
     if ds > MAX_DS {
         return Err(WqeError::TooLarge { ds });
     }
