@@ -19,11 +19,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rdma_direct::providers::{Payload, Sge};
 use rdma_direct::wire::{
-    cqe64_offset, cqe_owner_for, cqe_sw_owned, emit_recv_wqe, emit_send_wqe, emit_srq_wqe,
-    fm_ce_se, parse_recv_wqe, parse_send_wqe, parse_srq_wqe, AtomicSeg, Cqe64, CqeOpcode, CqeRepr,
-    CtrlSeg, DataItem, DataSeg, DatagramSeg, ErrCqe, InlineSeg, Opcode, RaddrSeg, SendWqe,
-    SrqNextSeg, Syndrome, WqeSize, AV_LEN, CQE_INLINE_SCATTER_32, CQE_INLINE_SCATTER_64,
-    EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, WQEBB_LEN,
+    cqe64_offset, cqe_owner_for, cqe_sw_owned, emit_recv_wqe, emit_send_wqe, emit_send_wqe_bb,
+    emit_srq_wqe, fm_ce_se, parse_recv_wqe, parse_send_wqe, parse_srq_wqe, AtomicSeg, Cqe64,
+    CqeOpcode, CqeRepr, CtrlSeg, DataItem, DataSeg, DatagramSeg, ErrCqe, InlineSeg, Opcode,
+    RaddrSeg, SendWqe, SrqNextSeg, Syndrome, WqeSize, AV_LEN, CQE_INLINE_SCATTER_32,
+    CQE_INLINE_SCATTER_64, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, WQEBB_LEN,
 };
 
 const WQE_CASES: &[&str] = &[
@@ -375,11 +375,21 @@ fn golden_wqes_match_byte_for_byte() {
             );
         }
         // The first unit sits at the slot of wqe_idx.
-        assert_eq!(
-            c.units[0].0,
-            (usize::from(wqe_idx) % wqe_cnt) * WQEBB_LEN,
-            "{name}"
-        );
+        let slot_off = (usize::from(wqe_idx) % wqe_cnt) * WQEBB_LEN;
+        assert_eq!(c.units[0].0, slot_off, "{name}");
+        // The one-WQEBB fast path writes the same slot, or refuses a larger WQE.
+        let mut slot = [0xa5u8; WQEBB_LEN];
+        match emit_send_wqe_bb(&mut slot, &wqe) {
+            Ok(s) => {
+                assert_eq!(s, want, "{name}: fast path size");
+                assert_eq!(
+                    &slot[..],
+                    &golden[slot_off..slot_off + WQEBB_LEN],
+                    "{name}: fast path"
+                );
+            }
+            Err(e) => assert!(want.wqebbs > 1, "{name}: fast path refused: {e}"),
+        }
 
         // Decode the golden ring and compare with the inputs.
         let p = parse_send_wqe(&golden, u32::from(wqe_idx), ud)
