@@ -372,24 +372,33 @@ fn copy_small(dst: &mut [u8], src: &[u8]) {
 #[inline]
 pub fn emit_send_wqe(ring: &mut [u8], wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
     let wqe_cnt = check_ring(ring.len())?;
-    let size = wqe_size(wqe)?;
-    if usize::from(size.wqebbs) > wqe_cnt {
-        return Err(WqeError::DoesNotFitRing {
-            wqebbs: usize::from(size.wqebbs),
-            wqe_cnt,
-        });
-    }
-    let off = (usize::from(wqe.wqe_idx) * WQEBB_LEN) & (ring.len() - 1);
-    if size.wqebbs == 1 {
-        // The common case: a fixed-size slot, no wrap or bounds checks per unit.
+    let ds = wqe_units(wqe)?;
+    if ds <= WQEBB_LEN / SEG_LEN {
+        // The common case, one WQEBB: a fixed-size slot, no wrap or bounds checks per unit.
+        let off = (usize::from(wqe.wqe_idx) * WQEBB_LEN) & (ring.len() - 1);
         if let Some(Ok(slot)) = ring
             .get_mut(off..off + WQEBB_LEN)
             .map(<&mut [u8; WQEBB_LEN]>::try_from)
         {
+            let size = WqeSize {
+                ds: ds as u8,
+                wqebbs: 1,
+            };
             write_wqe(slot, wqe, size);
             return Ok(size);
         }
     }
+    if ds > MAX_DS {
+        return Err(WqeError::TooLarge { ds });
+    }
+    let wqebbs = ds.div_ceil(4);
+    if wqebbs > wqe_cnt {
+        return Err(WqeError::DoesNotFitRing { wqebbs, wqe_cnt });
+    }
+    let size = WqeSize {
+        ds: ds as u8,
+        wqebbs: wqebbs as u8,
+    };
     write_wqe(ring, wqe, size);
     Ok(size)
 }
