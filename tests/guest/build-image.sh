@@ -29,8 +29,13 @@ apt_updated=
 apt_update() {
     [ -n "$apt_updated" ] && return 0
     log "apt-get update"
-    # shellcheck disable=SC2086
-    apt-get $APT_OPTS update -qq >&2 || die "apt-get update failed"
+    # Retried: another apt-get may hold the lists lock for a while.
+    for try in 1 2 3 4 5; do
+        # shellcheck disable=SC2086
+        apt-get $APT_OPTS update -qq >&2 && break
+        [ "$try" = 5 ] && die "apt-get update failed"
+        sleep 15
+    done
     apt_updated=1
 }
 
@@ -159,6 +164,7 @@ dpkg-deb --fsys-tarfile "$kdeb" | tar -x -C "$kroot" --wildcards \
     "$mods/kernel/drivers/net/veth.ko*" \
     "$mods/kernel/crypto/crc32_generic.ko*" \
     "$mods/kernel/lib/libcrc32c.ko*" \
+    "$mods/kernel/fs/configfs/configfs.ko*" \
     2>/dev/null || true
 [ -f "$kroot/boot/vmlinuz-$abi" ] || die "vmlinuz-$abi not found in $kdeb"
 [ -f "$kroot/$mods/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko" ] \
