@@ -109,6 +109,7 @@ deb_file() {
     name=${1%%=*}
     ver=${1#*=}
     ver=$(echo "$ver" | sed 's/:/%3a/')
+    # shellcheck disable=SC2012 # Debian file names: no spaces or newlines
     ls "$debs/${name}_${ver}_"*.deb 2>/dev/null | head -n 1
 }
 missing=
@@ -214,9 +215,15 @@ echo "$abi" >"$image/kernel-abi"
 echo "$pins" >"$image/packages"
 touch "$image/done"
 rm -rf "$work"
-# Drop older images (keep the download cache).
+# Drop older images and the .debs of versions no longer current.
 for old in "$GUEST_DIR"/image-*; do
     [ "$old" = "$image" ] || rm -rf "$old"
+done
+rm -rf "$GUEST_DIR"/build-*
+keep=
+for p in $pins; do keep="$keep $(deb_file "$p")"; done
+for f in "$debs"/*.deb; do
+    case " $keep " in *" $f "*) ;; *) rm -f "$f" ;; esac
 done
 ln -sfn "image-$key" "$GUEST_DIR/image"
 log "image ready: $image ($(du -sh "$image/base.cpio" | cut -f1) root, kernel $abi)"
