@@ -12,6 +12,8 @@
 //! | endpoints | [`endpoint`] | out-of-band exchange of QPN/PSN/GID/MR over TCP, and rc_pingpong's text format | none |
 //! | barriers, MMIO | [`barrier`], [`mmio`] | one named barrier per purpose, volatile device-memory access | yes, fenced |
 //! | data plane | [`providers`] | the provider traits and the three providers: `mlx5` (direct WQE writing), `rxe` (libibverbs post/poll), `sim` (software mlx5 device) | providers only |
+//! | diagnostics | [`doctor`] | the troubleshooting order (link, MTU, caps, memlock, NUMA/affinity, PCIe) as checks | none |
+//! | perftest-style runs | [`perf`] | latency / bandwidth runs over any provider, perftest's statistics and tables | none |
 //! | scenarios | [`scenario`] | the declarative transfer scenarios of `fixtures/scenarios/` and their runner | none |
 //!
 //! The control path may allocate, lock and make system calls. The data plane on mlx5 and on
@@ -20,10 +22,12 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod barrier;
+pub mod doctor;
 pub mod endpoint;
 pub mod error;
 pub mod ffi;
 pub mod mmio;
+pub mod perf;
 pub mod scenario;
 pub mod verbs;
 pub mod wire;

@@ -2,7 +2,9 @@
 
 mod bench;
 mod devices;
+mod doctor;
 mod info;
+mod perf;
 mod pingpong;
 mod simpingpong;
 
@@ -16,7 +18,11 @@ commands:
   info [-d DEV] [-v]   device and port attributes, GID table (like ibv_devinfo / ibstat)
   pingpong [opts]      RC/UC ping-pong; speaks ibv_rc_pingpong's protocol with -d DEV,
                        runs on the software mlx5 device without one
+  perf <test> [opts]   perftest-style latency/bandwidth (write_lat, send_lat, read_lat,
+                       atomic_lat, write_bw, send_bw, read_bw) on sim or -d DEV
   bench <name> [opts]  hot-path benchmarks (see `rdma-direct bench --help`)
+  doctor [-d DEV]      walk the troubleshooting order: link, MTU, caps, memlock,
+                       NUMA/CPU affinity, PCIe width
   help                 this text
 ";
 
@@ -28,6 +34,8 @@ fn main() {
         "devices" => devices::run(rest),
         "info" => info::run(rest),
         "pingpong" => pingpong::run(rest),
+        "perf" => perf::run(rest),
+        "doctor" => doctor::run(rest),
         "bench" => bench::run(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");

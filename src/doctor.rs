@@ -1,0 +1,1 @@
+//! Diagnostics: the troubleshooting order as checks.

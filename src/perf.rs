@@ -1,0 +1,1 @@
+//! perftest-style latency and bandwidth runs over any provider.
