@@ -21,7 +21,10 @@
 //! - **State**: rxe returns EINVAL for a post to a QP in RESET, INIT or RTR *but keeps the
 //!   request and runs it once the QP reaches RTS*. So sends are refused here unless the QP
 //!   is in RTS, receives unless it is in INIT, RTR or RTS, before libibverbs sees them
-//!   ([`PostError::BadState`]). The state is the one this provider last set; a QP the device
+//!   ([`PostError::BadState`]). The state is the one this provider last set, or ERR once a
+//!   completion with an error status arrived for the QP (an error completion means the QP
+//!   went to ERR). Between the device moving a QP to ERR and that completion being polled,
+//!   posts are still accepted; rxe flushes them, so nothing is lost either way. A QP the device
 //!   moved to ERR by itself still accepts posts here, and rxe flushes them, so nothing is lost.
 //! - **Depth**: rxe grants a larger SQ than asked (64 → 127). The limits enforced are the
 //!   *requested* `max_send_wr`, `max_recv_wr`, SGE counts and inline size (never more than
@@ -188,6 +191,25 @@ struct Route {
     rq: Option<Arc<RecvRing>>,
     /// The receives of `rq` were charged to this CQ's budget (own RQ, not an SRQ).
     rq_charged: bool,
+    /// The QP's state, set to ERR when an error completion arrives.
+    state: Option<Arc<SharedState>>,
+}
+
+/// A QP state shared by its queues (readers on every post) and the CQs it completes on
+/// (which record ERR when an error completion arrives). Written by the control path too.
+struct SharedState(AtomicU32);
+
+impl SharedState {
+    fn new() -> SharedState {
+        SharedState(AtomicU32::new(QpState::Reset.to_ibv()))
+    }
+    #[inline]
+    fn get(&self) -> QpState {
+        QpState::from_ibv(self.0.load(Ordering::Acquire))
+    }
+    fn set(&self, s: QpState) {
+        self.0.store(s.to_ibv(), Ordering::Release);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -227,6 +249,7 @@ impl VerbsCq {
                 sq: None,
                 rq: None,
                 rq_charged: false,
+                state: None,
             };
             return &mut self.routes[i];
         }
@@ -235,6 +258,7 @@ impl VerbsCq {
             sq: None,
             rq: None,
             rq_charged: false,
+            state: None,
         });
         let last = self.routes.len() - 1;
         &mut self.routes[last]
@@ -272,6 +296,11 @@ fn convert(routes: &[Route], budget: &CqBudget, wc: &ibv_wc, out: &mut Completio
     let Some(route) = routes.iter().find(|r| r.qpn == wc.qp_num) else {
         return; // not one of ours: passed through unchanged
     };
+    if wc.status != ffi::IBV_WC_SUCCESS {
+        if let Some(st) = &route.state {
+            st.set(QpState::Err);
+        }
+    }
     if wc.wr_id & RECV_TAG != 0 {
         if let Some(rq) = &route.rq {
             let slot = (wc.wr_id & !RECV_TAG) as usize;
@@ -333,7 +362,7 @@ impl CompletionQueue for VerbsCq {
 pub struct VerbsSq {
     qp: *mut ffi::ibv_qp,
     qp_type: QpType,
-    state: QpState,
+    state: Arc<SharedState>,
     sig_all: bool,
     /// Path MTU in bytes (UD size check), set at connect.
     mtu: u32,
@@ -443,8 +472,9 @@ impl VerbsSq {
                 mtu: self.mtu,
             });
         }
-        if self.state != QpState::Rts {
-            return Err(PostError::BadState { state: self.state });
+        let state = self.state.get();
+        if state != QpState::Rts {
+            return Err(PostError::BadState { state });
         }
         Ok(())
     }
@@ -661,7 +691,7 @@ pub struct VerbsRecv {
     target: RecvTarget,
     qp_type: QpType,
     /// The QP state (receive queues of a QP only).
-    state: QpState,
+    state: Arc<SharedState>,
     max_sge: u32,
     ring: Arc<RecvRing>,
     /// The receive CQ (own receive queue only).
@@ -689,7 +719,7 @@ impl VerbsRecv {
         VerbsRecv {
             target,
             qp_type,
-            state: QpState::Reset,
+            state: Arc::new(SharedState::new()),
             max_sge,
             ring: Arc::new(RecvRing::new(cap)),
             budget: None,
@@ -724,9 +754,14 @@ impl RecvQueue for VerbsRecv {
                 })
             }
             RecvTarget::Qp(_)
-                if !matches!(self.state, QpState::Init | QpState::Rtr | QpState::Rts) =>
+                if !matches!(
+                    self.state.get(),
+                    QpState::Init | QpState::Rtr | QpState::Rts
+                ) =>
             {
-                return reject(PostError::BadState { state: self.state })
+                return reject(PostError::BadState {
+                    state: self.state.get(),
+                })
             }
             _ => {}
         }
@@ -860,8 +895,7 @@ impl VerbsQp {
     }
 
     fn set_state(&mut self, s: QpState) {
-        self.sq.state = s;
-        self.rq.state = s;
+        self.sq.state.set(s);
     }
 }
 
@@ -876,7 +910,7 @@ impl QueuePair for VerbsQp {
         self.qp.qp_type()
     }
     fn state(&self) -> QpState {
-        self.sq.state
+        self.sq.state.get()
     }
     /// The limits this provider enforces: the requested values, never more than granted.
     fn caps(&self) -> QpCaps {
@@ -1074,10 +1108,11 @@ impl Provider for VerbsDevice {
         let cap = caps.max_send_wr;
         let sge = caps.max_send_sge.max(1);
         let ring = Arc::new(SqRing::new(cap));
+        let state = Arc::new(SharedState::new());
         let sq = VerbsSq {
             qp: raw,
             qp_type: cfg.qp_type,
-            state: QpState::Reset,
+            state: state.clone(),
             sig_all: cfg.sq_sig_all,
             mtu: 0,
             max_sge: caps.max_send_sge,
@@ -1108,6 +1143,7 @@ impl Provider for VerbsDevice {
                 (r, ring, true)
             }
         };
+        rq.state = state.clone();
         let qpn = qp.qpn();
         match recv_cq {
             Some(rcq) => {
@@ -1117,7 +1153,10 @@ impl Provider for VerbsDevice {
                 let r = rcq.route_mut(qpn);
                 r.rq = Some(rq_ring);
                 r.rq_charged = charged;
-                send_cq.route_mut(qpn).sq = Some(ring);
+                r.state = Some(state.clone());
+                let r = send_cq.route_mut(qpn);
+                r.sq = Some(ring);
+                r.state = Some(state);
             }
             None => {
                 if charged {
@@ -1127,6 +1166,7 @@ impl Provider for VerbsDevice {
                 r.sq = Some(ring);
                 r.rq = Some(rq_ring);
                 r.rq_charged = charged;
+                r.state = Some(state);
             }
         }
         Ok(VerbsQp { sq, rq, qp, caps })
@@ -1240,6 +1280,7 @@ mod tests {
             sq: Some(ring.clone()),
             rq: None,
             rq_charged: false,
+            state: None,
         }];
         for (seq, w) in [(0u64, 100u64), (1, 101), (2, 102)] {
             ring.slot(seq).store(w, Ordering::Relaxed);
@@ -1281,6 +1322,7 @@ mod tests {
             sq: None,
             rq: Some(rq.clone()),
             rq_charged: true,
+            state: Some(Arc::new(SharedState::new())),
         }];
         // A flushed receive: status 5, opcode 0 (rxe leaves it), tagged wr_id.
         let wc = ibv_wc {

@@ -72,6 +72,8 @@ struct Runner<'s, P: Provider> {
     /// (send CQ, receive CQ) of each QP, as indices into `cqs`.
     qp_cq: Vec<(usize, usize)>,
     qkey: u32,
+    /// Each connected QP's endpoint and the options it was connected with (for AHs).
+    eps: Vec<Option<(crate::providers::QpEndpoint, ConnectOpts)>>,
     /// Outstanding send requests per QP, in post order: (wr_id, signaled).
     sq_out: Vec<VecDeque<(u64, bool)>>,
     /// Outstanding receives per queue.
@@ -285,6 +287,7 @@ impl<'s, P: Provider> Runner<'s, P> {
             initial,
             qp_cq,
             qkey: ConnectOpts::default().qkey,
+            eps: vec![None; n],
             sq_out: vec![VecDeque::new(); n],
             recv_out: HashMap::new(),
             owner: HashMap::new(),
@@ -339,17 +342,11 @@ impl<'s, P: Provider> Runner<'s, P> {
                         )
                     })?;
                 }
-                if self.sc.qps[a].qp_type == crate::providers::QpType::Ud {
-                    self.qkey = co.qkey;
-                    for (q, ep) in [(a, &ea), (b, &eb)] {
-                        let ah = p
-                            .create_ah(&self._pd, ep, &co)
-                            .map_err(|e| self.fail(line, "connect: create_ah", e.to_string()))?;
-                        self.ahs[q] = Some(ah);
-                    }
-                }
+                self.qkey = co.qkey;
+                self.eps[a] = Some((ea, co));
+                self.eps[b] = Some((eb, co));
             }
-            StepKind::Post(ps) => self.post(ps, line)?,
+            StepKind::Post(ps) => self.post(p, ps, line)?,
             StepKind::PostRecv(rs) => self.post_recv(rs, line)?,
             StepKind::Ring(q) => {
                 let staged = self.qps[*q].sq().staged();
@@ -387,7 +384,23 @@ impl<'s, P: Provider> Runner<'s, P> {
         }
     }
 
-    fn post(&mut self, ps: &PostStep, line: usize) -> Result<(), Failure> {
+    fn post(&mut self, p: &mut P, ps: &PostStep, line: usize) -> Result<(), Failure> {
+        // The destination's address handle, created on first use.
+        if let Some(d) = ps.dest {
+            if self.ahs[d].is_none() {
+                let Some((ep, co)) = self.eps[d] else {
+                    return Err(self.fail(
+                        line,
+                        "post",
+                        format!("dest={}: that QP is not connected", self.sc.qps[d].name),
+                    ));
+                };
+                let ah = p
+                    .create_ah(&self._pd, &ep, &co)
+                    .map_err(|e| self.fail(line, "post: create_ah", e.to_string()))?;
+                self.ahs[d] = Some(ah);
+            }
+        }
         for i in 0..ps.repeat as usize {
             let shift = i * ps.step;
             let wr_id = ps.wr_id + i as u64;
@@ -757,7 +770,10 @@ impl<'s, P: Provider> Runner<'s, P> {
                 }
                 None => {}
             }
-            if is_recv && c.flags.contains(WcFlags::GRH) != e.grh {
+            // Only a UD receive buffer holds the GRH; on RC/UC over RoCE the flag is set
+            // (rxe, mlx5) but means nothing to the receiver.
+            let ud = self.sc.qps[want_qp].qp_type == crate::providers::QpType::Ud;
+            if is_recv && ud && c.flags.contains(WcFlags::GRH) != e.grh {
                 errs.push(format!(
                     "GRH flag {}, expected {}",
                     c.flags.contains(WcFlags::GRH),
