@@ -62,12 +62,17 @@ impl DeviceList {
         // SAFETY: `n` is a valid out-pointer; the returned list is freed in Drop.
         let list = unsafe { (verbs.ibv_get_device_list)(&mut n) };
         if list.is_null() {
-            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-            return Err(Error::verb(
-                "ibv_get_device_list",
-                errno,
-                no_device_reason().unwrap_or_default(),
-            ));
+            let errno = last_errno();
+            if errno == libc::ENOSYS {
+                // libibverbs found no uverbs support in the kernel at all.
+                return Err(Error::NotFound {
+                    what: "RDMA devices".into(),
+                    hint: no_device_reason().unwrap_or_else(|| {
+                        "ibv_get_device_list: ENOSYS (the kernel has no uverbs support)".into()
+                    }),
+                });
+            }
+            return Err(Error::verb("ibv_get_device_list", errno, ""));
         }
         Ok(DeviceList {
             list,
