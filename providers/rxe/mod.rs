@@ -937,8 +937,6 @@ impl QueuePair for VerbsQp {
 /// A verbs device opened for the data plane.
 pub struct VerbsDevice {
     ctx: Context,
-    /// Starting PSNs handed out by [`Provider::endpoint`].
-    psn_state: u32,
     /// `IBV_EVENT_CQ_ERR` events seen by [`VerbsDevice::check_async`].
     cq_errors: u32,
 }
@@ -978,14 +976,7 @@ impl VerbsDevice {
     /// Open the verbs device `name` (`rxe0`, `mlx5_0`, ...).
     pub fn open(name: &str) -> Result<VerbsDevice> {
         let ctx = Context::open(name)?;
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0x1234, |d| d.subsec_nanos());
-        Ok(VerbsDevice {
-            ctx,
-            psn_state: t | 1,
-            cq_errors: 0,
-        })
+        Ok(VerbsDevice { ctx, cq_errors: 0 })
     }
 
     /// The control-path context.
@@ -1179,9 +1170,7 @@ impl Provider for VerbsDevice {
             what: format!("active MTU of {} port {}", self.ctx.name(), opts.port),
             hint: "is the port active?".into(),
         })?;
-        // A PSN derived from the QPN and a per-device stream; `&self` here, so no state
-        // changes: mix the QPN in.
-        let psn = (self.psn_state ^ qp.qpn().wrapping_mul(0x9e37_79b1)) & 0xff_ffff;
+        let psn = crate::endpoint::random_psn();
         Ok(QpEndpoint {
             lid: port.lid,
             gid: gid.0,
