@@ -722,7 +722,6 @@ unsafe impl Send for VerbsSq {}
 
 impl VerbsRecv {
     fn new(target: RecvTarget, qp_type: QpType, cap: u32, max_sge: u32) -> VerbsRecv {
-        let cap = cap.max(1);
         VerbsRecv {
             target,
             qp_type,
@@ -1126,7 +1125,7 @@ impl Provider for VerbsDevice {
         };
         let (mut rq, rq_ring, charged) = match srq {
             Some(s) => (
-                VerbsRecv::new(RecvTarget::None, cfg.qp_type, 1, 0),
+                VerbsRecv::new(RecvTarget::None, cfg.qp_type, 0, 0),
                 s.q.ring.clone(),
                 false,
             ),
