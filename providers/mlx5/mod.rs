@@ -24,6 +24,7 @@
 
 pub mod cq;
 pub mod dv;
+pub mod plain;
 mod qp;
 mod rq;
 mod shared;
