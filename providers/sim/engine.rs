@@ -47,11 +47,11 @@ use std::sync::Arc;
 
 use super::fault::{FaultConfig, FaultInjector, FaultStats};
 use super::layout::{
-    be16, be32, be64, cqe_op, op, syndrome, CqeFields, AV_LEN, CTRL_CQ_UPDATE, CTRL_SOLICITED,
-    GRH_LEN, INLINE_SEG, INVALID_LKEY, WQEBB,
+    be32, cqe_op, op, syndrome, CqeFields, CTRL_CQ_UPDATE, CTRL_SOLICITED, GRH_LEN, WQEBB,
 };
 use super::mem::{dma_copy, DevMem};
 use crate::providers::{Access, QpState, QpType};
+use crate::wire::{self, DataItem};
 
 /// The largest WQE: `ds` is 6 bits, so 63 × 16 bytes, rounded up to whole WQEBBs.
 const MAX_WQE: usize = 1024;
@@ -218,11 +218,10 @@ const EMPTY_SPAN: Span = Span {
     len: 0,
 };
 
-/// A parsed send WQE.
+/// A parsed send WQE (from [`wire::parse_send_wqe`], plus what the device adds).
 struct Wqe {
     opcode: u8,
     idx: u16,
-    nbb: u32,
     signaled: bool,
     solicited: bool,
     imm: [u8; 4],
@@ -232,8 +231,9 @@ struct Wqe {
     compare: u64,
     dqpn: u32,
     qkey: u32,
-    /// Inline payload: offset and length in the WQE buffer.
-    inline: Option<(usize, usize)>,
+    /// Inline payload: up to two pieces (the WQE may wrap) inside the local WQE copy.
+    inline: [Span; 2],
+    ninline: usize,
     /// Data segments: (addr, byte_count, lkey).
     segs: [(u64, u32, u32); MAX_SEGS],
     nsegs: usize,
@@ -241,12 +241,16 @@ struct Wqe {
 
 impl Wqe {
     fn len(&self) -> u64 {
-        match self.inline {
-            Some((_, l)) => l as u64,
-            None => self.segs[..self.nsegs]
+        if self.ninline > 0 {
+            self.inline[..self.ninline]
+                .iter()
+                .map(|s| s.len as u64)
+                .sum()
+        } else {
+            self.segs[..self.nsegs]
                 .iter()
                 .map(|s| u64::from(seg_len(s.1)))
-                .sum(),
+                .sum()
         }
     }
 }
@@ -449,7 +453,10 @@ impl Engine {
             ));
         }
         if caps.max_send_sge as usize > 16 || caps.max_recv_sge as usize > 16 {
-            return Err(einval("sim create_qp", "max_send_sge / max_recv_sge above 16"));
+            return Err(einval(
+                "sim create_qp",
+                "max_send_sge / max_recv_sge above 16",
+            ));
         }
         if caps.max_inline_data > 512 {
             return Err(einval(
@@ -467,7 +474,7 @@ impl Engine {
         // (UD: address vector; RC/UC: raddr + atomic) + the larger of the SGE list and the
         // inline data, rounded up to whole WQEBBs.
         let xport = match qp_type {
-            QpType::Ud => AV_LEN,
+            QpType::Ud => wire::AV_LEN,
             _ => 32,
         };
         let data = (caps.max_send_sge.max(1) as usize * 16)
@@ -716,130 +723,99 @@ impl Engine {
         work
     }
 
-    /// Read the WQE at the SQ head into `buf` (following the ring wrap); returns its `ds`
-    /// and WQEBB count (at least 1).
-    fn read_head(q: &QpCtx, buf: &mut [u8; MAX_WQE]) -> (u8, u32) {
-        let slot = (q.sq_ci & (q.sq_cnt - 1)) as usize;
-        q.mem.read(slot * WQEBB, &mut buf[..WQEBB]);
-        let ds = buf[7] & 0x3f;
-        let nbb = (u32::from(ds) * 16).div_ceil(WQEBB as u32).max(1);
-        let nbb_read = nbb.min(q.sq_cnt).min((MAX_WQE / WQEBB) as u32);
-        for i in 1..nbb_read {
+    /// Copy the WQE at the SQ head into `buf`, laid out as a ring of
+    /// `min(sq_cnt, 16)` WQEBBs at the same slot (modulo that ring), so the wire parser
+    /// follows the same wrap the device ring has. Returns the local ring length in bytes and
+    /// the WQE's WQEBB count from its `ds` (at least 1, to step over a `ds = 0` WQE).
+    fn read_head(q: &QpCtx, buf: &mut [u8; MAX_WQE]) -> (usize, u32) {
+        let local_cnt = q.sq_cnt.min((MAX_WQE / WQEBB) as u32);
+        let copy = |i: u32, buf: &mut [u8; MAX_WQE]| {
             let s = ((q.sq_ci + i) & (q.sq_cnt - 1)) as usize;
-            let o = i as usize * WQEBB;
-            q.mem.read(s * WQEBB, &mut buf[o..o + WQEBB]);
+            let d = ((q.sq_ci + i) & (local_cnt - 1)) as usize * WQEBB;
+            q.mem.read(s * WQEBB, &mut buf[d..d + WQEBB]);
+        };
+        copy(0, buf);
+        let first = ((q.sq_ci & (local_cnt - 1)) as usize) * WQEBB;
+        let ds = buf[first + 7] & 0x3f;
+        let nbb = (u32::from(ds) * 16).div_ceil(WQEBB as u32).max(1);
+        for i in 1..nbb.min(local_cnt) {
+            copy(i, buf);
         }
-        (ds, nbb)
+        (local_cnt as usize * WQEBB, nbb)
     }
 
-    /// Parse and check the layout of a send WQE (no memory access yet).
-    fn parse(q: &QpCtx, buf: &[u8; MAX_WQE], ds: u8, nbb: u32) -> Result<Wqe, u8> {
-        let opmod_idx_opcode = be32(buf, 0);
-        let opcode = (opmod_idx_opcode & 0xff) as u8;
-        let idx = ((opmod_idx_opcode >> 8) & 0xffff) as u16;
-        let qpn = be32(buf, 4) >> 8;
-        let fm_ce_se = buf[11];
-        let mut w = Wqe {
-            opcode,
-            idx,
-            nbb,
-            signaled: fm_ce_se & CTRL_CQ_UPDATE != 0,
-            solicited: fm_ce_se & CTRL_SOLICITED != 0,
-            imm: [buf[12], buf[13], buf[14], buf[15]],
-            raddr: 0,
-            rkey: 0,
-            swap_add: 0,
-            compare: 0,
-            dqpn: 0,
-            qkey: 0,
-            inline: None,
-            segs: [(0, 0, 0); MAX_SEGS],
-            nsegs: 0,
-        };
-        // Malformed-WQE checks: LOC_QP_OP ("local QP operation error: an internal QP
-        // consistency error was detected while processing this WQE").
-        if ds == 0 || nbb > q.sq_cnt || qpn != q.qpn || u32::from(idx) != q.sq_ci & 0xffff {
+    /// Parse and check the layout of a send WQE (no memory access yet). Malformed WQEs are
+    /// LOC_QP_OP ("local QP operation error: an internal QP consistency error was detected
+    /// while processing this WQE"): ds of zero or past the ring, ds too small for the opcode,
+    /// an inline length past ds, a ctrl qpn that is not this QP's, a wqe_idx that is not the
+    /// device's index, an opcode the QP type cannot do, an atomic whose data segment is not 8
+    /// bytes.
+    fn parse(q: &QpCtx, buf: &[u8; MAX_WQE], ring_len: usize) -> Result<Wqe, u8> {
+        let p = wire::parse_send_wqe(&buf[..ring_len], q.sq_ci, q.qp_type == QpType::Ud)
+            .map_err(|_| syndrome::LOC_QP_OP)?;
+        if p.qpn != q.qpn || u32::from(p.wqe_idx) != q.sq_ci & 0xffff {
             return Err(syndrome::LOC_QP_OP);
         }
-        let end = usize::from(ds) * 16;
-        let mut off = 16;
+        let opcode = u8::from(p.opcode);
         let ok_for_type = match q.qp_type {
-            QpType::Rc => matches!(
-                opcode,
-                op::NOP
-                    | op::SEND
-                    | op::SEND_IMM
-                    | op::RDMA_WRITE
-                    | op::RDMA_WRITE_IMM
-                    | op::RDMA_READ
-                    | op::ATOMIC_CS
-                    | op::ATOMIC_FA
-            ),
-            QpType::Uc => matches!(
-                opcode,
-                op::NOP | op::SEND | op::SEND_IMM | op::RDMA_WRITE | op::RDMA_WRITE_IMM
-            ),
+            QpType::Rc => true,
+            QpType::Uc => !matches!(opcode, op::RDMA_READ | op::ATOMIC_CS | op::ATOMIC_FA),
             QpType::Ud => matches!(opcode, op::NOP | op::SEND | op::SEND_IMM),
         };
         if !ok_for_type {
             return Err(syndrome::LOC_QP_OP);
         }
-        if opcode == op::NOP {
-            return Ok(w);
-        }
-        if q.qp_type == QpType::Ud {
-            if end < off + AV_LEN {
-                return Err(syndrome::LOC_QP_OP);
-            }
-            w.qkey = be32(buf, off);
-            w.dqpn = be32(buf, off + 8) & 0xff_ffff;
-            off += AV_LEN;
-        }
-        match opcode {
-            op::RDMA_WRITE | op::RDMA_WRITE_IMM | op::RDMA_READ | op::ATOMIC_CS | op::ATOMIC_FA => {
-                if end < off + 16 {
-                    return Err(syndrome::LOC_QP_OP);
+        let (raddr, rkey) = p.raddr.unwrap_or((0, 0));
+        let (swap_add, compare) = p.atomic.unwrap_or((0, 0));
+        let (qkey, dqpn) = match p.av {
+            Some(av) => (be32(&av, 0), be32(&av, 8) & 0xff_ffff),
+            None => (0, 0),
+        };
+        let mut w = Wqe {
+            opcode,
+            idx: p.wqe_idx,
+            signaled: p.fm_ce_se & CTRL_CQ_UPDATE != 0,
+            solicited: p.fm_ce_se & CTRL_SOLICITED != 0,
+            imm: p.imm.to_be_bytes(),
+            raddr,
+            rkey,
+            swap_add,
+            compare,
+            dqpn,
+            qkey,
+            inline: [EMPTY_SPAN; 2],
+            ninline: 0,
+            segs: [(0, 0, 0); MAX_SEGS],
+            nsegs: 0,
+        };
+        let reads = matches!(opcode, op::RDMA_READ | op::ATOMIC_CS | op::ATOMIC_FA);
+        for item in p.data_segs() {
+            match item {
+                DataItem::Inline(d) => {
+                    if reads || w.nsegs > 0 || w.ninline > 0 {
+                        return Err(syndrome::LOC_QP_OP);
+                    }
+                    for piece in [d.first, d.second] {
+                        if !piece.is_empty() {
+                            w.inline[w.ninline] = Span {
+                                // Read-only source inside the local copy `buf`.
+                                ptr: piece.as_ptr() as *mut u8,
+                                len: piece.len(),
+                            };
+                            w.ninline += 1;
+                        }
+                    }
                 }
-                w.raddr = be64(buf, off);
-                w.rkey = be32(buf, off + 8);
-                off += 16;
-            }
-            _ => {}
-        }
-        if matches!(opcode, op::ATOMIC_CS | op::ATOMIC_FA) {
-            // Atomics: ctrl + raddr + atomic + exactly one 8-byte data segment (ds = 4).
-            if ds != 4 {
-                return Err(syndrome::LOC_QP_OP);
-            }
-            w.swap_add = be64(buf, off);
-            w.compare = be64(buf, off + 8);
-            off += 16;
-        }
-        // Data: data segments, or one inline segment.
-        while off < end {
-            let first = be32(buf, off);
-            if first & INLINE_SEG != 0 {
-                let len = (first & !INLINE_SEG) as usize;
-                let seg = (len + 4).next_multiple_of(16);
-                if off + seg > end || w.inline.is_some() || w.nsegs > 0 {
-                    return Err(syndrome::LOC_QP_OP);
+                DataItem::Sge(sge) => {
+                    if w.ninline > 0 || w.nsegs == MAX_SEGS {
+                        return Err(syndrome::LOC_QP_OP);
+                    }
+                    w.segs[w.nsegs] = (sge.addr, sge.length, sge.lkey);
+                    w.nsegs += 1;
                 }
-                if matches!(opcode, op::RDMA_READ | op::ATOMIC_CS | op::ATOMIC_FA) {
-                    return Err(syndrome::LOC_QP_OP);
-                }
-                w.inline = Some((off + 4, len));
-                off += seg;
-            } else {
-                if w.inline.is_some() || w.nsegs == MAX_SEGS {
-                    return Err(syndrome::LOC_QP_OP);
-                }
-                w.segs[w.nsegs] = (be64(buf, off + 8), first, be32(buf, off + 4));
-                w.nsegs += 1;
-                off += 16;
             }
         }
-        if matches!(opcode, op::ATOMIC_CS | op::ATOMIC_FA) && (w.nsegs != 1 || w.segs[0].1 != 8)
-        {
+        if matches!(opcode, op::ATOMIC_CS | op::ATOMIC_FA) && (w.nsegs != 1 || w.segs[0].1 != 8) {
             return Err(syndrome::LOC_QP_OP);
         }
         Ok(w)
@@ -864,7 +840,14 @@ impl Engine {
     }
 
     /// Check a remote range against the responder's MR and QP rights: REM_ACCESS otherwise.
-    fn remote_span(&self, resp: &QpCtx, raddr: u64, len: u64, rkey: u32, need: Access) -> Result<Span, u8> {
+    fn remote_span(
+        &self,
+        resp: &QpCtx,
+        raddr: u64,
+        len: u64,
+        rkey: u32,
+        need: Access,
+    ) -> Result<Span, u8> {
         let mr = self.mrs.get(&rkey).ok_or(syndrome::REM_ACCESS)?;
         if mr.pd != resp.pd
             || raddr < mr.addr
@@ -883,12 +866,13 @@ impl Engine {
     fn exec_head(&mut self, qpn: u32, torn_ok: bool) -> Step {
         let mut buf = [0u8; MAX_WQE];
         let q = self.qps.get(&qpn).expect("present");
-        let (ds, nbb) = Self::read_head(q, &mut buf);
-        let w = match Self::parse(q, &buf, ds, nbb) {
+        let (ring_len, nbb) = Self::read_head(q, &mut buf);
+        let w = match Self::parse(q, &buf, ring_len) {
             Ok(w) => w,
             Err(s) => {
                 let idx = q.sq_ci as u16;
-                self.fail_head(qpn, buf[3], idx, nbb, s, torn_ok);
+                let head = ((q.sq_ci as usize) * WQEBB) & (ring_len - 1);
+                self.fail_head(qpn, buf[head + 3], idx, nbb, s, torn_ok);
                 return Step::Advanced;
             }
         };
@@ -906,13 +890,9 @@ impl Engine {
         let writes_local = matches!(w.opcode, op::RDMA_READ | op::ATOMIC_CS | op::ATOMIC_FA);
         let mut local = [EMPTY_SPAN; MAX_SEGS];
         let mut nlocal = 0;
-        if let Some((o, l)) = w.inline {
-            local[0] = Span {
-                // The inline bytes are in `buf`; a read-only source.
-                ptr: buf[o..].as_ptr() as *mut u8,
-                len: l,
-            };
-            nlocal = 1;
+        if w.ninline > 0 {
+            local[..w.ninline].copy_from_slice(&w.inline[..w.ninline]);
+            nlocal = w.ninline;
         } else {
             for &(addr, bc, lkey) in &w.segs[..w.nsegs] {
                 match self.local_span(pd, addr, seg_len(bc), lkey, writes_local) {
@@ -941,7 +921,10 @@ impl Engine {
             }
             (_, _) => {
                 let peer = q.attr.remote_qpn;
-                (self.deliver_connected(qpn, peer, &w, local, torn_ok), len as u32)
+                (
+                    self.deliver_connected(qpn, peer, &w, local, torn_ok),
+                    len as u32,
+                )
             }
         };
         let q = self.qps.get_mut(&qpn).expect("present");
@@ -1024,14 +1007,15 @@ impl Engine {
     fn flush_head(&mut self, qpn: u32, torn_ok: bool) {
         let mut buf = [0u8; MAX_WQE];
         let q = self.qps.get_mut(&qpn).expect("present");
-        let (_, nbb) = Self::read_head(q, &mut buf);
+        let (ring_len, nbb) = Self::read_head(q, &mut buf);
         let idx = q.sq_ci as u16;
+        let head = ((q.sq_ci as usize) * WQEBB) & (ring_len - 1);
         q.sq_ci = q.sq_ci.wrapping_add(nbb);
         let cqn = q.send_cqn;
         let f = CqeFields {
             opcode: cqe_op::REQ_ERR,
             qpn,
-            wqe_opcode: buf[3],
+            wqe_opcode: buf[head + 3],
             wqe_counter: idx,
             syndrome: syndrome::WR_FLUSH,
             ..Default::default()
@@ -1047,9 +1031,20 @@ impl Engine {
     }
 
     /// RC / UC delivery to `peer`.
-    fn deliver_connected(&mut self, qpn: u32, peer: u32, w: &Wqe, local: &[Span], torn_ok: bool) -> Resp {
+    fn deliver_connected(
+        &mut self,
+        qpn: u32,
+        peer: u32,
+        w: &Wqe,
+        local: &[Span],
+        torn_ok: bool,
+    ) -> Resp {
         let reliable = self.qps.get(&qpn).map(|q| q.qp_type) == Some(QpType::Rc);
-        let lost = if reliable { Resp::NoPeer } else { Resp::Dropped };
+        let lost = if reliable {
+            Resp::NoPeer
+        } else {
+            Resp::Dropped
+        };
         let Some(p) = self.qps.get(&peer) else {
             return lost;
         };
@@ -1167,10 +1162,7 @@ impl Engine {
                 if s.consumed & 0xffff == posted {
                     None
                 } else {
-                    Some(RecvLoc::Srq {
-                        srqn,
-                        index: s.cur,
-                    })
+                    Some(RecvLoc::Srq { srqn, index: s.cur })
                 }
             }
         }
@@ -1178,7 +1170,12 @@ impl Engine {
 
     /// Read the data segments of a receive WQE (up to the `MLX5_INVALID_LKEY` terminator),
     /// check them against the MRs of `pd` (LOCAL_WRITE), and return the spans.
-    fn recv_spans(&self, loc: RecvLoc, peer: u32, spans: &mut [Span; MAX_SEGS]) -> Result<(usize, u64), u8> {
+    fn recv_spans(
+        &self,
+        loc: RecvLoc,
+        peer: u32,
+        spans: &mut [Span; MAX_SEGS],
+    ) -> Result<(usize, u64), u8> {
         let mut wqe = [0u8; MAX_WQE];
         let (mem, off, stride, first, pd) = match loc {
             RecvLoc::Rq { ci } => {
@@ -1207,20 +1204,17 @@ impl Engine {
         mem.read(off, &mut wqe[..stride]);
         let mut n = 0;
         let mut cap = 0u64;
-        let mut o = first;
-        while o + 16 <= stride && n < MAX_SEGS {
-            let bc = be32(&wqe, o);
-            let lkey = be32(&wqe, o + 4);
-            let addr = be64(&wqe, o + 8);
-            if lkey == INVALID_LKEY && bc == 0 {
-                break;
+        let slot = &wqe[first..stride];
+        // A receive WQE we cannot read as one is a local QP operation error on the responder.
+        let sges = wire::parse_recv_wqe(slot, slot.len() / 16).map_err(|_| syndrome::LOC_QP_OP)?;
+        for sge in sges {
+            if sge.length == 0 || n == MAX_SEGS {
+                continue;
             }
-            if bc != 0 {
-                spans[n] = self.local_span(pd, addr, bc & 0x7fff_ffff, lkey, true)?;
-                cap += u64::from(bc & 0x7fff_ffff);
-                n += 1;
-            }
-            o += 16;
+            let len = sge.length & 0x7fff_ffff;
+            spans[n] = self.local_span(pd, sge.addr, len, sge.lkey, true)?;
+            cap += u64::from(len);
+            n += 1;
         }
         Ok((n, cap))
     }
@@ -1236,8 +1230,9 @@ impl Engine {
             RecvLoc::Srq { srqn, index } => {
                 if let Some(s) = self.srqs.get_mut(&srqn) {
                     let mut nb = [0u8; 2];
-                    s.mem.read(usize::from(index) * s.stride as usize + 2, &mut nb);
-                    s.cur = be16(&nb, 0) & (s.wqe_cnt - 1) as u16;
+                    s.mem
+                        .read(usize::from(index) * s.stride as usize + 2, &mut nb);
+                    s.cur = u16::from_be_bytes(nb) & (s.wqe_cnt - 1) as u16;
                     s.consumed = s.consumed.wrapping_add(1);
                 }
                 index
@@ -1293,7 +1288,12 @@ impl Engine {
         if needed > cap {
             // Longer than the receive: responder LOC_LEN, requester REM_INV_REQ (mlx5 and
             // the IBA; rxe reports LOC_QP_OP / REM_OP here, see DESIGN.md 5b).
-            self.push_cqe(recv_cqn, resp_err(syndrome::LOC_LEN), stream(peer, true), torn_ok);
+            self.push_cqe(
+                recv_cqn,
+                resp_err(syndrome::LOC_LEN),
+                stream(peer, true),
+                torn_ok,
+            );
             self.responder_error(peer);
             return Resp::Nak(syndrome::REM_INV_REQ);
         }

@@ -1,12 +1,12 @@
-//! The few mlx5 byte layouts the device side reads and writes, as the device sees them.
+//! The device's side of the mlx5 byte layouts: constants, and the CQE emitter.
 //!
-//! Offsets are the ones of rdma-core 44 `mlx5dv.h` (`struct mlx5_wqe_ctrl_seg`,
-//! `mlx5_wqe_raddr_seg`, `mlx5_wqe_atomic_seg`, `mlx5_wqe_data_seg`, `mlx5_wqe_av`,
-//! `mlx5_wqe_srq_next_seg`, `mlx5_cqe64`, `mlx5_err_cqe`); all multi-byte fields are
-//! big-endian. The host-side encoders and decoders live in [`crate::wire`]; this module is the
-//! device's private reading of the same bytes (a device model must not share its parser with
-//! the code under test, or a layout bug would cancel out on both sides), and the golden
-//! fixtures of `fixtures/mlx5` check both against the C headers.
+//! The layouts themselves are [`crate::wire`]'s (checked byte for byte against rdma-core 44
+//! `mlx5dv.h` by the golden fixtures): WQEs are read with `wire::parse_send_wqe` /
+//! `parse_recv_wqe` / `parse_srq_wqe`, CQEs written with `wire::CqeRepr::emit`. This module
+//! only names the numbers the engine switches on, as plain `u8` so they can be `match`ed
+//! (a unit test checks each against the wire enums).
+
+use crate::wire::{Cqe64, CqeOpcode, CqeRepr, Syndrome};
 
 /// WQE opcodes (`MLX5_OPCODE_*`).
 pub(crate) mod op {
@@ -25,17 +25,12 @@ pub(crate) const CTRL_CQ_UPDATE: u8 = 0x08;
 /// `fm_ce_se`: solicited event.
 pub(crate) const CTRL_SOLICITED: u8 = 0x02;
 
-/// Inline segment marker in the first word (`MLX5_INLINE_SEG`).
-pub(crate) const INLINE_SEG: u32 = 0x8000_0000;
-/// The lkey that terminates a receive WQE with fewer than max SGEs (`MLX5_INVALID_LKEY`).
-pub(crate) const INVALID_LKEY: u32 = 0x100;
-
 /// Size of a WQE basic block.
 pub(crate) const WQEBB: usize = 64;
-/// Size of the UD address vector that follows the ctrl segment (`struct mlx5_wqe_av`).
-pub(crate) const AV_LEN: usize = 48;
 /// Bytes of GRH space at the start of a UD receive buffer.
 pub(crate) const GRH_LEN: usize = 40;
+/// `flags_rqpn` top byte of a receive that carries a GRH (bits 28-29 = 1: GRH present).
+pub(crate) const FLAGS_GRH_PRESENT: u8 = 0x10;
 
 /// CQE opcodes (`op_own >> 4`).
 pub(crate) mod cqe_op {
@@ -54,7 +49,6 @@ pub(crate) mod syndrome {
     pub const LOC_QP_OP: u8 = 0x02;
     pub const LOC_PROT: u8 = 0x04;
     pub const WR_FLUSH: u8 = 0x05;
-    pub const LOC_ACCESS: u8 = 0x11;
     pub const REM_INV_REQ: u8 = 0x12;
     pub const REM_ACCESS: u8 = 0x13;
     pub const REM_OP: u8 = 0x14;
@@ -62,46 +56,10 @@ pub(crate) mod syndrome {
     pub const RNR_RETRY_EXC: u8 = 0x16;
 }
 
-/// Byte offsets inside a 64-byte CQE.
-pub(crate) mod cqe {
-    /// `flags_rqpn`: bits 28-29 = GRH present, low 24 bits = source QPN.
-    pub const FLAGS_RQPN: usize = 24;
-    /// `srqn_uidx` (error CQE: `srqn`).
-    pub const SRQN: usize = 32;
-    /// `imm_inval_pkey`: the immediate exactly as it travelled (big-endian).
-    pub const IMM: usize = 36;
-    /// `byte_cnt`.
-    pub const BYTE_CNT: usize = 44;
-    /// `vendor_err_synd` (error CQE).
-    pub const VENDOR_SYND: usize = 54;
-    /// `syndrome` (error CQE).
-    pub const SYNDROME: usize = 55;
-    /// `sop_drop_qpn` / `s_wqe_opcode_qpn`: WQE opcode << 24 | QPN.
-    pub const OPCODE_QPN: usize = 56;
-    /// `wqe_counter`.
-    pub const WQE_COUNTER: usize = 60;
-    /// `op_own`: opcode << 4 | ... | owner.
-    pub const OP_OWN: usize = 63;
-}
-
 /// Read a big-endian u32 at `off` of `b`.
 #[inline]
 pub(crate) fn be32(b: &[u8], off: usize) -> u32 {
     u32::from_be_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
-}
-
-/// Read a big-endian u64 at `off` of `b`.
-#[inline]
-pub(crate) fn be64(b: &[u8], off: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[off..off + 8]);
-    u64::from_be_bytes(a)
-}
-
-/// Read a big-endian u16 at `off` of `b`.
-#[inline]
-pub(crate) fn be16(b: &[u8], off: usize) -> u16 {
-    u16::from_be_bytes([b[off], b[off + 1]])
 }
 
 /// What goes into one CQE, before the owner bit is known.
@@ -134,25 +92,28 @@ pub(crate) struct CqeFields {
 }
 
 impl CqeFields {
-    /// The 64 bytes of the CQE, every byte written, `op_own` last byte included with the
+    /// The 64 bytes of the CQE (every byte written, through [`CqeRepr::emit`]) with the
     /// given owner bit. The engine stores bytes 0..63 first and `op_own` last.
     pub(crate) fn emit(&self, owner: bool) -> [u8; 64] {
         let mut b = [0u8; 64];
-        let is_err = self.opcode == cqe_op::REQ_ERR || self.opcode == cqe_op::RESP_ERR;
-        if !is_err {
-            let rqpn = (self.src_qpn & 0xff_ffff) | if self.grh { 1 << 28 } else { 0 };
-            b[cqe::FLAGS_RQPN..cqe::FLAGS_RQPN + 4].copy_from_slice(&rqpn.to_be_bytes());
-            b[cqe::IMM..cqe::IMM + 4].copy_from_slice(&self.imm_be);
-            b[cqe::BYTE_CNT..cqe::BYTE_CNT + 4].copy_from_slice(&self.byte_cnt.to_be_bytes());
-        } else {
-            b[cqe::VENDOR_SYND] = self.vendor_syndrome;
-            b[cqe::SYNDROME] = self.syndrome;
-        }
-        b[cqe::SRQN..cqe::SRQN + 4].copy_from_slice(&(self.srqn & 0xff_ffff).to_be_bytes());
-        let oq = (u32::from(self.wqe_opcode) << 24) | (self.qpn & 0xff_ffff);
-        b[cqe::OPCODE_QPN..cqe::OPCODE_QPN + 4].copy_from_slice(&oq.to_be_bytes());
-        b[cqe::WQE_COUNTER..cqe::WQE_COUNTER + 2].copy_from_slice(&self.wqe_counter.to_be_bytes());
-        b[cqe::OP_OWN] = (self.opcode << 4) | if self.se { 0x02 } else { 0 } | u8::from(owner);
+        let r = CqeRepr {
+            opcode: CqeOpcode::from(self.opcode),
+            owner,
+            se: self.se,
+            s_wqe_opcode: self.wqe_opcode,
+            qpn: self.qpn & 0xff_ffff,
+            wqe_counter: self.wqe_counter,
+            byte_cnt: self.byte_cnt,
+            imm_inval_pkey: u32::from_be_bytes(self.imm_be),
+            srqn: self.srqn & 0xff_ffff,
+            src_qp: self.src_qpn & 0xff_ffff,
+            flags: if self.grh { FLAGS_GRH_PRESENT } else { 0 },
+            syndrome: Syndrome::from(self.syndrome),
+            vendor_syndrome: self.vendor_syndrome,
+            ..CqeRepr::default()
+        };
+        r.emit(&mut Cqe64::new_unchecked(&mut b[..]))
+            .expect("a 64-byte buffer holds a CQE");
         b
     }
 }
@@ -160,6 +121,38 @@ impl CqeFields {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Opcode;
+
+    #[test]
+    fn constants_match_the_wire_enums() {
+        for v in [
+            op::NOP,
+            op::RDMA_WRITE,
+            op::RDMA_WRITE_IMM,
+            op::SEND,
+            op::SEND_IMM,
+            op::RDMA_READ,
+            op::ATOMIC_CS,
+            op::ATOMIC_FA,
+        ] {
+            assert!(!matches!(Opcode::from(v), Opcode::Unknown(_)), "{v:#x}");
+        }
+        assert_eq!(u8::from(Syndrome::LocLen), syndrome::LOC_LEN);
+        assert_eq!(u8::from(Syndrome::LocQpOp), syndrome::LOC_QP_OP);
+        assert_eq!(u8::from(Syndrome::LocProt), syndrome::LOC_PROT);
+        assert_eq!(u8::from(Syndrome::WrFlush), syndrome::WR_FLUSH);
+        assert_eq!(u8::from(Syndrome::RemInvReq), syndrome::REM_INV_REQ);
+        assert_eq!(u8::from(Syndrome::RemAccess), syndrome::REM_ACCESS);
+        assert_eq!(u8::from(Syndrome::RemOp), syndrome::REM_OP);
+        assert_eq!(u8::from(Syndrome::RetryExc), syndrome::RETRY_EXC);
+        assert_eq!(u8::from(Syndrome::RnrRetryExc), syndrome::RNR_RETRY_EXC);
+        assert_eq!(u8::from(CqeOpcode::from(cqe_op::INVALID)), cqe_op::INVALID);
+        assert_eq!(crate::wire::CQE_INVALID_OP_OWN, cqe_op::INVALID << 4);
+        assert_eq!(
+            crate::wire::CQE_FLAGS_GRH & FLAGS_GRH_PRESENT,
+            FLAGS_GRH_PRESENT
+        );
+    }
 
     #[test]
     fn requester_cqe_bytes() {

@@ -36,21 +36,23 @@ impl DevMem {
         Ok(DevMem { map, base, len })
     }
 
-    /// Size in bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
     /// Raw pointer to byte `off`. Panics (a sim bug, never input) when `off` is past the end.
     pub(crate) fn ptr(&self, off: usize) -> *mut u8 {
-        assert!(off <= self.len, "sim: device memory offset {off} past {}", self.len);
+        assert!(
+            off <= self.len,
+            "sim: device memory offset {off} past {}",
+            self.len
+        );
         // SAFETY: `off <= len`, so the result stays inside (or one past) the mapping.
         unsafe { self.base.add(off) }
     }
 
     /// Read `out.len()` bytes at `off` (volatile, byte by byte in 8-byte words where aligned).
     pub(crate) fn read(&self, off: usize, out: &mut [u8]) {
-        assert!(off + out.len() <= self.len, "sim: device memory read out of range");
+        assert!(
+            off + out.len() <= self.len,
+            "sim: device memory read out of range"
+        );
         for (i, b) in out.iter_mut().enumerate() {
             // SAFETY: in range (asserted above); volatile because the host writes this memory.
             *b = unsafe { std::ptr::read_volatile(self.base.add(off + i)) };
@@ -59,24 +61,21 @@ impl DevMem {
 
     /// Write `data` at `off` (volatile).
     pub(crate) fn write(&self, off: usize, data: &[u8]) {
-        assert!(off + data.len() <= self.len, "sim: device memory write out of range");
+        assert!(
+            off + data.len() <= self.len,
+            "sim: device memory write out of range"
+        );
         for (i, b) in data.iter().enumerate() {
             // SAFETY: in range (asserted above); volatile because the host reads this memory.
             unsafe { std::ptr::write_volatile(self.base.add(off + i), *b) };
         }
     }
 
-    /// Fill `len` bytes at `off` with `v`.
-    pub(crate) fn fill(&self, off: usize, len: usize, v: u8) {
-        assert!(off + len <= self.len, "sim: device memory fill out of range");
-        for i in 0..len {
-            // SAFETY: in range (asserted above).
-            unsafe { std::ptr::write_volatile(self.base.add(off + i), v) };
-        }
-    }
-
     fn atomic_u32(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= self.len, "sim: bad u32 offset {off}");
+        assert!(
+            off % 4 == 0 && off + 4 <= self.len,
+            "sim: bad u32 offset {off}"
+        );
         // SAFETY: aligned (page-aligned base, `off % 4 == 0`) and in range; the mapping lives
         // as long as `self`; every concurrent access to this word is atomic or a volatile
         // store of the same size by the host, which is what a device register sees.
@@ -95,7 +94,10 @@ impl DevMem {
 
     /// Atomic load of a raw 64-bit word (a UAR / BlueFlame doorbell), as stored in memory.
     pub(crate) fn load_raw64(&self, off: usize) -> u64 {
-        assert!(off % 8 == 0 && off + 8 <= self.len, "sim: bad u64 offset {off}");
+        assert!(
+            off % 8 == 0 && off + 8 <= self.len,
+            "sim: bad u64 offset {off}"
+        );
         // SAFETY: aligned and in range as asserted; see `atomic_u32`.
         let a = unsafe { AtomicU64::from_ptr(self.base.add(off).cast()) };
         a.load(Ordering::Acquire)
@@ -103,7 +105,10 @@ impl DevMem {
 
     /// Atomic store of a raw 64-bit word.
     pub(crate) fn store_raw64(&self, off: usize, v: u64) {
-        assert!(off % 8 == 0 && off + 8 <= self.len, "sim: bad u64 offset {off}");
+        assert!(
+            off % 8 == 0 && off + 8 <= self.len,
+            "sim: bad u64 offset {off}"
+        );
         // SAFETY: aligned and in range as asserted; see `atomic_u32`.
         let a = unsafe { AtomicU64::from_ptr(self.base.add(off).cast()) };
         a.store(v, Ordering::Release)

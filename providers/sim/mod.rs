@@ -263,7 +263,12 @@ impl SimDevice {
     }
 
     /// Create an SRQ in protection domain `pd`.
-    pub fn create_srq_dv(&self, pd: u32, max_wr: u32, max_sge: u32) -> crate::Result<(DvSrq, SimOwner)> {
+    pub fn create_srq_dv(
+        &self,
+        pd: u32,
+        max_wr: u32,
+        max_sge: u32,
+    ) -> crate::Result<(DvSrq, SimOwner)> {
         let mut e = self.shared.lock();
         let srqn = e.create_srq(pd, max_wr, max_sge)?;
         let s = &e.srqs[&srqn];
