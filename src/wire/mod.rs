@@ -1,2 +1,120 @@
-//! Typed views over mlx5 WQE segments and CQEs (smoltcp style). No unsafe code.
+//! The mlx5 wire layer: typed views over WQE segments and CQEs, and whole-WQE encoders and
+//! parsers. Bytes in, fields out; no unsafe code, no allocation.
+//!
+//! Everything here is checked byte for byte against rdma-core 44's `mlx5dv.h` by the golden
+//! fixtures in `fixtures/mlx5/` (see `tests/golden_mlx5.rs`).
+//!
+//! # Words
+//!
+//! - **WQE** (work queue entry): one request in a send or receive queue.
+//! - **WQEBB** (WQE basic block): 64 bytes; a send WQE takes 1..N of them. The send queue
+//!   ("SQ") is a ring of `wqe_cnt` WQEBBs, `wqe_cnt` a power of two.
+//! - **segment**: a 16-byte unit of a WQE (ctrl, raddr, data, inline, atomic) or a run of them
+//!   (the 48-byte datagram address vector, an inline segment longer than 12 bytes).
+//! - **ds** (data size): the WQE's length in 16-byte units, the ctrl segment included.
+//! - **pi** (producer index): the free-running count of WQEBBs posted; its low 16 bits are
+//!   the `wqe_idx` written into the ctrl segment, `pi & (wqe_cnt - 1)` is the slot.
+//! - **ci** (consumer index): the free-running count of CQEs consumed from a CQ.
+//! - **qpn**, **lkey**, **rkey**, **imm**: as in verbs; 24-bit QP number, local and remote
+//!   memory keys, the 32-bit immediate.
+//! - **CQE**: a 64-byte completion entry (the second half of each slot of a 128-byte CQ);
+//!   `op_own` is its last byte (opcode, format, solicited, owner bit).
+//! - **wqe_counter**: in a requester CQE, the `wqe_idx` of the WQE it completes.
+//!
+//! # Contract of the views
+//!
+//! Each view (`CtrlSeg<T>`, `Cqe64<T>`, ...) wraps a buffer `T: AsRef<[u8]>`. After
+//! `new_checked` (or `check_len` returning `Ok`) no accessor panics; `new_unchecked` leaves
+//! the length check to the caller, and an accessor on a too-short buffer panics. All
+//! multi-byte fields on the wire are big-endian; accessors take and return host-order values
+//! and do the conversion inside. Setters on `T: AsMut<[u8]>` write exactly the bytes of their
+//! field. A `Repr` (`CqeRepr`, `SendWqe`, ...) is a plain value: `emit` writes every byte of
+//! the entry it describes, reserved bytes as zero, because a reused ring slot still holds the
+//! previous entry; `parse` reads it back.
+//!
+//! # Contract of the whole-WQE functions
+//!
+//! The send ring is the whole SQ buffer (`wqe_cnt * 64` bytes, a power of two). The
+//! encoders and parsers reject a ring of any other length with an error, then never panic:
+//! they index with offsets masked by the ring length, so a WQE that runs past the end of the
+//! ring continues at its start, exactly as the device reads it.
+
 #![forbid(unsafe_code)]
+
+mod cqe;
+mod seg;
+mod wqe;
+
+pub use cqe::{
+    cqe64_offset, cqe_owner_for, cqe_sw_owned, Cqe64, CqeOpcode, CqeRepr, ErrCqe, Syndrome,
+    CQE_FLAGS_GRH, CQE_INLINE_SCATTER_32, CQE_INLINE_SCATTER_64, CQE_INVALID_OP_OWN, CQE_LEN,
+};
+pub use seg::{
+    fm_ce_se, AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineSeg, Opcode, RaddrSeg, SrqNextSeg,
+    AV_LEN, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, SEG_LEN,
+};
+pub use wqe::{
+    emit_recv_wqe, emit_send_wqe, emit_srq_wqe, parse_recv_wqe, parse_send_wqe, parse_srq_wqe,
+    wqe_size, DataItem, DataSegs, InlineData, ParsedWqe, RecvSges, SendWqe, WqeError, WqeSize,
+    MAX_DS, WQEBB_LEN,
+};
+
+/// A too-short buffer handed to a view's `new_checked`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Truncated {
+    /// Bytes the view needs.
+    pub needed: usize,
+    /// Bytes the buffer has.
+    pub got: usize,
+}
+
+impl std::fmt::Display for Truncated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "buffer too short: {} bytes, the layout needs {}",
+            self.got, self.needed
+        )
+    }
+}
+
+impl std::error::Error for Truncated {}
+
+/// A byte range of a layout.
+type Field = std::ops::Range<usize>;
+
+#[inline(always)]
+fn be16(b: &[u8], f: Field) -> u16 {
+    let mut a = [0u8; 2];
+    a.copy_from_slice(&b[f]);
+    u16::from_be_bytes(a)
+}
+
+#[inline(always)]
+fn be32(b: &[u8], f: Field) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[f]);
+    u32::from_be_bytes(a)
+}
+
+#[inline(always)]
+fn be64(b: &[u8], f: Field) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[f]);
+    u64::from_be_bytes(a)
+}
+
+#[inline(always)]
+fn put16(b: &mut [u8], f: Field, v: u16) {
+    b[f].copy_from_slice(&v.to_be_bytes());
+}
+
+#[inline(always)]
+fn put32(b: &mut [u8], f: Field, v: u32) {
+    b[f].copy_from_slice(&v.to_be_bytes());
+}
+
+#[inline(always)]
+fn put64(b: &mut [u8], f: Field, v: u64) {
+    b[f].copy_from_slice(&v.to_be_bytes());
+}

@@ -1,0 +1,838 @@
+//! Completion queue entries (`struct mlx5_cqe64`, `struct mlx5_err_cqe` in `mlx5dv.h`).
+//!
+//! A CQ is a ring of `cqe_cnt` slots (a power of two) of 64 or 128 bytes; in a 128-byte slot
+//! the 64-byte CQE is the second half ([`cqe64_offset`]). The device writes a CQE's owner bit
+//! as the wrap parity of its producer index; software owns the CQE at consumer index `ci` when
+//! the opcode is not INVALID and the owner bit equals `!!(ci & cqe_cnt)` ([`cqe_sw_owned`]).
+
+use super::{be16, be32, be64, put16, put32, put64, Field, Truncated};
+use crate::providers::WcStatus;
+
+/// Length of a CQE in bytes.
+pub const CQE_LEN: usize = 64;
+/// `op_own` of a fresh CQ slot: opcode INVALID, owner 0.
+pub const CQE_INVALID_OP_OWN: u8 = 0xf0;
+/// `op_own` format bit: up to 32 received bytes are in CQE bytes 0-31 (`MLX5_INLINE_SCATTER_32`).
+pub const CQE_INLINE_SCATTER_32: u8 = 0x04;
+/// `op_own` format bit: up to 64 received bytes are in the 64 bytes before the CQE, that is
+/// the first half of a 128-byte slot (`MLX5_INLINE_SCATTER_64`).
+pub const CQE_INLINE_SCATTER_64: u8 = 0x08;
+/// Bits of the top byte of `flags_rqpn` that say a GRH is present (bits 28-29 of the word).
+pub const CQE_FLAGS_GRH: u8 = 0x30;
+
+/// The CQE opcode (the top nibble of `op_own`). Unknown values are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CqeOpcode {
+    /// `MLX5_CQE_REQ` 0: a requester (send-side) completion.
+    Req,
+    /// `MLX5_CQE_RESP_WR_IMM` 1: an incoming RDMA WRITE WITH IMMEDIATE.
+    RespWrImm,
+    /// `MLX5_CQE_RESP_SEND` 2: an incoming SEND.
+    RespSend,
+    /// `MLX5_CQE_RESP_SEND_IMM` 3: an incoming SEND WITH IMMEDIATE.
+    RespSendImm,
+    /// `MLX5_CQE_RESP_SEND_INV` 4: an incoming SEND WITH INVALIDATE.
+    RespSendInv,
+    /// `MLX5_CQE_RESIZE_CQ` 5.
+    ResizeCq,
+    /// `MLX5_CQE_NO_PACKET` 6.
+    NoPacket,
+    /// `MLX5_CQE_SIG_ERR` 12.
+    SigErr,
+    /// `MLX5_CQE_REQ_ERR` 13: a requester error CQE.
+    ReqErr,
+    /// `MLX5_CQE_RESP_ERR` 14: a responder error CQE.
+    RespErr,
+    /// `MLX5_CQE_INVALID` 15: not written by the device yet.
+    Invalid,
+    /// Any other value (0-15).
+    Unknown(u8),
+}
+
+impl From<u8> for CqeOpcode {
+    /// From the 4-bit opcode (`op_own >> 4`); higher bits are ignored.
+    #[inline]
+    fn from(v: u8) -> CqeOpcode {
+        match v & 0x0f {
+            0 => CqeOpcode::Req,
+            1 => CqeOpcode::RespWrImm,
+            2 => CqeOpcode::RespSend,
+            3 => CqeOpcode::RespSendImm,
+            4 => CqeOpcode::RespSendInv,
+            5 => CqeOpcode::ResizeCq,
+            6 => CqeOpcode::NoPacket,
+            12 => CqeOpcode::SigErr,
+            13 => CqeOpcode::ReqErr,
+            14 => CqeOpcode::RespErr,
+            15 => CqeOpcode::Invalid,
+            other => CqeOpcode::Unknown(other),
+        }
+    }
+}
+
+impl From<CqeOpcode> for u8 {
+    #[inline]
+    fn from(v: CqeOpcode) -> u8 {
+        match v {
+            CqeOpcode::Req => 0,
+            CqeOpcode::RespWrImm => 1,
+            CqeOpcode::RespSend => 2,
+            CqeOpcode::RespSendImm => 3,
+            CqeOpcode::RespSendInv => 4,
+            CqeOpcode::ResizeCq => 5,
+            CqeOpcode::NoPacket => 6,
+            CqeOpcode::SigErr => 12,
+            CqeOpcode::ReqErr => 13,
+            CqeOpcode::RespErr => 14,
+            CqeOpcode::Invalid => 15,
+            CqeOpcode::Unknown(other) => other & 0x0f,
+        }
+    }
+}
+
+impl CqeOpcode {
+    /// The rdma-core name without the `MLX5_CQE_` prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            CqeOpcode::Req => "REQ",
+            CqeOpcode::RespWrImm => "RESP_WR_IMM",
+            CqeOpcode::RespSend => "RESP_SEND",
+            CqeOpcode::RespSendImm => "RESP_SEND_IMM",
+            CqeOpcode::RespSendInv => "RESP_SEND_INV",
+            CqeOpcode::ResizeCq => "RESIZE_CQ",
+            CqeOpcode::NoPacket => "NO_PACKET",
+            CqeOpcode::SigErr => "SIG_ERR",
+            CqeOpcode::ReqErr => "REQ_ERR",
+            CqeOpcode::RespErr => "RESP_ERR",
+            CqeOpcode::Invalid => "INVALID",
+            CqeOpcode::Unknown(_) => "UNKNOWN",
+        }
+    }
+    /// True for the error CQEs (laid out as `struct mlx5_err_cqe`).
+    #[inline]
+    pub fn is_error(self) -> bool {
+        matches!(self, CqeOpcode::ReqErr | CqeOpcode::RespErr)
+    }
+}
+
+/// The syndrome of an error CQE. Unknown values are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Syndrome {
+    /// 0x01 `LOCAL_LENGTH_ERR`.
+    LocLen,
+    /// 0x02 `LOCAL_QP_OP_ERR`.
+    LocQpOp,
+    /// 0x04 `LOCAL_PROT_ERR`.
+    LocProt,
+    /// 0x05 `WR_FLUSH_ERR`.
+    WrFlush,
+    /// 0x06 `MW_BIND_ERR`.
+    MwBind,
+    /// 0x10 `BAD_RESP_ERR`.
+    BadResp,
+    /// 0x11 `LOCAL_ACCESS_ERR`.
+    LocAccess,
+    /// 0x12 `REMOTE_INVAL_REQ_ERR`.
+    RemInvReq,
+    /// 0x13 `REMOTE_ACCESS_ERR`.
+    RemAccess,
+    /// 0x14 `REMOTE_OP_ERR`.
+    RemOp,
+    /// 0x15 `TRANSPORT_RETRY_EXC_ERR`.
+    RetryExc,
+    /// 0x16 `RNR_RETRY_EXC_ERR`.
+    RnrRetryExc,
+    /// 0x22 `REMOTE_ABORTED_ERR`.
+    RemAbort,
+    /// Any other value.
+    Unknown(u8),
+}
+
+impl Syndrome {
+    /// Every syndrome `mlx5dv.h` names, in header order.
+    pub const ALL: [Syndrome; 13] = [
+        Syndrome::LocLen,
+        Syndrome::LocQpOp,
+        Syndrome::LocProt,
+        Syndrome::WrFlush,
+        Syndrome::MwBind,
+        Syndrome::BadResp,
+        Syndrome::LocAccess,
+        Syndrome::RemInvReq,
+        Syndrome::RemAccess,
+        Syndrome::RemOp,
+        Syndrome::RetryExc,
+        Syndrome::RnrRetryExc,
+        Syndrome::RemAbort,
+    ];
+
+    /// The work-completion status libmlx5 reports for this syndrome (the same enum as the
+    /// verbs fallback); unknown syndromes map to `GeneralErr`.
+    pub fn wc_status(self) -> WcStatus {
+        match self {
+            Syndrome::LocLen => WcStatus::LocLenErr,
+            Syndrome::LocQpOp => WcStatus::LocQpOpErr,
+            Syndrome::LocProt => WcStatus::LocProtErr,
+            Syndrome::WrFlush => WcStatus::WrFlushErr,
+            Syndrome::MwBind => WcStatus::MwBindErr,
+            Syndrome::BadResp => WcStatus::BadRespErr,
+            Syndrome::LocAccess => WcStatus::LocAccessErr,
+            Syndrome::RemInvReq => WcStatus::RemInvReqErr,
+            Syndrome::RemAccess => WcStatus::RemAccessErr,
+            Syndrome::RemOp => WcStatus::RemOpErr,
+            Syndrome::RetryExc => WcStatus::RetryExcErr,
+            Syndrome::RnrRetryExc => WcStatus::RnrRetryExcErr,
+            Syndrome::RemAbort => WcStatus::RemAbortErr,
+            Syndrome::Unknown(_) => WcStatus::GeneralErr,
+        }
+    }
+
+    /// The rdma-core name without the `MLX5_CQE_SYNDROME_` prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Syndrome::LocLen => "LOCAL_LENGTH_ERR",
+            Syndrome::LocQpOp => "LOCAL_QP_OP_ERR",
+            Syndrome::LocProt => "LOCAL_PROT_ERR",
+            Syndrome::WrFlush => "WR_FLUSH_ERR",
+            Syndrome::MwBind => "MW_BIND_ERR",
+            Syndrome::BadResp => "BAD_RESP_ERR",
+            Syndrome::LocAccess => "LOCAL_ACCESS_ERR",
+            Syndrome::RemInvReq => "REMOTE_INVAL_REQ_ERR",
+            Syndrome::RemAccess => "REMOTE_ACCESS_ERR",
+            Syndrome::RemOp => "REMOTE_OP_ERR",
+            Syndrome::RetryExc => "TRANSPORT_RETRY_EXC_ERR",
+            Syndrome::RnrRetryExc => "RNR_RETRY_EXC_ERR",
+            Syndrome::RemAbort => "REMOTE_ABORTED_ERR",
+            Syndrome::Unknown(_) => "UNKNOWN",
+        }
+    }
+}
+
+impl From<u8> for Syndrome {
+    #[inline]
+    fn from(v: u8) -> Syndrome {
+        match v {
+            0x01 => Syndrome::LocLen,
+            0x02 => Syndrome::LocQpOp,
+            0x04 => Syndrome::LocProt,
+            0x05 => Syndrome::WrFlush,
+            0x06 => Syndrome::MwBind,
+            0x10 => Syndrome::BadResp,
+            0x11 => Syndrome::LocAccess,
+            0x12 => Syndrome::RemInvReq,
+            0x13 => Syndrome::RemAccess,
+            0x14 => Syndrome::RemOp,
+            0x15 => Syndrome::RetryExc,
+            0x16 => Syndrome::RnrRetryExc,
+            0x22 => Syndrome::RemAbort,
+            other => Syndrome::Unknown(other),
+        }
+    }
+}
+
+impl From<Syndrome> for u8 {
+    #[inline]
+    fn from(v: Syndrome) -> u8 {
+        match v {
+            Syndrome::LocLen => 0x01,
+            Syndrome::LocQpOp => 0x02,
+            Syndrome::LocProt => 0x04,
+            Syndrome::WrFlush => 0x05,
+            Syndrome::MwBind => 0x06,
+            Syndrome::BadResp => 0x10,
+            Syndrome::LocAccess => 0x11,
+            Syndrome::RemInvReq => 0x12,
+            Syndrome::RemAccess => 0x13,
+            Syndrome::RemOp => 0x14,
+            Syndrome::RetryExc => 0x15,
+            Syndrome::RnrRetryExc => 0x16,
+            Syndrome::RemAbort => 0x22,
+            Syndrome::Unknown(other) => other,
+        }
+    }
+}
+
+mod field {
+    use super::Field;
+    pub const WQE_ID: Field = 2..4;
+    pub const ML_PATH: usize = 17;
+    pub const SLID: Field = 22..24;
+    pub const FLAGS_RQPN: Field = 24..28;
+    pub const SRQN_UIDX: Field = 32..36;
+    pub const IMM_INVAL_PKEY: Field = 36..40;
+    pub const BYTE_CNT: Field = 44..48;
+    pub const TIMESTAMP: Field = 48..56;
+    pub const SOP_DROP_QPN: Field = 56..60;
+    pub const WQE_COUNTER: Field = 60..62;
+    pub const SIGNATURE: usize = 62;
+    pub const OP_OWN: usize = 63;
+    // struct mlx5_err_cqe
+    pub const ERR_SRQN: Field = 32..36;
+    pub const VENDOR_ERR_SYND: usize = 54;
+    pub const SYNDROME: usize = 55;
+}
+
+/// A 64-byte CQE (`struct mlx5_cqe64`): 2 wqe_id, 17 ml_path, 22 slid, 24 flags_rqpn,
+/// 32 srqn_uidx, 36 imm_inval_pkey, 44 byte_cnt, 48 timestamp, 56 sop_drop_qpn
+/// (`s_wqe_opcode << 24 | qpn`), 60 wqe_counter, 62 signature, 63 op_own
+/// (`opcode << 4 | format << 2 | se << 1 | owner`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cqe64<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+/// An error CQE (`struct mlx5_err_cqe`): the same 64 bytes read as 32 srqn,
+/// 54 vendor_err_synd, 55 syndrome, 56 `s_wqe_opcode << 24 | qpn`, 60 wqe_counter,
+/// 62 signature, 63 op_own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrCqe<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+macro_rules! cqe_common {
+    ($name:ident) => {
+        impl<T: AsRef<[u8]>> $name<T> {
+            /// Length of the layout in bytes.
+            pub const LEN: usize = CQE_LEN;
+
+            /// Wraps `buffer` without checking its length (accessors panic if it is short).
+            #[inline]
+            pub const fn new_unchecked(buffer: T) -> Self {
+                $name { buffer }
+            }
+            /// Wraps `buffer` after checking that it holds 64 bytes.
+            #[inline]
+            pub fn new_checked(buffer: T) -> Result<Self, Truncated> {
+                let v = Self::new_unchecked(buffer);
+                v.check_len()?;
+                Ok(v)
+            }
+            /// Checks the length; after `Ok`, no accessor panics.
+            #[inline]
+            pub fn check_len(&self) -> Result<(), Truncated> {
+                let got = self.buffer.as_ref().len();
+                if got < CQE_LEN {
+                    Err(Truncated {
+                        needed: CQE_LEN,
+                        got,
+                    })
+                } else {
+                    Ok(())
+                }
+            }
+            /// The wrapped buffer.
+            #[inline]
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+            /// The last byte: opcode, format, solicited, owner.
+            #[inline]
+            pub fn op_own(&self) -> u8 {
+                self.buffer.as_ref()[field::OP_OWN]
+            }
+            /// The CQE opcode (`op_own >> 4`, as `mlx5dv_get_cqe_opcode`).
+            #[inline]
+            pub fn opcode(&self) -> CqeOpcode {
+                CqeOpcode::from(self.op_own() >> 4)
+            }
+            /// The owner bit (`op_own & 1`, as `mlx5dv_get_cqe_owner`).
+            #[inline]
+            pub fn owner(&self) -> bool {
+                self.op_own() & 1 != 0
+            }
+            /// The solicited-event bit (`op_own >> 1 & 1`, as `mlx5dv_get_cqe_se`).
+            #[inline]
+            pub fn se(&self) -> bool {
+                self.op_own() & 2 != 0
+            }
+            /// The format bits (`op_own >> 2 & 3`, as `mlx5dv_get_cqe_format`); on responder
+            /// CQEs these are the inline-scatter flags.
+            #[inline]
+            pub fn format(&self) -> u8 {
+                (self.op_own() >> 2) & 3
+            }
+            /// The top byte of `sop_drop_qpn`: the send WQE opcode on requester CQEs.
+            #[inline]
+            pub fn s_wqe_opcode(&self) -> u8 {
+                self.buffer.as_ref()[field::SOP_DROP_QPN.start]
+            }
+            /// The 24-bit QPN.
+            #[inline]
+            pub fn qpn(&self) -> u32 {
+                be32(self.buffer.as_ref(), field::SOP_DROP_QPN) & 0x00ff_ffff
+            }
+            /// On requester CQEs, the `wqe_idx` of the completed WQE; on responder CQEs of an
+            /// SRQ, the SRQ WQE index.
+            #[inline]
+            pub fn wqe_counter(&self) -> u16 {
+                be16(self.buffer.as_ref(), field::WQE_COUNTER)
+            }
+            /// Signature byte.
+            #[inline]
+            pub fn signature(&self) -> u8 {
+                self.buffer.as_ref()[field::SIGNATURE]
+            }
+        }
+
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> $name<T> {
+            /// Sets `op_own` from its parts.
+            #[inline]
+            pub fn set_op_own(&mut self, opcode: CqeOpcode, format: u8, se: bool, owner: bool) {
+                self.buffer.as_mut()[field::OP_OWN] = (u8::from(opcode) << 4)
+                    | ((format & 3) << 2)
+                    | (u8::from(se) << 1)
+                    | u8::from(owner);
+            }
+            /// Flips only the owner bit (as `mlx5dv_set_cqe_owner`).
+            #[inline]
+            pub fn set_owner(&mut self, owner: bool) {
+                let b = &mut self.buffer.as_mut()[field::OP_OWN];
+                *b = (*b & !1) | u8::from(owner);
+            }
+            /// Sets `sop_drop_qpn`: the send WQE opcode and the 24-bit qpn.
+            #[inline]
+            pub fn set_sop_qpn(&mut self, s_wqe_opcode: u8, qpn: u32) {
+                put32(
+                    self.buffer.as_mut(),
+                    field::SOP_DROP_QPN,
+                    (u32::from(s_wqe_opcode) << 24) | (qpn & 0x00ff_ffff),
+                );
+            }
+            /// Sets the wqe_counter.
+            #[inline]
+            pub fn set_wqe_counter(&mut self, v: u16) {
+                put16(self.buffer.as_mut(), field::WQE_COUNTER, v);
+            }
+            /// Sets the signature byte.
+            #[inline]
+            pub fn set_signature(&mut self, v: u8) {
+                self.buffer.as_mut()[field::SIGNATURE] = v;
+            }
+        }
+    };
+}
+
+cqe_common!(Cqe64);
+cqe_common!(ErrCqe);
+
+impl<T: AsRef<[u8]>> Cqe64<T> {
+    /// `wqe_id` (bytes 2-3; striding-RQ only).
+    #[inline]
+    pub fn wqe_id(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::WQE_ID)
+    }
+    /// `ml_path` (byte 17).
+    #[inline]
+    pub fn ml_path(&self) -> u8 {
+        self.buffer.as_ref()[field::ML_PATH]
+    }
+    /// Source LID (IB).
+    #[inline]
+    pub fn slid(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::SLID)
+    }
+    /// The raw `flags_rqpn` word.
+    #[inline]
+    pub fn flags_rqpn(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::FLAGS_RQPN)
+    }
+    /// The top byte of `flags_rqpn` (GRH bits: [`CQE_FLAGS_GRH`]).
+    #[inline]
+    pub fn flags(&self) -> u8 {
+        self.buffer.as_ref()[field::FLAGS_RQPN.start]
+    }
+    /// The source QPN of a UD receive (the low 24 bits of `flags_rqpn`).
+    #[inline]
+    pub fn src_qp(&self) -> u32 {
+        self.flags_rqpn() & 0x00ff_ffff
+    }
+    /// The raw `srqn_uidx` word.
+    #[inline]
+    pub fn srqn_uidx(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::SRQN_UIDX)
+    }
+    /// The SRQ number (low 24 bits of `srqn_uidx`).
+    #[inline]
+    pub fn srqn(&self) -> u32 {
+        self.srqn_uidx() & 0x00ff_ffff
+    }
+    /// Immediate (host order of the big-endian field), invalidated rkey, or P_Key.
+    #[inline]
+    pub fn imm_inval_pkey(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::IMM_INVAL_PKEY)
+    }
+    /// Bytes transferred (received bytes on responder CQEs).
+    #[inline]
+    pub fn byte_cnt(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::BYTE_CNT)
+    }
+    /// Completion timestamp (raw device clock).
+    #[inline]
+    pub fn timestamp(&self) -> u64 {
+        be64(self.buffer.as_ref(), field::TIMESTAMP)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Cqe64<T> {
+    /// Sets `wqe_id`.
+    #[inline]
+    pub fn set_wqe_id(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::WQE_ID, v);
+    }
+    /// Sets `ml_path`.
+    #[inline]
+    pub fn set_ml_path(&mut self, v: u8) {
+        self.buffer.as_mut()[field::ML_PATH] = v;
+    }
+    /// Sets the source LID.
+    #[inline]
+    pub fn set_slid(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::SLID, v);
+    }
+    /// Sets `flags_rqpn` from the flags byte and the 24-bit source QPN.
+    #[inline]
+    pub fn set_flags_rqpn(&mut self, flags: u8, src_qp: u32) {
+        put32(
+            self.buffer.as_mut(),
+            field::FLAGS_RQPN,
+            (u32::from(flags) << 24) | (src_qp & 0x00ff_ffff),
+        );
+    }
+    /// Sets `srqn_uidx`.
+    #[inline]
+    pub fn set_srqn_uidx(&mut self, v: u32) {
+        put32(self.buffer.as_mut(), field::SRQN_UIDX, v);
+    }
+    /// Sets `imm_inval_pkey` (host order in).
+    #[inline]
+    pub fn set_imm_inval_pkey(&mut self, v: u32) {
+        put32(self.buffer.as_mut(), field::IMM_INVAL_PKEY, v);
+    }
+    /// Sets `byte_cnt`.
+    #[inline]
+    pub fn set_byte_cnt(&mut self, v: u32) {
+        put32(self.buffer.as_mut(), field::BYTE_CNT, v);
+    }
+    /// Sets the timestamp.
+    #[inline]
+    pub fn set_timestamp(&mut self, v: u64) {
+        put64(self.buffer.as_mut(), field::TIMESTAMP, v);
+    }
+}
+
+impl<T: AsRef<[u8]>> ErrCqe<T> {
+    /// The SRQ number word (bytes 32-35).
+    #[inline]
+    pub fn srqn(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::ERR_SRQN)
+    }
+    /// The vendor syndrome (byte 54).
+    #[inline]
+    pub fn vendor_err_synd(&self) -> u8 {
+        self.buffer.as_ref()[field::VENDOR_ERR_SYND]
+    }
+    /// The syndrome (byte 55).
+    #[inline]
+    pub fn syndrome(&self) -> Syndrome {
+        Syndrome::from(self.buffer.as_ref()[field::SYNDROME])
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> ErrCqe<T> {
+    /// Sets the SRQ number word.
+    #[inline]
+    pub fn set_srqn(&mut self, v: u32) {
+        put32(self.buffer.as_mut(), field::ERR_SRQN, v);
+    }
+    /// Sets the vendor syndrome.
+    #[inline]
+    pub fn set_vendor_err_synd(&mut self, v: u8) {
+        self.buffer.as_mut()[field::VENDOR_ERR_SYND] = v;
+    }
+    /// Sets the syndrome.
+    #[inline]
+    pub fn set_syndrome(&mut self, v: Syndrome) {
+        self.buffer.as_mut()[field::SYNDROME] = u8::from(v);
+    }
+}
+
+/// A CQE as a plain value, for the device side (the sim writes CQEs with it) and for tests.
+///
+/// `emit` writes all 64 bytes. Which fields it writes depends on the opcode: an error CQE
+/// (`ReqErr`, `RespErr`) is laid out as `struct mlx5_err_cqe` and carries `srqn`,
+/// `syndrome` and `vendor_syndrome`, with everything else but the common tail zero; any other
+/// CQE carries the `struct mlx5_cqe64` fields and no syndrome. `parse` follows the same rule,
+/// so `parse(emit(r)) == r` for every `r` whose fields of the other layout are zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CqeRepr {
+    /// CQE opcode.
+    pub opcode: CqeOpcode,
+    /// Owner bit: the wrap parity of the device's producer index ([`cqe_owner_for`]).
+    pub owner: bool,
+    /// Solicited event.
+    pub se: bool,
+    /// Format bits (2 bits; on responder CQEs the inline-scatter flags).
+    pub format: u8,
+    /// The send WQE opcode on requester CQEs (top byte of `sop_drop_qpn`).
+    pub s_wqe_opcode: u8,
+    /// 24-bit QPN.
+    pub qpn: u32,
+    /// The completed WQE's `wqe_idx` (requester) or SRQ WQE index (responder on an SRQ).
+    pub wqe_counter: u16,
+    /// Signature byte.
+    pub signature: u8,
+    /// Bytes transferred (non-error CQEs).
+    pub byte_cnt: u32,
+    /// Immediate, invalidated rkey or P_Key, host order (non-error CQEs).
+    pub imm_inval_pkey: u32,
+    /// `srqn_uidx` (non-error CQEs) or the error CQE's srqn word.
+    pub srqn: u32,
+    /// Source QPN of a UD receive, 24 bits (non-error CQEs).
+    pub src_qp: u32,
+    /// Top byte of `flags_rqpn` (GRH bits, [`CQE_FLAGS_GRH`]) (non-error CQEs).
+    pub flags: u8,
+    /// Source LID (non-error CQEs).
+    pub slid: u16,
+    /// `ml_path` (non-error CQEs).
+    pub ml_path: u8,
+    /// Timestamp (non-error CQEs).
+    pub timestamp: u64,
+    /// Syndrome (error CQEs; `Unknown(0)` on the others).
+    pub syndrome: Syndrome,
+    /// Vendor syndrome (error CQEs).
+    pub vendor_syndrome: u8,
+}
+
+impl Default for CqeRepr {
+    fn default() -> Self {
+        CqeRepr {
+            opcode: CqeOpcode::Req,
+            owner: false,
+            se: false,
+            format: 0,
+            s_wqe_opcode: 0,
+            qpn: 0,
+            wqe_counter: 0,
+            signature: 0,
+            byte_cnt: 0,
+            imm_inval_pkey: 0,
+            srqn: 0,
+            src_qp: 0,
+            flags: 0,
+            slid: 0,
+            ml_path: 0,
+            timestamp: 0,
+            syndrome: Syndrome::Unknown(0),
+            vendor_syndrome: 0,
+        }
+    }
+}
+
+impl CqeRepr {
+    /// Reads a CQE (the caller has checked ownership first).
+    pub fn parse<T: AsRef<[u8]>>(cqe: &Cqe64<T>) -> Result<CqeRepr, Truncated> {
+        cqe.check_len()?;
+        let opcode = cqe.opcode();
+        let mut r = CqeRepr {
+            opcode,
+            owner: cqe.owner(),
+            se: cqe.se(),
+            format: cqe.format(),
+            s_wqe_opcode: cqe.s_wqe_opcode(),
+            qpn: cqe.qpn(),
+            wqe_counter: cqe.wqe_counter(),
+            signature: cqe.signature(),
+            ..CqeRepr::default()
+        };
+        if opcode.is_error() {
+            let e = ErrCqe::new_unchecked(cqe.buffer.as_ref());
+            r.srqn = e.srqn();
+            r.syndrome = e.syndrome();
+            r.vendor_syndrome = e.vendor_err_synd();
+        } else {
+            r.byte_cnt = cqe.byte_cnt();
+            r.imm_inval_pkey = cqe.imm_inval_pkey();
+            r.srqn = cqe.srqn_uidx();
+            r.src_qp = cqe.src_qp();
+            r.flags = cqe.flags();
+            r.slid = cqe.slid();
+            r.ml_path = cqe.ml_path();
+            r.timestamp = cqe.timestamp();
+        }
+        Ok(r)
+    }
+
+    /// Writes all 64 bytes of the CQE; `op_own` is written last (in program order; the
+    /// caller that publishes to another thread adds its own release ordering).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, cqe: &mut Cqe64<T>) -> Result<(), Truncated> {
+        cqe.check_len()?;
+        let b = &mut cqe.buffer.as_mut()[..CQE_LEN];
+        b[..56].fill(0);
+        if self.opcode.is_error() {
+            let mut e = ErrCqe::new_unchecked(&mut *b);
+            e.set_srqn(self.srqn);
+            e.set_vendor_err_synd(self.vendor_syndrome);
+            e.set_syndrome(self.syndrome);
+        } else {
+            let mut c = Cqe64::new_unchecked(&mut *b);
+            c.set_ml_path(self.ml_path);
+            c.set_slid(self.slid);
+            c.set_flags_rqpn(self.flags, self.src_qp);
+            c.set_srqn_uidx(self.srqn);
+            c.set_imm_inval_pkey(self.imm_inval_pkey);
+            c.set_byte_cnt(self.byte_cnt);
+            c.set_timestamp(self.timestamp);
+        }
+        let mut c = Cqe64::new_unchecked(&mut *b);
+        c.set_sop_qpn(self.s_wqe_opcode, self.qpn);
+        c.set_wqe_counter(self.wqe_counter);
+        c.set_signature(self.signature);
+        c.set_op_own(self.opcode, self.format, self.se, self.owner);
+        Ok(())
+    }
+}
+
+/// Byte offset of the 64-byte CQE of slot `index & (cqe_cnt - 1)` in a CQ buffer of
+/// `cqe_size`-byte slots (64 or 128; in a 128-byte slot the CQE is the second half).
+/// `cqe_cnt` must be a power of two.
+#[inline]
+pub fn cqe64_offset(index: u32, cqe_cnt: u32, cqe_size: usize) -> usize {
+    ((index & cqe_cnt.wrapping_sub(1)) as usize) * cqe_size + cqe_size - CQE_LEN
+}
+
+/// The owner bit the device writes into the CQE at producer index `index`: the wrap parity
+/// `!!(index & cqe_cnt)`.
+#[inline]
+pub fn cqe_owner_for(index: u32, cqe_cnt: u32) -> bool {
+    index & cqe_cnt != 0
+}
+
+/// True when the CQE with last byte `op_own` at consumer index `ci` belongs to software: its
+/// opcode is not INVALID and its owner bit equals the wrap parity of `ci`. Read the body only
+/// after this returns true, behind the from-device load barrier.
+#[inline]
+pub fn cqe_sw_owned(op_own: u8, ci: u32, cqe_cnt: u32) -> bool {
+    (op_own >> 4) != 0x0f && ((op_own & 1) != 0) == cqe_owner_for(ci, cqe_cnt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requester_cqe_emits_every_byte() {
+        let r = CqeRepr {
+            opcode: CqeOpcode::Req,
+            owner: true,
+            s_wqe_opcode: 0x08,
+            qpn: 0xabcdef,
+            wqe_counter: 0xfffe,
+            byte_cnt: 0x1234,
+            ..CqeRepr::default()
+        };
+        let mut buf = vec![0xa5u8; 64];
+        r.emit(&mut Cqe64::new_unchecked(&mut buf)).unwrap();
+        let mut want = [0u8; 64];
+        want[44..48].copy_from_slice(&[0, 0, 0x12, 0x34]);
+        want[56..60].copy_from_slice(&[0x08, 0xab, 0xcd, 0xef]);
+        want[60..62].copy_from_slice(&[0xff, 0xfe]);
+        want[63] = 0x01;
+        assert_eq!(buf[..], want[..]);
+        assert_eq!(CqeRepr::parse(&Cqe64::new_unchecked(&buf)).unwrap(), r);
+    }
+
+    #[test]
+    fn responder_cqe_round_trips() {
+        let r = CqeRepr {
+            opcode: CqeOpcode::RespSendImm,
+            owner: false,
+            se: true,
+            format: 1,
+            qpn: 0x12,
+            wqe_counter: 7,
+            byte_cnt: 4096,
+            imm_inval_pkey: 0xdead_beef,
+            srqn: 0x33,
+            src_qp: 0x44_5566,
+            flags: 0x20,
+            slid: 0x7788,
+            ml_path: 0x7f,
+            timestamp: 0x0102_0304_0506_0708,
+            ..CqeRepr::default()
+        };
+        let mut buf = vec![0xa5u8; 64];
+        r.emit(&mut Cqe64::new_unchecked(&mut buf)).unwrap();
+        assert_eq!(buf[63], 0x30 | 0x04 | 0x02);
+        assert_eq!(&buf[36..40], &[0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(&buf[24..28], &[0x20, 0x44, 0x55, 0x66]);
+        assert_eq!(&buf[0..17], &[0u8; 17]);
+        assert_eq!(CqeRepr::parse(&Cqe64::new_unchecked(&buf)).unwrap(), r);
+    }
+
+    #[test]
+    fn error_cqe_layout() {
+        let r = CqeRepr {
+            opcode: CqeOpcode::ReqErr,
+            owner: true,
+            s_wqe_opcode: 0x0a,
+            qpn: 0x0102,
+            wqe_counter: 0xffff,
+            srqn: 0,
+            syndrome: Syndrome::RemAccess,
+            vendor_syndrome: 0x88,
+            ..CqeRepr::default()
+        };
+        let mut buf = vec![0xa5u8; 64];
+        r.emit(&mut Cqe64::new_unchecked(&mut buf)).unwrap();
+        let mut want = [0u8; 64];
+        want[54] = 0x88;
+        want[55] = 0x13;
+        want[56..60].copy_from_slice(&[0x0a, 0x00, 0x01, 0x02]);
+        want[60..62].copy_from_slice(&[0xff, 0xff]);
+        want[63] = 0xd1;
+        assert_eq!(buf[..], want[..]);
+        let e = ErrCqe::new_checked(&buf[..]).unwrap();
+        assert_eq!(e.syndrome(), Syndrome::RemAccess);
+        assert_eq!(e.syndrome().wc_status(), WcStatus::RemAccessErr);
+        assert_eq!(CqeRepr::parse(&Cqe64::new_unchecked(&buf)).unwrap(), r);
+    }
+
+    #[test]
+    fn ownership_follows_ci_parity() {
+        let cnt = 8;
+        // A fresh CQ: INVALID everywhere, never software-owned.
+        for ci in 0..32 {
+            assert!(!cqe_sw_owned(CQE_INVALID_OP_OWN, ci, cnt));
+        }
+        // First lap: owner 0; second lap: owner 1; third: 0 again.
+        assert!(cqe_sw_owned(0x00, 3, cnt));
+        assert!(!cqe_sw_owned(0x01, 3, cnt));
+        assert!(cqe_sw_owned(0x01, 11, cnt));
+        assert!(!cqe_sw_owned(0x00, 11, cnt));
+        assert!(cqe_sw_owned(0x00, 19, cnt));
+        assert!(cqe_owner_for(8, cnt) && !cqe_owner_for(16, cnt));
+        // Past u32 wrap the parity keeps alternating.
+        assert!(cqe_owner_for(u32::MAX, cnt));
+        assert!(!cqe_owner_for(u32::MAX.wrapping_add(1), cnt));
+    }
+
+    #[test]
+    fn cqe_offsets_for_both_sizes() {
+        assert_eq!(cqe64_offset(0, 4, 64), 0);
+        assert_eq!(cqe64_offset(5, 4, 64), 64);
+        assert_eq!(cqe64_offset(0, 4, 128), 64);
+        assert_eq!(cqe64_offset(7, 4, 128), 3 * 128 + 64);
+    }
+
+    #[test]
+    fn enums_keep_unknown_values() {
+        for v in 0..16u8 {
+            assert_eq!(u8::from(CqeOpcode::from(v)), v);
+        }
+        for v in 0..=255u8 {
+            assert_eq!(u8::from(Syndrome::from(v)), v);
+        }
+        assert_eq!(CqeOpcode::from(7), CqeOpcode::Unknown(7));
+        assert_eq!(Syndrome::from(0x99), Syndrome::Unknown(0x99));
+    }
+}

@@ -1,0 +1,797 @@
+//! Send and receive WQE segments (`struct mlx5_wqe_*_seg` in `mlx5dv.h`).
+
+use super::{be16, be32, be64, put16, put32, put64, Field, Truncated};
+
+/// Length of a segment unit in bytes (the unit `ds` counts in).
+pub const SEG_LEN: usize = 16;
+/// Length of the datagram segment (`struct mlx5_wqe_av`): three units.
+pub const AV_LEN: usize = 48;
+/// The lkey of the data segment that ends a receive WQE with fewer than max SGEs
+/// (`MLX5_INVALID_LKEY`).
+pub const INVALID_LKEY: u32 = 0x100;
+/// The bit of an inline segment's `byte_count` that marks it inline (`MLX5_INLINE_SEG`).
+pub const INLINE_SEG: u32 = 0x8000_0000;
+/// The bit of the address vector's `dqp_dct` that marks an extended AV (`MLX5_EXTENDED_UD_AV`).
+pub const EXTENDED_UD_AV: u32 = 0x8000_0000;
+
+/// The `fm_ce_se` byte of the ctrl segment (byte 11): fence mode, completion, solicited.
+pub mod fm_ce_se {
+    /// Generate a CQE for this WQE (`MLX5_WQE_CTRL_CQ_UPDATE`).
+    pub const CQ_UPDATE: u8 = 0x08;
+    /// Solicited event at the responder (`MLX5_WQE_CTRL_SOLICITED`).
+    pub const SOLICITED: u8 = 0x02;
+    /// Wait for earlier READs and atomics (`MLX5_WQE_CTRL_FENCE`).
+    pub const FENCE: u8 = 0x80;
+    /// Initiator small fence (`MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE`).
+    pub const SMALL_FENCE: u8 = 0x20;
+}
+
+/// A send WQE opcode (the low byte of the ctrl segment). Unknown values are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Opcode {
+    /// `MLX5_OPCODE_NOP` 0x00.
+    Nop,
+    /// `MLX5_OPCODE_RDMA_WRITE` 0x08.
+    RdmaWrite,
+    /// `MLX5_OPCODE_RDMA_WRITE_IMM` 0x09.
+    RdmaWriteImm,
+    /// `MLX5_OPCODE_SEND` 0x0a.
+    Send,
+    /// `MLX5_OPCODE_SEND_IMM` 0x0b.
+    SendImm,
+    /// `MLX5_OPCODE_RDMA_READ` 0x10.
+    RdmaRead,
+    /// `MLX5_OPCODE_ATOMIC_CS` 0x11.
+    AtomicCs,
+    /// `MLX5_OPCODE_ATOMIC_FA` 0x12.
+    AtomicFa,
+    /// Any other value.
+    Unknown(u8),
+}
+
+impl From<u8> for Opcode {
+    #[inline]
+    fn from(v: u8) -> Opcode {
+        match v {
+            0x00 => Opcode::Nop,
+            0x08 => Opcode::RdmaWrite,
+            0x09 => Opcode::RdmaWriteImm,
+            0x0a => Opcode::Send,
+            0x0b => Opcode::SendImm,
+            0x10 => Opcode::RdmaRead,
+            0x11 => Opcode::AtomicCs,
+            0x12 => Opcode::AtomicFa,
+            other => Opcode::Unknown(other),
+        }
+    }
+}
+
+impl From<Opcode> for u8 {
+    #[inline]
+    fn from(v: Opcode) -> u8 {
+        match v {
+            Opcode::Nop => 0x00,
+            Opcode::RdmaWrite => 0x08,
+            Opcode::RdmaWriteImm => 0x09,
+            Opcode::Send => 0x0a,
+            Opcode::SendImm => 0x0b,
+            Opcode::RdmaRead => 0x10,
+            Opcode::AtomicCs => 0x11,
+            Opcode::AtomicFa => 0x12,
+            Opcode::Unknown(other) => other,
+        }
+    }
+}
+
+impl Opcode {
+    /// The rdma-core name without the `MLX5_OPCODE_` prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Opcode::Nop => "NOP",
+            Opcode::RdmaWrite => "RDMA_WRITE",
+            Opcode::RdmaWriteImm => "RDMA_WRITE_IMM",
+            Opcode::Send => "SEND",
+            Opcode::SendImm => "SEND_IMM",
+            Opcode::RdmaRead => "RDMA_READ",
+            Opcode::AtomicCs => "ATOMIC_CS",
+            Opcode::AtomicFa => "ATOMIC_FA",
+            Opcode::Unknown(_) => "UNKNOWN",
+        }
+    }
+    /// True for the opcodes followed by a raddr segment (RDMA and atomics).
+    #[inline]
+    pub fn has_raddr(self) -> bool {
+        matches!(
+            self,
+            Opcode::RdmaWrite
+                | Opcode::RdmaWriteImm
+                | Opcode::RdmaRead
+                | Opcode::AtomicCs
+                | Opcode::AtomicFa
+        )
+    }
+    /// True for the atomics (raddr, then an atomic segment).
+    #[inline]
+    pub fn is_atomic(self) -> bool {
+        matches!(self, Opcode::AtomicCs | Opcode::AtomicFa)
+    }
+    /// True for the opcodes that carry an immediate in the ctrl segment.
+    #[inline]
+    pub fn has_imm(self) -> bool {
+        matches!(self, Opcode::RdmaWriteImm | Opcode::SendImm)
+    }
+}
+
+macro_rules! view {
+    ($(#[$doc:meta])* $name:ident, $len:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> $name<T> {
+            /// Length of the layout in bytes.
+            pub const LEN: usize = $len;
+
+            /// Wraps `buffer` without checking its length (accessors panic if it is short).
+            #[inline]
+            pub const fn new_unchecked(buffer: T) -> Self {
+                $name { buffer }
+            }
+
+            /// Wraps `buffer` after checking that it holds the whole layout.
+            #[inline]
+            pub fn new_checked(buffer: T) -> Result<Self, Truncated> {
+                let v = Self::new_unchecked(buffer);
+                v.check_len()?;
+                Ok(v)
+            }
+
+            /// Checks that the buffer holds the whole layout; after `Ok`, no accessor panics.
+            #[inline]
+            pub fn check_len(&self) -> Result<(), Truncated> {
+                let got = self.buffer.as_ref().len();
+                if got < Self::LEN {
+                    Err(Truncated { needed: Self::LEN, got })
+                } else {
+                    Ok(())
+                }
+            }
+
+            /// The wrapped buffer.
+            #[inline]
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+        }
+    };
+}
+
+mod ctrl {
+    use super::Field;
+    pub const OPMOD: usize = 0;
+    pub const WQE_IDX: Field = 1..3;
+    pub const OPCODE: usize = 3;
+    pub const QPN_DS: Field = 4..8;
+    pub const SIGNATURE: usize = 8;
+    pub const DCI_STREAM: Field = 9..11;
+    pub const FM_CE_SE: usize = 11;
+    pub const IMM: Field = 12..16;
+}
+
+view!(
+    /// The ctrl segment that starts every send WQE (`struct mlx5_wqe_ctrl_seg`):
+    /// 0 `opmod<<24 | wqe_idx<<8 | opcode`, 4 `qpn<<8 | ds`, 8 signature,
+    /// 9 dci_stream_channel_id, 11 fm_ce_se, 12 imm.
+    CtrlSeg,
+    SEG_LEN
+);
+
+impl<T: AsRef<[u8]>> CtrlSeg<T> {
+    /// Opcode modifier (byte 0).
+    #[inline]
+    pub fn opmod(&self) -> u8 {
+        self.buffer.as_ref()[ctrl::OPMOD]
+    }
+    /// The 16-bit WQE index (the low 16 bits of the producer index).
+    #[inline]
+    pub fn wqe_idx(&self) -> u16 {
+        be16(self.buffer.as_ref(), ctrl::WQE_IDX)
+    }
+    /// The opcode (byte 3).
+    #[inline]
+    pub fn opcode(&self) -> Opcode {
+        Opcode::from(self.buffer.as_ref()[ctrl::OPCODE])
+    }
+    /// The 24-bit QP number.
+    #[inline]
+    pub fn qpn(&self) -> u32 {
+        be32(self.buffer.as_ref(), ctrl::QPN_DS) >> 8
+    }
+    /// The WQE size in 16-byte units (the whole byte 7; the device uses its low 6 bits).
+    #[inline]
+    pub fn ds(&self) -> u8 {
+        self.buffer.as_ref()[ctrl::QPN_DS.end - 1]
+    }
+    /// Signature byte (8).
+    #[inline]
+    pub fn signature(&self) -> u8 {
+        self.buffer.as_ref()[ctrl::SIGNATURE]
+    }
+    /// DCI stream channel id (bytes 9-10; zero for RC/UC/UD).
+    #[inline]
+    pub fn dci_stream_channel_id(&self) -> u16 {
+        be16(self.buffer.as_ref(), ctrl::DCI_STREAM)
+    }
+    /// Fence mode, completion and solicited flags (byte 11, see [`fm_ce_se`]).
+    #[inline]
+    pub fn fm_ce_se(&self) -> u8 {
+        self.buffer.as_ref()[ctrl::FM_CE_SE]
+    }
+    /// The immediate, host order (written big-endian).
+    #[inline]
+    pub fn imm(&self) -> u32 {
+        be32(self.buffer.as_ref(), ctrl::IMM)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> CtrlSeg<T> {
+    /// Sets bytes 0-3: opmod, wqe_idx, opcode.
+    #[inline]
+    pub fn set_opmod_idx_opcode(&mut self, opmod: u8, wqe_idx: u16, opcode: Opcode) {
+        let v = (u32::from(opmod) << 24) | (u32::from(wqe_idx) << 8) | u32::from(u8::from(opcode));
+        put32(self.buffer.as_mut(), 0..4, v);
+    }
+    /// Sets bytes 4-7: the 24-bit qpn (higher bits dropped) and ds.
+    #[inline]
+    pub fn set_qpn_ds(&mut self, qpn: u32, ds: u8) {
+        put32(
+            self.buffer.as_mut(),
+            ctrl::QPN_DS,
+            (qpn << 8) | u32::from(ds),
+        );
+    }
+    /// Sets the signature byte.
+    #[inline]
+    pub fn set_signature(&mut self, v: u8) {
+        self.buffer.as_mut()[ctrl::SIGNATURE] = v;
+    }
+    /// Sets the DCI stream channel id.
+    #[inline]
+    pub fn set_dci_stream_channel_id(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), ctrl::DCI_STREAM, v);
+    }
+    /// Sets the fm_ce_se byte.
+    #[inline]
+    pub fn set_fm_ce_se(&mut self, v: u8) {
+        self.buffer.as_mut()[ctrl::FM_CE_SE] = v;
+    }
+    /// Sets the immediate (host order in, big-endian on the wire).
+    #[inline]
+    pub fn set_imm(&mut self, v: u32) {
+        put32(self.buffer.as_mut(), ctrl::IMM, v);
+    }
+}
+
+mod raddr {
+    use super::Field;
+    pub const RADDR: Field = 0..8;
+    pub const RKEY: Field = 8..12;
+    pub const RESERVED: Field = 12..16;
+}
+
+view!(
+    /// The remote-address segment of RDMA and atomic WQEs (`struct mlx5_wqe_raddr_seg`):
+    /// 0 raddr, 8 rkey, 12 reserved (zero).
+    RaddrSeg,
+    SEG_LEN
+);
+
+impl<T: AsRef<[u8]>> RaddrSeg<T> {
+    /// Remote virtual address.
+    #[inline]
+    pub fn raddr(&self) -> u64 {
+        be64(self.buffer.as_ref(), raddr::RADDR)
+    }
+    /// Remote key.
+    #[inline]
+    pub fn rkey(&self) -> u32 {
+        be32(self.buffer.as_ref(), raddr::RKEY)
+    }
+    /// The reserved word (zero when well formed).
+    #[inline]
+    pub fn reserved(&self) -> u32 {
+        be32(self.buffer.as_ref(), raddr::RESERVED)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> RaddrSeg<T> {
+    /// Writes the whole segment: raddr, rkey, and the reserved word as zero.
+    #[inline]
+    pub fn set(&mut self, raddr: u64, rkey: u32) {
+        let b = self.buffer.as_mut();
+        put64(b, raddr::RADDR, raddr);
+        put32(b, raddr::RKEY, rkey);
+        put32(b, raddr::RESERVED, 0);
+    }
+}
+
+mod data {
+    use super::Field;
+    pub const BYTE_COUNT: Field = 0..4;
+    pub const LKEY: Field = 4..8;
+    pub const ADDR: Field = 8..16;
+}
+
+view!(
+    /// A data (scatter/gather) segment (`struct mlx5_wqe_data_seg`): 0 byte_count, 4 lkey,
+    /// 8 addr.
+    DataSeg,
+    SEG_LEN
+);
+
+impl<T: AsRef<[u8]>> DataSeg<T> {
+    /// Byte count (the whole 32-bit word; bit 31 set means this is an inline segment).
+    #[inline]
+    pub fn byte_count(&self) -> u32 {
+        be32(self.buffer.as_ref(), data::BYTE_COUNT)
+    }
+    /// Local key.
+    #[inline]
+    pub fn lkey(&self) -> u32 {
+        be32(self.buffer.as_ref(), data::LKEY)
+    }
+    /// Local virtual address.
+    #[inline]
+    pub fn addr(&self) -> u64 {
+        be64(self.buffer.as_ref(), data::ADDR)
+    }
+    /// True for the receive-WQE terminator (byte_count 0, lkey [`INVALID_LKEY`]).
+    #[inline]
+    pub fn is_terminator(&self) -> bool {
+        self.byte_count() == 0 && self.lkey() == INVALID_LKEY
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> DataSeg<T> {
+    /// Writes the whole segment (as `mlx5dv_set_data_seg`).
+    #[inline]
+    pub fn set(&mut self, byte_count: u32, lkey: u32, addr: u64) {
+        let b = self.buffer.as_mut();
+        put32(b, data::BYTE_COUNT, byte_count);
+        put32(b, data::LKEY, lkey);
+        put64(b, data::ADDR, addr);
+    }
+    /// Writes the receive-WQE terminator: byte_count 0, lkey [`INVALID_LKEY`], addr 0.
+    #[inline]
+    pub fn set_terminator(&mut self) {
+        self.set(0, INVALID_LKEY, 0);
+    }
+}
+
+view!(
+    /// The 4-byte header of an inline data segment (`struct mlx5_wqe_inl_data_seg`):
+    /// `byte_count = len | 0x80000000`; the data follows it, and the segment is padded to a
+    /// multiple of 16 bytes (the header counts).
+    InlineSeg,
+    4
+);
+
+impl<T: AsRef<[u8]>> InlineSeg<T> {
+    /// The raw header word.
+    #[inline]
+    pub fn byte_count(&self) -> u32 {
+        be32(self.buffer.as_ref(), 0..4)
+    }
+    /// True when the inline bit is set.
+    #[inline]
+    pub fn is_inline(&self) -> bool {
+        self.byte_count() & INLINE_SEG != 0
+    }
+    /// The inline data length (the header without its inline bit).
+    #[inline]
+    pub fn len(&self) -> u32 {
+        self.byte_count() & !INLINE_SEG
+    }
+    /// True when the inline length is zero.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Units (16 bytes) the whole segment takes: `align(len + 4, 16) / 16`.
+    #[inline]
+    pub fn units(&self) -> usize {
+        inline_units(self.len() as usize)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> InlineSeg<T> {
+    /// Writes the header for `len` bytes of inline data (bit 31 set).
+    #[inline]
+    pub fn set_len(&mut self, len: u32) {
+        put32(self.buffer.as_mut(), 0..4, len | INLINE_SEG);
+    }
+}
+
+/// Units (16 bytes) an inline segment of `len` data bytes takes, header included.
+#[inline(always)]
+pub(crate) const fn inline_units(len: usize) -> usize {
+    (len + 4).div_ceil(SEG_LEN)
+}
+
+mod atomic {
+    use super::Field;
+    pub const SWAP_ADD: Field = 0..8;
+    pub const COMPARE: Field = 8..16;
+}
+
+view!(
+    /// The atomic segment (`struct mlx5_wqe_atomic_seg`): 0 swap_add, 8 compare.
+    /// Compare-and-swap puts the swap value in swap_add; fetch-add puts the addend there and
+    /// zero in compare.
+    AtomicSeg,
+    SEG_LEN
+);
+
+impl<T: AsRef<[u8]>> AtomicSeg<T> {
+    /// Swap value (CS) or addend (FA).
+    #[inline]
+    pub fn swap_add(&self) -> u64 {
+        be64(self.buffer.as_ref(), atomic::SWAP_ADD)
+    }
+    /// Compare value (CS).
+    #[inline]
+    pub fn compare(&self) -> u64 {
+        be64(self.buffer.as_ref(), atomic::COMPARE)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicSeg<T> {
+    /// Writes the whole segment.
+    #[inline]
+    pub fn set(&mut self, swap_add: u64, compare: u64) {
+        let b = self.buffer.as_mut();
+        put64(b, atomic::SWAP_ADD, swap_add);
+        put64(b, atomic::COMPARE, compare);
+    }
+}
+
+mod av {
+    use super::Field;
+    pub const KEY: Field = 0..8;
+    pub const QKEY: Field = 0..4;
+    pub const DQP_DCT: Field = 8..12;
+    pub const STAT_RATE_SL: usize = 12;
+    pub const FL_MLID: usize = 13;
+    pub const RLID: Field = 14..16;
+    pub const RESERVED0: Field = 16..20;
+    pub const RMAC: Field = 20..26;
+    pub const TCLASS: usize = 26;
+    pub const HOP_LIMIT: usize = 27;
+    pub const GRH_GID_FL: Field = 28..32;
+    pub const RGID: Field = 32..48;
+}
+
+view!(
+    /// The datagram segment of UD WQEs: the 48-byte address vector (`struct mlx5_wqe_av`):
+    /// 0 key (qkey at 0, reserved at 4; or the 64-bit DC key), 8 dqp_dct, 12 stat_rate_sl,
+    /// 13 fl_mlid, 14 rlid, 16 reserved, 20 rmac, 26 tclass, 27 hop_limit, 28 grh_gid_fl,
+    /// 32 rgid.
+    DatagramSeg,
+    AV_LEN
+);
+
+impl<T: AsRef<[u8]>> DatagramSeg<T> {
+    /// The 64-bit key word (`dc_key`; for UD the qkey is its high half).
+    #[inline]
+    pub fn key(&self) -> u64 {
+        be64(self.buffer.as_ref(), av::KEY)
+    }
+    /// Q_Key (bytes 0-3).
+    #[inline]
+    pub fn qkey(&self) -> u32 {
+        be32(self.buffer.as_ref(), av::QKEY)
+    }
+    /// The raw `dqp_dct` word (bit 31: extended AV; low 24 bits: the destination QPN).
+    #[inline]
+    pub fn dqp_dct(&self) -> u32 {
+        be32(self.buffer.as_ref(), av::DQP_DCT)
+    }
+    /// Destination QPN (the low 24 bits of `dqp_dct`).
+    #[inline]
+    pub fn dqpn(&self) -> u32 {
+        self.dqp_dct() & 0x00ff_ffff
+    }
+    /// True when bit 31 of `dqp_dct` marks an extended AV.
+    #[inline]
+    pub fn extended(&self) -> bool {
+        self.dqp_dct() & EXTENDED_UD_AV != 0
+    }
+    /// Static rate and service level.
+    #[inline]
+    pub fn stat_rate_sl(&self) -> u8 {
+        self.buffer.as_ref()[av::STAT_RATE_SL]
+    }
+    /// Force-loopback and the LID path bits.
+    #[inline]
+    pub fn fl_mlid(&self) -> u8 {
+        self.buffer.as_ref()[av::FL_MLID]
+    }
+    /// Remote LID (or the RoCE UDP source port).
+    #[inline]
+    pub fn rlid(&self) -> u16 {
+        be16(self.buffer.as_ref(), av::RLID)
+    }
+    /// Remote MAC (RoCE).
+    #[inline]
+    pub fn rmac(&self) -> [u8; 6] {
+        let mut m = [0u8; 6];
+        m.copy_from_slice(&self.buffer.as_ref()[av::RMAC]);
+        m
+    }
+    /// Traffic class.
+    #[inline]
+    pub fn tclass(&self) -> u8 {
+        self.buffer.as_ref()[av::TCLASS]
+    }
+    /// Hop limit.
+    #[inline]
+    pub fn hop_limit(&self) -> u8 {
+        self.buffer.as_ref()[av::HOP_LIMIT]
+    }
+    /// GRH present bit, SGID index and flow label.
+    #[inline]
+    pub fn grh_gid_fl(&self) -> u32 {
+        be32(self.buffer.as_ref(), av::GRH_GID_FL)
+    }
+    /// Remote GID.
+    #[inline]
+    pub fn rgid(&self) -> [u8; 16] {
+        let mut g = [0u8; 16];
+        g.copy_from_slice(&self.buffer.as_ref()[av::RGID]);
+        g
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> DatagramSeg<T> {
+    /// Sets the 64-bit key word (as `mlx5dv_set_dgram_seg`: for UD pass `qkey << 32`).
+    #[inline]
+    pub fn set_key(&mut self, key: u64) {
+        put64(self.buffer.as_mut(), av::KEY, key);
+    }
+    /// Sets the qkey and zeroes the reserved word after it.
+    #[inline]
+    pub fn set_qkey(&mut self, qkey: u32) {
+        self.set_key(u64::from(qkey) << 32);
+    }
+    /// Sets `dqp_dct` to `qpn` (24 bits) with the extended-AV bit when `extended`.
+    #[inline]
+    pub fn set_dqp_dct(&mut self, qpn: u32, extended: bool) {
+        let ext = if extended { EXTENDED_UD_AV } else { 0 };
+        put32(self.buffer.as_mut(), av::DQP_DCT, (qpn & 0x00ff_ffff) | ext);
+    }
+    /// Sets the static rate / service level byte.
+    #[inline]
+    pub fn set_stat_rate_sl(&mut self, v: u8) {
+        self.buffer.as_mut()[av::STAT_RATE_SL] = v;
+    }
+    /// Sets the fl_mlid byte.
+    #[inline]
+    pub fn set_fl_mlid(&mut self, v: u8) {
+        self.buffer.as_mut()[av::FL_MLID] = v;
+    }
+    /// Sets the remote LID.
+    #[inline]
+    pub fn set_rlid(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), av::RLID, v);
+    }
+    /// Zeroes the 4 reserved bytes at 16.
+    #[inline]
+    pub fn clear_reserved(&mut self) {
+        self.buffer.as_mut()[av::RESERVED0].fill(0);
+    }
+    /// Sets the remote MAC.
+    #[inline]
+    pub fn set_rmac(&mut self, v: [u8; 6]) {
+        self.buffer.as_mut()[av::RMAC].copy_from_slice(&v);
+    }
+    /// Sets the traffic class.
+    #[inline]
+    pub fn set_tclass(&mut self, v: u8) {
+        self.buffer.as_mut()[av::TCLASS] = v;
+    }
+    /// Sets the hop limit.
+    #[inline]
+    pub fn set_hop_limit(&mut self, v: u8) {
+        self.buffer.as_mut()[av::HOP_LIMIT] = v;
+    }
+    /// Sets the GRH / SGID index / flow label word.
+    #[inline]
+    pub fn set_grh_gid_fl(&mut self, v: u32) {
+        put32(self.buffer.as_mut(), av::GRH_GID_FL, v);
+    }
+    /// Sets the remote GID.
+    #[inline]
+    pub fn set_rgid(&mut self, v: [u8; 16]) {
+        self.buffer.as_mut()[av::RGID].copy_from_slice(&v);
+    }
+}
+
+mod srq_next {
+    use super::Field;
+    pub const RSVD0: Field = 0..2;
+    pub const NEXT_WQE_INDEX: Field = 2..4;
+    pub const SIGNATURE: usize = 4;
+    pub const RSVD1: Field = 5..16;
+}
+
+view!(
+    /// The first unit of an SRQ WQE (`struct mlx5_wqe_srq_next_seg`): 0 reserved,
+    /// 2 next_wqe_index, 4 signature, 5 reserved. Data segments follow it.
+    SrqNextSeg,
+    SEG_LEN
+);
+
+impl<T: AsRef<[u8]>> SrqNextSeg<T> {
+    /// Index of the next WQE in the SRQ's free list.
+    #[inline]
+    pub fn next_wqe_index(&self) -> u16 {
+        be16(self.buffer.as_ref(), srq_next::NEXT_WQE_INDEX)
+    }
+    /// Signature byte.
+    #[inline]
+    pub fn signature(&self) -> u8 {
+        self.buffer.as_ref()[srq_next::SIGNATURE]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> SrqNextSeg<T> {
+    /// Writes the whole unit: next_wqe_index, signature, reserved bytes zero.
+    #[inline]
+    pub fn set(&mut self, next_wqe_index: u16, signature: u8) {
+        let b = self.buffer.as_mut();
+        b[srq_next::RSVD0].fill(0);
+        put16(b, srq_next::NEXT_WQE_INDEX, next_wqe_index);
+        b[srq_next::SIGNATURE] = signature;
+        b[srq_next::RSVD1].fill(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ctrl_fields_land_where_the_header_puts_them() {
+        let mut b = [0xa5u8; 16];
+        let mut c = CtrlSeg::new_checked(&mut b[..]).unwrap();
+        c.set_opmod_idx_opcode(0x01, 0xfffe, Opcode::RdmaWriteImm);
+        c.set_qpn_ds(0x12_3456, 3);
+        c.set_signature(0);
+        c.set_dci_stream_channel_id(0);
+        c.set_fm_ce_se(fm_ce_se::CQ_UPDATE | fm_ce_se::FENCE);
+        c.set_imm(0xdead_beef);
+        assert_eq!(
+            b,
+            [
+                0x01, 0xff, 0xfe, 0x09, 0x12, 0x34, 0x56, 0x03, 0, 0, 0, 0x88, 0xde, 0xad, 0xbe,
+                0xef
+            ]
+        );
+        let c = CtrlSeg::new_checked(&b[..]).unwrap();
+        assert_eq!(c.opmod(), 1);
+        assert_eq!(c.wqe_idx(), 0xfffe);
+        assert_eq!(c.opcode(), Opcode::RdmaWriteImm);
+        assert_eq!(c.qpn(), 0x12_3456);
+        assert_eq!(c.ds(), 3);
+        assert_eq!(c.fm_ce_se(), 0x88);
+        assert_eq!(c.imm(), 0xdead_beef);
+    }
+
+    #[test]
+    fn short_buffers_are_refused() {
+        assert_eq!(
+            CtrlSeg::new_checked(&[0u8; 15][..]).unwrap_err(),
+            Truncated {
+                needed: 16,
+                got: 15
+            }
+        );
+        assert!(DatagramSeg::new_checked(&[0u8; 47][..]).is_err());
+        assert!(DatagramSeg::new_checked(&[0u8; 48][..]).is_ok());
+        assert!(InlineSeg::new_checked(&[0u8; 4][..]).is_ok());
+    }
+
+    #[test]
+    fn raddr_data_atomic_write_every_byte() {
+        let mut b = [0xa5u8; 16];
+        RaddrSeg::new_unchecked(&mut b).set(0x0102_0304_0506_0708, 0x1122_3344);
+        assert_eq!(
+            b,
+            [1, 2, 3, 4, 5, 6, 7, 8, 0x11, 0x22, 0x33, 0x44, 0, 0, 0, 0]
+        );
+        let mut b = [0xa5u8; 16];
+        DataSeg::new_unchecked(&mut b).set(0x40, 0xabcd, 0x1000_2000_3000_4000);
+        assert_eq!(
+            b,
+            [0, 0, 0, 0x40, 0, 0, 0xab, 0xcd, 0x10, 0, 0x20, 0, 0x30, 0, 0x40, 0]
+        );
+        let mut b = [0xa5u8; 16];
+        DataSeg::new_unchecked(&mut b).set_terminator();
+        assert!(DataSeg::new_unchecked(&b).is_terminator());
+        assert_eq!(b, [0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let mut b = [0xa5u8; 16];
+        AtomicSeg::new_unchecked(&mut b).set(7, 0x0100_0000_0000_0002);
+        assert_eq!(b, [0, 0, 0, 0, 0, 0, 0, 7, 1, 0, 0, 0, 0, 0, 0, 2]);
+        let a = AtomicSeg::new_unchecked(&b);
+        assert_eq!((a.swap_add(), a.compare()), (7, 0x0100_0000_0000_0002));
+    }
+
+    #[test]
+    fn av_offsets() {
+        let mut b = [0xa5u8; 48];
+        let mut av = DatagramSeg::new_unchecked(&mut b);
+        av.set_qkey(0x1111_2222);
+        av.set_dqp_dct(0xab_cdef, true);
+        av.set_stat_rate_sl(0x33);
+        av.set_fl_mlid(0x44);
+        av.set_rlid(0x5566);
+        av.clear_reserved();
+        av.set_rmac([1, 2, 3, 4, 5, 6]);
+        av.set_tclass(0x77);
+        av.set_hop_limit(0x88);
+        av.set_grh_gid_fl(0x9900_aabb);
+        av.set_rgid([0xc0; 16]);
+        let mut want = [0u8; 48];
+        want[0..4].copy_from_slice(&[0x11, 0x11, 0x22, 0x22]);
+        want[8..12].copy_from_slice(&[0x80, 0xab, 0xcd, 0xef]);
+        want[12] = 0x33;
+        want[13] = 0x44;
+        want[14..16].copy_from_slice(&[0x55, 0x66]);
+        want[20..26].copy_from_slice(&[1, 2, 3, 4, 5, 6]);
+        want[26] = 0x77;
+        want[27] = 0x88;
+        want[28..32].copy_from_slice(&[0x99, 0x00, 0xaa, 0xbb]);
+        want[32..48].fill(0xc0);
+        assert_eq!(b, want);
+        let av = DatagramSeg::new_unchecked(&b);
+        assert_eq!(av.qkey(), 0x1111_2222);
+        assert_eq!(av.dqpn(), 0xab_cdef);
+        assert!(av.extended());
+        assert_eq!(av.rlid(), 0x5566);
+        assert_eq!(av.rmac(), [1, 2, 3, 4, 5, 6]);
+        assert_eq!(av.grh_gid_fl(), 0x9900_aabb);
+    }
+
+    #[test]
+    fn inline_header_and_units() {
+        let mut b = [0xa5u8; 4];
+        InlineSeg::new_unchecked(&mut b).set_len(13);
+        assert_eq!(b, [0x80, 0, 0, 13]);
+        let s = InlineSeg::new_unchecked(&b);
+        assert!(s.is_inline());
+        assert_eq!(s.len(), 13);
+        assert_eq!(s.units(), 2);
+        for (len, units) in [(0, 1), (1, 1), (12, 1), (13, 2), (28, 2), (29, 3), (44, 3)] {
+            assert_eq!(inline_units(len), units, "len {len}");
+        }
+    }
+
+    #[test]
+    fn srq_next_seg() {
+        let mut b = [0xa5u8; 16];
+        SrqNextSeg::new_unchecked(&mut b).set(0x1234, 0);
+        assert_eq!(b, [0, 0, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(SrqNextSeg::new_unchecked(&b).next_wqe_index(), 0x1234);
+    }
+
+    #[test]
+    fn opcodes_round_trip_and_keep_unknown() {
+        for v in 0..=255u8 {
+            assert_eq!(u8::from(Opcode::from(v)), v);
+        }
+        assert_eq!(Opcode::from(0x0a), Opcode::Send);
+        assert_eq!(Opcode::from(0x0e), Opcode::Unknown(0x0e));
+    }
+}
