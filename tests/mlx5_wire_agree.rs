@@ -55,7 +55,10 @@ fn rig(qp_type: QpType) -> (Mlx5Qp, Mlx5Cq, PlainQp, PlainCq) {
     (qp, cq, dev, dcq)
 }
 
-fn wire_op(op: &SendOp) -> (Opcode, u32, Option<(u64, u32)>, Option<(u64, u64)>) {
+/// opcode, imm, (raddr, rkey), (swap_add, compare).
+type WireParts = (Opcode, u32, Option<(u64, u32)>, Option<(u64, u64)>);
+
+fn wire_op(op: &SendOp) -> WireParts {
     match *op {
         SendOp::Send => (Opcode::Send, 0, None, None),
         SendOp::SendImm { imm } => (Opcode::SendImm, imm, None, None),
