@@ -366,3 +366,163 @@ pub fn address_handle(av: [u8; 48]) -> crate::providers::AddressHandle {
         _owner: None,
     }
 }
+
+/// The operation a [`Loopback`] posts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchOp {
+    /// RDMA WRITE with the payload inline.
+    WriteInline,
+    /// RDMA WRITE from one SGE.
+    Write,
+    /// SEND from one SGE.
+    Send,
+    /// SEND with the payload inline.
+    SendInline,
+    /// RDMA READ into one SGE.
+    Read,
+    /// Fetch-and-add (8 bytes).
+    FetchAdd,
+    /// Compare-and-swap (8 bytes).
+    CompareSwap,
+}
+
+impl BenchOp {
+    /// Parse a perftest-style name (`write`, `write_inline`, `send`, `send_inline`, `read`,
+    /// `fetch_add`, `cmp_swap`).
+    pub fn parse(s: &str) -> Option<BenchOp> {
+        Some(match s {
+            "write_inline" | "write-inline" => BenchOp::WriteInline,
+            "write" => BenchOp::Write,
+            "send" => BenchOp::Send,
+            "send_inline" | "send-inline" => BenchOp::SendInline,
+            "read" => BenchOp::Read,
+            "fetch_add" | "fetch-add" | "fa" => BenchOp::FetchAdd,
+            "cmp_swap" | "cmp-swap" | "cs" => BenchOp::CompareSwap,
+            _ => return None,
+        })
+    }
+    /// Name for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchOp::WriteInline => "WRITE inline",
+            BenchOp::Write => "WRITE",
+            BenchOp::Send => "SEND",
+            BenchOp::SendInline => "SEND inline",
+            BenchOp::Read => "READ",
+            BenchOp::FetchAdd => "FETCH_ADD",
+            BenchOp::CompareSwap => "CMP_SWAP",
+        }
+    }
+}
+
+/// A QP and CQ on plain memory with the caller as the device, for benches: post runs of
+/// requests, then let the "device" complete them and poll.
+pub struct Loopback {
+    /// The queue pair under test.
+    pub qp: super::Mlx5Qp,
+    /// Its CQ.
+    pub cq: super::Mlx5Cq,
+    /// Device side of the QP.
+    pub dev: PlainQp,
+    /// Device side of the CQ.
+    pub dcq: PlainCq,
+    buf: Vec<u64>,
+    out: Vec<crate::providers::Completion>,
+}
+
+impl Loopback {
+    /// SQ of `sq_wqe_cnt` WQEBBs (power of two), CQ of `2 * sq_wqe_cnt` entries, BlueFlame
+    /// halves of 256 bytes, inline up to 256 bytes.
+    pub fn new(sq_wqe_cnt: u32) -> Loopback {
+        use crate::providers::{QpCaps, QpConfig, QpState, QpType};
+        let caps = QpCaps {
+            max_send_wr: sq_wqe_cnt,
+            max_recv_wr: 16,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 256,
+        };
+        let dev = PlainQp::new(0x4242, sq_wqe_cnt, 16, 16, 256);
+        let dcq = PlainCq::new(1, 2 * sq_wqe_cnt, 64);
+        // SAFETY: the plain memory is kept alive by the owners and used only by these objects
+        // and by this struct acting as the device.
+        let mut cq = unsafe { super::Mlx5Cq::from_dv(dcq.dv, dcq.owner()) }.expect("plain CQ");
+        let cfg = QpConfig::new(QpType::Rc);
+        // SAFETY: as above.
+        let mut qp =
+            unsafe { super::Mlx5Qp::from_dv(dev.dv, &cfg, caps, &mut cq, None, None, dev.owner()) }
+                .expect("plain QP");
+        qp.set_state(QpState::Init);
+        qp.set_state(QpState::Rtr);
+        qp.set_state(QpState::Rts);
+        Loopback {
+            qp,
+            cq,
+            dev,
+            dcq,
+            buf: vec![0u64; 1024],
+            out: vec![crate::providers::Completion::EMPTY; 64],
+        }
+    }
+
+    /// The request for `op` of `size` bytes (`size` is 8 for atomics).
+    pub fn wr<'a>(
+        &self,
+        op: BenchOp,
+        sge: &'a [crate::providers::Sge; 1],
+        inline: &'a [u8],
+        id: u64,
+    ) -> crate::providers::SendWr<'a> {
+        use crate::providers::{SendOp, SendWr};
+        match op {
+            BenchOp::WriteInline => SendWr::write(id, &[], 0x10_0000, 7).inline(inline),
+            BenchOp::Write => SendWr::write(id, sge, 0x10_0000, 7),
+            BenchOp::Send => SendWr::send(id, sge),
+            BenchOp::SendInline => SendWr::send(id, &[]).inline(inline),
+            BenchOp::Read => SendWr::read(id, sge, 0x10_0000, 7),
+            BenchOp::FetchAdd => SendWr::new(
+                id,
+                SendOp::FetchAdd {
+                    raddr: 0x10_0000,
+                    rkey: 7,
+                    add: 1,
+                },
+                &sge[..],
+            ),
+            BenchOp::CompareSwap => SendWr::new(
+                id,
+                SendOp::CompareSwap {
+                    raddr: 0x10_0000,
+                    rkey: 7,
+                    compare: 0,
+                    swap: 1,
+                },
+                &sge[..],
+            ),
+        }
+    }
+
+    /// An SGE over the loopback's own buffer.
+    pub fn sge(&mut self, size: u32) -> [crate::providers::Sge; 1] {
+        [crate::providers::Sge {
+            addr: self.buf.as_mut_ptr() as u64,
+            length: size.min(8192),
+            lkey: 3,
+        }]
+    }
+
+    /// The device completes everything rung so far (one CQE per signaled WQE) and the CQ is
+    /// polled empty. Returns the completions polled.
+    pub fn drain(&mut self) -> u32 {
+        use crate::providers::CompletionQueue;
+        self.dev.complete_sends(&mut self.dcq);
+        let mut total = 0;
+        loop {
+            let n = self.cq.poll(&mut self.out);
+            if n == 0 {
+                return total;
+            }
+            total += n as u32;
+        }
+    }
+}
