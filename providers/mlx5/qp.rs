@@ -225,7 +225,7 @@ impl Mlx5Qp {
 
     /// Doorbell or BlueFlame (see [`DoorbellMode`]).
     pub fn set_doorbell_mode(&mut self, m: DoorbellMode) {
-        self.sq.mode = m;
+        self.sq.set_mode(m);
     }
 
     /// Selective signaling helper: force CQ_UPDATE at least every `n` WQEs (0 = off).
