@@ -236,6 +236,10 @@ impl Mlx5Cq {
     pub fn bogus_cqes(&self) -> u64 {
         self.bogus
     }
+    /// Whatever keeps the CQ memory alive (on hardware the verbs CQ).
+    pub(crate) fn owner(&self) -> &(dyn std::any::Any + Send + Sync) {
+        &*self._owner
+    }
     pub(crate) fn shared(&self) -> &Arc<CqShared> {
         &self.shared
     }

@@ -218,6 +218,11 @@ impl Mlx5Qp {
         sh.recv_cq.release(self.rq.outstanding());
     }
 
+    /// Whatever keeps the QP memory alive (on hardware the verbs QP).
+    pub(crate) fn owner_mut(&mut self) -> &mut (dyn std::any::Any + Send + Sync) {
+        &mut *self._owner
+    }
+
     /// Path MTU in bytes (UD sends larger than it are refused).
     pub fn set_path_mtu(&mut self, bytes: u32) {
         self.sq.path_mtu = bytes;

@@ -324,6 +324,11 @@ impl Mlx5Srq {
         unsafe { core::ptr::write_volatile(p, (next as u16).to_be()) };
     }
 
+    /// Whatever keeps the SRQ memory alive (on hardware the verbs SRQ).
+    pub(crate) fn owner(&self) -> &(dyn std::any::Any + Send + Sync) {
+        &*self._owner
+    }
+
     /// SRQ number.
     pub fn srqn(&self) -> u32 {
         self.dv.srqn

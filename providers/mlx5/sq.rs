@@ -157,15 +157,16 @@ unsafe fn put64(p: *mut u8, v: u64) {
 unsafe fn copy_small(dst: *mut u8, src: &[u8]) {
     let n = src.len();
     let s = src.as_ptr();
-    // SAFETY (each branch): the head and tail words lie inside both buffers because `n` is at
-    // least the word size; they may overlap each other, never the other buffer.
+    // SAFETY: in each branch the head and tail words lie inside both buffers because `n` is
+    // at least the word size; they may overlap each other, never the other buffer; the
+    // caller vouches for `dst`.
     unsafe {
-        if n >= 8 && n <= 16 {
+        if (8..=16).contains(&n) {
             let head = core::ptr::read_unaligned(s as *const u64);
             let tail = core::ptr::read_unaligned(s.add(n - 8) as *const u64);
             core::ptr::write_unaligned(dst as *mut u64, head);
             core::ptr::write_unaligned(dst.add(n - 8) as *mut u64, tail);
-        } else if n >= 4 && n < 8 {
+        } else if (4..8).contains(&n) {
             let head = core::ptr::read_unaligned(s as *const u32);
             let tail = core::ptr::read_unaligned(s.add(n - 4) as *const u32);
             core::ptr::write_unaligned(dst as *mut u32, head);
@@ -209,7 +210,11 @@ impl Mlx5Sq {
             since_signal: 0,
             path_mtu: 4096,
             bf_min_ds: 2,
-            bf_max_ds: if dv.bf_reg.is_null() { 0 } else { dv.bf_size / 16 },
+            bf_max_ds: if dv.bf_reg.is_null() {
+                0
+            } else {
+                dv.bf_size / 16
+            },
             pi: 0,
             seq: 0,
             cached_ci: 0,
@@ -539,9 +544,8 @@ impl Mlx5Sq {
             return;
         }
         let dst = self.bf_reg.wrapping_add(self.bf_offset as usize);
-        let use_bf = self.staged == 1
-            && self.last_ds <= self.bf_max_ds
-            && self.last_ds >= self.bf_min_ds;
+        let use_bf =
+            self.staged == 1 && self.last_ds <= self.bf_max_ds && self.last_ds >= self.bf_min_ds;
         // Orders the dbrec store before the write-combining stores to the bfreg.
         wc_start();
         if use_bf {
