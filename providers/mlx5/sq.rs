@@ -576,29 +576,28 @@ impl Mlx5Sq {
     }
 }
 
+/// The refusal path, out of line so the accepting path stays short.
+#[cold]
+#[inline(never)]
+fn reject(wr: SendWr<'_>, error: PostError) -> Rejected<SendWr<'_>> {
+    Rejected { wr, error }
+}
+
 impl SendQueue for Mlx5Sq {
-    #[inline]
+    #[inline(always)]
     fn post<'a>(&mut self, wr: SendWr<'a>) -> Result<(), Rejected<SendWr<'a>>> {
         let ds = match self.check(&wr) {
             Ok(ds) => ds,
-            Err(error) => return Err(Rejected { wr, error }),
+            Err(error) => return Err(reject(wr, error)),
         };
         let nbb = ds.div_ceil(4);
         if nbb > self.wqe_cnt || !self.room(nbb) {
-            return Err(Rejected {
-                wr,
-                error: PostError::QueueFull {
-                    capacity: self.caps.max_send_wr,
-                },
-            });
+            let capacity = self.caps.max_send_wr;
+            return Err(reject(wr, PostError::QueueFull { capacity }));
         }
         if !self.cq.try_reserve(1) {
-            return Err(Rejected {
-                wr,
-                error: PostError::CqFull {
-                    cqe: self.cq.dv.cqe_cnt,
-                },
-            });
+            let cqe = self.cq.dv.cqe_cnt;
+            return Err(reject(wr, PostError::CqFull { cqe }));
         }
         let mut fm = 0u8;
         self.since_signal += 1;
@@ -617,11 +616,18 @@ impl SendQueue for Mlx5Sq {
         }
         self.write_wqe(&wr, ds, fm);
         let sq = &self.shared.sq;
-        let slot = &sq.slots[(self.pi & (self.wqe_cnt - 1)) as usize];
         let end = self.pi.wrapping_add(nbb);
+        // SAFETY: `slots` and `wrid` have `wqe_cnt` entries and both indices are masked with
+        // `wqe_cnt - 1` (`sq.mask == self.wqe_cnt - 1`, set together in `from_dv`).
+        let (slot, wrid) = unsafe {
+            (
+                sq.slots.get_unchecked((self.pi & sq.mask) as usize),
+                sq.wrid.get_unchecked((self.seq & sq.mask) as usize),
+            )
+        };
         slot.seq.store(self.seq, Ordering::Relaxed);
         slot.end.store(end, Ordering::Relaxed);
-        sq.wrid[(self.seq & sq.mask) as usize].store(wr.wr_id, Ordering::Relaxed);
+        wrid.store(wr.wr_id, Ordering::Relaxed);
         self.last_off = (self.pi & (self.wqe_cnt - 1)) as usize * 64;
         self.last_ds = ds;
         self.pi = end;
