@@ -835,4 +835,49 @@ mod tests {
         assert_eq!(CqeOpcode::from(7), CqeOpcode::Unknown(7));
         assert_eq!(Syndrome::from(0x99), Syndrome::Unknown(0x99));
     }
+
+    #[test]
+    fn consumer_index_runs_several_laps_and_past_u32() {
+        for cqe_size in [64usize, 128] {
+            let cnt = 4u32;
+            let mut cq = vec![0u8; cnt as usize * cqe_size];
+            for i in 0..cnt {
+                let o = cqe64_offset(i, cnt, cqe_size);
+                cq[o + 63] = CQE_INVALID_OP_OWN;
+            }
+            for start in [0u32, u32::MAX - 9] {
+                for k in 0..6 * cnt {
+                    let p = start.wrapping_add(k);
+                    let o = cqe64_offset(p, cnt, cqe_size);
+                    // Before the device writes index p, the slot holds INVALID (first lap)
+                    // or the CQE of p - cnt, whose owner bit has the other parity.
+                    assert!(
+                        !cqe_sw_owned(cq[o + 63], p, cnt),
+                        "size {cqe_size} p {p:#x}"
+                    );
+                    let r = CqeRepr {
+                        owner: cqe_owner_for(p, cnt),
+                        wqe_counter: p as u16,
+                        qpn: 5,
+                        ..CqeRepr::default()
+                    };
+                    r.emit(&mut Cqe64::new_unchecked(&mut cq[o..o + 64]))
+                        .unwrap();
+                    assert!(cqe_sw_owned(cq[o + 63], p, cnt), "size {cqe_size} p {p:#x}");
+                    let back = CqeRepr::parse(&Cqe64::new_unchecked(&cq[o..o + 64])).unwrap();
+                    assert_eq!(back.wqe_counter, p as u16);
+                    // The first half of a 128-byte slot is never touched by emit.
+                    if cqe_size == 128 {
+                        assert!(cq[o - 64..o].iter().all(|&b| b == 0));
+                    }
+                }
+                // Reset between the two runs: a fresh CQ is all INVALID.
+                for i in 0..cnt {
+                    let o = cqe64_offset(i, cnt, cqe_size);
+                    cq[o..o + 64].fill(0);
+                    cq[o + 63] = CQE_INVALID_OP_OWN;
+                }
+            }
+        }
+    }
 }
