@@ -15,7 +15,7 @@ use rdma_direct::providers::{
 
 #[test]
 fn poster_and_poller_threads_account_for_every_request() {
-    const N: u64 = 200_000;
+    const N: u64 = 50_000;
     let caps = QpCaps {
         max_send_wr: 64,
         max_recv_wr: 1,
