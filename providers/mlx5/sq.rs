@@ -318,6 +318,112 @@ impl Mlx5Sq {
         sq.pi.store(0, Ordering::Release);
     }
 
+    /// The flags of the next WQE: the request's own, sq_sig_all, and the `signal_every` rule.
+    #[inline(always)]
+    fn fm_for(&mut self, flags: u8) -> u8 {
+        let mut fm = FM_CE_SE[(flags & 7) as usize] | self.sig_all_fm;
+        if self.signal_every != 0 {
+            self.since_signal += 1;
+            if fm & fm_ce_se::CQ_UPDATE == 0 && self.since_signal >= self.signal_every {
+                fm |= fm_ce_se::CQ_UPDATE;
+            }
+            if fm & fm_ce_se::CQ_UPDATE != 0 {
+                self.since_signal = 0;
+            }
+        }
+        fm
+    }
+
+    /// Record the WQE just written at `pi` (`ds` units, `nbb` WQEBBs) for the poller and
+    /// advance the producer state.
+    #[inline(always)]
+    fn record(&mut self, wr_id: u64, ds: u32, nbb: u32) {
+        let sq = &self.shared.sq;
+        let end = self.pi.wrapping_add(nbb);
+        // SAFETY: `slots` and `wrid` have `wqe_cnt` entries and both indices are masked with
+        // `wqe_cnt - 1` (`sq.mask == self.wqe_cnt - 1`, set together in `from_dv`).
+        let (slot, wrid) = unsafe {
+            (
+                sq.slots.get_unchecked((self.pi & sq.mask) as usize),
+                sq.wrid.get_unchecked((self.seq & sq.mask) as usize),
+            )
+        };
+        slot.seq.store(self.seq, Ordering::Relaxed);
+        slot.end.store(end, Ordering::Relaxed);
+        wrid.store(wr_id, Ordering::Relaxed);
+        self.last_off = (self.pi & (self.wqe_cnt - 1)) as usize * 64;
+        self.last_ds = ds;
+        self.pi = end;
+        self.seq = self.seq.wrapping_add(1);
+        self.staged += 1;
+    }
+
+    /// The latency fast path (like rdma-core's `ibv_wr_rdma_write` + `ibv_wr_set_inline_data`):
+    /// stage one RDMA WRITE of `data` inline to `raddr`/`rkey`, signaled or not. Same checks
+    /// and accounting as [`SendQueue::post`] (state, QP type, inline size, free WQEBBs, CQ
+    /// room), without decoding a general [`SendWr`]; the WQE bytes are identical.
+    #[inline(always)]
+    pub fn post_write_inline(
+        &mut self,
+        wr_id: u64,
+        raddr: u64,
+        rkey: u32,
+        data: &[u8],
+        signaled: bool,
+    ) -> Result<(), PostError> {
+        if self.state != QpState::Rts {
+            return Err(PostError::BadState { state: self.state });
+        }
+        if self.qp_type == QpType::Ud {
+            return Err(PostError::OpNotSupported {
+                op: "WRITE",
+                qp_type: QpType::Ud,
+            });
+        }
+        if data.len() > self.caps.max_inline_data as usize {
+            return Err(PostError::InlineTooLarge {
+                len: data.len().min(u32::MAX as usize) as u32,
+                max: self.caps.max_inline_data,
+            });
+        }
+        let ds = 2 + inline_ds(data.len());
+        let nbb = ds.div_ceil(4);
+        if nbb > self.wqe_cnt || !self.room(nbb) {
+            return Err(PostError::QueueFull {
+                capacity: self.caps.max_send_wr,
+            });
+        }
+        if !self.cq.try_reserve(1) {
+            return Err(PostError::CqFull {
+                cqe: self.cq.dv.cqe_cnt,
+            });
+        }
+        let fm = self.fm_for(signaled as u8);
+        let off = (self.pi & (self.wqe_cnt - 1)) as usize * 64;
+        let mut c = Cursor {
+            buf: self.buf,
+            byte_mask: self.byte_mask,
+            off,
+        };
+        let ctrl = c.seg();
+        let r = c.seg();
+        // SAFETY: two 16-byte segments inside the SQ ring, in WQEBBs `room` found free.
+        unsafe {
+            put32(ctrl, (self.pi & 0xffff) << 8 | wqe_op::RDMA_WRITE as u32);
+            put32(ctrl.add(4), self.qpn << 8 | ds);
+            put32(ctrl.add(8), fm as u32);
+            put32(ctrl.add(12), 0);
+            put64(r, raddr);
+            put32(r.add(8), rkey);
+            put32(r.add(12), 0);
+        }
+        if !data.is_empty() {
+            self.write_inline(c, data);
+        }
+        self.record(wr_id, ds, nbb);
+        Ok(())
+    }
+
     /// Choose doorbell or BlueFlame.
     pub(crate) fn set_mode(&mut self, m: DoorbellMode) {
         let max = if self.bf_reg.is_null() {
@@ -677,35 +783,9 @@ impl SendQueue for Mlx5Sq {
             let cqe = self.cq.dv.cqe_cnt;
             return Err(reject(wr, PostError::CqFull { cqe }));
         }
-        let mut fm = FM_CE_SE[(wr.flags.0 & 7) as usize] | self.sig_all_fm;
-        if self.signal_every != 0 {
-            self.since_signal += 1;
-            if fm & fm_ce_se::CQ_UPDATE == 0 && self.since_signal >= self.signal_every {
-                fm |= fm_ce_se::CQ_UPDATE;
-            }
-            if fm & fm_ce_se::CQ_UPDATE != 0 {
-                self.since_signal = 0;
-            }
-        }
+        let fm = self.fm_for(wr.flags.0);
         self.write_wqe(&wr, &plan, fm);
-        let sq = &self.shared.sq;
-        let end = self.pi.wrapping_add(nbb);
-        // SAFETY: `slots` and `wrid` have `wqe_cnt` entries and both indices are masked with
-        // `wqe_cnt - 1` (`sq.mask == self.wqe_cnt - 1`, set together in `from_dv`).
-        let (slot, wrid) = unsafe {
-            (
-                sq.slots.get_unchecked((self.pi & sq.mask) as usize),
-                sq.wrid.get_unchecked((self.seq & sq.mask) as usize),
-            )
-        };
-        slot.seq.store(self.seq, Ordering::Relaxed);
-        slot.end.store(end, Ordering::Relaxed);
-        wrid.store(wr.wr_id, Ordering::Relaxed);
-        self.last_off = (self.pi & (self.wqe_cnt - 1)) as usize * 64;
-        self.last_ds = ds;
-        self.pi = end;
-        self.seq = self.seq.wrapping_add(1);
-        self.staged += 1;
+        self.record(wr.wr_id, ds, nbb);
         Ok(())
     }
 
