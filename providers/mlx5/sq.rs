@@ -715,7 +715,7 @@ impl Mlx5Sq {
     }
 
     /// Publish the staged WQEs: dbrec, then the doorbell or BlueFlame.
-    #[inline]
+    #[inline(always)]
     fn ring_doorbell(&mut self) {
         // Orders the WQE stores before the dbrec store the device may act on.
         to_device_store_barrier();
