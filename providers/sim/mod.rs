@@ -49,7 +49,7 @@ use std::thread::JoinHandle;
 
 pub use engine::{AsyncEvent, EngineStats, SimQpAttr};
 pub use fault::{FaultConfig, FaultStats};
-pub use provider::{SimMr, SimPd};
+pub use provider::{SimMr, SimPd, SIM_GID, SIM_PORT_MTU};
 
 use super::mlx5::dv::{DvCq, DvQp, DvSrq};
 use super::{QpCaps, QpConfig, QpState};
