@@ -1,1 +1,37 @@
 //! The safe control path over libibverbs.
+//!
+//! - [`Device::list`], [`Context::open`]: find and open a device (`rxe0`, `mlx5_0`).
+//! - [`Context::query_device`], [`Context::query_port`], [`Context::gid_table`]: what the
+//!   device and its ports are (state, MTUs, LID, link layer, speed and width, rate in Gb/s,
+//!   GIDs with their RoCE type read from sysfs).
+//! - [`Pd`], [`Mr`] (explicit access; nothing remote unless asked), [`Cq`], [`Srq`], [`Ah`].
+//! - [`Qp`] for RC, UC and UD with the capacities the device granted, and its state machine
+//!   ([`Qp::to_init`], [`Qp::to_rtr`], [`Qp::to_rts`], [`Qp::to_err`], [`Qp::to_reset`],
+//!   [`Qp::connect`], [`Qp::query`]).
+//! - [`Context::poll_async_event`]: asynchronous events without blocking (CQ overrun shows
+//!   up there as `IBV_EVENT_CQ_ERR`, and nowhere else).
+//!
+//! ## Teardown order, by construction
+//!
+//! Every object owns (an `Arc` of) what it was created from: a [`Qp`] its [`Pd`], both
+//! [`Cq`]s and its [`Srq`]; an [`Mr`], [`Srq`] or [`Ah`] its PD; a PD or CQ its [`Context`].
+//! The C object is destroyed in the owner's `Drop`, so a CQ is never destroyed while a QP
+//! still uses it, and the device is closed last, whatever order the Rust values go out of
+//! scope in. `Context`, `Pd`, `Cq` and `Srq` are cheap `Clone`s of a shared handle.
+//!
+//! ## For the data-plane providers
+//!
+//! `as_ptr()` on every object gives the raw `ibv_*` pointer, valid for as long as the object
+//! lives; [`crate::ffi::ops`] posts and polls through the context's ops table.
+
+mod device;
+mod qp;
+mod resources;
+
+pub use device::{
+    format_guid, lane_gbps, no_device_reason, width_lanes, AsyncElement, AsyncEvent,
+    AsyncEventKind, Context, Device, DeviceAttr, Gid, GidEntry, GidType, LinkLayer, PortAttr,
+    PortState, SYSFS_INFINIBAND,
+};
+pub use qp::{mask_names, transition_mask, InitAttr, Qp, QpAttr, RtrAttr, RtsAttr, Transition};
+pub use resources::{check_access, Ah, Cq, Mr, Pd, Srq};

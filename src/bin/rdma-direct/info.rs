@@ -1,6 +1,249 @@
-//! `rdma-direct info`.
+//! `rdma-direct info [-d DEV] [-i PORT] [-v]`: device and port attributes and the GID table,
+//! laid out like `ibv_devinfo` (with `-v`, the same extra fields as `ibv_devinfo -v`).
 
-pub fn run(_args: &[String]) -> i32 {
-    eprintln!("rdma-direct info: not built yet");
-    1
+use super::devices::report_no_devices;
+use rdma_direct::ffi;
+use rdma_direct::verbs::{self, Context, Device, DeviceAttr, PortAttr};
+
+const USAGE: &str = "\
+usage: rdma-direct info [-d DEV] [-i PORT] [-v]
+
+  -d, --ib-dev DEV    only this device (default: all)
+  -i, --ib-port PORT  only this port (default: all)
+  -v, --verbose       all device and port attributes
+";
+
+struct Opts {
+    dev: Option<String>,
+    port: Option<u8>,
+    verbose: bool,
+}
+
+fn parse(args: &[String]) -> Result<Option<Opts>, String> {
+    let mut o = Opts {
+        dev: None,
+        port: None,
+        verbose: false,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "-v" | "--verbose" => o.verbose = true,
+            "-d" | "--ib-dev" => {
+                o.dev = Some(it.next().ok_or("-d needs a device name")?.clone());
+            }
+            "-i" | "--ib-port" => {
+                let p = it.next().ok_or("-i needs a port number")?;
+                o.port = Some(
+                    p.parse()
+                        .ok()
+                        .filter(|&p: &u8| p > 0)
+                        .ok_or(format!("bad port '{p}'"))?,
+                );
+            }
+            s if s.starts_with("-d") && s.len() > 2 => o.dev = Some(s[2..].to_string()),
+            other => return Err(format!("unexpected argument '{other}'")),
+        }
+    }
+    Ok(Some(o))
+}
+
+pub fn run(args: &[String]) -> i32 {
+    let o = match parse(args) {
+        Ok(Some(o)) => o,
+        Ok(None) => {
+            print!("{USAGE}");
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("rdma-direct info: {e}\n\n{USAGE}");
+            return 2;
+        }
+    };
+    let list = match Device::list() {
+        Ok(l) => l,
+        Err(e) => {
+            report_no_devices(Some(&e));
+            return 1;
+        }
+    };
+    if list.is_empty() {
+        report_no_devices(None);
+        return 1;
+    }
+    let chosen: Vec<&Device> = match &o.dev {
+        Some(name) => match list.iter().find(|d| &d.name == name) {
+            Some(d) => vec![d],
+            None => {
+                let names: Vec<&str> = list.iter().map(|d| d.name.as_str()).collect();
+                eprintln!(
+                    "rdma-direct info: RDMA device '{name}' not found (available: {})",
+                    names.join(", ")
+                );
+                return 1;
+            }
+        },
+        None => list.iter().collect(),
+    };
+    let mut code = 0;
+    for d in chosen {
+        if let Err(e) = print_device(d, &o) {
+            eprintln!("rdma-direct info: {}: {e}", d.name);
+            code = 1;
+        }
+    }
+    code
+}
+
+fn transport_str(t: i32) -> &'static str {
+    match t {
+        ffi::IBV_TRANSPORT_IB => "InfiniBand",
+        ffi::IBV_TRANSPORT_IWARP => "iWARP",
+        _ => "unknown",
+    }
+}
+
+fn print_device(d: &Device, o: &Opts) -> rdma_direct::Result<()> {
+    let ctx = Context::open(&d.name)?;
+    let a = ctx.query_device()?;
+    println!("hca_id:\t{}", d.name);
+    println!(
+        "\ttransport:\t\t\t{} ({})",
+        transport_str(d.transport_type),
+        d.transport_type
+    );
+    if !a.fw_ver.is_empty() {
+        println!("\tfw_ver:\t\t\t\t{}", a.fw_ver);
+    }
+    println!("\tnode_guid:\t\t\t{}", verbs::format_guid(a.node_guid));
+    println!(
+        "\tsys_image_guid:\t\t\t{}",
+        verbs::format_guid(a.sys_image_guid)
+    );
+    println!("\tvendor_id:\t\t\t0x{:04x}", a.vendor_id);
+    println!("\tvendor_part_id:\t\t\t{}", a.vendor_part_id);
+    println!("\thw_ver:\t\t\t\t0x{:X}", a.hw_ver);
+    println!("\tphys_port_cnt:\t\t\t{}", a.phys_port_cnt);
+    if o.verbose {
+        print_device_verbose(&a);
+    }
+    let ports: Vec<u8> = match o.port {
+        Some(p) if p <= a.phys_port_cnt => vec![p],
+        Some(p) => {
+            return Err(rdma_direct::Error::NotFound {
+                what: format!("port {p}"),
+                hint: format!("{} has ports 1..={}", d.name, a.phys_port_cnt),
+            })
+        }
+        None => (1..=a.phys_port_cnt).collect(),
+    };
+    for p in ports {
+        let pa = ctx.query_port(p)?;
+        print_port(&ctx, p, &pa, o.verbose)?;
+    }
+    Ok(())
+}
+
+fn print_device_verbose(a: &DeviceAttr) {
+    println!("\tmax_mr_size:\t\t\t0x{:x}", a.max_mr_size);
+    println!("\tpage_size_cap:\t\t\t0x{:x}", a.page_size_cap);
+    println!("\tmax_qp:\t\t\t\t{}", a.max_qp);
+    println!("\tmax_qp_wr:\t\t\t{}", a.max_qp_wr);
+    println!("\tdevice_cap_flags:\t\t0x{:08x}", a.device_cap_flags);
+    println!("\tmax_sge:\t\t\t{}", a.max_sge);
+    println!("\tmax_sge_rd:\t\t\t{}", a.max_sge_rd);
+    println!("\tmax_cq:\t\t\t\t{}", a.max_cq);
+    println!("\tmax_cqe:\t\t\t{}", a.max_cqe);
+    println!("\tmax_mr:\t\t\t\t{}", a.max_mr);
+    println!("\tmax_pd:\t\t\t\t{}", a.max_pd);
+    println!("\tmax_qp_rd_atom:\t\t\t{}", a.max_qp_rd_atom);
+    println!("\tmax_res_rd_atom:\t\t{}", a.max_res_rd_atom);
+    println!("\tmax_qp_init_rd_atom:\t\t{}", a.max_qp_init_rd_atom);
+    println!(
+        "\tatomic_cap:\t\t\t{} ({})",
+        a.atomic_cap_str(),
+        a.atomic_cap
+    );
+    println!("\tmax_mw:\t\t\t\t{}", a.max_mw);
+    println!("\tmax_ah:\t\t\t\t{}", a.max_ah);
+    println!("\tmax_srq:\t\t\t{}", a.max_srq);
+    println!("\tmax_srq_wr:\t\t\t{}", a.max_srq_wr);
+    println!("\tmax_srq_sge:\t\t\t{}", a.max_srq_sge);
+    println!("\tmax_pkeys:\t\t\t{}", a.max_pkeys);
+    println!("\tlocal_ca_ack_delay:\t\t{}", a.local_ca_ack_delay);
+}
+
+fn mtu_str(raw: u32) -> String {
+    match rdma_direct::endpoint::Mtu::from_ibv(raw) {
+        Some(m) => format!("{} ({raw})", m.bytes()),
+        None => format!("invalid MTU ({raw})"),
+    }
+}
+
+fn width_str(code: u8) -> String {
+    match verbs::width_lanes(code) {
+        Some(n) => format!("{n}X ({code})"),
+        None => format!("invalid width ({code})"),
+    }
+}
+
+fn speed_str(code: u8) -> String {
+    match verbs::lane_gbps(code) {
+        Some(g) => format!("{g:.1} Gbps ({code})"),
+        None => format!("invalid speed ({code})"),
+    }
+}
+
+fn print_port(ctx: &Context, p: u8, pa: &PortAttr, verbose: bool) -> rdma_direct::Result<()> {
+    println!("\t\tport:\t{p}");
+    println!("\t\t\tstate:\t\t\t{} ({})", pa.state, pa.state.to_ibv());
+    println!("\t\t\tmax_mtu:\t\t{}", mtu_str(pa.max_mtu_raw));
+    println!("\t\t\tactive_mtu:\t\t{}", mtu_str(pa.active_mtu_raw));
+    println!("\t\t\tsm_lid:\t\t\t{}", pa.sm_lid);
+    println!("\t\t\tport_lid:\t\t{}", pa.lid);
+    println!("\t\t\tport_lmc:\t\t0x{:02x}", pa.lmc);
+    println!("\t\t\tlink_layer:\t\t{}", pa.link_layer);
+    match pa.rate_gbps() {
+        Some(r) => println!(
+            "\t\t\trate:\t\t\t{r} Gb/sec ({} x {} Gb/sec)",
+            pa.width_lanes().unwrap_or(0),
+            pa.lane_gbps().unwrap_or(0.0)
+        ),
+        None => println!(
+            "\t\t\trate:\t\t\tunknown (width code {}, speed code {})",
+            pa.active_width, pa.active_speed
+        ),
+    }
+    if verbose {
+        println!("\t\t\tmax_msg_sz:\t\t0x{:x}", pa.max_msg_sz);
+        println!("\t\t\tport_cap_flags:\t\t0x{:08x}", pa.port_cap_flags);
+        println!("\t\t\tmax_vl_num:\t\t{}", pa.max_vl_num);
+        println!("\t\t\tsm_sl:\t\t\t{}", pa.sm_sl);
+        println!("\t\t\tpkey_tbl_len:\t\t{}", pa.pkey_tbl_len);
+        println!("\t\t\tgid_tbl_len:\t\t{}", pa.gid_tbl_len);
+        println!("\t\t\tsubnet_timeout:\t\t{}", pa.subnet_timeout);
+        println!("\t\t\tactive_width:\t\t{}", width_str(pa.active_width));
+        println!("\t\t\tactive_speed:\t\t{}", speed_str(pa.active_speed));
+        println!(
+            "\t\t\tphys_state:\t\t{} ({})",
+            pa.phys_state_str(),
+            pa.phys_state
+        );
+    }
+    let gids = ctx.gid_table(p)?;
+    if gids.is_empty() {
+        println!("\t\t\tGID table:\t\tempty");
+    }
+    for g in gids {
+        let mut line = format!("\t\t\tGID[{:>3}]:\t\t{}, {}", g.index, g.gid, g.gid_type);
+        if let Some(ip) = g.gid.ipv4_mapped() {
+            line.push_str(&format!(", {ip}"));
+        }
+        if let Some(n) = &g.netdev {
+            line.push_str(&format!(", {n}"));
+        }
+        println!("{line}");
+    }
+    Ok(())
 }

@@ -1,0 +1,81 @@
+#!/bin/sh
+# Self-test of the guest harness: that it passes what passes, fails what fails (and shows the
+# failing output), hands back a command's exit status, honours the host timeout and reuses its
+# cached image. Boots the guest four times (about 30-40 s under TCG).
+#
+#   tests/guest/selftest.sh
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+run="$here/run"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+
+ok() { echo "selftest: ok   $*"; passed=$((passed + 1)); }
+bad() { echo "selftest: FAIL $*"; failed=$((failed + 1)); }
+
+# expect NAME STATUS OUTFILE: the last command's status must be STATUS.
+expect() {
+    if [ "$2" = "$3" ]; then ok "$1 (exit $3)"; else bad "$1: exit $3, expected $2"; tail -n 30 "$4"; fi
+}
+
+# 1. A clean run of the bed's own checks (project tests left out, so that a failing project
+#    test does not read as a harness failure): passes, and the sanity tools really ran.
+"$run" --only-checks >"$tmp/pass" 2>&1
+expect "clean run passes" 0 $? "$tmp/pass"
+if tail -n 1 "$tmp/pass" | grep -Eq '^guest: [0-9]+ passed, 0 failed$'; then
+    ok "clean run closes with 'guest: N passed, 0 failed'"
+else
+    bad "clean run closing line: $(tail -n 1 "$tmp/pass")"
+fi
+serial=${CARGO_TARGET_DIR:-$here/../../target}/guest/serial.log
+if grep -q '^ok ibv_rc_pingpong' "$serial" && grep -q '^ok ib_write_lat' "$serial"; then
+    ok "ibv_rc_pingpong and ib_write_lat ran on rxe0"
+else
+    bad "sanity tools did not report ok in $serial"
+fi
+
+# 2. A failing check (and a passing one beside it): the run fails and shows the output.
+mkdir -p "$tmp/checks"
+printf '#!/bin/sh\necho "selftest marker: failing on purpose"\nexit 7\n' >"$tmp/checks/fail.sh"
+printf '#!/bin/sh\ntest "$RDMA_DIRECT_DEVICE" = rxe0 && test -c /dev/infiniband/uverbs0\n' >"$tmp/checks/pass.sh"
+"$run" --no-build --only-checks --checks-dir "$tmp/checks" >"$tmp/fail" 2>&1
+expect "failing check fails the run" 1 $? "$tmp/fail"
+if grep -q '^selftest marker: failing on purpose' "$tmp/fail" \
+    && grep -q '^@@@ END check zz-extra-fail.sh status=7 ' "$tmp/fail" \
+    && tail -n 1 "$tmp/fail" | grep -Eq '^guest: [0-9]+ passed, 1 failed$'; then
+    ok "failing check's output and count are reported"
+else
+    bad "failing check not reported as expected"
+    tail -n 30 "$tmp/fail"
+fi
+
+# 3. --cmd hands back the command's status; the guest environment is as documented.
+"$run" --no-build --cmd 'test "$RDMA_DIRECT_DEVICE" = rxe0 && test -n "$RDMA_DIRECT_GID_INDEX" &&
+    test "$(cat /sys/class/infiniband/rxe0/ports/1/gids/$RDMA_DIRECT_GID_INDEX)" = 0000:0000:0000:0000:0000:ffff:7f00:0001 &&
+    test "$(ulimit -l)" = unlimited && test -x "$RDMA_DIRECT_BIN" && test "$PWD" = "$CARGO_MANIFEST_DIR" && exit 5' \
+    >"$tmp/cmd" 2>&1
+expect "--cmd returns the command's status (guest env checked)" 5 $? "$tmp/cmd"
+
+# 4. A guest that never reports: the host timeout ends it and the run fails.
+# (The command ignores SIGTERM, so the guest-side `timeout` cannot end it first.)
+"$run" --no-build --timeout 25 --cmd 'trap "" TERM; sleep 600' >"$tmp/hang" 2>&1
+st=$?
+if [ "$st" != 0 ] && grep -q 'no result marker' "$tmp/hang"; then
+    ok "host timeout fails the run (exit $st)"
+else
+    bad "host timeout: exit $st"
+    tail -n 20 "$tmp/hang"
+fi
+
+# 5. The image is cached.
+if sh "$here/build-image.sh" 2>&1 | grep -q '^build-image: cached:'; then
+    ok "second image build is a cache hit"
+else
+    bad "image was rebuilt"
+fi
+
+echo "selftest: $passed passed, $failed failed"
+[ "$failed" = 0 ]
