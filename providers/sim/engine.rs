@@ -485,7 +485,9 @@ impl Engine {
         let mut granted = *caps;
         granted.max_send_wr = sq_cnt / bbs;
         granted.max_send_sge = caps.max_send_sge.max(1);
-        granted.max_inline_data = (wqe_size - 16 - xport - 4) as u32;
+        // Granted exactly as asked (libmlx5 reports the room its WQE size leaves, which can
+        // be more): a post-time limit then reads the same on every provider.
+        granted.max_inline_data = caps.max_inline_data;
         let (rq_cnt, rq_stride) = if srqn.is_some() {
             granted.max_recv_wr = 0;
             granted.max_recv_sge = 0;
