@@ -236,6 +236,10 @@ impl Mlx5Cq {
     pub fn bogus_cqes(&self) -> u64 {
         self.bogus
     }
+    /// Whatever keeps the CQ memory alive (on hardware the verbs CQ).
+    pub(crate) fn owner(&self) -> &(dyn std::any::Any + Send + Sync) {
+        &*self._owner
+    }
     pub(crate) fn shared(&self) -> &Arc<CqShared> {
         &self.shared
     }
@@ -471,21 +475,19 @@ impl Mlx5Cq {
         // SAFETY: the WQE is outstanding, so its bytes in our SQ ring are still the ones we
         // wrote; byte 0 of the ctrl segment's opcode word is at offset 3.
         let op = unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + 3)) };
+        // SAFETY: as above; byte 7 of the ctrl segment holds ds (low 6 bits).
+        let ds = (unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + 7)) } & 0x3f) as usize;
         let first_data = if op == 0x10 { 32 } else { 48 };
-        let n = (63usize).min(qp.sq_bytes / 16);
-        // Copy segment by segment with wrap: gather the data segments into a small stack
-        // array first (at most 4 are read; scatter-to-CQE carries at most 64 bytes).
+        // Data segments of this WQE (at most 4 are needed: scatter-to-CQE carries at most 64
+        // bytes and READ SGEs are not empty), copied out with the ring wrap.
+        let n = ds.saturating_sub(first_data / 16).min(4);
         let mut segs = [[0u8; 16]; 4];
-        let mut count = 0;
-        for (k, seg) in segs.iter_mut().enumerate() {
+        for (k, seg) in segs.iter_mut().enumerate().take(n) {
             let off = (base + first_data + k * 16) % qp.sq_bytes;
-            // SAFETY: `off` is inside the SQ ring.
+            // SAFETY: `off` is a segment start inside the SQ ring.
             unsafe { core::ptr::copy_nonoverlapping(qp.sq_buf.add(off), seg.as_mut_ptr(), 16) };
-            count += 1;
-            if count >= n {
-                break;
-            }
         }
+        let count = n;
         // SAFETY: `segs` is a local copy of `count` data segments.
         unsafe { scatter_from_cqe(cqe, op_own, len, segs.as_ptr() as *const u8, count) };
     }

@@ -23,13 +23,16 @@
 //! from one thread while its CQ is polled from another.
 
 pub mod cq;
+pub mod device;
 pub mod dv;
+pub mod plain;
 mod qp;
 mod rq;
 mod shared;
 mod sq;
 
 pub use cq::{syndrome_status, Mlx5Cq};
+pub use device::Mlx5Device;
 pub use dv::{DvCq, DvQp, DvSrq};
 pub use qp::Mlx5Qp;
 pub use rq::{Mlx5Rq, Mlx5Srq, INVALID_LKEY};

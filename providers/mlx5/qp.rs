@@ -218,6 +218,11 @@ impl Mlx5Qp {
         sh.recv_cq.release(self.rq.outstanding());
     }
 
+    /// Whatever keeps the QP memory alive (on hardware the verbs QP).
+    pub(crate) fn owner_mut(&mut self) -> &mut (dyn std::any::Any + Send + Sync) {
+        &mut *self._owner
+    }
+
     /// Path MTU in bytes (UD sends larger than it are refused).
     pub fn set_path_mtu(&mut self, bytes: u32) {
         self.sq.path_mtu = bytes;
@@ -225,7 +230,7 @@ impl Mlx5Qp {
 
     /// Doorbell or BlueFlame (see [`DoorbellMode`]).
     pub fn set_doorbell_mode(&mut self, m: DoorbellMode) {
-        self.sq.mode = m;
+        self.sq.set_mode(m);
     }
 
     /// Selective signaling helper: force CQ_UPDATE at least every `n` WQEs (0 = off).

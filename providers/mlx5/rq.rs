@@ -314,14 +314,16 @@ impl Mlx5Srq {
         u16::from_be(unsafe { mmio::read16(p) }) as u32
     }
 
-    fn set_next(&mut self, i: u32, next: u32) {
-        let p = self
-            .dv
-            .buf
-            .wrapping_add(i as usize * self.dv.stride as usize + 2) as *mut u16;
+    fn set_next(dv: &DvSrq, i: u32, next: u32) {
+        let p = dv.buf.wrapping_add(i as usize * dv.stride as usize + 2) as *mut u16;
         // SAFETY: as in `next_of`; entry `i` is free (the list tail), not read by the device
         // until it is posted.
         unsafe { core::ptr::write_volatile(p, (next as u16).to_be()) };
+    }
+
+    /// Whatever keeps the SRQ memory alive (on hardware the verbs SRQ).
+    pub(crate) fn owner(&self) -> &(dyn std::any::Any + Send + Sync) {
+        &*self._owner
     }
 
     /// SRQ number.
@@ -331,14 +333,13 @@ impl Mlx5Srq {
 
     /// Link entries completed since the last call after `tail`.
     fn reclaim(&mut self) {
-        let shared = self.shared.clone();
-        for (w, word) in shared.freed.iter().enumerate() {
+        for (w, word) in self.shared.freed.iter().enumerate() {
             let mut bits = word.swap(0, Ordering::Acquire);
             while bits != 0 {
                 let b = bits.trailing_zeros();
                 bits &= bits - 1;
                 let idx = w as u32 * 64 + b;
-                self.set_next(self.tail, idx);
+                Self::set_next(&self.dv, self.tail, idx);
                 self.tail = idx;
                 self.free += 1;
             }

@@ -91,8 +91,6 @@ pub(crate) struct SqShared {
     pub mask: u32,
     /// Producer position in WQEBBs, published at ring (written by the poster).
     pub pi: CachePadded<AtomicU32>,
-    /// Next WR sequence number, published with `pi` (written by the poster).
-    pub seq: CachePadded<AtomicU32>,
     /// Consumer side (written by the poller): WQEBB position retired up to, and the sequence
     /// number of the oldest WR not yet retired.
     pub ci: CachePadded<AtomicU32>,
@@ -112,7 +110,6 @@ impl SqShared {
             wrid: (0..wqe_cnt).map(|_| AtomicU64::new(0)).collect(),
             mask: wqe_cnt - 1,
             pi: CachePadded::new(AtomicU32::new(0)),
-            seq: CachePadded::new(AtomicU32::new(0)),
             ci: CachePadded::new(AtomicU32::new(0)),
             retired_seq: AtomicU32::new(0),
         }

@@ -75,7 +75,10 @@ pub struct Mlx5Sq {
     pub(crate) signal_every: u32,
     since_signal: u32,
     pub(crate) path_mtu: u32,
-    pub(crate) mode: DoorbellMode,
+    /// BlueFlame is used for a single staged WQE with `bf_min_ds <= ds <= bf_max_ds`
+    /// (derived from the [`DoorbellMode`] and `bf_size`; `bf_max_ds == 0`: never).
+    bf_min_ds: u32,
+    bf_max_ds: u32,
     /// See the module doc.
     pi: u32,
     seq: u32,
@@ -145,6 +148,35 @@ unsafe fn put64(p: *mut u8, v: u64) {
     unsafe { core::ptr::write_unaligned(p as *mut u64, v.to_be()) }
 }
 
+/// Copy `src` to `dst`; small sizes with a few overlapping word moves instead of a `memcpy`
+/// call.
+///
+/// # Safety
+/// `dst` is valid for `src.len()` bytes of writes and does not overlap `src`.
+#[inline(always)]
+unsafe fn copy_small(dst: *mut u8, src: &[u8]) {
+    let n = src.len();
+    let s = src.as_ptr();
+    // SAFETY: in each branch the head and tail words lie inside both buffers because `n` is
+    // at least the word size; they may overlap each other, never the other buffer; the
+    // caller vouches for `dst`.
+    unsafe {
+        if (8..=16).contains(&n) {
+            let head = core::ptr::read_unaligned(s as *const u64);
+            let tail = core::ptr::read_unaligned(s.add(n - 8) as *const u64);
+            core::ptr::write_unaligned(dst as *mut u64, head);
+            core::ptr::write_unaligned(dst.add(n - 8) as *mut u64, tail);
+        } else if (4..8).contains(&n) {
+            let head = core::ptr::read_unaligned(s as *const u32);
+            let tail = core::ptr::read_unaligned(s.add(n - 4) as *const u32);
+            core::ptr::write_unaligned(dst as *mut u32, head);
+            core::ptr::write_unaligned(dst.add(n - 4) as *mut u32, tail);
+        } else {
+            core::ptr::copy_nonoverlapping(s, dst, n);
+        }
+    }
+}
+
 /// Segment count (16-byte units) of an inline payload of `len` bytes (0 = no segment).
 #[inline(always)]
 fn inline_ds(len: usize) -> u32 {
@@ -177,7 +209,12 @@ impl Mlx5Sq {
             signal_every: 0,
             since_signal: 0,
             path_mtu: 4096,
-            mode: DoorbellMode::Auto,
+            bf_min_ds: 2,
+            bf_max_ds: if dv.bf_reg.is_null() {
+                0
+            } else {
+                dv.bf_size / 16
+            },
             pi: 0,
             seq: 0,
             cached_ci: 0,
@@ -204,8 +241,21 @@ impl Mlx5Sq {
         let sq = &self.shared.sq;
         sq.ci.store(0, Ordering::Relaxed);
         sq.retired_seq.store(0, Ordering::Relaxed);
-        sq.seq.store(0, Ordering::Relaxed);
         sq.pi.store(0, Ordering::Release);
+    }
+
+    /// Choose doorbell or BlueFlame.
+    pub(crate) fn set_mode(&mut self, m: DoorbellMode) {
+        let max = if self.bf_reg.is_null() {
+            0
+        } else {
+            self.bf_size / 16
+        };
+        (self.bf_min_ds, self.bf_max_ds) = match m {
+            DoorbellMode::Doorbell => (1, 0),
+            DoorbellMode::BlueFlame => (1, max),
+            DoorbellMode::Auto => (2, max),
+        };
     }
 
     /// WRs posted and not yet retired.
@@ -434,16 +484,35 @@ impl Mlx5Sq {
     /// Inline segment at the cursor: header, data (wrapping at the ring end), zero padding
     /// up to the segment end.
     #[inline(always)]
-    fn write_inline(&self, mut c: Cursor, data: &[u8]) {
+    fn write_inline(&self, c: Cursor, data: &[u8]) {
         let start = c.off;
-        let seg = c.seg();
-        // SAFETY: a segment inside the ring, in free WQEBBs (see write_wqe).
-        unsafe { put32(seg, data.len() as u32 | INLINE_SEG) };
-        let total = inline_ds(data.len()) as usize * 16; // header + data + padding
+        let len = data.len();
+        let total = inline_ds(len) as usize * 16; // header + data + padding, >= 16
+        if start + total <= self.byte_mask + 1 {
+            // Fast path: the inline segments do not wrap.
+            // SAFETY: `start + total` is inside the ring and these WQEBBs are free (see
+            // write_wqe). The last 16 bytes are zeroed first (the padding lies there), then
+            // the header and the data overwrite their part.
+            unsafe {
+                let p = self.buf.add(start);
+                core::ptr::write_unaligned(p.add(total - 16) as *mut u64, 0);
+                core::ptr::write_unaligned(p.add(total - 8) as *mut u64, 0);
+                put32(p, len as u32 | INLINE_SEG);
+                copy_small(p.add(4), data);
+            }
+            return;
+        }
+        self.write_inline_wrapping(start, data, total);
+    }
+
+    /// Inline segments that run past the ring end.
+    #[cold]
+    fn write_inline_wrapping(&self, start: usize, data: &[u8], total: usize) {
+        // SAFETY: a segment start inside the ring, in free WQEBBs (see write_wqe).
+        unsafe { put32(self.buf.add(start), data.len() as u32 | INLINE_SEG) };
         let ring = self.byte_mask + 1;
         let mut pos = (start + 4) & self.byte_mask;
         let mut src = 0usize;
-        let end = 4 + data.len();
         // Copy data in runs that stop at the ring end.
         while src < data.len() {
             let run = (data.len() - src).min(ring - pos);
@@ -455,7 +524,7 @@ impl Mlx5Sq {
             pos = (pos + run) & self.byte_mask;
         }
         // Zero the padding (emit writes every byte: a reused slot holds old data).
-        for _ in end..total {
+        for _ in 4 + data.len()..total {
             // SAFETY: as above, one byte inside the segment run.
             unsafe { core::ptr::write(self.buf.add(pos), 0) };
             pos = (pos + 1) & self.byte_mask;
@@ -469,21 +538,14 @@ impl Mlx5Sq {
         to_device_store_barrier();
         // SAFETY: `dbrec` is the QP's 8-byte doorbell record; [1] is the send counter.
         unsafe { mmio::write32(self.dbrec.add(1), (self.pi & 0xffff).to_be()) };
-        self.shared.sq.seq.store(self.seq, Ordering::Relaxed);
         self.shared.sq.pi.store(self.pi, Ordering::Release);
         if self.bf_reg.is_null() {
             self.staged = 0;
             return;
         }
         let dst = self.bf_reg.wrapping_add(self.bf_offset as usize);
-        let use_bf = self.staged == 1
-            && self.bf_size != 0
-            && self.last_ds * 16 <= self.bf_size
-            && match self.mode {
-                DoorbellMode::Doorbell => false,
-                DoorbellMode::BlueFlame => true,
-                DoorbellMode::Auto => self.last_ds > 1,
-            };
+        let use_bf =
+            self.staged == 1 && self.last_ds <= self.bf_max_ds && self.last_ds >= self.bf_min_ds;
         // Orders the dbrec store before the write-combining stores to the bfreg.
         wc_start();
         if use_bf {
@@ -514,29 +576,28 @@ impl Mlx5Sq {
     }
 }
 
+/// The refusal path, out of line so the accepting path stays short.
+#[cold]
+#[inline(never)]
+fn reject(wr: SendWr<'_>, error: PostError) -> Rejected<SendWr<'_>> {
+    Rejected { wr, error }
+}
+
 impl SendQueue for Mlx5Sq {
-    #[inline]
+    #[inline(always)]
     fn post<'a>(&mut self, wr: SendWr<'a>) -> Result<(), Rejected<SendWr<'a>>> {
         let ds = match self.check(&wr) {
             Ok(ds) => ds,
-            Err(error) => return Err(Rejected { wr, error }),
+            Err(error) => return Err(reject(wr, error)),
         };
         let nbb = ds.div_ceil(4);
         if nbb > self.wqe_cnt || !self.room(nbb) {
-            return Err(Rejected {
-                wr,
-                error: PostError::QueueFull {
-                    capacity: self.caps.max_send_wr,
-                },
-            });
+            let capacity = self.caps.max_send_wr;
+            return Err(reject(wr, PostError::QueueFull { capacity }));
         }
         if !self.cq.try_reserve(1) {
-            return Err(Rejected {
-                wr,
-                error: PostError::CqFull {
-                    cqe: self.cq.dv.cqe_cnt,
-                },
-            });
+            let cqe = self.cq.dv.cqe_cnt;
+            return Err(reject(wr, PostError::CqFull { cqe }));
         }
         let mut fm = 0u8;
         self.since_signal += 1;
@@ -555,11 +616,18 @@ impl SendQueue for Mlx5Sq {
         }
         self.write_wqe(&wr, ds, fm);
         let sq = &self.shared.sq;
-        let slot = &sq.slots[(self.pi & (self.wqe_cnt - 1)) as usize];
         let end = self.pi.wrapping_add(nbb);
+        // SAFETY: `slots` and `wrid` have `wqe_cnt` entries and both indices are masked with
+        // `wqe_cnt - 1` (`sq.mask == self.wqe_cnt - 1`, set together in `from_dv`).
+        let (slot, wrid) = unsafe {
+            (
+                sq.slots.get_unchecked((self.pi & sq.mask) as usize),
+                sq.wrid.get_unchecked((self.seq & sq.mask) as usize),
+            )
+        };
         slot.seq.store(self.seq, Ordering::Relaxed);
         slot.end.store(end, Ordering::Relaxed);
-        sq.wrid[(self.seq & sq.mask) as usize].store(wr.wr_id, Ordering::Relaxed);
+        wrid.store(wr.wr_id, Ordering::Relaxed);
         self.last_off = (self.pi & (self.wqe_cnt - 1)) as usize * 64;
         self.last_ds = ds;
         self.pi = end;

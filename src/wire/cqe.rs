@@ -694,10 +694,13 @@ impl CqeRepr {
 
 /// Byte offset of the 64-byte CQE of slot `index & (cqe_cnt - 1)` in a CQ buffer of
 /// `cqe_size`-byte slots (64 or 128; in a 128-byte slot the CQE is the second half).
-/// `cqe_cnt` must be a power of two.
+/// `cqe_cnt` must be a power of two and `cqe_size` 64 or 128 (the CQ code checks both once,
+/// when it takes the CQ); other values give a meaningless offset, never a panic.
 #[inline]
 pub fn cqe64_offset(index: u32, cqe_cnt: u32, cqe_size: usize) -> usize {
-    ((index & cqe_cnt.wrapping_sub(1)) as usize) * cqe_size + cqe_size - CQE_LEN
+    ((index & cqe_cnt.wrapping_sub(1)) as usize)
+        .wrapping_mul(cqe_size)
+        .wrapping_add(cqe_size.saturating_sub(CQE_LEN))
 }
 
 /// The owner bit the device writes into the CQE at producer index `index`: the wrap parity
@@ -822,6 +825,9 @@ mod tests {
         assert_eq!(cqe64_offset(5, 4, 64), 64);
         assert_eq!(cqe64_offset(0, 4, 128), 64);
         assert_eq!(cqe64_offset(7, 4, 128), 3 * 128 + 64);
+        // Bad sizes do not panic.
+        let _ = cqe64_offset(u32::MAX, 0, 0);
+        let _ = cqe64_offset(u32::MAX, u32::MAX, usize::MAX);
     }
 
     #[test]
@@ -834,5 +840,50 @@ mod tests {
         }
         assert_eq!(CqeOpcode::from(7), CqeOpcode::Unknown(7));
         assert_eq!(Syndrome::from(0x99), Syndrome::Unknown(0x99));
+    }
+
+    #[test]
+    fn consumer_index_runs_several_laps_and_past_u32() {
+        for cqe_size in [64usize, 128] {
+            let cnt = 4u32;
+            let mut cq = vec![0u8; cnt as usize * cqe_size];
+            for i in 0..cnt {
+                let o = cqe64_offset(i, cnt, cqe_size);
+                cq[o + 63] = CQE_INVALID_OP_OWN;
+            }
+            for start in [0u32, u32::MAX - 9] {
+                for k in 0..6 * cnt {
+                    let p = start.wrapping_add(k);
+                    let o = cqe64_offset(p, cnt, cqe_size);
+                    // Before the device writes index p, the slot holds INVALID (first lap)
+                    // or the CQE of p - cnt, whose owner bit has the other parity.
+                    assert!(
+                        !cqe_sw_owned(cq[o + 63], p, cnt),
+                        "size {cqe_size} p {p:#x}"
+                    );
+                    let r = CqeRepr {
+                        owner: cqe_owner_for(p, cnt),
+                        wqe_counter: p as u16,
+                        qpn: 5,
+                        ..CqeRepr::default()
+                    };
+                    r.emit(&mut Cqe64::new_unchecked(&mut cq[o..o + 64]))
+                        .unwrap();
+                    assert!(cqe_sw_owned(cq[o + 63], p, cnt), "size {cqe_size} p {p:#x}");
+                    let back = CqeRepr::parse(&Cqe64::new_unchecked(&cq[o..o + 64])).unwrap();
+                    assert_eq!(back.wqe_counter, p as u16);
+                    // The first half of a 128-byte slot is never touched by emit.
+                    if cqe_size == 128 {
+                        assert!(cq[o - 64..o].iter().all(|&b| b == 0));
+                    }
+                }
+                // Reset between the two runs: a fresh CQ is all INVALID.
+                for i in 0..cnt {
+                    let o = cqe64_offset(i, cnt, cqe_size);
+                    cq[o..o + 64].fill(0);
+                    cq[o + 63] = CQE_INVALID_OP_OWN;
+                }
+            }
+        }
     }
 }

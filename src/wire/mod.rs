@@ -21,6 +21,19 @@
 //!   `op_own` is its last byte (opcode, format, solicited, owner bit).
 //! - **wqe_counter**: in a requester CQE, the `wqe_idx` of the WQE it completes.
 //!
+//! # At a glance
+//!
+//! | side | what | items |
+//! |---|---|---|
+//! | both | segment views | [`CtrlSeg`], [`RaddrSeg`], [`DataSeg`], [`InlineSeg`], [`AtomicSeg`], [`DatagramSeg`], [`SrqNextSeg`], [`fm_ce_se`] |
+//! | both | CQE views | [`Cqe64`], [`ErrCqe`], [`cqe64_offset`], [`cqe_owner_for`], [`cqe_sw_owned`] |
+//! | both | enums keeping unknown values | [`Opcode`], [`CqeOpcode`], [`Syndrome`] (with [`Syndrome::wc_status`]) |
+//! | host | send WQE encoder | [`SendWqe`] (from a [`SendWr`](crate::providers::SendWr) with [`SendWqe::from_wr`]), [`wqe_size`], [`emit_send_wqe`] (whole ring, wraps), [`emit_send_wqe_bb`] (one WQEBB, fast path) |
+//! | host | receive / SRQ WQEs | [`emit_recv_wqe`], [`emit_srq_wqe`] |
+//! | device | send WQE parser | [`parse_send_wqe`] → [`ParsedWqe`], [`DataSegs`] of [`DataItem`] |
+//! | device | receive / SRQ parsers | [`parse_recv_wqe`], [`parse_srq_wqe`] → [`RecvSges`] |
+//! | device | CQE writer | [`CqeRepr::emit`] (and [`CqeRepr::parse`] for the host) |
+//!
 //! # Contract of the views
 //!
 //! Each view (`CtrlSeg<T>`, `Cqe64<T>`, ...) wraps a buffer `T: AsRef<[u8]>`. After
@@ -39,6 +52,33 @@
 //! they index with offsets masked by the ring length, so a WQE that runs past the end of the
 //! ring continues at its start, exactly as the device reads it.
 
+//!
+//! # Example
+//!
+//! The host writes an 8-byte inline RDMA WRITE at producer index 0xffff of an 8-WQEBB ring;
+//! the device side reads it back:
+//!
+//! ```
+//! use rdma_direct::providers::Payload;
+//! use rdma_direct::wire::{self, fm_ce_se, DataItem, Opcode, SendWqe, WqeSize};
+//!
+//! let mut ring = vec![0u8; 8 * wire::WQEBB_LEN];
+//! let wqe = SendWqe {
+//!     fm_ce_se: fm_ce_se::CQ_UPDATE,
+//!     raddr: Some((0x7f00_0000_1000, 0x1234)),
+//!     data: Payload::Inline(b"8 bytes!"),
+//!     ..SendWqe::new(Opcode::RdmaWrite, 0xffff, 0x42)
+//! };
+//! let size = wire::emit_send_wqe(&mut ring, &wqe)?;
+//! assert_eq!(size, WqeSize { ds: 3, wqebbs: 1 });
+//!
+//! let p = wire::parse_send_wqe(&ring, 0xffff, false)?;
+//! assert_eq!((p.opcode, p.qpn, p.raddr), (Opcode::RdmaWrite, 0x42, wqe.raddr));
+//! let Some(DataItem::Inline(bytes)) = p.data_segs().next() else { unreachable!() };
+//! assert_eq!(bytes.first, b"8 bytes!");
+//! # Ok::<(), wire::WqeError>(())
+//! ```
+
 #![forbid(unsafe_code)]
 
 mod cqe;
@@ -54,9 +94,9 @@ pub use seg::{
     AV_LEN, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, SEG_LEN,
 };
 pub use wqe::{
-    emit_recv_wqe, emit_send_wqe, emit_srq_wqe, parse_recv_wqe, parse_send_wqe, parse_srq_wqe,
-    wqe_size, DataItem, DataSegs, InlineData, ParsedWqe, RecvSges, SendWqe, WqeError, WqeSize,
-    MAX_DS, WQEBB_LEN,
+    emit_recv_wqe, emit_send_wqe, emit_send_wqe_bb, emit_srq_wqe, parse_recv_wqe, parse_send_wqe,
+    parse_srq_wqe, wqe_size, DataItem, DataSegs, InlineData, ParsedWqe, RecvSges, SendWqe,
+    WqeError, WqeSize, MAX_DS, WQEBB_LEN,
 };
 
 /// A too-short buffer handed to a view's `new_checked`.

@@ -13,7 +13,7 @@ use super::seg::{
     INLINE_SEG, SEG_LEN,
 };
 use super::DatagramSeg;
-use crate::providers::{Payload, Sge};
+use crate::providers::{Payload, SendFlags, SendOp, SendWr, Sge};
 
 /// Length of a WQE basic block (`MLX5_SEND_WQE_BB`).
 pub const WQEBB_LEN: usize = 64;
@@ -178,6 +178,61 @@ pub struct SendWqe<'a> {
 }
 
 impl<'a> SendWqe<'a> {
+    /// The WQE of a data-plane send request: opcode, immediate, `(raddr, rkey)`, atomic
+    /// operands (`CompareSwap` puts `swap` in swap_add and `compare` in compare; `FetchAdd`
+    /// puts `add` in swap_add and 0 in compare) and payload from `wr`; its flags map to
+    /// `fm_ce_se` (SIGNALED to CQ_UPDATE, FENCE to FENCE, SOLICITED to SOLICITED; a queue
+    /// that signals on its own schedule ORs in CQ_UPDATE afterwards). `wqe_idx` and `qpn` come
+    /// from the queue; `av` is the filled address vector on UD QPs (`None` otherwise).
+    #[inline]
+    pub fn from_wr(wr: &SendWr<'a>, wqe_idx: u16, qpn: u32, av: Option<&'a [u8; AV_LEN]>) -> Self {
+        let (opcode, imm, raddr, atomic) = match wr.op {
+            SendOp::Send => (Opcode::Send, 0, None, None),
+            SendOp::SendImm { imm } => (Opcode::SendImm, imm, None, None),
+            SendOp::Write { raddr, rkey } => (Opcode::RdmaWrite, 0, Some((raddr, rkey)), None),
+            SendOp::WriteImm { raddr, rkey, imm } => {
+                (Opcode::RdmaWriteImm, imm, Some((raddr, rkey)), None)
+            }
+            SendOp::Read { raddr, rkey } => (Opcode::RdmaRead, 0, Some((raddr, rkey)), None),
+            SendOp::CompareSwap {
+                raddr,
+                rkey,
+                compare,
+                swap,
+            } => (
+                Opcode::AtomicCs,
+                0,
+                Some((raddr, rkey)),
+                Some((swap, compare)),
+            ),
+            SendOp::FetchAdd { raddr, rkey, add } => {
+                (Opcode::AtomicFa, 0, Some((raddr, rkey)), Some((add, 0)))
+            }
+        };
+        let mut flags = 0;
+        if wr.flags.contains(SendFlags::SIGNALED) {
+            flags |= super::fm_ce_se::CQ_UPDATE;
+        }
+        if wr.flags.contains(SendFlags::FENCE) {
+            flags |= super::fm_ce_se::FENCE;
+        }
+        if wr.flags.contains(SendFlags::SOLICITED) {
+            flags |= super::fm_ce_se::SOLICITED;
+        }
+        SendWqe {
+            opcode,
+            opmod: 0,
+            wqe_idx,
+            qpn,
+            fm_ce_se: flags,
+            imm,
+            raddr,
+            atomic,
+            av,
+            data: wr.payload,
+        }
+    }
+
     /// A WQE with `opcode` for `qpn` at `wqe_idx` with no segments but ctrl and no flags.
     pub fn new(opcode: Opcode, wqe_idx: u16, qpn: u32) -> Self {
         SendWqe {
@@ -207,6 +262,20 @@ fn check_ring(len: usize) -> Result<usize, WqeError> {
 /// calls this to check free space before writing anything.
 #[inline]
 pub fn wqe_size(wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
+    let ds = wqe_units(wqe)?;
+    if ds > MAX_DS {
+        return Err(WqeError::TooLarge { ds });
+    }
+    Ok(WqeSize {
+        ds: ds as u8,
+        wqebbs: ds.div_ceil(4) as u8,
+    })
+}
+
+/// `ds` of `wqe` after checking its segments against its opcode, not yet against
+/// [`MAX_DS`].
+#[inline(always)]
+fn wqe_units(wqe: &SendWqe<'_>) -> Result<usize, WqeError> {
     let op = wqe.opcode;
     if let Opcode::Unknown(v) = op {
         return Err(WqeError::UnknownOpcode(v));
@@ -230,12 +299,10 @@ pub fn wqe_size(wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
             if op.is_atomic() || op == Opcode::RdmaRead {
                 return Err(WqeError::InlineNotAllowed { opcode: op });
             }
+            // A slice is at most isize::MAX bytes: no overflow; the ds check below refuses
+            // anything past MAX_DS before the length is narrowed.
             if bytes.is_empty() {
                 0
-            } else if bytes.len() > MAX_DS * SEG_LEN {
-                return Err(WqeError::TooLarge {
-                    ds: inline_units(bytes.len().min(1 << 20)) + 1,
-                });
             } else {
                 inline_units(bytes.len())
             }
@@ -244,21 +311,17 @@ pub fn wqe_size(wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
     if op == Opcode::Nop && data_units != 0 {
         return Err(WqeError::SegmentsMismatch { opcode: op });
     }
-    let ds =
-        1 + if wqe.av.is_some() {
-            AV_LEN / SEG_LEN
-        } else {
-            0
-        } + usize::from(wqe.raddr.is_some())
-            + usize::from(wqe.atomic.is_some())
-            + data_units;
-    if ds > MAX_DS {
-        return Err(WqeError::TooLarge { ds });
-    }
-    Ok(WqeSize {
-        ds: ds as u8,
-        wqebbs: ds.div_ceil(4) as u8,
-    })
+    let av_units = if wqe.av.is_some() {
+        AV_LEN / SEG_LEN
+    } else {
+        0
+    };
+    let ds = 1
+        + av_units
+        + usize::from(wqe.raddr.is_some())
+        + usize::from(wqe.atomic.is_some())
+        + data_units;
+    Ok(ds)
 }
 
 /// Writes 16-byte units into the ring, wrapping at its end.
@@ -281,6 +344,27 @@ impl Units<'_> {
     }
 }
 
+/// Copies `src` (at most 16 bytes, at most `dst.len()`) to the front of `dst` with two
+/// overlapping fixed-size moves instead of a `memcpy` call: the inline path of the encoder
+/// copies a few bytes per post.
+#[inline(always)]
+fn copy_small(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if n >= 8 {
+        let (head, tail) = (&src[..8], &src[n - 8..]);
+        dst[..8].copy_from_slice(head);
+        dst[n - 8..n].copy_from_slice(tail);
+    } else if n >= 4 {
+        let (head, tail) = (&src[..4], &src[n - 4..]);
+        dst[..4].copy_from_slice(head);
+        dst[n - 4..n].copy_from_slice(tail);
+    } else if n > 0 {
+        dst[0] = src[0];
+        dst[n / 2] = src[n / 2];
+        dst[n - 1] = src[n - 1];
+    }
+}
+
 /// Encodes `wqe` into the send ring `ring` (the whole SQ buffer, `wqe_cnt * 64` bytes) at slot
 /// `wqe.wqe_idx & (wqe_cnt - 1)`, continuing at the ring start past its end. Writes every
 /// byte of the `ds` units it uses (ctrl bytes 8-11 and inline padding as zero) and nothing
@@ -288,13 +372,68 @@ impl Units<'_> {
 #[inline]
 pub fn emit_send_wqe(ring: &mut [u8], wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
     let wqe_cnt = check_ring(ring.len())?;
-    let size = wqe_size(wqe)?;
-    if usize::from(size.wqebbs) > wqe_cnt {
+    let ds = wqe_units(wqe)?;
+    if ds <= WQEBB_LEN / SEG_LEN {
+        // The common case, one WQEBB: a fixed-size slot, no wrap or bounds checks per unit.
+        let off = (usize::from(wqe.wqe_idx) * WQEBB_LEN) & (ring.len() - 1);
+        if let Some(Ok(slot)) = ring
+            .get_mut(off..off + WQEBB_LEN)
+            .map(<&mut [u8; WQEBB_LEN]>::try_from)
+        {
+            let size = WqeSize {
+                ds: ds as u8,
+                wqebbs: 1,
+            };
+            write_wqe(slot, wqe, size);
+            return Ok(size);
+        }
+    }
+    if ds > MAX_DS {
+        return Err(WqeError::TooLarge { ds });
+    }
+    let wqebbs = ds.div_ceil(4);
+    if wqebbs > wqe_cnt {
+        return Err(WqeError::DoesNotFitRing { wqebbs, wqe_cnt });
+    }
+    let size = WqeSize {
+        ds: ds as u8,
+        wqebbs: wqebbs as u8,
+    };
+    write_wqe(ring, wqe, size);
+    Ok(size)
+}
+
+/// Encodes `wqe` into one WQEBB, `slot` (the ring slot of `wqe.wqe_idx`, which the caller
+/// picked). The fast path for the small WQEs a latency-bound sender posts: it cannot wrap,
+/// so the slot is a fixed-size array and the writes need no bounds or wrap checks. The WQE
+/// must fit one WQEBB (`ds <= 4`: ctrl + raddr + inline of up to 28 bytes, ctrl + inline of
+/// up to 44, SENDs with up to 3 SGEs, WRITE/READ with up to 2, atomics, UD without data);
+/// anything larger is refused with `DoesNotFitRing` and nothing is written. The bytes are the
+/// same as [`emit_send_wqe`]'s.
+#[inline]
+pub fn emit_send_wqe_bb(
+    slot: &mut [u8; WQEBB_LEN],
+    wqe: &SendWqe<'_>,
+) -> Result<WqeSize, WqeError> {
+    let ds = wqe_units(wqe)?;
+    if ds > WQEBB_LEN / SEG_LEN {
         return Err(WqeError::DoesNotFitRing {
-            wqebbs: usize::from(size.wqebbs),
-            wqe_cnt,
+            wqebbs: ds.div_ceil(4),
+            wqe_cnt: 1,
         });
     }
+    let size = WqeSize {
+        ds: ds as u8,
+        wqebbs: 1,
+    };
+    write_wqe(&mut slot[..], wqe, size);
+    Ok(size)
+}
+
+/// Writes `wqe` of `size` (checked against the ring) into `ring`, a power of two of at least
+/// 64 bytes.
+#[inline(always)]
+fn write_wqe(ring: &mut [u8], wqe: &SendWqe<'_>, size: WqeSize) {
     let mask = ring.len() - 1;
     let mut u = Units {
         ring,
@@ -302,13 +441,15 @@ pub fn emit_send_wqe(ring: &mut [u8], wqe: &SendWqe<'_>) -> Result<WqeSize, WqeE
         off: (usize::from(wqe.wqe_idx) * WQEBB_LEN) & mask,
     };
 
-    let mut c = CtrlSeg::new_unchecked(u.next());
+    // Built in a register-sized local and stored whole: bytes 8-10 (signature, DCI stream)
+    // are the zeros it starts with.
+    let mut ctrl = [0u8; SEG_LEN];
+    let mut c = CtrlSeg::new_unchecked(&mut ctrl);
     c.set_opmod_idx_opcode(wqe.opmod, wqe.wqe_idx, wqe.opcode);
     c.set_qpn_ds(wqe.qpn, size.ds);
-    c.set_signature(0);
-    c.set_dci_stream_channel_id(0);
     c.set_fm_ce_se(wqe.fm_ce_se);
     c.set_imm(wqe.imm);
+    *u.next() = ctrl;
 
     if let Some(av) = wqe.av {
         for chunk in av.chunks_exact(SEG_LEN) {
@@ -328,20 +469,30 @@ pub fn emit_send_wqe(ring: &mut [u8], wqe: &SendWqe<'_>) -> Result<WqeSize, WqeE
             }
         }
         Payload::Inline(bytes) if !bytes.is_empty() => {
-            let mut unit = [0u8; SEG_LEN];
+            // Zero the unit, then the header and up to 12 bytes over it: the padding stays
+            // zero.
+            let unit = u.next();
+            *unit = [0u8; SEG_LEN];
             InlineSeg::new_unchecked(&mut unit[..4]).set_len(bytes.len() as u32);
-            let n = bytes.len().min(SEG_LEN - 4);
-            unit[4..4 + n].copy_from_slice(&bytes[..n]);
-            *u.next() = unit;
-            for chunk in bytes[n..].chunks(SEG_LEN) {
-                let mut unit = [0u8; SEG_LEN];
-                unit[..chunk.len()].copy_from_slice(chunk);
-                *u.next() = unit;
+            if bytes.len() <= SEG_LEN - 4 {
+                copy_small(&mut unit[4..], bytes);
+            } else {
+                let (head, mut rest) = bytes.split_at(SEG_LEN - 4);
+                unit[4..].copy_from_slice(head);
+                while rest.len() >= SEG_LEN {
+                    let (chunk, tail) = rest.split_at(SEG_LEN);
+                    u.next().copy_from_slice(chunk);
+                    rest = tail;
+                }
+                if !rest.is_empty() {
+                    let unit = u.next();
+                    *unit = [0u8; SEG_LEN];
+                    copy_small(unit, rest);
+                }
             }
         }
         Payload::Inline(_) => {}
     }
-    Ok(size)
 }
 
 /// One data segment of a parsed send WQE.
@@ -497,9 +648,10 @@ impl<'r> ReadUnits<'r> {
 
 /// Parses the send WQE at WQEBB `wqebb_index` (masked by the ring size) of `ring` (the whole
 /// SQ buffer), following the ring wrap. `qp_is_ud` says whether an address vector follows the
-/// ctrl segment. Checks: ds not 0, within [`MAX_DS`] and the ring, large enough for the
-/// opcode's segments and, for atomics, exactly one data segment; inline lengths within ds; a
-/// known opcode (UD: SEND or SEND_IMM only); the ctrl's `wqe_idx` matching the slot.
+/// ctrl segment of a SEND (a NOP is a bare ctrl segment on every QP type). Checks: ds not 0,
+/// within [`MAX_DS`] and the ring, large enough for the opcode's segments and, for atomics,
+/// exactly one data segment; inline lengths within ds; a known opcode (UD: SEND, SEND_IMM or
+/// NOP); the ctrl's `wqe_idx` matching the slot.
 pub fn parse_send_wqe(
     ring: &[u8],
     wqebb_index: u32,
@@ -535,11 +687,13 @@ pub fn parse_send_wqe(
     if let Opcode::Unknown(v) = opcode {
         return Err(WqeError::UnknownOpcode(v));
     }
-    if qp_is_ud && !matches!(opcode, Opcode::Send | Opcode::SendImm) {
+    if qp_is_ud && !matches!(opcode, Opcode::Send | Opcode::SendImm | Opcode::Nop) {
         return Err(WqeError::SegmentsMismatch { opcode });
     }
+    // A NOP is a bare ctrl segment on every QP type; UD sends carry the address vector.
+    let has_av = qp_is_ud && opcode != Opcode::Nop;
     let needed = 1
-        + if qp_is_ud { AV_LEN / SEG_LEN } else { 0 }
+        + if has_av { AV_LEN / SEG_LEN } else { 0 }
         + usize::from(opcode.has_raddr())
         + usize::from(opcode.is_atomic())
         + usize::from(opcode.is_atomic());
@@ -568,7 +722,7 @@ pub fn parse_send_wqe(
             units_left: 0,
         },
     };
-    if qp_is_ud {
+    if has_av {
         let mut av = [0u8; AV_LEN];
         for chunk in av.chunks_exact_mut(SEG_LEN) {
             chunk.copy_from_slice(r.next());
@@ -709,26 +863,24 @@ pub fn emit_srq_wqe(
     max_sge: usize,
 ) -> Result<usize, WqeError> {
     let n = sges.iter().filter(|s| s.length != 0).count();
-    check_recv_slot(slot.len().saturating_sub(SEG_LEN), n, max_sge)?;
-    if slot.len() < SEG_LEN {
-        return Err(WqeError::SlotTooSmall {
-            len: slot.len(),
-            needed: SEG_LEN,
-        });
-    }
+    check_srq_slot(slot.len(), n, max_sge)?;
     let (next, rest) = slot.split_at_mut(SEG_LEN);
     SrqNextSeg::new_unchecked(next).set(next_wqe_index, 0);
     Ok(emit_scatter(rest, sges, max_sge))
 }
 
+#[inline]
+fn check_srq_slot(len: usize, n: usize, max_sge: usize) -> Result<(), WqeError> {
+    let needed = max_sge.saturating_add(1).saturating_mul(SEG_LEN);
+    if len < needed {
+        return Err(WqeError::SlotTooSmall { len, needed });
+    }
+    check_recv_slot(len - SEG_LEN, n, max_sge)
+}
+
 /// Reads an SRQ WQE from `slot`: its `next_wqe_index` and its scatter list.
 pub fn parse_srq_wqe(slot: &[u8], max_sge: usize) -> Result<(u16, RecvSges<'_>), WqeError> {
-    if slot.len() < SEG_LEN {
-        return Err(WqeError::SlotTooSmall {
-            len: slot.len(),
-            needed: SEG_LEN,
-        });
-    }
+    check_srq_slot(slot.len(), 0, max_sge)?;
     let (next, rest) = slot.split_at(SEG_LEN);
     let sges = parse_recv_wqe(rest, max_sge)?;
     Ok((SrqNextSeg::new_unchecked(next).next_wqe_index(), sges))
@@ -928,6 +1080,11 @@ mod tests {
             (0x1111_1111, 0x42, true)
         );
         assert_eq!(p.data_segs().next(), Some(DataItem::Sge(s[0])));
+        // A NOP on a UD QP is a bare ctrl segment.
+        let nop = SendWqe::new(Opcode::Nop, 2, 0x77);
+        assert_eq!(emit_send_wqe(&mut ring, &nop).unwrap().ds, 1);
+        let p = parse_send_wqe(&ring, 2, true).unwrap();
+        assert_eq!((p.opcode, p.ds, p.av), (Opcode::Nop, 1, None));
         // A WRITE with an AV is refused.
         let bad = SendWqe {
             opcode: Opcode::RdmaWrite,
@@ -1124,6 +1281,323 @@ mod tests {
         let (next, sges) = parse_srq_wqe(&slot, 2).unwrap();
         assert_eq!(next, 0x0102);
         assert_eq!(sges.collect::<Vec<_>>(), vec![sge(5, 6, 7)]);
-        assert!(emit_srq_wqe(&mut slot, 0, &[], 3).is_err());
+        assert_eq!(
+            emit_srq_wqe(&mut slot, 0, &[], 3),
+            Err(WqeError::SlotTooSmall {
+                len: 48,
+                needed: 64
+            })
+        );
+        assert_eq!(
+            emit_srq_wqe(&mut slot[..8], 0, &[], 0),
+            Err(WqeError::SlotTooSmall { len: 8, needed: 16 })
+        );
+        assert!(parse_srq_wqe(&slot[..8], 0).is_err());
+    }
+
+    /// xorshift64: a deterministic generator for the randomised tests below.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    #[test]
+    fn wqe_index_runs_past_0xffff() {
+        // A free-running u32 producer index crosses the 16-bit wqe_idx wrap; slots and the
+        // ctrl's wqe_idx follow it, WQEs of 1 and 2 WQEBBs alternate.
+        let mut ring = vec![0xa5u8; 8 * WQEBB_LEN];
+        let sges: Vec<Sge> = (0..5).map(|i| sge(i, 1, 1)).collect();
+        let mut pi: u32 = 0xfff0;
+        while pi < 0x1_0010 {
+            let n = if pi % 3 == 0 { 5 } else { 1 };
+            let wqe = SendWqe {
+                data: Payload::Sges(&sges[..n]),
+                ..SendWqe::new(Opcode::Send, pi as u16, 9)
+            };
+            let size = emit_send_wqe(&mut ring, &wqe).unwrap();
+            let p = parse_send_wqe(&ring, pi, false).unwrap();
+            assert_eq!(p.wqe_idx, pi as u16);
+            assert_eq!(p.num_data, n);
+            let slot = (pi & 7) as usize * WQEBB_LEN;
+            assert_eq!(
+                CtrlSeg::new_unchecked(&ring[slot..slot + 16]).wqe_idx(),
+                pi as u16
+            );
+            pi += u32::from(size.wqebbs);
+        }
+    }
+
+    #[test]
+    fn random_wqes_round_trip_and_touch_only_their_units() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let ops = [
+            Opcode::Nop,
+            Opcode::RdmaWrite,
+            Opcode::RdmaWriteImm,
+            Opcode::Send,
+            Opcode::SendImm,
+            Opcode::RdmaRead,
+            Opcode::AtomicCs,
+            Opcode::AtomicFa,
+        ];
+        let payload: Vec<u8> = (0..1024).map(|i| (i * 7 + 3) as u8).collect();
+        let mut av = [0u8; AV_LEN];
+        for (i, b) in av.iter_mut().enumerate() {
+            *b = i as u8 ^ 0x5a;
+        }
+        for _ in 0..2000 {
+            let wqe_cnt = 1usize << rng.below(5);
+            let ring_len = wqe_cnt * WQEBB_LEN;
+            let op = ops[rng.below(ops.len() as u64) as usize];
+            let ud = matches!(op, Opcode::Send | Opcode::SendImm) && rng.below(4) == 0;
+            let sges: Vec<Sge> = (0..rng.below(8))
+                .map(|i| sge(rng.next(), rng.below(3) as u32 * 100, i as u32))
+                .collect();
+            let atomic_sge = [sge(rng.next(), 8, 1)];
+            let inline_ok = !matches!(op, Opcode::RdmaRead | Opcode::AtomicCs | Opcode::AtomicFa);
+            let data = if op == Opcode::Nop {
+                Payload::Sges(&[])
+            } else if op.is_atomic() {
+                Payload::Sges(&atomic_sge)
+            } else if inline_ok && rng.below(2) == 0 {
+                Payload::Inline(&payload[..rng.below(250) as usize])
+            } else {
+                Payload::Sges(&sges)
+            };
+            let wqe = SendWqe {
+                opcode: op,
+                opmod: 0,
+                wqe_idx: rng.next() as u16,
+                qpn: rng.next() as u32 & 0xff_ffff,
+                fm_ce_se: rng.next() as u8,
+                imm: rng.next() as u32,
+                raddr: op.has_raddr().then(|| (rng.next(), rng.next() as u32)),
+                atomic: op.is_atomic().then(|| (rng.next(), rng.next())),
+                av: ud.then_some(&av),
+                data,
+            };
+            let mut ring = vec![0xa5u8; ring_len];
+            let size = match emit_send_wqe(&mut ring, &wqe) {
+                Ok(size) => size,
+                Err(WqeError::DoesNotFitRing { .. }) => {
+                    assert!(ring.iter().all(|&b| b == 0xa5));
+                    continue;
+                }
+                Err(e) => panic!("{e}: {wqe:?}"),
+            };
+            assert_eq!(wqe_size(&wqe), Ok(size));
+            // Exactly the ds units starting at the slot were written, wrapping.
+            let start = (usize::from(wqe.wqe_idx) & (wqe_cnt - 1)) * WQEBB_LEN;
+            let mut written = vec![false; ring_len];
+            for u in 0..usize::from(size.ds) {
+                let o = (start + u * SEG_LEN) % ring_len;
+                written[o..o + SEG_LEN].fill(true);
+            }
+            for (i, &b) in ring.iter().enumerate() {
+                if !written[i] {
+                    assert_eq!(b, 0xa5, "byte {i} outside the WQE: {wqe:?}");
+                }
+            }
+            let p = parse_send_wqe(&ring, u32::from(wqe.wqe_idx), ud).unwrap();
+            assert_eq!(
+                (p.opcode, p.wqe_idx, p.qpn, p.fm_ce_se, p.imm),
+                (op, wqe.wqe_idx, wqe.qpn, wqe.fm_ce_se, wqe.imm)
+            );
+            assert_eq!((p.ds, p.wqebbs), (size.ds, size.wqebbs));
+            assert_eq!((p.raddr, p.atomic), (wqe.raddr, wqe.atomic));
+            assert_eq!(p.av.is_some(), ud);
+            match data {
+                Payload::Inline(b) => {
+                    let got: Vec<u8> = p
+                        .data_segs()
+                        .flat_map(|d| match d {
+                            DataItem::Inline(i) => i.bytes().collect::<Vec<u8>>(),
+                            DataItem::Sge(s) => panic!("{s:?}"),
+                        })
+                        .collect();
+                    assert_eq!(got, b);
+                }
+                Payload::Sges(s) => {
+                    let want: Vec<DataItem> = s
+                        .iter()
+                        .filter(|s| s.length != 0)
+                        .map(|s| DataItem::Sge(*s))
+                        .collect();
+                    assert_eq!(p.data_segs().collect::<Vec<_>>(), want);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_rings_never_panic_the_parsers() {
+        let mut rng = Rng(0x0123_4567_89ab_cdef);
+        let mut parsed = 0;
+        for round in 0..3000 {
+            let wqe_cnt = 1usize << rng.below(4);
+            let mut ring: Vec<u8> = (0..wqe_cnt * WQEBB_LEN).map(|_| rng.next() as u8).collect();
+            let slot = rng.below(wqe_cnt as u64) as usize;
+            let c = &mut ring[slot * WQEBB_LEN..slot * WQEBB_LEN + SEG_LEN];
+            // Make about half of the ctrl segments plausible so the data walk is reached.
+            if round % 2 == 0 {
+                c[1..3].copy_from_slice(&(slot as u16).to_be_bytes());
+                c[3] = [0x00, 0x08, 0x09, 0x0a, 0x0b, 0x10, 0x11, 0x12][round % 8];
+                c[7] = rng.below(4 * wqe_cnt as u64 + 1) as u8;
+            }
+            if let Ok(p) = parse_send_wqe(&ring, slot as u32, round % 3 == 0) {
+                parsed += 1;
+                let mut total = 0u64;
+                for d in p.data_segs() {
+                    total += match d {
+                        DataItem::Sge(s) => u64::from(s.length),
+                        DataItem::Inline(i) => i.len() as u64,
+                    };
+                }
+                assert_eq!(total, p.data_len);
+            }
+            let max_sge = rng.below(6) as usize;
+            let _ = parse_recv_wqe(&ring, max_sge).map(|it| it.count());
+            let _ = parse_srq_wqe(&ring[..rng.below(ring.len() as u64) as usize], max_sge)
+                .map(|(_, it)| it.count());
+        }
+        // The walk over data segments was exercised, not only the early refusals.
+        assert!(parsed > 100, "only {parsed} rings parsed");
+    }
+
+    #[test]
+    fn one_wqebb_fast_path_writes_the_same_bytes() {
+        let mut rng = Rng(77);
+        let payload: Vec<u8> = (0..64).map(|i| i as u8 ^ 0x3c).collect();
+        let old = [sge(0x10, 8, 2)];
+        let sges = [sge(1, 2, 3), sge(4, 5, 6), sge(7, 8, 9)];
+        for _ in 0..500 {
+            let idx = rng.next() as u16;
+            let len = rng.below(50) as usize;
+            let op = [Opcode::RdmaWrite, Opcode::Send, Opcode::AtomicFa][rng.below(3) as usize];
+            let wqe = SendWqe {
+                raddr: op.has_raddr().then_some((rng.next(), 5)),
+                atomic: op.is_atomic().then_some((rng.next(), 0)),
+                fm_ce_se: fm_ce_se::CQ_UPDATE,
+                imm: rng.next() as u32,
+                data: if op.is_atomic() {
+                    Payload::Sges(&old)
+                } else if len % 2 == 0 {
+                    Payload::Inline(&payload[..len])
+                } else {
+                    Payload::Sges(&sges[..len % 4])
+                },
+                ..SendWqe::new(op, idx, 0x1234)
+            };
+            let mut ring = vec![0xa5u8; 4 * WQEBB_LEN];
+            let mut slot = [0xa5u8; WQEBB_LEN];
+            match (
+                emit_send_wqe(&mut ring, &wqe),
+                emit_send_wqe_bb(&mut slot, &wqe),
+            ) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!(a, b);
+                    let o = (usize::from(idx) & 3) * WQEBB_LEN;
+                    assert_eq!(&ring[o..o + WQEBB_LEN], &slot[..]);
+                }
+                (Ok(a), Err(e)) => {
+                    assert!(a.wqebbs > 1, "{e}");
+                    assert_eq!(
+                        e,
+                        WqeError::DoesNotFitRing {
+                            wqebbs: usize::from(a.wqebbs),
+                            wqe_cnt: 1
+                        }
+                    );
+                    assert!(slot.iter().all(|&b| b == 0xa5));
+                }
+                (a, b) => panic!("{a:?} {b:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn send_requests_map_to_wqes() {
+        use crate::providers::SendWr;
+        let s = [sge(0x100, 8, 1)];
+        let cases = [
+            (SendOp::Send, Opcode::Send, 0, None, None),
+            (SendOp::SendImm { imm: 7 }, Opcode::SendImm, 7, None, None),
+            (
+                SendOp::Write { raddr: 9, rkey: 3 },
+                Opcode::RdmaWrite,
+                0,
+                Some((9, 3)),
+                None,
+            ),
+            (
+                SendOp::WriteImm {
+                    raddr: 9,
+                    rkey: 3,
+                    imm: 0xabcd,
+                },
+                Opcode::RdmaWriteImm,
+                0xabcd,
+                Some((9, 3)),
+                None,
+            ),
+            (
+                SendOp::Read { raddr: 9, rkey: 3 },
+                Opcode::RdmaRead,
+                0,
+                Some((9, 3)),
+                None,
+            ),
+            (
+                SendOp::CompareSwap {
+                    raddr: 8,
+                    rkey: 3,
+                    compare: 1,
+                    swap: 2,
+                },
+                Opcode::AtomicCs,
+                0,
+                Some((8, 3)),
+                Some((2, 1)),
+            ),
+            (
+                SendOp::FetchAdd {
+                    raddr: 8,
+                    rkey: 3,
+                    add: 5,
+                },
+                Opcode::AtomicFa,
+                0,
+                Some((8, 3)),
+                Some((5, 0)),
+            ),
+        ];
+        for (op, opcode, imm, raddr, atomic) in cases {
+            let wr = SendWr::new(1, op, &s).with_flags(SendFlags::FENCE | SendFlags::SOLICITED);
+            let w = SendWqe::from_wr(&wr, 0x1234, 0x56, None);
+            assert_eq!(
+                (w.opcode, w.imm, w.raddr, w.atomic),
+                (opcode, imm, raddr, atomic)
+            );
+            assert_eq!((w.wqe_idx, w.qpn), (0x1234, 0x56));
+            assert_eq!(w.fm_ce_se, fm_ce_se::FENCE | fm_ce_se::SOLICITED);
+            assert_eq!(w.data, Payload::Sges(&s));
+            // Every mapped request is one the encoder accepts.
+            let mut ring = vec![0u8; 4 * WQEBB_LEN];
+            assert!(emit_send_wqe(&mut ring, &w).is_ok(), "{op:?}");
+        }
+        let wr = SendWr::send(1, &s).signaled();
+        assert_eq!(
+            SendWqe::from_wr(&wr, 0, 0, None).fm_ce_se,
+            fm_ce_se::CQ_UPDATE
+        );
     }
 }

@@ -181,6 +181,18 @@ fn mtu_str(raw: u32) -> String {
     }
 }
 
+fn vl_str(code: u8) -> String {
+    let n = match code {
+        1 => "1",
+        2 => "2",
+        3 => "4",
+        4 => "8",
+        5 => "15",
+        _ => "invalid value",
+    };
+    format!("{n} ({code})")
+}
+
 fn width_str(code: u8) -> String {
     match verbs::width_lanes(code) {
         Some(n) => format!("{n}X ({code})"),
@@ -218,7 +230,7 @@ fn print_port(ctx: &Context, p: u8, pa: &PortAttr, verbose: bool) -> rdma_direct
     if verbose {
         println!("\t\t\tmax_msg_sz:\t\t0x{:x}", pa.max_msg_sz);
         println!("\t\t\tport_cap_flags:\t\t0x{:08x}", pa.port_cap_flags);
-        println!("\t\t\tmax_vl_num:\t\t{}", pa.max_vl_num);
+        println!("\t\t\tmax_vl_num:\t\t{}", vl_str(pa.max_vl_num));
         println!("\t\t\tsm_sl:\t\t\t{}", pa.sm_sl);
         println!("\t\t\tpkey_tbl_len:\t\t{}", pa.pkey_tbl_len);
         println!("\t\t\tgid_tbl_len:\t\t{}", pa.gid_tbl_len);
@@ -236,10 +248,9 @@ fn print_port(ctx: &Context, p: u8, pa: &PortAttr, verbose: bool) -> rdma_direct
         println!("\t\t\tGID table:\t\tempty");
     }
     for g in gids {
-        let mut line = format!("\t\t\tGID[{:>3}]:\t\t{}, {}", g.index, g.gid, g.gid_type);
-        if let Some(ip) = g.gid.ipv4_mapped() {
-            line.push_str(&format!(", {ip}"));
-        }
+        // The address form ibv_devinfo prints (inet_ntop): fe80::..., ::ffff:127.0.0.1.
+        let addr = std::net::Ipv6Addr::from(g.gid.0);
+        let mut line = format!("\t\t\tGID[{:>3}]:\t\t{addr}, {}", g.index, g.gid_type);
         if let Some(n) = &g.netdev {
             line.push_str(&format!(", {n}"));
         }
