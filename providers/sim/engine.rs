@@ -695,10 +695,7 @@ impl Engine {
             work += 1;
         }
         // 3. Send queue.
-        loop {
-            let Some(q) = self.qps.get_mut(&qpn) else {
-                break;
-            };
+        while let Some(q) = self.qps.get_mut(&qpn) {
             if !q.rung {
                 break;
             }
@@ -835,7 +832,7 @@ impl Engine {
         let mr = self.mrs.get(&lkey).ok_or(syndrome::LOC_PROT)?;
         if mr.pd != pd
             || addr < mr.addr
-            || addr.checked_add(len).is_none_or(|e| e > mr.addr + mr.len)
+            || addr.checked_add(len).map_or(true, |e| e > mr.addr + mr.len)
             || (write && !mr.access.contains(Access::LOCAL_WRITE))
         {
             return Err(syndrome::LOC_PROT);
@@ -858,7 +855,9 @@ impl Engine {
         let mr = self.mrs.get(&rkey).ok_or(syndrome::REM_ACCESS)?;
         if mr.pd != resp.pd
             || raddr < mr.addr
-            || raddr.checked_add(len).is_none_or(|e| e > mr.addr + mr.len)
+            || raddr
+                .checked_add(len)
+                .map_or(true, |e| e > mr.addr + mr.len)
             || !mr.access.contains(need)
             || !resp.attr.access.contains(need)
         {
@@ -1358,17 +1357,13 @@ impl Engine {
 
     fn push_cqe(&mut self, cqn: u32, f: CqeFields, stream: u64, torn_ok: bool) {
         let pass = self.stats.passes;
-        let delay = match self.fault.as_mut() {
-            Some(fi) => {
-                if fi.rng.chance(fi.cfg.delay_ppm) {
-                    fi.stats.delayed += 1;
-                    1 + fi.rng.below(u64::from(fi.cfg.max_delay_passes.max(1)))
-                } else {
-                    0
-                }
+        let mut delay = 0;
+        if let Some(fi) = self.fault.as_mut() {
+            if fi.rng.chance(fi.cfg.delay_ppm) {
+                fi.stats.delayed += 1;
+                delay = 1 + fi.rng.below(u64::from(fi.cfg.max_delay_passes.max(1)));
             }
-            None => 0,
-        };
+        }
         let Some(cq) = self.cqs.get_mut(&cqn) else {
             return;
         };
