@@ -47,6 +47,26 @@ fn post_run(lb: &mut Loopback, op: BenchOp, size: u32, batch: u32) -> Duration {
     d
 }
 
+/// One run of `RUN` single inline 8-byte WRITEs through `post_write_inline`, each rung; the
+/// last signaled. Timed: posts and rings.
+fn fast_run(lb: &mut Loopback) -> Duration {
+    let data = [0x5au8; 8];
+    let t = Instant::now();
+    let sq = lb.qp.sq();
+    for i in 0..RUN {
+        if sq
+            .post_write_inline(u64::from(i), 0x10_0000, 7, black_box(&data), i == RUN - 1)
+            .is_err()
+        {
+            panic!("post refused: the run must fit the SQ");
+        }
+        sq.ring();
+    }
+    let d = t.elapsed();
+    assert_eq!(lb.drain(), 1);
+    d
+}
+
 /// One run: 64 signaled SENDs completed by the device (untimed), then polled in batches of
 /// `batch` (timed).
 fn poll_run(lb: &mut Loopback, batch: usize) -> Duration {
@@ -74,6 +94,16 @@ fn poll_run(lb: &mut Loopback, batch: usize) -> Duration {
 fn cg_single(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, wrs: &[SendWr<'_>]) {
     for wr in wrs {
         let _ = sq.post(*wr);
+        sq.ring();
+    }
+}
+
+/// Callgrind workload: `n` single inline 8-byte WRITEs through the WRITE-inline fast path
+/// (`Mlx5Sq::post_write_inline`), each rung with the 8-byte doorbell.
+#[inline(never)]
+fn cg_fast(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 8]) {
+    for i in 0..n {
+        let _ = sq.post_write_inline(u64::from(i), 0x10_0000, 7, data, false);
         sq.ring();
     }
 }
@@ -125,6 +155,10 @@ fn callgrind(kind: &str, n: u32) {
             }
             println!("posted {} staged {}", n, lb.qp.sq().staged());
         }
+        "fast" => {
+            cg_fast(lb.qp.sq(), n, &payload);
+            println!("posted {} staged {}", n, lb.qp.sq().staged());
+        }
         "poll16" => {
             for i in 0..n as u64 {
                 let wr = lb.wr(BenchOp::Send, &sge, &payload, i).signaled();
@@ -137,7 +171,7 @@ fn callgrind(kind: &str, n: u32) {
             println!("polled {got}");
         }
         other => {
-            eprintln!("unknown callgrind workload {other}: single | batch32 | poll16");
+            eprintln!("unknown callgrind workload {other}: single | fast | batch32 | poll16");
             std::process::exit(2);
         }
     }

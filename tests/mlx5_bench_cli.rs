@@ -3,8 +3,18 @@
 
 use std::process::Command;
 
+/// The binary cargo built; elsewhere (the rxe guest) `RDMA_DIRECT_BIN` or `rdma-direct` on
+/// PATH.
+fn exe() -> String {
+    let built = env!("CARGO_BIN_EXE_rdma-direct");
+    if std::path::Path::new(built).exists() {
+        return built.to_string();
+    }
+    std::env::var("RDMA_DIRECT_BIN").unwrap_or_else(|_| "rdma-direct".to_string())
+}
+
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+    let out = Command::new(exe())
         .arg("bench")
         .args(args)
         .output()

@@ -613,3 +613,36 @@ fn scatter_to_cqe_of_read_and_atomic_results_and_the_64_byte_form() {
     assert_eq!(&b[..34], &data[16..]);
     assert_eq!(&b[34..], &[0u8; 14]);
 }
+
+#[test]
+fn a_qp_outliving_its_cq_and_srq_drops_cleanly() {
+    // Dropping the CQ (and its device-side handle) first must not leave the QP's drop, which
+    // scans the CQ memory for stale CQEs, reading freed memory: the CQ memory lives until the
+    // last QP registered with it is gone.
+    let (mut cq, d) = cq(16, 64);
+    let ds = PlainSrq::new(9, 4, 48);
+    // SAFETY: plain memory kept alive by the owner.
+    let mut srq = unsafe { Mlx5Srq::from_dv(ds.dv, 1, ds.owner()) }.unwrap();
+    let (mut qp, dq) = qp_on(&mut cq, 0xb0, Some(&mut srq));
+    qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    let weak_cq = std::sync::Arc::downgrade(&d.mem);
+    let weak_srq = std::sync::Arc::downgrade(&ds.mem);
+    drop(d);
+    drop(ds);
+    drop(cq);
+    drop(srq);
+    assert!(
+        weak_cq.upgrade().is_some(),
+        "the QP keeps the CQ memory alive"
+    );
+    assert!(
+        weak_srq.upgrade().is_some(),
+        "the QP keeps the SRQ memory alive"
+    );
+    qp.set_state(QpState::Reset);
+    drop(qp);
+    drop(dq);
+    assert!(weak_cq.upgrade().is_none(), "freed with the last user");
+    assert!(weak_srq.upgrade().is_none(), "freed with the last user");
+}

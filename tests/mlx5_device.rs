@@ -84,3 +84,18 @@ fn self_loop(p: &mut Mlx5Device) {
     assert_eq!(&buf[100..108], &data);
     assert_eq!(&buf[2048..2056], &data);
 }
+
+#[test]
+fn opening_a_missing_device_is_a_clear_error() {
+    // Without a device (or without libibverbs) this must be an error naming what is
+    // missing, never a panic and never a device.
+    let e = Mlx5Device::open("no_such_dev0").unwrap_err();
+    assert!(
+        matches!(
+            e,
+            rdma_direct::Error::NotFound { .. } | rdma_direct::Error::LibraryMissing { .. }
+        ),
+        "unexpected error: {e}"
+    );
+    assert!(e.to_string().contains("not found"), "unhelpful error: {e}");
+}

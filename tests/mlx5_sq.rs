@@ -460,3 +460,58 @@ fn signal_every_forces_cq_update() {
     let fm: Vec<u8> = (0..6).map(|i| r.dev.wqebb(i)[11]).collect();
     assert_eq!(fm, [0, 0, 8, 0, 0, 8]);
 }
+
+#[test]
+fn the_write_inline_fast_path_writes_the_same_bytes_as_post() {
+    let mut a = rig();
+    let mut b = rig();
+    for (i, len) in [0usize, 1, 4, 8, 12, 13, 60, 61, 100, 200]
+        .into_iter()
+        .enumerate()
+    {
+        let data: Vec<u8> = (0..len as u8).map(|x| x ^ 0x3c).collect();
+        let signaled = i % 2 == 0;
+        let mut wr = SendWr::write(i as u64, &[], 0x1234_5678_9abc_def0, 0x77).inline(&data);
+        if signaled {
+            wr = wr.signaled();
+        }
+        a.qp.sq().post(wr).unwrap();
+        a.qp.sq().ring();
+        b.qp.sq()
+            .post_write_inline(i as u64, 0x1234_5678_9abc_def0, 0x77, &data, signaled)
+            .unwrap();
+        b.qp.sq().ring();
+        assert_eq!(
+            a.dev.mem.read(0, 16 * 64),
+            b.dev.mem.read(0, 16 * 64),
+            "len {len}"
+        );
+        assert_eq!(a.dev.dbrec(), b.dev.dbrec());
+        // Complete both so the rings keep turning.
+        a.dev.complete_sends(&mut a.dcq);
+        b.dev.complete_sends(&mut b.dcq);
+        let mut out = [rdma_direct::providers::Completion::EMPTY; 4];
+        let (na, nb) = (a.cq.poll(&mut out), b.cq.poll(&mut out));
+        assert_eq!(na, nb);
+        if signaled {
+            assert_eq!(out[0].wr_id, i as u64);
+        }
+    }
+    // The same refusals.
+    assert_eq!(
+        b.qp.sq().post_write_inline(1, 0, 0, &[0; 201], true),
+        Err(PostError::InlineTooLarge { len: 201, max: 200 })
+    );
+    b.qp.set_state(QpState::Err);
+    assert_eq!(
+        b.qp.sq().post_write_inline(1, 0, 0, &[0; 8], true),
+        Err(PostError::BadState {
+            state: QpState::Err
+        })
+    );
+    let mut u = rig_with(QpType::Ud, 16, 64, 256);
+    assert!(matches!(
+        u.qp.sq().post_write_inline(1, 0, 0, &[0; 8], true),
+        Err(PostError::OpNotSupported { .. })
+    ));
+}

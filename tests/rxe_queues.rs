@@ -421,3 +421,40 @@ fn error_completion_moves_the_tracked_state_to_err() {
     );
     let _ = &mut t.cqb;
 }
+
+/// Requests posted but not rung when the QP is moved to ERR are flushed too.
+#[test]
+#[ignore = "device test: needs RDMA_DIRECT_DEVICE (rxe0 in the guest)"]
+fn staged_requests_are_flushed_by_to_error() {
+    let mut t = pair(caps(4, 4), 16, true, 7);
+    let sge = [t.mr.sge(0, 64)];
+    let raddr = t.mr.addr() + 4096;
+    let rkey = t.mr.rkey();
+    t.a.sq().post(SendWr::write(1, &sge, raddr, rkey)).unwrap();
+    t.a.sq()
+        .post(SendWr::write(2, &sge, raddr, rkey).signaled())
+        .unwrap();
+    t.a.rq()
+        .post_recv(RecvWr {
+            wr_id: 3,
+            sges: &[],
+        })
+        .unwrap();
+    assert_eq!(t.a.sq().staged(), 2);
+    t.p.to_error(&mut t.a).unwrap();
+    let mut c = wait(&mut t.cqa, 3);
+    c.sort_by_key(|c| c.wr_id);
+    let got: Vec<_> = c.iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, WcStatus::WrFlushErr),
+            (2, WcStatus::WrFlushErr),
+            (3, WcStatus::WrFlushErr)
+        ]
+    );
+    assert_eq!(t.a.sq().free_slots(), 4);
+    assert_eq!(t.a.rq().free_slots(), 4);
+    assert_eq!(t.cqa.reserved(), 0);
+    assert!(t.buf[4096..4160].iter().all(|&b| b == 0), "a WRITE ran");
+}

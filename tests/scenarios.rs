@@ -41,6 +41,7 @@ fn every_scenario_parses() {
         "rejections",
         "cq_full",
         "error_flush",
+        "send_too_long",
     ] {
         assert!(
             names.contains(&want),

@@ -156,8 +156,6 @@ pub struct Mlx5Cq {
     last: usize,
     /// CQEs that named an unknown QP or a WQE outside the outstanding range (dropped).
     bogus: u64,
-    /// Keeps the CQ memory alive; dropped last.
-    _owner: Box<dyn std::any::Any + Send + Sync>,
 }
 
 impl std::fmt::Debug for Mlx5Cq {
@@ -212,11 +210,11 @@ impl Mlx5Cq {
                 dv,
                 reserved: CachePadded::new(0.into()),
                 ci: CachePadded::new(0.into()),
+                owner,
             }),
             entries: Vec::with_capacity(8),
             last: 0,
             bogus: 0,
-            _owner: owner,
         })
     }
 
@@ -238,7 +236,7 @@ impl Mlx5Cq {
     }
     /// Whatever keeps the CQ memory alive (on hardware the verbs CQ).
     pub(crate) fn owner(&self) -> &(dyn std::any::Any + Send + Sync) {
-        &*self._owner
+        &*self.shared.owner
     }
     pub(crate) fn shared(&self) -> &Arc<CqShared> {
         &self.shared

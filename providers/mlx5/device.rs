@@ -80,15 +80,21 @@ impl Mlx5Device {
     /// Open `name`; refuses devices libmlx5 does not drive.
     pub fn open(name: &str) -> Result<Mlx5Device> {
         let ctx = Context::open(name)?;
-        let mlx5 = ffi::mlx5()?;
+        let not_mlx5 = || Error::Unsupported {
+            what: format!("{name} is not an mlx5 device: use the verbs provider"),
+        };
+        let mlx5 = match ffi::mlx5() {
+            Ok(m) => m,
+            // Without libmlx5 only an mlx5 NIC needs to hear about the library.
+            Err(e) if driven_by_mlx5_core(name) => return Err(e),
+            Err(_) => return Err(not_mlx5()),
+        };
         let mut attrs = mlx5dv_context::zeroed();
         // SAFETY: `ctx` is an open context; `attrs` is a zeroed mlx5dv_context of the size
         // rdma-core 44 expects, comp_mask 0 (only version and flags are filled).
         let rc = unsafe { (mlx5.mlx5dv_query_device)(ctx.as_ptr(), &mut attrs) };
         if rc != 0 {
-            return Err(Error::Unsupported {
-                what: format!("{name} is not an mlx5 device: use the verbs provider"),
-            });
+            return Err(not_mlx5());
         }
         let psn_seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -105,6 +111,13 @@ impl Mlx5Device {
     pub fn context(&self) -> &Context {
         &self.ctx
     }
+}
+
+/// True when sysfs says the device's PCI function is driven by `mlx5_core`.
+fn driven_by_mlx5_core(name: &str) -> bool {
+    std::fs::read_link(format!("/sys/class/infiniband/{name}/device/driver"))
+        .map(|p| p.ends_with("mlx5_core"))
+        .unwrap_or(false)
 }
 
 fn verbs_cq(cq: &Mlx5Cq) -> Result<&verbs::Cq> {

@@ -183,7 +183,7 @@ impl PlainCq {
         self.mem.write(slot + 63, &[(cqe.0[63] & !1) | owner]);
         self.pi = self.pi.wrapping_add(1);
     }
-    /// The consumer index the driver last wrote to dbrec[0].
+    /// The consumer index the driver last wrote to `dbrec[0]`.
     pub fn dbrec_ci(&self) -> u32 {
         self.mem
             .be32(self.dv.cqe_cnt as usize * self.dv.cqe_size as usize)
@@ -350,7 +350,7 @@ impl PlainSrq {
         let s = self.dv.stride as usize;
         self.mem.read(idx as usize * s, s)
     }
-    /// The receive counter in dbrec[0].
+    /// The receive counter in `dbrec[0]`.
     pub fn dbrec(&self) -> u32 {
         self.mem
             .be32(self.dv.wqe_cnt as usize * self.dv.stride as usize)

@@ -15,6 +15,10 @@ use crate::providers::{QpCaps, QpConfig, QpState, QpType, QueuePair};
 
 /// An mlx5 queue pair (hardware or sim memory).
 pub struct Mlx5Qp {
+    /// Keeps the QP memory alive. Declared first, so it is dropped first (after `drop` has
+    /// told the CQs to forget this QP): on hardware the verbs QP is destroyed before the last
+    /// references to its CQs and SRQ (held below) can go.
+    _owner: Box<dyn std::any::Any + Send + Sync>,
     qpn: u32,
     qp_type: QpType,
     state: QpState,
@@ -24,8 +28,6 @@ pub struct Mlx5Qp {
     rq: Mlx5Rq,
     shared: Arc<QpShared>,
     srq: Option<Arc<SrqShared>>,
-    /// Keeps the QP memory alive; dropped last (after the CQs were told to forget the QP).
-    _owner: Box<dyn std::any::Any + Send + Sync>,
 }
 
 // SAFETY: `dbrec` points into the QP's doorbell record, kept alive by `_owner`; the queues

@@ -218,7 +218,6 @@ pub struct Mlx5Srq {
     counter: u32,
     staged: u32,
     pub(crate) shared: Arc<SrqShared>,
-    _owner: Box<dyn std::any::Any + Send + Sync>,
 }
 
 // SAFETY: the pointers in `dv` point into SRQ memory the owner keeps alive; only this queue
@@ -295,7 +294,7 @@ impl Mlx5Srq {
             }
         }
         Ok(Mlx5Srq {
-            shared: Arc::new(SrqShared::new(dv.wqe_cnt, dv.buf, dv.stride)),
+            shared: Arc::new(SrqShared::new(dv.wqe_cnt, dv.buf, dv.stride, owner)),
             dv,
             max_sge,
             head: dv.head,
@@ -303,7 +302,6 @@ impl Mlx5Srq {
             free,
             counter: 0,
             staged: 0,
-            _owner: owner,
         })
     }
 
@@ -323,7 +321,7 @@ impl Mlx5Srq {
 
     /// Whatever keeps the SRQ memory alive (on hardware the verbs SRQ).
     pub(crate) fn owner(&self) -> &(dyn std::any::Any + Send + Sync) {
-        &*self._owner
+        &*self.shared.owner
     }
 
     /// SRQ number.

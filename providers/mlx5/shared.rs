@@ -36,6 +36,9 @@ pub(crate) struct CqShared {
     pub reserved: CachePadded<AtomicU32>,
     /// The poller's consumer index, published after each batch (`Release`).
     pub ci: CachePadded<AtomicU32>,
+    /// Keeps the CQ memory alive as long as the CQ or any QP registered with it exists (a
+    /// QP's reset or drop scans the CQ memory, even after the `Mlx5Cq` itself is gone).
+    pub owner: Box<dyn std::any::Any + Send + Sync>,
 }
 
 impl CqShared {
@@ -154,6 +157,9 @@ pub(crate) struct SrqShared {
     pub stride: u32,
     /// Static CQ reservations: (CQ identity, QPs attached through it). Control path only.
     pub cq_refs: std::sync::Mutex<Vec<(usize, u32)>>,
+    /// Keeps the SRQ memory alive as long as the SRQ or any QP attached to it exists (the CQ
+    /// reads an SRQ entry back for scatter-to-CQE).
+    pub owner: Box<dyn std::any::Any + Send + Sync>,
 }
 
 // SAFETY: `buf` points into SRQ memory the SRQ's owner keeps alive; everything else is atomic
@@ -163,8 +169,14 @@ unsafe impl Send for SrqShared {}
 unsafe impl Sync for SrqShared {}
 
 impl SrqShared {
-    pub fn new(wqe_cnt: u32, buf: *mut u8, stride: u32) -> SrqShared {
+    pub fn new(
+        wqe_cnt: u32,
+        buf: *mut u8,
+        stride: u32,
+        owner: Box<dyn std::any::Any + Send + Sync>,
+    ) -> SrqShared {
         SrqShared {
+            owner,
             buf,
             stride,
             cq_refs: std::sync::Mutex::new(Vec::new()),
@@ -212,11 +224,12 @@ pub(crate) struct QpShared {
     pub recv_cq: std::sync::Arc<CqShared>,
 }
 
-// SAFETY: the raw pointers point into queue memory that `Mlx5Qp`'s owner keeps alive while
-// any `Arc<QpShared>` exists (the QP's owner box is dropped last, see `Mlx5Qp`'s drop; the CQ
-// only dereferences them for QPs that are alive); all other fields are atomics.
+// SAFETY: the raw pointers point into queue memory that `Mlx5Qp`'s owner keeps alive until the
+// QP is dropped, and the CQ dereferences them (scatter-to-CQE) only for QPs still marked
+// alive; all other fields are atomics or `Arc`s of `Sync` types.
 unsafe impl Send for QpShared {}
 // SAFETY: as above.
 unsafe impl Sync for QpShared {}
-// SAFETY: `DvCq` is plain addresses; the shared fields are atomics.
+// SAFETY: `DvCq` is plain addresses, only dereferenced through volatile reads of CQ memory
+// that `owner` keeps alive; the other fields are atomics and a `Sync` box.
 unsafe impl Sync for CqShared {}

@@ -58,6 +58,79 @@ pub mod fm_ce_se {
     pub const FENCE: u8 = 0x80;
 }
 
+/// `fm_ce_se` by `SendFlags` bits (SIGNALED 1, FENCE 2, SOLICITED 4).
+const FM_CE_SE: [u8; 8] = {
+    let mut t = [0u8; 8];
+    let mut i = 0;
+    while i < 8 {
+        let mut v = 0;
+        if i & 1 != 0 {
+            v |= fm_ce_se::CQ_UPDATE;
+        }
+        if i & 2 != 0 {
+            v |= fm_ce_se::FENCE;
+        }
+        if i & 4 != 0 {
+            v |= fm_ce_se::SOLICITED;
+        }
+        t[i] = v;
+        i += 1;
+    }
+    t
+};
+
+// The table above is indexed by these bit values.
+const _: () =
+    assert!(SendFlags::SIGNALED.0 == 1 && SendFlags::FENCE.0 == 2 && SendFlags::SOLICITED.0 == 4);
+
+/// A checked request decoded once: what the WQE needs.
+#[derive(Clone, Copy)]
+struct Plan {
+    opcode: u8,
+    imm: u32,
+    has_remote: bool,
+    has_atomic: bool,
+    raddr: u64,
+    rkey: u32,
+    swap_add: u64,
+    compare: u64,
+    /// Size in 16-byte units.
+    ds: u32,
+}
+
+impl Plan {
+    #[inline(always)]
+    fn new(opcode: u8, imm: u32) -> Plan {
+        Plan {
+            opcode,
+            imm,
+            has_remote: false,
+            has_atomic: false,
+            raddr: 0,
+            rkey: 0,
+            swap_add: 0,
+            compare: 0,
+            ds: 1,
+        }
+    }
+    #[inline(always)]
+    fn remote(mut self, raddr: u64, rkey: u32) -> Plan {
+        self.has_remote = true;
+        self.raddr = raddr;
+        self.rkey = rkey;
+        self.ds += 1;
+        self
+    }
+    #[inline(always)]
+    fn atomic(mut self, swap_add: u64, compare: u64) -> Plan {
+        self.has_atomic = true;
+        self.swap_add = swap_add;
+        self.compare = compare;
+        self.ds += 1;
+        self
+    }
+}
+
 /// `byte_count` flag of an inline segment.
 const INLINE_SEG: u32 = 0x8000_0000;
 
@@ -71,7 +144,8 @@ pub struct Mlx5Sq {
     qp_type: QpType,
     pub(crate) state: QpState,
     caps: QpCaps,
-    sig_all: bool,
+    /// CQ_UPDATE when the QP signals every request, else 0.
+    sig_all_fm: u8,
     pub(crate) signal_every: u32,
     since_signal: u32,
     pub(crate) path_mtu: u32,
@@ -205,7 +279,7 @@ impl Mlx5Sq {
             qp_type,
             state: QpState::Reset,
             caps,
-            sig_all,
+            sig_all_fm: if sig_all { fm_ce_se::CQ_UPDATE } else { 0 },
             signal_every: 0,
             since_signal: 0,
             path_mtu: 4096,
@@ -244,6 +318,112 @@ impl Mlx5Sq {
         sq.pi.store(0, Ordering::Release);
     }
 
+    /// The flags of the next WQE: the request's own, sq_sig_all, and the `signal_every` rule.
+    #[inline(always)]
+    fn fm_for(&mut self, flags: u8) -> u8 {
+        let mut fm = FM_CE_SE[(flags & 7) as usize] | self.sig_all_fm;
+        if self.signal_every != 0 {
+            self.since_signal += 1;
+            if fm & fm_ce_se::CQ_UPDATE == 0 && self.since_signal >= self.signal_every {
+                fm |= fm_ce_se::CQ_UPDATE;
+            }
+            if fm & fm_ce_se::CQ_UPDATE != 0 {
+                self.since_signal = 0;
+            }
+        }
+        fm
+    }
+
+    /// Record the WQE just written at `pi` (`ds` units, `nbb` WQEBBs) for the poller and
+    /// advance the producer state.
+    #[inline(always)]
+    fn record(&mut self, wr_id: u64, ds: u32, nbb: u32) {
+        let sq = &self.shared.sq;
+        let end = self.pi.wrapping_add(nbb);
+        // SAFETY: `slots` and `wrid` have `wqe_cnt` entries and both indices are masked with
+        // `wqe_cnt - 1` (`sq.mask == self.wqe_cnt - 1`, set together in `from_dv`).
+        let (slot, wrid) = unsafe {
+            (
+                sq.slots.get_unchecked((self.pi & sq.mask) as usize),
+                sq.wrid.get_unchecked((self.seq & sq.mask) as usize),
+            )
+        };
+        slot.seq.store(self.seq, Ordering::Relaxed);
+        slot.end.store(end, Ordering::Relaxed);
+        wrid.store(wr_id, Ordering::Relaxed);
+        self.last_off = (self.pi & (self.wqe_cnt - 1)) as usize * 64;
+        self.last_ds = ds;
+        self.pi = end;
+        self.seq = self.seq.wrapping_add(1);
+        self.staged += 1;
+    }
+
+    /// The latency fast path (like rdma-core's `ibv_wr_rdma_write` + `ibv_wr_set_inline_data`):
+    /// stage one RDMA WRITE of `data` inline to `raddr`/`rkey`, signaled or not. Same checks
+    /// and accounting as [`SendQueue::post`] (state, QP type, inline size, free WQEBBs, CQ
+    /// room), without decoding a general [`SendWr`]; the WQE bytes are identical.
+    #[inline(always)]
+    pub fn post_write_inline(
+        &mut self,
+        wr_id: u64,
+        raddr: u64,
+        rkey: u32,
+        data: &[u8],
+        signaled: bool,
+    ) -> Result<(), PostError> {
+        if self.state != QpState::Rts {
+            return Err(PostError::BadState { state: self.state });
+        }
+        if self.qp_type == QpType::Ud {
+            return Err(PostError::OpNotSupported {
+                op: "WRITE",
+                qp_type: QpType::Ud,
+            });
+        }
+        if data.len() > self.caps.max_inline_data as usize {
+            return Err(PostError::InlineTooLarge {
+                len: data.len().min(u32::MAX as usize) as u32,
+                max: self.caps.max_inline_data,
+            });
+        }
+        let ds = 2 + inline_ds(data.len());
+        let nbb = ds.div_ceil(4);
+        if nbb > self.wqe_cnt || !self.room(nbb) {
+            return Err(PostError::QueueFull {
+                capacity: self.caps.max_send_wr,
+            });
+        }
+        if !self.cq.try_reserve(1) {
+            return Err(PostError::CqFull {
+                cqe: self.cq.dv.cqe_cnt,
+            });
+        }
+        let fm = self.fm_for(signaled as u8);
+        let off = (self.pi & (self.wqe_cnt - 1)) as usize * 64;
+        let mut c = Cursor {
+            buf: self.buf,
+            byte_mask: self.byte_mask,
+            off,
+        };
+        let ctrl = c.seg();
+        let r = c.seg();
+        // SAFETY: two 16-byte segments inside the SQ ring, in WQEBBs `room` found free.
+        unsafe {
+            put32(ctrl, (self.pi & 0xffff) << 8 | wqe_op::RDMA_WRITE as u32);
+            put32(ctrl.add(4), self.qpn << 8 | ds);
+            put32(ctrl.add(8), fm as u32);
+            put32(ctrl.add(12), 0);
+            put64(r, raddr);
+            put32(r.add(8), rkey);
+            put32(r.add(12), 0);
+        }
+        if !data.is_empty() {
+            self.write_inline(c, data);
+        }
+        self.record(wr_id, ds, nbb);
+        Ok(())
+    }
+
     /// Choose doorbell or BlueFlame.
     pub(crate) fn set_mode(&mut self, m: DoorbellMode) {
         let max = if self.bf_reg.is_null() {
@@ -269,13 +449,73 @@ impl Mlx5Sq {
         self.pi
     }
 
-    /// Validate `wr` and compute its size in 16-byte units. Writes nothing.
+    /// Validate `wr` and decode it into what the WQE needs. Writes nothing.
     #[inline(always)]
-    fn check(&self, wr: &SendWr<'_>) -> Result<u32, PostError> {
+    fn check(&self, wr: &SendWr<'_>) -> Result<Plan, PostError> {
         if self.state != QpState::Rts {
             return Err(PostError::BadState { state: self.state });
         }
-        let mut ds = 1u32;
+        // One pass over the op: opcode, immediate, remote segment, atomic operands.
+        let mut p = match wr.op {
+            SendOp::Send => Plan::new(wqe_op::SEND, 0),
+            SendOp::SendImm { imm } => Plan::new(wqe_op::SEND_IMM, imm),
+            SendOp::Write { raddr, rkey } => Plan::new(wqe_op::RDMA_WRITE, 0).remote(raddr, rkey),
+            SendOp::WriteImm { raddr, rkey, imm } => {
+                Plan::new(wqe_op::RDMA_WRITE_IMM, imm).remote(raddr, rkey)
+            }
+            SendOp::Read { raddr, rkey } => Plan::new(wqe_op::RDMA_READ, 0).remote(raddr, rkey),
+            SendOp::CompareSwap {
+                raddr,
+                rkey,
+                compare,
+                swap,
+            } => Plan::new(wqe_op::ATOMIC_CS, 0)
+                .remote(raddr, rkey)
+                .atomic(swap, compare),
+            SendOp::FetchAdd { raddr, rkey, add } => Plan::new(wqe_op::ATOMIC_FA, 0)
+                .remote(raddr, rkey)
+                .atomic(add, 0),
+        };
+        if self.qp_type != QpType::Rc || wr.ud.is_some() {
+            p.ds += self.check_transport(wr)?;
+        }
+        if p.opcode >= wqe_op::RDMA_READ {
+            return self.check_read_like(wr, p);
+        }
+        match wr.payload {
+            Payload::Inline(data) => {
+                if data.len() > self.caps.max_inline_data as usize {
+                    return Err(PostError::InlineTooLarge {
+                        len: data.len().min(u32::MAX as usize) as u32,
+                        max: self.caps.max_inline_data,
+                    });
+                }
+                p.ds += inline_ds(data.len());
+            }
+            Payload::Sges(sges) => {
+                if sges.len() > self.caps.max_send_sge as usize {
+                    return Err(PostError::TooManySges {
+                        n: sges.len().min(u32::MAX as usize) as u32,
+                        max: self.caps.max_send_sge,
+                    });
+                }
+                p.ds += sges.iter().filter(|s| s.length != 0).count() as u32;
+            }
+        }
+        if p.ds > 63 {
+            // The ctrl segment's ds field has 6 bits.
+            return Err(PostError::InlineTooLarge {
+                len: wr.payload.len().min(u32::MAX as usize) as u32,
+                max: self.caps.max_inline_data.min(63 * 16 - 4),
+            });
+        }
+        Ok(p)
+    }
+
+    /// UC / UD rules, and a destination given to a connected QP. Returns the extra segments
+    /// (UD: the 48-byte address vector).
+    #[inline(never)]
+    fn check_transport(&self, wr: &SendWr<'_>) -> Result<u32, PostError> {
         match self.qp_type {
             QpType::Ud => {
                 if !matches!(wr.op, SendOp::Send | SendOp::SendImm { .. }) {
@@ -294,7 +534,7 @@ impl Mlx5Sq {
                         mtu: self.path_mtu,
                     });
                 }
-                ds += 3;
+                Ok(3)
             }
             QpType::Uc | QpType::Rc => {
                 if wr.ud.is_some() {
@@ -306,65 +546,43 @@ impl Mlx5Sq {
                         qp_type: QpType::Uc,
                     });
                 }
+                Ok(0)
             }
         }
-        match wr.op {
-            SendOp::Send | SendOp::SendImm { .. } => {}
-            SendOp::Write { .. } | SendOp::WriteImm { .. } => ds += 1,
-            SendOp::Read { .. } => {
-                ds += 1;
-                if matches!(wr.payload, Payload::Inline(_)) {
-                    return Err(PostError::InlineNotAllowed);
-                }
-                if wr.payload.is_empty() {
-                    return Err(PostError::ZeroLengthRead);
-                }
+    }
+
+    /// READ and atomics: local buffers only (no inline), READ not empty, atomics 8-byte
+    /// aligned with one 8-byte SGE.
+    #[inline(never)]
+    fn check_read_like(&self, wr: &SendWr<'_>, mut p: Plan) -> Result<Plan, PostError> {
+        let sges = match wr.payload {
+            Payload::Inline(_) => return Err(PostError::InlineNotAllowed),
+            Payload::Sges(s) => s,
+        };
+        if p.has_atomic {
+            if p.raddr % 8 != 0 {
+                return Err(PostError::AtomicMisaligned { raddr: p.raddr });
             }
-            SendOp::CompareSwap { raddr, .. } | SendOp::FetchAdd { raddr, .. } => {
-                let sges = match wr.payload {
-                    Payload::Inline(_) => return Err(PostError::InlineNotAllowed),
-                    Payload::Sges(s) => s,
-                };
-                if raddr % 8 != 0 {
-                    return Err(PostError::AtomicMisaligned { raddr });
-                }
-                let len = wr.payload.len();
-                if sges.len() != 1 || len != 8 {
-                    return Err(PostError::AtomicLocalLen {
-                        len: len.min(u32::MAX as usize) as u32,
-                    });
-                }
-                return Ok(ds + 3);
+            let len = wr.payload.len();
+            if sges.len() != 1 || len != 8 {
+                return Err(PostError::AtomicLocalLen {
+                    len: len.min(u32::MAX as usize) as u32,
+                });
             }
+            p.ds += 1;
+            return Ok(p);
         }
-        match wr.payload {
-            Payload::Inline(data) => {
-                if data.len() > self.caps.max_inline_data as usize {
-                    return Err(PostError::InlineTooLarge {
-                        len: data.len().min(u32::MAX as usize) as u32,
-                        max: self.caps.max_inline_data,
-                    });
-                }
-                ds += inline_ds(data.len());
-            }
-            Payload::Sges(sges) => {
-                if sges.len() > self.caps.max_send_sge as usize {
-                    return Err(PostError::TooManySges {
-                        n: sges.len().min(u32::MAX as usize) as u32,
-                        max: self.caps.max_send_sge,
-                    });
-                }
-                ds += sges.iter().filter(|s| s.length != 0).count() as u32;
-            }
+        if wr.payload.is_empty() {
+            return Err(PostError::ZeroLengthRead);
         }
-        if ds > 63 {
-            // The ctrl segment's ds field has 6 bits.
-            return Err(PostError::InlineTooLarge {
-                len: wr.payload.len().min(u32::MAX as usize) as u32,
-                max: self.caps.max_inline_data.min(63 * 16 - 4),
+        if sges.len() > self.caps.max_send_sge as usize {
+            return Err(PostError::TooManySges {
+                n: sges.len().min(u32::MAX as usize) as u32,
+                max: self.caps.max_send_sge,
             });
         }
-        Ok(ds)
+        p.ds += sges.iter().filter(|s| s.length != 0).count() as u32;
+        Ok(p)
     }
 
     /// Free WQEBBs, refreshing the cached consumer index when `need` does not fit.
@@ -377,23 +595,14 @@ impl Mlx5Sq {
         self.wqe_cnt - self.pi.wrapping_sub(self.cached_ci) >= need
     }
 
-    /// Write the WQE of `wr` (already checked, `ds` units) at `pi`.
+    /// Write the WQE of `wr` (already checked and decoded into `p`) at `pi`.
     #[inline(always)]
-    fn write_wqe(&mut self, wr: &SendWr<'_>, ds: u32, fm: u8) {
+    fn write_wqe(&mut self, wr: &SendWr<'_>, p: &Plan, fm: u8) {
         let off = (self.pi & (self.wqe_cnt - 1)) as usize * 64;
         let mut c = Cursor {
             buf: self.buf,
             byte_mask: self.byte_mask,
             off,
-        };
-        let (opcode, imm) = match wr.op {
-            SendOp::Send => (wqe_op::SEND, 0),
-            SendOp::SendImm { imm } => (wqe_op::SEND_IMM, imm),
-            SendOp::Write { .. } => (wqe_op::RDMA_WRITE, 0),
-            SendOp::WriteImm { imm, .. } => (wqe_op::RDMA_WRITE_IMM, imm),
-            SendOp::Read { .. } => (wqe_op::RDMA_READ, 0),
-            SendOp::CompareSwap { .. } => (wqe_op::ATOMIC_CS, 0),
-            SendOp::FetchAdd { .. } => (wqe_op::ATOMIC_FA, 0),
         };
         let ctrl = c.seg();
         // All segment writes below: each `c.seg()` pointer is a 16-byte segment inside the SQ
@@ -401,11 +610,11 @@ impl Mlx5Sq {
         // in are free (`room` checked), so the device is not reading them.
         // SAFETY: as just said, for the ctrl segment.
         unsafe {
-            put32(ctrl, (self.pi & 0xffff) << 8 | opcode as u32);
-            put32(ctrl.add(4), self.qpn << 8 | ds);
+            put32(ctrl, (self.pi & 0xffff) << 8 | p.opcode as u32);
+            put32(ctrl.add(4), self.qpn << 8 | p.ds);
             // signature, dci stream channel id (2 bytes), fm_ce_se
             put32(ctrl.add(8), fm as u32);
-            put32(ctrl.add(12), imm);
+            put32(ctrl.add(12), p.imm);
         }
         if let Some(ud) = wr.ud {
             let av = c.seg();
@@ -421,48 +630,22 @@ impl Mlx5Sq {
                 put32(av.add(8), ud.remote_qpn | 0x8000_0000);
             }
         }
-        match wr.op {
-            SendOp::Write { raddr, rkey }
-            | SendOp::WriteImm { raddr, rkey, .. }
-            | SendOp::Read { raddr, rkey } => {
-                let r = c.seg();
-                // SAFETY: see above.
-                unsafe {
-                    put64(r, raddr);
-                    put32(r.add(8), rkey);
-                    put32(r.add(12), 0);
-                }
+        if p.has_remote {
+            let r = c.seg();
+            // SAFETY: see above.
+            unsafe {
+                put64(r, p.raddr);
+                put32(r.add(8), p.rkey);
+                put32(r.add(12), 0);
             }
-            SendOp::CompareSwap {
-                raddr,
-                rkey,
-                compare,
-                swap,
-            } => {
-                let r = c.seg();
+            if p.has_atomic {
                 let a = c.seg();
                 // SAFETY: see above.
                 unsafe {
-                    put64(r, raddr);
-                    put32(r.add(8), rkey);
-                    put32(r.add(12), 0);
-                    put64(a, swap);
-                    put64(a.add(8), compare);
+                    put64(a, p.swap_add);
+                    put64(a.add(8), p.compare);
                 }
             }
-            SendOp::FetchAdd { raddr, rkey, add } => {
-                let r = c.seg();
-                let a = c.seg();
-                // SAFETY: see above.
-                unsafe {
-                    put64(r, raddr);
-                    put32(r.add(8), rkey);
-                    put32(r.add(12), 0);
-                    put64(a, add);
-                    put64(a.add(8), 0);
-                }
-            }
-            SendOp::Send | SendOp::SendImm { .. } => {}
         }
         match wr.payload {
             Payload::Sges(sges) => {
@@ -586,10 +769,11 @@ fn reject(wr: SendWr<'_>, error: PostError) -> Rejected<SendWr<'_>> {
 impl SendQueue for Mlx5Sq {
     #[inline(always)]
     fn post<'a>(&mut self, wr: SendWr<'a>) -> Result<(), Rejected<SendWr<'a>>> {
-        let ds = match self.check(&wr) {
-            Ok(ds) => ds,
+        let plan = match self.check(&wr) {
+            Ok(p) => p,
             Err(error) => return Err(reject(wr, error)),
         };
+        let ds = plan.ds;
         let nbb = ds.div_ceil(4);
         if nbb > self.wqe_cnt || !self.room(nbb) {
             let capacity = self.caps.max_send_wr;
@@ -599,40 +783,9 @@ impl SendQueue for Mlx5Sq {
             let cqe = self.cq.dv.cqe_cnt;
             return Err(reject(wr, PostError::CqFull { cqe }));
         }
-        let mut fm = 0u8;
-        self.since_signal += 1;
-        if self.sig_all
-            || wr.flags.contains(SendFlags::SIGNALED)
-            || (self.signal_every != 0 && self.since_signal >= self.signal_every)
-        {
-            fm |= fm_ce_se::CQ_UPDATE;
-            self.since_signal = 0;
-        }
-        if wr.flags.contains(SendFlags::SOLICITED) {
-            fm |= fm_ce_se::SOLICITED;
-        }
-        if wr.flags.contains(SendFlags::FENCE) {
-            fm |= fm_ce_se::FENCE;
-        }
-        self.write_wqe(&wr, ds, fm);
-        let sq = &self.shared.sq;
-        let end = self.pi.wrapping_add(nbb);
-        // SAFETY: `slots` and `wrid` have `wqe_cnt` entries and both indices are masked with
-        // `wqe_cnt - 1` (`sq.mask == self.wqe_cnt - 1`, set together in `from_dv`).
-        let (slot, wrid) = unsafe {
-            (
-                sq.slots.get_unchecked((self.pi & sq.mask) as usize),
-                sq.wrid.get_unchecked((self.seq & sq.mask) as usize),
-            )
-        };
-        slot.seq.store(self.seq, Ordering::Relaxed);
-        slot.end.store(end, Ordering::Relaxed);
-        wrid.store(wr.wr_id, Ordering::Relaxed);
-        self.last_off = (self.pi & (self.wqe_cnt - 1)) as usize * 64;
-        self.last_ds = ds;
-        self.pi = end;
-        self.seq = self.seq.wrapping_add(1);
-        self.staged += 1;
+        let fm = self.fm_for(wr.flags.0);
+        self.write_wqe(&wr, &plan, fm);
+        self.record(wr.wr_id, ds, nbb);
         Ok(())
     }
 

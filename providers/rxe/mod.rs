@@ -24,8 +24,10 @@
 //!   ([`PostError::BadState`]). The state is the one this provider last set, or ERR once a
 //!   completion with an error status arrived for the QP (an error completion means the QP
 //!   went to ERR). Between the device moving a QP to ERR and that completion being polled,
-//!   posts are still accepted; rxe flushes them, so nothing is lost either way. A QP the device
-//!   moved to ERR by itself still accepts posts here, and rxe flushes them, so nothing is lost.
+//!   sends are still accepted and rxe flushes them. **Known gap:** a *receive* posted in that
+//!   window is never flushed by rxe 6.1 (it does not flush receives posted in ERR), so it
+//!   never completes; poll the CQ (which records the ERR) before posting receives to a QP
+//!   that may have failed.
 //! - **Depth**: rxe grants a larger SQ than asked (64 → 127). The limits enforced are the
 //!   *requested* `max_send_wr`, `max_recv_wr`, SGE counts and inline size (never more than
 //!   granted), so code behaves the same on every provider; [`QueuePair::caps`] reports them.
@@ -336,14 +338,19 @@ impl CompletionQueue for VerbsCq {
         if want == 0 {
             return 0;
         }
-        let mut wcs = [ibv_wc::default(); POLL_BATCH];
-        // SAFETY: `raw` is the live CQ owned by `self.cq`; `wcs` has room for `want` entries.
-        let n = unsafe { ffi::ops::poll_cq(self.raw, want as libc::c_int, wcs.as_mut_ptr()) };
+        // Not zeroed: the provider writes the first `n` entries, and only those are read.
+        let mut wcs = [std::mem::MaybeUninit::<ibv_wc>::uninit(); POLL_BATCH];
+        // SAFETY: `raw` is the live CQ owned by `self.cq`; `wcs` has room for `want` entries
+        // (`MaybeUninit<ibv_wc>` has the layout of `ibv_wc`).
+        let n =
+            unsafe { ffi::ops::poll_cq(self.raw, want as libc::c_int, wcs.as_mut_ptr().cast()) };
         if n <= 0 {
             return 0;
         }
-        let n = n as usize;
+        let n = (n as usize).min(want);
         for (wc, o) in wcs[..n].iter().zip(out.iter_mut()) {
+            // SAFETY: `ibv_poll_cq` returned `n`: it wrote entries 0..n.
+            let wc = unsafe { wc.assume_init_ref() };
             convert(&self.routes, &self.budget, wc, o);
         }
         n
@@ -715,7 +722,6 @@ unsafe impl Send for VerbsSq {}
 
 impl VerbsRecv {
     fn new(target: RecvTarget, qp_type: QpType, cap: u32, max_sge: u32) -> VerbsRecv {
-        let cap = cap.max(1);
         VerbsRecv {
             target,
             qp_type,
@@ -1119,7 +1125,7 @@ impl Provider for VerbsDevice {
         };
         let (mut rq, rq_ring, charged) = match srq {
             Some(s) => (
-                VerbsRecv::new(RecvTarget::None, cfg.qp_type, 1, 0),
+                VerbsRecv::new(RecvTarget::None, cfg.qp_type, 0, 0),
                 s.q.ring.clone(),
                 false,
             ),
@@ -1198,9 +1204,15 @@ impl Provider for VerbsDevice {
         r
     }
 
+    /// Move `qp` to ERR. Requests still staged (posted, not rung) are flushed like
+    /// everything else outstanding, so every request posted comes back: staged receives are
+    /// rung just before the transition (rxe 6.1 does not flush receives posted in ERR),
+    /// staged sends just after it (rxe flushes those without running them).
     fn to_error(&mut self, qp: &mut VerbsQp) -> Result<()> {
+        qp.rq.ring();
         qp.qp.to_err()?;
         qp.set_state(QpState::Err);
+        qp.sq.ring();
         Ok(())
     }
 

@@ -63,7 +63,7 @@ struct Runner<'s, P: Provider> {
     srqs: Vec<P::Srq>,
     cqs: Vec<P::Cq>,
     mrs: Vec<P::Mr>,
-    _pd: P::Pd,
+    pd: P::Pd,
     /// Base address of each buffer (inside `mem`).
     base: Vec<*mut u8>,
     mem: Vec<MmapMut>,
@@ -281,7 +281,7 @@ impl<'s, P: Provider> Runner<'s, P> {
             srqs,
             cqs,
             mrs,
-            _pd: pd,
+            pd,
             base,
             mem,
             initial,
@@ -396,7 +396,7 @@ impl<'s, P: Provider> Runner<'s, P> {
                     ));
                 };
                 let ah = p
-                    .create_ah(&self._pd, &ep, &co)
+                    .create_ah(&self.pd, &ep, &co)
                     .map_err(|e| self.fail(line, "post: create_ah", e.to_string()))?;
                 self.ahs[d] = Some(ah);
             }

@@ -29,8 +29,13 @@ apt_updated=
 apt_update() {
     [ -n "$apt_updated" ] && return 0
     log "apt-get update"
-    # shellcheck disable=SC2086
-    apt-get $APT_OPTS update -qq >&2 || die "apt-get update failed"
+    # Retried: another apt-get may hold the lists lock for a while.
+    for try in 1 2 3 4 5; do
+        # shellcheck disable=SC2086
+        apt-get $APT_OPTS update -qq >&2 && break
+        [ "$try" = 5 ] && die "apt-get update failed"
+        sleep 15
+    done
     apt_updated=1
 }
 
@@ -104,6 +109,7 @@ deb_file() {
     name=${1%%=*}
     ver=${1#*=}
     ver=$(echo "$ver" | sed 's/:/%3a/')
+    # shellcheck disable=SC2012 # Debian file names: no spaces or newlines
     ls "$debs/${name}_${ver}_"*.deb 2>/dev/null | head -n 1
 }
 missing=
@@ -159,6 +165,7 @@ dpkg-deb --fsys-tarfile "$kdeb" | tar -x -C "$kroot" --wildcards \
     "$mods/kernel/drivers/net/veth.ko*" \
     "$mods/kernel/crypto/crc32_generic.ko*" \
     "$mods/kernel/lib/libcrc32c.ko*" \
+    "$mods/kernel/fs/configfs/configfs.ko*" \
     2>/dev/null || true
 [ -f "$kroot/boot/vmlinuz-$abi" ] || die "vmlinuz-$abi not found in $kdeb"
 [ -f "$kroot/$mods/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko" ] \
@@ -208,9 +215,15 @@ echo "$abi" >"$image/kernel-abi"
 echo "$pins" >"$image/packages"
 touch "$image/done"
 rm -rf "$work"
-# Drop older images (keep the download cache).
+# Drop older images and the .debs of versions no longer current.
 for old in "$GUEST_DIR"/image-*; do
     [ "$old" = "$image" ] || rm -rf "$old"
+done
+rm -rf "$GUEST_DIR"/build-*
+keep=
+for p in $pins; do keep="$keep $(deb_file "$p")"; done
+for f in "$debs"/*.deb; do
+    case " $keep " in *" $f "*) ;; *) rm -f "$f" ;; esac
 done
 ln -sfn "image-$key" "$GUEST_DIR/image"
 log "image ready: $image ($(du -sh "$image/base.cpio" | cut -f1) root, kernel $abi)"

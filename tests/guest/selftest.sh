@@ -40,6 +40,7 @@ fi
 # 2. A failing check (and a passing one beside it): the run fails and shows the output.
 mkdir -p "$tmp/checks"
 printf '#!/bin/sh\necho "selftest marker: failing on purpose"\nexit 7\n' >"$tmp/checks/fail.sh"
+# shellcheck disable=SC2016 # expanded in the guest
 printf '#!/bin/sh\ntest "$RDMA_DIRECT_DEVICE" = rxe0 && test -c /dev/infiniband/uverbs0\n' >"$tmp/checks/pass.sh"
 "$run" --no-build --only-checks --checks-dir "$tmp/checks" >"$tmp/fail" 2>&1
 expect "failing check fails the run" 1 $? "$tmp/fail"
@@ -53,6 +54,7 @@ else
 fi
 
 # 3. --cmd hands back the command's status; the guest environment is as documented.
+# shellcheck disable=SC2016 # expanded in the guest
 "$run" --no-build --cmd 'test "$RDMA_DIRECT_DEVICE" = rxe0 && test -n "$RDMA_DIRECT_GID_INDEX" &&
     test "$(cat /sys/class/infiniband/rxe0/ports/1/gids/$RDMA_DIRECT_GID_INDEX)" = 0000:0000:0000:0000:0000:ffff:7f00:0001 &&
     test "$(ulimit -l)" = unlimited && test -x "$RDMA_DIRECT_BIN" && test "$PWD" = "$CARGO_MANIFEST_DIR" && exit 5' \

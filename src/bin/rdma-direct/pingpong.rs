@@ -175,8 +175,10 @@ fn gid_str(g: &[u8; 16]) -> String {
 }
 
 fn print_dest(which: &str, m: &PingpongMsg) {
+    // rc_pingpong's columns: "  local address:  LID ..." / "  remote address: LID ...".
     println!(
-        "  {which} address:  LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+        "  {:<16}LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+        format!("{which} address:"),
         m.lid,
         m.qpn,
         m.psn,

@@ -27,6 +27,7 @@ wait_listen() {
 pair() {
     name=$1 want=$2
     shift 2
+    t0=$(cut -d' ' -f1 /proc/uptime)
     timeout 60 "$@" >"$tmp/server" 2>&1 &
     spid=$!
     if ! wait_listen; then
@@ -51,7 +52,7 @@ pair() {
         echo "FAIL $name: client output does not match /$want/"
         fail=1
     else
-        echo "ok $name"
+        echo "ok $name ($(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%.1f", b - a }') s)"
     fi
 }
 
