@@ -579,16 +579,15 @@ impl Engine {
         q.rnr_left = None;
         q.retry_left = None;
         if to == S::Reset {
-            // Back to the state of a new QP: indices zero (the host zeroes its dbrec and its
-            // own indices), the UAR words cleared so the next doorbell is seen.
+            // Back to the state of a new QP: the device's indices zero (the host zeroes the
+            // dbrec and its own indices, as on hardware), and the doorbell latch cleared: the
+            // UAR words are the device's own registers, so the next doorbell is seen.
             q.sq_ci = 0;
             q.rq_ci = 0;
             q.rung = false;
             q.last_db = [0; 2];
             q.mem.store_raw64(q.uar_off, 0);
             q.mem.store_raw64(q.uar_off + BF_SIZE as usize, 0);
-            q.mem.store_be32(q.dbrec_off, 0);
-            q.mem.store_be32(q.dbrec_off + 4, 0);
             // CQEs of this QP still held inside the device are dropped with it.
             for cq in self.cqs.values_mut() {
                 cq.held.retain(|h| h.stream >> 1 != u64::from(qpn));
