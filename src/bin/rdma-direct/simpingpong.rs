@@ -310,18 +310,13 @@ pub fn run_opts(o: &Opts) -> rdma_direct::Result<String> {
 }
 
 fn addr_line(e: &QpEndpoint) -> String {
-    let g = &e.gid;
-    let gid = if g[..10].iter().all(|&b| b == 0) && g[10] == 0xff && g[11] == 0xff {
-        format!("::ffff:{}.{}.{}.{}", g[12], g[13], g[14], g[15])
-    } else {
-        g.chunks(2)
-            .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
-            .collect::<Vec<_>>()
-            .join(":")
-    };
+    // rc_pingpong's columns; the GID printed as an IPv6 address, as the verbs pingpong does.
     format!(
-        "LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {gid}",
-        e.lid, e.qpn, e.psn
+        "LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+        e.lid,
+        e.qpn,
+        e.psn,
+        std::net::Ipv6Addr::from(e.gid)
     )
 }
 
