@@ -61,6 +61,29 @@ impl RawSq {
         // SAFETY: dbrec points at the QP's two 32-bit doorbell record words.
         unsafe { std::ptr::write_volatile(self.dv.dbrec.add(1), (self.pi & 0xffff).to_be()) };
     }
+    /// BlueFlame: the whole last WQE (one WQEBB here) into the BF half, 8 bytes at a time,
+    /// with `flip` XORed into byte 20 (0 = a faithful copy).
+    fn blueflame(&mut self, flip: u8) {
+        self.dbrec_only();
+        let slot = (self.pi.wrapping_sub(1) as usize) & (self.dv.sq_wqe_cnt as usize - 1);
+        let mut wqe = [0u8; 64];
+        for (b, x) in wqe.iter_mut().enumerate() {
+            // SAFETY: inside the SQ ring.
+            *x = unsafe { std::ptr::read_volatile(self.dv.sq_buf.add(slot * 64 + b)) };
+        }
+        wqe[20] ^= flip;
+        for (k, chunk) in wqe.chunks_exact(8).enumerate() {
+            let w = u64::from_ne_bytes(chunk.try_into().unwrap());
+            // SAFETY: within the 256-byte BlueFlame half at bf_reg + bf_off, 8-aligned.
+            unsafe {
+                std::ptr::write_volatile(
+                    self.dv.bf_reg.add(self.bf_off as usize + k * 8) as *mut u64,
+                    w,
+                )
+            };
+        }
+        self.bf_off ^= self.dv.bf_size;
+    }
     fn doorbell(&mut self) {
         self.dbrec_only();
         let w = u64::from_ne_bytes(self.last_ctrl);
@@ -552,4 +575,37 @@ fn invalid_transitions_are_refused_and_reset_clears_the_doorbell_state() {
         assert_eq!(std::ptr::read_volatile(r.sq.dv.dbrec.add(1)), 0);
         assert_eq!(std::ptr::read_volatile(r.sq.dv.bf_reg as *const u64), 0);
     }
+}
+
+#[test]
+fn blueflame_copies_are_compared_with_the_ring_in_deterministic_mode() {
+    let mut r = rig(16, 7);
+    let mut mem = vec![0u8; 256];
+    // SAFETY: `mem` outlives the MR.
+    let mr = unsafe {
+        r.dev
+            .reg_sim_mr(&pd_of(&r), mem.as_mut_ptr(), 256, Access::ALL)
+    }
+    .unwrap();
+    let sge = [mr.sge(0, 8)];
+    r.sq.post(write_wqe(r.qpn, &sge, mr.addr() + 64, mr.rkey()), false);
+    r.sq.blueflame(0);
+    r.dev.run_until_idle();
+    let st = r.dev.stats();
+    assert_eq!((st.bf_copies, st.bf_mismatches), (1, 0));
+    r.sq.post(write_wqe(r.qpn, &sge, mr.addr() + 64, mr.rkey()), false);
+    r.sq.blueflame(0x40);
+    r.dev.run_until_idle();
+    let st = r.dev.stats();
+    assert_eq!((st.bf_copies, st.bf_mismatches), (1, 1));
+    // A plain 8-byte doorbell after a BlueFlame copy on the same half is not a copy.
+    r.sq.post(write_wqe(r.qpn, &sge, mr.addr() + 64, mr.rkey()), false);
+    r.sq.doorbell();
+    r.dev.run_until_idle();
+    r.sq.post(write_wqe(r.qpn, &sge, mr.addr() + 64, mr.rkey()), false);
+    r.sq.doorbell();
+    r.dev.run_until_idle();
+    let st = r.dev.stats();
+    assert_eq!((st.bf_copies, st.bf_mismatches, st.doorbells), (1, 1, 4));
+    assert_eq!(r.cq.drain().len(), 4);
 }

@@ -310,6 +310,13 @@ fn ring_wrap_soak() {
     let laps = wqebbs / (granted.max_send_wr * 2).next_power_of_two();
     assert!(laps > 1000 || ops < 60_000, "only {laps} ring laps");
     let wrapped = wqebbs >> 16;
+    // Single-WQE posts went out as BlueFlame copies; the device compared each with the ring.
+    let st = dev.stats();
+    assert!(st.bf_copies > 1000, "BlueFlame path exercised: {st:?}");
+    assert_eq!(
+        st.bf_mismatches, 0,
+        "a BlueFlame copy differed from its WQE: {st:?}"
+    );
     println!(
         "ring_wrap_soak: {done} requests, {completions} send completions, {bytes_checked} bytes checked, {wqebbs} WQEBBs ({laps}+ ring laps, 16-bit wqe_idx wrapped {wrapped} times); sim stats {:?}",
         dev.stats()

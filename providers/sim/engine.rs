@@ -116,6 +116,12 @@ pub struct EngineStats {
     pub passes: u64,
     /// Doorbells seen (UAR / BlueFlame words that changed).
     pub doorbells: u64,
+    /// Deterministic mode: BlueFlame copies whose bytes were compared with the WQE in the
+    /// ring and matched.
+    pub bf_copies: u64,
+    /// Deterministic mode: BlueFlame copies that did *not* match the WQE in the ring (a host
+    /// bug: hardware would execute the BlueFlame bytes).
+    pub bf_mismatches: u64,
     /// Send WQEs consumed (executed, failed or flushed).
     pub wqes: u64,
     /// CQEs written.
@@ -186,6 +192,9 @@ pub(crate) struct QpCtx {
     last_db: [u64; 2],
     /// A doorbell was seen and the SQ is not drained yet.
     rung: bool,
+    /// Deterministic mode: the BlueFlame half last written (its `wqe_idx` and bytes), to
+    /// compare with the ring when that WQE executes.
+    bf_copy: Option<(u16, [u8; BF_SIZE as usize])>,
     /// RNR / transport retries left for the WQE at the head of the SQ.
     rnr_left: Option<u8>,
     retry_left: Option<u8>,
@@ -529,6 +538,7 @@ impl Engine {
                 rq_ci: 0,
                 last_db: [0; 2],
                 rung: false,
+                bf_copy: None,
                 rnr_left: None,
                 retry_left: None,
             },
@@ -586,6 +596,7 @@ impl Engine {
             q.rq_ci = 0;
             q.rung = false;
             q.last_db = [0; 2];
+            q.bf_copy = None;
             q.mem.store_raw64(q.uar_off, 0);
             q.mem.store_raw64(q.uar_off + BF_SIZE as usize, 0);
             // CQEs of this QP still held inside the device are dropped with it.
@@ -671,6 +682,18 @@ impl Engine {
                 q.last_db[h] = w;
                 q.rung = true;
                 self.stats.doorbells += 1;
+                if !torn_ok {
+                    // Deterministic mode (nothing writes concurrently): keep the half's bytes
+                    // and clear the device register behind the first word, so an 8-byte
+                    // doorbell next time is told apart from a BlueFlame copy.
+                    let off = q.uar_off + h * BF_SIZE as usize;
+                    let mut bytes = [0u8; BF_SIZE as usize];
+                    q.mem.read(off, &mut bytes);
+                    q.mem.write(off + 8, &[0u8; BF_SIZE as usize - 8]);
+                    let idx =
+                        (u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) >> 8) as u16;
+                    q.bf_copy = Some((idx, bytes));
+                }
             }
         }
         // 2. Receive flushes in ERR (no doorbell needed: the RQ has only its dbrec).
@@ -745,6 +768,30 @@ impl Engine {
             copy(i, buf);
         }
         (local_cnt as usize * WQEBB, nbb)
+    }
+
+    /// Compare a BlueFlame half with the WQE at the head of the ring: `None` when it was a
+    /// plain 8-byte doorbell (nothing behind the first word), `Some(matches)` for a copy.
+    fn compare_bf(
+        q: &QpCtx,
+        buf: &[u8; MAX_WQE],
+        ring_len: usize,
+        nbb: u32,
+        bf: &[u8; BF_SIZE as usize],
+    ) -> Option<bool> {
+        let len = (usize::from(buf[((q.sq_ci as usize * WQEBB) & (ring_len - 1)) + 7] & 0x3f) * 16)
+            .min(BF_SIZE as usize);
+        if bf[8..].iter().all(|&b| b == 0) {
+            return None;
+        }
+        let local_cnt = ring_len / WQEBB;
+        let mut same = true;
+        for i in 0..(nbb as usize).min(BF_SIZE as usize / WQEBB) {
+            let slot = (q.sq_ci as usize + i) & (local_cnt - 1);
+            let n = len.saturating_sub(i * WQEBB).min(WQEBB);
+            same &= buf[slot * WQEBB..slot * WQEBB + n] == bf[i * WQEBB..i * WQEBB + n];
+        }
+        Some(same)
     }
 
     /// Parse and check the layout of a send WQE (no memory access yet). Malformed WQEs are
@@ -872,6 +919,16 @@ impl Engine {
         let mut buf = [0u8; MAX_WQE];
         let q = self.qps.get(&qpn).expect("present");
         let (ring_len, nbb) = Self::read_head(q, &mut buf);
+        if let Some((idx, bf)) = q.bf_copy {
+            if u32::from(idx) == q.sq_ci & 0xffff {
+                match Self::compare_bf(q, &buf, ring_len, nbb, &bf) {
+                    Some(true) => self.stats.bf_copies += 1,
+                    Some(false) => self.stats.bf_mismatches += 1,
+                    None => {}
+                }
+            }
+        }
+        let q = self.qps.get(&qpn).expect("present");
         let w = match Self::parse(q, &buf, ring_len) {
             Ok(w) => w,
             Err(s) => {
