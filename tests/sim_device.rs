@@ -609,3 +609,19 @@ fn blueflame_copies_are_compared_with_the_ring_in_deterministic_mode() {
     assert_eq!((st.bf_copies, st.bf_mismatches, st.doorbells), (1, 1, 4));
     assert_eq!(r.cq.drain().len(), 4);
 }
+
+#[test]
+fn a_128_byte_cq_keeps_the_cqe_in_the_second_half() {
+    let mut dev = SimDevice::new();
+    assert!(dev.set_cqe_size(96).is_err());
+    dev.set_cqe_size(128).unwrap();
+    let (cq, _o) = dev.create_cq_dv(4).unwrap();
+    assert_eq!((cq.cqe_cnt, cq.cqe_size), (4, 128));
+    for i in 0..4usize {
+        for b in 0..128 {
+            // SAFETY: inside the CQ ring.
+            let v = unsafe { std::ptr::read_volatile(cq.buf.add(i * 128 + b)) };
+            assert_eq!(v, if b == 127 { 0xf0 } else { 0 }, "slot {i} byte {b}");
+        }
+    }
+}

@@ -7,7 +7,8 @@
 //!    since the last pass is a doorbell. Only then does it read the send counter in the
 //!    doorbell record (`dbrec[1]`) and consume WQEs from its own index (`sq_ci`) up to it —
 //!    a dbrec update without a UAR write is not seen, as on hardware. The WQE is read from the
-//!    SQ ring (a BlueFlame copy carries the same bytes; the sim does not read it twice).
+//!    SQ ring (hardware would take a BlueFlame copy's bytes instead; in deterministic mode
+//!    the sim compares the copy with the ring and counts mismatches in [`EngineStats`]).
 //! 2. **Validation** of each WQE, with the syndrome hardware reports: ctrl `qpn` or
 //!    `wqe_idx` not this QP's / not the expected index, `ds` of zero, larger than the ring or
 //!    too small for the opcode's segments, an inline segment running past `ds`, an opcode the
@@ -370,19 +371,25 @@ impl Engine {
         self.mrs.remove(&key);
     }
 
-    pub(crate) fn create_cq(&mut self, cqe: u32) -> crate::Result<u32> {
+    pub(crate) fn create_cq(&mut self, cqe: u32, cqe_size: u32) -> crate::Result<u32> {
         if cqe == 0 || cqe > 1 << 22 {
             return Err(einval("sim create_cq", format!("{cqe} entries (1..=4M)")));
         }
         let cnt = cqe.next_power_of_two().max(2);
-        let cqe_size = 64u32;
+        if cqe_size != 64 && cqe_size != 128 {
+            return Err(einval(
+                "sim create_cq",
+                format!("CQE size {cqe_size} (64 or 128)"),
+            ));
+        }
         let ring = cnt as usize * cqe_size as usize;
         let mem = Arc::new(DevMem::new(ring + 64)?);
         // A new CQ buffer as libmlx5 and the kernel leave it: every op_own = INVALID << 4
         // (0xF0, owner bit 0), the rest zero (rdma-core `mlx5_alloc_cq_buf`, kernel
         // `init_cq_frag_buf`).
         for i in 0..cnt as usize {
-            mem.write(i * cqe_size as usize + 63, &[cqe_op::INVALID << 4]);
+            // With 128-byte CQEs the 64-byte CQE is the second half of the slot.
+            mem.write((i + 1) * cqe_size as usize - 1, &[cqe_op::INVALID << 4]);
         }
         let cqn = self.next_cqn;
         self.next_cqn += 1;

@@ -126,6 +126,8 @@ impl Shared {
 /// The software mlx5 device.
 pub struct SimDevice {
     shared: Arc<Shared>,
+    /// CQE size of the CQs created from now on (64 or 128).
+    cqe_size: u32,
     thread: Option<JoinHandle<()>>,
     name: String,
 }
@@ -187,6 +189,7 @@ impl SimDevice {
                 threaded: AtomicBool::new(false),
             }),
             thread: None,
+            cqe_size: 64,
             name: "sim0".to_string(),
         }
     }
@@ -258,6 +261,19 @@ impl SimDevice {
         self.thread.is_some()
     }
 
+    /// CQE size of the CQs created from now on: 64 (default) or 128 (the 64-byte CQE is then
+    /// the second half of each slot, as `mlx5dv_create_cq` with a 128-byte CQE size gives).
+    pub fn set_cqe_size(&mut self, bytes: u32) -> crate::Result<()> {
+        if bytes != 64 && bytes != 128 {
+            return Err(crate::Error::InvalidArgument {
+                context: "SimDevice::set_cqe_size",
+                detail: format!("{bytes} (64 or 128)"),
+            });
+        }
+        self.cqe_size = bytes;
+        Ok(())
+    }
+
     /// Install (or remove, with `None`) a seeded fault injector.
     pub fn set_faults(&self, cfg: Option<FaultConfig>) {
         self.shared.lock().set_faults(cfg);
@@ -301,7 +317,7 @@ impl SimDevice {
     /// Create a CQ of at least `cqe` entries (64-byte CQEs).
     pub fn create_cq_dv(&self, cqe: u32) -> crate::Result<(DvCq, SimOwner)> {
         let mut e = self.shared.lock();
-        let cqn = e.create_cq(cqe)?;
+        let cqn = e.create_cq(cqe, self.cqe_size)?;
         let c = &e.cqs[&cqn];
         let dv = DvCq {
             cqn,
