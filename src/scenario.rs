@@ -1,1 +1,655 @@
 //! Declarative transfer scenarios (`fixtures/scenarios/*.scn`) and their runner.
+//!
+//! A scenario is a small text file: the QPs, CQs, SRQs and buffers it needs, a sequence of
+//! posts, doorbells and expected completions, and the expected final contents of every
+//! buffer. The file format is documented in `fixtures/scenarios/README.md`; [`parse`] reads
+//! one file (line-numbered errors, never a panic), [`load_dir`] reads a directory, and
+//! [`run_scenario`] executes a scenario on any [`Provider`](crate::providers::Provider):
+//! the verbs fallback on rxe, the software mlx5 device, or mlx5 hardware.
+//!
+//! ## What the runner checks
+//!
+//! - Every expected completion arrives (within [`RunOpts::poll_timeout`]) with the expected
+//!   status, and on success the expected opcode, byte length (where the file gives one),
+//!   immediate (host order), GRH flag and source QP; on the CQ and with the `qp_num` of the
+//!   queue its request was posted to.
+//! - Order: completions of one queue (one SQ, one RQ, one SRQ) arrive in the order the file
+//!   lists them; completions of different queues may interleave in any order (the spec orders
+//!   nothing across queues, and an SQ and an RQ sharing a CQ are different queues).
+//! - Selective signaling: the runner keeps its own list of outstanding send requests per SQ;
+//!   a send completion must cover exactly the unsignaled requests still outstanding before it
+//!   ([`Completion::covered`](crate::providers::Completion::covered) and `covered_from`).
+//! - Nothing is lost and nothing is extra: after the last step no further completion may
+//!   arrive within [`RunOpts::settle`], and every request posted (and not rejected) must have
+//!   been retired exactly once.
+//! - `post` lines that expect a rejection get exactly that [`PostError`] kind back, with the
+//!   request handed back unchanged (same `wr_id`).
+//! - Staging: before each `ring`, the SQ reports as many staged requests as were posted since
+//!   the last `ring`.
+//! - Every byte of every buffer at the end equals the expected image (the initial fill with
+//!   the file's `final` edits applied), except ranges marked `any`.
+//!
+//! Any mismatch is a [`Failure`] naming the scenario, the file line and step, expected vs got
+//! and, for bytes, the first differing offset with a hex window.
+
+use std::fmt;
+use std::path::Path;
+
+use crate::providers::{PostError, ProviderKind, QpType, WcOpcode, WcStatus};
+
+mod parse;
+mod run;
+
+pub use parse::parse;
+pub use run::run_scenario;
+
+/// A parsed scenario file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scenario {
+    /// `name` line (defaults to the file stem).
+    pub name: String,
+    /// Where it came from (for messages).
+    pub file: String,
+    /// `desc` line.
+    pub desc: String,
+    /// `differs` lines: why some lines are provider-specific.
+    pub differs: Vec<String>,
+    /// Buffers, each registered as its own MR.
+    pub bufs: Vec<BufDecl>,
+    /// Completion queues declared explicitly (QPs without `cq=` get their own).
+    pub cqs: Vec<CqDecl>,
+    /// Shared receive queues.
+    pub srqs: Vec<SrqDecl>,
+    /// Queue pairs.
+    pub qps: Vec<QpDecl>,
+    /// Edits of the initial buffer contents (`set` lines), in file order.
+    pub sets: Vec<Edit>,
+    /// Edits of the expected final contents (`final` lines), in file order.
+    pub finals: Vec<Edit>,
+    /// The actions, in file order.
+    pub steps: Vec<Step>,
+}
+
+impl Scenario {
+    /// Index of the buffer called `name`.
+    pub fn buf_index(&self, name: &str) -> Option<usize> {
+        self.bufs.iter().position(|b| b.name == name)
+    }
+}
+
+/// How a buffer's bytes are initialised (or expected).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fill {
+    /// All zero.
+    Zero,
+    /// Every byte the same.
+    Byte(u8),
+    /// Byte `i` of the range is `(i + start) & 0xff`.
+    Seq(u8),
+    /// A xorshift64* stream seeded with the value (never all zero).
+    Rand(u64),
+}
+
+impl Fill {
+    /// Write the pattern into `out` (byte 0 of `out` is pattern index 0).
+    pub fn apply(self, out: &mut [u8]) {
+        match self {
+            Fill::Zero => out.fill(0),
+            Fill::Byte(b) => out.fill(b),
+            Fill::Seq(start) => {
+                for (i, b) in out.iter_mut().enumerate() {
+                    *b = (i as u8).wrapping_add(start);
+                }
+            }
+            Fill::Rand(seed) => {
+                let mut x = seed ^ 0x9e37_79b9_7f4a_7c15;
+                if x == 0 {
+                    x = 1;
+                }
+                for chunk in out.chunks_mut(8) {
+                    x ^= x >> 12;
+                    x ^= x << 25;
+                    x ^= x >> 27;
+                    let v = x.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes();
+                    chunk.copy_from_slice(&v[..chunk.len()]);
+                }
+            }
+        }
+    }
+}
+
+/// `buf NAME SIZE [fill=PATTERN] [access=...]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BufDecl {
+    /// Name.
+    pub name: String,
+    /// Size in bytes (> 0).
+    pub size: usize,
+    /// Initial fill.
+    pub fill: Fill,
+    /// MR access flags ([`crate::providers::Access`] bits).
+    pub access: u32,
+    /// Declaring line.
+    pub line: usize,
+}
+
+/// `cq NAME SIZE`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CqDecl {
+    /// Name.
+    pub name: String,
+    /// Entries.
+    pub size: u32,
+    /// Declaring line.
+    pub line: usize,
+}
+
+/// `srq NAME [wr=N] [sge=N]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SrqDecl {
+    /// Name.
+    pub name: String,
+    /// Max outstanding receives.
+    pub max_wr: u32,
+    /// Max SGEs per receive.
+    pub max_sge: u32,
+    /// Declaring line.
+    pub line: usize,
+}
+
+/// `qp NAME rc|uc|ud [sq=N] [rq=N] [send_sge=N] [recv_sge=N] [inline=N] [cq=C] [scq=C]
+/// [rcq=C] [srq=S] [sig_all]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QpDecl {
+    /// Name.
+    pub name: String,
+    /// Transport.
+    pub qp_type: QpType,
+    /// Max outstanding sends.
+    pub sq: u32,
+    /// Max outstanding receives.
+    pub rq: u32,
+    /// SGEs per send.
+    pub send_sge: u32,
+    /// SGEs per receive.
+    pub recv_sge: u32,
+    /// Max inline bytes.
+    pub inline: u32,
+    /// Send CQ: index into [`Scenario::cqs`], or `None` = the QP's own CQ.
+    pub send_cq: Option<usize>,
+    /// Receive CQ: index into [`Scenario::cqs`], or `None` = the same as the send CQ.
+    pub recv_cq: Option<usize>,
+    /// Index into [`Scenario::srqs`].
+    pub srq: Option<usize>,
+    /// Every send signaled.
+    pub sig_all: bool,
+    /// Declaring line.
+    pub line: usize,
+}
+
+/// A byte range of a buffer: `NAME[+OFF][:LEN]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Range {
+    /// Buffer index.
+    pub buf: usize,
+    /// Offset.
+    pub off: usize,
+    /// Length.
+    pub len: usize,
+}
+
+/// What a `set` / `final` line writes into an image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EditKind {
+    /// A pattern over the range.
+    Fill(Fill),
+    /// These bytes.
+    Bytes(Vec<u8>),
+    /// The *initial* contents of another range (same length).
+    Copy(Range),
+    /// Not compared (device-specific bytes such as a UD GRH). `final` only.
+    Any,
+}
+
+/// `set RANGE ...` or `final RANGE ...`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Edit {
+    /// Where.
+    pub range: Range,
+    /// What.
+    pub kind: EditKind,
+    /// Only for this variant (`final[rxe]`).
+    pub variant: Option<String>,
+    /// File line.
+    pub line: usize,
+}
+
+/// A send operation as written in a `post` line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostOp {
+    /// `send`
+    Send,
+    /// `send_imm`
+    SendImm,
+    /// `write`
+    Write,
+    /// `write_imm`
+    WriteImm,
+    /// `read`
+    Read,
+    /// `cas`
+    Cas,
+    /// `faa`
+    Faa,
+}
+
+impl PostOp {
+    /// From the file keyword.
+    pub fn from_name(s: &str) -> Option<PostOp> {
+        Some(match s {
+            "send" => PostOp::Send,
+            "send_imm" => PostOp::SendImm,
+            "write" => PostOp::Write,
+            "write_imm" => PostOp::WriteImm,
+            "read" => PostOp::Read,
+            "cas" => PostOp::Cas,
+            "faa" => PostOp::Faa,
+            _ => return None,
+        })
+    }
+    /// Needs a `remote=`.
+    pub fn needs_remote(self) -> bool {
+        !matches!(self, PostOp::Send | PostOp::SendImm)
+    }
+    /// Carries an immediate.
+    pub fn has_imm(self) -> bool {
+        matches!(self, PostOp::SendImm | PostOp::WriteImm)
+    }
+}
+
+/// The kind of a [`PostError`], as written after `reject=` (snake case of the variant).
+pub fn post_error_name(e: &PostError) -> &'static str {
+    match e {
+        PostError::QueueFull { .. } => "queue_full",
+        PostError::CqFull { .. } => "cq_full",
+        PostError::InlineTooLarge { .. } => "inline_too_large",
+        PostError::TooManySges { .. } => "too_many_sges",
+        PostError::AtomicMisaligned { .. } => "atomic_misaligned",
+        PostError::AtomicLocalLen { .. } => "atomic_local_len",
+        PostError::InlineNotAllowed => "inline_not_allowed",
+        PostError::ZeroLengthRead => "zero_length_read",
+        PostError::OpNotSupported { .. } => "op_not_supported",
+        PostError::BadState { .. } => "bad_state",
+        PostError::UdDest => "ud_dest",
+        PostError::UdTooLarge { .. } => "ud_too_large",
+        PostError::Device { .. } => "device",
+    }
+}
+
+/// Every name [`post_error_name`] can return.
+pub const POST_ERROR_NAMES: [&str; 13] = [
+    "queue_full",
+    "cq_full",
+    "inline_too_large",
+    "too_many_sges",
+    "atomic_misaligned",
+    "atomic_local_len",
+    "inline_not_allowed",
+    "zero_length_read",
+    "op_not_supported",
+    "bad_state",
+    "ud_dest",
+    "ud_too_large",
+    "device",
+];
+
+/// A `post` line (one line may stand for `repeat` requests).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostStep {
+    /// QP index.
+    pub qp: usize,
+    /// Operation.
+    pub op: PostOp,
+    /// wr_id of the first request; request `i` of a repeat gets `wr_id + i`.
+    pub wr_id: u64,
+    /// Local SGEs (empty with `inline=`).
+    pub sges: Vec<Range>,
+    /// Inline payload taken from a buffer's *current* contents at post time.
+    pub inline: Option<Range>,
+    /// Remote target: buffer and offset (its MR's rkey).
+    pub remote: Option<(usize, usize)>,
+    /// Use a deliberately wrong rkey.
+    pub bad_rkey: bool,
+    /// Immediate (host order).
+    pub imm: u32,
+    /// CAS compare.
+    pub compare: u64,
+    /// CAS swap.
+    pub swap: u64,
+    /// FAA addend.
+    pub add: u64,
+    /// Signaled: all (`signaled`), none, or the last of a repeat (`signal=last`).
+    pub signal: Signal,
+    /// Fence flag.
+    pub fence: bool,
+    /// Solicited flag.
+    pub solicited: bool,
+    /// UD destination QP.
+    pub dest: Option<usize>,
+    /// Number of requests this line posts.
+    pub repeat: u32,
+    /// Offset step per repetition (added to every local and remote offset).
+    pub step: usize,
+    /// Expected rejection kind (see [`POST_ERROR_NAMES`]).
+    pub reject: Option<String>,
+}
+
+/// Which requests of a `post` line are signaled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// None (unless the QP is `sig_all`).
+    None,
+    /// Every one.
+    All,
+    /// Only the last of the repeat.
+    Last,
+}
+
+/// Where a `post_recv` goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RecvTarget {
+    /// A QP's own receive queue.
+    Qp(usize),
+    /// An SRQ.
+    Srq(usize),
+}
+
+/// A `post_recv` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecvStep {
+    /// Where.
+    pub target: RecvTarget,
+    /// First wr_id.
+    pub wr_id: u64,
+    /// Scatter list (may be empty).
+    pub sges: Vec<Range>,
+    /// Number of receives.
+    pub repeat: u32,
+    /// Offset step per repetition.
+    pub step: usize,
+    /// Expected rejection kind.
+    pub reject: Option<String>,
+}
+
+/// Overrides of the connection parameters on a `connect` line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ConnectOverrides {
+    /// `timeout=`
+    pub timeout: Option<u8>,
+    /// `retry=`
+    pub retry_cnt: Option<u8>,
+    /// `rnr_retry=`
+    pub rnr_retry: Option<u8>,
+    /// `min_rnr_timer=`
+    pub min_rnr_timer: Option<u8>,
+}
+
+/// One expected completion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectCqe {
+    /// The request's wr_id.
+    pub wr_id: u64,
+    /// Status.
+    pub status: WcStatus,
+    /// Opcode (success only).
+    pub opcode: Option<WcOpcode>,
+    /// Byte length, when given.
+    pub len: Option<u32>,
+    /// Immediate (host order); on a successful receive, `None` means "no immediate".
+    pub imm: Option<u32>,
+    /// The QP it belongs to (required for SRQ receives; defaults to the posting QP).
+    pub qp: Option<usize>,
+    /// The source QP (UD receives).
+    pub src_qp: Option<usize>,
+    /// GRH flag expected (successful receives).
+    pub grh: bool,
+    /// Covered count, when given (the runner always checks its own count).
+    pub covered: Option<u32>,
+    /// Only for this variant (`expect[rxe]`).
+    pub variant: Option<String>,
+    /// File line.
+    pub line: usize,
+}
+
+/// One action of a scenario.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StepKind {
+    /// Bring two QPs up towards each other (`connect a b`).
+    Connect {
+        /// First QP.
+        a: usize,
+        /// Second QP.
+        b: usize,
+        /// Parameter overrides.
+        opts: ConnectOverrides,
+    },
+    /// Stage send requests.
+    Post(PostStep),
+    /// Stage receives.
+    PostRecv(RecvStep),
+    /// Ring a QP's SQ.
+    Ring(usize),
+    /// Ring a receive queue / SRQ.
+    RingRecv(RecvTarget),
+    /// Move a QP to ERR.
+    ToError(usize),
+    /// Wait for these completions (consecutive `expect` lines).
+    Expect(Vec<ExpectCqe>),
+}
+
+/// A step with its line and variant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// What.
+    pub kind: StepKind,
+    /// Only for this variant.
+    pub variant: Option<String>,
+    /// First file line.
+    pub line: usize,
+}
+
+/// A scenario file that could not be read or parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    /// The file.
+    pub file: String,
+    /// 1-based line, 0 when the error concerns the whole file.
+    pub line: usize,
+    /// What is wrong.
+    pub msg: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file, self.msg)
+        } else {
+            write!(f, "{}:{}: {}", self.file, self.line, self.msg)
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// How to run scenarios.
+#[derive(Clone, Debug)]
+pub struct RunOpts {
+    /// Which `[variant]` lines apply: `rxe` for the verbs provider, `mlx5` for mlx5 and the
+    /// sim (which models mlx5).
+    pub variant: String,
+    /// GID index for the loopback connections.
+    pub gid_index: u8,
+    /// Port.
+    pub port: u8,
+    /// How long one `expect` group may wait for its completions.
+    pub poll_timeout: std::time::Duration,
+    /// How long the runner watches for extra completions after the last step.
+    pub settle: std::time::Duration,
+}
+
+impl RunOpts {
+    /// Defaults for a provider kind: variant, GID index 0, port 1, 10 s per expect group,
+    /// 50 ms settle.
+    pub fn new(kind: ProviderKind) -> RunOpts {
+        RunOpts {
+            variant: match kind {
+                ProviderKind::Verbs => "rxe",
+                ProviderKind::Mlx5 | ProviderKind::Sim => "mlx5",
+            }
+            .to_string(),
+            gid_index: 0,
+            port: 1,
+            poll_timeout: std::time::Duration::from_secs(10),
+            settle: std::time::Duration::from_millis(50),
+        }
+    }
+    /// True when a line tagged `variant` applies.
+    pub fn applies(&self, variant: &Option<String>) -> bool {
+        variant.as_deref().map_or(true, |v| v == self.variant)
+    }
+}
+
+/// A scenario that passed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// Scenario name.
+    pub name: String,
+    /// Requests posted (and accepted).
+    pub posted: u32,
+    /// Requests rejected as the file expected.
+    pub rejected: u32,
+    /// Completions checked.
+    pub completions: u32,
+    /// Bytes compared.
+    pub bytes_checked: u64,
+    /// Wall time.
+    pub elapsed: std::time::Duration,
+}
+
+/// A scenario that failed: where and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// Scenario name.
+    pub scenario: String,
+    /// File.
+    pub file: String,
+    /// Line of the step that failed (0: setup or the end checks).
+    pub line: usize,
+    /// The step, e.g. `expect`, `post`, `final buffers`.
+    pub step: String,
+    /// Expected vs got.
+    pub detail: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "scenario '{}' FAILED at {}:{} ({}):\n{}",
+            self.scenario, self.file, self.line, self.step, self.detail
+        )
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// Parse every `*.scn` file of `dir`, sorted by file name.
+pub fn load_dir(dir: impl AsRef<Path>) -> Result<Vec<Scenario>, ParseError> {
+    let dir = dir.as_ref();
+    let rd = std::fs::read_dir(dir).map_err(|e| ParseError {
+        file: dir.display().to_string(),
+        line: 0,
+        msg: format!("cannot read directory: {e}"),
+    })?;
+    let mut paths = Vec::new();
+    for ent in rd {
+        let ent = ent.map_err(|e| ParseError {
+            file: dir.display().to_string(),
+            line: 0,
+            msg: format!("cannot read directory entry: {e}"),
+        })?;
+        let p = ent.path();
+        if p.extension().is_some_and(|e| e == "scn") {
+            paths.push(p);
+        }
+    }
+    paths.sort();
+    let mut out = Vec::with_capacity(paths.len());
+    for p in paths {
+        out.push(load_file(&p)?);
+    }
+    Ok(out)
+}
+
+/// Parse one scenario file.
+pub fn load_file(path: impl AsRef<Path>) -> Result<Scenario, ParseError> {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).map_err(|e| ParseError {
+        file: path.display().to_string(),
+        line: 0,
+        msg: format!("cannot read: {e}"),
+    })?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    parse(&path.display().to_string(), &stem, &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_are_deterministic() {
+        let mut a = [0u8; 20];
+        Fill::Seq(250).apply(&mut a);
+        assert_eq!(&a[..8], &[250, 251, 252, 253, 254, 255, 0, 1]);
+        let mut r1 = [0u8; 13];
+        let mut r2 = [0u8; 13];
+        Fill::Rand(7).apply(&mut r1);
+        Fill::Rand(7).apply(&mut r2);
+        assert_eq!(r1, r2);
+        let mut r3 = [0u8; 13];
+        Fill::Rand(8).apply(&mut r3);
+        assert_ne!(r1, r3);
+        Fill::Byte(0x5a).apply(&mut a);
+        assert!(a.iter().all(|&b| b == 0x5a));
+    }
+
+    #[test]
+    fn post_error_names_are_complete() {
+        let all = [
+            PostError::QueueFull { capacity: 1 },
+            PostError::CqFull { cqe: 1 },
+            PostError::InlineTooLarge { len: 1, max: 0 },
+            PostError::TooManySges { n: 2, max: 1 },
+            PostError::AtomicMisaligned { raddr: 1 },
+            PostError::AtomicLocalLen { len: 1 },
+            PostError::InlineNotAllowed,
+            PostError::ZeroLengthRead,
+            PostError::OpNotSupported {
+                op: "READ",
+                qp_type: QpType::Uc,
+            },
+            PostError::BadState {
+                state: crate::providers::QpState::Init,
+            },
+            PostError::UdDest,
+            PostError::UdTooLarge { len: 2, mtu: 1 },
+            PostError::Device { errno: 22 },
+        ];
+        let names: Vec<_> = all.iter().map(post_error_name).collect();
+        assert_eq!(names, POST_ERROR_NAMES);
+    }
+}

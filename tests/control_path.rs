@@ -492,6 +492,7 @@ fn wrong_gid_index_is_a_clear_error() {
         QpState::Init,
         "nothing past INIT was done"
     );
+    println!("wrong GID index: {s}");
     // An empty entry inside the table.
     let table = ctx.gid_table(1).unwrap();
     if let Some(empty) = (0..p.gid_tbl_len as u32).find(|i| table.iter().all(|g| g.index != *i)) {
@@ -544,6 +545,7 @@ fn invalid_transition_and_unzeroed_mask_are_clear_errors() {
         s.contains("is in RESET") && s.contains("needs INIT first"),
         "{s}"
     );
+    println!("invalid transition: {s}");
 
     // The kernel's own check, through a raw attribute: an address vector left in the mask
     // of RESET → INIT (what unzeroed, reused attributes lead to).
@@ -560,6 +562,7 @@ fn invalid_transition_and_unzeroed_mask_are_clear_errors() {
     let s = e.to_string();
     assert!(s.starts_with("ibv_modify_qp(INIT): EINVAL"), "{s}");
     assert!(s.contains("AV not allowed in RESET → INIT on RC"), "{s}");
+    println!("unzeroed mask: {s}");
     // A required attribute missing.
     let e =
         a.qp.modify_raw(&attr, init_mask & !ffi::IBV_QP_PORT)
@@ -643,6 +646,9 @@ fn memlock_limit_gives_enomem_with_hint() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("child saw: ibv_reg_mr: ENOMEM"), "{stdout}");
+    for l in stdout.lines().filter(|l| l.starts_with("child saw:")) {
+        println!("memlock (uid 65534, 64 KiB): {l}");
+    }
 }
 
 #[test]
@@ -687,4 +693,37 @@ fn cq_overrun_shows_up_as_an_async_event() {
     }
     let ev = seen.expect("IBV_EVENT_CQ_ERR after overrunning the send CQ");
     assert_eq!(ev.element, AsyncElement::Cq(small.as_ptr() as usize));
+}
+
+#[test]
+#[ignore = "needs an RDMA device (RDMA_DIRECT_DEVICE); run in the rxe guest"]
+fn mlx5dv_view_only_on_mlx5_devices() {
+    let ctx = open();
+    let pd = Pd::new(&ctx).unwrap();
+    let cq = Cq::new(&ctx, 64).unwrap();
+    let qp = Qp::new(&pd, &cq, &cq, None, &QpConfig::new(QpType::Rc)).unwrap();
+    let srq = Srq::new(&pd, 16, 1).unwrap();
+    if ctx.is_mlx5() {
+        let q = qp.mlx5dv().unwrap();
+        assert_eq!(q.sq.stride, 64);
+        assert!(q.sq.wqe_cnt.is_power_of_two() && !q.dbrec.is_null());
+        let c = cq.mlx5dv().unwrap();
+        assert!(c.cqe_size == 64 || c.cqe_size == 128);
+        assert!(c.cqe_cnt.is_power_of_two() && c.cqe_cnt >= 64);
+        assert!(!srq.mlx5dv().unwrap().buf.is_null());
+    } else {
+        for r in [
+            qp.mlx5dv().map(|_| ()),
+            cq.mlx5dv().map(|_| ()),
+            srq.mlx5dv().map(|_| ()),
+        ] {
+            match r {
+                Err(Error::Unsupported { what }) => {
+                    assert!(what.contains("not an mlx5 device"), "{what}")
+                }
+                Err(Error::LibraryMissing { .. }) => {}
+                other => panic!("mlx5dv on {}: {other:?}", ctx.name()),
+            }
+        }
+    }
 }

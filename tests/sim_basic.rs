@@ -268,3 +268,189 @@ fn ud_send_has_grh_space_and_source_qpn() {
     let _ = Sge::default();
     drop(mr);
 }
+
+#[test]
+fn send_longer_than_the_receive_is_loc_len_and_rem_inv_req() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let mut mem = vec![0u8; 4096];
+    // SAFETY: `mem` outlives the MR.
+    let mr = unsafe { dev.reg_mr(&pd, mem.as_mut_ptr(), mem.len(), Access::ALL) }.unwrap();
+    let (mut a, mut b) = pair(&mut dev, &pd, QpType::Rc, &ConnectOpts::default());
+    b.qp.rq()
+        .post_recv(RecvWr {
+            wr_id: 30,
+            sges: &[mr.sge(2048, 16)],
+        })
+        .unwrap();
+    b.qp.rq().ring();
+    let sge = [mr.sge(0, 17)];
+    a.qp.sq().post(SendWr::send(3, &sge).signaled()).unwrap();
+    a.qp.sq().ring();
+    let ca = poll_n(&mut dev, &mut a.cq, 1);
+    let cb = poll_n(&mut dev, &mut b.cq, 1);
+    // mlx5 and the IBA: responder LOC_LEN, requester REM_INV_REQ (rxe differs, DESIGN 5b).
+    assert_eq!(
+        (ca[0].wr_id, ca[0].status, ca[0].vendor_err & 0xff),
+        (3, WcStatus::RemInvReqErr, 0x12)
+    );
+    assert_eq!(
+        (cb[0].wr_id, cb[0].status, cb[0].vendor_err & 0xff),
+        (30, WcStatus::LocLenErr, 0x01)
+    );
+    assert_eq!(dev.qp_state(b.qp.qpn()), Some(QpState::Err));
+    drop(mr);
+}
+
+#[test]
+fn uc_drops_silently_without_acks() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let mut mem = vec![0u8; 4096];
+    // SAFETY: `mem` outlives the MR.
+    let mr = unsafe { dev.reg_mr(&pd, mem.as_mut_ptr(), mem.len(), Access::ALL) }.unwrap();
+    let (mut a, mut b) = pair(&mut dev, &pd, QpType::Uc, &ConnectOpts::default());
+    mem[..8].copy_from_slice(b"ucwrite!");
+    let sge = [mr.sge(0, 8)];
+    // No receive posted: the SEND is lost, the sender completes anyway (no acks on UC).
+    a.qp.sq().post(SendWr::send(1, &sge).signaled()).unwrap();
+    // A wrong rkey: dropped too.
+    a.qp.sq()
+        .post(SendWr::write(2, &sge, mr.addr() + 512, mr.rkey() ^ 0x40).signaled())
+        .unwrap();
+    // A good WRITE lands.
+    a.qp.sq()
+        .post(SendWr::write(3, &sge, mr.addr() + 1024, mr.rkey()).signaled())
+        .unwrap();
+    a.qp.sq().ring();
+    let ca = poll_n(&mut dev, &mut a.cq, 3);
+    assert_eq!(
+        ca.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        [
+            (1, WcStatus::Success),
+            (2, WcStatus::Success),
+            (3, WcStatus::Success)
+        ]
+    );
+    assert!(poll_n(&mut dev, &mut b.cq, 1).is_empty());
+    assert!(mem[512..520].iter().all(|&x| x == 0));
+    assert_eq!(&mem[1024..1032], b"ucwrite!");
+    assert_eq!(dev.qp_state(b.qp.qpn()), Some(QpState::Rts));
+    drop(mr);
+}
+
+#[test]
+fn srq_receives_are_consumed_in_arrival_order_across_qps() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let mut mem = vec![0u8; 8192];
+    // SAFETY: `mem` outlives the MR.
+    let mr = unsafe { dev.reg_mr(&pd, mem.as_mut_ptr(), mem.len(), Access::ALL) }.unwrap();
+    let opts = ConnectOpts::default();
+    let mut srq = dev.create_srq(&pd, 8, 1).unwrap();
+    let mut rcq = dev.create_cq(64).unwrap();
+    let mut scq = dev.create_cq(64).unwrap();
+    let cfg = QpConfig::new(QpType::Rc);
+    let mut r1 = dev
+        .create_qp(&pd, &mut rcq, None, Some(&mut srq), &cfg)
+        .unwrap();
+    let mut r2 = dev
+        .create_qp(&pd, &mut rcq, None, Some(&mut srq), &cfg)
+        .unwrap();
+    let mut s1 = dev.create_qp(&pd, &mut scq, None, None, &cfg).unwrap();
+    let mut s2 = dev.create_qp(&pd, &mut scq, None, None, &cfg).unwrap();
+    for (s, r) in [(&mut s1, &mut r1), (&mut s2, &mut r2)] {
+        let es = dev.endpoint(s, &opts).unwrap();
+        let er = dev.endpoint(r, &opts).unwrap();
+        dev.connect(s, &es, &er, &opts).unwrap();
+        dev.connect(r, &er, &es, &opts).unwrap();
+    }
+    for i in 0..4u64 {
+        srq.post_recv(RecvWr {
+            wr_id: 100 + i,
+            sges: &[mr.sge(4096 + i as usize * 512, 512)],
+        })
+        .unwrap();
+    }
+    srq.ring();
+    // s2, s1, s2, s1: the SRQ hands its receives out in posted order, whoever asks.
+    for k in 0..4usize {
+        let s = if k % 2 == 0 { &mut s2 } else { &mut s1 };
+        mem[k * 8..k * 8 + 8].fill(k as u8 + 1);
+        let sge = [mr.sge(k * 8, 8)];
+        s.sq()
+            .post(SendWr::send(k as u64, &sge).signaled())
+            .unwrap();
+        s.sq().ring();
+        dev.progress();
+    }
+    let c = poll_n(&mut dev, &mut rcq, 4);
+    let got: Vec<(u64, u32)> = c.iter().map(|c| (c.wr_id, c.qp_num)).collect();
+    assert_eq!(
+        got,
+        [
+            (100, r2.qpn()),
+            (101, r1.qpn()),
+            (102, r2.qpn()),
+            (103, r1.qpn())
+        ]
+    );
+    for k in 0..4 {
+        assert!(mem[4096 + k * 512..4096 + k * 512 + 8]
+            .iter()
+            .all(|&x| x == k as u8 + 1));
+    }
+    assert_eq!(poll_n(&mut dev, &mut scq, 4).len(), 4);
+    drop((r1, r2, s1, s2));
+    drop(mr);
+}
+
+#[test]
+fn the_fault_injector_is_reproducible_by_seed() {
+    use rdma_direct::providers::sim::FaultConfig;
+    let run = |seed: u64| {
+        let mut dev = SimDevice::new();
+        dev.set_faults(Some(FaultConfig {
+            seed,
+            error_ppm: 50_000,
+            delay_ppm: 300_000,
+            max_delay_passes: 4,
+            reorder_ppm: 300_000,
+            torn_write_spins: 0,
+        }));
+        let pd = dev.alloc_pd().unwrap();
+        let mut mem = vec![0u8; 4096];
+        // SAFETY: `mem` outlives the MR.
+        let mr = unsafe { dev.reg_mr(&pd, mem.as_mut_ptr(), mem.len(), Access::ALL) }.unwrap();
+        let (mut a, _b) = pair(&mut dev, &pd, QpType::Rc, &ConnectOpts::default());
+        let sge = [mr.sge(0, 8)];
+        let mut log = Vec::new();
+        for i in 0..40u64 {
+            if a.qp
+                .sq()
+                .post(SendWr::write(i, &sge, mr.addr() + 64, mr.rkey()).signaled())
+                .is_ok()
+            {
+                a.qp.sq().ring();
+            }
+            let mut wc = [Completion::EMPTY; 4];
+            dev.process();
+            let n = a.cq.poll(&mut wc);
+            log.extend(wc[..n].iter().map(|c| (c.wr_id, c.status)));
+        }
+        log.extend(
+            poll_n(&mut dev, &mut a.cq, 64)
+                .iter()
+                .map(|c| (c.wr_id, c.status)),
+        );
+        drop(mr);
+        (log, dev.fault_stats())
+    };
+    let (l1, f1) = run(11);
+    let (l2, f2) = run(11);
+    let (l3, _) = run(12);
+    assert_eq!(l1, l2);
+    assert_eq!(f1, f2);
+    assert!(f1.delayed > 0, "{f1:?}");
+    assert_ne!(l1, l3, "another seed, another run");
+}

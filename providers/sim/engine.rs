@@ -7,7 +7,8 @@
 //!    since the last pass is a doorbell. Only then does it read the send counter in the
 //!    doorbell record (`dbrec[1]`) and consume WQEs from its own index (`sq_ci`) up to it —
 //!    a dbrec update without a UAR write is not seen, as on hardware. The WQE is read from the
-//!    SQ ring (a BlueFlame copy carries the same bytes; the sim does not read it twice).
+//!    SQ ring (hardware would take a BlueFlame copy's bytes instead; in deterministic mode
+//!    the sim compares the copy with the ring and counts mismatches in [`EngineStats`]).
 //! 2. **Validation** of each WQE, with the syndrome hardware reports: ctrl `qpn` or
 //!    `wqe_idx` not this QP's / not the expected index, `ds` of zero, larger than the ring or
 //!    too small for the opcode's segments, an inline segment running past `ds`, an opcode the
@@ -116,6 +117,12 @@ pub struct EngineStats {
     pub passes: u64,
     /// Doorbells seen (UAR / BlueFlame words that changed).
     pub doorbells: u64,
+    /// Deterministic mode: BlueFlame copies whose bytes were compared with the WQE in the
+    /// ring and matched.
+    pub bf_copies: u64,
+    /// Deterministic mode: BlueFlame copies that did *not* match the WQE in the ring (a host
+    /// bug: hardware would execute the BlueFlame bytes).
+    pub bf_mismatches: u64,
     /// Send WQEs consumed (executed, failed or flushed).
     pub wqes: u64,
     /// CQEs written.
@@ -186,6 +193,9 @@ pub(crate) struct QpCtx {
     last_db: [u64; 2],
     /// A doorbell was seen and the SQ is not drained yet.
     rung: bool,
+    /// Deterministic mode: the BlueFlame half last written (its `wqe_idx` and bytes), to
+    /// compare with the ring when that WQE executes.
+    bf_copy: Option<(u16, [u8; BF_SIZE as usize])>,
     /// RNR / transport retries left for the WQE at the head of the SQ.
     rnr_left: Option<u8>,
     retry_left: Option<u8>,
@@ -361,19 +371,25 @@ impl Engine {
         self.mrs.remove(&key);
     }
 
-    pub(crate) fn create_cq(&mut self, cqe: u32) -> crate::Result<u32> {
+    pub(crate) fn create_cq(&mut self, cqe: u32, cqe_size: u32) -> crate::Result<u32> {
         if cqe == 0 || cqe > 1 << 22 {
             return Err(einval("sim create_cq", format!("{cqe} entries (1..=4M)")));
         }
         let cnt = cqe.next_power_of_two().max(2);
-        let cqe_size = 64u32;
+        if cqe_size != 64 && cqe_size != 128 {
+            return Err(einval(
+                "sim create_cq",
+                format!("CQE size {cqe_size} (64 or 128)"),
+            ));
+        }
         let ring = cnt as usize * cqe_size as usize;
         let mem = Arc::new(DevMem::new(ring + 64)?);
         // A new CQ buffer as libmlx5 and the kernel leave it: every op_own = INVALID << 4
         // (0xF0, owner bit 0), the rest zero (rdma-core `mlx5_alloc_cq_buf`, kernel
         // `init_cq_frag_buf`).
         for i in 0..cnt as usize {
-            mem.write(i * cqe_size as usize + 63, &[cqe_op::INVALID << 4]);
+            // With 128-byte CQEs the 64-byte CQE is the second half of the slot.
+            mem.write((i + 1) * cqe_size as usize - 1, &[cqe_op::INVALID << 4]);
         }
         let cqn = self.next_cqn;
         self.next_cqn += 1;
@@ -485,7 +501,9 @@ impl Engine {
         let mut granted = *caps;
         granted.max_send_wr = sq_cnt / bbs;
         granted.max_send_sge = caps.max_send_sge.max(1);
-        granted.max_inline_data = (wqe_size - 16 - xport - 4) as u32;
+        // Granted exactly as asked (libmlx5 reports the room its WQE size leaves, which can
+        // be more): a post-time limit then reads the same on every provider.
+        granted.max_inline_data = caps.max_inline_data;
         let (rq_cnt, rq_stride) = if srqn.is_some() {
             granted.max_recv_wr = 0;
             granted.max_recv_sge = 0;
@@ -527,6 +545,7 @@ impl Engine {
                 rq_ci: 0,
                 last_db: [0; 2],
                 rung: false,
+                bf_copy: None,
                 rnr_left: None,
                 retry_left: None,
             },
@@ -577,16 +596,16 @@ impl Engine {
         q.rnr_left = None;
         q.retry_left = None;
         if to == S::Reset {
-            // Back to the state of a new QP: indices zero (the host zeroes its dbrec and its
-            // own indices), the UAR words cleared so the next doorbell is seen.
+            // Back to the state of a new QP: the device's indices zero (the host zeroes the
+            // dbrec and its own indices, as on hardware), and the doorbell latch cleared: the
+            // UAR words are the device's own registers, so the next doorbell is seen.
             q.sq_ci = 0;
             q.rq_ci = 0;
             q.rung = false;
             q.last_db = [0; 2];
+            q.bf_copy = None;
             q.mem.store_raw64(q.uar_off, 0);
             q.mem.store_raw64(q.uar_off + BF_SIZE as usize, 0);
-            q.mem.store_be32(q.dbrec_off, 0);
-            q.mem.store_be32(q.dbrec_off + 4, 0);
             // CQEs of this QP still held inside the device are dropped with it.
             for cq in self.cqs.values_mut() {
                 cq.held.retain(|h| h.stream >> 1 != u64::from(qpn));
@@ -649,6 +668,11 @@ impl Engine {
         }
         self.order = order;
         work += self.release_held(torn_ok);
+        // CQEs still held by the fault injector are work to come: a caller running "until
+        // idle" keeps going until they are out.
+        if self.cqs.values().any(|c| !c.held.is_empty()) {
+            work += 1;
+        }
         work
     }
 
@@ -665,6 +689,18 @@ impl Engine {
                 q.last_db[h] = w;
                 q.rung = true;
                 self.stats.doorbells += 1;
+                if !torn_ok {
+                    // Deterministic mode (nothing writes concurrently): keep the half's bytes
+                    // and clear the device register behind the first word, so an 8-byte
+                    // doorbell next time is told apart from a BlueFlame copy.
+                    let off = q.uar_off + h * BF_SIZE as usize;
+                    let mut bytes = [0u8; BF_SIZE as usize];
+                    q.mem.read(off, &mut bytes);
+                    q.mem.write(off + 8, &[0u8; BF_SIZE as usize - 8]);
+                    let idx =
+                        (u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) >> 8) as u16;
+                    q.bf_copy = Some((idx, bytes));
+                }
             }
         }
         // 2. Receive flushes in ERR (no doorbell needed: the RQ has only its dbrec).
@@ -688,10 +724,7 @@ impl Engine {
             work += 1;
         }
         // 3. Send queue.
-        loop {
-            let Some(q) = self.qps.get_mut(&qpn) else {
-                break;
-            };
+        while let Some(q) = self.qps.get_mut(&qpn) {
             if !q.rung {
                 break;
             }
@@ -742,6 +775,30 @@ impl Engine {
             copy(i, buf);
         }
         (local_cnt as usize * WQEBB, nbb)
+    }
+
+    /// Compare a BlueFlame half with the WQE at the head of the ring: `None` when it was a
+    /// plain 8-byte doorbell (nothing behind the first word), `Some(matches)` for a copy.
+    fn compare_bf(
+        q: &QpCtx,
+        buf: &[u8; MAX_WQE],
+        ring_len: usize,
+        nbb: u32,
+        bf: &[u8; BF_SIZE as usize],
+    ) -> Option<bool> {
+        let len = (usize::from(buf[((q.sq_ci as usize * WQEBB) & (ring_len - 1)) + 7] & 0x3f) * 16)
+            .min(BF_SIZE as usize);
+        if bf[8..].iter().all(|&b| b == 0) {
+            return None;
+        }
+        let local_cnt = ring_len / WQEBB;
+        let mut same = true;
+        for i in 0..(nbb as usize).min(BF_SIZE as usize / WQEBB) {
+            let slot = (q.sq_ci as usize + i) & (local_cnt - 1);
+            let n = len.saturating_sub(i * WQEBB).min(WQEBB);
+            same &= buf[slot * WQEBB..slot * WQEBB + n] == bf[i * WQEBB..i * WQEBB + n];
+        }
+        Some(same)
     }
 
     /// Parse and check the layout of a send WQE (no memory access yet). Malformed WQEs are
@@ -828,7 +885,7 @@ impl Engine {
         let mr = self.mrs.get(&lkey).ok_or(syndrome::LOC_PROT)?;
         if mr.pd != pd
             || addr < mr.addr
-            || addr.checked_add(len).is_none_or(|e| e > mr.addr + mr.len)
+            || addr.checked_add(len).map_or(true, |e| e > mr.addr + mr.len)
             || (write && !mr.access.contains(Access::LOCAL_WRITE))
         {
             return Err(syndrome::LOC_PROT);
@@ -851,7 +908,9 @@ impl Engine {
         let mr = self.mrs.get(&rkey).ok_or(syndrome::REM_ACCESS)?;
         if mr.pd != resp.pd
             || raddr < mr.addr
-            || raddr.checked_add(len).is_none_or(|e| e > mr.addr + mr.len)
+            || raddr
+                .checked_add(len)
+                .map_or(true, |e| e > mr.addr + mr.len)
             || !mr.access.contains(need)
             || !resp.attr.access.contains(need)
         {
@@ -867,6 +926,16 @@ impl Engine {
         let mut buf = [0u8; MAX_WQE];
         let q = self.qps.get(&qpn).expect("present");
         let (ring_len, nbb) = Self::read_head(q, &mut buf);
+        if let Some((idx, bf)) = q.bf_copy {
+            if u32::from(idx) == q.sq_ci & 0xffff {
+                match Self::compare_bf(q, &buf, ring_len, nbb, &bf) {
+                    Some(true) => self.stats.bf_copies += 1,
+                    Some(false) => self.stats.bf_mismatches += 1,
+                    None => {}
+                }
+            }
+        }
+        let q = self.qps.get(&qpn).expect("present");
         let w = match Self::parse(q, &buf, ring_len) {
             Ok(w) => w,
             Err(s) => {
@@ -1351,17 +1420,13 @@ impl Engine {
 
     fn push_cqe(&mut self, cqn: u32, f: CqeFields, stream: u64, torn_ok: bool) {
         let pass = self.stats.passes;
-        let delay = match self.fault.as_mut() {
-            Some(fi) => {
-                if fi.rng.chance(fi.cfg.delay_ppm) {
-                    fi.stats.delayed += 1;
-                    1 + fi.rng.below(u64::from(fi.cfg.max_delay_passes.max(1)))
-                } else {
-                    0
-                }
+        let mut delay = 0;
+        if let Some(fi) = self.fault.as_mut() {
+            if fi.rng.chance(fi.cfg.delay_ppm) {
+                fi.stats.delayed += 1;
+                delay = 1 + fi.rng.below(u64::from(fi.cfg.max_delay_passes.max(1)));
             }
-            None => 0,
-        };
+        }
         let Some(cq) = self.cqs.get_mut(&cqn) else {
             return;
         };

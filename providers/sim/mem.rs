@@ -87,11 +87,6 @@ impl DevMem {
         u32::from_be(self.atomic_u32(off).load(Ordering::Acquire))
     }
 
-    /// Atomic store of a 32-bit word in big-endian.
-    pub(crate) fn store_be32(&self, off: usize, v: u32) {
-        self.atomic_u32(off).store(v.to_be(), Ordering::Release)
-    }
-
     /// Atomic load of a raw 64-bit word (a UAR / BlueFlame doorbell), as stored in memory.
     pub(crate) fn load_raw64(&self, off: usize) -> u64 {
         assert!(

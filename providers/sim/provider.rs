@@ -13,6 +13,10 @@ pub struct SimPd {
 }
 
 impl SimPd {
+    /// Wrap a PD number from [`SimDevice::alloc_pd_raw`].
+    pub fn from_raw(id: u32) -> SimPd {
+        SimPd { id }
+    }
     /// The PD number.
     pub fn id(&self) -> u32 {
         self.id

@@ -204,6 +204,8 @@ pub struct Mlx5 {
     pub mlx5dv_init_obj: unsafe extern "C" fn(obj: *mut mlx5dv_obj, obj_type: u64) -> c_int,
     pub mlx5dv_query_device:
         unsafe extern "C" fn(context: *mut ibv_context, attrs: *mut mlx5dv_context) -> c_int,
+    /// True when `device` is driven by libmlx5 (safe to ask of any device).
+    pub mlx5dv_is_supported: unsafe extern "C" fn(device: *mut ibv_device) -> bool,
 }
 
 // SAFETY: the tables hold only function pointers into libraries that are never unloaded.
@@ -281,6 +283,7 @@ impl Mlx5 {
             Mlx5 {
                 mlx5dv_init_obj,
                 mlx5dv_query_device,
+                mlx5dv_is_supported,
             }
         ))
     }
@@ -348,6 +351,10 @@ mod tests {
         match Verbs::load_from(LIBIBVERBS) {
             Ok(v) => assert_eq!(v.wc_status_str(IBV_WC_SUCCESS), "success"),
             Err(e) => assert!(matches!(e, Error::LibraryMissing { .. }), "{e}"),
+        }
+        // Where libmlx5 is installed, every symbol resolves (a SymbolMissing fails here).
+        if let Err(e) = Mlx5::load_from(LIBMLX5) {
+            assert!(matches!(e, Error::LibraryMissing { .. }), "{e}");
         }
     }
 

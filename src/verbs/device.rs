@@ -320,50 +320,50 @@ impl Context {
     pub fn gid_table(&self, port: u8) -> Result<Vec<GidEntry>> {
         let pa = self.query_port(port)?;
         let len = u32::try_from(pa.gid_tbl_len).unwrap_or(0);
-        let mut out = Vec::new();
-        for i in 0..len {
-            let gid = match self.query_gid(port, i) {
-                Ok(g) => g,
-                // Unpopulated RoCE entries may fail to read; they are empty.
-                Err(_) => continue,
-            };
-            if gid.is_zero() {
-                continue;
-            }
-            let base = format!(
-                "{SYSFS_INFINIBAND}/{}/ports/{port}/gid_attrs",
-                self.inner.name
-            );
-            let ty = std::fs::read_to_string(format!("{base}/types/{i}"))
-                .ok()
-                .map(|s| GidType::from_sysfs(s.trim(), pa.link_layer))
-                .unwrap_or(if pa.link_layer == LinkLayer::Ethernet {
-                    GidType::Unknown
-                } else {
-                    GidType::Ib
-                });
-            let ndev = std::fs::read_to_string(format!("{base}/ndevs/{i}"))
-                .ok()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty());
-            out.push(GidEntry {
-                index: i,
-                gid,
-                gid_type: ty,
-                netdev: ndev,
+        Ok((0..len)
+            .filter_map(|i| self.gid_entry_with(port, i, pa.link_layer))
+            .collect())
+    }
+
+    /// One populated GID entry, or `None` when the entry is empty or unreadable.
+    fn gid_entry_with(&self, port: u8, i: u32, link: LinkLayer) -> Option<GidEntry> {
+        // Unpopulated RoCE entries may fail to read; they are empty.
+        let gid = self.query_gid(port, i).ok().filter(|g| !g.is_zero())?;
+        let base = format!(
+            "{SYSFS_INFINIBAND}/{}/ports/{port}/gid_attrs",
+            self.inner.name
+        );
+        let ty = std::fs::read_to_string(format!("{base}/types/{i}"))
+            .ok()
+            .map(|s| GidType::from_sysfs(s.trim(), link))
+            .unwrap_or(if link == LinkLayer::Ethernet {
+                GidType::Unknown
+            } else {
+                GidType::Ib
             });
-        }
-        Ok(out)
+        let netdev = std::fs::read_to_string(format!("{base}/ndevs/{i}"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        Some(GidEntry {
+            index: i,
+            gid,
+            gid_type: ty,
+            netdev,
+        })
     }
 
     /// Checks that `index` names a populated GID of `port`, and returns it. The error says how
     /// big the table is and which indexes are valid.
     pub fn check_gid_index(&self, port: u8, index: u8) -> Result<GidEntry> {
-        let table = self.gid_table(port)?;
-        if let Some(e) = table.iter().find(|e| e.index == u32::from(index)) {
-            return Ok(e.clone());
-        }
         let pa = self.query_port(port)?;
+        if i64::from(index) < i64::from(pa.gid_tbl_len) {
+            if let Some(e) = self.gid_entry_with(port, u32::from(index), pa.link_layer) {
+                return Ok(e);
+            }
+        }
+        // Only on failure: the whole table, for the message.
+        let table = self.gid_table(port)?;
         let valid: Vec<String> = table
             .iter()
             .map(|e| format!("{} ({}, {})", e.index, e.gid, e.gid_type))

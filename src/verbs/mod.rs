@@ -8,6 +8,8 @@
 //! - [`Qp`] for RC, UC and UD with the capacities the device granted, and its state machine
 //!   ([`Qp::to_init`], [`Qp::to_rtr`], [`Qp::to_rts`], [`Qp::to_err`], [`Qp::to_reset`],
 //!   [`Qp::connect`], [`Qp::query`]).
+//! - [`Qp::mlx5dv`], [`Cq::mlx5dv`], [`Srq::mlx5dv`]: the `mlx5dv_init_obj` view for the mlx5
+//!   provider (an mlx5 device only; [`Context::is_mlx5`]).
 //! - [`Context::poll_async_event`]: asynchronous events without blocking (CQ overrun shows
 //!   up there as `IBV_EVENT_CQ_ERR`, and nowhere else).
 //!
@@ -25,6 +27,7 @@
 //! lives; [`crate::ffi::ops`] posts and polls through the context's ops table.
 
 mod device;
+mod mlx5;
 mod qp;
 mod resources;
 

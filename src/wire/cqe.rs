@@ -694,10 +694,13 @@ impl CqeRepr {
 
 /// Byte offset of the 64-byte CQE of slot `index & (cqe_cnt - 1)` in a CQ buffer of
 /// `cqe_size`-byte slots (64 or 128; in a 128-byte slot the CQE is the second half).
-/// `cqe_cnt` must be a power of two.
+/// `cqe_cnt` must be a power of two and `cqe_size` 64 or 128 (the CQ code checks both once,
+/// when it takes the CQ); other values give a meaningless offset, never a panic.
 #[inline]
 pub fn cqe64_offset(index: u32, cqe_cnt: u32, cqe_size: usize) -> usize {
-    ((index & cqe_cnt.wrapping_sub(1)) as usize) * cqe_size + cqe_size - CQE_LEN
+    ((index & cqe_cnt.wrapping_sub(1)) as usize)
+        .wrapping_mul(cqe_size)
+        .wrapping_add(cqe_size.saturating_sub(CQE_LEN))
 }
 
 /// The owner bit the device writes into the CQE at producer index `index`: the wrap parity
@@ -822,6 +825,9 @@ mod tests {
         assert_eq!(cqe64_offset(5, 4, 64), 64);
         assert_eq!(cqe64_offset(0, 4, 128), 64);
         assert_eq!(cqe64_offset(7, 4, 128), 3 * 128 + 64);
+        // Bad sizes do not panic.
+        let _ = cqe64_offset(u32::MAX, 0, 0);
+        let _ = cqe64_offset(u32::MAX, u32::MAX, usize::MAX);
     }
 
     #[test]

@@ -21,6 +21,19 @@
 //!   `op_own` is its last byte (opcode, format, solicited, owner bit).
 //! - **wqe_counter**: in a requester CQE, the `wqe_idx` of the WQE it completes.
 //!
+//! # At a glance
+//!
+//! | side | what | items |
+//! |---|---|---|
+//! | both | segment views | [`CtrlSeg`], [`RaddrSeg`], [`DataSeg`], [`InlineSeg`], [`AtomicSeg`], [`DatagramSeg`], [`SrqNextSeg`], [`fm_ce_se`] |
+//! | both | CQE views | [`Cqe64`], [`ErrCqe`], [`cqe64_offset`], [`cqe_owner_for`], [`cqe_sw_owned`] |
+//! | both | enums keeping unknown values | [`Opcode`], [`CqeOpcode`], [`Syndrome`] (with [`Syndrome::wc_status`]) |
+//! | host | send WQE encoder | [`SendWqe`] (from a [`SendWr`](crate::providers::SendWr) with [`SendWqe::from_wr`]), [`wqe_size`], [`emit_send_wqe`] (whole ring, wraps), [`emit_send_wqe_bb`] (one WQEBB, fast path) |
+//! | host | receive / SRQ WQEs | [`emit_recv_wqe`], [`emit_srq_wqe`] |
+//! | device | send WQE parser | [`parse_send_wqe`] → [`ParsedWqe`], [`DataSegs`] of [`DataItem`] |
+//! | device | receive / SRQ parsers | [`parse_recv_wqe`], [`parse_srq_wqe`] → [`RecvSges`] |
+//! | device | CQE writer | [`CqeRepr::emit`] (and [`CqeRepr::parse`] for the host) |
+//!
 //! # Contract of the views
 //!
 //! Each view (`CtrlSeg<T>`, `Cqe64<T>`, ...) wraps a buffer `T: AsRef<[u8]>`. After

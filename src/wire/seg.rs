@@ -416,8 +416,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> InlineSeg<T> {
 
 /// Units (16 bytes) an inline segment of `len` data bytes takes, header included.
 #[inline(always)]
+#[allow(clippy::manual_div_ceil)] // div_ceil takes three more instructions on the post path
 pub(crate) const fn inline_units(len: usize) -> usize {
-    (len + 4).div_ceil(SEG_LEN)
+    (len + 4 + SEG_LEN - 1) / SEG_LEN
 }
 
 mod atomic {

@@ -262,6 +262,20 @@ fn check_ring(len: usize) -> Result<usize, WqeError> {
 /// calls this to check free space before writing anything.
 #[inline]
 pub fn wqe_size(wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
+    let ds = wqe_units(wqe)?;
+    if ds > MAX_DS {
+        return Err(WqeError::TooLarge { ds });
+    }
+    Ok(WqeSize {
+        ds: ds as u8,
+        wqebbs: ds.div_ceil(4) as u8,
+    })
+}
+
+/// `ds` of `wqe` after checking its segments against its opcode, not yet against
+/// [`MAX_DS`].
+#[inline(always)]
+fn wqe_units(wqe: &SendWqe<'_>) -> Result<usize, WqeError> {
     let op = wqe.opcode;
     if let Opcode::Unknown(v) = op {
         return Err(WqeError::UnknownOpcode(v));
@@ -307,13 +321,7 @@ pub fn wqe_size(wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
         + usize::from(wqe.raddr.is_some())
         + usize::from(wqe.atomic.is_some())
         + data_units;
-    if ds > MAX_DS {
-        return Err(WqeError::TooLarge { ds });
-    }
-    Ok(WqeSize {
-        ds: ds as u8,
-        wqebbs: ds.div_ceil(4) as u8,
-    })
+    Ok(ds)
 }
 
 /// Writes 16-byte units into the ring, wrapping at its end.
@@ -364,24 +372,33 @@ fn copy_small(dst: &mut [u8], src: &[u8]) {
 #[inline]
 pub fn emit_send_wqe(ring: &mut [u8], wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
     let wqe_cnt = check_ring(ring.len())?;
-    let size = wqe_size(wqe)?;
-    if usize::from(size.wqebbs) > wqe_cnt {
-        return Err(WqeError::DoesNotFitRing {
-            wqebbs: usize::from(size.wqebbs),
-            wqe_cnt,
-        });
-    }
-    let off = (usize::from(wqe.wqe_idx) * WQEBB_LEN) & (ring.len() - 1);
-    if size.wqebbs == 1 {
-        // The common case: a fixed-size slot, no wrap or bounds checks per unit.
+    let ds = wqe_units(wqe)?;
+    if ds <= WQEBB_LEN / SEG_LEN {
+        // The common case, one WQEBB: a fixed-size slot, no wrap or bounds checks per unit.
+        let off = (usize::from(wqe.wqe_idx) * WQEBB_LEN) & (ring.len() - 1);
         if let Some(Ok(slot)) = ring
             .get_mut(off..off + WQEBB_LEN)
             .map(<&mut [u8; WQEBB_LEN]>::try_from)
         {
+            let size = WqeSize {
+                ds: ds as u8,
+                wqebbs: 1,
+            };
             write_wqe(slot, wqe, size);
             return Ok(size);
         }
     }
+    if ds > MAX_DS {
+        return Err(WqeError::TooLarge { ds });
+    }
+    let wqebbs = ds.div_ceil(4);
+    if wqebbs > wqe_cnt {
+        return Err(WqeError::DoesNotFitRing { wqebbs, wqe_cnt });
+    }
+    let size = WqeSize {
+        ds: ds as u8,
+        wqebbs: wqebbs as u8,
+    };
     write_wqe(ring, wqe, size);
     Ok(size)
 }
@@ -398,13 +415,17 @@ pub fn emit_send_wqe_bb(
     slot: &mut [u8; WQEBB_LEN],
     wqe: &SendWqe<'_>,
 ) -> Result<WqeSize, WqeError> {
-    let size = wqe_size(wqe)?;
-    if size.wqebbs != 1 {
+    let ds = wqe_units(wqe)?;
+    if ds > WQEBB_LEN / SEG_LEN {
         return Err(WqeError::DoesNotFitRing {
-            wqebbs: usize::from(size.wqebbs),
+            wqebbs: ds.div_ceil(4),
             wqe_cnt: 1,
         });
     }
+    let size = WqeSize {
+        ds: ds as u8,
+        wqebbs: 1,
+    };
     write_wqe(&mut slot[..], wqe, size);
     Ok(size)
 }
@@ -453,18 +474,21 @@ fn write_wqe(ring: &mut [u8], wqe: &SendWqe<'_>, size: WqeSize) {
             let unit = u.next();
             *unit = [0u8; SEG_LEN];
             InlineSeg::new_unchecked(&mut unit[..4]).set_len(bytes.len() as u32);
-            let n = bytes.len().min(SEG_LEN - 4);
-            copy_small(&mut unit[4..], &bytes[..n]);
-            let mut rest = &bytes[n..];
-            while rest.len() >= SEG_LEN {
-                let (chunk, tail) = rest.split_at(SEG_LEN);
-                u.next().copy_from_slice(chunk);
-                rest = tail;
-            }
-            if !rest.is_empty() {
-                let unit = u.next();
-                *unit = [0u8; SEG_LEN];
-                copy_small(unit, rest);
+            if bytes.len() <= SEG_LEN - 4 {
+                copy_small(&mut unit[4..], bytes);
+            } else {
+                let (head, mut rest) = bytes.split_at(SEG_LEN - 4);
+                unit[4..].copy_from_slice(head);
+                while rest.len() >= SEG_LEN {
+                    let (chunk, tail) = rest.split_at(SEG_LEN);
+                    u.next().copy_from_slice(chunk);
+                    rest = tail;
+                }
+                if !rest.is_empty() {
+                    let unit = u.next();
+                    *unit = [0u8; SEG_LEN];
+                    copy_small(unit, rest);
+                }
             }
         }
         Payload::Inline(_) => {}
