@@ -44,18 +44,19 @@ impl Rng {
 
 const SLOT: usize = 1024;
 
+/// A registered buffer. Fields drop in declaration order: the MR is deregistered before
+/// the memory is freed.
 struct Buf {
-    mem: Vec<u8>,
     mr: SimMr,
+    mem: Vec<u8>,
 }
 
 fn buf(dev: &mut SimDevice, pd: &SimPd, len: usize) -> Buf {
     let mut mem = vec![0u8; len];
-    // SAFETY: the Vec's heap block does not move (never resized) and outlives the MR: `Buf`
-    // declares `mem` first but tests drop whole `Buf`s only after their QPs are gone, and
-    // the MR is deregistered in its own drop before the Vec is freed (field order below).
+    // SAFETY: the Vec's heap block never moves (it is never resized; moving the Vec moves
+    // only its header) and is freed after the MR is deregistered (`Buf`'s field order).
     let mr = unsafe { dev.reg_mr(pd, mem.as_mut_ptr(), len, Access::ALL) }.unwrap();
-    Buf { mem, mr }
+    Buf { mr, mem }
 }
 
 /// One request of the ledger.
