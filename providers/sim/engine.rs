@@ -1205,7 +1205,14 @@ impl Engine {
         if p.qp_type != QpType::Ud || !matches!(p.state, QpState::Rtr | QpState::Rts) {
             return Resp::Dropped;
         }
-        if p.attr.qkey != w.qkey {
+        // IBA: a Q_Key with its high-order bit set in the request means "use the sending
+        // QP's own Q_Key". A mismatch drops the datagram silently.
+        let qkey = if w.qkey & 0x8000_0000 != 0 {
+            self.qps.get(&qpn).map_or(0, |q| q.attr.qkey)
+        } else {
+            w.qkey
+        };
+        if p.attr.qkey != qkey {
             return Resp::Dropped;
         }
         let peer = w.dqpn;
