@@ -17,10 +17,14 @@
 //!    an rkey that is unknown, of another PD, out of bounds or without the access right (on
 //!    the MR or the QP) → requester `REM_ACCESS`; a SEND longer than the receive → responder
 //!    `LOC_LEN`, requester `REM_INV_REQ`; no receive posted → RNR (see below).
-//!    Syndrome values are `MLX5_CQE_SYNDROME_*` of rdma-core `mlx5dv.h` (PRM "CQE error
-//!    syndrome"); which check gives which follows the PRM's error classes as libmlx5 maps
-//!    them in `mlx5_handle_error_cqe` (LOC_PROT = lkey/PD violations, LOC_QP_OP = malformed
-//!    WQE, REM_* = NAK classes from the responder).
+//!    A misaligned atomic is a requester `REM_INV_REQ`; a receive WQE with a bad lkey is
+//!    responder `LOC_PROT` and requester `REM_OP`.
+//!    Syndrome values are `MLX5_CQE_SYNDROME_*` of rdma-core `mlx5dv.h`, and libmlx5's
+//!    `mlx5_handle_error_cqe` turns them into the `ibv_wc_status` the provider reports. Which
+//!    check yields which syndrome is the sim's reading of the IBA error classes (local
+//!    protection → LOC_PROT, a malformed WQE → LOC_QP_OP, responder NAKs → REM_*), the same
+//!    the IBA and the mlx5 column of DESIGN.md §5b give; it was not captured from hardware
+//!    (there is none here). Vendor syndromes (byte 54) are not modelled: always 0.
 //! 3. **Execution** against the peer QP's memory (RC and UC: the QP's remote QPN; UD: the
 //!    address vector's `dqp_dct`), in order; CQEs are written with the right opcode, byte
 //!    count, immediate, QPN, `wqe_counter` and owner parity, for send WQEs only when
@@ -1129,7 +1133,7 @@ impl Engine {
             op::RDMA_READ => self.remote_span(p, w.raddr, len, w.rkey, Access::REMOTE_READ),
             op::ATOMIC_CS | op::ATOMIC_FA => {
                 if w.raddr % 8 != 0 {
-                    // A misaligned atomic is an invalid request (PRM / IBA o9-?).
+                    // A misaligned atomic: the responder NAKs it as an invalid request.
                     self.responder_error(peer);
                     return Resp::Nak(syndrome::REM_INV_REQ);
                 }
