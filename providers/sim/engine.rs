@@ -1385,7 +1385,7 @@ impl Engine {
                 unsafe { gather_into(local, remote) };
             }
             _ => {
-                let mut grh_bytes = make_grh(qpn, peer, len as u32);
+                let mut grh_bytes = make_grh(len as u32);
                 let mut src = [EMPTY_SPAN; MAX_SEGS + 1];
                 let mut ns = 0;
                 if grh {
@@ -1551,25 +1551,18 @@ fn stream(qpn: u32, recv: bool) -> u64 {
     (u64::from(qpn) << 1) | u64::from(recv)
 }
 
-/// The 40-byte GRH a RoCE v1 receive starts with: IPv6-like header (version 6, payload
-/// length, next header 0x1b = IBA transport, hop limit 64) and source/destination GIDs of
-/// the sim's single port (`::ffff:127.0.0.1`, the QPN in the interface id for tests to see).
-fn make_grh(src_qpn: u32, dst_qpn: u32, payload: u32) -> [u8; GRH_LEN] {
+/// The 40-byte GRH in front of a UD receive: an IPv6-shaped header (version 6, payload
+/// length = BTH 12 + DETH 8 + payload + ICRC 4, next header 0x1b = IBA transport, hop limit
+/// 64) with the sim port's GID (`::ffff:127.0.0.1`) as source and destination: the sim has
+/// one port, so every datagram is a loopback.
+fn make_grh(payload: u32) -> [u8; GRH_LEN] {
     let mut g = [0u8; GRH_LEN];
     g[0] = 0x60;
-    g[4..6].copy_from_slice(&((payload + 12 + 4) as u16).to_be_bytes()); // BTH + DETH.. + ICRC
+    g[4..6].copy_from_slice(&((payload + 12 + 8 + 4) as u16).to_be_bytes());
     g[6] = 0x1b;
     g[7] = 64;
-    let gid = |qpn: u32| {
-        let mut x = [0u8; 16];
-        x[10] = 0xff;
-        x[11] = 0xff;
-        x[12..16].copy_from_slice(&[127, 0, 0, 1]);
-        let _ = qpn;
-        x
-    };
-    g[8..24].copy_from_slice(&gid(src_qpn));
-    g[24..40].copy_from_slice(&gid(dst_qpn));
+    g[8..24].copy_from_slice(&super::SIM_GID);
+    g[24..40].copy_from_slice(&super::SIM_GID);
     g
 }
 
