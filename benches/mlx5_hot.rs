@@ -231,6 +231,12 @@ fn main() {
             }));
         }
     }
+    lb.qp.set_doorbell_mode(DoorbellMode::Doorbell);
+    cases.push(harness::measure(
+        "WRITE inline 8B single, fast path, doorbell",
+        RUN as u64,
+        || fast_run(&mut lb),
+    ));
     harness::report(
         "mlx5 doorbell vs BlueFlame (single-WQE posts)",
         note,

@@ -121,3 +121,12 @@ fn poster_and_poller_threads_account_for_every_request() {
     eprintln!("poster retried {full} times on a full queue");
     drop(qp);
 }
+
+// Queues move between threads (one owner at a time); none is shared by reference, so no
+// second poster or poller can appear behind `&`.
+static_assertions::assert_impl_all!(Mlx5Qp: Send);
+static_assertions::assert_impl_all!(Mlx5Cq: Send);
+static_assertions::assert_impl_all!(rdma_direct::providers::mlx5::Mlx5Srq: Send);
+static_assertions::assert_not_impl_any!(Mlx5Qp: Sync);
+static_assertions::assert_not_impl_any!(Mlx5Cq: Sync);
+static_assertions::assert_not_impl_any!(rdma_direct::providers::mlx5::Mlx5Sq: Sync);

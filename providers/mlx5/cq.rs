@@ -356,7 +356,6 @@ impl Mlx5Cq {
         }
         if is_req {
             let sq = &qp.sq;
-            let slot = wqe_counter as u32 & sq.mask;
             let pi = sq.pi.load(Ordering::Acquire);
             let ci = sq.ci.load(Ordering::Relaxed);
             // The WQE named must be outstanding: between the retired position and the
@@ -367,24 +366,27 @@ impl Mlx5Cq {
                 self.bogus += 1;
                 return false;
             }
-            let seq = sq.slots[slot as usize].seq.load(Ordering::Relaxed);
-            let end = sq.slots[slot as usize].end.load(Ordering::Relaxed);
+            // SAFETY: `slots` has `mask + 1` entries and the index is masked.
+            let slot = unsafe { sq.slots.get_unchecked((start_lo & sq.mask) as usize) };
+            let seq = slot.seq.load(Ordering::Relaxed);
+            let end = slot.end.load(Ordering::Relaxed);
             let first = sq.retired_seq.load(Ordering::Relaxed);
             let covered = seq.wrapping_sub(first);
-            out.wr_id = sq.wrid[(seq & sq.mask) as usize].load(Ordering::Relaxed);
+            out.wr_id = sq.wrid_at(seq);
             out.covered = covered;
             if covered > 0 {
-                out.covered_from = sq.wrid[(first & sq.mask) as usize].load(Ordering::Relaxed);
+                out.covered_from = sq.wrid_at(first);
             }
             sq.retired_seq.store(seq.wrapping_add(1), Ordering::Relaxed);
             sq.ci.store(end, Ordering::Release);
             *released += covered + 1;
-            out.opcode = req_opcode((sop_qpn >> 24) as u8);
+            let wqe_op = (sop_qpn >> 24) as u8;
+            out.opcode = req_opcode(wqe_op);
             if !err {
-                out.byte_len = match out.opcode {
-                    WcOpcode::CompSwap | WcOpcode::FetchAdd => 8,
+                out.byte_len = match wqe_op {
+                    0x11 | 0x12 => 8,
                     // SAFETY: see above.
-                    WcOpcode::RdmaRead => unsafe { be32_at(cqe, 44) },
+                    0x10 => unsafe { be32_at(cqe, 44) },
                     _ => 0,
                 };
                 if op_own & 0x0c != 0 {

@@ -102,6 +102,13 @@ pub(crate) struct SqShared {
 }
 
 impl SqShared {
+    /// wr_id of the WR with sequence number `seq`.
+    #[inline(always)]
+    pub fn wrid_at(&self, seq: u32) -> u64 {
+        // SAFETY: `wrid` has `mask + 1` entries and the index is masked.
+        unsafe { self.wrid.get_unchecked((seq & self.mask) as usize) }.load(Ordering::Relaxed)
+    }
+
     pub fn new(wqe_cnt: u32) -> SqShared {
         SqShared {
             slots: (0..wqe_cnt)

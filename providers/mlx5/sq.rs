@@ -715,7 +715,7 @@ impl Mlx5Sq {
     }
 
     /// Publish the staged WQEs: dbrec, then the doorbell or BlueFlame.
-    #[inline]
+    #[inline(always)]
     fn ring_doorbell(&mut self) {
         // Orders the WQE stores before the dbrec store the device may act on.
         to_device_store_barrier();
@@ -769,6 +769,19 @@ fn reject(wr: SendWr<'_>, error: PostError) -> Rejected<SendWr<'_>> {
 impl SendQueue for Mlx5Sq {
     #[inline(always)]
     fn post<'a>(&mut self, wr: SendWr<'a>) -> Result<(), Rejected<SendWr<'a>>> {
+        // The latency-critical shape (an inline WRITE, no flags but SIGNALED) takes the fast
+        // path; same checks, same bytes.
+        if let (SendOp::Write { raddr, rkey }, Payload::Inline(data), None) =
+            (wr.op, wr.payload, wr.ud)
+        {
+            if wr.flags.0 & !SendFlags::SIGNALED.0 == 0 {
+                let signaled = wr.flags.0 != 0;
+                return match self.post_write_inline(wr.wr_id, raddr, rkey, data, signaled) {
+                    Ok(()) => Ok(()),
+                    Err(error) => Err(reject(wr, error)),
+                };
+            }
+        }
         let plan = match self.check(&wr) {
             Ok(p) => p,
             Err(error) => return Err(reject(wr, error)),
