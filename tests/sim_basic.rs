@@ -459,3 +459,33 @@ fn the_fault_injector_is_reproducible_by_seed() {
     assert!(f1.delayed > 0, "{f1:?}");
     assert_ne!(l1, l3, "another seed, another run");
 }
+
+#[test]
+fn uc_send_longer_than_the_receive_fails_only_at_the_responder() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let mut mem = vec![0u8; 4096];
+    // SAFETY: `mem` outlives the MR.
+    let mr = unsafe { dev.reg_mr(&pd, mem.as_mut_ptr(), mem.len(), Access::ALL) }.unwrap();
+    let (mut a, mut b) = pair(&mut dev, &pd, QpType::Uc, &ConnectOpts::default());
+    b.qp.rq()
+        .post_recv(RecvWr {
+            wr_id: 40,
+            sges: &[mr.sge(2048, 8)],
+        })
+        .unwrap();
+    b.qp.rq().ring();
+    let sge = [mr.sge(0, 9)];
+    a.qp.sq().post(SendWr::send(4, &sge).signaled()).unwrap();
+    a.qp.sq().ring();
+    let ca = poll_n(&mut dev, &mut a.cq, 1);
+    let cb = poll_n(&mut dev, &mut b.cq, 1);
+    assert_eq!(
+        (ca[0].wr_id, ca[0].status),
+        (4, WcStatus::Success),
+        "no acks on UC"
+    );
+    assert_eq!((cb[0].wr_id, cb[0].status), (40, WcStatus::LocLenErr));
+    assert_eq!(dev.qp_state(a.qp.qpn()), Some(QpState::Rts));
+    drop(mr);
+}

@@ -1192,7 +1192,9 @@ impl Engine {
             }
             op::SEND | op::SEND_IMM | op::RDMA_WRITE_IMM => {
                 let r = self.consume_recv(qpn, peer, w, local, remote, None, torn_ok);
-                if matches!(r, Resp::Rnr) && !reliable {
+                if !reliable && matches!(r, Resp::Rnr | Resp::Nak(_)) {
+                    // UC has no acks: the requester never hears of the responder's trouble
+                    // (the responder side, a LOC_LEN CQE and ERR, has happened already).
                     return Resp::Dropped;
                 }
                 r
