@@ -9,6 +9,8 @@
 //!    a dbrec update without a UAR write is not seen, as on hardware. The WQE is read from the
 //!    SQ ring (hardware would take a BlueFlame copy's bytes instead; in deterministic mode
 //!    the sim compares the copy with the ring and counts mismatches in [`EngineStats`]).
+//!    Send WQEs execute only in RTS and are flushed in ERR; rung in RESET/INIT/RTR they wait
+//!    and run once the QP reaches RTS (as rxe's are; the mlx5 provider refuses such posts).
 //! 2. **Validation** of each WQE, with the syndrome hardware reports: ctrl `qpn` or
 //!    `wqe_idx` not this QP's / not the expected index, `ds` of zero, larger than the ring or
 //!    too small for the opcode's segments, an inline segment running past `ds`, an opcode the
