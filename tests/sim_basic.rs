@@ -489,3 +489,38 @@ fn uc_send_longer_than_the_receive_fails_only_at_the_responder() {
     assert_eq!(dev.qp_state(a.qp.qpn()), Some(QpState::Rts));
     drop(mr);
 }
+
+#[test]
+fn device_thread_waits_the_rnr_timer_between_retries() {
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    let pd = dev.alloc_pd().unwrap();
+    let mut mem = vec![0u8; 4096];
+    // SAFETY: `mem` outlives the MR.
+    let mr = unsafe { dev.reg_mr(&pd, mem.as_mut_ptr(), mem.len(), Access::ALL) }.unwrap();
+    // rnr_retry 2 and a responder min_rnr_timer of 14 (1.28 ms): the error cannot come
+    // before two timer periods have passed.
+    let opts = ConnectOpts {
+        rnr_retry: 2,
+        min_rnr_timer: 14,
+        ..ConnectOpts::default()
+    };
+    let (mut a, _b) = pair(&mut dev, &pd, QpType::Rc, &opts);
+    let sge = [mr.sge(0, 8)];
+    let t0 = std::time::Instant::now();
+    a.qp.sq().post(SendWr::send(1, &sge).signaled()).unwrap();
+    a.qp.sq().ring();
+    let mut wc = [Completion::EMPTY; 1];
+    while a.cq.poll(&mut wc) == 0 {
+        assert!(t0.elapsed().as_secs() < 20, "no RNR error");
+        std::hint::spin_loop();
+    }
+    assert_eq!(wc[0].status, WcStatus::RnrRetryExcErr);
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_micros(2 * 1280),
+        "{:?}",
+        t0.elapsed()
+    );
+    dev.stop_device_thread();
+    drop(mr);
+}

@@ -37,7 +37,9 @@
 //! RNR and transport retries are counted in passes: with `rnr_retry` (`retry_cnt`) below 7 a
 //! blocked WQE is retried on that many further passes and then fails with `RNR_RETRY_EXC`
 //! (`RETRY_EXC`); 7 means forever: the WQE stays at the head of the queue until a receive
-//! (a ready peer) appears. A pass is the sim's RNR timer.
+//! (a ready peer) appears. In deterministic mode a pass is the RNR timer and the ACK
+//! timeout; with the device thread the requester waits the responder's `min_rnr_timer`
+//! (IBA encoding) or its own `4.096 µs × 2^timeout` before each retry, as hardware does.
 //!
 //! CQ overrun: before writing a CQE the engine reads the CQ's doorbell record (the consumer
 //! index the host publishes); if the ring is full the CQ enters an error state, an
@@ -97,6 +99,10 @@ pub struct SimQpAttr {
     pub rnr_retry: u8,
     /// Transport retries (7 = forever).
     pub retry_cnt: u8,
+    /// Minimal RNR NAK timer this QP asks its requesters to wait (IBA encoding, 12 = 0.64 ms).
+    pub min_rnr_timer: u8,
+    /// Local ACK timeout exponent (4.096 µs × 2^timeout) before a transport retry.
+    pub timeout: u8,
     /// Remote access rights of the QP.
     pub access: Access,
     /// Q_Key (UD).
@@ -110,6 +116,8 @@ impl Default for SimQpAttr {
             path_mtu: 1024,
             rnr_retry: 7,
             retry_cnt: 7,
+            min_rnr_timer: 12,
+            timeout: 14,
             access: Access::LOCAL_WRITE,
             qkey: 0,
         }
@@ -205,6 +213,9 @@ pub(crate) struct QpCtx {
     /// RNR / transport retries left for the WQE at the head of the SQ.
     rnr_left: Option<u8>,
     retry_left: Option<u8>,
+    /// Device-thread mode: the head WQE is not retried before this instant (the RNR timer
+    /// or the ACK timeout running).
+    retry_at: Option<std::time::Instant>,
 }
 
 impl QpCtx {
@@ -554,6 +565,7 @@ impl Engine {
                 bf_copy: None,
                 rnr_left: None,
                 retry_left: None,
+                retry_at: None,
             },
         );
         Ok((qpn, granted, sq_cnt))
@@ -601,6 +613,7 @@ impl Engine {
         q.state = to;
         q.rnr_left = None;
         q.retry_left = None;
+        q.retry_at = None;
         if to == S::Reset {
             // Back to the state of a new QP: the device's indices zero (the host zeroes the
             // dbrec and its own indices, as on hardware), and the doorbell latch cleared: the
@@ -931,6 +944,11 @@ impl Engine {
     fn exec_head(&mut self, qpn: u32, torn_ok: bool) -> Step {
         let mut buf = [0u8; MAX_WQE];
         let q = self.qps.get(&qpn).expect("present");
+        if let Some(t) = q.retry_at {
+            if std::time::Instant::now() < t {
+                return Step::Blocked { retried: false };
+            }
+        }
         let (ring_len, nbb) = Self::read_head(q, &mut buf);
         if let Some((idx, bf)) = q.bf_copy {
             if u32::from(idx) == q.sq_ci & 0xffff {
@@ -1002,11 +1020,19 @@ impl Engine {
                 )
             }
         };
+        let peer_rnr_timer = if matches!(resp, Resp::Rnr) {
+            self.qps
+                .get(&self.qps[&qpn].attr.remote_qpn)
+                .map_or(12, |p| p.attr.min_rnr_timer)
+        } else {
+            12
+        };
         let q = self.qps.get_mut(&qpn).expect("present");
         match resp {
             Resp::Ok | Resp::Dropped => {
                 q.rnr_left = None;
                 q.retry_left = None;
+                q.retry_at = None;
                 q.sq_ci = q.sq_ci.wrapping_add(nbb);
                 let byte_cnt = match w.opcode {
                     op::ATOMIC_CS | op::ATOMIC_FA => 8,
@@ -1031,6 +1057,11 @@ impl Engine {
                 Step::Advanced
             }
             Resp::Rnr => {
+                // The responder's RNR NAK carries its min_rnr_timer; the requester waits
+                // that long before retrying (device-thread mode; a pass otherwise).
+                if torn_ok {
+                    q.retry_at = Some(std::time::Instant::now() + rnr_timer(peer_rnr_timer));
+                }
                 if q.attr.rnr_retry >= 7 {
                     return Step::Blocked { retried: false };
                 }
@@ -1043,6 +1074,11 @@ impl Engine {
                 Step::Blocked { retried: true }
             }
             Resp::NoPeer => {
+                if torn_ok {
+                    // Local ACK timeout: 4.096 µs × 2^timeout.
+                    let t = std::time::Duration::from_nanos(4096 << q.attr.timeout.min(31));
+                    q.retry_at = Some(std::time::Instant::now() + t);
+                }
                 if q.attr.retry_cnt >= 7 {
                     return Step::Blocked { retried: false };
                 }
@@ -1066,6 +1102,7 @@ impl Engine {
         q.state = QpState::Err;
         q.rnr_left = None;
         q.retry_left = None;
+        q.retry_at = None;
         let cqn = q.send_cqn;
         let f = CqeFields {
             opcode: cqe_op::REQ_ERR,
@@ -1549,6 +1586,17 @@ impl Engine {
         cq.pi = cq.pi.wrapping_add(1);
         self.stats.cqes += 1;
     }
+}
+
+/// The RNR NAK timer of an IBA-encoded `min_rnr_timer` (0 = 655.36 ms, 1 = 0.01 ms, ...,
+/// 12 = 0.64 ms, 31 = 491.52 ms).
+fn rnr_timer(code: u8) -> std::time::Duration {
+    const US: [u32; 32] = [
+        655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560,
+        3_840, 5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880,
+        163_840, 245_760, 327_680, 491_520,
+    ];
+    std::time::Duration::from_micros(u64::from(US[usize::from(code & 31)]))
 }
 
 fn stream(qpn: u32, recv: bool) -> u64 {
