@@ -69,7 +69,8 @@ fn selective_signaling_reports_covered_requests() {
         .all(|c| c.is_ok() && c.opcode == WcOpcode::Send && c.qp_num == 0x11));
     // dbrec[0] = ci after the batch.
     assert_eq!(d.dbrec_ci(), 2);
-    assert_eq!(cq.reserved(), 0);
+    // Only the posting budget the SQ took from the CQ stays reserved.
+    assert_eq!(cq.reserved(), qp.sq().cq_budget());
     assert_eq!(qp.sq().free_slots(), 16);
 }
 
@@ -359,7 +360,11 @@ fn reset_purges_stale_cqes_and_starts_from_zero() {
     d.push(&Cqe::req(0x67, 0, 0x0a, 0));
     qp.set_state(QpState::Reset);
     assert_eq!(dq.dbrec(), [0, 0]);
-    assert_eq!(cq.reserved(), 1, "only the other QP's WR is outstanding");
+    assert_eq!(
+        cq.reserved(),
+        1 + other.sq().cq_budget(),
+        "only the other QP's WR (and its budget) is outstanding"
+    );
     qp.set_state(QpState::Init);
     qp.set_state(QpState::Rtr);
     qp.set_state(QpState::Rts);
@@ -375,7 +380,7 @@ fn reset_purges_stale_cqes_and_starts_from_zero() {
         vec![(0x67, 2), (0x66, 3)],
         "the stale CQE of 0x66 is gone"
     );
-    assert_eq!(cq.reserved(), 0);
+    assert_eq!(cq.reserved(), qp.sq().cq_budget() + other.sq().cq_budget());
 }
 
 #[test]
@@ -490,12 +495,13 @@ fn separate_send_and_receive_cqs() {
     qp.set_state(QpState::Rts);
     qp.sq().post(SendWr::send(60, &SGE).signaled()).unwrap();
     qp.sq().ring();
-    assert_eq!((scq.reserved(), rcq.reserved()), (1, 1));
+    let budget = qp.sq().cq_budget();
+    assert_eq!((scq.reserved(), rcq.reserved()), (1 + budget, 1));
     rd.push(&Cqe::resp(2, 0x99, 0, 8, 0));
     sd.push(&Cqe::req(0x99, 0, 0x0a, 0));
     assert_eq!(poll_all(&mut rcq)[0].wr_id, 50);
     assert_eq!(poll_all(&mut scq)[0].wr_id, 60);
-    assert_eq!((scq.reserved(), rcq.reserved()), (0, 0));
+    assert_eq!((scq.reserved(), rcq.reserved()), (budget, 0));
 }
 
 #[test]

@@ -113,13 +113,18 @@ fn poster_and_poller_threads_account_for_every_request() {
             std::hint::spin_loop();
         }
     }
-    let (qp, full) = poster.join().unwrap();
+    let (mut qp, full) = poster.join().unwrap();
     assert_eq!(next, N);
     assert!(signaled >= N / 13);
-    assert_eq!(cq.reserved(), 0, "every CQ entry was given back");
+    assert_eq!(
+        cq.reserved(),
+        qp.sq().cq_budget(),
+        "every CQ entry was given back but the SQ's posting budget"
+    );
     // How often the poster found the queue (or CQ) full depends on scheduling; not asserted.
     eprintln!("poster retried {full} times on a full queue");
     drop(qp);
+    assert_eq!(cq.reserved(), 0, "dropping the QP gave its budget back");
 }
 
 // Queues move between threads (one owner at a time); none is shared by reference, so no

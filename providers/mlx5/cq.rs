@@ -46,7 +46,7 @@
 //! its whole size once per CQ it may complete into. A post that would exceed `cqe_cnt` is
 //! refused with `PostError::CqFull`. The poller gives the entries back once per batch.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
@@ -356,26 +356,39 @@ impl Mlx5Cq {
         }
         if is_req {
             let sq = &qp.sq;
-            let pi = sq.pi.load(Ordering::Acquire);
             let ci = sq.ci.load(Ordering::Relaxed);
+            // The producer position the poster published: the 16-bit send counter of the
+            // QP's dbrec, which is never more than `wqe_cnt` (<= 32768) ahead of `ci`.
+            // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is
+            // (checked `alive` above: its memory outlives the QpShared's registration).
+            let db = unsafe { (*(qp.dbrec.add(1) as *const AtomicU32)).load(Ordering::Acquire) };
+            let pi = ci.wrapping_add(u32::from_be(db).wrapping_sub(ci) & 0xffff);
             // The WQE named must be outstanding: between the retired position and the
             // published producer position.
-            let start_lo = wqe_counter as u32;
-            let dist = start_lo.wrapping_sub(ci) & 0xffff;
+            let dist = (wqe_counter as u32).wrapping_sub(ci) & 0xffff;
             if dist >= pi.wrapping_sub(ci) {
                 self.bogus += 1;
                 return false;
             }
-            // SAFETY: `slots` has `mask + 1` entries and the index is masked.
-            let slot = unsafe { sq.slots.get_unchecked((start_lo & sq.mask) as usize) };
-            let seq = slot.seq.load(Ordering::Relaxed);
-            let end = slot.end.load(Ordering::Relaxed);
+            let start = ci.wrapping_add(dist);
+            let start_lo = start & 0xffff;
+            // Its size from its ctrl segment (byte 7: ds), still in our ring while outstanding.
+            let slot = (start & sq.mask) as usize * 64;
+            // SAFETY: `slot + 7` is inside the SQ ring (`sq_bytes = (mask + 1) * 64`); the WQE
+            // is outstanding, so the poster does not write it.
+            let ds = u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(slot + 7)) } & 0x3f);
+            let end = start.wrapping_add(ds.div_ceil(4).max(1));
+            if end.wrapping_sub(ci) > pi.wrapping_sub(ci) {
+                self.bogus += 1;
+                return false;
+            }
+            let seq = sq.seq_at(start);
             let first = sq.retired_seq.load(Ordering::Relaxed);
             let covered = seq.wrapping_sub(first);
-            out.wr_id = sq.wrid_at(seq);
+            out.wr_id = sq.wrid_at(start);
             out.covered = covered;
             if covered > 0 {
-                out.covered_from = sq.wrid_at(first);
+                out.covered_from = sq.wrid_at(ci);
             }
             sq.retired_seq.store(seq.wrapping_add(1), Ordering::Relaxed);
             sq.ci.store(end, Ordering::Release);

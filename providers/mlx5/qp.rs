@@ -137,6 +137,7 @@ impl Mlx5Qp {
             srq: srq_shared.clone(),
             sq_buf: dv.sq_buf,
             sq_bytes: dv.sq_wqe_cnt as usize * 64,
+            dbrec: dv.dbrec,
             rq_buf: if has_srq {
                 core::ptr::null_mut()
             } else {
@@ -205,7 +206,7 @@ impl Mlx5Qp {
             }
         }
         self.state = s;
-        self.sq.state = s;
+        self.sq.set_state(s);
         self.rq.state = s;
     }
 
@@ -216,7 +217,8 @@ impl Mlx5Qp {
         let mark = |cq: &CqShared| PURGE_ACTIVE | cq.scan_end() as u64;
         sh.purge_send.store(mark(&sh.send_cq), Ordering::Release);
         sh.purge_recv.store(mark(&sh.recv_cq), Ordering::Release);
-        sh.send_cq.release(self.sq.outstanding());
+        sh.send_cq
+            .release(self.sq.outstanding() + self.sq.take_cq_budget());
         sh.recv_cq.release(self.rq.outstanding());
     }
 
@@ -227,7 +229,7 @@ impl Mlx5Qp {
 
     /// Path MTU in bytes (UD sends larger than it are refused).
     pub fn set_path_mtu(&mut self, bytes: u32) {
-        self.sq.path_mtu = bytes;
+        self.sq.set_path_mtu(bytes);
     }
 
     /// Doorbell or BlueFlame (see [`DoorbellMode`]).
@@ -237,7 +239,7 @@ impl Mlx5Qp {
 
     /// Selective signaling helper: force CQ_UPDATE at least every `n` WQEs (0 = off).
     pub fn set_signal_every(&mut self, n: u32) {
-        self.sq.signal_every = n;
+        self.sq.set_signal_every(n);
     }
 }
 

@@ -31,7 +31,8 @@ pub(crate) struct CqShared {
     /// The CQ's memory (read by a QP's reset/drop to find the last software-owned CQE).
     pub dv: DvCq,
     /// CQ entries spoken for: posted requests (every send WR, signaled or not, and every RQ
-    /// receive) not yet retired, plus the static reservations of attached SRQs.
+    /// receive) not yet retired, the posting budgets send queues hold (see `sq.rs`), plus the
+    /// static reservations of attached SRQs.
     /// Incremented by posters (any thread), decremented by the poller once per poll batch.
     pub reserved: CachePadded<AtomicU32>,
     /// The poller's consumer index, published after each batch (`Release`).
@@ -52,6 +53,27 @@ impl CqShared {
             return false;
         }
         true
+    }
+    /// Reserve up to `want` entries, as many as the CQ has left; returns how many (0: none
+    /// left). Used by a send queue to take a posting budget at once (see `sq.rs`).
+    pub fn grab(&self, want: u32) -> u32 {
+        let cap = self.dv.cqe_cnt;
+        let mut cur = self.reserved.load(Ordering::Relaxed);
+        loop {
+            let take = cap.saturating_sub(cur).min(want);
+            if take == 0 {
+                return 0;
+            }
+            match self.reserved.compare_exchange_weak(
+                cur,
+                cur + take,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return take,
+                Err(now) => cur = now,
+            }
+        }
     }
     /// Give `n` entries back.
     #[inline(always)]
@@ -75,51 +97,47 @@ impl CqShared {
     }
 }
 
-/// One send-queue slot, indexed by the WQE's first WQEBB (`wqe_counter & mask`).
-pub(crate) struct SqSlot {
-    /// WR sequence number of the WQE that starts here.
-    pub seq: AtomicU32,
-    /// Producer position (WQEBBs) just after that WQE: retiring it frees everything before.
-    pub end: AtomicU32,
-}
-
-/// Send-queue tracking.
+/// Send-queue tracking, indexed by the first WQEBB of each WQE (`position & mask`).
+///
+/// The poster writes `wrid[i]` and `seq[i]` for the WQE starting at WQEBB `i` before it rings;
+/// the poller reads them for the WQE a requester CQE names (`wqe_counter`). The WQE's size
+/// (for the retired position) is read back from its ctrl segment in the SQ ring, which the
+/// poster does not touch while the WQE is outstanding. The producer position the poller checks
+/// a `wqe_counter` against is the one the poster published in the doorbell record.
 pub(crate) struct SqShared {
-    /// Slots by first WQEBB.
-    pub slots: Box<[SqSlot]>,
-    /// wr_id by WR sequence (`seq & mask`): at most `wqe_cnt` WRs are outstanding since each
-    /// takes at least one WQEBB.
+    /// wr_id of the WQE starting at each WQEBB.
     pub wrid: Box<[AtomicU64]>,
+    /// WR sequence number of the WQE starting at each WQEBB.
+    pub seq: Box<[AtomicU32]>,
     /// `wqe_cnt - 1`.
     pub mask: u32,
-    /// Producer position in WQEBBs, published at ring (written by the poster).
-    pub pi: CachePadded<AtomicU32>,
-    /// Consumer side (written by the poller): WQEBB position retired up to, and the sequence
-    /// number of the oldest WR not yet retired.
+    /// Consumer side (written by the poller): WQEBB position retired up to (free-running; the
+    /// oldest outstanding WQE starts here), and the sequence number of that WQE.
     pub ci: CachePadded<AtomicU32>,
     /// See `ci`.
     pub retired_seq: AtomicU32,
 }
 
 impl SqShared {
-    /// wr_id of the WR with sequence number `seq`.
+    /// wr_id of the WQE starting at WQEBB position `pos`.
     #[inline(always)]
-    pub fn wrid_at(&self, seq: u32) -> u64 {
+    pub fn wrid_at(&self, pos: u32) -> u64 {
         // SAFETY: `wrid` has `mask + 1` entries and the index is masked.
-        unsafe { self.wrid.get_unchecked((seq & self.mask) as usize) }.load(Ordering::Relaxed)
+        unsafe { self.wrid.get_unchecked((pos & self.mask) as usize) }.load(Ordering::Relaxed)
+    }
+
+    /// Sequence number of the WQE starting at WQEBB position `pos`.
+    #[inline(always)]
+    pub fn seq_at(&self, pos: u32) -> u32 {
+        // SAFETY: `seq` has `mask + 1` entries and the index is masked.
+        unsafe { self.seq.get_unchecked((pos & self.mask) as usize) }.load(Ordering::Relaxed)
     }
 
     pub fn new(wqe_cnt: u32) -> SqShared {
         SqShared {
-            slots: (0..wqe_cnt)
-                .map(|_| SqSlot {
-                    seq: AtomicU32::new(0),
-                    end: AtomicU32::new(0),
-                })
-                .collect(),
             wrid: (0..wqe_cnt).map(|_| AtomicU64::new(0)).collect(),
+            seq: (0..wqe_cnt).map(|_| AtomicU32::new(0)).collect(),
             mask: wqe_cnt - 1,
-            pi: CachePadded::new(AtomicU32::new(0)),
             ci: CachePadded::new(AtomicU32::new(0)),
             retired_seq: AtomicU32::new(0),
         }
@@ -218,6 +236,8 @@ pub(crate) struct QpShared {
     /// the WQE) and its size in bytes.
     pub sq_buf: *mut u8,
     pub sq_bytes: usize,
+    /// The QP's doorbell record (`[1]`: the send counter the poster published, 16 bits).
+    pub dbrec: *const u32,
     /// RQ ring and stride (scatter-to-CQE of receives).
     pub rq_buf: *mut u8,
     pub rq_stride: u32,

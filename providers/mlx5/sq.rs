@@ -17,7 +17,7 @@
 //! BlueFlame copy of the single staged WQE, to `bf_reg + bf_offset`; [`wc_flush`]; the offset
 //! toggles by `bf_size`.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::shared::{CqShared, QpShared};
@@ -134,43 +134,81 @@ impl Plan {
 /// `byte_count` flag of an inline segment.
 const INLINE_SEG: u32 = 0x8000_0000;
 
+/// Largest inline payload of the one-WQEBB fast path: header and data in one 16-byte segment.
+const FAST_INLINE_MAX: u32 = 12;
+
+/// Most CQ entries a send queue takes into its posting budget at once.
+const CQ_BUDGET_MAX: u32 = 64;
+
 /// The send queue of an [`super::Mlx5Qp`].
 pub struct Mlx5Sq {
+    // --- Hot: read or written by every post / ring. ---
     buf: *mut u8,
+    /// `wqe_cnt - 1`.
+    mask: u32,
+    /// See the module doc.
+    pi: u32,
+    /// Posting budget as a limit on `pi` (see the module doc): `limit - pi` WQEBBs may be
+    /// posted without looking at shared state. Equal to `pi` when the QP is not in RTS.
+    limit: u32,
+    /// WR sequence number of the next WQE.
+    seq: u32,
+    /// `seq` at the last doorbell (nothing staged when equal).
+    rung_seq: u32,
+    /// An inline WRITE / SEND of `len < lim` bytes takes the one-WQEBB fast path; 0 = never
+    /// (UD for WRITE, `signal_every` set, or no inline at all).
+    write_lim: u32,
+    send_lim: u32,
+    /// `[ds]`: the ctrl segment's bytes 4..8 (`be32(qpn << 8 | ds)`) in the high half of a
+    /// u64, the low half is filled per WQE with `be32(wqe_idx << 8 | opcode)`.
+    ctrl_hi: [u64; 4],
+    /// The ctrl segment's bytes 8..16 for `fm_ce_se` 0: `sq_sig_all`'s CQ_UPDATE at byte 11.
+    ctrl_fm: u64,
+    /// First 8 bytes of the last WQE's ctrl segment: the 8-byte doorbell.
+    last_ctrl: u64,
+    /// `wrid` / `seq` arrays of [`SqShared`], by first WQEBB (`shared` keeps them alive).
+    wrid: *const AtomicU64,
+    wseq: *const AtomicU32,
+    /// `dbrec[1]`, the send counter.
+    dbrec_sq: *mut u32,
+    /// The BlueFlame half the next doorbell goes to, and the XOR that flips to the other.
+    bf_cur: *mut u8,
+    bf_flip: usize,
+    /// The doorbell goes through [`Self::ring_bf`], which may use BlueFlame.
+    bf_on: bool,
+    // --- Cold: slow path, control path. ---
     wqe_cnt: u32,
     /// Ring size in bytes minus one (for wrapping byte offsets).
     byte_mask: usize,
     qpn: u32,
     qp_type: QpType,
-    pub(crate) state: QpState,
+    state: QpState,
     caps: QpCaps,
     /// CQ_UPDATE when the QP signals every request, else 0.
     sig_all_fm: u8,
-    pub(crate) signal_every: u32,
+    signal_every: u32,
     since_signal: u32,
-    pub(crate) path_mtu: u32,
+    path_mtu: u32,
     /// BlueFlame is used for a single staged WQE with `bf_min_ds <= ds <= bf_max_ds`
     /// (derived from the [`DoorbellMode`] and `bf_size`; `bf_max_ds == 0`: never).
     bf_min_ds: u32,
     bf_max_ds: u32,
-    /// See the module doc.
-    pi: u32,
-    seq: u32,
-    cached_ci: u32,
-    /// WQEs staged since the last ring; offset and ds of the last one.
-    staged: u32,
-    last_off: usize,
-    last_ds: u32,
-    dbrec: *mut u32,
+    /// CQ entries held beyond `limit - pi` (see the module doc).
+    cq_extra: u32,
+    /// The CQ entries one budget refill asks for.
+    cq_batch: u32,
+    /// Start of the BlueFlame register (first half).
     bf_reg: *mut u8,
     bf_size: u32,
-    bf_offset: u32,
+    /// Doorbell sink when the device gave no BlueFlame register (never read).
+    _sink: Option<Box<[u64; 8]>>,
     shared: Arc<QpShared>,
     cq: Arc<CqShared>,
 }
 
 // SAFETY: the raw pointers point into this QP's rings, dbrec and bfreg, which the QP's owner
-// keeps alive; only this queue (one producer, `&mut self`) writes through them.
+// keeps alive, or into `shared` / `_sink`, which this queue owns; only this queue (one
+// producer, `&mut self`) writes through them.
 unsafe impl Send for Mlx5Sq {}
 
 impl std::fmt::Debug for Mlx5Sq {
@@ -179,7 +217,7 @@ impl std::fmt::Debug for Mlx5Sq {
             .field("qpn", &self.qpn)
             .field("wqe_cnt", &self.wqe_cnt)
             .field("pi", &self.pi)
-            .field("staged", &self.staged)
+            .field("staged", &self.seq.wrapping_sub(self.rung_seq))
             .finish_non_exhaustive()
     }
 }
@@ -271,11 +309,42 @@ impl Mlx5Sq {
         shared: Arc<QpShared>,
         cq: Arc<CqShared>,
     ) -> Mlx5Sq {
-        Mlx5Sq {
+        let mut sink = None;
+        let bf_reg = if dv.bf_reg.is_null() {
+            // No register: the doorbell stores go to a private sink (the sim and plain memory
+            // always give one; hardware always does).
+            let s: &mut Box<[u64; 8]> = sink.insert(Box::new([0u64; 8]));
+            s.as_mut_ptr() as *mut u8
+        } else {
+            dv.bf_reg
+        };
+        let bf_size = if dv.bf_reg.is_null() { 0 } else { dv.bf_size };
+        let qpn = dv.qpn & 0x00ff_ffff;
+        let mut ctrl_hi = [0u64; 4];
+        for (ds, w) in ctrl_hi.iter_mut().enumerate() {
+            *w = (u64::from((qpn << 8 | ds as u32).to_be())) << 32;
+        }
+        let mut sq = Mlx5Sq {
             buf: dv.sq_buf,
+            mask: dv.sq_wqe_cnt - 1,
+            pi: 0,
+            limit: 0,
+            seq: 0,
+            rung_seq: 0,
+            write_lim: 0,
+            send_lim: 0,
+            ctrl_hi,
+            ctrl_fm: 0,
+            last_ctrl: 0,
+            wrid: shared.sq.wrid.as_ptr(),
+            wseq: shared.sq.seq.as_ptr(),
+            dbrec_sq: dv.dbrec.wrapping_add(1),
+            bf_cur: bf_reg,
+            bf_flip: (bf_reg as usize) ^ (bf_reg as usize + bf_size as usize),
+            bf_on: false,
             wqe_cnt: dv.sq_wqe_cnt,
             byte_mask: dv.sq_wqe_cnt as usize * 64 - 1,
-            qpn: dv.qpn,
+            qpn,
             qp_type,
             state: QpState::Reset,
             caps,
@@ -283,39 +352,83 @@ impl Mlx5Sq {
             signal_every: 0,
             since_signal: 0,
             path_mtu: 4096,
-            bf_min_ds: 2,
-            bf_max_ds: if dv.bf_reg.is_null() {
-                0
-            } else {
-                dv.bf_size / 16
-            },
-            pi: 0,
-            seq: 0,
-            cached_ci: 0,
-            staged: 0,
-            last_off: 0,
-            last_ds: 0,
-            dbrec: dv.dbrec,
-            bf_reg: dv.bf_reg,
-            bf_size: dv.bf_size,
-            bf_offset: 0,
+            bf_min_ds: 0,
+            bf_max_ds: 0,
+            cq_extra: 0,
+            cq_batch: (cq.dv.cqe_cnt / 8).clamp(1, CQ_BUDGET_MAX),
+            bf_reg,
+            bf_size,
+            _sink: sink,
             shared,
             cq,
+        };
+        sq.ctrl_fm = u64::from(sq.sig_all_fm) << 24;
+        sq.set_mode(DoorbellMode::Auto);
+        sq.update_fast_limits();
+        sq
+    }
+
+    /// The fast-path gates from the QP type, inline cap and `signal_every` (see the fields).
+    fn update_fast_limits(&mut self) {
+        let lim = if self.signal_every != 0 {
+            0
+        } else {
+            self.caps.max_inline_data.min(FAST_INLINE_MAX) + 1
+        };
+        self.write_lim = if self.qp_type == QpType::Ud { 0 } else { lim };
+        self.send_lim = if self.qp_type == QpType::Ud { 0 } else { lim };
+    }
+
+    /// The QP's state changed (control path). Outside RTS the posting budget is zero, so every
+    /// post takes the slow path, which refuses it; the CQ entries held stay held.
+    pub(crate) fn set_state(&mut self, s: QpState) {
+        self.state = s;
+        if s != QpState::Rts {
+            self.cq_extra += self.limit.wrapping_sub(self.pi);
+            self.limit = self.pi;
         }
     }
 
-    /// Back to the RESET state: indices zero (the device expects it), nothing staged.
-    pub(crate) fn reset(&mut self) {
-        self.pi = 0;
-        self.seq = 0;
-        self.cached_ci = 0;
-        self.staged = 0;
+    /// Path MTU in bytes (UD sends larger than it are refused).
+    pub(crate) fn set_path_mtu(&mut self, bytes: u32) {
+        self.path_mtu = bytes;
+    }
+
+    /// Force CQ_UPDATE at least every `n` WQEs (0 = off).
+    pub(crate) fn set_signal_every(&mut self, n: u32) {
+        self.signal_every = n;
         self.since_signal = 0;
-        self.bf_offset = 0;
+        self.update_fast_limits();
+    }
+
+    /// Hand back the CQ entries of the posting budget (the caller releases them in the CQ).
+    pub(crate) fn take_cq_budget(&mut self) -> u32 {
+        let held = self.limit.wrapping_sub(self.pi) + self.cq_extra;
+        self.limit = self.pi;
+        self.cq_extra = 0;
+        held
+    }
+
+    /// CQ entries this queue holds as its posting budget: reserved in the CQ, not yet used by
+    /// a post (see the module doc). [`super::Mlx5Cq::reserved`] counts them.
+    pub fn cq_budget(&self) -> u32 {
+        self.limit.wrapping_sub(self.pi) + self.cq_extra
+    }
+
+    /// Back to the RESET state: indices zero (the device expects it), nothing staged. The
+    /// budget must have been handed back ([`Self::take_cq_budget`]).
+    pub(crate) fn reset(&mut self) {
+        debug_assert_eq!(self.cq_budget(), 0);
+        self.pi = 0;
+        self.limit = 0;
+        self.cq_extra = 0;
+        self.seq = 0;
+        self.rung_seq = 0;
+        self.since_signal = 0;
+        self.bf_cur = self.bf_reg;
         let sq = &self.shared.sq;
         sq.ci.store(0, Ordering::Relaxed);
         sq.retired_seq.store(0, Ordering::Relaxed);
-        sq.pi.store(0, Ordering::Release);
     }
 
     /// The flags of the next WQE: the request's own, sq_sig_all, and the `signal_every` rule.
@@ -334,34 +447,124 @@ impl Mlx5Sq {
         fm
     }
 
-    /// Record the WQE just written at `pi` (`ds` units, `nbb` WQEBBs) for the poller and
-    /// advance the producer state.
+    /// Take `nbb` WQEBBs and one CQ entry from the posting budget. Fails (taking nothing)
+    /// when the QP is not in RTS, the SQ is full or the CQ could overrun.
     #[inline(always)]
-    fn record(&mut self, wr_id: u64, ds: u32, nbb: u32) {
-        let sq = &self.shared.sq;
-        let end = self.pi.wrapping_add(nbb);
-        // SAFETY: `slots` and `wrid` have `wqe_cnt` entries and both indices are masked with
-        // `wqe_cnt - 1` (`sq.mask == self.wqe_cnt - 1`, set together in `from_dv`).
-        let (slot, wrid) = unsafe {
-            (
-                sq.slots.get_unchecked((self.pi & sq.mask) as usize),
-                sq.wrid.get_unchecked((self.seq & sq.mask) as usize),
-            )
-        };
-        slot.seq.store(self.seq, Ordering::Relaxed);
-        slot.end.store(end, Ordering::Relaxed);
-        wrid.store(wr_id, Ordering::Relaxed);
-        self.last_off = (self.pi & (self.wqe_cnt - 1)) as usize * 64;
-        self.last_ds = ds;
-        self.pi = end;
+    fn take(&mut self, nbb: u32) -> Result<(), PostError> {
+        if self.limit.wrapping_sub(self.pi) >= nbb {
+            // `nbb` WQEBBs of the budget go, with their CQ entries; the WQE uses one of
+            // those, the other `nbb - 1` stay held.
+            self.cq_extra += nbb - 1;
+            return Ok(());
+        }
+        self.refill(nbb)
+    }
+
+    /// The slow path of [`Self::take`]: refresh the consumer index, take more CQ entries.
+    #[cold]
+    #[inline(never)]
+    fn refill(&mut self, nbb: u32) -> Result<(), PostError> {
+        if self.state != QpState::Rts {
+            return Err(PostError::BadState { state: self.state });
+        }
+        let ci = self.shared.sq.ci.load(Ordering::Acquire);
+        let room = self.wqe_cnt - self.pi.wrapping_sub(ci);
+        if nbb > room {
+            return Err(PostError::QueueFull {
+                capacity: self.caps.max_send_wr,
+            });
+        }
+        let mut held = self.limit.wrapping_sub(self.pi) + self.cq_extra;
+        if held == 0 {
+            held = self.cq.grab(room.min(self.cq_batch));
+            if held == 0 {
+                return Err(PostError::CqFull {
+                    cqe: self.cq.dv.cqe_cnt,
+                });
+            }
+        }
+        // This WQE's entry; the rest is budget, as far as the SQ has room for it.
+        held -= 1;
+        let budget = held.min(room - nbb);
+        self.limit = self.pi.wrapping_add(nbb).wrapping_add(budget);
+        self.cq_extra = held - budget;
+        Ok(())
+    }
+
+    /// Record the WQE just written at `pi` (`nbb` WQEBBs; `ctrl` its first 8 bytes) for the
+    /// poller and the doorbell, and advance the producer state.
+    #[inline(always)]
+    fn record(&mut self, wr_id: u64, ctrl: u64, nbb: u32) {
+        let i = (self.pi & self.mask) as usize;
+        // SAFETY: `wrid` and `wseq` point to `wqe_cnt` entries kept alive by `shared`; `i` is
+        // masked with `wqe_cnt - 1`.
+        unsafe {
+            (*self.wrid.add(i)).store(wr_id, Ordering::Relaxed);
+            (*self.wseq.add(i)).store(self.seq, Ordering::Relaxed);
+        }
+        self.last_ctrl = ctrl;
+        self.pi = self.pi.wrapping_add(nbb);
         self.seq = self.seq.wrapping_add(1);
-        self.staged += 1;
+    }
+
+    /// The first 8 bytes of a ctrl segment at `pi`: opmod 0, `wqe_idx`, opcode, qpn, ds.
+    #[inline(always)]
+    fn ctrl0(&self, opcode: u8, ds: u32) -> u64 {
+        let hi = if (ds as usize) < self.ctrl_hi.len() {
+            self.ctrl_hi[ds as usize]
+        } else {
+            u64::from((self.qpn << 8 | ds).to_be()) << 32
+        };
+        u64::from(((self.pi & 0xffff) << 8 | u32::from(opcode)).to_be()) | hi
+    }
+
+    /// The one-WQEBB fast path: an inline WRITE (`remote` given) or SEND of at most
+    /// [`FAST_INLINE_MAX`] bytes, the caller having checked `data.len() < write_lim/send_lim`
+    /// and the budget. Same bytes as [`Self::write_wqe`]; no wrap (one WQEBB never wraps).
+    #[inline(always)]
+    fn fast_inline(
+        &mut self,
+        wr_id: u64,
+        remote: Option<(u64, u32)>,
+        opcode: u8,
+        imm: u32,
+        data: &[u8],
+        flags: u8,
+    ) {
+        let len = data.len();
+        let has_data = len != 0;
+        let ds = 1 + remote.is_some() as u32 + has_data as u32;
+        let ctrl = self.ctrl0(opcode, ds);
+        let fm = u64::from(FM_CE_SE[(flags & 7) as usize]) << 24;
+        // SAFETY: the WQE is one WQEBB at `pi & mask` inside the SQ ring (64-aligned, the ring
+        // is a multiple of 64), and it is free: the budget (`take`) covered it.
+        unsafe {
+            let w = self.buf.add((self.pi & self.mask) as usize * 64);
+            core::ptr::write(w as *mut u64, ctrl);
+            core::ptr::write(
+                w.add(8) as *mut u64,
+                self.ctrl_fm | fm | u64::from(imm.to_be()) << 32,
+            );
+            let mut seg = w.add(16);
+            if let Some((raddr, rkey)) = remote {
+                core::ptr::write(seg as *mut u64, raddr.to_be());
+                core::ptr::write(seg.add(8) as *mut u64, u64::from(rkey.to_be()));
+                seg = seg.add(16);
+            }
+            if has_data {
+                // Padding first (zero the segment's tail), then header and data over it.
+                core::ptr::write(seg.add(8) as *mut u64, 0);
+                put32(seg, len as u32 | INLINE_SEG);
+                copy_small(seg.add(4), data);
+            }
+        }
+        self.record(wr_id, ctrl, 1);
     }
 
     /// The latency fast path (like rdma-core's `ibv_wr_rdma_write` + `ibv_wr_set_inline_data`):
     /// stage one RDMA WRITE of `data` inline to `raddr`/`rkey`, signaled or not. Same checks
-    /// and accounting as [`SendQueue::post`] (state, QP type, inline size, free WQEBBs, CQ
-    /// room), without decoding a general [`SendWr`]; the WQE bytes are identical.
+    /// and accounting as [`SendQueue::post`] (it is what `post` does for such a request), the
+    /// WQE bytes are identical.
     #[inline(always)]
     pub fn post_write_inline(
         &mut self,
@@ -371,71 +574,33 @@ impl Mlx5Sq {
         data: &[u8],
         signaled: bool,
     ) -> Result<(), PostError> {
-        if self.state != QpState::Rts {
-            return Err(PostError::BadState { state: self.state });
+        if data.len() < self.write_lim as usize && self.pi != self.limit {
+            self.fast_inline(
+                wr_id,
+                Some((raddr, rkey)),
+                wqe_op::RDMA_WRITE,
+                0,
+                data,
+                signaled as u8,
+            );
+            return Ok(());
         }
-        if self.qp_type == QpType::Ud {
-            return Err(PostError::OpNotSupported {
-                op: "WRITE",
-                qp_type: QpType::Ud,
-            });
+        let mut wr = SendWr::new(wr_id, SendOp::Write { raddr, rkey }, &[]).inline(data);
+        if signaled {
+            wr = wr.signaled();
         }
-        if data.len() > self.caps.max_inline_data as usize {
-            return Err(PostError::InlineTooLarge {
-                len: data.len().min(u32::MAX as usize) as u32,
-                max: self.caps.max_inline_data,
-            });
-        }
-        let ds = 2 + inline_ds(data.len());
-        let nbb = ds.div_ceil(4);
-        if nbb > self.wqe_cnt || !self.room(nbb) {
-            return Err(PostError::QueueFull {
-                capacity: self.caps.max_send_wr,
-            });
-        }
-        if !self.cq.try_reserve(1) {
-            return Err(PostError::CqFull {
-                cqe: self.cq.dv.cqe_cnt,
-            });
-        }
-        let fm = self.fm_for(signaled as u8);
-        let off = (self.pi & (self.wqe_cnt - 1)) as usize * 64;
-        let mut c = Cursor {
-            buf: self.buf,
-            byte_mask: self.byte_mask,
-            off,
-        };
-        let ctrl = c.seg();
-        let r = c.seg();
-        // SAFETY: two 16-byte segments inside the SQ ring, in WQEBBs `room` found free.
-        unsafe {
-            put32(ctrl, (self.pi & 0xffff) << 8 | wqe_op::RDMA_WRITE as u32);
-            put32(ctrl.add(4), self.qpn << 8 | ds);
-            put32(ctrl.add(8), fm as u32);
-            put32(ctrl.add(12), 0);
-            put64(r, raddr);
-            put32(r.add(8), rkey);
-            put32(r.add(12), 0);
-        }
-        if !data.is_empty() {
-            self.write_inline(c, data);
-        }
-        self.record(wr_id, ds, nbb);
-        Ok(())
+        self.post_general(&wr)
     }
 
     /// Choose doorbell or BlueFlame.
     pub(crate) fn set_mode(&mut self, m: DoorbellMode) {
-        let max = if self.bf_reg.is_null() {
-            0
-        } else {
-            self.bf_size / 16
-        };
+        let max = self.bf_size / 16;
         (self.bf_min_ds, self.bf_max_ds) = match m {
             DoorbellMode::Doorbell => (1, 0),
             DoorbellMode::BlueFlame => (1, max),
             DoorbellMode::Auto => (2, max),
         };
+        self.bf_on = self.bf_max_ds != 0;
     }
 
     /// WRs posted and not yet retired.
@@ -449,12 +614,10 @@ impl Mlx5Sq {
         self.pi
     }
 
-    /// Validate `wr` and decode it into what the WQE needs. Writes nothing.
+    /// Validate `wr` and decode it into what the WQE needs. Writes nothing. (The QP state is
+    /// checked by the budget, [`Self::take`].)
     #[inline(always)]
     fn check(&self, wr: &SendWr<'_>) -> Result<Plan, PostError> {
-        if self.state != QpState::Rts {
-            return Err(PostError::BadState { state: self.state });
-        }
         // One pass over the op: opcode, immediate, remote segment, atomic operands.
         let mut p = match wr.op {
             SendOp::Send => Plan::new(wqe_op::SEND, 0),
@@ -585,20 +748,11 @@ impl Mlx5Sq {
         Ok(p)
     }
 
-    /// Free WQEBBs, refreshing the cached consumer index when `need` does not fit.
+    /// Write the WQE of `wr` (already checked and decoded into `p`) at `pi`; returns the
+    /// first 8 bytes of its ctrl segment.
     #[inline(always)]
-    fn room(&mut self, need: u32) -> bool {
-        if self.wqe_cnt - self.pi.wrapping_sub(self.cached_ci) >= need {
-            return true;
-        }
-        self.cached_ci = self.shared.sq.ci.load(Ordering::Acquire);
-        self.wqe_cnt - self.pi.wrapping_sub(self.cached_ci) >= need
-    }
-
-    /// Write the WQE of `wr` (already checked and decoded into `p`) at `pi`.
-    #[inline(always)]
-    fn write_wqe(&mut self, wr: &SendWr<'_>, p: &Plan, fm: u8) {
-        let off = (self.pi & (self.wqe_cnt - 1)) as usize * 64;
+    fn write_wqe(&mut self, wr: &SendWr<'_>, p: &Plan, fm: u8) -> u64 {
+        let off = (self.pi & self.mask) as usize * 64;
         let mut c = Cursor {
             buf: self.buf,
             byte_mask: self.byte_mask,
@@ -608,10 +762,10 @@ impl Mlx5Sq {
         // All segment writes below: each `c.seg()` pointer is a 16-byte segment inside the SQ
         // ring (offsets are masked by the ring size, a multiple of 64), and the WQEBBs it lies
         // in are free (`room` checked), so the device is not reading them.
-        // SAFETY: as just said, for the ctrl segment.
+        let ctrl0 = self.ctrl0(p.opcode, p.ds);
+        // SAFETY: as just said, for the ctrl segment (64-aligned: a WQE starts a WQEBB).
         unsafe {
-            put32(ctrl, (self.pi & 0xffff) << 8 | p.opcode as u32);
-            put32(ctrl.add(4), self.qpn << 8 | p.ds);
+            core::ptr::write(ctrl as *mut u64, ctrl0);
             // signature, dci stream channel id (2 bytes), fm_ce_se
             put32(ctrl.add(8), fm as u32);
             put32(ctrl.add(12), p.imm);
@@ -662,6 +816,7 @@ impl Mlx5Sq {
             Payload::Inline(data) if !data.is_empty() => self.write_inline(c, data),
             Payload::Inline(_) => {}
         }
+        ctrl0
     }
 
     /// Inline segment at the cursor: header, data (wrapping at the ring end), zero padding
@@ -714,48 +869,98 @@ impl Mlx5Sq {
         }
     }
 
-    /// Publish the staged WQEs: dbrec, then the doorbell or BlueFlame.
+    /// Publish the staged WQEs: dbrec, then the 8-byte doorbell (BlueFlame: [`Self::ring_bf`]).
     #[inline(always)]
     fn ring_doorbell(&mut self) {
+        let single = self.seq.wrapping_sub(self.rung_seq) == 1;
+        self.rung_seq = self.seq;
         // Orders the WQE stores before the dbrec store the device may act on.
         to_device_store_barrier();
-        // SAFETY: `dbrec` is the QP's 8-byte doorbell record; [1] is the send counter.
-        unsafe { mmio::write32(self.dbrec.add(1), (self.pi & 0xffff).to_be()) };
-        self.shared.sq.pi.store(self.pi, Ordering::Release);
-        if self.bf_reg.is_null() {
-            self.staged = 0;
+        // SAFETY: `dbrec_sq` is the QP's 4-aligned send doorbell record (`dbrec[1]`), host
+        // memory; the poller reads it atomically too (the published producer position).
+        unsafe {
+            (*(self.dbrec_sq as *const AtomicU32))
+                .store((self.pi & 0xffff).to_be(), Ordering::Release)
+        };
+        if self.bf_on {
+            self.ring_bf(single);
             return;
         }
-        let dst = self.bf_reg.wrapping_add(self.bf_offset as usize);
-        let use_bf =
-            self.staged == 1 && self.last_ds <= self.bf_max_ds && self.last_ds >= self.bf_min_ds;
+        // Orders the dbrec store before the write-combining store to the bfreg.
+        wc_start();
+        // SAFETY: `bf_cur` is this QP's 8-aligned doorbell register half (or the sink).
+        unsafe { mmio::write64(self.bf_cur as *mut u64, self.last_ctrl) };
+        // Pushes the WC store out before anything later.
+        wc_flush();
+        self.bf_cur = (self.bf_cur as usize ^ self.bf_flip) as *mut u8;
+    }
+
+    /// The doorbell when BlueFlame may be used: a BlueFlame copy of a single staged WQE whose
+    /// `ds` fits the mode, else the 8-byte doorbell.
+    #[inline(never)]
+    fn ring_bf(&mut self, single: bool) {
+        // The last WQE's index and ds, from its ctrl segment's first 8 bytes.
+        let ctrl = self.last_ctrl;
+        let idx = u32::from_be(ctrl as u32) >> 8 & 0xffff;
+        let ds = u32::from_be((ctrl >> 32) as u32) & 0x3f;
+        let use_bf = single && ds <= self.bf_max_ds && ds >= self.bf_min_ds;
+        let dst = self.bf_cur as *mut u64;
         // Orders the dbrec store before the write-combining stores to the bfreg.
         wc_start();
         if use_bf {
-            let chunks = (self.last_ds as usize * 16).div_ceil(64);
+            let chunks = (ds as usize * 16).div_ceil(64);
             // SAFETY: `dst` is this QP's BlueFlame half (`bf_size` bytes, 8-aligned) and
-            // `chunks * 64 <= bf_size`; the source is the staged WQE in our ring.
+            // `chunks * 64 <= bf_size` (`bf_max_ds = bf_size / 16`); the source is the staged
+            // WQE in our ring, starting at a WQEBB.
             unsafe {
                 mmio::bf_copy(
-                    dst as *mut u64,
+                    dst,
                     self.buf,
                     self.byte_mask + 1,
-                    self.last_off,
+                    (idx & self.mask) as usize * 64,
                     chunks,
                 )
             };
         } else {
-            // SAFETY: the last WQE's ctrl segment is inside the ring (8-aligned); `dst` is the
-            // 8-aligned doorbell register.
-            unsafe {
-                let ctrl = core::ptr::read(self.buf.add(self.last_off) as *const u64);
-                mmio::write64(dst as *mut u64, ctrl);
-            }
+            // SAFETY: `dst` is the 8-aligned doorbell register half.
+            unsafe { mmio::write64(dst, ctrl) };
         }
         // Pushes the WC stores out before anything later.
         wc_flush();
-        self.bf_offset ^= self.bf_size;
-        self.staged = 0;
+        self.bf_cur = (self.bf_cur as usize ^ self.bf_flip) as *mut u8;
+    }
+
+    /// The general path: any request, every check; the one-WQEBB accounting of the fast path
+    /// when the WQE fits one WQEBB.
+    #[inline(always)]
+    fn post_general(&mut self, wr: &SendWr<'_>) -> Result<(), PostError> {
+        let plan = match self.check(wr) {
+            Ok(p) => p,
+            Err(e) => return Err(self.refusal(e)),
+        };
+        let nbb = plan.ds.div_ceil(4);
+        if nbb > self.wqe_cnt {
+            return Err(self.refusal(PostError::QueueFull {
+                capacity: self.caps.max_send_wr,
+            }));
+        }
+        self.take(nbb)?;
+        let fm = self.fm_for(wr.flags.0);
+        let ctrl = self.write_wqe(wr, &plan, fm);
+        self.record(wr.wr_id, ctrl, nbb);
+        Ok(())
+    }
+
+    /// A refusal found by validation: the state error wins (a post outside RTS is refused
+    /// as such whatever the request).
+    #[cold]
+    #[inline(never)]
+    fn refusal(&self, e: PostError) -> PostError {
+        if self.state != QpState::Rts {
+            PostError::BadState { state: self.state }
+        } else {
+            e
+        }
     }
 }
 
@@ -769,42 +974,33 @@ fn reject(wr: SendWr<'_>, error: PostError) -> Rejected<SendWr<'_>> {
 impl SendQueue for Mlx5Sq {
     #[inline(always)]
     fn post<'a>(&mut self, wr: SendWr<'a>) -> Result<(), Rejected<SendWr<'a>>> {
-        // The latency-critical shape (an inline WRITE, no flags but SIGNALED) takes the fast
-        // path; same checks, same bytes.
-        if let (SendOp::Write { raddr, rkey }, Payload::Inline(data), None) =
-            (wr.op, wr.payload, wr.ud)
-        {
-            if wr.flags.0 & !SendFlags::SIGNALED.0 == 0 {
-                let signaled = wr.flags.0 != 0;
-                return match self.post_write_inline(wr.wr_id, raddr, rkey, data, signaled) {
-                    Ok(()) => Ok(()),
-                    Err(error) => Err(reject(wr, error)),
-                };
+        // Small inline WRITEs and SENDs (one WQEBB) take the fast path when the budget covers
+        // them: same checks (folded into `write_lim` / `send_lim` and the budget), same bytes.
+        if let (Payload::Inline(data), None) = (wr.payload, wr.ud) {
+            if self.pi != self.limit {
+                match wr.op {
+                    SendOp::Write { raddr, rkey } if data.len() < self.write_lim as usize => {
+                        let op = wqe_op::RDMA_WRITE;
+                        self.fast_inline(wr.wr_id, Some((raddr, rkey)), op, 0, data, wr.flags.0);
+                        return Ok(());
+                    }
+                    SendOp::Send if data.len() < self.send_lim as usize => {
+                        self.fast_inline(wr.wr_id, None, wqe_op::SEND, 0, data, wr.flags.0);
+                        return Ok(());
+                    }
+                    _ => {}
+                }
             }
         }
-        let plan = match self.check(&wr) {
-            Ok(p) => p,
-            Err(error) => return Err(reject(wr, error)),
-        };
-        let ds = plan.ds;
-        let nbb = ds.div_ceil(4);
-        if nbb > self.wqe_cnt || !self.room(nbb) {
-            let capacity = self.caps.max_send_wr;
-            return Err(reject(wr, PostError::QueueFull { capacity }));
+        match self.post_general(&wr) {
+            Ok(()) => Ok(()),
+            Err(error) => Err(reject(wr, error)),
         }
-        if !self.cq.try_reserve(1) {
-            let cqe = self.cq.dv.cqe_cnt;
-            return Err(reject(wr, PostError::CqFull { cqe }));
-        }
-        let fm = self.fm_for(wr.flags.0);
-        self.write_wqe(&wr, &plan, fm);
-        self.record(wr.wr_id, ds, nbb);
-        Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn ring(&mut self) {
-        if self.staged != 0 {
+        if self.seq != self.rung_seq {
             self.ring_doorbell();
         }
     }
@@ -815,6 +1011,6 @@ impl SendQueue for Mlx5Sq {
     }
 
     fn staged(&self) -> u32 {
-        self.staged
+        self.seq.wrapping_sub(self.rung_seq)
     }
 }
