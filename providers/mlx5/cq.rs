@@ -372,25 +372,29 @@ impl Mlx5Cq {
             }
             let start = ci.wrapping_add(dist);
             let start_lo = start & 0xffff;
-            // Its size from its ctrl segment (byte 7: ds), still in our ring while outstanding.
-            let slot = (start & sq.mask) as usize * 64;
-            // SAFETY: `slot + 7` is inside the SQ ring (`sq_bytes = (mask + 1) * 64`); the WQE
-            // is outstanding, so the poster does not write it.
-            let ds = u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(slot + 7)) } & 0x3f);
-            let end = start.wrapping_add(ds.div_ceil(4).max(1));
+            // The unsignaled requests this completion covers: the WQEs from the oldest
+            // outstanding one (at `ci`) up to the one named, which must start a WQE.
+            let covered = if start == ci {
+                0
+            } else {
+                match qp.wqes_between(ci, start) {
+                    Some(n) => n,
+                    None => {
+                        self.bogus += 1;
+                        return false;
+                    }
+                }
+            };
+            let end = start.wrapping_add(qp.nbb_at(start));
             if end.wrapping_sub(ci) > pi.wrapping_sub(ci) {
                 self.bogus += 1;
                 return false;
             }
-            let seq = sq.seq_at(start);
-            let first = sq.retired_seq.load(Ordering::Relaxed);
-            let covered = seq.wrapping_sub(first);
             out.wr_id = sq.wrid_at(start);
             out.covered = covered;
             if covered > 0 {
                 out.covered_from = sq.wrid_at(ci);
             }
-            sq.retired_seq.store(seq.wrapping_add(1), Ordering::Relaxed);
             sq.ci.store(end, Ordering::Release);
             *released += covered + 1;
             let wqe_op = (sop_qpn >> 24) as u8;

@@ -99,23 +99,21 @@ impl CqShared {
 
 /// Send-queue tracking, indexed by the first WQEBB of each WQE (`position & mask`).
 ///
-/// The poster writes `wrid[i]` and `seq[i]` for the WQE starting at WQEBB `i` before it rings;
-/// the poller reads them for the WQE a requester CQE names (`wqe_counter`). The WQE's size
-/// (for the retired position) is read back from its ctrl segment in the SQ ring, which the
-/// poster does not touch while the WQE is outstanding. The producer position the poller checks
-/// a `wqe_counter` against is the one the poster published in the doorbell record.
+/// The poster writes `wrid[i]` for the WQE starting at WQEBB `i` before it rings; the poller
+/// reads it for the WQE a requester CQE names (`wqe_counter`). Everything else the poller
+/// needs is in the SQ ring itself, which the poster does not touch while a WQE is outstanding:
+/// a WQE's size (ctrl byte 7, `ds`) gives the retired position, and walking the ctrl segments
+/// from the oldest outstanding WQE to the one named counts the unsignaled requests it covers
+/// ([`QpShared::wqes_between`]). The producer position the poller checks a `wqe_counter`
+/// against is the one the poster published in the doorbell record.
 pub(crate) struct SqShared {
     /// wr_id of the WQE starting at each WQEBB.
     pub wrid: Box<[AtomicU64]>,
-    /// WR sequence number of the WQE starting at each WQEBB.
-    pub seq: Box<[AtomicU32]>,
     /// `wqe_cnt - 1`.
     pub mask: u32,
     /// Consumer side (written by the poller): WQEBB position retired up to (free-running; the
-    /// oldest outstanding WQE starts here), and the sequence number of that WQE.
+    /// oldest outstanding WQE starts here).
     pub ci: CachePadded<AtomicU32>,
-    /// See `ci`.
-    pub retired_seq: AtomicU32,
 }
 
 impl SqShared {
@@ -126,20 +124,11 @@ impl SqShared {
         unsafe { self.wrid.get_unchecked((pos & self.mask) as usize) }.load(Ordering::Relaxed)
     }
 
-    /// Sequence number of the WQE starting at WQEBB position `pos`.
-    #[inline(always)]
-    pub fn seq_at(&self, pos: u32) -> u32 {
-        // SAFETY: `seq` has `mask + 1` entries and the index is masked.
-        unsafe { self.seq.get_unchecked((pos & self.mask) as usize) }.load(Ordering::Relaxed)
-    }
-
     pub fn new(wqe_cnt: u32) -> SqShared {
         SqShared {
             wrid: (0..wqe_cnt).map(|_| AtomicU64::new(0)).collect(),
-            seq: (0..wqe_cnt).map(|_| AtomicU32::new(0)).collect(),
             mask: wqe_cnt - 1,
             ci: CachePadded::new(AtomicU32::new(0)),
-            retired_seq: AtomicU32::new(0),
         }
     }
 }
@@ -249,6 +238,33 @@ pub(crate) struct QpShared {
     /// The CQs (to give back reservations on reset/drop).
     pub send_cq: std::sync::Arc<CqShared>,
     pub recv_cq: std::sync::Arc<CqShared>,
+}
+
+impl QpShared {
+    /// WQEBBs of the WQE starting at position `pos`, from its ctrl segment's `ds` (at least
+    /// 1). Only for a written WQE the poster does not touch meanwhile: a staged or outstanding
+    /// one.
+    #[inline(always)]
+    pub fn nbb_at(&self, pos: u32) -> u32 {
+        let off = (pos & self.sq.mask) as usize * 64 + 7;
+        // SAFETY: `off` is inside the SQ ring (`sq_bytes = (mask + 1) * 64`), which the QP's
+        // owner keeps alive as long as this QpShared is used for it.
+        let ds = unsafe { core::ptr::read_volatile(self.sq_buf.add(off)) } & 0x3f;
+        u32::from(ds).div_ceil(4).max(1)
+    }
+
+    /// How many WQEs start in `[from, to)`, walking the ctrl segments (all written, see
+    /// [`Self::nbb_at`]); `None` when `to` is not the start of a WQE.
+    #[inline]
+    pub fn wqes_between(&self, from: u32, to: u32) -> Option<u32> {
+        let mut p = from;
+        let mut n = 0;
+        while before(p, to) {
+            p = p.wrapping_add(self.nbb_at(p));
+            n += 1;
+        }
+        (p == to).then_some(n)
+    }
 }
 
 // SAFETY: the raw pointers point into queue memory that `Mlx5Qp`'s owner keeps alive until the

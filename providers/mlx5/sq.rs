@@ -151,10 +151,8 @@ pub struct Mlx5Sq {
     /// Posting budget as a limit on `pi` (see the module doc): `limit - pi` WQEBBs may be
     /// posted without looking at shared state. Equal to `pi` when the QP is not in RTS.
     limit: u32,
-    /// WR sequence number of the next WQE.
-    seq: u32,
-    /// `seq` at the last doorbell (nothing staged when equal).
-    rung_seq: u32,
+    /// `pi` at the last doorbell (nothing staged when equal).
+    rung_pi: u32,
     /// An inline WRITE / SEND of `len < lim` bytes takes the one-WQEBB fast path; 0 = never
     /// (UD for WRITE, `signal_every` set, or no inline at all).
     write_lim: u32,
@@ -166,9 +164,8 @@ pub struct Mlx5Sq {
     ctrl_fm: u64,
     /// First 8 bytes of the last WQE's ctrl segment: the 8-byte doorbell.
     last_ctrl: u64,
-    /// `wrid` / `seq` arrays of [`SqShared`], by first WQEBB (`shared` keeps them alive).
+    /// The `wrid` array of [`SqShared`], by first WQEBB (`shared` keeps it alive).
     wrid: *const AtomicU64,
-    wseq: *const AtomicU32,
     /// `dbrec[1]`, the send counter.
     dbrec_sq: *mut u32,
     /// The BlueFlame half the next doorbell goes to, and the XOR that flips to the other.
@@ -217,7 +214,7 @@ impl std::fmt::Debug for Mlx5Sq {
             .field("qpn", &self.qpn)
             .field("wqe_cnt", &self.wqe_cnt)
             .field("pi", &self.pi)
-            .field("staged", &self.seq.wrapping_sub(self.rung_seq))
+            .field("rung_pi", &self.rung_pi)
             .finish_non_exhaustive()
     }
 }
@@ -329,15 +326,13 @@ impl Mlx5Sq {
             mask: dv.sq_wqe_cnt - 1,
             pi: 0,
             limit: 0,
-            seq: 0,
-            rung_seq: 0,
+            rung_pi: 0,
             write_lim: 0,
             send_lim: 0,
             ctrl_hi,
             ctrl_fm: 0,
             last_ctrl: 0,
             wrid: shared.sq.wrid.as_ptr(),
-            wseq: shared.sq.seq.as_ptr(),
             dbrec_sq: dv.dbrec.wrapping_add(1),
             bf_cur: bf_reg,
             bf_flip: (bf_reg as usize) ^ (bf_reg as usize + bf_size as usize),
@@ -422,13 +417,11 @@ impl Mlx5Sq {
         self.pi = 0;
         self.limit = 0;
         self.cq_extra = 0;
-        self.seq = 0;
-        self.rung_seq = 0;
+        self.rung_pi = 0;
         self.since_signal = 0;
         self.bf_cur = self.bf_reg;
         let sq = &self.shared.sq;
         sq.ci.store(0, Ordering::Relaxed);
-        sq.retired_seq.store(0, Ordering::Relaxed);
     }
 
     /// The flags of the next WQE: the request's own, sq_sig_all, and the `signal_every` rule.
@@ -496,15 +489,11 @@ impl Mlx5Sq {
     #[inline(always)]
     fn record(&mut self, wr_id: u64, ctrl: u64, nbb: u32) {
         let i = (self.pi & self.mask) as usize;
-        // SAFETY: `wrid` and `wseq` point to `wqe_cnt` entries kept alive by `shared`; `i` is
-        // masked with `wqe_cnt - 1`.
-        unsafe {
-            (*self.wrid.add(i)).store(wr_id, Ordering::Relaxed);
-            (*self.wseq.add(i)).store(self.seq, Ordering::Relaxed);
-        }
+        // SAFETY: `wrid` points to `wqe_cnt` entries kept alive by `shared`; `i` is masked
+        // with `wqe_cnt - 1`.
+        unsafe { (*self.wrid.add(i)).store(wr_id, Ordering::Relaxed) };
         self.last_ctrl = ctrl;
         self.pi = self.pi.wrapping_add(nbb);
-        self.seq = self.seq.wrapping_add(1);
     }
 
     /// The first 8 bytes of a ctrl segment at `pi`: opmod 0, `wqe_idx`, opcode, qpn, ds.
@@ -605,8 +594,8 @@ impl Mlx5Sq {
 
     /// WRs posted and not yet retired.
     pub(crate) fn outstanding(&self) -> u32 {
-        self.seq
-            .wrapping_sub(self.shared.sq.retired_seq.load(Ordering::Acquire))
+        let ci = self.shared.sq.ci.load(Ordering::Acquire);
+        self.shared.wqes_between(ci, self.pi).unwrap_or(0)
     }
 
     /// The producer index (WQEBBs, free-running).
@@ -872,8 +861,8 @@ impl Mlx5Sq {
     /// Publish the staged WQEs: dbrec, then the 8-byte doorbell (BlueFlame: [`Self::ring_bf`]).
     #[inline(always)]
     fn ring_doorbell(&mut self) {
-        let single = self.seq.wrapping_sub(self.rung_seq) == 1;
-        self.rung_seq = self.seq;
+        let staged_bbs = self.pi.wrapping_sub(self.rung_pi);
+        self.rung_pi = self.pi;
         // Orders the WQE stores before the dbrec store the device may act on.
         to_device_store_barrier();
         // SAFETY: `dbrec_sq` is the QP's 4-aligned send doorbell record (`dbrec[1]`), host
@@ -883,7 +872,7 @@ impl Mlx5Sq {
                 .store((self.pi & 0xffff).to_be(), Ordering::Release)
         };
         if self.bf_on {
-            self.ring_bf(single);
+            self.ring_bf(staged_bbs);
             return;
         }
         // Orders the dbrec store before the write-combining store to the bfreg.
@@ -898,11 +887,13 @@ impl Mlx5Sq {
     /// The doorbell when BlueFlame may be used: a BlueFlame copy of a single staged WQE whose
     /// `ds` fits the mode, else the 8-byte doorbell.
     #[inline(never)]
-    fn ring_bf(&mut self, single: bool) {
-        // The last WQE's index and ds, from its ctrl segment's first 8 bytes.
+    fn ring_bf(&mut self, staged_bbs: u32) {
+        // The last WQE's index and ds, from its ctrl segment's first 8 bytes; it is the only
+        // one staged when it covers every staged WQEBB.
         let ctrl = self.last_ctrl;
         let idx = u32::from_be(ctrl as u32) >> 8 & 0xffff;
         let ds = u32::from_be((ctrl >> 32) as u32) & 0x3f;
+        let single = ds.div_ceil(4).max(1) == staged_bbs;
         let use_bf = single && ds <= self.bf_max_ds && ds >= self.bf_min_ds;
         let dst = self.bf_cur as *mut u64;
         // Orders the dbrec store before the write-combining stores to the bfreg.
@@ -1000,7 +991,7 @@ impl SendQueue for Mlx5Sq {
 
     #[inline(always)]
     fn ring(&mut self) {
-        if self.seq != self.rung_seq {
+        if self.pi != self.rung_pi {
             self.ring_doorbell();
         }
     }
@@ -1011,6 +1002,6 @@ impl SendQueue for Mlx5Sq {
     }
 
     fn staged(&self) -> u32 {
-        self.seq.wrapping_sub(self.rung_seq)
+        self.shared.wqes_between(self.rung_pi, self.pi).unwrap_or(0)
     }
 }
