@@ -51,10 +51,11 @@ walltime() {
 
 printf '%-10s %8s %12s %12s %10s %12s %12s\n' workload n "C Ir/op" "Rust Ir/op" ratio "C wall[us]" "Rust wall[us]"
 json=()
-for w in single fast batch32 poll16; do
-    # "fast" is our WRITE-inline fast path; the C side of it is the same single-post writer.
+for w in single single_wrs fast batch32 poll16; do
+    # "fast" (our WRITE-inline fast path) and "single_wrs" (generic post of requests read from
+    # an array) compare with the same single-post C writer.
     cw_name=$w
-    [ "$w" = fast ] && cw_name=single
+    [ "$w" = fast ] || [ "$w" = single_wrs ] && cw_name=single
     c=$(count "$OUT/c.$w" "cg_$cw_name" "$OUT/ref_writer" "$cw_name" "$N")
     r=$(count "$OUT/r.$w" "*cg_$w*" "$RUST_BIN" --callgrind "$w" "$N")
     cw=$(walltime "$OUT/ref_writer" "$cw_name" "$N")

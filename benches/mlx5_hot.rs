@@ -89,9 +89,22 @@ fn poll_run(lb: &mut Loopback, batch: usize) -> Duration {
     d
 }
 
-/// Callgrind workload: `n` single inline 8-byte WRITEs, each rung with the 8-byte doorbell.
+/// Callgrind workload: `n` single inline 8-byte WRITEs through the generic `post`, each rung
+/// with the 8-byte doorbell. The request is built in the loop from the same inputs the C
+/// reference's writer gets (remote address, rkey, the payload pointer), plus a wr_id.
 #[inline(never)]
-fn cg_single(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, wrs: &[SendWr<'_>]) {
+fn cg_single(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 8]) {
+    for i in 0..n {
+        let wr = SendWr::write(u64::from(i), &[], 0x10_0000, 7).inline(data);
+        let _ = sq.post(wr);
+        sq.ring();
+    }
+}
+
+/// Callgrind workload: the same, the requests read from a prepared array (every field a
+/// run-time value: op, payload kind and length, flags).
+#[inline(never)]
+fn cg_single_wrs(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, wrs: &[SendWr<'_>]) {
     for wr in wrs {
         let _ = sq.post(*wr);
         sq.ring();
@@ -108,12 +121,17 @@ fn cg_fast(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 8]
     }
 }
 
-/// Callgrind workload: the same WRITEs in batches of 32, one doorbell per batch.
+/// Callgrind workload: the same WRITEs (generic `post`, built in the loop) in batches of 32,
+/// one doorbell per batch.
 #[inline(never)]
-fn cg_batch32(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, wrs: &[SendWr<'_>]) {
-    for chunk in wrs.chunks(32) {
-        for wr in chunk {
-            let _ = sq.post(*wr);
+fn cg_batch32(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 8]) {
+    let mut i = 0;
+    while i < n {
+        let end = (i + 32).min(n);
+        while i < end {
+            let wr = SendWr::write(u64::from(i), &[], 0x10_0000, 7).inline(data);
+            let _ = sq.post(wr);
+            i += 1;
         }
         sq.ring();
     }
@@ -144,15 +162,19 @@ fn callgrind(kind: &str, n: u32) {
     let payload = 0x0102_0304_0506_0708u64.to_ne_bytes();
     let sge: [Sge; 1] = lb.sge(8);
     match kind {
-        "single" | "batch32" => {
+        "single" => {
+            cg_single(lb.qp.sq(), n, &payload);
+            println!("posted {} staged {}", n, lb.qp.sq().staged());
+        }
+        "batch32" => {
+            cg_batch32(lb.qp.sq(), n, &payload);
+            println!("posted {} staged {}", n, lb.qp.sq().staged());
+        }
+        "single_wrs" => {
             let wrs: Vec<SendWr<'_>> = (0..n)
                 .map(|i| lb.wr(BenchOp::WriteInline, &sge, &payload, i as u64))
                 .collect();
-            if kind == "single" {
-                cg_single(lb.qp.sq(), &wrs);
-            } else {
-                cg_batch32(lb.qp.sq(), &wrs);
-            }
+            cg_single_wrs(lb.qp.sq(), &wrs);
             println!("posted {} staged {}", n, lb.qp.sq().staged());
         }
         "fast" => {
@@ -171,7 +193,9 @@ fn callgrind(kind: &str, n: u32) {
             println!("polled {got}");
         }
         other => {
-            eprintln!("unknown callgrind workload {other}: single | fast | batch32 | poll16");
+            eprintln!(
+                "unknown callgrind workload {other}: single | single_wrs | fast | batch32 | poll16"
+            );
             std::process::exit(2);
         }
     }
