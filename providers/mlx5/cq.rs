@@ -97,8 +97,19 @@ pub fn syndrome_status(syndrome: u8) -> WcStatus {
     }
 }
 
+/// [`req_opcode`] of every byte.
+const REQ_OPCODE: [WcOpcode; 256] = {
+    let mut t = [WcOpcode::Send; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = req_opcode(i as u8);
+        i += 1;
+    }
+    t
+};
+
 /// The completion opcode of a requester CQE, from the send WQE opcode (CQE byte 56).
-fn req_opcode(wqe_op: u8) -> WcOpcode {
+const fn req_opcode(wqe_op: u8) -> WcOpcode {
     match wqe_op {
         0x08 | 0x09 => WcOpcode::RdmaWrite,
         0x10 => WcOpcode::RdmaRead,
@@ -150,6 +161,14 @@ pub struct Mlx5Cq {
     dv: DvCq,
     /// Consumer index (see the module doc). Poller-private; published to `shared.ci`.
     ci: u32,
+    /// The 64-byte CQE of position `ci` is at `cqe0 + ((ci & (cqe_cnt - 1)) << cqe_shift)`
+    /// (`cqe0`: the first slot's 64-byte CQE; `cqe_shift`: 6 or 7).
+    cqe0: *const u8,
+    cqe_shift: u32,
+    /// The QP of the last CQE mapped (qpn, and its entry's `QpShared`, kept alive by
+    /// `entries`; `u32::MAX`: none). Reset whenever `entries` changes.
+    hot_qpn: u32,
+    hot_qp: *const QpShared,
     shared: Arc<CqShared>,
     entries: Vec<Entry>,
     /// Index into `entries` of the last hit.
@@ -157,6 +176,10 @@ pub struct Mlx5Cq {
     /// CQEs that named an unknown QP or a WQE outside the outstanding range (dropped).
     bogus: u64,
 }
+
+// SAFETY: `cqe0` points into the CQ memory `shared.owner` keeps alive (like `dv`, which is
+// `Send`); only this poller (`&mut self`) reads through it.
+unsafe impl Send for Mlx5Cq {}
 
 impl std::fmt::Debug for Mlx5Cq {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -206,6 +229,10 @@ impl Mlx5Cq {
         Ok(Mlx5Cq {
             dv,
             ci: 0,
+            cqe0: dv.buf.wrapping_add(dv.cqe_size as usize - 64),
+            cqe_shift: dv.cqe_size.trailing_zeros(),
+            hot_qpn: u32::MAX,
+            hot_qp: core::ptr::null(),
             shared: Arc::new(CqShared {
                 dv,
                 reserved: CachePadded::new(0.into()),
@@ -245,6 +272,7 @@ impl Mlx5Cq {
     /// Register a QP (control path). A dead entry with the same qpn (a dropped QP whose
     /// number the device reused) hands its purge marks on.
     pub(crate) fn register(&mut self, qp: &Arc<QpShared>, send: bool, recv: bool) {
+        self.hot_qpn = u32::MAX;
         let mut i = 0;
         while i < self.entries.len() {
             let e = &self.entries[i];
@@ -277,6 +305,7 @@ impl Mlx5Cq {
             recv,
         });
         self.last = 0;
+        self.hot_qpn = u32::MAX;
     }
 
     fn purge_done(&self, e: &Entry) -> bool {
@@ -290,17 +319,21 @@ impl Mlx5Cq {
     fn lookup(&mut self, qpn: u32) -> Option<usize> {
         if let Some(e) = self.entries.get(self.last) {
             if e.qpn == qpn {
+                self.hot_qpn = qpn;
+                self.hot_qp = Arc::as_ptr(&e.qp);
                 return Some(self.last);
             }
         }
         let i = self.entries.iter().position(|e| e.qpn == qpn)?;
         self.last = i;
+        self.hot_qpn = qpn;
+        self.hot_qp = Arc::as_ptr(&self.entries[i].qp);
         Some(i)
     }
 
     /// Parse the CQE at `ci` into `out`; false when it produced no completion (purged or
-    /// bogus). `released` counts CQ entries given back.
-    #[inline(always)]
+    /// bogus). `released` counts CQ entries given back. Every case; out of line.
+    #[inline(never)]
     fn process(
         &mut self,
         cqe: *const u8,
@@ -483,6 +516,65 @@ impl Mlx5Cq {
         true
     }
 
+    /// A successful requester CQE with no scattered data (`op_own & 0xfc == 0`). Takes the
+    /// short way when it completes the oldest outstanding WQE of the last QP hit, which has
+    /// no purge pending (nothing covered, nothing to walk); anything else goes to
+    /// [`Self::process`], which handles every case.
+    #[inline(always)]
+    fn process_req(
+        &mut self,
+        cqe: *const u8,
+        op_own: u8,
+        out: &mut Completion,
+        released: &mut u32,
+    ) -> bool {
+        // SAFETY: `cqe` is a 64-byte CQE of this CQ; offsets 56 and 60 are 4-aligned.
+        let (sop_qpn, wc) = unsafe { (be32_at(cqe, 56), be32_at(cqe, 60) >> 16) };
+        let qpn = sop_qpn & 0x00ff_ffff;
+        if qpn != self.hot_qpn {
+            return self.process(cqe, op_own, out, released);
+        }
+        // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by
+        // `lookup`, cleared by `register`, the only place entries go), which holds an `Arc`.
+        let qp = unsafe { &*self.hot_qp };
+        if qp.purge_send.load(Ordering::Relaxed) != 0 || !qp.alive.load(Ordering::Relaxed) {
+            return self.process(cqe, op_own, out, released);
+        }
+        let sq = &qp.sq;
+        let ci = sq.ci.load(Ordering::Relaxed);
+        // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is.
+        let db = unsafe { (*(qp.dbrec.add(1) as *const AtomicU32)).load(Ordering::Acquire) };
+        // Published WQEBBs not yet retired (see `process`).
+        let posted = u32::from_be(db).wrapping_sub(ci) & 0xffff;
+        // The WQE's size from its ctrl segment (see `QpShared::nbb_at`); a ds of 0 (no valid
+        // WQE) makes `nbb - 1` huge and goes to `process`.
+        let off = (ci & sq.mask) as usize * 64 + 7;
+        // SAFETY: `off` is inside the SQ ring; the WQE at `ci` is outstanding when it passes
+        // the checks below (and the byte is only looked at otherwise).
+        let ds = u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(off)) } & 0x3f);
+        let nbb = (ds + 3) >> 2;
+        if (wc ^ ci) & 0xffff != 0 || nbb.wrapping_sub(1) >= posted {
+            return self.process(cqe, op_own, out, released);
+        }
+        let wqe_op = (sop_qpn >> 24) as u8;
+        *out = Completion {
+            wr_id: sq.wrid_at(ci),
+            status: WcStatus::Success,
+            opcode: REQ_OPCODE[wqe_op as usize],
+            byte_len: match wqe_op {
+                0x11 | 0x12 => 8,
+                // SAFETY: as above, offset 44.
+                0x10 => unsafe { be32_at(cqe, 44) },
+                _ => 0,
+            },
+            qp_num: qpn,
+            ..Completion::EMPTY
+        };
+        sq.ci.store(ci.wrapping_add(nbb), Ordering::Release);
+        *released += 1;
+        true
+    }
+
     fn scatter_req(&self, idx: usize, cqe: *const u8, op_own: u8, start: u32, len: u32) {
         let qp = &self.entries[idx].qp;
         let sq = &qp.sq;
@@ -560,10 +652,13 @@ impl CompletionQueue for Mlx5Cq {
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> usize {
         let mut n = 0;
-        let mut consumed = false;
+        let start_ci = self.ci;
         let mut released = 0u32;
         while n < out.len() {
-            let cqe = cqe_ptr(&self.dv, self.ci);
+            // Pure address arithmetic (`wrapping_add`); as `cqe_ptr`.
+            let cqe = self
+                .cqe0
+                .wrapping_add(((self.ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
             // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
             let op_own = unsafe { mmio::read8(cqe.add(63)) };
             if op_own >> 4 == cqe_op::INVALID
@@ -573,14 +668,16 @@ impl CompletionQueue for Mlx5Cq {
             }
             // Orders the owner-bit load above before the loads of the CQE body below.
             from_device_load_barrier();
-            let produced = self.process(cqe, op_own, &mut out[n], &mut released);
+            let produced = if op_own & 0xfc == 0 {
+                // A successful requester CQE without scattered data: the common case.
+                self.process_req(cqe, op_own, &mut out[n], &mut released)
+            } else {
+                self.process(cqe, op_own, &mut out[n], &mut released)
+            };
             self.ci = self.ci.wrapping_add(1);
-            consumed = true;
-            if produced {
-                n += 1;
-            }
+            n += produced as usize;
         }
-        if consumed {
+        if self.ci != start_ci {
             // Orders our reads of the consumed CQEs before the dbrec store that hands their
             // slots back to the device.
             to_device_store_barrier();
