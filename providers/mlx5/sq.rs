@@ -541,9 +541,12 @@ impl Mlx5Sq {
                 seg = seg.add(16);
             }
             if has_data {
-                // Padding first (zero the segment's tail), then header and data over it.
+                // The whole segment first (header, zero padding), then the data over it.
+                core::ptr::write(
+                    seg as *mut u64,
+                    u64::from((len as u32 | INLINE_SEG).to_be()),
+                );
                 core::ptr::write(seg.add(8) as *mut u64, 0);
-                put32(seg, len as u32 | INLINE_SEG);
                 copy_small(seg.add(4), data);
             }
         }
@@ -921,10 +924,11 @@ impl Mlx5Sq {
         self.bf_cur = (self.bf_cur as usize ^ self.bf_flip) as *mut u8;
     }
 
-    /// The general path: any request, every check; the one-WQEBB accounting of the fast path
-    /// when the WQE fits one WQEBB.
+    /// The general path: any request, every check, never the one-WQEBB inline fast path
+    /// [`SendQueue::post`] takes for small inline WRITEs and SENDs. Same bytes, same
+    /// accounting, same refusals as `post` (a test holds them equal); `post` is faster.
     #[inline(always)]
-    fn post_general(&mut self, wr: &SendWr<'_>) -> Result<(), PostError> {
+    pub fn post_general(&mut self, wr: &SendWr<'_>) -> Result<(), PostError> {
         let plan = match self.check(wr) {
             Ok(p) => p,
             Err(e) => return Err(self.refusal(e)),
