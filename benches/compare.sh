@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Compare the Rust mlx5 hot path with the minimal C writer of benches/c/ref_writer.c:
-# instructions (valgrind callgrind, counted inside the cg_* workload functions only; exact
-# and repeatable) and wall time (noisy; plain memory, not hardware).
+# Compare the Rust mlx5 hot path with the minimal C writer of benches/c/ref_writer.c, side by
+# side in one run: instructions (valgrind callgrind, counted inside the cg_* workload
+# functions only; exact and repeatable) and wall time per post (median of RUNS runs of 1000
+# posts measured inside each program around the same workload functions; noisy). Plain
+# memory, not hardware.
 #
-#   benches/compare.sh [n]      n posts / CQEs per workload (default 4000, max 4000)
+#   benches/compare.sh [n]      n posts / CQEs per callgrind workload (default 4000, max 4000)
+#   RUNS=301                    timed runs per measurement
 #
 # Needs gcc, the rdma-core headers (libibverbs-dev: infiniband/mlx5dv.h) and valgrind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-4000}
+RUNS=${RUNS:-301}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
@@ -35,38 +39,46 @@ count() {
     sed -n 's/^summary: *//p' "$out"
 }
 
-# Wall time of the whole process, best of 5 (ms), for a rough side-by-side.
+# Best (lowest) of 3 medians printed by "$@" (ns per post).
 walltime() {
-    local best=
-    for _ in 1 2 3 4 5; do
-        local t0 t1
-        t0=$(date +%s%N)
-        "$@" >/dev/null
-        t1=$(date +%s%N)
-        local ms=$(((t1 - t0) / 1000))
-        if [ -z "$best" ] || [ "$ms" -lt "$best" ]; then best=$ms; fi
+    local best="" t
+    for _ in 1 2 3; do
+        t=$("$@")
+        if [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN { exit !(a < b) }'; then
+            best=$t
+        fi
     done
     echo "$best"
 }
 
-printf '%-10s %8s %12s %12s %10s %12s %12s\n' workload n "C Ir/op" "Rust Ir/op" ratio "C wall[us]" "Rust wall[us]"
+printf '%-10s %6s %9s %11s %7s %9s %11s %7s\n' workload n "C Ir/op" "Rust Ir/op" ratio \
+    "C ns/op" "Rust ns/op" ratio
 json=()
 for w in single single_wrs fast batch32 poll16; do
-    # "fast" (our WRITE-inline fast path) and "single_wrs" (generic post of requests read from
-    # an array) compare with the same single-post C writer.
+    # "fast" (our WRITE-inline fast path) and "single_wrs" (generic post of requests read
+    # from an array) compare with the same single-post C writer.
     cw_name=$w
-    [ "$w" = fast ] || [ "$w" = single_wrs ] && cw_name=single
+    if [ "$w" = fast ] || [ "$w" = single_wrs ]; then cw_name=single; fi
     c=$(count "$OUT/c.$w" "cg_$cw_name" "$OUT/ref_writer" "$cw_name" "$N")
     r=$(count "$OUT/r.$w" "*cg_$w*" "$RUST_BIN" --callgrind "$w" "$N")
-    cw=$(walltime "$OUT/ref_writer" "$cw_name" "$N")
-    rw=$(walltime "$RUST_BIN" --callgrind "$w" "$N")
     read -r cper rper ratio < <(awk -v c="$c" -v r="$r" -v n="$N" \
         'BEGIN { printf "%.1f %.1f %.2f\n", c / n, r / n, (r / n) / (c / n) }')
-    printf '%-10s %8s %12s %12s %10s %12s %12s\n' "$w" "$N" "$cper" "$rper" "${ratio}x" "$cw" "$rw"
-    json+=("{\"workload\":\"$w\",\"n\":$N,\"c_ir_per_op\":$cper,\"rust_ir_per_op\":$rper,\"ratio\":$ratio,\"c_wall_us\":$cw,\"rust_wall_us\":$rw}")
+    cw=null rw=null tratio=null
+    if [ "$w" != poll16 ] && [ "$w" != single_wrs ]; then
+        # C and Rust alternate, so both see the same machine load.
+        cw=$(walltime "$OUT/ref_writer" time "$cw_name" 1000 "$RUNS")
+        rw=$(walltime "$RUST_BIN" --time "$w" 1000 "$RUNS")
+        tratio=$(awk -v c="$cw" -v r="$rw" 'BEGIN { printf "%.2f", r / c }')
+    fi
+    if [ "$cw" = null ]; then show=(- - -); else show=("$cw" "$rw" "${tratio}x"); fi
+    printf '%-10s %6s %9s %11s %7s %9s %11s %7s\n' "$w" "$N" "$cper" "$rper" "${ratio}x" \
+        "${show[@]}"
+    json+=("{\"workload\":\"$w\",\"n\":$N,\"c_ir_per_op\":$cper,\"rust_ir_per_op\":$rper,\"ratio\":$ratio,\"c_ns_per_op\":$cw,\"rust_ns_per_op\":$rw,\"time_ratio\":$tratio}")
 done
-echo "# single: one inline 8-byte RDMA WRITE post (generic SendQueue::post) + 8-byte doorbell;"
-echo "# fast: the same through Mlx5Sq::post_write_inline; batch32: generic post, one doorbell"
-echo "# per 32 (per WQE); poll16: per CQE at batch 16. Plain memory, not hardware."
-echo "# Wall times are whole-process (set-up included) and noisy: instructions are the figure."
+echo "# single: one inline 8-byte RDMA WRITE through the generic SendQueue::post + 8-byte"
+echo "# doorbell, the request built in the loop (as the C writer gets its inputs as arguments);"
+echo "# single_wrs: the same with requests read from an array; fast: Mlx5Sq::post_write_inline;"
+echo "# batch32: generic post, one doorbell per 32 (per WQE); poll16: per CQE at batch 16."
+echo "# ns/op: median of $RUNS runs of 1000 posts inside each program, best of 3; noisy on"
+echo "# shared cores: instructions are the exact figure. Plain memory, not hardware."
 (IFS=,; echo "JSON {\"bench\":\"compare\",\"results\":[${json[*]}]}")

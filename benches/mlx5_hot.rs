@@ -201,8 +201,54 @@ fn callgrind(kind: &str, n: u32) {
     }
 }
 
+/// `--time <single|fast|batch32> <n> <runs>`: the median wall time per post of `runs` runs
+/// of the callgrind workload (`n` posts each), for `benches/compare.sh`'s side-by-side with
+/// the C writer. Between runs (untimed) one signaled WRITE retires everything and the CQ is
+/// drained.
+fn time_workload(kind: &str, n: u32, runs: usize) -> f64 {
+    let n = n.clamp(1, 4000);
+    let mut lb = Loopback::new(4096);
+    lb.qp.set_doorbell_mode(DoorbellMode::Doorbell);
+    let payload = 0x0102_0304_0506_0708u64.to_ne_bytes();
+    let mut per: Vec<f64> = Vec::with_capacity(runs);
+    for r in 0..runs + 5 {
+        let t = Instant::now();
+        match kind {
+            "single" => cg_single(lb.qp.sq(), n, &payload),
+            "fast" => cg_fast(lb.qp.sq(), n, &payload),
+            "batch32" => cg_batch32(lb.qp.sq(), n, &payload),
+            other => {
+                eprintln!("unknown timed workload {other}: single | fast | batch32");
+                std::process::exit(2);
+            }
+        }
+        let d = t.elapsed();
+        let sq = lb.qp.sq();
+        sq.post(
+            SendWr::write(u64::MAX, &[], 0x10_0000, 7)
+                .inline(&payload)
+                .signaled(),
+        )
+        .expect("the run leaves room");
+        sq.ring();
+        assert_eq!(lb.drain(), 1);
+        if r >= 5 {
+            per.push(d.as_nanos() as f64 / f64::from(n));
+        }
+    }
+    per.sort_by(|a, b| a.total_cmp(b));
+    per[per.len() / 2]
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--time") {
+        let kind = args.get(i + 1).map(String::as_str).unwrap_or("single");
+        let n = args.get(i + 2).and_then(|s| s.parse().ok()).unwrap_or(1000);
+        let runs = args.get(i + 3).and_then(|s| s.parse().ok()).unwrap_or(301);
+        println!("{:.2}", time_workload(kind, n, runs.max(1)));
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--callgrind") {
         let kind = args.get(i + 1).map(String::as_str).unwrap_or("single");
         let n = args.get(i + 2).and_then(|s| s.parse().ok()).unwrap_or(4000);

@@ -7,6 +7,9 @@
  *   ref_writer batch32 N   the same in batches of 32, one doorbell per batch
  *   ref_writer poll16 N    poll N CQEs in batches of 16 (owner check, load barrier, four
  *                          fields, dbrec once per batch)
+ *   ref_writer time single|batch32 N RUNS
+ *                          wall time: RUNS runs of N posts, prints the median ns per post
+ *                          (the same writer functions; for benches/compare.sh's side-by-side)
  *
  * Counted by callgrind inside the cg_* functions only (benches/compare.sh).
  */
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <endian.h>
+#include <time.h>
 
 #define SQ_WQE_CNT 4096u
 #define CQE_CNT 8192u
@@ -135,9 +139,52 @@ __attribute__((noinline)) unsigned cg_poll16(struct cq *cq, unsigned n, struct w
 	return got;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Median ns per post over `runs` runs of `n` posts of `kind`. */
+static double time_posts(const char *kind, unsigned n, unsigned runs)
+{
+	uint64_t payload = 0x0807060504030201ull;
+	struct sq sq = {0};
+	double *per = calloc(runs, sizeof(double));
+	sq.buf = aligned_alloc(4096, SQ_WQE_CNT * 64);
+	sq.dbrec = aligned_alloc(64, 64);
+	sq.bf = aligned_alloc(4096, 512);
+	sq.bf_size = 256;
+	sq.qpn = 0x4242;
+	memset(sq.buf, 0, SQ_WQE_CNT * 64);
+	for (unsigned r = 0; r < runs + 5; r++) {
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (!strcmp(kind, "single"))
+			cg_single(&sq, n, &payload);
+		else
+			cg_batch32(&sq, n, &payload);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (r >= 5) /* warm-up runs first */
+			per[r - 5] = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n;
+	}
+	qsort(per, runs, sizeof(double), cmp_double);
+	return per[runs / 2];
+}
+
 int main(int argc, char **argv)
 {
 	const char *kind = argc > 1 ? argv[1] : "single";
+
+	if (!strcmp(kind, "time") && argc > 4) {
+		unsigned n = (unsigned)atoi(argv[3]), runs = (unsigned)atoi(argv[4]);
+		if (n < 1 || n > 4000 || runs < 1) {
+			fprintf(stderr, "ref_writer time: 1 <= N <= 4000, RUNS >= 1\n");
+			return 2;
+		}
+		printf("%.2f\n", time_posts(argv[2], n, runs));
+		return 0;
+	}
 	unsigned n = argc > 2 ? (unsigned)atoi(argv[2]) : 4000;
 	uint64_t payload = 0x0807060504030201ull;
 
