@@ -138,7 +138,7 @@ const INLINE_SEG: u32 = 0x8000_0000;
 const FAST_INLINE_MAX: u32 = 12;
 
 /// Most CQ entries a send queue takes into its posting budget at once.
-const CQ_BUDGET_MAX: u32 = 64;
+const CQ_BUDGET_MAX: u32 = 256;
 
 /// The send queue of an [`super::Mlx5Qp`].
 pub struct Mlx5Sq {
@@ -566,7 +566,8 @@ impl Mlx5Sq {
         data: &[u8],
         signaled: bool,
     ) -> Result<(), PostError> {
-        if data.len() < self.write_lim as usize && self.pi != self.limit {
+        if data.len() < self.write_lim as usize && (self.pi != self.limit || self.refill(1).is_ok())
+        {
             self.fast_inline(
                 wr_id,
                 Some((raddr, rkey)),
@@ -984,18 +985,19 @@ impl SendQueue for Mlx5Sq {
         // Small inline WRITEs and SENDs (one WQEBB) take the fast path when the budget covers
         // them: same checks (folded into `write_lim` / `send_lim` and the budget), same bytes.
         if let (Payload::Inline(data), None) = (wr.payload, wr.ud) {
-            if self.pi != self.limit {
-                match wr.op {
-                    SendOp::Write { raddr, rkey } if data.len() < self.write_lim as usize => {
-                        let op = wqe_op::RDMA_WRITE;
-                        self.fast_inline(wr.wr_id, Some((raddr, rkey)), op, 0, data, wr.flags.0);
-                        return Ok(());
-                    }
-                    SendOp::Send if data.len() < self.send_lim as usize => {
-                        self.fast_inline(wr.wr_id, None, wqe_op::SEND, 0, data, wr.flags.0);
-                        return Ok(());
-                    }
-                    _ => {}
+            let fast = match wr.op {
+                SendOp::Write { raddr, rkey } if data.len() < self.write_lim as usize => {
+                    Some((Some((raddr, rkey)), wqe_op::RDMA_WRITE))
+                }
+                SendOp::Send if data.len() < self.send_lim as usize => Some((None, wqe_op::SEND)),
+                _ => None,
+            };
+            // An empty budget is refilled here (one WQEBB); a refusal goes the general way,
+            // which finds the same error and hands the request back.
+            if let Some((remote, op)) = fast {
+                if self.pi != self.limit || self.refill(1).is_ok() {
+                    self.fast_inline(wr.wr_id, remote, op, 0, data, wr.flags.0);
+                    return Ok(());
                 }
             }
         }
