@@ -237,6 +237,7 @@ impl Mlx5Cq {
                 dv,
                 reserved: CachePadded::new(0.into()),
                 ci: CachePadded::new(0.into()),
+                polling: CachePadded::new(false.into()),
                 owner,
             }),
             entries: Vec::with_capacity(8),
@@ -373,7 +374,9 @@ impl Mlx5Cq {
             }
             mark.store(0, Ordering::Relaxed);
         }
-        if !qp.alive.load(Ordering::Relaxed) {
+        // `SeqCst`: pairs with the dropper's store (see `CqShared::polling`); after this the
+        // QP's memory stays valid until this poll ends.
+        if !qp.alive.load(Ordering::SeqCst) {
             return false;
         }
         let err = opcode == cqe_op::REQ_ERR || opcode == cqe_op::RESP_ERR;
@@ -518,27 +521,22 @@ impl Mlx5Cq {
 
     /// A successful requester CQE with no scattered data (`op_own & 0xfc == 0`). Takes the
     /// short way when it completes the oldest outstanding WQE of the last QP hit, which has
-    /// no purge pending (nothing covered, nothing to walk); anything else goes to
-    /// [`Self::process`], which handles every case.
+    /// no purge pending (nothing covered, nothing to walk); anything else is left
+    /// (false) to [`Self::process`], which handles every case. Gives back one CQ entry.
     #[inline(always)]
-    fn process_req(
-        &mut self,
-        cqe: *const u8,
-        op_own: u8,
-        out: &mut Completion,
-        released: &mut u32,
-    ) -> bool {
+    fn process_req(&self, cqe: *const u8, out: &mut Completion) -> bool {
         // SAFETY: `cqe` is a 64-byte CQE of this CQ; offsets 56 and 60 are 4-aligned.
         let (sop_qpn, wc) = unsafe { (be32_at(cqe, 56), be32_at(cqe, 60) >> 16) };
         let qpn = sop_qpn & 0x00ff_ffff;
         if qpn != self.hot_qpn {
-            return self.process(cqe, op_own, out, released);
+            return false;
         }
         // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by
         // `lookup`, cleared by `register`, the only place entries go), which holds an `Arc`.
         let qp = unsafe { &*self.hot_qp };
-        if qp.purge_send.load(Ordering::Relaxed) != 0 || !qp.alive.load(Ordering::Relaxed) {
-            return self.process(cqe, op_own, out, released);
+        // `alive` as in `process` (`SeqCst`, see `CqShared::polling`).
+        if qp.purge_send.load(Ordering::Relaxed) != 0 || !qp.alive.load(Ordering::SeqCst) {
+            return false;
         }
         let sq = &qp.sq;
         let ci = sq.ci.load(Ordering::Relaxed);
@@ -554,7 +552,7 @@ impl Mlx5Cq {
         let ds = u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(off)) } & 0x3f);
         let nbb = (ds + 3) >> 2;
         if (wc ^ ci) & 0xffff != 0 || nbb.wrapping_sub(1) >= posted {
-            return self.process(cqe, op_own, out, released);
+            return false;
         }
         let wqe_op = (sop_qpn >> 24) as u8;
         *out = Completion {
@@ -571,7 +569,6 @@ impl Mlx5Cq {
             ..Completion::EMPTY
         };
         sq.ci.store(ci.wrapping_add(nbb), Ordering::Release);
-        *released += 1;
         true
     }
 
@@ -653,38 +650,46 @@ impl CompletionQueue for Mlx5Cq {
     fn poll(&mut self, out: &mut [Completion]) -> usize {
         let mut n = 0;
         let start_ci = self.ci;
+        let mut ci = start_ci;
         let mut released = 0u32;
+        let mask = self.dv.cqe_cnt - 1;
         while n < out.len() {
             // Pure address arithmetic (`wrapping_add`); as `cqe_ptr`.
             let cqe = self
                 .cqe0
-                .wrapping_add(((self.ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
+                .wrapping_add(((ci & mask) as usize) << self.cqe_shift);
             // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
             let op_own = unsafe { mmio::read8(cqe.add(63)) };
-            if op_own >> 4 == cqe_op::INVALID
-                || ((op_own & 1) != 0) != ((self.ci & self.dv.cqe_cnt) != 0)
-            {
+            if op_own >> 4 == cqe_op::INVALID || ((op_own & 1) != 0) != ((ci & (mask + 1)) != 0) {
                 break;
+            }
+            if ci == start_ci {
+                // The first CQE of this poll: from here on QP memory is read (see
+                // `CqShared::polling`).
+                self.shared.polling.store(true, Ordering::SeqCst);
             }
             // Orders the owner-bit load above before the loads of the CQE body below.
             from_device_load_barrier();
-            let produced = if op_own & 0xfc == 0 {
-                // A successful requester CQE without scattered data: the common case.
-                self.process_req(cqe, op_own, &mut out[n], &mut released)
+            // A successful requester CQE without scattered data takes the short way.
+            if op_own & 0xfc == 0 && self.process_req(cqe, &mut out[n]) {
+                released += 1;
+                n += 1;
             } else {
-                self.process(cqe, op_own, &mut out[n], &mut released)
-            };
-            self.ci = self.ci.wrapping_add(1);
-            n += produced as usize;
+                self.ci = ci;
+                n += self.process(cqe, op_own, &mut out[n], &mut released) as usize;
+            }
+            ci = ci.wrapping_add(1);
         }
-        if self.ci != start_ci {
+        self.ci = ci;
+        if ci != start_ci {
             // Orders our reads of the consumed CQEs before the dbrec store that hands their
             // slots back to the device.
             to_device_store_barrier();
             // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
-            unsafe { mmio::write32(self.dv.dbrec, (self.ci & 0x00ff_ffff).to_be()) };
-            self.shared.ci.store(self.ci, Ordering::Release);
+            unsafe { mmio::write32(self.dv.dbrec, (ci & 0x00ff_ffff).to_be()) };
+            self.shared.ci.store(ci, Ordering::Release);
             self.shared.release(released);
+            self.shared.polling.store(false, Ordering::Release);
         }
         n
     }

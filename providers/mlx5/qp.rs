@@ -284,7 +284,14 @@ fn unreserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>) {
 impl Drop for Mlx5Qp {
     fn drop(&mut self) {
         self.forget_outstanding();
-        self.shared.alive.store(false, Ordering::Release);
+        // Dead first, then wait for a poll of either CQ that may have seen it alive: the QP
+        // memory (`_owner`) is freed after this returns (see `CqShared::polling`).
+        self.shared.alive.store(false, Ordering::SeqCst);
+        for cq in [&self.shared.send_cq, &self.shared.recv_cq] {
+            while cq.polling.load(Ordering::SeqCst) {
+                std::hint::spin_loop();
+            }
+        }
         if let Some(srq) = &self.srq {
             unreserve_srq(srq, &self.shared.recv_cq);
         }

@@ -37,6 +37,12 @@ pub(crate) struct CqShared {
     pub reserved: CachePadded<AtomicU32>,
     /// The poller's consumer index, published after each batch (`Release`).
     pub ci: CachePadded<AtomicU32>,
+    /// True while a poll that found CQEs runs (set `SeqCst` before it reads any QP's memory,
+    /// cleared `Release` at its end). A dropped QP waits for it to clear after marking itself
+    /// dead (`alive`, `SeqCst`), so the poller never reads a QP's ring or doorbell record
+    /// after its memory is freed: either the poller sees `alive == false`, or the dropper
+    /// sees the poll running and waits (the two `SeqCst` accesses cannot both miss).
+    pub polling: CachePadded<AtomicBool>,
     /// Keeps the CQ memory alive as long as the CQ or any QP registered with it exists (a
     /// QP's reset or drop scans the CQ memory, even after the `Mlx5Cq` itself is gone).
     pub owner: Box<dyn std::any::Any + Send + Sync>,
