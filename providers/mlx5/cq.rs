@@ -44,7 +44,17 @@
 //! Every send WR (signaled or not: a QP that fails may flush each outstanding WQE with its
 //! own error CQE) and every RQ receive reserves one CQ entry at post time; an SRQ reserves
 //! its whole size once per CQ it may complete into. A post that would exceed `cqe_cnt` is
-//! refused with `PostError::CqFull`. The poller gives the entries back once per batch.
+//! refused with `PostError::CqFull`. A send queue reserves its entries ahead, as a posting
+//! budget (see `sq.rs`), which [`Mlx5Cq::reserved`] counts too. The poller gives the entries
+//! back once per batch.
+//!
+//! ## The short way
+//!
+//! A successful requester CQE without scattered data that completes the oldest outstanding
+//! WQE of the QP the last CQE named (nothing covered: selective signaling off, or every WR
+//! signaled) is parsed by `process_req` without the QP table, the purge logic or the walk;
+//! every other CQE goes to `process`. Requester CQEs are checked against the producer position
+//! the poster published in the QP's doorbell record and against the WQE's own size.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -254,7 +264,8 @@ impl Mlx5Cq {
     pub fn ci(&self) -> u32 {
         self.ci
     }
-    /// CQ entries currently spoken for by posted requests (see the module doc).
+    /// CQ entries currently spoken for by posted requests and by send queues' posting
+    /// budgets (see the module doc).
     pub fn reserved(&self) -> u32 {
         self.shared.reserved.load(Ordering::Relaxed)
     }

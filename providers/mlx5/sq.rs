@@ -5,17 +5,50 @@
 //! - `pi` (producer index, `u32`, free-running, in WQEBBs, written by the poster): the next
 //!   WQE starts at WQEBB `pi & (wqe_cnt - 1)`; the ctrl segment carries `pi & 0xffff`.
 //! - `ci` (in [`SqShared`], written by the poller): WQEBBs before it are retired and may be
-//!   overwritten. Free WQEBBs = `wqe_cnt - (pi - ci)`; the poster caches `ci` and re-reads
-//!   it only when the ring looks full.
-//! - `seq` (WR sequence, free-running): one per posted WR; a completion for the WR with
-//!   sequence `s` retires every WR from the oldest outstanding one up to `s`.
+//!   overwritten; the oldest outstanding WQE starts there. Free WQEBBs = `wqe_cnt - (pi - ci)`.
+//! - `rung_pi` (poster): `pi` at the last doorbell; nothing is staged when equal.
+//! - `limit` (poster): the posting budget, see below; `pi <= limit <= ci + wqe_cnt`.
+//!
+//! The poller finds a WQE's wr_id in `SqShared::wrid[first WQEBB]` and its size in its own
+//! ctrl segment (`ds`), and counts the unsignaled WQEs a completion covers by walking the ctrl
+//! segments from `ci`; there is no per-WQE sequence number to maintain at post time.
+//!
+//! ## Posting budget (one check per post)
+//!
+//! `limit - pi` WQEBBs may be posted without looking at shared state. The budget folds three
+//! checks into one compare: the QP is in RTS (outside RTS the budget is zero, so every post
+//! reaches the slow path, which refuses it), the SQ has room (the budget never exceeds the
+//! free WQEBBs seen at the last refill), and the CQ cannot overrun: every budget WQEBB is
+//! backed by one CQ entry reserved in `CqShared::reserved` at refill, in one atomic step for
+//! up to `min(CQ_BUDGET_MAX, cqe_cnt / 8, free WQEBBs)` entries. The invariant, exact at every
+//! moment:
+//!
+//! `CQ entries this SQ holds in CqShared::reserved = outstanding WRs + (limit - pi) + cq_extra`
+//!
+//! where `cq_extra` counts entries held beyond the budget (a WQE of `n` WQEBBs uses `n` budget
+//! WQEBBs but one CQ entry; the rest stays held). The poller gives an entry back per retired
+//! WR, a reset or drop gives back the budget too. So `reserved <= cqe_cnt` still guarantees
+//! that the CQEs of everything posted fit the CQ. The price: a budget held by one SQ is not
+//! available to other queues of the same CQ (at most `free WQEBBs` and `cqe_cnt / 8`), so a
+//! CQ sized below the sum of its queues' depths may refuse a post a little earlier than an
+//! exact per-post reservation would. [`Mlx5Sq::cq_budget`] reports the holding.
+//!
+//! ## Fast path
+//!
+//! An inline WRITE or SEND (no UD destination) of at most 12 bytes fits one WQEBB (ctrl,
+//! [raddr,] one inline segment), which never wraps. [`SendQueue::post`] writes it with 64-bit
+//! stores from precomputed parts (`ctrl_hi[ds]` = `be32(qpn << 8 | ds)`), when `len < write_lim`
+//! (or `send_lim`: 0 for UD, with `signal_every` set or without inline) and the budget is not
+//! empty. Everything else takes [`Mlx5Sq::post_general`], which checks and writes every request;
+//! both produce the same bytes and accounting (tests/mlx5_sq.rs holds them equal).
 //!
 //! ## Doorbell (rdma-core's order)
 //!
-//! WQEs written; [`to_device_store_barrier`]; `dbrec[1] = be32(pi & 0xffff)`; [`wc_start`];
-//! then either the 8-byte doorbell (the first 8 bytes of the last WQE's ctrl segment) or a
-//! BlueFlame copy of the single staged WQE, to `bf_reg + bf_offset`; [`wc_flush`]; the offset
-//! toggles by `bf_size`.
+//! WQEs written; [`to_device_store_barrier`]; `dbrec[1] = be32(pi & 0xffff)` (also the
+//! producer position the poller validates a CQE against); [`wc_start`]; then either the
+//! 8-byte doorbell (the first 8 bytes of the last WQE's ctrl segment, kept from when it was
+//! written) or a BlueFlame copy of the single staged WQE, to the current BlueFlame half;
+//! [`wc_flush`]; the half toggles (`bf_size` apart).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
