@@ -239,7 +239,12 @@ fn ud_send_has_grh_space_and_source_qpn() {
     assert_eq!(cb[0].byte_len, 32 + 40);
     assert!(cb[0].flags.contains(WcFlags::GRH));
     assert_eq!(cb[0].src_qp, a.qp.qpn());
+    // The GRH: version 6, payload length BTH + DETH + 32 + ICRC, next header 0x1b, the
+    // sim port's GID as source and destination.
     assert_eq!(mem[1024], 0x60, "GRH version nibble");
+    assert_eq!(&mem[1028..1032], &[0, 56, 0x1b, 64]);
+    assert_eq!(&mem[1032..1048], &rdma_direct::providers::sim::SIM_GID);
+    assert_eq!(&mem[1048..1064], &rdma_direct::providers::sim::SIM_GID);
     assert_eq!(&mem[1064..1096], &[0x5a; 32]);
     // A wrong Q_Key is dropped silently: the sender completes, the receiver sees nothing.
     b.qp.rq()
@@ -453,4 +458,69 @@ fn the_fault_injector_is_reproducible_by_seed() {
     assert_eq!(f1, f2);
     assert!(f1.delayed > 0, "{f1:?}");
     assert_ne!(l1, l3, "another seed, another run");
+}
+
+#[test]
+fn uc_send_longer_than_the_receive_fails_only_at_the_responder() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let mut mem = vec![0u8; 4096];
+    // SAFETY: `mem` outlives the MR.
+    let mr = unsafe { dev.reg_mr(&pd, mem.as_mut_ptr(), mem.len(), Access::ALL) }.unwrap();
+    let (mut a, mut b) = pair(&mut dev, &pd, QpType::Uc, &ConnectOpts::default());
+    b.qp.rq()
+        .post_recv(RecvWr {
+            wr_id: 40,
+            sges: &[mr.sge(2048, 8)],
+        })
+        .unwrap();
+    b.qp.rq().ring();
+    let sge = [mr.sge(0, 9)];
+    a.qp.sq().post(SendWr::send(4, &sge).signaled()).unwrap();
+    a.qp.sq().ring();
+    let ca = poll_n(&mut dev, &mut a.cq, 1);
+    let cb = poll_n(&mut dev, &mut b.cq, 1);
+    assert_eq!(
+        (ca[0].wr_id, ca[0].status),
+        (4, WcStatus::Success),
+        "no acks on UC"
+    );
+    assert_eq!((cb[0].wr_id, cb[0].status), (40, WcStatus::LocLenErr));
+    assert_eq!(dev.qp_state(a.qp.qpn()), Some(QpState::Rts));
+    drop(mr);
+}
+
+#[test]
+fn device_thread_waits_the_rnr_timer_between_retries() {
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    let pd = dev.alloc_pd().unwrap();
+    let mut mem = vec![0u8; 4096];
+    // SAFETY: `mem` outlives the MR.
+    let mr = unsafe { dev.reg_mr(&pd, mem.as_mut_ptr(), mem.len(), Access::ALL) }.unwrap();
+    // rnr_retry 2 and a responder min_rnr_timer of 14 (1.28 ms): the error cannot come
+    // before two timer periods have passed.
+    let opts = ConnectOpts {
+        rnr_retry: 2,
+        min_rnr_timer: 14,
+        ..ConnectOpts::default()
+    };
+    let (mut a, _b) = pair(&mut dev, &pd, QpType::Rc, &opts);
+    let sge = [mr.sge(0, 8)];
+    let t0 = std::time::Instant::now();
+    a.qp.sq().post(SendWr::send(1, &sge).signaled()).unwrap();
+    a.qp.sq().ring();
+    let mut wc = [Completion::EMPTY; 1];
+    while a.cq.poll(&mut wc) == 0 {
+        assert!(t0.elapsed().as_secs() < 20, "no RNR error");
+        std::hint::spin_loop();
+    }
+    assert_eq!(wc[0].status, WcStatus::RnrRetryExcErr);
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_micros(2 * 1280),
+        "{:?}",
+        t0.elapsed()
+    );
+    dev.stop_device_thread();
+    drop(mr);
 }

@@ -95,3 +95,29 @@ fn latency_summary_is_perftest_shaped() {
         ["2", "10", "1.00", "9.00", "5.00", "4.50", "2.29", "8.00", "8.00"]
     );
 }
+
+#[test]
+fn the_cli_without_a_device_runs_on_the_sim() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+        .args(["pingpong", "-s", "64", "-n", "100"])
+        .output()
+        .expect("run rdma-direct");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.starts_with("provider: sim (software mlx5 device; not hardware)\n"),
+        "{text}"
+    );
+    assert!(text.contains("12800 bytes in "), "{text}");
+    assert!(text.contains("100 iters in "), "{text}");
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+        .args(["pingpong", "-s", "zero"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a number"));
+}

@@ -401,9 +401,10 @@ fn fault_soak(threaded: bool, seed: u64, ops: u64) {
     while posted < ops || pairs.iter().any(|p| !p.sq.is_empty()) {
         // Post a few requests on a random pair (if it is usable).
         let k = rng.below(pairs.len() as u64) as usize;
-        let p = &mut pairs[k];
-        if posted < ops && p.a.state() == QpState::Rts {
-            // Keep receives up on the responder for the SENDs.
+        // Keep receives up on every responder for the SENDs (to the end of the run: a SEND
+        // waits for one forever with rnr_retry 7).
+        for p in pairs.iter_mut() {
+            let mut added = false;
             while p.b.rq().free_slots() > 0 && p.rq.len() < 12 {
                 let id = next_id;
                 next_id += 1;
@@ -414,8 +415,14 @@ fn fault_soak(threaded: bool, seed: u64, ops: u64) {
                     })
                     .unwrap();
                 p.rq.push_back(id);
+                added = true;
             }
-            p.b.rq().ring();
+            if added {
+                p.b.rq().ring();
+            }
+        }
+        let p = &mut pairs[k];
+        if posted < ops && p.a.state() == QpState::Rts {
             let n = 1 + rng.below(4);
             for _ in 0..n {
                 let id = next_id;

@@ -9,6 +9,8 @@
 //!    a dbrec update without a UAR write is not seen, as on hardware. The WQE is read from the
 //!    SQ ring (hardware would take a BlueFlame copy's bytes instead; in deterministic mode
 //!    the sim compares the copy with the ring and counts mismatches in [`EngineStats`]).
+//!    Send WQEs execute only in RTS and are flushed in ERR; rung in RESET/INIT/RTR they wait
+//!    and run once the QP reaches RTS (as rxe's are; the mlx5 provider refuses such posts).
 //! 2. **Validation** of each WQE, with the syndrome hardware reports: ctrl `qpn` or
 //!    `wqe_idx` not this QP's / not the expected index, `ds` of zero, larger than the ring or
 //!    too small for the opcode's segments, an inline segment running past `ds`, an opcode the
@@ -17,10 +19,14 @@
 //!    an rkey that is unknown, of another PD, out of bounds or without the access right (on
 //!    the MR or the QP) → requester `REM_ACCESS`; a SEND longer than the receive → responder
 //!    `LOC_LEN`, requester `REM_INV_REQ`; no receive posted → RNR (see below).
-//!    Syndrome values are `MLX5_CQE_SYNDROME_*` of rdma-core `mlx5dv.h` (PRM "CQE error
-//!    syndrome"); which check gives which follows the PRM's error classes as libmlx5 maps
-//!    them in `mlx5_handle_error_cqe` (LOC_PROT = lkey/PD violations, LOC_QP_OP = malformed
-//!    WQE, REM_* = NAK classes from the responder).
+//!    A misaligned atomic is a requester `REM_INV_REQ`; a receive WQE with a bad lkey is
+//!    responder `LOC_PROT` and requester `REM_OP`.
+//!    Syndrome values are `MLX5_CQE_SYNDROME_*` of rdma-core `mlx5dv.h`, and libmlx5's
+//!    `mlx5_handle_error_cqe` turns them into the `ibv_wc_status` the provider reports. Which
+//!    check yields which syndrome is the sim's reading of the IBA error classes (local
+//!    protection → LOC_PROT, a malformed WQE → LOC_QP_OP, responder NAKs → REM_*), the same
+//!    the IBA and the mlx5 column of DESIGN.md §5b give; it was not captured from hardware
+//!    (there is none here). Vendor syndromes (byte 54) are not modelled: always 0.
 //! 3. **Execution** against the peer QP's memory (RC and UC: the QP's remote QPN; UD: the
 //!    address vector's `dqp_dct`), in order; CQEs are written with the right opcode, byte
 //!    count, immediate, QPN, `wqe_counter` and owner parity, for send WQEs only when
@@ -31,7 +37,9 @@
 //! RNR and transport retries are counted in passes: with `rnr_retry` (`retry_cnt`) below 7 a
 //! blocked WQE is retried on that many further passes and then fails with `RNR_RETRY_EXC`
 //! (`RETRY_EXC`); 7 means forever: the WQE stays at the head of the queue until a receive
-//! (a ready peer) appears. A pass is the sim's RNR timer.
+//! (a ready peer) appears. In deterministic mode a pass is the RNR timer and the ACK
+//! timeout; with the device thread the requester waits the responder's `min_rnr_timer`
+//! (IBA encoding) or its own `4.096 µs × 2^timeout` before each retry, as hardware does.
 //!
 //! CQ overrun: before writing a CQE the engine reads the CQ's doorbell record (the consumer
 //! index the host publishes); if the ring is full the CQ enters an error state, an
@@ -91,6 +99,10 @@ pub struct SimQpAttr {
     pub rnr_retry: u8,
     /// Transport retries (7 = forever).
     pub retry_cnt: u8,
+    /// Minimal RNR NAK timer this QP asks its requesters to wait (IBA encoding, 12 = 0.64 ms).
+    pub min_rnr_timer: u8,
+    /// Local ACK timeout exponent (4.096 µs × 2^timeout) before a transport retry.
+    pub timeout: u8,
     /// Remote access rights of the QP.
     pub access: Access,
     /// Q_Key (UD).
@@ -104,6 +116,8 @@ impl Default for SimQpAttr {
             path_mtu: 1024,
             rnr_retry: 7,
             retry_cnt: 7,
+            min_rnr_timer: 12,
+            timeout: 14,
             access: Access::LOCAL_WRITE,
             qkey: 0,
         }
@@ -199,6 +213,9 @@ pub(crate) struct QpCtx {
     /// RNR / transport retries left for the WQE at the head of the SQ.
     rnr_left: Option<u8>,
     retry_left: Option<u8>,
+    /// Device-thread mode: the head WQE is not retried before this instant (the RNR timer
+    /// or the ACK timeout running).
+    retry_at: Option<std::time::Instant>,
 }
 
 impl QpCtx {
@@ -548,6 +565,7 @@ impl Engine {
                 bf_copy: None,
                 rnr_left: None,
                 retry_left: None,
+                retry_at: None,
             },
         );
         Ok((qpn, granted, sq_cnt))
@@ -595,6 +613,7 @@ impl Engine {
         q.state = to;
         q.rnr_left = None;
         q.retry_left = None;
+        q.retry_at = None;
         if to == S::Reset {
             // Back to the state of a new QP: the device's indices zero (the host zeroes the
             // dbrec and its own indices, as on hardware), and the doorbell latch cleared: the
@@ -925,6 +944,11 @@ impl Engine {
     fn exec_head(&mut self, qpn: u32, torn_ok: bool) -> Step {
         let mut buf = [0u8; MAX_WQE];
         let q = self.qps.get(&qpn).expect("present");
+        if let Some(t) = q.retry_at {
+            if std::time::Instant::now() < t {
+                return Step::Blocked { retried: false };
+            }
+        }
         let (ring_len, nbb) = Self::read_head(q, &mut buf);
         if let Some((idx, bf)) = q.bf_copy {
             if u32::from(idx) == q.sq_ci & 0xffff {
@@ -996,11 +1020,19 @@ impl Engine {
                 )
             }
         };
+        let peer_rnr_timer = if matches!(resp, Resp::Rnr) {
+            self.qps
+                .get(&self.qps[&qpn].attr.remote_qpn)
+                .map_or(12, |p| p.attr.min_rnr_timer)
+        } else {
+            12
+        };
         let q = self.qps.get_mut(&qpn).expect("present");
         match resp {
             Resp::Ok | Resp::Dropped => {
                 q.rnr_left = None;
                 q.retry_left = None;
+                q.retry_at = None;
                 q.sq_ci = q.sq_ci.wrapping_add(nbb);
                 let byte_cnt = match w.opcode {
                     op::ATOMIC_CS | op::ATOMIC_FA => 8,
@@ -1025,6 +1057,11 @@ impl Engine {
                 Step::Advanced
             }
             Resp::Rnr => {
+                // The responder's RNR NAK carries its min_rnr_timer; the requester waits
+                // that long before retrying (device-thread mode; a pass otherwise).
+                if torn_ok {
+                    q.retry_at = Some(std::time::Instant::now() + rnr_timer(peer_rnr_timer));
+                }
                 if q.attr.rnr_retry >= 7 {
                     return Step::Blocked { retried: false };
                 }
@@ -1037,6 +1074,11 @@ impl Engine {
                 Step::Blocked { retried: true }
             }
             Resp::NoPeer => {
+                if torn_ok {
+                    // Local ACK timeout: 4.096 µs × 2^timeout.
+                    let t = std::time::Duration::from_nanos(4096 << q.attr.timeout.min(31));
+                    q.retry_at = Some(std::time::Instant::now() + t);
+                }
                 if q.attr.retry_cnt >= 7 {
                     return Step::Blocked { retried: false };
                 }
@@ -1060,6 +1102,7 @@ impl Engine {
         q.state = QpState::Err;
         q.rnr_left = None;
         q.retry_left = None;
+        q.retry_at = None;
         let cqn = q.send_cqn;
         let f = CqeFields {
             opcode: cqe_op::REQ_ERR,
@@ -1129,7 +1172,7 @@ impl Engine {
             op::RDMA_READ => self.remote_span(p, w.raddr, len, w.rkey, Access::REMOTE_READ),
             op::ATOMIC_CS | op::ATOMIC_FA => {
                 if w.raddr % 8 != 0 {
-                    // A misaligned atomic is an invalid request (PRM / IBA o9-?).
+                    // A misaligned atomic: the responder NAKs it as an invalid request.
                     self.responder_error(peer);
                     return Resp::Nak(syndrome::REM_INV_REQ);
                 }
@@ -1188,7 +1231,9 @@ impl Engine {
             }
             op::SEND | op::SEND_IMM | op::RDMA_WRITE_IMM => {
                 let r = self.consume_recv(qpn, peer, w, local, remote, None, torn_ok);
-                if matches!(r, Resp::Rnr) && !reliable {
+                if !reliable && matches!(r, Resp::Rnr | Resp::Nak(_)) {
+                    // UC has no acks: the requester never hears of the responder's trouble
+                    // (the responder side, a LOC_LEN CQE and ERR, has happened already).
                     return Resp::Dropped;
                 }
                 r
@@ -1205,7 +1250,14 @@ impl Engine {
         if p.qp_type != QpType::Ud || !matches!(p.state, QpState::Rtr | QpState::Rts) {
             return Resp::Dropped;
         }
-        if p.attr.qkey != w.qkey {
+        // IBA: a Q_Key with its high-order bit set in the request means "use the sending
+        // QP's own Q_Key". A mismatch drops the datagram silently.
+        let qkey = if w.qkey & 0x8000_0000 != 0 {
+            self.qps.get(&qpn).map_or(0, |q| q.attr.qkey)
+        } else {
+            w.qkey
+        };
+        if p.attr.qkey != qkey {
             return Resp::Dropped;
         }
         let peer = w.dqpn;
@@ -1374,7 +1426,7 @@ impl Engine {
                 unsafe { gather_into(local, remote) };
             }
             _ => {
-                let mut grh_bytes = make_grh(qpn, peer, len as u32);
+                let mut grh_bytes = make_grh(len as u32);
                 let mut src = [EMPTY_SPAN; MAX_SEGS + 1];
                 let mut ns = 0;
                 if grh {
@@ -1536,29 +1588,33 @@ impl Engine {
     }
 }
 
+/// The RNR NAK timer of an IBA-encoded `min_rnr_timer` (0 = 655.36 ms, 1 = 0.01 ms, ...,
+/// 12 = 0.64 ms, 31 = 491.52 ms).
+fn rnr_timer(code: u8) -> std::time::Duration {
+    const US: [u32; 32] = [
+        655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560,
+        3_840, 5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880,
+        163_840, 245_760, 327_680, 491_520,
+    ];
+    std::time::Duration::from_micros(u64::from(US[usize::from(code & 31)]))
+}
+
 fn stream(qpn: u32, recv: bool) -> u64 {
     (u64::from(qpn) << 1) | u64::from(recv)
 }
 
-/// The 40-byte GRH a RoCE v1 receive starts with: IPv6-like header (version 6, payload
-/// length, next header 0x1b = IBA transport, hop limit 64) and source/destination GIDs of
-/// the sim's single port (`::ffff:127.0.0.1`, the QPN in the interface id for tests to see).
-fn make_grh(src_qpn: u32, dst_qpn: u32, payload: u32) -> [u8; GRH_LEN] {
+/// The 40-byte GRH in front of a UD receive: an IPv6-shaped header (version 6, payload
+/// length = BTH 12 + DETH 8 + payload + ICRC 4, next header 0x1b = IBA transport, hop limit
+/// 64) with the sim port's GID (`::ffff:127.0.0.1`) as source and destination: the sim has
+/// one port, so every datagram is a loopback.
+fn make_grh(payload: u32) -> [u8; GRH_LEN] {
     let mut g = [0u8; GRH_LEN];
     g[0] = 0x60;
-    g[4..6].copy_from_slice(&((payload + 12 + 4) as u16).to_be_bytes()); // BTH + DETH.. + ICRC
+    g[4..6].copy_from_slice(&((payload + 12 + 8 + 4) as u16).to_be_bytes());
     g[6] = 0x1b;
     g[7] = 64;
-    let gid = |qpn: u32| {
-        let mut x = [0u8; 16];
-        x[10] = 0xff;
-        x[11] = 0xff;
-        x[12..16].copy_from_slice(&[127, 0, 0, 1]);
-        let _ = qpn;
-        x
-    };
-    g[8..24].copy_from_slice(&gid(src_qpn));
-    g[24..40].copy_from_slice(&gid(dst_qpn));
+    g[8..24].copy_from_slice(&super::SIM_GID);
+    g[24..40].copy_from_slice(&super::SIM_GID);
     g
 }
 

@@ -224,6 +224,8 @@ impl Provider for SimDevice {
             path_mtu: mtu.bytes(),
             rnr_retry: opts.rnr_retry,
             retry_cnt: opts.retry_cnt,
+            min_rnr_timer: opts.min_rnr_timer,
+            timeout: opts.timeout,
             access: opts.access,
             qkey: opts.qkey,
         };
