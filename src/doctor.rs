@@ -388,7 +388,7 @@ fn is_ib(l: LinkLayer) -> bool {
     matches!(l, LinkLayer::InfiniBand | LinkLayer::Unspecified)
 }
 
-/// 1. Physical link: state, rate, subnet manager.
+/// Step 1: Physical link: state, rate, subnet manager.
 pub fn check_link(sys: &Sysfs, p: &PortFacts) -> Vec<Finding> {
     let a = &p.attr;
     let mut out = Vec::new();
@@ -520,7 +520,7 @@ fn mtu_str(raw: u32) -> String {
     }
 }
 
-/// 2. MTU: active against max, the RoCE netdev MTU, the peer's.
+/// Step 2: MTU: active against max, the RoCE netdev MTU, the peer's.
 pub fn check_mtu(sys: &Sysfs, p: &PortFacts, peer_mtu: Option<Mtu>) -> Vec<Finding> {
     let a = &p.attr;
     let mut out = Vec::new();
@@ -634,7 +634,7 @@ fn check_netdev_mtu(sys: &Sysfs, p: &PortFacts) -> Finding {
     }
 }
 
-/// 3. QP capacities and what they mean for sizing; message size and mode.
+/// Step 3: QP capacities and what they mean for sizing; message size and mode.
 pub fn check_caps(a: &PortAttr, c: &DeviceCaps) -> Vec<Finding> {
     let mut out = Vec::new();
     let cq_need = i64::from(c.max_qp_wr) * 2;
@@ -715,7 +715,7 @@ pub fn check_caps(a: &PortAttr, c: &DeviceCaps) -> Vec<Finding> {
     out
 }
 
-/// 4. The locked-memory limit every registration counts against.
+/// Step 4: The locked-memory limit every registration counts against.
 pub fn check_memlock(h: &HostFacts) -> Finding {
     let lim = |v: Option<u64>| v.map_or("unlimited".to_string(), human_bytes);
     let mut saw = format!(
@@ -802,7 +802,7 @@ pub fn parse_cpulist(s: &str) -> Option<Vec<u32>> {
     Some(out)
 }
 
-/// 5. The device's NUMA node against the CPUs this process may use.
+/// Step 5: The device's NUMA node against the CPUs this process may use.
 pub fn check_numa(sys: &Sysfs, dev: &str, allowed: &[u32]) -> Finding {
     let devdir = format!("{}/device", Sysfs::ib(dev));
     if !sys.exists(&devdir) {
@@ -919,7 +919,7 @@ fn parse_width(s: &str) -> Option<u32> {
         .filter(|&w| w > 0)
 }
 
-/// 6. PCIe link width and speed against the card's maximum and the port's rate.
+/// Step 6: PCIe link width and speed against the card's maximum and the port's rate.
 pub fn check_pcie(sys: &Sysfs, dev: &str, port_gbps: Option<f64>) -> Vec<Finding> {
     let devdir = format!("{}/device", Sysfs::ib(dev));
     if !sys.exists(&devdir) {
@@ -1003,7 +1003,7 @@ pub fn check_pcie(sys: &Sysfs, dev: &str, port_gbps: Option<f64>) -> Vec<Finding
     out
 }
 
-/// 7. Pitfalls the control path prevents by construction. Each is true of `crate::verbs`:
+/// Step 7: Pitfalls the control path prevents by construction. Each is true of `crate::verbs`:
 /// every transition in `verbs/qp.rs` builds its `ibv_qp_attr` from `ibv_qp_attr::zeroed()`
 /// with exactly the kernel's mask, and `Qp::connect` uses `local.mtu.min(remote.mtu)` unless
 /// the caller sets `ConnectOpts::path_mtu`.
