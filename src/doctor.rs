@@ -637,11 +637,14 @@ fn check_netdev_mtu(sys: &Sysfs, p: &PortFacts) -> Finding {
 /// Step 3: QP capacities and what they mean for sizing; message size and mode.
 pub fn check_caps(a: &PortAttr, c: &DeviceCaps) -> Vec<Finding> {
     let mut out = Vec::new();
-    let cq_need = i64::from(c.max_qp_wr) * 2;
+    // One CQ shared by a QP's sends and receives must hold both queues' outstanding
+    // entries: the deepest such QP has max_cqe / 2 of each (and no more than max_qp_wr).
+    let shared_depth = (c.max_cqe / 2).min(c.max_qp_wr);
     let saw = format!(
         "max_qp_wr {}, max_sge {}, max_cqe {}: a CQ must hold every signaled WR + receive \
-         outstanding on the QPs it serves (one QP at full depth both ways: {cq_need} CQEs); \
-         a CQ overrun loses completions silently",
+         outstanding on the QPs it serves (a CQ overrun loses completions silently), so one \
+         CQ shared by a QP's sends and receives allows a depth of at most {shared_depth} each; \
+         deeper queues need separate CQs or selective signaling",
         c.max_qp_wr, c.max_sge, c.max_cqe
     );
     if c.max_qp_wr <= 0 || c.max_sge <= 0 || c.max_cqe <= 0 {
@@ -649,16 +652,6 @@ pub fn check_caps(a: &PortAttr, c: &DeviceCaps) -> Vec<Finding> {
             "qp caps",
             saw,
             "the device reports no queue capacity: driver problem, check `ibv_devinfo -v`",
-        ));
-    } else if i64::from(c.max_cqe) < cq_need {
-        out.push(Finding::warn(
-            "qp caps",
-            saw,
-            format!(
-                "a full-depth QP needs more CQEs than one CQ holds: use separate send and \
-                 receive CQs, or signal selectively (e.g. every {}th send)",
-                (cq_need / i64::from(c.max_cqe)).max(1) * 2
-            ),
         ));
     } else {
         out.push(Finding::ok("qp caps", saw));
