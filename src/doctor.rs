@@ -228,87 +228,92 @@ pub struct PortFacts {
     pub caps: DeviceCaps,
 }
 
+/// `RLIMIT_MEMLOCK`: the bytes a process without `CAP_IPC_LOCK` may pin, MRs included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemlockLimit {
+    /// Soft limit in bytes (the one enforced); `None` = unlimited.
+    pub soft: Option<u64>,
+    /// Hard limit in bytes (how far `ulimit -l` may raise the soft one); `None` = unlimited.
+    pub hard: Option<u64>,
+}
+
 /// Facts about this process and its limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostFacts {
-    /// `RLIMIT_MEMLOCK` soft limit in bytes; `None` = unlimited.
-    pub memlock_soft: Option<u64>,
-    /// `RLIMIT_MEMLOCK` hard limit in bytes; `None` = unlimited.
-    pub memlock_hard: Option<u64>,
-    /// Bytes this process has pinned or locked already (`VmPin` + `VmLck`).
-    pub locked_now: u64,
-    /// Effective user id.
+    /// `RLIMIT_MEMLOCK`, `None` if it could not be read.
+    pub memlock: Option<MemlockLimit>,
+    /// Bytes this process has pinned already (`VmPin`: registered MRs, queue buffers): the
+    /// kernel counts every new registration on top of it against the soft limit.
+    pub pinned_now: u64,
+    /// Effective user id (`u32::MAX` if unknown).
     pub euid: u32,
     /// `CAP_IPC_LOCK` is in the effective set: the limit does not apply.
     pub cap_ipc_lock: bool,
-    /// The CPUs this process may run on (`sched_getaffinity`), ascending.
+    /// The CPUs this process may run on (its affinity mask), ascending; empty if unknown.
     pub allowed_cpus: Vec<u32>,
 }
 
 impl HostFacts {
-    /// Reads them from the running process: `getrlimit`, `geteuid`, `sched_getaffinity`,
-    /// `/proc/self/status` (`CapEff`, `VmPin`, `VmLck`).
-    pub fn probe() -> HostFacts {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
+    /// This process's facts, from `/proc/self/limits` (what `getrlimit` returns) and
+    /// `/proc/self/status` (`Uid`, `CapEff`, `VmPin`, `Cpus_allowed_list`: the
+    /// `sched_getaffinity` mask) below `sys`'s root.
+    pub fn read(sys: &Sysfs) -> HostFacts {
+        let status = sys.read("proc/self/status").unwrap_or_default();
+        let field = |k: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(k))
+                .map(str::trim)
         };
-        // SAFETY: `lim` is a valid, writable rlimit; getrlimit only writes it.
-        let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) };
-        let conv = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
-        let (soft, hard) = if rc == 0 {
-            (conv(lim.rlim_cur), conv(lim.rlim_max))
-        } else {
-            (Some(0), Some(0))
-        };
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        let cap_ipc_lock = status_field(&status, "CapEff:")
+        let cap_ipc_lock = field("CapEff:")
             .and_then(|v| u64::from_str_radix(v, 16).ok())
             .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK_BIT) != 0);
-        let kib = |k: &str| {
-            status_field(&status, k)
-                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-                .unwrap_or(0)
-                * 1024
-        };
+        // Uid: real, effective, saved, fs.
+        let euid = field("Uid:")
+            .and_then(|v| v.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(u32::MAX);
+        let pinned = field("VmPin:")
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .map_or(0, |kib| kib * 1024);
         HostFacts {
-            memlock_soft: soft,
-            memlock_hard: hard,
-            locked_now: kib("VmPin:") + kib("VmLck:"),
+            memlock: sys
+                .read("proc/self/limits")
+                .and_then(|l| parse_memlock_limit(&l)),
+            pinned_now: pinned,
             euid,
             cap_ipc_lock,
-            allowed_cpus: allowed_cpus(),
+            allowed_cpus: field("Cpus_allowed_list:")
+                .and_then(parse_cpulist)
+                .unwrap_or_default(),
         }
     }
-}
 
-fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .map(str::trim)
-}
-
-fn allowed_cpus() -> Vec<u32> {
-    // SAFETY: cpu_set_t is a plain bit array; all-zero is a valid (empty) set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is writable and its size is passed; pid 0 is the calling thread.
-    let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if rc != 0 {
-        return Vec::new();
+    /// The running process: [`HostFacts::read`] of `/`.
+    pub fn probe() -> HostFacts {
+        HostFacts::read(&Sysfs::system())
     }
-    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    (0..max)
-        // SAFETY: `c` < CPU_SETSIZE, the bit count of `set`.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .filter_map(|c| u32::try_from(c).ok())
-        .collect()
 }
 
-/// Opens nothing: creates a PD, a CQ and RC QPs on `ctx` asking for 512, 256, ... inline
+/// `RLIMIT_MEMLOCK` from the text of `/proc/<pid>/limits` (the `Max locked memory` row:
+/// soft, hard, in bytes or `unlimited`).
+pub fn parse_memlock_limit(limits: &str) -> Option<MemlockLimit> {
+    let row = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max locked memory"))?;
+    let mut it = row.split_whitespace();
+    let mut val = || -> Option<Option<u64>> {
+        match it.next()? {
+            "unlimited" => Some(None),
+            v => v.parse().ok().map(Some),
+        }
+    };
+    Some(MemlockLimit {
+        soft: val()?,
+        hard: val()?,
+    })
+}
+
+/// Creates a PD, a CQ and RC QPs on `ctx` asking for 512, 256, ... inline
 /// bytes until one is granted, and returns what was granted (`None` if even 0 failed).
 pub fn probe_inline(ctx: &Context) -> Option<u32> {
     let pd = Pd::new(ctx).ok()?;
@@ -710,11 +715,14 @@ pub fn check_caps(a: &PortAttr, c: &DeviceCaps) -> Vec<Finding> {
 
 /// Step 4: The locked-memory limit every registration counts against.
 pub fn check_memlock(h: &HostFacts) -> Finding {
+    let Some(m) = h.memlock else {
+        return Finding::skip("memlock", "cannot read RLIMIT_MEMLOCK (/proc/self/limits)");
+    };
     let lim = |v: Option<u64>| v.map_or("unlimited".to_string(), human_bytes);
     let mut saw = format!(
         "RLIMIT_MEMLOCK soft {}, hard {}; uid {}{}",
-        lim(h.memlock_soft),
-        lim(h.memlock_hard),
+        lim(m.soft),
+        lim(m.hard),
         h.euid,
         if h.cap_ipc_lock { ", CAP_IPC_LOCK" } else { "" }
     );
@@ -722,21 +730,21 @@ pub fn check_memlock(h: &HostFacts) -> Finding {
         saw.push_str(": the limit does not apply to this process");
         return Finding::ok("memlock", saw);
     }
-    let Some(soft) = h.memlock_soft else {
+    let Some(soft) = m.soft else {
         saw.push_str(": registrations are limited by RAM only");
         return Finding::ok("memlock", saw);
     };
     let page = 4096u64;
-    let room = soft.saturating_sub(h.locked_now) / page * page;
+    let room = soft.saturating_sub(h.pinned_now) / page * page;
     saw.push_str(&format!(
         "; {} pinned already, the largest registration that would work is about {}",
-        human_bytes(h.locked_now),
+        human_bytes(h.pinned_now),
         human_bytes(room)
     ));
     if soft < MEMLOCK_WARN_BYTES {
-        let raise = match h.memlock_hard {
+        let raise = match m.hard {
             Some(hard) if hard <= soft => String::new(),
-            _ => " (the hard limit allows raising it: `ulimit -l <kib>` up to it)".to_string(),
+            _ => " (the hard limit allows raising it: `ulimit -l <KiB>` up to it)".to_string(),
         };
         Finding::warn(
             "memlock",

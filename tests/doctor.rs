@@ -5,7 +5,7 @@ mod common;
 
 use rdma_direct::doctor::{
     self, check_caps, check_link, check_memlock, check_mtu, check_numa, check_pcie, DeviceCaps,
-    Finding, HostFacts, Level, PortFacts, Section, Sysfs,
+    Finding, HostFacts, Level, MemlockLimit, PortFacts, Section, Sysfs,
 };
 use rdma_direct::endpoint::Mtu;
 use rdma_direct::ffi;
@@ -87,9 +87,11 @@ fn facts(dev: &str, link: LinkLayer) -> PortFacts {
 
 fn host() -> HostFacts {
     HostFacts {
-        memlock_soft: None,
-        memlock_hard: None,
-        locked_now: 0,
+        memlock: Some(MemlockLimit {
+            soft: None,
+            hard: None,
+        }),
+        pinned_now: 0,
         euid: 1000,
         cap_ipc_lock: false,
         allowed_cpus: (0..8).collect(),
@@ -387,9 +389,11 @@ fn small_cq_no_atomics_no_inline() {
 #[test]
 fn memlock_64_kib_for_a_user_warns_with_the_largest_registration() {
     let mut h = host();
-    h.memlock_soft = Some(64 << 10);
-    h.memlock_hard = Some(64 << 10);
-    h.locked_now = 8 << 10;
+    h.memlock = Some(MemlockLimit {
+        soft: Some(64 << 10),
+        hard: Some(64 << 10),
+    });
+    h.pinned_now = 8 << 10;
     let f = check_memlock(&h);
     assert_eq!(f.level, Level::Warn);
     assert_eq!(
@@ -406,17 +410,26 @@ fn memlock_64_kib_for_a_user_warns_with_the_largest_registration() {
         "{fix}"
     );
     assert!(!fix.contains("hard limit allows"));
-    h.memlock_hard = None;
+    h.memlock = Some(MemlockLimit {
+        soft: Some(64 << 10),
+        hard: None,
+    });
     assert!(check_memlock(&h).fix.unwrap().contains("hard limit allows"));
 }
 
 #[test]
-fn memlock_unlimited_large_or_cap_ipc_lock_is_ok() {
+fn memlock_unlimited_large_or_cap_ipc_lock_is_ok_unknown_is_skipped() {
     let mut h = host();
     assert_eq!(check_memlock(&h).level, Level::Ok);
-    h.memlock_soft = Some(1 << 30);
+    h.memlock = Some(MemlockLimit {
+        soft: Some(1 << 30),
+        hard: Some(1 << 30),
+    });
     assert_eq!(check_memlock(&h).level, Level::Ok);
-    h.memlock_soft = Some(64 << 10);
+    h.memlock = Some(MemlockLimit {
+        soft: Some(64 << 10),
+        hard: Some(64 << 10),
+    });
     h.euid = 0;
     h.cap_ipc_lock = true;
     let f = check_memlock(&h);
@@ -425,22 +438,84 @@ fn memlock_unlimited_large_or_cap_ipc_lock_is_ok() {
     // Root without CAP_IPC_LOCK (a container dropping it) is limited like anyone.
     h.cap_ipc_lock = false;
     assert_eq!(check_memlock(&h).level, Level::Warn);
+    h.memlock = None;
+    assert_eq!(check_memlock(&h).level, Level::Skip);
 }
 
 #[test]
-fn host_probe_reads_this_process() {
+fn host_facts_from_a_fake_proc() {
+    let t = Tree::new("proc");
+    t.file(
+        "proc/self/limits",
+        "Limit                     Soft Limit           Hard Limit           Units     \n\
+         Max cpu time              unlimited            unlimited            seconds   \n\
+         Max locked memory         65536                unlimited            bytes     \n",
+    )
+    .file(
+        "proc/self/status",
+        "Name:\tx\nUid:\t1000\t1001\t1000\t1000\nVmPin:\t       8 kB\n\
+         CapEff:\t0000000000000000\nCpus_allowed_list:\t0-3,8\n",
+    );
+    let h = HostFacts::read(&t.sys());
+    assert_eq!(
+        h,
+        HostFacts {
+            memlock: Some(MemlockLimit {
+                soft: Some(65536),
+                hard: None
+            }),
+            pinned_now: 8192,
+            euid: 1001,
+            cap_ipc_lock: false,
+            allowed_cpus: vec![0, 1, 2, 3, 8],
+        }
+    );
+    t.file("proc/self/status", "CapEff:\t0000000000004000\n");
+    assert!(HostFacts::read(&t.sys()).cap_ipc_lock);
+    let empty = Tree::new("noproc");
+    let h = HostFacts::read(&empty.sys());
+    assert_eq!(h.memlock, None);
+    assert!(h.allowed_cpus.is_empty());
+    assert_eq!(
+        doctor::parse_memlock_limit("Max locked memory  64k  x  bytes"),
+        None
+    );
+}
+
+#[test]
+fn host_probe_matches_getrlimit_and_sched_getaffinity() {
     let h = HostFacts::probe();
-    assert!(!h.allowed_cpus.is_empty(), "sched_getaffinity gave no CPU");
-    // The kernel's own account of the same mask.
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let list = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .unwrap();
-    assert_eq!(Some(h.allowed_cpus.clone()), doctor::parse_cpulist(list));
-    if let (Some(s), Some(hd)) = (h.memlock_soft, h.memlock_hard) {
-        assert!(s <= hd);
-    }
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) },
+        0
+    );
+    let conv = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
+    assert_eq!(
+        h.memlock,
+        Some(MemlockLimit {
+            soft: conv(lim.rlim_cur),
+            hard: conv(lim.rlim_max)
+        })
+    );
+    // SAFETY: geteuid cannot fail.
+    assert_eq!(h.euid, unsafe { libc::geteuid() });
+    // SAFETY: an all-zero cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is writable and its size is passed; the test harness does not change
+    // thread affinities, so this thread's mask is the process's.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    assert_eq!(rc, 0);
+    let cpus: Vec<u32> = (0..8 * std::mem::size_of_val(&set))
+        // SAFETY: `c` is below the bit count of `set`.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .filter_map(|c| u32::try_from(c).ok())
+        .collect();
+    assert_eq!(h.allowed_cpus, cpus);
 }
 
 // ---------------------------------------------------------------------------------------------
