@@ -844,3 +844,77 @@ fn device_cli_doctor_exits_0_on_a_healthy_device() {
     assert!(text.contains("\n\t[skip] pcie"), "{text}");
     assert!(text.contains("\ndoctor: 0 FAIL, "), "{text}");
 }
+
+/// Set in the child process of the memlock device test.
+const MEMLOCK_CHILD: &str = "RDMA_DIRECT_DOCTOR_MEMLOCK_CHILD";
+/// The child's locked-memory limit.
+const CHILD_MEMLOCK: u64 = 64 << 10;
+
+/// The "largest registration that would work" doctor prints is exact: as an unprivileged
+/// process with `ulimit -l 64`, registering that many bytes succeeds and one page more fails
+/// with ENOMEM. The test re-runs itself as user 65534 (no capabilities) in a child process.
+#[test]
+#[ignore = "needs an RDMA device: RDMA_DIRECT_DEVICE=<dev> (tests/guest/run)"]
+fn device_memlock_largest_registration_is_what_doctor_says() {
+    let dev = common::device();
+    if std::env::var_os(MEMLOCK_CHILD).is_some() {
+        let h = HostFacts::probe();
+        assert!(!h.cap_ipc_lock, "the child still has CAP_IPC_LOCK: {h:?}");
+        let f = check_memlock(&h);
+        eprintln!("{f}");
+        assert_eq!(f.level, Level::Warn);
+        let ctx = rdma_direct::verbs::Context::open(&dev).unwrap();
+        let pd = rdma_direct::verbs::Pd::new(&ctx).unwrap();
+        let room = (CHILD_MEMLOCK - HostFacts::probe().pinned_now) / 4096 * 4096;
+        assert!(f.saw.ends_with(&format!(
+            "the largest registration that would work is about {} KiB",
+            room >> 10
+        )));
+        let access = rdma_direct::providers::Access::LOCAL_WRITE;
+        let mr = rdma_direct::verbs::Mr::alloc(&pd, room as usize, access);
+        assert!(mr.is_ok(), "registering {room} B: {:?}", mr.err());
+        drop(mr);
+        let err = rdma_direct::verbs::Mr::alloc(&pd, room as usize + 4096, access)
+            .expect_err("one page beyond the limit registered");
+        assert!(err.to_string().contains("ENOMEM"), "{err}");
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "device_memlock_largest_registration_is_what_doctor_says",
+        "--test-threads",
+        "1",
+        "--nocapture",
+    ])
+    .env(MEMLOCK_CHILD, "1");
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (setrlimit, setgroups, setgid, setuid) on plain values.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: CHILD_MEMLOCK,
+                rlim_max: CHILD_MEMLOCK,
+            };
+            if libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) != 0
+                || libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{text}");
+    assert!(out.status.success(), "child failed: {text}");
+    assert!(text.contains("test result: ok. 1 passed"), "{text}");
+}
