@@ -417,6 +417,10 @@ pub fn check_link(sys: &Sysfs, p: &PortFacts) -> Vec<Finding> {
     let port_dir = format!("{}/ports/{}", Sysfs::ib(&p.device), p.port);
     let sysfs_rate = sys.read(&format!("{port_dir}/rate"));
     match (a.rate_gbps(), a.width_lanes()) {
+        _ if a.state != PortState::Active => out.push(Finding::skip(
+            "link rate",
+            "the port is not active: its rate means nothing until the link is up",
+        )),
         (Some(rate), Some(lanes)) => {
             let mut saw = format!(
                 "{rate} Gb/s ({lanes}X x {} Gb/s)",

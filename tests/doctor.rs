@@ -140,6 +140,7 @@ fn port_down_fails_with_the_cable_hint() {
         .as_deref()
         .unwrap()
         .starts_with("check cable/switch port before tuning software"));
+    assert_eq!(find(&fs, "link rate").level, Level::Skip);
 }
 
 #[test]
