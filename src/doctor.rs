@@ -21,8 +21,9 @@
 //!
 //! The checks are pure functions of plain inputs: a [`Sysfs`] root (`/` on a real host, a
 //! temporary tree in tests), the verbs query results ([`PortAttr`], [`DeviceCaps`]), and the
-//! process facts ([`HostFacts`]). Only [`HostFacts::probe`] and [`probe_device`] touch the
-//! running system. Every check returns [`Finding`]s; none panics on odd input (a missing or
+//! process facts ([`HostFacts`], read from `proc/self/{limits,status}` below the same root:
+//! the `getrlimit` and `sched_getaffinity` values, without unsafe code). Only
+//! [`HostFacts::probe`] and [`probe_device`] touch the running system. Every check returns [`Finding`]s; none panics on odd input (a missing or
 //! unreadable sysfs file becomes a `[skip]` with the reason).
 //!
 //! Output, one line per check: `[ ok ]`, `[warn]`, `[FAIL]` or `[skip]`, the check name, what
@@ -53,7 +54,8 @@ const CAP_IPC_LOCK_BIT: u32 = 14;
 pub enum Level {
     /// Looked, and it is fine.
     Ok,
-    /// Not right in this layer, nor related: e.g. no device link for a virtual device.
+    /// Not looked at: the check does not apply or its input is missing (e.g. PCIe width of a
+    /// virtual device, which has no device/ link in sysfs).
     Skip,
     /// Works, but slower or smaller than it could be.
     Warn,
@@ -1016,13 +1018,15 @@ pub fn pitfalls() -> Vec<Finding> {
     vec![
         Finding::ok(
             "modify_qp attrs",
-            "every QP transition here starts from a zeroed ibv_qp_attr and passes exactly the \
-             mask the kernel requires (no stale fields, the usual EINVAL at RTR)",
+            "every typed QP transition here (to_init/to_rtr/to_rts/to_err/to_reset, connect) \
+             starts from a zeroed ibv_qp_attr and passes exactly the mask the kernel requires: \
+             no stale fields, the usual EINVAL at RTR (modify_raw is the caller's own attr)",
         ),
         Finding::ok(
             "path mtu",
-            "connect takes the smaller of the two endpoints' MTUs (unless path_mtu is set), so \
-             an MTU mismatch slows a connection but does not break it",
+            "connect takes the smaller of the two endpoints' MTUs (unless path_mtu is set): \
+             mismatched endpoints connect at the smaller one (a switch with an even smaller \
+             MTU still drops packets: check it too)",
         ),
     ]
 }
