@@ -775,6 +775,13 @@ impl WcFlags {
     }
 }
 
+impl std::ops::BitOr for WcFlags {
+    type Output = WcFlags;
+    fn bitor(self, rhs: WcFlags) -> WcFlags {
+        WcFlags(self.0 | rhs.0)
+    }
+}
+
 /// One completion, polled into a caller-provided slice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Completion {
