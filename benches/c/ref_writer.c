@@ -1,0 +1,177 @@
+/*
+ * Reference: the least a C writer does for the same work as benches/mlx5_hot.rs's callgrind
+ * workloads, with rdma-core's mlx5dv.h helpers, on plain memory. No validation, no
+ * accounting, no wr_id tracking: a lower bound to compare instruction counts with.
+ *
+ *   ref_writer single N    N single inline 8-byte RDMA WRITEs, 8-byte doorbell each
+ *   ref_writer batch32 N   the same in batches of 32, one doorbell per batch
+ *   ref_writer poll16 N    poll N CQEs in batches of 16 (owner check, load barrier, four
+ *                          fields, dbrec once per batch)
+ *
+ * Counted by callgrind inside the cg_* functions only (benches/compare.sh).
+ */
+#include <infiniband/mlx5dv.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <endian.h>
+
+#define SQ_WQE_CNT 4096u
+#define CQE_CNT 8192u
+
+#define to_device_barrier() asm volatile("" ::: "memory")
+#if defined(__x86_64__)
+#define wc_fence() asm volatile("sfence" ::: "memory")
+#define load_barrier() asm volatile("lfence" ::: "memory")
+#else
+#define wc_fence() asm volatile("dsb st" ::: "memory")
+#define load_barrier() asm volatile("dmb oshld" ::: "memory")
+#endif
+
+struct sq {
+	uint8_t *buf;
+	uint32_t pi;
+	uint32_t qpn;
+	volatile uint32_t *dbrec;
+	uint8_t *bf;
+	uint32_t bf_off;
+	uint32_t bf_size;
+};
+
+static inline void write_inline8(struct sq *sq, uint64_t raddr, uint32_t rkey,
+				 const void *data, uint8_t fm)
+{
+	uint8_t *wqe = sq->buf + (sq->pi & (SQ_WQE_CNT - 1)) * 64;
+	struct mlx5_wqe_ctrl_seg *ctrl = (void *)wqe;
+	struct mlx5_wqe_raddr_seg *r = (void *)(wqe + 16);
+	struct mlx5_wqe_inl_data_seg *inl = (void *)(wqe + 32);
+
+	*(uint32_t *)((uint8_t *)ctrl + 8) = 0;
+	mlx5dv_set_ctrl_seg(ctrl, sq->pi & 0xffff, MLX5_OPCODE_RDMA_WRITE, 0, sq->qpn, fm, 3, 0, 0);
+	r->raddr = htobe64(raddr);
+	r->rkey = htobe32(rkey);
+	r->reserved = 0;
+	inl->byte_count = htobe32(8 | MLX5_INLINE_SEG);
+	memcpy(inl + 1, data, 8);
+	memset((uint8_t *)(inl + 1) + 8, 0, 4);
+	sq->pi++;
+}
+
+static inline void ring(struct sq *sq, uint32_t last_pi)
+{
+	uint8_t *last = sq->buf + (last_pi & (SQ_WQE_CNT - 1)) * 64;
+
+	to_device_barrier();
+	sq->dbrec[1] = htobe32(sq->pi & 0xffff);
+	wc_fence();
+	*(volatile uint64_t *)(sq->bf + sq->bf_off) = *(uint64_t *)last;
+	wc_fence();
+	sq->bf_off ^= sq->bf_size;
+}
+
+__attribute__((noinline)) void cg_single(struct sq *sq, unsigned n, const void *data)
+{
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t pi = sq->pi;
+		write_inline8(sq, 0x100000, 7, data, 0);
+		ring(sq, pi);
+	}
+}
+
+__attribute__((noinline)) void cg_batch32(struct sq *sq, unsigned n, const void *data)
+{
+	for (unsigned i = 0; i < n; i += 32) {
+		uint32_t pi = sq->pi;
+		for (unsigned k = 0; k < 32 && i + k < n; k++) {
+			pi = sq->pi;
+			write_inline8(sq, 0x100000, 7, data, 0);
+		}
+		ring(sq, pi);
+	}
+}
+
+struct cq {
+	uint8_t *buf;
+	uint32_t ci;
+	volatile uint32_t *dbrec;
+};
+
+struct wc {
+	uint64_t wr_id;
+	uint32_t qpn;
+	uint32_t byte_len;
+	uint16_t wqe_counter;
+	uint8_t opcode;
+};
+
+__attribute__((noinline)) unsigned cg_poll16(struct cq *cq, unsigned n, struct wc *out)
+{
+	unsigned got = 0;
+
+	while (got < n) {
+		unsigned k = 0;
+		for (; k < 16; k++) {
+			struct mlx5_cqe64 *cqe = (void *)(cq->buf + (cq->ci & (CQE_CNT - 1)) * 64);
+			uint8_t op_own = *(volatile uint8_t *)&cqe->op_own;
+
+			if ((op_own >> 4) == MLX5_CQE_INVALID ||
+			    ((op_own & MLX5_CQE_OWNER_MASK) ^ !!(cq->ci & CQE_CNT)))
+				break;
+			load_barrier();
+			out[k].qpn = be32toh(cqe->sop_drop_qpn) & 0xffffff;
+			out[k].wqe_counter = be16toh(cqe->wqe_counter);
+			out[k].byte_len = be32toh(cqe->byte_cnt);
+			out[k].opcode = op_own >> 4;
+			out[k].wr_id = out[k].wqe_counter;
+			cq->ci++;
+		}
+		if (!k)
+			break;
+		to_device_barrier();
+		cq->dbrec[0] = htobe32(cq->ci & 0xffffff);
+		got += k;
+	}
+	return got;
+}
+
+int main(int argc, char **argv)
+{
+	const char *kind = argc > 1 ? argv[1] : "single";
+	unsigned n = argc > 2 ? (unsigned)atoi(argv[2]) : 4000;
+	uint64_t payload = 0x0807060504030201ull;
+
+	if (n > 4000)
+		n = 4000;
+	if (!strcmp(kind, "single") || !strcmp(kind, "batch32")) {
+		struct sq sq = {0};
+		sq.buf = aligned_alloc(4096, SQ_WQE_CNT * 64);
+		sq.dbrec = aligned_alloc(64, 64);
+		sq.bf = aligned_alloc(4096, 512);
+		sq.bf_size = 256;
+		sq.qpn = 0x4242;
+		memset(sq.buf, 0, SQ_WQE_CNT * 64);
+		if (!strcmp(kind, "single"))
+			cg_single(&sq, n, &payload);
+		else
+			cg_batch32(&sq, n, &payload);
+		printf("posted %u\n", sq.pi);
+	} else if (!strcmp(kind, "poll16")) {
+		struct cq cq = {0};
+		struct wc out[16];
+		cq.buf = aligned_alloc(4096, CQE_CNT * 64);
+		cq.dbrec = aligned_alloc(64, 64);
+		memset(cq.buf, 0, CQE_CNT * 64);
+		for (unsigned i = 0; i < CQE_CNT; i++) {
+			struct mlx5_cqe64 *c = (void *)(cq.buf + i * 64);
+			c->op_own = i < n ? 0x00 : 0xf0;
+			c->sop_drop_qpn = htobe32(0x0a004242);
+			c->wqe_counter = htobe16(i);
+		}
+		printf("polled %u\n", cg_poll16(&cq, n, out));
+	} else {
+		fprintf(stderr, "usage: ref_writer single|batch32|poll16 [n]\n");
+		return 2;
+	}
+	return 0;
+}

@@ -1,0 +1,246 @@
+//! mlx5 hot-path costs on plain memory (the bench plays the device): post + ring per opcode
+//! and per batch size, doorbell vs BlueFlame, poll per batch. Measured on plain memory, not
+//! hardware: no PCIe write, no write-combining buffer, no device on the other side.
+//!
+//! `cargo bench --bench mlx5_hot` prints the tables; `BENCH_RUNS` / `BENCH_WARMUP` tune the
+//! repetitions. `mlx5_hot --callgrind <single|batch32|poll16> <n>` runs one workload for
+//! `benches/compare.sh` (instructions counted by callgrind inside `cg_*` functions only).
+
+mod harness;
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use rdma_direct::providers::mlx5::plain::{BenchOp, Loopback};
+use rdma_direct::providers::mlx5::DoorbellMode;
+use rdma_direct::providers::{
+    Completion, CompletionQueue, QueuePair, SendFlags, SendQueue, SendWr, Sge,
+};
+
+const SQ: u32 = 4096;
+/// Requests per run: a multiple of every batch size; at 2 WQEBBs each they fit the SQ.
+const RUN: u32 = 960;
+
+/// One run: `RUN` requests of `op` in batches of `batch` (ring after each), the last one of
+/// the run signaled; timed: posts and rings only. Then the device completes, untimed.
+fn post_run(lb: &mut Loopback, op: BenchOp, size: u32, batch: u32) -> Duration {
+    let sge = lb.sge(size);
+    let inline = [0x5au8; 256];
+    let inline = &inline[..(size as usize).min(256)];
+    let mut wrs: Vec<SendWr<'_>> = (0..RUN)
+        .map(|i| lb.wr(op, &sge, inline, i as u64))
+        .collect();
+    wrs[RUN as usize - 1].flags = SendFlags::SIGNALED;
+    let t = Instant::now();
+    let sq = lb.qp.sq();
+    for chunk in wrs.chunks(batch as usize) {
+        for wr in chunk {
+            if sq.post(black_box(*wr)).is_err() {
+                panic!("post refused: the run must fit the SQ");
+            }
+        }
+        sq.ring();
+    }
+    let d = t.elapsed();
+    drop(wrs);
+    assert_eq!(lb.drain(), 1);
+    d
+}
+
+/// One run of `RUN` single inline 8-byte WRITEs through `post_write_inline`, each rung; the
+/// last signaled. Timed: posts and rings.
+fn fast_run(lb: &mut Loopback) -> Duration {
+    let data = [0x5au8; 8];
+    let t = Instant::now();
+    let sq = lb.qp.sq();
+    for i in 0..RUN {
+        if sq
+            .post_write_inline(u64::from(i), 0x10_0000, 7, black_box(&data), i == RUN - 1)
+            .is_err()
+        {
+            panic!("post refused: the run must fit the SQ");
+        }
+        sq.ring();
+    }
+    let d = t.elapsed();
+    assert_eq!(lb.drain(), 1);
+    d
+}
+
+/// One run: 64 signaled SENDs completed by the device (untimed), then polled in batches of
+/// `batch` (timed).
+fn poll_run(lb: &mut Loopback, batch: usize) -> Duration {
+    let sge = lb.sge(8);
+    let inline = [0u8; 8];
+    for i in 0..64u64 {
+        let wr = lb.wr(BenchOp::Send, &sge, &inline, i).signaled();
+        lb.qp.sq().post(wr).expect("fits");
+    }
+    lb.qp.sq().ring();
+    lb.dev.complete_sends(&mut lb.dcq);
+    let mut out = [Completion::EMPTY; 64];
+    let mut got = 0;
+    let t = Instant::now();
+    while got < 64 {
+        got += lb.cq.poll(&mut out[..batch]);
+    }
+    let d = t.elapsed();
+    black_box(&out);
+    d
+}
+
+/// Callgrind workload: `n` single inline 8-byte WRITEs, each rung with the 8-byte doorbell.
+#[inline(never)]
+fn cg_single(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, wrs: &[SendWr<'_>]) {
+    for wr in wrs {
+        let _ = sq.post(*wr);
+        sq.ring();
+    }
+}
+
+/// Callgrind workload: `n` single inline 8-byte WRITEs through the WRITE-inline fast path
+/// (`Mlx5Sq::post_write_inline`), each rung with the 8-byte doorbell.
+#[inline(never)]
+fn cg_fast(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 8]) {
+    for i in 0..n {
+        let _ = sq.post_write_inline(u64::from(i), 0x10_0000, 7, data, false);
+        sq.ring();
+    }
+}
+
+/// Callgrind workload: the same WRITEs in batches of 32, one doorbell per batch.
+#[inline(never)]
+fn cg_batch32(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, wrs: &[SendWr<'_>]) {
+    for chunk in wrs.chunks(32) {
+        for wr in chunk {
+            let _ = sq.post(*wr);
+        }
+        sq.ring();
+    }
+}
+
+/// Callgrind workload: poll `n` CQEs in batches of 16.
+#[inline(never)]
+fn cg_poll16(
+    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq,
+    n: usize,
+    out: &mut [Completion; 16],
+) -> usize {
+    let mut got = 0;
+    while got < n {
+        let k = cq.poll(out);
+        if k == 0 {
+            break;
+        }
+        got += k;
+    }
+    got
+}
+
+fn callgrind(kind: &str, n: u32) {
+    let n = n.min(4000);
+    let mut lb = Loopback::new(4096);
+    lb.qp.set_doorbell_mode(DoorbellMode::Doorbell);
+    let payload = 0x0102_0304_0506_0708u64.to_ne_bytes();
+    let sge: [Sge; 1] = lb.sge(8);
+    match kind {
+        "single" | "batch32" => {
+            let wrs: Vec<SendWr<'_>> = (0..n)
+                .map(|i| lb.wr(BenchOp::WriteInline, &sge, &payload, i as u64))
+                .collect();
+            if kind == "single" {
+                cg_single(lb.qp.sq(), &wrs);
+            } else {
+                cg_batch32(lb.qp.sq(), &wrs);
+            }
+            println!("posted {} staged {}", n, lb.qp.sq().staged());
+        }
+        "fast" => {
+            cg_fast(lb.qp.sq(), n, &payload);
+            println!("posted {} staged {}", n, lb.qp.sq().staged());
+        }
+        "poll16" => {
+            for i in 0..n as u64 {
+                let wr = lb.wr(BenchOp::Send, &sge, &payload, i).signaled();
+                lb.qp.sq().post(wr).expect("fits");
+            }
+            lb.qp.sq().ring();
+            lb.dev.complete_sends(&mut lb.dcq);
+            let mut out = [Completion::EMPTY; 16];
+            let got = cg_poll16(&mut lb.cq, n as usize, &mut out);
+            println!("polled {got}");
+        }
+        other => {
+            eprintln!("unknown callgrind workload {other}: single | fast | batch32 | poll16");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--callgrind") {
+        let kind = args.get(i + 1).map(String::as_str).unwrap_or("single");
+        let n = args.get(i + 2).and_then(|s| s.parse().ok()).unwrap_or(4000);
+        callgrind(kind, n);
+        return;
+    }
+    let note = "measured on plain memory, not hardware (the bench plays the device)";
+    let mut lb = Loopback::new(SQ);
+
+    let mut cases = Vec::new();
+    lb.qp.set_doorbell_mode(DoorbellMode::Doorbell);
+    for (op, size) in [
+        (BenchOp::WriteInline, 8),
+        (BenchOp::WriteInline, 64),
+        (BenchOp::Write, 4096),
+        (BenchOp::Send, 4096),
+        (BenchOp::SendInline, 64),
+        (BenchOp::Read, 4096),
+        (BenchOp::FetchAdd, 8),
+        (BenchOp::CompareSwap, 8),
+    ] {
+        for batch in [1u32, 32] {
+            let name = format!("{} {}B batch {}", op.name(), size, batch);
+            cases.push(harness::measure(&name, RUN as u64, || {
+                post_run(&mut lb, op, size, batch)
+            }));
+        }
+    }
+    harness::report("mlx5 post+ring per opcode (8-byte doorbell)", note, &cases);
+
+    let mut cases = Vec::new();
+    for batch in [1u32, 2, 4, 8, 16, 32, 64] {
+        let name = format!("WRITE inline 8B batch {batch}");
+        cases.push(harness::measure(&name, RUN as u64, || {
+            post_run(&mut lb, BenchOp::WriteInline, 8, batch)
+        }));
+    }
+    harness::report("mlx5 post+ring per WQE by batch size", note, &cases);
+
+    let mut cases = Vec::new();
+    for (mode, label) in [
+        (DoorbellMode::Doorbell, "doorbell"),
+        (DoorbellMode::BlueFlame, "blueflame"),
+    ] {
+        lb.qp.set_doorbell_mode(mode);
+        for (op, size) in [(BenchOp::WriteInline, 8), (BenchOp::SendInline, 64)] {
+            let name = format!("{} {}B single, {}", op.name(), size, label);
+            cases.push(harness::measure(&name, RUN as u64, || {
+                post_run(&mut lb, op, size, 1)
+            }));
+        }
+    }
+    harness::report(
+        "mlx5 doorbell vs BlueFlame (single-WQE posts)",
+        note,
+        &cases,
+    );
+
+    let mut cases = Vec::new();
+    for batch in [1usize, 4, 16, 64] {
+        let name = format!("poll batch {batch}");
+        cases.push(harness::measure(&name, 64, || poll_run(&mut lb, batch)));
+    }
+    harness::report("mlx5 poll per CQE by batch size", note, &cases);
+}

@@ -1,0 +1,579 @@
+//! The completion queue: owner-bit polling, CQE parsing, wr_id mapping.
+//!
+//! ## Indices
+//!
+//! - `ci` (consumer index, `u32`, free-running, written by the poller only): the next CQE to
+//!   look at is slot `ci & (cqe_cnt - 1)`. A CQE is ours when its opcode is not INVALID (15)
+//!   and its owner bit equals `(ci & cqe_cnt) != 0` (the wrap parity). The body is read only
+//!   after that check, behind [`from_device_load_barrier`], with volatile loads (never `&`
+//!   into CQ memory). With 128-byte CQEs the 64-byte CQE is the second half of the slot.
+//! - After a batch: store barrier, then `dbrec[0] = be32(ci & 0xffffff)` once.
+//!
+//! ## Mapping a CQE to a request
+//!
+//! The CQE names the QP (`qpn` = low 24 bits at offset 56); the CQ keeps a small table of
+//! the QPs registered with it (scanned linearly, last hit cached). Per QP:
+//!
+//! - requester CQEs (REQ, REQ_ERR): `wqe_counter` is the first WQEBB of the WQE that
+//!   completed; its WR sequence number says how many earlier unsignaled WRs the completion
+//!   covers (`covered`, oldest `covered_from`). A flush or error CQE retires exactly the WQE
+//!   it names and the covered ones before it.
+//! - responder CQEs on an RQ complete in order (the RQ tail); on an SRQ `wqe_counter` is the
+//!   SRQ WQE index, which goes back to the SRQ's free list.
+//!
+//! CQEs of a QP that was reset or dropped ("DV owned" CQ: nobody else cleans it) are dropped:
+//! at reset/drop the QP records the position just past the last CQE the device had written,
+//! and the poller discards that QP's CQEs before it.
+//!
+//! ## Errors
+//!
+//! Error CQEs map their syndrome to [`WcStatus`] and keep
+//! `vendor_err = syndrome | vendor_syndrome << 8`.
+//!
+//! ## Scatter-to-CQE
+//!
+//! On hardware the `mlx5` device glue creates QPs with scatter-to-CQE disabled
+//! (`MLX5_SCATTER_TO_CQE=0` in the environment before QP creation, or
+//! `mlx5dv_create_qp` with `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE`). Should a CQE still
+//! carry data (`op_own` bits 0x4: the data is in CQE bytes 0..32; 0x8: in the 64 bytes before
+//! the CQE), the poller copies it into the local SGEs the WQE named (read back from our own
+//! RQ / SRQ / SQ ring), so the caller sees the same bytes either way.
+//!
+//! ## CQ overrun
+//!
+//! Every send WR (signaled or not: a QP that fails may flush each outstanding WQE with its
+//! own error CQE) and every RQ receive reserves one CQ entry at post time; an SRQ reserves
+//! its whole size once per CQ it may complete into. A post that would exceed `cqe_cnt` is
+//! refused with `PostError::CqFull`. The poller gives the entries back once per batch.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+
+use super::dv::DvCq;
+use super::shared::{before, CqShared, QpShared, PURGE_ACTIVE};
+use crate::barrier::{from_device_load_barrier, to_device_store_barrier};
+use crate::mmio;
+use crate::providers::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
+
+/// CQE opcodes (`op_own >> 4`).
+pub mod cqe_op {
+    /// Requester completion.
+    pub const REQ: u8 = 0;
+    /// Responder: RDMA WRITE with immediate.
+    pub const RESP_WR_IMM: u8 = 1;
+    /// Responder: SEND.
+    pub const RESP_SEND: u8 = 2;
+    /// Responder: SEND with immediate.
+    pub const RESP_SEND_IMM: u8 = 3;
+    /// Responder: SEND with invalidate.
+    pub const RESP_SEND_INV: u8 = 4;
+    /// Requester error.
+    pub const REQ_ERR: u8 = 13;
+    /// Responder error.
+    pub const RESP_ERR: u8 = 14;
+    /// Not written by the device yet.
+    pub const INVALID: u8 = 15;
+}
+
+/// Error syndromes (CQE byte 55) as `WcStatus`.
+pub fn syndrome_status(syndrome: u8) -> WcStatus {
+    match syndrome {
+        0x01 => WcStatus::LocLenErr,
+        0x02 => WcStatus::LocQpOpErr,
+        0x04 => WcStatus::LocProtErr,
+        0x05 => WcStatus::WrFlushErr,
+        0x06 => WcStatus::MwBindErr,
+        0x10 => WcStatus::BadRespErr,
+        0x11 => WcStatus::LocAccessErr,
+        0x12 => WcStatus::RemInvReqErr,
+        0x13 => WcStatus::RemAccessErr,
+        0x14 => WcStatus::RemOpErr,
+        0x15 => WcStatus::RetryExcErr,
+        0x16 => WcStatus::RnrRetryExcErr,
+        0x22 => WcStatus::RemAbortErr,
+        _ => WcStatus::GeneralErr,
+    }
+}
+
+/// The completion opcode of a requester CQE, from the send WQE opcode (CQE byte 56).
+fn req_opcode(wqe_op: u8) -> WcOpcode {
+    match wqe_op {
+        0x08 | 0x09 => WcOpcode::RdmaWrite,
+        0x10 => WcOpcode::RdmaRead,
+        0x11 => WcOpcode::CompSwap,
+        0x12 => WcOpcode::FetchAdd,
+        _ => WcOpcode::Send,
+    }
+}
+
+/// Address of the 64-byte CQE of position `ci`.
+#[inline(always)]
+fn cqe_ptr(dv: &DvCq, ci: u32) -> *const u8 {
+    let slot = (ci & (dv.cqe_cnt - 1)) as usize * dv.cqe_size as usize;
+    // `wrapping_add`: pure address arithmetic; dereferenced only through `mmio`.
+    dv.buf.wrapping_add(slot + dv.cqe_size as usize - 64)
+}
+
+/// True when the CQE at position `ci` is software-owned (valid opcode, owner bit = parity).
+#[inline(always)]
+pub(crate) fn cqe_ready(dv: &DvCq, ci: u32) -> bool {
+    // SAFETY: `dv.buf` holds `cqe_cnt` CQEs of `cqe_size` bytes (from_dv's contract); byte 63
+    // of the slot's CQE is inside it.
+    let op_own = unsafe { mmio::read8(cqe_ptr(dv, ci).add(63)) };
+    op_own >> 4 != cqe_op::INVALID && ((op_own & 1) != 0) == ((ci & dv.cqe_cnt) != 0)
+}
+
+/// Read a big-endian u32 at `off` of a CQE.
+///
+/// # Safety
+/// `cqe` points to a 64-byte CQE; `off` is 4-aligned and at most 60.
+#[inline(always)]
+unsafe fn be32_at(cqe: *const u8, off: usize) -> u32 {
+    // SAFETY: guaranteed by the caller; CQEs are 64-byte aligned so `off` 4-aligned is too.
+    u32::from_be(unsafe { mmio::read32(cqe.add(off) as *const u32) })
+}
+
+/// A QP registered with this CQ.
+struct Entry {
+    qpn: u32,
+    qp: Arc<QpShared>,
+    /// Send completions of this QP land here.
+    send: bool,
+    /// Receive completions land here.
+    recv: bool,
+}
+
+/// An mlx5 completion queue (hardware or sim memory).
+pub struct Mlx5Cq {
+    dv: DvCq,
+    /// Consumer index (see the module doc). Poller-private; published to `shared.ci`.
+    ci: u32,
+    shared: Arc<CqShared>,
+    entries: Vec<Entry>,
+    /// Index into `entries` of the last hit.
+    last: usize,
+    /// CQEs that named an unknown QP or a WQE outside the outstanding range (dropped).
+    bogus: u64,
+}
+
+impl std::fmt::Debug for Mlx5Cq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mlx5Cq")
+            .field("cqn", &self.dv.cqn)
+            .field("cqe_cnt", &self.dv.cqe_cnt)
+            .field("ci", &self.ci)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Mlx5Cq {
+    /// Wrap a CQ's memory.
+    ///
+    /// # Safety
+    /// `dv` memory stays valid and is used as an mlx5 CQ (only by this object and the device)
+    /// until drop; `owner` keeps it alive. The ring is initialised the way the device expects
+    /// (every `op_own = 0xF0` in a new CQ).
+    pub unsafe fn from_dv(
+        dv: DvCq,
+        owner: Box<dyn std::any::Any + Send + Sync>,
+    ) -> crate::Result<Mlx5Cq> {
+        let bad = |detail: String| crate::Error::InvalidArgument {
+            context: "Mlx5Cq::from_dv",
+            detail,
+        };
+        if dv.buf.is_null() || dv.dbrec.is_null() {
+            return Err(bad("null CQ buffer or doorbell record".into()));
+        }
+        if !dv.cqe_cnt.is_power_of_two() || dv.cqe_cnt < 2 {
+            return Err(bad(format!(
+                "cqe_cnt {} is not a power of two >= 2",
+                dv.cqe_cnt
+            )));
+        }
+        if dv.cqe_size != 64 && dv.cqe_size != 128 {
+            return Err(bad(format!(
+                "cqe_size {} is neither 64 nor 128",
+                dv.cqe_size
+            )));
+        }
+        if dv.buf as usize % 64 != 0 || dv.dbrec as usize % 4 != 0 {
+            return Err(bad(
+                "CQ buffer not 64-byte aligned or dbrec not 4-byte aligned".into(),
+            ));
+        }
+        Ok(Mlx5Cq {
+            dv,
+            ci: 0,
+            shared: Arc::new(CqShared {
+                dv,
+                reserved: CachePadded::new(0.into()),
+                ci: CachePadded::new(0.into()),
+                owner,
+            }),
+            entries: Vec::with_capacity(8),
+            last: 0,
+            bogus: 0,
+        })
+    }
+
+    /// CQ number.
+    pub fn cqn(&self) -> u32 {
+        self.dv.cqn
+    }
+    /// The consumer index (free-running).
+    pub fn ci(&self) -> u32 {
+        self.ci
+    }
+    /// CQ entries currently spoken for by posted requests (see the module doc).
+    pub fn reserved(&self) -> u32 {
+        self.shared.reserved.load(Ordering::Relaxed)
+    }
+    /// CQEs dropped because they named no registered QP or no outstanding WQE.
+    pub fn bogus_cqes(&self) -> u64 {
+        self.bogus
+    }
+    /// Whatever keeps the CQ memory alive (on hardware the verbs CQ).
+    pub(crate) fn owner(&self) -> &(dyn std::any::Any + Send + Sync) {
+        &*self.shared.owner
+    }
+    pub(crate) fn shared(&self) -> &Arc<CqShared> {
+        &self.shared
+    }
+
+    /// Register a QP (control path). A dead entry with the same qpn (a dropped QP whose
+    /// number the device reused) hands its purge marks on.
+    pub(crate) fn register(&mut self, qp: &Arc<QpShared>, send: bool, recv: bool) {
+        let mut i = 0;
+        while i < self.entries.len() {
+            let e = &self.entries[i];
+            if e.qpn == qp.qpn && !e.qp.alive.load(Ordering::Acquire) {
+                for (old, new) in [
+                    (&e.qp.purge_send, &qp.purge_send),
+                    (&e.qp.purge_recv, &qp.purge_recv),
+                ] {
+                    let m = old.load(Ordering::Acquire);
+                    if m != 0 {
+                        new.store(m, Ordering::Release);
+                    }
+                }
+                self.entries.swap_remove(i);
+            } else if !e.qp.alive.load(Ordering::Acquire) && self.purge_done(e) {
+                self.entries.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        if let Some(e) = self.entries.iter_mut().find(|e| Arc::ptr_eq(&e.qp, qp)) {
+            e.send |= send;
+            e.recv |= recv;
+            return;
+        }
+        self.entries.push(Entry {
+            qpn: qp.qpn,
+            qp: qp.clone(),
+            send,
+            recv,
+        });
+        self.last = 0;
+    }
+
+    fn purge_done(&self, e: &Entry) -> bool {
+        [&e.qp.purge_send, &e.qp.purge_recv].iter().all(|m| {
+            let m = m.load(Ordering::Acquire);
+            m == 0 || !before(self.ci, m as u32)
+        })
+    }
+
+    #[inline(always)]
+    fn lookup(&mut self, qpn: u32) -> Option<usize> {
+        if let Some(e) = self.entries.get(self.last) {
+            if e.qpn == qpn {
+                return Some(self.last);
+            }
+        }
+        let i = self.entries.iter().position(|e| e.qpn == qpn)?;
+        self.last = i;
+        Some(i)
+    }
+
+    /// Parse the CQE at `ci` into `out`; false when it produced no completion (purged or
+    /// bogus). `released` counts CQ entries given back.
+    #[inline(always)]
+    fn process(
+        &mut self,
+        cqe: *const u8,
+        op_own: u8,
+        out: &mut Completion,
+        released: &mut u32,
+    ) -> bool {
+        let opcode = op_own >> 4;
+        // All `be32_at` calls below read a 64-byte CQE of this CQ (`cqe_ptr`).
+        // SAFETY: `cqe` is a 64-byte CQE of this CQ; offset 56 is 4-aligned.
+        let sop_qpn = unsafe { be32_at(cqe, 56) };
+        let qpn = sop_qpn & 0x00ff_ffff;
+        // SAFETY: see above; wqe_counter is the high half of the word at 60.
+        let wqe_counter = (unsafe { be32_at(cqe, 60) } >> 16) as u16;
+        let Some(idx) = self.lookup(qpn) else {
+            self.bogus += 1;
+            return false;
+        };
+        let is_req = opcode == cqe_op::REQ || opcode == cqe_op::REQ_ERR;
+        let e = &self.entries[idx];
+        let qp = &*e.qp;
+        let mark = if is_req {
+            &qp.purge_send
+        } else {
+            &qp.purge_recv
+        };
+        let m = mark.load(Ordering::Relaxed);
+        if m & PURGE_ACTIVE != 0 {
+            if before(self.ci, m as u32) {
+                // A CQE the device wrote before the QP was reset or dropped.
+                if !is_req {
+                    if let Some(srq) = &qp.srq {
+                        srq.free(wqe_counter as u32);
+                    }
+                }
+                return false;
+            }
+            mark.store(0, Ordering::Relaxed);
+        }
+        if !qp.alive.load(Ordering::Relaxed) {
+            return false;
+        }
+        let err = opcode == cqe_op::REQ_ERR || opcode == cqe_op::RESP_ERR;
+        *out = Completion::EMPTY;
+        out.qp_num = qpn;
+        if err {
+            // SAFETY: see above; bytes 52..56 hold hw syndrome, type, vendor syndrome, syndrome.
+            let w = unsafe { be32_at(cqe, 52) };
+            let syndrome = w as u8;
+            let vendor = (w >> 8) as u8;
+            out.status = syndrome_status(syndrome);
+            out.vendor_err = syndrome as u32 | (vendor as u32) << 8;
+        }
+        if is_req {
+            let sq = &qp.sq;
+            let slot = wqe_counter as u32 & sq.mask;
+            let pi = sq.pi.load(Ordering::Acquire);
+            let ci = sq.ci.load(Ordering::Relaxed);
+            // The WQE named must be outstanding: between the retired position and the
+            // published producer position.
+            let start_lo = wqe_counter as u32;
+            let dist = start_lo.wrapping_sub(ci) & 0xffff;
+            if dist >= pi.wrapping_sub(ci) {
+                self.bogus += 1;
+                return false;
+            }
+            let seq = sq.slots[slot as usize].seq.load(Ordering::Relaxed);
+            let end = sq.slots[slot as usize].end.load(Ordering::Relaxed);
+            let first = sq.retired_seq.load(Ordering::Relaxed);
+            let covered = seq.wrapping_sub(first);
+            out.wr_id = sq.wrid[(seq & sq.mask) as usize].load(Ordering::Relaxed);
+            out.covered = covered;
+            if covered > 0 {
+                out.covered_from = sq.wrid[(first & sq.mask) as usize].load(Ordering::Relaxed);
+            }
+            sq.retired_seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+            sq.ci.store(end, Ordering::Release);
+            *released += covered + 1;
+            out.opcode = req_opcode((sop_qpn >> 24) as u8);
+            if !err {
+                out.byte_len = match out.opcode {
+                    WcOpcode::CompSwap | WcOpcode::FetchAdd => 8,
+                    // SAFETY: see above.
+                    WcOpcode::RdmaRead => unsafe { be32_at(cqe, 44) },
+                    _ => 0,
+                };
+                if op_own & 0x0c != 0 {
+                    self.scatter_req(idx, cqe, op_own, start_lo, out.byte_len);
+                }
+            }
+            return true;
+        }
+        // Responder side.
+        out.opcode = WcOpcode::Recv;
+        // Where the receive's data segments are (for scatter-to-CQE): pointer and count.
+        let mut segs: (*const u8, usize) = (core::ptr::null(), 0);
+        if let Some(srq) = &qp.srq {
+            let i = wqe_counter as u32;
+            if i >= srq.wqe_cnt {
+                self.bogus += 1;
+                return false;
+            }
+            out.wr_id = srq.wrid[i as usize].load(Ordering::Relaxed);
+            if op_own & 0x0c != 0 && !err {
+                // SRQ entry: a 16-byte next segment, then data segments.
+                let stride = srq.stride as usize;
+                segs = (
+                    srq.buf.wrapping_add(i as usize * stride + 16),
+                    (stride - 16) / 16,
+                );
+            }
+            srq.free(i);
+        } else if let Some(rq) = &qp.rq {
+            let tail = rq.tail.load(Ordering::Relaxed);
+            if tail == rq.head.load(Ordering::Acquire) {
+                self.bogus += 1;
+                return false;
+            }
+            out.wr_id = rq.wrid[(tail & rq.mask) as usize].load(Ordering::Relaxed);
+            if op_own & 0x0c != 0 && !err && !qp.rq_buf.is_null() {
+                let stride = qp.rq_stride as usize;
+                let p = qp.rq_buf.wrapping_add((tail & rq.mask) as usize * stride);
+                segs = (p, stride / 16);
+            }
+            rq.tail.store(tail.wrapping_add(1), Ordering::Release);
+            *released += 1;
+        } else {
+            self.bogus += 1;
+            return false;
+        }
+        if err {
+            return true;
+        }
+        // SAFETY: see above.
+        out.byte_len = unsafe { be32_at(cqe, 44) };
+        // SAFETY: see above.
+        let imm = u32::from_be(unsafe { mmio::read32(cqe.add(36) as *const u32) });
+        // SAFETY: see above.
+        let flags_rqpn = unsafe { be32_at(cqe, 24) };
+        out.src_qp = flags_rqpn & 0x00ff_ffff;
+        if (flags_rqpn >> 28) & 3 != 0 {
+            out.flags = WcFlags(out.flags.0 | WcFlags::GRH.0);
+        }
+        match opcode {
+            cqe_op::RESP_WR_IMM => {
+                out.opcode = WcOpcode::RecvRdmaWithImm;
+                out.imm = imm;
+                out.flags = WcFlags(out.flags.0 | WcFlags::WITH_IMM.0);
+            }
+            cqe_op::RESP_SEND_IMM => {
+                out.imm = imm;
+                out.flags = WcFlags(out.flags.0 | WcFlags::WITH_IMM.0);
+            }
+            _ => {}
+        }
+        if !segs.0.is_null() {
+            // SAFETY: the RQ / SRQ entry is ours (we wrote its data segments) and stays
+            // untouched until the poster reuses it, which needs this completion first.
+            unsafe { scatter_from_cqe(cqe, op_own, out.byte_len, segs.0, segs.1) };
+        }
+        true
+    }
+
+    fn scatter_req(&self, idx: usize, cqe: *const u8, op_own: u8, start: u32, len: u32) {
+        let qp = &self.entries[idx].qp;
+        let sq = &qp.sq;
+        // The data segment of a READ/atomic WQE: READ = ctrl, raddr, data...; atomics = ctrl,
+        // raddr, atomic, data.
+        let base = ((start & sq.mask) as usize) * 64;
+        // SAFETY: the WQE is outstanding, so its bytes in our SQ ring are still the ones we
+        // wrote; byte 0 of the ctrl segment's opcode word is at offset 3.
+        let op = unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + 3)) };
+        // SAFETY: as above; byte 7 of the ctrl segment holds ds (low 6 bits).
+        let ds = (unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + 7)) } & 0x3f) as usize;
+        let first_data = if op == 0x10 { 32 } else { 48 };
+        // Data segments of this WQE (at most 4 are needed: scatter-to-CQE carries at most 64
+        // bytes and READ SGEs are not empty), copied out with the ring wrap.
+        let n = ds.saturating_sub(first_data / 16).min(4);
+        let mut segs = [[0u8; 16]; 4];
+        for (k, seg) in segs.iter_mut().enumerate().take(n) {
+            let off = (base + first_data + k * 16) % qp.sq_bytes;
+            // SAFETY: `off` is a segment start inside the SQ ring.
+            unsafe { core::ptr::copy_nonoverlapping(qp.sq_buf.add(off), seg.as_mut_ptr(), 16) };
+        }
+        let count = n;
+        // SAFETY: `segs` is a local copy of `count` data segments.
+        unsafe { scatter_from_cqe(cqe, op_own, len, segs.as_ptr() as *const u8, count) };
+    }
+}
+
+/// Copy `len` bytes the device scattered into the CQE into the buffers named by up to `n`
+/// data segments at `segs` (stop at an inline-invalid-lkey terminator).
+///
+/// # Safety
+/// `cqe` is a 64-byte CQE inside a CQ buffer whose previous 64 bytes are also CQ memory when
+/// `op_own & 0x8`; `segs` points to `n` readable 16-byte data segments; their addresses are
+/// registered memory the caller handed to the device for writing.
+unsafe fn scatter_from_cqe(cqe: *const u8, op_own: u8, len: u32, segs: *const u8, n: usize) {
+    let (src, cap) = if op_own & 0x4 != 0 {
+        (cqe, 32usize)
+    } else {
+        (cqe.wrapping_sub(64), 64usize)
+    };
+    let mut left = (len as usize).min(cap);
+    let mut from = 0usize;
+    for k in 0..n {
+        if left == 0 {
+            break;
+        }
+        // SAFETY: `k < n` data segments are readable.
+        let seg = unsafe { segs.add(k * 16) };
+        // SAFETY: as above; fields are big-endian byte_count, lkey, addr.
+        let (bc, lkey, addr) = unsafe {
+            (
+                u32::from_be(core::ptr::read_unaligned(seg as *const u32)),
+                u32::from_be(core::ptr::read_unaligned(seg.add(4) as *const u32)),
+                u64::from_be(core::ptr::read_unaligned(seg.add(8) as *const u64)),
+            )
+        };
+        if lkey == 0x100 && bc == 0 {
+            break;
+        }
+        let take = (bc as usize).min(left);
+        for b in 0..take {
+            // SAFETY: source bytes are inside the CQE region named above (volatile: device
+            // memory); the destination is the caller's registered buffer.
+            unsafe {
+                let v = mmio::read8(src.add(from + b));
+                core::ptr::write((addr as usize + b) as *mut u8, v);
+            }
+        }
+        from += take;
+        left -= take;
+    }
+}
+
+impl CompletionQueue for Mlx5Cq {
+    #[inline]
+    fn poll(&mut self, out: &mut [Completion]) -> usize {
+        let mut n = 0;
+        let mut consumed = false;
+        let mut released = 0u32;
+        while n < out.len() {
+            let cqe = cqe_ptr(&self.dv, self.ci);
+            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+            let op_own = unsafe { mmio::read8(cqe.add(63)) };
+            if op_own >> 4 == cqe_op::INVALID
+                || ((op_own & 1) != 0) != ((self.ci & self.dv.cqe_cnt) != 0)
+            {
+                break;
+            }
+            // Orders the owner-bit load above before the loads of the CQE body below.
+            from_device_load_barrier();
+            let produced = self.process(cqe, op_own, &mut out[n], &mut released);
+            self.ci = self.ci.wrapping_add(1);
+            consumed = true;
+            if produced {
+                n += 1;
+            }
+        }
+        if consumed {
+            // Orders our reads of the consumed CQEs before the dbrec store that hands their
+            // slots back to the device.
+            to_device_store_barrier();
+            // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
+            unsafe { mmio::write32(self.dv.dbrec, (self.ci & 0x00ff_ffff).to_be()) };
+            self.shared.ci.store(self.ci, Ordering::Release);
+            self.shared.release(released);
+        }
+        n
+    }
+
+    fn cqe(&self) -> u32 {
+        self.dv.cqe_cnt
+    }
+}

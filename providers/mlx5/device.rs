@@ -1,0 +1,359 @@
+//! Hardware glue: [`Mlx5Device`] implements [`Provider`] over the verbs control path
+//! ([`crate::verbs`]) and hands the queue memory `mlx5dv_init_obj` describes to the hot-path
+//! types of this provider.
+//!
+//! - Opening refuses a device libmlx5 does not drive (`mlx5dv_query_device` fails on it):
+//!   `rxe0 is not an mlx5 device: use the verbs provider`.
+//! - CQs: `ibv_create_cq`, then `mlx5dv_init_obj(CQ)`; the CQ becomes "DV owned" (libmlx5
+//!   no longer cleans it), which [`super::Mlx5Cq`] handles (purge on QP reset / drop).
+//! - SRQs: `mlx5dv_init_obj(SRQ)` gives the ring, stride and the free list `head..tail`; a
+//!   fresh SRQ's list covers every entry, so `wqe_cnt = tail + 1`.
+//! - QPs: `ibv_create_qp`, then `mlx5dv_init_obj(QP)`: SQ/RQ rings, dbrec, BlueFlame register.
+//! - AHs: `mlx5dv_init_obj(AH)` gives the 48-byte address vector the SQ copies into UD WQEs.
+//!
+//! Two hardware traps are the caller's (documented, not enforced here):
+//!
+//! - **Scatter-to-CQE** is on by default in libmlx5. Set `MLX5_SCATTER_TO_CQE=0` in the
+//!   environment before the process creates QPs (setting it from a running, multi-threaded
+//!   process is not safe, so this code does not); the CQ parser copies scattered data into the
+//!   receive buffers anyway (see [`super::cq`]).
+//! - **BlueFlame register sharing**: QPs of one context may share a bfreg that libmlx5
+//!   protects with a private lock. A direct poster must be the only poster on the context's
+//!   shared bfregs (or use a thread domain, which this glue does not create yet).
+//!
+//! Not verified on hardware: no mlx5 NIC is available to this project (see the report).
+
+use std::ffi::c_void;
+
+use super::cq::Mlx5Cq;
+use super::dv::{DvCq, DvQp, DvSrq};
+use super::qp::Mlx5Qp;
+use super::rq::Mlx5Srq;
+use crate::ffi::{self, mlx5dv_context, mlx5dv_cq, mlx5dv_obj, mlx5dv_qp, mlx5dv_srq};
+use crate::providers::{
+    Access, AddressHandle, ConnectOpts, Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint,
+    QpState, QueuePair,
+};
+use crate::verbs::{self, Context};
+use crate::{Error, Result};
+
+/// `MLX5DV_OBJ_AH`.
+const MLX5DV_OBJ_AH: u64 = 1 << 5;
+
+/// `struct mlx5dv_ah`.
+#[repr(C)]
+struct Mlx5dvAh {
+    av: *mut u8,
+    comp_mask: u64,
+}
+
+/// An mlx5 device opened for the direct hot path.
+pub struct Mlx5Device {
+    ctx: Context,
+    mlx5: &'static ffi::Mlx5,
+    psn_seed: u32,
+}
+
+impl std::fmt::Debug for Mlx5Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mlx5Device")
+            .field("name", &self.ctx.name())
+            .finish_non_exhaustive()
+    }
+}
+
+fn init_obj(mlx5: &ffi::Mlx5, obj: &mut mlx5dv_obj, kind: u64, what: &'static str) -> Result<()> {
+    // SAFETY: `obj` is a zeroed mlx5dv_obj whose `in` / `out` pairs for `kind` point to live
+    // verbs objects of this context and to writable out structs.
+    let rc = unsafe { (mlx5.mlx5dv_init_obj)(obj, kind) };
+    if rc != 0 {
+        return Err(Error::verb(
+            what,
+            rc,
+            "libmlx5 could not describe the object (is the device an mlx5 one?)",
+        ));
+    }
+    Ok(())
+}
+
+impl Mlx5Device {
+    /// Open `name`; refuses devices libmlx5 does not drive.
+    pub fn open(name: &str) -> Result<Mlx5Device> {
+        let ctx = Context::open(name)?;
+        let not_mlx5 = || Error::Unsupported {
+            what: format!("{name} is not an mlx5 device: use the verbs provider"),
+        };
+        let mlx5 = match ffi::mlx5() {
+            Ok(m) => m,
+            // Without libmlx5 only an mlx5 NIC needs to hear about the library.
+            Err(e) if driven_by_mlx5_core(name) => return Err(e),
+            Err(_) => return Err(not_mlx5()),
+        };
+        let mut attrs = mlx5dv_context::zeroed();
+        // SAFETY: `ctx` is an open context; `attrs` is a zeroed mlx5dv_context of the size
+        // rdma-core 44 expects, comp_mask 0 (only version and flags are filled).
+        let rc = unsafe { (mlx5.mlx5dv_query_device)(ctx.as_ptr(), &mut attrs) };
+        if rc != 0 {
+            return Err(not_mlx5());
+        }
+        let psn_seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0x5eed);
+        Ok(Mlx5Device {
+            ctx,
+            mlx5,
+            psn_seed,
+        })
+    }
+
+    /// The verbs context.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+}
+
+/// True when sysfs says the device's PCI function is driven by `mlx5_core`.
+fn driven_by_mlx5_core(name: &str) -> bool {
+    std::fs::read_link(format!("/sys/class/infiniband/{name}/device/driver"))
+        .map(|p| p.ends_with("mlx5_core"))
+        .unwrap_or(false)
+}
+
+fn verbs_cq(cq: &Mlx5Cq) -> Result<&verbs::Cq> {
+    cq.owner()
+        .downcast_ref::<verbs::Cq>()
+        .ok_or_else(|| Error::InvalidArgument {
+            context: "Mlx5Device::create_qp",
+            detail: "the CQ was not created by an Mlx5Device".into(),
+        })
+}
+
+impl Provider for Mlx5Device {
+    type Pd = verbs::Pd;
+    type Mr = verbs::Mr;
+    type Cq = Mlx5Cq;
+    type Srq = Mlx5Srq;
+    type Qp = Mlx5Qp;
+
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Mlx5
+    }
+
+    fn device_name(&self) -> &str {
+        self.ctx.name()
+    }
+
+    fn alloc_pd(&mut self) -> Result<verbs::Pd> {
+        verbs::Pd::new(&self.ctx)
+    }
+
+    unsafe fn reg_mr(
+        &mut self,
+        pd: &verbs::Pd,
+        addr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<verbs::Mr> {
+        // SAFETY: forwarded: the caller keeps the memory mapped until the MR is dropped.
+        unsafe { verbs::Mr::register(pd, addr, len, access) }
+    }
+
+    fn create_cq(&mut self, cqe: u32) -> Result<Mlx5Cq> {
+        let cq = verbs::Cq::new(&self.ctx, cqe)?;
+        let mut out = mlx5dv_cq::zeroed();
+        let mut obj = mlx5dv_obj::zeroed();
+        obj.cq.r#in = cq.as_ptr();
+        obj.cq.out = &mut out;
+        init_obj(
+            self.mlx5,
+            &mut obj,
+            ffi::MLX5DV_OBJ_CQ,
+            "mlx5dv_init_obj(CQ)",
+        )?;
+        let dv = DvCq {
+            cqn: out.cqn,
+            buf: out.buf.cast(),
+            cqe_cnt: out.cqe_cnt,
+            cqe_size: out.cqe_size,
+            dbrec: out.dbrec,
+        };
+        // SAFETY: the memory belongs to `cq`, which the owner box keeps alive; from now on only
+        // the Mlx5Cq polls it (libmlx5 treats it as DV owned).
+        unsafe { Mlx5Cq::from_dv(dv, Box::new(cq)) }
+    }
+
+    fn create_srq(&mut self, pd: &verbs::Pd, max_wr: u32, max_sge: u32) -> Result<Mlx5Srq> {
+        let srq = verbs::Srq::new(pd, max_wr, max_sge)?;
+        let mut out = mlx5dv_srq::zeroed();
+        out.comp_mask = ffi::MLX5DV_SRQ_MASK_SRQN;
+        let mut obj = mlx5dv_obj::zeroed();
+        obj.srq.r#in = srq.as_ptr();
+        obj.srq.out = &mut out;
+        init_obj(
+            self.mlx5,
+            &mut obj,
+            ffi::MLX5DV_OBJ_SRQ,
+            "mlx5dv_init_obj(SRQ)",
+        )?;
+        let dv = DvSrq {
+            srqn: out.srqn,
+            buf: out.buf.cast(),
+            wqe_cnt: out.tail + 1,
+            stride: out.stride,
+            head: out.head,
+            tail: out.tail,
+            dbrec: out.dbrec,
+        };
+        let sge = max_sge
+            .min(srq.max_sge())
+            .min((out.stride.saturating_sub(16)) / 16);
+        // SAFETY: the memory belongs to `srq`, kept alive by the owner box; only this Mlx5Srq
+        // posts to it.
+        unsafe { Mlx5Srq::from_dv(dv, sge, Box::new(srq)) }
+    }
+
+    fn create_qp(
+        &mut self,
+        pd: &verbs::Pd,
+        send_cq: &mut Mlx5Cq,
+        recv_cq: Option<&mut Mlx5Cq>,
+        srq: Option<&mut Mlx5Srq>,
+        cfg: &QpConfig,
+    ) -> Result<Mlx5Qp> {
+        let qp = {
+            let scq = verbs_cq(send_cq)?;
+            let rcq = match &recv_cq {
+                Some(c) => verbs_cq(c)?,
+                None => scq,
+            };
+            let vsrq = match &srq {
+                Some(s) => Some(s.owner().downcast_ref::<verbs::Srq>().ok_or_else(|| {
+                    Error::InvalidArgument {
+                        context: "Mlx5Device::create_qp",
+                        detail: "the SRQ was not created by an Mlx5Device".into(),
+                    }
+                })?),
+                None => None,
+            };
+            verbs::Qp::new(pd, scq, rcq, vsrq, cfg)?
+        };
+        let mut out = mlx5dv_qp::zeroed();
+        let mut obj = mlx5dv_obj::zeroed();
+        obj.qp.r#in = qp.as_ptr();
+        obj.qp.out = &mut out;
+        init_obj(
+            self.mlx5,
+            &mut obj,
+            ffi::MLX5DV_OBJ_QP,
+            "mlx5dv_init_obj(QP)",
+        )?;
+        let granted = qp.caps();
+        let want = cfg.caps;
+        let caps = QpCaps {
+            max_send_wr: want.max_send_wr.min(granted.max_send_wr),
+            max_recv_wr: want.max_recv_wr.min(granted.max_recv_wr),
+            max_send_sge: want.max_send_sge.min(granted.max_send_sge),
+            max_recv_sge: want.max_recv_sge.min(granted.max_recv_sge),
+            max_inline_data: want.max_inline_data.min(granted.max_inline_data),
+        };
+        let dv = DvQp {
+            qpn: qp.qpn(),
+            sq_buf: out.sq.buf.cast(),
+            sq_wqe_cnt: out.sq.wqe_cnt,
+            sq_stride: out.sq.stride,
+            rq_buf: out.rq.buf.cast(),
+            rq_wqe_cnt: out.rq.wqe_cnt,
+            rq_stride: out.rq.stride,
+            dbrec: out.dbrec,
+            bf_reg: out.bf.reg.cast(),
+            bf_size: out.bf.size,
+        };
+        // SAFETY: the rings, dbrec and bfreg belong to `qp`, kept alive by the owner box
+        // (dropped after the Mlx5Qp has told its CQs to forget it); only this Mlx5Qp posts.
+        unsafe { Mlx5Qp::from_dv(dv, cfg, caps, send_cq, recv_cq, srq, Box::new(qp)) }
+    }
+
+    fn endpoint(&self, qp: &Mlx5Qp, opts: &ConnectOpts) -> Result<QpEndpoint> {
+        let port = self.ctx.query_port(opts.port)?;
+        let gid = self.ctx.query_gid(opts.port, u32::from(opts.gid_index))?;
+        let mtu = port.active_mtu().ok_or_else(|| Error::NotFound {
+            what: format!("active MTU of {} port {}", self.ctx.name(), opts.port),
+            hint: "is the port active?".into(),
+        })?;
+        let psn = (self.psn_seed ^ qp.qpn().wrapping_mul(0x9e37_79b1)) & 0xff_ffff;
+        Ok(QpEndpoint {
+            lid: port.lid,
+            gid: gid.0,
+            gid_index: opts.gid_index,
+            qpn: qp.qpn(),
+            psn,
+            mtu,
+            mr: None,
+        })
+    }
+
+    fn connect(
+        &mut self,
+        qp: &mut Mlx5Qp,
+        local: &QpEndpoint,
+        remote: &QpEndpoint,
+        opts: &ConnectOpts,
+    ) -> Result<()> {
+        let vqp = verbs_qp(qp)?;
+        let r = vqp.connect(local, remote, opts);
+        let s = vqp.query_state().unwrap_or(QpState::Err);
+        let path_mtu = opts.path_mtu.unwrap_or(local.mtu.min(remote.mtu));
+        qp.set_state(s);
+        qp.set_path_mtu(path_mtu.bytes());
+        r
+    }
+
+    fn to_error(&mut self, qp: &mut Mlx5Qp) -> Result<()> {
+        verbs_qp(qp)?.to_err()?;
+        qp.set_state(QpState::Err);
+        Ok(())
+    }
+
+    fn create_ah(
+        &mut self,
+        pd: &verbs::Pd,
+        remote: &QpEndpoint,
+        opts: &ConnectOpts,
+    ) -> Result<AddressHandle> {
+        let ah = verbs::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)?;
+        let mut out = Mlx5dvAh {
+            av: std::ptr::null_mut(),
+            comp_mask: 0,
+        };
+        let mut obj = mlx5dv_obj::zeroed();
+        obj.ah.r#in = ah.as_ptr().cast::<c_void>();
+        obj.ah.out = (&mut out as *mut Mlx5dvAh).cast::<c_void>();
+        init_obj(self.mlx5, &mut obj, MLX5DV_OBJ_AH, "mlx5dv_init_obj(AH)")?;
+        if out.av.is_null() {
+            return Err(Error::verb(
+                "mlx5dv_init_obj(AH)",
+                libc::EINVAL,
+                "libmlx5 returned no address vector",
+            ));
+        }
+        let mut av = [0u8; 48];
+        // SAFETY: libmlx5 points `av` at the AH's 48-byte `struct mlx5_wqe_av`, alive as long
+        // as `ah`, which we hold here.
+        unsafe { std::ptr::copy_nonoverlapping(out.av, av.as_mut_ptr(), 48) };
+        Ok(AddressHandle {
+            av,
+            raw: ah.as_ptr().cast(),
+            _owner: Some(Box::new(ah)),
+        })
+    }
+}
+
+fn verbs_qp(qp: &mut Mlx5Qp) -> Result<&mut verbs::Qp> {
+    qp.owner_mut()
+        .downcast_mut::<verbs::Qp>()
+        .ok_or_else(|| Error::InvalidArgument {
+            context: "Mlx5Device",
+            detail: "the QP was not created by an Mlx5Device".into(),
+        })
+}

@@ -1,0 +1,319 @@
+//! The queue pair: an [`Mlx5Sq`] and an [`Mlx5Rq`] over one QP's memory, registered with
+//! its CQ(s) so completions map back to wr_ids.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::cq::Mlx5Cq;
+use super::dv::DvQp;
+use super::rq::{Mlx5Rq, Mlx5Srq};
+use super::shared::{CqShared, QpShared, RqShared, SqShared, SrqShared, PURGE_ACTIVE};
+use super::sq::Mlx5Sq;
+use super::DoorbellMode;
+use crate::mmio;
+use crate::providers::{QpCaps, QpConfig, QpState, QpType, QueuePair};
+
+/// An mlx5 queue pair (hardware or sim memory).
+pub struct Mlx5Qp {
+    /// Keeps the QP memory alive. Declared first, so it is dropped first (after `drop` has
+    /// told the CQs to forget this QP): on hardware the verbs QP is destroyed before the last
+    /// references to its CQs and SRQ (held below) can go.
+    _owner: Box<dyn std::any::Any + Send + Sync>,
+    qpn: u32,
+    qp_type: QpType,
+    state: QpState,
+    caps: QpCaps,
+    dbrec: *mut u32,
+    sq: Mlx5Sq,
+    rq: Mlx5Rq,
+    shared: Arc<QpShared>,
+    srq: Option<Arc<SrqShared>>,
+}
+
+// SAFETY: `dbrec` points into the QP's doorbell record, kept alive by `_owner`; the queues
+// are `Send`, the shared state is atomics.
+unsafe impl Send for Mlx5Qp {}
+
+impl std::fmt::Debug for Mlx5Qp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mlx5Qp")
+            .field("qpn", &self.qpn)
+            .field("qp_type", &self.qp_type)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+fn bad(detail: String) -> crate::Error {
+    crate::Error::InvalidArgument {
+        context: "Mlx5Qp::from_dv",
+        detail,
+    }
+}
+
+impl Mlx5Qp {
+    /// A QP in RESET over `dv`. Registers itself with the CQ(s) (and reserves the SRQ's size
+    /// in the receive CQ, once per CQ and SRQ) so completions map back to wr_ids.
+    /// `recv_cq: None` means the send CQ receives the receive completions too.
+    ///
+    /// # Safety
+    /// `dv` memory (rings, dbrec, bfreg) stays valid and is used as this mlx5 QP (by this
+    /// object and the device) until drop; `owner` keeps it alive. `granted` are the caps the
+    /// device granted for these rings.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn from_dv(
+        dv: DvQp,
+        cfg: &QpConfig,
+        granted: QpCaps,
+        send_cq: &mut Mlx5Cq,
+        recv_cq: Option<&mut Mlx5Cq>,
+        srq: Option<&mut Mlx5Srq>,
+        owner: Box<dyn std::any::Any + Send + Sync>,
+    ) -> crate::Result<Mlx5Qp> {
+        if dv.sq_buf.is_null() || dv.dbrec.is_null() {
+            return Err(bad("null SQ buffer or doorbell record".into()));
+        }
+        if dv.sq_stride != 64 {
+            return Err(bad(format!("sq_stride {} (must be 64)", dv.sq_stride)));
+        }
+        if !dv.sq_wqe_cnt.is_power_of_two() || dv.sq_wqe_cnt > 0x8000 {
+            return Err(bad(format!(
+                "sq_wqe_cnt {} is not a power of two <= 32768",
+                dv.sq_wqe_cnt
+            )));
+        }
+        if dv.sq_buf as usize % 64 != 0 || dv.dbrec as usize % 4 != 0 {
+            return Err(bad(
+                "SQ not 64-byte aligned or dbrec not 4-byte aligned".into()
+            ));
+        }
+        if !dv.bf_reg.is_null() && (dv.bf_reg as usize % 8 != 0 || dv.bf_size % 64 != 0) {
+            return Err(bad(format!(
+                "BlueFlame register not 8-byte aligned or bf_size {} not a multiple of 64",
+                dv.bf_size
+            )));
+        }
+        let has_srq = srq.is_some();
+        if !has_srq {
+            if dv.rq_wqe_cnt != 0 && (dv.rq_buf.is_null() || !dv.rq_wqe_cnt.is_power_of_two()) {
+                return Err(bad(format!(
+                    "rq_wqe_cnt {} is not a power of two (or rq_buf is null)",
+                    dv.rq_wqe_cnt
+                )));
+            }
+            if dv.rq_wqe_cnt != 0 && (dv.rq_stride < 16 || dv.rq_stride % 16 != 0) {
+                return Err(bad(format!(
+                    "rq_stride {} is not a multiple of 16",
+                    dv.rq_stride
+                )));
+            }
+            if dv.rq_wqe_cnt > 0x1_0000 {
+                return Err(bad(format!("rq_wqe_cnt {} > 65536", dv.rq_wqe_cnt)));
+            }
+        }
+        if granted.max_inline_data > 63 * 16 - 4 {
+            return Err(bad(format!(
+                "max_inline_data {} does not fit a WQE",
+                granted.max_inline_data
+            )));
+        }
+        let send_shared = send_cq.shared().clone();
+        let recv_shared = match &recv_cq {
+            Some(c) => c.shared().clone(),
+            None => send_shared.clone(),
+        };
+        let srq_shared = srq.map(|s| s.shared.clone());
+        if let Some(s) = &srq_shared {
+            reserve_srq(s, &recv_shared)?;
+        }
+        let shared = Arc::new(QpShared {
+            qpn: dv.qpn & 0x00ff_ffff,
+            sq: SqShared::new(dv.sq_wqe_cnt),
+            rq: if has_srq || dv.rq_wqe_cnt == 0 {
+                None
+            } else {
+                Some(RqShared::new(dv.rq_wqe_cnt))
+            },
+            srq: srq_shared.clone(),
+            sq_buf: dv.sq_buf,
+            sq_bytes: dv.sq_wqe_cnt as usize * 64,
+            rq_buf: if has_srq {
+                core::ptr::null_mut()
+            } else {
+                dv.rq_buf
+            },
+            rq_stride: dv.rq_stride,
+            purge_send: AtomicU64::new(0),
+            purge_recv: AtomicU64::new(0),
+            alive: AtomicBool::new(true),
+            send_cq: send_shared.clone(),
+            recv_cq: recv_shared.clone(),
+        });
+        match recv_cq {
+            Some(rc) => {
+                send_cq.register(&shared, true, false);
+                rc.register(&shared, false, true);
+            }
+            None => send_cq.register(&shared, true, true),
+        }
+        let sq = Mlx5Sq::new(
+            &dv,
+            cfg.qp_type,
+            granted,
+            cfg.sq_sig_all,
+            shared.clone(),
+            send_shared,
+        );
+        let rq = Mlx5Rq::new(
+            &dv,
+            cfg.qp_type,
+            granted.max_recv_sge,
+            has_srq,
+            shared.clone(),
+            recv_shared,
+        );
+        Ok(Mlx5Qp {
+            qpn: dv.qpn & 0x00ff_ffff,
+            qp_type: cfg.qp_type,
+            state: QpState::Reset,
+            caps: granted,
+            dbrec: dv.dbrec,
+            sq,
+            rq,
+            shared,
+            srq: srq_shared,
+            _owner: owner,
+        })
+    }
+
+    /// Called by the control path after a successful state change. RESET zeroes the
+    /// producer/consumer indices and the dbrec (as the hardware expects) and makes the CQs
+    /// drop the CQEs this QP left behind; ERR keeps them (the device flushes). Sends are
+    /// refused unless RTS; receives unless INIT/RTR/RTS.
+    ///
+    /// Must not run while another thread polls a CQ of this QP (a control-path quiesce, as
+    /// libmlx5 takes its CQ lock for the same clean-up): it would only skew the accounting.
+    pub fn set_state(&mut self, s: QpState) {
+        if s == QpState::Reset && self.state != QpState::Reset {
+            self.forget_outstanding();
+            self.sq.reset();
+            self.rq.reset();
+            // SAFETY: `dbrec` is the QP's 2 x u32 doorbell record.
+            unsafe {
+                mmio::write32(self.dbrec, 0);
+                mmio::write32(self.dbrec.add(1), 0);
+            }
+        }
+        self.state = s;
+        self.sq.state = s;
+        self.rq.state = s;
+    }
+
+    /// Mark the CQEs the device has written so far for this QP as stale and give their CQ
+    /// entries back.
+    fn forget_outstanding(&mut self) {
+        let sh = &self.shared;
+        let mark = |cq: &CqShared| PURGE_ACTIVE | cq.scan_end() as u64;
+        sh.purge_send.store(mark(&sh.send_cq), Ordering::Release);
+        sh.purge_recv.store(mark(&sh.recv_cq), Ordering::Release);
+        sh.send_cq.release(self.sq.outstanding());
+        sh.recv_cq.release(self.rq.outstanding());
+    }
+
+    /// Whatever keeps the QP memory alive (on hardware the verbs QP).
+    pub(crate) fn owner_mut(&mut self) -> &mut (dyn std::any::Any + Send + Sync) {
+        &mut *self._owner
+    }
+
+    /// Path MTU in bytes (UD sends larger than it are refused).
+    pub fn set_path_mtu(&mut self, bytes: u32) {
+        self.sq.path_mtu = bytes;
+    }
+
+    /// Doorbell or BlueFlame (see [`DoorbellMode`]).
+    pub fn set_doorbell_mode(&mut self, m: DoorbellMode) {
+        self.sq.set_mode(m);
+    }
+
+    /// Selective signaling helper: force CQ_UPDATE at least every `n` WQEs (0 = off).
+    pub fn set_signal_every(&mut self, n: u32) {
+        self.sq.signal_every = n;
+    }
+}
+
+/// Reserve the SRQ's size in `cq` once per (SRQ, CQ) pair.
+fn reserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>) -> crate::Result<()> {
+    let mut refs = srq
+        .cq_refs
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let id = Arc::as_ptr(cq) as usize;
+    if let Some(r) = refs.iter_mut().find(|r| r.0 == id) {
+        r.1 += 1;
+        return Ok(());
+    }
+    if !cq.try_reserve(srq.wqe_cnt) {
+        return Err(bad(format!(
+            "the receive CQ ({} entries, {} spoken for) has no room for the SRQ's {} receives",
+            cq.dv.cqe_cnt,
+            cq.reserved.load(Ordering::Relaxed),
+            srq.wqe_cnt
+        )));
+    }
+    refs.push((id, 1));
+    Ok(())
+}
+
+fn unreserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>) {
+    let mut refs = srq
+        .cq_refs
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let id = Arc::as_ptr(cq) as usize;
+    if let Some(i) = refs.iter().position(|r| r.0 == id) {
+        refs[i].1 -= 1;
+        if refs[i].1 == 0 {
+            refs.swap_remove(i);
+            cq.release(srq.wqe_cnt);
+        }
+    }
+}
+
+impl Drop for Mlx5Qp {
+    fn drop(&mut self) {
+        self.forget_outstanding();
+        self.shared.alive.store(false, Ordering::Release);
+        if let Some(srq) = &self.srq {
+            unreserve_srq(srq, &self.shared.recv_cq);
+        }
+    }
+}
+
+impl QueuePair for Mlx5Qp {
+    type Sq = Mlx5Sq;
+    type Rq = Mlx5Rq;
+    fn qpn(&self) -> u32 {
+        self.qpn
+    }
+    fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+    fn state(&self) -> QpState {
+        self.state
+    }
+    fn caps(&self) -> QpCaps {
+        self.caps
+    }
+    #[inline]
+    fn sq(&mut self) -> &mut Mlx5Sq {
+        &mut self.sq
+    }
+    #[inline]
+    fn rq(&mut self) -> &mut Mlx5Rq {
+        &mut self.rq
+    }
+    #[inline]
+    fn queues(&mut self) -> (&mut Mlx5Sq, &mut Mlx5Rq) {
+        (&mut self.sq, &mut self.rq)
+    }
+}

@@ -1,0 +1,235 @@
+//! State shared between a queue's poster and the CQ poller, without locks.
+//!
+//! Each queue has one producer (the poster, through `&mut` on the queue) and one consumer
+//! at a time (the poller of the CQ the completions land in). They meet here:
+//!
+//! - the poster fills per-slot records (`wr_id`, WR sequence, end position) for slots that are
+//!   free, then publishes its position with a `Release` store when it rings;
+//! - the poller reads only slots below the published position (`Acquire`), retires them and
+//!   publishes the retired position with a `Release` store, which the poster reads
+//!   (`Acquire`) before it reuses a slot.
+//!
+//! The slots are atomics accessed `Relaxed` (plain loads and stores on x86_64 and aarch64):
+//! the ordering comes from the index handoff, and a misbehaving caller (say, a reset racing a
+//! poll, which the docs forbid) gets wrong accounting, never undefined behaviour.
+//!
+//! Counters run free and wrap (`u32`); they are masked only at the slot (STYLE rule 7).
+
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use super::dv::DvCq;
+
+/// True when position `a` comes before `b` (free-running `u32` counters).
+#[inline(always)]
+pub(crate) fn before(a: u32, b: u32) -> bool {
+    (b.wrapping_sub(a) as i32) > 0
+}
+
+/// Per-CQ state shared by the CQ and every queue that completes into it.
+pub(crate) struct CqShared {
+    /// The CQ's memory (read by a QP's reset/drop to find the last software-owned CQE).
+    pub dv: DvCq,
+    /// CQ entries spoken for: posted requests (every send WR, signaled or not, and every RQ
+    /// receive) not yet retired, plus the static reservations of attached SRQs.
+    /// Incremented by posters (any thread), decremented by the poller once per poll batch.
+    pub reserved: CachePadded<AtomicU32>,
+    /// The poller's consumer index, published after each batch (`Release`).
+    pub ci: CachePadded<AtomicU32>,
+    /// Keeps the CQ memory alive as long as the CQ or any QP registered with it exists (a
+    /// QP's reset or drop scans the CQ memory, even after the `Mlx5Cq` itself is gone).
+    pub owner: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl CqShared {
+    /// Reserve one entry; false (and nothing reserved) when the CQ could overrun.
+    #[inline(always)]
+    pub fn try_reserve(&self, n: u32) -> bool {
+        let cap = self.dv.cqe_cnt;
+        let prev = self.reserved.fetch_add(n, Ordering::Relaxed);
+        if prev.wrapping_add(n) > cap {
+            self.reserved.fetch_sub(n, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+    /// Give `n` entries back.
+    #[inline(always)]
+    pub fn release(&self, n: u32) {
+        if n != 0 {
+            self.reserved.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+    /// The position one past the last software-owned CQE, scanning from the published ci.
+    /// Called on the control path (reset / drop of a QP): every CQE the device wrote for that
+    /// QP lies before it.
+    pub fn scan_end(&self) -> u32 {
+        let mut ci = self.ci.load(Ordering::Acquire);
+        for _ in 0..self.dv.cqe_cnt {
+            if !super::cq::cqe_ready(&self.dv, ci) {
+                break;
+            }
+            ci = ci.wrapping_add(1);
+        }
+        ci
+    }
+}
+
+/// One send-queue slot, indexed by the WQE's first WQEBB (`wqe_counter & mask`).
+pub(crate) struct SqSlot {
+    /// WR sequence number of the WQE that starts here.
+    pub seq: AtomicU32,
+    /// Producer position (WQEBBs) just after that WQE: retiring it frees everything before.
+    pub end: AtomicU32,
+}
+
+/// Send-queue tracking.
+pub(crate) struct SqShared {
+    /// Slots by first WQEBB.
+    pub slots: Box<[SqSlot]>,
+    /// wr_id by WR sequence (`seq & mask`): at most `wqe_cnt` WRs are outstanding since each
+    /// takes at least one WQEBB.
+    pub wrid: Box<[AtomicU64]>,
+    /// `wqe_cnt - 1`.
+    pub mask: u32,
+    /// Producer position in WQEBBs, published at ring (written by the poster).
+    pub pi: CachePadded<AtomicU32>,
+    /// Consumer side (written by the poller): WQEBB position retired up to, and the sequence
+    /// number of the oldest WR not yet retired.
+    pub ci: CachePadded<AtomicU32>,
+    /// See `ci`.
+    pub retired_seq: AtomicU32,
+}
+
+impl SqShared {
+    pub fn new(wqe_cnt: u32) -> SqShared {
+        SqShared {
+            slots: (0..wqe_cnt)
+                .map(|_| SqSlot {
+                    seq: AtomicU32::new(0),
+                    end: AtomicU32::new(0),
+                })
+                .collect(),
+            wrid: (0..wqe_cnt).map(|_| AtomicU64::new(0)).collect(),
+            mask: wqe_cnt - 1,
+            pi: CachePadded::new(AtomicU32::new(0)),
+            ci: CachePadded::new(AtomicU32::new(0)),
+            retired_seq: AtomicU32::new(0),
+        }
+    }
+}
+
+/// Receive-queue tracking (in-order ring).
+pub(crate) struct RqShared {
+    /// wr_id by slot (`head & mask`).
+    pub wrid: Box<[AtomicU64]>,
+    /// `wqe_cnt - 1`.
+    pub mask: u32,
+    /// Receives posted and published (poster).
+    pub head: CachePadded<AtomicU32>,
+    /// Receives completed (poller).
+    pub tail: CachePadded<AtomicU32>,
+}
+
+impl RqShared {
+    pub fn new(wqe_cnt: u32) -> RqShared {
+        RqShared {
+            wrid: (0..wqe_cnt).map(|_| AtomicU64::new(0)).collect(),
+            mask: wqe_cnt.saturating_sub(1),
+            head: CachePadded::new(AtomicU32::new(0)),
+            tail: CachePadded::new(AtomicU32::new(0)),
+        }
+    }
+}
+
+/// SRQ tracking: wr_id by WQE index and a free bitmap pollers set and the poster drains.
+pub(crate) struct SrqShared {
+    /// wr_id by WQE index.
+    pub wrid: Box<[AtomicU64]>,
+    /// Bit `i` set: WQE `i` completed and may be linked back into the free list. Set by any
+    /// poller (`fetch_or`, `Release`), taken by the poster (`swap(0)`, `Acquire`): several
+    /// CQs, polled from several threads, may complete receives of one SRQ.
+    pub freed: Box<[CachePadded<AtomicU64>]>,
+    /// Number of WQEs.
+    pub wqe_cnt: u32,
+    /// The SRQ ring and its stride (scatter-to-CQE reads the data segments back).
+    pub buf: *mut u8,
+    pub stride: u32,
+    /// Static CQ reservations: (CQ identity, QPs attached through it). Control path only.
+    pub cq_refs: std::sync::Mutex<Vec<(usize, u32)>>,
+    /// Keeps the SRQ memory alive as long as the SRQ or any QP attached to it exists (the CQ
+    /// reads an SRQ entry back for scatter-to-CQE).
+    pub owner: Box<dyn std::any::Any + Send + Sync>,
+}
+
+// SAFETY: `buf` points into SRQ memory the SRQ's owner keeps alive; everything else is atomic
+// or behind the mutex.
+unsafe impl Send for SrqShared {}
+// SAFETY: as above.
+unsafe impl Sync for SrqShared {}
+
+impl SrqShared {
+    pub fn new(
+        wqe_cnt: u32,
+        buf: *mut u8,
+        stride: u32,
+        owner: Box<dyn std::any::Any + Send + Sync>,
+    ) -> SrqShared {
+        SrqShared {
+            owner,
+            buf,
+            stride,
+            cq_refs: std::sync::Mutex::new(Vec::new()),
+            wrid: (0..wqe_cnt).map(|_| AtomicU64::new(0)).collect(),
+            freed: (0..wqe_cnt.div_ceil(64))
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            wqe_cnt,
+        }
+    }
+    /// Mark WQE `idx` free (poller side).
+    #[inline(always)]
+    pub fn free(&self, idx: u32) {
+        if idx < self.wqe_cnt {
+            self.freed[(idx / 64) as usize].fetch_or(1 << (idx % 64), Ordering::Release);
+        }
+    }
+}
+
+/// Marks that make a CQ drop the CQEs a reset or dropped QP left behind: `0` = none, else
+/// `1 << 63 | position`: CQEs at positions before `position` belonging to this QP are stale.
+pub(crate) const PURGE_ACTIVE: u64 = 1 << 63;
+
+/// What a CQ knows about one QP.
+pub(crate) struct QpShared {
+    pub qpn: u32,
+    pub sq: SqShared,
+    /// `None` with an SRQ.
+    pub rq: Option<RqShared>,
+    pub srq: Option<std::sync::Arc<SrqShared>>,
+    /// The SQ ring (for scatter-to-CQE of READ/atomic results: the local SGE is read from
+    /// the WQE) and its size in bytes.
+    pub sq_buf: *mut u8,
+    pub sq_bytes: usize,
+    /// RQ ring and stride (scatter-to-CQE of receives).
+    pub rq_buf: *mut u8,
+    pub rq_stride: u32,
+    /// Purge marks for the send CQ and the receive CQ (see [`PURGE_ACTIVE`]).
+    pub purge_send: AtomicU64,
+    pub purge_recv: AtomicU64,
+    /// Cleared when the QP is dropped: the CQ then drops its CQEs and forgets it.
+    pub alive: AtomicBool,
+    /// The CQs (to give back reservations on reset/drop).
+    pub send_cq: std::sync::Arc<CqShared>,
+    pub recv_cq: std::sync::Arc<CqShared>,
+}
+
+// SAFETY: the raw pointers point into queue memory that `Mlx5Qp`'s owner keeps alive until the
+// QP is dropped, and the CQ dereferences them (scatter-to-CQE) only for QPs still marked
+// alive; all other fields are atomics or `Arc`s of `Sync` types.
+unsafe impl Send for QpShared {}
+// SAFETY: as above.
+unsafe impl Sync for QpShared {}
+// SAFETY: `DvCq` is plain addresses, only dereferenced through volatile reads of CQ memory
+// that `owner` keeps alive; the other fields are atomics and a `Sync` box.
+unsafe impl Sync for CqShared {}

@@ -1,0 +1,147 @@
+//! Device memory of the software mlx5 device.
+//!
+//! Every ring, doorbell record and UAR page the sim hands out lives in a [`DevMem`]: an
+//! anonymous `memmap2` mapping, page aligned and zero filled, that never moves while it is
+//! alive. The host side (the mlx5 provider) reaches it only through the raw pointers of the
+//! `Dv*` descriptors; the device side (the engine) only through the accessors below, which are
+//! volatile for bulk bytes and atomic for the words both sides touch concurrently (doorbell
+//! records, UAR/BlueFlame words, the CQE `op_own` byte). No `&`/`&mut` to this memory is ever
+//! formed outside this file, so the host and the device thread never hold aliasing references.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use memmap2::MmapMut;
+
+/// One anonymous mapping of device memory.
+pub(crate) struct DevMem {
+    map: MmapMut,
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain process memory owned by this value; all access goes through
+// raw pointers with volatile or atomic operations (see the module doc), so sharing the handle
+// between the host thread and the device thread creates no references that could alias.
+unsafe impl Send for DevMem {}
+// SAFETY: as above; `&DevMem` only hands out raw pointers and performs volatile/atomic access.
+unsafe impl Sync for DevMem {}
+
+impl DevMem {
+    /// Map `len` bytes (rounded up to a page), zero filled.
+    pub(crate) fn new(len: usize) -> crate::Result<DevMem> {
+        let len = len.max(64).next_multiple_of(4096);
+        let mut map = MmapMut::map_anon(len)
+            .map_err(|e| crate::Error::io("sim: mapping device memory", &e))?;
+        let base = map.as_mut_ptr();
+        Ok(DevMem { map, base, len })
+    }
+
+    /// Raw pointer to byte `off`. Panics (a sim bug, never input) when `off` is past the end.
+    pub(crate) fn ptr(&self, off: usize) -> *mut u8 {
+        assert!(
+            off <= self.len,
+            "sim: device memory offset {off} past {}",
+            self.len
+        );
+        // SAFETY: `off <= len`, so the result stays inside (or one past) the mapping.
+        unsafe { self.base.add(off) }
+    }
+
+    /// Read `out.len()` bytes at `off` (volatile, byte by byte in 8-byte words where aligned).
+    pub(crate) fn read(&self, off: usize, out: &mut [u8]) {
+        assert!(
+            off + out.len() <= self.len,
+            "sim: device memory read out of range"
+        );
+        for (i, b) in out.iter_mut().enumerate() {
+            // SAFETY: in range (asserted above); volatile because the host writes this memory.
+            *b = unsafe { std::ptr::read_volatile(self.base.add(off + i)) };
+        }
+    }
+
+    /// Write `data` at `off` (volatile).
+    pub(crate) fn write(&self, off: usize, data: &[u8]) {
+        assert!(
+            off + data.len() <= self.len,
+            "sim: device memory write out of range"
+        );
+        for (i, b) in data.iter().enumerate() {
+            // SAFETY: in range (asserted above); volatile because the host reads this memory.
+            unsafe { std::ptr::write_volatile(self.base.add(off + i), *b) };
+        }
+    }
+
+    fn atomic_u32(&self, off: usize) -> &AtomicU32 {
+        assert!(
+            off % 4 == 0 && off + 4 <= self.len,
+            "sim: bad u32 offset {off}"
+        );
+        // SAFETY: aligned (page-aligned base, `off % 4 == 0`) and in range; the mapping lives
+        // as long as `self`; every concurrent access to this word is atomic or a volatile
+        // store of the same size by the host, which is what a device register sees.
+        unsafe { AtomicU32::from_ptr(self.base.add(off).cast()) }
+    }
+
+    /// Atomic load of a big-endian 32-bit word (a doorbell record) as host order.
+    pub(crate) fn load_be32(&self, off: usize) -> u32 {
+        u32::from_be(self.atomic_u32(off).load(Ordering::Acquire))
+    }
+
+    /// Atomic store of a 32-bit word in big-endian.
+    pub(crate) fn store_be32(&self, off: usize, v: u32) {
+        self.atomic_u32(off).store(v.to_be(), Ordering::Release)
+    }
+
+    /// Atomic load of a raw 64-bit word (a UAR / BlueFlame doorbell), as stored in memory.
+    pub(crate) fn load_raw64(&self, off: usize) -> u64 {
+        assert!(
+            off % 8 == 0 && off + 8 <= self.len,
+            "sim: bad u64 offset {off}"
+        );
+        // SAFETY: aligned and in range as asserted; see `atomic_u32`.
+        let a = unsafe { AtomicU64::from_ptr(self.base.add(off).cast()) };
+        a.load(Ordering::Acquire)
+    }
+
+    /// Atomic store of a raw 64-bit word.
+    pub(crate) fn store_raw64(&self, off: usize, v: u64) {
+        assert!(
+            off % 8 == 0 && off + 8 <= self.len,
+            "sim: bad u64 offset {off}"
+        );
+        // SAFETY: aligned and in range as asserted; see `atomic_u32`.
+        let a = unsafe { AtomicU64::from_ptr(self.base.add(off).cast()) };
+        a.store(v, Ordering::Release)
+    }
+
+    /// Release store of one byte: the CQE `op_own` byte, written after the CQE body so a
+    /// poller that sees the new owner bit sees the whole CQE.
+    pub(crate) fn store_u8_release(&self, off: usize, v: u8) {
+        assert!(off < self.len, "sim: bad u8 offset {off}");
+        // SAFETY: in range; one byte is always aligned.
+        let a = unsafe { AtomicU8::from_ptr(self.base.add(off)) };
+        a.store(v, Ordering::Release)
+    }
+}
+
+impl std::fmt::Debug for DevMem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevMem")
+            .field("base", &self.base)
+            .field("len", &self.len)
+            .field("mapped", &self.map.len())
+            .finish()
+    }
+}
+
+/// Copy between two places in *host* memory registered as MRs (DMA by the device). The
+/// ranges were checked against their MRs by the caller.
+///
+/// # Safety
+/// `src..src+len` must be readable and `dst..dst+len` writable for the duration of the call
+/// (guaranteed by the registration contract of [`crate::providers::Provider::reg_mr`]).
+pub(crate) unsafe fn dma_copy(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: the caller guarantees both ranges are valid; `copy` allows overlap (a WRITE
+    // within one MR).
+    unsafe { std::ptr::copy(src, dst, len) }
+}

@@ -1,0 +1,282 @@
+//! PD and MR of the sim, and the [`Provider`](crate::providers::Provider) implementation that
+//! puts the mlx5 hot-path types on sim memory.
+
+use std::sync::Arc;
+
+use super::{Shared, SimDevice};
+use crate::providers::{Access, MemoryRegion};
+
+/// A protection domain of the sim.
+#[derive(Debug)]
+pub struct SimPd {
+    pub(crate) id: u32,
+}
+
+impl SimPd {
+    /// Wrap a PD number from [`SimDevice::alloc_pd_raw`].
+    pub fn from_raw(id: u32) -> SimPd {
+        SimPd { id }
+    }
+    /// The PD number.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+}
+
+/// A memory region registered with the sim (lkey == rkey, as on mlx5). Dropping it
+/// deregisters it: later WQEs naming its key fail with LOC_PROT / REM_ACCESS.
+pub struct SimMr {
+    addr: u64,
+    len: usize,
+    key: u32,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for SimMr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimMr")
+            .field("addr", &format_args!("{:#x}", self.addr))
+            .field("len", &self.len)
+            .field("key", &format_args!("{:#x}", self.key))
+            .finish()
+    }
+}
+
+impl Drop for SimMr {
+    fn drop(&mut self) {
+        self.shared.lock().dereg_mr(self.key);
+    }
+}
+
+impl MemoryRegion for SimMr {
+    fn addr(&self) -> u64 {
+        self.addr
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn lkey(&self) -> u32 {
+        self.key
+    }
+    fn rkey(&self) -> u32 {
+        self.key
+    }
+}
+
+impl SimDevice {
+    /// Allocate a PD.
+    pub fn alloc_sim_pd(&self) -> SimPd {
+        SimPd {
+            id: self.alloc_pd_raw(),
+        }
+    }
+
+    /// Register `len` bytes at `addr` in `pd`.
+    ///
+    /// # Safety
+    /// The memory must stay valid until the MR is dropped; the device reads and writes it as
+    /// `access` allows, from the device thread too.
+    pub unsafe fn reg_sim_mr(
+        &self,
+        pd: &SimPd,
+        addr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> crate::Result<SimMr> {
+        if addr.is_null() || len == 0 {
+            return Err(crate::Error::InvalidArgument {
+                context: "sim reg_mr",
+                detail: format!("empty or null region ({addr:p}, {len} B)"),
+            });
+        }
+        let key = self
+            .shared
+            .lock()
+            .reg_mr(pd.id, addr as u64, len as u64, access);
+        Ok(SimMr {
+            addr: addr as u64,
+            len,
+            key,
+            shared: Arc::clone(&self.shared),
+        })
+    }
+}
+
+use crate::endpoint::Mtu;
+use crate::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
+use crate::providers::{
+    AddressHandle, CompletionQueue, ConnectOpts, Provider, ProviderKind, QpConfig, QpEndpoint,
+    QpState, QpType, QueuePair,
+};
+
+use super::SimQpAttr;
+
+/// The GID of the sim's single port: `::ffff:127.0.0.1` (a RoCE v2 IPv4-mapped GID).
+pub const SIM_GID: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1];
+/// The sim port's active MTU.
+pub const SIM_PORT_MTU: Mtu = Mtu::Mtu4096;
+
+impl Provider for SimDevice {
+    type Pd = SimPd;
+    type Mr = SimMr;
+    type Cq = Mlx5Cq;
+    type Srq = Mlx5Srq;
+    type Qp = Mlx5Qp;
+
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Sim
+    }
+
+    fn device_name(&self) -> &str {
+        &self.name
+    }
+
+    fn alloc_pd(&mut self) -> crate::Result<SimPd> {
+        Ok(self.alloc_sim_pd())
+    }
+
+    unsafe fn reg_mr(
+        &mut self,
+        pd: &SimPd,
+        addr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> crate::Result<SimMr> {
+        // SAFETY: the caller upholds `Provider::reg_mr`'s contract, which is this one's.
+        unsafe { self.reg_sim_mr(pd, addr, len, access) }
+    }
+
+    fn create_cq(&mut self, cqe: u32) -> crate::Result<Mlx5Cq> {
+        let (dv, owner) = self.create_cq_dv(cqe)?;
+        // SAFETY: `dv` describes a fresh sim CQ ring initialised as the device expects
+        // (op_own 0xF0 everywhere); `owner` keeps the memory alive for the CQ's lifetime and
+        // only the device and this CQ use it.
+        unsafe { Mlx5Cq::from_dv(dv, Box::new(owner)) }
+    }
+
+    fn create_srq(&mut self, pd: &SimPd, max_wr: u32, max_sge: u32) -> crate::Result<Mlx5Srq> {
+        let (dv, owner) = self.create_srq_dv(pd.id, max_wr, max_sge)?;
+        // SAFETY: a fresh sim SRQ whose free list runs 0 -> 1 -> ... -> wqe_cnt-1 from
+        // `dv.head` to `dv.tail`; `owner` keeps the memory alive.
+        unsafe { Mlx5Srq::from_dv(dv, max_sge, Box::new(owner)) }
+    }
+
+    fn create_qp(
+        &mut self,
+        pd: &SimPd,
+        send_cq: &mut Mlx5Cq,
+        recv_cq: Option<&mut Mlx5Cq>,
+        srq: Option<&mut Mlx5Srq>,
+        cfg: &QpConfig,
+    ) -> crate::Result<Mlx5Qp> {
+        let send_cqn = send_cq.cqn();
+        let recv_cqn = recv_cq.as_ref().map_or(send_cqn, |c| c.cqn());
+        let srqn = srq.as_ref().map(|s| s.srqn());
+        let (dv, granted, owner) = self.create_qp_dv(pd.id, cfg, send_cqn, recv_cqn, srqn)?;
+        // SAFETY: `dv` describes fresh sim QP memory (rings, dbrec, bfreg) used only by this
+        // QP and the device; `owner` keeps it alive; `granted` are the caps the sim sized the
+        // rings for.
+        let mut qp =
+            unsafe { Mlx5Qp::from_dv(dv, cfg, granted, send_cq, recv_cq, srq, Box::new(owner))? };
+        qp.set_path_mtu(SIM_PORT_MTU.bytes());
+        Ok(qp)
+    }
+
+    fn endpoint(&self, qp: &Mlx5Qp, opts: &ConnectOpts) -> crate::Result<QpEndpoint> {
+        Ok(QpEndpoint {
+            lid: 0,
+            gid: SIM_GID,
+            gid_index: opts.gid_index,
+            qpn: qp.qpn(),
+            // A fixed function of the QPN: deterministic runs, distinct per QP.
+            psn: (qp.qpn().wrapping_mul(0x9e37_79b9) >> 8) & 0xff_ffff,
+            mtu: SIM_PORT_MTU,
+            mr: None,
+        })
+    }
+
+    fn connect(
+        &mut self,
+        qp: &mut Mlx5Qp,
+        local: &QpEndpoint,
+        remote: &QpEndpoint,
+        opts: &ConnectOpts,
+    ) -> crate::Result<()> {
+        let _ = local;
+        let qpn = qp.qpn();
+        if qp.state() != QpState::Reset {
+            self.modify_qp(qpn, QpState::Reset, None)?;
+            qp.set_state(QpState::Reset);
+        }
+        let mtu = opts
+            .path_mtu
+            .unwrap_or(if remote.mtu.bytes() < SIM_PORT_MTU.bytes() {
+                remote.mtu
+            } else {
+                SIM_PORT_MTU
+            });
+        let attr = SimQpAttr {
+            remote_qpn: if qp.qp_type() == QpType::Ud {
+                0
+            } else {
+                remote.qpn
+            },
+            path_mtu: mtu.bytes(),
+            rnr_retry: opts.rnr_retry,
+            retry_cnt: opts.retry_cnt,
+            access: opts.access,
+            qkey: opts.qkey,
+        };
+        for s in [QpState::Init, QpState::Rtr, QpState::Rts] {
+            self.modify_qp(qpn, s, Some(attr))?;
+            qp.set_state(s);
+        }
+        qp.set_path_mtu(mtu.bytes());
+        Ok(())
+    }
+
+    fn to_error(&mut self, qp: &mut Mlx5Qp) -> crate::Result<()> {
+        self.modify_qp(qp.qpn(), QpState::Err, None)?;
+        qp.set_state(QpState::Err);
+        Ok(())
+    }
+
+    fn create_ah(
+        &mut self,
+        _pd: &SimPd,
+        remote: &QpEndpoint,
+        opts: &ConnectOpts,
+    ) -> crate::Result<AddressHandle> {
+        // struct mlx5_wqe_av: 0 qkey, 8 dqp_dct, 12 stat_rate_sl, 13 fl_mlid, 14 rlid,
+        // 26 tclass, 27 hop_limit, 28 grh_gid_fl, 32 rgid. The SQ fills qkey and dqp_dct
+        // per request from the UdDest.
+        let mut av = [0u8; 48];
+        av[8..12].copy_from_slice(&(remote.qpn | 0x8000_0000).to_be_bytes());
+        av[12] = (opts.sl & 0xf) << 4;
+        av[14..16].copy_from_slice(&remote.lid.to_be_bytes());
+        av[27] = 64;
+        // grh_gid_fl: bit 30 = GRH present, bits 20..27 = source GID index.
+        let grh_gid_fl = (1u32 << 30) | (u32::from(opts.gid_index) << 20);
+        av[28..32].copy_from_slice(&grh_gid_fl.to_be_bytes());
+        av[32..48].copy_from_slice(&remote.gid);
+        Ok(AddressHandle {
+            av,
+            raw: std::ptr::null_mut(),
+            _owner: None,
+        })
+    }
+
+    fn progress(&mut self) {
+        if !self.is_threaded() {
+            self.run_until_idle();
+        }
+    }
+}
+
+// The queue types stay the mlx5 provider's own: nothing sim-specific leaks into them.
+const _: fn() = || {
+    fn is_cq<T: CompletionQueue>() {}
+    fn is_qp<T: QueuePair>() {}
+    is_cq::<Mlx5Cq>();
+    is_qp::<Mlx5Qp>();
+};

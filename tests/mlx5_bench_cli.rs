@@ -1,0 +1,103 @@
+//! `rdma-direct bench post|poll` prints a perftest-style table and refuses bad options with
+//! a clear message (exit 2), never a panic.
+
+use std::process::Command;
+
+/// The binary cargo built; elsewhere (the rxe guest) `RDMA_DIRECT_BIN` or `rdma-direct` on
+/// PATH.
+fn exe() -> String {
+    let built = env!("CARGO_BIN_EXE_rdma-direct");
+    if std::path::Path::new(built).exists() {
+        return built.to_string();
+    }
+    std::env::var("RDMA_DIRECT_BIN").unwrap_or_else(|_| "rdma-direct".to_string())
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(exe())
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("run rdma-direct");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn data_row(stdout: &str) -> Vec<String> {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let h = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("#bytes"))
+        .expect("header row");
+    lines[h + 1]
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn post_table_has_perftest_columns_and_the_requested_counts() {
+    let (code, out, err) = run(&["post", "-s", "16", "-n", "2000", "-l", "8"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("plain memory, not hardware"), "{out}");
+    for col in [
+        "t_min[nsec]",
+        "t_max[nsec]",
+        "t_typical[nsec]",
+        "t_avg[nsec]",
+        "t_stdev[nsec]",
+        "99% percentile[nsec]",
+        "99.9% percentile[nsec]",
+        "MsgRate[Mpps]",
+    ] {
+        assert!(out.contains(col), "missing {col}: {out}");
+    }
+    let row = data_row(&out);
+    assert_eq!(row[0], "16");
+    assert_eq!(row[1], "2000");
+    let t: Vec<f64> = row[2..].iter().map(|v| v.parse().unwrap()).collect();
+    assert!(
+        t[0] <= t[2] && t[2] <= t[1].max(t[2]),
+        "min <= typical: {row:?}"
+    );
+}
+
+#[test]
+fn poll_and_every_op_run() {
+    let (code, out, err) = run(&["poll", "-n", "3000", "-l", "4"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(data_row(&out)[1], "3000");
+    for op in [
+        "write",
+        "send",
+        "send_inline",
+        "read",
+        "fetch_add",
+        "cmp_swap",
+    ] {
+        let (code, _, err) = run(&["post", "-o", op, "-n", "500", "--bf"]);
+        assert_eq!(code, 0, "{op}: {err}");
+    }
+}
+
+#[test]
+fn bad_options_are_refused_clearly() {
+    for (args, msg) in [
+        (
+            &["post", "-s", "300"][..],
+            "inline payloads are at most 256 bytes",
+        ),
+        (&["post", "-l", "0"][..], "-l 0: must be 1..=64"),
+        (&["post", "-o", "nope"][..], "unknown op 'nope'"),
+        (&["post", "-n"][..], "-n needs a value"),
+        (&["post", "-n", "x"][..], "'x' is not a number"),
+        (&["frobnicate"][..], "unknown benchmark 'frobnicate'"),
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+    }
+}

@@ -1,0 +1,648 @@
+//! mlx5 CQ, RQ and SRQ on plain memory, the test writing CQEs as the device would: owner-bit
+//! wrap, selective signaling (`covered`), error syndromes, flushes, receive and SRQ wr_id
+//! mapping, purging the CQEs of reset or dropped QPs, scatter-to-CQE, 128-byte CQEs.
+
+use rdma_direct::providers::mlx5::plain::{Cqe, PlainCq, PlainQp, PlainSrq};
+use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
+use rdma_direct::providers::{
+    Completion, CompletionQueue, PostError, QpCaps, QpConfig, QpState, QpType, QueuePair,
+    RecvQueue, RecvWr, SendQueue, SendWr, Sge, WcFlags, WcOpcode, WcStatus,
+};
+
+fn caps() -> QpCaps {
+    QpCaps {
+        max_send_wr: 16,
+        max_recv_wr: 16,
+        max_send_sge: 2,
+        max_recv_sge: 2,
+        max_inline_data: 64,
+    }
+}
+
+fn cq(cqe_cnt: u32, cqe_size: u32) -> (Mlx5Cq, PlainCq) {
+    let d = PlainCq::new(3, cqe_cnt, cqe_size);
+    // SAFETY: plain memory kept alive by the owner; used only by this CQ and the test.
+    (unsafe { Mlx5Cq::from_dv(d.dv, d.owner()) }.unwrap(), d)
+}
+
+fn qp_on(cq: &mut Mlx5Cq, qpn: u32, srq: Option<&mut Mlx5Srq>) -> (Mlx5Qp, PlainQp) {
+    let d = PlainQp::new(qpn, 16, if srq.is_some() { 0 } else { 8 }, 32, 0);
+    let cfg = QpConfig::new(QpType::Rc);
+    // SAFETY: as above.
+    let mut qp = unsafe { Mlx5Qp::from_dv(d.dv, &cfg, caps(), cq, None, srq, d.owner()) }.unwrap();
+    qp.set_state(QpState::Init);
+    qp.set_state(QpState::Rtr);
+    qp.set_state(QpState::Rts);
+    (qp, d)
+}
+
+const SGE: [Sge; 1] = [Sge {
+    addr: 0x1000,
+    length: 8,
+    lkey: 1,
+}];
+
+fn poll_all(cq: &mut Mlx5Cq) -> Vec<Completion> {
+    let mut out = [Completion::EMPTY; 16];
+    let n = cq.poll(&mut out);
+    out[..n].to_vec()
+}
+
+#[test]
+fn selective_signaling_reports_covered_requests() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x11, None);
+    for i in 0..5u64 {
+        let wr = SendWr::send(100 + i, &SGE);
+        let wr = if i == 2 || i == 4 { wr.signaled() } else { wr };
+        qp.sq().post(wr).unwrap();
+    }
+    qp.sq().ring();
+    d.push(&Cqe::req(0x11, 2, 0x0a, 0));
+    d.push(&Cqe::req(0x11, 4, 0x0a, 0));
+    let c = poll_all(&mut cq);
+    assert_eq!(c.len(), 2);
+    assert_eq!((c[0].wr_id, c[0].covered, c[0].covered_from), (102, 2, 100));
+    assert_eq!((c[1].wr_id, c[1].covered, c[1].covered_from), (104, 1, 103));
+    assert!(c
+        .iter()
+        .all(|c| c.is_ok() && c.opcode == WcOpcode::Send && c.qp_num == 0x11));
+    // dbrec[0] = ci after the batch.
+    assert_eq!(d.dbrec_ci(), 2);
+    assert_eq!(cq.reserved(), 0);
+    assert_eq!(qp.sq().free_slots(), 16);
+}
+
+#[test]
+fn owner_bit_wraps_over_many_passes() {
+    let (mut cq, mut d) = cq(4, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x22, None);
+    let mut next = 0u64;
+    for round in 0..10 {
+        for _ in 0..3 {
+            qp.sq().post(SendWr::send(next, &SGE).signaled()).unwrap();
+            next += 1;
+        }
+        qp.sq().ring();
+        // Nothing written yet: nothing polled (INVALID or stale owner bit).
+        assert!(poll_all(&mut cq).is_empty(), "round {round}");
+        for k in 0..3u64 {
+            let idx = (next - 3 + k) as u16;
+            d.push(&Cqe::req(0x22, idx, 0x0a, 0));
+        }
+        let c = poll_all(&mut cq);
+        let ids: Vec<u64> = c.iter().map(|c| c.wr_id).collect();
+        assert_eq!(ids, vec![next - 3, next - 2, next - 1], "round {round}");
+        assert_eq!(cq.ci(), (round + 1) * 3);
+        assert_eq!(d.dbrec_ci(), (round + 1) * 3);
+    }
+}
+
+#[test]
+fn requester_opcodes_and_byte_len() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x23, None);
+    qp.sq()
+        .post(SendWr::write(1, &SGE, 0x10, 1).signaled())
+        .unwrap();
+    qp.sq()
+        .post(SendWr::read(2, &SGE, 0x10, 1).signaled())
+        .unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0x23, 0, 0x08, 0));
+    d.push(&Cqe::req(0x23, 1, 0x10, 8));
+    let c = poll_all(&mut cq);
+    assert_eq!(c[0].opcode, WcOpcode::RdmaWrite);
+    assert_eq!((c[1].opcode, c[1].byte_len), (WcOpcode::RdmaRead, 8));
+}
+
+#[test]
+fn error_and_flush_cqes_map_syndromes_and_retire_exactly_their_wqe() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x33, None);
+    for i in 0..4u64 {
+        qp.sq().post(SendWr::send(i, &SGE)).unwrap(); // all unsignaled
+    }
+    qp.sq().ring();
+    // WQE 1 fails with a remote access error; the rest are flushed one by one.
+    d.push(&Cqe::err(13, 0x33, 1, 0x13, 0x88));
+    d.push(&Cqe::err(13, 0x33, 2, 0x05, 0));
+    d.push(&Cqe::err(13, 0x33, 3, 0x05, 0));
+    let c = poll_all(&mut cq);
+    assert_eq!(c.len(), 3);
+    assert_eq!(c[0].status, WcStatus::RemAccessErr);
+    assert_eq!(c[0].vendor_err, 0x13 | 0x88 << 8);
+    assert_eq!((c[0].wr_id, c[0].covered, c[0].covered_from), (1, 1, 0));
+    assert_eq!(
+        (c[1].status, c[1].wr_id, c[1].covered),
+        (WcStatus::WrFlushErr, 2, 0)
+    );
+    assert_eq!((c[2].status, c[2].wr_id), (WcStatus::WrFlushErr, 3));
+    assert_eq!(cq.reserved(), 0);
+    // Every syndrome of the table.
+    use rdma_direct::providers::mlx5::syndrome_status as s;
+    let table = [
+        (0x01, WcStatus::LocLenErr),
+        (0x02, WcStatus::LocQpOpErr),
+        (0x04, WcStatus::LocProtErr),
+        (0x05, WcStatus::WrFlushErr),
+        (0x10, WcStatus::BadRespErr),
+        (0x11, WcStatus::LocAccessErr),
+        (0x12, WcStatus::RemInvReqErr),
+        (0x13, WcStatus::RemAccessErr),
+        (0x14, WcStatus::RemOpErr),
+        (0x15, WcStatus::RetryExcErr),
+        (0x16, WcStatus::RnrRetryExcErr),
+        (0x22, WcStatus::RemAbortErr),
+        (0x99, WcStatus::GeneralErr),
+    ];
+    for (syn, st) in table {
+        assert_eq!(s(syn), st, "syndrome {syn:#x}");
+    }
+}
+
+#[test]
+fn receives_complete_in_order_with_imm_grh_and_terminator() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, dq) = qp_on(&mut cq, 0x44, None);
+    let two = [
+        Sge {
+            addr: 0x5000,
+            length: 100,
+            lkey: 7,
+        },
+        Sge {
+            addr: 0x6000,
+            length: 50,
+            lkey: 8,
+        },
+    ];
+    qp.rq()
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: &SGE,
+        })
+        .unwrap();
+    qp.rq()
+        .post_recv(RecvWr {
+            wr_id: 2,
+            sges: &two,
+        })
+        .unwrap();
+    qp.rq()
+        .post_recv(RecvWr {
+            wr_id: 3,
+            sges: &[],
+        })
+        .unwrap();
+    assert_eq!(dq.dbrec(), [0, 0], "staged only");
+    qp.rq().ring();
+    assert_eq!(dq.dbrec(), [3, 0]);
+    // Slot 0: one data segment, then the invalid-lkey terminator.
+    let mut want = Vec::new();
+    want.extend_from_slice(&8u32.to_be_bytes());
+    want.extend_from_slice(&1u32.to_be_bytes());
+    want.extend_from_slice(&0x1000u64.to_be_bytes());
+    want.extend_from_slice(&0u32.to_be_bytes());
+    want.extend_from_slice(&0x100u32.to_be_bytes());
+    want.extend_from_slice(&0u64.to_be_bytes());
+    assert_eq!(dq.rq_slot(0), want);
+    // Slot 1: full, no terminator. Slot 2: terminator only.
+    assert_eq!(&dq.rq_slot(1)[16..20], &50u32.to_be_bytes());
+    assert_eq!(&dq.rq_slot(2)[4..8], &0x100u32.to_be_bytes());
+    let three = [two[0], two[1], SGE[0]];
+    let e = qp
+        .rq()
+        .post_recv(RecvWr {
+            wr_id: 4,
+            sges: &three,
+        })
+        .unwrap_err();
+    assert_eq!(e.error, PostError::TooManySges { n: 3, max: 2 });
+    d.push(&Cqe::resp(2, 0x44, 0, 8, 0).with_src(0x77, true));
+    d.push(&Cqe::resp(3, 0x44, 1, 150, 0xa1b2_c3d4));
+    d.push(&Cqe::resp(1, 0x44, 2, 4096, 0x0000_0042));
+    let c = poll_all(&mut cq);
+    assert_eq!(c.len(), 3);
+    assert_eq!(
+        (c[0].wr_id, c[0].opcode, c[0].byte_len, c[0].src_qp),
+        (1, WcOpcode::Recv, 8, 0x77)
+    );
+    assert!(c[0].flags.contains(WcFlags::GRH));
+    assert_eq!((c[1].wr_id, c[1].imm), (2, 0xa1b2_c3d4));
+    assert!(c[1].flags.contains(WcFlags::WITH_IMM));
+    assert_eq!(
+        (c[2].wr_id, c[2].opcode, c[2].imm),
+        (3, WcOpcode::RecvRdmaWithImm, 0x42)
+    );
+    assert_eq!(cq.reserved(), 0);
+}
+
+#[test]
+fn receive_queue_full_and_state_checks() {
+    let (mut cq, _d) = cq(64, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x45, None);
+    for i in 0..8 {
+        qp.rq()
+            .post_recv(RecvWr {
+                wr_id: i,
+                sges: &SGE,
+            })
+            .unwrap();
+    }
+    let e = qp
+        .rq()
+        .post_recv(RecvWr {
+            wr_id: 9,
+            sges: &SGE,
+        })
+        .unwrap_err();
+    assert_eq!(e.error, PostError::QueueFull { capacity: 8 });
+    qp.set_state(QpState::Reset);
+    let e = qp
+        .rq()
+        .post_recv(RecvWr {
+            wr_id: 9,
+            sges: &SGE,
+        })
+        .unwrap_err();
+    assert_eq!(
+        e.error,
+        PostError::BadState {
+            state: QpState::Reset
+        }
+    );
+    assert_eq!(cq.reserved(), 0, "reset gave the entries back");
+}
+
+#[test]
+fn srq_maps_wqe_index_and_recycles_entries() {
+    let (mut cq, mut d) = cq(16, 64);
+    let ds = PlainSrq::new(9, 4, 48);
+    // SAFETY: plain memory kept alive by the owner.
+    let mut srq = unsafe { Mlx5Srq::from_dv(ds.dv, 2, ds.owner()) }.unwrap();
+    let (mut qp, _dq) = qp_on(&mut cq, 0x55, Some(&mut srq));
+    // The CQ reserved the SRQ's 4 entries once.
+    assert_eq!(cq.reserved(), 4);
+    for i in 0..3 {
+        srq.post_recv(RecvWr {
+            wr_id: 10 + i,
+            sges: &SGE,
+        })
+        .unwrap();
+    }
+    // 4 entries, one always kept as the list tail: 3 usable.
+    let e = srq
+        .post_recv(RecvWr {
+            wr_id: 13,
+            sges: &SGE,
+        })
+        .unwrap_err();
+    assert!(matches!(e.error, PostError::QueueFull { .. }));
+    srq.ring();
+    assert_eq!(ds.dbrec(), 3);
+    // Entry 1: next segment untouched by data, data segments after 16 bytes.
+    let e1 = ds.entry(1);
+    assert_eq!(&e1[2..4], &2u16.to_be_bytes());
+    assert_eq!(&e1[16..20], &8u32.to_be_bytes());
+    assert_eq!(&e1[36..40], &0x100u32.to_be_bytes());
+    // Completions out of order: 1 then 0.
+    d.push(&Cqe::resp(2, 0x55, 1, 8, 0));
+    d.push(&Cqe::resp(2, 0x55, 0, 8, 0));
+    let c = poll_all(&mut cq);
+    assert_eq!(c.iter().map(|c| c.wr_id).collect::<Vec<_>>(), vec![11, 10]);
+    // Posting to the QP's own RQ is refused.
+    let e = qp
+        .rq()
+        .post_recv(RecvWr {
+            wr_id: 1,
+            sges: &SGE,
+        })
+        .unwrap_err();
+    assert!(matches!(e.error, PostError::OpNotSupported { .. }));
+    // The freed entries come back behind the tail (in index order): the list was
+    // 0->1->2->3 with 3 the spare tail; now 3->0->1, so the next receives fill 3 then 0.
+    srq.post_recv(RecvWr {
+        wr_id: 20,
+        sges: &SGE,
+    })
+    .unwrap();
+    srq.post_recv(RecvWr {
+        wr_id: 21,
+        sges: &SGE,
+    })
+    .unwrap();
+    srq.ring();
+    assert_eq!(&ds.entry(3)[2..4], &0u16.to_be_bytes(), "3 now links to 0");
+    d.push(&Cqe::resp(2, 0x55, 3, 8, 0));
+    d.push(&Cqe::resp(2, 0x55, 0, 8, 0));
+    let c = poll_all(&mut cq);
+    assert_eq!(c.iter().map(|c| c.wr_id).collect::<Vec<_>>(), vec![20, 21]);
+    drop(qp);
+    assert_eq!(
+        cq.reserved(),
+        0,
+        "dropping the last QP gives the SRQ reservation back"
+    );
+}
+
+#[test]
+fn reset_purges_stale_cqes_and_starts_from_zero() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, dq) = qp_on(&mut cq, 0x66, None);
+    let (mut other, _do) = qp_on(&mut cq, 0x67, None);
+    qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    other.sq().post(SendWr::send(2, &SGE).signaled()).unwrap();
+    other.sq().ring();
+    d.push(&Cqe::req(0x66, 0, 0x0a, 0));
+    d.push(&Cqe::req(0x67, 0, 0x0a, 0));
+    qp.set_state(QpState::Reset);
+    assert_eq!(dq.dbrec(), [0, 0]);
+    assert_eq!(cq.reserved(), 1, "only the other QP's WR is outstanding");
+    qp.set_state(QpState::Init);
+    qp.set_state(QpState::Rtr);
+    qp.set_state(QpState::Rts);
+    qp.sq().post(SendWr::send(3, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    // The new WQE starts at index 0 again.
+    assert_eq!(&dq.wqebb(0)[..4], &0x0au32.to_be_bytes());
+    d.push(&Cqe::req(0x66, 0, 0x0a, 0));
+    let c = poll_all(&mut cq);
+    let ids: Vec<(u32, u64)> = c.iter().map(|c| (c.qp_num, c.wr_id)).collect();
+    assert_eq!(
+        ids,
+        vec![(0x67, 2), (0x66, 3)],
+        "the stale CQE of 0x66 is gone"
+    );
+    assert_eq!(cq.reserved(), 0);
+}
+
+#[test]
+fn dropped_qp_cqes_are_purged_and_its_qpn_can_return() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x70, None);
+    qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0x70, 0, 0x0a, 0));
+    drop(qp);
+    assert_eq!(cq.reserved(), 0);
+    // Same QPN again (the device reused it) before the stale CQE was polled.
+    let (mut again, _da) = qp_on(&mut cq, 0x70, None);
+    again.sq().post(SendWr::send(5, &SGE).signaled()).unwrap();
+    again.sq().ring();
+    d.push(&Cqe::req(0x70, 0, 0x0a, 0));
+    let c = poll_all(&mut cq);
+    assert_eq!(c.iter().map(|c| c.wr_id).collect::<Vec<_>>(), vec![5]);
+    // A CQE naming no known QP is dropped and counted.
+    d.push(&Cqe::req(0x71, 0, 0x0a, 0));
+    assert!(poll_all(&mut cq).is_empty());
+    assert_eq!(cq.bogus_cqes(), 1);
+}
+
+#[test]
+fn a_cqe_naming_a_wqe_not_outstanding_is_dropped() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x72, None);
+    qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0x72, 5, 0x0a, 0));
+    assert!(poll_all(&mut cq).is_empty());
+    assert_eq!(cq.bogus_cqes(), 1);
+    d.push(&Cqe::req(0x72, 0, 0x0a, 0));
+    assert_eq!(poll_all(&mut cq)[0].wr_id, 1);
+}
+
+#[test]
+fn scatter_to_cqe_data_lands_in_the_receive_buffer() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x80, None);
+    let mut buf = vec![0u8; 40];
+    let sge = [Sge {
+        addr: buf.as_mut_ptr() as u64,
+        length: 40,
+        lkey: 1,
+    }];
+    qp.rq()
+        .post_recv(RecvWr {
+            wr_id: 7,
+            sges: &sge,
+        })
+        .unwrap();
+    qp.rq().ring();
+    // 20 bytes in CQE bytes 0..32 (op_own bit 0x4).
+    let mut c = Cqe::resp(2, 0x80, 0, 20, 0);
+    for i in 0..20 {
+        c.0[i] = 0xc0 + i as u8;
+    }
+    c.0[63] |= 0x4;
+    d.push(&c);
+    let out = poll_all(&mut cq);
+    assert_eq!((out[0].wr_id, out[0].byte_len), (7, 20));
+    let want: Vec<u8> = (0..20).map(|i| 0xc0 + i as u8).collect();
+    assert_eq!(&buf[..20], &want[..]);
+    assert_eq!(&buf[20..], &[0u8; 20]);
+}
+
+#[test]
+fn cqe128_uses_the_second_half() {
+    let (mut cq, mut d) = cq(8, 128);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x90, None);
+    qp.sq().post(SendWr::send(4, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    // Garbage in the first half must not matter.
+    d.mem.fill(0, 64, 0xee);
+    d.push(&Cqe::req(0x90, 0, 0x0a, 0));
+    let c = poll_all(&mut cq);
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].wr_id, 4);
+}
+
+#[test]
+fn separate_send_and_receive_cqs() {
+    let (mut scq, mut sd) = cq(16, 64);
+    let (mut rcq, mut rd) = cq(16, 64);
+    let dq = PlainQp::new(0x99, 16, 8, 32, 0);
+    let cfg = QpConfig::new(QpType::Rc);
+    // SAFETY: plain memory kept alive by the owner.
+    let mut qp = unsafe {
+        Mlx5Qp::from_dv(
+            dq.dv,
+            &cfg,
+            caps(),
+            &mut scq,
+            Some(&mut rcq),
+            None,
+            dq.owner(),
+        )
+    }
+    .unwrap();
+    qp.set_state(QpState::Init);
+    qp.rq()
+        .post_recv(RecvWr {
+            wr_id: 50,
+            sges: &SGE,
+        })
+        .unwrap();
+    qp.rq().ring();
+    assert_eq!((scq.reserved(), rcq.reserved()), (0, 1));
+    qp.set_state(QpState::Rtr);
+    qp.set_state(QpState::Rts);
+    qp.sq().post(SendWr::send(60, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    assert_eq!((scq.reserved(), rcq.reserved()), (1, 1));
+    rd.push(&Cqe::resp(2, 0x99, 0, 8, 0));
+    sd.push(&Cqe::req(0x99, 0, 0x0a, 0));
+    assert_eq!(poll_all(&mut rcq)[0].wr_id, 50);
+    assert_eq!(poll_all(&mut scq)[0].wr_id, 60);
+    assert_eq!((scq.reserved(), rcq.reserved()), (0, 0));
+}
+
+#[test]
+fn bad_descriptors_are_clear_errors() {
+    let mut d = PlainCq::new(1, 6, 64).dv;
+    // SAFETY: rejected before any access.
+    let e = unsafe { Mlx5Cq::from_dv(d, Box::new(())) }.unwrap_err();
+    assert!(
+        e.to_string().contains("cqe_cnt 6 is not a power of two"),
+        "{e}"
+    );
+    d.cqe_cnt = 8;
+    d.cqe_size = 32;
+    // SAFETY: rejected before any access.
+    let e = unsafe { Mlx5Cq::from_dv(d, Box::new(())) }.unwrap_err();
+    assert!(e.to_string().contains("cqe_size 32"), "{e}");
+    let (mut cq, _d) = cq(8, 64);
+    let mut dq = PlainQp::new(1, 16, 8, 32, 0);
+    dq.dv.sq_stride = 128;
+    // SAFETY: rejected before any access.
+    let e = unsafe {
+        Mlx5Qp::from_dv(
+            dq.dv,
+            &QpConfig::new(QpType::Rc),
+            caps(),
+            &mut cq,
+            None,
+            None,
+            dq.owner(),
+        )
+    }
+    .unwrap_err();
+    assert!(e.to_string().contains("sq_stride 128"), "{e}");
+}
+
+#[test]
+fn scatter_to_cqe_of_read_and_atomic_results_and_the_64_byte_form() {
+    // READ and atomic results scattered into the CQE (op_own 0x4) land in the local SGE the
+    // WQE named.
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0xa0, None);
+    let mut read_buf = vec![0u8; 24];
+    let mut old = 0u64;
+    let rs = [Sge {
+        addr: read_buf.as_mut_ptr() as u64,
+        length: 24,
+        lkey: 1,
+    }];
+    let os = [Sge {
+        addr: &mut old as *mut u64 as u64,
+        length: 8,
+        lkey: 1,
+    }];
+    qp.sq()
+        .post(SendWr::read(1, &rs, 0x1000, 2).signaled())
+        .unwrap();
+    let fa = rdma_direct::providers::SendOp::FetchAdd {
+        raddr: 0x2000,
+        rkey: 2,
+        add: 1,
+    };
+    qp.sq().post(SendWr::new(2, fa, &os).signaled()).unwrap();
+    qp.sq().ring();
+    let mut c = Cqe::req(0xa0, 0, 0x10, 24);
+    for i in 0..24 {
+        c.0[i] = 0x30 + i as u8;
+    }
+    c.0[63] |= 0x4;
+    d.push(&c);
+    let mut c = Cqe::req(0xa0, 1, 0x12, 8);
+    c.0[..8].copy_from_slice(&0x1122_3344_5566_7788u64.to_ne_bytes());
+    c.0[63] |= 0x4;
+    d.push(&c);
+    let out = poll_all(&mut cq);
+    assert_eq!(out.len(), 2);
+    assert_eq!((out[0].opcode, out[0].byte_len), (WcOpcode::RdmaRead, 24));
+    assert_eq!((out[1].opcode, out[1].byte_len), (WcOpcode::FetchAdd, 8));
+    let want: Vec<u8> = (0..24).map(|i| 0x30 + i as u8).collect();
+    assert_eq!(read_buf, want);
+    assert_eq!(old, 0x1122_3344_5566_7788);
+
+    // 128-byte CQEs, op_own 0x8: up to 64 bytes in the first half of the slot, spread over
+    // two receive SGEs.
+    let (mut cq2, mut d) = self::cq(8, 128);
+    let (mut qp, _dq) = qp_on(&mut cq2, 0xa1, None);
+    let mut a = vec![0u8; 16];
+    let mut b = vec![0u8; 48];
+    let sges = [
+        Sge {
+            addr: a.as_mut_ptr() as u64,
+            length: 16,
+            lkey: 1,
+        },
+        Sge {
+            addr: b.as_mut_ptr() as u64,
+            length: 48,
+            lkey: 1,
+        },
+    ];
+    qp.rq()
+        .post_recv(RecvWr {
+            wr_id: 5,
+            sges: &sges,
+        })
+        .unwrap();
+    qp.rq().ring();
+    let data: Vec<u8> = (0..50).map(|i| 0x80 + i as u8).collect();
+    d.mem.write(0, &data); // first half of slot 0
+    let mut c = Cqe::resp(2, 0xa1, 0, 50, 0);
+    c.0[63] |= 0x8;
+    d.push(&c);
+    let out = poll_all(&mut cq2);
+    assert_eq!((out[0].wr_id, out[0].byte_len), (5, 50));
+    assert_eq!(&a[..], &data[..16]);
+    assert_eq!(&b[..34], &data[16..]);
+    assert_eq!(&b[34..], &[0u8; 14]);
+}
+
+#[test]
+fn a_qp_outliving_its_cq_and_srq_drops_cleanly() {
+    // Dropping the CQ (and its device-side handle) first must not leave the QP's drop, which
+    // scans the CQ memory for stale CQEs, reading freed memory: the CQ memory lives until the
+    // last QP registered with it is gone.
+    let (mut cq, d) = cq(16, 64);
+    let ds = PlainSrq::new(9, 4, 48);
+    // SAFETY: plain memory kept alive by the owner.
+    let mut srq = unsafe { Mlx5Srq::from_dv(ds.dv, 1, ds.owner()) }.unwrap();
+    let (mut qp, dq) = qp_on(&mut cq, 0xb0, Some(&mut srq));
+    qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    let weak_cq = std::sync::Arc::downgrade(&d.mem);
+    let weak_srq = std::sync::Arc::downgrade(&ds.mem);
+    drop(d);
+    drop(ds);
+    drop(cq);
+    drop(srq);
+    assert!(
+        weak_cq.upgrade().is_some(),
+        "the QP keeps the CQ memory alive"
+    );
+    assert!(
+        weak_srq.upgrade().is_some(),
+        "the QP keeps the SRQ memory alive"
+    );
+    qp.set_state(QpState::Reset);
+    drop(qp);
+    drop(dq);
+    assert!(weak_cq.upgrade().is_none(), "freed with the last user");
+    assert!(weak_srq.upgrade().is_none(), "freed with the last user");
+}
