@@ -1135,3 +1135,82 @@ fn bw_loop<P: Provider>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> std::result::Result<Option<Opts>, String> {
+        let v: Vec<String> = s.split_whitespace().map(String::from).collect();
+        parse(&v)
+    }
+    fn ok(s: &str) -> Opts {
+        p(s).unwrap().unwrap()
+    }
+    fn err(s: &str) -> String {
+        p(s).unwrap_err()
+    }
+
+    #[test]
+    fn defaults() {
+        let o = ok("write_lat");
+        assert_eq!(o.sizes, vec![2]);
+        assert_eq!(
+            (o.iters, o.inline, o.post_list),
+            (1000, DEFAULT_LAT_INLINE, 1)
+        );
+        assert_eq!(
+            (o.qp_type, o.device.as_deref(), o.port),
+            (QpType::Rc, None, 1)
+        );
+        let o = ok("write_bw");
+        assert_eq!((o.iters, o.inline, o.cq_mod), (5000, 0, DEFAULT_CQ_MOD));
+        assert_eq!(ok("atomic_lat").sizes, vec![8]);
+        assert!(p("--help").unwrap().is_none());
+        assert!(p("write_bw -h").unwrap().is_none());
+    }
+
+    #[test]
+    fn perftest_flags() {
+        let o = ok("write_bw -d rxe0 -i 1 -x 3 -s 64 -n 2000 -l 32 -c UC --report_gbits --json");
+        assert_eq!(o.device.as_deref(), Some("rxe0"));
+        assert_eq!((o.gid_index, o.sizes[0], o.iters), (Some(3), 64, 2000));
+        // -l without -Q: cq_mod = post_list.
+        assert_eq!((o.post_list, o.cq_mod), (32, 32));
+        assert_eq!(o.qp_type, QpType::Uc);
+        assert!(o.report_gbits && o.json);
+        assert_eq!(ok("write_bw -l 32 -Q 8").cq_mod, 8);
+        assert_eq!(ok("send_bw --size=128").sizes, vec![128]);
+        let a = ok("read_bw -a");
+        assert_eq!(a.sizes.first(), Some(&2));
+        assert_eq!(a.sizes.last(), Some(&(1 << 23)));
+        assert_eq!(a.sizes.len(), 23);
+    }
+
+    #[test]
+    fn refusals() {
+        assert!(err("read_lat -I 16").contains("inline"));
+        assert!(err("atomic_lat -I 8").contains("inline"));
+        assert!(err("read_bw -c UC").contains("UC"));
+        assert!(err("atomic_lat -c UC").contains("UC"));
+        assert!(err("write_lat -c UD").contains("UD"));
+        assert!(err("read_bw -c UD").contains("UD"));
+        assert!(err("write_lat -l 4").contains("bandwidth"));
+        assert!(err("send_lat -Q 4").contains("bandwidth"));
+        assert!(err("write_bw -l 32 -Q 5").contains("multiple"));
+        assert!(err("write_bw -Q 0").contains("-Q"));
+        assert!(err("write_bw -l 0").contains("-l"));
+        assert!(err("atomic_lat -s 64").contains("8 bytes"));
+        assert!(err("write_lat -n 3").contains("4 iterations"));
+        assert!(err("write_bw -s 0").contains("-s"));
+        assert!(err("write_bw -s 16777216").contains("-s"));
+        assert!(err("write_bw -a -s 4").contains("-a"));
+        assert!(err("write_bw -n x").contains("not a valid number"));
+        assert!(err("write_bw -n").contains("needs a value"));
+        assert!(err("flood").contains("unknown test"));
+        assert!(err("write_bw --bogus").contains("unknown option"));
+        assert!(err("").contains("which test"));
+        assert!(err("write_bw -i 0").contains("-i"));
+        assert!(err("write_bw -c XRC").contains("XRC"));
+    }
+}

@@ -1,0 +1,179 @@
+//! `rdma-direct perf` end to end.
+//!
+//! - On a real verbs device (`#[ignore]`d; `RDMA_DIRECT_DEVICE=rxe0`, the guest bed sets
+//!   it): a short `write_lat` and `write_bw` (with and without a post list), rows checked
+//!   for sanity.
+//! - On the software mlx5 device in deterministic mode (no device thread: the loops call
+//!   `progress`, which runs the engine until idle), every test and transport the options
+//!   allow, on the host. A run only ends when every byte-marker, receive and completion it
+//!   waits for has arrived, so finishing is itself the data-path check; the rows are then
+//!   checked for sanity. No timing is asserted.
+
+mod common;
+
+use rdma_direct::perf::{self, Opts, Row};
+use rdma_direct::providers::rxe::VerbsDevice;
+use rdma_direct::providers::sim::SimDevice;
+use rdma_direct::providers::Provider;
+
+fn opts(args: &str) -> Opts {
+    let v: Vec<String> = args.split_whitespace().map(String::from).collect();
+    perf::parse(&v)
+        .unwrap_or_else(|e| panic!("parse '{args}': {e}"))
+        .expect("not help")
+}
+
+fn run_on<P: Provider>(p: &mut P, o: &Opts) -> (Vec<Row>, String) {
+    let mut text = String::new();
+    let rows = perf::run(p, o, &mut |s| text.push_str(s))
+        .unwrap_or_else(|e| panic!("{} failed: {e}", o.test.name()));
+    (rows, text)
+}
+
+/// The sanity rules of a row: iterations as asked, non-zero, ordered.
+fn check_rows(o: &Opts, rows: &[Row], text: &str) {
+    assert_eq!(rows.len(), o.sizes.len(), "{text}");
+    for (row, &size) in rows.iter().zip(&o.sizes) {
+        match row {
+            Row::Lat(r) => {
+                assert_eq!(r.bytes, u64::from(size));
+                assert_eq!(r.iters, u64::from(o.iters));
+                assert!(r.t_min > 0.0, "{r:?}");
+                assert!(r.t_min <= r.t_typical && r.t_typical <= r.t_max, "{r:?}");
+                assert!(r.t_min <= r.t_avg && r.t_avg <= r.t_max, "{r:?}");
+                assert!(r.p99 <= r.p99_9 && r.p99_9 <= r.t_max, "{r:?}");
+                assert!(r.t_stdev >= 0.0 && r.t_stdev.is_finite(), "{r:?}");
+            }
+            Row::Bw(r) => {
+                assert_eq!(r.bytes, u64::from(size));
+                assert_eq!(r.iters, u64::from(o.iters));
+                assert!(r.bw_avg > 0.0 && r.msg_rate_mpps > 0.0, "{r:?}");
+                // The whole run is one of the windows the peak is taken over.
+                assert!(r.bw_peak >= r.bw_avg * (1.0 - 1e-9), "{r:?}");
+            }
+        }
+        assert!(text.contains(&row.line()), "{text}");
+    }
+}
+
+fn device_opts(args: &str) -> Opts {
+    let mut o = opts(args);
+    o.device = Some(common::device());
+    o.gid_index = common::gid_index().or(Some(0));
+    o
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMA_DIRECT_DEVICE=<dev>"]
+fn device_write_lat() {
+    let o = device_opts("write_lat -s 2 -n 200");
+    let mut p = VerbsDevice::open(o.device.as_deref().unwrap()).expect("open device");
+    let (rows, text) = run_on(&mut p, &o);
+    check_rows(&o, &rows, &text);
+    assert!(text.contains("via libibverbs"), "{text}");
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMA_DIRECT_DEVICE=<dev>"]
+fn device_write_bw() {
+    for args in ["write_bw -s 64 -n 500", "write_bw -s 64 -n 500 -l 32"] {
+        let o = device_opts(args);
+        let mut p = VerbsDevice::open(o.device.as_deref().unwrap()).expect("open device");
+        let (rows, text) = run_on(&mut p, &o);
+        check_rows(&o, &rows, &text);
+    }
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMA_DIRECT_DEVICE=<dev>"]
+fn device_read_send_atomic() {
+    for args in [
+        "send_lat -s 64 -n 100",
+        "read_lat -s 64 -n 100",
+        "atomic_lat -n 100",
+        "send_bw -s 64 -n 500",
+        "read_bw -s 4096 -n 200",
+    ] {
+        let o = device_opts(args);
+        let mut p = VerbsDevice::open(o.device.as_deref().unwrap()).expect("open device");
+        let (rows, text) = run_on(&mut p, &o);
+        check_rows(&o, &rows, &text);
+    }
+}
+
+fn sim(args: &str) -> String {
+    let o = opts(args);
+    let mut p = SimDevice::new();
+    let (rows, text) = run_on(&mut p, &o);
+    check_rows(&o, &rows, &text);
+    text
+}
+
+#[test]
+fn sim_latency_tests() {
+    let t = sim("write_lat -s 2 -n 50");
+    assert!(
+        t.contains("sim: software mlx5 device (sim0), not hardware"),
+        "{t}"
+    );
+    assert!(t.contains("half the round trip"), "{t}");
+    sim("write_lat -s 4096 -n 20 -I 0");
+    sim("send_lat -s 64 -n 150");
+    sim("send_lat -s 1024 -n 20 -I 0");
+    let t = sim("read_lat -s 64 -n 20");
+    assert!(t.contains("full round trip"), "{t}");
+    sim("atomic_lat -n 20");
+}
+
+#[test]
+fn sim_bandwidth_tests() {
+    sim("write_bw -s 64 -n 300");
+    // Iterations not a multiple of the post list: the last list is shorter.
+    sim("write_bw -s 64 -n 200 -l 32");
+    sim("write_bw -s 64 -n 256 -l 32 -Q 8 --report_gbits");
+    sim("send_bw -s 64 -n 1200");
+    sim("read_bw -s 4096 -n 100");
+    sim("write_bw -s 64 -n 100 -I 64");
+}
+
+#[test]
+fn sim_uc_and_ud() {
+    sim("write_lat -s 2 -n 20 -c UC");
+    sim("write_bw -s 64 -n 100 -c UC");
+    sim("send_lat -s 64 -n 20 -c UD");
+    sim("send_bw -s 64 -n 200 -c UD");
+}
+
+#[test]
+fn sim_all_sizes() {
+    let o = opts("write_bw -a -n 4");
+    assert_eq!(o.sizes.len(), 23);
+    assert_eq!((o.sizes[0], o.sizes[22]), (2, 8 << 20));
+    let mut p = SimDevice::new();
+    let (rows, text) = run_on(&mut p, &o);
+    check_rows(&o, &rows, &text);
+}
+
+#[test]
+fn sim_json_lines() {
+    let o = opts("write_lat -s 2 -n 10 --json");
+    let mut p = SimDevice::new();
+    let (_, text) = run_on(&mut p, &o);
+    let json: Vec<&str> = text.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(json.len(), 1, "{text}");
+    assert!(
+        json[0].starts_with(
+            "{\"test\":\"write_lat\",\"provider\":\"sim\",\"device\":\"sim0\",\"transport\":\"RC\",\"bytes\":2,\"iterations\":10,"
+        ),
+        "{}",
+        json[0]
+    );
+}
+
+#[test]
+fn ud_larger_than_the_mtu_is_refused() {
+    let o = opts("send_lat -s 8192 -n 10 -c UD");
+    let mut p = SimDevice::new();
+    let e = perf::run(&mut p, &o, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("MTU"), "{e}");
+}
