@@ -754,17 +754,19 @@ fn refill_recvs<P: Provider>(s: &mut Side<P>, half: usize, len: u32) -> Result<(
 const RECV_WRID: u64 = u64::MAX;
 
 /// Spin-wait bookkeeping: gives the device a chance to run, and gives up after [`STALL`]
-/// without progress (checked every 4096 spins, so the clock is not read on every spin).
+/// without progress. The clock is read only every 4096 spins (the first read starts the
+/// stall timer): in a TCG guest `clock_gettime` may go to an emulated HPET and cost
+/// microseconds, so a read per wait would show up in every latency sample.
 struct Waiter {
     spins: u32,
-    since: Instant,
+    since: Option<Instant>,
 }
 
 impl Waiter {
     fn new() -> Waiter {
         Waiter {
             spins: 0,
-            since: Instant::now(),
+            since: None,
         }
     }
     #[inline]
@@ -772,19 +774,24 @@ impl Waiter {
         p.progress();
         self.spins = self.spins.wrapping_add(1);
         if self.spins % 4096 == 0 {
-            if self.since.elapsed() > STALL {
-                return Err(perr(format!(
-                    "no progress for {} s while waiting for {what}",
-                    STALL.as_secs()
-                )));
+            match self.since {
+                None => self.since = Some(Instant::now()),
+                Some(t) if t.elapsed() > STALL => {
+                    return Err(perr(format!(
+                        "no progress for {} s while waiting for {what}",
+                        STALL.as_secs()
+                    )))
+                }
+                Some(_) => {}
             }
             std::thread::yield_now();
         }
         Ok(())
     }
+    #[inline]
     fn reset(&mut self) {
         self.spins = 0;
-        self.since = Instant::now();
+        self.since = None;
     }
 }
 
