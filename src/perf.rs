@@ -27,8 +27,11 @@
 //! - `write_lat`: the client stamps the time, sets the last byte of its outgoing message to
 //!   the iteration number and posts a signaled RDMA WRITE into the server's buffer; the server
 //!   sees that byte change in its memory and writes back the same way; the client waits for
-//!   the byte in its own memory. Both sides poll their send completion each iteration.
-//!   Half the round trip.
+//!   the byte in its own memory. Every WRITE is signaled, as in perftest; in perftest each
+//!   process blocks on its own completion while the peer is already on its way, so here the
+//!   completions are reaped without blocking each iteration and waited for only when 32 are
+//!   outstanding (and at the end): one thread blocking on both would put the server's ACK
+//!   round trip into every sample. Half the round trip.
 //! - `send_lat`: SEND ping-pong; receives are posted in advance and re-posted as they
 //!   complete; sends are signaled every 64th and on the last, and that completion is waited
 //!   for. Half the round trip.
@@ -160,6 +163,8 @@ pub const RX_DEPTH: u32 = 512;
 pub const DEFAULT_LAT_INLINE: u32 = 220;
 /// Bytes of GRH in front of every UD receive.
 const GRH: u32 = 40;
+/// In write_lat, signaled WRITEs a side may have outstanding before it waits for them.
+const WRITE_LAT_PENDING: u32 = 32;
 /// In send_lat, every this many sends is signaled (and the last one).
 const SEND_LAT_SIGNAL_EVERY: u32 = 64;
 /// Give up on a run that makes no progress for this long.
@@ -753,6 +758,55 @@ fn refill_recvs<P: Provider>(s: &mut Side<P>, half: usize, len: u32) -> Result<(
 
 const RECV_WRID: u64 = u64::MAX;
 
+/// The clock of the measured loops: the time-stamp counter on x86-64 (as perftest's
+/// `get_cycles`), [`Instant`] elsewhere. Stamps are raw ticks; [`Clock::to_ns`] turns them
+/// into nanoseconds since the start with the tick rate measured against [`Instant`] over the
+/// whole run (perftest takes the rate from the CPU's MHz instead). Reading `Instant` in the
+/// loop would cost an emulated HPET access per stamp in the TCG guest (microseconds).
+struct Clock {
+    t0: Instant,
+    tick0: u64,
+}
+
+impl Clock {
+    fn start() -> Clock {
+        let t0 = Instant::now();
+        let mut c = Clock { t0, tick0: 0 };
+        c.tick0 = c.ticks();
+        c
+    }
+
+    #[inline]
+    fn ticks(&self) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: RDTSC has no memory effects and exists on every x86-64 CPU; it is only
+            // `unsafe` on older toolchains.
+            #[allow(unused_unsafe)]
+            unsafe {
+                std::arch::x86_64::_rdtsc()
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self.t0.elapsed().as_nanos() as u64
+        }
+    }
+
+    /// Rewrite `stamps` (ticks) as nanoseconds since [`Clock::start`]. Call once, right after
+    /// the loop. Entries never stamped (0) stay 0.
+    fn to_ns(&self, stamps: &mut [u64]) {
+        let ticks = self.ticks().wrapping_sub(self.tick0);
+        let ns = self.t0.elapsed().as_nanos() as f64;
+        let per_tick = if ticks == 0 { 0.0 } else { ns / ticks as f64 };
+        for s in stamps.iter_mut() {
+            if *s != 0 {
+                *s = (s.wrapping_sub(self.tick0) as f64 * per_tick) as u64;
+            }
+        }
+    }
+}
+
 /// Spin-wait bookkeeping: gives the device a chance to run, and gives up after [`STALL`]
 /// without progress. The clock is read only every 4096 spins (the first read starts the
 /// stall timer): in a TCG guest `clock_gettime` may go to an emulated HPET and cost
@@ -834,6 +888,35 @@ fn wait_one<P: Provider>(
     }
 }
 
+/// Reap the send completions `pending` counts (all successes) without blocking, then wait
+/// until at most `keep` are left.
+fn reap<P: Provider>(
+    p: &mut P,
+    cq: &mut P::Cq,
+    wc: &mut [Completion; 1],
+    pending: &mut u32,
+    keep: u32,
+    w: &mut Waiter,
+) -> Result<()> {
+    w.reset();
+    loop {
+        while *pending > 0 && cq.poll(wc) == 1 {
+            let c = wc[0];
+            if !c.is_ok() {
+                return Err(perr(format!(
+                    "WRITE wr_id {} failed: {} (vendor_err {:#x})",
+                    c.wr_id, c.status, c.vendor_err
+                )));
+            }
+            *pending -= 1;
+        }
+        if *pending <= keep {
+            return Ok(());
+        }
+        w.spin(p, "WRITE completions")?;
+    }
+}
+
 fn post_one<P: Provider>(s: &mut Side<P>, wr: SendWr<'_>) -> Result<()> {
     let sq = s.qp.sq();
     if let Err(r) = sq.post(wr) {
@@ -874,8 +957,9 @@ fn lat_loop<P: Provider>(
     let mut s_inline = c_inline.clone();
     let mut wc = [Completion::EMPTY];
     let mut w = Waiter::new();
-    let t0 = Instant::now();
-    let stamp = || t0.elapsed().as_nanos() as u64;
+    tposted.fill(0);
+    let clock = Clock::start();
+    let stamp = || clock.ticks().max(1);
     // The incoming bytes start at 0: the first expected value is 1.
     for at in [c_in_last, s_in_last] {
         write_byte(at, 0);
@@ -898,6 +982,7 @@ fn lat_loop<P: Provider>(
     };
     match o.test {
         Test::WriteLat => {
+            let (mut c_pending, mut s_pending) = (0u32, 0u32);
             for (i, t) in tposted.iter_mut().enumerate().take(n) {
                 let v = (i + 1) as u8;
                 *t = stamp();
@@ -921,13 +1006,31 @@ fn lat_loop<P: Provider>(
                     wr = wr.inline(&s_inline);
                 }
                 post_one(&mut bed.server, wr)?;
-                wait_one(p, &mut bed.client.cq, &mut wc, &mut w, "client WRITE")?;
+                c_pending += 1;
+                s_pending += 1;
+                reap(
+                    p,
+                    &mut bed.client.cq,
+                    &mut wc,
+                    &mut c_pending,
+                    WRITE_LAT_PENDING,
+                    &mut w,
+                )?;
                 w.reset();
                 while read_byte(c_in_last) != v {
                     w.spin(p, "the server's WRITE at the client")?;
                 }
-                wait_one(p, &mut bed.server.cq, &mut wc, &mut w, "server WRITE")?;
+                reap(
+                    p,
+                    &mut bed.server.cq,
+                    &mut wc,
+                    &mut s_pending,
+                    WRITE_LAT_PENDING,
+                    &mut w,
+                )?;
             }
+            reap(p, &mut bed.client.cq, &mut wc, &mut c_pending, 0, &mut w)?;
+            reap(p, &mut bed.server.cq, &mut wc, &mut s_pending, 0, &mut w)?;
         }
         Test::SendLat => {
             let rlen = size + grh;
@@ -1009,6 +1112,7 @@ fn lat_loop<P: Provider>(
         }
         _ => return Err(bad_opt("not a latency test")),
     }
+    clock.to_ns(tposted);
     Ok(())
 }
 
@@ -1056,8 +1160,10 @@ fn bw_loop<P: Provider>(
     };
     let mut wcs = [Completion::EMPTY; 16];
     let mut w = Waiter::new();
-    let t0 = Instant::now();
-    let stamp = || t0.elapsed().as_nanos() as u64;
+    tposted.fill(0);
+    tcompleted.fill(0);
+    let clock = Clock::start();
+    let stamp = || clock.ticks().max(1);
     let (mut scnt, mut ccnt, mut received) = (0usize, 0usize, 0usize);
     let tx = TX_DEPTH as usize;
     while ccnt < n {
@@ -1123,6 +1229,8 @@ fn bw_loop<P: Provider>(
         }
         w.reset();
     }
+    clock.to_ns(tposted);
+    clock.to_ns(tcompleted);
     // send_bw on RC: every completed SEND consumed a receive; collect all of them so the
     // next size starts with a full receive queue. (UC/UD may drop messages: what is left
     // over is counted in the next size's loop.)
