@@ -14,27 +14,34 @@
 //! - `-d DEV`: the verbs provider ([`VerbsDevice`]) on that device, i.e. libibverbs'
 //!   `ibv_post_send` / `ibv_poll_cq` (rxe: a `write()` system call per doorbell).
 //!
-//! ## One thread drives both sides
+//! ## Threads
 //!
-//! Client and server are driven by **one thread that alternates between them** (see
-//! [`run`]'s loops): on the sim the device thread needs the second core of a 2-core machine,
-//! and on rxe the kernel does the transfer, so a second application thread would only compete
-//! for a core. A ping-pong sample therefore includes the server's turn-around in this thread
-//! (poll, post), exactly as it does in perftest's server process.
+//! `read_lat`, `atomic_lat` and the bandwidth tests have one active side: the client's
+//! thread does everything (`send_bw` re-posts the server's receives in between).
+//!
+//! `write_lat` and `send_lat` have two active sides. With `-d` (a real verbs device) each
+//! side gets its own thread, as perftest's two processes: on rxe the kernel does a whole
+//! transfer inside the posting `ibv_post_send` (request, delivery, ACK, completion), and a
+//! peer on another CPU sees the data before that call returns; one thread serving both sides
+//! would wait for every ACK tail and measured about twice perftest's half round trip in the
+//! TCG guest (18 us against 10). On the sim one thread alternates between the sides: the
+//! device thread needs the second core of a 2-core machine, and a third spinning thread would
+//! measure the scheduler. `--threads 1|2` overrides either default; a sample then includes
+//! the server's turn-around in the same thread, as it does in perftest's server process.
 //!
 //! What each test does (perftest's `run_iter_lat_write`, `run_iter_lat_send`,
 //! `run_iter_lat`, `run_iter_bw`, restated):
 //! - `write_lat`: the client stamps the time, sets the last byte of its outgoing message to
 //!   the iteration number and posts a signaled RDMA WRITE into the server's buffer; the server
 //!   sees that byte change in its memory and writes back the same way; the client waits for
-//!   the byte in its own memory. Every WRITE is signaled, as in perftest; in perftest each
-//!   process blocks on its own completion while the peer is already on its way, so here the
-//!   completions are reaped without blocking each iteration and waited for only when 32 are
-//!   outstanding (and at the end): one thread blocking on both would put the server's ACK
-//!   round trip into every sample. Half the round trip.
+//!   the byte in its own memory. Every WRITE is signaled, as in perftest; completions are
+//!   reaped without blocking after each post and waited for only when 32 are outstanding
+//!   (and at the end), so a side never sits on its ACK while its peer waits for data (in
+//!   perftest each process blocks on its own, but in parallel with its peer). Half the round
+//!   trip.
 //! - `send_lat`: SEND ping-pong; receives are posted in advance and re-posted as they
-//!   complete; sends are signaled every 64th and on the last, and that completion is waited
-//!   for. Half the round trip.
+//!   complete; sends are signaled every 64th and on the last (perftest: every `cq_mod`-th),
+//!   reaped like write_lat's. Half the round trip.
 //! - `read_lat`, `atomic_lat`: the client posts one signaled READ (or 8-byte fetch-and-add)
 //!   and waits for its completion; the server is passive. The full round trip.
 //! - `*_bw`: the client keeps up to `tx_depth` (128) requests outstanding, posts `-l` at a
@@ -42,8 +49,8 @@
 //!   completions for [`stats::bw_row`]. `send_bw` re-posts the server's receives as they
 //!   complete.
 //!
-//! The measured loops allocate nothing: timestamp arrays, SGEs and completion buffers are
-//! prepared before the clock starts.
+//! The measured loops allocate nothing: timestamp arrays, SGEs, inline payloads and
+//! completion buffers are prepared before the first stamp.
 //!
 //! ## Flags (perftest's)
 //!
@@ -51,15 +58,17 @@
 //! -l post_list -Q cq_mod -c RC|UC|UD --report_gbits --json`. As in perftest: `-I` is refused
 //! for READ and atomics; `-l` and `-Q` are bandwidth options (`-Q` default 100; with `-l` and
 //! no `-Q`, `cq_mod` = `post_list`; with both, `post_list` must be a multiple of `cq_mod`; when
-//! the iterations are not a multiple of `post_list` the last list is shorter, where newer
-//! perftest refuses); UC refuses READ and atomics; UD allows only
-//! SEND; atomics always move 8 bytes. Inline defaults to 220 bytes for the WRITE/SEND latency
+//! the iterations are not a multiple of `post_list` the last list is shorter, where perftest
+//! 4.5 refuses "Number of iterations must be a multiple of post list size"); UC refuses READ
+//! and atomics; UD allows only SEND; atomics always move 8 bytes. Inline defaults to 220 bytes for the WRITE/SEND latency
 //! tests and to none for the bandwidth tests (perftest's defaults for rxe-class devices).
 
+mod pingpong;
 pub mod stats;
 
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use memmap2::MmapMut;
 
@@ -71,6 +80,7 @@ use crate::providers::{
     SendQueue, SendWr, Sge, UdDest,
 };
 use crate::{Error, Result};
+use pingpong::{Kind, Waiter, RECV_WRID};
 use stats::{BwRow, BwUnit, LatRow};
 
 /// The tests `rdma-direct perf` runs.
@@ -163,12 +173,6 @@ pub const RX_DEPTH: u32 = 512;
 pub const DEFAULT_LAT_INLINE: u32 = 220;
 /// Bytes of GRH in front of every UD receive.
 const GRH: u32 = 40;
-/// In write_lat, signaled WRITEs a side may have outstanding before it waits for them.
-const WRITE_LAT_PENDING: u32 = 32;
-/// In send_lat, every this many sends is signaled (and the last one).
-const SEND_LAT_SIGNAL_EVERY: u32 = 64;
-/// Give up on a run that makes no progress for this long.
-const STALL: Duration = Duration::from_secs(10);
 
 /// Options of one `rdma-direct perf` run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -197,6 +201,17 @@ pub struct Opts {
     pub report_gbits: bool,
     /// `--json`: one JSON line per size after the table.
     pub json: bool,
+    /// `--threads 1|2`: how many threads drive `write_lat` / `send_lat`; `None` = 2 on a
+    /// real device, 1 on the sim (see the module doc).
+    pub threads: Option<u8>,
+}
+
+/// True when the ping-pong of `o` runs client and server on a thread each.
+pub fn two_threads(kind: ProviderKind, o: &Opts) -> bool {
+    match o.threads {
+        Some(t) => t == 2,
+        None => kind != ProviderKind::Sim,
+    }
 }
 
 /// The usage text.
@@ -217,6 +232,8 @@ tests: write_lat send_lat read_lat atomic_lat write_bw send_bw read_bw
   -c, --connection <t>   RC (default), UC, UD
       --report_gbits     bandwidth in Gb/sec instead of MiB/sec
       --json             also one JSON line per size
+      --threads <1|2>    write_lat/send_lat: one thread alternating between client and
+                         server, or one each (default: 2 with -d, 1 on the sim)
 ";
 
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> std::result::Result<T, String> {
@@ -249,6 +266,7 @@ pub fn parse(args: &[String]) -> std::result::Result<Option<Opts>, String> {
     let mut qp_type = QpType::Rc;
     let mut report_gbits = false;
     let mut json = false;
+    let mut threads = None;
     while let Some(a) = it.next() {
         let (flag, attached) = match a.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
@@ -285,6 +303,13 @@ pub fn parse(args: &[String]) -> std::result::Result<Option<Opts>, String> {
             }
             "--report_gbits" => report_gbits = true,
             "--json" => json = true,
+            "--threads" => {
+                let t: u8 = num(flag, &val()?)?;
+                if t != 1 && t != 2 {
+                    return Err(format!("--threads {t}: 1 or 2"));
+                }
+                threads = Some(t);
+            }
             other => return Err(format!("unknown option '{other}'")),
         }
     }
@@ -374,6 +399,7 @@ pub fn parse(args: &[String]) -> std::result::Result<Option<Opts>, String> {
         qp_type,
         report_gbits,
         json,
+        threads,
     }))
 }
 
@@ -493,7 +519,11 @@ struct Bed<P: Provider> {
 /// the loops call [`Provider::progress`] while they wait), handing the text to `out` as it is produced (header, then one table line
 /// per size, then the JSON lines). Returns the rows. `o.device` is not looked at: `p` is the
 /// device.
-pub fn run<P: Provider>(p: &mut P, o: &Opts, out: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
+pub fn run<P: Provider>(p: &mut P, o: &Opts, out: &mut dyn FnMut(&str)) -> Result<Vec<Row>>
+where
+    P::Qp: Send,
+    P::Cq: Send,
+{
     let max_size = *o.sizes.iter().max().ok_or_else(|| bad_opt("no size"))?;
     let mut bed = setup(p, o, max_size)?;
     if bed.max_inline < o.inline && o.inline > 0 {
@@ -530,7 +560,7 @@ pub fn run<P: Provider>(p: &mut P, o: &Opts, out: &mut dyn FnMut(&str)) -> Resul
     let mut rows = Vec::with_capacity(o.sizes.len());
     for &size in &o.sizes {
         let row = if o.test.is_lat() {
-            lat_loop(p, o, &mut bed, size, &mut tposted)?;
+            lat_loop(p, o, &mut bed, size, &mut tposted, two_threads(p.kind(), o))?;
             for i in 0..n - 1 {
                 samples[i] = tposted[i + 1].saturating_sub(tposted[i]);
             }
@@ -585,10 +615,21 @@ fn header<P: Provider>(p: &P, o: &Opts, bed: &Bed<P>) -> String {
     let _ = writeln!(h, " Test            : {}", o.test.name());
     let _ = writeln!(
         h,
-        " Connection type : {}   (two QPs in this process, loopback; one thread drives both)",
+        " Connection type : {}   (client and server QPs in this process, loopback)",
         o.qp_type
     );
     let _ = writeln!(h, " Number of qps   : 1 pair");
+    if matches!(o.test, Test::WriteLat | Test::SendLat) {
+        let _ = writeln!(
+            h,
+            " Threads         : {}",
+            if two_threads(p.kind(), o) {
+                "2 (client and server each on its own thread)"
+            } else {
+                "1 (alternating between client and server)"
+            }
+        );
+    }
     if o.test.is_lat() {
         let _ = writeln!(
             h,
@@ -756,8 +797,6 @@ fn refill_recvs<P: Provider>(s: &mut Side<P>, half: usize, len: u32) -> Result<(
     Ok(())
 }
 
-const RECV_WRID: u64 = u64::MAX;
-
 /// The clock of the measured loops: the time-stamp counter on x86-64 (as perftest's
 /// `get_cycles`), [`Instant`] elsewhere. Stamps are raw ticks; [`Clock::to_ns`] turns them
 /// into nanoseconds since the start with the tick rate measured against [`Instant`] over the
@@ -807,69 +846,12 @@ impl Clock {
     }
 }
 
-/// Spin-wait bookkeeping: gives the device a chance to run, and gives up after [`STALL`]
-/// without progress. The clock is read only every 4096 spins (the first read starts the
-/// stall timer): in a TCG guest `clock_gettime` may go to an emulated HPET and cost
-/// microseconds, so a read per wait would show up in every latency sample.
-struct Waiter {
-    spins: u32,
-    since: Option<Instant>,
-}
-
-impl Waiter {
-    fn new() -> Waiter {
-        Waiter {
-            spins: 0,
-            since: None,
-        }
-    }
-    #[inline]
-    fn spin<P: Provider>(&mut self, p: &mut P, what: &str) -> Result<()> {
-        p.progress();
-        self.spins = self.spins.wrapping_add(1);
-        if self.spins % 4096 == 0 {
-            match self.since {
-                None => self.since = Some(Instant::now()),
-                Some(t) if t.elapsed() > STALL => {
-                    return Err(perr(format!(
-                        "no progress for {} s while waiting for {what}",
-                        STALL.as_secs()
-                    )))
-                }
-                Some(_) => {}
-            }
-            std::thread::yield_now();
-        }
-        Ok(())
-    }
-    #[inline]
-    fn reset(&mut self) {
-        self.spins = 0;
-        self.since = None;
-    }
-}
-
-#[inline]
-fn read_byte(at: *const u8) -> u8 {
-    // SAFETY: `at` points inside a mapping the bed keeps alive for the whole run; the device
-    // writes it concurrently, hence the volatile read (a plain load could be hoisted out of
-    // the spin loop).
-    unsafe { std::ptr::read_volatile(at) }
-}
-
-#[inline]
-fn write_byte(at: *mut u8, v: u8) {
-    // SAFETY: as in `read_byte`; this byte lies in the outgoing half, which the device only
-    // reads.
-    unsafe { std::ptr::write_volatile(at, v) }
-}
-
 /// Poll `cq` until one completion arrives; it must be a success.
 fn wait_one<P: Provider>(
     p: &mut P,
     cq: &mut P::Cq,
     wc: &mut [Completion; 1],
-    w: &mut Waiter,
+    w: &mut Waiter<'_>,
     what: &str,
 ) -> Result<Completion> {
     w.reset();
@@ -884,36 +866,8 @@ fn wait_one<P: Provider>(
             }
             return Ok(c);
         }
-        w.spin(p, what)?;
-    }
-}
-
-/// Reap the send completions `pending` counts (all successes) without blocking, then wait
-/// until at most `keep` are left.
-fn reap<P: Provider>(
-    p: &mut P,
-    cq: &mut P::Cq,
-    wc: &mut [Completion; 1],
-    pending: &mut u32,
-    keep: u32,
-    w: &mut Waiter,
-) -> Result<()> {
-    w.reset();
-    loop {
-        while *pending > 0 && cq.poll(wc) == 1 {
-            let c = wc[0];
-            if !c.is_ok() {
-                return Err(perr(format!(
-                    "WRITE wr_id {} failed: {} (vendor_err {:#x})",
-                    c.wr_id, c.status, c.vendor_err
-                )));
-            }
-            *pending -= 1;
-        }
-        if *pending <= keep {
-            return Ok(());
-        }
-        w.spin(p, "WRITE completions")?;
+        p.progress();
+        w.tick(what)?;
     }
 }
 
@@ -932,161 +886,129 @@ fn lat_loop<P: Provider>(
     bed: &mut Bed<P>,
     size: u32,
     tposted: &mut [u64],
-) -> Result<()> {
+    two_threads: bool,
+) -> Result<()>
+where
+    P::Qp: Send,
+    P::Cq: Send,
+{
     let n = o.iters as usize;
     let half = bed.half;
     let use_inline = size <= o.inline && !o.test.is_read_like();
     let grh = if o.qp_type == QpType::Ud { GRH } else { 0 };
     let (c_rkey, s_rkey) = (bed.client.mr.rkey(), bed.server.mr.rkey());
-    let (c_base, s_base) = (bed.client.base, bed.server.base);
+    let (c_base, s_base) = (bed.client.base as usize, bed.server.base as usize);
     let (c_qpn, s_qpn) = (bed.client.ep.qpn, bed.server.ep.qpn);
     let c_src = [bed.client.mr.sge(0, size)];
     let s_src = [bed.server.mr.sge(0, size)];
     // READ lands in the client's incoming half; the atomic's old value too (8 bytes).
     let c_dst = [bed.client.mr.sge(half, size)];
-    // The last byte of each half: the outgoing one carries the iteration number, the
-    // incoming one is watched for it (perftest's post_buf / poll_buf).
     let last = size as usize - 1;
-    let c_out_last = c_base.wrapping_add(last);
-    let s_out_last = s_base.wrapping_add(last);
-    let c_in_last = c_base.wrapping_add(half + last);
-    let s_in_last = s_base.wrapping_add(half + last);
-    // Inline payloads are copied into the WQE at post time, so they come from ordinary
-    // memory, prepared before the clock starts.
-    let mut c_inline = vec![0u8; if use_inline { size as usize } else { 0 }];
-    let mut s_inline = c_inline.clone();
+    // The incoming bytes start at 0: the first expected value is 1.
+    for at in [c_base + half + last, s_base + half + last] {
+        pingpong::write_byte(at, 0);
+    }
+    let stop = AtomicBool::new(false);
+    let mut w = Waiter::new(&stop);
     let mut wc = [Completion::EMPTY];
-    let mut w = Waiter::new();
     tposted.fill(0);
     let clock = Clock::start();
     let stamp = || clock.ticks().max(1);
-    // The incoming bytes start at 0: the first expected value is 1.
-    for at in [c_in_last, s_in_last] {
-        write_byte(at, 0);
-    }
-    let qkey = ConnectOpts::default().qkey;
-    let (d_server, d_client) = match bed.ahs.as_ref() {
-        Some((to_s, to_c)) => (
-            Some(UdDest {
-                ah: to_s,
-                remote_qpn: s_qpn,
-                remote_qkey: qkey,
-            }),
-            Some(UdDest {
-                ah: to_c,
-                remote_qpn: c_qpn,
-                remote_qkey: qkey,
-            }),
-        ),
-        None => (None, None),
-    };
     match o.test {
-        Test::WriteLat => {
-            let (mut c_pending, mut s_pending) = (0u32, 0u32);
-            for (i, t) in tposted.iter_mut().enumerate().take(n) {
-                let v = (i + 1) as u8;
-                *t = stamp();
-                write_byte(c_out_last, v);
-                let mut wr =
-                    SendWr::write(i as u64, &c_src, s_base as u64 + half as u64, s_rkey).signaled();
-                if use_inline {
-                    c_inline[last] = v;
-                    wr = wr.inline(&c_inline);
-                }
-                post_one(&mut bed.client, wr)?;
-                w.reset();
-                while read_byte(s_in_last) != v {
-                    w.spin(p, "the client's WRITE at the server")?;
-                }
-                write_byte(s_out_last, v);
-                let mut wr =
-                    SendWr::write(i as u64, &s_src, c_base as u64 + half as u64, c_rkey).signaled();
-                if use_inline {
-                    s_inline[last] = v;
-                    wr = wr.inline(&s_inline);
-                }
-                post_one(&mut bed.server, wr)?;
-                c_pending += 1;
-                s_pending += 1;
-                reap(
-                    p,
-                    &mut bed.client.cq,
-                    &mut wc,
-                    &mut c_pending,
-                    WRITE_LAT_PENDING,
-                    &mut w,
-                )?;
-                w.reset();
-                while read_byte(c_in_last) != v {
-                    w.spin(p, "the server's WRITE at the client")?;
-                }
-                reap(
-                    p,
-                    &mut bed.server.cq,
-                    &mut wc,
-                    &mut s_pending,
-                    WRITE_LAT_PENDING,
-                    &mut w,
-                )?;
-            }
-            reap(p, &mut bed.client.cq, &mut wc, &mut c_pending, 0, &mut w)?;
-            reap(p, &mut bed.server.cq, &mut wc, &mut s_pending, 0, &mut w)?;
-        }
-        Test::SendLat => {
-            let rlen = size + grh;
-            for (i, t) in tposted.iter_mut().enumerate().take(n) {
-                let signaled = (i as u32 + 1) % SEND_LAT_SIGNAL_EVERY == 0 || i + 1 == n;
-                for from_client in [true, false] {
-                    let (side, peer, src, payload, dest) = if from_client {
-                        *t = stamp();
-                        (
-                            &mut bed.client,
-                            &mut bed.server,
-                            &c_src,
-                            &c_inline,
-                            d_server,
-                        )
-                    } else {
-                        (
-                            &mut bed.server,
-                            &mut bed.client,
-                            &s_src,
-                            &s_inline,
-                            d_client,
-                        )
-                    };
-                    let mut wr = SendWr::send(i as u64, src);
-                    if signaled {
-                        wr = wr.signaled();
+        Test::WriteLat | Test::SendLat => {
+            let qkey = ConnectOpts::default().qkey;
+            let (d_server, d_client) = match bed.ahs.as_ref() {
+                Some((to_s, to_c)) => (
+                    Some(UdDest {
+                        ah: to_s,
+                        remote_qpn: s_qpn,
+                        remote_qkey: qkey,
+                    }),
+                    Some(UdDest {
+                        ah: to_c,
+                        remote_qpn: c_qpn,
+                        remote_qkey: qkey,
+                    }),
+                ),
+                None => (None, None),
+            };
+            let write = o.test == Test::WriteLat;
+            // Inline payloads are copied into the WQE at post time, so they come from
+            // ordinary memory, prepared before the clock starts.
+            let inline = vec![0u8; if use_inline { size as usize } else { 0 }];
+            let (cl, sv) = (&mut bed.client, &mut bed.server);
+            let mut ce = pingpong::End {
+                kind: if write {
+                    Kind::Write {
+                        raddr: (s_base + half) as u64,
+                        rkey: s_rkey,
                     }
-                    if use_inline {
-                        wr = wr.inline(payload);
+                } else {
+                    Kind::Send
+                },
+                src: c_src,
+                recv: [cl.mr.sge(half, size + grh)],
+                inline: inline.clone(),
+                out_last: c_base + last,
+                in_last: c_base + half + last,
+                dest: d_server,
+                iters: o.iters,
+                pending: 0,
+                routs: cl.routs,
+                early: 0,
+                rx_depth: RX_DEPTH,
+                qp: &mut cl.qp,
+                cq: &mut cl.cq,
+            };
+            let mut se = pingpong::End {
+                kind: if write {
+                    Kind::Write {
+                        raddr: (c_base + half) as u64,
+                        rkey: c_rkey,
                     }
-                    if let Some(d) = dest {
-                        wr = wr.to(d);
-                    }
-                    post_one(side, wr)?;
-                    if signaled {
-                        // The side's CQ holds its sends and its receives; no receive can be
-                        // there now (the peer has not sent yet), so this is the send's.
-                        let c = wait_one(p, &mut side.cq, &mut wc, &mut w, "SEND")?;
-                        if c.wr_id == RECV_WRID {
-                            return Err(perr("a receive completed before its send was polled"));
+                } else {
+                    Kind::Send
+                },
+                src: s_src,
+                recv: [sv.mr.sge(half, size + grh)],
+                inline,
+                out_last: s_base + last,
+                in_last: s_base + half + last,
+                dest: d_client,
+                iters: o.iters,
+                pending: 0,
+                routs: sv.routs,
+                early: 0,
+                rx_depth: RX_DEPTH,
+                qp: &mut sv.qp,
+                cq: &mut sv.cq,
+            };
+            let res = if two_threads {
+                std::thread::scope(|sc| {
+                    let h = sc.spawn(|| {
+                        let r = pingpong::server(&mut se, o.iters, &stop);
+                        if r.is_err() {
+                            stop.store(true, Ordering::Relaxed);
                         }
+                        r
+                    });
+                    let rc = pingpong::client(&mut ce, tposted, &stamp, &stop, &mut || {});
+                    if rc.is_err() {
+                        stop.store(true, Ordering::Relaxed);
                     }
-                    let c = wait_one(p, &mut peer.cq, &mut wc, &mut w, "receive")?;
-                    if c.wr_id != RECV_WRID {
-                        return Err(perr(format!(
-                            "expected a receive completion, got wr_id {}",
-                            c.wr_id
-                        )));
-                    }
-                    peer.routs -= 1;
-                    if peer.routs < RX_DEPTH / 2 {
-                        refill_recvs(peer, half, rlen)?;
-                    }
-                }
-            }
+                    let rs = h
+                        .join()
+                        .unwrap_or_else(|_| Err(perr("the server thread panicked")));
+                    rc.and(rs)
+                })
+            } else {
+                pingpong::alternate(&mut ce, &mut se, tposted, &stamp, &mut || p.progress())
+            };
+            let (c_routs, s_routs) = (ce.routs + ce.early, se.routs + se.early);
+            drop((ce, se));
+            bed.client.routs = c_routs;
+            bed.server.routs = s_routs;
+            res?;
         }
         Test::ReadLat | Test::AtomicLat => {
             for (i, t) in tposted.iter_mut().enumerate().take(n) {
@@ -1159,7 +1081,8 @@ fn bw_loop<P: Provider>(
         &c_src
     };
     let mut wcs = [Completion::EMPTY; 16];
-    let mut w = Waiter::new();
+    let stop = AtomicBool::new(false);
+    let mut w = Waiter::new(&stop);
     tposted.fill(0);
     tcompleted.fill(0);
     let clock = Clock::start();
@@ -1205,7 +1128,8 @@ fn bw_loop<P: Provider>(
         }
         let m = bed.client.cq.poll(&mut wcs);
         if m == 0 {
-            w.spin(p, "bandwidth completions")?;
+            p.progress();
+            w.tick("bandwidth completions")?;
             continue;
         }
         let now = stamp();
@@ -1242,7 +1166,8 @@ fn bw_loop<P: Provider>(
                 received += m;
                 bed.server.routs -= m as u32;
                 if m == 0 {
-                    w.spin(p, "the server's receives")?;
+                    p.progress();
+                    w.tick("the server's receives")?;
                 }
             }
         }
@@ -1269,6 +1194,16 @@ mod tests {
     #[test]
     fn defaults() {
         let o = ok("write_lat");
+        assert_eq!(o.threads, None);
+        assert!(two_threads(ProviderKind::Verbs, &o));
+        assert!(!two_threads(ProviderKind::Sim, &o));
+        assert_eq!(ok("write_lat --threads 2").threads, Some(2));
+        assert!(two_threads(ProviderKind::Sim, &ok("send_lat --threads=2")));
+        assert!(!two_threads(
+            ProviderKind::Verbs,
+            &ok("send_lat --threads 1")
+        ));
+        assert!(err("write_lat --threads 3").contains("1 or 2"));
         assert_eq!(o.sizes, vec![2]);
         assert_eq!(
             (o.iters, o.inline, o.post_list),

@@ -23,7 +23,11 @@ fn opts(args: &str) -> Opts {
         .expect("not help")
 }
 
-fn run_on<P: Provider>(p: &mut P, o: &Opts) -> (Vec<Row>, String) {
+fn run_on<P: Provider>(p: &mut P, o: &Opts) -> (Vec<Row>, String)
+where
+    P::Qp: Send,
+    P::Cq: Send,
+{
     let mut text = String::new();
     let rows = perf::run(p, o, &mut |s| text.push_str(s))
         .unwrap_or_else(|e| panic!("{} failed: {e}", o.test.name()));
@@ -89,6 +93,8 @@ fn device_write_bw() {
 fn device_read_send_atomic() {
     for args in [
         "send_lat -s 64 -n 100",
+        "send_lat -s 64 -n 100 --threads 1",
+        "write_lat -s 64 -n 100 --threads 1",
         "read_lat -s 64 -n 100",
         "atomic_lat -n 100",
         "send_bw -s 64 -n 500",
@@ -152,6 +158,27 @@ fn sim_all_sizes() {
     let mut p = SimDevice::new();
     let (rows, text) = run_on(&mut p, &o);
     check_rows(&o, &rows, &text);
+}
+
+#[test]
+fn sim_two_threads_with_the_device_thread() {
+    // Client and server on their own threads need a device that runs by itself.
+    for args in [
+        "write_lat -s 2 -n 200 --threads 2",
+        "write_lat -s 4096 -n 50 -I 0 --threads 2",
+        "send_lat -s 64 -n 200 --threads 2",
+        "send_lat -s 64 -n 50 -c UD --threads 2",
+    ] {
+        let o = opts(args);
+        let mut p = SimDevice::new();
+        p.start_device_thread().expect("device thread");
+        let (rows, text) = run_on(&mut p, &o);
+        check_rows(&o, &rows, &text);
+        assert!(
+            text.contains("2 (client and server each on its own thread)"),
+            "{text}"
+        );
+    }
 }
 
 #[test]
