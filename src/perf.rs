@@ -538,10 +538,14 @@ struct Bed<P: Provider> {
     mtu: u32,
 }
 
-/// Run `o` on `p` (a sim must already run its device thread, or be in deterministic mode:
-/// the loops call [`Provider::progress`] while they wait), handing the text to `out` as it is produced (header, then one table line
+/// Run `o` on `p`, handing the text to `out` as it is produced (header, then one table line
 /// per size, then the JSON lines). Returns the rows. `o.device` is not looked at: `p` is the
 /// device.
+///
+/// One-thread loops call [`Provider::progress`] while they wait, so a sim in deterministic
+/// mode works; with two threads ([`two_threads`]) the server's thread cannot, so the sim
+/// must run its device thread (a deterministic sim would stop after 10 s with "no
+/// progress").
 pub fn run<P: Provider>(p: &mut P, o: &Opts, out: &mut dyn FnMut(&str)) -> Result<Vec<Row>>
 where
     P::Qp: Send,
