@@ -11,10 +11,65 @@
 
 mod common;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
 use rdma_direct::perf::{self, Opts, Row};
 use rdma_direct::providers::rxe::VerbsDevice;
 use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::Provider;
+
+/// Counts the allocations of the threads that switched counting on.
+struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn note_alloc() {
+    // `try_with`: thread-local storage may already be gone while a thread exits.
+    let on = COUNTING.try_with(Cell::get).unwrap_or(false);
+    if on {
+        let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
+    }
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; the bookkeeping touches
+// only two thread-local `Cell`s, which allocate nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        note_alloc();
+        // SAFETY: the caller's contract for `alloc` is passed on unchanged.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        note_alloc();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        note_alloc();
+        // SAFETY: as above.
+        unsafe { System.realloc(p, l, n) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by this thread during `f`.
+fn allocations(f: impl FnOnce()) -> u64 {
+    ALLOCS.with(|a| a.set(0));
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    ALLOCS.with(Cell::get)
+}
 
 fn opts(args: &str) -> Opts {
     let v: Vec<String> = args.split_whitespace().map(String::from).collect();
@@ -203,4 +258,35 @@ fn ud_larger_than_the_mtu_is_refused() {
     let mut p = SimDevice::new();
     let e = perf::run(&mut p, &o, &mut |_| {}).unwrap_err().to_string();
     assert!(e.contains("MTU"), "{e}");
+}
+
+#[test]
+fn measured_loops_allocate_nothing_per_iteration() {
+    // A whole run (setup, loop, statistics, text) on the deterministic sim, which runs in
+    // this thread: if anything in the loop allocated, 100 times the iterations would show
+    // more allocations. Output goes nowhere, so the text costs the same for both.
+    for test in [
+        "write_lat -s 64",
+        "send_lat -s 64",
+        "read_lat -s 64",
+        "atomic_lat",
+        "write_bw -s 64",
+        "write_bw -s 64 -l 8",
+        "send_bw -s 64",
+        "read_bw -s 64",
+    ] {
+        let count = |n: u32| {
+            let o = opts(&format!("{test} -n {n}"));
+            let mut p = SimDevice::new();
+            allocations(|| {
+                perf::run(&mut p, &o, &mut |_| {}).expect("run");
+            })
+        };
+        let (few, many) = (count(20), count(2000));
+        assert_eq!(
+            few, many,
+            "{test}: {few} allocations at -n 20, {many} at -n 2000"
+        );
+        assert!(few > 0, "the counter counts nothing");
+    }
 }
