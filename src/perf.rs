@@ -60,7 +60,8 @@
 //! no `-Q`, `cq_mod` = `post_list`; with both, `post_list` must be a multiple of `cq_mod`; when
 //! the iterations are not a multiple of `post_list` the last list is shorter, where perftest
 //! 4.5 refuses "Number of iterations must be a multiple of post list size"); UC refuses READ
-//! and atomics; UD allows only SEND; atomics always move 8 bytes. Inline defaults to 220 bytes for the WRITE/SEND latency
+//! and atomics; UD allows only SEND (with `-a`: sizes up to the path MTU); atomics always
+//! move 8 bytes. Inline defaults to 220 bytes for the WRITE/SEND latency
 //! tests and to none for the bandwidth tests (perftest's defaults for rxe-class devices).
 
 //! ## Measured (2026-12-02; none of this is hardware)
@@ -210,6 +211,8 @@ pub struct Opts {
     pub gid_index: Option<u8>,
     /// `-s` (default 2), or every size of `-a`.
     pub sizes: Vec<u32>,
+    /// `-a` was given (on UD the sizes then stop at the path MTU, as in perftest).
+    pub all: bool,
     /// `-n` (default 1000 for latency, 5000 for bandwidth, as perftest).
     pub iters: u32,
     /// `-I`: inline threshold; messages up to this size are sent inline.
@@ -415,6 +418,7 @@ pub fn parse(args: &[String]) -> std::result::Result<Option<Opts>, String> {
         port,
         gid_index,
         sizes,
+        all,
         iters,
         inline,
         post_list,
@@ -559,7 +563,13 @@ where
             o.inline, bed.max_inline
         )));
     }
-    if o.qp_type == QpType::Ud && max_size > bed.mtu {
+    // UD carries one MTU at most: `-a` stops there, an explicit larger `-s` is refused.
+    let sizes: Vec<u32> = if o.qp_type == QpType::Ud && o.all {
+        o.sizes.iter().copied().filter(|&s| s <= bed.mtu).collect()
+    } else {
+        o.sizes.clone()
+    };
+    if o.qp_type == QpType::Ud && max_size > bed.mtu && !o.all {
         return Err(bad_opt(format!(
             "UD: {max_size} B does not fit the path MTU of {} B",
             bed.mtu
@@ -585,7 +595,7 @@ where
     let mut tcompleted = vec![0u64; n];
     let mut samples = vec![0u64; n.saturating_sub(1)];
     let mut rows = Vec::with_capacity(o.sizes.len());
-    for &size in &o.sizes {
+    for &size in &sizes {
         let row = if o.test.is_lat() {
             lat_loop(p, o, &mut bed, size, &mut tposted, two_threads(p.kind(), o))?;
             for i in 0..n - 1 {

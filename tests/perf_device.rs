@@ -237,6 +237,23 @@ fn sim_two_threads_with_the_device_thread() {
 }
 
 #[test]
+fn sim_ud_all_sizes_stop_at_the_mtu() {
+    let o = opts("send_bw -a -c UD -n 8");
+    let mut p = SimDevice::new();
+    let (rows, text) = run_on(&mut p, &o);
+    let sizes: Vec<u64> = rows
+        .iter()
+        .map(|r| match r {
+            Row::Bw(b) => b.bytes,
+            Row::Lat(_) => panic!("a latency row from send_bw"),
+        })
+        .collect();
+    let mtu = u64::from(rdma_direct::providers::sim::SIM_PORT_MTU.bytes());
+    let want: Vec<u64> = (1..=23).map(|k| 1u64 << k).filter(|&s| s <= mtu).collect();
+    assert_eq!(sizes, want, "{text}");
+}
+
+#[test]
 fn sim_json_lines() {
     let o = opts("write_lat -s 2 -n 10 --json");
     let mut p = SimDevice::new();
