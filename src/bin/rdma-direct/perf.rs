@@ -1,6 +1,5 @@
-//! `rdma-direct perf`.
+//! `rdma-direct perf`: perftest-style runs; everything lives in [`rdma_direct::perf`].
 
-pub fn run(_args: &[String]) -> i32 {
-    eprintln!("rdma-direct perf: not built yet");
-    1
+pub fn run(args: &[String]) -> i32 {
+    rdma_direct::perf::main(args)
 }

@@ -1,0 +1,357 @@
+//! The two-sided latency tests (`write_lat`, `send_lat`): one [`End`] per side, driven by one
+//! thread alternating between them or by one thread each.
+//!
+//! An end is generic over the queue types only (not the provider), so the server's end can
+//! move to its own thread without the provider. Memory written by the device is read with
+//! volatile loads through plain addresses.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::providers::{
+    Completion, CompletionQueue, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge, UdDest,
+};
+use crate::{Error, Result};
+
+/// Signaled WRITEs an end may have outstanding before it waits for them.
+pub(super) const WRITE_PENDING: u32 = 32;
+/// In send_lat, every this many sends is signaled (and the last one).
+pub(super) const SEND_SIGNAL_EVERY: u32 = 64;
+/// wr_id of every receive.
+pub(super) const RECV_WRID: u64 = u64::MAX;
+/// Give up on a wait that makes no progress for this long.
+pub(super) const STALL: Duration = Duration::from_secs(10);
+
+fn perr(detail: impl Into<String>) -> Error {
+    Error::Protocol {
+        context: "perf",
+        detail: detail.into(),
+    }
+}
+
+/// Spin-wait bookkeeping. The clock is read only every 4096 spins (the first read starts the
+/// stall timer): in a TCG guest `clock_gettime` may go to an emulated HPET and cost
+/// microseconds, so a read per wait would show up in every latency sample. `stop` is raised
+/// by whichever thread fails, so its peer gives up at once instead of after [`STALL`].
+pub(super) struct Waiter<'s> {
+    spins: u32,
+    since: Option<Instant>,
+    stop: &'s AtomicBool,
+}
+
+impl<'s> Waiter<'s> {
+    pub(super) fn new(stop: &'s AtomicBool) -> Waiter<'s> {
+        Waiter {
+            spins: 0,
+            since: None,
+            stop,
+        }
+    }
+
+    /// One spin of a wait for `what`.
+    #[inline]
+    pub(super) fn tick(&mut self, what: &str) -> Result<()> {
+        self.spins = self.spins.wrapping_add(1);
+        if self.spins % 4096 == 0 {
+            if self.stop.load(Ordering::Relaxed) {
+                return Err(perr(format!(
+                    "stopped while waiting for {what}: the other side failed"
+                )));
+            }
+            match self.since {
+                None => self.since = Some(Instant::now()),
+                Some(t) if t.elapsed() > STALL => {
+                    return Err(perr(format!(
+                        "no progress for {} s while waiting for {what}",
+                        STALL.as_secs()
+                    )))
+                }
+                Some(_) => {}
+            }
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+
+    /// Start a new wait.
+    #[inline]
+    pub(super) fn reset(&mut self) {
+        self.spins = 0;
+        self.since = None;
+    }
+}
+
+#[inline]
+pub(super) fn read_byte(at: usize) -> u8 {
+    // SAFETY: `at` lies inside a mapping the run keeps alive until every end is gone; the
+    // device writes it concurrently, hence the volatile read (a plain load could be hoisted
+    // out of the spin loop).
+    unsafe { std::ptr::read_volatile(at as *const u8) }
+}
+
+#[inline]
+pub(super) fn write_byte(at: usize, v: u8) {
+    // SAFETY: as in `read_byte`; the byte lies in a mapping the run keeps alive, and no
+    // reference to it exists (all access is through these two functions).
+    unsafe { std::ptr::write_volatile(at as *mut u8, v) }
+}
+
+/// Which test an end plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// RDMA WRITE into the peer's incoming half; the peer watches its last byte.
+    Write {
+        /// Peer's incoming half.
+        raddr: u64,
+        /// Peer's rkey.
+        rkey: u32,
+    },
+    /// SEND; the peer's receive completion is the arrival.
+    Send,
+}
+
+/// One side of a ping-pong.
+pub(super) struct End<'a, Q: QueuePair, C: CompletionQueue> {
+    pub(super) qp: &'a mut Q,
+    pub(super) cq: &'a mut C,
+    pub(super) kind: Kind,
+    /// The outgoing message (first half of the buffer).
+    pub(super) src: [Sge; 1],
+    /// Where receives land (second half), `size` (+ GRH on UD) bytes.
+    pub(super) recv: [Sge; 1],
+    /// Inline copy of the outgoing message (empty = not inline).
+    pub(super) inline: Vec<u8>,
+    /// Address of the last byte of the outgoing message.
+    pub(super) out_last: usize,
+    /// Address of the last byte of the incoming message.
+    pub(super) in_last: usize,
+    pub(super) dest: Option<UdDest<'a>>,
+    /// Messages per run (to signal the last send).
+    pub(super) iters: u32,
+    /// Signaled sends not yet completed.
+    pub(super) pending: u32,
+    /// Receives posted and not yet completed.
+    pub(super) routs: u32,
+    /// Receives polled while reaping sends, not yet consumed by [`End::wait`].
+    pub(super) early: u32,
+    /// Receive queue depth to keep.
+    pub(super) rx_depth: u32,
+}
+
+impl<Q: QueuePair, C: CompletionQueue> End<'_, Q, C> {
+    /// Post message `i` (value `v` in its last byte).
+    #[inline]
+    pub(super) fn send(
+        &mut self,
+        i: u32,
+        w: &mut Waiter<'_>,
+        progress: &mut dyn FnMut(),
+    ) -> Result<()> {
+        let v = (i + 1) as u8;
+        write_byte(self.out_last, v);
+        let (mut wr, signaled) = match self.kind {
+            Kind::Write { raddr, rkey } => {
+                (SendWr::write(u64::from(i), &self.src, raddr, rkey), true)
+            }
+            Kind::Send => (
+                SendWr::send(u64::from(i), &self.src),
+                (i + 1) % SEND_SIGNAL_EVERY == 0 || i + 1 == self.iters,
+            ),
+        };
+        if signaled {
+            wr = wr.signaled();
+        }
+        if !self.inline.is_empty() {
+            let last = self.inline.len() - 1;
+            self.inline[last] = v;
+            wr = wr.inline(&self.inline);
+        }
+        if let Some(d) = self.dest {
+            wr = wr.to(d);
+        }
+        let sq = self.qp.sq();
+        if let Err(r) = sq.post(wr) {
+            return Err(perr(format!("post {}: {}", wr.op.name(), r.error)));
+        }
+        sq.ring();
+        if signaled {
+            self.pending += 1;
+        }
+        // Reap what has completed; wait only when too many are outstanding.
+        self.reap(WRITE_PENDING, None, w, progress).map(|_| ())
+    }
+
+    /// Wait for message `i` from the peer.
+    #[inline]
+    pub(super) fn wait(
+        &mut self,
+        i: u32,
+        w: &mut Waiter<'_>,
+        progress: &mut dyn FnMut(),
+    ) -> Result<()> {
+        match self.kind {
+            Kind::Write { .. } => {
+                let v = (i + 1) as u8;
+                w.reset();
+                while read_byte(self.in_last) != v {
+                    progress();
+                    w.tick("the peer's WRITE")?;
+                }
+                // Reap without waiting.
+                self.reap(u32::MAX, None, w, progress).map(|_| ())
+            }
+            Kind::Send => {
+                let mut got = false;
+                if self.early > 0 {
+                    self.early -= 1;
+                    got = true;
+                } else {
+                    self.reap(u32::MAX, Some(&mut got), w, progress)?;
+                }
+                if !got {
+                    return Err(perr("internal: receive wait ended without a receive"));
+                }
+                self.routs -= 1;
+                if self.routs < self.rx_depth / 2 {
+                    self.refill()?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Poll the CQ: count send completions off `pending`; with `recv`, wait until one receive
+    /// has completed (and note it), else until at most `keep` sends are pending.
+    fn reap(
+        &mut self,
+        keep: u32,
+        mut recv: Option<&mut bool>,
+        w: &mut Waiter<'_>,
+        progress: &mut dyn FnMut(),
+    ) -> Result<()> {
+        let mut wc = [Completion::EMPTY];
+        w.reset();
+        loop {
+            while self.cq.poll(&mut wc) == 1 {
+                let c = wc[0];
+                if !c.is_ok() {
+                    return Err(perr(format!(
+                        "completion wr_id {:#x} failed: {} (vendor_err {:#x})",
+                        c.wr_id, c.status, c.vendor_err
+                    )));
+                }
+                if c.wr_id == RECV_WRID {
+                    match recv.as_deref_mut() {
+                        Some(got) if !*got => *got = true,
+                        // The peer's next message, polled while reaping sends.
+                        _ => self.early += 1,
+                    }
+                } else {
+                    self.pending = self
+                        .pending
+                        .checked_sub(1)
+                        .ok_or_else(|| perr(format!("unexpected send completion {}", c.wr_id)))?;
+                }
+                if recv.as_deref().is_some_and(|g| *g) {
+                    return Ok(());
+                }
+            }
+            let done = match recv.as_deref() {
+                Some(got) => *got,
+                None => self.pending <= keep,
+            };
+            if done {
+                return Ok(());
+            }
+            progress();
+            w.tick(if recv.is_some() {
+                "a receive"
+            } else {
+                "send completions"
+            })?;
+        }
+    }
+
+    /// Wait for every signaled send.
+    pub(super) fn finish(&mut self, w: &mut Waiter<'_>, progress: &mut dyn FnMut()) -> Result<()> {
+        self.reap(0, None, w, progress)
+    }
+
+    /// Post receives until [`End::rx_depth`] are outstanding (one ring).
+    pub(super) fn refill(&mut self) -> Result<()> {
+        let rq = self.qp.rq();
+        let mut added = 0;
+        let mut n = self.routs;
+        while n < self.rx_depth {
+            if let Err(r) = rq.post_recv(RecvWr {
+                wr_id: RECV_WRID,
+                sges: &self.recv,
+            }) {
+                rq.ring();
+                self.routs = n;
+                return Err(perr(format!("post_recv: {}", r.error)));
+            }
+            n += 1;
+            added += 1;
+        }
+        if added > 0 {
+            rq.ring();
+        }
+        self.routs = n;
+        Ok(())
+    }
+}
+
+/// The client's loop: stamp, send, wait for the answer.
+pub(super) fn client<Q: QueuePair, C: CompletionQueue>(
+    end: &mut End<'_, Q, C>,
+    tposted: &mut [u64],
+    stamp: &dyn Fn() -> u64,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(),
+) -> Result<()> {
+    let mut w = Waiter::new(stop);
+    for (i, t) in tposted.iter_mut().enumerate() {
+        *t = stamp();
+        end.send(i as u32, &mut w, progress)?;
+        end.wait(i as u32, &mut w, progress)?;
+    }
+    end.finish(&mut w, progress)
+}
+
+/// The server's loop: wait, answer.
+pub(super) fn server<Q: QueuePair, C: CompletionQueue>(
+    end: &mut End<'_, Q, C>,
+    iters: u32,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let mut w = Waiter::new(stop);
+    let progress = &mut || {};
+    for i in 0..iters {
+        end.wait(i, &mut w, progress)?;
+        end.send(i, &mut w, progress)?;
+    }
+    end.finish(&mut w, progress)
+}
+
+/// Both loops in this thread: client send, server wait and answer, client wait.
+pub(super) fn alternate<Q: QueuePair, C: CompletionQueue>(
+    c: &mut End<'_, Q, C>,
+    s: &mut End<'_, Q, C>,
+    tposted: &mut [u64],
+    stamp: &dyn Fn() -> u64,
+    progress: &mut dyn FnMut(),
+) -> Result<()> {
+    let stop = AtomicBool::new(false);
+    let mut w = Waiter::new(&stop);
+    for (i, t) in tposted.iter_mut().enumerate() {
+        let i = i as u32;
+        *t = stamp();
+        c.send(i, &mut w, progress)?;
+        s.wait(i, &mut w, progress)?;
+        s.send(i, &mut w, progress)?;
+        c.wait(i, &mut w, progress)?;
+    }
+    c.finish(&mut w, progress)?;
+    s.finish(&mut w, progress)
+}

@@ -1,0 +1,377 @@
+//! perftest's statistics, as a pure function of the timestamps.
+//!
+//! Nothing here touches a device: the measured loop hands over nanosecond timestamps taken
+//! with [`std::time::Instant`] and these functions turn them into the rows `ib_*_lat` and
+//! `ib_*_bw` print. The rules are perftest 4.5's (`print_report_lat` / `print_report_bw` in
+//! `src/perftest_parameters.c`), restated:
+//!
+//! **Latency.** A sample is the interval between two consecutive posts of the measuring side
+//! (`n` iterations give `n - 1` samples). The samples are sorted and the two largest are
+//! dropped from everything except `t_max`; with `m = samples - 2`:
+//! - `t_min` = the smallest sample; `t_max` = `sorted[m]`, i.e. the second-largest raw sample;
+//! - `t_typical` = the median of the `m` kept samples: `sorted[m / 2]` when `m` is odd, else
+//!   the mean of `sorted[m / 2 - 1]` and `sorted[m / 2]` **in integer clock units** (perftest
+//!   adds two `cycles_t` and halves them; here the unit is the nanosecond, so the halving
+//!   truncates to a whole nanosecond);
+//! - `t_avg` and `t_stdev` are the mean and the population standard deviation (divide by `m`)
+//!   of the `m` kept samples;
+//! - the 99 % and 99.9 % percentiles are `sorted[ceil(m * 0.99)]` and `sorted[ceil(m * 0.999)]`
+//!   (the product in `f64`, as perftest computes it; the index may reach `m`, which is the
+//!   second-largest sample, still inside the array).
+//!
+//! Every value is then divided by the clock rate and by the round-trip factor: perftest keeps
+//! timestamps in TSC cycles and divides by the CPU frequency in MHz to get microseconds; with
+//! nanoseconds the divisor is 1000. Ping-pong tests (WRITE, SEND) report half the round trip
+//! (factor 2); READ and atomics report the full round trip (factor 1), because only one side
+//! is active and one sample is one request-response. Fewer than 3 samples leave nothing after
+//! the two largest are dropped: that is an error here, not a division by zero.
+//!
+//! **Bandwidth.** `tposted[i]` is taken just before posting request `i` (with a post list,
+//! only the first request of each list gets one), `tcompleted[j]` when the completion that
+//! retires request `j` is polled (only the signaled ones: every `cq_mod`-th request, and the
+//! last). With `T = tcompleted[n - 1] - tposted[0]` seconds and a unit `U` (2^20 bytes for
+//! MiB/s, 125 000 000 bytes for Gb/s):
+//! - `BW average` = `size * n / (T * U)`;
+//! - `MsgRate[Mpps]` = `n / T / 10^6`;
+//! - `BW peak` = `size / (d * U)` per second, where `d` is the smallest per-request time of
+//!   any window that starts at a post (`i` = 0, `post_list`, `2 * post_list`, ...) and ends
+//!   at a signaled completion `j >= i` (`j` = `cq_mod - 1`, `2 * cq_mod - 1`, ..., and `n - 1`
+//!   when `n` is not a multiple of `cq_mod`): `d = (tcompleted[j] - tposted[i]) / (j - i + 1)`,
+//!   an integer division in clock units as in perftest (here nanoseconds; a `d` of 0 is taken
+//!   as 1 ns so the peak stays finite).
+
+use std::fmt;
+
+/// Why a row could not be computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatsError {
+    /// Latency needs at least 3 samples (4 iterations): the two largest are dropped.
+    TooFewSamples {
+        /// Samples given.
+        n: usize,
+    },
+    /// Bandwidth: no iterations, or timestamp arrays shorter than the iteration count.
+    BadBwInput {
+        /// Iterations asked for.
+        iters: usize,
+        /// Length of `tposted`.
+        posted: usize,
+        /// Length of `tcompleted`.
+        completed: usize,
+    },
+    /// Bandwidth: `post_list` or `cq_mod` is 0.
+    ZeroBatch,
+    /// Bandwidth: the last completion is not later than the first post.
+    NoElapsedTime,
+}
+
+impl fmt::Display for StatsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            StatsError::TooFewSamples { n } => write!(
+                f,
+                "{n} latency samples: at least 3 are needed (4 iterations), the 2 largest are dropped"
+            ),
+            StatsError::BadBwInput {
+                iters,
+                posted,
+                completed,
+            } => write!(
+                f,
+                "bandwidth over {iters} iterations needs that many timestamps (got {posted} post, {completed} completion)"
+            ),
+            StatsError::ZeroBatch => f.write_str("post_list and cq_mod must be at least 1"),
+            StatsError::NoElapsedTime => {
+                f.write_str("the last completion is not later than the first post")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StatsError {}
+
+/// One row of a latency table, in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LatRow {
+    /// Message size.
+    pub bytes: u64,
+    /// Iterations run (the `#iterations` column: iterations, not samples).
+    pub iters: u64,
+    /// Smallest sample.
+    pub t_min: f64,
+    /// Second-largest raw sample.
+    pub t_max: f64,
+    /// Median of the kept samples.
+    pub t_typical: f64,
+    /// Mean of the kept samples.
+    pub t_avg: f64,
+    /// Population standard deviation of the kept samples.
+    pub t_stdev: f64,
+    /// `sorted[ceil(m * 0.99)]`.
+    pub p99: f64,
+    /// `sorted[ceil(m * 0.999)]`.
+    pub p99_9: f64,
+}
+
+/// The latency row of `samples_ns` (intervals between consecutive posts, any order).
+/// `rtt_factor` is 2 for ping-pong tests (half the round trip) and 1 for READ and atomics.
+/// `rtt_factor` 0 is taken as 1.
+pub fn lat_row(
+    bytes: u64,
+    iters: u64,
+    samples_ns: &[u64],
+    rtt_factor: u32,
+) -> Result<LatRow, StatsError> {
+    let n = samples_ns.len();
+    if n < 3 {
+        return Err(StatsError::TooFewSamples { n });
+    }
+    let mut d = samples_ns.to_vec();
+    d.sort_unstable();
+    let m = n - 2;
+    let median = if (m - 1) % 2 == 1 {
+        // Even count: perftest halves the sum of two integer clock readings.
+        ((u128::from(d[m / 2]) + u128::from(d[m / 2 - 1])) / 2) as u64
+    } else {
+        d[m / 2]
+    };
+    let q = 1000.0 * f64::from(rtt_factor.max(1));
+    let us = |v: u64| v as f64 / q;
+    let sum: f64 = d[..m].iter().map(|&v| us(v)).sum();
+    let avg = sum / m as f64;
+    let var: f64 = d[..m]
+        .iter()
+        .map(|&v| {
+            let x = avg - us(v);
+            x * x
+        })
+        .sum::<f64>()
+        / m as f64;
+    let i99 = (m as f64 * 0.99).ceil() as usize;
+    let i999 = (m as f64 * 0.999).ceil() as usize;
+    Ok(LatRow {
+        bytes,
+        iters,
+        t_min: us(d[0]),
+        t_max: us(d[m]),
+        t_typical: us(median),
+        t_avg: avg,
+        t_stdev: var.sqrt(),
+        p99: us(d[i99.min(m)]),
+        p99_9: us(d[i999.min(m)]),
+    })
+}
+
+/// The unit of the bandwidth columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BwUnit {
+    /// MiB/sec (2^20 bytes per second): perftest's default.
+    MiBps,
+    /// Gb/sec (10^9 bits per second): `--report_gbits`.
+    Gbps,
+}
+
+impl BwUnit {
+    /// Bytes per unit per second (perftest's `format_factor`).
+    pub fn bytes_per_unit(self) -> f64 {
+        match self {
+            BwUnit::MiBps => 1_048_576.0,
+            BwUnit::Gbps => 125_000_000.0,
+        }
+    }
+    /// Column label (`MiB/sec`, `Gb/sec`).
+    pub fn label(self) -> &'static str {
+        match self {
+            BwUnit::MiBps => "MiB/sec",
+            BwUnit::Gbps => "Gb/sec",
+        }
+    }
+}
+
+/// One row of a bandwidth table.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BwRow {
+    /// Message size.
+    pub bytes: u64,
+    /// Iterations run.
+    pub iters: u64,
+    /// Peak bandwidth in `unit`.
+    pub bw_peak: f64,
+    /// Average bandwidth in `unit`.
+    pub bw_avg: f64,
+    /// Messages per second, in millions.
+    pub msg_rate_mpps: f64,
+    /// Unit of the two bandwidth columns.
+    pub unit: BwUnit,
+}
+
+/// The bandwidth row of a run of `iters` requests of `bytes` each. `tposted[i]` must be set
+/// for every `i` that is a multiple of `post_list`, `tcompleted[j]` for every signaled `j`
+/// (see the module doc); other entries are ignored. Timestamps in nanoseconds.
+pub fn bw_row(
+    bytes: u64,
+    iters: usize,
+    post_list: usize,
+    cq_mod: usize,
+    tposted: &[u64],
+    tcompleted: &[u64],
+    unit: BwUnit,
+) -> Result<BwRow, StatsError> {
+    if iters == 0 || tposted.len() < iters || tcompleted.len() < iters {
+        return Err(StatsError::BadBwInput {
+            iters,
+            posted: tposted.len(),
+            completed: tcompleted.len(),
+        });
+    }
+    if post_list == 0 || cq_mod == 0 {
+        return Err(StatsError::ZeroBatch);
+    }
+    let total = tcompleted[iters - 1].saturating_sub(tposted[0]);
+    if total == 0 {
+        return Err(StatsError::NoElapsedTime);
+    }
+    let window = |i: usize, j: usize| tcompleted[j].saturating_sub(tposted[i]) / (j - i + 1) as u64;
+    let mut best = u64::MAX;
+    for i in (0..iters).step_by(post_list) {
+        let first = (i + 1).div_ceil(cq_mod) * cq_mod - 1;
+        for j in (first..iters).step_by(cq_mod) {
+            best = best.min(window(i, j));
+        }
+        if iters % cq_mod != 0 {
+            best = best.min(window(i, iters - 1));
+        }
+    }
+    let best = best.max(1);
+    let per_s = 1e9;
+    let u = unit.bytes_per_unit();
+    let secs = total as f64 / per_s;
+    Ok(BwRow {
+        bytes,
+        iters: iters as u64,
+        bw_peak: (bytes as f64 * per_s) / (best as f64 * u),
+        bw_avg: (bytes as f64 * iters as f64) / (secs * u),
+        msg_rate_mpps: iters as f64 / secs / 1e6,
+        unit,
+    })
+}
+
+/// The dashed rule perftest prints around its header and under its table.
+pub const RULE: &str =
+    "---------------------------------------------------------------------------------------";
+
+/// Latency columns, exactly as perftest titles them.
+pub const LAT_COLUMNS: [&str; 9] = [
+    "#bytes",
+    "#iterations",
+    "t_min[usec]",
+    "t_max[usec]",
+    "t_typical[usec]",
+    "t_avg[usec]",
+    "t_stdev[usec]",
+    "99% percentile[usec]",
+    "99.9% percentile[usec]",
+];
+
+/// Bandwidth columns for `unit`.
+pub fn bw_columns(unit: BwUnit) -> [String; 5] {
+    let u = unit.label();
+    [
+        "#bytes".into(),
+        "#iterations".into(),
+        format!("BW peak[{u}]"),
+        format!("BW average[{u}]"),
+        "MsgRate[Mpps]".into(),
+    ]
+}
+
+/// A table line: one leading space, then each cell left-aligned in the width of its column
+/// title, cells separated by two spaces, no trailing blanks.
+fn table_line<S: AsRef<str>>(titles: &[S], cells: &[String]) -> String {
+    let mut s = String::from(" ");
+    for (k, (t, c)) in titles.iter().zip(cells).enumerate() {
+        if k > 0 {
+            s.push_str("  ");
+        }
+        let w = t.as_ref().len();
+        s.push_str(&format!("{c:<w$}"));
+    }
+    s.truncate(s.trim_end().len());
+    s
+}
+
+/// The latency table's header line.
+pub fn lat_header() -> String {
+    let titles: Vec<String> = LAT_COLUMNS.iter().map(|t| t.to_string()).collect();
+    table_line(&LAT_COLUMNS, &titles)
+}
+
+/// The bandwidth table's header line for `unit`.
+pub fn bw_header(unit: BwUnit) -> String {
+    let c = bw_columns(unit);
+    table_line(&c, &c)
+}
+
+impl LatRow {
+    /// The row as printed under [`lat_header`] (microseconds with two decimals, as perftest).
+    pub fn line(&self) -> String {
+        let f = |v: f64| format!("{v:.2}");
+        table_line(
+            &LAT_COLUMNS,
+            &[
+                self.bytes.to_string(),
+                self.iters.to_string(),
+                f(self.t_min),
+                f(self.t_max),
+                f(self.t_typical),
+                f(self.t_avg),
+                f(self.t_stdev),
+                f(self.p99),
+                f(self.p99_9),
+            ],
+        )
+    }
+    /// One JSON object on one line, for scripts (microseconds, three decimals).
+    pub fn json(&self) -> String {
+        format!(
+            "{{\"bytes\":{},\"iterations\":{},\"t_min_us\":{:.3},\"t_max_us\":{:.3},\"t_typical_us\":{:.3},\"t_avg_us\":{:.3},\"t_stdev_us\":{:.3},\"p99_us\":{:.3},\"p99_9_us\":{:.3}}}",
+            self.bytes,
+            self.iters,
+            self.t_min,
+            self.t_max,
+            self.t_typical,
+            self.t_avg,
+            self.t_stdev,
+            self.p99,
+            self.p99_9
+        )
+    }
+}
+
+impl BwRow {
+    /// The row as printed under [`bw_header`] (bandwidth with two decimals, MsgRate with six,
+    /// as perftest).
+    pub fn line(&self) -> String {
+        table_line(
+            &bw_columns(self.unit),
+            &[
+                self.bytes.to_string(),
+                self.iters.to_string(),
+                format!("{:.2}", self.bw_peak),
+                format!("{:.2}", self.bw_avg),
+                format!("{:.6}", self.msg_rate_mpps),
+            ],
+        )
+    }
+    /// One JSON object on one line, for scripts.
+    pub fn json(&self) -> String {
+        let key = match self.unit {
+            BwUnit::MiBps => "mib_per_s",
+            BwUnit::Gbps => "gbit_per_s",
+        };
+        format!(
+            "{{\"bytes\":{},\"iterations\":{},\"bw_peak_{key}\":{:.3},\"bw_avg_{key}\":{:.3},\"msg_rate_mpps\":{:.6}}}",
+            self.bytes, self.iters, self.bw_peak, self.bw_avg, self.msg_rate_mpps
+        )
+    }
+}

@@ -1,0 +1,309 @@
+//! `rdma-direct perf` end to end.
+//!
+//! - On a real verbs device (`#[ignore]`d; `RDMA_DIRECT_DEVICE=rxe0`, the guest bed sets
+//!   it): a short `write_lat` and `write_bw` (with and without a post list), rows checked
+//!   for sanity.
+//! - On the software mlx5 device in deterministic mode (no device thread: the loops call
+//!   `progress`, which runs the engine until idle), every test and transport the options
+//!   allow, on the host. A run only ends when every byte-marker, receive and completion it
+//!   waits for has arrived, so finishing is itself the data-path check; the rows are then
+//!   checked for sanity. No timing is asserted.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use rdma_direct::perf::{self, Opts, Row};
+use rdma_direct::providers::rxe::VerbsDevice;
+use rdma_direct::providers::sim::SimDevice;
+use rdma_direct::providers::Provider;
+
+/// Counts the allocations of the threads that switched counting on.
+struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn note_alloc() {
+    // `try_with`: thread-local storage may already be gone while a thread exits.
+    let on = COUNTING.try_with(Cell::get).unwrap_or(false);
+    if on {
+        let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
+    }
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; the bookkeeping touches
+// only two thread-local `Cell`s, which allocate nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        note_alloc();
+        // SAFETY: the caller's contract for `alloc` is passed on unchanged.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        note_alloc();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        note_alloc();
+        // SAFETY: as above.
+        unsafe { System.realloc(p, l, n) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by this thread during `f`.
+fn allocations(f: impl FnOnce()) -> u64 {
+    ALLOCS.with(|a| a.set(0));
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    ALLOCS.with(Cell::get)
+}
+
+fn opts(args: &str) -> Opts {
+    let v: Vec<String> = args.split_whitespace().map(String::from).collect();
+    perf::parse(&v)
+        .unwrap_or_else(|e| panic!("parse '{args}': {e}"))
+        .expect("not help")
+}
+
+fn run_on<P: Provider>(p: &mut P, o: &Opts) -> (Vec<Row>, String)
+where
+    P::Qp: Send,
+    P::Cq: Send,
+{
+    let mut text = String::new();
+    let rows = perf::run(p, o, &mut |s| text.push_str(s))
+        .unwrap_or_else(|e| panic!("{} failed: {e}", o.test.name()));
+    (rows, text)
+}
+
+/// The sanity rules of a row: iterations as asked, non-zero, ordered.
+fn check_rows(o: &Opts, rows: &[Row], text: &str) {
+    assert_eq!(rows.len(), o.sizes.len(), "{text}");
+    for (row, &size) in rows.iter().zip(&o.sizes) {
+        match row {
+            Row::Lat(r) => {
+                assert_eq!(r.bytes, u64::from(size));
+                assert_eq!(r.iters, u64::from(o.iters));
+                assert!(r.t_min > 0.0, "{r:?}");
+                assert!(r.t_min <= r.t_typical && r.t_typical <= r.t_max, "{r:?}");
+                assert!(r.t_min <= r.t_avg && r.t_avg <= r.t_max, "{r:?}");
+                assert!(r.p99 <= r.p99_9 && r.p99_9 <= r.t_max, "{r:?}");
+                assert!(r.t_stdev >= 0.0 && r.t_stdev.is_finite(), "{r:?}");
+            }
+            Row::Bw(r) => {
+                assert_eq!(r.bytes, u64::from(size));
+                assert_eq!(r.iters, u64::from(o.iters));
+                assert!(r.bw_avg > 0.0 && r.msg_rate_mpps > 0.0, "{r:?}");
+                // The whole run is one of the windows the peak is taken over.
+                assert!(r.bw_peak >= r.bw_avg * (1.0 - 1e-9), "{r:?}");
+            }
+        }
+        assert!(text.contains(&row.line()), "{text}");
+    }
+}
+
+fn device_opts(args: &str) -> Opts {
+    let mut o = opts(args);
+    o.device = Some(common::device());
+    o.gid_index = common::gid_index().or(Some(0));
+    o
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMA_DIRECT_DEVICE=<dev>"]
+fn device_write_lat() {
+    let o = device_opts("write_lat -s 2 -n 200");
+    let mut p = VerbsDevice::open(o.device.as_deref().unwrap()).expect("open device");
+    let (rows, text) = run_on(&mut p, &o);
+    check_rows(&o, &rows, &text);
+    assert!(text.contains("via libibverbs"), "{text}");
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMA_DIRECT_DEVICE=<dev>"]
+fn device_write_bw() {
+    for args in ["write_bw -s 64 -n 500", "write_bw -s 64 -n 500 -l 32"] {
+        let o = device_opts(args);
+        let mut p = VerbsDevice::open(o.device.as_deref().unwrap()).expect("open device");
+        let (rows, text) = run_on(&mut p, &o);
+        check_rows(&o, &rows, &text);
+    }
+}
+
+#[test]
+#[ignore = "needs an RDMA device: RDMA_DIRECT_DEVICE=<dev>"]
+fn device_read_send_atomic() {
+    for args in [
+        "send_lat -s 64 -n 100",
+        "send_lat -s 64 -n 100 --threads 1",
+        "write_lat -s 64 -n 100 --threads 1",
+        "read_lat -s 64 -n 100",
+        "atomic_lat -n 100",
+        "send_bw -s 64 -n 500",
+        "read_bw -s 4096 -n 200",
+    ] {
+        let o = device_opts(args);
+        let mut p = VerbsDevice::open(o.device.as_deref().unwrap()).expect("open device");
+        let (rows, text) = run_on(&mut p, &o);
+        check_rows(&o, &rows, &text);
+    }
+}
+
+fn sim(args: &str) -> String {
+    let o = opts(args);
+    let mut p = SimDevice::new();
+    let (rows, text) = run_on(&mut p, &o);
+    check_rows(&o, &rows, &text);
+    text
+}
+
+#[test]
+fn sim_latency_tests() {
+    let t = sim("write_lat -s 2 -n 50");
+    assert!(
+        t.contains("sim: software mlx5 device (sim0), not hardware"),
+        "{t}"
+    );
+    assert!(t.contains("half the round trip"), "{t}");
+    sim("write_lat -s 4096 -n 20 -I 0");
+    sim("send_lat -s 64 -n 150");
+    sim("send_lat -s 1024 -n 20 -I 0");
+    let t = sim("read_lat -s 64 -n 20");
+    assert!(t.contains("full round trip"), "{t}");
+    sim("atomic_lat -n 20");
+}
+
+#[test]
+fn sim_bandwidth_tests() {
+    sim("write_bw -s 64 -n 300");
+    // Iterations not a multiple of the post list: the last list is shorter.
+    sim("write_bw -s 64 -n 200 -l 32");
+    sim("write_bw -s 64 -n 256 -l 32 -Q 8 --report_gbits");
+    sim("send_bw -s 64 -n 1200");
+    sim("read_bw -s 4096 -n 100");
+    sim("write_bw -s 64 -n 100 -I 64");
+}
+
+#[test]
+fn sim_uc_and_ud() {
+    sim("write_lat -s 2 -n 20 -c UC");
+    sim("write_bw -s 64 -n 100 -c UC");
+    sim("send_lat -s 64 -n 20 -c UD");
+    sim("send_bw -s 64 -n 200 -c UD");
+}
+
+#[test]
+fn sim_all_sizes() {
+    let o = opts("write_bw -a -n 4");
+    assert_eq!(o.sizes.len(), 23);
+    assert_eq!((o.sizes[0], o.sizes[22]), (2, 8 << 20));
+    let mut p = SimDevice::new();
+    let (rows, text) = run_on(&mut p, &o);
+    check_rows(&o, &rows, &text);
+}
+
+#[test]
+fn sim_two_threads_with_the_device_thread() {
+    // Client and server on their own threads need a device that runs by itself.
+    for args in [
+        "write_lat -s 2 -n 200 --threads 2",
+        "write_lat -s 4096 -n 50 -I 0 --threads 2",
+        "send_lat -s 64 -n 200 --threads 2",
+        "send_lat -s 64 -n 50 -c UD --threads 2",
+    ] {
+        let o = opts(args);
+        let mut p = SimDevice::new();
+        p.start_device_thread().expect("device thread");
+        let (rows, text) = run_on(&mut p, &o);
+        check_rows(&o, &rows, &text);
+        assert!(
+            text.contains("2 (client and server each on its own thread)"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn sim_ud_all_sizes_stop_at_the_mtu() {
+    let o = opts("send_bw -a -c UD -n 8");
+    let mut p = SimDevice::new();
+    let (rows, text) = run_on(&mut p, &o);
+    let sizes: Vec<u64> = rows
+        .iter()
+        .map(|r| match r {
+            Row::Bw(b) => b.bytes,
+            Row::Lat(_) => panic!("a latency row from send_bw"),
+        })
+        .collect();
+    let mtu = u64::from(rdma_direct::providers::sim::SIM_PORT_MTU.bytes());
+    let want: Vec<u64> = (1..=23).map(|k| 1u64 << k).filter(|&s| s <= mtu).collect();
+    assert_eq!(sizes, want, "{text}");
+}
+
+#[test]
+fn sim_json_lines() {
+    let o = opts("write_lat -s 2 -n 10 --json");
+    let mut p = SimDevice::new();
+    let (_, text) = run_on(&mut p, &o);
+    let json: Vec<&str> = text.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(json.len(), 1, "{text}");
+    assert!(
+        json[0].starts_with(
+            "{\"test\":\"write_lat\",\"provider\":\"sim\",\"device\":\"sim0\",\"transport\":\"RC\",\"bytes\":2,\"iterations\":10,"
+        ),
+        "{}",
+        json[0]
+    );
+}
+
+#[test]
+fn ud_larger_than_the_mtu_is_refused() {
+    let o = opts("send_lat -s 8192 -n 10 -c UD");
+    let mut p = SimDevice::new();
+    let e = perf::run(&mut p, &o, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("MTU"), "{e}");
+}
+
+#[test]
+fn measured_loops_allocate_nothing_per_iteration() {
+    // A whole run (setup, loop, statistics, text) on the deterministic sim, which runs in
+    // this thread: if anything in the loop allocated, 100 times the iterations would show
+    // more allocations. Output goes nowhere, so the text costs the same for both.
+    for test in [
+        "write_lat -s 64",
+        "send_lat -s 64",
+        "read_lat -s 64",
+        "atomic_lat",
+        "write_bw -s 64",
+        "write_bw -s 64 -l 8",
+        "send_bw -s 64",
+        "read_bw -s 64",
+    ] {
+        let count = |n: u32| {
+            let o = opts(&format!("{test} -n {n}"));
+            let mut p = SimDevice::new();
+            allocations(|| {
+                perf::run(&mut p, &o, &mut |_| {}).expect("run");
+            })
+        };
+        let (few, many) = (count(20), count(2000));
+        assert_eq!(
+            few, many,
+            "{test}: {few} allocations at -n 20, {many} at -n 2000"
+        );
+        assert!(few > 0, "the counter counts nothing");
+    }
+}
