@@ -107,9 +107,9 @@ fn opening_a_missing_device_is_a_clear_error() {
 #[ignore]
 fn extended_verbs_ops_are_found_through_the_real_context() {
     // The op lookup (verbs_get_ctx / sz check) over a context libibverbs really allocated:
-    // rxe has no thread domains, so alloc_td must be a clear Unsupported error (which is also
-    // what Mlx5Device relies on to refuse); libmlx5 has them, so there a TD is allocated and
-    // freed.
+    // rxe has no thread domains (libibverbs puts a stub failing with EOPNOTSUPP in the slot),
+    // so alloc_td must be a clear Unsupported error; libmlx5 has them, so there a TD is
+    // allocated and freed.
     let dev = common::device();
     let ctx = rdma_direct::verbs::Context::open(&dev).unwrap();
     // SAFETY: `ctx` is an open context from libibverbs, embedded in its verbs_context.

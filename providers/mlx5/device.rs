@@ -2,26 +2,50 @@
 //! ([`crate::verbs`]) and hands the queue memory `mlx5dv_init_obj` describes to the hot-path
 //! types of this provider.
 //!
-//! - Opening refuses a device libmlx5 does not drive (`mlx5dv_query_device` fails on it):
-//!   `rxe0 is not an mlx5 device: use the verbs provider`.
+//! - Opening refuses a device libmlx5 does not drive, *before* any `mlx5dv_*` call sees the
+//!   context (those cast it to libmlx5's own struct): `mlx5dv_is_supported` looks only at the
+//!   device's driver ops. Message: `rxe0 is not an mlx5 device: use the verbs provider`.
 //! - CQs: `ibv_create_cq`, then `mlx5dv_init_obj(CQ)`; the CQ becomes "DV owned" (libmlx5
 //!   no longer cleans it), which [`super::Mlx5Cq`] handles (purge on QP reset / drop).
 //! - SRQs: `mlx5dv_init_obj(SRQ)` gives the ring, stride and the free list `head..tail`; a
 //!   fresh SRQ's list covers every entry, so `wqe_cnt = tail + 1`.
-//! - QPs: `ibv_create_qp`, then `mlx5dv_init_obj(QP)`: SQ/RQ rings, dbrec, BlueFlame register.
+//! - QPs: one thread domain per QP (`ibv_alloc_td`), a parent domain over the PD with that TD
+//!   (`ibv_alloc_parent_domain`), then `mlx5dv_create_qp` on the parent domain with
+//!   `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE`, then `mlx5dv_init_obj(QP)` for the rings,
+//!   dbrec and BlueFlame register. The QP's owner destroys in the order libmlx5 requires (it
+//!   counts references and refuses with EBUSY otherwise): QP, parent domain, TD, then the PD
+//!   reference. [`Mlx5Device::bfreg_mode`] says which kind of bfreg a QP got.
 //! - AHs: `mlx5dv_init_obj(AH)` gives the 48-byte address vector the SQ copies into UD WQEs.
 //!
-//! Two hardware traps are the caller's (documented, not enforced here):
+//! ## The two hardware traps
 //!
-//! - **Scatter-to-CQE** is on by default in libmlx5. Set `MLX5_SCATTER_TO_CQE=0` in the
-//!   environment before the process creates QPs (setting it from a running, multi-threaded
-//!   process is not safe, so this code does not); the CQ parser copies scattered data into the
-//!   receive buffers anyway (see [`super::cq`]).
-//! - **BlueFlame register sharing**: QPs of one context may share a bfreg that libmlx5
-//!   protects with a private lock. A direct poster must be the only poster on the context's
-//!   shared bfregs (or use a thread domain, which this glue does not create yet).
+//! - **BlueFlame register sharing: handled (dedicated bfreg).** Without a thread domain,
+//!   libmlx5 may give several QPs of a context the same bfreg and serialise the doorbell /
+//!   BlueFlame writes with a lock that is private to it, so a direct poster would be safe only
+//!   as the sole poster. With a parent domain that carries a TD, libmlx5's `create_qp`
+//!   (rdma-core 44, providers/mlx5/verbs.c) takes the TD's own bfreg and passes its index to
+//!   the kernel (`MLX5_QP_FLAG_BFREG_INDEX`), so the QP rings a register nobody else rings;
+//!   the TD is the caller's promise of single-threaded use, which is what one [`Mlx5Qp`]
+//!   with `&mut` posting already is. A device that refuses a TD (no dedicated bfreg left, or
+//!   an old libmlx5) makes `create_qp` fail with [`Error::Unsupported`] naming the cause,
+//!   unless [`Mlx5Device::allow_shared_bfreg`]`(true)` was called: then the QP is created on
+//!   the plain PD (shared bfreg, [`BfregMode::Shared`]) and **this process must be the only
+//!   poster on the context**.
+//! - **Scatter-to-CQE: disabled at QP creation.** In libmlx5's `create_qp`,
+//!   `DISABLE_SCATTER_TO_CQE` marks scatter as configured, so the create command never gets
+//!   `MLX5_QP_FLAG_SCATTER_CQE` (which libmlx5 otherwise adds unless `MLX5_SCATTER_TO_CQE=0`);
+//!   libmlx5 does not check the QP type for this flag (only its conflict with `ALLOW_*`), so
+//!   RC, UC and UD are treated alike, and without the flag the kernel enables no
+//!   scatter-to-CQE on the QP. The CQ parser still copies scattered data if a CQE carries it
+//!   (see [`super::cq`]), as a second line of defence.
 //!
-//! Not verified on hardware: no mlx5 NIC is available to this project (see the report).
+//! ## Not verified on hardware
+//!
+//! No mlx5 NIC is available to this project: everything above is read from rdma-core 44 and
+//! checked only for layout (`tests/abi.rs`) and against rxe (refusal, op lookup). Unverified:
+//! that `ibv_alloc_td` succeeds on the target ConnectX (it needs a free dynamic UAR), the
+//! `bf.size` `mlx5dv_init_obj` reports for a TD's bfreg (the hot path must treat 0 as
+//! "doorbell only", no BlueFlame copy), and the self-loop in `tests/mlx5_device.rs`.
 
 use std::ffi::c_void;
 

@@ -339,7 +339,7 @@ pub unsafe fn alloc_td(ctx: *mut ibv_context) -> Result<*mut ibv_td> {
     // SAFETY: live context and a valid attr.
     let td = unsafe { f(ctx, &mut attr) };
     if td.is_null() {
-        return Err(Error::verb("ibv_alloc_td", last_errno(), td_hint()));
+        return Err(refused("ibv_alloc_td", last_errno(), td_hint()));
     }
     Ok(td)
 }
@@ -394,13 +394,26 @@ pub unsafe fn alloc_parent_domain(
     // SAFETY: live context, PD and TD; a fully initialised attr.
     let p = unsafe { f(ctx, &mut attr) };
     if p.is_null() {
-        return Err(Error::verb(
+        return Err(refused(
             "ibv_alloc_parent_domain",
             last_errno(),
             "the provider refused a parent domain over this PD and thread domain",
         ));
     }
     Ok(p)
+}
+
+/// The error for a failed extended verb. libibverbs fills the ops a provider lacks with stubs
+/// that fail with EOPNOTSUPP (rxe's `alloc_td`, for one), so that errno means "not supported"
+/// just as a missing slot does.
+fn refused(verb: &'static str, errno: c_int, hint: &str) -> Error {
+    if errno == libc::EOPNOTSUPP || errno == libc::ENOSYS {
+        Error::Unsupported {
+            what: format!("{verb}: the provider does not support it ({hint})"),
+        }
+    } else {
+        Error::verb(verb, errno, hint)
+    }
 }
 
 fn td_hint() -> &'static str {
