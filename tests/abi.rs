@@ -876,3 +876,88 @@ fn verbs_get_ctx_op_mirrors_the_sz_check() {
         assert!(op_in_range(v.sz, o));
     }
 }
+
+unsafe extern "C" fn fake_alloc_td_eopnotsupp(
+    _ctx: *mut ibv_context,
+    _attr: *mut ibv_td_init_attr,
+) -> *mut ibv_td {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = libc::EOPNOTSUPP };
+    std::ptr::null_mut()
+}
+
+unsafe extern "C" fn fake_alloc_td_enomem(
+    _ctx: *mut ibv_context,
+    _attr: *mut ibv_td_init_attr,
+) -> *mut ibv_td {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = libc::ENOMEM };
+    std::ptr::null_mut()
+}
+
+static mut FAKE_TD: ibv_td = ibv_td {
+    context: std::ptr::null_mut(),
+};
+
+unsafe extern "C" fn fake_alloc_td_ok(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_td_init_attr,
+) -> *mut ibv_td {
+    // SAFETY: `attr` points to the caller's live attr; FAKE_TD is only touched by this test.
+    unsafe {
+        assert_eq!((*attr).comp_mask, 0);
+        let td = std::ptr::addr_of_mut!(FAKE_TD);
+        (*td).context = ctx;
+        td
+    }
+}
+
+unsafe extern "C" fn fake_dealloc_td(td: *mut ibv_td) -> libc::c_int {
+    if td == std::ptr::addr_of_mut!(FAKE_TD) {
+        0
+    } else {
+        libc::EINVAL
+    }
+}
+
+#[test]
+fn alloc_td_calls_the_op_and_maps_the_stub_errno_to_unsupported() {
+    let mut v = verbs_context::zeroed();
+    v.context.abi_compat = VERBS_ABI_IS_EXTENDED as *mut libc::c_void;
+    v.sz = size_of::<verbs_context>();
+
+    // libibverbs' stub for an op the provider lacks fails with EOPNOTSUPP: Unsupported.
+    v.alloc_td = Some(fake_alloc_td_eopnotsupp);
+    let ctx = fake_ctx(&mut v);
+    // SAFETY: `ctx` is embedded in `v` with provenance over all of `v`; the op is ours.
+    let e = unsafe { alloc_td(ctx) }.unwrap_err();
+    assert!(matches!(e, rdma_direct::Error::Unsupported { .. }), "{e}");
+    assert!(e.to_string().contains("ibv_alloc_td"), "{e}");
+
+    // Any other errno is a verb error carrying it.
+    v.alloc_td = Some(fake_alloc_td_enomem);
+    let ctx = fake_ctx(&mut v);
+    // SAFETY: as above.
+    let e = unsafe { alloc_td(ctx) }.unwrap_err();
+    assert!(
+        matches!(e, rdma_direct::Error::Verb { verb: "ibv_alloc_td", errno, .. } if errno == libc::ENOMEM),
+        "{e}"
+    );
+
+    // Success: the op's TD comes back, and dealloc_td reaches the dealloc op.
+    v.alloc_td = Some(fake_alloc_td_ok);
+    v.dealloc_td = Some(fake_dealloc_td);
+    let ctx = fake_ctx(&mut v);
+    // SAFETY: as above.
+    let td = unsafe { alloc_td(ctx) }.unwrap();
+    // SAFETY: `td` is FAKE_TD, written by the op just now.
+    assert_eq!(unsafe { (*td).context }, ctx);
+    // SAFETY: as above; `td` came from alloc_td on `ctx`.
+    assert_eq!(unsafe { dealloc_td(ctx, td) }, 0);
+
+    // No dealloc op (short sz): EOPNOTSUPP, not a call through garbage.
+    v.sz = size_of::<verbs_context>() - offset_of!(verbs_context, dealloc_td) - 8;
+    let ctx = fake_ctx(&mut v);
+    // SAFETY: as above.
+    assert_eq!(unsafe { dealloc_td(ctx, td) }, libc::EOPNOTSUPP);
+}
