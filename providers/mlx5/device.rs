@@ -371,6 +371,16 @@ impl Provider for Mlx5Device {
             })?),
             None => None,
         };
+        let here = self.ctx.as_ptr();
+        if pd.context().as_ptr() != here
+            || scq.context().as_ptr() != here
+            || rcq.context().as_ptr() != here
+        {
+            return Err(Error::InvalidArgument {
+                context: "Mlx5Device::create_qp",
+                detail: "the PD and CQs must come from this device's context".into(),
+            });
+        }
         let domain = self.qp_domain(pd)?;
         let mut attr = ibv_qp_init_attr_ex::zeroed();
         attr.send_cq = scq.as_ptr();
