@@ -565,6 +565,165 @@ fn rust_layout() -> BTreeMap<String, i64> {
     val!(MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW);
     val!(MLX5DV_CONTEXT_FLAGS_CQE_128B_COMP);
     val!(MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD);
+    size!(ibv_td_init_attr);
+    off!("ibv_td_init_attr.comp_mask", ibv_td_init_attr, comp_mask);
+    size!(ibv_td);
+    off!("ibv_td.context", ibv_td, context);
+    size!(ibv_parent_domain_init_attr);
+    off!(
+        "ibv_parent_domain_init_attr.pd",
+        ibv_parent_domain_init_attr,
+        pd
+    );
+    off!(
+        "ibv_parent_domain_init_attr.td",
+        ibv_parent_domain_init_attr,
+        td
+    );
+    off!(
+        "ibv_parent_domain_init_attr.comp_mask",
+        ibv_parent_domain_init_attr,
+        comp_mask
+    );
+    off!(
+        "ibv_parent_domain_init_attr.alloc",
+        ibv_parent_domain_init_attr,
+        alloc
+    );
+    off!(
+        "ibv_parent_domain_init_attr.free",
+        ibv_parent_domain_init_attr,
+        free
+    );
+    off!(
+        "ibv_parent_domain_init_attr.pd_context",
+        ibv_parent_domain_init_attr,
+        pd_context
+    );
+    size!(ibv_rx_hash_conf);
+    off!(
+        "ibv_rx_hash_conf.rx_hash_key",
+        ibv_rx_hash_conf,
+        rx_hash_key
+    );
+    off!(
+        "ibv_rx_hash_conf.rx_hash_fields_mask",
+        ibv_rx_hash_conf,
+        rx_hash_fields_mask
+    );
+    size!(ibv_qp_init_attr_ex);
+    off!(
+        "ibv_qp_init_attr_ex.qp_context",
+        ibv_qp_init_attr_ex,
+        qp_context
+    );
+    off!("ibv_qp_init_attr_ex.send_cq", ibv_qp_init_attr_ex, send_cq);
+    off!("ibv_qp_init_attr_ex.recv_cq", ibv_qp_init_attr_ex, recv_cq);
+    off!("ibv_qp_init_attr_ex.srq", ibv_qp_init_attr_ex, srq);
+    off!("ibv_qp_init_attr_ex.cap", ibv_qp_init_attr_ex, cap);
+    off!("ibv_qp_init_attr_ex.qp_type", ibv_qp_init_attr_ex, qp_type);
+    off!(
+        "ibv_qp_init_attr_ex.sq_sig_all",
+        ibv_qp_init_attr_ex,
+        sq_sig_all
+    );
+    off!(
+        "ibv_qp_init_attr_ex.comp_mask",
+        ibv_qp_init_attr_ex,
+        comp_mask
+    );
+    off!("ibv_qp_init_attr_ex.pd", ibv_qp_init_attr_ex, pd);
+    off!("ibv_qp_init_attr_ex.xrcd", ibv_qp_init_attr_ex, xrcd);
+    off!(
+        "ibv_qp_init_attr_ex.create_flags",
+        ibv_qp_init_attr_ex,
+        create_flags
+    );
+    off!(
+        "ibv_qp_init_attr_ex.max_tso_header",
+        ibv_qp_init_attr_ex,
+        max_tso_header
+    );
+    off!(
+        "ibv_qp_init_attr_ex.rwq_ind_tbl",
+        ibv_qp_init_attr_ex,
+        rwq_ind_tbl
+    );
+    off!(
+        "ibv_qp_init_attr_ex.rx_hash_conf",
+        ibv_qp_init_attr_ex,
+        rx_hash_conf
+    );
+    off!(
+        "ibv_qp_init_attr_ex.source_qpn",
+        ibv_qp_init_attr_ex,
+        source_qpn
+    );
+    off!(
+        "ibv_qp_init_attr_ex.send_ops_flags",
+        ibv_qp_init_attr_ex,
+        send_ops_flags
+    );
+    size!(mlx5dv_dc_init_attr);
+    off!("mlx5dv_dc_init_attr.dc_type", mlx5dv_dc_init_attr, dc_type);
+    off!(
+        "mlx5dv_dc_init_attr.dct_access_key",
+        mlx5dv_dc_init_attr,
+        dct_access_key
+    );
+    size!(mlx5dv_qp_init_attr);
+    off!(
+        "mlx5dv_qp_init_attr.comp_mask",
+        mlx5dv_qp_init_attr,
+        comp_mask
+    );
+    off!(
+        "mlx5dv_qp_init_attr.create_flags",
+        mlx5dv_qp_init_attr,
+        create_flags
+    );
+    off!(
+        "mlx5dv_qp_init_attr.dc_init_attr",
+        mlx5dv_qp_init_attr,
+        dc_init_attr
+    );
+    off!(
+        "mlx5dv_qp_init_attr.send_ops_flags",
+        mlx5dv_qp_init_attr,
+        send_ops_flags
+    );
+    size!(verbs_context);
+    off!("verbs_context.query_port", verbs_context, query_port);
+    off!(
+        "verbs_context.modify_qp_rate_limit",
+        verbs_context,
+        modify_qp_rate_limit
+    );
+    off!(
+        "verbs_context.alloc_parent_domain",
+        verbs_context,
+        alloc_parent_domain
+    );
+    off!("verbs_context.dealloc_td", verbs_context, dealloc_td);
+    off!("verbs_context.alloc_td", verbs_context, alloc_td);
+    off!("verbs_context.create_cq_ex", verbs_context, create_cq_ex);
+    off!("verbs_context.priv", verbs_context, priv_);
+    off!("verbs_context.create_qp_ex", verbs_context, create_qp_ex);
+    off!("verbs_context.close_xrcd", verbs_context, close_xrcd);
+    off!(
+        "verbs_context._ABI_placeholder3",
+        verbs_context,
+        abi_placeholder3
+    );
+    off!("verbs_context.sz", verbs_context, sz);
+    off!("verbs_context.context", verbs_context, context);
+    m.insert(
+        "value VERBS_ABI_IS_EXTENDED".into(),
+        VERBS_ABI_IS_EXTENDED as i64,
+    );
+    val!(IBV_QP_INIT_ATTR_PD);
+    val!(MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS);
+    val!(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE);
     m
 }
 
@@ -628,4 +787,177 @@ fn the_mlx5dv_context_tail_covers_the_whole_struct() {
         size_of::<mlx5dv_context>() as i64
     );
     assert_eq!(MLX5DV_CONTEXT_SIZE, size_of::<mlx5dv_context>());
+}
+
+/// A `verbs_context` built in memory, with provenance over the whole struct, and a pointer to
+/// its embedded `ibv_context` derived from it (as libibverbs' own allocation gives).
+fn fake_ctx(v: &mut verbs_context) -> *mut ibv_context {
+    let base: *mut verbs_context = v;
+    // SAFETY: `base` points to a live, exclusively borrowed verbs_context.
+    unsafe { std::ptr::addr_of_mut!((*base).context) }
+}
+
+unsafe extern "C" fn fake_alloc_td(
+    _ctx: *mut ibv_context,
+    _attr: *mut ibv_td_init_attr,
+) -> *mut ibv_td {
+    std::ptr::null_mut()
+}
+
+#[test]
+fn verbs_get_ctx_is_container_of_and_checks_abi_compat() {
+    let mut v = verbs_context::zeroed();
+    let base = std::ptr::addr_of_mut!(v) as usize;
+    let ctx = fake_ctx(&mut v);
+    // abi_compat 0: a legacy context, no extended ops.
+    // SAFETY: `ctx` is embedded in `v` with provenance over all of `v`.
+    assert!(unsafe { verbs_get_ctx(ctx) }.is_none());
+    v.context.abi_compat = VERBS_ABI_IS_EXTENDED as *mut libc::c_void;
+    let ctx = fake_ctx(&mut v);
+    // SAFETY: as above.
+    let got = unsafe { verbs_get_ctx(ctx) }.expect("extended context");
+    assert_eq!(got as usize, base);
+    assert_eq!(ctx as usize - base, 320);
+}
+
+#[test]
+fn verbs_get_ctx_op_mirrors_the_sz_check() {
+    let off = offset_of!(verbs_context, alloc_td);
+    let need = size_of::<verbs_context>() - off; // 648 - 128 = 520
+    assert_eq!(need, 520);
+    assert!(op_in_range(need, off));
+    assert!(!op_in_range(need - 1, off));
+    assert!(!op_in_range(usize::MAX, size_of::<verbs_context>() + 8));
+
+    let mut v = verbs_context::zeroed();
+    v.context.abi_compat = VERBS_ABI_IS_EXTENDED as *mut libc::c_void;
+    v.alloc_td = Some(fake_alloc_td);
+    let base = std::ptr::addr_of_mut!(v) as usize;
+
+    // sz one byte short of the op's slot: missing, even though the pointer is set.
+    v.sz = need - 1;
+    let ctx = fake_ctx(&mut v);
+    // SAFETY: `ctx` is embedded in `v` with provenance over all of `v`.
+    let e = unsafe { verbs_get_ctx_op(ctx, off, "alloc_td") }.unwrap_err();
+    assert!(matches!(e, rdma_direct::Error::Unsupported { .. }), "{e}");
+    assert!(e.to_string().contains("alloc_td"), "{e}");
+
+    // In range and set: found.
+    v.sz = need;
+    let ctx = fake_ctx(&mut v);
+    // SAFETY: as above.
+    let got = unsafe { verbs_get_ctx_op(ctx, off, "alloc_td") }.expect("op present");
+    assert_eq!(got as usize, base);
+
+    // In range but null: missing.
+    v.alloc_td = None;
+    let ctx = fake_ctx(&mut v);
+    // SAFETY: as above.
+    let e = unsafe { verbs_get_ctx_op(ctx, off, "alloc_td") }.unwrap_err();
+    assert!(e.to_string().contains("does not implement"), "{e}");
+
+    // Not extended: missing.
+    v.alloc_td = Some(fake_alloc_td);
+    v.context.abi_compat = std::ptr::null_mut();
+    let ctx = fake_ctx(&mut v);
+    // SAFETY: as above.
+    let e = unsafe { verbs_get_ctx_op(ctx, off, "alloc_td") }.unwrap_err();
+    assert!(e.to_string().contains("not an extended"), "{e}");
+
+    // The real provider fills the whole struct: every op this crate uses is reachable.
+    v.context.abi_compat = VERBS_ABI_IS_EXTENDED as *mut libc::c_void;
+    v.sz = size_of::<verbs_context>();
+    for o in [
+        offset_of!(verbs_context, alloc_td),
+        offset_of!(verbs_context, dealloc_td),
+        offset_of!(verbs_context, alloc_parent_domain),
+        offset_of!(verbs_context, create_qp_ex),
+    ] {
+        assert!(op_in_range(v.sz, o));
+    }
+}
+
+unsafe extern "C" fn fake_alloc_td_eopnotsupp(
+    _ctx: *mut ibv_context,
+    _attr: *mut ibv_td_init_attr,
+) -> *mut ibv_td {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = libc::EOPNOTSUPP };
+    std::ptr::null_mut()
+}
+
+unsafe extern "C" fn fake_alloc_td_enomem(
+    _ctx: *mut ibv_context,
+    _attr: *mut ibv_td_init_attr,
+) -> *mut ibv_td {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = libc::ENOMEM };
+    std::ptr::null_mut()
+}
+
+static mut FAKE_TD: ibv_td = ibv_td {
+    context: std::ptr::null_mut(),
+};
+
+unsafe extern "C" fn fake_alloc_td_ok(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_td_init_attr,
+) -> *mut ibv_td {
+    // SAFETY: `attr` points to the caller's live attr; FAKE_TD is only touched by this test.
+    unsafe {
+        assert_eq!((*attr).comp_mask, 0);
+        let td = std::ptr::addr_of_mut!(FAKE_TD);
+        (*td).context = ctx;
+        td
+    }
+}
+
+unsafe extern "C" fn fake_dealloc_td(td: *mut ibv_td) -> libc::c_int {
+    if td == std::ptr::addr_of_mut!(FAKE_TD) {
+        0
+    } else {
+        libc::EINVAL
+    }
+}
+
+#[test]
+fn alloc_td_calls_the_op_and_maps_the_stub_errno_to_unsupported() {
+    let mut v = verbs_context::zeroed();
+    v.context.abi_compat = VERBS_ABI_IS_EXTENDED as *mut libc::c_void;
+    v.sz = size_of::<verbs_context>();
+
+    // libibverbs' stub for an op the provider lacks fails with EOPNOTSUPP: Unsupported.
+    v.alloc_td = Some(fake_alloc_td_eopnotsupp);
+    let ctx = fake_ctx(&mut v);
+    // SAFETY: `ctx` is embedded in `v` with provenance over all of `v`; the op is ours.
+    let e = unsafe { alloc_td(ctx) }.unwrap_err();
+    assert!(matches!(e, rdma_direct::Error::Unsupported { .. }), "{e}");
+    assert!(e.to_string().contains("ibv_alloc_td"), "{e}");
+
+    // Any other errno is a verb error carrying it.
+    v.alloc_td = Some(fake_alloc_td_enomem);
+    let ctx = fake_ctx(&mut v);
+    // SAFETY: as above.
+    let e = unsafe { alloc_td(ctx) }.unwrap_err();
+    assert!(
+        matches!(e, rdma_direct::Error::Verb { verb: "ibv_alloc_td", errno, .. } if errno == libc::ENOMEM),
+        "{e}"
+    );
+
+    // Success: the op's TD comes back, and dealloc_td reaches the dealloc op.
+    v.alloc_td = Some(fake_alloc_td_ok);
+    v.dealloc_td = Some(fake_dealloc_td);
+    let ctx = fake_ctx(&mut v);
+    // SAFETY: as above.
+    let td = unsafe { alloc_td(ctx) }.unwrap();
+    // SAFETY: `td` is FAKE_TD, written by the op just now.
+    assert_eq!(unsafe { (*td).context }, ctx);
+    // SAFETY: as above; `td` came from alloc_td on `ctx`.
+    assert_eq!(unsafe { dealloc_td(ctx, td) }, 0);
+
+    // No dealloc op (short sz): EOPNOTSUPP, not a call through garbage.
+    v.sz = size_of::<verbs_context>() - offset_of!(verbs_context, dealloc_td) - 8;
+    let ctx = fake_ctx(&mut v);
+    // SAFETY: as above.
+    assert_eq!(unsafe { dealloc_td(ctx, td) }, libc::EOPNOTSUPP);
 }

@@ -7,6 +7,8 @@
 
 mod common;
 
+use rdma_direct::ffi;
+use rdma_direct::providers::mlx5::device::BfregMode;
 use rdma_direct::providers::mlx5::Mlx5Device;
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpConfig, QpType,
@@ -41,6 +43,7 @@ fn self_loop(p: &mut Mlx5Device) {
     let mut qp = p
         .create_qp(&pd, &mut cq, None, None, &QpConfig::new(QpType::Rc))
         .unwrap();
+    assert_eq!(p.bfreg_mode(&mut qp).unwrap(), BfregMode::Dedicated);
     let mut opts = ConnectOpts::default();
     if let Some(g) = common::gid_index() {
         opts.gid_index = g;
@@ -98,4 +101,38 @@ fn opening_a_missing_device_is_a_clear_error() {
         "unexpected error: {e}"
     );
     assert!(e.to_string().contains("not found"), "unhelpful error: {e}");
+}
+
+#[test]
+#[ignore]
+fn extended_verbs_ops_are_found_through_the_real_context() {
+    // The op lookup (verbs_get_ctx / sz check) over a context libibverbs really allocated:
+    // rxe has no thread domains (libibverbs puts a stub failing with EOPNOTSUPP in the slot),
+    // so alloc_td must be a clear Unsupported error; libmlx5 has them, so there a TD is
+    // allocated and freed.
+    let dev = common::device();
+    let ctx = rdma_direct::verbs::Context::open(&dev).unwrap();
+    // SAFETY: `ctx` is an open context from libibverbs, embedded in its verbs_context.
+    let vctx =
+        unsafe { ffi::verbs_get_ctx(ctx.as_ptr()) }.expect("rdma-core 44 contexts are extended");
+    // SAFETY: `vctx` is the live verbs_context around `ctx`.
+    let sz = unsafe { (*vctx).sz };
+    assert!(sz > std::mem::size_of::<ffi::ibv_context>(), "sz {sz}");
+    assert!(sz <= std::mem::size_of::<ffi::verbs_context>(), "sz {sz}");
+    // SAFETY: `ctx` is open.
+    match unsafe { ffi::alloc_td(ctx.as_ptr()) } {
+        Ok(td) => {
+            assert!(ctx.is_mlx5(), "{dev} gave a thread domain");
+            // SAFETY: `td` came from alloc_td on `ctx`; no parent domain uses it.
+            assert_eq!(unsafe { ffi::dealloc_td(ctx.as_ptr(), td) }, 0);
+        }
+        Err(e) => {
+            assert!(!ctx.is_mlx5(), "{dev}: {e}");
+            assert!(
+                matches!(e, rdma_direct::Error::Unsupported { .. }),
+                "unexpected error: {e}"
+            );
+            assert!(e.to_string().contains("alloc_td"), "{e}");
+        }
+    }
 }

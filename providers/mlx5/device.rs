@@ -2,26 +2,50 @@
 //! ([`crate::verbs`]) and hands the queue memory `mlx5dv_init_obj` describes to the hot-path
 //! types of this provider.
 //!
-//! - Opening refuses a device libmlx5 does not drive (`mlx5dv_query_device` fails on it):
-//!   `rxe0 is not an mlx5 device: use the verbs provider`.
+//! - Opening refuses a device libmlx5 does not drive, *before* any `mlx5dv_*` call sees the
+//!   context (those cast it to libmlx5's own struct): `mlx5dv_is_supported` looks only at the
+//!   device's driver ops. Message: `rxe0 is not an mlx5 device: use the verbs provider`.
 //! - CQs: `ibv_create_cq`, then `mlx5dv_init_obj(CQ)`; the CQ becomes "DV owned" (libmlx5
 //!   no longer cleans it), which [`super::Mlx5Cq`] handles (purge on QP reset / drop).
 //! - SRQs: `mlx5dv_init_obj(SRQ)` gives the ring, stride and the free list `head..tail`; a
 //!   fresh SRQ's list covers every entry, so `wqe_cnt = tail + 1`.
-//! - QPs: `ibv_create_qp`, then `mlx5dv_init_obj(QP)`: SQ/RQ rings, dbrec, BlueFlame register.
+//! - QPs: one thread domain per QP (`ibv_alloc_td`), a parent domain over the PD with that TD
+//!   (`ibv_alloc_parent_domain`), then `mlx5dv_create_qp` on the parent domain with
+//!   `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE`, then `mlx5dv_init_obj(QP)` for the rings,
+//!   dbrec and BlueFlame register. The QP's owner destroys in the order libmlx5 requires (it
+//!   counts references and refuses with EBUSY otherwise): QP, parent domain, TD, then the PD
+//!   reference. [`Mlx5Device::bfreg_mode`] says which kind of bfreg a QP got.
 //! - AHs: `mlx5dv_init_obj(AH)` gives the 48-byte address vector the SQ copies into UD WQEs.
 //!
-//! Two hardware traps are the caller's (documented, not enforced here):
+//! ## The two hardware traps
 //!
-//! - **Scatter-to-CQE** is on by default in libmlx5. Set `MLX5_SCATTER_TO_CQE=0` in the
-//!   environment before the process creates QPs (setting it from a running, multi-threaded
-//!   process is not safe, so this code does not); the CQ parser copies scattered data into the
-//!   receive buffers anyway (see [`super::cq`]).
-//! - **BlueFlame register sharing**: QPs of one context may share a bfreg that libmlx5
-//!   protects with a private lock. A direct poster must be the only poster on the context's
-//!   shared bfregs (or use a thread domain, which this glue does not create yet).
+//! - **BlueFlame register sharing: handled (dedicated bfreg).** Without a thread domain,
+//!   libmlx5 may give several QPs of a context the same bfreg and serialise the doorbell /
+//!   BlueFlame writes with a lock that is private to it, so a direct poster would be safe only
+//!   as the sole poster. With a parent domain that carries a TD, libmlx5's `create_qp`
+//!   (rdma-core 44, providers/mlx5/verbs.c) takes the TD's own bfreg and passes its index to
+//!   the kernel (`MLX5_QP_FLAG_BFREG_INDEX`), so the QP rings a register nobody else rings;
+//!   the TD is the caller's promise of single-threaded use, which is what one [`Mlx5Qp`]
+//!   with `&mut` posting already is. A device that refuses a TD (no dedicated bfreg left, or
+//!   an old libmlx5) makes `create_qp` fail with [`Error::Unsupported`] naming the cause,
+//!   unless [`Mlx5Device::allow_shared_bfreg`]`(true)` was called: then the QP is created on
+//!   the plain PD (shared bfreg, [`BfregMode::Shared`]) and **this process must be the only
+//!   poster on the context**.
+//! - **Scatter-to-CQE: disabled at QP creation.** In libmlx5's `create_qp`,
+//!   `DISABLE_SCATTER_TO_CQE` marks scatter as configured, so the create command never gets
+//!   `MLX5_QP_FLAG_SCATTER_CQE` (which libmlx5 otherwise adds unless `MLX5_SCATTER_TO_CQE=0`);
+//!   libmlx5 does not check the QP type for this flag (only its conflict with `ALLOW_*`), so
+//!   RC, UC and UD are treated alike, and without the flag the kernel enables no
+//!   scatter-to-CQE on the QP. The CQ parser still copies scattered data if a CQE carries it
+//!   (see [`super::cq`]), as a second line of defence.
 //!
-//! Not verified on hardware: no mlx5 NIC is available to this project (see the report).
+//! ## Not verified on hardware
+//!
+//! No mlx5 NIC is available to this project: everything above is read from rdma-core 44 and
+//! checked only for layout (`tests/abi.rs`) and against rxe (refusal, op lookup). Unverified:
+//! that `ibv_alloc_td` succeeds on the target ConnectX (it needs a free dynamic UAR), the
+//! `bf.size` `mlx5dv_init_obj` reports for a TD's bfreg (the hot path must treat 0 as
+//! "doorbell only", no BlueFlame copy), and the self-loop in `tests/mlx5_device.rs`.
 
 use std::ffi::c_void;
 
@@ -29,10 +53,13 @@ use super::cq::Mlx5Cq;
 use super::dv::{DvCq, DvQp, DvSrq};
 use super::qp::Mlx5Qp;
 use super::rq::Mlx5Srq;
-use crate::ffi::{self, mlx5dv_context, mlx5dv_cq, mlx5dv_obj, mlx5dv_qp, mlx5dv_srq};
+use crate::ffi::{
+    self, ibv_pd, ibv_qp_init_attr_ex, ibv_td, mlx5dv_context, mlx5dv_cq, mlx5dv_obj, mlx5dv_qp,
+    mlx5dv_qp_init_attr, mlx5dv_srq,
+};
 use crate::providers::{
     Access, AddressHandle, ConnectOpts, Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint,
-    QpState, QueuePair,
+    QpState, QpType, QueuePair,
 };
 use crate::verbs::{self, Context};
 use crate::{Error, Result};
@@ -52,7 +79,65 @@ pub struct Mlx5Device {
     ctx: Context,
     mlx5: &'static ffi::Mlx5,
     psn_seed: u32,
+    allow_shared_bfreg: bool,
 }
+
+/// How a QP reaches its BlueFlame register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BfregMode {
+    /// A bfreg of the QP's own thread domain: no other QP rings it, no lock needed.
+    Dedicated,
+    /// A bfreg libmlx5 may share with other QPs of the context under a lock private to it:
+    /// this poster must be the only one ringing the context's shared bfregs. Only with
+    /// [`Mlx5Device::allow_shared_bfreg`].
+    Shared,
+}
+
+/// `ibv_alloc_td`; `ibv_dealloc_td` on drop.
+struct ThreadDomain {
+    raw: *mut ibv_td,
+    ctx: Context,
+}
+
+impl Drop for ThreadDomain {
+    fn drop(&mut self) {
+        // SAFETY: `raw` came from alloc_td on `ctx` (kept alive by this struct) and is freed
+        // once, after the parent domain over it (dropped before this value, see `QpDomain`).
+        let rc = unsafe { ffi::dealloc_td(self.ctx.as_ptr(), self.raw) };
+        debug_assert_eq!(rc, 0, "ibv_dealloc_td");
+    }
+}
+
+/// A parent domain (PD + thread domain): what a QP with a dedicated bfreg is created on.
+/// Drop order: the parent domain, then the TD, then this value's reference to the PD.
+struct QpDomain {
+    raw: *mut ibv_pd,
+    _td: ThreadDomain,
+    pd: verbs::Pd,
+}
+
+impl Drop for QpDomain {
+    fn drop(&mut self) {
+        // SAFETY: `raw` came from alloc_parent_domain and is freed once, after the QP created
+        // on it (the owner drops the QP first); libmlx5 frees parent domains in
+        // ibv_dealloc_pd.
+        let rc = unsafe { (self.pd.context().verbs().ibv_dealloc_pd)(self.raw) };
+        debug_assert_eq!(rc, 0, "ibv_dealloc_pd(parent domain)");
+    }
+}
+
+/// What an [`Mlx5Qp`] made here keeps alive: the verbs QP first (destroyed first), then its
+/// domain (`None` in shared-bfreg mode).
+struct QpOwner {
+    qp: verbs::Qp,
+    _domain: Option<QpDomain>,
+}
+
+// SAFETY: the raw TD and parent-domain pointers are only passed to libibverbs' dealloc calls
+// in Drop (once); libibverbs objects may be freed from any thread.
+unsafe impl Send for QpOwner {}
+// SAFETY: `&QpOwner` exposes nothing of the raw pointers; `verbs::Qp` is Sync.
+unsafe impl Sync for QpOwner {}
 
 impl std::fmt::Debug for Mlx5Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -89,6 +174,11 @@ impl Mlx5Device {
             Err(e) if driven_by_mlx5_core(name) => return Err(e),
             Err(_) => return Err(not_mlx5()),
         };
+        // Ask about the device (libmlx5 compares its driver ops, safe for any device) before
+        // any mlx5dv call sees this context: those cast it to libmlx5's own struct.
+        if !ctx.is_mlx5() {
+            return Err(not_mlx5());
+        }
         let mut attrs = mlx5dv_context::zeroed();
         // SAFETY: `ctx` is an open context; `attrs` is a zeroed mlx5dv_context of the size
         // rdma-core 44 expects, comp_mask 0 (only version and flags are filled).
@@ -104,7 +194,53 @@ impl Mlx5Device {
             ctx,
             mlx5,
             psn_seed,
+            allow_shared_bfreg: false,
         })
+    }
+
+    /// Opt in to QPs on a shared BlueFlame register when the device refuses a thread domain
+    /// (default: refuse with the device's error). With it, **this process must be the only
+    /// poster on the context**: libmlx5 guards shared bfregs with a lock it does not share.
+    pub fn allow_shared_bfreg(&mut self, allow: bool) {
+        self.allow_shared_bfreg = allow;
+    }
+
+    /// Whether `qp` rings a dedicated or a shared bfreg.
+    pub fn bfreg_mode(&self, qp: &mut Mlx5Qp) -> Result<BfregMode> {
+        Ok(match qp_owner(qp)?._domain {
+            Some(_) => BfregMode::Dedicated,
+            None => BfregMode::Shared,
+        })
+    }
+
+    /// A thread domain and a parent domain over `pd`; `Ok(None)` when the device refuses a
+    /// thread domain and shared bfregs are allowed.
+    fn qp_domain(&self, pd: &verbs::Pd) -> Result<Option<QpDomain>> {
+        // SAFETY: `ctx` is an open context.
+        let td = match unsafe { ffi::alloc_td(self.ctx.as_ptr()) } {
+            Ok(raw) => ThreadDomain {
+                raw,
+                ctx: self.ctx.clone(),
+            },
+            Err(_) if self.allow_shared_bfreg => return Ok(None),
+            Err(e) => {
+                return Err(Error::Unsupported {
+                    what: format!(
+                        "{}: no thread domain, so no dedicated BlueFlame register ({e}); \
+                         Mlx5Device::allow_shared_bfreg(true) accepts a shared one if this \
+                         process is the only poster",
+                        self.ctx.name()
+                    ),
+                })
+            }
+        };
+        // SAFETY: live context, PD (held by the caller) and TD (held just above).
+        let raw = unsafe { ffi::alloc_parent_domain(self.ctx.as_ptr(), pd.as_ptr(), td.raw) }?;
+        Ok(Some(QpDomain {
+            raw,
+            _td: td,
+            pd: pd.clone(),
+        }))
     }
 
     /// The verbs context.
@@ -221,26 +357,109 @@ impl Provider for Mlx5Device {
         srq: Option<&mut Mlx5Srq>,
         cfg: &QpConfig,
     ) -> Result<Mlx5Qp> {
-        let qp = {
-            let scq = verbs_cq(send_cq)?;
-            let rcq = match &recv_cq {
-                Some(c) => verbs_cq(c)?,
-                None => scq,
-            };
-            let vsrq = match &srq {
-                Some(s) => Some(s.owner().downcast_ref::<verbs::Srq>().ok_or_else(|| {
-                    Error::InvalidArgument {
-                        context: "Mlx5Device::create_qp",
-                        detail: "the SRQ was not created by an Mlx5Device".into(),
+        let scq = verbs_cq(send_cq)?;
+        let rcq = match &recv_cq {
+            Some(c) => verbs_cq(c)?,
+            None => scq,
+        };
+        let vsrq = match &srq {
+            Some(s) => Some(s.owner().downcast_ref::<verbs::Srq>().ok_or_else(|| {
+                Error::InvalidArgument {
+                    context: "Mlx5Device::create_qp",
+                    detail: "the SRQ was not created by an Mlx5Device".into(),
+                }
+            })?),
+            None => None,
+        };
+        let here = self.ctx.as_ptr();
+        if pd.context().as_ptr() != here
+            || scq.context().as_ptr() != here
+            || rcq.context().as_ptr() != here
+        {
+            return Err(Error::InvalidArgument {
+                context: "Mlx5Device::create_qp",
+                detail: "the PD and CQs must come from this device's context".into(),
+            });
+        }
+        let domain = self.qp_domain(pd)?;
+        let mut attr = ibv_qp_init_attr_ex::zeroed();
+        attr.send_cq = scq.as_ptr();
+        attr.recv_cq = rcq.as_ptr();
+        attr.srq = vsrq.map_or(std::ptr::null_mut(), verbs::Srq::as_ptr);
+        attr.cap = ffi::ibv_qp_cap {
+            max_send_wr: cfg.caps.max_send_wr,
+            max_recv_wr: if vsrq.is_some() {
+                0
+            } else {
+                cfg.caps.max_recv_wr
+            },
+            max_send_sge: cfg.caps.max_send_sge,
+            max_recv_sge: if vsrq.is_some() {
+                0
+            } else {
+                cfg.caps.max_recv_sge
+            },
+            max_inline_data: cfg.caps.max_inline_data,
+        };
+        attr.qp_type = match cfg.qp_type {
+            QpType::Rc => ffi::IBV_QPT_RC,
+            QpType::Uc => ffi::IBV_QPT_UC,
+            QpType::Ud => ffi::IBV_QPT_UD,
+        };
+        attr.sq_sig_all = libc::c_int::from(cfg.sq_sig_all);
+        attr.comp_mask = ffi::IBV_QP_INIT_ATTR_PD;
+        attr.pd = domain.as_ref().map_or(pd.as_ptr(), |d| d.raw);
+        let mut dv_attr = mlx5dv_qp_init_attr {
+            comp_mask: ffi::MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS,
+            create_flags: ffi::MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE,
+            ..Default::default()
+        };
+        // SAFETY: live context, CQs, SRQ and (parent) PD, all held by this frame; both attrs
+        // are fully initialised and comp_mask names exactly the fields filled.
+        let raw =
+            unsafe { (self.mlx5.mlx5dv_create_qp)(self.ctx.as_ptr(), &mut attr, &mut dv_attr) };
+        if raw.is_null() {
+            let errno = std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO);
+            return Err(Error::verb(
+                "mlx5dv_create_qp",
+                errno,
+                format!(
+                    "{} QP, send_wr {} recv_wr {} send_sge {} recv_sge {} inline {}, \
+                     scatter-to-CQE disabled, {} bfreg",
+                    cfg.qp_type,
+                    attr.cap.max_send_wr,
+                    attr.cap.max_recv_wr,
+                    attr.cap.max_send_sge,
+                    attr.cap.max_recv_sge,
+                    attr.cap.max_inline_data,
+                    if domain.is_some() {
+                        "dedicated"
+                    } else {
+                        "shared"
                     }
-                })?),
-                None => None,
-            };
-            verbs::Qp::new(pd, scq, rcq, vsrq, cfg)?
+                ),
+            ));
+        }
+        let granted = QpCaps {
+            max_send_wr: attr.cap.max_send_wr,
+            max_recv_wr: attr.cap.max_recv_wr,
+            max_send_sge: attr.cap.max_send_sge,
+            max_recv_sge: attr.cap.max_recv_sge,
+            max_inline_data: attr.cap.max_inline_data,
+        };
+        // SAFETY: `raw` is a fresh QP in RESET made just above with these CQs, SRQ, type and
+        // signalling, on `pd` or on `domain` over it; `domain` is kept in the same owner and
+        // dropped after the QP.
+        let vqp = unsafe { verbs::Qp::from_raw(raw, pd, scq, rcq, vsrq, cfg, granted) };
+        let qp = QpOwner {
+            qp: vqp,
+            _domain: domain,
         };
         let mut out = mlx5dv_qp::zeroed();
         let mut obj = mlx5dv_obj::zeroed();
-        obj.qp.r#in = qp.as_ptr();
+        obj.qp.r#in = qp.qp.as_ptr();
         obj.qp.out = &mut out;
         init_obj(
             self.mlx5,
@@ -248,7 +467,7 @@ impl Provider for Mlx5Device {
             ffi::MLX5DV_OBJ_QP,
             "mlx5dv_init_obj(QP)",
         )?;
-        let granted = qp.caps();
+        let granted = qp.qp.caps();
         let want = cfg.caps;
         let caps = QpCaps {
             max_send_wr: want.max_send_wr.min(granted.max_send_wr),
@@ -258,7 +477,7 @@ impl Provider for Mlx5Device {
             max_inline_data: want.max_inline_data.min(granted.max_inline_data),
         };
         let dv = DvQp {
-            qpn: qp.qpn(),
+            qpn: qp.qp.qpn(),
             sq_buf: out.sq.buf.cast(),
             sq_wqe_cnt: out.sq.wqe_cnt,
             sq_stride: out.sq.stride,
@@ -349,11 +568,15 @@ impl Provider for Mlx5Device {
     }
 }
 
-fn verbs_qp(qp: &mut Mlx5Qp) -> Result<&mut verbs::Qp> {
+fn qp_owner(qp: &mut Mlx5Qp) -> Result<&mut QpOwner> {
     qp.owner_mut()
-        .downcast_mut::<verbs::Qp>()
+        .downcast_mut::<QpOwner>()
         .ok_or_else(|| Error::InvalidArgument {
             context: "Mlx5Device",
             detail: "the QP was not created by an Mlx5Device".into(),
         })
+}
+
+fn verbs_qp(qp: &mut Mlx5Qp) -> Result<&mut verbs::Qp> {
+    Ok(&mut qp_owner(qp)?.qp)
 }

@@ -14,6 +14,7 @@
 //! Two environment variables override the sonames (for tests and unusual installs):
 //! `RDMA_DIRECT_LIBIBVERBS` and `RDMA_DIRECT_LIBMLX5`.
 
+use super::ext::*;
 use super::types::*;
 use crate::error::{Error, Result};
 use libc::{c_char, c_int, c_uint, c_void};
@@ -206,6 +207,12 @@ pub struct Mlx5 {
         unsafe extern "C" fn(context: *mut ibv_context, attrs: *mut mlx5dv_context) -> c_int,
     /// True when `device` is driven by libmlx5 (safe to ask of any device).
     pub mlx5dv_is_supported: unsafe extern "C" fn(device: *mut ibv_device) -> bool,
+    /// `ibv_create_qp_ex` plus mlx5 attributes (scatter-to-CQE, DC, ...).
+    pub mlx5dv_create_qp: unsafe extern "C" fn(
+        context: *mut ibv_context,
+        qp_attr: *mut ibv_qp_init_attr_ex,
+        mlx5_qp_attr: *mut mlx5dv_qp_init_attr,
+    ) -> *mut ibv_qp,
 }
 
 // SAFETY: the tables hold only function pointers into libraries that are never unloaded.
@@ -284,6 +291,7 @@ impl Mlx5 {
                 mlx5dv_init_obj,
                 mlx5dv_query_device,
                 mlx5dv_is_supported,
+                mlx5dv_create_qp,
             }
         ))
     }

@@ -4,15 +4,19 @@
 //!   compile time and checked against `fixtures/abi/abi.txt` by `tests/abi.rs`.
 //! - [`loader`]: `dlopen` of `libibverbs.so.1` / `libmlx5.so.1` into function tables
 //!   ([`verbs()`], [`mlx5()`]); a missing library is an [`Error::LibraryMissing`](crate::Error).
+//! - [`ext`]: `struct verbs_context` (the extended ops before `ibv_context`), thread and
+//!   parent domains, `ibv_qp_init_attr_ex`, `mlx5dv_qp_init_attr`.
 //! - [`ops`]: the ops-table entry points verbs.h inlines (`ibv_post_send`, `ibv_poll_cq`, ...).
 //!
 //! Everything here is raw: the safe control path is [`crate::verbs`]. Nothing in this module
 //! allocates or locks after the first load.
 
+pub mod ext;
 pub mod loader;
 pub mod ops;
 pub mod types;
 
+pub use ext::*;
 pub use loader::{mlx5, verbs, Mlx5, Verbs, LIBIBVERBS, LIBIBVERBS_HINT, LIBMLX5, LIBMLX5_HINT};
 pub use ops::DataPathOps;
 pub use types::*;

@@ -391,6 +391,37 @@ impl Qp {
         })
     }
 
+    /// Takes ownership of a QP created outside this module (the mlx5 provider creates its
+    /// QPs with `mlx5dv_create_qp` over a parent domain of `pd`); it is destroyed by this
+    /// value's drop, before the PD, CQs and SRQ it holds.
+    ///
+    /// # Safety
+    /// `raw` is a live QP in RESET, owned by nobody else, created on `pd`'s context (on `pd`
+    /// or on a parent domain over it, which the caller keeps alive until this value is
+    /// dropped) with `send_cq`, `recv_cq`, `srq`, `cfg.qp_type` and `cfg.sq_sig_all`;
+    /// `granted` is what the device granted.
+    pub unsafe fn from_raw(
+        raw: *mut ibv_qp,
+        pd: &Pd,
+        send_cq: &Cq,
+        recv_cq: &Cq,
+        srq: Option<&Srq>,
+        cfg: &QpConfig,
+        granted: QpCaps,
+    ) -> Qp {
+        Qp {
+            raw,
+            qp_type: cfg.qp_type,
+            caps: granted,
+            sq_sig_all: cfg.sq_sig_all,
+            state: QpState::Reset,
+            send_cq: send_cq.clone(),
+            recv_cq: recv_cq.clone(),
+            srq: srq.cloned(),
+            pd: pd.clone(),
+        }
+    }
+
     /// `struct ibv_qp *`, valid while `self` lives.
     pub fn as_ptr(&self) -> *mut ibv_qp {
         self.raw
