@@ -515,7 +515,7 @@ impl RunOpts {
     }
     /// True when a line tagged `variant` applies.
     pub fn applies(&self, variant: &Option<String>) -> bool {
-        variant.as_deref().map_or(true, |v| v == self.variant)
+        variant.as_deref().is_none_or(|v| v == self.variant)
     }
 }
 

@@ -5,7 +5,7 @@ use rdma_direct::providers::mlx5::plain::{address_handle, PlainCq, PlainQp};
 use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Qp};
 use rdma_direct::providers::{
     Completion, CompletionQueue, PostError, QpCaps, QpConfig, QpState, QpType, QueuePair,
-    SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest,
+    RecvQueue, RecvWr, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcStatus,
 };
 
 const QPN: u32 = 0x00ab_cdef;
@@ -28,6 +28,10 @@ struct Rig {
 }
 
 fn rig_with(qp_type: QpType, sq_wqe_cnt: u32, cqe_cnt: u32, bf_size: u32) -> Rig {
+    rig_caps(qp_type, sq_wqe_cnt, cqe_cnt, bf_size, caps())
+}
+
+fn rig_caps(qp_type: QpType, sq_wqe_cnt: u32, cqe_cnt: u32, bf_size: u32, caps: QpCaps) -> Rig {
     let dev = PlainQp::new(QPN, sq_wqe_cnt, 16, 32, bf_size);
     // Fill the SQ with 0xa5 so unwritten bytes show.
     dev.mem.fill(0, sq_wqe_cnt as usize * 64, 0xa5);
@@ -36,12 +40,12 @@ fn rig_with(qp_type: QpType, sq_wqe_cnt: u32, cqe_cnt: u32, bf_size: u32) -> Rig
     let mut cq = unsafe { Mlx5Cq::from_dv(dcq.dv, dcq.owner()) }.unwrap();
     let cfg = QpConfig {
         qp_type,
-        caps: caps(),
+        caps,
         sq_sig_all: false,
     };
     // SAFETY: as above.
     let mut qp =
-        unsafe { Mlx5Qp::from_dv(dev.dv, &cfg, caps(), &mut cq, None, None, dev.owner()) }.unwrap();
+        unsafe { Mlx5Qp::from_dv(dev.dv, &cfg, caps, &mut cq, None, None, dev.owner()) }.unwrap();
     qp.set_state(QpState::Init);
     qp.set_state(QpState::Rtr);
     qp.set_state(QpState::Rts);
@@ -633,4 +637,199 @@ fn fast_path_and_general_path_agree_on_bytes_accounting_and_completions() {
         );
         assert!(refused > 0, "seed {seed}: the queue or the CQ never filled");
     }
+}
+
+/// A ring with more WQEBBs than `max_send_wr` (as libmlx5 sizes it for the largest WQE):
+/// the cap is on outstanding requests, whatever their size, on every posting path.
+#[test]
+fn max_send_wr_caps_outstanding_requests_not_wqebbs() {
+    let c = QpCaps {
+        max_send_wr: 4,
+        ..caps()
+    };
+    let mut r = rig_caps(QpType::Rc, 16, 64, 0, c);
+    let sge = [Sge {
+        addr: 0x1000,
+        length: 8,
+        lkey: 1,
+    }];
+    let small = [7u8; 8];
+    // Four one-WQEBB requests, through each path: `post` (fast), `post_write_inline`, and
+    // `post_general`; the ring still has 12 free WQEBBs.
+    r.qp.sq()
+        .post(
+            SendWr::new(
+                1,
+                SendOp::Write {
+                    raddr: 0x2000,
+                    rkey: 5,
+                },
+                &[],
+            )
+            .inline(&small),
+        )
+        .unwrap();
+    r.qp.sq()
+        .post_write_inline(2, 0x2000, 5, &small, true)
+        .unwrap();
+    r.qp.sq().post_general(&SendWr::send(3, &sge)).unwrap();
+    r.qp.sq().post(SendWr::send(4, &sge)).unwrap();
+    assert_eq!(r.qp.sq().pi(), 4);
+    assert_eq!(r.qp.sq().free_slots(), 0);
+    let before = r.dev.mem.read(0, 16 * 64);
+    let e =
+        r.qp.sq()
+            .post(
+                SendWr::new(
+                    5,
+                    SendOp::Write {
+                        raddr: 0x2000,
+                        rkey: 5,
+                    },
+                    &[],
+                )
+                .inline(&small),
+            )
+            .unwrap_err();
+    assert_eq!(e.error, PostError::QueueFull { capacity: 4 });
+    assert_eq!(e.wr.wr_id, 5);
+    assert_eq!(
+        r.qp.sq().post_write_inline(6, 0x2000, 5, &small, true),
+        Err(PostError::QueueFull { capacity: 4 })
+    );
+    assert_eq!(
+        r.qp.sq().post_general(&SendWr::send(7, &sge)),
+        Err(PostError::QueueFull { capacity: 4 })
+    );
+    assert_eq!(r.qp.sq().pi(), 4, "a refused request takes no WQEBB");
+    assert_eq!(r.dev.mem.read(0, 16 * 64), before, "nothing written");
+    r.qp.sq().ring();
+    // The device completes request 2 (WQEBB 1), covering request 1.
+    r.dcq.push(&rdma_direct::providers::mlx5::plain::Cqe::req(
+        QPN, 1, 0x08, 0,
+    ));
+    let mut out = [Completion::EMPTY; 2];
+    assert_eq!(r.cq.poll(&mut out), 1);
+    assert_eq!((out[0].wr_id, out[0].covered), (2, 1));
+    assert_eq!(r.qp.sq().free_slots(), 2);
+    r.qp.sq().post(SendWr::send(8, &sge)).unwrap();
+    r.qp.sq().post(SendWr::send(9, &sge).signaled()).unwrap();
+    assert_eq!(
+        r.qp.sq().post(SendWr::send(10, &sge)).unwrap_err().error,
+        PostError::QueueFull { capacity: 4 }
+    );
+    r.qp.sq().ring();
+    // Retire everything (request 9 at WQEBB 5 covers 3, 4 and 8).
+    r.dcq.push(&rdma_direct::providers::mlx5::plain::Cqe::req(
+        QPN, 5, 0x0a, 0,
+    ));
+    assert_eq!(r.cq.poll(&mut out), 1);
+    assert_eq!((out[0].wr_id, out[0].covered), (9, 3));
+    // Two-WQEBB requests (60 bytes inline: ctrl + 4 + 60 bytes): four fit, the fifth does
+    // not, with 8 of the 16 WQEBBs still free.
+    let big = [9u8; 60];
+    for id in 20..24 {
+        r.qp.sq().post(SendWr::send(id, &[]).inline(&big)).unwrap();
+    }
+    assert_eq!(r.qp.sq().pi(), 6 + 8);
+    assert_eq!(r.qp.sq().free_slots(), 0);
+    assert_eq!(
+        r.qp.sq()
+            .post(SendWr::send(24, &[]).inline(&big))
+            .unwrap_err()
+            .error,
+        PostError::QueueFull { capacity: 4 }
+    );
+    // Every request refused above got nothing; the CQ holds only what the SQ keeps.
+    assert!(r.cq.reserved() >= 4);
+}
+
+/// An error CQE means the device moved the QP to ERR: from the poll that returns it on,
+/// every posting path refuses with BadState(ERR) and writes nothing; RESET clears it.
+#[test]
+fn an_error_completion_makes_later_posts_bad_state_until_reset() {
+    use rdma_direct::providers::mlx5::plain::Cqe;
+    let mut r = rig();
+    let sge = [Sge {
+        addr: 0x1000,
+        length: 8,
+        lkey: 1,
+    }];
+    r.qp.sq().post(SendWr::send(1, &sge).signaled()).unwrap();
+    r.qp.sq().post(SendWr::send(2, &sge).signaled()).unwrap();
+    r.qp.sq().ring();
+    // Accepted until the error is polled: the poster cannot know before.
+    assert_eq!(r.qp.state(), QpState::Rts);
+    r.dcq.push(&Cqe::err(13, QPN, 0, 0x13, 0x88)); // REM_ACCESS
+    r.dcq.push(&Cqe::err(13, QPN, 1, 0x05, 0xf9)); // WR_FLUSH
+    let mut out = [Completion::EMPTY; 4];
+    assert_eq!(r.cq.poll(&mut out), 2);
+    assert_eq!(
+        (out[0].wr_id, out[0].status, out[1].wr_id, out[1].status),
+        (1, WcStatus::RemAccessErr, 2, WcStatus::WrFlushErr)
+    );
+    assert_eq!(r.qp.state(), QpState::Err);
+    let bad = PostError::BadState {
+        state: QpState::Err,
+    };
+    let before = r.dev.mem.read(0, 16 * 64);
+    let pi = r.qp.sq().pi();
+    let e =
+        r.qp.sq()
+            .post(
+                SendWr::new(
+                    3,
+                    SendOp::Write {
+                        raddr: 0x2000,
+                        rkey: 5,
+                    },
+                    &[],
+                )
+                .inline(&[1; 8]),
+            )
+            .unwrap_err();
+    assert_eq!((e.error, e.wr.wr_id), (bad, 3));
+    assert_eq!(
+        r.qp.sq().post(SendWr::send(4, &sge)).unwrap_err().error,
+        bad
+    );
+    assert_eq!(
+        r.qp.sq().post_write_inline(5, 0x2000, 5, &[1; 8], true),
+        Err(bad)
+    );
+    assert_eq!(r.qp.sq().post_general(&SendWr::send(6, &sge)), Err(bad));
+    // An invalid request on a failed QP: the state error wins.
+    assert_eq!(
+        r.qp.sq()
+            .post(SendWr::send(7, &[]).inline(&[0; 201]))
+            .unwrap_err()
+            .error,
+        bad
+    );
+    let e =
+        r.qp.rq()
+            .post_recv(RecvWr {
+                wr_id: 8,
+                sges: &sge,
+            })
+            .unwrap_err();
+    assert_eq!((e.error, e.wr.wr_id), (bad, 8));
+    r.qp.sq().ring();
+    assert_eq!(r.qp.sq().pi(), pi);
+    assert_eq!(r.dev.mem.read(0, 16 * 64), before, "nothing written");
+    // Back through RESET: usable again, indices from zero.
+    r.qp.set_state(QpState::Reset);
+    assert_eq!(r.qp.state(), QpState::Reset);
+    r.qp.set_state(QpState::Init);
+    r.qp.set_state(QpState::Rtr);
+    r.qp.set_state(QpState::Rts);
+    assert_eq!(r.qp.state(), QpState::Rts);
+    r.qp.sq().post(SendWr::send(9, &sge).signaled()).unwrap();
+    r.qp.rq()
+        .post_recv(RecvWr {
+            wr_id: 10,
+            sges: &sge,
+        })
+        .unwrap();
+    assert_eq!(r.qp.sq().pi(), 1);
 }

@@ -1,6 +1,7 @@
 //! Every fixture scenario of `fixtures/scenarios/` on the software mlx5 device through the
 //! production mlx5 provider (the `mlx5` variant lines apply), in deterministic mode and with
-//! the device thread. Same files as on rxe.
+//! the device thread. Same files, same expectations as on rxe: a scenario that fails fails
+//! the test.
 
 use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::ProviderKind;
@@ -10,25 +11,6 @@ fn all() -> Vec<Scenario> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
     load_dir(dir).unwrap_or_else(|e| panic!("scenario file does not parse: {e}"))
 }
-
-/// Scenarios that fail today because of a gap in the *mlx5 provider* (not in the sim), with
-/// the exact failure they produce. The test asserts they still fail exactly so: when the
-/// provider is fixed the test fails here and the entry must be removed. Nothing else may
-/// fail.
-const KNOWN_MLX5_PROVIDER_GAPS: &[(&str, &str)] = &[
-    // Mlx5Sq only checks free WQEBBs, not the count of outstanding requests against the
-    // granted max_send_wr (providers/mod.rs: "A send queue holds at most max_send_wr").
-    (
-        "rejections",
-        "rejections.scn:25 (post):\nwr=5: expected rejection 'queue_full', but the post was accepted",
-    ),
-    // Mlx5Qp stays in RTS after its CQ returned an error completion for it, so a post after
-    // the error is accepted instead of refused with bad_state (rxe moves the QP to ERR).
-    (
-        "wrong_rkey_flush",
-        "wrong_rkey_flush.scn:23 (post):\nwr=5: expected rejection 'bad_state', but the post was accepted",
-    ),
-];
 
 fn run_all(threaded: bool, cqe_size: u32) {
     let mut opts = RunOpts::new(ProviderKind::Sim);
@@ -50,11 +32,6 @@ fn run_all(threaded: bool, cqe_size: u32) {
         ran += 1;
         match run_scenario(&mut dev, &sc, &opts) {
             Ok(r) => {
-                assert!(
-                    !KNOWN_MLX5_PROVIDER_GAPS.iter().any(|(n, _)| *n == sc.name),
-                    "{} passes now: remove it from KNOWN_MLX5_PROVIDER_GAPS",
-                    sc.name
-                );
                 println!(
                 "scenario {:<24} PASS on sim ({}): {} posted, {} rejected, {} completions, {} bytes checked",
                 r.name,
@@ -66,16 +43,8 @@ fn run_all(threaded: bool, cqe_size: u32) {
                 )
             }
             Err(f) => {
-                let msg = f.to_string();
-                match KNOWN_MLX5_PROVIDER_GAPS.iter().find(|(n, _)| *n == sc.name) {
-                    Some((_, want)) if msg.contains(want) => {
-                        println!("scenario {:<24} KNOWN GAP (mlx5 provider): {want}", sc.name)
-                    }
-                    _ => {
-                        println!("scenario {:<24} FAIL", sc.name);
-                        failures.push(msg);
-                    }
-                }
+                println!("scenario {:<24} FAIL", sc.name);
+                failures.push(f.to_string());
                 continue;
             }
         }

@@ -112,7 +112,9 @@ fn ring_wrap_soak() {
     let mut b = dev.create_qp(&pd, &mut cqb, None, None, &cfg).unwrap();
     connect_pair(&mut dev, &mut a, &mut b, &ConnectOpts::default());
     let granted = a.caps();
-    let batch_max = granted.max_send_wr.min(8) as usize;
+    // One slot of max_send_wr stays free for the signaled WRITE that closes a batch ending
+    // unsignaled (below): the SQ refuses a request beyond max_send_wr outstanding.
+    let batch_max = (granted.max_send_wr.min(9) - 1) as usize;
     let mut src = buf(&mut dev, &pd, SLOT * batch_max);
     let mut dst = buf(&mut dev, &pd, SLOT * batch_max);
     let mut rng = Rng(0x5eed_1234_abcd_0001);
@@ -425,6 +427,11 @@ fn fault_soak(threaded: bool, seed: u64, ops: u64) {
         if posted < ops && p.a.state() == QpState::Rts {
             let n = 1 + rng.below(4);
             for _ in 0..n {
+                // One slot of max_send_wr stays free for the signaled WRITE that retires a
+                // queue of unsignaled requests (below).
+                if p.sq.len() + 1 >= caps.max_send_wr as usize {
+                    break;
+                }
                 let id = next_id;
                 let signaled = rng.below(3) == 0;
                 let len = 1 + rng.below(64) as u32;

@@ -28,7 +28,10 @@
 //! ## Errors
 //!
 //! Error CQEs map their syndrome to [`WcStatus`] and keep
-//! `vendor_err = syndrome | vendor_syndrome << 8`.
+//! `vendor_err = syndrome | vendor_syndrome << 8`. An error CQE means the device moved the QP
+//! to ERR; the poller records that in the QP's shared state (`QpShared::failed`), after which
+//! its queues refuse posts with `PostError::BadState` and `state()` reports ERR (the rxe
+//! provider does the same), until the control path takes it back to RESET.
 //!
 //! ## Scatter-to-CQE
 //!
@@ -394,6 +397,8 @@ impl Mlx5Cq {
         *out = Completion::EMPTY;
         out.qp_num = qpn;
         if err {
+            // The device moved the QP to ERR: its queues refuse posts from now on.
+            qp.failed.store(true, Ordering::Relaxed);
             // SAFETY: see above; bytes 52..56 hold hw syndrome, type, vendor syndrome, syndrome.
             let w = unsafe { be32_at(cqe, 52) };
             let syndrome = w as u8;

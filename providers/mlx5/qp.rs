@@ -147,6 +147,7 @@ impl Mlx5Qp {
             purge_send: AtomicU64::new(0),
             purge_recv: AtomicU64::new(0),
             alive: AtomicBool::new(true),
+            failed: AtomicBool::new(false),
             send_cq: send_shared.clone(),
             recv_cq: recv_shared.clone(),
         });
@@ -168,6 +169,7 @@ impl Mlx5Qp {
         let rq = Mlx5Rq::new(
             &dv,
             cfg.qp_type,
+            granted.max_recv_wr,
             granted.max_recv_sge,
             has_srq,
             shared.clone(),
@@ -190,7 +192,8 @@ impl Mlx5Qp {
     /// Called by the control path after a successful state change. RESET zeroes the
     /// producer/consumer indices and the dbrec (as the hardware expects) and makes the CQs
     /// drop the CQEs this QP left behind; ERR keeps them (the device flushes). Sends are
-    /// refused unless RTS; receives unless INIT/RTR/RTS.
+    /// refused unless RTS; receives unless INIT/RTR/RTS; both once the poller returned an
+    /// error completion for the QP, until RESET.
     ///
     /// Must not run while another thread polls a CQ of this QP (a control-path quiesce, as
     /// libmlx5 takes its CQ lock for the same clean-up): it would only skew the accounting.
@@ -199,6 +202,7 @@ impl Mlx5Qp {
             self.forget_outstanding();
             self.sq.reset();
             self.rq.reset();
+            self.shared.failed.store(false, Ordering::Relaxed);
             // SAFETY: `dbrec` is the QP's 2 x u32 doorbell record.
             unsafe {
                 mmio::write32(self.dbrec, 0);
@@ -308,7 +312,8 @@ impl QueuePair for Mlx5Qp {
         self.qp_type
     }
     fn state(&self) -> QpState {
-        self.state
+        // ERR once the poller returned an error completion for this QP (`QpShared::failed`).
+        self.sq.state()
     }
     fn caps(&self) -> QpCaps {
         self.caps

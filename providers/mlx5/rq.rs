@@ -61,6 +61,8 @@ unsafe fn write_recv_segs(p: *mut u8, sges: &[Sge], max: usize) {
 pub struct Mlx5Rq {
     buf: *mut u8,
     wqe_cnt: u32,
+    /// Receives allowed outstanding: the granted `max_recv_wr`, at most `wqe_cnt`.
+    max_wr: u32,
     stride: u32,
     max_sge: u32,
     qp_type: QpType,
@@ -92,6 +94,7 @@ impl Mlx5Rq {
     pub(crate) fn new(
         dv: &super::dv::DvQp,
         qp_type: QpType,
+        max_wr: u32,
         max_sge: u32,
         has_srq: bool,
         shared: Arc<QpShared>,
@@ -100,6 +103,7 @@ impl Mlx5Rq {
         Mlx5Rq {
             buf: dv.rq_buf,
             wqe_cnt: dv.rq_wqe_cnt,
+            max_wr: max_wr.min(dv.rq_wqe_cnt),
             stride: dv.rq_stride,
             max_sge: max_sge.min(dv.rq_stride / 16),
             qp_type,
@@ -146,6 +150,12 @@ impl RecvQueue for Mlx5Rq {
         if !matches!(self.state, QpState::Init | QpState::Rtr | QpState::Rts) {
             return reject(PostError::BadState { state: self.state });
         }
+        // The poller returned an error completion for the QP: the device moved it to ERR.
+        if self.shared.failed.load(Ordering::Relaxed) {
+            return reject(PostError::BadState {
+                state: QpState::Err,
+            });
+        }
         let n = wr.sges.iter().filter(|s| s.length != 0).count() as u32;
         if n > self.max_sge {
             return reject(PostError::TooManySges {
@@ -156,11 +166,11 @@ impl RecvQueue for Mlx5Rq {
         let Some(rq) = &self.shared.rq else {
             return reject(PostError::QueueFull { capacity: 0 });
         };
-        if self.head.wrapping_sub(self.cached_tail) >= self.wqe_cnt {
+        if self.head.wrapping_sub(self.cached_tail) >= self.max_wr {
             self.cached_tail = rq.tail.load(Ordering::Acquire);
-            if self.head.wrapping_sub(self.cached_tail) >= self.wqe_cnt {
+            if self.head.wrapping_sub(self.cached_tail) >= self.max_wr {
                 return reject(PostError::QueueFull {
-                    capacity: self.wqe_cnt,
+                    capacity: self.max_wr,
                 });
             }
         }
@@ -197,9 +207,8 @@ impl RecvQueue for Mlx5Rq {
 
     fn free_slots(&self) -> u32 {
         match &self.shared.rq {
-            Some(rq) if !self.has_srq => {
-                self.wqe_cnt - self.head.wrapping_sub(rq.tail.load(Ordering::Acquire))
-            }
+            Some(rq) if !self.has_srq => (self.max_wr)
+                .saturating_sub(self.head.wrapping_sub(rq.tail.load(Ordering::Acquire))),
             _ => 0,
         }
     }

@@ -241,6 +241,12 @@ pub(crate) struct QpShared {
     pub purge_recv: AtomicU64,
     /// Cleared when the QP is dropped: the CQ then drops its CQEs and forgets it.
     pub alive: AtomicBool,
+    /// Set by the poller when it returns an error completion (error or flush CQE) for this
+    /// QP: the device moved the QP to ERR, so the queues refuse posts with
+    /// `PostError::BadState` from then on, as rxe does. Read (`Relaxed`) by the poster on
+    /// every post; cleared by the control path when the QP goes back to RESET. Written
+    /// once per failure, so the line stays shared in both caches otherwise.
+    pub failed: AtomicBool,
     /// The CQs (to give back reservations on reset/drop).
     pub send_cq: std::sync::Arc<CqShared>,
     pub recv_cq: std::sync::Arc<CqShared>,

@@ -15,10 +15,12 @@
 //!
 //! ## Posting budget (one check per post)
 //!
-//! `limit - pi` WQEBBs may be posted without looking at shared state. The budget folds three
+//! `limit - pi` WQEBBs may be posted without looking at shared state. The budget folds four
 //! checks into one compare: the QP is in RTS (outside RTS the budget is zero, so every post
 //! reaches the slow path, which refuses it), the SQ has room (the budget never exceeds the
-//! free WQEBBs seen at the last refill), and the CQ cannot overrun: every budget WQEBB is
+//! free WQEBBs seen at the last refill), at most `max_send_wr` requests are outstanding (the
+//! budget never exceeds the requests still allowed at the last refill, less one; a request
+//! uses at least one budget WQEBB), and the CQ cannot overrun: every budget WQEBB is
 //! backed by one CQ entry reserved in `CqShared::reserved` at refill, in one atomic step for
 //! up to `min(CQ_BUDGET_MAX, cqe_cnt / 8, free WQEBBs)` entries. The invariant, exact at every
 //! moment:
@@ -32,6 +34,17 @@
 //! available to other queues of the same CQ (at most `free WQEBBs` and `cqe_cnt / 8`), so a
 //! CQ sized below the sum of its queues' depths may refuse a post a little earlier than an
 //! exact per-post reservation would. [`Mlx5Sq::cq_budget`] reports the holding.
+//!
+//! The outstanding-request count the `max_send_wr` check needs is kept by the poster alone,
+//! at refill: `wr_out` requests start in `[wr_ci, wr_pi)`; a refill walks the ctrl segments
+//! of `[wr_pi, pi)` (posted since) and of `[wr_ci, ci)` (retired since: those slots are not
+//! rewritten before the refill that first sees them free, because the budget never reaches
+//! past `ci + wqe_cnt` for the `ci` it was computed with). Each WQE is walked twice in its
+//! life, on the slow path; the poller keeps no extra count.
+//!
+//! One more check is not folded: an error completion moves the QP to ERR behind the
+//! poster's back (the poller sets `QpShared::failed`), so every post loads that flag
+//! (`Relaxed`; the line is written once per failure) and refuses with `BadState` once set.
 //!
 //! ## Fast path
 //!
@@ -50,7 +63,7 @@
 //! written) or a BlueFlame copy of the single staged WQE, to the current BlueFlame half;
 //! [`wc_flush`]; the half toggles (`bf_size` apart).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::shared::{CqShared, QpShared};
@@ -186,6 +199,8 @@ pub struct Mlx5Sq {
     limit: u32,
     /// `pi` at the last doorbell (nothing staged when equal).
     rung_pi: u32,
+    /// `QpShared::failed` (`shared` keeps it alive): set by the poller on an error CQE.
+    failed: *const AtomicBool,
     /// An inline WRITE / SEND of `len < lim` bytes takes the one-WQEBB fast path; 0 = never
     /// (UD for WRITE, `signal_every` set, or no inline at all).
     write_lim: u32,
@@ -227,6 +242,11 @@ pub struct Mlx5Sq {
     cq_extra: u32,
     /// The CQ entries one budget refill asks for.
     cq_batch: u32,
+    /// Outstanding requests as of the last refill: `wr_out` WQEs start in `[wr_ci, wr_pi)`
+    /// (see the module doc).
+    wr_out: u32,
+    wr_ci: u32,
+    wr_pi: u32,
     /// Start of the BlueFlame register (first half).
     bf_reg: *mut u8,
     bf_size: u32,
@@ -366,6 +386,7 @@ impl Mlx5Sq {
             ctrl_fm: 0,
             last_ctrl: 0,
             wrid: shared.sq.wrid.as_ptr(),
+            failed: &shared.failed,
             dbrec_sq: dv.dbrec.wrapping_add(1),
             bf_cur: bf_reg,
             bf_flip: (bf_reg as usize) ^ (bf_reg as usize + bf_size as usize),
@@ -384,6 +405,9 @@ impl Mlx5Sq {
             bf_max_ds: 0,
             cq_extra: 0,
             cq_batch: (cq.dv.cqe_cnt / 8).clamp(1, CQ_BUDGET_MAX),
+            wr_out: 0,
+            wr_ci: 0,
+            wr_pi: 0,
             bf_reg,
             bf_size,
             _sink: sink,
@@ -451,6 +475,9 @@ impl Mlx5Sq {
         self.limit = 0;
         self.cq_extra = 0;
         self.rung_pi = 0;
+        self.wr_out = 0;
+        self.wr_ci = 0;
+        self.wr_pi = 0;
         self.since_signal = 0;
         self.bf_cur = self.bf_reg;
         let sq = &self.shared.sq;
@@ -490,12 +517,14 @@ impl Mlx5Sq {
     #[cold]
     #[inline(never)]
     fn refill(&mut self, nbb: u32) -> Result<(), PostError> {
-        if self.state != QpState::Rts {
-            return Err(PostError::BadState { state: self.state });
+        let state = self.state();
+        if state != QpState::Rts {
+            return Err(PostError::BadState { state });
         }
         let ci = self.shared.sq.ci.load(Ordering::Acquire);
         let room = self.wqe_cnt - self.pi.wrapping_sub(ci);
-        if nbb > room {
+        let wrs = self.count_outstanding(ci);
+        if nbb > room || wrs >= self.caps.max_send_wr {
             return Err(PostError::QueueFull {
                 capacity: self.caps.max_send_wr,
             });
@@ -509,12 +538,54 @@ impl Mlx5Sq {
                 });
             }
         }
-        // This WQE's entry; the rest is budget, as far as the SQ has room for it.
+        // This WQE's entry; the rest is budget, as far as the SQ has room for it and the
+        // requests it can carry (at least one WQEBB each) stay within max_send_wr.
         held -= 1;
-        let budget = held.min(room - nbb);
+        let budget = held.min(room - nbb).min(self.caps.max_send_wr - wrs - 1);
         self.limit = self.pi.wrapping_add(nbb).wrapping_add(budget);
         self.cq_extra = held - budget;
         Ok(())
+    }
+
+    /// Requests outstanding now, for a consumer position `ci` just loaded; brings the
+    /// `wr_*` tracking up to date (see the module doc). Slow path only.
+    fn count_outstanding(&mut self, ci: u32) -> u32 {
+        self.wr_out = self.outstanding_at(ci);
+        self.wr_ci = ci;
+        self.wr_pi = self.pi;
+        self.wr_out
+    }
+
+    /// Requests outstanding for a consumer position `ci` no older than `wr_ci`: the running
+    /// total plus the WQEs posted and retired since it was taken.
+    fn outstanding_at(&self, ci: u32) -> u32 {
+        let sh = &self.shared;
+        let posted = sh.wqes_between(self.wr_pi, self.pi);
+        let retired = sh.wqes_between(self.wr_ci, ci);
+        match (posted, retired) {
+            (Some(p), Some(r)) if r <= self.wr_out + p => self.wr_out + p - r,
+            // Not reachable with this crate's poller (it retires whole WQEs, in order);
+            // count from scratch rather than trust a broken running total.
+            _ => sh.wqes_between(ci, self.pi).unwrap_or(self.wqe_cnt),
+        }
+    }
+
+    /// The QP's state as this queue sees it: the one the control path last set, or ERR once
+    /// the poller returned an error completion for the QP.
+    #[inline(always)]
+    pub(crate) fn state(&self) -> QpState {
+        if self.failed() {
+            QpState::Err
+        } else {
+            self.state
+        }
+    }
+
+    /// True once the poller returned an error completion for this QP (see the module doc).
+    #[inline(always)]
+    fn failed(&self) -> bool {
+        // SAFETY: `failed` points into `shared`, which this queue holds.
+        unsafe { (*self.failed).load(Ordering::Relaxed) }
     }
 
     /// Record the WQE just written at `pi` (`nbb` WQEBBs; `ctrl` its first 8 bytes) for the
@@ -599,7 +670,9 @@ impl Mlx5Sq {
         data: &[u8],
         signaled: bool,
     ) -> Result<(), PostError> {
-        if data.len() < self.write_lim as usize && (self.pi != self.limit || self.refill(1).is_ok())
+        if data.len() < self.write_lim as usize
+            && !self.failed()
+            && (self.pi != self.limit || self.refill(1).is_ok())
         {
             self.fast_inline(
                 wr_id,
@@ -963,6 +1036,11 @@ impl Mlx5Sq {
     /// accounting, same refusals as `post` (a test holds them equal); `post` is faster.
     #[inline(always)]
     pub fn post_general(&mut self, wr: &SendWr<'_>) -> Result<(), PostError> {
+        if self.failed() {
+            return Err(PostError::BadState {
+                state: QpState::Err,
+            });
+        }
         let plan = match self.check(wr) {
             Ok(p) => p,
             Err(e) => return Err(self.refusal(e)),
@@ -985,10 +1063,9 @@ impl Mlx5Sq {
     #[cold]
     #[inline(never)]
     fn refusal(&self, e: PostError) -> PostError {
-        if self.state != QpState::Rts {
-            PostError::BadState { state: self.state }
-        } else {
-            e
+        match self.state() {
+            QpState::Rts => e,
+            state => PostError::BadState { state },
         }
     }
 }
@@ -1028,7 +1105,7 @@ impl SendQueue for Mlx5Sq {
             // An empty budget is refilled here (one WQEBB); a refusal goes the general way,
             // which finds the same error and hands the request back.
             if let Some((remote, op)) = fast {
-                if self.pi != self.limit || self.refill(1).is_ok() {
+                if !self.failed() && (self.pi != self.limit || self.refill(1).is_ok()) {
                     self.fast_inline(wr.wr_id, remote, op, 0, data, wr.flags.0);
                     return Ok(());
                 }
@@ -1049,7 +1126,9 @@ impl SendQueue for Mlx5Sq {
 
     fn free_slots(&self) -> u32 {
         let ci = self.shared.sq.ci.load(Ordering::Acquire);
-        self.wqe_cnt - self.pi.wrapping_sub(ci)
+        let bbs = self.wqe_cnt - self.pi.wrapping_sub(ci);
+        let wrs = self.outstanding_at(ci);
+        bbs.min(self.caps.max_send_wr.saturating_sub(wrs))
     }
 
     fn staged(&self) -> u32 {

@@ -904,7 +904,7 @@ impl Engine {
         let mr = self.mrs.get(&lkey).ok_or(syndrome::LOC_PROT)?;
         if mr.pd != pd
             || addr < mr.addr
-            || addr.checked_add(len).map_or(true, |e| e > mr.addr + mr.len)
+            || addr.checked_add(len).is_none_or(|e| e > mr.addr + mr.len)
             || (write && !mr.access.contains(Access::LOCAL_WRITE))
         {
             return Err(syndrome::LOC_PROT);
@@ -927,9 +927,7 @@ impl Engine {
         let mr = self.mrs.get(&rkey).ok_or(syndrome::REM_ACCESS)?;
         if mr.pd != resp.pd
             || raddr < mr.addr
-            || raddr
-                .checked_add(len)
-                .map_or(true, |e| e > mr.addr + mr.len)
+            || raddr.checked_add(len).is_none_or(|e| e > mr.addr + mr.len)
             || !mr.access.contains(need)
             || !resp.attr.access.contains(need)
         {
