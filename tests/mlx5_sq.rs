@@ -817,6 +817,13 @@ fn an_error_completion_makes_later_posts_bad_state_until_reset() {
     r.qp.sq().ring();
     assert_eq!(r.qp.sq().pi(), pi);
     assert_eq!(r.dev.mem.read(0, 16 * 64), before, "nothing written");
+    // Reconfiguring the fast path (which sets its gates) does not reopen it on a failed QP.
+    r.qp.set_signal_every(0);
+    assert_eq!(
+        r.qp.sq().post_write_inline(11, 0x2000, 5, &[1; 8], true),
+        Err(bad)
+    );
+    assert_eq!(r.qp.sq().pi(), pi);
     // Back through RESET: usable again, indices from zero.
     r.qp.set_state(QpState::Reset);
     assert_eq!(r.qp.state(), QpState::Reset);

@@ -398,7 +398,9 @@ impl Mlx5Cq {
         out.qp_num = qpn;
         if err {
             // The device moved the QP to ERR: its queues refuse posts from now on.
-            qp.failed.store(true, Ordering::Relaxed);
+            if !qp.failed.swap(true, Ordering::SeqCst) {
+                qp.gates.close();
+            }
             // SAFETY: see above; bytes 52..56 hold hw syndrome, type, vendor syndrome, syndrome.
             let w = unsafe { be32_at(cqe, 52) };
             let syndrome = w as u8;
@@ -408,7 +410,7 @@ impl Mlx5Cq {
         }
         if is_req {
             let sq = &qp.sq;
-            let ci = sq.ci.load(Ordering::Relaxed);
+            let ci = sq.done.ci.load(Ordering::Relaxed);
             // The producer position the poster published: the 16-bit send counter of the
             // QP's dbrec, which is never more than `wqe_cnt` (<= 32768) ahead of `ci`.
             // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is
@@ -447,7 +449,11 @@ impl Mlx5Cq {
             if covered > 0 {
                 out.covered_from = sq.wrid_at(ci);
             }
-            sq.ci.store(end, Ordering::Release);
+            sq.done.ci.store(end, Ordering::Release);
+            let r = sq.done.retired.load(Ordering::Relaxed);
+            sq.done
+                .retired
+                .store(r.wrapping_add(covered + 1), Ordering::Release);
             *released += covered + 1;
             let wqe_op = (sop_qpn >> 24) as u8;
             out.opcode = req_opcode(wqe_op);
@@ -555,7 +561,7 @@ impl Mlx5Cq {
             return false;
         }
         let sq = &qp.sq;
-        let ci = sq.ci.load(Ordering::Relaxed);
+        let ci = sq.done.ci.load(Ordering::Relaxed);
         // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is.
         let db = unsafe { (*(qp.dbrec.add(1) as *const AtomicU32)).load(Ordering::Acquire) };
         // Published WQEBBs not yet retired (see `process`).
@@ -584,7 +590,9 @@ impl Mlx5Cq {
             qp_num: qpn,
             ..Completion::EMPTY
         };
-        sq.ci.store(ci.wrapping_add(nbb), Ordering::Release);
+        sq.done.ci.store(ci.wrapping_add(nbb), Ordering::Release);
+        let r = sq.done.retired.load(Ordering::Relaxed);
+        sq.done.retired.store(r.wrapping_add(1), Ordering::Release);
         true
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::cq::Mlx5Cq;
 use super::dv::DvQp;
 use super::rq::{Mlx5Rq, Mlx5Srq};
-use super::shared::{CqShared, QpShared, RqShared, SqShared, SrqShared, PURGE_ACTIVE};
+use super::shared::{CqShared, QpShared, RqShared, SqGates, SqShared, SrqShared, PURGE_ACTIVE};
 use super::sq::Mlx5Sq;
 use super::DoorbellMode;
 use crate::mmio;
@@ -148,6 +148,7 @@ impl Mlx5Qp {
             purge_recv: AtomicU64::new(0),
             alive: AtomicBool::new(true),
             failed: AtomicBool::new(false),
+            gates: SqGates::new(),
             send_cq: send_shared.clone(),
             recv_cq: recv_shared.clone(),
         });
@@ -200,9 +201,9 @@ impl Mlx5Qp {
     pub fn set_state(&mut self, s: QpState) {
         if s == QpState::Reset && self.state != QpState::Reset {
             self.forget_outstanding();
+            self.shared.failed.store(false, Ordering::SeqCst);
             self.sq.reset();
             self.rq.reset();
-            self.shared.failed.store(false, Ordering::Relaxed);
             // SAFETY: `dbrec` is the QP's 2 x u32 doorbell record.
             unsafe {
                 mmio::write32(self.dbrec, 0);

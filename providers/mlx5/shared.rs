@@ -117,9 +117,20 @@ pub(crate) struct SqShared {
     pub wrid: Box<[AtomicU64]>,
     /// `wqe_cnt - 1`.
     pub mask: u32,
-    /// Consumer side (written by the poller): WQEBB position retired up to (free-running; the
-    /// oldest outstanding WQE starts here).
-    pub ci: CachePadded<AtomicU32>,
+    /// Consumer side, written by the poller only, on one cache line (the poster reads both
+    /// on its slow path).
+    pub done: CachePadded<SqDone>,
+}
+
+/// What the poller has retired from a send queue.
+pub(crate) struct SqDone {
+    /// WQEBB position retired up to (free-running; the oldest outstanding WQE starts here).
+    pub ci: AtomicU32,
+    /// Requests retired (free-running), signaled and covered alike. The poster counts the
+    /// requests it posts; the difference is what `max_send_wr` caps. Stored after `ci`, and
+    /// either may be seen newer than the other: each alone understates progress, never
+    /// overstates it, so the poster's checks stay conservative.
+    pub retired: AtomicU32,
 }
 
 impl SqShared {
@@ -134,8 +145,39 @@ impl SqShared {
         SqShared {
             wrid: (0..wqe_cnt).map(|_| AtomicU64::new(0)).collect(),
             mask: wqe_cnt - 1,
-            ci: CachePadded::new(AtomicU32::new(0)),
+            done: CachePadded::new(SqDone {
+                ci: AtomicU32::new(0),
+                retired: AtomicU32::new(0),
+            }),
         }
+    }
+}
+
+/// The fast-path gates of a send queue: an inline WRITE / SEND of `len < lim` bytes takes
+/// the one-WQEBB fast path (0 = never). Set by the poster (control path: QP type, inline cap,
+/// `signal_every`), zeroed by the poller right after it sets `QpShared::failed`, so the one
+/// load the fast path makes anyway also refuses posts to a failed QP (they go the general
+/// way, which checks `failed`). Both sides use `SeqCst` for the flag and the gates when they
+/// write (a Dekker pair: the poster stores the gates, then loads `failed` and zeroes them if
+/// set; the poller stores `failed`, then zeroes the gates), so a failed QP never keeps an
+/// open gate; the fast path reads them `Relaxed`. Written only on those rare events: the
+/// line stays shared in both caches.
+pub(crate) struct SqGates {
+    pub write_lim: AtomicU32,
+    pub send_lim: AtomicU32,
+}
+
+impl SqGates {
+    pub fn new() -> SqGates {
+        SqGates {
+            write_lim: AtomicU32::new(0),
+            send_lim: AtomicU32::new(0),
+        }
+    }
+    /// Poller side: the QP failed (after `failed` was set).
+    pub fn close(&self) {
+        self.write_lim.store(0, Ordering::SeqCst);
+        self.send_lim.store(0, Ordering::SeqCst);
     }
 }
 
@@ -243,10 +285,11 @@ pub(crate) struct QpShared {
     pub alive: AtomicBool,
     /// Set by the poller when it returns an error completion (error or flush CQE) for this
     /// QP: the device moved the QP to ERR, so the queues refuse posts with
-    /// `PostError::BadState` from then on, as rxe does. Read (`Relaxed`) by the poster on
-    /// every post; cleared by the control path when the QP goes back to RESET. Written
-    /// once per failure, so the line stays shared in both caches otherwise.
+    /// `PostError::BadState` from then on, as rxe does. Read by the poster's general paths;
+    /// cleared by the control path when the QP goes back to RESET.
     pub failed: AtomicBool,
+    /// The send queue's fast-path gates, read on every post (see `sq.rs`).
+    pub gates: SqGates,
     /// The CQs (to give back reservations on reset/drop).
     pub send_cq: std::sync::Arc<CqShared>,
     pub recv_cq: std::sync::Arc<CqShared>,

@@ -35,16 +35,15 @@
 //! CQ sized below the sum of its queues' depths may refuse a post a little earlier than an
 //! exact per-post reservation would. [`Mlx5Sq::cq_budget`] reports the holding.
 //!
-//! The outstanding-request count the `max_send_wr` check needs is kept by the poster alone,
-//! at refill: `wr_out` requests start in `[wr_ci, wr_pi)`; a refill walks the ctrl segments
-//! of `[wr_pi, pi)` (posted since) and of `[wr_ci, ci)` (retired since: those slots are not
-//! rewritten before the refill that first sees them free, because the budget never reaches
-//! past `ci + wqe_cnt` for the `ci` it was computed with). Each WQE is walked twice in its
-//! life, on the slow path; the poller keeps no extra count.
+//! The outstanding-request count the `max_send_wr` check needs is `posted - retired`, as
+//! rdma-core's `sq.head - sq.tail`: the poller counts the requests it retires
+//! (`SqDone::retired`); the poster derives the requests it posted from `pi` and the WQEBBs
+//! its multi-WQEBB WQEs took beyond their first (`bb_extra`, which only the general path
+//! adds to), so the fast path counts nothing.
 //!
-//! One more check is not folded: an error completion moves the QP to ERR behind the
-//! poster's back (the poller sets `QpShared::failed`), so every post loads that flag
-//! (`Relaxed`; the line is written once per failure) and refuses with `BadState` once set.
+//! An error completion moves the QP to ERR behind the poster's back: the poller sets
+//! `QpShared::failed` and closes the fast-path gates ([`SqGates`]), which the fast path
+//! reads anyway; the general path checks `failed` and refuses with `BadState`.
 //!
 //! ## Fast path
 //!
@@ -66,7 +65,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::shared::{CqShared, QpShared};
+use super::shared::{CqShared, QpShared, SqGates};
 use super::DoorbellMode;
 use crate::barrier::{to_device_store_barrier, wc_flush, wc_start};
 use crate::mmio;
@@ -199,12 +198,17 @@ pub struct Mlx5Sq {
     limit: u32,
     /// `pi` at the last doorbell (nothing staged when equal).
     rung_pi: u32,
+    /// WQEBBs beyond the first of every WQE written (free-running): `pi - bb_extra` requests
+    /// were posted, `pi - bb_extra - SqDone::retired` are outstanding. Only the general path
+    /// adds to it (the fast path writes one-WQEBB WQEs), so counting costs the fast path
+    /// nothing.
+    bb_extra: u32,
+    /// `QpShared::gates` (`shared` keeps it alive): an inline WRITE / SEND of `len < lim`
+    /// bytes takes the one-WQEBB fast path; 0 = never (UD, `signal_every` set, no inline at
+    /// all, or the QP failed).
+    gates: *const SqGates,
     /// `QpShared::failed` (`shared` keeps it alive): set by the poller on an error CQE.
     failed: *const AtomicBool,
-    /// An inline WRITE / SEND of `len < lim` bytes takes the one-WQEBB fast path; 0 = never
-    /// (UD for WRITE, `signal_every` set, or no inline at all).
-    write_lim: u32,
-    send_lim: u32,
     /// `[ds]`: the ctrl segment's bytes 4..8 (`be32(qpn << 8 | ds)`) in the high half of a
     /// u64, the low half is filled per WQE with `be32(wqe_idx << 8 | opcode)`.
     ctrl_hi: [u64; 4],
@@ -242,11 +246,6 @@ pub struct Mlx5Sq {
     cq_extra: u32,
     /// The CQ entries one budget refill asks for.
     cq_batch: u32,
-    /// Outstanding requests as of the last refill: `wr_out` WQEs start in `[wr_ci, wr_pi)`
-    /// (see the module doc).
-    wr_out: u32,
-    wr_ci: u32,
-    wr_pi: u32,
     /// Start of the BlueFlame register (first half).
     bf_reg: *mut u8,
     bf_size: u32,
@@ -380,13 +379,13 @@ impl Mlx5Sq {
             pi: 0,
             limit: 0,
             rung_pi: 0,
-            write_lim: 0,
-            send_lim: 0,
+            bb_extra: 0,
             ctrl_hi,
             ctrl_fm: 0,
             last_ctrl: 0,
             wrid: shared.sq.wrid.as_ptr(),
             failed: &shared.failed,
+            gates: &shared.gates,
             dbrec_sq: dv.dbrec.wrapping_add(1),
             bf_cur: bf_reg,
             bf_flip: (bf_reg as usize) ^ (bf_reg as usize + bf_size as usize),
@@ -405,9 +404,6 @@ impl Mlx5Sq {
             bf_max_ds: 0,
             cq_extra: 0,
             cq_batch: (cq.dv.cqe_cnt / 8).clamp(1, CQ_BUDGET_MAX),
-            wr_out: 0,
-            wr_ci: 0,
-            wr_pi: 0,
             bf_reg,
             bf_size,
             _sink: sink,
@@ -427,8 +423,14 @@ impl Mlx5Sq {
         } else {
             self.caps.max_inline_data.min(FAST_INLINE_MAX) + 1
         };
-        self.write_lim = if self.qp_type == QpType::Ud { 0 } else { lim };
-        self.send_lim = if self.qp_type == QpType::Ud { 0 } else { lim };
+        let lim = if self.qp_type == QpType::Ud { 0 } else { lim };
+        let g = &self.shared.gates;
+        g.write_lim.store(lim, Ordering::SeqCst);
+        g.send_lim.store(lim, Ordering::SeqCst);
+        // The poller may have failed the QP meanwhile (see `SqGates`).
+        if self.shared.failed.load(Ordering::SeqCst) {
+            g.close();
+        }
     }
 
     /// The QP's state changed (control path). Outside RTS the posting budget is zero, so every
@@ -475,13 +477,14 @@ impl Mlx5Sq {
         self.limit = 0;
         self.cq_extra = 0;
         self.rung_pi = 0;
-        self.wr_out = 0;
-        self.wr_ci = 0;
-        self.wr_pi = 0;
+        self.bb_extra = 0;
         self.since_signal = 0;
         self.bf_cur = self.bf_reg;
         let sq = &self.shared.sq;
-        sq.ci.store(0, Ordering::Relaxed);
+        sq.done.ci.store(0, Ordering::Relaxed);
+        sq.done.retired.store(0, Ordering::Relaxed);
+        // Reopen the fast-path gates a failure closed (the caller cleared `failed`).
+        self.update_fast_limits();
     }
 
     /// The flags of the next WQE: the request's own, sq_sig_all, and the `signal_every` rule.
@@ -521,9 +524,11 @@ impl Mlx5Sq {
         if state != QpState::Rts {
             return Err(PostError::BadState { state });
         }
-        let ci = self.shared.sq.ci.load(Ordering::Acquire);
+        let ci = self.shared.sq.done.ci.load(Ordering::Acquire);
         let room = self.wqe_cnt - self.pi.wrapping_sub(ci);
-        let wrs = self.count_outstanding(ci);
+        let wrs = self
+            .posted()
+            .wrapping_sub(self.shared.sq.done.retired.load(Ordering::Acquire));
         if nbb > room || wrs >= self.caps.max_send_wr {
             return Err(PostError::QueueFull {
                 capacity: self.caps.max_send_wr,
@@ -547,29 +552,6 @@ impl Mlx5Sq {
         Ok(())
     }
 
-    /// Requests outstanding now, for a consumer position `ci` just loaded; brings the
-    /// `wr_*` tracking up to date (see the module doc). Slow path only.
-    fn count_outstanding(&mut self, ci: u32) -> u32 {
-        self.wr_out = self.outstanding_at(ci);
-        self.wr_ci = ci;
-        self.wr_pi = self.pi;
-        self.wr_out
-    }
-
-    /// Requests outstanding for a consumer position `ci` no older than `wr_ci`: the running
-    /// total plus the WQEs posted and retired since it was taken.
-    fn outstanding_at(&self, ci: u32) -> u32 {
-        let sh = &self.shared;
-        let posted = sh.wqes_between(self.wr_pi, self.pi);
-        let retired = sh.wqes_between(self.wr_ci, ci);
-        match (posted, retired) {
-            (Some(p), Some(r)) if r <= self.wr_out + p => self.wr_out + p - r,
-            // Not reachable with this crate's poller (it retires whole WQEs, in order);
-            // count from scratch rather than trust a broken running total.
-            _ => sh.wqes_between(ci, self.pi).unwrap_or(self.wqe_cnt),
-        }
-    }
-
     /// The QP's state as this queue sees it: the one the control path last set, or ERR once
     /// the poller returned an error completion for the QP.
     #[inline(always)]
@@ -579,6 +561,26 @@ impl Mlx5Sq {
         } else {
             self.state
         }
+    }
+
+    /// Requests posted (free-running; see `bb_extra`).
+    #[inline(always)]
+    fn posted(&self) -> u32 {
+        self.pi.wrapping_sub(self.bb_extra)
+    }
+
+    /// The fast-path gate for inline WRITEs (see [`SqGates`]).
+    #[inline(always)]
+    fn write_lim(&self) -> u32 {
+        // SAFETY: `gates` points into `shared`, which this queue holds.
+        unsafe { (*self.gates).write_lim.load(Ordering::Relaxed) }
+    }
+
+    /// The fast-path gate for inline SENDs (see [`SqGates`]).
+    #[inline(always)]
+    fn send_lim(&self) -> u32 {
+        // SAFETY: as in `write_lim`.
+        unsafe { (*self.gates).send_lim.load(Ordering::Relaxed) }
     }
 
     /// True once the poller returned an error completion for this QP (see the module doc).
@@ -670,8 +672,7 @@ impl Mlx5Sq {
         data: &[u8],
         signaled: bool,
     ) -> Result<(), PostError> {
-        if data.len() < self.write_lim as usize
-            && !self.failed()
+        if data.len() < self.write_lim() as usize
             && (self.pi != self.limit || self.refill(1).is_ok())
         {
             self.fast_inline(
@@ -704,8 +705,8 @@ impl Mlx5Sq {
 
     /// WRs posted and not yet retired.
     pub(crate) fn outstanding(&self) -> u32 {
-        let ci = self.shared.sq.ci.load(Ordering::Acquire);
-        self.shared.wqes_between(ci, self.pi).unwrap_or(0)
+        let retired = self.shared.sq.done.retired.load(Ordering::Acquire);
+        self.posted().wrapping_sub(retired)
     }
 
     /// The producer index (WQEBBs, free-running).
@@ -1052,6 +1053,7 @@ impl Mlx5Sq {
             }));
         }
         self.take(nbb)?;
+        self.bb_extra = self.bb_extra.wrapping_add(nbb - 1);
         let fm = self.fm_for(wr.flags.0);
         let ctrl = self.write_wqe(wr, &plan, fm);
         self.record(wr.wr_id, ctrl, nbb);
@@ -1096,16 +1098,16 @@ impl SendQueue for Mlx5Sq {
         // them: same checks (folded into `write_lim` / `send_lim` and the budget), same bytes.
         if let (Payload::Inline(data), None) = (wr.payload, wr.ud) {
             let fast = match wr.op {
-                SendOp::Write { raddr, rkey } if data.len() < self.write_lim as usize => {
+                SendOp::Write { raddr, rkey } if data.len() < self.write_lim() as usize => {
                     Some((Some((raddr, rkey)), wqe_op::RDMA_WRITE))
                 }
-                SendOp::Send if data.len() < self.send_lim as usize => Some((None, wqe_op::SEND)),
+                SendOp::Send if data.len() < self.send_lim() as usize => Some((None, wqe_op::SEND)),
                 _ => None,
             };
             // An empty budget is refilled here (one WQEBB); a refusal goes the general way,
             // which finds the same error and hands the request back.
             if let Some((remote, op)) = fast {
-                if !self.failed() && (self.pi != self.limit || self.refill(1).is_ok()) {
+                if self.pi != self.limit || self.refill(1).is_ok() {
                     self.fast_inline(wr.wr_id, remote, op, 0, data, wr.flags.0);
                     return Ok(());
                 }
@@ -1125,9 +1127,11 @@ impl SendQueue for Mlx5Sq {
     }
 
     fn free_slots(&self) -> u32 {
-        let ci = self.shared.sq.ci.load(Ordering::Acquire);
+        let ci = self.shared.sq.done.ci.load(Ordering::Acquire);
         let bbs = self.wqe_cnt - self.pi.wrapping_sub(ci);
-        let wrs = self.outstanding_at(ci);
+        let wrs = self
+            .posted()
+            .wrapping_sub(self.shared.sq.done.retired.load(Ordering::Acquire));
         bbs.min(self.caps.max_send_wr.saturating_sub(wrs))
     }
 
