@@ -850,6 +850,20 @@ pub struct QpCaps {
     pub max_inline_data: u32,
 }
 
+impl QpCaps {
+    /// Each limit the smaller of `self` (asked) and `granted`: the limits a provider enforces
+    /// at post time, the same on every provider whatever the device rounded up to.
+    pub fn within(self, granted: QpCaps) -> QpCaps {
+        QpCaps {
+            max_send_wr: self.max_send_wr.min(granted.max_send_wr),
+            max_recv_wr: self.max_recv_wr.min(granted.max_recv_wr),
+            max_send_sge: self.max_send_sge.min(granted.max_send_sge),
+            max_recv_sge: self.max_recv_sge.min(granted.max_recv_sge),
+            max_inline_data: self.max_inline_data.min(granted.max_inline_data),
+        }
+    }
+}
+
 impl Default for QpCaps {
     fn default() -> Self {
         QpCaps {

@@ -657,17 +657,7 @@ fn max_send_wr_caps_outstanding_requests_not_wqebbs() {
     // Four one-WQEBB requests, through each path: `post` (fast), `post_write_inline`, and
     // `post_general`; the ring still has 12 free WQEBBs.
     r.qp.sq()
-        .post(
-            SendWr::new(
-                1,
-                SendOp::Write {
-                    raddr: 0x2000,
-                    rkey: 5,
-                },
-                &[],
-            )
-            .inline(&small),
-        )
+        .post(SendWr::write(1, &[], 0x2000, 5).inline(&small))
         .unwrap();
     r.qp.sq()
         .post_write_inline(2, 0x2000, 5, &small, true)
@@ -679,17 +669,7 @@ fn max_send_wr_caps_outstanding_requests_not_wqebbs() {
     let before = r.dev.mem.read(0, 16 * 64);
     let e =
         r.qp.sq()
-            .post(
-                SendWr::new(
-                    5,
-                    SendOp::Write {
-                        raddr: 0x2000,
-                        rkey: 5,
-                    },
-                    &[],
-                )
-                .inline(&small),
-            )
+            .post(SendWr::write(5, &[], 0x2000, 5).inline(&small))
             .unwrap_err();
     assert_eq!(e.error, PostError::QueueFull { capacity: 4 });
     assert_eq!(e.wr.wr_id, 5);
@@ -776,17 +756,7 @@ fn an_error_completion_makes_later_posts_bad_state_until_reset() {
     let pi = r.qp.sq().pi();
     let e =
         r.qp.sq()
-            .post(
-                SendWr::new(
-                    3,
-                    SendOp::Write {
-                        raddr: 0x2000,
-                        rkey: 5,
-                    },
-                    &[],
-                )
-                .inline(&[1; 8]),
-            )
+            .post(SendWr::write(3, &[], 0x2000, 5).inline(&[1; 8]))
             .unwrap_err();
     assert_eq!((e.error, e.wr.wr_id), (bad, 3));
     assert_eq!(

@@ -467,15 +467,7 @@ impl Provider for Mlx5Device {
             ffi::MLX5DV_OBJ_QP,
             "mlx5dv_init_obj(QP)",
         )?;
-        let granted = qp.qp.caps();
-        let want = cfg.caps;
-        let caps = QpCaps {
-            max_send_wr: want.max_send_wr.min(granted.max_send_wr),
-            max_recv_wr: want.max_recv_wr.min(granted.max_recv_wr),
-            max_send_sge: want.max_send_sge.min(granted.max_send_sge),
-            max_recv_sge: want.max_recv_sge.min(granted.max_recv_sge),
-            max_inline_data: want.max_inline_data.min(granted.max_inline_data),
-        };
+        let caps = cfg.caps.within(qp.qp.caps());
         let dv = DvQp {
             qpn: qp.qp.qpn(),
             sq_buf: out.sq.buf.cast(),

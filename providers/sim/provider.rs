@@ -105,8 +105,8 @@ impl SimDevice {
 use crate::endpoint::Mtu;
 use crate::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
 use crate::providers::{
-    AddressHandle, CompletionQueue, ConnectOpts, Provider, ProviderKind, QpCaps, QpConfig,
-    QpEndpoint, QpState, QpType, QueuePair,
+    AddressHandle, CompletionQueue, ConnectOpts, Provider, ProviderKind, QpConfig, QpEndpoint,
+    QpState, QpType, QueuePair,
 };
 
 use super::SimQpAttr;
@@ -176,14 +176,7 @@ impl Provider for SimDevice {
         // What the sim sized the rings for can exceed the request (whole WQEBBs, powers of
         // two); the limits enforced at post time are the requested ones, as the hardware glue
         // and the rxe provider enforce them, so a program behaves the same on each.
-        let want = cfg.caps;
-        let granted = QpCaps {
-            max_send_wr: want.max_send_wr.min(sized.max_send_wr),
-            max_recv_wr: want.max_recv_wr.min(sized.max_recv_wr),
-            max_send_sge: want.max_send_sge.min(sized.max_send_sge),
-            max_recv_sge: want.max_recv_sge.min(sized.max_recv_sge),
-            max_inline_data: want.max_inline_data.min(sized.max_inline_data),
-        };
+        let granted = cfg.caps.within(sized);
         // SAFETY: `dv` describes fresh sim QP memory (rings, dbrec, bfreg) used only by this
         // QP and the device; `owner` keeps it alive; `granted` are the caps the sim sized the
         // rings for.
