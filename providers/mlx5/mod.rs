@@ -32,7 +32,7 @@ mod shared;
 mod sq;
 
 pub use cq::{syndrome_status, Mlx5Cq};
-pub use device::Mlx5Device;
+pub use device::{BfregMode, Mlx5Device};
 pub use dv::{DvCq, DvQp, DvSrq};
 pub use qp::Mlx5Qp;
 pub use rq::{Mlx5Rq, Mlx5Srq, INVALID_LKEY};
