@@ -810,3 +810,99 @@ fn an_error_completion_makes_later_posts_bad_state_until_reset() {
         .unwrap();
     assert_eq!(r.qp.sq().pi(), 1);
 }
+
+/// The send queue's limits against a model, over random traffic: requests of one to three
+/// WQEBBs, random signaling, the device completing up to a random signaled request. At every
+/// step a post is accepted exactly when the model says both limits allow it (free WQEBBs and
+/// `max_send_wr` outstanding requests; the CQ is large enough never to bind), `free_slots`
+/// equals the model's, and each completion retires exactly the requests the model expects.
+#[test]
+fn send_queue_limits_match_a_model_over_random_traffic() {
+    use rdma_direct::providers::mlx5::plain::Cqe;
+    const WQE_CNT: u32 = 32;
+    const MAX_WR: u32 = 15;
+    let c = QpCaps {
+        max_send_wr: MAX_WR,
+        ..caps()
+    };
+    let mut r = rig_caps(QpType::Rc, WQE_CNT, 1024, 256, c);
+    let sges = [Sge {
+        addr: 0x1000,
+        length: 8,
+        lkey: 1,
+    }; 4];
+    let mut rng = Rng(0x0123_4567_89ab_cdef);
+    // Model: outstanding (wr_id, first WQEBB, WQEBBs, signaled), oldest first.
+    let mut model: std::collections::VecDeque<(u64, u32, u32, bool)> = Default::default();
+    let mut pi = 0u32;
+    let mut ci = 0u32;
+    // Refusals by the limit that bound: WQEBBs, or requests with WQEBBs to spare.
+    let (mut accepted, mut by_bbs, mut by_wrs, mut retired) = (0u64, 0u64, 0u64, 0u64);
+    let mut out = [Completion::EMPTY; 4];
+    for step in 0..20_000u64 {
+        if rng.below(4) != 0 {
+            // Post one request of 1, 2 or 3 WQEBBs: an inline 8-byte WRITE (ctrl, raddr,
+            // inline: 48 bytes), a WRITE with four SGEs (ctrl, raddr, 4 data: 96 bytes), an
+            // inline 100-byte WRITE (ctrl, raddr, header + 100: 148 bytes). Signaled one in
+            // four, and always when nothing outstanding is (else nothing could retire them).
+            let signaled = rng.below(4) == 0 || (model.len() >= 6 && !model.iter().any(|m| m.3));
+            let (mut wr, nbb) = match rng.below(3) {
+                0 => (SendWr::write(step, &[], 0x2000, 5).inline(&[1; 8]), 1),
+                1 => (SendWr::write(step, &sges, 0x2000, 5), 2),
+                _ => (SendWr::write(step, &[], 0x2000, 5).inline(&[2; 100]), 3),
+            };
+            if signaled {
+                wr = wr.signaled();
+            }
+            let bbs_fit = WQE_CNT - (pi - ci) >= nbb;
+            let fits = bbs_fit && (model.len() as u32) < MAX_WR;
+            match r.qp.sq().post(wr) {
+                Ok(()) => {
+                    assert!(fits, "step {step}: accepted beyond the limits");
+                    model.push_back((step, pi, nbb, signaled));
+                    pi += nbb;
+                    accepted += 1;
+                }
+                Err(e) => {
+                    assert!(!fits, "step {step}: refused within the limits: {}", e.error);
+                    assert_eq!(e.error, PostError::QueueFull { capacity: MAX_WR });
+                    if bbs_fit {
+                        by_wrs += 1;
+                    } else {
+                        by_bbs += 1;
+                    }
+                }
+            }
+            assert_eq!(r.qp.sq().pi(), pi);
+        } else {
+            // The device completes up to a random signaled outstanding request.
+            r.qp.sq().ring();
+            let signaled: Vec<usize> = (0..model.len()).filter(|&i| model[i].3).collect();
+            if signaled.is_empty() {
+                continue;
+            }
+            let upto = signaled[rng.below(signaled.len() as u64) as usize];
+            let (id, start, nbb, _) = model[upto];
+            r.dcq.push(&Cqe::req(QPN, start as u16, 0x08, 0));
+            assert_eq!(r.cq.poll(&mut out), 1, "step {step}");
+            assert_eq!(
+                (out[0].wr_id, out[0].covered),
+                (id, upto as u32),
+                "step {step}"
+            );
+            if upto > 0 {
+                assert_eq!(out[0].covered_from, model[0].0);
+            }
+            model.drain(..=upto);
+            ci = start + nbb;
+            retired += upto as u64 + 1;
+        }
+        let model_free = (WQE_CNT - (pi - ci)).min(MAX_WR - model.len() as u32);
+        assert_eq!(r.qp.sq().free_slots(), model_free, "step {step}");
+    }
+    println!("{accepted} accepted, {by_bbs} + {by_wrs} refused, {retired} retired");
+    assert!(
+        accepted > 5_000 && by_bbs > 100 && by_wrs > 100 && retired > 4_000,
+        "{accepted} accepted, {by_bbs} + {by_wrs} refused, {retired} retired"
+    );
+}
