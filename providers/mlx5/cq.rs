@@ -15,9 +15,11 @@
 //! the QPs registered with it (scanned linearly, last hit cached). Per QP:
 //!
 //! - requester CQEs (REQ, REQ_ERR): `wqe_counter` is the first WQEBB of the WQE that
-//!   completed; its WR sequence number says how many earlier unsignaled WRs the completion
-//!   covers (`covered`, oldest `covered_from`). A flush or error CQE retires exactly the WQE
-//!   it names and the covered ones before it.
+//!   completed; walking the ctrl segments (`ds`) from the oldest outstanding WQE to it counts
+//!   the earlier unsignaled WRs the completion covers (`covered`, oldest `covered_from`). A
+//!   flush or error CQE retires exactly the WQE it names and the covered ones before it. The
+//!   poller publishes the retired WQEBB position and the retired request count
+//!   (`SqDone`), which the poster reads for room and for `max_send_wr`.
 //! - responder CQEs on an RQ complete in order (the RQ tail); on an SRQ `wqe_counter` is the
 //!   SRQ WQE index, which goes back to the SRQ's free list.
 //!
