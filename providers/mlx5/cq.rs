@@ -451,11 +451,7 @@ impl Mlx5Cq {
             if covered > 0 {
                 out.covered_from = sq.wrid_at(ci);
             }
-            sq.done.ci.store(end, Ordering::Release);
-            let r = sq.done.retired.load(Ordering::Relaxed);
-            sq.done
-                .retired
-                .store(r.wrapping_add(covered + 1), Ordering::Release);
+            sq.done.retire(end, covered + 1);
             *released += covered + 1;
             let wqe_op = (sop_qpn >> 24) as u8;
             out.opcode = req_opcode(wqe_op);
@@ -592,9 +588,7 @@ impl Mlx5Cq {
             qp_num: qpn,
             ..Completion::EMPTY
         };
-        sq.done.ci.store(ci.wrapping_add(nbb), Ordering::Release);
-        let r = sq.done.retired.load(Ordering::Relaxed);
-        sq.done.retired.store(r.wrapping_add(1), Ordering::Release);
+        sq.done.retire(ci.wrapping_add(nbb), 1);
         true
     }
 

@@ -207,7 +207,8 @@ impl RecvQueue for Mlx5Rq {
 
     fn free_slots(&self) -> u32 {
         match &self.shared.rq {
-            Some(rq) if !self.has_srq => (self.max_wr)
+            Some(rq) if !self.has_srq => self
+                .max_wr
                 .saturating_sub(self.head.wrapping_sub(rq.tail.load(Ordering::Acquire))),
             _ => 0,
         }

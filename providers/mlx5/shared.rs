@@ -133,6 +133,16 @@ pub(crate) struct SqDone {
     pub retired: AtomicU32,
 }
 
+impl SqDone {
+    /// Poller side: requests up to WQEBB position `ci` are retired, `n` more of them.
+    #[inline(always)]
+    pub fn retire(&self, ci: u32, n: u32) {
+        self.ci.store(ci, Ordering::Release);
+        let r = self.retired.load(Ordering::Relaxed);
+        self.retired.store(r.wrapping_add(n), Ordering::Release);
+    }
+}
+
 impl SqShared {
     /// wr_id of the WQE starting at WQEBB position `pos`.
     #[inline(always)]

@@ -62,7 +62,7 @@
 //! written) or a BlueFlame copy of the single staged WQE, to the current BlueFlame half;
 //! [`wc_flush`]; the half toggles (`bf_size` apart).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::shared::{CqShared, QpShared, SqGates};
@@ -207,8 +207,6 @@ pub struct Mlx5Sq {
     /// bytes takes the one-WQEBB fast path; 0 = never (UD, `signal_every` set, no inline at
     /// all, or the QP failed).
     gates: *const SqGates,
-    /// `QpShared::failed` (`shared` keeps it alive): set by the poller on an error CQE.
-    failed: *const AtomicBool,
     /// `[ds]`: the ctrl segment's bytes 4..8 (`be32(qpn << 8 | ds)`) in the high half of a
     /// u64, the low half is filled per WQE with `be32(wqe_idx << 8 | opcode)`.
     ctrl_hi: [u64; 4],
@@ -384,7 +382,6 @@ impl Mlx5Sq {
             ctrl_fm: 0,
             last_ctrl: 0,
             wrid: shared.sq.wrid.as_ptr(),
-            failed: &shared.failed,
             gates: &shared.gates,
             dbrec_sq: dv.dbrec.wrapping_add(1),
             bf_cur: bf_reg,
@@ -586,8 +583,7 @@ impl Mlx5Sq {
     /// True once the poller returned an error completion for this QP (see the module doc).
     #[inline(always)]
     fn failed(&self) -> bool {
-        // SAFETY: `failed` points into `shared`, which this queue holds.
-        unsafe { (*self.failed).load(Ordering::Relaxed) }
+        self.shared.failed.load(Ordering::Relaxed)
     }
 
     /// Record the WQE just written at `pi` (`nbb` WQEBBs; `ctrl` its first 8 bytes) for the
