@@ -14,7 +14,6 @@
 //! | data plane | [`providers`] | the provider traits and the three providers: `mlx5` (direct WQE writing), `rxe` (libibverbs post/poll), `sim` (software mlx5 device) | providers only |
 //! | diagnostics | [`doctor`] | the troubleshooting order (link, MTU, caps, memlock, NUMA/affinity, PCIe) as checks | none |
 //! | perftest-style runs | [`perf`] | latency / bandwidth runs over any provider, perftest's statistics and tables | none |
-//! | scenarios | [`scenario`] | the declarative transfer scenarios of `fixtures/scenarios/` and their runner | none |
 //!
 //! The control path may allocate, lock and make system calls. The data plane on mlx5 and on
 //! the sim does none of these per operation (see `tests/hot_path_alloc.rs`).
@@ -28,7 +27,6 @@ pub mod error;
 pub mod ffi;
 pub mod mmio;
 pub mod perf;
-pub mod scenario;
 pub mod verbs;
 pub mod wire;
 
