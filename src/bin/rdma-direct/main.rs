@@ -4,6 +4,7 @@ mod bench;
 mod devices;
 mod doctor;
 mod info;
+mod json;
 mod perf;
 mod pingpong;
 mod simpingpong;
