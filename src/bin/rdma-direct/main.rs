@@ -7,7 +7,6 @@ mod info;
 mod json;
 mod perf;
 mod pingpong;
-mod simpingpong;
 mod table;
 
 const USAGE: &str = "\
