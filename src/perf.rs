@@ -168,30 +168,30 @@ pub const MAX_INLINE: u32 = 1024;
 /// Bytes of GRH in front of every UD receive.
 const GRH: u32 = 40;
 
-/// The parameters of one measurement (perftest's names in brackets).
+/// The parameters of one measurement (with the perftest flag of each).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Params {
     /// The test.
     pub test: Test,
-    /// Port (1-based) [`-i`].
+    /// Port (1-based) (perftest: `-i`).
     pub port: u8,
-    /// GID index for the GRH [`-x`].
+    /// GID index for the GRH (perftest: `-x`).
     pub gid_index: u8,
-    /// Message sizes, measured in this order [`-s`, or every power of two of `-a`].
+    /// Message sizes, measured in this order (perftest: `-s`, or every power of two of `-a`).
     pub sizes: Vec<u32>,
     /// On UD, drop the sizes above the path MTU instead of refusing them (perftest's `-a`).
     pub clip_to_mtu: bool,
-    /// Iterations per size [`-n`].
+    /// Iterations per size (perftest: `-n`).
     pub iters: u32,
-    /// Messages up to this size are sent inline [`-I`].
+    /// Messages up to this size are sent inline (perftest: `-I`).
     pub inline: u32,
-    /// Bandwidth: requests per doorbell [`-l`].
+    /// Bandwidth: requests per doorbell (perftest: `-l`).
     pub post_list: u32,
-    /// Bandwidth: every this many requests is signaled (and the last) [`-Q`].
+    /// Bandwidth: every this many requests is signaled (and the last) (perftest: `-Q`).
     pub cq_mod: u32,
-    /// Transport [`-c`].
+    /// Transport (perftest: `-c`).
     pub qp_type: QpType,
-    /// Unit of the bandwidth columns [`--report_gbits`].
+    /// Unit of the bandwidth columns (perftest: `--report_gbits`).
     pub unit: BwUnit,
     /// How many threads drive `write_lat` / `send_lat`: 1 or 2; `None` = [`two_threads`]'s
     /// default.
