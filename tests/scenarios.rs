@@ -1,6 +1,6 @@
 //! The fixture scenarios of `fixtures/scenarios/`.
 //!
-//! - `every_scenario_parses` (host): all files parse, and the set the issue lists is there.
+//! - `every_scenario_parses` (host): all files parse, and every scenario listed below is there.
 //! - `every_scenario_passes_on_verbs_device` (device, `#[ignore]`): each scenario runs on the
 //!   verbs fallback provider opened on `RDMA_DIRECT_DEVICE` (rxe0 in the guest); any
 //!   completion or byte mismatch fails with the runner's diff.
