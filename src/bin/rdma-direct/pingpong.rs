@@ -609,7 +609,8 @@ fn client_exchange(host: &str, port: u16, mine: &PingpongMsg) -> Result<Pingpong
 }
 
 /// This process is one end; the peer (this tool or rdma-core's) another process. Prints the
-/// address lines as soon as they are known (a server waits for its client after the first).
+/// provider and address lines as soon as they are known (a server waits for its client after
+/// the local one, as rc_pingpong's does); returns the result lines.
 fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
     let opts = connect_opts(a);
     let port = a.port.unwrap_or(PINGPONG_PORT);
@@ -665,7 +666,8 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
             rem
         }
     };
-    let mut out = msg_line("remote", &rem);
+    print!("{}", msg_line("remote", &rem));
+    let _ = std::io::stdout().flush();
 
     let mut wc = [Completion::EMPTY; 16];
     let mut stall = Stall::new();
@@ -687,13 +689,12 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
         }
     }
     let end_t = Instant::now();
-    out.push_str(&results(
+    Ok(results(
         a,
         end_t.duration_since(start),
         flow.stamps.as_deref().unwrap_or(&[]),
         end_t,
-    ));
-    Ok(out)
+    ))
 }
 
 #[cfg(test)]
