@@ -41,7 +41,7 @@ use memmap2::MmapMut;
 use rdma_direct::endpoint::{Mtu, PingpongMsg, PINGPONG_DONE, PINGPONG_MSG_LEN, PINGPONG_PORT};
 use rdma_direct::perf::stats;
 use rdma_direct::providers::rxe::VerbsDevice;
-use rdma_direct::providers::sim::{SimDevice, SIM_GID};
+use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpCaps, QpConfig,
     QpEndpoint, QpType, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge,
@@ -198,9 +198,8 @@ fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, String> {
         }
         if a.gid_idx.is_some_and(|g| g != 0) {
             return Err(format!(
-                "-g {}: the software mlx5 device has one GID (index 0, {})",
-                a.gid_idx.unwrap_or(0),
-                Ipv6Addr::from(SIM_GID)
+                "-g {}: the software mlx5 device has one GID (index 0)",
+                a.gid_idx.unwrap_or(0)
             ));
         }
     }
