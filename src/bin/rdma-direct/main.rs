@@ -4,9 +4,10 @@ mod bench;
 mod devices;
 mod doctor;
 mod info;
+mod json;
 mod perf;
 mod pingpong;
-mod simpingpong;
+mod table;
 
 const USAGE: &str = "\
 rdma-direct — kernel-bypass RDMA data plane (mlx5 direct, verbs fallback, software mlx5 device)
