@@ -381,7 +381,9 @@ pub mod page {
 /// lock while a writer may be changing them. [`ClockInfoReader`] makes a consistent snapshot.
 pub trait ClockInfoSource {
     /// Loads the sign word with `order` (the reader asks for `Acquire` first, then `Relaxed`
-    /// after an acquire fence).
+    /// after an acquire fence). A source over the kernel's read-only mapping may serve
+    /// `Acquire` as a relaxed load followed by `fence(Acquire)`: Rust promises only relaxed,
+    /// register-sized atomic loads to work on read-only memory.
     fn load_sign(&self, order: Ordering) -> u32;
     /// Loads the six fields with relaxed (or volatile) loads; the result may be torn, the
     /// reader's sign check rejects it then.
