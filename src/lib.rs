@@ -25,6 +25,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod barrier;
+pub mod clock;
 pub mod doctor;
 pub mod endpoint;
 pub mod error;
