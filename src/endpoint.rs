@@ -38,55 +38,12 @@
 //! including the trailing NUL, which is sent.
 
 use crate::error::{Error, Result};
-use crate::providers::ConnectOpts;
+use crate::types::ConnectOpts;
+pub use crate::types::Mtu;
 use crate::verbs::Qp;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
-
-/// An IB path MTU (the only five values the wire allows).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Mtu {
-    /// 256 bytes (`IBV_MTU_256` = 1).
-    Mtu256 = 1,
-    /// 512 bytes.
-    Mtu512 = 2,
-    /// 1024 bytes.
-    Mtu1024 = 3,
-    /// 2048 bytes.
-    Mtu2048 = 4,
-    /// 4096 bytes.
-    Mtu4096 = 5,
-}
-
-impl Mtu {
-    /// The MTU in bytes.
-    pub fn bytes(self) -> u32 {
-        128 << (self as u32)
-    }
-    /// From the verbs enum value (1..=5).
-    pub fn from_ibv(v: u32) -> Option<Mtu> {
-        Some(match v {
-            1 => Mtu::Mtu256,
-            2 => Mtu::Mtu512,
-            3 => Mtu::Mtu1024,
-            4 => Mtu::Mtu2048,
-            5 => Mtu::Mtu4096,
-            _ => return None,
-        })
-    }
-    /// From a size in bytes (256, 512, 1024, 2048, 4096).
-    pub fn from_bytes(b: u32) -> Option<Mtu> {
-        Some(match b {
-            256 => Mtu::Mtu256,
-            512 => Mtu::Mtu512,
-            1024 => Mtu::Mtu1024,
-            2048 => Mtu::Mtu2048,
-            4096 => Mtu::Mtu4096,
-            _ => return None,
-        })
-    }
-}
 
 /// One remote memory window a peer may access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

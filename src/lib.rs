@@ -7,6 +7,7 @@
 //! | layer | module | what it does | unsafe? |
 //! |---|---|---|---|
 //! | wire | [`wire`] | typed views over mlx5 WQE segments and CQEs (bytes in, fields out) | forbidden |
+//! | vocabulary | [`types`], [`error`] | work requests, completions, QP parameters, access flags, MTU, errors: plain values every layer shares | `Send`/`Sync` of the address handle only |
 //! | ffi | [`ffi`] | `#[repr(C)]` mirrors of `verbs.h` / `mlx5dv.h`, the `dlopen` loader | yes, fenced |
 //! | control path | [`verbs`] | devices, ports, GIDs, PD, MR, CQ, SRQ, QP and their state machine through libibverbs | wraps ffi |
 //! | endpoints | [`endpoint`] | out-of-band exchange of QPN/PSN/GID/MR over TCP, and rc_pingpong's text format | none |
@@ -29,6 +30,7 @@ pub mod ffi;
 pub mod mmio;
 pub mod perf;
 pub mod scenario;
+pub mod types;
 pub mod verbs;
 pub mod wire;
 

@@ -1,8 +1,8 @@
 //! Devices, contexts, device and port attributes, the GID table, async events.
 
-use crate::endpoint::Mtu;
 use crate::error::{Error, Result};
 use crate::ffi::{self, ibv_async_event, ibv_context, ibv_device_attr, ibv_gid, ibv_port_attr};
+use crate::types::Mtu;
 use std::ffi::CStr;
 use std::fmt;
 use std::sync::Arc;

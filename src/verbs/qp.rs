@@ -12,10 +12,11 @@
 
 use super::device::{last_errno, last_errno_or, LinkLayer};
 use super::resources::{Cq, Pd, Srq};
-use crate::endpoint::{Mtu, QpEndpoint};
+use crate::endpoint::QpEndpoint;
 use crate::error::{errno_name, Error, Result};
 use crate::ffi::{self, ibv_ah_attr, ibv_qp, ibv_qp_attr, ibv_qp_init_attr};
-use crate::providers::{Access, ConnectOpts, QpCaps, QpConfig, QpState, QpType};
+use crate::types::Mtu;
+use crate::types::{Access, ConnectOpts, QpCaps, QpConfig, QpState, QpType};
 use libc::c_int;
 use std::fmt;
 

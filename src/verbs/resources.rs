@@ -8,7 +8,8 @@ use super::device::{last_errno, last_errno_or, Context};
 use crate::endpoint::QpEndpoint;
 use crate::error::{Error, Result};
 use crate::ffi::{self, ibv_ah, ibv_cq, ibv_mr, ibv_pd, ibv_srq, ibv_wc};
-use crate::providers::{Access, MemoryRegion};
+use crate::providers::MemoryRegion;
+use crate::types::Access;
 use std::fmt;
 use std::sync::Arc;
 
