@@ -4,7 +4,7 @@
 //!
 //! - [`mlx5`]: the Rust code writes mlx5 WQEs into the send queue, updates the doorbell record,
 //!   rings the doorbell through the UAR (8-byte write or BlueFlame copy) and parses CQEs itself.
-//! - [`rxe`]: any verbs device (soft-RoCE in particular) through libibverbs' own
+//! - [`verbs`]: any verbs device (soft-RoCE in particular) through libibverbs' own
 //!   `ibv_post_send` / `ibv_post_recv` / `ibv_poll_cq`.
 //! - [`sim`]: a software mlx5 device; the [`mlx5`] provider runs on it unchanged.
 //!
@@ -59,7 +59,12 @@
 use std::fmt;
 
 pub mod mlx5;
-pub mod rxe;
+pub mod verbs;
+
+/// The verbs provider's former name, kept so existing `providers::rxe::...` paths compile.
+/// New code names [`verbs`].
+#[doc(hidden)]
+pub use self::verbs as rxe;
 pub mod sim;
 
 pub use crate::endpoint::{QpEndpoint, RemoteMr};

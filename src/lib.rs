@@ -12,7 +12,7 @@
 //! | control path | [`verbs`] | devices, ports, GIDs, PD, MR, CQ, SRQ, QP and their state machine through libibverbs | wraps ffi |
 //! | endpoints | [`endpoint`] | out-of-band exchange of QPN/PSN/GID/MR over TCP, and rc_pingpong's text format | none |
 //! | barriers, MMIO | [`barrier`], [`mmio`] | one named barrier per purpose, volatile device-memory access | yes, fenced |
-//! | data plane | [`providers`] | the provider traits and the three providers: `mlx5` (direct WQE writing), `rxe` (libibverbs post/poll), `sim` (software mlx5 device) | providers only |
+//! | data plane | [`providers`] | the provider traits and the three providers: `mlx5` (direct WQE writing), `verbs` (libibverbs post/poll, e.g. on rxe), `sim` (software mlx5 device) | providers only |
 //! | diagnostics | [`doctor`] | the troubleshooting order (link, MTU, caps, memlock, NUMA/affinity, PCIe) as checks | none |
 //! | perftest-style runs | [`perf`] | latency / bandwidth runs over any provider, perftest's statistics and tables | none |
 //! | scenarios | [`scenario`] | the declarative transfer scenarios of `fixtures/scenarios/` and their runner | none |
