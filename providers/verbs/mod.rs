@@ -62,6 +62,20 @@
 //! [`SendOp::SendImm`]/[`SendOp::WriteImm`] take a host-order value; it is stored
 //! big-endian into `ibv_send_wr.imm_data` (which verbs.h defines as network order), and
 //! `ibv_wc.imm_data` is converted back, so [`Completion::imm`] equals what was sent.
+//!
+//! [`Provider`]: crate::providers::Provider
+//! [`SendQueue::post`]: crate::providers::SendQueue::post
+//! [`SendQueue::ring`]: crate::providers::SendQueue::ring
+//! [`CompletionQueue::poll`]: crate::providers::CompletionQueue::poll
+//! [`QueuePair::caps`]: crate::providers::QueuePair::caps
+//! [`PostError::BadState`]: crate::types::PostError::BadState
+//! [`PostError::CqFull`]: crate::types::PostError::CqFull
+//! [`PostError::UdTooLarge`]: crate::types::PostError::UdTooLarge
+//! [`Completion::covered`]: crate::types::Completion::covered
+//! [`Completion::covered_from`]: crate::types::Completion::covered_from
+//! [`Completion::imm`]: crate::types::Completion::imm
+//! [`SendOp::SendImm`]: crate::types::SendOp::SendImm
+//! [`SendOp::WriteImm`]: crate::types::SendOp::WriteImm
 
 mod cq;
 mod device;

@@ -18,7 +18,7 @@ pub struct VerbsQp {
 
 impl VerbsQp {
     /// The control-path QP (for queries; do not change its state behind this provider's
-    /// back: the state checks rely on [`Provider::connect`] / [`Provider::to_error`]).
+    /// back: the state checks rely on [`Provider::connect`](crate::providers::Provider::connect) / [`Provider::to_error`](crate::providers::Provider::to_error)).
     pub fn inner(&self) -> &verbs::Qp {
         &self.qp
     }

@@ -40,7 +40,7 @@ pub struct VerbsRecv {
     pub(super) ring_error: Option<RingError>,
 }
 
-/// The receive queue of a [`VerbsQp`].
+/// The receive queue of a [`VerbsQp`](super::VerbsQp).
 pub type VerbsRq = VerbsRecv;
 
 // SAFETY: the raw pointers are the QP/SRQ owned by the VerbsQp / kept alive by `VerbsSrq::srq`;
@@ -207,7 +207,7 @@ impl RecvQueue for VerbsRecv {
     }
 }
 
-/// The SRQ type of [`VerbsDevice`]: the receive queue plus the control-path SRQ.
+/// The SRQ type of [`VerbsDevice`](super::VerbsDevice): the receive queue plus the control-path SRQ.
 pub struct VerbsSrq {
     pub(super) q: VerbsRecv,
     pub(super) srq: verbs::Srq,

@@ -10,7 +10,7 @@ use crate::ffi::{self, ibv_send_wr, ibv_sge};
 use crate::providers::SendQueue;
 use crate::types::{Payload, PostError, QpState, QpType, Rejected, SendFlags, SendOp, SendWr};
 
-/// The send queue of a [`VerbsQp`].
+/// The send queue of a [`VerbsQp`](super::VerbsQp).
 pub struct VerbsSq {
     pub(super) qp: *mut ffi::ibv_qp,
     pub(super) qp_type: QpType,

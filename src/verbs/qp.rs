@@ -10,7 +10,8 @@
 //! A [`Qp`] holds its PD, CQs and SRQ (`Arc`s), so none of them can be destroyed while the
 //! QP exists; it is destroyed before them.
 
-use super::device::{last_errno, last_errno_or, LinkLayer};
+use super::device::{last_errno, last_errno_or};
+use super::port::LinkLayer;
 use super::resources::{Cq, Pd, Srq};
 use crate::endpoint::QpEndpoint;
 use crate::error::{errno_name, Error, Result};
@@ -664,7 +665,7 @@ impl Qp {
             match a.dgid {
                 Some(g) => h.push_str(&format!(
                     ", remote GID {} via local GID index {}",
-                    super::device::Gid(g),
+                    super::gid::Gid(g),
                     a.sgid_index
                 )),
                 None => h.push_str(&format!(", remote LID {:#x}", a.dlid)),
