@@ -98,6 +98,26 @@ pub trait MemoryRegion {
     }
 }
 
+/// The control-path MR is the memory region of the providers that register through
+/// libibverbs (mlx5 and verbs).
+impl MemoryRegion for crate::verbs::Mr {
+    fn addr(&self) -> u64 {
+        self.as_mut_ptr() as u64
+    }
+    fn len(&self) -> usize {
+        // SAFETY: `as_ptr` is the live MR; its fields are written once at registration.
+        unsafe { (*self.as_ptr()).length }
+    }
+    fn lkey(&self) -> u32 {
+        // SAFETY: as above.
+        unsafe { (*self.as_ptr()).lkey }
+    }
+    fn rkey(&self) -> u32 {
+        // SAFETY: as above.
+        unsafe { (*self.as_ptr()).rkey }
+    }
+}
+
 /// A send queue: one producer (`&mut self`).
 pub trait SendQueue {
     /// Stage one request. It is not visible to the device until [`SendQueue::ring`].

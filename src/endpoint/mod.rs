@@ -10,9 +10,9 @@
 //! The two codecs depend only on the shared vocabulary ([`crate::types`], [`crate::error`]);
 //! only the exchange touches sockets and the control path.
 
-mod codec;
+pub mod codec;
 mod exchange;
-mod rc_pingpong;
+pub mod rc_pingpong;
 
 pub use crate::types::Mtu;
 pub use codec::{

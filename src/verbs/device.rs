@@ -97,6 +97,16 @@ impl Drop for DeviceList {
 }
 
 impl Device {
+    /// The transport as `ibv_devinfo` prints it: `InfiniBand` (also RoCE), `iWARP`, or
+    /// `unknown`.
+    pub fn transport_str(&self) -> &'static str {
+        match self.transport_type {
+            ffi::IBV_TRANSPORT_IB => "InfiniBand",
+            ffi::IBV_TRANSPORT_IWARP => "iWARP",
+            _ => "unknown",
+        }
+    }
+
     /// All RDMA devices libibverbs sees (possibly none).
     pub fn list() -> Result<Vec<Device>> {
         let list = DeviceList::get()?;
@@ -409,6 +419,23 @@ impl DeviceAttr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transport_names_match_ibv_devinfo() {
+        let mut d = Device {
+            name: "rxe0".into(),
+            node_guid: 0,
+            node_type: 1,
+            transport_type: ffi::IBV_TRANSPORT_IB,
+            dev_name: "uverbs0".into(),
+            ibdev_path: String::new(),
+        };
+        assert_eq!(d.transport_str(), "InfiniBand");
+        d.transport_type = ffi::IBV_TRANSPORT_IWARP;
+        assert_eq!(d.transport_str(), "iWARP");
+        d.transport_type = 7;
+        assert_eq!(d.transport_str(), "unknown");
+    }
 
     #[test]
     fn guid_prints_in_four_groups() {

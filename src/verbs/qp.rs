@@ -13,7 +13,7 @@
 use super::device::{last_errno, last_errno_or};
 use super::port::LinkLayer;
 use super::resources::{Cq, Pd, Srq};
-use crate::endpoint::QpEndpoint;
+use crate::endpoint::codec::QpEndpoint;
 use crate::error::{errno_name, Error, Result};
 use crate::ffi::{self, ibv_ah_attr, ibv_qp, ibv_qp_attr, ibv_qp_init_attr};
 use crate::types::Mtu;
