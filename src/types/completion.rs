@@ -3,77 +3,14 @@
 //! [`WcStatus`] and [`WcOpcode`] carry the values of `enum ibv_wc_status` and
 //! `enum ibv_wc_opcode`, so a verbs completion converts with one `from_ibv` and the mlx5 and sim
 //! providers produce the same values. Each enum is declared once, as a table of
-//! (variant, C value, name); the conversions both ways and the names are generated from it.
+//! (variant, C value, name) given to `ibv_enum!`; the conversions both ways and the names are
+//! generated from it.
 
 use std::fmt;
 
-/// Declares a C enum mirror from one table: the enum (plus `Other(u32)` for values this
-/// crate does not know), `from_ibv`, `to_ibv`, `name`, `from_name` and `ALL`.
-macro_rules! ibv_enum {
-    (
-        $(#[$meta:meta])*
-        pub enum $name:ident = $cname:literal, default $default:ident, other $other_doc:literal {
-            $( $(#[$vmeta:meta])* $variant:ident = $value:literal, $text:literal; )+
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $( $(#[$vmeta])* $variant, )+
-            #[doc = $other_doc]
-            Other(u32),
-        }
-
-        impl Default for $name {
-            fn default() -> Self {
-                $name::$default
-            }
-        }
-
-        impl $name {
-            /// Every known value: (variant, C value, name), in C value order.
-            pub const ALL: &'static [($name, u32, &'static str)] =
-                &[$(($name::$variant, $value, $text)),+];
-
-            #[doc = concat!("From `", $cname, "`.")]
-            pub fn from_ibv(v: u32) -> $name {
-                match v {
-                    $($value => $name::$variant,)+
-                    x => $name::Other(x),
-                }
-            }
-
-            #[doc = concat!("To `", $cname, "`.")]
-            pub fn to_ibv(self) -> u32 {
-                match self {
-                    $($name::$variant => $value,)+
-                    $name::Other(x) => x,
-                }
-            }
-
-            /// The C name without its `IBV_WC_` prefix (`REM_ACCESS_ERR`, `RDMA_WRITE`), as
-            /// scenario files and error messages spell it; `UNKNOWN` for [`Self::Other`].
-            pub fn name(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text,)+
-                    $name::Other(_) => "UNKNOWN",
-                }
-            }
-
-            /// Parse [`Self::name`] back (case-insensitive); `None` for anything else.
-            pub fn from_name(s: &str) -> Option<$name> {
-                Self::ALL
-                    .iter()
-                    .find(|e| e.2.eq_ignore_ascii_case(s))
-                    .map(|e| e.0)
-            }
-        }
-    };
-}
-
 ibv_enum! {
     /// Completion status: every `enum ibv_wc_status` value, with its meaning.
-    pub enum WcStatus = "enum ibv_wc_status", default Success, other "Any value this crate does not know." {
+    pub enum WcStatus = "enum ibv_wc_status", default Success, other Other "Any value this crate does not know." {
         /// 0: the request completed.
         Success = 0, "SUCCESS";
         /// 1: local length error (receive buffer too small, or message too long for the QP).
@@ -136,7 +73,7 @@ impl fmt::Display for WcStatus {
 
 ibv_enum! {
     /// Completion opcode, as in `enum ibv_wc_opcode`.
-    pub enum WcOpcode = "enum ibv_wc_opcode", default Send, other "Any other value." {
+    pub enum WcOpcode = "enum ibv_wc_opcode", default Send, other Other "Any other value." {
         /// SEND or SEND WITH IMM completed (requester).
         Send = 0, "SEND";
         /// RDMA WRITE (with or without IMM) completed (requester).
@@ -234,5 +171,44 @@ impl Completion {
     #[inline]
     pub fn is_ok(&self) -> bool {
         self.status == WcStatus::Success
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::QpState;
+
+    #[test]
+    fn each_table_converts_both_ways_and_by_name() {
+        for &(s, v, n) in WcStatus::ALL {
+            assert_eq!((WcStatus::from_ibv(v), s.to_ibv(), s.name()), (s, v, n));
+            assert_eq!(WcStatus::from_name(&n.to_lowercase()), Some(s));
+        }
+        for &(o, v, n) in WcOpcode::ALL {
+            assert_eq!((WcOpcode::from_ibv(v), o.to_ibv(), o.name()), (o, v, n));
+            assert_eq!(WcOpcode::from_name(n), Some(o));
+        }
+        for &(q, v, n) in QpState::ALL {
+            assert_eq!(
+                (QpState::from_ibv(v), q.to_ibv(), q.to_string()),
+                (q, v, n.into())
+            );
+        }
+        // The C values, spot-checked against verbs.h.
+        assert_eq!(WcStatus::ALL.len(), 24);
+        assert_eq!(WcStatus::RemAccessErr.to_ibv(), 10);
+        assert_eq!(WcStatus::TmRndvIncomplete.to_ibv(), 23);
+        assert_eq!(WcOpcode::RecvRdmaWithImm.to_ibv(), 129);
+        assert_eq!(QpState::Err.to_ibv(), 6);
+        // Unknown values survive the round trip and print their number.
+        assert_eq!(WcStatus::from_ibv(99), WcStatus::Other(99));
+        assert_eq!(WcStatus::Other(99).to_ibv(), 99);
+        assert_eq!(WcStatus::Other(99).to_string(), "UNKNOWN(99)");
+        assert_eq!(WcOpcode::from_ibv(7).name(), "UNKNOWN");
+        assert_eq!(QpState::from_ibv(9).to_string(), "UNKNOWN(9)");
+        assert_eq!(WcStatus::from_name("UNKNOWN"), None);
+        assert_eq!(WcStatus::default(), WcStatus::Success);
+        assert_eq!(WcOpcode::default(), WcOpcode::Send);
     }
 }

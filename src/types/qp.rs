@@ -28,67 +28,31 @@ impl fmt::Display for QpType {
     }
 }
 
-/// QP state, as in `enum ibv_qp_state`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum QpState {
-    /// RESET (0).
-    Reset,
-    /// INIT (1): receives may be posted.
-    Init,
-    /// Ready to receive (2).
-    Rtr,
-    /// Ready to send (3): sends may be posted.
-    Rts,
-    /// Send queue drained (4).
-    Sqd,
-    /// Send queue error (5).
-    Sqe,
-    /// Error (6): everything outstanding is flushed.
-    Err,
-    /// Any other value the device reported.
-    Unknown(u32),
-}
-
-impl QpState {
-    /// From `enum ibv_qp_state`.
-    pub fn from_ibv(v: u32) -> QpState {
-        match v {
-            0 => QpState::Reset,
-            1 => QpState::Init,
-            2 => QpState::Rtr,
-            3 => QpState::Rts,
-            4 => QpState::Sqd,
-            5 => QpState::Sqe,
-            6 => QpState::Err,
-            x => QpState::Unknown(x),
-        }
-    }
-    /// To `enum ibv_qp_state`.
-    pub fn to_ibv(self) -> u32 {
-        match self {
-            QpState::Reset => 0,
-            QpState::Init => 1,
-            QpState::Rtr => 2,
-            QpState::Rts => 3,
-            QpState::Sqd => 4,
-            QpState::Sqe => 5,
-            QpState::Err => 6,
-            QpState::Unknown(x) => x,
-        }
+ibv_enum! {
+    /// QP state, as in `enum ibv_qp_state`.
+    pub enum QpState = "enum ibv_qp_state", other Unknown "Any other value the device reported." {
+        /// RESET (0).
+        Reset = 0, "RESET";
+        /// INIT (1): receives may be posted.
+        Init = 1, "INIT";
+        /// Ready to receive (2).
+        Rtr = 2, "RTR";
+        /// Ready to send (3): sends may be posted.
+        Rts = 3, "RTS";
+        /// Send queue drained (4).
+        Sqd = 4, "SQD";
+        /// Send queue error (5).
+        Sqe = 5, "SQE";
+        /// Error (6): everything outstanding is flushed.
+        Err = 6, "ERR";
     }
 }
 
 impl fmt::Display for QpState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            QpState::Reset => f.write_str("RESET"),
-            QpState::Init => f.write_str("INIT"),
-            QpState::Rtr => f.write_str("RTR"),
-            QpState::Rts => f.write_str("RTS"),
-            QpState::Sqd => f.write_str("SQD"),
-            QpState::Sqe => f.write_str("SQE"),
-            QpState::Err => f.write_str("ERR"),
             QpState::Unknown(x) => write!(f, "UNKNOWN({x})"),
+            s => f.write_str(s.name()),
         }
     }
 }
