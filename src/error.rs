@@ -4,7 +4,7 @@
 //! hint a person can act on, e.g.
 //! `ibv_reg_mr: ENOMEM (Cannot allocate memory) — locked-memory limit is 64 KiB, see ulimit -l`.
 //! Hot-path errors are not here: they are small `Copy` enums next to the queues
-//! ([`crate::providers::PostError`]).
+//! ([`crate::types::PostError`]).
 
 use std::fmt;
 

@@ -7,11 +7,12 @@
 //! | layer | module | what it does | unsafe? |
 //! |---|---|---|---|
 //! | wire | [`wire`] | typed views over mlx5 WQE segments and CQEs (bytes in, fields out) | forbidden |
+//! | vocabulary | [`types`], [`error`] | work requests, completions, QP parameters, access flags, MTU, errors: plain values every layer shares | `Send`/`Sync` of the address handle only |
 //! | ffi | [`ffi`] | `#[repr(C)]` mirrors of `verbs.h` / `mlx5dv.h`, the `dlopen` loader | yes, fenced |
 //! | control path | [`verbs`] | devices, ports, GIDs, PD, MR, CQ, SRQ, QP and their state machine through libibverbs | wraps ffi |
 //! | endpoints | [`endpoint`] | out-of-band exchange of QPN/PSN/GID/MR over TCP, and rc_pingpong's text format | none |
 //! | barriers, MMIO | [`barrier`], [`mmio`] | one named barrier per purpose, volatile device-memory access | yes, fenced |
-//! | data plane | [`providers`] | the provider traits and the three providers: `mlx5` (direct WQE writing), `rxe` (libibverbs post/poll), `sim` (software mlx5 device) | providers only |
+//! | data plane | [`providers`] | the provider traits and the three providers: `mlx5` (direct WQE writing), `verbs` (libibverbs post/poll, e.g. on rxe), `sim` (software mlx5 device) | providers only |
 //! | diagnostics | [`doctor`] | the troubleshooting order (link, MTU, caps, memlock, NUMA/affinity, PCIe) as checks returning findings | none |
 //! | measurement | [`perf`] | perftest-style latency / bandwidth runs over any provider, returning perftest's statistics | none |
 //!
@@ -33,6 +34,7 @@ pub mod ffi;
 pub mod mmio;
 pub mod perf;
 pub mod prelude;
+pub mod types;
 pub mod verbs;
 pub mod wire;
 

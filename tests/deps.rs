@@ -3,6 +3,10 @@
 //! by hand: every dependency table counts, whatever its spelling (`[dependencies]`,
 //! `[dev-dependencies]`, `[build-dependencies]`, `[target.'cfg(..)'.dependencies]`,
 //! `[dependencies.name]`, `[workspace.dependencies]`).
+//!
+//! Inside the crate, modules import only downwards: `modules_import_only_downwards` checks
+//! every source file of `src/` and `providers/` against the rules of `rules()`, and the
+//! tests after it prove each rule fires on a forbidden import and stays quiet on allowed ones.
 
 use std::collections::BTreeSet;
 
@@ -124,5 +128,659 @@ default = []
     assert_eq!(
         names,
         ["libc", "serde", "proptest", "cc", "nix", "tokio", "anyhow"]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dependency rule between modules
+// ---------------------------------------------------------------------------------------------
+//
+// Every `crate::`, `super::`, `self::` (and, in the CLI, `rdma_direct::`) path in the code of
+// `src/**` and `providers/**` is resolved to the module it names, comments and string literals
+// aside, `use` groups (`crate::{a, b::{c, self}}`) expanded, `super` resolved through inline
+// modules (`mod tests { use super::*; }`). Each rule below says which modules a set of files
+// may (or may not) name. The layers, bottom up:
+//
+//   wire (mlx5 layout facts) · vocabulary (types, error) · endpoint codecs · ffi · control
+//   path (verbs) · data-plane API (providers/mod.rs) · providers (mlx5, verbs, sim) · tools
+//   (perf, doctor, scenario) · CLI (src/bin)
+
+use std::path::{Path, PathBuf};
+
+/// Which files a rule applies to, and what they may name.
+struct Rule {
+    name: &'static str,
+    /// Files (path relative to the crate root, `/`-separated) the rule applies to.
+    applies: fn(&str) -> bool,
+    /// True when the file may name the module `target` (path segments below the crate root).
+    allowed: fn(&[String]) -> bool,
+    /// `Some(why)` while the code does not obey the rule yet: violations are printed, not
+    /// failed on. Set to `None` once the tree obeys it.
+    pending: Option<&'static str>,
+}
+
+fn under(target: &[String], prefix: &[&str]) -> bool {
+    target.len() >= prefix.len() && target.iter().zip(prefix).all(|(a, b)| a == b)
+}
+
+fn under_any(target: &[String], prefixes: &[&[&str]]) -> bool {
+    prefixes.iter().any(|p| under(target, p))
+}
+
+const VOCABULARY: &[&[&str]] = &[&["types"], &["error"]];
+const CODECS: &[&[&str]] = &[&["endpoint", "codec"], &["endpoint", "rc_pingpong"]];
+const TOOLS: &[&[&str]] = &[&["perf"], &["doctor"], &["scenario"]];
+const VERBS_PROVIDER: &[&[&str]] = &[&["providers", "verbs"], &["providers", "rxe"]];
+
+fn is_lib(f: &str) -> bool {
+    (f.starts_with("src/") && !f.starts_with("src/bin/")) || f.starts_with("providers/")
+}
+
+/// Wire is set to `Some` until `src/wire` stops importing the data-plane vocabulary
+/// (`crate::providers::{WcStatus, SendWr, ...}`); flip it to `None` once it holds.
+const WIRE_PENDING: Option<&str> =
+    Some("src/wire still imports crate::providers (WcStatus, SendWr, ...)");
+/// The CLI still names `rdma_direct::ffi` for two transport constants in `info.rs`;
+/// `Device::transport_str` replaces them. Flip to `None` once it holds.
+const CLI_FFI_PENDING: Option<&str> =
+    Some("src/bin/rdma-direct/info.rs uses ffi::IBV_TRANSPORT_* (use Device::transport_str)");
+
+fn rules() -> Vec<Rule> {
+    vec![
+        Rule {
+            name: "wire imports nothing above it (only itself, std and core)",
+            applies: |f| f.starts_with("src/wire/"),
+            allowed: |t| under(t, &["wire"]),
+            pending: WIRE_PENDING,
+        },
+        Rule {
+            name: "the vocabulary (types, error) imports only itself",
+            applies: |f| f.starts_with("src/types/") || f == "src/error.rs",
+            allowed: |t| under_any(t, VOCABULARY),
+            pending: None,
+        },
+        Rule {
+            name: "the endpoint codecs import only the vocabulary and each other",
+            applies: |f| f == "src/endpoint/codec.rs" || f == "src/endpoint/rc_pingpong.rs",
+            allowed: |t| under_any(t, VOCABULARY) || under_any(t, CODECS),
+            pending: None,
+        },
+        Rule {
+            name: "ffi and the control path import neither the data plane, the TCP exchange \
+                   nor the tools",
+            applies: |f| f.starts_with("src/ffi/") || f.starts_with("src/verbs/"),
+            allowed: |t| {
+                under_any(
+                    t,
+                    &[&["ffi"], &["verbs"], &["wire"], &["barrier"], &["mmio"]],
+                ) || under_any(t, VOCABULARY)
+                    || under_any(t, CODECS)
+            },
+            pending: None,
+        },
+        Rule {
+            name: "the mlx5 provider never imports the sim or the verbs provider",
+            applies: |f| f.starts_with("providers/mlx5/"),
+            allowed: |t| !under(t, &["providers", "sim"]) && !under_any(t, VERBS_PROVIDER),
+            pending: None,
+        },
+        Rule {
+            name: "the verbs provider never imports the mlx5 provider or the sim",
+            applies: |f| f.starts_with("providers/verbs/"),
+            allowed: |t| !under_any(t, &[&["providers", "mlx5"], &["providers", "sim"]]),
+            pending: None,
+        },
+        Rule {
+            name: "the sim never imports the verbs provider (it may build on mlx5)",
+            applies: |f| f.starts_with("providers/sim/"),
+            allowed: |t| !under_any(t, VERBS_PROVIDER),
+            pending: None,
+        },
+        Rule {
+            name: "the data plane (API and providers) never imports the tools",
+            applies: |f| f.starts_with("providers/"),
+            allowed: |t| !under_any(t, TOOLS),
+            pending: None,
+        },
+        Rule {
+            name: "the CLI uses the safe API, never ffi",
+            applies: |f| f.starts_with("src/bin/"),
+            allowed: |t| !under(t, &["ffi"]),
+            pending: CLI_FFI_PENDING,
+        },
+    ]
+}
+
+/// The module a library file is (segments below the crate root); `None` for the CLI.
+fn module_of(file: &str) -> Option<Vec<String>> {
+    if file.starts_with("src/bin/") {
+        return None;
+    }
+    let rest = file.strip_prefix("src/").map(str::to_string).or_else(|| {
+        file.strip_prefix("providers/")
+            .map(|r| format!("providers/{r}"))
+    })?;
+    let rest = rest.strip_suffix(".rs")?;
+    let mut segs: Vec<String> = rest.split('/').map(str::to_string).collect();
+    if matches!(segs.last().map(String::as_str), Some("mod" | "lib")) {
+        segs.pop();
+    }
+    Some(segs)
+}
+
+/// The text with comments blanked out (newlines kept), and string and char literals blanked
+/// too unless `keep_strings`.
+fn strip(src: &str, keep_strings: bool) -> String {
+    let b = src.as_bytes();
+    let mut out = b.to_vec();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for c in &mut out[from..to] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    };
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"//") {
+            let end = b[i..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .map_or(b.len(), |p| i + p);
+            blank(&mut out, i, end);
+            i = end;
+        } else if b[i..].starts_with(b"/*") {
+            let (mut depth, mut j) = (1, i + 2);
+            while j < b.len() && depth > 0 {
+                if b[j..].starts_with(b"/*") {
+                    depth += 1;
+                    j += 2;
+                } else if b[j..].starts_with(b"*/") {
+                    depth -= 1;
+                    j += 2;
+                } else {
+                    j += 1;
+                }
+            }
+            blank(&mut out, i, j);
+            i = j;
+        } else if b[i] == b'r' && (i == 0 || !ident(b[i - 1])) && {
+            let h = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+            b.get(i + 1 + h) == Some(&b'"')
+        } {
+            let h = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+            let close: Vec<u8> = std::iter::once(b'"')
+                .chain(std::iter::repeat_n(b'#', h))
+                .collect();
+            let start = i + 2 + h;
+            let end = b[start..]
+                .windows(close.len())
+                .position(|w| w == close.as_slice())
+                .map_or(b.len(), |p| start + p + close.len());
+            if !keep_strings {
+                blank(&mut out, i, end);
+            }
+            i = end;
+        } else if b[i] == b'"' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != b'"' {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            let end = (j + 1).min(b.len());
+            if !keep_strings {
+                blank(&mut out, i, end);
+            }
+            i = end;
+        } else if b[i] == b'\'' {
+            // A char literal ('x', '\n', '\u{..}'), or a lifetime ('a), left alone.
+            let end = if b.get(i + 1) == Some(&b'\\') {
+                b[i + 2..]
+                    .iter()
+                    .position(|&c| c == b'\'')
+                    .map(|p| i + 2 + p + 1)
+            } else {
+                let ch = src[i + 1..].chars().next().map_or(1, char::len_utf8);
+                (b.get(i + 1 + ch) == Some(&b'\'')).then_some(i + 2 + ch)
+            };
+            match end {
+                Some(e) => {
+                    if !keep_strings {
+                        blank(&mut out, i, e);
+                    }
+                    i = e;
+                }
+                None => i += 1,
+            }
+        } else {
+            i += 1;
+        }
+    }
+    String::from_utf8(out).expect("blanking keeps UTF-8 boundaries")
+}
+
+/// Byte ranges of the bodies of inline modules (`mod name { ... }`), with their names.
+fn inline_modules(code: &str) -> Vec<(usize, usize, String)> {
+    let b = code.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(p) = code[from..].find("mod ") {
+        let at = from + p;
+        from = at + 4;
+        if at > 0 && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_') {
+            continue;
+        }
+        let rest = &code[at + 4..];
+        let name: String = rest
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let after = rest.trim_start()[name.len()..].trim_start();
+        if name.is_empty() || !after.starts_with('{') {
+            continue;
+        }
+        let open = code.len() - after.len();
+        let mut depth = 0;
+        let mut close = code.len();
+        for (k, &c) in b.iter().enumerate().skip(open) {
+            match c {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = k;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push((open, close, name));
+    }
+    out
+}
+
+/// One path as written: its root (`crate`, `super`, `self`, `rdma_direct`), the number of
+/// `super`s, the segments after them, and where it starts.
+struct RawPath {
+    root: &'static str,
+    supers: usize,
+    segs: Vec<String>,
+    at: usize,
+}
+
+fn ident_at(s: &str) -> (String, &str) {
+    let s = s.trim_start();
+    let id: String = s
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    let rest = &s[id.len()..];
+    (id, rest)
+}
+
+/// Expands the path tail at `s` (after `root::`) into full segment lists: `a::b`,
+/// `a::{b, c::d, self}`, `a::*`.
+fn expand(prefix: Vec<String>, s: &str, out: &mut Vec<Vec<String>>) {
+    let s = s.trim_start();
+    if let Some(body) = s.strip_prefix('{') {
+        // Split the group at top-level commas.
+        let mut depth = 0;
+        let mut start = 0;
+        let mut end = body.len();
+        let mut items = Vec::new();
+        for (k, c) in body.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    end = k;
+                    break;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    items.push(&body[start..k]);
+                    start = k + 1;
+                }
+                _ => {}
+            }
+        }
+        items.push(&body[start..end]);
+        for item in items {
+            let item = item.trim();
+            // `*`, `self` and `self as x` name the group's prefix itself.
+            if item.is_empty() || item == "*" || item == "self" || item.starts_with("self ") {
+                out.push(prefix.clone());
+            } else {
+                expand(prefix.clone(), item, out);
+            }
+        }
+        return;
+    }
+    let (id, rest) = ident_at(s);
+    if id.is_empty() {
+        out.push(prefix);
+        return;
+    }
+    let mut p = prefix;
+    p.push(id);
+    match rest.trim_start().strip_prefix("::") {
+        Some(tail) if !tail.trim_start().starts_with('*') => expand(p, tail, out),
+        _ => out.push(p),
+    }
+}
+
+/// Every path rooted at `crate`, `super`, `self` or `rdma_direct` in `code` (comments and
+/// literals already blanked).
+fn raw_paths(code: &str) -> Vec<RawPath> {
+    let b = code.as_bytes();
+    let mut out = Vec::new();
+    for root in ["crate", "super", "self", "rdma_direct"] {
+        let mut from = 0;
+        while let Some(p) = code[from..].find(root) {
+            let at = from + p;
+            from = at + root.len();
+            if at > 0
+                && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_' || b[at - 1] == b':')
+            {
+                continue; // part of a longer identifier, or not a path root (`a::self`)
+            }
+            let mut rest = &code[at + root.len()..];
+            if b.get(at + root.len())
+                .is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_')
+            {
+                continue;
+            }
+            let mut supers = usize::from(root == "super");
+            while let Some(tail) = rest.trim_start().strip_prefix("::") {
+                rest = tail;
+                if root == "super" {
+                    let (id, r) = ident_at(rest);
+                    if id == "super" {
+                        supers += 1;
+                        rest = r;
+                        continue;
+                    }
+                }
+                let mut expanded = Vec::new();
+                expand(Vec::new(), rest, &mut expanded);
+                for segs in expanded {
+                    out.push(RawPath {
+                        root,
+                        supers,
+                        segs,
+                        at,
+                    });
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The modules `file` names, resolved below the crate root (library files), or the library
+/// modules a CLI file names through `rdma_direct::`.
+fn targets(file: &str, src: &str) -> Vec<Vec<String>> {
+    let code = strip(src, false);
+    let module = module_of(file);
+    let inline = inline_modules(&code);
+    let mut out = Vec::new();
+    for p in raw_paths(&code) {
+        let resolved = match (&module, p.root) {
+            (None, "rdma_direct") => Some(p.segs),
+            (None, _) => None, // the CLI's own modules
+            (Some(_), "rdma_direct") => None,
+            (Some(_), "crate") => Some(p.segs),
+            (Some(m), _) => {
+                let mut here = m.clone();
+                for (open, close, name) in &inline {
+                    if *open < p.at && p.at < *close {
+                        here.push(name.clone());
+                    }
+                }
+                if p.supers > here.len() {
+                    None
+                } else {
+                    here.truncate(here.len() - p.supers);
+                    here.extend(p.segs);
+                    Some(here)
+                }
+            }
+        };
+        if let Some(mut t) = resolved.filter(|t| !t.is_empty()) {
+            // `crate::{Error, Result}` are the root's re-exports of the error module.
+            if matches!(t[0].as_str(), "Error" | "Result") {
+                t.insert(0, "error".to_string());
+            }
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// Library files that pull in a CLI file (`#[path = ".../bin/..."]`, `include!`).
+fn includes_cli(src: &str) -> bool {
+    let code = strip(src, true);
+    code.lines().any(|l| {
+        let l = l.replace(' ', "");
+        (l.contains("#[path=") || l.contains("include!(") || l.contains("include_str!("))
+            && l.contains("bin/")
+    })
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Violations of each rule in `files` (relative path, text).
+fn violations(files: &[(String, String)]) -> Vec<(&'static str, Option<&'static str>, String)> {
+    let rules = rules();
+    let mut out = Vec::new();
+    for (file, src) in files {
+        if is_lib(file) && includes_cli(src) {
+            out.push((
+                "the library never includes the CLI",
+                None,
+                format!("{file}: #[path]/include! of a src/bin file"),
+            ));
+        }
+        let ts = targets(file, src);
+        for r in rules.iter().filter(|r| (r.applies)(file)) {
+            for t in ts.iter().filter(|t| !(r.allowed)(t)) {
+                out.push((r.name, r.pending, format!("{file}: names {}", t.join("::"))));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn tree() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut paths = Vec::new();
+    rust_files(&root.join("src"), &mut paths);
+    rust_files(&root.join("providers"), &mut paths);
+    paths
+        .into_iter()
+        .map(|p| {
+            let rel = p
+                .strip_prefix(root)
+                .expect("under the crate root")
+                .to_string_lossy()
+                .replace('\\', "/");
+            let text = std::fs::read_to_string(&p).expect("read source");
+            (rel, text)
+        })
+        .collect()
+}
+
+#[test]
+fn modules_import_only_downwards() {
+    let files = tree();
+    assert!(
+        files.iter().any(|(f, _)| f == "providers/mlx5/sq.rs"),
+        "the walk found no provider files"
+    );
+    let v = violations(&files);
+    for (rule, pending, what) in v.iter().filter(|v| v.1.is_some()) {
+        eprintln!(
+            "pending rule \"{rule}\" ({}): {what}",
+            pending.unwrap_or("")
+        );
+    }
+    let failing: Vec<String> = v
+        .iter()
+        .filter(|v| v.1.is_none())
+        .map(|(rule, _, what)| format!("{rule}: {what}"))
+        .collect();
+    assert!(
+        failing.is_empty(),
+        "forbidden imports:\n  {}",
+        failing.join("\n  ")
+    );
+}
+
+fn check(file: &str, src: &str) -> Vec<String> {
+    violations(&[(file.to_string(), src.to_string())])
+        .into_iter()
+        .map(|(_, _, w)| w)
+        .collect()
+}
+
+#[test]
+fn each_rule_catches_a_forbidden_import() {
+    let cases = [
+        ("src/wire/cqe.rs", "use crate::providers::WcStatus;"),
+        ("src/types/wr.rs", "use crate::endpoint::QpEndpoint;"),
+        (
+            "src/error.rs",
+            "fn f() -> crate::verbs::Context { todo!() }",
+        ),
+        ("src/endpoint/codec.rs", "use crate::verbs::Qp;"),
+        ("src/verbs/qp.rs", "use crate::providers::MemoryRegion;"),
+        ("src/verbs/qp.rs", "use crate::endpoint::exchange::sync;"),
+        ("src/ffi/ops.rs", "use crate::perf::Opts;"),
+        ("providers/mlx5/cq.rs", "use crate::providers::sim;"),
+        ("providers/mlx5/cq.rs", "use super::super::sim::SimDevice;"),
+        ("providers/mlx5/mod.rs", "use super::{verbs::VerbsCq, Sge};"),
+        (
+            "providers/mlx5/mod.rs",
+            "use crate::providers::rxe::VerbsDevice;",
+        ),
+        (
+            "providers/verbs/cq.rs",
+            "use crate::providers::{mlx5::Mlx5Cq, Completion};",
+        ),
+        ("providers/verbs/mod.rs", "mod t { use super::super::sim; }"),
+        (
+            "providers/sim/engine.rs",
+            "use crate::providers::verbs::VerbsQp;",
+        ),
+        (
+            "providers/sim/engine.rs",
+            "use crate::{scenario::run, providers::mlx5};",
+        ),
+        (
+            "src/bin/rdma-direct/info.rs",
+            "use rdma_direct::{verbs::Device, ffi};",
+        ),
+        (
+            "src/perf.rs",
+            "#[path = \"bin/rdma-direct/perf.rs\"] mod cli;",
+        ),
+    ];
+    for (file, src) in cases {
+        assert_eq!(check(file, src).len(), 1, "{file}: {src}");
+    }
+}
+
+#[test]
+fn allowed_imports_and_non_code_pass() {
+    let cases = [
+        (
+            "src/wire/cqe.rs",
+            "use super::seg::Ctrl; use crate::wire::wqe::{self, Opcode};",
+        ),
+        (
+            "src/wire/cqe.rs",
+            "#[cfg(test)]\nmod tests {\n    use super::*;\n}",
+        ),
+        (
+            "src/types/error.rs",
+            "use super::{QpState, QpType}; crate::error::errno_name(1);",
+        ),
+        (
+            "src/endpoint/rc_pingpong.rs",
+            "use super::codec::QpEndpoint; use crate::types::Mtu;",
+        ),
+        (
+            "src/verbs/qp.rs",
+            "use crate::endpoint::codec::QpEndpoint; use crate::ffi::{self};",
+        ),
+        (
+            "providers/mlx5/cq.rs",
+            "use crate::providers::{Completion, CompletionQueue};",
+        ),
+        (
+            "providers/mlx5/cq.rs",
+            "// see crate::providers::sim\n/* crate::providers::sim */",
+        ),
+        (
+            "providers/mlx5/cq.rs",
+            "let s = \"crate::providers::sim\"; let c = '\"';",
+        ),
+        (
+            "providers/sim/provider.rs",
+            "use crate::providers::mlx5::{Mlx5Cq, Mlx5Qp};",
+        ),
+        (
+            "providers/verbs/cq.rs",
+            "mod tests { use super::super::shared::SqRing; }",
+        ),
+        (
+            "src/bin/rdma-direct/info.rs",
+            "use rdma_direct::verbs::Device; use crate::cli::ffi;",
+        ),
+        (
+            "src/lib.rs",
+            "#[path = \"../providers/mod.rs\"]\npub mod providers;",
+        ),
+        ("src/ffi/ext.rs", "use crate::{Error, Result};"),
+    ];
+    for (file, src) in cases {
+        assert_eq!(check(file, src), Vec::<String>::new(), "{file}: {src}");
+    }
+}
+
+#[test]
+fn paths_resolve_through_groups_supers_and_inline_modules() {
+    let t = targets(
+        "providers/mlx5/cq.rs",
+        "use crate::{a::{b, c::d}, e};\nuse super::f;\nmod tests { use super::*; use super::super::g; }",
+    );
+    let t: Vec<String> = t.iter().map(|t| t.join("::")).collect();
+    assert_eq!(
+        t,
+        [
+            "a::b",
+            "a::c::d",
+            "e",
+            "providers::mlx5::f",
+            "providers::mlx5::cq",
+            "providers::mlx5::g",
+        ]
     );
 }

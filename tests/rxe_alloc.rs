@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rdma_direct::providers::rxe::VerbsDevice;
+use rdma_direct::providers::verbs::VerbsDevice;
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpCaps, QpConfig,
     QpType, QueuePair, RecvQueue, RecvWr, SendOp, SendQueue, SendWr,

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use rdma_direct::providers::rxe::{VerbsCq, VerbsDevice, VerbsQp};
+use rdma_direct::providers::verbs::{VerbsCq, VerbsDevice, VerbsQp};
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, PostError, Provider, QpCaps,
     QpConfig, QpState, QpType, QueuePair, RecvQueue, RecvWr, SendFlags, SendOp, SendQueue, SendWr,

@@ -27,14 +27,18 @@
 //! lives; [`crate::ffi::ops`] posts and polls through the context's ops table.
 
 mod device;
+mod events;
+mod gid;
 mod mlx5;
+mod port;
 mod qp;
 mod resources;
+mod transition;
 
-pub use device::{
-    format_guid, lane_gbps, no_device_reason, width_lanes, AsyncElement, AsyncEvent,
-    AsyncEventKind, Context, Device, DeviceAttr, Gid, GidEntry, GidType, LinkLayer, PortAttr,
-    PortState, SYSFS_INFINIBAND,
-};
-pub use qp::{mask_names, transition_mask, InitAttr, Qp, QpAttr, RtrAttr, RtsAttr, Transition};
+pub use device::{format_guid, no_device_reason, Context, Device, DeviceAttr, SYSFS_INFINIBAND};
+pub use events::{AsyncElement, AsyncEvent, AsyncEventKind};
+pub use gid::{Gid, GidEntry, GidType};
+pub use port::{lane_gbps, width_lanes, LinkLayer, PortAttr, PortState};
+pub use qp::Qp;
 pub use resources::{check_access, Ah, Cq, Mr, Pd, Srq};
+pub use transition::{mask_names, transition_mask, InitAttr, QpAttr, RtrAttr, RtsAttr, Transition};

@@ -5,10 +5,10 @@
 //! so the C objects are destroyed child-first whatever order the Rust values are dropped in.
 
 use super::device::{last_errno, last_errno_or, Context};
-use crate::endpoint::QpEndpoint;
+use crate::endpoint::codec::QpEndpoint;
 use crate::error::{Error, Result};
 use crate::ffi::{self, ibv_ah, ibv_cq, ibv_mr, ibv_pd, ibv_srq, ibv_wc};
-use crate::providers::{Access, MemoryRegion};
+use crate::types::Access;
 use std::fmt;
 use std::sync::Arc;
 
@@ -98,11 +98,13 @@ unsafe impl Sync for Mr {}
 
 impl fmt::Debug for Mr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // SAFETY: live MR; its fields are written once at registration.
+        let m = unsafe { &*self.raw };
         f.debug_struct("Mr")
-            .field("addr", &format_args!("{:#x}", self.addr()))
-            .field("len", &self.len())
-            .field("lkey", &format_args!("{:#x}", self.lkey()))
-            .field("rkey", &format_args!("{:#x}", self.rkey()))
+            .field("addr", &format_args!("{:#x}", m.addr as u64))
+            .field("len", &m.length)
+            .field("lkey", &format_args!("{:#x}", m.lkey))
+            .field("rkey", &format_args!("{:#x}", m.rkey))
             .field("access", &self.access)
             .finish()
     }
@@ -273,14 +275,20 @@ impl Mr {
         matches!(self.backing, Backing::Owned { .. })
     }
 
+    /// Length of the region in bytes.
+    fn region_len(&self) -> usize {
+        // SAFETY: live MR, field written once at registration.
+        unsafe { (*self.raw).length }
+    }
+
     fn check_range(&self, offset: usize, n: usize) -> Result<()> {
         match offset.checked_add(n) {
-            Some(end) if end <= MemoryRegion::len(self) => Ok(()),
+            Some(end) if end <= self.region_len() => Ok(()),
             _ => Err(Error::InvalidArgument {
                 context: "Mr",
                 detail: format!(
                     "range {offset}+{n} outside the {}-byte region",
-                    MemoryRegion::len(self)
+                    self.region_len()
                 ),
             }),
         }
@@ -307,24 +315,6 @@ impl Mr {
             *b = unsafe { base.add(offset + i).read_volatile() };
         }
         Ok(())
-    }
-}
-
-impl MemoryRegion for Mr {
-    fn addr(&self) -> u64 {
-        self.as_mut_ptr() as u64
-    }
-    fn len(&self) -> usize {
-        // SAFETY: live MR, field written once.
-        unsafe { (*self.raw).length }
-    }
-    fn lkey(&self) -> u32 {
-        // SAFETY: live MR, field written once.
-        unsafe { (*self.raw).lkey }
-    }
-    fn rkey(&self) -> u32 {
-        // SAFETY: live MR, field written once.
-        unsafe { (*self.raw).rkey }
     }
 }
 

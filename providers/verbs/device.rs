@@ -1,0 +1,276 @@
+//! The device: the [`Provider`] impl (PD, MR, CQ, SRQ and QP creation with their
+//! preallocated staging, connect, address handles) and asynchronous events.
+
+use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
+
+use super::cq::VerbsCq;
+use super::qp::VerbsQp;
+use super::rq::{RecvTarget, VerbsRecv, VerbsSrq};
+use super::shared::{CqBudget, SharedState, SqRing};
+use super::sq::VerbsSq;
+use crate::error::{Error, Result};
+use crate::ffi::{ibv_send_wr, ibv_sge};
+use crate::providers::{Provider, ProviderKind, QpEndpoint, QueuePair, RecvQueue, SendQueue};
+use crate::types::{Access, AddressHandle, ConnectOpts, QpCaps, QpConfig, QpState, QpType};
+use crate::verbs::{self, AsyncEvent, Context};
+
+/// A verbs device opened for the data plane.
+pub struct VerbsDevice {
+    pub(super) ctx: Context,
+    /// `IBV_EVENT_CQ_ERR` events seen by [`VerbsDevice::check_async`].
+    pub(super) cq_errors: u32,
+}
+
+impl VerbsDevice {
+    /// Open the verbs device `name` (`rxe0`, `mlx5_0`, ...).
+    pub fn open(name: &str) -> Result<VerbsDevice> {
+        let ctx = Context::open(name)?;
+        Ok(VerbsDevice { ctx, cq_errors: 0 })
+    }
+
+    /// The control-path context.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Read pending asynchronous events without blocking (a system call each: control path
+    /// only). Returns them; `IBV_EVENT_CQ_ERR` (a CQ overrun: completions were lost) is also
+    /// counted in [`VerbsDevice::cq_errors`].
+    pub fn check_async(&mut self) -> Result<Vec<AsyncEvent>> {
+        let mut v = Vec::new();
+        while let Some(ev) = self.ctx.poll_async_event()? {
+            if ev.kind == verbs::AsyncEventKind::CqErr {
+                self.cq_errors += 1;
+            }
+            v.push(ev);
+        }
+        Ok(v)
+    }
+
+    /// CQ overruns seen so far by [`VerbsDevice::check_async`].
+    pub fn cq_errors(&self) -> u32 {
+        self.cq_errors
+    }
+}
+
+impl Provider for VerbsDevice {
+    type Pd = verbs::Pd;
+    type Mr = verbs::Mr;
+    type Cq = VerbsCq;
+    type Srq = VerbsSrq;
+    type Qp = VerbsQp;
+
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Verbs
+    }
+
+    fn device_name(&self) -> &str {
+        self.ctx.name()
+    }
+
+    fn alloc_pd(&mut self) -> Result<verbs::Pd> {
+        verbs::Pd::new(&self.ctx)
+    }
+
+    unsafe fn reg_mr(
+        &mut self,
+        pd: &verbs::Pd,
+        addr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<verbs::Mr> {
+        // SAFETY: forwarded: the caller keeps the memory mapped until the MR is dropped.
+        unsafe { verbs::Mr::register(pd, addr, len, access) }
+    }
+
+    fn create_cq(&mut self, cqe: u32) -> Result<VerbsCq> {
+        let cq = verbs::Cq::new(&self.ctx, cqe)?;
+        let raw = cq.as_ptr();
+        Ok(VerbsCq {
+            cq,
+            raw,
+            // Our budget is what was asked: the device may grant more, never less.
+            budget: Arc::new(CqBudget {
+                cqe,
+                used: AtomicU32::new(0),
+            }),
+            routes: Vec::new(),
+        })
+    }
+
+    fn create_srq(&mut self, pd: &verbs::Pd, max_wr: u32, max_sge: u32) -> Result<VerbsSrq> {
+        let srq = verbs::Srq::new(pd, max_wr, max_sge)?;
+        let q = VerbsRecv::new(
+            RecvTarget::Srq(srq.as_ptr()),
+            QpType::Rc,
+            max_wr.min(srq.max_wr()),
+            max_sge.min(srq.max_sge()),
+        );
+        Ok(VerbsSrq { q, srq })
+    }
+
+    fn create_qp(
+        &mut self,
+        pd: &verbs::Pd,
+        send_cq: &mut VerbsCq,
+        recv_cq: Option<&mut VerbsCq>,
+        srq: Option<&mut VerbsSrq>,
+        cfg: &QpConfig,
+    ) -> Result<VerbsQp> {
+        if cfg.caps.max_send_wr == 0 {
+            return Err(Error::InvalidArgument {
+                context: "create_qp",
+                detail: "max_send_wr must be at least 1".into(),
+            });
+        }
+        let qp = {
+            let rcq = recv_cq.as_ref().map_or(&send_cq.cq, |c| &c.cq);
+            verbs::Qp::new(pd, &send_cq.cq, rcq, srq.as_ref().map(|s| &s.srq), cfg)?
+        };
+        let granted = qp.caps();
+        let want = cfg.caps;
+        let caps = QpCaps {
+            max_send_wr: want.max_send_wr.min(granted.max_send_wr),
+            max_recv_wr: if srq.is_some() {
+                0
+            } else {
+                want.max_recv_wr.min(granted.max_recv_wr)
+            },
+            max_send_sge: want.max_send_sge.min(granted.max_send_sge),
+            max_recv_sge: if srq.is_some() {
+                0
+            } else {
+                want.max_recv_sge.min(granted.max_recv_sge)
+            },
+            max_inline_data: want.max_inline_data.min(granted.max_inline_data),
+        };
+        let raw = qp.as_ptr();
+        let cap = caps.max_send_wr;
+        let sge = caps.max_send_sge.max(1);
+        let ring = Arc::new(SqRing::new(cap));
+        let state = Arc::new(SharedState::new());
+        let sq = VerbsSq {
+            qp: raw,
+            qp_type: cfg.qp_type,
+            state: state.clone(),
+            sig_all: cfg.sq_sig_all,
+            mtu: 0,
+            max_sge: caps.max_send_sge,
+            max_inline: caps.max_inline_data,
+            ring: ring.clone(),
+            budget: send_cq.budget.clone(),
+            next_seq: 0,
+            wrs: (0..cap).map(|_| ibv_send_wr::zeroed()).collect(),
+            sges: vec![ibv_sge::default(); (cap * sge) as usize].into_boxed_slice(),
+            inline: vec![0u8; (cap * caps.max_inline_data) as usize].into_boxed_slice(),
+            staged: 0,
+            ring_error: None,
+        };
+        let (mut rq, rq_ring, charged) = match srq {
+            Some(s) => (
+                VerbsRecv::new(RecvTarget::None, cfg.qp_type, 0, 0),
+                s.q.ring.clone(),
+                false,
+            ),
+            None => {
+                let r = VerbsRecv::new(
+                    RecvTarget::Qp(raw),
+                    cfg.qp_type,
+                    caps.max_recv_wr,
+                    caps.max_recv_sge,
+                );
+                let ring = r.ring.clone();
+                (r, ring, true)
+            }
+        };
+        rq.state = state.clone();
+        let qpn = qp.qpn();
+        match recv_cq {
+            Some(rcq) => {
+                if charged {
+                    rq.budget = Some(rcq.budget.clone());
+                }
+                let r = rcq.route_mut(qpn);
+                r.rq = Some(rq_ring);
+                r.rq_charged = charged;
+                r.state = Some(state.clone());
+                let r = send_cq.route_mut(qpn);
+                r.sq = Some(ring);
+                r.state = Some(state);
+            }
+            None => {
+                if charged {
+                    rq.budget = Some(send_cq.budget.clone());
+                }
+                let r = send_cq.route_mut(qpn);
+                r.sq = Some(ring);
+                r.rq = Some(rq_ring);
+                r.rq_charged = charged;
+                r.state = Some(state);
+            }
+        }
+        Ok(VerbsQp { sq, rq, qp, caps })
+    }
+
+    fn endpoint(&self, qp: &VerbsQp, opts: &ConnectOpts) -> Result<QpEndpoint> {
+        let port = self.ctx.query_port(opts.port)?;
+        let gid = self.ctx.query_gid(opts.port, u32::from(opts.gid_index))?;
+        let mtu = port.active_mtu().ok_or_else(|| Error::NotFound {
+            what: format!("active MTU of {} port {}", self.ctx.name(), opts.port),
+            hint: "is the port active?".into(),
+        })?;
+        let psn = crate::endpoint::random_psn();
+        Ok(QpEndpoint {
+            lid: port.lid,
+            gid: gid.0,
+            gid_index: opts.gid_index,
+            qpn: qp.qpn(),
+            psn,
+            mtu,
+            mr: None,
+        })
+    }
+
+    fn connect(
+        &mut self,
+        qp: &mut VerbsQp,
+        local: &QpEndpoint,
+        remote: &QpEndpoint,
+        opts: &ConnectOpts,
+    ) -> Result<()> {
+        let r = qp.qp.connect(local, remote, opts);
+        // Whatever happened, the state is the one libibverbs knows now.
+        let s = qp.qp.query_state().unwrap_or(QpState::Err);
+        qp.set_state(s);
+        let path_mtu = opts.path_mtu.unwrap_or(local.mtu.min(remote.mtu));
+        qp.sq.mtu = path_mtu.bytes();
+        r
+    }
+
+    /// Move `qp` to ERR. Requests still staged (posted, not rung) are flushed like
+    /// everything else outstanding, so every request posted comes back: staged receives are
+    /// rung just before the transition (rxe 6.1 does not flush receives posted in ERR),
+    /// staged sends just after it (rxe flushes those without running them).
+    fn to_error(&mut self, qp: &mut VerbsQp) -> Result<()> {
+        qp.rq.ring();
+        qp.qp.to_err()?;
+        qp.set_state(QpState::Err);
+        qp.sq.ring();
+        Ok(())
+    }
+
+    fn create_ah(
+        &mut self,
+        pd: &verbs::Pd,
+        remote: &QpEndpoint,
+        opts: &ConnectOpts,
+    ) -> Result<AddressHandle> {
+        let ah = verbs::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)?;
+        Ok(AddressHandle {
+            av: [0; 48],
+            raw: ah.as_ptr().cast(),
+            _owner: Some(Box::new(ah)),
+        })
+    }
+}

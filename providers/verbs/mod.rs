@@ -1,0 +1,97 @@
+//! The verbs fallback provider (rxe and any verbs device) over libibverbs' post/poll.
+//!
+//! Files: `device.rs` (the [`Provider`] impl: PD, MR, CQ, SRQ and QP creation, connect,
+//! async events), `cq.rs` (polling and completion conversion), `sq.rs` and `rq.rs` (posting),
+//! `qp.rs` (the queue pair), `shared.rs` (the bookkeeping a queue shares with the CQs it
+//! completes on).
+//!
+//! [`VerbsDevice`] implements [`Provider`] on top of the control path in [`crate::verbs`];
+//! the data path goes through the context's ops table ([`crate::ffi::ops`]): `post_send`,
+//! `post_recv`, `post_srq_recv`, `poll_cq`. On rxe a post is a `write()` system call and the
+//! kernel does the work, so this path is for tests and portability, not for speed.
+//!
+//! ## Hot path: no allocation per operation
+//!
+//! Every queue preallocates at creation what a post needs: an `ibv_send_wr` / `ibv_recv_wr`
+//! array with one entry per queue slot, an `ibv_sge` array of `max_sge` entries per slot,
+//! and for sends an inline staging area of `max_inline` bytes per slot (the caller's inline
+//! borrow ends when `post` returns, so the bytes are copied there at post time; libibverbs
+//! copies them again at `ibv_post_send`). [`SendQueue::post`] fills the next entries and
+//! links them; [`SendQueue::ring`] hands the linked list to one `ibv_post_send` call (one
+//! `write()` on rxe). [`CompletionQueue::poll`] calls `ibv_poll_cq` into an on-stack
+//! `ibv_wc` array and converts. `tests/rxe_alloc.rs` proves it with a counting allocator.
+//!
+//! ## Our own accounting (rxe's is not enough)
+//!
+//! - **State**: rxe returns EINVAL for a post to a QP in RESET, INIT or RTR *but keeps the
+//!   request and runs it once the QP reaches RTS*. So sends are refused here unless the QP
+//!   is in RTS, receives unless it is in INIT, RTR or RTS, before libibverbs sees them
+//!   ([`PostError::BadState`]). The state is the one this provider last set, or ERR once a
+//!   completion with an error status arrived for the QP (an error completion means the QP
+//!   went to ERR). Between the device moving a QP to ERR and that completion being polled,
+//!   sends are still accepted and rxe flushes them. **Known gap:** a *receive* posted in that
+//!   window is never flushed by rxe 6.1 (it does not flush receives posted in ERR), so it
+//!   never completes; poll the CQ (which records the ERR) before posting receives to a QP
+//!   that may have failed.
+//! - **Depth**: rxe grants a larger SQ than asked (64 → 127). The limits enforced are the
+//!   *requested* `max_send_wr`, `max_recv_wr`, SGE counts and inline size (never more than
+//!   granted), so code behaves the same on every provider; [`QueuePair::caps`] reports them.
+//! - **CQ overrun** loses completions silently on rxe. Every CQ counts the entries that may
+//!   still arrive on it: each outstanding send request (signaled or not: a failed or flushed
+//!   request completes even when unsignaled) and each outstanding receive of a QP's own
+//!   receive queue. A post that could overrun is refused ([`PostError::CqFull`]). Receives
+//!   of an SRQ are not counted (the CQ they complete on is only known at arrival): size the
+//!   receive CQ of every QP on an SRQ for the SRQ's depth.
+//! - **Selective signaling**: libibverbs sees our own free-running sequence number as each
+//!   send's `wr_id`; the user's wr_ids live in a ring per SQ. A send completion for sequence
+//!   `s` retires every request of that SQ up to `s`: [`Completion::covered`] says how many
+//!   unsignaled ones it covers, [`Completion::covered_from`] the oldest one's wr_id. A flush
+//!   (rxe flushes every outstanding request, signaled or not, each with its own completion)
+//!   retires exactly its own request, so every request is retired exactly once. A CQ may
+//!   serve several QPs: the ring is found by `qp_num`.
+//! - **Receives** get a tagged `wr_id` too (bit 63 set, the slot below it), since a flushed
+//!   receive carries no reliable opcode; the user's wr_id comes back from the slot.
+//! - **UD**: a send larger than the path MTU is refused ([`PostError::UdTooLarge`]): rxe
+//!   reports success and sends nothing. Receives carry a 40-byte GRH first.
+//! - **Async events**: a CQ overrun only shows up as `IBV_EVENT_CQ_ERR` on the async event
+//!   fd. Reading it is a system call, so `poll` does not: call [`VerbsDevice::check_async`]
+//!   on the control path (or whenever a quiet CQ looks suspicious).
+//!
+//! ## Immediate data
+//!
+//! [`SendOp::SendImm`]/[`SendOp::WriteImm`] take a host-order value; it is stored
+//! big-endian into `ibv_send_wr.imm_data` (which verbs.h defines as network order), and
+//! `ibv_wc.imm_data` is converted back, so [`Completion::imm`] equals what was sent.
+//!
+//! [`Provider`]: crate::providers::Provider
+//! [`SendQueue::post`]: crate::providers::SendQueue::post
+//! [`SendQueue::ring`]: crate::providers::SendQueue::ring
+//! [`CompletionQueue::poll`]: crate::providers::CompletionQueue::poll
+//! [`QueuePair::caps`]: crate::providers::QueuePair::caps
+//! [`PostError::BadState`]: crate::types::PostError::BadState
+//! [`PostError::CqFull`]: crate::types::PostError::CqFull
+//! [`PostError::UdTooLarge`]: crate::types::PostError::UdTooLarge
+//! [`Completion::covered`]: crate::types::Completion::covered
+//! [`Completion::covered_from`]: crate::types::Completion::covered_from
+//! [`Completion::imm`]: crate::types::Completion::imm
+//! [`SendOp::SendImm`]: crate::types::SendOp::SendImm
+//! [`SendOp::WriteImm`]: crate::types::SendOp::WriteImm
+
+mod cq;
+mod device;
+mod qp;
+mod rq;
+mod shared;
+mod sq;
+
+pub use cq::VerbsCq;
+pub use device::VerbsDevice;
+pub use qp::VerbsQp;
+pub use rq::{VerbsRecv, VerbsRq, VerbsSrq};
+pub use sq::{RingError, VerbsSq};
+
+/// Bit 63 of a libibverbs `wr_id`: set on receives (the slot index is below it), clear on
+/// sends (our free-running send sequence).
+const RECV_TAG: u64 = 1 << 63;
+/// How many `ibv_wc` one `ibv_poll_cq` call may return (an on-stack array).
+const POLL_BATCH: usize = 32;

@@ -1,0 +1,244 @@
+//! The TCP exchange and the RC/UC bring-up over the control path.
+//!
+//! [`write_endpoint`] / [`read_endpoint`] carry one binary endpoint message over any byte
+//! stream; [`read_endpoint`] checks the header before reading the body, so a peer announcing
+//! an absurd length costs nothing. [`exchange_server`] / [`exchange_client`] swap endpoints
+//! over TCP (client writes first) with timeouts; [`connect_server`] / [`connect_client`] do the
+//! whole RC/UC bring-up with path MTU = the smaller of the two ports' active MTUs.
+
+use super::codec::{proto, QpEndpoint, RemoteMr, HEADER_LEN, MAX_MESSAGE_LEN};
+use crate::error::{Error, Result};
+use crate::types::ConnectOpts;
+use crate::verbs::Qp;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+/// Default timeout of the TCP exchange (connect, accept, each read and write).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Writes one binary endpoint message.
+pub fn write_endpoint(w: &mut impl Write, ep: &QpEndpoint) -> Result<()> {
+    let b = ep.encode()?;
+    w.write_all(&b)
+        .and_then(|()| w.flush())
+        .map_err(|e| Error::io("endpoint exchange: write", &e))
+}
+
+fn read_exact_or(r: &mut impl Read, buf: &mut [u8], what: &str) -> Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => {
+                return Err(proto(format!(
+                    "truncated {what}: peer closed after {got} of {} bytes",
+                    buf.len()
+                )))
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(format!("endpoint exchange: read {what}"), &e)),
+        }
+    }
+    Ok(())
+}
+
+/// Reads one binary endpoint message: the header is checked before the body is read.
+pub fn read_endpoint(r: &mut impl Read) -> Result<QpEndpoint> {
+    let mut b = [0u8; MAX_MESSAGE_LEN];
+    read_exact_or(r, &mut b[..HEADER_LEN], "header")?;
+    let len = QpEndpoint::decode_header(&b[..HEADER_LEN])?;
+    read_exact_or(r, &mut b[HEADER_LEN..HEADER_LEN + len], "body")?;
+    QpEndpoint::decode(&b[..HEADER_LEN + len])
+}
+
+fn set_timeouts(s: &TcpStream, timeout: Duration) -> Result<()> {
+    s.set_read_timeout(Some(timeout))
+        .and_then(|()| s.set_write_timeout(Some(timeout)))
+        .and_then(|()| s.set_nodelay(true))
+        .map_err(|e| Error::io("endpoint exchange: socket options", &e))
+}
+
+/// Accepts one connection within `timeout`.
+fn accept_timeout(listener: &TcpListener, timeout: Duration) -> Result<TcpStream> {
+    let deadline = Instant::now() + timeout;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::io("endpoint exchange: listener", &e))?;
+    let res = loop {
+        match listener.accept() {
+            Ok((s, _)) => break Ok(s),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    break Err(Error::Io {
+                        context: "endpoint exchange: accept".into(),
+                        kind: std::io::ErrorKind::TimedOut,
+                        detail: format!("no peer connected within {timeout:?}"),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(Error::io("endpoint exchange: accept", &e)),
+        }
+    };
+    let _ = listener.set_nonblocking(false);
+    let s = res?;
+    s.set_nonblocking(false)
+        .map_err(|e| Error::io("endpoint exchange: socket", &e))?;
+    Ok(s)
+}
+
+/// Server side: accepts one peer, reads its endpoint, sends `local`. Returns the peer's
+/// endpoint and the connection (kept for a later sync or teardown).
+pub fn exchange_server(
+    listener: &TcpListener,
+    local: &QpEndpoint,
+    timeout: Duration,
+) -> Result<(QpEndpoint, TcpStream)> {
+    let mut s = accept_timeout(listener, timeout)?;
+    set_timeouts(&s, timeout)?;
+    let remote = read_endpoint(&mut s)?;
+    write_endpoint(&mut s, local)?;
+    Ok((remote, s))
+}
+
+/// Client side: connects to `addr`, sends `local`, reads the server's endpoint.
+pub fn exchange_client(
+    addr: impl ToSocketAddrs,
+    local: &QpEndpoint,
+    timeout: Duration,
+) -> Result<(QpEndpoint, TcpStream)> {
+    let addrs: Vec<_> = addr
+        .to_socket_addrs()
+        .map_err(|e| Error::io("endpoint exchange: resolve", &e))?
+        .collect();
+    let mut last = None;
+    let mut stream = None;
+    for a in &addrs {
+        match TcpStream::connect_timeout(a, timeout) {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) => last = Some(Error::io(format!("endpoint exchange: connect {a}"), &e)),
+        }
+    }
+    let mut s = match stream {
+        Some(s) => s,
+        None => {
+            return Err(last.unwrap_or_else(|| Error::InvalidArgument {
+                context: "endpoint exchange",
+                detail: "the address resolved to nothing".into(),
+            }))
+        }
+    };
+    set_timeouts(&s, timeout)?;
+    write_endpoint(&mut s, local)?;
+    let remote = read_endpoint(&mut s)?;
+    Ok((remote, s))
+}
+
+/// One byte each way: returns once the peer has reached the same point (both QPs are in
+/// RTS, so neither side sends to a QP that cannot receive yet).
+pub fn sync(s: &mut TcpStream) -> Result<()> {
+    s.write_all(b"R")
+        .map_err(|e| Error::io("endpoint exchange: sync write", &e))?;
+    let mut b = [0u8; 1];
+    read_exact_or(s, &mut b, "sync")?;
+    if b[0] != b'R' {
+        return Err(proto(format!("sync byte {:#04x} (expected 'R')", b[0])));
+    }
+    Ok(())
+}
+
+/// A random 24-bit PSN.
+pub fn random_psn() -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: `b` is a writable 4-byte buffer.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    let v = if n == 4 {
+        u32::from_ne_bytes(b)
+    } else {
+        // getrandom is unavailable (very old kernel): any value will do for a PSN.
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0x12_3456, |d| d.subsec_nanos())
+    };
+    v & 0xff_ffff
+}
+
+/// Our endpoint for `qp`: the port's LID and active MTU, the GID at `opts.gid_index` (zero on
+/// an InfiniBand port where that index is empty), the QPN, a random PSN, and `mr`.
+pub fn local_endpoint(qp: &Qp, opts: &ConnectOpts, mr: Option<RemoteMr>) -> Result<QpEndpoint> {
+    let ctx = qp.pd().context();
+    let port = ctx.query_port(opts.port)?;
+    let mtu = port.active_mtu().ok_or_else(|| Error::Unsupported {
+        what: format!(
+            "{} port {}: active MTU code {}",
+            ctx.name(),
+            opts.port,
+            port.active_mtu_raw
+        ),
+    })?;
+    let gid = match ctx.check_gid_index(opts.port, opts.gid_index) {
+        Ok(e) => e.gid.0,
+        Err(e) if port.link_layer == crate::verbs::LinkLayer::Ethernet => return Err(e),
+        Err(_) => [0; 16],
+    };
+    let ep = QpEndpoint {
+        lid: port.lid,
+        gid,
+        gid_index: opts.gid_index,
+        qpn: qp.qpn(),
+        psn: random_psn(),
+        mtu,
+        mr,
+    };
+    ep.validate()?;
+    Ok(ep)
+}
+
+/// RESET → INIT → RTR → RTS of `qp` towards `remote`, path MTU = the smaller of the two
+/// endpoints' MTUs unless `opts.path_mtu` says otherwise.
+pub fn connect(
+    qp: &mut Qp,
+    local: &QpEndpoint,
+    remote: &QpEndpoint,
+    opts: &ConnectOpts,
+) -> Result<()> {
+    remote.validate()?;
+    qp.connect(local, remote, opts)
+}
+
+/// The whole server-side bring-up: accept a peer on `listener`, swap endpoints, connect
+/// `qp`, and sync with the peer once both are in RTS. Returns (local, remote).
+pub fn connect_server(
+    qp: &mut Qp,
+    listener: &TcpListener,
+    opts: &ConnectOpts,
+    mr: Option<RemoteMr>,
+    timeout: Duration,
+) -> Result<(QpEndpoint, QpEndpoint)> {
+    let local = local_endpoint(qp, opts, mr)?;
+    let (remote, mut s) = exchange_server(listener, &local, timeout)?;
+    connect(qp, &local, &remote, opts)?;
+    sync(&mut s)?;
+    Ok((local, remote))
+}
+
+/// The whole client-side bring-up: connect to `addr`, swap endpoints, connect `qp`, sync.
+/// Returns (local, remote).
+pub fn connect_client(
+    qp: &mut Qp,
+    addr: impl ToSocketAddrs,
+    opts: &ConnectOpts,
+    mr: Option<RemoteMr>,
+    timeout: Duration,
+) -> Result<(QpEndpoint, QpEndpoint)> {
+    let local = local_endpoint(qp, opts, mr)?;
+    let (remote, mut s) = exchange_client(addr, &local, timeout)?;
+    connect(qp, &local, &remote, opts)?;
+    sync(&mut s)?;
+    Ok((local, remote))
+}

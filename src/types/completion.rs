@@ -1,0 +1,214 @@
+//! Completions: what [`crate::providers::CompletionQueue::poll`] writes.
+//!
+//! [`WcStatus`] and [`WcOpcode`] carry the values of `enum ibv_wc_status` and
+//! `enum ibv_wc_opcode`, so a verbs completion converts with one `from_ibv` and the mlx5 and sim
+//! providers produce the same values. Each enum is declared once, as a table of
+//! (variant, C value, name) given to `ibv_enum!`; the conversions both ways and the names are
+//! generated from it.
+
+use std::fmt;
+
+ibv_enum! {
+    /// Completion status: every `enum ibv_wc_status` value, with its meaning.
+    pub enum WcStatus = "enum ibv_wc_status", default Success, other Other "Any value this crate does not know." {
+        /// 0: the request completed.
+        Success = 0, "SUCCESS";
+        /// 1: local length error (receive buffer too small, or message too long for the QP).
+        LocLenErr = 1, "LOC_LEN_ERR";
+        /// 2: local QP operation error (an internal QP consistency error, or an op the QP cannot do).
+        LocQpOpErr = 2, "LOC_QP_OP_ERR";
+        /// 3: local EE context operation error (RD only).
+        LocEecOpErr = 3, "LOC_EEC_OP_ERR";
+        /// 4: local protection error (an lkey that does not cover the SGE, wrong PD).
+        LocProtErr = 4, "LOC_PROT_ERR";
+        /// 5: flushed: the QP went to ERR before this request ran.
+        WrFlushErr = 5, "WR_FLUSH_ERR";
+        /// 6: memory window bind error.
+        MwBindErr = 6, "MW_BIND_ERR";
+        /// 7: bad response from the responder (unexpected transport opcode).
+        BadRespErr = 7, "BAD_RESP_ERR";
+        /// 8: local access error (a protection error on the responder side of an incoming op).
+        LocAccessErr = 8, "LOC_ACCESS_ERR";
+        /// 9: the responder found the request invalid (e.g. the SEND was longer than its receive).
+        RemInvReqErr = 9, "REM_INV_REQ_ERR";
+        /// 10: remote access error (wrong rkey, out of bounds, missing remote access rights).
+        RemAccessErr = 10, "REM_ACCESS_ERR";
+        /// 11: remote operation error (the responder could not complete it).
+        RemOpErr = 11, "REM_OP_ERR";
+        /// 12: transport retry counter exceeded (no ack from the peer).
+        RetryExcErr = 12, "RETRY_EXC_ERR";
+        /// 13: RNR retry counter exceeded (the peer had no receive posted).
+        RnrRetryExcErr = 13, "RNR_RETRY_EXC_ERR";
+        /// 14: local RDD violation (RD only).
+        LocRddViolErr = 14, "LOC_RDD_VIOL_ERR";
+        /// 15: remote invalid RD request.
+        RemInvRdReqErr = 15, "REM_INV_RD_REQ_ERR";
+        /// 16: remote aborted.
+        RemAbortErr = 16, "REM_ABORT_ERR";
+        /// 17: invalid EE context number.
+        InvEecnErr = 17, "INV_EECN_ERR";
+        /// 18: invalid EE context state.
+        InvEecStateErr = 18, "INV_EEC_STATE_ERR";
+        /// 19: fatal error.
+        FatalErr = 19, "FATAL_ERR";
+        /// 20: response timeout.
+        RespTimeoutErr = 20, "RESP_TIMEOUT_ERR";
+        /// 21: general error.
+        GeneralErr = 21, "GENERAL_ERR";
+        /// 22: tag matching error.
+        TmErr = 22, "TM_ERR";
+        /// 23: tag matching rendezvous incomplete.
+        TmRndvIncomplete = 23, "TM_RNDV_INCOMPLETE";
+    }
+}
+
+impl fmt::Display for WcStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WcStatus::Other(x) => write!(f, "UNKNOWN({x})"),
+            s => f.write_str(s.name()),
+        }
+    }
+}
+
+ibv_enum! {
+    /// Completion opcode, as in `enum ibv_wc_opcode`.
+    pub enum WcOpcode = "enum ibv_wc_opcode", default Send, other Other "Any other value." {
+        /// SEND or SEND WITH IMM completed (requester).
+        Send = 0, "SEND";
+        /// RDMA WRITE (with or without IMM) completed (requester).
+        RdmaWrite = 1, "RDMA_WRITE";
+        /// RDMA READ completed (requester).
+        RdmaRead = 2, "RDMA_READ";
+        /// Compare-and-swap completed (requester).
+        CompSwap = 3, "COMP_SWAP";
+        /// Fetch-and-add completed (requester).
+        FetchAdd = 4, "FETCH_ADD";
+        /// A receive consumed by a SEND (responder).
+        Recv = 128, "RECV";
+        /// A receive consumed by an RDMA WRITE WITH IMM (responder).
+        RecvRdmaWithImm = 129, "RECV_RDMA_WITH_IMM";
+    }
+}
+
+impl WcOpcode {
+    /// True for responder-side (receive) completions.
+    pub fn is_recv(self) -> bool {
+        matches!(self, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm)
+    }
+}
+
+/// Completion flags (a hand-written bit set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+pub struct WcFlags(pub u8);
+
+impl WcFlags {
+    /// A 40-byte GRH precedes the payload in the receive buffer (UD).
+    pub const GRH: WcFlags = WcFlags(1);
+    /// [`Completion::imm`] is valid.
+    pub const WITH_IMM: WcFlags = WcFlags(2);
+    /// True if every flag of `other` is set.
+    #[inline]
+    pub const fn contains(self, other: WcFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for WcFlags {
+    type Output = WcFlags;
+    fn bitor(self, rhs: WcFlags) -> WcFlags {
+        WcFlags(self.0 | rhs.0)
+    }
+}
+
+/// One completion, polled into a caller-provided slice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Completion {
+    /// The request's `wr_id`.
+    pub wr_id: u64,
+    /// Status. On error the other fields except `wr_id`, `qp_num` and `vendor_err` are not
+    /// meaningful (rxe reports opcode 0 and byte_len 0 there).
+    pub status: WcStatus,
+    /// What completed.
+    pub opcode: WcOpcode,
+    /// Bytes received (responder), read or written (requester READ/atomics: 8).
+    pub byte_len: u32,
+    /// Immediate data in host order (valid when `flags` has [`WcFlags::WITH_IMM`]).
+    pub imm: u32,
+    /// The local QP the completion belongs to.
+    pub qp_num: u32,
+    /// The remote QP (UD receives; 0 elsewhere unless the device fills it).
+    pub src_qp: u32,
+    /// GRH / WITH_IMM.
+    pub flags: WcFlags,
+    /// Send completions: how many earlier *unsignaled* requests of the same send queue this
+    /// completion retires (selective signaling). They are the `covered` requests posted
+    /// immediately before this one, in post order; the oldest has wr_id `covered_from`.
+    pub covered: u32,
+    /// wr_id of the oldest covered request (valid when `covered > 0`).
+    pub covered_from: u64,
+    /// Vendor error / syndrome: on mlx5, `syndrome | vendor_syndrome << 8`; on verbs,
+    /// `ibv_wc.vendor_err`.
+    pub vendor_err: u32,
+}
+
+impl Completion {
+    /// A zeroed completion, for initialising poll buffers.
+    pub const EMPTY: Completion = Completion {
+        wr_id: 0,
+        status: WcStatus::Success,
+        opcode: WcOpcode::Send,
+        byte_len: 0,
+        imm: 0,
+        qp_num: 0,
+        src_qp: 0,
+        flags: WcFlags(0),
+        covered: 0,
+        covered_from: 0,
+        vendor_err: 0,
+    };
+    /// True when `status` is success.
+    #[inline]
+    pub fn is_ok(&self) -> bool {
+        self.status == WcStatus::Success
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::QpState;
+
+    #[test]
+    fn each_table_converts_both_ways_and_by_name() {
+        for &(s, v, n) in WcStatus::ALL {
+            assert_eq!((WcStatus::from_ibv(v), s.to_ibv(), s.name()), (s, v, n));
+            assert_eq!(WcStatus::from_name(&n.to_lowercase()), Some(s));
+        }
+        for &(o, v, n) in WcOpcode::ALL {
+            assert_eq!((WcOpcode::from_ibv(v), o.to_ibv(), o.name()), (o, v, n));
+            assert_eq!(WcOpcode::from_name(n), Some(o));
+        }
+        for &(q, v, n) in QpState::ALL {
+            assert_eq!(
+                (QpState::from_ibv(v), q.to_ibv(), q.to_string()),
+                (q, v, n.into())
+            );
+        }
+        // The C values, spot-checked against verbs.h.
+        assert_eq!(WcStatus::ALL.len(), 24);
+        assert_eq!(WcStatus::RemAccessErr.to_ibv(), 10);
+        assert_eq!(WcStatus::TmRndvIncomplete.to_ibv(), 23);
+        assert_eq!(WcOpcode::RecvRdmaWithImm.to_ibv(), 129);
+        assert_eq!(QpState::Err.to_ibv(), 6);
+        // Unknown values survive the round trip and print their number.
+        assert_eq!(WcStatus::from_ibv(99), WcStatus::Other(99));
+        assert_eq!(WcStatus::Other(99).to_ibv(), 99);
+        assert_eq!(WcStatus::Other(99).to_string(), "UNKNOWN(99)");
+        assert_eq!(WcOpcode::from_ibv(7).name(), "UNKNOWN");
+        assert_eq!(QpState::from_ibv(9).to_string(), "UNKNOWN(9)");
+        assert_eq!(WcStatus::from_name("UNKNOWN"), None);
+        assert_eq!(WcStatus::default(), WcStatus::Success);
+        assert_eq!(WcOpcode::default(), WcOpcode::Send);
+    }
+}

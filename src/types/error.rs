@@ -1,0 +1,148 @@
+//! Why a post was refused: [`PostError`], and [`Rejected`], which hands the request back.
+//!
+//! These are hot-path errors: small and `Copy`, built without allocating. Control-path
+//! errors are [`crate::error::Error`].
+
+use super::{QpState, QpType};
+use std::fmt;
+
+/// Why a post was refused. Small and `Copy`; the request itself comes back in [`Rejected`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostError {
+    /// The queue has `capacity` outstanding requests (or, on mlx5, not enough free WQEBBs).
+    QueueFull {
+        /// Outstanding requests the queue holds.
+        capacity: u32,
+    },
+    /// A signaled request (or a receive) could overrun its CQ: `cqe` entries are spoken for.
+    CqFull {
+        /// CQ size.
+        cqe: u32,
+    },
+    /// Inline payload longer than the QP's max inline.
+    InlineTooLarge {
+        /// Requested length.
+        len: u32,
+        /// The QP's max inline.
+        max: u32,
+    },
+    /// More SGEs than the queue allows.
+    TooManySges {
+        /// Given.
+        n: u32,
+        /// The queue's max SGE.
+        max: u32,
+    },
+    /// Atomic remote address not 8-byte aligned.
+    AtomicMisaligned {
+        /// The address.
+        raddr: u64,
+    },
+    /// Atomic local buffer must be exactly one 8-byte SGE.
+    AtomicLocalLen {
+        /// The total length given.
+        len: u32,
+    },
+    /// Inline data on an op that cannot carry it (READ, atomics).
+    InlineNotAllowed,
+    /// A zero-length RDMA READ.
+    ZeroLengthRead,
+    /// The op is not valid on this QP type (READ/atomics on UC, anything but SEND on UD).
+    OpNotSupported {
+        /// The op's name.
+        op: &'static str,
+        /// The QP type.
+        qp_type: QpType,
+    },
+    /// The QP is not in a state that accepts this post (sends need RTS; receives need
+    /// INIT, RTR or RTS).
+    BadState {
+        /// The state it is in.
+        state: QpState,
+    },
+    /// A UD send without a destination, or a connected QP given one.
+    UdDest,
+    /// A UD send larger than the path MTU (rxe reports success and sends nothing).
+    UdTooLarge {
+        /// Payload length.
+        len: u32,
+        /// MTU in bytes.
+        mtu: u32,
+    },
+    /// The device (libibverbs) refused the post with this errno.
+    Device {
+        /// errno.
+        errno: i32,
+    },
+}
+
+impl fmt::Display for PostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            PostError::QueueFull { capacity } => {
+                write!(
+                    f,
+                    "queue full: {capacity} requests outstanding; poll completions first"
+                )
+            }
+            PostError::CqFull { cqe } => {
+                write!(
+                    f,
+                    "CQ full: all {cqe} entries are spoken for; poll it or create a larger CQ"
+                )
+            }
+            PostError::InlineTooLarge { len, max } => {
+                write!(
+                    f,
+                    "inline payload of {len} B exceeds the QP's max_inline_data {max} B"
+                )
+            }
+            PostError::TooManySges { n, max } => {
+                write!(f, "{n} SGEs exceed the queue's max_sge {max}")
+            }
+            PostError::AtomicMisaligned { raddr } => {
+                write!(f, "atomic remote address {raddr:#x} is not 8-byte aligned")
+            }
+            PostError::AtomicLocalLen { len } => {
+                write!(f, "atomic needs one local 8-byte SGE, got {len} B")
+            }
+            PostError::InlineNotAllowed => {
+                f.write_str("inline data is not allowed on READ or atomics")
+            }
+            PostError::ZeroLengthRead => f.write_str("zero-length RDMA READ"),
+            PostError::OpNotSupported { op, qp_type } => {
+                write!(f, "{op} is not supported on {qp_type} QPs")
+            }
+            PostError::BadState { state } => {
+                write!(
+                    f,
+                    "QP is in {state}: sends need RTS, receives need INIT/RTR/RTS"
+                )
+            }
+            PostError::UdDest => {
+                f.write_str("UD sends need a destination (and only UD sends take one)")
+            }
+            PostError::UdTooLarge { len, mtu } => {
+                write!(f, "UD send of {len} B exceeds the path MTU of {mtu} B")
+            }
+            PostError::Device { errno } => {
+                write!(
+                    f,
+                    "device refused the post: {}",
+                    crate::error::errno_name(errno)
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for PostError {}
+
+/// A refused request, handed back with the reason.
+#[derive(Clone, Copy, Debug)]
+pub struct Rejected<W> {
+    /// The request, unchanged.
+    pub wr: W,
+    /// Why.
+    pub error: PostError,
+}

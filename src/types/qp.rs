@@ -1,0 +1,216 @@
+//! Queue-pair vocabulary: transport type, state, capacities, creation and connection
+//! parameters, and the path MTU.
+//!
+//! The numeric values are those of libibverbs (`enum ibv_qp_state`, `enum ibv_mtu`), so the
+//! control path converts without a table of its own.
+
+use super::Access;
+use std::fmt;
+
+/// Transport type of a QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QpType {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable connected (no READ, no atomics, no acks).
+    Uc,
+    /// Unreliable datagram (SEND only, one MTU at most, address handle per request).
+    Ud,
+}
+
+impl fmt::Display for QpType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            QpType::Rc => "RC",
+            QpType::Uc => "UC",
+            QpType::Ud => "UD",
+        })
+    }
+}
+
+ibv_enum! {
+    /// QP state, as in `enum ibv_qp_state`.
+    pub enum QpState = "enum ibv_qp_state", other Unknown "Any other value the device reported." {
+        /// RESET (0).
+        Reset = 0, "RESET";
+        /// INIT (1): receives may be posted.
+        Init = 1, "INIT";
+        /// Ready to receive (2).
+        Rtr = 2, "RTR";
+        /// Ready to send (3): sends may be posted.
+        Rts = 3, "RTS";
+        /// Send queue drained (4).
+        Sqd = 4, "SQD";
+        /// Send queue error (5).
+        Sqe = 5, "SQE";
+        /// Error (6): everything outstanding is flushed.
+        Err = 6, "ERR";
+    }
+}
+
+impl fmt::Display for QpState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QpState::Unknown(x) => write!(f, "UNKNOWN({x})"),
+            s => f.write_str(s.name()),
+        }
+    }
+}
+
+/// Queue capacities of a QP: requested at creation, granted values read back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpCaps {
+    /// Outstanding send requests.
+    pub max_send_wr: u32,
+    /// Outstanding receive requests (ignored with an SRQ).
+    pub max_recv_wr: u32,
+    /// SGEs per send request.
+    pub max_send_sge: u32,
+    /// SGEs per receive request.
+    pub max_recv_sge: u32,
+    /// Inline bytes per send request.
+    pub max_inline_data: u32,
+}
+
+impl QpCaps {
+    /// Each limit the smaller of `self` (asked) and `granted`: the limits a provider enforces
+    /// at post time, the same on every provider whatever the device rounded up to.
+    pub fn within(self, granted: QpCaps) -> QpCaps {
+        QpCaps {
+            max_send_wr: self.max_send_wr.min(granted.max_send_wr),
+            max_recv_wr: self.max_recv_wr.min(granted.max_recv_wr),
+            max_send_sge: self.max_send_sge.min(granted.max_send_sge),
+            max_recv_sge: self.max_recv_sge.min(granted.max_recv_sge),
+            max_inline_data: self.max_inline_data.min(granted.max_inline_data),
+        }
+    }
+}
+
+impl Default for QpCaps {
+    fn default() -> Self {
+        QpCaps {
+            max_send_wr: 128,
+            max_recv_wr: 128,
+            max_send_sge: 4,
+            max_recv_sge: 4,
+            max_inline_data: 64,
+        }
+    }
+}
+
+/// How a QP is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpConfig {
+    /// RC, UC or UD.
+    pub qp_type: QpType,
+    /// Requested capacities.
+    pub caps: QpCaps,
+    /// Every send request generates a completion, whatever its flags.
+    pub sq_sig_all: bool,
+}
+
+impl QpConfig {
+    /// A config with default caps.
+    pub fn new(qp_type: QpType) -> Self {
+        QpConfig {
+            qp_type,
+            caps: QpCaps::default(),
+            sq_sig_all: false,
+        }
+    }
+}
+
+/// Parameters of the RESET → INIT → RTR → RTS bring-up (defaults are `ibv_rc_pingpong`'s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectOpts {
+    /// Local port (1-based).
+    pub port: u8,
+    /// Local GID index used for the GRH (RoCE needs one).
+    pub gid_index: u8,
+    /// Path MTU; `None` = the smaller of the two ports' active MTUs.
+    pub path_mtu: Option<Mtu>,
+    /// Local ACK timeout exponent (4.096 µs × 2^timeout).
+    pub timeout: u8,
+    /// Transport retries (0..=7; 7 retries forever on rxe).
+    pub retry_cnt: u8,
+    /// RNR retries (0..=7; 7 = forever).
+    pub rnr_retry: u8,
+    /// Minimal RNR NAK timer (encoded, 12 = 0.64 ms).
+    pub min_rnr_timer: u8,
+    /// Outstanding READs/atomics we initiate.
+    pub max_rd_atomic: u8,
+    /// Outstanding READs/atomics we answer.
+    pub max_dest_rd_atomic: u8,
+    /// Service level.
+    pub sl: u8,
+    /// Remote access rights of the QP (RC/UC).
+    pub access: Access,
+    /// Q_Key (UD).
+    pub qkey: u32,
+}
+
+impl Default for ConnectOpts {
+    fn default() -> Self {
+        ConnectOpts {
+            port: 1,
+            gid_index: 0,
+            path_mtu: None,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            max_rd_atomic: 1,
+            max_dest_rd_atomic: 1,
+            sl: 0,
+            access: Access::LOCAL_WRITE
+                | Access::REMOTE_WRITE
+                | Access::REMOTE_READ
+                | Access::REMOTE_ATOMIC,
+            qkey: 0x1111_1111,
+        }
+    }
+}
+
+/// An IB path MTU (the only five values the wire allows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mtu {
+    /// 256 bytes (`IBV_MTU_256` = 1).
+    Mtu256 = 1,
+    /// 512 bytes.
+    Mtu512 = 2,
+    /// 1024 bytes.
+    Mtu1024 = 3,
+    /// 2048 bytes.
+    Mtu2048 = 4,
+    /// 4096 bytes.
+    Mtu4096 = 5,
+}
+
+impl Mtu {
+    /// The MTU in bytes.
+    pub fn bytes(self) -> u32 {
+        128 << (self as u32)
+    }
+    /// From the verbs enum value (1..=5).
+    pub fn from_ibv(v: u32) -> Option<Mtu> {
+        Some(match v {
+            1 => Mtu::Mtu256,
+            2 => Mtu::Mtu512,
+            3 => Mtu::Mtu1024,
+            4 => Mtu::Mtu2048,
+            5 => Mtu::Mtu4096,
+            _ => return None,
+        })
+    }
+    /// From a size in bytes (256, 512, 1024, 2048, 4096).
+    pub fn from_bytes(b: u32) -> Option<Mtu> {
+        Some(match b {
+            256 => Mtu::Mtu256,
+            512 => Mtu::Mtu512,
+            1024 => Mtu::Mtu1024,
+            2048 => Mtu::Mtu2048,
+            4096 => Mtu::Mtu4096,
+            _ => return None,
+        })
+    }
+}

@@ -1,0 +1,269 @@
+//! Work requests: what a send or receive queue is given.
+//!
+//! A [`SendWr`] borrows its SGE list or inline bytes and its address handle; building one
+//! allocates nothing, and it is `Copy`, so a refused request comes back whole.
+//!
+//! ## Receives and WRITE WITH IMMEDIATE
+//!
+//! A receive work request may have zero SGEs. An RDMA WRITE WITH IMMEDIATE **does consume a
+//! posted receive WQE at the responder** (the data goes to the remote address; the receive WQE
+//! only carries the completion and the immediate), so a responder must keep receives posted
+//! for it, zero-SGE ones being enough.
+//!
+//! ## Immediate data
+//!
+//! [`SendOp::SendImm`] / [`SendOp::WriteImm`] take the immediate as a host-order `u32`; it
+//! travels big-endian and the completion's `imm` gives back the same host-order value.
+
+use std::fmt;
+
+/// One scatter/gather element: `length` bytes at `addr`, inside the MR of `lkey`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Sge {
+    /// Virtual address.
+    pub addr: u64,
+    /// Length in bytes. Zero-length SGEs are skipped.
+    pub length: u32,
+    /// Local key of the MR the bytes lie in.
+    pub lkey: u32,
+}
+
+/// The operation of a send work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOp {
+    /// SEND: consumes a receive at the responder.
+    Send,
+    /// SEND WITH IMMEDIATE (`imm` in host order).
+    SendImm {
+        /// Immediate data, host order.
+        imm: u32,
+    },
+    /// RDMA WRITE to `raddr` in the remote MR of `rkey`.
+    Write {
+        /// Remote address.
+        raddr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// RDMA WRITE WITH IMMEDIATE: consumes a receive at the responder.
+    WriteImm {
+        /// Remote address.
+        raddr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Immediate data, host order.
+        imm: u32,
+    },
+    /// RDMA READ from `raddr` into the local SGEs.
+    Read {
+        /// Remote address.
+        raddr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// 8-byte atomic compare-and-swap at `raddr` (8-byte aligned); the old value lands in the
+    /// single 8-byte local SGE, in host byte order.
+    CompareSwap {
+        /// Remote address (8-byte aligned).
+        raddr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Value compared with the remote one.
+        compare: u64,
+        /// Value written when they are equal.
+        swap: u64,
+    },
+    /// 8-byte atomic fetch-and-add at `raddr` (8-byte aligned); the old value lands in the
+    /// single 8-byte local SGE, in host byte order.
+    FetchAdd {
+        /// Remote address (8-byte aligned).
+        raddr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Addend.
+        add: u64,
+    },
+}
+
+impl SendOp {
+    /// Short name, perftest style (`SEND`, `WRITE_IMM`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            SendOp::Send => "SEND",
+            SendOp::SendImm { .. } => "SEND_IMM",
+            SendOp::Write { .. } => "WRITE",
+            SendOp::WriteImm { .. } => "WRITE_IMM",
+            SendOp::Read { .. } => "READ",
+            SendOp::CompareSwap { .. } => "CMP_SWAP",
+            SendOp::FetchAdd { .. } => "FETCH_ADD",
+        }
+    }
+    /// True for READ and the atomics (the ones that bring data back).
+    pub fn is_read_like(&self) -> bool {
+        matches!(
+            self,
+            SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+        )
+    }
+    /// True for the atomics.
+    pub fn is_atomic(&self) -> bool {
+        matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
+    }
+}
+
+/// Where a send request's local data comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Payload<'a> {
+    /// Gather from (or, for READ/atomics, scatter into) registered memory.
+    Sges(&'a [Sge]),
+    /// Copy these bytes into the WQE at post time (no lkey needed; the buffer may be reused as
+    /// soon as `post` returns). Not valid for READ and atomics.
+    Inline(&'a [u8]),
+}
+
+impl Payload<'_> {
+    /// Total length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Sges(s) => s.iter().map(|s| s.length as usize).sum(),
+            Payload::Inline(b) => b.len(),
+        }
+    }
+    /// True when there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Flags of a send work request (a hand-written bit set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+pub struct SendFlags(pub u8);
+
+impl SendFlags {
+    /// No flags: unsignaled, unfenced.
+    pub const NONE: SendFlags = SendFlags(0);
+    /// Generate a completion for this request (and retire the unsignaled ones before it).
+    pub const SIGNALED: SendFlags = SendFlags(1);
+    /// Wait for earlier READs and atomics to finish before starting this request.
+    pub const FENCE: SendFlags = SendFlags(2);
+    /// Ask the responder to raise a solicited event.
+    pub const SOLICITED: SendFlags = SendFlags(4);
+
+    /// True if every flag of `other` is set.
+    #[inline]
+    pub const fn contains(self, other: SendFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for SendFlags {
+    type Output = SendFlags;
+    fn bitor(self, rhs: SendFlags) -> SendFlags {
+        SendFlags(self.0 | rhs.0)
+    }
+}
+
+/// A UD destination: the address handle and the remote QP.
+#[derive(Clone, Copy, Debug)]
+pub struct UdDest<'a> {
+    /// The address handle (from the provider's `create_ah`).
+    pub ah: &'a AddressHandle,
+    /// Remote QPN.
+    pub remote_qpn: u32,
+    /// Remote Q_Key.
+    pub remote_qkey: u32,
+}
+
+/// A send work request. It borrows its SGE list and inline bytes; nothing is allocated.
+#[derive(Clone, Copy, Debug)]
+pub struct SendWr<'a> {
+    /// The caller's identifier, returned in the completion.
+    pub wr_id: u64,
+    /// What to do.
+    pub op: SendOp,
+    /// Local data.
+    pub payload: Payload<'a>,
+    /// Signaled, fence, solicited.
+    pub flags: SendFlags,
+    /// The destination, on UD QPs only.
+    pub ud: Option<UdDest<'a>>,
+}
+
+impl<'a> SendWr<'a> {
+    /// A request with `op` over `sges`, unsignaled.
+    pub fn new(wr_id: u64, op: SendOp, sges: &'a [Sge]) -> Self {
+        SendWr {
+            wr_id,
+            op,
+            payload: Payload::Sges(sges),
+            flags: SendFlags::NONE,
+            ud: None,
+        }
+    }
+    /// SEND of `sges`, unsignaled.
+    pub fn send(wr_id: u64, sges: &'a [Sge]) -> Self {
+        Self::new(wr_id, SendOp::Send, sges)
+    }
+    /// RDMA WRITE of `sges` to `raddr`/`rkey`, unsignaled.
+    pub fn write(wr_id: u64, sges: &'a [Sge], raddr: u64, rkey: u32) -> Self {
+        Self::new(wr_id, SendOp::Write { raddr, rkey }, sges)
+    }
+    /// RDMA READ from `raddr`/`rkey` into `sges`, unsignaled.
+    pub fn read(wr_id: u64, sges: &'a [Sge], raddr: u64, rkey: u32) -> Self {
+        Self::new(wr_id, SendOp::Read { raddr, rkey }, sges)
+    }
+    /// Use inline data instead of SGEs.
+    pub fn inline(mut self, data: &'a [u8]) -> Self {
+        self.payload = Payload::Inline(data);
+        self
+    }
+    /// Ask for a completion.
+    pub fn signaled(mut self) -> Self {
+        self.flags = self.flags | SendFlags::SIGNALED;
+        self
+    }
+    /// Add flags.
+    pub fn with_flags(mut self, f: SendFlags) -> Self {
+        self.flags = self.flags | f;
+        self
+    }
+    /// Set the UD destination.
+    pub fn to(mut self, dest: UdDest<'a>) -> Self {
+        self.ud = Some(dest);
+        self
+    }
+}
+
+/// A receive work request: where the incoming bytes go. Zero SGEs are allowed (see the
+/// module doc on WRITE WITH IMMEDIATE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvWr<'a> {
+    /// The caller's identifier, returned in the completion.
+    pub wr_id: u64,
+    /// Scatter list.
+    pub sges: &'a [Sge],
+}
+
+/// A UD address handle. Providers fill the parts they use.
+pub struct AddressHandle {
+    /// The 48-byte mlx5 address vector (mlx5 and sim providers).
+    pub(crate) av: [u8; 48],
+    /// `struct ibv_ah *` (verbs provider); null elsewhere.
+    pub(crate) raw: *mut std::ffi::c_void,
+    /// Keeps whatever owns `raw` alive (and destroys it on drop).
+    pub(crate) _owner: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl fmt::Debug for AddressHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AddressHandle")
+            .field("raw", &self.raw)
+            .finish_non_exhaustive()
+    }
+}
+
+// SAFETY: `raw` is an `ibv_ah *` that libibverbs allows to be used from any thread (verbs
+// objects are thread safe); the AH is only read through it.
+unsafe impl Send for AddressHandle {}
+// SAFETY: as above; nothing is mutated through a shared reference.
+unsafe impl Sync for AddressHandle {}
