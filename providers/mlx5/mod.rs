@@ -35,8 +35,8 @@ pub use cq::{syndrome_status, Mlx5Cq};
 pub use device::{BfregMode, Mlx5Device};
 pub use dv::{DvCq, DvQp, DvSrq};
 pub use qp::Mlx5Qp;
-pub use rq::{Mlx5Rq, Mlx5Srq, INVALID_LKEY};
-pub use sq::{fm_ce_se, wqe_op, Mlx5Sq};
+pub use rq::{Mlx5Rq, Mlx5Srq};
+pub use sq::Mlx5Sq;
 
 /// How `ring()` tells the device about staged WQEs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
