@@ -742,3 +742,25 @@ impl CompletionQueue for Mlx5Cq {
         self.dv.cqe_cnt
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Syndrome;
+
+    #[test]
+    fn every_named_syndrome_has_its_own_status() {
+        let mut seen = Vec::new();
+        for syn in Syndrome::ALL {
+            let st = syndrome_status(u8::from(syn));
+            assert_ne!(st, WcStatus::GeneralErr, "{}", syn.name());
+            assert!(!seen.contains(&st), "{}", syn.name());
+            seen.push(st);
+        }
+        assert_eq!(
+            syndrome_status(u8::from(Syndrome::RemAccess)),
+            WcStatus::RemAccessErr
+        );
+        assert_eq!(syndrome_status(0x99), WcStatus::GeneralErr);
+    }
+}
