@@ -30,11 +30,6 @@ const ALLOWED: &[(&str, &str)] = &[
         "providers/sim/engine.rs",
         "sim BlueFlame constants and CQE store pending the move to wire",
     ),
-    // The plain-memory bench rig, until it moves out of the library onto wire's encoders.
-    (
-        "providers/mlx5/plain.rs",
-        "bench rig CQE builder pending its move",
-    ),
 ];
 
 /// Directories scanned, relative to the crate root.

@@ -3,7 +3,11 @@
 //! from rdma-core's headers): for a deterministic spread of requests, both write the same
 //! bytes into identical rings, wrap-around included, and the receive/SRQ WQEs parse back.
 
-use rdma_direct::providers::mlx5::plain::{address_handle, PlainCq, PlainQp, PlainSrq};
+#[path = "../benches/rig/plain.rs"]
+mod plain;
+
+use plain::{PlainCq, PlainQp, PlainSrq};
+use rdma_direct::providers::mlx5::address_handle;
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
 use rdma_direct::providers::{
     Completion, CompletionQueue, Payload, QpCaps, QpConfig, QpState, QpType, QueuePair, RecvQueue,

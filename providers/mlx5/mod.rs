@@ -26,7 +26,6 @@
 pub mod cq;
 pub mod device;
 pub mod dv;
-pub mod plain;
 mod qp;
 mod rq;
 mod shared;
@@ -35,7 +34,7 @@ pub mod wqe;
 
 pub use cq::{syndrome_status, Mlx5Cq};
 pub use device::{BfregMode, Mlx5Device};
-pub use dv::{DvCq, DvQp, DvSrq};
+pub use dv::{address_handle, DvCq, DvQp, DvSrq};
 pub use qp::Mlx5Qp;
 pub use rq::{Mlx5Rq, Mlx5Srq};
 pub use sq::Mlx5Sq;
