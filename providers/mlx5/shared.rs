@@ -13,7 +13,7 @@
 //! the ordering comes from the index handoff, and a misbehaving caller (say, a reset racing a
 //! poll, which the docs forbid) gets wrong accounting, never undefined behaviour.
 //!
-//! Counters run free and wrap (`u32`); they are masked only at the slot (STYLE rule 7).
+//! Counters run free and wrap (`u32`); they are masked only at the slot.
 
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};

@@ -1110,7 +1110,7 @@ impl SendQueue for Mlx5Sq {
         }
         // `black_box` (an identity) makes the request's copy in memory happen here, on this
         // path only: otherwise LLVM builds the caller's request in memory before the fast-path
-        // checks, eight stores per post that the fast path never reads (callgrind: 9 of 63).
+        // checks, eight stores per post that the fast path never reads.
         self.post_slow(core::hint::black_box(wr))
     }
 

@@ -2,8 +2,8 @@
 //!
 //! Runs the mlx5 provider's queues on plain memory with this program acting as the device
 //! (`Loopback` of the bench rig `benches/rig/plain.rs`, compiled into this program): what
-//! is measured is the driver's work
-//! (writing WQEs, doorbell record, doorbell or BlueFlame stores; parsing CQEs), not a NIC.
+//! is measured is the driver's work (writing WQEs, doorbell record, doorbell or BlueFlame
+//! stores; parsing CQEs), not a NIC.
 //! Figures are labelled "plain memory, not hardware".
 
 use std::time::Instant;
