@@ -79,7 +79,7 @@
 //! sim device: 20000 doorbells, 20000 WQEs, 40000 CQEs, ... engine passes
 //! ```
 //!
-//! The engine's own documentation (passes, validation order, errors) is in `engine.rs`.
+//! The engine's own documentation (passes, validation order, errors) is in `engine/mod.rs`.
 //!
 //! ## A new CQ buffer: owner bit
 //!
