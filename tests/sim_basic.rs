@@ -294,7 +294,7 @@ fn send_longer_than_the_receive_is_loc_len_and_rem_inv_req() {
     a.qp.sq().ring();
     let ca = poll_n(&mut dev, &mut a.cq, 1);
     let cb = poll_n(&mut dev, &mut b.cq, 1);
-    // mlx5 and the IBA: responder LOC_LEN, requester REM_INV_REQ (rxe differs, DESIGN 5b).
+    // mlx5 and the IBA: responder LOC_LEN, requester REM_INV_REQ (rxe reports LOC_QP_OP / REM_OP).
     assert_eq!(
         (ca[0].wr_id, ca[0].status, ca[0].vendor_err & 0xff),
         (3, WcStatus::RemInvReqErr, 0x12)

@@ -63,32 +63,21 @@
 //!
 //! ## The main job: `rdma-direct pingpong` without `-d`
 //!
-//! Two RC QPs on the sim, device-thread mode, the production mlx5 hot path on both ends
-//! (a run on the 2-vCPU build machine, 2026-12-02; sim figures, not hardware):
-//!
-//! ```text
-//! $ rdma-direct pingpong -s 64 -n 10000
-//! provider: sim (software mlx5 device; not hardware)
-//!   local address:  LID 0x0000, QPN 0x000100, PSN 0x3779b9, GID ::ffff:127.0.0.1
-//!   remote address: LID 0x0000, QPN 0x000101, PSN 0xd5b132, GID ::ffff:127.0.0.1
-//! 1280000 bytes in 0.01 seconds = 946.29 Mbit/sec
-//! 10000 iters in 0.01 seconds = 1.08 usec/iter
-//! latency (half round trip, sim device thread, not hardware):
-//!  #bytes #iterations t_min[usec] t_max[usec] t_typical[usec] t_avg[usec] t_stdev[usec] 99% percentile[usec] 99.9% percentile[usec]
-//!  64     10000       0.44        78.82       0.48            0.52        1.01          1.56                 3.99
-//! sim device: 20000 doorbells, 20000 WQEs, 40000 CQEs, ... engine passes
-//! ```
+//! Two RC QPs on the sim, device-thread mode, the production mlx5 hot path on both ends.
+//! The run prints `provider: sim (software mlx5 device; not hardware)`, labels its latency
+//! table "sim device thread, not hardware", and ends with the device's counters (doorbells,
+//! WQEs, CQEs, engine passes): one doorbell and one WQE per message, two CQEs per message
+//! (the sender's and the receiver's).
 //!
 //! The engine's own documentation (passes, validation order, errors) is in `engine/mod.rs`.
 //!
-//! ## A new CQ buffer: owner bit
+//! ## A new CQ buffer: owner bit 0
 //!
-//! Issue 6 says "CQ rings initialised as hardware leaves them (opcode INVALID, owner bit set)".
 //! rdma-core (`mlx5_alloc_cq_buf` in providers/mlx5/cq.c) and the kernel (`init_cq_frag_buf`
-//! in drivers/infiniband/hw/mlx5/cq.c) both write `op_own = MLX5_CQE_INVALID << 4` = 0xF0,
-//! i.e. owner bit **0**, and hardware writes the first pass with owner 0 (parity of
-//! `ci & cqe_cnt`). The sim follows rdma-core and DESIGN.md §4 (0xF0); the issue text is
-//! wrong on this point. Either way an INVALID opcode is never taken as a CQE.
+//! in drivers/infiniband/hw/mlx5/cq.c) both write `op_own = MLX5_CQE_INVALID << 4` = 0xF0
+//! into every CQE of a new CQ buffer, i.e. owner bit **0** (not 1, as one might guess), and
+//! hardware writes the first pass over the ring with owner 0 (the parity of `ci & cqe_cnt`).
+//! The sim does the same. Either way an INVALID opcode is never taken as a CQE.
 
 mod engine;
 pub mod fault;

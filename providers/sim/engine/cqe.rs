@@ -3,8 +3,8 @@
 //! Reads: the CQ's doorbell record (`dbrec[0]`, the consumer index the host publishes) and
 //! the fault injector's delay, reorder and torn-write settings. Writes: CQEs into the ring
 //! (bytes 0..63 first, then `op_own` with a release store, so the host never sees an owner
-//! bit before the body), the CQ's producer index, [`EngineStats::cqes`] /
-//! [`EngineStats::cqes_dropped`], and on overrun an [`AsyncEvent::CqOverrun`] plus one
+//! bit before the body), the CQ's producer index, `EngineStats::cqes` /
+//! `EngineStats::cqes_dropped`, and on overrun an [`AsyncEvent::CqOverrun`] plus one
 //! [`AsyncEvent::QpFatal`] per QP completing on that CQ (moved to ERR).
 //!
 //! Invariants: a CQE is never written over one the host has not consumed (the ring being

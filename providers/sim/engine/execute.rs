@@ -4,7 +4,7 @@
 //! Reads: the parsed WQE (from `fetch`), the MR table (lkeys of the requester, rkeys of the
 //! responder), both QPs' state and attributes, the fault injector's error rate. Writes: the
 //! responder's memory (WRITE, atomics), the requester's memory (READ data, the atomic's old
-//! value), the requester QP's SQ index, retry counters and state, [`EngineStats::bytes`];
+//! value), the requester QP's SQ index, retry counters and state, `EngineStats::bytes`;
 //! completions go out through `cqe` (`push_cqe`), receive-consuming operations through
 //! `recv` (`consume_recv`).
 //!

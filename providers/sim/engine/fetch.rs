@@ -5,7 +5,7 @@
 //! device's index `sq_ci`. Writes: the QP's doorbell latch (`last_db`, `rung`), in
 //! deterministic mode the BlueFlame half behind its first word (cleared, so the next 8-byte
 //! doorbell is told apart from a BlueFlame copy) and the kept copy (`bf_copy`),
-//! [`EngineStats::doorbells`]. Nothing here touches host data buffers or CQs.
+//! `EngineStats::doorbells`. Nothing here touches host data buffers or CQs.
 //!
 //! Invariants: only a changed UAR word makes the SQ `rung` (a dbrec update alone is not seen,
 //! as on hardware); a WQE is parsed from the engine's own copy, never in place, so a host

@@ -24,9 +24,10 @@
 //!    Syndrome values are `MLX5_CQE_SYNDROME_*` of rdma-core `mlx5dv.h`, and libmlx5's
 //!    `mlx5_handle_error_cqe` turns them into the `ibv_wc_status` the provider reports. Which
 //!    check yields which syndrome is the sim's reading of the IBA error classes (local
-//!    protection → LOC_PROT, a malformed WQE → LOC_QP_OP, responder NAKs → REM_*), the same
-//!    the IBA and the mlx5 column of DESIGN.md §5b give; it was not captured from hardware
-//!    (there is none here). Vendor syndromes (byte 54) are not modelled: always 0.
+//!    protection → LOC_PROT, a malformed WQE → LOC_QP_OP, responder NAKs → REM_*), which is
+//!    also what mlx5 reports where rxe differs (rxe, kernel 6.1, reports a SEND longer than
+//!    the receive as responder LOC_QP_OP / requester REM_OP); it was not captured from
+//!    hardware (there is none here). Vendor syndromes (byte 54) are not modelled: always 0.
 //! 3. **Execution** against the peer QP's memory (RC and UC: the QP's remote QPN; UD: the
 //!    address vector's `dqp_dct`), in order; CQEs are written with the right opcode, byte
 //!    count, immediate, QPN, `wqe_counter` and owner parity, for send WQEs only when

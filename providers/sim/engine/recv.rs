@@ -5,7 +5,7 @@
 //! `next_wqe_index` links), the receive WQE's data segments up to the `MLX5_INVALID_LKEY`
 //! terminator, the MR table. Writes: the responder's receive buffers (with a 40-byte GRH in
 //! front for UD), its RQ index or the SRQ's cursor, the responder CQE through `cqe`, the
-//! responder QP's state on error, [`EngineStats::bytes`].
+//! responder QP's state on error, `EngineStats::bytes`.
 //!
 //! Invariants: receives are consumed in order (RQ: ring order; SRQ: along the links, the
 //! CQE naming the SRQ WQE index as `wqe_counter`); a receive is consumed even when its
@@ -168,7 +168,7 @@ impl Engine {
         };
         if needed > cap {
             // Longer than the receive: responder LOC_LEN, requester REM_INV_REQ (mlx5 and
-            // the IBA; rxe reports LOC_QP_OP / REM_OP here, see DESIGN.md 5b).
+            // the IBA; rxe, kernel 6.1, reports LOC_QP_OP / REM_OP here instead).
             self.push_cqe(
                 recv_cqn,
                 resp_err(syndrome::LOC_LEN),
