@@ -240,11 +240,11 @@ fn ud_send_has_grh_space_and_source_qpn() {
     assert!(cb[0].flags.contains(WcFlags::GRH));
     assert_eq!(cb[0].src_qp, a.qp.qpn());
     // The GRH: version 6, payload length BTH + DETH + 32 + ICRC, next header 0x1b, the
-    // sim port's GID as source and destination.
+    // device port's GID as source and destination.
     assert_eq!(mem[1024], 0x60, "GRH version nibble");
     assert_eq!(&mem[1028..1032], &[0, 56, 0x1b, 64]);
-    assert_eq!(&mem[1032..1048], &rdma_direct::providers::sim::SIM_GID);
-    assert_eq!(&mem[1048..1064], &rdma_direct::providers::sim::SIM_GID);
+    assert_eq!(&mem[1032..1048], &dev.gid());
+    assert_eq!(&mem[1048..1064], &dev.gid());
     assert_eq!(&mem[1064..1096], &[0x5a; 32]);
     // A wrong Q_Key is dropped silently: the sender completes, the receiver sees nothing.
     b.qp.rq()

@@ -85,13 +85,13 @@ mod layout;
 mod mem;
 mod provider;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 pub use engine::{AsyncEvent, EngineStats, SimQpAttr};
 pub use fault::{FaultConfig, FaultStats};
-pub use provider::{SimMr, SimPd, SIM_GID, SIM_PORT_MTU};
+pub use provider::{SimMr, SimPd, SIM_PORT_MTU};
 
 use super::mlx5::dv::{DvCq, DvQp, DvSrq};
 use super::{QpCaps, QpConfig, QpState};
@@ -112,9 +112,33 @@ impl Shared {
     }
 }
 
+/// Sim devices created so far in this process; each takes the next number.
+static DEVICES: AtomicU32 = AtomicU32::new(0);
+
+/// The identity of the `n`-th sim device of the process: its first QPN and its port's GID.
+///
+/// Devices share no memory, so a QP of one cannot reach a QP of another; distinct QPNs and
+/// GIDs make an endpoint of another device recognisable (connecting to it is refused)
+/// instead of silently naming a local QP with the same number. QPNs: device `n` starts at
+/// `(n mod 255) << 16 | 0x100` (24-bit QPNs; the top byte never 0xff, so never the
+/// multicast QPN 0xffffff), room for 65,280 QPs before the next device's range. GIDs: the
+/// IPv4-mapped loopback address `::ffff:127.0.0.1` plus `n` (the first device keeps
+/// `::ffff:127.0.0.1`). Both repeat after 255 (QPN) and 16M (GID) devices.
+fn identity(n: u32) -> (u32, [u8; 16]) {
+    let qpn_base = ((n % 0xff) << 16) | 0x100;
+    let ipv4 = 0x7f00_0001 + n % 0x00ff_fffe;
+    let mut gid = [0u8; 16];
+    gid[10] = 0xff;
+    gid[11] = 0xff;
+    gid[12..].copy_from_slice(&ipv4.to_be_bytes());
+    (qpn_base, gid)
+}
+
 /// The software mlx5 device.
 pub struct SimDevice {
     shared: Arc<Shared>,
+    /// The GID of the device's single port (see [`identity`]).
+    gid: [u8; 16],
     /// CQE size of the CQs created from now on (64 or 128).
     cqe_size: u32,
     thread: Option<JoinHandle<()>>,
@@ -171,9 +195,11 @@ impl Default for SimDevice {
 impl SimDevice {
     /// A new device in deterministic mode, named `sim0`.
     pub fn new() -> SimDevice {
+        let (qpn_base, gid) = identity(DEVICES.fetch_add(1, Ordering::Relaxed));
         SimDevice {
+            gid,
             shared: Arc::new(Shared {
-                engine: Mutex::new(Engine::new()),
+                engine: Mutex::new(Engine::new(qpn_base, gid)),
                 stop: AtomicBool::new(false),
                 threaded: AtomicBool::new(false),
             }),
@@ -243,6 +269,13 @@ impl SimDevice {
             let _ = h.join();
         }
         self.shared.threaded.store(false, Ordering::Relaxed);
+    }
+
+    /// The GID of the device's single port: an IPv4-mapped loopback address
+    /// (`::ffff:127.0.0.1` for the first device of the process, then `.2`, `.3`, ...), distinct
+    /// per device, as are the QPNs each device hands out.
+    pub fn gid(&self) -> [u8; 16] {
+        self.gid
     }
 
     /// True while the device thread runs.

@@ -111,8 +111,6 @@ use crate::providers::{
 
 use super::SimQpAttr;
 
-/// The GID of the sim's single port: `::ffff:127.0.0.1` (a RoCE v2 IPv4-mapped GID).
-pub const SIM_GID: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1];
 /// The sim port's active MTU.
 pub const SIM_PORT_MTU: Mtu = Mtu::Mtu4096;
 
@@ -189,7 +187,7 @@ impl Provider for SimDevice {
     fn endpoint(&self, qp: &Mlx5Qp, opts: &ConnectOpts) -> crate::Result<QpEndpoint> {
         Ok(QpEndpoint {
             lid: 0,
-            gid: SIM_GID,
+            gid: self.gid(),
             gid_index: opts.gid_index,
             qpn: qp.qpn(),
             // A fixed function of the QPN: deterministic runs, distinct per QP.
@@ -207,6 +205,7 @@ impl Provider for SimDevice {
         opts: &ConnectOpts,
     ) -> crate::Result<()> {
         let _ = local;
+        self.same_device("ibv_modify_qp (sim connect)", remote)?;
         let qpn = qp.qpn();
         if qp.state() != QpState::Reset {
             self.modify_qp(qpn, QpState::Reset, None)?;
@@ -253,6 +252,7 @@ impl Provider for SimDevice {
         remote: &QpEndpoint,
         opts: &ConnectOpts,
     ) -> crate::Result<AddressHandle> {
+        self.same_device("ibv_create_ah (sim)", remote)?;
         // struct mlx5_wqe_av: 0 qkey, 8 dqp_dct, 12 stat_rate_sl, 13 fl_mlid, 14 rlid,
         // 26 tclass, 27 hop_limit, 28 grh_gid_fl, 32 rgid. The SQ fills qkey and dqp_dct
         // per request from the UdDest.
@@ -276,6 +276,28 @@ impl Provider for SimDevice {
         if !self.is_threaded() {
             self.run_until_idle();
         }
+    }
+}
+
+impl SimDevice {
+    /// A remote endpoint must be one of this device's own: sim devices share no memory, and
+    /// a QPN of another device could name an unrelated local QP.
+    fn same_device(&self, verb: &'static str, remote: &QpEndpoint) -> crate::Result<()> {
+        if remote.gid == self.gid() {
+            return Ok(());
+        }
+        Err(crate::Error::verb(
+            verb,
+            libc::EINVAL,
+            format!(
+                "the remote endpoint (GID {}, QPN {:#x}) belongs to another sim device (this \
+                 one is GID {}); a sim device connects only its own QPs: create both QPs on \
+                 one SimDevice",
+                std::net::Ipv6Addr::from(remote.gid),
+                remote.qpn,
+                std::net::Ipv6Addr::from(self.gid()),
+            ),
+        ))
     }
 }
 

@@ -93,6 +93,8 @@ pub(crate) struct Engine {
     next_pd: u32,
     next_key: u32,
     next_qpn: u32,
+    /// The GID of the device's port (source and destination of every GRH it writes).
+    gid: [u8; 16],
     next_cqn: u32,
     next_srqn: u32,
     pub(crate) fault: Option<FaultInjector>,
@@ -109,7 +111,8 @@ fn einval(context: &'static str, detail: impl Into<String>) -> crate::Error {
 }
 
 impl Engine {
-    pub(crate) fn new() -> Engine {
+    /// An engine with no objects whose QPNs start at `qpn_base` and whose port has `gid`.
+    pub(crate) fn new(qpn_base: u32, gid: [u8; 16]) -> Engine {
         Engine {
             qps: BTreeMap::new(),
             cqs: BTreeMap::new(),
@@ -117,7 +120,8 @@ impl Engine {
             mrs: HashMap::new(),
             next_pd: 1,
             next_key: 0x1000,
-            next_qpn: 0x100,
+            next_qpn: qpn_base,
+            gid,
             next_cqn: 0x40,
             next_srqn: 0x20,
             fault: None,

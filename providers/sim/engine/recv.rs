@@ -186,7 +186,7 @@ impl Engine {
                 unsafe { gather_into(local, remote) };
             }
             _ => {
-                let mut grh_bytes = make_grh(len as u32);
+                let mut grh_bytes = make_grh(len as u32, &self.gid);
                 let mut src = [EMPTY_SPAN; MAX_SEGS + 1];
                 let mut ns = 0;
                 if grh {
@@ -231,15 +231,15 @@ impl Engine {
 
 /// The 40-byte GRH in front of a UD receive: an IPv6-shaped header (version 6, payload
 /// length = BTH 12 + DETH 8 + payload + ICRC 4, next header 0x1b = IBA transport, hop limit
-/// 64) with the sim port's GID (`::ffff:127.0.0.1`) as source and destination: the sim has
-/// one port, so every datagram is a loopback.
-pub(super) fn make_grh(payload: u32) -> [u8; GRH_LEN] {
+/// 64) with the device port's `gid` as source and destination: a sim device has one port
+/// and datagrams never leave it, so every datagram is a loopback.
+pub(super) fn make_grh(payload: u32, gid: &[u8; 16]) -> [u8; GRH_LEN] {
     let mut g = [0u8; GRH_LEN];
     g[0] = 0x60;
     g[4..6].copy_from_slice(&((payload + 12 + 8 + 4) as u16).to_be_bytes());
     g[6] = 0x1b;
     g[7] = 64;
-    g[8..24].copy_from_slice(&crate::providers::sim::SIM_GID);
-    g[24..40].copy_from_slice(&crate::providers::sim::SIM_GID);
+    g[8..24].copy_from_slice(gid);
+    g[24..40].copy_from_slice(gid);
     g
 }
