@@ -81,10 +81,12 @@
 
 #![forbid(unsafe_code)]
 
+mod consts;
 mod cqe;
 mod seg;
 mod wqe;
 
+pub use consts::*;
 pub use cqe::{
     cqe64_offset, cqe_owner_for, cqe_sw_owned, Cqe64, CqeOpcode, CqeRepr, ErrCqe, Syndrome,
     CQE_FLAGS_GRH, CQE_INLINE_SCATTER_32, CQE_INLINE_SCATTER_64, CQE_INVALID_OP_OWN, CQE_LEN,
