@@ -81,7 +81,6 @@
 
 mod engine;
 pub mod fault;
-mod layout;
 mod mem;
 mod provider;
 
@@ -95,7 +94,7 @@ pub use provider::{SimMr, SimPd, SIM_PORT_MTU};
 
 use super::mlx5::dv::{DvCq, DvQp, DvSrq};
 use super::{QpCaps, QpConfig, QpState};
-use engine::{Engine, BF_SIZE};
+use engine::Engine;
 use mem::DevMem;
 
 pub(crate) struct Shared {
@@ -394,7 +393,7 @@ impl SimDevice {
             qpn,
             sq_buf: q.mem.ptr(0),
             sq_wqe_cnt: sq_cnt,
-            sq_stride: 64,
+            sq_stride: crate::wire::MLX5_SEND_WQE_BB as u32,
             rq_buf: if q.rq_cnt == 0 {
                 std::ptr::null_mut()
             } else {
@@ -404,7 +403,7 @@ impl SimDevice {
             rq_stride: q.rq_stride,
             dbrec: q.mem.ptr(q.dbrec_off).cast(),
             bf_reg: q.mem.ptr(q.uar_off),
-            bf_size: BF_SIZE,
+            bf_size: crate::wire::MLX5_BF_SIZE,
         };
         let mem = Arc::clone(&q.mem);
         drop(e);

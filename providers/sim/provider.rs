@@ -110,6 +110,7 @@ use crate::providers::{
 };
 
 use super::SimQpAttr;
+use crate::wire;
 
 /// The sim port's active MTU.
 pub const SIM_PORT_MTU: Mtu = Mtu::Mtu4096;
@@ -253,18 +254,20 @@ impl Provider for SimDevice {
         opts: &ConnectOpts,
     ) -> crate::Result<AddressHandle> {
         self.same_device("ibv_create_ah (sim)", remote)?;
-        // struct mlx5_wqe_av: 0 qkey, 8 dqp_dct, 12 stat_rate_sl, 13 fl_mlid, 14 rlid,
-        // 26 tclass, 27 hop_limit, 28 grh_gid_fl, 32 rgid. The SQ fills qkey and dqp_dct
-        // per request from the UdDest.
-        let mut av = [0u8; 48];
-        av[8..12].copy_from_slice(&(remote.qpn | 0x8000_0000).to_be_bytes());
-        av[12] = (opts.sl & 0xf) << 4;
-        av[14..16].copy_from_slice(&remote.lid.to_be_bytes());
-        av[27] = 64;
-        // grh_gid_fl: bit 30 = GRH present, bits 20..27 = source GID index.
-        let grh_gid_fl = (1u32 << 30) | (u32::from(opts.gid_index) << 20);
-        av[28..32].copy_from_slice(&grh_gid_fl.to_be_bytes());
-        av[32..48].copy_from_slice(&remote.gid);
+        // The address vector as libmlx5's `mlx5_create_ah` fills it for a RoCE port (the
+        // sim's GID is a RoCE v2 one): extended AV, service level in bits 1-3 of
+        // `stat_rate_sl` (static rate 0: the port's), the GRH bit of `grh_gid_fl` clear (RoCE
+        // packets always carry a GRH) with the source GID index in bits 20-27, hop limit 64,
+        // the remote GID. The SQ fills qkey and dqp_dct per request from the UdDest; the
+        // device reads only those two fields.
+        let mut av = [0u8; wire::MLX5_AV_LEN];
+        let mut seg = wire::DatagramSeg::new_unchecked(&mut av[..]);
+        seg.set_dqp_dct(remote.qpn, true);
+        seg.set_stat_rate_sl((opts.sl & 0x7) << 1);
+        seg.set_rlid(remote.lid);
+        seg.set_hop_limit(64);
+        seg.set_grh_gid_fl(u32::from(opts.gid_index) << 20);
+        seg.set_rgid(remote.gid);
         Ok(AddressHandle {
             av,
             raw: std::ptr::null_mut(),

@@ -14,12 +14,13 @@
 //! the QP to ERR; a blocked WQE (RNR or transport retry) stays at the head, the SQ index
 //! unchanged.
 
+use super::cqe::CqeFields;
 use super::dma::{gather_into, scatter_from, Span, EMPTY_SPAN};
 use super::fetch::{seg_len, Wqe, MAX_SEGS, MAX_WQE};
 use super::objects::QpCtx;
 use super::{stream, Engine};
-use crate::providers::sim::layout::{cqe_op, op, syndrome, CqeFields, WQEBB};
 use crate::providers::{Access, QpState, QpType};
+use crate::wire;
 
 /// What happened to the WQE at the head of the SQ.
 pub(super) enum Step {
@@ -54,13 +55,16 @@ impl Engine {
         write: bool,
     ) -> Result<Span, u8> {
         let len = u64::from(len);
-        let mr = self.mrs.get(&lkey).ok_or(syndrome::LOC_PROT)?;
+        let mr = self
+            .mrs
+            .get(&lkey)
+            .ok_or(wire::MLX5_CQE_SYNDROME_LOCAL_PROT_ERR)?;
         if mr.pd != pd
             || addr < mr.addr
             || addr.checked_add(len).is_none_or(|e| e > mr.addr + mr.len)
             || (write && !mr.access.contains(Access::LOCAL_WRITE))
         {
-            return Err(syndrome::LOC_PROT);
+            return Err(wire::MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
         }
         Ok(Span {
             ptr: addr as usize as *mut u8,
@@ -77,14 +81,17 @@ impl Engine {
         rkey: u32,
         need: Access,
     ) -> Result<Span, u8> {
-        let mr = self.mrs.get(&rkey).ok_or(syndrome::REM_ACCESS)?;
+        let mr = self
+            .mrs
+            .get(&rkey)
+            .ok_or(wire::MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR)?;
         if mr.pd != resp.pd
             || raddr < mr.addr
             || raddr.checked_add(len).is_none_or(|e| e > mr.addr + mr.len)
             || !mr.access.contains(need)
             || !resp.attr.access.contains(need)
         {
-            return Err(syndrome::REM_ACCESS);
+            return Err(wire::MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
         }
         Ok(Span {
             ptr: raddr as usize as *mut u8,
@@ -102,7 +109,7 @@ impl Engine {
         }
         let (ring_len, nbb) = Self::read_head(q, &mut buf);
         if let Some((idx, bf)) = q.bf_copy {
-            if u32::from(idx) == q.sq_ci & 0xffff {
+            if u32::from(idx) == q.sq_ci & wire::MLX5_WQE_INDEX_MASK {
                 match Self::compare_bf(q, &buf, ring_len, nbb, &bf) {
                     Some(true) => self.stats.bf_copies += 1,
                     Some(false) => self.stats.bf_mismatches += 1,
@@ -115,8 +122,15 @@ impl Engine {
             Ok(w) => w,
             Err(s) => {
                 let idx = q.sq_ci as u16;
-                let head = ((q.sq_ci as usize) * WQEBB) & (ring_len - 1);
-                self.fail_head(qpn, buf[head + 3], idx, nbb, s, torn_ok);
+                let head = ((q.sq_ci as usize) * wire::MLX5_SEND_WQE_BB) & (ring_len - 1);
+                self.fail_head(
+                    qpn,
+                    buf[head + wire::offset::ctrl::OPCODE],
+                    idx,
+                    nbb,
+                    s,
+                    torn_ok,
+                );
                 return Step::Advanced;
             }
         };
@@ -124,14 +138,24 @@ impl Engine {
         if let Some(f) = self.fault.as_mut() {
             if f.rng.chance(f.cfg.error_ppm) {
                 f.stats.errors += 1;
-                self.fail_head(qpn, w.opcode, w.idx, nbb, syndrome::RETRY_EXC, torn_ok);
+                self.fail_head(
+                    qpn,
+                    w.opcode,
+                    w.idx,
+                    nbb,
+                    wire::MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR,
+                    torn_ok,
+                );
                 return Step::Advanced;
             }
         }
         let q = self.qps.get(&qpn).expect("present");
         let pd = q.pd;
         // Gather (or, for READ/atomics, scatter) list.
-        let writes_local = matches!(w.opcode, op::RDMA_READ | op::ATOMIC_CS | op::ATOMIC_FA);
+        let writes_local = matches!(
+            w.opcode,
+            wire::MLX5_OPCODE_RDMA_READ | wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA
+        );
         let mut local = [EMPTY_SPAN; MAX_SEGS];
         let mut nlocal = 0;
         if w.ninline > 0 {
@@ -154,11 +178,18 @@ impl Engine {
         let local = &local[..nlocal];
         let len = w.len();
         let (resp, byte_cnt) = match (q.qp_type, w.opcode) {
-            (_, op::NOP) => (Resp::Ok, 0),
+            (_, wire::MLX5_OPCODE_NOP) => (Resp::Ok, 0),
             (QpType::Ud, _) => {
                 if len > u64::from(q.attr.path_mtu) {
                     // A UD message never exceeds one MTU: local length error.
-                    self.fail_head(qpn, w.opcode, w.idx, nbb, syndrome::LOC_LEN, torn_ok);
+                    self.fail_head(
+                        qpn,
+                        w.opcode,
+                        w.idx,
+                        nbb,
+                        wire::MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR,
+                        torn_ok,
+                    );
                     return Step::Advanced;
                 }
                 (self.deliver_ud(qpn, &w, local, torn_ok), len as u32)
@@ -186,12 +217,12 @@ impl Engine {
                 q.retry_at = None;
                 q.sq_ci = q.sq_ci.wrapping_add(nbb);
                 let byte_cnt = match w.opcode {
-                    op::ATOMIC_CS | op::ATOMIC_FA => 8,
+                    wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA => 8,
                     _ => byte_cnt,
                 };
                 if w.signaled {
                     let f = CqeFields {
-                        opcode: cqe_op::REQ,
+                        opcode: wire::MLX5_CQE_REQ,
                         qpn,
                         wqe_opcode: w.opcode,
                         wqe_counter: w.idx,
@@ -218,7 +249,14 @@ impl Engine {
                 }
                 let left = q.rnr_left.get_or_insert(q.attr.rnr_retry);
                 if *left == 0 {
-                    self.fail_head(qpn, w.opcode, w.idx, nbb, syndrome::RNR_RETRY_EXC, torn_ok);
+                    self.fail_head(
+                        qpn,
+                        w.opcode,
+                        w.idx,
+                        nbb,
+                        wire::MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR,
+                        torn_ok,
+                    );
                     return Step::Advanced;
                 }
                 *left -= 1;
@@ -235,7 +273,14 @@ impl Engine {
                 }
                 let left = q.retry_left.get_or_insert(q.attr.retry_cnt);
                 if *left == 0 {
-                    self.fail_head(qpn, w.opcode, w.idx, nbb, syndrome::RETRY_EXC, torn_ok);
+                    self.fail_head(
+                        qpn,
+                        w.opcode,
+                        w.idx,
+                        nbb,
+                        wire::MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR,
+                        torn_ok,
+                    );
                     return Step::Advanced;
                 }
                 *left -= 1;
@@ -264,7 +309,7 @@ impl Engine {
         q.retry_at = None;
         let cqn = q.send_cqn;
         let f = CqeFields {
-            opcode: cqe_op::REQ_ERR,
+            opcode: wire::MLX5_CQE_REQ_ERR,
             qpn,
             wqe_opcode,
             wqe_counter: idx,
@@ -280,15 +325,15 @@ impl Engine {
         let q = self.qps.get_mut(&qpn).expect("present");
         let (ring_len, nbb) = Self::read_head(q, &mut buf);
         let idx = q.sq_ci as u16;
-        let head = ((q.sq_ci as usize) * WQEBB) & (ring_len - 1);
+        let head = ((q.sq_ci as usize) * wire::MLX5_SEND_WQE_BB) & (ring_len - 1);
         q.sq_ci = q.sq_ci.wrapping_add(nbb);
         let cqn = q.send_cqn;
         let f = CqeFields {
-            opcode: cqe_op::REQ_ERR,
+            opcode: wire::MLX5_CQE_REQ_ERR,
             qpn,
-            wqe_opcode: buf[head + 3],
+            wqe_opcode: buf[head + wire::offset::ctrl::OPCODE],
             wqe_counter: idx,
-            syndrome: syndrome::WR_FLUSH,
+            syndrome: wire::MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
             ..Default::default()
         };
         self.push_cqe(cqn, f, stream(qpn, false), torn_ok);
@@ -325,15 +370,17 @@ impl Engine {
         let len = w.len();
         // Remote checks first (the responder validates the RETH before touching anything).
         let remote = match w.opcode {
-            op::RDMA_WRITE | op::RDMA_WRITE_IMM => {
+            wire::MLX5_OPCODE_RDMA_WRITE | wire::MLX5_OPCODE_RDMA_WRITE_IMM => {
                 self.remote_span(p, w.raddr, len, w.rkey, Access::REMOTE_WRITE)
             }
-            op::RDMA_READ => self.remote_span(p, w.raddr, len, w.rkey, Access::REMOTE_READ),
-            op::ATOMIC_CS | op::ATOMIC_FA => {
+            wire::MLX5_OPCODE_RDMA_READ => {
+                self.remote_span(p, w.raddr, len, w.rkey, Access::REMOTE_READ)
+            }
+            wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA => {
                 if w.raddr % 8 != 0 {
                     // A misaligned atomic: the responder NAKs it as an invalid request.
                     self.responder_error(peer);
-                    return Resp::Nak(syndrome::REM_INV_REQ);
+                    return Resp::Nak(wire::MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR);
                 }
                 self.remote_span(p, w.raddr, 8, w.rkey, Access::REMOTE_ATOMIC)
             }
@@ -352,7 +399,7 @@ impl Engine {
             }
         };
         match w.opcode {
-            op::RDMA_WRITE => {
+            wire::MLX5_OPCODE_RDMA_WRITE => {
                 // SAFETY: `remote` was checked against an MR of the responder's PD and
                 // `local` against MRs of the requester (or points into the WQE buffer); the
                 // registration contract keeps both valid.
@@ -360,20 +407,20 @@ impl Engine {
                 self.stats.bytes += len;
                 Resp::Ok
             }
-            op::RDMA_READ => {
+            wire::MLX5_OPCODE_RDMA_READ => {
                 // SAFETY: as above, direction reversed (local spans need LOCAL_WRITE, checked).
                 unsafe { scatter_from(remote, local) };
                 self.stats.bytes += len;
                 Resp::Ok
             }
-            op::ATOMIC_CS | op::ATOMIC_FA => {
+            wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA => {
                 let target = remote.ptr as *mut u64;
                 // SAFETY: `remote` is an 8-byte, 8-aligned range of a registered MR; the
                 // device's atomic is modelled as an unaligned-safe read-modify-write. The old
                 // value lands in host byte order (mlx5 with the kernel's atomic endian mode).
                 unsafe {
                     let old = std::ptr::read_volatile(target);
-                    let new = if w.opcode == op::ATOMIC_CS {
+                    let new = if w.opcode == wire::MLX5_OPCODE_ATOMIC_CS {
                         if old == w.compare {
                             w.swap_add
                         } else {
@@ -388,7 +435,9 @@ impl Engine {
                 self.stats.bytes += 8;
                 Resp::Ok
             }
-            op::SEND | op::SEND_IMM | op::RDMA_WRITE_IMM => {
+            wire::MLX5_OPCODE_SEND
+            | wire::MLX5_OPCODE_SEND_IMM
+            | wire::MLX5_OPCODE_RDMA_WRITE_IMM => {
                 let r = self.consume_recv(qpn, peer, w, local, remote, None, torn_ok);
                 if !reliable && matches!(r, Resp::Rnr | Resp::Nak(_)) {
                     // UC has no acks: the requester never hears of the responder's trouble

@@ -13,14 +13,14 @@
 //! the `LOC_QP_OP` syndrome, never a panic.
 
 use super::dma::{Span, EMPTY_SPAN};
-use super::objects::{QpCtx, BF_SIZE};
+use super::objects::QpCtx;
 use super::Engine;
-use crate::providers::sim::layout::{be32, op, syndrome, CTRL_CQ_UPDATE, CTRL_SOLICITED, WQEBB};
 use crate::providers::QpType;
-use crate::wire::{self, DataItem};
+use crate::wire::{self, DataItem, DatagramSeg};
 
-/// The largest WQE: `ds` is 6 bits, so 63 × 16 bytes, rounded up to whole WQEBBs.
-pub(super) const MAX_WQE: usize = 1024;
+/// The largest WQE: `ds` is 6 bits, so 63 × 16 bytes, rounded up to whole WQEBBs (1024).
+pub(super) const MAX_WQE: usize =
+    (wire::MAX_DS * wire::MLX5_WQE_DS_UNITS).next_multiple_of(wire::MLX5_SEND_WQE_BB);
 /// At most this many data segments fit in the largest WQE (and in a receive WQE we create).
 pub(super) const MAX_SEGS: usize = 64;
 
@@ -62,12 +62,20 @@ impl Wqe {
 }
 
 /// A data segment's byte count; 0 means 2 GiB in a send WQE (PRM: "byte_count 0 = 2^31").
+/// The top bit (`MLX5_INLINE_SEG`) is not part of a data segment's length.
 pub(super) fn seg_len(bc: u32) -> u32 {
     if bc == 0 {
-        0x8000_0000
+        1 << 31
     } else {
-        bc & 0x7fff_ffff
+        bc & !wire::MLX5_INLINE_SEG
     }
+}
+
+/// The size in bytes a WQE's ctrl segment (at the start of `ctrl`) declares: `ds` (its low
+/// 6 bits) in 16-byte units.
+fn ds_bytes(ctrl: &[u8]) -> usize {
+    let ds = wire::CtrlSeg::new_unchecked(ctrl).ds() & wire::MLX5_WQE_CTRL_DS_MASK as u8;
+    usize::from(ds) * wire::MLX5_WQE_DS_UNITS
 }
 
 impl Engine {
@@ -77,9 +85,11 @@ impl Engine {
         let Some(q) = self.qps.get_mut(&qpn) else {
             return false;
         };
-        let halves = if BF_SIZE == 0 { 1 } else { 2 };
+        let halves = if wire::MLX5_BF_SIZE == 0 { 1 } else { 2 };
         for h in 0..halves {
-            let w = q.mem.load_raw64(q.uar_off + h * BF_SIZE as usize);
+            let w = q
+                .mem
+                .load_raw64(q.uar_off + h * wire::MLX5_BF_SIZE as usize);
             if w != q.last_db[h] {
                 q.last_db[h] = w;
                 q.rung = true;
@@ -88,12 +98,12 @@ impl Engine {
                     // Deterministic mode (nothing writes concurrently): keep the half's bytes
                     // and clear the device register behind the first word, so an 8-byte
                     // doorbell next time is told apart from a BlueFlame copy.
-                    let off = q.uar_off + h * BF_SIZE as usize;
-                    let mut bytes = [0u8; BF_SIZE as usize];
+                    let off = q.uar_off + h * wire::MLX5_BF_SIZE as usize;
+                    let mut bytes = [0u8; wire::MLX5_BF_SIZE as usize];
                     q.mem.read(off, &mut bytes);
-                    q.mem.write(off + 8, &[0u8; BF_SIZE as usize - 8]);
-                    let idx =
-                        (u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) >> 8) as u16;
+                    q.mem
+                        .write(off + 8, &[0u8; wire::MLX5_BF_SIZE as usize - 8]);
+                    let idx = wire::CtrlSeg::new_unchecked(&bytes[..]).wqe_idx();
                     q.bf_copy = Some((idx, bytes));
                 }
             }
@@ -106,20 +116,24 @@ impl Engine {
     /// follows the same wrap the device ring has. Returns the local ring length in bytes and
     /// the WQE's WQEBB count from its `ds` (at least 1, to step over a `ds = 0` WQE).
     pub(super) fn read_head(q: &QpCtx, buf: &mut [u8; MAX_WQE]) -> (usize, u32) {
-        let local_cnt = q.sq_cnt.min((MAX_WQE / WQEBB) as u32);
+        let local_cnt = q.sq_cnt.min((MAX_WQE / wire::MLX5_SEND_WQE_BB) as u32);
         let copy = |i: u32, buf: &mut [u8; MAX_WQE]| {
             let s = ((q.sq_ci + i) & (q.sq_cnt - 1)) as usize;
-            let d = ((q.sq_ci + i) & (local_cnt - 1)) as usize * WQEBB;
-            q.mem.read(s * WQEBB, &mut buf[d..d + WQEBB]);
+            let d = ((q.sq_ci + i) & (local_cnt - 1)) as usize * wire::MLX5_SEND_WQE_BB;
+            q.mem.read(
+                s * wire::MLX5_SEND_WQE_BB,
+                &mut buf[d..d + wire::MLX5_SEND_WQE_BB],
+            );
         };
         copy(0, buf);
-        let first = ((q.sq_ci & (local_cnt - 1)) as usize) * WQEBB;
-        let ds = buf[first + 7] & 0x3f;
-        let nbb = (u32::from(ds) * 16).div_ceil(WQEBB as u32).max(1);
+        let first = ((q.sq_ci & (local_cnt - 1)) as usize) * wire::MLX5_SEND_WQE_BB;
+        let nbb = ds_bytes(&buf[first..])
+            .div_ceil(wire::MLX5_SEND_WQE_BB)
+            .max(1) as u32;
         for i in 1..nbb.min(local_cnt) {
             copy(i, buf);
         }
-        (local_cnt as usize * WQEBB, nbb)
+        (local_cnt as usize * wire::MLX5_SEND_WQE_BB, nbb)
     }
 
     /// Compare a BlueFlame half with the WQE at the head of the ring: `None` when it was a
@@ -129,19 +143,23 @@ impl Engine {
         buf: &[u8; MAX_WQE],
         ring_len: usize,
         nbb: u32,
-        bf: &[u8; BF_SIZE as usize],
+        bf: &[u8; wire::MLX5_BF_SIZE as usize],
     ) -> Option<bool> {
-        let len = (usize::from(buf[((q.sq_ci as usize * WQEBB) & (ring_len - 1)) + 7] & 0x3f) * 16)
-            .min(BF_SIZE as usize);
+        let head = (q.sq_ci as usize * wire::MLX5_SEND_WQE_BB) & (ring_len - 1);
+        let len = ds_bytes(&buf[head..]).min(wire::MLX5_BF_SIZE as usize);
+        // An 8-byte doorbell writes the first 8 bytes of the ctrl segment only.
         if bf[8..].iter().all(|&b| b == 0) {
             return None;
         }
-        let local_cnt = ring_len / WQEBB;
+        let local_cnt = ring_len / wire::MLX5_SEND_WQE_BB;
         let mut same = true;
-        for i in 0..(nbb as usize).min(BF_SIZE as usize / WQEBB) {
+        for i in 0..(nbb as usize).min(wire::MLX5_BF_SIZE as usize / wire::MLX5_SEND_WQE_BB) {
             let slot = (q.sq_ci as usize + i) & (local_cnt - 1);
-            let n = len.saturating_sub(i * WQEBB).min(WQEBB);
-            same &= buf[slot * WQEBB..slot * WQEBB + n] == bf[i * WQEBB..i * WQEBB + n];
+            let n = len
+                .saturating_sub(i * wire::MLX5_SEND_WQE_BB)
+                .min(wire::MLX5_SEND_WQE_BB);
+            same &= buf[slot * wire::MLX5_SEND_WQE_BB..slot * wire::MLX5_SEND_WQE_BB + n]
+                == bf[i * wire::MLX5_SEND_WQE_BB..i * wire::MLX5_SEND_WQE_BB + n];
         }
         Some(same)
     }
@@ -154,30 +172,41 @@ impl Engine {
     /// bytes.
     pub(super) fn parse(q: &QpCtx, buf: &[u8; MAX_WQE], ring_len: usize) -> Result<Wqe, u8> {
         let p = wire::parse_send_wqe(&buf[..ring_len], q.sq_ci, q.qp_type == QpType::Ud)
-            .map_err(|_| syndrome::LOC_QP_OP)?;
-        if p.qpn != q.qpn || u32::from(p.wqe_idx) != q.sq_ci & 0xffff {
-            return Err(syndrome::LOC_QP_OP);
+            .map_err(|_| wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR)?;
+        if p.qpn != q.qpn || u32::from(p.wqe_idx) != q.sq_ci & wire::MLX5_WQE_INDEX_MASK {
+            return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
         }
         let opcode = u8::from(p.opcode);
         let ok_for_type = match q.qp_type {
             QpType::Rc => true,
-            QpType::Uc => !matches!(opcode, op::RDMA_READ | op::ATOMIC_CS | op::ATOMIC_FA),
-            QpType::Ud => matches!(opcode, op::NOP | op::SEND | op::SEND_IMM),
+            QpType::Uc => !matches!(
+                opcode,
+                wire::MLX5_OPCODE_RDMA_READ
+                    | wire::MLX5_OPCODE_ATOMIC_CS
+                    | wire::MLX5_OPCODE_ATOMIC_FA
+            ),
+            QpType::Ud => matches!(
+                opcode,
+                wire::MLX5_OPCODE_NOP | wire::MLX5_OPCODE_SEND | wire::MLX5_OPCODE_SEND_IMM
+            ),
         };
         if !ok_for_type {
-            return Err(syndrome::LOC_QP_OP);
+            return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
         }
         let (raddr, rkey) = p.raddr.unwrap_or((0, 0));
         let (swap_add, compare) = p.atomic.unwrap_or((0, 0));
         let (qkey, dqpn) = match p.av {
-            Some(av) => (be32(&av, 0), be32(&av, 8) & 0xff_ffff),
+            Some(av) => {
+                let av = DatagramSeg::new_unchecked(&av[..]);
+                (av.qkey(), av.dqpn())
+            }
             None => (0, 0),
         };
         let mut w = Wqe {
             opcode,
             idx: p.wqe_idx,
-            signaled: p.fm_ce_se & CTRL_CQ_UPDATE != 0,
-            solicited: p.fm_ce_se & CTRL_SOLICITED != 0,
+            signaled: p.fm_ce_se & wire::MLX5_WQE_CTRL_CQ_UPDATE != 0,
+            solicited: p.fm_ce_se & wire::MLX5_WQE_CTRL_SOLICITED != 0,
             imm: p.imm.to_be_bytes(),
             raddr,
             rkey,
@@ -190,12 +219,15 @@ impl Engine {
             segs: [(0, 0, 0); MAX_SEGS],
             nsegs: 0,
         };
-        let reads = matches!(opcode, op::RDMA_READ | op::ATOMIC_CS | op::ATOMIC_FA);
+        let reads = matches!(
+            opcode,
+            wire::MLX5_OPCODE_RDMA_READ | wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA
+        );
         for item in p.data_segs() {
             match item {
                 DataItem::Inline(d) => {
                     if reads || w.nsegs > 0 || w.ninline > 0 {
-                        return Err(syndrome::LOC_QP_OP);
+                        return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
                     }
                     for piece in [d.first, d.second] {
                         if !piece.is_empty() {
@@ -210,15 +242,19 @@ impl Engine {
                 }
                 DataItem::Sge(sge) => {
                     if w.ninline > 0 || w.nsegs == MAX_SEGS {
-                        return Err(syndrome::LOC_QP_OP);
+                        return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
                     }
                     w.segs[w.nsegs] = (sge.addr, sge.length, sge.lkey);
                     w.nsegs += 1;
                 }
             }
         }
-        if matches!(opcode, op::ATOMIC_CS | op::ATOMIC_FA) && (w.nsegs != 1 || w.segs[0].1 != 8) {
-            return Err(syndrome::LOC_QP_OP);
+        if matches!(
+            opcode,
+            wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA
+        ) && (w.nsegs != 1 || w.segs[0].1 != 8)
+        {
+            return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
         }
         Ok(w)
     }

@@ -61,6 +61,10 @@
 //! - `execute`: running the head WQE (SEND, WRITE, READ, atomics), errors, retries.
 //! - `recv`: receive matching on the responder (RQ or SRQ) and scattering into it.
 //! - `cqe`: writing CQEs (overrun detection, the fault injector's held CQEs).
+//!
+//! Every mlx5 layout number the engine reads or writes (opcodes, syndromes, `fm_ce_se` bits,
+//! segment sizes, offsets, doorbell-record indices, BlueFlame geometry) is a `crate::wire`
+//! name with its `mlx5dv.h` spelling; the engine keeps no copy.
 //! - `dma`: checked memory ranges and the copies between them.
 //! - `events`: asynchronous events and the engine's counters.
 
@@ -76,11 +80,12 @@ use std::collections::{BTreeMap, HashMap};
 
 pub use events::{AsyncEvent, EngineStats};
 pub use objects::SimQpAttr;
-pub(crate) use objects::{CqCtx, QpCtx, SrqCtx, BF_SIZE};
+pub(crate) use objects::{CqCtx, QpCtx, SrqCtx};
 
 use super::fault::FaultInjector;
-use super::layout::{cqe_op, syndrome, CqeFields};
 use crate::providers::QpState;
+use crate::wire;
+use cqe::CqeFields;
 use execute::Step;
 use objects::MrEntry;
 
@@ -175,14 +180,17 @@ impl Engine {
             let Some(q) = self.qps.get_mut(&qpn) else {
                 return work;
             };
-            if q.state != QpState::Err || q.srqn.is_some() || q.rq_ci & 0xffff == q.rq_posted() {
+            if q.state != QpState::Err
+                || q.srqn.is_some()
+                || q.rq_ci & wire::MLX5_WQE_INDEX_MASK == q.rq_posted()
+            {
                 break;
             }
             let f = CqeFields {
-                opcode: cqe_op::RESP_ERR,
+                opcode: wire::MLX5_CQE_RESP_ERR,
                 qpn,
                 wqe_counter: q.rq_ci as u16,
-                syndrome: syndrome::WR_FLUSH,
+                syndrome: wire::MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
                 ..Default::default()
             };
             q.rq_ci = q.rq_ci.wrapping_add(1);
@@ -195,7 +203,7 @@ impl Engine {
             if !q.rung {
                 break;
             }
-            if q.sq_ci & 0xffff == q.sq_pi() {
+            if q.sq_ci & wire::MLX5_WQE_INDEX_MASK == q.sq_pi() {
                 q.rung = false;
                 break;
             }

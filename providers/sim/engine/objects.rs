@@ -16,16 +16,9 @@ use super::cqe::Held;
 use super::fetch::MAX_SEGS;
 use super::{einval, Engine};
 use crate::providers::sim::fault::{FaultConfig, FaultInjector, FaultStats};
-use crate::providers::sim::layout::{cqe_op, WQEBB};
 use crate::providers::sim::mem::DevMem;
 use crate::providers::{Access, QpState, QpType};
 use crate::wire;
-
-/// Offset of the BlueFlame register in a QP's UAR page (the first bfreg of a UAR page on
-/// ConnectX sits at 0x800; its two halves are 0x800 and 0x900).
-pub(crate) const BF_OFFSET: usize = 0x800;
-/// Size of one BlueFlame half.
-pub(crate) const BF_SIZE: u32 = 256;
 
 /// Attributes the control path sets on a QP (the sim's `ibv_qp_attr`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,7 +112,7 @@ pub(crate) struct QpCtx {
     pub(super) rung: bool,
     /// Deterministic mode: the BlueFlame half last written (its `wqe_idx` and bytes), to
     /// compare with the ring when that WQE executes.
-    pub(super) bf_copy: Option<(u16, [u8; BF_SIZE as usize])>,
+    pub(super) bf_copy: Option<(u16, [u8; wire::MLX5_BF_SIZE as usize])>,
     /// RNR / transport retries left for the WQE at the head of the SQ.
     pub(super) rnr_left: Option<u8>,
     pub(super) retry_left: Option<u8>,
@@ -130,10 +123,10 @@ pub(crate) struct QpCtx {
 
 impl QpCtx {
     pub(super) fn sq_pi(&self) -> u32 {
-        self.mem.load_be32(self.dbrec_off + 4) & 0xffff
+        self.mem.load_be32(self.dbrec_off + 4 * wire::MLX5_SND_DBR) & wire::MLX5_WQE_INDEX_MASK
     }
     pub(super) fn rq_posted(&self) -> u32 {
-        self.mem.load_be32(self.dbrec_off) & 0xffff
+        self.mem.load_be32(self.dbrec_off + 4 * wire::MLX5_RCV_DBR) & wire::MLX5_WQE_INDEX_MASK
     }
 }
 
@@ -150,7 +143,7 @@ impl Engine {
         // Step by 0x100 plus a varying low byte, so keys of different MRs differ in every
         // nibble a stale-key bug could hide in.
         self.next_key = self.next_key.wrapping_add(0x101);
-        if self.next_key & 0xffff_ff00 == 0x100 || self.next_key == 0 {
+        if self.next_key & 0xffff_ff00 == wire::MLX5_INVALID_LKEY || self.next_key == 0 {
             self.next_key = 0x1000;
         }
         self.mrs.insert(
@@ -184,10 +177,11 @@ impl Engine {
         let mem = Arc::new(DevMem::new(ring + 64)?);
         // A new CQ buffer as libmlx5 and the kernel leave it: every op_own = INVALID << 4
         // (0xF0, owner bit 0), the rest zero (rdma-core `mlx5_alloc_cq_buf`, kernel
-        // `init_cq_frag_buf`).
-        for i in 0..cnt as usize {
-            // With 128-byte CQEs the 64-byte CQE is the second half of the slot.
-            mem.write((i + 1) * cqe_size as usize - 1, &[cqe_op::INVALID << 4]);
+        // `init_cq_frag_buf`). With 128-byte CQEs the 64-byte CQE is the second half of the
+        // slot.
+        for i in 0..cnt {
+            let off = wire::cqe64_offset(i, cnt, cqe_size as usize) + wire::offset::cqe64::OP_OWN;
+            mem.write(off, &[wire::MLX5_CQE_INVALID_OP_OWN]);
         }
         let cqn = self.next_cqn;
         self.next_cqn += 1;
@@ -215,13 +209,15 @@ impl Engine {
         }
         // One entry stays unused as the free-list tail (libmlx5 keeps it so), hence +1.
         let cnt = (max_wr + 1).next_power_of_two();
-        let stride = ((1 + max_sge) * 16).next_power_of_two();
+        // The next segment, then the data segments, one 16-byte unit each.
+        let stride = ((1 + max_sge) * wire::MLX5_WQE_DS_UNITS as u32).next_power_of_two();
         let ring = cnt as usize * stride as usize;
         let mem = Arc::new(DevMem::new(ring + 64)?);
-        // Free list: entry i links to i + 1 (next_wqe_index at byte 2 of the next segment).
+        // Free list: entry i links to i + 1 (`next_wqe_index` of the next segment).
         for i in 0..cnt {
             let next = ((i + 1) & (cnt - 1)) as u16;
-            mem.write(i as usize * stride as usize + 2, &next.to_be_bytes());
+            let off = i as usize * stride as usize + wire::offset::srq_next::NEXT_WQE_INDEX;
+            mem.write(off, &next.to_be_bytes());
         }
         let srqn = self.next_srqn;
         self.next_srqn += 1;
@@ -287,14 +283,16 @@ impl Engine {
         // Send WQE size, as libmlx5 computes it: ctrl + the largest transport segment
         // (UD: address vector; RC/UC: raddr + atomic) + the larger of the SGE list and the
         // inline data, rounded up to whole WQEBBs.
+        let unit = wire::MLX5_WQE_DS_UNITS;
         let xport = match qp_type {
-            QpType::Ud => wire::AV_LEN,
-            _ => 32,
+            QpType::Ud => wire::MLX5_AV_LEN,
+            _ => 2 * unit,
         };
-        let data = (caps.max_send_sge.max(1) as usize * 16)
-            .max((caps.max_inline_data as usize + 4).next_multiple_of(16));
-        let wqe_size = (16 + xport + data).next_multiple_of(WQEBB);
-        let bbs = (wqe_size / WQEBB) as u32;
+        let data = (caps.max_send_sge.max(1) as usize * unit).max(
+            (caps.max_inline_data as usize + wire::MLX5_WQE_INLINE_SEG_LEN).next_multiple_of(unit),
+        );
+        let wqe_size = (unit + xport + data).next_multiple_of(wire::MLX5_SEND_WQE_BB);
+        let bbs = (wqe_size / wire::MLX5_SEND_WQE_BB) as u32;
         let sq_cnt = (caps.max_send_wr * bbs).next_power_of_two();
         let mut granted = *caps;
         granted.max_send_wr = sq_cnt / bbs;
@@ -307,13 +305,15 @@ impl Engine {
             granted.max_recv_sge = 0;
             (0, 0)
         } else {
-            let stride = (caps.max_recv_sge.max(1) * 16).next_power_of_two();
+            // One 16-byte data segment per SGE.
+            let seg = wire::MLX5_WQE_DS_UNITS as u32;
+            let stride = (caps.max_recv_sge.max(1) * seg).next_power_of_two();
             let cnt = caps.max_recv_wr.next_power_of_two();
             granted.max_recv_wr = cnt;
-            granted.max_recv_sge = stride / 16;
+            granted.max_recv_sge = stride / seg;
             (cnt, stride)
         };
-        let sq_len = sq_cnt as usize * WQEBB;
+        let sq_len = sq_cnt as usize * wire::MLX5_SEND_WQE_BB;
         let rq_off = sq_len;
         let rq_len = rq_cnt as usize * rq_stride as usize;
         let dbrec_off = (rq_off + rq_len).next_multiple_of(64);
@@ -333,7 +333,7 @@ impl Engine {
                 rq_cnt,
                 rq_stride,
                 dbrec_off,
-                uar_off: uar_off + BF_OFFSET,
+                uar_off: uar_off + wire::MLX5_BF_OFFSET,
                 send_cqn,
                 recv_cqn,
                 srqn,
@@ -405,7 +405,8 @@ impl Engine {
             q.last_db = [0; 2];
             q.bf_copy = None;
             q.mem.store_raw64(q.uar_off, 0);
-            q.mem.store_raw64(q.uar_off + BF_SIZE as usize, 0);
+            q.mem
+                .store_raw64(q.uar_off + wire::MLX5_BF_SIZE as usize, 0);
             // CQEs of this QP still held inside the device are dropped with it.
             for cq in self.cqs.values_mut() {
                 cq.held.retain(|h| h.stream >> 1 != u64::from(qpn));

@@ -12,11 +12,11 @@
 //! message then fails (the responder's error CQE names it); no byte is written past the
 //! receive's checked capacity.
 
+use super::cqe::CqeFields;
 use super::dma::{copy_list, gather_into, Span, EMPTY_SPAN};
 use super::execute::Resp;
 use super::fetch::{Wqe, MAX_SEGS, MAX_WQE};
 use super::{stream, Engine};
-use crate::providers::sim::layout::{cqe_op, op, syndrome, CqeFields, GRH_LEN};
 use crate::wire;
 
 /// Where the receive for an incoming message comes from.
@@ -31,7 +31,7 @@ impl Engine {
         let p = self.qps.get(&peer)?;
         match p.srqn {
             None => {
-                if p.rq_ci & 0xffff == p.rq_posted() {
+                if p.rq_ci & wire::MLX5_WQE_INDEX_MASK == p.rq_posted() {
                     None
                 } else {
                     Some(RecvLoc::Rq { ci: p.rq_ci })
@@ -39,8 +39,9 @@ impl Engine {
             }
             Some(srqn) => {
                 let s = self.srqs.get(&srqn)?;
-                let posted = s.mem.load_be32(s.dbrec_off) & 0xffff;
-                if s.consumed & 0xffff == posted {
+                let posted = s.mem.load_be32(s.dbrec_off + 4 * wire::MLX5_RCV_DBR)
+                    & wire::MLX5_WQE_INDEX_MASK;
+                if s.consumed & wire::MLX5_WQE_INDEX_MASK == posted {
                     None
                 } else {
                     Some(RecvLoc::Srq { srqn, index: s.cur })
@@ -76,7 +77,8 @@ impl Engine {
                     &s.mem,
                     usize::from(index) * s.stride as usize,
                     s.stride as usize,
-                    16,
+                    // The data segments follow the SRQ's next segment (one unit).
+                    wire::MLX5_WQE_DS_UNITS,
                     s.pd,
                 )
             }
@@ -87,12 +89,13 @@ impl Engine {
         let mut cap = 0u64;
         let slot = &wqe[first..stride];
         // A receive WQE we cannot read as one is a local QP operation error on the responder.
-        let sges = wire::parse_recv_wqe(slot, slot.len() / 16).map_err(|_| syndrome::LOC_QP_OP)?;
+        let sges = wire::parse_recv_wqe(slot, slot.len() / wire::MLX5_WQE_DS_UNITS)
+            .map_err(|_| wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR)?;
         for sge in sges {
             if sge.length == 0 || n == MAX_SEGS {
                 continue;
             }
-            let len = sge.length & 0x7fff_ffff;
+            let len = sge.length & !wire::MLX5_INLINE_SEG;
             spans[n] = self.local_span(pd, sge.addr, len, sge.lkey, true)?;
             cap += u64::from(len);
             n += 1;
@@ -111,8 +114,9 @@ impl Engine {
             RecvLoc::Srq { srqn, index } => {
                 if let Some(s) = self.srqs.get_mut(&srqn) {
                     let mut nb = [0u8; 2];
-                    s.mem
-                        .read(usize::from(index) * s.stride as usize + 2, &mut nb);
+                    let off = usize::from(index) * s.stride as usize
+                        + wire::offset::srq_next::NEXT_WQE_INDEX;
+                    s.mem.read(off, &mut nb);
                     s.cur = u16::from_be_bytes(nb) & (s.wqe_cnt - 1) as u16;
                     s.consumed = s.consumed.wrapping_add(1);
                 }
@@ -143,7 +147,7 @@ impl Engine {
         let scanned = self.recv_spans(loc, peer, &mut spans);
         let counter = self.commit_recv(peer, loc);
         let resp_err = |s: u8| CqeFields {
-            opcode: cqe_op::RESP_ERR,
+            opcode: wire::MLX5_CQE_RESP_ERR,
             qpn: peer,
             wqe_counter: counter,
             syndrome: s,
@@ -157,30 +161,30 @@ impl Engine {
                 // could not complete the operation).
                 self.push_cqe(recv_cqn, resp_err(s), stream(peer, true), torn_ok);
                 self.responder_error(peer);
-                return Resp::Nak(syndrome::REM_OP);
+                return Resp::Nak(wire::MLX5_CQE_SYNDROME_REMOTE_OP_ERR);
             }
         };
         let grh = ud.is_some();
-        let needed = if w.opcode == op::RDMA_WRITE_IMM {
+        let needed = if w.opcode == wire::MLX5_OPCODE_RDMA_WRITE_IMM {
             0
         } else {
-            len + if grh { GRH_LEN as u64 } else { 0 }
+            len + if grh { wire::IBV_GRH_LEN as u64 } else { 0 }
         };
         if needed > cap {
             // Longer than the receive: responder LOC_LEN, requester REM_INV_REQ (mlx5 and
             // the IBA; rxe, kernel 6.1, reports LOC_QP_OP / REM_OP here instead).
             self.push_cqe(
                 recv_cqn,
-                resp_err(syndrome::LOC_LEN),
+                resp_err(wire::MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR),
                 stream(peer, true),
                 torn_ok,
             );
             self.responder_error(peer);
-            return Resp::Nak(syndrome::REM_INV_REQ);
+            return Resp::Nak(wire::MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR);
         }
         let spans = &spans[..n];
         match w.opcode {
-            op::RDMA_WRITE_IMM => {
+            wire::MLX5_OPCODE_RDMA_WRITE_IMM => {
                 // SAFETY: `remote` checked against the responder's MR, `local` against the
                 // requester's (or the WQE buffer).
                 unsafe { gather_into(local, remote) };
@@ -192,7 +196,7 @@ impl Engine {
                 if grh {
                     src[0] = Span {
                         ptr: grh_bytes.as_mut_ptr(),
-                        len: GRH_LEN,
+                        len: wire::IBV_GRH_LEN,
                     };
                     ns = 1;
                 }
@@ -208,15 +212,15 @@ impl Engine {
         }
         self.stats.bytes += len;
         let (opcode, with_imm) = match w.opcode {
-            op::SEND => (cqe_op::RESP_SEND, false),
-            op::SEND_IMM => (cqe_op::RESP_SEND_IMM, true),
-            _ => (cqe_op::RESP_WR_IMM, true),
+            wire::MLX5_OPCODE_SEND => (wire::MLX5_CQE_RESP_SEND, false),
+            wire::MLX5_OPCODE_SEND_IMM => (wire::MLX5_CQE_RESP_SEND_IMM, true),
+            _ => (wire::MLX5_CQE_RESP_WR_IMM, true),
         };
         let f = CqeFields {
             opcode,
             qpn: peer,
             wqe_counter: counter,
-            byte_cnt: (len + if grh { GRH_LEN as u64 } else { 0 }) as u32,
+            byte_cnt: (len + if grh { wire::IBV_GRH_LEN as u64 } else { 0 }) as u32,
             imm_be: if with_imm { w.imm } else { [0; 4] },
             src_qpn: qpn,
             grh,
@@ -233,8 +237,8 @@ impl Engine {
 /// length = BTH 12 + DETH 8 + payload + ICRC 4, next header 0x1b = IBA transport, hop limit
 /// 64) with the device port's `gid` as source and destination: a sim device has one port
 /// and datagrams never leave it, so every datagram is a loopback.
-pub(super) fn make_grh(payload: u32, gid: &[u8; 16]) -> [u8; GRH_LEN] {
-    let mut g = [0u8; GRH_LEN];
+pub(super) fn make_grh(payload: u32, gid: &[u8; 16]) -> [u8; wire::IBV_GRH_LEN] {
+    let mut g = [0u8; wire::IBV_GRH_LEN];
     g[0] = 0x60;
     g[4..6].copy_from_slice(&((payload + 12 + 8 + 4) as u16).to_be_bytes());
     g[6] = 0x1b;
