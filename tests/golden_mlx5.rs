@@ -17,7 +17,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rdma_direct::providers::{Payload, Sge};
 use rdma_direct::wire::{
     cqe64_offset, cqe_owner_for, cqe_sw_owned, emit_recv_wqe, emit_send_wqe, emit_send_wqe_bb,
     emit_srq_wqe, fm_ce_se, parse_recv_wqe, parse_send_wqe, parse_srq_wqe, AtomicSeg, Cqe64,
@@ -25,6 +24,7 @@ use rdma_direct::wire::{
     RaddrSeg, SendWqe, SrqNextSeg, Syndrome, WqeSize, AV_LEN, CQE_INLINE_SCATTER_32,
     CQE_INLINE_SCATTER_64, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, WQEBB_LEN,
 };
+use rdma_direct::wire::{Payload, Sge};
 
 const WQE_CASES: &[&str] = &[
     "nop",

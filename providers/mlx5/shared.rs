@@ -19,6 +19,8 @@ use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use super::dv::DvCq;
+use crate::wire::offset::ctrl;
+use crate::wire::{MLX5_SEND_WQE_BB, MLX5_WQE_CTRL_DS_MASK};
 
 /// True when position `a` comes before `b` (free-running `u32` counters).
 #[inline(always)]
@@ -311,10 +313,11 @@ impl QpShared {
     /// one.
     #[inline(always)]
     pub fn nbb_at(&self, pos: u32) -> u32 {
-        let off = (pos & self.sq.mask) as usize * 64 + 7;
+        let off = (pos & self.sq.mask) as usize * MLX5_SEND_WQE_BB + ctrl::DS;
         // SAFETY: `off` is inside the SQ ring (`sq_bytes = (mask + 1) * 64`), which the QP's
         // owner keeps alive as long as this QpShared is used for it.
-        let ds = unsafe { core::ptr::read_volatile(self.sq_buf.add(off)) } & 0x3f;
+        let ds =
+            unsafe { core::ptr::read_volatile(self.sq_buf.add(off)) } & MLX5_WQE_CTRL_DS_MASK as u8;
         u32::from(ds).div_ceil(4).max(1)
     }
 

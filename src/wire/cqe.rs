@@ -8,7 +8,6 @@
 use super::consts::offset::{cqe64 as off, err_cqe as err_off};
 use super::consts::*;
 use super::{be16, be32, be64, put16, put32, put64, Field, Truncated};
-use crate::providers::WcStatus;
 
 /// Length of a CQE in bytes.
 pub const CQE_LEN: usize = MLX5_CQE64_LEN;
@@ -167,27 +166,6 @@ impl Syndrome {
         Syndrome::RnrRetryExc,
         Syndrome::RemAbort,
     ];
-
-    /// The work-completion status libmlx5 reports for this syndrome (the same enum as the
-    /// verbs fallback); unknown syndromes map to `GeneralErr`.
-    pub fn wc_status(self) -> WcStatus {
-        match self {
-            Syndrome::LocLen => WcStatus::LocLenErr,
-            Syndrome::LocQpOp => WcStatus::LocQpOpErr,
-            Syndrome::LocProt => WcStatus::LocProtErr,
-            Syndrome::WrFlush => WcStatus::WrFlushErr,
-            Syndrome::MwBind => WcStatus::MwBindErr,
-            Syndrome::BadResp => WcStatus::BadRespErr,
-            Syndrome::LocAccess => WcStatus::LocAccessErr,
-            Syndrome::RemInvReq => WcStatus::RemInvReqErr,
-            Syndrome::RemAccess => WcStatus::RemAccessErr,
-            Syndrome::RemOp => WcStatus::RemOpErr,
-            Syndrome::RetryExc => WcStatus::RetryExcErr,
-            Syndrome::RnrRetryExc => WcStatus::RnrRetryExcErr,
-            Syndrome::RemAbort => WcStatus::RemAbortErr,
-            Syndrome::Unknown(_) => WcStatus::GeneralErr,
-        }
-    }
 
     /// The rdma-core name without the `MLX5_CQE_SYNDROME_` prefix.
     pub fn name(self) -> &'static str {
@@ -799,7 +777,6 @@ mod tests {
         assert_eq!(buf[..], want[..]);
         let e = ErrCqe::new_checked(&buf[..]).unwrap();
         assert_eq!(e.syndrome(), Syndrome::RemAccess);
-        assert_eq!(e.syndrome().wc_status(), WcStatus::RemAccessErr);
         assert_eq!(CqeRepr::parse(&Cqe64::new_unchecked(&buf)).unwrap(), r);
     }
 
