@@ -67,6 +67,9 @@ pub const MLX5_SEND_WQE_SHIFT: u32 = 6;
 pub const MLX5_WQE_DS_UNITS: usize = 16;
 /// `sizeof(struct mlx5_wqe_av)`: the datagram segment of a UD send, three units.
 pub const MLX5_AV_LEN: usize = 48;
+/// `sizeof(struct mlx5_wqe_inline_seg)`: the `byte_count` header in front of inline data
+/// (the data follows it in the same 16-byte units).
+pub const MLX5_WQE_INLINE_SEG_LEN: usize = 4;
 /// `sizeof(struct mlx5_cqe64)`.
 pub const MLX5_CQE64_LEN: usize = 64;
 /// `sizeof(struct ibv_grh)`: the space a UD receive buffer gives the GRH.
