@@ -7,11 +7,13 @@
 //! `benches/compare.sh` (instructions counted by callgrind inside `cg_*` functions only).
 
 mod harness;
+#[path = "rig/plain.rs"]
+mod plain;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use rdma_direct::providers::mlx5::plain::{BenchOp, Loopback};
+use plain::{BenchOp, Loopback};
 use rdma_direct::providers::mlx5::DoorbellMode;
 use rdma_direct::providers::{
     Completion, CompletionQueue, QueuePair, SendFlags, SendQueue, SendWr, Sge,

@@ -17,7 +17,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rdma_direct::providers::{Payload, Sge};
 use rdma_direct::wire::{
     cqe64_offset, cqe_owner_for, cqe_sw_owned, emit_recv_wqe, emit_send_wqe, emit_send_wqe_bb,
     emit_srq_wqe, fm_ce_se, parse_recv_wqe, parse_send_wqe, parse_srq_wqe, AtomicSeg, Cqe64,
@@ -25,6 +24,7 @@ use rdma_direct::wire::{
     RaddrSeg, SendWqe, SrqNextSeg, Syndrome, WqeSize, AV_LEN, CQE_INLINE_SCATTER_32,
     CQE_INLINE_SCATTER_64, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, WQEBB_LEN,
 };
+use rdma_direct::wire::{Payload, Sge};
 
 const WQE_CASES: &[&str] = &[
     "nop",
@@ -790,4 +790,122 @@ fn layouts_and_constants_match_the_header() {
         }
     }
     assert_eq!((sizes, fields, consts), (9, 48, 42), "layout.txt entries");
+}
+
+/// The named constant of `rdma_direct::wire` with the header's name, as a number.
+fn wire_named(name: &str) -> Option<u64> {
+    use rdma_direct::wire as w;
+    Some(match name {
+        "MLX5_OPCODE_NOP" => w::MLX5_OPCODE_NOP.into(),
+        "MLX5_OPCODE_RDMA_WRITE" => w::MLX5_OPCODE_RDMA_WRITE.into(),
+        "MLX5_OPCODE_RDMA_WRITE_IMM" => w::MLX5_OPCODE_RDMA_WRITE_IMM.into(),
+        "MLX5_OPCODE_SEND" => w::MLX5_OPCODE_SEND.into(),
+        "MLX5_OPCODE_SEND_IMM" => w::MLX5_OPCODE_SEND_IMM.into(),
+        "MLX5_OPCODE_RDMA_READ" => w::MLX5_OPCODE_RDMA_READ.into(),
+        "MLX5_OPCODE_ATOMIC_CS" => w::MLX5_OPCODE_ATOMIC_CS.into(),
+        "MLX5_OPCODE_ATOMIC_FA" => w::MLX5_OPCODE_ATOMIC_FA.into(),
+        "MLX5_CQE_REQ" => w::MLX5_CQE_REQ.into(),
+        "MLX5_CQE_RESP_WR_IMM" => w::MLX5_CQE_RESP_WR_IMM.into(),
+        "MLX5_CQE_RESP_SEND" => w::MLX5_CQE_RESP_SEND.into(),
+        "MLX5_CQE_RESP_SEND_IMM" => w::MLX5_CQE_RESP_SEND_IMM.into(),
+        "MLX5_CQE_RESP_SEND_INV" => w::MLX5_CQE_RESP_SEND_INV.into(),
+        "MLX5_CQE_RESIZE_CQ" => w::MLX5_CQE_RESIZE_CQ.into(),
+        "MLX5_CQE_NO_PACKET" => w::MLX5_CQE_NO_PACKET.into(),
+        "MLX5_CQE_SIG_ERR" => w::MLX5_CQE_SIG_ERR.into(),
+        "MLX5_CQE_REQ_ERR" => w::MLX5_CQE_REQ_ERR.into(),
+        "MLX5_CQE_RESP_ERR" => w::MLX5_CQE_RESP_ERR.into(),
+        "MLX5_CQE_INVALID" => w::MLX5_CQE_INVALID.into(),
+        "MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR" => w::MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR.into(),
+        "MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR" => w::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR.into(),
+        "MLX5_CQE_SYNDROME_LOCAL_PROT_ERR" => w::MLX5_CQE_SYNDROME_LOCAL_PROT_ERR.into(),
+        "MLX5_CQE_SYNDROME_WR_FLUSH_ERR" => w::MLX5_CQE_SYNDROME_WR_FLUSH_ERR.into(),
+        "MLX5_CQE_SYNDROME_MW_BIND_ERR" => w::MLX5_CQE_SYNDROME_MW_BIND_ERR.into(),
+        "MLX5_CQE_SYNDROME_BAD_RESP_ERR" => w::MLX5_CQE_SYNDROME_BAD_RESP_ERR.into(),
+        "MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR" => w::MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR.into(),
+        "MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR" => {
+            w::MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR.into()
+        }
+        "MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR" => w::MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR.into(),
+        "MLX5_CQE_SYNDROME_REMOTE_OP_ERR" => w::MLX5_CQE_SYNDROME_REMOTE_OP_ERR.into(),
+        "MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR" => {
+            w::MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR.into()
+        }
+        "MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR" => w::MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR.into(),
+        "MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR" => w::MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR.into(),
+        "MLX5_WQE_CTRL_CQ_UPDATE" => w::MLX5_WQE_CTRL_CQ_UPDATE.into(),
+        "MLX5_WQE_CTRL_SOLICITED" => w::MLX5_WQE_CTRL_SOLICITED.into(),
+        "MLX5_WQE_CTRL_FENCE" => w::MLX5_WQE_CTRL_FENCE.into(),
+        "MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE" => w::MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE.into(),
+        "MLX5_INVALID_LKEY" => w::MLX5_INVALID_LKEY.into(),
+        "MLX5_EXTENDED_UD_AV" => w::MLX5_EXTENDED_UD_AV.into(),
+        "MLX5_INLINE_SEG" => w::MLX5_INLINE_SEG.into(),
+        "MLX5_SEND_WQE_BB" => w::MLX5_SEND_WQE_BB as u64,
+        "MLX5_INLINE_SCATTER_32" => w::MLX5_INLINE_SCATTER_32.into(),
+        "MLX5_INLINE_SCATTER_64" => w::MLX5_INLINE_SCATTER_64.into(),
+        _ => return None,
+    })
+}
+
+/// The `wire::offset` constant of a header field, where the wire layer names one.
+fn wire_offset(s: &str, m: &str) -> Option<usize> {
+    use rdma_direct::wire::offset::*;
+    Some(match (s, m) {
+        ("mlx5_wqe_ctrl_seg", "opmod_idx_opcode") => ctrl::OPMOD_IDX_OPCODE,
+        ("mlx5_wqe_ctrl_seg", "qpn_ds") => ctrl::QPN_DS,
+        ("mlx5_wqe_ctrl_seg", "signature") => ctrl::SIGNATURE,
+        ("mlx5_wqe_ctrl_seg", "fm_ce_se") => ctrl::FM_CE_SE,
+        ("mlx5_wqe_ctrl_seg", "imm") => ctrl::IMM,
+        ("mlx5_wqe_raddr_seg", "raddr") => raddr::RADDR,
+        ("mlx5_wqe_raddr_seg", "rkey") => raddr::RKEY,
+        ("mlx5_wqe_data_seg", "byte_count") => data::BYTE_COUNT,
+        ("mlx5_wqe_data_seg", "lkey") => data::LKEY,
+        ("mlx5_wqe_data_seg", "addr") => data::ADDR,
+        ("mlx5_wqe_srq_next_seg", "next_wqe_index") => srq_next::NEXT_WQE_INDEX,
+        ("mlx5_wqe_av", "key.dc_key") => av::KEY,
+        ("mlx5_wqe_av", "dqp_dct") => av::DQP_DCT,
+        ("mlx5_cqe64", "wqe_id") => cqe64::WQE_ID,
+        ("mlx5_cqe64", "ml_path") => cqe64::ML_PATH,
+        ("mlx5_cqe64", "slid") => cqe64::SLID,
+        ("mlx5_cqe64", "flags_rqpn") => cqe64::FLAGS_RQPN,
+        ("mlx5_cqe64", "srqn_uidx") => cqe64::SRQN_UIDX,
+        ("mlx5_cqe64", "imm_inval_pkey") => cqe64::IMM_INVAL_PKEY,
+        ("mlx5_cqe64", "byte_cnt") => cqe64::BYTE_CNT,
+        ("mlx5_cqe64", "timestamp") => cqe64::TIMESTAMP,
+        ("mlx5_cqe64", "sop_drop_qpn") => cqe64::SOP_DROP_QPN,
+        ("mlx5_cqe64", "wqe_counter") => cqe64::WQE_COUNTER,
+        ("mlx5_cqe64", "signature") => cqe64::SIGNATURE,
+        ("mlx5_cqe64", "op_own") => cqe64::OP_OWN,
+        ("mlx5_err_cqe", "srqn") => err_cqe::SRQN,
+        ("mlx5_err_cqe", "vendor_err_synd") => err_cqe::VENDOR_ERR_SYND,
+        ("mlx5_err_cqe", "syndrome") => err_cqe::SYNDROME,
+        ("mlx5_err_cqe", "s_wqe_opcode_qpn") => err_cqe::S_WQE_OPCODE_QPN,
+        _ => return None,
+    })
+}
+
+#[test]
+fn named_constants_and_offsets_match_the_header() {
+    let text = fixture("layout.txt");
+    let (mut offsets, mut consts) = (0, 0);
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w[..] {
+            ["field", s, m, off, _] => {
+                if let Some(got) = wire_offset(s, m) {
+                    assert_eq!(got, off.parse::<usize>().unwrap(), "offset of {s}.{m}");
+                    offsets += 1;
+                }
+            }
+            ["const", name, v] => {
+                let got = wire_named(name).unwrap_or_else(|| panic!("no wire::{name}"));
+                assert_eq!(got, parse_num(v).unwrap(), "{name}");
+                consts += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!((offsets, consts), (29, 42), "layout.txt entries checked");
 }

@@ -1,7 +1,7 @@
 //! Proof of the hot-path contract on the mlx5 provider: post, ring and poll make no
 //! allocation and no system call.
 //!
-//! The queues run on plain memory ([`rdma_direct::providers::mlx5::plain`]), the test playing
+//! The queues run on plain memory (the rig `benches/rig/plain.rs`), the test playing
 //! the device (it answers WQEs with CQEs through the same memory). Two detectors:
 //!
 //! - **Allocations**: a counting `#[global_allocator]` counts allocations made by a thread
@@ -16,11 +16,14 @@
 //!   after the loop. A deliberate `getpid` afterwards must raise the count by one: the
 //!   detector is shown to work in the same run.
 
+#[path = "../benches/rig/plain.rs"]
+mod plain;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rdma_direct::providers::mlx5::plain::{Cqe, PlainCq, PlainQp, PlainSrq};
+use plain::{Cqe, PlainCq, PlainQp, PlainSrq};
 use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Qp, Mlx5Srq};
 use rdma_direct::providers::{
     Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, QueuePair, RecvQueue, RecvWr,

@@ -2,7 +2,10 @@
 //! wrap, selective signaling (`covered`), error syndromes, flushes, receive and SRQ wr_id
 //! mapping, purging the CQEs of reset or dropped QPs, scatter-to-CQE, 128-byte CQEs.
 
-use rdma_direct::providers::mlx5::plain::{Cqe, PlainCq, PlainQp, PlainSrq};
+#[path = "../benches/rig/plain.rs"]
+mod plain;
+
+use plain::{Cqe, PlainCq, PlainQp, PlainSrq};
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
 use rdma_direct::providers::{
     Completion, CompletionQueue, PostError, QpCaps, QpConfig, QpState, QpType, QueuePair,

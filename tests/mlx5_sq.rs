@@ -1,7 +1,11 @@
 //! mlx5 send queue on plain memory, the test playing the device: WQE bytes, doorbell record,
 //! doorbell / BlueFlame register, validation, queue-full and CQ-full accounting.
 
-use rdma_direct::providers::mlx5::plain::{address_handle, PlainCq, PlainQp};
+#[path = "../benches/rig/plain.rs"]
+mod plain;
+
+use plain::{PlainCq, PlainQp};
+use rdma_direct::providers::mlx5::address_handle;
 use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Qp};
 use rdma_direct::providers::{
     Completion, CompletionQueue, PostError, QpCaps, QpConfig, QpState, QpType, QueuePair,
@@ -405,9 +409,7 @@ fn a_full_queue_hands_the_request_back_and_frees_on_completion() {
     assert_eq!(e.wr.wr_id, 99);
     r.qp.sq().ring();
     // The device completes WQE 3 (signaled by the device test: write the CQE directly).
-    r.dcq.push(&rdma_direct::providers::mlx5::plain::Cqe::req(
-        QPN, 3, 0x0a, 0,
-    ));
+    r.dcq.push(&crate::plain::Cqe::req(QPN, 3, 0x0a, 0));
     let mut out = [rdma_direct::providers::Completion::EMPTY; 2];
     assert_eq!(r.cq.poll(&mut out), 1);
     assert_eq!(out[0].wr_id, 3);
@@ -439,9 +441,7 @@ fn cq_overrun_is_refused_at_post_time() {
     assert_eq!(e.error, PostError::CqFull { cqe: 4 });
     assert_eq!(r.cq.reserved(), 4);
     r.qp.sq().ring();
-    r.dcq.push(&rdma_direct::providers::mlx5::plain::Cqe::req(
-        QPN, 3, 0x0a, 0,
-    ));
+    r.dcq.push(&crate::plain::Cqe::req(QPN, 3, 0x0a, 0));
     let mut out = [rdma_direct::providers::Completion::EMPTY; 2];
     assert_eq!(r.cq.poll(&mut out), 1);
     assert_eq!(r.cq.reserved(), 0);
@@ -685,9 +685,7 @@ fn max_send_wr_caps_outstanding_requests_not_wqebbs() {
     assert_eq!(r.dev.mem.read(0, 16 * 64), before, "nothing written");
     r.qp.sq().ring();
     // The device completes request 2 (WQEBB 1), covering request 1.
-    r.dcq.push(&rdma_direct::providers::mlx5::plain::Cqe::req(
-        QPN, 1, 0x08, 0,
-    ));
+    r.dcq.push(&crate::plain::Cqe::req(QPN, 1, 0x08, 0));
     let mut out = [Completion::EMPTY; 2];
     assert_eq!(r.cq.poll(&mut out), 1);
     assert_eq!((out[0].wr_id, out[0].covered), (2, 1));
@@ -700,9 +698,7 @@ fn max_send_wr_caps_outstanding_requests_not_wqebbs() {
     );
     r.qp.sq().ring();
     // Retire everything (request 9 at WQEBB 5 covers 3, 4 and 8).
-    r.dcq.push(&rdma_direct::providers::mlx5::plain::Cqe::req(
-        QPN, 5, 0x0a, 0,
-    ));
+    r.dcq.push(&crate::plain::Cqe::req(QPN, 5, 0x0a, 0));
     assert_eq!(r.cq.poll(&mut out), 1);
     assert_eq!((out[0].wr_id, out[0].covered), (9, 3));
     // Two-WQEBB requests (60 bytes inline: ctrl + 4 + 60 bytes): four fit, the fifth does
@@ -728,7 +724,7 @@ fn max_send_wr_caps_outstanding_requests_not_wqebbs() {
 /// every posting path refuses with BadState(ERR) and writes nothing; RESET clears it.
 #[test]
 fn an_error_completion_makes_later_posts_bad_state_until_reset() {
-    use rdma_direct::providers::mlx5::plain::Cqe;
+    use crate::plain::Cqe;
     let mut r = rig();
     let sge = [Sge {
         addr: 0x1000,
@@ -818,7 +814,7 @@ fn an_error_completion_makes_later_posts_bad_state_until_reset() {
 /// equals the model's, and each completion retires exactly the requests the model expects.
 #[test]
 fn send_queue_limits_match_a_model_over_random_traffic() {
-    use rdma_direct::providers::mlx5::plain::Cqe;
+    use crate::plain::Cqe;
     const WQE_CNT: u32 = 32;
     const MAX_WR: u32 = 15;
     let c = QpCaps {

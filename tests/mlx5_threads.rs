@@ -3,10 +3,13 @@
 //! CQ), another plays the device and polls; every request must be accounted for exactly once,
 //! in order, through `wr_id` and `covered`.
 
+#[path = "../benches/rig/plain.rs"]
+mod plain;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use rdma_direct::providers::mlx5::plain::{PlainCq, PlainQp};
+use plain::{PlainCq, PlainQp};
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp};
 use rdma_direct::providers::{
     Completion, CompletionQueue, PostError, QpCaps, QpConfig, QpState, QpType, QueuePair,

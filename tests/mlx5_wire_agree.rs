@@ -3,7 +3,11 @@
 //! from rdma-core's headers): for a deterministic spread of requests, both write the same
 //! bytes into identical rings, wrap-around included, and the receive/SRQ WQEs parse back.
 
-use rdma_direct::providers::mlx5::plain::{address_handle, PlainCq, PlainQp, PlainSrq};
+#[path = "../benches/rig/plain.rs"]
+mod plain;
+
+use plain::{PlainCq, PlainQp, PlainSrq};
+use rdma_direct::providers::mlx5::address_handle;
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
 use rdma_direct::providers::{
     Completion, CompletionQueue, Payload, QpCaps, QpConfig, QpState, QpType, QueuePair, RecvQueue,
@@ -198,6 +202,15 @@ fn run(qp_type: QpType, seed: u64, rounds: usize) {
         let mut wav = av;
         wav[0..4].copy_from_slice(&dest.remote_qkey.to_be_bytes());
         wav[8..12].copy_from_slice(&(dest.remote_qpn | 0x8000_0000).to_be_bytes());
+        // The same scatter list as the wire layer's type.
+        let wire_sges: Vec<wire::Sge> = match payload {
+            Payload::Sges(s) => s.iter().map(|&s| s.into()).collect(),
+            Payload::Inline(_) => Vec::new(),
+        };
+        let data = match payload {
+            Payload::Sges(_) => wire::Payload::Sges(&wire_sges),
+            Payload::Inline(b) => wire::Payload::Inline(b),
+        };
         let w = SendWqe {
             opcode,
             opmod: 0,
@@ -212,7 +225,7 @@ fn run(qp_type: QpType, seed: u64, rounds: usize) {
             } else {
                 None
             },
-            data: payload,
+            data,
         };
         let size = wire::emit_send_wqe(&mut shadow, &w).unwrap();
         assert_eq!(
@@ -273,7 +286,10 @@ fn receive_and_srq_wqes_parse_back() {
         .unwrap();
     qp.rq().ring();
     let slot = dev.rq_slot(0);
-    let got: Vec<Sge> = wire::parse_recv_wqe(&slot, 4).unwrap().collect();
+    let got: Vec<Sge> = wire::parse_recv_wqe(&slot, 4)
+        .unwrap()
+        .map(Sge::from)
+        .collect();
     assert_eq!(got, vec![sges[0], sges[2]]);
 
     let ds = PlainSrq::new(2, 8, 64);
@@ -288,5 +304,8 @@ fn receive_and_srq_wqes_parse_back() {
     let entry = ds.entry(0);
     let (next, list) = wire::parse_srq_wqe(&entry, 3).unwrap();
     assert_eq!(next, 1);
-    assert_eq!(list.collect::<Vec<_>>(), vec![sges[0], sges[2]]);
+    assert_eq!(
+        list.map(Sge::from).collect::<Vec<_>>(),
+        vec![sges[0], sges[2]]
+    );
 }

@@ -240,11 +240,11 @@ fn ud_send_has_grh_space_and_source_qpn() {
     assert!(cb[0].flags.contains(WcFlags::GRH));
     assert_eq!(cb[0].src_qp, a.qp.qpn());
     // The GRH: version 6, payload length BTH + DETH + 32 + ICRC, next header 0x1b, the
-    // sim port's GID as source and destination.
+    // device port's GID as source and destination.
     assert_eq!(mem[1024], 0x60, "GRH version nibble");
     assert_eq!(&mem[1028..1032], &[0, 56, 0x1b, 64]);
-    assert_eq!(&mem[1032..1048], &rdma_direct::providers::sim::SIM_GID);
-    assert_eq!(&mem[1048..1064], &rdma_direct::providers::sim::SIM_GID);
+    assert_eq!(&mem[1032..1048], &dev.gid());
+    assert_eq!(&mem[1048..1064], &dev.gid());
     assert_eq!(&mem[1064..1096], &[0x5a; 32]);
     // A wrong Q_Key is dropped silently: the sender completes, the receiver sees nothing.
     b.qp.rq()
@@ -294,7 +294,7 @@ fn send_longer_than_the_receive_is_loc_len_and_rem_inv_req() {
     a.qp.sq().ring();
     let ca = poll_n(&mut dev, &mut a.cq, 1);
     let cb = poll_n(&mut dev, &mut b.cq, 1);
-    // mlx5 and the IBA: responder LOC_LEN, requester REM_INV_REQ (rxe differs, DESIGN 5b).
+    // mlx5 and the IBA: responder LOC_LEN, requester REM_INV_REQ (rxe reports LOC_QP_OP / REM_OP).
     assert_eq!(
         (ca[0].wr_id, ca[0].status, ca[0].vendor_err & 0xff),
         (3, WcStatus::RemInvReqErr, 0x12)

@@ -4,10 +4,8 @@
 
 use rdma_direct::providers::mlx5::{DvCq, DvQp};
 use rdma_direct::providers::sim::{AsyncEvent, SimDevice, SimQpAttr};
-use rdma_direct::providers::{
-    Access, MemoryRegion, Payload, QpCaps, QpConfig, QpState, QpType, Sge,
-};
-use rdma_direct::wire::{self, Cqe64, CqeOpcode, CqeRepr, Opcode, SendWqe, Syndrome};
+use rdma_direct::providers::{Access, MemoryRegion, QpCaps, QpConfig, QpState, QpType};
+use rdma_direct::wire::{self, Cqe64, CqeOpcode, CqeRepr, Opcode, Payload, SendWqe, Sge, Syndrome};
 
 /// A send queue driven by hand: WQE bytes from the wire encoder, dbrec, 8-byte doorbell.
 struct RawSq {
@@ -256,7 +254,7 @@ fn a_dbrec_update_without_a_uar_write_is_not_a_doorbell() {
     }
     .unwrap();
     mem[..8].copy_from_slice(b"abcdefgh");
-    let sge = [mr.sge(0, 8)];
+    let sge = [mr.sge(0, 8).into()];
     r.sq.post(write_wqe(r.qpn, &sge, mr.addr() + 128, mr.rkey()), false);
     r.sq.dbrec_only();
     assert_eq!(r.dev.run_until_idle(), 0);
@@ -294,7 +292,7 @@ fn bad_ds_is_loc_qp_op_then_the_rest_is_flushed() {
             .reg_sim_mr(&pd_of(&r), mem.as_mut_ptr(), 256, Access::ALL)
     }
     .unwrap();
-    let sge = [mr.sge(0, 8)];
+    let sge = [mr.sge(0, 8).into()];
     // A WRITE whose ctrl says ds = 1: no room for its raddr and data segments.
     let mut ring = vec![0u8; r.sq.ring_bytes()];
     wire::emit_send_wqe(
@@ -338,7 +336,7 @@ fn wrong_qpn_in_ctrl_is_loc_qp_op() {
             .reg_sim_mr(&pd_of(&r), mem.as_mut_ptr(), 256, Access::ALL)
     }
     .unwrap();
-    let sge = [mr.sge(0, 8)];
+    let sge = [mr.sge(0, 8).into()];
     r.sq.post(write_wqe(r.peer, &sge, mr.addr() + 64, mr.rkey()), false);
     r.sq.doorbell();
     r.dev.run_until_idle();
@@ -357,7 +355,7 @@ fn wrong_wqe_index_is_loc_qp_op() {
             .reg_sim_mr(&pd_of(&r), mem.as_mut_ptr(), 256, Access::ALL)
     }
     .unwrap();
-    let sge = [mr.sge(0, 8)];
+    let sge = [mr.sge(0, 8).into()];
     let mut w = write_wqe(r.qpn, &sge, mr.addr() + 64, mr.rkey());
     // Same slot, but a wqe_idx one lap ahead: the device expects 0.
     w.wqe_idx = r.sq.dv.sq_wqe_cnt as u16;
@@ -386,7 +384,7 @@ fn lkey_of_another_pd_is_loc_prot() {
             .reg_sim_mr(&other_pd, theirs.as_mut_ptr(), 256, Access::ALL)
     }
     .unwrap();
-    let sge = [foreign.sge(0, 8)];
+    let sge = [foreign.sge(0, 8).into()];
     r.sq.post(write_wqe(r.qpn, &sge, mr.addr(), mr.rkey()), false);
     r.sq.doorbell();
     r.dev.run_until_idle();
@@ -422,7 +420,7 @@ fn rkey_out_of_bounds_is_rem_access() {
             .reg_sim_mr(&pd_of(&r), mem.as_mut_ptr(), 256, Access::ALL)
     }
     .unwrap();
-    let sge = [mr.sge(0, 16)];
+    let sge = [mr.sge(0, 16).into()];
     r.sq.post(write_wqe(r.qpn, &sge, mr.addr() + 250, mr.rkey()), false);
     r.sq.doorbell();
     r.dev.run_until_idle();
@@ -474,7 +472,7 @@ fn unsignaled_success_writes_no_cqe_and_the_next_signaled_names_its_index() {
             .reg_sim_mr(&pd_of(&r), mem.as_mut_ptr(), 256, Access::ALL)
     }
     .unwrap();
-    let sge = [mr.sge(0, 8)];
+    let sge = [mr.sge(0, 8).into()];
     for i in 0..3 {
         let mut w = write_wqe(r.qpn, &sge, mr.addr() + 64, mr.rkey());
         if i < 2 {
@@ -499,7 +497,7 @@ fn cq_overrun_is_reported_not_overwritten() {
             .reg_sim_mr(&pd_of(&r), mem.as_mut_ptr(), 256, Access::ALL)
     }
     .unwrap();
-    let sge = [mr.sge(0, 8)];
+    let sge = [mr.sge(0, 8).into()];
     for _ in 0..3 {
         r.sq.post(write_wqe(r.qpn, &sge, mr.addr() + 64, mr.rkey()), false);
     }
@@ -530,7 +528,7 @@ fn rnr_with_retries_fails_and_rnr_7_waits_for_a_receive() {
             .reg_sim_mr(&pd_of(&r), mem.as_mut_ptr(), 256, Access::ALL)
     }
     .unwrap();
-    let sge = [mr.sge(0, 8)];
+    let sge = [mr.sge(0, 8).into()];
     let send = SendWqe {
         fm_ce_se: wire::fm_ce_se::CQ_UPDATE,
         data: Payload::Sges(&sge),
@@ -548,7 +546,7 @@ fn rnr_with_retries_fails_and_rnr_7_waits_for_a_receive() {
             .reg_sim_mr(&pd_of(&r), mem.as_mut_ptr(), 256, Access::ALL)
     }
     .unwrap();
-    let sge = [mr.sge(0, 8)];
+    let sge = [mr.sge(0, 8).into()];
     let send = SendWqe {
         fm_ce_se: wire::fm_ce_se::CQ_UPDATE,
         data: Payload::Sges(&sge),
@@ -587,7 +585,7 @@ fn blueflame_copies_are_compared_with_the_ring_in_deterministic_mode() {
             .reg_sim_mr(&pd_of(&r), mem.as_mut_ptr(), 256, Access::ALL)
     }
     .unwrap();
-    let sge = [mr.sge(0, 8)];
+    let sge = [mr.sge(0, 8).into()];
     r.sq.post(write_wqe(r.qpn, &sge, mr.addr() + 64, mr.rkey()), false);
     r.sq.blueflame(0);
     r.dev.run_until_idle();

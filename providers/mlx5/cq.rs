@@ -71,43 +71,40 @@ use super::shared::{before, CqShared, QpShared, PURGE_ACTIVE};
 use crate::barrier::{from_device_load_barrier, to_device_store_barrier};
 use crate::mmio;
 use crate::providers::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
+use crate::wire::offset::{cqe64, ctrl, data, err_cqe};
+use crate::wire::{
+    MLX5_CQE64_LEN, MLX5_CQE_FLAGS_GRH, MLX5_CQE_INVALID, MLX5_CQE_OPCODE_SHIFT,
+    MLX5_CQE_OWNER_MASK, MLX5_CQE_REQ, MLX5_CQE_REQ_ERR, MLX5_CQE_REQ_PLAIN_MASK,
+    MLX5_CQE_RESP_ERR, MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM,
+    MLX5_CQE_SYNDROME_BAD_RESP_ERR, MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR,
+    MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR,
+    MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, MLX5_CQE_SYNDROME_MW_BIND_ERR,
+    MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
+    MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
+    MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR,
+    MLX5_CQE_SYNDROME_WR_FLUSH_ERR, MLX5_CQ_CI_MASK, MLX5_INLINE_SCATTER_32,
+    MLX5_INLINE_SCATTER_64, MLX5_INVALID_LKEY, MLX5_OPCODE_ATOMIC_CS, MLX5_OPCODE_ATOMIC_FA,
+    MLX5_OPCODE_RDMA_READ, MLX5_OPCODE_RDMA_WRITE, MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_QPN_MASK,
+    MLX5_SEND_WQE_BB, MLX5_SND_DBR, MLX5_WQE_CTRL_DS_MASK, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
+};
 
-/// CQE opcodes (`op_own >> 4`).
-pub mod cqe_op {
-    /// Requester completion.
-    pub const REQ: u8 = 0;
-    /// Responder: RDMA WRITE with immediate.
-    pub const RESP_WR_IMM: u8 = 1;
-    /// Responder: SEND.
-    pub const RESP_SEND: u8 = 2;
-    /// Responder: SEND with immediate.
-    pub const RESP_SEND_IMM: u8 = 3;
-    /// Responder: SEND with invalidate.
-    pub const RESP_SEND_INV: u8 = 4;
-    /// Requester error.
-    pub const REQ_ERR: u8 = 13;
-    /// Responder error.
-    pub const RESP_ERR: u8 = 14;
-    /// Not written by the device yet.
-    pub const INVALID: u8 = 15;
-}
-
-/// Error syndromes (CQE byte 55) as `WcStatus`.
+/// Error syndromes (CQE byte 55) as `WcStatus`, as libmlx5 maps them; unknown syndromes
+/// map to `GeneralErr`.
 pub fn syndrome_status(syndrome: u8) -> WcStatus {
     match syndrome {
-        0x01 => WcStatus::LocLenErr,
-        0x02 => WcStatus::LocQpOpErr,
-        0x04 => WcStatus::LocProtErr,
-        0x05 => WcStatus::WrFlushErr,
-        0x06 => WcStatus::MwBindErr,
-        0x10 => WcStatus::BadRespErr,
-        0x11 => WcStatus::LocAccessErr,
-        0x12 => WcStatus::RemInvReqErr,
-        0x13 => WcStatus::RemAccessErr,
-        0x14 => WcStatus::RemOpErr,
-        0x15 => WcStatus::RetryExcErr,
-        0x16 => WcStatus::RnrRetryExcErr,
-        0x22 => WcStatus::RemAbortErr,
+        MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR => WcStatus::LocLenErr,
+        MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR => WcStatus::LocQpOpErr,
+        MLX5_CQE_SYNDROME_LOCAL_PROT_ERR => WcStatus::LocProtErr,
+        MLX5_CQE_SYNDROME_WR_FLUSH_ERR => WcStatus::WrFlushErr,
+        MLX5_CQE_SYNDROME_MW_BIND_ERR => WcStatus::MwBindErr,
+        MLX5_CQE_SYNDROME_BAD_RESP_ERR => WcStatus::BadRespErr,
+        MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR => WcStatus::LocAccessErr,
+        MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR => WcStatus::RemInvReqErr,
+        MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR => WcStatus::RemAccessErr,
+        MLX5_CQE_SYNDROME_REMOTE_OP_ERR => WcStatus::RemOpErr,
+        MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR => WcStatus::RetryExcErr,
+        MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR => WcStatus::RnrRetryExcErr,
+        MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR => WcStatus::RemAbortErr,
         _ => WcStatus::GeneralErr,
     }
 }
@@ -126,10 +123,10 @@ const REQ_OPCODE: [WcOpcode; 256] = {
 /// The completion opcode of a requester CQE, from the send WQE opcode (CQE byte 56).
 const fn req_opcode(wqe_op: u8) -> WcOpcode {
     match wqe_op {
-        0x08 | 0x09 => WcOpcode::RdmaWrite,
-        0x10 => WcOpcode::RdmaRead,
-        0x11 => WcOpcode::CompSwap,
-        0x12 => WcOpcode::FetchAdd,
+        MLX5_OPCODE_RDMA_WRITE | MLX5_OPCODE_RDMA_WRITE_IMM => WcOpcode::RdmaWrite,
+        MLX5_OPCODE_RDMA_READ => WcOpcode::RdmaRead,
+        MLX5_OPCODE_ATOMIC_CS => WcOpcode::CompSwap,
+        MLX5_OPCODE_ATOMIC_FA => WcOpcode::FetchAdd,
         _ => WcOpcode::Send,
     }
 }
@@ -139,7 +136,8 @@ const fn req_opcode(wqe_op: u8) -> WcOpcode {
 fn cqe_ptr(dv: &DvCq, ci: u32) -> *const u8 {
     let slot = (ci & (dv.cqe_cnt - 1)) as usize * dv.cqe_size as usize;
     // `wrapping_add`: pure address arithmetic; dereferenced only through `mmio`.
-    dv.buf.wrapping_add(slot + dv.cqe_size as usize - 64)
+    dv.buf
+        .wrapping_add(slot + dv.cqe_size as usize - MLX5_CQE64_LEN)
 }
 
 /// True when the CQE at position `ci` is software-owned (valid opcode, owner bit = parity).
@@ -147,9 +145,13 @@ fn cqe_ptr(dv: &DvCq, ci: u32) -> *const u8 {
 pub(crate) fn cqe_ready(dv: &DvCq, ci: u32) -> bool {
     // SAFETY: `dv.buf` holds `cqe_cnt` CQEs of `cqe_size` bytes (from_dv's contract); byte 63
     // of the slot's CQE is inside it.
-    let op_own = unsafe { mmio::read8(cqe_ptr(dv, ci).add(63)) };
-    op_own >> 4 != cqe_op::INVALID && ((op_own & 1) != 0) == ((ci & dv.cqe_cnt) != 0)
+    let op_own = unsafe { mmio::read8(cqe_ptr(dv, ci).add(cqe64::OP_OWN)) };
+    op_own >> MLX5_CQE_OPCODE_SHIFT != MLX5_CQE_INVALID
+        && ((op_own & MLX5_CQE_OWNER_MASK) != 0) == ((ci & dv.cqe_cnt) != 0)
 }
+
+/// The `op_own` bits that say the data is in the CQE (scatter to CQE).
+const INLINE_SCATTER: u8 = MLX5_INLINE_SCATTER_32 | MLX5_INLINE_SCATTER_64;
 
 /// Read a big-endian u32 at `off` of a CQE.
 ///
@@ -172,6 +174,9 @@ struct Entry {
 }
 
 /// An mlx5 completion queue (hardware or sim memory).
+// `repr(C, align(64))`: the fields keep the order written, so what every poll reads (`dv`
+// through `last`) shares the first cache lines ahead of the rarely touched counters.
+#[repr(C, align(64))]
 pub struct Mlx5Cq {
     dv: DvCq,
     /// Consumer index (see the module doc). Poller-private; published to `shared.ci`.
@@ -244,7 +249,7 @@ impl Mlx5Cq {
         Ok(Mlx5Cq {
             dv,
             ci: 0,
-            cqe0: dv.buf.wrapping_add(dv.cqe_size as usize - 64),
+            cqe0: dv.buf.wrapping_add(dv.cqe_size as usize - MLX5_CQE64_LEN),
             cqe_shift: dv.cqe_size.trailing_zeros(),
             hot_qpn: u32::MAX,
             hot_qp: core::ptr::null(),
@@ -358,18 +363,18 @@ impl Mlx5Cq {
         out: &mut Completion,
         released: &mut u32,
     ) -> bool {
-        let opcode = op_own >> 4;
+        let opcode = op_own >> MLX5_CQE_OPCODE_SHIFT;
         // All `be32_at` calls below read a 64-byte CQE of this CQ (`cqe_ptr`).
-        // SAFETY: `cqe` is a 64-byte CQE of this CQ; offset 56 is 4-aligned.
-        let sop_qpn = unsafe { be32_at(cqe, 56) };
-        let qpn = sop_qpn & 0x00ff_ffff;
-        // SAFETY: see above; wqe_counter is the high half of the word at 60.
-        let wqe_counter = (unsafe { be32_at(cqe, 60) } >> 16) as u16;
+        // SAFETY: `cqe` is a 64-byte CQE of this CQ; sop_drop_qpn is 4-aligned.
+        let sop_qpn = unsafe { be32_at(cqe, cqe64::SOP_DROP_QPN) };
+        let qpn = sop_qpn & MLX5_QPN_MASK;
+        // SAFETY: see above; wqe_counter is the high half of a 4-aligned word.
+        let wqe_counter = (unsafe { be32_at(cqe, cqe64::WQE_COUNTER) } >> 16) as u16;
         let Some(idx) = self.lookup(qpn) else {
             self.bogus += 1;
             return false;
         };
-        let is_req = opcode == cqe_op::REQ || opcode == cqe_op::REQ_ERR;
+        let is_req = opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR;
         let e = &self.entries[idx];
         let qp = &*e.qp;
         let mark = if is_req {
@@ -395,7 +400,7 @@ impl Mlx5Cq {
         if !qp.alive.load(Ordering::SeqCst) {
             return false;
         }
-        let err = opcode == cqe_op::REQ_ERR || opcode == cqe_op::RESP_ERR;
+        let err = opcode == MLX5_CQE_REQ_ERR || opcode == MLX5_CQE_RESP_ERR;
         *out = Completion::EMPTY;
         out.qp_num = qpn;
         if err {
@@ -403,8 +408,8 @@ impl Mlx5Cq {
             if !qp.failed.swap(true, Ordering::SeqCst) {
                 qp.gates.close();
             }
-            // SAFETY: see above; bytes 52..56 hold hw syndrome, type, vendor syndrome, syndrome.
-            let w = unsafe { be32_at(cqe, 52) };
+            // SAFETY: see above; the word holds hw syndrome, type, vendor syndrome, syndrome.
+            let w = unsafe { be32_at(cqe, err_cqe::HW_ERR_SYND) };
             let syndrome = w as u8;
             let vendor = (w >> 8) as u8;
             out.status = syndrome_status(syndrome);
@@ -417,17 +422,19 @@ impl Mlx5Cq {
             // QP's dbrec, which is never more than `wqe_cnt` (<= 32768) ahead of `ci`.
             // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is
             // (checked `alive` above: its memory outlives the QpShared's registration).
-            let db = unsafe { (*(qp.dbrec.add(1) as *const AtomicU32)).load(Ordering::Acquire) };
-            let pi = ci.wrapping_add(u32::from_be(db).wrapping_sub(ci) & 0xffff);
+            let db = unsafe {
+                (*(qp.dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire)
+            };
+            let pi = ci.wrapping_add(u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK);
             // The WQE named must be outstanding: between the retired position and the
             // published producer position.
-            let dist = (wqe_counter as u32).wrapping_sub(ci) & 0xffff;
+            let dist = (wqe_counter as u32).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK;
             if dist >= pi.wrapping_sub(ci) {
                 self.bogus += 1;
                 return false;
             }
             let start = ci.wrapping_add(dist);
-            let start_lo = start & 0xffff;
+            let start_lo = start & MLX5_WQE_INDEX_MASK;
             // The unsignaled requests this completion covers: the WQEs from the oldest
             // outstanding one (at `ci`) up to the one named, which must start a WQE.
             let covered = if start == ci {
@@ -457,12 +464,12 @@ impl Mlx5Cq {
             out.opcode = req_opcode(wqe_op);
             if !err {
                 out.byte_len = match wqe_op {
-                    0x11 | 0x12 => 8,
+                    MLX5_OPCODE_ATOMIC_CS | MLX5_OPCODE_ATOMIC_FA => 8,
                     // SAFETY: see above.
-                    0x10 => unsafe { be32_at(cqe, 44) },
+                    MLX5_OPCODE_RDMA_READ => unsafe { be32_at(cqe, cqe64::BYTE_CNT) },
                     _ => 0,
                 };
-                if op_own & 0x0c != 0 {
+                if op_own & INLINE_SCATTER != 0 {
                     self.scatter_req(idx, cqe, op_own, start_lo, out.byte_len);
                 }
             }
@@ -479,12 +486,13 @@ impl Mlx5Cq {
                 return false;
             }
             out.wr_id = srq.wrid[i as usize].load(Ordering::Relaxed);
-            if op_own & 0x0c != 0 && !err {
+            if op_own & INLINE_SCATTER != 0 && !err {
                 // SRQ entry: a 16-byte next segment, then data segments.
                 let stride = srq.stride as usize;
                 segs = (
-                    srq.buf.wrapping_add(i as usize * stride + 16),
-                    (stride - 16) / 16,
+                    srq.buf
+                        .wrapping_add(i as usize * stride + MLX5_WQE_DS_UNITS),
+                    (stride - MLX5_WQE_DS_UNITS) / MLX5_WQE_DS_UNITS,
                 );
             }
             srq.free(i);
@@ -495,10 +503,10 @@ impl Mlx5Cq {
                 return false;
             }
             out.wr_id = rq.wrid[(tail & rq.mask) as usize].load(Ordering::Relaxed);
-            if op_own & 0x0c != 0 && !err && !qp.rq_buf.is_null() {
+            if op_own & INLINE_SCATTER != 0 && !err && !qp.rq_buf.is_null() {
                 let stride = qp.rq_stride as usize;
                 let p = qp.rq_buf.wrapping_add((tail & rq.mask) as usize * stride);
-                segs = (p, stride / 16);
+                segs = (p, stride / MLX5_WQE_DS_UNITS);
             }
             rq.tail.store(tail.wrapping_add(1), Ordering::Release);
             *released += 1;
@@ -510,22 +518,22 @@ impl Mlx5Cq {
             return true;
         }
         // SAFETY: see above.
-        out.byte_len = unsafe { be32_at(cqe, 44) };
+        out.byte_len = unsafe { be32_at(cqe, cqe64::BYTE_CNT) };
         // SAFETY: see above.
-        let imm = u32::from_be(unsafe { mmio::read32(cqe.add(36) as *const u32) });
+        let imm = unsafe { be32_at(cqe, cqe64::IMM_INVAL_PKEY) };
         // SAFETY: see above.
-        let flags_rqpn = unsafe { be32_at(cqe, 24) };
-        out.src_qp = flags_rqpn & 0x00ff_ffff;
-        if (flags_rqpn >> 28) & 3 != 0 {
+        let flags_rqpn = unsafe { be32_at(cqe, cqe64::FLAGS_RQPN) };
+        out.src_qp = flags_rqpn & MLX5_QPN_MASK;
+        if (flags_rqpn >> 24) as u8 & MLX5_CQE_FLAGS_GRH != 0 {
             out.flags = WcFlags(out.flags.0 | WcFlags::GRH.0);
         }
         match opcode {
-            cqe_op::RESP_WR_IMM => {
+            MLX5_CQE_RESP_WR_IMM => {
                 out.opcode = WcOpcode::RecvRdmaWithImm;
                 out.imm = imm;
                 out.flags = WcFlags(out.flags.0 | WcFlags::WITH_IMM.0);
             }
-            cqe_op::RESP_SEND_IMM => {
+            MLX5_CQE_RESP_SEND_IMM => {
                 out.imm = imm;
                 out.flags = WcFlags(out.flags.0 | WcFlags::WITH_IMM.0);
             }
@@ -539,15 +547,20 @@ impl Mlx5Cq {
         true
     }
 
-    /// A successful requester CQE with no scattered data (`op_own & 0xfc == 0`). Takes the
+    /// A successful requester CQE with no scattered data (`op_own & MLX5_CQE_REQ_PLAIN_MASK == 0`). Takes the
     /// short way when it completes the oldest outstanding WQE of the last QP hit, which has
     /// no purge pending (nothing covered, nothing to walk); anything else is left
     /// (false) to [`Self::process`], which handles every case. Gives back one CQ entry.
     #[inline(always)]
     fn process_req(&self, cqe: *const u8, out: &mut Completion) -> bool {
-        // SAFETY: `cqe` is a 64-byte CQE of this CQ; offsets 56 and 60 are 4-aligned.
-        let (sop_qpn, wc) = unsafe { (be32_at(cqe, 56), be32_at(cqe, 60) >> 16) };
-        let qpn = sop_qpn & 0x00ff_ffff;
+        // SAFETY: `cqe` is a 64-byte CQE of this CQ; both offsets are 4-aligned.
+        let (sop_qpn, wc) = unsafe {
+            (
+                be32_at(cqe, cqe64::SOP_DROP_QPN),
+                be32_at(cqe, cqe64::WQE_COUNTER) >> 16,
+            )
+        };
+        let qpn = sop_qpn & MLX5_QPN_MASK;
         if qpn != self.hot_qpn {
             return false;
         }
@@ -561,17 +574,19 @@ impl Mlx5Cq {
         let sq = &qp.sq;
         let ci = sq.done.ci.load(Ordering::Relaxed);
         // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is.
-        let db = unsafe { (*(qp.dbrec.add(1) as *const AtomicU32)).load(Ordering::Acquire) };
+        let db =
+            unsafe { (*(qp.dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire) };
         // Published WQEBBs not yet retired (see `process`).
-        let posted = u32::from_be(db).wrapping_sub(ci) & 0xffff;
+        let posted = u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK;
         // The WQE's size from its ctrl segment (see `QpShared::nbb_at`); a ds of 0 (no valid
         // WQE) makes `nbb - 1` huge and goes to `process`.
-        let off = (ci & sq.mask) as usize * 64 + 7;
+        let off = (ci & sq.mask) as usize * MLX5_SEND_WQE_BB + ctrl::DS;
         // SAFETY: `off` is inside the SQ ring; the WQE at `ci` is outstanding when it passes
         // the checks below (and the byte is only looked at otherwise).
-        let ds = u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(off)) } & 0x3f);
+        let ds = u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(off)) })
+            & MLX5_WQE_CTRL_DS_MASK;
         let nbb = (ds + 3) >> 2;
-        if (wc ^ ci) & 0xffff != 0 || nbb.wrapping_sub(1) >= posted {
+        if (wc ^ ci) & MLX5_WQE_INDEX_MASK != 0 || nbb.wrapping_sub(1) >= posted {
             return false;
         }
         let wqe_op = (sop_qpn >> 24) as u8;
@@ -580,9 +595,9 @@ impl Mlx5Cq {
             status: WcStatus::Success,
             opcode: REQ_OPCODE[wqe_op as usize],
             byte_len: match wqe_op {
-                0x11 | 0x12 => 8,
-                // SAFETY: as above, offset 44.
-                0x10 => unsafe { be32_at(cqe, 44) },
+                MLX5_OPCODE_ATOMIC_CS | MLX5_OPCODE_ATOMIC_FA => 8,
+                // SAFETY: as above, byte_cnt is 4-aligned.
+                MLX5_OPCODE_RDMA_READ => unsafe { be32_at(cqe, cqe64::BYTE_CNT) },
                 _ => 0,
             },
             qp_num: qpn,
@@ -597,21 +612,29 @@ impl Mlx5Cq {
         let sq = &qp.sq;
         // The data segment of a READ/atomic WQE: READ = ctrl, raddr, data...; atomics = ctrl,
         // raddr, atomic, data.
-        let base = ((start & sq.mask) as usize) * 64;
+        let base = ((start & sq.mask) as usize) * MLX5_SEND_WQE_BB;
         // SAFETY: the WQE is outstanding, so its bytes in our SQ ring are still the ones we
-        // wrote; byte 0 of the ctrl segment's opcode word is at offset 3.
-        let op = unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + 3)) };
-        // SAFETY: as above; byte 7 of the ctrl segment holds ds (low 6 bits).
-        let ds = (unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + 7)) } & 0x3f) as usize;
-        let first_data = if op == 0x10 { 32 } else { 48 };
+        // wrote; the opcode byte is inside the ctrl segment.
+        let op = unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + ctrl::OPCODE)) };
+        // SAFETY: as above; this byte of the ctrl segment holds ds (low 6 bits).
+        let ds = (u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + ctrl::DS)) })
+            & MLX5_WQE_CTRL_DS_MASK) as usize;
+        // ctrl + raddr (READ), ctrl + raddr + atomic (atomics).
+        let first_data = MLX5_WQE_DS_UNITS * if op == MLX5_OPCODE_RDMA_READ { 2 } else { 3 };
         // Data segments of this WQE (at most 4 are needed: scatter-to-CQE carries at most 64
         // bytes and READ SGEs are not empty), copied out with the ring wrap.
-        let n = ds.saturating_sub(first_data / 16).min(4);
-        let mut segs = [[0u8; 16]; 4];
+        let n = ds.saturating_sub(first_data / MLX5_WQE_DS_UNITS).min(4);
+        let mut segs = [[0u8; MLX5_WQE_DS_UNITS]; 4];
         for (k, seg) in segs.iter_mut().enumerate().take(n) {
-            let off = (base + first_data + k * 16) % qp.sq_bytes;
+            let off = (base + first_data + k * MLX5_WQE_DS_UNITS) % qp.sq_bytes;
             // SAFETY: `off` is a segment start inside the SQ ring.
-            unsafe { core::ptr::copy_nonoverlapping(qp.sq_buf.add(off), seg.as_mut_ptr(), 16) };
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    qp.sq_buf.add(off),
+                    seg.as_mut_ptr(),
+                    MLX5_WQE_DS_UNITS,
+                )
+            };
         }
         let count = n;
         // SAFETY: `segs` is a local copy of `count` data segments.
@@ -624,13 +647,13 @@ impl Mlx5Cq {
 ///
 /// # Safety
 /// `cqe` is a 64-byte CQE inside a CQ buffer whose previous 64 bytes are also CQ memory when
-/// `op_own & 0x8`; `segs` points to `n` readable 16-byte data segments; their addresses are
+/// `op_own & MLX5_INLINE_SCATTER_64`; `segs` points to `n` readable 16-byte data segments; their addresses are
 /// registered memory the caller handed to the device for writing.
 unsafe fn scatter_from_cqe(cqe: *const u8, op_own: u8, len: u32, segs: *const u8, n: usize) {
-    let (src, cap) = if op_own & 0x4 != 0 {
+    let (src, cap) = if op_own & MLX5_INLINE_SCATTER_32 != 0 {
         (cqe, 32usize)
     } else {
-        (cqe.wrapping_sub(64), 64usize)
+        (cqe.wrapping_sub(MLX5_CQE64_LEN), 64usize)
     };
     let mut left = (len as usize).min(cap);
     let mut from = 0usize;
@@ -639,16 +662,18 @@ unsafe fn scatter_from_cqe(cqe: *const u8, op_own: u8, len: u32, segs: *const u8
             break;
         }
         // SAFETY: `k < n` data segments are readable.
-        let seg = unsafe { segs.add(k * 16) };
+        let seg = unsafe { segs.add(k * MLX5_WQE_DS_UNITS) };
         // SAFETY: as above; fields are big-endian byte_count, lkey, addr.
         let (bc, lkey, addr) = unsafe {
             (
-                u32::from_be(core::ptr::read_unaligned(seg as *const u32)),
-                u32::from_be(core::ptr::read_unaligned(seg.add(4) as *const u32)),
-                u64::from_be(core::ptr::read_unaligned(seg.add(8) as *const u64)),
+                u32::from_be(core::ptr::read_unaligned(
+                    seg.add(data::BYTE_COUNT) as *const u32
+                )),
+                u32::from_be(core::ptr::read_unaligned(seg.add(data::LKEY) as *const u32)),
+                u64::from_be(core::ptr::read_unaligned(seg.add(data::ADDR) as *const u64)),
             )
         };
-        if lkey == 0x100 && bc == 0 {
+        if lkey == MLX5_INVALID_LKEY && bc == 0 {
             break;
         }
         let take = (bc as usize).min(left);
@@ -679,8 +704,10 @@ impl CompletionQueue for Mlx5Cq {
                 .cqe0
                 .wrapping_add(((ci & mask) as usize) << self.cqe_shift);
             // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-            let op_own = unsafe { mmio::read8(cqe.add(63)) };
-            if op_own >> 4 == cqe_op::INVALID || ((op_own & 1) != 0) != ((ci & (mask + 1)) != 0) {
+            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
+            if op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
+                || ((op_own & MLX5_CQE_OWNER_MASK) != 0) != ((ci & (mask + 1)) != 0)
+            {
                 break;
             }
             if ci == start_ci {
@@ -691,7 +718,7 @@ impl CompletionQueue for Mlx5Cq {
             // Orders the owner-bit load above before the loads of the CQE body below.
             from_device_load_barrier();
             // A successful requester CQE without scattered data takes the short way.
-            if op_own & 0xfc == 0 && self.process_req(cqe, &mut out[n]) {
+            if op_own & MLX5_CQE_REQ_PLAIN_MASK == 0 && self.process_req(cqe, &mut out[n]) {
                 released += 1;
                 n += 1;
             } else {
@@ -706,7 +733,7 @@ impl CompletionQueue for Mlx5Cq {
             // slots back to the device.
             to_device_store_barrier();
             // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
-            unsafe { mmio::write32(self.dv.dbrec, (ci & 0x00ff_ffff).to_be()) };
+            unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
             self.shared.ci.store(ci, Ordering::Release);
             self.shared.release(released);
             self.shared.polling.store(false, Ordering::Release);
@@ -716,5 +743,27 @@ impl CompletionQueue for Mlx5Cq {
 
     fn cqe(&self) -> u32 {
         self.dv.cqe_cnt
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Syndrome;
+
+    #[test]
+    fn every_named_syndrome_has_its_own_status() {
+        let mut seen = Vec::new();
+        for syn in Syndrome::ALL {
+            let st = syndrome_status(u8::from(syn));
+            assert_ne!(st, WcStatus::GeneralErr, "{}", syn.name());
+            assert!(!seen.contains(&st), "{}", syn.name());
+            seen.push(st);
+        }
+        assert_eq!(
+            syndrome_status(u8::from(Syndrome::RemAccess)),
+            WcStatus::RemAccessErr
+        );
+        assert_eq!(syndrome_status(0x99), WcStatus::GeneralErr);
     }
 }

@@ -53,6 +53,10 @@ use super::cq::Mlx5Cq;
 use super::dv::{DvCq, DvQp, DvSrq};
 use super::qp::Mlx5Qp;
 use super::rq::Mlx5Srq;
+use crate::wire::MLX5_WQE_DS_UNITS;
+
+/// A data segment, in the `u32` units of the SRQ stride.
+const U: u32 = MLX5_WQE_DS_UNITS as u32;
 use crate::ffi::{
     self, ibv_pd, ibv_qp_init_attr_ex, ibv_td, mlx5dv_context, mlx5dv_cq, mlx5dv_obj, mlx5dv_qp,
     mlx5dv_qp_init_attr, mlx5dv_srq,
@@ -343,7 +347,7 @@ impl Provider for Mlx5Device {
         };
         let sge = max_sge
             .min(srq.max_sge())
-            .min((out.stride.saturating_sub(16)) / 16);
+            .min((out.stride.saturating_sub(U)) / U);
         // SAFETY: the memory belongs to `srq`, kept alive by the owner box; only this Mlx5Srq
         // posts to it.
         unsafe { Mlx5Srq::from_dv(dv, sge, Box::new(srq)) }

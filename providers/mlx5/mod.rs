@@ -10,6 +10,7 @@
 //! | [`Mlx5Sq`] | WQE writing, SQ accounting, doorbell / BlueFlame |
 //! | [`Mlx5Rq`], [`Mlx5Srq`] | receive WQEs, RQ / SRQ doorbell records |
 //! | [`Mlx5Cq`] | owner-bit polling, CQE → [`crate::providers::Completion`] |
+//! | [`wqe`] | a request as the wire layer's [`crate::wire::SendWqe`] (tests, tools) |
 //!
 //! Words from the field, as rdma-core uses them: **WQEBB** a 64-byte basic block of a WQE;
 //! **ds** a WQE's size in 16-byte units; **pi** / **ci** producer / consumer indices (free
@@ -25,18 +26,19 @@
 pub mod cq;
 pub mod device;
 pub mod dv;
-pub mod plain;
 mod qp;
 mod rq;
 mod shared;
 mod sq;
+pub mod wqe;
 
 pub use cq::{syndrome_status, Mlx5Cq};
 pub use device::{BfregMode, Mlx5Device};
-pub use dv::{DvCq, DvQp, DvSrq};
+pub use dv::{address_handle, DvCq, DvQp, DvSrq};
 pub use qp::Mlx5Qp;
-pub use rq::{Mlx5Rq, Mlx5Srq, INVALID_LKEY};
-pub use sq::{fm_ce_se, wqe_op, Mlx5Sq};
+pub use rq::{Mlx5Rq, Mlx5Srq};
+pub use sq::Mlx5Sq;
+pub use wqe::send_wqe;
 
 /// How `ring()` tells the device about staged WQEs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

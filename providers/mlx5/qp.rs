@@ -12,6 +12,9 @@ use super::sq::Mlx5Sq;
 use super::DoorbellMode;
 use crate::mmio;
 use crate::providers::{QpCaps, QpConfig, QpState, QpType, QueuePair};
+use crate::wire::{
+    MAX_DS, MLX5_QPN_MASK, MLX5_RCV_DBR, MLX5_SEND_WQE_BB, MLX5_SND_DBR, MLX5_WQE_DS_UNITS,
+};
 
 /// An mlx5 queue pair (hardware or sim memory).
 pub struct Mlx5Qp {
@@ -73,7 +76,7 @@ impl Mlx5Qp {
         if dv.sq_buf.is_null() || dv.dbrec.is_null() {
             return Err(bad("null SQ buffer or doorbell record".into()));
         }
-        if dv.sq_stride != 64 {
+        if dv.sq_stride as usize != MLX5_SEND_WQE_BB {
             return Err(bad(format!("sq_stride {} (must be 64)", dv.sq_stride)));
         }
         if !dv.sq_wqe_cnt.is_power_of_two() || dv.sq_wqe_cnt > 0x8000 {
@@ -111,7 +114,7 @@ impl Mlx5Qp {
                 return Err(bad(format!("rq_wqe_cnt {} > 65536", dv.rq_wqe_cnt)));
             }
         }
-        if granted.max_inline_data > 63 * 16 - 4 {
+        if granted.max_inline_data > (MAX_DS * MLX5_WQE_DS_UNITS - 4) as u32 {
             return Err(bad(format!(
                 "max_inline_data {} does not fit a WQE",
                 granted.max_inline_data
@@ -127,7 +130,7 @@ impl Mlx5Qp {
             reserve_srq(s, &recv_shared)?;
         }
         let shared = Arc::new(QpShared {
-            qpn: dv.qpn & 0x00ff_ffff,
+            qpn: dv.qpn & MLX5_QPN_MASK,
             sq: SqShared::new(dv.sq_wqe_cnt),
             rq: if has_srq || dv.rq_wqe_cnt == 0 {
                 None
@@ -136,7 +139,7 @@ impl Mlx5Qp {
             },
             srq: srq_shared.clone(),
             sq_buf: dv.sq_buf,
-            sq_bytes: dv.sq_wqe_cnt as usize * 64,
+            sq_bytes: dv.sq_wqe_cnt as usize * MLX5_SEND_WQE_BB,
             dbrec: dv.dbrec,
             rq_buf: if has_srq {
                 core::ptr::null_mut()
@@ -177,7 +180,7 @@ impl Mlx5Qp {
             recv_shared,
         );
         Ok(Mlx5Qp {
-            qpn: dv.qpn & 0x00ff_ffff,
+            qpn: dv.qpn & MLX5_QPN_MASK,
             qp_type: cfg.qp_type,
             state: QpState::Reset,
             caps: granted,
@@ -206,8 +209,8 @@ impl Mlx5Qp {
             self.rq.reset();
             // SAFETY: `dbrec` is the QP's 2 x u32 doorbell record.
             unsafe {
-                mmio::write32(self.dbrec, 0);
-                mmio::write32(self.dbrec.add(1), 0);
+                mmio::write32(self.dbrec.add(MLX5_RCV_DBR), 0);
+                mmio::write32(self.dbrec.add(MLX5_SND_DBR), 0);
             }
         }
         self.state = s;

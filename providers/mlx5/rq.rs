@@ -25,9 +25,8 @@ use super::shared::{CqShared, QpShared, SrqShared};
 use crate::barrier::to_device_store_barrier;
 use crate::mmio;
 use crate::providers::{PostError, QpState, QpType, RecvQueue, RecvWr, Rejected, Sge};
-
-/// MLX5_INVALID_LKEY: ends a receive WQE with fewer than max SGEs.
-pub const INVALID_LKEY: u32 = 0x100;
+use crate::wire::offset::{data, srq_next};
+use crate::wire::{MLX5_INVALID_LKEY, MLX5_RCV_DBR, MLX5_WQE_DS_UNITS as U, MLX5_WQE_INDEX_MASK};
 
 /// Write data segments for `sges` at `p` (room for `max` segments), with the terminator.
 ///
@@ -39,20 +38,20 @@ unsafe fn write_recv_segs(p: *mut u8, sges: &[Sge], max: usize) {
     for s in sges.iter().filter(|s| s.length != 0) {
         // SAFETY: `k < max` (checked by the caller: non-zero SGEs <= max).
         unsafe {
-            let d = p.add(k * 16);
-            core::ptr::write_unaligned(d as *mut u32, s.length.to_be());
-            core::ptr::write_unaligned(d.add(4) as *mut u32, s.lkey.to_be());
-            core::ptr::write_unaligned(d.add(8) as *mut u64, s.addr.to_be());
+            let d = p.add(k * U);
+            core::ptr::write_unaligned(d.add(data::BYTE_COUNT) as *mut u32, s.length.to_be());
+            core::ptr::write_unaligned(d.add(data::LKEY) as *mut u32, s.lkey.to_be());
+            core::ptr::write_unaligned(d.add(data::ADDR) as *mut u64, s.addr.to_be());
         }
         k += 1;
     }
     if k < max {
         // SAFETY: `k < max`.
         unsafe {
-            let d = p.add(k * 16);
-            core::ptr::write_unaligned(d as *mut u32, 0);
-            core::ptr::write_unaligned(d.add(4) as *mut u32, INVALID_LKEY.to_be());
-            core::ptr::write_unaligned(d.add(8) as *mut u64, 0);
+            let d = p.add(k * U);
+            core::ptr::write_unaligned(d.add(data::BYTE_COUNT) as *mut u32, 0);
+            core::ptr::write_unaligned(d.add(data::LKEY) as *mut u32, MLX5_INVALID_LKEY.to_be());
+            core::ptr::write_unaligned(d.add(data::ADDR) as *mut u64, 0);
         }
     }
 }
@@ -105,7 +104,7 @@ impl Mlx5Rq {
             wqe_cnt: dv.rq_wqe_cnt,
             max_wr: max_wr.min(dv.rq_wqe_cnt),
             stride: dv.rq_stride,
-            max_sge: max_sge.min(dv.rq_stride / 16),
+            max_sge: max_sge.min(dv.rq_stride / U as u32),
             qp_type,
             state: QpState::Reset,
             has_srq,
@@ -183,7 +182,7 @@ impl RecvQueue for Mlx5Rq {
         let p = self.buf.wrapping_add(slot as usize * self.stride as usize);
         // SAFETY: the slot is inside the RQ ring and free (head - tail < wqe_cnt), so the
         // device is not reading it; `max_sge <= stride / 16`.
-        unsafe { write_recv_segs(p, wr.sges, (self.stride / 16) as usize) };
+        unsafe { write_recv_segs(p, wr.sges, self.stride as usize / U) };
         rq.wrid[slot as usize].store(wr.wr_id, Ordering::Relaxed);
         self.head = self.head.wrapping_add(1);
         self.staged += 1;
@@ -201,7 +200,12 @@ impl RecvQueue for Mlx5Rq {
         // Orders the receive WQE stores before the dbrec store that hands them to the device.
         to_device_store_barrier();
         // SAFETY: `dbrec[0]` is the QP's receive counter.
-        unsafe { mmio::write32(self.dbrec, (self.head & 0xffff).to_be()) };
+        unsafe {
+            mmio::write32(
+                self.dbrec.add(MLX5_RCV_DBR),
+                (self.head & MLX5_WQE_INDEX_MASK).to_be(),
+            )
+        };
         self.staged = 0;
     }
 
@@ -283,7 +287,7 @@ impl Mlx5Srq {
                 dv.head, dv.tail
             )));
         }
-        let seg_room = (dv.stride - 16) / 16;
+        let seg_room = (dv.stride - U as u32) / U as u32;
         if max_sge > seg_room {
             return Err(bad(format!(
                 "max_sge {max_sge} does not fit the stride {} ({seg_room} data segments)",
@@ -316,14 +320,20 @@ impl Mlx5Srq {
     }
 
     fn next_of(dv: &DvSrq, i: u32) -> u32 {
-        let p = dv.buf.wrapping_add(i as usize * dv.stride as usize + 2) as *const u16;
+        let p = dv
+            .buf
+            .wrapping_add(i as usize * dv.stride as usize + srq_next::NEXT_WQE_INDEX)
+            as *const u16;
         // SAFETY: entry `i < wqe_cnt` is inside the ring; bytes 2..4 are next_wqe_index,
         // 2-aligned because the stride is a multiple of 16.
         u16::from_be(unsafe { mmio::read16(p) }) as u32
     }
 
     fn set_next(dv: &DvSrq, i: u32, next: u32) {
-        let p = dv.buf.wrapping_add(i as usize * dv.stride as usize + 2) as *mut u16;
+        let p = dv
+            .buf
+            .wrapping_add(i as usize * dv.stride as usize + srq_next::NEXT_WQE_INDEX)
+            as *mut u16;
         // SAFETY: as in `next_of`; entry `i` is free (the list tail), not read by the device
         // until it is posted.
         unsafe { core::ptr::write_volatile(p, (next as u16).to_be()) };
@@ -383,10 +393,10 @@ impl RecvQueue for Mlx5Srq {
         let p = self
             .dv
             .buf
-            .wrapping_add(idx as usize * self.dv.stride as usize + 16);
+            .wrapping_add(idx as usize * self.dv.stride as usize + U);
         // SAFETY: entry `idx` is free (in the list before tail); its data segments follow the
         // 16-byte next segment, `(stride - 16) / 16` of them.
-        unsafe { write_recv_segs(p, wr.sges, ((self.dv.stride - 16) / 16) as usize) };
+        unsafe { write_recv_segs(p, wr.sges, (self.dv.stride as usize - U) / U) };
         self.shared.wrid[idx as usize].store(wr.wr_id, Ordering::Relaxed);
         self.head = Self::next_of(&self.dv, idx);
         self.free -= 1;
@@ -403,7 +413,7 @@ impl RecvQueue for Mlx5Srq {
         // Orders the WQE (and next-pointer) stores before the dbrec store.
         to_device_store_barrier();
         // SAFETY: `dbrec[0]` is the SRQ's receive counter.
-        unsafe { mmio::write32(self.dv.dbrec, (self.counter & 0xffff).to_be()) };
+        unsafe { mmio::write32(self.dv.dbrec, (self.counter & MLX5_WQE_INDEX_MASK).to_be()) };
         self.staged = 0;
     }
 

@@ -13,12 +13,14 @@
 //! the ordering comes from the index handoff, and a misbehaving caller (say, a reset racing a
 //! poll, which the docs forbid) gets wrong accounting, never undefined behaviour.
 //!
-//! Counters run free and wrap (`u32`); they are masked only at the slot (STYLE rule 7).
+//! Counters run free and wrap (`u32`); they are masked only at the slot.
 
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use super::dv::DvCq;
+use crate::wire::offset::ctrl;
+use crate::wire::{MLX5_SEND_WQE_BB, MLX5_WQE_CTRL_DS_MASK};
 
 /// True when position `a` comes before `b` (free-running `u32` counters).
 #[inline(always)]
@@ -27,6 +29,8 @@ pub(crate) fn before(a: u32, b: u32) -> bool {
 }
 
 /// Per-CQ state shared by the CQ and every queue that completes into it.
+// `repr(C)`: the padded counters keep their order, each on its own cache line.
+#[repr(C)]
 pub(crate) struct CqShared {
     /// The CQ's memory (read by a QP's reset/drop to find the last software-owned CQE).
     pub dv: DvCq,
@@ -34,14 +38,17 @@ pub(crate) struct CqShared {
     /// receive) not yet retired, the posting budgets send queues hold (see `sq.rs`), plus the
     /// static reservations of attached SRQs.
     /// Incremented by posters (any thread), decremented by the poller once per poll batch.
+    // Padded: the posters' read-modify-writes must not bounce the line of `ci` or `polling`.
     pub reserved: CachePadded<AtomicU32>,
     /// The poller's consumer index, published after each batch (`Release`).
+    // Padded: written by the poller only; posters' writes to `reserved` leave it alone.
     pub ci: CachePadded<AtomicU32>,
     /// True while a poll that found CQEs runs (set `SeqCst` before it reads any QP's memory,
     /// cleared `Release` at its end). A dropped QP waits for it to clear after marking itself
     /// dead (`alive`, `SeqCst`), so the poller never reads a QP's ring or doorbell record
     /// after its memory is freed: either the poller sees `alive == false`, or the dropper
     /// sees the poll running and waits (the two `SeqCst` accesses cannot both miss).
+    // Padded: stored twice per poll; it must not share a line with the posters' `reserved`.
     pub polling: CachePadded<AtomicBool>,
     /// Keeps the CQ memory alive as long as the CQ or any QP registered with it exists (a
     /// QP's reset or drop scans the CQ memory, even after the `Mlx5Cq` itself is gone).
@@ -112,6 +119,8 @@ impl CqShared {
 /// from the oldest outstanding WQE to the one named counts the unsignaled requests it covers
 /// ([`QpShared::wqes_between`]). The producer position the poller checks a `wqe_counter`
 /// against is the one the poster published in the doorbell record.
+// `repr(C)`: `done` (poller-written) stays after the fields the poster reads.
+#[repr(C)]
 pub(crate) struct SqShared {
     /// wr_id of the WQE starting at each WQEBB.
     pub wrid: Box<[AtomicU64]>,
@@ -119,6 +128,7 @@ pub(crate) struct SqShared {
     pub mask: u32,
     /// Consumer side, written by the poller only, on one cache line (the poster reads both
     /// on its slow path).
+    // Padded: the poller's stores must not invalidate the line holding `wrid` and `mask`.
     pub done: CachePadded<SqDone>,
 }
 
@@ -192,14 +202,18 @@ impl SqGates {
 }
 
 /// Receive-queue tracking (in-order ring).
+// `repr(C)`: `head` and `tail` keep their order, each on its own cache line.
+#[repr(C)]
 pub(crate) struct RqShared {
     /// wr_id by slot (`head & mask`).
     pub wrid: Box<[AtomicU64]>,
     /// `wqe_cnt - 1`.
     pub mask: u32,
     /// Receives posted and published (poster).
+    // Padded: written by the poster; the poller's `tail` stores must not share its line.
     pub head: CachePadded<AtomicU32>,
     /// Receives completed (poller).
+    // Padded: written by the poller, read by the poster for room.
     pub tail: CachePadded<AtomicU32>,
 }
 
@@ -311,10 +325,11 @@ impl QpShared {
     /// one.
     #[inline(always)]
     pub fn nbb_at(&self, pos: u32) -> u32 {
-        let off = (pos & self.sq.mask) as usize * 64 + 7;
+        let off = (pos & self.sq.mask) as usize * MLX5_SEND_WQE_BB + ctrl::DS;
         // SAFETY: `off` is inside the SQ ring (`sq_bytes = (mask + 1) * 64`), which the QP's
         // owner keeps alive as long as this QpShared is used for it.
-        let ds = unsafe { core::ptr::read_volatile(self.sq_buf.add(off)) } & 0x3f;
+        let ds =
+            unsafe { core::ptr::read_volatile(self.sq_buf.add(off)) } & MLX5_WQE_CTRL_DS_MASK as u8;
         u32::from(ds).div_ceil(4).max(1)
     }
 

@@ -63,50 +63,38 @@
 //!
 //! ## The main job: `rdma-direct pingpong` without `-d`
 //!
-//! Two RC QPs on the sim, device-thread mode, the production mlx5 hot path on both ends
-//! (a run on the 2-vCPU build machine, 2026-12-02; sim figures, not hardware):
+//! Two RC QPs on the sim, device-thread mode, the production mlx5 hot path on both ends.
+//! The run prints `provider: sim (software mlx5 device; not hardware)`, labels its latency
+//! table "sim device thread, not hardware", and ends with the device's counters (doorbells,
+//! WQEs, CQEs, engine passes): one doorbell and one WQE per message, two CQEs per message
+//! (the sender's and the receiver's).
 //!
-//! ```text
-//! $ rdma-direct pingpong -s 64 -n 10000
-//! provider: sim (software mlx5 device; not hardware)
-//!   local address:  LID 0x0000, QPN 0x000100, PSN 0x3779b9, GID ::ffff:127.0.0.1
-//!   remote address: LID 0x0000, QPN 0x000101, PSN 0xd5b132, GID ::ffff:127.0.0.1
-//! 1280000 bytes in 0.01 seconds = 946.29 Mbit/sec
-//! 10000 iters in 0.01 seconds = 1.08 usec/iter
-//! latency (half round trip, sim device thread, not hardware):
-//!  #bytes #iterations t_min[usec] t_max[usec] t_typical[usec] t_avg[usec] t_stdev[usec] 99% percentile[usec] 99.9% percentile[usec]
-//!  64     10000       0.44        78.82       0.48            0.52        1.01          1.56                 3.99
-//! sim device: 20000 doorbells, 20000 WQEs, 40000 CQEs, ... engine passes
-//! ```
+//! The engine's own documentation (passes, validation order, errors) is in `engine/mod.rs`.
 //!
-//! The engine's own documentation (passes, validation order, errors) is in `engine.rs`.
+//! ## A new CQ buffer: owner bit 0
 //!
-//! ## A new CQ buffer: owner bit
-//!
-//! Issue 6 says "CQ rings initialised as hardware leaves them (opcode INVALID, owner bit set)".
 //! rdma-core (`mlx5_alloc_cq_buf` in providers/mlx5/cq.c) and the kernel (`init_cq_frag_buf`
-//! in drivers/infiniband/hw/mlx5/cq.c) both write `op_own = MLX5_CQE_INVALID << 4` = 0xF0,
-//! i.e. owner bit **0**, and hardware writes the first pass with owner 0 (parity of
-//! `ci & cqe_cnt`). The sim follows rdma-core and DESIGN.md §4 (0xF0); the issue text is
-//! wrong on this point. Either way an INVALID opcode is never taken as a CQE.
+//! in drivers/infiniband/hw/mlx5/cq.c) both write `op_own = MLX5_CQE_INVALID << 4` = 0xF0
+//! into every CQE of a new CQ buffer, i.e. owner bit **0** (not 1, as one might guess), and
+//! hardware writes the first pass over the ring with owner 0 (the parity of `ci & cqe_cnt`).
+//! The sim does the same. Either way an INVALID opcode is never taken as a CQE.
 
 mod engine;
 pub mod fault;
-mod layout;
 mod mem;
 mod provider;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 pub use engine::{AsyncEvent, EngineStats, SimQpAttr};
 pub use fault::{FaultConfig, FaultStats};
-pub use provider::{SimMr, SimPd, SIM_GID, SIM_PORT_MTU};
+pub use provider::{SimMr, SimPd, SIM_PORT_MTU};
 
 use super::mlx5::dv::{DvCq, DvQp, DvSrq};
 use super::{QpCaps, QpConfig, QpState};
-use engine::{Engine, BF_SIZE};
+use engine::Engine;
 use mem::DevMem;
 
 pub(crate) struct Shared {
@@ -123,9 +111,33 @@ impl Shared {
     }
 }
 
+/// Sim devices created so far in this process; each takes the next number.
+static DEVICES: AtomicU32 = AtomicU32::new(0);
+
+/// The identity of the `n`-th sim device of the process: its first QPN and its port's GID.
+///
+/// Devices share no memory, so a QP of one cannot reach a QP of another; distinct QPNs and
+/// GIDs make an endpoint of another device recognisable (connecting to it is refused)
+/// instead of silently naming a local QP with the same number. QPNs: device `n` starts at
+/// `(n mod 255) << 16 | 0x100` (24-bit QPNs; the top byte never 0xff, so never the
+/// multicast QPN 0xffffff), room for 65,280 QPs before the next device's range. GIDs: the
+/// IPv4-mapped loopback address `::ffff:127.0.0.1` plus `n` (the first device keeps
+/// `::ffff:127.0.0.1`). Both repeat after 255 (QPN) and 16M (GID) devices.
+fn identity(n: u32) -> (u32, [u8; 16]) {
+    let qpn_base = ((n % 0xff) << 16) | 0x100;
+    let ipv4 = 0x7f00_0001 + n % 0x00ff_fffe;
+    let mut gid = [0u8; 16];
+    gid[10] = 0xff;
+    gid[11] = 0xff;
+    gid[12..].copy_from_slice(&ipv4.to_be_bytes());
+    (qpn_base, gid)
+}
+
 /// The software mlx5 device.
 pub struct SimDevice {
     shared: Arc<Shared>,
+    /// The GID of the device's single port (see [`identity`]).
+    gid: [u8; 16],
     /// CQE size of the CQs created from now on (64 or 128).
     cqe_size: u32,
     thread: Option<JoinHandle<()>>,
@@ -182,9 +194,11 @@ impl Default for SimDevice {
 impl SimDevice {
     /// A new device in deterministic mode, named `sim0`.
     pub fn new() -> SimDevice {
+        let (qpn_base, gid) = identity(DEVICES.fetch_add(1, Ordering::Relaxed));
         SimDevice {
+            gid,
             shared: Arc::new(Shared {
-                engine: Mutex::new(Engine::new()),
+                engine: Mutex::new(Engine::new(qpn_base, gid)),
                 stop: AtomicBool::new(false),
                 threaded: AtomicBool::new(false),
             }),
@@ -254,6 +268,13 @@ impl SimDevice {
             let _ = h.join();
         }
         self.shared.threaded.store(false, Ordering::Relaxed);
+    }
+
+    /// The GID of the device's single port: an IPv4-mapped loopback address
+    /// (`::ffff:127.0.0.1` for the first device of the process, then `.2`, `.3`, ...), distinct
+    /// per device, as are the QPNs each device hands out.
+    pub fn gid(&self) -> [u8; 16] {
+        self.gid
     }
 
     /// True while the device thread runs.
@@ -372,7 +393,7 @@ impl SimDevice {
             qpn,
             sq_buf: q.mem.ptr(0),
             sq_wqe_cnt: sq_cnt,
-            sq_stride: 64,
+            sq_stride: crate::wire::MLX5_SEND_WQE_BB as u32,
             rq_buf: if q.rq_cnt == 0 {
                 std::ptr::null_mut()
             } else {
@@ -382,7 +403,7 @@ impl SimDevice {
             rq_stride: q.rq_stride,
             dbrec: q.mem.ptr(q.dbrec_off).cast(),
             bf_reg: q.mem.ptr(q.uar_off),
-            bf_size: BF_SIZE,
+            bf_size: crate::wire::MLX5_BF_SIZE,
         };
         let mem = Arc::clone(&q.mem);
         drop(e);

@@ -110,9 +110,8 @@ use crate::providers::{
 };
 
 use super::SimQpAttr;
+use crate::wire;
 
-/// The GID of the sim's single port: `::ffff:127.0.0.1` (a RoCE v2 IPv4-mapped GID).
-pub const SIM_GID: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1];
 /// The sim port's active MTU.
 pub const SIM_PORT_MTU: Mtu = Mtu::Mtu4096;
 
@@ -189,7 +188,7 @@ impl Provider for SimDevice {
     fn endpoint(&self, qp: &Mlx5Qp, opts: &ConnectOpts) -> crate::Result<QpEndpoint> {
         Ok(QpEndpoint {
             lid: 0,
-            gid: SIM_GID,
+            gid: self.gid(),
             gid_index: opts.gid_index,
             qpn: qp.qpn(),
             // A fixed function of the QPN: deterministic runs, distinct per QP.
@@ -207,6 +206,7 @@ impl Provider for SimDevice {
         opts: &ConnectOpts,
     ) -> crate::Result<()> {
         let _ = local;
+        self.same_device("ibv_modify_qp (sim connect)", remote)?;
         let qpn = qp.qpn();
         if qp.state() != QpState::Reset {
             self.modify_qp(qpn, QpState::Reset, None)?;
@@ -253,18 +253,21 @@ impl Provider for SimDevice {
         remote: &QpEndpoint,
         opts: &ConnectOpts,
     ) -> crate::Result<AddressHandle> {
-        // struct mlx5_wqe_av: 0 qkey, 8 dqp_dct, 12 stat_rate_sl, 13 fl_mlid, 14 rlid,
-        // 26 tclass, 27 hop_limit, 28 grh_gid_fl, 32 rgid. The SQ fills qkey and dqp_dct
-        // per request from the UdDest.
-        let mut av = [0u8; 48];
-        av[8..12].copy_from_slice(&(remote.qpn | 0x8000_0000).to_be_bytes());
-        av[12] = (opts.sl & 0xf) << 4;
-        av[14..16].copy_from_slice(&remote.lid.to_be_bytes());
-        av[27] = 64;
-        // grh_gid_fl: bit 30 = GRH present, bits 20..27 = source GID index.
-        let grh_gid_fl = (1u32 << 30) | (u32::from(opts.gid_index) << 20);
-        av[28..32].copy_from_slice(&grh_gid_fl.to_be_bytes());
-        av[32..48].copy_from_slice(&remote.gid);
+        self.same_device("ibv_create_ah (sim)", remote)?;
+        // The address vector as libmlx5's `mlx5_create_ah` fills it for a RoCE port (the
+        // sim's GID is a RoCE v2 one): extended AV, service level in bits 1-3 of
+        // `stat_rate_sl` (static rate 0: the port's), the GRH bit of `grh_gid_fl` clear (RoCE
+        // packets always carry a GRH) with the source GID index in bits 20-27, hop limit 64,
+        // the remote GID. The SQ fills qkey and dqp_dct per request from the UdDest; the
+        // device reads only those two fields.
+        let mut av = [0u8; wire::MLX5_AV_LEN];
+        let mut seg = wire::DatagramSeg::new_unchecked(&mut av[..]);
+        seg.set_dqp_dct(remote.qpn, true);
+        seg.set_stat_rate_sl((opts.sl & 0x7) << 1);
+        seg.set_rlid(remote.lid);
+        seg.set_hop_limit(64);
+        seg.set_grh_gid_fl(u32::from(opts.gid_index) << 20);
+        seg.set_rgid(remote.gid);
         Ok(AddressHandle {
             av,
             raw: std::ptr::null_mut(),
@@ -276,6 +279,28 @@ impl Provider for SimDevice {
         if !self.is_threaded() {
             self.run_until_idle();
         }
+    }
+}
+
+impl SimDevice {
+    /// A remote endpoint must be one of this device's own: sim devices share no memory, and
+    /// a QPN of another device could name an unrelated local QP.
+    fn same_device(&self, verb: &'static str, remote: &QpEndpoint) -> crate::Result<()> {
+        if remote.gid == self.gid() {
+            return Ok(());
+        }
+        Err(crate::Error::verb(
+            verb,
+            libc::EINVAL,
+            format!(
+                "the remote endpoint (GID {}, QPN {:#x}) belongs to another sim device (this \
+                 one is GID {}); a sim device connects only its own QPs: create both QPs on \
+                 one SimDevice",
+                std::net::Ipv6Addr::from(remote.gid),
+                remote.qpn,
+                std::net::Ipv6Addr::from(self.gid()),
+            ),
+        ))
     }
 }
 

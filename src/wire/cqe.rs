@@ -5,20 +5,21 @@
 //! as the wrap parity of its producer index; software owns the CQE at consumer index `ci` when
 //! the opcode is not INVALID and the owner bit equals `!!(ci & cqe_cnt)` ([`cqe_sw_owned`]).
 
+use super::consts::offset::{cqe64 as off, err_cqe as err_off};
+use super::consts::*;
 use super::{be16, be32, be64, put16, put32, put64, Field, Truncated};
-use crate::providers::WcStatus;
 
 /// Length of a CQE in bytes.
-pub const CQE_LEN: usize = 64;
+pub const CQE_LEN: usize = MLX5_CQE64_LEN;
 /// `op_own` of a fresh CQ slot: opcode INVALID, owner 0.
-pub const CQE_INVALID_OP_OWN: u8 = 0xf0;
+pub const CQE_INVALID_OP_OWN: u8 = MLX5_CQE_INVALID_OP_OWN;
 /// `op_own` format bit: up to 32 received bytes are in CQE bytes 0-31 (`MLX5_INLINE_SCATTER_32`).
-pub const CQE_INLINE_SCATTER_32: u8 = 0x04;
+pub const CQE_INLINE_SCATTER_32: u8 = MLX5_INLINE_SCATTER_32;
 /// `op_own` format bit: up to 64 received bytes are in the 64 bytes before the CQE, that is
 /// the first half of a 128-byte slot (`MLX5_INLINE_SCATTER_64`).
-pub const CQE_INLINE_SCATTER_64: u8 = 0x08;
+pub const CQE_INLINE_SCATTER_64: u8 = MLX5_INLINE_SCATTER_64;
 /// Bits of the top byte of `flags_rqpn` that say a GRH is present (bits 28-29 of the word).
-pub const CQE_FLAGS_GRH: u8 = 0x30;
+pub const CQE_FLAGS_GRH: u8 = MLX5_CQE_FLAGS_GRH;
 
 /// The CQE opcode (the top nibble of `op_own`). Unknown values are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,17 +55,17 @@ impl From<u8> for CqeOpcode {
     #[inline]
     fn from(v: u8) -> CqeOpcode {
         match v & 0x0f {
-            0 => CqeOpcode::Req,
-            1 => CqeOpcode::RespWrImm,
-            2 => CqeOpcode::RespSend,
-            3 => CqeOpcode::RespSendImm,
-            4 => CqeOpcode::RespSendInv,
-            5 => CqeOpcode::ResizeCq,
-            6 => CqeOpcode::NoPacket,
-            12 => CqeOpcode::SigErr,
-            13 => CqeOpcode::ReqErr,
-            14 => CqeOpcode::RespErr,
-            15 => CqeOpcode::Invalid,
+            MLX5_CQE_REQ => CqeOpcode::Req,
+            MLX5_CQE_RESP_WR_IMM => CqeOpcode::RespWrImm,
+            MLX5_CQE_RESP_SEND => CqeOpcode::RespSend,
+            MLX5_CQE_RESP_SEND_IMM => CqeOpcode::RespSendImm,
+            MLX5_CQE_RESP_SEND_INV => CqeOpcode::RespSendInv,
+            MLX5_CQE_RESIZE_CQ => CqeOpcode::ResizeCq,
+            MLX5_CQE_NO_PACKET => CqeOpcode::NoPacket,
+            MLX5_CQE_SIG_ERR => CqeOpcode::SigErr,
+            MLX5_CQE_REQ_ERR => CqeOpcode::ReqErr,
+            MLX5_CQE_RESP_ERR => CqeOpcode::RespErr,
+            MLX5_CQE_INVALID => CqeOpcode::Invalid,
             other => CqeOpcode::Unknown(other),
         }
     }
@@ -74,17 +75,17 @@ impl From<CqeOpcode> for u8 {
     #[inline]
     fn from(v: CqeOpcode) -> u8 {
         match v {
-            CqeOpcode::Req => 0,
-            CqeOpcode::RespWrImm => 1,
-            CqeOpcode::RespSend => 2,
-            CqeOpcode::RespSendImm => 3,
-            CqeOpcode::RespSendInv => 4,
-            CqeOpcode::ResizeCq => 5,
-            CqeOpcode::NoPacket => 6,
-            CqeOpcode::SigErr => 12,
-            CqeOpcode::ReqErr => 13,
-            CqeOpcode::RespErr => 14,
-            CqeOpcode::Invalid => 15,
+            CqeOpcode::Req => MLX5_CQE_REQ,
+            CqeOpcode::RespWrImm => MLX5_CQE_RESP_WR_IMM,
+            CqeOpcode::RespSend => MLX5_CQE_RESP_SEND,
+            CqeOpcode::RespSendImm => MLX5_CQE_RESP_SEND_IMM,
+            CqeOpcode::RespSendInv => MLX5_CQE_RESP_SEND_INV,
+            CqeOpcode::ResizeCq => MLX5_CQE_RESIZE_CQ,
+            CqeOpcode::NoPacket => MLX5_CQE_NO_PACKET,
+            CqeOpcode::SigErr => MLX5_CQE_SIG_ERR,
+            CqeOpcode::ReqErr => MLX5_CQE_REQ_ERR,
+            CqeOpcode::RespErr => MLX5_CQE_RESP_ERR,
+            CqeOpcode::Invalid => MLX5_CQE_INVALID,
             CqeOpcode::Unknown(other) => other & 0x0f,
         }
     }
@@ -166,27 +167,6 @@ impl Syndrome {
         Syndrome::RemAbort,
     ];
 
-    /// The work-completion status libmlx5 reports for this syndrome (the same enum as the
-    /// verbs fallback); unknown syndromes map to `GeneralErr`.
-    pub fn wc_status(self) -> WcStatus {
-        match self {
-            Syndrome::LocLen => WcStatus::LocLenErr,
-            Syndrome::LocQpOp => WcStatus::LocQpOpErr,
-            Syndrome::LocProt => WcStatus::LocProtErr,
-            Syndrome::WrFlush => WcStatus::WrFlushErr,
-            Syndrome::MwBind => WcStatus::MwBindErr,
-            Syndrome::BadResp => WcStatus::BadRespErr,
-            Syndrome::LocAccess => WcStatus::LocAccessErr,
-            Syndrome::RemInvReq => WcStatus::RemInvReqErr,
-            Syndrome::RemAccess => WcStatus::RemAccessErr,
-            Syndrome::RemOp => WcStatus::RemOpErr,
-            Syndrome::RetryExc => WcStatus::RetryExcErr,
-            Syndrome::RnrRetryExc => WcStatus::RnrRetryExcErr,
-            Syndrome::RemAbort => WcStatus::RemAbortErr,
-            Syndrome::Unknown(_) => WcStatus::GeneralErr,
-        }
-    }
-
     /// The rdma-core name without the `MLX5_CQE_SYNDROME_` prefix.
     pub fn name(self) -> &'static str {
         match self {
@@ -212,19 +192,19 @@ impl From<u8> for Syndrome {
     #[inline]
     fn from(v: u8) -> Syndrome {
         match v {
-            0x01 => Syndrome::LocLen,
-            0x02 => Syndrome::LocQpOp,
-            0x04 => Syndrome::LocProt,
-            0x05 => Syndrome::WrFlush,
-            0x06 => Syndrome::MwBind,
-            0x10 => Syndrome::BadResp,
-            0x11 => Syndrome::LocAccess,
-            0x12 => Syndrome::RemInvReq,
-            0x13 => Syndrome::RemAccess,
-            0x14 => Syndrome::RemOp,
-            0x15 => Syndrome::RetryExc,
-            0x16 => Syndrome::RnrRetryExc,
-            0x22 => Syndrome::RemAbort,
+            MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR => Syndrome::LocLen,
+            MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR => Syndrome::LocQpOp,
+            MLX5_CQE_SYNDROME_LOCAL_PROT_ERR => Syndrome::LocProt,
+            MLX5_CQE_SYNDROME_WR_FLUSH_ERR => Syndrome::WrFlush,
+            MLX5_CQE_SYNDROME_MW_BIND_ERR => Syndrome::MwBind,
+            MLX5_CQE_SYNDROME_BAD_RESP_ERR => Syndrome::BadResp,
+            MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR => Syndrome::LocAccess,
+            MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR => Syndrome::RemInvReq,
+            MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR => Syndrome::RemAccess,
+            MLX5_CQE_SYNDROME_REMOTE_OP_ERR => Syndrome::RemOp,
+            MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR => Syndrome::RetryExc,
+            MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR => Syndrome::RnrRetryExc,
+            MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR => Syndrome::RemAbort,
             other => Syndrome::Unknown(other),
         }
     }
@@ -234,42 +214,42 @@ impl From<Syndrome> for u8 {
     #[inline]
     fn from(v: Syndrome) -> u8 {
         match v {
-            Syndrome::LocLen => 0x01,
-            Syndrome::LocQpOp => 0x02,
-            Syndrome::LocProt => 0x04,
-            Syndrome::WrFlush => 0x05,
-            Syndrome::MwBind => 0x06,
-            Syndrome::BadResp => 0x10,
-            Syndrome::LocAccess => 0x11,
-            Syndrome::RemInvReq => 0x12,
-            Syndrome::RemAccess => 0x13,
-            Syndrome::RemOp => 0x14,
-            Syndrome::RetryExc => 0x15,
-            Syndrome::RnrRetryExc => 0x16,
-            Syndrome::RemAbort => 0x22,
+            Syndrome::LocLen => MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR,
+            Syndrome::LocQpOp => MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR,
+            Syndrome::LocProt => MLX5_CQE_SYNDROME_LOCAL_PROT_ERR,
+            Syndrome::WrFlush => MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
+            Syndrome::MwBind => MLX5_CQE_SYNDROME_MW_BIND_ERR,
+            Syndrome::BadResp => MLX5_CQE_SYNDROME_BAD_RESP_ERR,
+            Syndrome::LocAccess => MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR,
+            Syndrome::RemInvReq => MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
+            Syndrome::RemAccess => MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
+            Syndrome::RemOp => MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
+            Syndrome::RetryExc => MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR,
+            Syndrome::RnrRetryExc => MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR,
+            Syndrome::RemAbort => MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR,
             Syndrome::Unknown(other) => other,
         }
     }
 }
 
 mod field {
-    use super::Field;
-    pub const WQE_ID: Field = 2..4;
-    pub const ML_PATH: usize = 17;
-    pub const SLID: Field = 22..24;
-    pub const FLAGS_RQPN: Field = 24..28;
-    pub const SRQN_UIDX: Field = 32..36;
-    pub const IMM_INVAL_PKEY: Field = 36..40;
-    pub const BYTE_CNT: Field = 44..48;
-    pub const TIMESTAMP: Field = 48..56;
-    pub const SOP_DROP_QPN: Field = 56..60;
-    pub const WQE_COUNTER: Field = 60..62;
-    pub const SIGNATURE: usize = 62;
-    pub const OP_OWN: usize = 63;
+    use super::{err_off, off, Field};
+    pub const WQE_ID: Field = off::WQE_ID..off::WQE_ID + 2;
+    pub const ML_PATH: usize = off::ML_PATH;
+    pub const SLID: Field = off::SLID..off::SLID + 2;
+    pub const FLAGS_RQPN: Field = off::FLAGS_RQPN..off::FLAGS_RQPN + 4;
+    pub const SRQN_UIDX: Field = off::SRQN_UIDX..off::SRQN_UIDX + 4;
+    pub const IMM_INVAL_PKEY: Field = off::IMM_INVAL_PKEY..off::IMM_INVAL_PKEY + 4;
+    pub const BYTE_CNT: Field = off::BYTE_CNT..off::BYTE_CNT + 4;
+    pub const TIMESTAMP: Field = off::TIMESTAMP..off::TIMESTAMP + 8;
+    pub const SOP_DROP_QPN: Field = off::SOP_DROP_QPN..off::SOP_DROP_QPN + 4;
+    pub const WQE_COUNTER: Field = off::WQE_COUNTER..off::WQE_COUNTER + 2;
+    pub const SIGNATURE: usize = off::SIGNATURE;
+    pub const OP_OWN: usize = off::OP_OWN;
     // struct mlx5_err_cqe
-    pub const ERR_SRQN: Field = 32..36;
-    pub const VENDOR_ERR_SYND: usize = 54;
-    pub const SYNDROME: usize = 55;
+    pub const ERR_SRQN: Field = err_off::SRQN..err_off::SRQN + 4;
+    pub const VENDOR_ERR_SYND: usize = err_off::VENDOR_ERR_SYND;
+    pub const SYNDROME: usize = err_off::SYNDROME;
 }
 
 /// A 64-byte CQE (`struct mlx5_cqe64`): 2 wqe_id, 17 ml_path, 22 slid, 24 flags_rqpn,
@@ -338,7 +318,7 @@ macro_rules! cqe_common {
             /// The owner bit (`op_own & 1`, as `mlx5dv_get_cqe_owner`).
             #[inline]
             pub fn owner(&self) -> bool {
-                self.op_own() & 1 != 0
+                self.op_own() & MLX5_CQE_OWNER_MASK != 0
             }
             /// The solicited-event bit (`op_own >> 1 & 1`, as `mlx5dv_get_cqe_se`).
             #[inline]
@@ -359,7 +339,7 @@ macro_rules! cqe_common {
             /// The 24-bit QPN.
             #[inline]
             pub fn qpn(&self) -> u32 {
-                be32(self.buffer.as_ref(), field::SOP_DROP_QPN) & 0x00ff_ffff
+                be32(self.buffer.as_ref(), field::SOP_DROP_QPN) & MLX5_QPN_MASK
             }
             /// On requester CQEs, the `wqe_idx` of the completed WQE; on responder CQEs of an
             /// SRQ, the SRQ WQE index.
@@ -395,7 +375,7 @@ macro_rules! cqe_common {
                 put32(
                     self.buffer.as_mut(),
                     field::SOP_DROP_QPN,
-                    (u32::from(s_wqe_opcode) << 24) | (qpn & 0x00ff_ffff),
+                    (u32::from(s_wqe_opcode) << 24) | (qpn & MLX5_QPN_MASK),
                 );
             }
             /// Sets the wqe_counter.
@@ -444,7 +424,7 @@ impl<T: AsRef<[u8]>> Cqe64<T> {
     /// The source QPN of a UD receive (the low 24 bits of `flags_rqpn`).
     #[inline]
     pub fn src_qp(&self) -> u32 {
-        self.flags_rqpn() & 0x00ff_ffff
+        self.flags_rqpn() & MLX5_QPN_MASK
     }
     /// The raw `srqn_uidx` word.
     #[inline]
@@ -454,7 +434,7 @@ impl<T: AsRef<[u8]>> Cqe64<T> {
     /// The SRQ number (low 24 bits of `srqn_uidx`).
     #[inline]
     pub fn srqn(&self) -> u32 {
-        self.srqn_uidx() & 0x00ff_ffff
+        self.srqn_uidx() & MLX5_QPN_MASK
     }
     /// Immediate (host order of the big-endian field), invalidated rkey, or P_Key.
     #[inline]
@@ -495,7 +475,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Cqe64<T> {
         put32(
             self.buffer.as_mut(),
             field::FLAGS_RQPN,
-            (u32::from(flags) << 24) | (src_qp & 0x00ff_ffff),
+            (u32::from(flags) << 24) | (src_qp & MLX5_QPN_MASK),
         );
     }
     /// Sets `srqn_uidx`.
@@ -715,7 +695,8 @@ pub fn cqe_owner_for(index: u32, cqe_cnt: u32) -> bool {
 /// after this returns true, behind the from-device load barrier.
 #[inline]
 pub fn cqe_sw_owned(op_own: u8, ci: u32, cqe_cnt: u32) -> bool {
-    (op_own >> 4) != 0x0f && ((op_own & 1) != 0) == cqe_owner_for(ci, cqe_cnt)
+    (op_own >> MLX5_CQE_OPCODE_SHIFT) != MLX5_CQE_INVALID
+        && ((op_own & MLX5_CQE_OWNER_MASK) != 0) == cqe_owner_for(ci, cqe_cnt)
 }
 
 #[cfg(test)]
@@ -796,7 +777,6 @@ mod tests {
         assert_eq!(buf[..], want[..]);
         let e = ErrCqe::new_checked(&buf[..]).unwrap();
         assert_eq!(e.syndrome(), Syndrome::RemAccess);
-        assert_eq!(e.syndrome().wc_status(), WcStatus::RemAccessErr);
         assert_eq!(CqeRepr::parse(&Cqe64::new_unchecked(&buf)).unwrap(), r);
     }
 

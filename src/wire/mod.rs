@@ -1,6 +1,9 @@
 //! The mlx5 wire layer: typed views over WQE segments and CQEs, and whole-WQE encoders and
 //! parsers. Bytes in, fields out; no unsafe code, no allocation.
 //!
+//! A leaf: it imports nothing from the rest of the crate (the data-plane API converts its
+//! requests into [`SendWqe`]s, the mlx5 provider maps syndromes to completion statuses).
+//!
 //! Everything here is checked byte for byte against rdma-core 44's `mlx5dv.h` by the golden
 //! fixtures in `fixtures/mlx5/` (see `tests/golden_mlx5.rs`).
 //!
@@ -27,8 +30,9 @@
 //! |---|---|---|
 //! | both | segment views | [`CtrlSeg`], [`RaddrSeg`], [`DataSeg`], [`InlineSeg`], [`AtomicSeg`], [`DatagramSeg`], [`SrqNextSeg`], [`fm_ce_se`] |
 //! | both | CQE views | [`Cqe64`], [`ErrCqe`], [`cqe64_offset`], [`cqe_owner_for`], [`cqe_sw_owned`] |
-//! | both | enums keeping unknown values | [`Opcode`], [`CqeOpcode`], [`Syndrome`] (with [`Syndrome::wc_status`]) |
-//! | host | send WQE encoder | [`SendWqe`] (from a [`SendWr`](crate::providers::SendWr) with [`SendWqe::from_wr`]), [`wqe_size`], [`emit_send_wqe`] (whole ring, wraps), [`emit_send_wqe_bb`] (one WQEBB, fast path) |
+//! | both | named numbers | every `MLX5_*` layout constant of `mlx5dv.h` the crate uses ([`MLX5_OPCODE_SEND`], [`MLX5_CQE_REQ`], [`MLX5_CQE_SYNDROME_WR_FLUSH_ERR`], ...), field offsets in [`offset`] |
+//! | both | enums keeping unknown values | [`Opcode`], [`CqeOpcode`], [`Syndrome`] |
+//! | host | send WQE encoder | [`SendWqe`] with its [`Payload`] of [`Sge`]s, [`wqe_size`], [`emit_send_wqe`] (whole ring, wraps), [`emit_send_wqe_bb`] (one WQEBB, fast path) |
 //! | host | receive / SRQ WQEs | [`emit_recv_wqe`], [`emit_srq_wqe`] |
 //! | device | send WQE parser | [`parse_send_wqe`] → [`ParsedWqe`], [`DataSegs`] of [`DataItem`] |
 //! | device | receive / SRQ parsers | [`parse_recv_wqe`], [`parse_srq_wqe`] → [`RecvSges`] |
@@ -59,8 +63,7 @@
 //! the device side reads it back:
 //!
 //! ```
-//! use rdma_direct::providers::Payload;
-//! use rdma_direct::wire::{self, fm_ce_se, DataItem, Opcode, SendWqe, WqeSize};
+//! use rdma_direct::wire::{self, fm_ce_se, DataItem, Opcode, Payload, SendWqe, WqeSize};
 //!
 //! let mut ring = vec![0u8; 8 * wire::WQEBB_LEN];
 //! let wqe = SendWqe {
@@ -81,10 +84,12 @@
 
 #![forbid(unsafe_code)]
 
+mod consts;
 mod cqe;
 mod seg;
 mod wqe;
 
+pub use consts::*;
 pub use cqe::{
     cqe64_offset, cqe_owner_for, cqe_sw_owned, Cqe64, CqeOpcode, CqeRepr, ErrCqe, Syndrome,
     CQE_FLAGS_GRH, CQE_INLINE_SCATTER_32, CQE_INLINE_SCATTER_64, CQE_INVALID_OP_OWN, CQE_LEN,
@@ -95,8 +100,8 @@ pub use seg::{
 };
 pub use wqe::{
     emit_recv_wqe, emit_send_wqe, emit_send_wqe_bb, emit_srq_wqe, parse_recv_wqe, parse_send_wqe,
-    parse_srq_wqe, wqe_size, DataItem, DataSegs, InlineData, ParsedWqe, RecvSges, SendWqe,
-    WqeError, WqeSize, MAX_DS, WQEBB_LEN,
+    parse_srq_wqe, wqe_size, DataItem, DataSegs, InlineData, ParsedWqe, Payload, RecvSges, SendWqe,
+    Sge, WqeError, WqeSize, MAX_DS, WQEBB_LEN,
 };
 
 /// A too-short buffer handed to a view's `new_checked`.

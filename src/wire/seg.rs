@@ -1,29 +1,32 @@
 //! Send and receive WQE segments (`struct mlx5_wqe_*_seg` in `mlx5dv.h`).
 
+use super::consts::*;
 use super::{be16, be32, be64, put16, put32, put64, Field, Truncated};
 
 /// Length of a segment unit in bytes (the unit `ds` counts in).
-pub const SEG_LEN: usize = 16;
+pub const SEG_LEN: usize = MLX5_WQE_DS_UNITS;
 /// Length of the datagram segment (`struct mlx5_wqe_av`): three units.
-pub const AV_LEN: usize = 48;
+pub const AV_LEN: usize = MLX5_AV_LEN;
 /// The lkey of the data segment that ends a receive WQE with fewer than max SGEs
 /// (`MLX5_INVALID_LKEY`).
-pub const INVALID_LKEY: u32 = 0x100;
+pub const INVALID_LKEY: u32 = MLX5_INVALID_LKEY;
 /// The bit of an inline segment's `byte_count` that marks it inline (`MLX5_INLINE_SEG`).
-pub const INLINE_SEG: u32 = 0x8000_0000;
+pub const INLINE_SEG: u32 = MLX5_INLINE_SEG;
 /// The bit of the address vector's `dqp_dct` that marks an extended AV (`MLX5_EXTENDED_UD_AV`).
-pub const EXTENDED_UD_AV: u32 = 0x8000_0000;
+pub const EXTENDED_UD_AV: u32 = MLX5_EXTENDED_UD_AV;
 
 /// The `fm_ce_se` byte of the ctrl segment (byte 11): fence mode, completion, solicited.
+/// Short names for the `MLX5_WQE_CTRL_*` constants.
 pub mod fm_ce_se {
+    use super::super::consts;
     /// Generate a CQE for this WQE (`MLX5_WQE_CTRL_CQ_UPDATE`).
-    pub const CQ_UPDATE: u8 = 0x08;
+    pub const CQ_UPDATE: u8 = consts::MLX5_WQE_CTRL_CQ_UPDATE;
     /// Solicited event at the responder (`MLX5_WQE_CTRL_SOLICITED`).
-    pub const SOLICITED: u8 = 0x02;
+    pub const SOLICITED: u8 = consts::MLX5_WQE_CTRL_SOLICITED;
     /// Wait for earlier READs and atomics (`MLX5_WQE_CTRL_FENCE`).
-    pub const FENCE: u8 = 0x80;
+    pub const FENCE: u8 = consts::MLX5_WQE_CTRL_FENCE;
     /// Initiator small fence (`MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE`).
-    pub const SMALL_FENCE: u8 = 0x20;
+    pub const SMALL_FENCE: u8 = consts::MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE;
 }
 
 /// A send WQE opcode (the low byte of the ctrl segment). Unknown values are kept.
@@ -53,14 +56,14 @@ impl From<u8> for Opcode {
     #[inline]
     fn from(v: u8) -> Opcode {
         match v {
-            0x00 => Opcode::Nop,
-            0x08 => Opcode::RdmaWrite,
-            0x09 => Opcode::RdmaWriteImm,
-            0x0a => Opcode::Send,
-            0x0b => Opcode::SendImm,
-            0x10 => Opcode::RdmaRead,
-            0x11 => Opcode::AtomicCs,
-            0x12 => Opcode::AtomicFa,
+            MLX5_OPCODE_NOP => Opcode::Nop,
+            MLX5_OPCODE_RDMA_WRITE => Opcode::RdmaWrite,
+            MLX5_OPCODE_RDMA_WRITE_IMM => Opcode::RdmaWriteImm,
+            MLX5_OPCODE_SEND => Opcode::Send,
+            MLX5_OPCODE_SEND_IMM => Opcode::SendImm,
+            MLX5_OPCODE_RDMA_READ => Opcode::RdmaRead,
+            MLX5_OPCODE_ATOMIC_CS => Opcode::AtomicCs,
+            MLX5_OPCODE_ATOMIC_FA => Opcode::AtomicFa,
             other => Opcode::Unknown(other),
         }
     }
@@ -70,14 +73,14 @@ impl From<Opcode> for u8 {
     #[inline]
     fn from(v: Opcode) -> u8 {
         match v {
-            Opcode::Nop => 0x00,
-            Opcode::RdmaWrite => 0x08,
-            Opcode::RdmaWriteImm => 0x09,
-            Opcode::Send => 0x0a,
-            Opcode::SendImm => 0x0b,
-            Opcode::RdmaRead => 0x10,
-            Opcode::AtomicCs => 0x11,
-            Opcode::AtomicFa => 0x12,
+            Opcode::Nop => MLX5_OPCODE_NOP,
+            Opcode::RdmaWrite => MLX5_OPCODE_RDMA_WRITE,
+            Opcode::RdmaWriteImm => MLX5_OPCODE_RDMA_WRITE_IMM,
+            Opcode::Send => MLX5_OPCODE_SEND,
+            Opcode::SendImm => MLX5_OPCODE_SEND_IMM,
+            Opcode::RdmaRead => MLX5_OPCODE_RDMA_READ,
+            Opcode::AtomicCs => MLX5_OPCODE_ATOMIC_CS,
+            Opcode::AtomicFa => MLX5_OPCODE_ATOMIC_FA,
             Opcode::Unknown(other) => other,
         }
     }
@@ -502,7 +505,7 @@ impl<T: AsRef<[u8]>> DatagramSeg<T> {
     /// Destination QPN (the low 24 bits of `dqp_dct`).
     #[inline]
     pub fn dqpn(&self) -> u32 {
-        self.dqp_dct() & 0x00ff_ffff
+        self.dqp_dct() & MLX5_QPN_MASK
     }
     /// True when bit 31 of `dqp_dct` marks an extended AV.
     #[inline]
@@ -570,7 +573,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> DatagramSeg<T> {
     #[inline]
     pub fn set_dqp_dct(&mut self, qpn: u32, extended: bool) {
         let ext = if extended { EXTENDED_UD_AV } else { 0 };
-        put32(self.buffer.as_mut(), av::DQP_DCT, (qpn & 0x00ff_ffff) | ext);
+        put32(
+            self.buffer.as_mut(),
+            av::DQP_DCT,
+            (qpn & MLX5_QPN_MASK) | ext,
+        );
     }
     /// Sets the static rate / service level byte.
     #[inline]

@@ -13,7 +13,42 @@ use super::seg::{
     INLINE_SEG, SEG_LEN,
 };
 use super::DatagramSeg;
-use crate::providers::{Payload, SendFlags, SendOp, SendWr, Sge};
+
+/// One data segment's worth of a scatter/gather list, in host order: `length` bytes at
+/// `addr` in the memory region of `lkey` (`struct mlx5_wqe_data_seg` before byte-swapping).
+/// The wire layer's own type; the data-plane API has its own `Sge` with the same fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+pub struct Sge {
+    /// Address.
+    pub addr: u64,
+    /// Length in bytes; zero-length entries get no data segment.
+    pub length: u32,
+    /// Local key.
+    pub lkey: u32,
+}
+
+/// The data of a send WQE: data segments or inline bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Payload<'a> {
+    /// One data segment per entry of non-zero length.
+    Sges(&'a [Sge]),
+    /// One inline segment carrying these bytes.
+    Inline(&'a [u8]),
+}
+
+impl Payload<'_> {
+    /// Total length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Sges(s) => s.iter().map(|s| s.length as usize).sum(),
+            Payload::Inline(b) => b.len(),
+        }
+    }
+    /// True when there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// Length of a WQE basic block (`MLX5_SEND_WQE_BB`).
 pub const WQEBB_LEN: usize = 64;
@@ -178,61 +213,6 @@ pub struct SendWqe<'a> {
 }
 
 impl<'a> SendWqe<'a> {
-    /// The WQE of a data-plane send request: opcode, immediate, `(raddr, rkey)`, atomic
-    /// operands (`CompareSwap` puts `swap` in swap_add and `compare` in compare; `FetchAdd`
-    /// puts `add` in swap_add and 0 in compare) and payload from `wr`; its flags map to
-    /// `fm_ce_se` (SIGNALED to CQ_UPDATE, FENCE to FENCE, SOLICITED to SOLICITED; a queue
-    /// that signals on its own schedule ORs in CQ_UPDATE afterwards). `wqe_idx` and `qpn` come
-    /// from the queue; `av` is the filled address vector on UD QPs (`None` otherwise).
-    #[inline]
-    pub fn from_wr(wr: &SendWr<'a>, wqe_idx: u16, qpn: u32, av: Option<&'a [u8; AV_LEN]>) -> Self {
-        let (opcode, imm, raddr, atomic) = match wr.op {
-            SendOp::Send => (Opcode::Send, 0, None, None),
-            SendOp::SendImm { imm } => (Opcode::SendImm, imm, None, None),
-            SendOp::Write { raddr, rkey } => (Opcode::RdmaWrite, 0, Some((raddr, rkey)), None),
-            SendOp::WriteImm { raddr, rkey, imm } => {
-                (Opcode::RdmaWriteImm, imm, Some((raddr, rkey)), None)
-            }
-            SendOp::Read { raddr, rkey } => (Opcode::RdmaRead, 0, Some((raddr, rkey)), None),
-            SendOp::CompareSwap {
-                raddr,
-                rkey,
-                compare,
-                swap,
-            } => (
-                Opcode::AtomicCs,
-                0,
-                Some((raddr, rkey)),
-                Some((swap, compare)),
-            ),
-            SendOp::FetchAdd { raddr, rkey, add } => {
-                (Opcode::AtomicFa, 0, Some((raddr, rkey)), Some((add, 0)))
-            }
-        };
-        let mut flags = 0;
-        if wr.flags.contains(SendFlags::SIGNALED) {
-            flags |= super::fm_ce_se::CQ_UPDATE;
-        }
-        if wr.flags.contains(SendFlags::FENCE) {
-            flags |= super::fm_ce_se::FENCE;
-        }
-        if wr.flags.contains(SendFlags::SOLICITED) {
-            flags |= super::fm_ce_se::SOLICITED;
-        }
-        SendWqe {
-            opcode,
-            opmod: 0,
-            wqe_idx,
-            qpn,
-            fm_ce_se: flags,
-            imm,
-            raddr,
-            atomic,
-            av,
-            data: wr.payload,
-        }
-    }
-
     /// A WQE with `opcode` for `qpn` at `wqe_idx` with no segments but ctrl and no flags.
     pub fn new(opcode: Opcode, wqe_idx: u16, qpn: u32) -> Self {
         SendWqe {
@@ -1522,82 +1502,5 @@ mod tests {
                 (a, b) => panic!("{a:?} {b:?}"),
             }
         }
-    }
-
-    #[test]
-    fn send_requests_map_to_wqes() {
-        use crate::providers::SendWr;
-        let s = [sge(0x100, 8, 1)];
-        let cases = [
-            (SendOp::Send, Opcode::Send, 0, None, None),
-            (SendOp::SendImm { imm: 7 }, Opcode::SendImm, 7, None, None),
-            (
-                SendOp::Write { raddr: 9, rkey: 3 },
-                Opcode::RdmaWrite,
-                0,
-                Some((9, 3)),
-                None,
-            ),
-            (
-                SendOp::WriteImm {
-                    raddr: 9,
-                    rkey: 3,
-                    imm: 0xabcd,
-                },
-                Opcode::RdmaWriteImm,
-                0xabcd,
-                Some((9, 3)),
-                None,
-            ),
-            (
-                SendOp::Read { raddr: 9, rkey: 3 },
-                Opcode::RdmaRead,
-                0,
-                Some((9, 3)),
-                None,
-            ),
-            (
-                SendOp::CompareSwap {
-                    raddr: 8,
-                    rkey: 3,
-                    compare: 1,
-                    swap: 2,
-                },
-                Opcode::AtomicCs,
-                0,
-                Some((8, 3)),
-                Some((2, 1)),
-            ),
-            (
-                SendOp::FetchAdd {
-                    raddr: 8,
-                    rkey: 3,
-                    add: 5,
-                },
-                Opcode::AtomicFa,
-                0,
-                Some((8, 3)),
-                Some((5, 0)),
-            ),
-        ];
-        for (op, opcode, imm, raddr, atomic) in cases {
-            let wr = SendWr::new(1, op, &s).with_flags(SendFlags::FENCE | SendFlags::SOLICITED);
-            let w = SendWqe::from_wr(&wr, 0x1234, 0x56, None);
-            assert_eq!(
-                (w.opcode, w.imm, w.raddr, w.atomic),
-                (opcode, imm, raddr, atomic)
-            );
-            assert_eq!((w.wqe_idx, w.qpn), (0x1234, 0x56));
-            assert_eq!(w.fm_ce_se, fm_ce_se::FENCE | fm_ce_se::SOLICITED);
-            assert_eq!(w.data, Payload::Sges(&s));
-            // Every mapped request is one the encoder accepts.
-            let mut ring = vec![0u8; 4 * WQEBB_LEN];
-            assert!(emit_send_wqe(&mut ring, &w).is_ok(), "{op:?}");
-        }
-        let wr = SendWr::send(1, &s).signaled();
-        assert_eq!(
-            SendWqe::from_wr(&wr, 0, 0, None).fm_ce_se,
-            fm_ce_se::CQ_UPDATE
-        );
     }
 }

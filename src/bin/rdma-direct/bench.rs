@@ -1,13 +1,17 @@
 //! `rdma-direct bench post|poll`: the mlx5 hot path's own cost, perftest style.
 //!
 //! Runs the mlx5 provider's queues on plain memory with this program acting as the device
-//! ([`rdma_direct::providers::mlx5::plain::Loopback`]): what is measured is the driver's work
-//! (writing WQEs, doorbell record, doorbell or BlueFlame stores; parsing CQEs), not a NIC.
+//! (`Loopback` of the bench rig `benches/rig/plain.rs`, compiled into this program): what
+//! is measured is the driver's work (writing WQEs, doorbell record, doorbell or BlueFlame
+//! stores; parsing CQEs), not a NIC.
 //! Figures are labelled "plain memory, not hardware".
 
 use std::time::Instant;
 
-use rdma_direct::providers::mlx5::plain::{BenchOp, Loopback};
+#[path = "../../../benches/rig/plain.rs"]
+mod plain;
+
+use plain::{BenchOp, Loopback};
 use rdma_direct::providers::mlx5::DoorbellMode;
 use rdma_direct::providers::{Completion, CompletionQueue, QueuePair, SendQueue};
 
@@ -30,6 +34,21 @@ options:
 Measured on plain memory with this program playing the device: the driver's own cost, not
 a NIC's latency.
 ";
+
+/// A perftest-style operation name (`write`, `write_inline`, `send`, `send_inline`, `read`,
+/// `fetch_add`, `cmp_swap`).
+fn parse_op(s: &str) -> Option<BenchOp> {
+    Some(match s {
+        "write_inline" | "write-inline" => BenchOp::WriteInline,
+        "write" => BenchOp::Write,
+        "send" => BenchOp::Send,
+        "send_inline" | "send-inline" => BenchOp::SendInline,
+        "read" => BenchOp::Read,
+        "fetch_add" | "fetch-add" | "fa" => BenchOp::FetchAdd,
+        "cmp_swap" | "cmp-swap" | "cs" => BenchOp::CompareSwap,
+        _ => return None,
+    })
+}
 
 struct Opts {
     size: u32,
@@ -64,7 +83,7 @@ fn parse(args: &[String], poll: bool) -> Result<Opts, String> {
             "-l" | "--post_list" => o.batch = num(val(a)?, a)?,
             "-o" | "--op" => {
                 let v = val(a)?;
-                o.op = BenchOp::parse(&v).ok_or_else(|| format!("unknown op '{v}'"))?;
+                o.op = parse_op(&v).ok_or_else(|| format!("unknown op '{v}'"))?;
             }
             "--bf" => o.mode = DoorbellMode::Auto,
             "--db" => o.mode = DoorbellMode::Doorbell,

@@ -1,6 +1,9 @@
-//! Queue memory in plain host memory, with the caller acting as the device.
+//! Queue memory in plain host memory, with the caller acting as the device: the bench and
+//! test rig of the mlx5 provider. Not part of the library: `benches/mlx5_hot.rs`,
+//! `src/bin/rdma-direct/bench.rs` and the mlx5 tests include this file with
+//! `#[path = ".../benches/rig/plain.rs"] mod plain;` and use the library's public API only.
 //!
-//! For tests, benches and `rdma-direct bench`: [`PlainCq`], [`PlainQp`] and [`PlainSrq`]
+//! [`PlainCq`], [`PlainQp`] and [`PlainSrq`]
 //! allocate the rings, doorbell records and a BlueFlame area the way `mlx5dv_init_obj` would
 //! describe them (a fresh CQ has every `op_own = 0xF0`; an SRQ's entries are linked
 //! `0 -> 1 -> ... -> n-1`), hand out the [`DvQp`]/[`DvCq`]/[`DvSrq`] descriptors and an owner
@@ -9,13 +12,29 @@
 //! ([`PlainCq::push`]). [`PlainQp::complete_sends`] is a minimal device that answers every
 //! signaled WQE up to the send dbrec with a REQ CQE, without allocating.
 //!
+//! Every byte the rig writes or reads as the device goes through `rdma_direct::wire`: CQEs
+//! are emitted by [`CqeRepr::emit`], ctrl segments read through [`CtrlSeg`], offsets and bits
+//! by their `MLX5_*` names.
+//!
 //! Measurements on this memory are "measured on plain memory, not hardware".
+
+// Each includer uses a different part of the rig.
+#![allow(dead_code)]
 
 use std::alloc::Layout;
 use std::sync::Arc;
 
-use super::dv::{DvCq, DvQp, DvSrq};
-use crate::mmio;
+use rdma_direct::mmio;
+use rdma_direct::providers::mlx5::{DvCq, DvQp, DvSrq, Mlx5Cq, Mlx5Qp};
+use rdma_direct::providers::{
+    Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, SendOp, SendWr, Sge,
+};
+use rdma_direct::wire::offset::{cqe64, srq_next};
+use rdma_direct::wire::{
+    Cqe64, CqeOpcode, CqeRepr, CtrlSeg, Syndrome, MLX5_CQE64_LEN, MLX5_CQE_FLAGS_GRH_PRESENT,
+    MLX5_CQE_INVALID_OP_OWN, MLX5_CQE_OWNER_MASK, MLX5_CQE_REQ, MLX5_SEND_WQE_BB, MLX5_SND_DBR,
+    MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
+};
 
 /// One zeroed, aligned allocation, freed on drop. Accessed by raw pointer only.
 pub struct Region {
@@ -96,50 +115,62 @@ impl Drop for Region {
     }
 }
 
-/// A 64-byte CQE, built field by field (device side).
+/// A 64-byte CQE as the device writes it (owner bit 0; [`PlainCq::push`] sets it), built
+/// with [`CqeRepr::emit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cqe(pub [u8; 64]);
+pub struct Cqe(pub [u8; MLX5_CQE64_LEN]);
 
 impl Cqe {
-    fn base(opcode: u8, qpn: u32, wqe_counter: u16) -> Cqe {
-        let mut b = [0u8; 64];
-        b[56..60].copy_from_slice(&(qpn & 0x00ff_ffff).to_be_bytes());
-        b[60..62].copy_from_slice(&wqe_counter.to_be_bytes());
-        b[63] = opcode << 4;
+    fn emit(r: CqeRepr) -> Cqe {
+        let mut b = [0u8; MLX5_CQE64_LEN];
+        r.emit(&mut Cqe64::new_unchecked(&mut b[..]))
+            .expect("a CQE-sized buffer");
         Cqe(b)
     }
-    /// Requester completion of the WQE starting at `wqe_counter` (send WQE opcode at 56).
+    /// Requester completion of the WQE starting at `wqe_counter`, for a WQE of `wqe_opcode`.
     pub fn req(qpn: u32, wqe_counter: u16, wqe_opcode: u8, byte_cnt: u32) -> Cqe {
-        let mut c = Cqe::base(0, qpn, wqe_counter);
-        c.0[56] = wqe_opcode;
-        c.0[44..48].copy_from_slice(&byte_cnt.to_be_bytes());
-        c
+        Cqe::emit(CqeRepr {
+            opcode: CqeOpcode::from(MLX5_CQE_REQ),
+            qpn,
+            wqe_counter,
+            s_wqe_opcode: wqe_opcode,
+            byte_cnt,
+            ..CqeRepr::default()
+        })
     }
-    /// Responder completion (`opcode` 1 WR_IMM, 2 SEND, 3 SEND_IMM); `imm` host order.
+    /// Responder completion (`opcode` one of `MLX5_CQE_RESP_*`); `imm` host order.
     pub fn resp(opcode: u8, qpn: u32, wqe_counter: u16, byte_cnt: u32, imm: u32) -> Cqe {
-        let mut c = Cqe::base(opcode, qpn, wqe_counter);
-        c.0[44..48].copy_from_slice(&byte_cnt.to_be_bytes());
-        c.0[36..40].copy_from_slice(&imm.to_be_bytes());
-        c
+        Cqe::emit(CqeRepr {
+            opcode: CqeOpcode::from(opcode),
+            qpn,
+            wqe_counter,
+            byte_cnt,
+            imm_inval_pkey: imm,
+            ..CqeRepr::default()
+        })
     }
-    /// Error CQE (`opcode` 13 REQ_ERR or 14 RESP_ERR).
+    /// Error CQE (`opcode` `MLX5_CQE_REQ_ERR` or `MLX5_CQE_RESP_ERR`).
     pub fn err(opcode: u8, qpn: u32, wqe_counter: u16, syndrome: u8, vendor: u8) -> Cqe {
-        let mut c = Cqe::base(opcode, qpn, wqe_counter);
-        c.0[54] = vendor;
-        c.0[55] = syndrome;
-        c
+        Cqe::emit(CqeRepr {
+            opcode: CqeOpcode::from(opcode),
+            qpn,
+            wqe_counter,
+            syndrome: Syndrome::from(syndrome),
+            vendor_syndrome: vendor,
+            ..CqeRepr::default()
+        })
     }
     /// UD receive: source QP and the GRH flag.
     pub fn with_src(mut self, src_qp: u32, grh: bool) -> Cqe {
-        let v = (src_qp & 0x00ff_ffff) | if grh { 1 << 29 } else { 0 };
-        self.0[24..28].copy_from_slice(&v.to_be_bytes());
+        let flags = if grh { MLX5_CQE_FLAGS_GRH_PRESENT } else { 0 };
+        Cqe64::new_unchecked(&mut self.0[..]).set_flags_rqpn(flags, src_qp);
         self
     }
 }
 
 /// A CQ in plain memory; the caller writes CQEs.
 pub struct PlainCq {
-    /// The descriptor for [`super::Mlx5Cq::from_dv`].
+    /// The descriptor for [`Mlx5Cq::from_dv`].
     pub dv: DvCq,
     /// Ring, then the doorbell record at `ring_len`.
     pub mem: Arc<Region>,
@@ -153,7 +184,8 @@ impl PlainCq {
         let ring = cqe_cnt as usize * cqe_size as usize;
         let mem = Region::new(ring + 64);
         for i in 0..cqe_cnt as usize {
-            mem.write(i * cqe_size as usize + cqe_size as usize - 1, &[0xf0]);
+            let op_own = i * cqe_size as usize + cqe_size as usize - MLX5_CQE64_LEN + cqe64::OP_OWN;
+            mem.write(op_own, &[MLX5_CQE_INVALID_OP_OWN]);
         }
         PlainCq {
             dv: DvCq {
@@ -175,12 +207,13 @@ impl PlainCq {
     /// `op_own` byte last.
     pub fn push(&mut self, cqe: &Cqe) {
         let size = self.dv.cqe_size as usize;
-        let slot = (self.pi & (self.dv.cqe_cnt - 1)) as usize * size + size - 64;
+        let slot = (self.pi & (self.dv.cqe_cnt - 1)) as usize * size + size - MLX5_CQE64_LEN;
         let owner = ((self.pi & self.dv.cqe_cnt) != 0) as u8;
-        self.mem.write(slot, &cqe.0[..63]);
+        self.mem.write(slot, &cqe.0[..cqe64::OP_OWN]);
         // The body is visible before the owner byte that validates it.
-        crate::barrier::to_device_store_barrier();
-        self.mem.write(slot + 63, &[(cqe.0[63] & !1) | owner]);
+        rdma_direct::barrier::to_device_store_barrier();
+        let op_own = (cqe.0[cqe64::OP_OWN] & !MLX5_CQE_OWNER_MASK) | owner;
+        self.mem.write(slot + cqe64::OP_OWN, &[op_own]);
         self.pi = self.pi.wrapping_add(1);
     }
     /// The consumer index the driver last wrote to `dbrec[0]`.
@@ -191,13 +224,13 @@ impl PlainCq {
     /// Offset of the 64-byte CQE of position `i` (for scatter-to-CQE tests).
     pub fn cqe_offset(&self, i: u32) -> usize {
         let size = self.dv.cqe_size as usize;
-        (i & (self.dv.cqe_cnt - 1)) as usize * size + size - 64
+        (i & (self.dv.cqe_cnt - 1)) as usize * size + size - MLX5_CQE64_LEN
     }
 }
 
 /// A QP in plain memory: SQ ring, RQ ring, dbrec, two BlueFlame halves.
 pub struct PlainQp {
-    /// The descriptor for [`super::Mlx5Qp::from_dv`].
+    /// The descriptor for [`Mlx5Qp::from_dv`].
     pub dv: DvQp,
     /// All of the QP's memory.
     pub mem: Arc<Region>,
@@ -222,7 +255,7 @@ impl PlainQp {
         rq_stride: u32,
         bf_size: u32,
     ) -> PlainQp {
-        let sq = sq_wqe_cnt as usize * 64;
+        let sq = sq_wqe_cnt as usize * MLX5_SEND_WQE_BB;
         let rq = rq_wqe_cnt as usize * rq_stride as usize;
         let rq_off = sq;
         let dbrec_off = (sq + rq + 63) & !63;
@@ -235,7 +268,7 @@ impl PlainQp {
                 qpn,
                 sq_buf: p,
                 sq_wqe_cnt,
-                sq_stride: 64,
+                sq_stride: MLX5_SEND_WQE_BB as u32,
                 rq_buf: if rq_wqe_cnt == 0 {
                     core::ptr::null_mut()
                 } else {
@@ -260,8 +293,10 @@ impl PlainQp {
     }
     /// The WQEBB at ring index `idx & (wqe_cnt - 1)`.
     pub fn wqebb(&self, idx: u32) -> Vec<u8> {
-        self.mem
-            .read((idx & (self.dv.sq_wqe_cnt - 1)) as usize * 64, 64)
+        self.mem.read(
+            (idx & (self.dv.sq_wqe_cnt - 1)) as usize * MLX5_SEND_WQE_BB,
+            MLX5_SEND_WQE_BB,
+        )
     }
     /// `n` WQEBBs starting at index `idx`, following the ring wrap.
     pub fn wqe(&self, idx: u32, n: u32) -> Vec<u8> {
@@ -284,7 +319,7 @@ impl PlainQp {
     }
     /// BlueFlame half `h` (0 or 1), `bf_size` bytes (64 with no BlueFlame).
     pub fn bf(&self, h: usize) -> Vec<u8> {
-        let len = (self.dv.bf_size as usize).max(64);
+        let len = (self.dv.bf_size as usize).max(MLX5_SEND_WQE_BB);
         self.mem
             .read(self.bf_off + h * self.dv.bf_size as usize, len)
     }
@@ -292,20 +327,22 @@ impl PlainQp {
     /// every one with CQ_UPDATE by a REQ CQE in `cq`. Returns how many CQEs it wrote. No
     /// allocation (reads the ring by pointer).
     pub fn complete_sends(&mut self, cq: &mut PlainCq) -> u32 {
-        let target = self.mem.be32(self.dbrec_off + 4) & 0xffff;
+        let target = self.mem.be32(self.dbrec_off + 4 * MLX5_SND_DBR) & MLX5_WQE_INDEX_MASK;
         let mut n = 0;
-        while (self.dev_sq_pi & 0xffff) != target {
-            let off = (self.dev_sq_pi & (self.dv.sq_wqe_cnt - 1)) as usize * 64;
-            let w0 = self.mem.be32(off);
-            let w1 = self.mem.be32(off + 4);
-            let fm = self.mem.be32(off + 8) as u8;
-            let ds = w1 & 0x3f;
-            let opcode = w0 as u8;
-            if fm & 0x08 != 0 {
-                cq.push(&Cqe::req(self.dv.qpn, (w0 >> 8) as u16, opcode, 0));
+        while (self.dev_sq_pi & MLX5_WQE_INDEX_MASK) != target {
+            let off = (self.dev_sq_pi & (self.dv.sq_wqe_cnt - 1)) as usize * MLX5_SEND_WQE_BB;
+            let mut seg = [0u8; MLX5_WQE_DS_UNITS];
+            for (k, w) in seg.chunks_exact_mut(4).enumerate() {
+                w.copy_from_slice(&self.mem.be32(off + 4 * k).to_be_bytes());
+            }
+            let ctrl = CtrlSeg::new_unchecked(&seg[..]);
+            if ctrl.fm_ce_se() & MLX5_WQE_CTRL_CQ_UPDATE != 0 {
+                let op = u8::from(ctrl.opcode());
+                cq.push(&Cqe::req(self.dv.qpn, ctrl.wqe_idx(), op, 0));
                 n += 1;
             }
-            self.dev_sq_pi = self.dev_sq_pi.wrapping_add(ds.div_ceil(4).max(1));
+            let wqebbs = u32::from(ctrl.ds()).div_ceil(4).max(1);
+            self.dev_sq_pi = self.dev_sq_pi.wrapping_add(wqebbs);
         }
         n
     }
@@ -313,7 +350,7 @@ impl PlainQp {
 
 /// An SRQ in plain memory, its entries linked `0 -> 1 -> ... -> n-1`.
 pub struct PlainSrq {
-    /// The descriptor for [`super::Mlx5Srq::from_dv`].
+    /// The descriptor for [`rdma_direct::providers::mlx5::Mlx5Srq::from_dv`].
     pub dv: DvSrq,
     /// Ring, then the dbrec.
     pub mem: Arc<Region>,
@@ -326,7 +363,8 @@ impl PlainSrq {
         let mem = Region::new(ring + 64);
         for i in 0..wqe_cnt {
             let next = ((i + 1) % wqe_cnt) as u16;
-            mem.write(i as usize * stride as usize + 2, &next.to_be_bytes());
+            let at = i as usize * stride as usize + srq_next::NEXT_WQE_INDEX;
+            mem.write(at, &next.to_be_bytes());
         }
         PlainSrq {
             dv: DvSrq {
@@ -357,16 +395,6 @@ impl PlainSrq {
     }
 }
 
-/// A UD address handle carrying the 48-byte mlx5 address vector `av` (what the mlx5 and sim
-/// providers put in [`crate::providers::AddressHandle`]).
-pub fn address_handle(av: [u8; 48]) -> crate::providers::AddressHandle {
-    crate::providers::AddressHandle {
-        av,
-        raw: core::ptr::null_mut(),
-        _owner: None,
-    }
-}
-
 /// The operation a [`Loopback`] posts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BenchOp {
@@ -387,20 +415,6 @@ pub enum BenchOp {
 }
 
 impl BenchOp {
-    /// Parse a perftest-style name (`write`, `write_inline`, `send`, `send_inline`, `read`,
-    /// `fetch_add`, `cmp_swap`).
-    pub fn parse(s: &str) -> Option<BenchOp> {
-        Some(match s {
-            "write_inline" | "write-inline" => BenchOp::WriteInline,
-            "write" => BenchOp::Write,
-            "send" => BenchOp::Send,
-            "send_inline" | "send-inline" => BenchOp::SendInline,
-            "read" => BenchOp::Read,
-            "fetch_add" | "fetch-add" | "fa" => BenchOp::FetchAdd,
-            "cmp_swap" | "cmp-swap" | "cs" => BenchOp::CompareSwap,
-            _ => return None,
-        })
-    }
     /// Name for tables.
     pub fn name(self) -> &'static str {
         match self {
@@ -419,22 +433,21 @@ impl BenchOp {
 /// requests, then let the "device" complete them and poll.
 pub struct Loopback {
     /// The queue pair under test.
-    pub qp: super::Mlx5Qp,
+    pub qp: Mlx5Qp,
     /// Its CQ.
-    pub cq: super::Mlx5Cq,
+    pub cq: Mlx5Cq,
     /// Device side of the QP.
     pub dev: PlainQp,
     /// Device side of the CQ.
     pub dcq: PlainCq,
     buf: Vec<u64>,
-    out: Vec<crate::providers::Completion>,
+    out: Vec<Completion>,
 }
 
 impl Loopback {
     /// SQ of `sq_wqe_cnt` WQEBBs (power of two), CQ of `2 * sq_wqe_cnt` entries, BlueFlame
     /// halves of 256 bytes, inline up to 256 bytes.
     pub fn new(sq_wqe_cnt: u32) -> Loopback {
-        use crate::providers::{QpCaps, QpConfig, QpState, QpType};
         let caps = QpCaps {
             max_send_wr: sq_wqe_cnt,
             max_recv_wr: 16,
@@ -446,11 +459,11 @@ impl Loopback {
         let dcq = PlainCq::new(1, 2 * sq_wqe_cnt, 64);
         // SAFETY: the plain memory is kept alive by the owners and used only by these objects
         // and by this struct acting as the device.
-        let mut cq = unsafe { super::Mlx5Cq::from_dv(dcq.dv, dcq.owner()) }.expect("plain CQ");
+        let mut cq = unsafe { Mlx5Cq::from_dv(dcq.dv, dcq.owner()) }.expect("plain CQ");
         let cfg = QpConfig::new(QpType::Rc);
         // SAFETY: as above.
         let mut qp =
-            unsafe { super::Mlx5Qp::from_dv(dev.dv, &cfg, caps, &mut cq, None, None, dev.owner()) }
+            unsafe { Mlx5Qp::from_dv(dev.dv, &cfg, caps, &mut cq, None, None, dev.owner()) }
                 .expect("plain QP");
         qp.set_state(QpState::Init);
         qp.set_state(QpState::Rtr);
@@ -461,19 +474,12 @@ impl Loopback {
             dev,
             dcq,
             buf: vec![0u64; 1024],
-            out: vec![crate::providers::Completion::EMPTY; 64],
+            out: vec![Completion::EMPTY; 64],
         }
     }
 
     /// The request for `op` of `size` bytes (`size` is 8 for atomics).
-    pub fn wr<'a>(
-        &self,
-        op: BenchOp,
-        sge: &'a [crate::providers::Sge; 1],
-        inline: &'a [u8],
-        id: u64,
-    ) -> crate::providers::SendWr<'a> {
-        use crate::providers::{SendOp, SendWr};
+    pub fn wr<'a>(&self, op: BenchOp, sge: &'a [Sge; 1], inline: &'a [u8], id: u64) -> SendWr<'a> {
         match op {
             BenchOp::WriteInline => SendWr::write(id, &[], 0x10_0000, 7).inline(inline),
             BenchOp::Write => SendWr::write(id, sge, 0x10_0000, 7),
@@ -503,8 +509,8 @@ impl Loopback {
     }
 
     /// An SGE over the loopback's own buffer.
-    pub fn sge(&mut self, size: u32) -> [crate::providers::Sge; 1] {
-        [crate::providers::Sge {
+    pub fn sge(&mut self, size: u32) -> [Sge; 1] {
+        [Sge {
             addr: self.buf.as_mut_ptr() as u64,
             length: size.min(8192),
             lkey: 3,
@@ -514,7 +520,6 @@ impl Loopback {
     /// The device completes everything rung so far (one CQE per signaled WQE) and the CQ is
     /// polled empty. Returns the completions polled.
     pub fn drain(&mut self) -> u32 {
-        use crate::providers::CompletionQueue;
         self.dev.complete_sends(&mut self.dcq);
         let mut total = 0;
         loop {

@@ -1,0 +1,202 @@
+//! Data-plane requests as the wire layer's values: [`send_wqe`] maps a [`SendWr`] to the
+//! [`wire::SendWqe`] that describes the bytes [`super::Mlx5Sq`] writes for it, and the
+//! scatter/gather entries convert both ways. For tests, tools and the device side; the hot
+//! path writes the same bytes by pointer without building these values.
+
+use crate::providers::{Payload, SendFlags, SendOp, SendWr, Sge};
+use crate::wire::{
+    self, Opcode, SendWqe, MLX5_AV_LEN, MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_CTRL_FENCE,
+    MLX5_WQE_CTRL_SOLICITED,
+};
+
+impl From<Sge> for wire::Sge {
+    #[inline]
+    fn from(s: Sge) -> wire::Sge {
+        wire::Sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        }
+    }
+}
+
+impl From<wire::Sge> for Sge {
+    #[inline]
+    fn from(s: wire::Sge) -> Sge {
+        Sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        }
+    }
+}
+
+/// The `fm_ce_se` byte for a request's flags: SIGNALED to `MLX5_WQE_CTRL_CQ_UPDATE`, FENCE to
+/// `MLX5_WQE_CTRL_FENCE`, SOLICITED to `MLX5_WQE_CTRL_SOLICITED` (a queue that signals on its
+/// own schedule ORs in CQ_UPDATE afterwards).
+#[inline]
+pub fn fm_ce_se_of(flags: SendFlags) -> u8 {
+    let mut fm = 0;
+    if flags.contains(SendFlags::SIGNALED) {
+        fm |= MLX5_WQE_CTRL_CQ_UPDATE;
+    }
+    if flags.contains(SendFlags::FENCE) {
+        fm |= MLX5_WQE_CTRL_FENCE;
+    }
+    if flags.contains(SendFlags::SOLICITED) {
+        fm |= MLX5_WQE_CTRL_SOLICITED;
+    }
+    fm
+}
+
+/// The WQE of a send request: opcode, immediate, `(raddr, rkey)`, atomic operands
+/// (`CompareSwap` puts `swap` in swap_add and `compare` in compare; `FetchAdd` puts `add` in
+/// swap_add and 0 in compare), `fm_ce_se` from its flags ([`fm_ce_se_of`]) and its payload.
+/// `wqe_idx` and `qpn` come from the queue; `av` is the filled address vector on UD QPs
+/// (`None` otherwise). The request's SGEs are copied into `sges` (cleared first), which the
+/// WQE borrows.
+pub fn send_wqe<'a>(
+    wr: &SendWr<'a>,
+    wqe_idx: u16,
+    qpn: u32,
+    av: Option<&'a [u8; MLX5_AV_LEN]>,
+    sges: &'a mut Vec<wire::Sge>,
+) -> SendWqe<'a> {
+    let (opcode, imm, raddr, atomic) = match wr.op {
+        SendOp::Send => (Opcode::Send, 0, None, None),
+        SendOp::SendImm { imm } => (Opcode::SendImm, imm, None, None),
+        SendOp::Write { raddr, rkey } => (Opcode::RdmaWrite, 0, Some((raddr, rkey)), None),
+        SendOp::WriteImm { raddr, rkey, imm } => {
+            (Opcode::RdmaWriteImm, imm, Some((raddr, rkey)), None)
+        }
+        SendOp::Read { raddr, rkey } => (Opcode::RdmaRead, 0, Some((raddr, rkey)), None),
+        SendOp::CompareSwap {
+            raddr,
+            rkey,
+            compare,
+            swap,
+        } => (
+            Opcode::AtomicCs,
+            0,
+            Some((raddr, rkey)),
+            Some((swap, compare)),
+        ),
+        SendOp::FetchAdd { raddr, rkey, add } => {
+            (Opcode::AtomicFa, 0, Some((raddr, rkey)), Some((add, 0)))
+        }
+    };
+    sges.clear();
+    let data = match wr.payload {
+        Payload::Sges(s) => {
+            sges.extend(s.iter().map(|&s| wire::Sge::from(s)));
+            wire::Payload::Sges(&sges[..])
+        }
+        Payload::Inline(b) => wire::Payload::Inline(b),
+    };
+    SendWqe {
+        opcode,
+        opmod: 0,
+        wqe_idx,
+        qpn,
+        fm_ce_se: fm_ce_se_of(wr.flags),
+        imm,
+        raddr,
+        atomic,
+        av,
+        data,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{emit_send_wqe, fm_ce_se, WQEBB_LEN};
+
+    #[test]
+    fn send_requests_map_to_wqes() {
+        let s = [Sge {
+            addr: 0x100,
+            length: 8,
+            lkey: 1,
+        }];
+        let ws = [wire::Sge::from(s[0])];
+        let cases = [
+            (SendOp::Send, Opcode::Send, 0, None, None),
+            (SendOp::SendImm { imm: 7 }, Opcode::SendImm, 7, None, None),
+            (
+                SendOp::Write { raddr: 9, rkey: 3 },
+                Opcode::RdmaWrite,
+                0,
+                Some((9, 3)),
+                None,
+            ),
+            (
+                SendOp::WriteImm {
+                    raddr: 9,
+                    rkey: 3,
+                    imm: 0xabcd,
+                },
+                Opcode::RdmaWriteImm,
+                0xabcd,
+                Some((9, 3)),
+                None,
+            ),
+            (
+                SendOp::Read { raddr: 9, rkey: 3 },
+                Opcode::RdmaRead,
+                0,
+                Some((9, 3)),
+                None,
+            ),
+            (
+                SendOp::CompareSwap {
+                    raddr: 8,
+                    rkey: 3,
+                    compare: 1,
+                    swap: 2,
+                },
+                Opcode::AtomicCs,
+                0,
+                Some((8, 3)),
+                Some((2, 1)),
+            ),
+            (
+                SendOp::FetchAdd {
+                    raddr: 8,
+                    rkey: 3,
+                    add: 5,
+                },
+                Opcode::AtomicFa,
+                0,
+                Some((8, 3)),
+                Some((5, 0)),
+            ),
+        ];
+        let mut buf = Vec::new();
+        for (op, opcode, imm, raddr, atomic) in cases {
+            let wr = SendWr::new(1, op, &s).with_flags(SendFlags::FENCE | SendFlags::SOLICITED);
+            let w = send_wqe(&wr, 0x1234, 0x56, None, &mut buf);
+            assert_eq!(
+                (w.opcode, w.imm, w.raddr, w.atomic),
+                (opcode, imm, raddr, atomic)
+            );
+            assert_eq!((w.wqe_idx, w.qpn), (0x1234, 0x56));
+            assert_eq!(w.fm_ce_se, fm_ce_se::FENCE | fm_ce_se::SOLICITED);
+            assert_eq!(w.data, wire::Payload::Sges(&ws));
+            // Every mapped request is one the encoder accepts.
+            let mut ring = vec![0u8; 4 * WQEBB_LEN];
+            assert!(emit_send_wqe(&mut ring, &w).is_ok(), "{op:?}");
+        }
+        let wr = SendWr::send(1, &s).signaled();
+        assert_eq!(
+            send_wqe(&wr, 0, 0, None, &mut buf).fm_ce_se,
+            fm_ce_se::CQ_UPDATE
+        );
+        let wr = SendWr::send(1, &[]).inline(b"abc");
+        assert_eq!(
+            send_wqe(&wr, 0, 0, None, &mut buf).data,
+            wire::Payload::Inline(b"abc")
+        );
+        assert_eq!(Sge::from(ws[0]), s[0]);
+    }
+}

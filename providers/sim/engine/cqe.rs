@@ -1,0 +1,330 @@
+//! CQE writing: the only code that stores into a CQ ring.
+//!
+//! Reads: the CQ's doorbell record (`dbrec[0]`, the consumer index the host publishes) and
+//! the fault injector's delay, reorder and torn-write settings. Writes: CQEs into the ring
+//! (bytes 0..63 first, then `op_own` with a release store, so the host never sees an owner
+//! bit before the body), the CQ's producer index, `EngineStats::cqes` /
+//! `EngineStats::cqes_dropped`, and on overrun an [`AsyncEvent::CqOverrun`] plus one
+//! [`AsyncEvent::QpFatal`] per QP completing on that CQ (moved to ERR).
+//!
+//! Invariants: a CQE is never written over one the host has not consumed (the ring being
+//! full puts the CQ in error instead, and a CQ in error writes nothing more); the owner bit
+//! is the wrap parity of the producer index (`pi & cqe_cnt`); CQEs of one stream (one QP's
+//! send or receive side) leave in the order they were pushed, also when the fault injector
+//! holds some back.
+//!
+//! What a CQE says is a [`CqeFields`]; its bytes come from [`CqeRepr::emit`], and every
+//! number (opcodes, syndromes, flag bits, offsets) is a `crate::wire` name: this module
+//! defines no mlx5 layout fact of its own.
+
+use super::{AsyncEvent, Engine};
+use crate::providers::QpState;
+use crate::wire::{self, Cqe64, CqeOpcode, CqeRepr, Syndrome};
+
+/// What goes into one CQE, before the owner bit is known.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CqeFields {
+    /// CQE opcode (`MLX5_CQE_*`).
+    pub opcode: u8,
+    /// Local QPN.
+    pub qpn: u32,
+    /// Requester CQEs: the WQE opcode (top byte of `sop_drop_qpn`).
+    pub wqe_opcode: u8,
+    /// WQE counter (send: the WQE's index; receive: the RQ index or SRQ WQE index).
+    pub wqe_counter: u16,
+    /// Byte count.
+    pub byte_cnt: u32,
+    /// Immediate, as it travelled (big-endian bytes).
+    pub imm_be: [u8; 4],
+    /// Source QPN (responder).
+    pub src_qpn: u32,
+    /// A GRH is in the receive buffer (UD).
+    pub grh: bool,
+    /// SRQ number (responder with SRQ).
+    pub srqn: u32,
+    /// Solicited event (op_own bit 1).
+    pub se: bool,
+    /// Error CQEs: syndrome and vendor syndrome.
+    pub syndrome: u8,
+    /// Vendor syndrome.
+    pub vendor_syndrome: u8,
+}
+
+impl CqeFields {
+    /// The bytes of the CQE (every byte written, through [`CqeRepr::emit`]) with the
+    /// given owner bit. The engine stores bytes 0..63 first and `op_own` last.
+    pub(crate) fn emit(&self, owner: bool) -> [u8; wire::MLX5_CQE64_LEN] {
+        let mut b = [0u8; wire::MLX5_CQE64_LEN];
+        let r = CqeRepr {
+            opcode: CqeOpcode::from(self.opcode),
+            owner,
+            se: self.se,
+            s_wqe_opcode: self.wqe_opcode,
+            qpn: self.qpn & wire::MLX5_QPN_MASK,
+            wqe_counter: self.wqe_counter,
+            byte_cnt: self.byte_cnt,
+            imm_inval_pkey: u32::from_be_bytes(self.imm_be),
+            srqn: self.srqn & wire::MLX5_QPN_MASK,
+            src_qp: self.src_qpn & wire::MLX5_QPN_MASK,
+            flags: if self.grh {
+                wire::MLX5_CQE_FLAGS_GRH_PRESENT
+            } else {
+                0
+            },
+            syndrome: Syndrome::from(self.syndrome),
+            vendor_syndrome: self.vendor_syndrome,
+            ..CqeRepr::default()
+        };
+        r.emit(&mut Cqe64::new_unchecked(&mut b[..]))
+            .expect("a 64-byte buffer holds a CQE");
+        b
+    }
+}
+
+/// A CQE the fault injector holds back until engine pass `release_pass`.
+pub(super) struct Held {
+    pub(super) fields: CqeFields,
+    pub(super) stream: u64,
+    pub(super) release_pass: u64,
+}
+
+impl Engine {
+    pub(super) fn push_cqe(&mut self, cqn: u32, f: CqeFields, stream: u64, torn_ok: bool) {
+        let pass = self.stats.passes;
+        let mut delay = 0;
+        if let Some(fi) = self.fault.as_mut() {
+            if fi.rng.chance(fi.cfg.delay_ppm) {
+                fi.stats.delayed += 1;
+                delay = 1 + fi.rng.below(u64::from(fi.cfg.max_delay_passes.max(1)));
+            }
+        }
+        let Some(cq) = self.cqs.get_mut(&cqn) else {
+            return;
+        };
+        if delay > 0 || !cq.held.is_empty() {
+            cq.held.push_back(Held {
+                fields: f,
+                stream,
+                release_pass: pass + delay,
+            });
+            return;
+        }
+        self.write_cqe(cqn, f, torn_ok);
+    }
+
+    /// Release held CQEs that are due, keeping each queue's order; with the reorder fault,
+    /// a due CQE may overtake older ones of *other* queues.
+    pub(super) fn release_held(&mut self, torn_ok: bool) -> usize {
+        let pass = self.stats.passes;
+        let cqns: Vec<u32> = self
+            .cqs
+            .iter()
+            .filter(|(_, c)| !c.held.is_empty())
+            .map(|(&n, _)| n)
+            .collect();
+        let mut n = 0;
+        for cqn in cqns {
+            loop {
+                let reorder = match self.fault.as_mut() {
+                    Some(f) => f.rng.chance(f.cfg.reorder_ppm),
+                    None => false,
+                };
+                let cq = self.cqs.get_mut(&cqn).expect("present");
+                // Candidates: due, and no older held CQE of the same stream.
+                let mut pick = None;
+                let mut seen: [u64; 8] = [u64::MAX; 8];
+                let mut nseen = 0;
+                for (i, h) in cq.held.iter().enumerate().take(8) {
+                    let blocked = seen[..nseen].contains(&h.stream);
+                    if !blocked && h.release_pass <= pass {
+                        pick = Some(i);
+                        if !reorder || i > 0 {
+                            break;
+                        }
+                    }
+                    if nseen < 8 {
+                        seen[nseen] = h.stream;
+                        nseen += 1;
+                    }
+                }
+                let Some(i) = pick else { break };
+                if i > 0 {
+                    if let Some(f) = self.fault.as_mut() {
+                        f.stats.reordered += 1;
+                    }
+                }
+                let h = cq.held.remove(i).expect("index valid");
+                self.write_cqe(cqn, h.fields, torn_ok);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Write one CQE: body first, then `op_own` with a release store. Checks for overrun.
+    pub(super) fn write_cqe(&mut self, cqn: u32, f: CqeFields, torn_ok: bool) {
+        let spins = self.fault.as_ref().map_or(0, |f| f.cfg.torn_write_spins);
+        let Some(cq) = self.cqs.get_mut(&cqn) else {
+            return;
+        };
+        if cq.overrun {
+            self.stats.cqes_dropped += 1;
+            return;
+        }
+        let ci = cq.mem.load_be32(cq.dbrec_off + 4 * wire::MLX5_CQ_SET_CI) & wire::MLX5_CQ_CI_MASK;
+        if (cq.pi.wrapping_sub(ci) & wire::MLX5_CQ_CI_MASK) >= cq.cqe_cnt {
+            cq.overrun = true;
+            self.stats.cqes_dropped += 1;
+            self.events.push(AsyncEvent::CqOverrun { cqn });
+            // The QPs completing on this CQ cannot go on: move them to ERR.
+            let hit: Vec<u32> = self
+                .qps
+                .values()
+                .filter(|q| q.send_cqn == cqn || q.recv_cqn == cqn)
+                .map(|q| q.qpn)
+                .collect();
+            for qpn in hit {
+                if let Some(q) = self.qps.get_mut(&qpn) {
+                    q.state = QpState::Err;
+                }
+                self.events.push(AsyncEvent::QpFatal { qpn });
+            }
+            return;
+        }
+        let bytes = f.emit(wire::cqe_owner_for(cq.pi, cq.cqe_cnt));
+        let off = wire::cqe64_offset(cq.pi, cq.cqe_cnt, cq.cqe_size as usize);
+        let op_own = wire::offset::cqe64::OP_OWN;
+        cq.mem.write(off, &bytes[..op_own]);
+        if torn_ok {
+            for _ in 0..spins {
+                std::hint::spin_loop();
+            }
+        }
+        cq.mem.store_u8_release(off + op_own, bytes[op_own]);
+        cq.pi = cq.pi.wrapping_add(1);
+        self.stats.cqes += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Opcode;
+
+    #[test]
+    fn the_wire_names_the_engine_matches_on_are_known_to_the_wire_enums() {
+        for v in [
+            wire::MLX5_OPCODE_NOP,
+            wire::MLX5_OPCODE_RDMA_WRITE,
+            wire::MLX5_OPCODE_RDMA_WRITE_IMM,
+            wire::MLX5_OPCODE_SEND,
+            wire::MLX5_OPCODE_SEND_IMM,
+            wire::MLX5_OPCODE_RDMA_READ,
+            wire::MLX5_OPCODE_ATOMIC_CS,
+            wire::MLX5_OPCODE_ATOMIC_FA,
+        ] {
+            assert!(!matches!(Opcode::from(v), Opcode::Unknown(_)), "{v:#x}");
+        }
+        assert_eq!(
+            u8::from(Syndrome::LocLen),
+            wire::MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR
+        );
+        assert_eq!(
+            u8::from(Syndrome::LocQpOp),
+            wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR
+        );
+        assert_eq!(
+            u8::from(Syndrome::LocProt),
+            wire::MLX5_CQE_SYNDROME_LOCAL_PROT_ERR
+        );
+        assert_eq!(
+            u8::from(Syndrome::WrFlush),
+            wire::MLX5_CQE_SYNDROME_WR_FLUSH_ERR
+        );
+        assert_eq!(
+            u8::from(Syndrome::RemInvReq),
+            wire::MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR
+        );
+        assert_eq!(
+            u8::from(Syndrome::RemAccess),
+            wire::MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR
+        );
+        assert_eq!(
+            u8::from(Syndrome::RemOp),
+            wire::MLX5_CQE_SYNDROME_REMOTE_OP_ERR
+        );
+        assert_eq!(
+            u8::from(Syndrome::RetryExc),
+            wire::MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR
+        );
+        assert_eq!(
+            u8::from(Syndrome::RnrRetryExc),
+            wire::MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR
+        );
+        assert_eq!(
+            u8::from(CqeOpcode::from(wire::MLX5_CQE_INVALID)),
+            wire::MLX5_CQE_INVALID
+        );
+        assert_eq!(
+            crate::wire::CQE_INVALID_OP_OWN,
+            wire::MLX5_CQE_INVALID << wire::MLX5_CQE_OPCODE_SHIFT
+        );
+        assert_eq!(
+            crate::wire::CQE_FLAGS_GRH & wire::MLX5_CQE_FLAGS_GRH_PRESENT,
+            wire::MLX5_CQE_FLAGS_GRH_PRESENT
+        );
+    }
+
+    #[test]
+    fn requester_cqe_bytes() {
+        let f = CqeFields {
+            opcode: wire::MLX5_CQE_REQ,
+            qpn: 0x12_3456,
+            wqe_opcode: wire::MLX5_OPCODE_RDMA_READ,
+            wqe_counter: 0xbeef,
+            byte_cnt: 0x0102_0304,
+            ..Default::default()
+        };
+        let b = f.emit(true);
+        assert_eq!(&b[44..48], &[1, 2, 3, 4]);
+        assert_eq!(&b[56..60], &[0x10, 0x12, 0x34, 0x56]);
+        assert_eq!(&b[60..62], &[0xbe, 0xef]);
+        assert_eq!(b[63], 0x01);
+        assert!(b[..44].iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn error_cqe_bytes() {
+        let f = CqeFields {
+            opcode: wire::MLX5_CQE_RESP_ERR,
+            qpn: 7,
+            syndrome: wire::MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR,
+            vendor_syndrome: 0x68,
+            wqe_counter: 3,
+            byte_cnt: 99, // not written on error CQEs
+            ..Default::default()
+        };
+        let b = f.emit(false);
+        assert_eq!(b[54], 0x68);
+        assert_eq!(b[55], 0x01);
+        assert_eq!(&b[44..48], &[0, 0, 0, 0]);
+        assert_eq!(b[63], 0xe0);
+    }
+
+    #[test]
+    fn responder_cqe_grh_and_imm() {
+        let f = CqeFields {
+            opcode: wire::MLX5_CQE_RESP_SEND_IMM,
+            qpn: 9,
+            src_qpn: 0xabcdef,
+            grh: true,
+            imm_be: [0xde, 0xad, 0xbe, 0xef],
+            byte_cnt: 104,
+            ..Default::default()
+        };
+        let b = f.emit(true);
+        assert_eq!(&b[24..28], &[0x10, 0xab, 0xcd, 0xef]);
+        assert_eq!(&b[36..40], &[0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(b[63], 0x31);
+    }
+}

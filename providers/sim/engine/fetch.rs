@@ -1,0 +1,261 @@
+//! Doorbell and WQE fetch: what the device reads of the host's send queue.
+//!
+//! Reads: the QP's two BlueFlame halves in its UAR page, the send counter in its doorbell
+//! record (`dbrec[1]`, read by the caller only after a doorbell), the SQ ring from the
+//! device's index `sq_ci`. Writes: the QP's doorbell latch (`last_db`, `rung`), in
+//! deterministic mode the BlueFlame half behind its first word (cleared, so the next 8-byte
+//! doorbell is told apart from a BlueFlame copy) and the kept copy (`bf_copy`),
+//! `EngineStats::doorbells`. Nothing here touches host data buffers or CQs.
+//!
+//! Invariants: only a changed UAR word makes the SQ `rung` (a dbrec update alone is not seen,
+//! as on hardware); a WQE is parsed from the engine's own copy, never in place, so a host
+//! writing the ring concurrently cannot change it mid-check; a malformed WQE is reported as
+//! the `LOC_QP_OP` syndrome, never a panic.
+
+use super::dma::{Span, EMPTY_SPAN};
+use super::objects::QpCtx;
+use super::Engine;
+use crate::providers::QpType;
+use crate::wire::{self, DataItem, DatagramSeg};
+
+/// The largest WQE: `ds` is 6 bits, so 63 × 16 bytes, rounded up to whole WQEBBs (1024).
+pub(super) const MAX_WQE: usize =
+    (wire::MAX_DS * wire::MLX5_WQE_DS_UNITS).next_multiple_of(wire::MLX5_SEND_WQE_BB);
+/// At most this many data segments fit in the largest WQE (and in a receive WQE we create).
+pub(super) const MAX_SEGS: usize = 64;
+
+/// A parsed send WQE (from [`wire::parse_send_wqe`], plus what the device adds).
+pub(super) struct Wqe {
+    pub(super) opcode: u8,
+    pub(super) idx: u16,
+    pub(super) signaled: bool,
+    pub(super) solicited: bool,
+    pub(super) imm: [u8; 4],
+    pub(super) raddr: u64,
+    pub(super) rkey: u32,
+    pub(super) swap_add: u64,
+    pub(super) compare: u64,
+    pub(super) dqpn: u32,
+    pub(super) qkey: u32,
+    /// Inline payload: up to two pieces (the WQE may wrap) inside the local WQE copy.
+    pub(super) inline: [Span; 2],
+    pub(super) ninline: usize,
+    /// Data segments: (addr, byte_count, lkey).
+    pub(super) segs: [(u64, u32, u32); MAX_SEGS],
+    pub(super) nsegs: usize,
+}
+
+impl Wqe {
+    pub(super) fn len(&self) -> u64 {
+        if self.ninline > 0 {
+            self.inline[..self.ninline]
+                .iter()
+                .map(|s| s.len as u64)
+                .sum()
+        } else {
+            self.segs[..self.nsegs]
+                .iter()
+                .map(|s| u64::from(seg_len(s.1)))
+                .sum()
+        }
+    }
+}
+
+/// A data segment's byte count; 0 means 2 GiB in a send WQE (PRM: "byte_count 0 = 2^31").
+/// The top bit (`MLX5_INLINE_SEG`) is not part of a data segment's length.
+pub(super) fn seg_len(bc: u32) -> u32 {
+    if bc == 0 {
+        1 << 31
+    } else {
+        bc & !wire::MLX5_INLINE_SEG
+    }
+}
+
+/// The size in bytes a WQE's ctrl segment (at the start of `ctrl`) declares: `ds` (its low
+/// 6 bits) in 16-byte units.
+fn ds_bytes(ctrl: &[u8]) -> usize {
+    let ds = wire::CtrlSeg::new_unchecked(ctrl).ds() & wire::MLX5_WQE_CTRL_DS_MASK as u8;
+    usize::from(ds) * wire::MLX5_WQE_DS_UNITS
+}
+
+impl Engine {
+    /// Look at the QP's two BlueFlame halves: a word that changed since the last look is a
+    /// doorbell (the QP's SQ is then `rung`). Returns false when the QP does not exist.
+    pub(super) fn poll_doorbell(&mut self, qpn: u32, torn_ok: bool) -> bool {
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return false;
+        };
+        let halves = if wire::MLX5_BF_SIZE == 0 { 1 } else { 2 };
+        for h in 0..halves {
+            let w = q
+                .mem
+                .load_raw64(q.uar_off + h * wire::MLX5_BF_SIZE as usize);
+            if w != q.last_db[h] {
+                q.last_db[h] = w;
+                q.rung = true;
+                self.stats.doorbells += 1;
+                if !torn_ok {
+                    // Deterministic mode (nothing writes concurrently): keep the half's bytes
+                    // and clear the device register behind the first word, so an 8-byte
+                    // doorbell next time is told apart from a BlueFlame copy.
+                    let off = q.uar_off + h * wire::MLX5_BF_SIZE as usize;
+                    let mut bytes = [0u8; wire::MLX5_BF_SIZE as usize];
+                    q.mem.read(off, &mut bytes);
+                    q.mem
+                        .write(off + 8, &[0u8; wire::MLX5_BF_SIZE as usize - 8]);
+                    let idx = wire::CtrlSeg::new_unchecked(&bytes[..]).wqe_idx();
+                    q.bf_copy = Some((idx, bytes));
+                }
+            }
+        }
+        true
+    }
+
+    /// Copy the WQE at the SQ head into `buf`, laid out as a ring of
+    /// `min(sq_cnt, 16)` WQEBBs at the same slot (modulo that ring), so the wire parser
+    /// follows the same wrap the device ring has. Returns the local ring length in bytes and
+    /// the WQE's WQEBB count from its `ds` (at least 1, to step over a `ds = 0` WQE).
+    pub(super) fn read_head(q: &QpCtx, buf: &mut [u8; MAX_WQE]) -> (usize, u32) {
+        let local_cnt = q.sq_cnt.min((MAX_WQE / wire::MLX5_SEND_WQE_BB) as u32);
+        let copy = |i: u32, buf: &mut [u8; MAX_WQE]| {
+            let s = ((q.sq_ci + i) & (q.sq_cnt - 1)) as usize;
+            let d = ((q.sq_ci + i) & (local_cnt - 1)) as usize * wire::MLX5_SEND_WQE_BB;
+            q.mem.read(
+                s * wire::MLX5_SEND_WQE_BB,
+                &mut buf[d..d + wire::MLX5_SEND_WQE_BB],
+            );
+        };
+        copy(0, buf);
+        let first = ((q.sq_ci & (local_cnt - 1)) as usize) * wire::MLX5_SEND_WQE_BB;
+        let nbb = ds_bytes(&buf[first..])
+            .div_ceil(wire::MLX5_SEND_WQE_BB)
+            .max(1) as u32;
+        for i in 1..nbb.min(local_cnt) {
+            copy(i, buf);
+        }
+        (local_cnt as usize * wire::MLX5_SEND_WQE_BB, nbb)
+    }
+
+    /// Compare a BlueFlame half with the WQE at the head of the ring: `None` when it was a
+    /// plain 8-byte doorbell (nothing behind the first word), `Some(matches)` for a copy.
+    pub(super) fn compare_bf(
+        q: &QpCtx,
+        buf: &[u8; MAX_WQE],
+        ring_len: usize,
+        nbb: u32,
+        bf: &[u8; wire::MLX5_BF_SIZE as usize],
+    ) -> Option<bool> {
+        let head = (q.sq_ci as usize * wire::MLX5_SEND_WQE_BB) & (ring_len - 1);
+        let len = ds_bytes(&buf[head..]).min(wire::MLX5_BF_SIZE as usize);
+        // An 8-byte doorbell writes the first 8 bytes of the ctrl segment only.
+        if bf[8..].iter().all(|&b| b == 0) {
+            return None;
+        }
+        let local_cnt = ring_len / wire::MLX5_SEND_WQE_BB;
+        let mut same = true;
+        for i in 0..(nbb as usize).min(wire::MLX5_BF_SIZE as usize / wire::MLX5_SEND_WQE_BB) {
+            let slot = (q.sq_ci as usize + i) & (local_cnt - 1);
+            let n = len
+                .saturating_sub(i * wire::MLX5_SEND_WQE_BB)
+                .min(wire::MLX5_SEND_WQE_BB);
+            same &= buf[slot * wire::MLX5_SEND_WQE_BB..slot * wire::MLX5_SEND_WQE_BB + n]
+                == bf[i * wire::MLX5_SEND_WQE_BB..i * wire::MLX5_SEND_WQE_BB + n];
+        }
+        Some(same)
+    }
+
+    /// Parse and check the layout of a send WQE (no memory access yet). Malformed WQEs are
+    /// LOC_QP_OP ("local QP operation error: an internal QP consistency error was detected
+    /// while processing this WQE"): ds of zero or past the ring, ds too small for the opcode,
+    /// an inline length past ds, a ctrl qpn that is not this QP's, a wqe_idx that is not the
+    /// device's index, an opcode the QP type cannot do, an atomic whose data segment is not 8
+    /// bytes.
+    pub(super) fn parse(q: &QpCtx, buf: &[u8; MAX_WQE], ring_len: usize) -> Result<Wqe, u8> {
+        let p = wire::parse_send_wqe(&buf[..ring_len], q.sq_ci, q.qp_type == QpType::Ud)
+            .map_err(|_| wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR)?;
+        if p.qpn != q.qpn || u32::from(p.wqe_idx) != q.sq_ci & wire::MLX5_WQE_INDEX_MASK {
+            return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+        }
+        let opcode = u8::from(p.opcode);
+        let ok_for_type = match q.qp_type {
+            QpType::Rc => true,
+            QpType::Uc => !matches!(
+                opcode,
+                wire::MLX5_OPCODE_RDMA_READ
+                    | wire::MLX5_OPCODE_ATOMIC_CS
+                    | wire::MLX5_OPCODE_ATOMIC_FA
+            ),
+            QpType::Ud => matches!(
+                opcode,
+                wire::MLX5_OPCODE_NOP | wire::MLX5_OPCODE_SEND | wire::MLX5_OPCODE_SEND_IMM
+            ),
+        };
+        if !ok_for_type {
+            return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+        }
+        let (raddr, rkey) = p.raddr.unwrap_or((0, 0));
+        let (swap_add, compare) = p.atomic.unwrap_or((0, 0));
+        let (qkey, dqpn) = match p.av {
+            Some(av) => {
+                let av = DatagramSeg::new_unchecked(&av[..]);
+                (av.qkey(), av.dqpn())
+            }
+            None => (0, 0),
+        };
+        let mut w = Wqe {
+            opcode,
+            idx: p.wqe_idx,
+            signaled: p.fm_ce_se & wire::MLX5_WQE_CTRL_CQ_UPDATE != 0,
+            solicited: p.fm_ce_se & wire::MLX5_WQE_CTRL_SOLICITED != 0,
+            imm: p.imm.to_be_bytes(),
+            raddr,
+            rkey,
+            swap_add,
+            compare,
+            dqpn,
+            qkey,
+            inline: [EMPTY_SPAN; 2],
+            ninline: 0,
+            segs: [(0, 0, 0); MAX_SEGS],
+            nsegs: 0,
+        };
+        let reads = matches!(
+            opcode,
+            wire::MLX5_OPCODE_RDMA_READ | wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA
+        );
+        for item in p.data_segs() {
+            match item {
+                DataItem::Inline(d) => {
+                    if reads || w.nsegs > 0 || w.ninline > 0 {
+                        return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+                    }
+                    for piece in [d.first, d.second] {
+                        if !piece.is_empty() {
+                            w.inline[w.ninline] = Span {
+                                // Read-only source inside the local copy `buf`.
+                                ptr: piece.as_ptr() as *mut u8,
+                                len: piece.len(),
+                            };
+                            w.ninline += 1;
+                        }
+                    }
+                }
+                DataItem::Sge(sge) => {
+                    if w.ninline > 0 || w.nsegs == MAX_SEGS {
+                        return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+                    }
+                    w.segs[w.nsegs] = (sge.addr, sge.length, sge.lkey);
+                    w.nsegs += 1;
+                }
+            }
+        }
+        if matches!(
+            opcode,
+            wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA
+        ) && (w.nsegs != 1 || w.segs[0].1 != 8)
+        {
+            return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+        }
+        Ok(w)
+    }
+}
