@@ -17,20 +17,7 @@ use std::path::{Path, PathBuf};
 
 /// Files that still hold a copy, each with the reason. Remove an entry when its file moves to
 /// the `wire` names; the test fails when an entry no longer has anything to allow.
-const ALLOWED: &[(&str, &str)] = &[
-    // The software device's own constants and CQE emitter; it moves to `wire`'s names when
-    // the device engine is split (then this entry goes).
-    (
-        "providers/sim/layout.rs",
-        "sim layout constants pending the move to wire",
-    ),
-    // The software device's BlueFlame offset and size (`wire::MLX5_BF_OFFSET`,
-    // `wire::MLX5_BF_SIZE`) and its op_own store at byte 63, same reason.
-    (
-        "providers/sim/engine.rs",
-        "sim BlueFlame constants and CQE store pending the move to wire",
-    ),
-];
+const ALLOWED: &[(&str, &str)] = &[];
 
 /// Directories scanned, relative to the crate root.
 const ROOTS: &[&str] = &["providers", "benches", "src/bin", "examples"];

@@ -35,6 +35,9 @@
 //!   Receive queues and SRQs have no doorbell: the device reads their dbrec when a message
 //!   needs a receive. SRQ WQEs are consumed in arrival order along their `next_wqe_index`
 //!   links, and the CQE names the SRQ WQE index as `wqe_counter`.
+//! - One port per device, with its own GID and QPN range (see [`SimDevice::gid`]): two
+//!   devices in one process share nothing, and connecting a QP to another device's endpoint
+//!   is refused (`ibv_modify_qp`/`ibv_create_ah`, EINVAL).
 //! - PD, MR (address, length, lkey = rkey, access flags), CQ, QP (RC, UC, UD) with the
 //!   RESET → INIT → RTR → RTS / ERR state machine (invalid transitions are refused), SRQ.
 //! - WQE validation with the syndromes of `MLX5_CQE_SYNDROME_*`, execution of SEND,
