@@ -1,16 +1,37 @@
 //! Memory barriers, one name per purpose (as rdma-core's `util/udma_barrier.h`).
 //!
-//! | barrier | orders | x86_64 | aarch64 |
+//! | barrier | rdma-core 44 | x86_64 | aarch64 |
 //! |---|---|---|---|
-//! | [`to_device_store_barrier`] | our stores to DMA-visible host memory (WQEs, dbrec) before later stores the device may observe first | compiler barrier | `dmb oshst` |
-//! | [`from_device_load_barrier`] | the load that saw a device-written valid bit (CQE owner) before the loads of the rest of the entry | `lfence` | `dmb oshld` |
-//! | [`wc_start`] | all earlier stores (dbrec) before the first store to write-combining memory (BlueFlame) | `sfence` | `dsb st` |
-//! | [`wc_flush`] | the write-combining stores out of the CPU's WC buffer, before any later store | `sfence` | `dsb st` |
+//! | [`to_device_store_barrier`] | `udma_to_device_barrier` | compiler barrier | `dsb st` |
+//! | [`from_device_load_barrier`] | `udma_from_device_barrier` | `lfence` | `dsb ld` |
+//! | [`wc_start`] | `mmio_wc_start` (= `mmio_flush_writes`) | `sfence` | `dsb st` |
+//! | [`wc_flush`] | `mmio_flush_writes` | `sfence` | `dsb st` |
 //!
-//! The bodies mirror rdma-core 44 (`udma_to_device_barrier`, `udma_from_device_barrier`,
-//! `mmio_wc_start` = `mmio_flush_writes`). x86_64 keeps stores to write-back memory in order,
-//! so the to-device barrier only has to stop the compiler; loads after a device-written flag
-//! need `lfence` there, and write-combining stores need `sfence` to leave the WC buffer.
+//! The bodies are rdma-core 44's (the version the FFI mirrors). rdma-core 55 relaxed the two
+//! udma barriers on aarch64 to `dmb oshst` and `dmb oshld`; this crate does not.
+//!
+//! What each instruction orders, and nothing more:
+//! - `dsb st` (aarch64): the stores before it complete before any instruction after it
+//!   executes. Loads before it are not waited for, so it does not order an earlier load
+//!   against a later store.
+//! - `dsb ld` (aarch64): the loads before it complete before any instruction after it
+//!   executes, so earlier loads are ordered against later loads and later stores. Stores
+//!   before it are not waited for.
+//! - compiler barrier (x86_64): no instruction. x86_64 keeps stores to write-back memory in
+//!   order with each other and never moves a store before an earlier load, so only the
+//!   compiler has to be stopped.
+//! - `lfence` (x86_64): later instructions start only once every earlier one has completed
+//!   locally; rdma-core uses it after seeing a device-written valid bit.
+//! - `sfence` (x86_64): every earlier store, write-combining and non-temporal ones included,
+//!   is globally visible before any later store.
+//!
+//! Before the CQ doorbell record store (the consumer index that hands CQE slots back to the
+//! device), rdma-core 44's mlx5 poller issues no barrier at all (`update_cons_index` right
+//! after the last CQE is read, in `mlx5_poll_cq` and `mlx5_end_poll`); its CQ clean path issues
+//! `udma_to_device_barrier` there, to order its own rewrites of CQEs (stores) before it.
+//! [`to_device_store_barrier`] does not order the poller's CQE loads before that store on
+//! aarch64; [`from_device_load_barrier`] (`dsb ld`) does, and on x86_64 the compiler barrier
+//! already does.
 //!
 //! Every barrier is also a compiler barrier: the `asm!` blocks are not `nomem`, so the
 //! compiler may not move memory accesses across them.
@@ -18,8 +39,8 @@
 //! On other architectures the bodies fall back to `SeqCst` fences, which are at least as
 //! strong for cacheable memory (no device is supported there; the sim still works).
 
-/// Orders earlier stores to host memory the device reads by DMA (WQEs, doorbell records)
-/// before later stores (`udma_to_device_barrier`).
+/// `udma_to_device_barrier`: the stores before it (WQEs, doorbell records in host memory the
+/// device reads by DMA) are ordered before the stores after it.
 #[inline(always)]
 pub fn to_device_store_barrier() {
     #[cfg(target_arch = "x86_64")]
@@ -29,35 +50,36 @@ pub fn to_device_store_barrier() {
         core::arch::asm!("", options(nostack, preserves_flags));
     }
     #[cfg(target_arch = "aarch64")]
-    // SAFETY: `dmb oshst` is a store-store barrier over the outer shareable domain; it touches
-    // no register or memory operand.
+    // SAFETY: `dsb st` waits for earlier stores to complete; no operands, no register or
+    // memory effect of its own.
     unsafe {
-        core::arch::asm!("dmb oshst", options(nostack, preserves_flags));
+        core::arch::asm!("dsb st", options(nostack, preserves_flags));
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
-/// Orders the load that observed a device-written valid indication (a CQE's owner bit)
-/// before the loads of the data it guards (`udma_from_device_barrier`).
+/// `udma_from_device_barrier`: the load that observed a device-written valid indication (a
+/// CQE's owner bit) is ordered before the loads after it (the data it guards).
 #[inline(always)]
 pub fn from_device_load_barrier() {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: `lfence` takes no operands and has no effect beyond load ordering.
+    // SAFETY: `lfence` takes no operands; it only waits for earlier instructions.
     unsafe {
         core::arch::asm!("lfence", options(nostack, preserves_flags));
     }
     #[cfg(target_arch = "aarch64")]
-    // SAFETY: `dmb oshld` is a load barrier over the outer shareable domain; no operands.
+    // SAFETY: `dsb ld` waits for earlier loads to complete; no operands, no register or
+    // memory effect of its own.
     unsafe {
-        core::arch::asm!("dmb oshld", options(nostack, preserves_flags));
+        core::arch::asm!("dsb ld", options(nostack, preserves_flags));
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
-/// Before the first store to write-combining memory (BlueFlame register): earlier stores
-/// (the doorbell record) are visible first (`mmio_wc_start`).
+/// `mmio_wc_start`: before the first store to write-combining memory (the BlueFlame
+/// register), the stores before it (the doorbell record) are ordered first.
 #[inline(always)]
 pub fn wc_start() {
     #[cfg(target_arch = "x86_64")]
@@ -74,8 +96,8 @@ pub fn wc_start() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
-/// After the stores to write-combining memory: push them out of the WC buffer before any
-/// later store (`mmio_flush_writes`).
+/// `mmio_flush_writes`: after the stores to write-combining memory, they are complete (out of
+/// the CPU's write-combining buffer) before any later store.
 #[inline(always)]
 pub fn wc_flush() {
     #[cfg(target_arch = "x86_64")]

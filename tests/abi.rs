@@ -1,9 +1,11 @@
 //! The hand-written FFI mirrors (`src/ffi/types.rs`) against the C layout.
 //!
 //! `fixtures/abi/abi.txt` is printed by `fixtures/abi/abi.c` compiled against rdma-core 44's
-//! headers (`fixtures/abi/regen.sh`). Every line must match the Rust value, and every line
-//! must be known to this test: a struct, field or constant added to the C program without a
-//! Rust counterpart here fails the test, as does a Rust entry the table lacks.
+//! headers (`fixtures/abi/regen.sh`), one value column per architecture (x86_64, aarch64).
+//! Every line of the column of the architecture this test is compiled for must match the Rust
+//! value, and every line must be known to this test: a struct, field or constant added to the
+//! C program without a Rust counterpart here fails the test, as does a Rust entry the table
+//! lacks.
 
 use rdma_direct::ffi::*;
 use std::collections::BTreeMap;
@@ -727,31 +729,98 @@ fn rust_layout() -> BTreeMap<String, i64> {
     m
 }
 
-fn c_layout() -> Result<BTreeMap<String, i64>, String> {
+/// `fixtures/abi/abi.txt`: the architectures its first line names, and per key
+/// (`<kind> <name>`) one value per architecture.
+type CTable = (Vec<String>, BTreeMap<String, Vec<i64>>);
+
+fn c_table() -> Result<CTable, String> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/abi/abi.txt");
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    let mut m = BTreeMap::new();
-    for (i, line) in text.lines().enumerate() {
-        let mut parts = line.split_whitespace();
-        let (Some(kind), Some(name), Some(v), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(format!(
-                "abi.txt line {}: expected '<kind> <name> <value>': {line:?}",
-                i + 1
-            ));
-        };
-        if !matches!(kind, "sizeof" | "offsetof" | "value") {
-            return Err(format!("abi.txt line {}: unknown kind {kind:?}", i + 1));
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    let arches: Vec<String> = match header.as_slice() {
+        ["#", "<kind>", "<name>", arches @ ..] if !arches.is_empty() => {
+            arches.iter().map(|a| a.to_string()).collect()
         }
-        let v: i64 = v
-            .parse()
-            .map_err(|_| format!("abi.txt line {}: bad number {v:?}", i + 1))?;
-        if m.insert(format!("{kind} {name}"), v).is_some() {
-            return Err(format!("abi.txt line {}: duplicate {kind} {name}", i + 1));
+        _ => {
+            return Err(format!(
+                "abi.txt line 1: expected '# <kind> <name> <arch>...': {header:?}"
+            ))
+        }
+    };
+    let mut m = BTreeMap::new();
+    for (i, line) in lines.enumerate() {
+        let n = i + 2;
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [kind, name, values @ ..] = parts.as_slice() else {
+            return Err(format!("abi.txt line {n}: empty"));
+        };
+        if values.len() != arches.len() {
+            return Err(format!(
+                "abi.txt line {n}: expected '<kind> <name>' and {} values ({}): {line:?}",
+                arches.len(),
+                arches.join(" ")
+            ));
+        }
+        if !matches!(*kind, "sizeof" | "offsetof" | "value") {
+            return Err(format!("abi.txt line {n}: unknown kind {kind:?}"));
+        }
+        let values = values
+            .iter()
+            .map(|v| {
+                v.parse()
+                    .map_err(|_| format!("abi.txt line {n}: bad number {v:?}"))
+            })
+            .collect::<Result<Vec<i64>, String>>()?;
+        if m.insert(format!("{kind} {name}"), values).is_some() {
+            return Err(format!("abi.txt line {n}: duplicate {kind} {name}"));
         }
     }
-    Ok(m)
+    Ok((arches, m))
+}
+
+/// The column of `abi.txt` for the architecture this test is compiled for.
+fn c_layout() -> Result<BTreeMap<String, i64>, String> {
+    let arch = std::env::consts::ARCH;
+    let (arches, table) = c_table()?;
+    let Some(col) = arches.iter().position(|a| a == arch) else {
+        return Err(format!(
+            "abi.txt has no {arch} column (it has {}): add {arch} to fixtures/abi/regen.sh",
+            arches.join(", ")
+        ));
+    };
+    Ok(table.into_iter().map(|(k, v)| (k, v[col])).collect())
+}
+
+#[test]
+fn the_table_has_the_x86_64_and_aarch64_columns_and_they_differ_only_around_the_pthread_mutex() {
+    // glibc's pthread_mutex_t is 40 bytes on x86_64 and 48 on aarch64 (pthread_cond_t is 48
+    // on both): exactly the structs that embed one, and their fields after it, differ.
+    let (arches, table) = c_table().unwrap();
+    assert_eq!(arches, ["x86_64", "aarch64"]);
+    let differ: Vec<String> = table
+        .iter()
+        .filter(|(_, v)| v[0] != v[1])
+        .map(|(k, v)| format!("{k} {} {}", v[0], v[1]))
+        .collect();
+    assert_eq!(
+        differ,
+        [
+            "offsetof ibv_context.abi_compat 320 328",
+            "offsetof ibv_cq.async_events_completed 124 132",
+            "offsetof ibv_cq.comp_events_completed 120 128",
+            "offsetof ibv_cq.cond 72 80",
+            "offsetof ibv_qp.cond 104 112",
+            "offsetof ibv_qp.events_completed 152 160",
+            "offsetof ibv_srq.cond 72 80",
+            "offsetof ibv_srq.events_completed 120 128",
+            "sizeof ibv_context 328 336",
+            "sizeof ibv_cq 128 136",
+            "sizeof ibv_qp 160 168",
+            "sizeof ibv_srq 128 136",
+            "sizeof verbs_context 648 656",
+        ]
+    );
 }
 
 #[test]
@@ -823,8 +892,14 @@ fn verbs_get_ctx_is_container_of_and_checks_abi_compat() {
 #[test]
 fn verbs_get_ctx_op_mirrors_the_sz_check() {
     let off = offset_of!(verbs_context, alloc_td);
-    let need = size_of::<verbs_context>() - off; // 648 - 128 = 520
-    assert_eq!(need, 520);
+    // sizeof verbs_context - offsetof alloc_td, from the C table's column for this
+    // architecture: 648 - 128 = 520 on x86_64, 656 - 128 = 528 on aarch64.
+    let c = c_layout().unwrap();
+    let need = size_of::<verbs_context>() - off;
+    assert_eq!(
+        need as i64,
+        c["sizeof verbs_context"] - c["offsetof verbs_context.alloc_td"]
+    );
     assert!(op_in_range(need, off));
     assert!(!op_in_range(need - 1, off));
     assert!(!op_in_range(usize::MAX, size_of::<verbs_context>() + 8));

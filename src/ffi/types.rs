@@ -1272,7 +1272,10 @@ zeroed_ctor!(
 
 // ---------------------------------------------------------------------------------------------
 // Layout assertions (x86_64 / aarch64 Linux, LP64). The same numbers are in
-// fixtures/abi/abi.txt, generated from the C headers; tests/abi.rs compares the two.
+// fixtures/abi/abi.txt, one column per architecture, generated from the C headers; tests/abi.rs
+// compares the column of the architecture being compiled. The structs that embed a glibc
+// pthread_mutex_t (40 bytes on x86_64, 48 on aarch64; pthread_cond_t is 48 on both) differ in
+// size between the two and are asserted per architecture in `layout::arch`.
 // ---------------------------------------------------------------------------------------------
 
 #[cfg(target_pointer_width = "64")]
@@ -1290,7 +1293,6 @@ mod layout {
     const_assert_eq!(offset_of!(ibv_context_ops, post_srq_recv), 160);
     const_assert_eq!(offset_of!(ibv_context_ops, post_send), 200);
     const_assert_eq!(offset_of!(ibv_context_ops, post_recv), 208);
-    const_assert_eq!(size_of::<ibv_context>(), 328);
     const_assert_eq!(offset_of!(ibv_context, ops), 8);
     const_assert_eq!(offset_of!(ibv_context, cmd_fd), 264);
     const_assert_eq!(offset_of!(ibv_context, async_fd), 268);
@@ -1313,11 +1315,8 @@ mod layout {
     const_assert_eq!(size_of::<ibv_mr>(), 48);
     const_assert_eq!(offset_of!(ibv_mr, lkey), 36);
     const_assert_eq!(offset_of!(ibv_mr, rkey), 40);
-    const_assert_eq!(size_of::<ibv_cq>(), 128);
     const_assert_eq!(offset_of!(ibv_cq, cqe), 28);
-    const_assert_eq!(size_of::<ibv_srq>(), 128);
     const_assert_eq!(size_of::<ibv_srq_init_attr>(), 24);
-    const_assert_eq!(size_of::<ibv_qp>(), 160);
     const_assert_eq!(offset_of!(ibv_qp, qp_num), 52);
     const_assert_eq!(offset_of!(ibv_qp, state), 56);
     const_assert_eq!(size_of::<ibv_qp_cap>(), 20);
@@ -1356,4 +1355,30 @@ mod layout {
     const_assert_eq!(offset_of!(mlx5dv_srq, srqn), 40);
     const_assert_eq!(size_of::<mlx5dv_obj>(), 112);
     const_assert_eq!(size_of::<mlx5dv_context>(), MLX5DV_CONTEXT_SIZE);
+
+    /// The sizes that follow glibc's `pthread_mutex_t`.
+    #[cfg(target_arch = "x86_64")]
+    mod arch {
+        use super::*;
+
+        const_assert_eq!(size_of::<libc::pthread_mutex_t>(), 40);
+        const_assert_eq!(size_of::<libc::pthread_cond_t>(), 48);
+        const_assert_eq!(size_of::<ibv_context>(), 328);
+        const_assert_eq!(size_of::<ibv_cq>(), 128);
+        const_assert_eq!(size_of::<ibv_srq>(), 128);
+        const_assert_eq!(size_of::<ibv_qp>(), 160);
+    }
+
+    /// The sizes that follow glibc's `pthread_mutex_t`.
+    #[cfg(target_arch = "aarch64")]
+    mod arch {
+        use super::*;
+
+        const_assert_eq!(size_of::<libc::pthread_mutex_t>(), 48);
+        const_assert_eq!(size_of::<libc::pthread_cond_t>(), 48);
+        const_assert_eq!(size_of::<ibv_context>(), 336);
+        const_assert_eq!(size_of::<ibv_cq>(), 136);
+        const_assert_eq!(size_of::<ibv_srq>(), 136);
+        const_assert_eq!(size_of::<ibv_qp>(), 168);
+    }
 }
