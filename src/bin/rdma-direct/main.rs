@@ -4,8 +4,12 @@ mod bench;
 mod devices;
 mod doctor;
 mod info;
+mod json;
 mod perf;
 mod pingpong;
+mod plot;
+mod plotcmd;
+mod results;
 mod simpingpong;
 
 const USAGE: &str = "\
@@ -21,6 +25,7 @@ commands:
   perf <test> [opts]   perftest-style latency/bandwidth (write_lat, send_lat, read_lat,
                        atomic_lat, write_bw, send_bw, read_bw) on sim or -d DEV
   bench <name> [opts]  hot-path benchmarks (see `rdma-direct bench --help`)
+  plot FILE.json... --svg OUT   curves of perf/perftest result files (see `plot --help`)
   doctor [-d DEV]      walk the troubleshooting order: link, MTU, caps, memlock,
                        NUMA/CPU affinity, PCIe width
   help                 this text
@@ -37,6 +42,7 @@ fn main() {
         "perf" => perf::run(rest),
         "doctor" => doctor::run(rest),
         "bench" => bench::run(rest),
+        "plot" => plotcmd::run(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             0
