@@ -13,6 +13,8 @@
 //!   each point's `band.0` to `band.1`, class `band`), one `<polyline class="line">` and one
 //!   marker (class `pt`, with a `<title>` tooltip) per point drawn. Points with a non-finite
 //!   x or y, a non-positive x, or (on a log y axis) a non-positive y are left out.
+//! - Bands are drawn only when at most [`MAX_BANDS`] series have one (more would cover each
+//!   other and the lines); otherwise neither the bands nor their legend entry appear.
 //! - A title, a subtitle, a legend above the plot area (never over the data), both axes
 //!   labelled (classes `title`, `x-label`, `y-label`).
 //! - Output is well-formed XML (all text escaped), UTF-8, and a pure function of the input:
@@ -24,6 +26,9 @@ use std::fmt::Write;
 pub const WIDTH: f64 = 900.0;
 /// Height of a panel.
 pub const PANEL_HEIGHT: f64 = 540.0;
+
+/// Most series that get their band drawn (see the module doc).
+pub const MAX_BANDS: usize = 3;
 
 const RIGHT: f64 = 28.0;
 const BOTTOM: f64 = 62.0;
@@ -219,7 +224,8 @@ impl YAxis {
             hi *= pad;
             let d0 = lo.log10().floor() as i32;
             let d1 = hi.log10().ceil() as i32;
-            let decades = (d1 - d0).max(1);
+            // Label density follows the decades the axis really spans.
+            let decades = ((hi / lo).log10().ceil() as i32).max(1);
             let mults: &[f64] = if decades <= 2 {
                 &[1.0, 2.0, 5.0]
             } else if decades <= 4 {
@@ -394,7 +400,13 @@ fn panel(s: &mut String, c: &Chart) {
         .enumerate()
         .map(|(i, se)| (i, fit(&se.name, 12.0, avail - 40.0)))
         .collect();
-    if let Some(b) = &c.band_label {
+    let banded = c
+        .series
+        .iter()
+        .filter(|se| se.points.iter().any(|p| p.band.is_some()))
+        .count();
+    let bands = banded <= MAX_BANDS;
+    if let (Some(b), true, true) = (&c.band_label, bands, banded > 0) {
         items.push((usize::MAX, fit(b, 12.0, avail - 40.0)));
     }
     let mut lx = 20.0;
@@ -599,7 +611,7 @@ fn panel(s: &mut String, c: &Chart) {
                 (yax.drawable(a) && yax.drawable(b)).then_some((p.x, a.min(b), a.max(b)))
             })
             .collect();
-        if band.len() >= 2 {
+        if bands && band.len() >= 2 {
             let mut d = String::new();
             for (x, _, hi) in &band {
                 let _ = write!(d, "{:.1},{:.1} ", px(x.log2()), py(*hi));
@@ -999,6 +1011,17 @@ pub(crate) mod tests {
         check_xml(&render(&[])).unwrap();
         let empty = render(&[lat_chart(0)]);
         assert!(empty.contains("no data"));
+    }
+
+    #[test]
+    fn bands_only_for_few_series() {
+        let few = render(&[lat_chart(MAX_BANDS)]);
+        assert_eq!(few.matches("class=\"band\"").count(), MAX_BANDS);
+        assert!(few.contains("shaded: t_min..p99"));
+        let many = render(&[lat_chart(MAX_BANDS + 1)]);
+        check_xml(&many).unwrap();
+        assert!(!many.contains("class=\"band\""));
+        assert!(!many.contains("shaded:"));
     }
 
     #[test]

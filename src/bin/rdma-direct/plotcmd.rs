@@ -266,11 +266,10 @@ pub fn charts(
     let who = if gs.len() == 1 {
         let r = gs[0].runs[0];
         format!("{}, provider {}, device {}", r.tool, r.provider, r.device)
+    } else if gs.len() == 2 {
+        format!("{} vs {}", gs[0].name, gs[1].name)
     } else {
-        gs.iter()
-            .map(|g| g.name.as_str())
-            .collect::<Vec<_>>()
-            .join(" vs ")
+        format!("{} runs", gs.len())
     };
     let mut transports: Vec<&str> = Vec::new();
     for r in runs {

@@ -780,6 +780,51 @@ mod tests {
     }
 
     #[test]
+    fn perftest_fixtures() {
+        let lat = Run::from_text(include_str!(
+            "../../../fixtures/perftest/ib_write_lat_rxe0_2.json"
+        ))
+        .unwrap();
+        assert_eq!(
+            (lat.test.as_str(), lat.rows.sizes()),
+            ("write_lat", vec![2])
+        );
+        let bw = Run::from_text(include_str!(
+            "../../../fixtures/perftest/ib_write_bw_rxe0_65536.json"
+        ))
+        .unwrap();
+        assert_eq!(
+            (bw.test.as_str(), bw.rows.sizes()),
+            ("write_bw", vec![65536])
+        );
+        let Rows::Bw(b) = &bw.rows else {
+            panic!("not bandwidth")
+        };
+        assert_eq!(
+            (b[0].bw_peak, b[0].bw_avg, b[0].msg_rate),
+            (298.41, 291.07, 0.004657)
+        );
+        assert!(bw
+            .options
+            .contains(&("CQ_Moderation".into(), Value::Num(100.0))));
+        let std = Run::from_text(include_str!(
+            "../../../fixtures/perftest/ib_send_lat_rxe0_2_json24.json"
+        ))
+        .unwrap();
+        assert_eq!(
+            (std.test.as_str(), std.device.as_str()),
+            ("send_lat", "rxe0")
+        );
+        assert!(
+            json::parse(include_str!(
+                "../../../fixtures/perftest/ib_write_lat_rxe0_2.json"
+            ))
+            .is_err(),
+            "perftest 4.5's file is not JSON"
+        );
+    }
+
+    #[test]
     fn perftest_standard_json_bandwidth() {
         // perftest 24.01+ quotes every key and value and drops the trailing commas.
         let t = "{\n\"test_info\": {\n\"test\": \"Send_Post_List_BW_Test\",\n\"Device\": \"mlx5_0\",\n\"Connection_type\": \"UC\",\n\"CQ_Moderation\": 100\n},\n\"results\": {\n\"MsgSize\": 65536,\n\"n_iterations\": 5000,\n\"BW_peak\": 11000.12,\n\"BW_average\": 10987.65,\n\"MsgRate\": 0.175803\n}\n}\n";
