@@ -4,7 +4,7 @@ mod bench;
 mod devices;
 mod doctor;
 mod info;
-mod json;
+mod json_value;
 mod perf;
 mod pingpong;
 mod plot;

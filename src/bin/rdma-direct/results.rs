@@ -40,7 +40,7 @@
 
 use std::path::Path;
 
-use crate::json::{self, Value};
+use crate::json_value::{self as json, Value};
 
 /// The tool name written in `"tool"`.
 pub const TOOL: &str = "rdma-direct";
