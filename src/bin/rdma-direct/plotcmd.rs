@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use crate::plot::{self, Chart, Point, Series, XKind, YScale};
-use crate::results::{self, Rows, Run};
+use crate::results::{self, Rows, RunFile};
 
 const HELP: &str = "\
 usage: rdma-direct plot FILE.json... --svg OUT.svg [--title T] [--metric M]
@@ -180,17 +180,17 @@ pub fn run(args: &[String]) -> i32 {
 /// One curve: a name and the runs joined into it.
 struct Group<'a> {
     name: String,
-    runs: Vec<&'a Run>,
+    runs: Vec<&'a RunFile>,
 }
 
-fn key(r: &Run) -> (&str, &str, &str, &str, &str) {
+fn key(r: &RunFile) -> (&str, &str, &str, &str, &str) {
     (&r.tool, &r.provider, &r.device, &r.test, &r.transport)
 }
 
 /// Join runs of the same key with disjoint sizes; name each curve by tool, provider and
 /// device (plus test and transport when those differ between curves).
-fn groups(runs: &[Run]) -> Vec<Group<'_>> {
-    let mut gs: Vec<(Vec<&Run>, Vec<u64>)> = Vec::new();
+fn groups(runs: &[RunFile]) -> Vec<Group<'_>> {
+    let mut gs: Vec<(Vec<&RunFile>, Vec<u64>)> = Vec::new();
     for r in runs {
         let sizes = r.rows.sizes();
         let slot = gs
@@ -204,7 +204,7 @@ fn groups(runs: &[Run]) -> Vec<Group<'_>> {
             None => gs.push((vec![r], sizes)),
         }
     }
-    let differ = |f: fn(&Run) -> &str| gs.iter().any(|(g, _)| f(g[0]) != f(gs[0].0[0]));
+    let differ = |f: fn(&RunFile) -> &str| gs.iter().any(|(g, _)| f(g[0]) != f(gs[0].0[0]));
     let show_test = differ(|r| &r.test);
     let show_tr = differ(|r| &r.transport);
     let mut out: Vec<Group<'_>> = Vec::new();
@@ -229,7 +229,7 @@ fn groups(runs: &[Run]) -> Vec<Group<'_>> {
 /// The charts for `runs` (all latency or all bandwidth; see the module doc). `title`
 /// replaces the generated title.
 pub fn charts(
-    runs: &[Run],
+    runs: &[RunFile],
     metric: Option<Metric>,
     title: Option<&str>,
 ) -> Result<Vec<Chart>, String> {
@@ -377,7 +377,11 @@ fn points(rows: &Rows, m: Metric) -> Vec<Point> {
 }
 
 /// The SVG document of [`charts`].
-pub fn svg(runs: &[Run], metric: Option<Metric>, title: Option<&str>) -> Result<String, String> {
+pub fn svg(
+    runs: &[RunFile],
+    metric: Option<Metric>,
+    title: Option<&str>,
+) -> Result<String, String> {
     charts(runs, metric, title).map(|c| plot::render(&c))
 }
 
@@ -387,8 +391,8 @@ mod tests {
     use crate::plot::tests::check_xml;
     use crate::results::{BwPoint, LatPoint};
 
-    fn lat(tool: &str, provider: &str, sizes: &[u64], base: f64) -> Run {
-        let mut r = Run::new(
+    fn lat(tool: &str, provider: &str, sizes: &[u64], base: f64) -> RunFile {
+        let mut r = RunFile::new(
             "write_lat",
             provider,
             if provider == "sim" { "sim0" } else { "rxe0" },
@@ -420,8 +424,8 @@ mod tests {
         r
     }
 
-    fn bw() -> Run {
-        Run::new(
+    fn bw() -> RunFile {
+        RunFile::new(
             "write_bw",
             "sim",
             "sim0",

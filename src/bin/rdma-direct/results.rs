@@ -26,7 +26,7 @@
 //!                 per second
 //! ```
 //!
-//! [`Run::from_text`] also reads perftest's `--out_json` files ([`from_perftest`]): both the
+//! [`RunFile::from_text`] also reads perftest's `--out_json` files ([`from_perftest`]): both the
 //! dialect perftest 4.5 writes (bare keys and values, trailing commas: not JSON) and the
 //! standard JSON of perftest 24.01 and later. perftest opens the file with `O_TRUNC` for every
 //! report, so after `-a` only the last size (8 MiB) is left: one size per file. Run perftest
@@ -128,7 +128,7 @@ impl Rows {
 
 /// One run: one file.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Run {
+pub struct RunFile {
     /// Who measured: [`TOOL`] or `"perftest"`.
     pub tool: String,
     /// The tool's version, `""` when unknown.
@@ -147,11 +147,11 @@ pub struct Run {
     pub rows: Rows,
 }
 
-impl Run {
+impl RunFile {
     /// A run of this crate's tool and version with no options yet.
     #[allow(dead_code)] // for perf --json
-    pub fn new(test: &str, provider: &str, device: &str, transport: &str, rows: Rows) -> Run {
-        Run {
+    pub fn new(test: &str, provider: &str, device: &str, transport: &str, rows: Rows) -> RunFile {
+        RunFile {
             tool: TOOL.to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             test: test.to_string(),
@@ -208,7 +208,7 @@ impl Run {
     /// Read a result file's text: this tool's schema, or perftest's `--out_json` (either
     /// dialect). Errors say where (line and column, or row and field) but not which file; see
     /// [`read_file`].
-    pub fn from_text(text: &str) -> Result<Run, String> {
+    pub fn from_text(text: &str) -> Result<RunFile, String> {
         let v = match json::parse(text) {
             Ok(v) => v,
             Err(strict) => match json::parse_relaxed(text) {
@@ -234,8 +234,8 @@ impl Run {
     }
 }
 
-/// Read `path` ([`Run::from_text`]); errors start with the path.
-pub fn read_file(path: &Path) -> Result<Run, String> {
+/// Read `path` ([`RunFile::from_text`]); errors start with the path.
+pub fn read_file(path: &Path) -> Result<RunFile, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let text = String::from_utf8(bytes).map_err(|e| {
         format!(
@@ -244,12 +244,12 @@ pub fn read_file(path: &Path) -> Result<Run, String> {
             e.utf8_error().valid_up_to()
         )
     })?;
-    Run::from_text(&text).map_err(|e| format!("{}: {e}", path.display()))
+    RunFile::from_text(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Write `run` to `path` ([`Run::to_json`]); errors start with the path.
+/// Write `run` to `path` ([`RunFile::to_json`]); errors start with the path.
 #[allow(dead_code)] // for perf --json
-pub fn write_file(path: &Path, run: &Run) -> Result<(), String> {
+pub fn write_file(path: &Path, run: &RunFile) -> Result<(), String> {
     std::fs::write(path, run.to_json()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -374,7 +374,7 @@ impl<'a> Obj<'a> {
     }
 }
 
-fn from_value(v: &Value) -> Result<Run, String> {
+fn from_value(v: &Value) -> Result<RunFile, String> {
     let o = Obj::new(v, "")?;
     let kind = o.str("kind")?;
     if let Some(u) = v.get("units") {
@@ -439,7 +439,7 @@ fn from_value(v: &Value) -> Result<Run, String> {
             ))
         }
     };
-    Ok(Run {
+    Ok(RunFile {
         tool: o.str("tool")?,
         version: o.str_or("version", "")?,
         test: o.str("test")?,
@@ -498,7 +498,7 @@ fn lat_point(r: &Obj<'_>) -> Result<LatPoint, String> {
 /// `percentile_99.9` (usec); of a bandwidth test: `MsgSize`, `n_iterations`, `BW_peak`,
 /// `BW_average`, `MsgRate` (Mpps). Reports that hold only one figure (`--output`) or a
 /// duration run (`-D`: `t_avg`, `tps_average`) are refused: they have no curve to draw.
-pub fn from_perftest(v: &Value) -> Result<Run, String> {
+pub fn from_perftest(v: &Value) -> Result<RunFile, String> {
     let info = Obj::new(v.get("test_info").unwrap_or(&Value::Null), "test_info")?;
     let res = Obj::new(
         v.get("results")
@@ -571,7 +571,7 @@ pub fn from_perftest(v: &Value) -> Result<Run, String> {
             options.push((flag.to_lowercase(), Value::Bool(true)));
         }
     }
-    Ok(Run {
+    Ok(RunFile {
         tool: "perftest".to_string(),
         version: String::new(),
         test: format!("{verb}_{}", if lat { "lat" } else { "bw" }),
@@ -588,8 +588,8 @@ pub fn from_perftest(v: &Value) -> Result<Run, String> {
 mod tests {
     use super::*;
 
-    fn lat_run() -> Run {
-        let mut r = Run::new(
+    fn lat_run() -> RunFile {
+        let mut r = RunFile::new(
             "write_lat",
             "sim",
             "sim0",
@@ -648,7 +648,7 @@ mod tests {
     fn latency_round_trip() {
         let r = lat_run();
         let text = r.to_json();
-        let back = Run::from_text(&text).unwrap();
+        let back = RunFile::from_text(&text).unwrap();
         // NaN != NaN: compare the non-finite field apart.
         let (Rows::Lat(a), Rows::Lat(b)) = (&r.rows, &back.rows) else {
             panic!("kind changed")
@@ -669,7 +669,7 @@ mod tests {
         assert_eq!(back.version, env!("CARGO_PKG_VERSION"));
         assert_eq!(
             text,
-            Run::from_text(&text).unwrap().to_json(),
+            RunFile::from_text(&text).unwrap().to_json(),
             "stable bytes"
         );
         assert!(text.contains("\"t_stdev\": null"));
@@ -678,7 +678,7 @@ mod tests {
 
     #[test]
     fn bandwidth_round_trip_and_layout() {
-        let r = Run::new(
+        let r = RunFile::new(
             "write_bw",
             "verbs",
             "rxe0",
@@ -692,14 +692,14 @@ mod tests {
             }]),
         );
         let text = r.to_json();
-        assert_eq!(Run::from_text(&text).unwrap(), r);
+        assert_eq!(RunFile::from_text(&text).unwrap(), r);
         let want = format!(
             "{{\n  \"tool\": \"rdma-direct\",\n  \"version\": \"{}\",\n  \"test\": \"write_bw\",\n  \"kind\": \"bandwidth\",\n  \"provider\": \"verbs\",\n  \"device\": \"rxe0\",\n  \"transport\": \"UC\",\n  \"units\": {{\"bandwidth\": \"MiB/s\", \"msg_rate\": \"Mpps\"}},\n  \"options\": {{}},\n  \"results\": [\n    {{\"bytes\": 65536, \"iterations\": 5000, \"bw_peak\": 1234.5, \"bw_avg\": 1000.25, \"msg_rate\": 0.016004}}\n  ]\n}}\n",
             env!("CARGO_PKG_VERSION")
         );
         assert_eq!(text, want);
-        let empty = Run::new("send_bw", "sim", "sim0", "RC", Rows::Bw(vec![]));
-        assert_eq!(Run::from_text(&empty.to_json()).unwrap(), empty);
+        let empty = RunFile::new("send_bw", "sim", "sim0", "RC", Rows::Bw(vec![]));
+        assert_eq!(RunFile::from_text(&empty.to_json()).unwrap(), empty);
     }
 
     #[test]
@@ -707,7 +707,7 @@ mod tests {
         let text = lat_run().to_json();
         for end in 0..text.trim_end().len() {
             let Some(t) = text.get(..end) else { continue };
-            match Run::from_text(t) {
+            match RunFile::from_text(t) {
                 Ok(_) => panic!("a prefix of {end} bytes was accepted"),
                 Err(e) => assert!(
                     e.contains("line ") || e.contains("missing") || e.contains("not a result"),
@@ -715,11 +715,11 @@ mod tests {
                 ),
             }
         }
-        let e = Run::from_text("\u{0}\u{1}garbage").unwrap_err();
+        let e = RunFile::from_text("\u{0}\u{1}garbage").unwrap_err();
         assert!(e.starts_with("line 1, column 1:"), "{e}");
-        let e = Run::from_text("[1, 2]").unwrap_err();
+        let e = RunFile::from_text("[1, 2]").unwrap_err();
         assert!(e.contains("an array, not a result object"), "{e}");
-        let e = Run::from_text("{\"a\": 1}").unwrap_err();
+        let e = RunFile::from_text("{\"a\": 1}").unwrap_err();
         assert!(e.contains("not a result file"), "{e}");
     }
 
@@ -727,26 +727,28 @@ mod tests {
     fn schema_errors_name_the_field() {
         let ok = lat_run().to_json();
         let bad = ok.replacen("\"t_min\": 0.412", "\"t_min\": \"fast\"", 1);
-        let e = Run::from_text(&bad).unwrap_err();
+        let e = RunFile::from_text(&bad).unwrap_err();
         assert_eq!(e, "results[0].t_min: expected a number, found a string");
         let bad = ok.replacen("\"bytes\": 2,", "\"bytes\": -2,", 1);
-        let e = Run::from_text(&bad).unwrap_err();
+        let e = RunFile::from_text(&bad).unwrap_err();
         assert!(
             e.starts_with("results[0].bytes: expected a whole number"),
             "{e}"
         );
         let bad = ok.replacen("\"kind\": \"latency\"", "\"kind\": \"power\"", 1);
-        assert!(Run::from_text(&bad).unwrap_err().contains("\"power\""));
+        assert!(RunFile::from_text(&bad).unwrap_err().contains("\"power\""));
         let bad = ok.replacen("\"usec\"", "\"cycles\"", 1);
-        assert!(Run::from_text(&bad).unwrap_err().contains("units.latency"));
+        assert!(RunFile::from_text(&bad)
+            .unwrap_err()
+            .contains("units.latency"));
         let bad = ok.replacen("[512, 1024, 99990]", "[512, 1024]", 1);
-        let e = Run::from_text(&bad).unwrap_err();
+        let e = RunFile::from_text(&bad).unwrap_err();
         assert_eq!(
             e,
             "results[1].histogram[0]: expected [lo_usec, hi_usec, count]"
         );
         let bad = ok.replacen("\"device\": \"sim0\",\n", "", 1);
-        assert_eq!(Run::from_text(&bad).unwrap_err(), "\"device\": missing");
+        assert_eq!(RunFile::from_text(&bad).unwrap_err(), "\"device\": missing");
     }
 
     /// perftest 4.5's `print_report_lat` output for `ib_write_lat -d rxe0 -s 2`, key for key
@@ -755,7 +757,7 @@ mod tests {
 
     #[test]
     fn perftest_45_latency() {
-        let r = Run::from_text(PERFTEST_45_LAT).unwrap();
+        let r = RunFile::from_text(PERFTEST_45_LAT).unwrap();
         assert_eq!(
             (
                 r.tool.as_str(),
@@ -781,7 +783,7 @@ mod tests {
 
     #[test]
     fn perftest_fixtures() {
-        let lat = Run::from_text(include_str!(
+        let lat = RunFile::from_text(include_str!(
             "../../../fixtures/perftest/ib_write_lat_rxe0_2.json"
         ))
         .unwrap();
@@ -789,7 +791,7 @@ mod tests {
             (lat.test.as_str(), lat.rows.sizes()),
             ("write_lat", vec![2])
         );
-        let bw = Run::from_text(include_str!(
+        let bw = RunFile::from_text(include_str!(
             "../../../fixtures/perftest/ib_write_bw_rxe0_65536.json"
         ))
         .unwrap();
@@ -807,7 +809,7 @@ mod tests {
         assert!(bw
             .options
             .contains(&("CQ_Moderation".into(), Value::Num(100.0))));
-        let std = Run::from_text(include_str!(
+        let std = RunFile::from_text(include_str!(
             "../../../fixtures/perftest/ib_send_lat_rxe0_2_json24.json"
         ))
         .unwrap();
@@ -828,7 +830,7 @@ mod tests {
     fn perftest_standard_json_bandwidth() {
         // perftest 24.01+ quotes every key and value and drops the trailing commas.
         let t = "{\n\"test_info\": {\n\"test\": \"Send_Post_List_BW_Test\",\n\"Device\": \"mlx5_0\",\n\"Connection_type\": \"UC\",\n\"CQ_Moderation\": 100\n},\n\"results\": {\n\"MsgSize\": 65536,\n\"n_iterations\": 5000,\n\"BW_peak\": 11000.12,\n\"BW_average\": 10987.65,\n\"MsgRate\": 0.175803\n}\n}\n";
-        let r = Run::from_text(t).unwrap();
+        let r = RunFile::from_text(t).unwrap();
         assert_eq!((r.test.as_str(), r.transport.as_str()), ("send_bw", "UC"));
         assert_eq!(
             r.rows,
@@ -846,25 +848,28 @@ mod tests {
     #[test]
     fn perftest_refusals_and_truncation() {
         let only = "{\ntest_info: {\ntest: RDMA_Write_Latency_Test,\nDevice: \"rxe0\",\n},\nresults: {\navg_lat: 25.000000,\n},\n}\n";
-        let e = Run::from_text(only).unwrap_err();
+        let e = RunFile::from_text(only).unwrap_err();
         assert!(
             e.contains("results.avg_lat") && e.contains("--output"),
             "{e}"
         );
-        let e = Run::from_text(&PERFTEST_45_LAT.replace("t_stdev: 4.21,\n", "")).unwrap_err();
+        let e = RunFile::from_text(&PERFTEST_45_LAT.replace("t_stdev: 4.21,\n", "")).unwrap_err();
         assert_eq!(e, "results.t_stdev: missing");
-        let e =
-            Run::from_text(&PERFTEST_45_LAT.replace("RDMA_Write_", "Raw_Ethernet_")).unwrap_err();
+        let e = RunFile::from_text(&PERFTEST_45_LAT.replace("RDMA_Write_", "Raw_Ethernet_"))
+            .unwrap_err();
         assert!(e.contains("not a perftest RDMA test"), "{e}");
         for end in 0..PERFTEST_45_LAT.trim_end().len() {
             let Some(t) = PERFTEST_45_LAT.get(..end) else {
                 continue;
             };
-            assert!(Run::from_text(t).is_err(), "prefix of {end} bytes accepted");
+            assert!(
+                RunFile::from_text(t).is_err(),
+                "prefix of {end} bytes accepted"
+            );
         }
         // Truncated inside results: the error points into the perftest text, not at line 2.
         let cut = &PERFTEST_45_LAT[..PERFTEST_45_LAT.find("t_avg").unwrap()];
-        let e = Run::from_text(cut).unwrap_err();
+        let e = RunFile::from_text(cut).unwrap_err();
         assert!(e.contains("end of file inside the object"), "{e}");
     }
 }
