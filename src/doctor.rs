@@ -1,4 +1,4 @@
-//! Diagnostics: the troubleshooting order as checks (`rdma-direct doctor`).
+//! Diagnostics: the troubleshooting order as checks that return findings.
 //!
 //! When latency or bandwidth is not what it should be, look from the bottom up, and fix each
 //! layer before tuning the next:
@@ -23,18 +23,18 @@
 //! temporary tree in tests), the verbs query results ([`PortAttr`], [`DeviceCaps`]), and the
 //! process facts ([`HostFacts`], read from `proc/self/{limits,status}` below the same root:
 //! the `getrlimit` and `sched_getaffinity` values, without unsafe code). Only
-//! [`HostFacts::probe`] and [`probe_device`] touch the running system. Every check returns [`Finding`]s; none panics on odd input (a missing or
-//! unreadable sysfs file becomes a `[skip]` with the reason).
-//!
-//! Output, one line per check: `[ ok ]`, `[warn]`, `[FAIL]` or `[skip]`, the check name, what
-//! it saw, and for `[warn]`/`[FAIL]` the fix.
+//! [`HostFacts::probe`] and [`probe_device`] touch the running system. Every check returns
+//! [`Finding`]s (data: a [`Level`], the check's name, what it saw, the fix); none panics on
+//! odd input (a missing or unreadable sysfs file becomes a [`Level::Skip`] with the reason).
+//! [`check_port`] and [`check_host`] run the whole order; the findings are grouped into
+//! [`Section`]s. Printing them is the caller's business (`rdma-direct doctor` prints one line
+//! per finding, or JSON).
 
 use crate::endpoint::Mtu;
 use crate::error::Result;
 use crate::ffi;
 use crate::providers::{QpCaps, QpConfig, QpType};
 use crate::verbs::{Context, Cq, DeviceAttr, LinkLayer, Pd, PortAttr, PortState, Qp};
-use std::fmt;
 use std::path::PathBuf;
 
 /// Bytes of RoCE v2 headers an IB MTU must leave room for inside the netdev MTU: IP (GRH) 40,
@@ -63,40 +63,16 @@ pub enum Level {
     Fail,
 }
 
-impl Level {
-    /// The lower-case word used in JSON: `ok`, `skip`, `warn`, `fail`.
-    pub fn word(self) -> &'static str {
-        match self {
-            Level::Ok => "ok",
-            Level::Skip => "skip",
-            Level::Warn => "warn",
-            Level::Fail => "fail",
-        }
-    }
-}
-
-impl fmt::Display for Level {
-    /// The six-character tag: `[ ok ]`, `[warn]`, `[FAIL]`, `[skip]`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Level::Ok => "[ ok ]",
-            Level::Skip => "[skip]",
-            Level::Warn => "[warn]",
-            Level::Fail => "[FAIL]",
-        })
-    }
-}
-
-/// One line of the report.
+/// The result of one check: what it saw and, when something is wrong, what to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
     /// The outcome.
     pub level: Level,
     /// The check's name: `link`, `mtu`, `pcie width`, ...
     pub check: &'static str,
-    /// What it saw (for `[skip]`: why it did not look).
+    /// What it saw (for [`Level::Skip`]: why it did not look).
     pub saw: String,
-    /// What to do (for `[warn]` and `[FAIL]`), else `None`.
+    /// What to do (for [`Level::Warn`] and [`Level::Fail`]), else `None`.
     pub fix: Option<String>,
 }
 
@@ -132,17 +108,6 @@ impl Finding {
             saw: saw.into(),
             fix: Some(fix.into()),
         }
-    }
-}
-
-impl fmt::Display for Finding {
-    /// `[warn] mtu            active 1024 of max 4096 — fix: ...`
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {:<15} {}", self.level, self.check, self.saw)?;
-        if let Some(fix) = &self.fix {
-            write!(f, " — fix: {fix}")?;
-        }
-        Ok(())
     }
 }
 
@@ -1080,84 +1045,11 @@ impl Section {
     }
 }
 
-/// Counts of `[FAIL]` and `[warn]` lines.
+/// How many findings of `level` the sections hold.
 pub fn count(sections: &[Section], level: Level) -> usize {
     sections
         .iter()
         .flat_map(|s| &s.findings)
         .filter(|f| f.level == level)
         .count()
-}
-
-/// The text report: a title line per section, one indented line per check, a summary.
-pub fn render_text(sections: &[Section]) -> String {
-    let mut s = String::new();
-    for sec in sections {
-        s.push_str(&format!("{}:\n", sec.title));
-        for f in &sec.findings {
-            s.push_str(&format!("\t{f}\n"));
-        }
-    }
-    s.push_str(&format!(
-        "doctor: {} FAIL, {} warn\n",
-        count(sections, Level::Fail),
-        count(sections, Level::Warn)
-    ));
-    s
-}
-
-/// A JSON string literal for `s`.
-pub fn json_str(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\r' => o.push_str("\\r"),
-            '\t' => o.push_str("\\t"),
-            c if u32::from(c) < 0x20 => o.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
-/// The JSON report, one line:
-/// `{"sections":[{"title":..,"device":..,"port":..,"checks":[{"level":"ok","check":..,
-/// "saw":..,"fix":null}]}],"fail":N,"warn":N}`.
-pub fn render_json(sections: &[Section]) -> String {
-    let secs: Vec<String> = sections
-        .iter()
-        .map(|sec| {
-            let checks: Vec<String> = sec
-                .findings
-                .iter()
-                .map(|f| {
-                    format!(
-                        "{{\"level\":\"{}\",\"check\":{},\"saw\":{},\"fix\":{}}}",
-                        f.level.word(),
-                        json_str(f.check),
-                        json_str(&f.saw),
-                        f.fix.as_deref().map_or("null".to_string(), json_str)
-                    )
-                })
-                .collect();
-            format!(
-                "{{\"title\":{},\"device\":{},\"port\":{},\"checks\":[{}]}}",
-                json_str(&sec.title),
-                sec.device.as_deref().map_or("null".to_string(), json_str),
-                sec.port.map_or("null".to_string(), |p| p.to_string()),
-                checks.join(",")
-            )
-        })
-        .collect();
-    format!(
-        "{{\"sections\":[{}],\"fail\":{},\"warn\":{}}}\n",
-        secs.join(","),
-        count(sections, Level::Fail),
-        count(sections, Level::Warn)
-    )
 }

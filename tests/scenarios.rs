@@ -1,11 +1,13 @@
 //! The fixture scenarios of `fixtures/scenarios/`.
 //!
-//! - `every_scenario_parses` (host): all files parse, and the set the issue lists is there.
+//! - `every_scenario_parses` (host): all files parse, and every scenario listed below is there.
 //! - `every_scenario_passes_on_verbs_device` (device, `#[ignore]`): each scenario runs on the
 //!   verbs fallback provider opened on `RDMA_DIRECT_DEVICE` (rxe0 in the guest); any
 //!   completion or byte mismatch fails with the runner's diff.
 
-use rdma_direct::scenario::{load_dir, Scenario};
+mod scenario;
+
+use scenario::{load_dir, Scenario};
 
 fn scenario_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios")
@@ -62,7 +64,7 @@ mod common;
 fn every_scenario_passes_on_verbs_device() {
     use rdma_direct::providers::rxe::VerbsDevice;
     use rdma_direct::providers::{Provider, ProviderKind};
-    use rdma_direct::scenario::{run_scenario, RunOpts};
+    use scenario::{run_scenario, RunOpts};
 
     let dev = common::device();
     let mut p = match VerbsDevice::open(&dev) {

@@ -5,7 +5,9 @@
 
 use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::ProviderKind;
-use rdma_direct::scenario::{load_dir, run_scenario, RunOpts, Scenario};
+mod scenario;
+
+use scenario::{load_dir, run_scenario, RunOpts, Scenario};
 
 fn all() -> Vec<Scenario> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");

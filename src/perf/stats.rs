@@ -1,9 +1,9 @@
 //! perftest's statistics, as a pure function of the timestamps.
 //!
-//! Nothing here touches a device: the measured loop hands over nanosecond timestamps taken
-//! with [`std::time::Instant`] and these functions turn them into the rows `ib_*_lat` and
-//! `ib_*_bw` print. The rules are perftest 4.5's (`print_report_lat` / `print_report_bw` in
-//! `src/perftest_parameters.c`), restated:
+//! Nothing here touches a device: the measured loop hands over nanosecond timestamps and
+//! these functions turn them into the values of the rows `ib_*_lat` and `ib_*_bw` print
+//! (formatting them is the caller's business). The rules are perftest 4.5's
+//! (`print_report_lat` / `print_report_bw` in `src/perftest_parameters.c`), restated:
 //!
 //! **Latency.** A sample is the interval between two consecutive posts of the measuring side
 //! (`n` iterations give `n - 1` samples). The samples are sorted and the two largest are
@@ -179,13 +179,6 @@ impl BwUnit {
             BwUnit::Gbps => 125_000_000.0,
         }
     }
-    /// Column label (`MiB/sec`, `Gb/sec`).
-    pub fn label(self) -> &'static str {
-        match self {
-            BwUnit::MiBps => "MiB/sec",
-            BwUnit::Gbps => "Gb/sec",
-        }
-    }
 }
 
 /// One row of a bandwidth table.
@@ -254,124 +247,4 @@ pub fn bw_row(
         msg_rate_mpps: iters as f64 / secs / 1e6,
         unit,
     })
-}
-
-/// The dashed rule perftest prints around its header and under its table.
-pub const RULE: &str =
-    "---------------------------------------------------------------------------------------";
-
-/// Latency columns, exactly as perftest titles them.
-pub const LAT_COLUMNS: [&str; 9] = [
-    "#bytes",
-    "#iterations",
-    "t_min[usec]",
-    "t_max[usec]",
-    "t_typical[usec]",
-    "t_avg[usec]",
-    "t_stdev[usec]",
-    "99% percentile[usec]",
-    "99.9% percentile[usec]",
-];
-
-/// Bandwidth columns for `unit`.
-pub fn bw_columns(unit: BwUnit) -> [String; 5] {
-    let u = unit.label();
-    [
-        "#bytes".into(),
-        "#iterations".into(),
-        format!("BW peak[{u}]"),
-        format!("BW average[{u}]"),
-        "MsgRate[Mpps]".into(),
-    ]
-}
-
-/// A table line: one leading space, then each cell left-aligned in the width of its column
-/// title, cells separated by two spaces, no trailing blanks.
-fn table_line<S: AsRef<str>>(titles: &[S], cells: &[String]) -> String {
-    let mut s = String::from(" ");
-    for (k, (t, c)) in titles.iter().zip(cells).enumerate() {
-        if k > 0 {
-            s.push_str("  ");
-        }
-        let w = t.as_ref().len();
-        s.push_str(&format!("{c:<w$}"));
-    }
-    s.truncate(s.trim_end().len());
-    s
-}
-
-/// The latency table's header line.
-pub fn lat_header() -> String {
-    let titles: Vec<String> = LAT_COLUMNS.iter().map(|t| t.to_string()).collect();
-    table_line(&LAT_COLUMNS, &titles)
-}
-
-/// The bandwidth table's header line for `unit`.
-pub fn bw_header(unit: BwUnit) -> String {
-    let c = bw_columns(unit);
-    table_line(&c, &c)
-}
-
-impl LatRow {
-    /// The row as printed under [`lat_header`] (microseconds with two decimals, as perftest).
-    pub fn line(&self) -> String {
-        let f = |v: f64| format!("{v:.2}");
-        table_line(
-            &LAT_COLUMNS,
-            &[
-                self.bytes.to_string(),
-                self.iters.to_string(),
-                f(self.t_min),
-                f(self.t_max),
-                f(self.t_typical),
-                f(self.t_avg),
-                f(self.t_stdev),
-                f(self.p99),
-                f(self.p99_9),
-            ],
-        )
-    }
-    /// One JSON object on one line, for scripts (microseconds, three decimals).
-    pub fn json(&self) -> String {
-        format!(
-            "{{\"bytes\":{},\"iterations\":{},\"t_min_us\":{:.3},\"t_max_us\":{:.3},\"t_typical_us\":{:.3},\"t_avg_us\":{:.3},\"t_stdev_us\":{:.3},\"p99_us\":{:.3},\"p99_9_us\":{:.3}}}",
-            self.bytes,
-            self.iters,
-            self.t_min,
-            self.t_max,
-            self.t_typical,
-            self.t_avg,
-            self.t_stdev,
-            self.p99,
-            self.p99_9
-        )
-    }
-}
-
-impl BwRow {
-    /// The row as printed under [`bw_header`] (bandwidth with two decimals, MsgRate with six,
-    /// as perftest).
-    pub fn line(&self) -> String {
-        table_line(
-            &bw_columns(self.unit),
-            &[
-                self.bytes.to_string(),
-                self.iters.to_string(),
-                format!("{:.2}", self.bw_peak),
-                format!("{:.2}", self.bw_avg),
-                format!("{:.6}", self.msg_rate_mpps),
-            ],
-        )
-    }
-    /// One JSON object on one line, for scripts.
-    pub fn json(&self) -> String {
-        let key = match self.unit {
-            BwUnit::MiBps => "mib_per_s",
-            BwUnit::Gbps => "gbit_per_s",
-        };
-        format!(
-            "{{\"bytes\":{},\"iterations\":{},\"bw_peak_{key}\":{:.3},\"bw_avg_{key}\":{:.3},\"msg_rate_mpps\":{:.6}}}",
-            self.bytes, self.iters, self.bw_peak, self.bw_avg, self.msg_rate_mpps
-        )
-    }
 }

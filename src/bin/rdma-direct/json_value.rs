@@ -117,21 +117,9 @@ impl Value {
     }
 }
 
-/// Append `s` as a JSON string literal (quotes, `\"`, `\\`, control characters escaped).
+/// Append `s` as a JSON string literal (the escaping is [`crate::json::string`]'s).
 pub fn write_str(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    out.push_str(&crate::json::string(s));
 }
 
 /// A number as JSON text: the shortest form that reads back to the same `f64`; `null` for

@@ -4,13 +4,14 @@ mod bench;
 mod devices;
 mod doctor;
 mod info;
+mod json;
 mod json_value;
 mod perf;
 mod pingpong;
 mod plot;
 mod plotcmd;
 mod results;
-mod simpingpong;
+mod table;
 
 const USAGE: &str = "\
 rdma-direct — kernel-bypass RDMA data plane (mlx5 direct, verbs fallback, software mlx5 device)

@@ -1,10 +1,13 @@
-//! Declarative transfer scenarios (`fixtures/scenarios/*.scn`) and their runner.
+//! Declarative transfer scenarios (`fixtures/scenarios/*.scn`) and their runner: test
+//! support, not part of the library. A test binary includes it with `mod scenario;`
+//! (`tests/scenarios.rs` on a verbs device, `tests/sim_scenarios.rs` on the sim); it uses
+//! only the library's public API.
 //!
 //! A scenario is a small text file: the QPs, CQs, SRQs and buffers it needs, a sequence of
 //! posts, doorbells and expected completions, and the expected final contents of every
 //! buffer. The file format is documented in `fixtures/scenarios/README.md`; [`parse`] reads
 //! one file (line-numbered errors, never a panic), [`load_dir`] reads a directory, and
-//! [`run_scenario`] executes a scenario on any [`Provider`](crate::providers::Provider):
+//! [`run_scenario`] executes a scenario on any [`Provider`](rdma_direct::providers::Provider):
 //! the verbs fallback on rxe, the software mlx5 device, or mlx5 hardware.
 //!
 //! ## What the runner checks
@@ -18,7 +21,7 @@
 //!   nothing across queues, and an SQ and an RQ sharing a CQ are different queues).
 //! - Selective signaling: the runner keeps its own list of outstanding send requests per SQ;
 //!   a send completion must cover exactly the unsignaled requests still outstanding before it
-//!   ([`Completion::covered`](crate::providers::Completion::covered) and `covered_from`).
+//!   ([`Completion::covered`](rdma_direct::providers::Completion::covered) and `covered_from`).
 //! - Nothing is lost and nothing is extra: after the last step no further completion may
 //!   arrive within [`RunOpts::settle`], and every request posted (and not rejected) must have
 //!   been retired exactly once.
@@ -32,10 +35,12 @@
 //! Any mismatch is a [`Failure`] naming the scenario, the file line and step, expected vs got
 //! and, for bytes, the first differing offset with a hex window.
 
+#![allow(dead_code)]
+
 use std::fmt;
 use std::path::Path;
 
-use crate::providers::{PostError, ProviderKind, QpType, WcOpcode, WcStatus};
+use rdma_direct::providers::{PostError, ProviderKind, QpType, WcOpcode, WcStatus};
 
 mod parse;
 mod run;
@@ -127,7 +132,7 @@ pub struct BufDecl {
     pub size: usize,
     /// Initial fill.
     pub fill: Fill,
-    /// MR access flags ([`crate::providers::Access`] bits).
+    /// MR access flags ([`rdma_direct::providers::Access`] bits).
     pub access: u32,
     /// Declaring line.
     pub line: usize,
@@ -643,7 +648,7 @@ mod tests {
                 qp_type: QpType::Uc,
             },
             PostError::BadState {
-                state: crate::providers::QpState::Init,
+                state: rdma_direct::providers::QpState::Init,
             },
             PostError::UdDest,
             PostError::UdTooLarge { len: 2, mtu: 1 },

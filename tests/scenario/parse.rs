@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use super::*;
-use crate::providers::Access;
+use rdma_direct::providers::Access;
 
 /// Largest buffer a scenario may declare (a typo must not allocate the machine away).
 const MAX_BUF: usize = 64 << 20;

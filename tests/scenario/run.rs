@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use memmap2::MmapMut;
 
 use super::*;
-use crate::providers::{
+use rdma_direct::providers::{
     Access, AddressHandle, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Payload,
     Provider, QpCaps, QpConfig, QueuePair, RecvQueue, RecvWr, SendFlags, SendOp, SendQueue, SendWr,
     Sge, UdDest, WcFlags,
@@ -27,7 +27,7 @@ enum Owner {
     Recv(RecvTarget),
 }
 
-/// Run `sc` on `p`. See the module documentation of [`crate::scenario`] for what is checked.
+/// Run `sc` on `p`. See the module documentation of this module for what is checked.
 pub fn run_scenario<P: Provider>(
     p: &mut P,
     sc: &Scenario,
@@ -73,7 +73,7 @@ struct Runner<'s, P: Provider> {
     qp_cq: Vec<(usize, usize)>,
     qkey: u32,
     /// Each connected QP's endpoint and the options it was connected with (for AHs).
-    eps: Vec<Option<(crate::providers::QpEndpoint, ConnectOpts)>>,
+    eps: Vec<Option<(rdma_direct::providers::QpEndpoint, ConnectOpts)>>,
     /// Outstanding send requests per QP, in post order: (wr_id, signaled).
     sq_out: Vec<VecDeque<(u64, bool)>>,
     /// Outstanding receives per queue.
@@ -772,7 +772,7 @@ impl<'s, P: Provider> Runner<'s, P> {
             }
             // Only a UD receive buffer holds the GRH; on RC/UC over RoCE the flag is set
             // (rxe, mlx5) but means nothing to the receiver.
-            let ud = self.sc.qps[want_qp].qp_type == crate::providers::QpType::Ud;
+            let ud = self.sc.qps[want_qp].qp_type == rdma_direct::providers::QpType::Ud;
             if is_recv && ud && c.flags.contains(WcFlags::GRH) != e.grh {
                 errs.push(format!(
                     "GRH flag {}, expected {}",

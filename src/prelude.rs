@@ -1,0 +1,71 @@
+//! The names an embedding program needs, in one `use`:
+//!
+//! ```
+//! use rdma_direct::prelude::*;
+//! ```
+//!
+//! - the three devices, each a [`Provider`]: [`Mlx5Device`] (direct WQE writing on an mlx5
+//!   NIC), [`VerbsDevice`] (libibverbs post/poll, any verbs device such as rxe) and
+//!   [`SimDevice`] (the software mlx5 device);
+//! - the provider traits: [`Provider`] (control path: PD, MR, CQ, SRQ, QP, bring-up) and the
+//!   data-plane traits [`QueuePair`], [`SendQueue`], [`RecvQueue`], [`CompletionQueue`],
+//!   [`MemoryRegion`];
+//! - work requests and completions: [`SendWr`], [`SendOp`], [`SendFlags`], [`Sge`],
+//!   [`UdDest`], [`RecvWr`], [`Completion`], [`WcStatus`], [`WcOpcode`], [`WcFlags`],
+//!   [`PostError`], [`Rejected`];
+//! - QP set-up: [`QpType`], [`QpCaps`], [`QpConfig`], [`QpState`], [`ConnectOpts`],
+//!   [`Access`], [`AddressHandle`], [`QpEndpoint`], [`Mtu`], [`ProviderKind`];
+//! - [`Error`] and [`Result`].
+//!
+//! A program written against the traits runs on every device. Two RC QPs on the software
+//! device, one SEND between them:
+//!
+//! ```
+//! use rdma_direct::prelude::*;
+//!
+//! fn send_one<P: Provider>(p: &mut P) -> Result<Completion> {
+//!     let mut mem = vec![0u8; 2 * 64];
+//!     let pd = p.alloc_pd()?;
+//!     // SAFETY: `mem` outlives the MR (dropped at the end of this function, after it).
+//!     let mr = unsafe { p.reg_mr(&pd, mem.as_mut_ptr(), mem.len(), Access::LOCAL_WRITE)? };
+//!     let cfg = QpConfig::new(QpType::Rc);
+//!     let (mut ca, mut cb) = (p.create_cq(16)?, p.create_cq(16)?);
+//!     let mut a = p.create_qp(&pd, &mut ca, None, None, &cfg)?;
+//!     let mut b = p.create_qp(&pd, &mut cb, None, None, &cfg)?;
+//!     let opts = ConnectOpts::default();
+//!     let (ea, eb) = (p.endpoint(&a, &opts)?, p.endpoint(&b, &opts)?);
+//!     p.connect(&mut a, &ea, &eb, &opts)?;
+//!     p.connect(&mut b, &eb, &ea, &opts)?;
+//!
+//!     let into = [mr.sge(64, 64)];
+//!     // A refused post hands the request back with the reason (a `PostError`).
+//!     let posted = b.rq().post_recv(RecvWr { wr_id: 7, sges: &into });
+//!     assert_eq!(posted.map_err(|r| r.error), Ok(()));
+//!     b.rq().ring();
+//!     let from = [mr.sge(0, 64)];
+//!     let posted = a.sq().post(SendWr::send(1, &from).signaled());
+//!     assert_eq!(posted.map_err(|r| r.error), Ok(()));
+//!     a.sq().ring();
+//!
+//!     let mut wc = [Completion::EMPTY];
+//!     while cb.poll(&mut wc) == 0 {
+//!         p.progress();
+//!     }
+//!     Ok(wc[0])
+//! }
+//!
+//! let c = send_one(&mut SimDevice::new()).unwrap();
+//! assert!(c.is_ok());
+//! assert_eq!((c.wr_id, c.byte_len), (7, 64));
+//! ```
+
+pub use crate::providers::mlx5::Mlx5Device;
+pub use crate::providers::rxe::VerbsDevice;
+pub use crate::providers::sim::SimDevice;
+pub use crate::providers::{
+    Access, AddressHandle, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, PostError,
+    Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState, QpType, QueuePair, RecvQueue,
+    RecvWr, Rejected, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode,
+    WcStatus,
+};
+pub use crate::{Error, Result};
