@@ -60,7 +60,7 @@
 //! ```
 
 pub use crate::providers::mlx5::Mlx5Device;
-pub use crate::providers::rxe::VerbsDevice;
+pub use crate::providers::verbs::VerbsDevice;
 pub use crate::providers::sim::SimDevice;
 pub use crate::providers::{
     Access, AddressHandle, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, PostError,

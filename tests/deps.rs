@@ -178,8 +178,7 @@ fn is_lib(f: &str) -> bool {
 
 /// Wire is set to `Some` until `src/wire` stops importing the data-plane vocabulary
 /// (`crate::providers::{WcStatus, SendWr, ...}`); flip it to `None` once it holds.
-const WIRE_PENDING: Option<&str> =
-    Some("src/wire still imports crate::providers (WcStatus, SendWr, ...)");
+const WIRE_PENDING: Option<&str> = None;
 /// The CLI still names `rdma_direct::ffi` for two transport constants in `info.rs`;
 /// `Device::transport_str` replaces them. Flip to `None` once it holds.
 const CLI_FFI_PENDING: Option<&str> =

@@ -17,7 +17,7 @@ use std::cell::Cell;
 
 use rdma_direct::perf::stats::BwUnit;
 use rdma_direct::perf::{self, Params, Row, Test};
-use rdma_direct::providers::rxe::VerbsDevice;
+use rdma_direct::providers::verbs::VerbsDevice;
 use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::{Provider, ProviderKind, QpType};
 
@@ -312,7 +312,11 @@ fn measured_loops_allocate_nothing_per_iteration() {
                 perf::run(&mut p, &o).expect("run");
             })
         };
-        let (few, many) = (count(20), count(2000));
+        // The fewest of three runs: a run that waited for the device may take one or two
+        // allocations off the loop (a wider number formatted in a message), which no
+        // per-iteration allocation could hide: that would add about 2000 in every run.
+        let least = |n: u32| (0..3).map(|_| count(n)).min().unwrap_or(0);
+        let (few, many) = (least(20), least(2000));
         assert_eq!(
             few, many,
             "{test}: {few} allocations at -n 20, {many} at -n 2000"

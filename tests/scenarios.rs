@@ -62,7 +62,7 @@ mod common;
 #[test]
 #[ignore = "device test: needs RDMA_DIRECT_DEVICE (rxe0 in the guest, tests/guest/run)"]
 fn every_scenario_passes_on_verbs_device() {
-    use rdma_direct::providers::rxe::VerbsDevice;
+    use rdma_direct::providers::verbs::VerbsDevice;
     use rdma_direct::providers::{Provider, ProviderKind};
     use scenario::{run_scenario, RunOpts};
 
