@@ -60,8 +60,8 @@
 //! ```
 
 pub use crate::providers::mlx5::Mlx5Device;
-pub use crate::providers::verbs::VerbsDevice;
 pub use crate::providers::sim::SimDevice;
+pub use crate::providers::verbs::VerbsDevice;
 pub use crate::providers::{
     Access, AddressHandle, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, PostError,
     Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState, QpType, QueuePair, RecvQueue,

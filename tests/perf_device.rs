@@ -17,8 +17,8 @@ use std::cell::Cell;
 
 use rdma_direct::perf::stats::BwUnit;
 use rdma_direct::perf::{self, Params, Row, Test};
-use rdma_direct::providers::verbs::VerbsDevice;
 use rdma_direct::providers::sim::SimDevice;
+use rdma_direct::providers::verbs::VerbsDevice;
 use rdma_direct::providers::{Provider, ProviderKind, QpType};
 
 /// Counts the allocations of the threads that switched counting on.
