@@ -32,12 +32,12 @@
 //!   every point with its spread); `--svg FILE` (message rate and ns/WQE against the batch
 //!   size, log2 axis, one line per configuration); `--explain` derives the per-doorbell and
 //!   per-WQE costs from the measured curve and says where they go.
+//!
+//! A child module of `bench.rs` (`bench batching`), so it shares that module's copy of the
+//! plain-memory rig.
 
 use std::fmt::Write as _;
 use std::time::Instant;
-
-#[path = "../../../benches/rig/plain.rs"]
-mod plain;
 
 use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Device, Mlx5Qp};
 use rdma_direct::providers::rxe::VerbsDevice;
@@ -47,8 +47,9 @@ use rdma_direct::providers::{
     QpType, QueuePair, SendQueue, SendWr,
 };
 
-use super::json_value::Value;
-use super::plot::{self, Chart, Point, Series, XKind, YScale};
+use super::plain;
+use crate::json_value::Value;
+use crate::plot::{self, Chart, Point, Series, XKind, YScale};
 
 const USAGE: &str = "\
 usage: rdma-direct bench batching [options]
@@ -69,9 +70,9 @@ doorbell, for every doorbell mode x signaling period x payload x size.
                        default 1,16,batch. The last request of a sample is always signaled
   -p, --payload LIST   inline, sge (default inline)
   -s, --size LIST      message sizes in bytes (default 8; inline at most 128)
-  -r, --reps N         samples per point (default: plain 31, sim 7, verbs/mlx5 5)
+  -r, --reps N         samples per point (default: plain 31, sim 9, verbs/mlx5 5)
   -w, --warmup N       samples thrown away first (default: plain 10, others 2)
-  -n, --wqes N         WQEs per sample (default: plain 1024, sim 4096, verbs/mlx5 2048)
+  -n, --wqes N         WQEs per sample (default: plain 1024, sim and verbs/mlx5 2048)
       --json FILE      write the results as JSON
       --svg FILE       plot message rate and ns/WQE against the batch size
       --explain        say where the cost per WQE goes, from the measured curve
@@ -416,7 +417,7 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
     }
     let (reps, warm, wqes) = match o.at {
         Where::Plain => (31, 10, 1024),
-        Where::Sim => (7, 2, 4096),
+        Where::Sim => (9, 2, 2048),
         Where::Verbs | Where::Mlx5 => (5, 2, 2048),
     };
     if o.reps == 0 {
@@ -660,6 +661,7 @@ fn device_sample<P: Target>(
     let (mut posted, mut done) = (0u32, 0u32);
     let t0 = Instant::now();
     let mut idle_since: Option<Instant> = None;
+    let mut spins = 0u32;
     while done < total {
         while posted < total && posted - done + batch <= DEPTH {
             let sq = b.cqp.sq();
@@ -682,6 +684,11 @@ fn device_sample<P: Target>(
         let m = b.ccq.poll(&mut wcs);
         if m == 0 {
             p.progress();
+            spins += 1;
+            if spins > 1024 {
+                // A device thread may share this core (the sim; a busy machine): let it run.
+                std::thread::yield_now();
+            }
             let now = Instant::now();
             let since = *idle_since.get_or_insert(now);
             if now.duration_since(since).as_secs() >= 10 {
@@ -692,6 +699,7 @@ fn device_sample<P: Target>(
             continue;
         }
         idle_since = None;
+        spins = 0;
         for w in &wcs[..m] {
             if !w.is_ok() {
                 return Err(format!(
@@ -938,7 +946,9 @@ fn charts(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Vec<Chart> {
         )
     };
     let band = res.len() <= plot::MAX_BANDS;
-    let mk = |y: &dyn Fn(&Stat) -> (f64, (f64, f64))| -> Vec<Series> {
+    // A point's value and its band.
+    type Pick<'f> = &'f dyn Fn(&Stat) -> (f64, (f64, f64));
+    let mk = |y: Pick| -> Vec<Series> {
         res.iter()
             .map(|(c, pts)| Series {
                 name: series_name(o, c),
@@ -996,10 +1006,7 @@ fn fit(pts: &[Stat]) -> Option<(f64, f64)> {
     Some((z.med - d * iz, d))
 }
 
-fn find<'a>(
-    res: &'a [(Config, Vec<Stat>)],
-    f: impl Fn(&Config) -> bool,
-) -> Option<&'a (Config, Vec<Stat>)> {
+fn find(res: &[(Config, Vec<Stat>)], f: impl Fn(&Config) -> bool) -> Option<&(Config, Vec<Stat>)> {
     res.iter().find(|(c, _)| f(c))
 }
 
@@ -1035,7 +1042,7 @@ fn explain(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
         .find_map(|&sig| base(first_mode, sig))
         .or_else(|| res.first());
     if let Some((c, pts)) = lean {
-        if let Some((w, d)) = fit(pts) {
+        if let Some((w, d)) = fit(pts).filter(|&(w, d)| w > 0.0 && d >= 0.0) {
             let _ = writeln!(
                 s,
                 " - Fitting t(b) = w + d/b to the {} curve ({}): w = {:.2} ns per WQE, \
@@ -1050,8 +1057,18 @@ fn explain(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
                 "   At batch 1 the doorbell is {:.0} % of the cost; at batch {} it is {:.0} %.",
                 100.0 * d / (w + d).max(1e-9),
                 pts.last().map_or(0, |p| p.batch),
-                100.0 * (d / pts.last().map_or(1, |p| p.batch) as f64)
-                    / pts.last().map_or(1.0, |p| p.med)
+                {
+                    let b = pts.last().map_or(1, |p| p.batch) as f64;
+                    100.0 * (d / b) / (w + d / b).max(1e-9)
+                }
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                " - The {} curve ({}) does not fall as w + d/b: too noisy to split into a \
+                 per-WQE and a per-doorbell cost (a busy machine? more -r, -n).",
+                c.mode.name(),
+                c.signal.name()
             );
         }
     }
@@ -1067,7 +1084,7 @@ fn explain(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
             let _ = writeln!(
                 s,
                 " - Per doorbell (d): the store barrier before the doorbell record (a compiler \
-                 barrier on x86_64, dmb on aarch64), the dbrec store, the two store fences \
+                 barrier on x86_64, dsb st on aarch64), the dbrec store, the two store fences \
                  around the write-combining store (measured here: {f:.2} ns for the pair), and \
                  the 8-byte doorbell or the BlueFlame copy. Batching divides all of it by b."
             );

@@ -11,6 +11,9 @@ use std::time::Instant;
 #[path = "../../../benches/rig/plain.rs"]
 mod plain;
 
+#[path = "batching.rs"]
+mod batching;
+
 use plain::{BenchOp, Loopback};
 use rdma_direct::providers::mlx5::DoorbellMode;
 use rdma_direct::providers::{Completion, CompletionQueue, QueuePair, SendQueue};
@@ -269,7 +272,7 @@ pub fn run(args: &[String]) -> i32 {
                 2
             }
         },
-        "batching" => super::batching::run(rest),
+        "batching" => batching::run(rest),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");
             0

@@ -1,6 +1,5 @@
 //! `rdma-direct`: the command-line tool.
 
-mod batching;
 mod bench;
 mod devices;
 mod doctor;
