@@ -23,9 +23,10 @@
 //!   staged, as libmlx5 does (its rule: `ds > 1` and it fits the BlueFlame half), the 8-byte
 //!   doorbell for lists. A BlueFlame copy of the last WQE of a list (`bf-last`) needs a
 //!   doorbell mode the mlx5 send queue does not offer; it is refused with that reason.
-//! - Sound measurement: warm-up samples (not recorded), then `--reps` samples per point; each
-//!   sample times many batches (about a thousand WQEs on plain memory), so the clock read
-//!   costs well under 1 % of a sample. Per point: median, p10, p90, min, max of ns/WQE, and
+//! - Sound measurement: warm-up rounds (not recorded), then `--reps` rounds; a round takes
+//!   one sample of every point in turn (round-robin, so a slow phase of a busy machine hits
+//!   all configurations alike); each sample times many batches (about a thousand WQEs on
+//!   plain memory), so the clock read costs well under 1 % of a sample. Per point: median, p10, p90, min, max of ns/WQE, and
 //!   the message rate of the median.
 //! - Output: one perftest-style table per configuration with the provider named and the line
 //!   "plain-memory and sim figures are not hardware figures"; `--json FILE` (one object,
@@ -70,8 +71,8 @@ doorbell, for every doorbell mode x signaling period x payload x size.
                        default 1,16,batch. The last request of a sample is always signaled
   -p, --payload LIST   inline, sge (default inline)
   -s, --size LIST      message sizes in bytes (default 8; inline at most 128)
-  -r, --reps N         samples per point (default: plain 31, sim 9, verbs/mlx5 5)
-  -w, --warmup N       samples thrown away first (default: plain 10, others 2)
+  -r, --reps N         samples per point (default: plain 101, sim 9, verbs/mlx5 5)
+  -w, --warmup N       samples thrown away first (default: plain 20, others 2)
   -n, --wqes N         WQEs per sample (default: plain 1024, sim and verbs/mlx5 2048)
       --json FILE      write the results as JSON
       --svg FILE       plot message rate and ns/WQE against the batch size
@@ -416,7 +417,7 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
         );
     }
     let (reps, warm, wqes) = match o.at {
-        Where::Plain => (31, 10, 1024),
+        Where::Plain => (101, 20, 1024),
         Where::Sim => (9, 2, 2048),
         Where::Verbs | Where::Mlx5 => (5, 2, 2048),
     };
@@ -491,31 +492,58 @@ fn summarize(batch: u32, wqes: u32, mut ns: Vec<f64>) -> Stat {
 // ---------------------------------------------------------------------------------------
 // Plain memory
 
-fn plain_point(o: &Opts, c: &Config, batch: u32) -> Result<Stat, String> {
-    let mut lb = plain::Loopback::new(4096);
-    lb.qp.set_doorbell_mode(c.mode.doorbell());
-    let total = o.sample_wqes(batch);
-    if total > 2048 {
-        return Err(format!(
-            "-n {}: plain memory holds at most 2048 WQEs per sample",
-            o.wqes
-        ));
+/// One point's loopback and what its samples need.
+struct PlainPoint {
+    lb: plain::Loopback,
+    c: Config,
+    batch: u32,
+    total: u32,
+    op: plain::BenchOp,
+    data: Vec<u8>,
+    samples: Vec<f64>,
+}
+
+impl PlainPoint {
+    fn new(o: &Opts, c: Config, batch: u32) -> Result<PlainPoint, String> {
+        let total = o.sample_wqes(batch);
+        if total > 2048 {
+            return Err(format!(
+                "-n {}: plain memory holds at most 2048 WQEs per sample",
+                o.wqes
+            ));
+        }
+        // A ring that one sample fills (the CQ has twice its entries), so the untimed
+        // samples before each timed one leave every line it touches in the cache.
+        let sq = total.next_power_of_two().max(64);
+        let mut lb = plain::Loopback::new(sq);
+        lb.qp.set_doorbell_mode(c.mode.doorbell());
+        Ok(PlainPoint {
+            lb,
+            c,
+            batch,
+            total,
+            op: match c.payload {
+                PayloadKind::Inline => plain::BenchOp::WriteInline,
+                PayloadKind::Sge => plain::BenchOp::Write,
+            },
+            data: vec![0x5au8; c.size.min(MAX_INLINE) as usize],
+            samples: Vec::with_capacity(o.reps as usize),
+        })
     }
-    let sge = lb.sge(c.size);
-    let data = vec![0x5au8; c.size.min(MAX_INLINE) as usize];
-    let op = match c.payload {
-        PayloadKind::Inline => plain::BenchOp::WriteInline,
-        PayloadKind::Sge => plain::BenchOp::Write,
-    };
-    let mut out = [Completion::EMPTY; 64];
-    let mut samples = Vec::with_capacity(o.reps as usize);
-    for s in 0..o.warmup + o.reps {
+
+    /// One sample: post and ring `total` WQEs (timed), let the rig write the CQEs (not
+    /// timed: the device's work), poll them (timed). Returns ns per WQE.
+    fn sample(&mut self) -> Result<f64, String> {
+        let (c, batch, total) = (self.c, self.batch, self.total);
+        let lb = &mut self.lb;
+        let sge = lb.sge(c.size);
+        let mut out = [Completion::EMPTY; 64];
         let t0 = Instant::now();
         let mut i = 0u32;
         let mut signaled = 0u32;
         while i < total {
             for _ in 0..batch {
-                let mut wr = lb.wr(op, &sge, &data, u64::from(i));
+                let mut wr = lb.wr(self.op, &sge, &self.data, u64::from(i));
                 if c.signal.wants(i, batch, total) {
                     wr = wr.signaled();
                     signaled += 1;
@@ -540,11 +568,43 @@ fn plain_point(o: &Opts, c: &Config, batch: u32) -> Result<Stat, String> {
             got += k as u32;
         }
         let ns = (posted + t1.elapsed()).as_nanos() as f64;
-        if s >= o.warmup {
-            samples.push(ns / total as f64);
+        Ok(ns / total as f64)
+    }
+}
+
+/// Every point of the sweep, sampled round-robin (one sample of each point per round), so
+/// that a slow phase of a busy machine hits all configurations alike.
+fn plain_sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
+    let mut pts = Vec::new();
+    for c in o.configs() {
+        for &b in &o.batches {
+            pts.push(PlainPoint::new(o, c, b)?);
         }
     }
-    Ok(summarize(batch, total, samples))
+    for round in 0..o.warmup + o.reps {
+        for p in pts.iter_mut() {
+            // Each point has its own queues: untimed samples over the whole SQ and CQ ring
+            // bring them back into the cache the other points used, as a steady stream of
+            // posts would keep them.
+            let sq = p.total.next_power_of_two().max(64);
+            for _ in 0..(2 * sq).div_ceil(p.total) {
+                p.sample()?;
+            }
+            let ns = p.sample()?;
+            if round >= o.warmup {
+                p.samples.push(ns);
+            }
+        }
+    }
+    let mut res: Vec<(Config, Vec<Stat>)> = Vec::new();
+    for p in pts {
+        let st = summarize(p.batch, p.total, p.samples);
+        match res.last_mut() {
+            Some((c, v)) if *c == p.c => v.push(st),
+            _ => res.push((p.c, vec![st])),
+        }
+    }
+    Ok(res)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -714,43 +774,7 @@ fn device_sample<P: Target>(
     Ok(t0.elapsed().as_nanos() as f64)
 }
 
-fn device_point<P: Target>(
-    p: &mut P,
-    b: &mut Bed<P>,
-    o: &Opts,
-    c: &Config,
-    batch: u32,
-) -> Result<Stat, String> {
-    P::set_mode(&mut b.cqp, c.mode);
-    let total = o.sample_wqes(batch);
-    let data = vec![0x5au8; c.size.min(MAX_INLINE) as usize];
-    let mut samples = Vec::new();
-    let mut dev = Vec::new();
-    for s in 0..o.warmup + o.reps {
-        let before = p.counters();
-        let ns = device_sample(p, b, c, batch, total, &data)?;
-        if s >= o.warmup {
-            samples.push(ns / total as f64);
-            if let (Some((d0, w0)), Some((d1, w1))) = (before, p.counters()) {
-                if d1 > d0 {
-                    dev.push((w1 - w0) as f64 / (d1 - d0) as f64);
-                }
-            }
-        }
-    }
-    let mut st = summarize(batch, total, samples);
-    if !dev.is_empty() {
-        dev.sort_by(|a, b| a.total_cmp(b));
-        st.dev_wqes_per_db = Some(dev[dev.len() / 2]);
-    }
-    Ok(st)
-}
-
-fn device_sweep<P: Target>(
-    p: &mut P,
-    o: &Opts,
-    out: &mut dyn FnMut(&Config, &[Stat]),
-) -> Result<Vec<(Config, Vec<Stat>)>, String> {
+fn device_sweep<P: Target>(p: &mut P, o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
     let max_size = o.sizes.iter().copied().max().unwrap_or(8);
     let inline = if o.payloads.contains(&PayloadKind::Inline) {
         MAX_INLINE
@@ -758,14 +782,43 @@ fn device_sweep<P: Target>(
         0
     };
     let mut b = bed(p, o, inline, max_size).map_err(|e| e.to_string())?;
-    let mut res = Vec::new();
+    let data = vec![0x5au8; max_size.min(MAX_INLINE) as usize];
+    // (config, batch, ns/WQE samples, device WQEs per doorbell samples)
+    let mut pts: Vec<(Config, u32, Vec<f64>, Vec<f64>)> = Vec::new();
     for c in o.configs() {
-        let mut pts = Vec::new();
         for &batch in &o.batches {
-            pts.push(device_point(p, &mut b, o, &c, batch)?);
+            pts.push((c, batch, Vec::new(), Vec::new()));
         }
-        out(&c, &pts);
-        res.push((c, pts));
+    }
+    // Round-robin over the points, as on plain memory.
+    for round in 0..o.warmup + o.reps {
+        for (c, batch, ns, dev) in pts.iter_mut() {
+            P::set_mode(&mut b.cqp, c.mode);
+            let total = o.sample_wqes(*batch);
+            let data = &data[..c.size.min(MAX_INLINE) as usize];
+            let before = p.counters();
+            let t = device_sample(p, &mut b, c, *batch, total, data)?;
+            if round >= o.warmup {
+                ns.push(t / total as f64);
+                if let (Some((d0, w0)), Some((d1, w1))) = (before, p.counters()) {
+                    if d1 > d0 {
+                        dev.push((w1 - w0) as f64 / (d1 - d0) as f64);
+                    }
+                }
+            }
+        }
+    }
+    let mut res: Vec<(Config, Vec<Stat>)> = Vec::new();
+    for (c, batch, ns, mut dev) in pts {
+        let mut st = summarize(batch, o.sample_wqes(batch), ns);
+        if !dev.is_empty() {
+            dev.sort_by(|a, b| a.total_cmp(b));
+            st.dev_wqes_per_db = Some(dev[dev.len() / 2]);
+        }
+        match res.last_mut() {
+            Some((k, v)) if *k == c => v.push(st),
+            _ => res.push((c, vec![st])),
+        }
     }
     // The server QP only receives WRITEs: nothing to poll.
     let _ = &b.sqp;
@@ -1240,43 +1293,26 @@ fn instructions(o: &Opts) -> Result<String, String> {
 // ---------------------------------------------------------------------------------------
 
 fn sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
-    let mut print = |c: &Config, pts: &[Stat]| {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(table(o, c, pts).as_bytes());
-        let _ = out.flush();
-    };
     match o.at {
-        Where::Plain => {
-            let mut res = Vec::new();
-            for c in o.configs() {
-                let mut pts = Vec::new();
-                for &b in &o.batches {
-                    pts.push(plain_point(o, &c, b)?);
-                }
-                print(&c, &pts);
-                res.push((c, pts));
-            }
-            Ok(res)
-        }
+        Where::Plain => plain_sweep(o),
         Where::Sim => {
             let mut p = SimDevice::new();
             // Device-thread mode: a thread plays the HCA, polling doorbells, as hardware
             // would; the mlx5 hot path runs against it unchanged.
             p.start_device_thread().map_err(|e| e.to_string())?;
-            let r = device_sweep(&mut p, o, &mut print);
+            let r = device_sweep(&mut p, o);
             p.stop_device_thread();
             r
         }
         Where::Verbs => {
             let dev = o.device.as_deref().unwrap_or_default();
             let mut p = VerbsDevice::open(dev).map_err(|e| e.to_string())?;
-            device_sweep(&mut p, o, &mut print)
+            device_sweep(&mut p, o)
         }
         Where::Mlx5 => {
             let dev = o.device.as_deref().unwrap_or_default();
             let mut p = Mlx5Device::open(dev).map_err(|e| e.to_string())?;
-            device_sweep(&mut p, o, &mut print)
+            device_sweep(&mut p, o)
         }
     }
 }
@@ -1315,6 +1351,9 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
+    for (c, pts) in &res {
+        print!("{}", table(&o, c, pts));
+    }
     if o.explain {
         print!("{}", explain(&o, &res));
     }
