@@ -534,11 +534,24 @@ impl PlainPoint {
     /// One sample: post and ring `total` WQEs (timed), let the rig write the CQEs (not
     /// timed: the device's work), poll them (timed). Returns ns per WQE.
     fn sample(&mut self) -> Result<f64, String> {
+        let t0 = Instant::now();
+        let signaled = self.post_all()?;
+        let posted = t0.elapsed();
+        // The device's part (writing the CQEs) is not the driver's cost: not timed.
+        self.lb.dev.complete_sends(&mut self.lb.dcq);
+        let t1 = Instant::now();
+        self.poll_all(signaled)?;
+        let ns = (posted + t1.elapsed()).as_nanos() as f64;
+        Ok(ns / self.total as f64)
+    }
+
+    /// Post the sample's WQEs, ringing once per batch. Returns how many were signaled.
+    /// Out of line: `--instructions` counts what runs inside it and [`Self::poll_all`].
+    #[inline(never)]
+    fn post_all(&mut self) -> Result<u32, String> {
         let (c, batch, total) = (self.c, self.batch, self.total);
         let lb = &mut self.lb;
         let sge = lb.sge(c.size);
-        let mut out = [Completion::EMPTY; 64];
-        let t0 = Instant::now();
         let mut i = 0u32;
         let mut signaled = 0u32;
         while i < total {
@@ -555,20 +568,27 @@ impl PlainPoint {
             }
             lb.qp.sq().ring();
         }
-        let posted = t0.elapsed();
-        // The device's part (writing the CQEs) is not the driver's cost: not timed.
-        lb.dev.complete_sends(&mut lb.dcq);
-        let t1 = Instant::now();
+        Ok(signaled)
+    }
+
+    /// Poll the `signaled` completions.
+    #[inline(never)]
+    fn poll_all(&mut self, signaled: u32) -> Result<(), String> {
+        let mut out = [Completion::EMPTY; 64];
         let mut got = 0u32;
         while got < signaled {
-            let k = lb.cq.poll(&mut out);
+            let k = self.lb.cq.poll(&mut out);
             if k == 0 {
                 return Err(format!("the CQ ran dry after {got} of {signaled}"));
             }
             got += k as u32;
         }
-        let ns = (posted + t1.elapsed()).as_nanos() as f64;
-        Ok(ns / total as f64)
+        Ok(())
+    }
+
+    /// Untimed samples taken before each timed one (see [`plain_sweep`]).
+    fn warm_samples(&self) -> u32 {
+        (2 * self.total.next_power_of_two().max(64)).div_ceil(self.total)
     }
 }
 
@@ -586,8 +606,7 @@ fn plain_sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
             // Each point has its own queues: untimed samples over the whole SQ and CQ ring
             // bring them back into the cache the other points used, as a steady stream of
             // posts would keep them.
-            let sq = p.total.next_power_of_two().max(64);
-            for _ in 0..(2 * sq).div_ceil(p.total) {
+            for _ in 0..p.warm_samples() {
                 p.sample()?;
             }
             let ns = p.sample()?;
@@ -1226,8 +1245,9 @@ fn explain(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
 // Instructions (callgrind)
 
 /// Instructions per WQE for each configuration at each batch: the command runs itself under
-/// callgrind twice per point with `n` and `2n` WQEs per sample and one sample, and takes the
-/// difference over `n` (setup, process start and the table cancel out).
+/// callgrind, one round per point, counting only inside the post and poll loops
+/// (`--toggle-collect`; the rig's device work and the setup are not counted), and divides by
+/// the WQEs those loops handled.
 fn instructions(o: &Opts) -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let have = std::process::Command::new("valgrind")
@@ -1242,9 +1262,11 @@ fn instructions(o: &Opts) -> Result<String, String> {
                 .into(),
         );
     }
-    let run = |c: &Config, batch: u32, n: u32| -> Result<f64, String> {
+    let run = |c: &Config, batch: u32| -> Result<f64, String> {
         let out = std::process::Command::new("valgrind")
             .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+            // One pattern for post_all and poll_all: callgrind honours one --toggle-collect.
+            .args(["--toggle-collect=*PlainPoint*po??_all*"])
             .arg(&exe)
             .args([
                 "bench",
@@ -1256,21 +1278,27 @@ fn instructions(o: &Opts) -> Result<String, String> {
                 "-w",
                 "0",
             ])
-            .args(["-l", &batch.to_string(), "-n", &n.to_string()])
+            .args(["-l", &batch.to_string(), "-n", &o.wqes.to_string()])
             .args(["-m", c.mode.name(), "-Q", &c.signal.key()])
             .args(["-p", c.payload.name(), "-s", &c.size.to_string()])
             .output()
             .map_err(|e| format!("valgrind: {e}"))?;
         let err = String::from_utf8_lossy(&out.stderr);
-        err.lines()
+        let collected = err
+            .lines()
             .find_map(|l| l.split("Collected :").nth(1))
             .and_then(|v| v.trim().parse::<f64>().ok())
-            .ok_or_else(|| format!("valgrind printed no 'Collected :' line:\n{err}"))
+            .ok_or_else(|| format!("valgrind printed no 'Collected :' line:\n{err}"))?;
+        let total = o.sample_wqes(batch);
+        let warm = (2 * total.next_power_of_two().max(64)).div_ceil(total);
+        Ok(collected / f64::from((warm + 1) * total))
     };
     let mut s = String::new();
     let _ = writeln!(
         s,
-        " instructions per WQE (callgrind, plain memory; post + ring + poll):"
+        " instructions per WQE (callgrind, plain memory; post + ring + poll, {} WQEs per \
+         sample):",
+        o.wqes
     );
     let _ = write!(s, " {:<44}", "configuration");
     for b in &o.batches {
@@ -1280,17 +1308,12 @@ fn instructions(o: &Opts) -> Result<String, String> {
     for c in o.configs() {
         let _ = write!(s, " {:<44}", series_name(o, &c));
         for &b in &o.batches {
-            let n = (512 / b).max(1) * b;
-            let i1 = run(&c, b, n)?;
-            let i2 = run(&c, b, 2 * n)?;
-            let _ = write!(s, " {:>8.1}", (i2 - i1) / n as f64);
+            let _ = write!(s, " {:>8.1}", run(&c, b)?);
         }
         s.push('\n');
     }
     Ok(s)
 }
-
-// ---------------------------------------------------------------------------------------
 
 fn sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
     match o.at {
