@@ -1157,6 +1157,23 @@ fn explain(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
             );
         }
     }
+    // What batching bought, per configuration.
+    for (c, pts) in res {
+        if let (Some(a), Some(z)) = (pts.first(), pts.last()) {
+            if a.batch != z.batch {
+                let _ = writeln!(
+                    s,
+                    " - {}: batch {} -> {}: {:.2} -> {:.2} Mpps ({:+.0} %).",
+                    series_name(o, c),
+                    a.batch,
+                    z.batch,
+                    a.mpps(),
+                    z.mpps(),
+                    100.0 * (z.mpps() / a.mpps() - 1.0)
+                );
+            }
+        }
+    }
     match o.at {
         Where::Plain => {
             let f = fence_pair_ns();
@@ -1217,9 +1234,9 @@ fn explain(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
                 s,
                 " - On rxe one ibv_post_send is one write() system call; the kernel then \
                  builds, checksums and loops back a packet per WQE and completes it in a \
-                 tasklet. The per-WQE part w dwarfs the per-call part d, so batching barely \
-                 helps: the emulated device in the kernel, not the doorbell, is the \
-                 bottleneck."
+                 tasklet. Where the per-WQE part w dwarfs the per-call part d (the fit \
+                 above), batching barely helps: the emulated device in the kernel, not the \
+                 doorbell, is the bottleneck."
             );
         }
         Where::Mlx5 => {
