@@ -11,15 +11,19 @@ use std::time::Instant;
 #[path = "../../../benches/rig/plain.rs"]
 mod plain;
 
+#[path = "batching.rs"]
+mod batching;
+
 use plain::{BenchOp, Loopback};
 use rdma_direct::providers::mlx5::DoorbellMode;
 use rdma_direct::providers::{Completion, CompletionQueue, QueuePair, SendQueue};
 
 const USAGE: &str = "\
-usage: rdma-direct bench post|poll [options]
+usage: rdma-direct bench post|poll|batching [options]
 
-  post   cost of post + ring per work request
-  poll   cost of polling per completion
+  post      cost of post + ring per work request
+  poll      cost of polling per completion
+  batching  the doorbell-batching curve (see `rdma-direct bench batching --help`)
 
 options:
   -s, --size BYTES     message size (default 8; inline ops: at most 256)
@@ -268,6 +272,7 @@ pub fn run(args: &[String]) -> i32 {
                 2
             }
         },
+        "batching" => batching::run(rest),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");
             0

@@ -1,0 +1,194 @@
+//! `rdma-direct bench batching` end to end, with tiny sweeps: the table names the provider
+//! and says the figures are not hardware figures; `--json` holds one config per doorbell
+//! mode x signaling period with one point per batch size, each with its spread; `--svg`
+//! draws one line per config with one marker per batch size in two panels; bad options are
+//! refused with a message, never a panic. (Structure only: no figure is asserted.)
+
+#[allow(dead_code)]
+#[path = "../src/bin/rdma-direct/json.rs"]
+mod json;
+#[allow(dead_code)]
+#[path = "../src/bin/rdma-direct/json_value.rs"]
+mod json_value;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use json_value::Value;
+
+/// The binary cargo built; elsewhere `RDMA_DIRECT_BIN` or `rdma-direct` on PATH.
+fn exe() -> String {
+    let built = env!("CARGO_BIN_EXE_rdma-direct");
+    if Path::new(built).exists() {
+        return built.to_string();
+    }
+    std::env::var("RDMA_DIRECT_BIN").unwrap_or_else(|_| "rdma-direct".to_string())
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "rdma-direct-batching-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create scratch dir");
+    d
+}
+
+fn batching(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(exe())
+        .args(["bench", "batching"])
+        .args(args)
+        .output()
+        .expect("run rdma-direct");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Run a tiny sweep on `provider`; check the table, the JSON and the SVG.
+fn sweep(provider: &str, describe: &str) {
+    let d = scratch(provider);
+    let (js, svg) = (d.join("b.json"), d.join("b.svg"));
+    let (code, out, err) = batching(&[
+        "--provider",
+        provider,
+        "-l",
+        "1,2,4",
+        "-m",
+        "db8,bf-single",
+        "-Q",
+        "1,batch",
+        "-r",
+        "3",
+        "-w",
+        "1",
+        "-n",
+        "64",
+        "--explain",
+        "--json",
+        js.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains(&format!("provider: {describe}")), "{out}");
+    assert!(
+        out.contains("plain-memory and sim figures are not hardware figures"),
+        "{out}"
+    );
+    assert!(out.contains("Where the cost goes"), "{out}");
+    // One table per config, one row per batch size.
+    let tables = out.lines().filter(|l| l.starts_with(" doorbell: ")).count();
+    assert_eq!(tables, 4, "{out}");
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() >= 9 && ["1", "2", "4"].contains(&f[0]) && f[2].parse::<f64>().is_ok()
+        })
+        .collect();
+    assert_eq!(rows.len(), 12, "{out}");
+
+    let v = json_value::parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+    assert_eq!(
+        v.get("tool").and_then(Value::as_str),
+        Some("rdma-direct bench batching")
+    );
+    assert_eq!(v.get("provider").and_then(Value::as_str), Some(provider));
+    assert_eq!(v.get("hardware"), Some(&Value::Bool(false)));
+    let Some(Value::Arr(configs)) = v.get("configs") else {
+        panic!("no configs array: {v:?}");
+    };
+    let mut names = Vec::new();
+    for c in configs {
+        let mode = c.get("mode").and_then(Value::as_str).unwrap();
+        let signal = c.get("signal").and_then(Value::as_str).unwrap();
+        names.push(format!("{mode}/{signal}"));
+        assert_eq!(c.get("payload").and_then(Value::as_str), Some("inline"));
+        assert_eq!(c.get("size").and_then(Value::as_u64), Some(8));
+        let Some(Value::Arr(points)) = c.get("points") else {
+            panic!("no points: {c:?}");
+        };
+        let batches: Vec<u64> = points
+            .iter()
+            .map(|p| p.get("batch").and_then(Value::as_u64).unwrap())
+            .collect();
+        assert_eq!(batches, [1, 2, 4]);
+        for p in points {
+            assert_eq!(p.get("samples").and_then(Value::as_u64), Some(3));
+            let ns = p.get("ns_per_wqe").expect("ns_per_wqe");
+            let f = |k: &str| ns.get(k).and_then(Value::as_f64).unwrap();
+            assert!(f("min") <= f("p10") && f("p10") <= f("median"), "{ns:?}");
+            assert!(f("median") <= f("p90") && f("p90") <= f("max"), "{ns:?}");
+            assert!(f("min") > 0.0);
+            let mpps = p.get("mpps").and_then(Value::as_f64).unwrap();
+            assert!((mpps - 1e3 / f("median")).abs() < 1e-6 * mpps);
+            assert!(p.get("doorbells_per_s").and_then(Value::as_f64).unwrap() > 0.0);
+            assert_eq!(
+                p.get("device_wqes_per_doorbell").is_some(),
+                provider == "sim",
+                "{p:?}"
+            );
+        }
+    }
+    assert_eq!(
+        names,
+        ["db8/1", "db8/batch", "bf-single/1", "bf-single/batch"]
+    );
+
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.starts_with("<?xml") && s.trim_end().ends_with("</svg>"));
+    assert_eq!(s.matches("<g class=\"chart\"").count(), 2, "two panels");
+    assert_eq!(
+        s.matches("<polyline class=\"line\"").count(),
+        8,
+        "4 lines x 2"
+    );
+    assert_eq!(s.matches("data-points=\"3\"").count(), 8);
+    assert!(s.contains("message rate [Mpps]") && s.contains("time per WQE [ns]"));
+    assert!(s.contains("batch size [WQEs per doorbell]"));
+    assert!(s.contains("db8, signal every WR") && s.contains("bf-single, signal once per batch"));
+    let title = if provider == "sim" {
+        "sim, device thread"
+    } else {
+        "plain memory"
+    };
+    assert!(s.contains(title), "provider in the title");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn plain_memory_sweep_writes_table_json_and_svg() {
+    sweep("plain", "plain memory (mlx5 driver");
+}
+
+#[test]
+fn sim_sweep_writes_table_json_and_svg() {
+    sweep("sim", "sim (software mlx5 device");
+}
+
+#[test]
+fn bad_options_are_refused_with_a_reason() {
+    for (args, want) in [
+        (&["-l", "0"][..], "a batch is 1..=64"),
+        (&["-l", "65"][..], "a batch is 1..=64"),
+        (&["-l", "x"][..], "not a valid list"),
+        (&["-m", "bf-last"][..], "does not offer"),
+        (&["-Q", "0"][..], "not a valid list"),
+        (&["-s", "4096"][..], "inline payloads are at most"),
+        (&["--provider", "verbs"][..], "needs -d DEV"),
+        (&["--provider", "sim", "-d", "rxe0"][..], "drop -d"),
+        (
+            &["--provider", "sim", "--instructions"][..],
+            "plain memory only",
+        ),
+        (&["--bogus"][..], "unknown option"),
+    ] {
+        let (code, _, err) = batching(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
