@@ -43,7 +43,20 @@
 //! `mlx5dv_create_qp` with `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE`). Should a CQE still
 //! carry data (`op_own` bits 0x4: the data is in CQE bytes 0..32; 0x8: in the 64 bytes before
 //! the CQE), the poller copies it into the local SGEs the WQE named (read back from our own
-//! RQ / SRQ / SQ ring), so the caller sees the same bytes either way.
+//! RQ / SRQ / SQ ring), so the caller sees the same bytes either way. A device can lie, so:
+//!
+//! - on the requester side the WQE's own opcode (from our SQ ring) decides, never the CQE's:
+//!   only a READ (its SGEs, at most the CQE's byte count) or an atomic (8 bytes) takes data;
+//! - the 64-byte form exists only with 128-byte CQEs (the data is the slot's first half; with
+//!   64-byte CQEs those bytes are the previous CQE or memory before the ring);
+//! - the SQ position, RQ tail or SRQ slot is given back only after the copy (the poster may
+//!   rewrite the entry's data segments as soon as it is);
+//! - a CQE whose data cannot go where the request said is reported `GeneralErr`, nothing
+//!   written, and counted in [`Mlx5Cq::bogus_cqes`].
+//!
+//! A CQE naming nothing outstanding (no send WQE between the retired and the published
+//! position, an empty RQ, an SRQ entry already completed and not yet taken back by the
+//! poster) is dropped and counted before any ring is read, so no request completes twice.
 //!
 //! ## CQ overrun
 //!
@@ -445,8 +458,10 @@ impl Mlx5Cq {
             return false;
         };
         let is_req = opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR;
-        let e = &self.entries[idx];
-        let qp = &*e.qp;
+        // SAFETY: the entry's `Arc` keeps the `QpShared` alive; entries change only in
+        // `register` (`&mut self`, never during a poll). Not borrowed from `self`, so the
+        // poller's counters stay writable below.
+        let qp: &QpShared = unsafe { &*Arc::as_ptr(&self.entries[idx].qp) };
         let mark = if is_req {
             &qp.purge_send
         } else {
@@ -528,8 +543,6 @@ impl Mlx5Cq {
             if covered > 0 {
                 out.covered_from = sq.wrid_at(ci);
             }
-            sq.done.retire(end, covered + 1);
-            *released += covered + 1;
             let wqe_op = (sop_qpn >> 24) as u8;
             out.opcode = req_opcode(wqe_op);
             if !err {
@@ -539,19 +552,28 @@ impl Mlx5Cq {
                     MLX5_OPCODE_RDMA_READ => unsafe { be32_at(cqe, cqe64::BYTE_CNT) },
                     _ => 0,
                 };
-                if op_own & INLINE_SCATTER != 0 {
-                    self.scatter_req(idx, cqe, op_own, start_lo, out.byte_len);
+                if op_own & INLINE_SCATTER != 0 && !self.scatter_req(idx, cqe, op_own, start_lo) {
+                    self.refuse_scatter(out);
                 }
             }
+            // Retired only now: the scatter above read the WQE's data segments, which the
+            // poster may overwrite as soon as the position is published.
+            sq.done.retire(end, covered + 1);
+            *released += covered + 1;
             return true;
         }
         // Responder side.
         out.opcode = WcOpcode::Recv;
         // Where the receive's data segments are (for scatter-to-CQE): pointer and count.
         let mut segs: (*const u8, usize) = (core::ptr::null(), 0);
+        // Given back (RQ tail, SRQ slot) only after the scatter below has read the entry.
+        let mut srq_slot = None;
         if let Some(srq) = &qp.srq {
             let i = wqe_counter as u32;
-            if i >= srq.wqe_cnt {
+            // Out of range, or completed already and not yet reused: a stray CQE.
+            if i >= srq.wqe_cnt
+                || srq.freed[(i / 64) as usize].load(Ordering::Acquire) & (1 << (i % 64)) != 0
+            {
                 self.bogus += 1;
                 return false;
             }
@@ -565,7 +587,7 @@ impl Mlx5Cq {
                     (stride - MLX5_WQE_DS_UNITS) / MLX5_WQE_DS_UNITS,
                 );
             }
-            srq.free(i);
+            srq_slot = Some(i);
         } else if let Some(rq) = &qp.rq {
             let tail = rq.tail.load(Ordering::Relaxed);
             if tail == rq.head.load(Ordering::Acquire) {
@@ -578,15 +600,34 @@ impl Mlx5Cq {
                 let p = qp.rq_buf.wrapping_add((tail & rq.mask) as usize * stride);
                 segs = (p, stride / MLX5_WQE_DS_UNITS);
             }
-            rq.tail.store(tail.wrapping_add(1), Ordering::Release);
             *released += 1;
         } else {
             self.bogus += 1;
             return false;
         }
-        if err {
-            return true;
+        if !err {
+            self.fill_recv(cqe, op_own, opcode, segs, out);
         }
+        if let Some(i) = srq_slot {
+            if let Some(srq) = &qp.srq {
+                srq.free(i);
+            }
+        } else if let Some(rq) = &qp.rq {
+            let tail = rq.tail.load(Ordering::Relaxed);
+            rq.tail.store(tail.wrapping_add(1), Ordering::Release);
+        }
+        true
+    }
+
+    /// The responder fields of a successful receive completion, and its scattered data.
+    fn fill_recv(
+        &mut self,
+        cqe: *const u8,
+        op_own: u8,
+        opcode: u8,
+        segs: (*const u8, usize),
+        out: &mut Completion,
+    ) {
         // SAFETY: see above.
         out.byte_len = unsafe { be32_at(cqe, cqe64::BYTE_CNT) };
         // SAFETY: see above.
@@ -610,11 +651,33 @@ impl Mlx5Cq {
             _ => {}
         }
         if !segs.0.is_null() {
+            if !self.scatter_fits(op_own) {
+                self.refuse_scatter(out);
+                return;
+            }
             // SAFETY: the RQ / SRQ entry is ours (we wrote its data segments) and stays
-            // untouched until the poster reuses it, which needs this completion first.
+            // untouched until the poster reuses it, which needs this completion and the slot
+            // given back (after this call) first.
             unsafe { scatter_from_cqe(cqe, op_own, out.byte_len, segs.0, segs.1) };
         }
-        true
+    }
+
+    /// A 64-byte scatter (`MLX5_INLINE_SCATTER_64`: the data is in the 64 bytes before the
+    /// CQE) exists only with 128-byte CQEs, where those bytes are the slot's first half; on a
+    /// CQ of 64-byte CQEs they are the previous CQE, or memory before the ring.
+    #[inline]
+    fn scatter_fits(&self, op_own: u8) -> bool {
+        op_own & MLX5_INLINE_SCATTER_64 == 0 || self.dv.cqe_size == 128
+    }
+
+    /// A CQE claimed scattered data the poller cannot place where the request said (a
+    /// device bug): nothing is written, the completion reports `GeneralErr` (the data did
+    /// not arrive) and the CQE is counted in `bogus_cqes`.
+    #[cold]
+    fn refuse_scatter(&mut self, out: &mut Completion) {
+        self.bogus += 1;
+        out.status = WcStatus::GeneralErr;
+        out.byte_len = 0;
     }
 
     /// The send queue of the last QP a CQE named, ready for [`Self::run_hot`]; `None` when
@@ -748,20 +811,36 @@ impl Mlx5Cq {
         k
     }
 
-    fn scatter_req(&self, idx: usize, cqe: *const u8, op_own: u8, start: u32, len: u32) {
+    /// Scatter-to-CQE for a requester CQE: the WQE's own opcode and data segments, read back
+    /// from our SQ ring, decide where the data goes (never the CQE's claims): READ (up to
+    /// the WQE's own byte counts, at most what the CQE carries) and atomics (8 bytes).
+    /// False when the data cannot go anywhere the request named (another opcode, or a
+    /// 64-byte scatter on a CQ of 64-byte CQEs).
+    fn scatter_req(&self, idx: usize, cqe: *const u8, op_own: u8, start: u32) -> bool {
+        if !self.scatter_fits(op_own) {
+            return false;
+        }
         let qp = &self.entries[idx].qp;
         let sq = &qp.sq;
-        // The data segment of a READ/atomic WQE: READ = ctrl, raddr, data...; atomics = ctrl,
-        // raddr, atomic, data.
         let base = ((start & sq.mask) as usize) * MLX5_SEND_WQE_BB;
-        // SAFETY: the WQE is outstanding, so its bytes in our SQ ring are still the ones we
-        // wrote; the opcode byte is inside the ctrl segment.
+        // SAFETY: the WQE is outstanding (not yet retired: the caller retires it after this
+        // call), so its bytes in our SQ ring are still the ones we wrote; the opcode byte is
+        // inside the ctrl segment.
         let op = unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + ctrl::OPCODE)) };
+        // Data segments: READ = ctrl, raddr, data...; atomics = ctrl, raddr, atomic, data.
+        let (first_data, len) = match op {
+            MLX5_OPCODE_RDMA_READ => {
+                // SAFETY: a 4-aligned word of the CQE.
+                (2 * MLX5_WQE_DS_UNITS, unsafe {
+                    be32_at(cqe, cqe64::BYTE_CNT)
+                })
+            }
+            MLX5_OPCODE_ATOMIC_CS | MLX5_OPCODE_ATOMIC_FA => (3 * MLX5_WQE_DS_UNITS, 8),
+            _ => return false,
+        };
         // SAFETY: as above; this byte of the ctrl segment holds ds (low 6 bits).
         let ds = (u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + ctrl::DS)) })
             & MLX5_WQE_CTRL_DS_MASK) as usize;
-        // ctrl + raddr (READ), ctrl + raddr + atomic (atomics).
-        let first_data = MLX5_WQE_DS_UNITS * if op == MLX5_OPCODE_RDMA_READ { 2 } else { 3 };
         // Data segments of this WQE (at most 4 are needed: scatter-to-CQE carries at most 64
         // bytes and READ SGEs are not empty), copied out with the ring wrap.
         let n = ds.saturating_sub(first_data / MLX5_WQE_DS_UNITS).min(4);
@@ -777,9 +856,10 @@ impl Mlx5Cq {
                 )
             };
         }
-        let count = n;
-        // SAFETY: `segs` is a local copy of `count` data segments.
-        unsafe { scatter_from_cqe(cqe, op_own, len, segs.as_ptr() as *const u8, count) };
+        // SAFETY: `segs` is a local copy of `n` data segments of our own WQE; the CQE size
+        // was checked for a 64-byte scatter.
+        unsafe { scatter_from_cqe(cqe, op_own, len, segs.as_ptr() as *const u8, n) };
+        true
     }
 }
 
