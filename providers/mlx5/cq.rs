@@ -71,7 +71,9 @@
 //!
 //! A successful requester CQE without scattered data that completes the oldest outstanding
 //! WQE of the QP the last CQE named (nothing covered: selective signaling off, or every WR
-//! signaled) is parsed by `run_hot` without the QP table, the purge logic or the walk: one
+//! signaled) takes a short way without the QP table, the purge logic or the walk: a lone one
+//! (or one between CQEs of other kinds) through `process_req`, a run of them through
+//! `run_hot`: one
 //! test of `op_own` against the expected owner parity (opcode REQ, no scatter bits), one
 //! 8-byte load of CQE bytes 56..63 compared with the QP number and the expected
 //! `wqe_counter`, the WQE's size from our own ring, checked against the producer position the
@@ -182,13 +184,19 @@ struct HotSq {
 /// The producer position the poster published in the send dbrec, as a free-running
 /// position near `ci` (the 16-bit send counter is never more than `wqe_cnt` (<= 32768)
 /// ahead of `ci`).
-#[cold]
-#[inline(never)]
+#[inline(always)]
 fn read_pi(dbrec: *const u32, ci: u32) -> u32 {
     // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is (checked
     // `alive` in `hot_sq`, under `CqShared::polling`).
     let db = unsafe { (*(dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire) };
     ci.wrapping_add(u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK)
+}
+
+/// [`read_pi`] out of line, for the short way's rare re-reads.
+#[cold]
+#[inline(never)]
+fn read_pi_cold(dbrec: *const u32, ci: u32) -> u32 {
+    read_pi(dbrec, ci)
 }
 
 impl HotSq {
@@ -620,6 +628,7 @@ impl Mlx5Cq {
     }
 
     /// The responder fields of a successful receive completion, and its scattered data.
+    #[inline(always)]
     fn fill_recv(
         &mut self,
         cqe: *const u8,
@@ -678,6 +687,72 @@ impl Mlx5Cq {
         self.bogus += 1;
         out.status = WcStatus::GeneralErr;
         out.byte_len = 0;
+    }
+
+    /// A successful requester CQE with no scattered data (`op_own & MLX5_CQE_REQ_PLAIN_MASK ==
+    /// 0`), one at a time (a lone CQE, or one between CQEs of other kinds: no setup to
+    /// amortise; runs of them go to [`Self::run_hot`]). Takes the short way when it completes the oldest outstanding WQE of the last QP hit, which has
+    /// no purge pending (nothing covered, nothing to walk); anything else is left
+    /// (false) to [`Self::process`], which handles every case. Gives back one CQ entry.
+    #[inline(always)]
+    fn process_req(&self, cqe: *const u8, out: &mut Completion) -> bool {
+        // SAFETY: `cqe` is a 64-byte CQE of this CQ; both offsets are 4-aligned.
+        let (sop_qpn, wc) = unsafe {
+            (
+                be32_at(cqe, cqe64::SOP_DROP_QPN),
+                be32_at(cqe, cqe64::WQE_COUNTER) >> 16,
+            )
+        };
+        let qpn = sop_qpn & MLX5_QPN_MASK;
+        if qpn != self.hot_qpn {
+            return false;
+        }
+        // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by
+        // `lookup`, cleared by `register`, the only place entries go), which holds an `Arc`.
+        let qp = unsafe { &*self.hot_qp };
+        // `alive` as in `process` (`SeqCst`, see `CqShared::polling`).
+        if qp.purge_send.load(Ordering::Relaxed) != 0 || !qp.alive.load(Ordering::SeqCst) {
+            return false;
+        }
+        let sq = &qp.sq;
+        let ci = sq.done.ci.load(Ordering::Relaxed);
+        // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is.
+        let db =
+            unsafe { (*(qp.dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire) };
+        // Published WQEBBs not yet retired (see `process`).
+        let posted = u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK;
+        // The WQE named must be the oldest outstanding one, and one must be outstanding,
+        // before the ring is read (a stray CQE goes to `process`, which drops it).
+        if (wc ^ ci) & MLX5_WQE_INDEX_MASK != 0 || posted == 0 {
+            return false;
+        }
+        // The WQE's size from its ctrl segment (see `QpShared::nbb_at`); a ds of 0 (no valid
+        // WQE) makes `nbb - 1` huge and goes to `process`.
+        let off = (ci & sq.mask) as usize * MLX5_SEND_WQE_BB + ctrl::DS;
+        // SAFETY: `off` is inside the SQ ring; the WQE at `ci` is outstanding when it passes
+        // the checks below (and the byte is only looked at otherwise).
+        let ds = u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(off)) })
+            & MLX5_WQE_CTRL_DS_MASK;
+        let nbb = (ds + 3) >> 2;
+        if nbb.wrapping_sub(1) >= posted {
+            return false;
+        }
+        let wqe_op = (sop_qpn >> 24) as u8;
+        *out = Completion {
+            wr_id: sq.wrid_at(ci),
+            status: WcStatus::Success,
+            opcode: REQ_OPCODE[wqe_op as usize],
+            byte_len: match wqe_op {
+                MLX5_OPCODE_ATOMIC_CS | MLX5_OPCODE_ATOMIC_FA => 8,
+                // SAFETY: as above, byte_cnt is 4-aligned.
+                MLX5_OPCODE_RDMA_READ => unsafe { be32_at(cqe, cqe64::BYTE_CNT) },
+                _ => 0,
+            },
+            qp_num: qpn,
+            ..Completion::EMPTY
+        };
+        sq.done.retire(ci.wrapping_add(nbb), 1);
+        true
     }
 
     /// The send queue of the last QP a CQE named, ready for [`Self::run_hot`]; `None` when
@@ -761,7 +836,7 @@ impl Mlx5Cq {
             }
             // Something must be outstanding before the ring is read (a stray CQE is not).
             if pi == sci {
-                pi = read_pi(h.dbrec, sci);
+                pi = read_pi_cold(h.dbrec, sci);
                 if pi == sci {
                     break;
                 }
@@ -776,7 +851,7 @@ impl Mlx5Cq {
             let nbb = (ds + 3) >> 2;
             // The whole WQE must be below the published producer position.
             if nbb.wrapping_sub(1) >= pi.wrapping_sub(sci) {
-                pi = read_pi(h.dbrec, sci);
+                pi = read_pi_cold(h.dbrec, sci);
                 if nbb.wrapping_sub(1) >= pi.wrapping_sub(sci) {
                     break;
                 }
@@ -915,46 +990,76 @@ impl CompletionQueue for Mlx5Cq {
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> usize {
         let start_ci = self.ci;
-        if out.is_empty() || !cqe_ready(&self.dv, start_ci) {
-            return 0;
-        }
-        // A CQE is there: from here on QP memory is read (see `CqShared::polling`).
-        self.shared.polling.store(true, Ordering::SeqCst);
         let mut n = 0;
         let mut ci = start_ci;
         let mut released = 0u32;
-        let mut hot = self.hot_sq();
-        loop {
-            if let Some(h) = hot.as_mut() {
-                let k = self.run_hot(h, ci, &mut out[n..]);
-                n += k;
-                ci = ci.wrapping_add(k as u32);
-                released += k as u32;
-                if n == out.len() {
-                    break;
-                }
-            }
-            if !cqe_ready(&self.dv, ci) {
+        // The short way's queue, taken when a CQE for it comes (see `run_hot`).
+        let mut hot: Option<HotSq> = None;
+        // The previous CQE took the short way.
+        let mut streak = false;
+        let mask = self.dv.cqe_cnt - 1;
+        while n < out.len() {
+            let cqe = self
+                .cqe0
+                .wrapping_add(((ci & mask) as usize) << self.cqe_shift);
+            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
+            let parity = u8::from(ci & self.dv.cqe_cnt != 0);
+            let ready = (op_own ^ parity) & (MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK) == 0;
+            if !ready
+                && (op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
+                    || (op_own & MLX5_CQE_OWNER_MASK) != parity)
+            {
                 break;
+            }
+            if ci == start_ci {
+                // The first CQE of this poll: from here on QP memory is read (see
+                // `CqShared::polling`).
+                self.shared.polling.store(true, Ordering::SeqCst);
+            }
+            if ready {
+                // A run of them (the previous CQE took the short way too, and room for more)
+                // goes to `run_hot`, whose setup pays off over several CQEs.
+                if streak && out.len() - n > 1 {
+                    if hot.is_none() {
+                        hot = self.hot_sq();
+                    }
+                    if let Some(h) = hot.as_mut() {
+                        let k = self.run_hot(h, ci, &mut out[n..]);
+                        if k != 0 {
+                            n += k;
+                            ci = ci.wrapping_add(k as u32);
+                            released += k as u32;
+                            continue;
+                        }
+                    }
+                }
+                from_device_load_barrier();
+                if hot.is_none() && self.process_req(cqe, &mut out[n]) {
+                    n += 1;
+                    ci = ci.wrapping_add(1);
+                    released += 1;
+                    streak = true;
+                    continue;
+                }
             }
             // Orders the owner-bit load above before the loads of the CQE body below.
             from_device_load_barrier();
-            // `process` reads and retires the same queues: publish what the short way did.
-            if let Some(h) = hot.take() {
-                h.flush();
+            // A requester CQE in `process` reads and retires the send queue: publish what the
+            // short way did, and take the queue again afterwards (responder CQEs leave it).
+            let opcode = op_own >> MLX5_CQE_OPCODE_SHIFT;
+            if opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR {
+                if let Some(h) = hot.take() {
+                    h.flush();
+                }
             }
-            let cqe = self
-                .cqe0
-                .wrapping_add(((ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
-            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
             self.ci = ci;
             n += self.process(cqe, op_own, &mut out[n], &mut released) as usize;
             ci = ci.wrapping_add(1);
-            if n == out.len() {
-                break;
-            }
-            hot = self.hot_sq();
+            streak = false;
+        }
+        if ci == start_ci {
+            return 0;
         }
         if let Some(h) = hot {
             h.flush();
