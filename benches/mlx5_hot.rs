@@ -287,14 +287,19 @@ fn time_workload(kind: &str, n: u32, runs: usize) -> f64 {
     lb.qp.set_doorbell_mode(DoorbellMode::Doorbell);
     let payload = 0x0102_0304_0506_0708u64.to_ne_bytes();
     let mut per: Vec<f64> = Vec::with_capacity(runs);
+    let sge: [Sge; 1] = lb.sge(8);
+    let wrs: Vec<SendWr<'_>> = (0..n)
+        .map(|i| lb.wr(BenchOp::WriteInline, &sge, &payload, u64::from(i)))
+        .collect();
     for r in 0..runs + 5 {
         let t = Instant::now();
         match kind {
             "single" => cg_single(lb.qp.sq(), n, &payload),
+            "single_wrs" => cg_single_wrs(lb.qp.sq(), &wrs),
             "fast" => cg_fast(lb.qp.sq(), n, &payload),
             "batch32" => cg_batch32(lb.qp.sq(), n, &payload),
             other => {
-                eprintln!("unknown timed workload {other}: single | fast | batch32");
+                eprintln!("unknown timed workload {other}: single | single_wrs | fast | batch32");
                 std::process::exit(2);
             }
         }
