@@ -213,18 +213,21 @@ fn bench_post(o: &Opts) {
     let payload = vec![0x5au8; o.size.min(256) as usize];
     // Whole batches per sample, at least OPS_PER_SAMPLE requests.
     let per_sample = OPS_PER_SAMPLE.div_ceil(o.batch);
-    let n_samples = o.iters.div_ceil(o.batch * per_sample);
-    let mut samples = Vec::with_capacity(n_samples as usize);
+    let batches = o.iters.div_ceil(o.batch);
+    let mut samples = Vec::with_capacity(batches.div_ceil(per_sample) as usize);
     let mut total = 0f64;
     let mut id = 0u64;
     // The requests are built before the clock starts (WQEBBs per request: at most 5 here).
     let mut wrs = Vec::with_capacity((o.batch * per_sample) as usize);
-    for _ in 0..n_samples {
+    let mut left = batches;
+    while left > 0 {
+        let these = left.min(per_sample);
+        left -= these;
         if lb.qp.sq().free_slots() < o.batch * per_sample * 5 {
             lb.drain();
         }
         wrs.clear();
-        for _ in 0..per_sample {
+        for _ in 0..these {
             for k in 0..o.batch {
                 let wr = lb.wr(o.op, &sge, &payload, id);
                 wrs.push(if k + 1 == o.batch { wr.signaled() } else { wr });
@@ -244,7 +247,7 @@ fn bench_post(o: &Opts) {
         }
         let ns = t.elapsed().as_nanos() as f64;
         total += ns;
-        samples.push(ns / f64::from(o.batch * per_sample));
+        samples.push(ns / f64::from(o.batch * these));
     }
     lb.drain();
     println!(
@@ -258,12 +261,7 @@ fn bench_post(o: &Opts) {
             "BlueFlame for single WQEs"
         }
     );
-    let st = table(
-        o.size,
-        n_samples * per_sample * o.batch,
-        &mut samples,
-        total,
-    );
+    let st = table(o.size, batches * o.batch, &mut samples, total);
     if let Some(path) = &o.json {
         let head = format!(
             "\"bench\":\"post\",\"op\":\"{}\",\"size\":{},\"batch\":{},\"doorbell\":\"{}\",\"iters\":{}",
@@ -271,7 +269,7 @@ fn bench_post(o: &Opts) {
             o.size,
             o.batch,
             if o.mode == DoorbellMode::Doorbell { "db" } else { "bf" },
-            n_samples * per_sample * o.batch
+            batches * o.batch
         );
         if let Err(e) = write_json(path, &head, per_sample * o.batch, &st) {
             eprintln!("rdma-direct bench: {e}");
