@@ -7,7 +7,8 @@
 //!   and its owner bit equals `(ci & cqe_cnt) != 0` (the wrap parity). The body is read only
 //!   after that check, behind [`from_device_load_barrier`], with volatile loads (never `&`
 //!   into CQ memory). With 128-byte CQEs the 64-byte CQE is the second half of the slot.
-//! - After a batch: store barrier, then `dbrec[0] = be32(ci & 0xffffff)` once.
+//! - After a batch: the barrier of "The short way" below, then `dbrec[0] = be32(ci & 0xffffff)`
+//!   once.
 //!
 //! ## Mapping a CQE to a request
 //!
@@ -42,7 +43,20 @@
 //! `mlx5dv_create_qp` with `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE`). Should a CQE still
 //! carry data (`op_own` bits 0x4: the data is in CQE bytes 0..32; 0x8: in the 64 bytes before
 //! the CQE), the poller copies it into the local SGEs the WQE named (read back from our own
-//! RQ / SRQ / SQ ring), so the caller sees the same bytes either way.
+//! RQ / SRQ / SQ ring), so the caller sees the same bytes either way. A device can lie, so:
+//!
+//! - on the requester side the WQE's own opcode (from our SQ ring) decides, never the CQE's:
+//!   only a READ (its SGEs, at most the CQE's byte count) or an atomic (8 bytes) takes data;
+//! - the 64-byte form exists only with 128-byte CQEs (the data is the slot's first half; with
+//!   64-byte CQEs those bytes are the previous CQE or memory before the ring);
+//! - the SQ position, RQ tail or SRQ slot is given back only after the copy (the poster may
+//!   rewrite the entry's data segments as soon as it is);
+//! - a CQE whose data cannot go where the request said is reported `GeneralErr`, nothing
+//!   written, and counted in [`Mlx5Cq::bogus_cqes`].
+//!
+//! A CQE naming nothing outstanding (no send WQE between the retired and the published
+//! position, an empty RQ, an SRQ entry already completed and not yet taken back by the
+//! poster) is dropped and counted before any ring is read, so no request completes twice.
 //!
 //! ## CQ overrun
 //!
@@ -57,9 +71,23 @@
 //!
 //! A successful requester CQE without scattered data that completes the oldest outstanding
 //! WQE of the QP the last CQE named (nothing covered: selective signaling off, or every WR
-//! signaled) is parsed by `process_req` without the QP table, the purge logic or the walk;
-//! every other CQE goes to `process`. Requester CQEs are checked against the producer position
-//! the poster published in the QP's doorbell record and against the WQE's own size.
+//! signaled) takes a short way without the QP table, the purge logic or the walk: a lone one
+//! (or one between CQEs of other kinds) through `process_req`, a run of them through
+//! `run_hot`: one
+//! test of `op_own` against the expected owner parity (opcode REQ, no scatter bits), one
+//! 8-byte load of CQE bytes 56..63 compared with the QP number and the expected
+//! `wqe_counter`, the WQE's size from our own ring, checked against the producer position the
+//! poster published in the QP's doorbell record (re-read only when a WQE seems past it). The
+//! queue's state sits in registers (`HotSq`, taken once per poll) and the retired position is
+//! published when the short way ends. Every other CQE goes to `process`.
+//!
+//! After the last CQE of a poll the consumer index goes to the CQ doorbell record once. The
+//! CQE loads must be complete before that store hands the slots back: on x86_64 a store never
+//! passes an earlier load (a compiler barrier suffices); on aarch64 that takes `dsb ld`.
+//!
+//! A CQ created to report completion timestamps would read the 64-bit timestamp at CQE byte
+//! 48; `run_hot` and `process` are where it goes, decided once per poll (a flag of the CQ),
+//! not per CQE.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -106,28 +134,6 @@ pub fn syndrome_status(syndrome: u8) -> WcStatus {
         MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR => WcStatus::RnrRetryExcErr,
         MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR => WcStatus::RemAbortErr,
         _ => WcStatus::GeneralErr,
-    }
-}
-
-/// [`req_opcode`] of every byte.
-const REQ_OPCODE: [WcOpcode; 256] = {
-    let mut t = [WcOpcode::Send; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = req_opcode(i as u8);
-        i += 1;
-    }
-    t
-};
-
-/// The completion opcode of a requester CQE, from the send WQE opcode (CQE byte 56).
-const fn req_opcode(wqe_op: u8) -> WcOpcode {
-    match wqe_op {
-        MLX5_OPCODE_RDMA_WRITE | MLX5_OPCODE_RDMA_WRITE_IMM => WcOpcode::RdmaWrite,
-        MLX5_OPCODE_RDMA_READ => WcOpcode::RdmaRead,
-        MLX5_OPCODE_ATOMIC_CS => WcOpcode::CompSwap,
-        MLX5_OPCODE_ATOMIC_FA => WcOpcode::FetchAdd,
-        _ => WcOpcode::Send,
     }
 }
 
@@ -375,8 +381,10 @@ impl Mlx5Cq {
             return false;
         };
         let is_req = opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR;
-        let e = &self.entries[idx];
-        let qp = &*e.qp;
+        // SAFETY: the entry's `Arc` keeps the `QpShared` alive; entries change only in
+        // `register` (`&mut self`, never during a poll). Not borrowed from `self`, so the
+        // poller's counters stay writable below.
+        let qp: &QpShared = unsafe { &*Arc::as_ptr(&self.entries[idx].qp) };
         let mark = if is_req {
             &qp.purge_send
         } else {
@@ -416,229 +424,37 @@ impl Mlx5Cq {
             out.vendor_err = syndrome as u32 | (vendor as u32) << 8;
         }
         if is_req {
-            let sq = &qp.sq;
-            let ci = sq.done.ci.load(Ordering::Relaxed);
-            // The producer position the poster published: the 16-bit send counter of the
-            // QP's dbrec, which is never more than `wqe_cnt` (<= 32768) ahead of `ci`.
-            // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is
-            // (checked `alive` above: its memory outlives the QpShared's registration).
-            let db = unsafe {
-                (*(qp.dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire)
-            };
-            let pi = ci.wrapping_add(u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK);
-            // The WQE named must be outstanding: between the retired position and the
-            // published producer position.
-            let dist = (wqe_counter as u32).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK;
-            if dist >= pi.wrapping_sub(ci) {
-                self.bogus += 1;
-                return false;
-            }
-            let start = ci.wrapping_add(dist);
-            let start_lo = start & MLX5_WQE_INDEX_MASK;
-            // The unsignaled requests this completion covers: the WQEs from the oldest
-            // outstanding one (at `ci`) up to the one named, which must start a WQE.
-            let covered = if start == ci {
-                0
-            } else {
-                match qp.wqes_between(ci, start) {
-                    Some(n) => n,
-                    None => {
-                        self.bogus += 1;
-                        return false;
-                    }
-                }
-            };
-            let end = start.wrapping_add(qp.nbb_at(start));
-            if end.wrapping_sub(ci) > pi.wrapping_sub(ci) {
-                self.bogus += 1;
-                return false;
-            }
-            out.wr_id = sq.wrid_at(start);
-            out.covered = covered;
-            if covered > 0 {
-                out.covered_from = sq.wrid_at(ci);
-            }
-            sq.done.retire(end, covered + 1);
-            *released += covered + 1;
-            let wqe_op = (sop_qpn >> 24) as u8;
-            out.opcode = req_opcode(wqe_op);
-            if !err {
-                out.byte_len = match wqe_op {
-                    MLX5_OPCODE_ATOMIC_CS | MLX5_OPCODE_ATOMIC_FA => 8,
-                    // SAFETY: see above.
-                    MLX5_OPCODE_RDMA_READ => unsafe { be32_at(cqe, cqe64::BYTE_CNT) },
-                    _ => 0,
-                };
-                if op_own & INLINE_SCATTER != 0 {
-                    self.scatter_req(idx, cqe, op_own, start_lo, out.byte_len);
-                }
-            }
-            return true;
+            return self.complete_send(
+                qp,
+                idx,
+                cqe,
+                op_own,
+                sop_qpn,
+                wqe_counter,
+                err,
+                out,
+                released,
+            );
         }
-        // Responder side.
-        out.opcode = WcOpcode::Recv;
-        // Where the receive's data segments are (for scatter-to-CQE): pointer and count.
-        let mut segs: (*const u8, usize) = (core::ptr::null(), 0);
-        if let Some(srq) = &qp.srq {
-            let i = wqe_counter as u32;
-            if i >= srq.wqe_cnt {
-                self.bogus += 1;
-                return false;
-            }
-            out.wr_id = srq.wrid[i as usize].load(Ordering::Relaxed);
-            if op_own & INLINE_SCATTER != 0 && !err {
-                // SRQ entry: a 16-byte next segment, then data segments.
-                let stride = srq.stride as usize;
-                segs = (
-                    srq.buf
-                        .wrapping_add(i as usize * stride + MLX5_WQE_DS_UNITS),
-                    (stride - MLX5_WQE_DS_UNITS) / MLX5_WQE_DS_UNITS,
-                );
-            }
-            srq.free(i);
-        } else if let Some(rq) = &qp.rq {
-            let tail = rq.tail.load(Ordering::Relaxed);
-            if tail == rq.head.load(Ordering::Acquire) {
-                self.bogus += 1;
-                return false;
-            }
-            out.wr_id = rq.wrid[(tail & rq.mask) as usize].load(Ordering::Relaxed);
-            if op_own & INLINE_SCATTER != 0 && !err && !qp.rq_buf.is_null() {
-                let stride = qp.rq_stride as usize;
-                let p = qp.rq_buf.wrapping_add((tail & rq.mask) as usize * stride);
-                segs = (p, stride / MLX5_WQE_DS_UNITS);
-            }
-            rq.tail.store(tail.wrapping_add(1), Ordering::Release);
-            *released += 1;
-        } else {
-            self.bogus += 1;
-            return false;
-        }
-        if err {
-            return true;
-        }
-        // SAFETY: see above.
-        out.byte_len = unsafe { be32_at(cqe, cqe64::BYTE_CNT) };
-        // SAFETY: see above.
-        let imm = unsafe { be32_at(cqe, cqe64::IMM_INVAL_PKEY) };
-        // SAFETY: see above.
-        let flags_rqpn = unsafe { be32_at(cqe, cqe64::FLAGS_RQPN) };
-        out.src_qp = flags_rqpn & MLX5_QPN_MASK;
-        if (flags_rqpn >> 24) as u8 & MLX5_CQE_FLAGS_GRH != 0 {
-            out.flags = WcFlags(out.flags.0 | WcFlags::GRH.0);
-        }
-        match opcode {
-            MLX5_CQE_RESP_WR_IMM => {
-                out.opcode = WcOpcode::RecvRdmaWithImm;
-                out.imm = imm;
-                out.flags = WcFlags(out.flags.0 | WcFlags::WITH_IMM.0);
-            }
-            MLX5_CQE_RESP_SEND_IMM => {
-                out.imm = imm;
-                out.flags = WcFlags(out.flags.0 | WcFlags::WITH_IMM.0);
-            }
-            _ => {}
-        }
-        if !segs.0.is_null() {
-            // SAFETY: the RQ / SRQ entry is ours (we wrote its data segments) and stays
-            // untouched until the poster reuses it, which needs this completion first.
-            unsafe { scatter_from_cqe(cqe, op_own, out.byte_len, segs.0, segs.1) };
-        }
-        true
+        self.complete_recv(qp, cqe, op_own, wqe_counter, err, out, released)
     }
 
-    /// A successful requester CQE with no scattered data (`op_own & MLX5_CQE_REQ_PLAIN_MASK == 0`). Takes the
-    /// short way when it completes the oldest outstanding WQE of the last QP hit, which has
-    /// no purge pending (nothing covered, nothing to walk); anything else is left
-    /// (false) to [`Self::process`], which handles every case. Gives back one CQ entry.
-    #[inline(always)]
-    fn process_req(&self, cqe: *const u8, out: &mut Completion) -> bool {
-        // SAFETY: `cqe` is a 64-byte CQE of this CQ; both offsets are 4-aligned.
-        let (sop_qpn, wc) = unsafe {
-            (
-                be32_at(cqe, cqe64::SOP_DROP_QPN),
-                be32_at(cqe, cqe64::WQE_COUNTER) >> 16,
-            )
-        };
-        let qpn = sop_qpn & MLX5_QPN_MASK;
-        if qpn != self.hot_qpn {
-            return false;
-        }
-        // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by
-        // `lookup`, cleared by `register`, the only place entries go), which holds an `Arc`.
-        let qp = unsafe { &*self.hot_qp };
-        // `alive` as in `process` (`SeqCst`, see `CqShared::polling`).
-        if qp.purge_send.load(Ordering::Relaxed) != 0 || !qp.alive.load(Ordering::SeqCst) {
-            return false;
-        }
-        let sq = &qp.sq;
-        let ci = sq.done.ci.load(Ordering::Relaxed);
-        // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is.
-        let db =
-            unsafe { (*(qp.dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire) };
-        // Published WQEBBs not yet retired (see `process`).
-        let posted = u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK;
-        // The WQE's size from its ctrl segment (see `QpShared::nbb_at`); a ds of 0 (no valid
-        // WQE) makes `nbb - 1` huge and goes to `process`.
-        let off = (ci & sq.mask) as usize * MLX5_SEND_WQE_BB + ctrl::DS;
-        // SAFETY: `off` is inside the SQ ring; the WQE at `ci` is outstanding when it passes
-        // the checks below (and the byte is only looked at otherwise).
-        let ds = u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(off)) })
-            & MLX5_WQE_CTRL_DS_MASK;
-        let nbb = (ds + 3) >> 2;
-        if (wc ^ ci) & MLX5_WQE_INDEX_MASK != 0 || nbb.wrapping_sub(1) >= posted {
-            return false;
-        }
-        let wqe_op = (sop_qpn >> 24) as u8;
-        *out = Completion {
-            wr_id: sq.wrid_at(ci),
-            status: WcStatus::Success,
-            opcode: REQ_OPCODE[wqe_op as usize],
-            byte_len: match wqe_op {
-                MLX5_OPCODE_ATOMIC_CS | MLX5_OPCODE_ATOMIC_FA => 8,
-                // SAFETY: as above, byte_cnt is 4-aligned.
-                MLX5_OPCODE_RDMA_READ => unsafe { be32_at(cqe, cqe64::BYTE_CNT) },
-                _ => 0,
-            },
-            qp_num: qpn,
-            ..Completion::EMPTY
-        };
-        sq.done.retire(ci.wrapping_add(nbb), 1);
-        true
+    /// A 64-byte scatter (`MLX5_INLINE_SCATTER_64`: the data is in the 64 bytes before the
+    /// CQE) exists only with 128-byte CQEs, where those bytes are the slot's first half; on a
+    /// CQ of 64-byte CQEs they are the previous CQE, or memory before the ring.
+    #[inline]
+    fn scatter_fits(&self, op_own: u8) -> bool {
+        op_own & MLX5_INLINE_SCATTER_64 == 0 || self.dv.cqe_size == 128
     }
 
-    fn scatter_req(&self, idx: usize, cqe: *const u8, op_own: u8, start: u32, len: u32) {
-        let qp = &self.entries[idx].qp;
-        let sq = &qp.sq;
-        // The data segment of a READ/atomic WQE: READ = ctrl, raddr, data...; atomics = ctrl,
-        // raddr, atomic, data.
-        let base = ((start & sq.mask) as usize) * MLX5_SEND_WQE_BB;
-        // SAFETY: the WQE is outstanding, so its bytes in our SQ ring are still the ones we
-        // wrote; the opcode byte is inside the ctrl segment.
-        let op = unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + ctrl::OPCODE)) };
-        // SAFETY: as above; this byte of the ctrl segment holds ds (low 6 bits).
-        let ds = (u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + ctrl::DS)) })
-            & MLX5_WQE_CTRL_DS_MASK) as usize;
-        // ctrl + raddr (READ), ctrl + raddr + atomic (atomics).
-        let first_data = MLX5_WQE_DS_UNITS * if op == MLX5_OPCODE_RDMA_READ { 2 } else { 3 };
-        // Data segments of this WQE (at most 4 are needed: scatter-to-CQE carries at most 64
-        // bytes and READ SGEs are not empty), copied out with the ring wrap.
-        let n = ds.saturating_sub(first_data / MLX5_WQE_DS_UNITS).min(4);
-        let mut segs = [[0u8; MLX5_WQE_DS_UNITS]; 4];
-        for (k, seg) in segs.iter_mut().enumerate().take(n) {
-            let off = (base + first_data + k * MLX5_WQE_DS_UNITS) % qp.sq_bytes;
-            // SAFETY: `off` is a segment start inside the SQ ring.
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    qp.sq_buf.add(off),
-                    seg.as_mut_ptr(),
-                    MLX5_WQE_DS_UNITS,
-                )
-            };
-        }
-        let count = n;
-        // SAFETY: `segs` is a local copy of `count` data segments.
-        unsafe { scatter_from_cqe(cqe, op_own, len, segs.as_ptr() as *const u8, count) };
+    /// A CQE claimed scattered data the poller cannot place where the request said (a
+    /// device bug): nothing is written, the completion reports `GeneralErr` (the data did
+    /// not arrive) and the CQE is counted in `bogus_cqes`.
+    #[cold]
+    fn refuse_scatter(&mut self, out: &mut Completion) {
+        self.bogus += 1;
+        out.status = WcStatus::GeneralErr;
+        out.byte_len = 0;
     }
 }
 
@@ -693,20 +509,26 @@ unsafe fn scatter_from_cqe(cqe: *const u8, op_own: u8, len: u32, segs: *const u8
 impl CompletionQueue for Mlx5Cq {
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> usize {
-        let mut n = 0;
         let start_ci = self.ci;
+        let mut n = 0;
         let mut ci = start_ci;
         let mut released = 0u32;
+        // The short way's queue, taken when a CQE for it comes (see `run_hot`).
+        let mut hot: Option<HotSq> = None;
+        // The previous CQE took the short way.
+        let mut streak = false;
         let mask = self.dv.cqe_cnt - 1;
         while n < out.len() {
-            // Pure address arithmetic (`wrapping_add`); as `cqe_ptr`.
             let cqe = self
                 .cqe0
                 .wrapping_add(((ci & mask) as usize) << self.cqe_shift);
             // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
             let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
-            if op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
-                || ((op_own & MLX5_CQE_OWNER_MASK) != 0) != ((ci & (mask + 1)) != 0)
+            let parity = u8::from(ci & self.dv.cqe_cnt != 0);
+            let ready = (op_own ^ parity) & (MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK) == 0;
+            if !ready
+                && (op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
+                    || (op_own & MLX5_CQE_OWNER_MASK) != parity)
             {
                 break;
             }
@@ -715,29 +537,68 @@ impl CompletionQueue for Mlx5Cq {
                 // `CqShared::polling`).
                 self.shared.polling.store(true, Ordering::SeqCst);
             }
+            if ready {
+                // A run of them (the previous CQE took the short way too, and room for more)
+                // goes to `run_hot`, whose setup pays off over several CQEs.
+                if streak && out.len() - n > 1 {
+                    if hot.is_none() {
+                        hot = self.hot_sq();
+                    }
+                    if let Some(h) = hot.as_mut() {
+                        let k = self.run_hot(h, ci, &mut out[n..]);
+                        if k != 0 {
+                            n += k;
+                            ci = ci.wrapping_add(k as u32);
+                            released += k as u32;
+                            continue;
+                        }
+                    }
+                }
+                from_device_load_barrier();
+                if hot.is_none() && self.process_req(cqe, &mut out[n]) {
+                    n += 1;
+                    ci = ci.wrapping_add(1);
+                    released += 1;
+                    streak = true;
+                    continue;
+                }
+            }
             // Orders the owner-bit load above before the loads of the CQE body below.
             from_device_load_barrier();
-            // A successful requester CQE without scattered data takes the short way.
-            if op_own & MLX5_CQE_REQ_PLAIN_MASK == 0 && self.process_req(cqe, &mut out[n]) {
-                released += 1;
-                n += 1;
-            } else {
-                self.ci = ci;
-                n += self.process(cqe, op_own, &mut out[n], &mut released) as usize;
+            // A requester CQE in `process` reads and retires the send queue: publish what the
+            // short way did, and take the queue again afterwards (responder CQEs leave it).
+            let opcode = op_own >> MLX5_CQE_OPCODE_SHIFT;
+            if opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR {
+                if let Some(h) = hot.take() {
+                    h.flush();
+                }
             }
+            self.ci = ci;
+            n += self.process(cqe, op_own, &mut out[n], &mut released) as usize;
             ci = ci.wrapping_add(1);
+            streak = false;
+        }
+        if ci == start_ci {
+            return 0;
+        }
+        if let Some(h) = hot {
+            h.flush();
         }
         self.ci = ci;
-        if ci != start_ci {
-            // Orders our reads of the consumed CQEs before the dbrec store that hands their
-            // slots back to the device.
-            to_device_store_barrier();
-            // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
-            unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
-            self.shared.ci.store(ci, Ordering::Release);
-            self.shared.release(released);
-            self.shared.polling.store(false, Ordering::Release);
-        }
+        // The CQE loads above must be complete before the dbrec store below lets the device
+        // reuse their slots. On x86_64 a store never passes an earlier load, so only the
+        // compiler must be held (`to_device_store_barrier` is a compiler barrier there); on
+        // aarch64 `to_device_store_barrier` (`dsb st`) waits for stores only, while
+        // `from_device_load_barrier` (`dsb ld`) waits for the earlier loads.
+        #[cfg(target_arch = "x86_64")]
+        to_device_store_barrier();
+        #[cfg(not(target_arch = "x86_64"))]
+        from_device_load_barrier();
+        // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
+        unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
+        self.shared.ci.store(ci, Ordering::Release);
+        self.shared.release(released);
+        self.shared.polling.store(false, Ordering::Release);
         n
     }
 
@@ -745,6 +606,10 @@ impl CompletionQueue for Mlx5Cq {
         self.dv.cqe_cnt
     }
 }
+
+mod req;
+use req::HotSq;
+mod resp;
 
 #[cfg(test)]
 mod tests {
