@@ -195,6 +195,8 @@ pub struct Mlx5Cq {
     last: usize,
     /// CQEs that named an unknown QP or a WQE outside the outstanding range (dropped).
     bogus: u64,
+    /// Completion timestamps: the CQ's format and clock info (`None`: not asked for).
+    clock: Option<Box<super::ts::CqClock>>,
 }
 
 // SAFETY: `cqe0` points into the CQ memory `shared.owner` keeps alive (like `dv`, which is
@@ -263,6 +265,7 @@ impl Mlx5Cq {
             entries: Vec::with_capacity(8),
             last: 0,
             bogus: 0,
+            clock: None,
         })
     }
 
@@ -282,6 +285,40 @@ impl Mlx5Cq {
     /// CQEs dropped because they named no registered QP or no outstanding WQE.
     pub fn bogus_cqes(&self) -> u64 {
         self.bogus
+    }
+    /// Declare that this CQ's CQEs carry timestamps in `clock`'s format (the CQ must have
+    /// been created so; see `ts.rs`).
+    pub fn set_clock(&mut self, clock: super::ts::CqClock) {
+        self.clock = Some(Box::new(clock));
+    }
+    /// The CQ's timestamp format and clock info, if it carries timestamps.
+    pub fn clock(&self) -> Option<&super::ts::CqClock> {
+        self.clock.as_deref()
+    }
+    /// As [`Mlx5Cq::clock`], to refresh the clock info.
+    pub fn clock_mut(&mut self) -> Option<&mut super::ts::CqClock> {
+        self.clock.as_deref_mut()
+    }
+    /// The raw timestamp field of the CQE at position `pos` (free-running, as `ci`). A
+    /// consumed CQE keeps its bytes until the device reuses its slot, so right after a poll
+    /// `ci() - k` is the `k`-th last CQE consumed. Cold path (tests, tools).
+    pub fn cqe_timestamp_at(&self, pos: u32) -> u64 {
+        let cqe = cqe_ptr(&self.dv, pos);
+        // SAFETY: `cqe` is a 64-byte CQE of this CQ (from_dv's contract); bytes 48..56 are
+        // inside it and 4-aligned.
+        let (hi, lo) = unsafe {
+            (
+                be32_at(cqe, cqe64::TIMESTAMP),
+                be32_at(cqe, cqe64::TIMESTAMP + 4),
+            )
+        };
+        (u64::from(hi) << 32) | u64::from(lo)
+    }
+    /// [`Mlx5Cq::cqe_timestamp_at`] in ns with the CQ's clock; `None` when the CQ carries no
+    /// timestamps.
+    pub fn cqe_timestamp_ns_at(&self, pos: u32) -> Option<u64> {
+        let c = self.clock.as_deref()?;
+        Some(c.to_ns(self.cqe_timestamp_at(pos)))
     }
     /// Whatever keeps the CQ memory alive (on hardware the verbs CQ).
     pub(crate) fn owner(&self) -> &(dyn std::any::Any + Send + Sync) {

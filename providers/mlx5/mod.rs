@@ -30,6 +30,7 @@ mod qp;
 mod rq;
 mod shared;
 mod sq;
+pub mod ts;
 pub mod wqe;
 
 pub use cq::{syndrome_status, Mlx5Cq};
@@ -38,6 +39,7 @@ pub use dv::{address_handle, DvCq, DvQp, DvSrq};
 pub use qp::Mlx5Qp;
 pub use rq::{Mlx5Rq, Mlx5Srq};
 pub use sq::Mlx5Sq;
+pub use ts::{ClockInfoFeed, CqClock};
 pub use wqe::send_wqe;
 
 /// How `ring()` tells the device about staged WQEs.

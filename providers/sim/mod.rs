@@ -82,6 +82,7 @@
 //! hardware writes the first pass over the ring with owner 0 (the parity of `ci & cqe_cnt`).
 //! The sim does the same. Either way an INVALID opcode is never taken as a CQE.
 
+pub mod clock;
 mod engine;
 pub mod fault;
 mod mem;
@@ -97,11 +98,14 @@ pub use provider::{SimMr, SimPd, SIM_PORT_MTU};
 
 use super::mlx5::dv::{DvCq, DvQp, DvSrq};
 use super::{QpCaps, QpConfig, QpState};
+use crate::clock::TimestampKind;
+use clock::{SimClock, SimClockConfig};
 use engine::Engine;
 use mem::DevMem;
 
 pub(crate) struct Shared {
     engine: Mutex<Engine>,
+    clock: Arc<SimClock>,
     stop: AtomicBool,
     threaded: AtomicBool,
 }
@@ -197,18 +201,32 @@ impl Default for SimDevice {
 impl SimDevice {
     /// A new device in deterministic mode, named `sim0`.
     pub fn new() -> SimDevice {
+        Self::with_clock(SimClockConfig::default()).expect("the default clock is valid")
+    }
+
+    /// A new device whose device clock starts as `clock` says (frequency, first counter
+    /// value); fails only on a frequency the clock info cannot scale.
+    pub fn with_clock(clock: SimClockConfig) -> crate::Result<SimDevice> {
+        let clock = Arc::new(SimClock::new(clock)?);
         let (qpn_base, gid) = identity(DEVICES.fetch_add(1, Ordering::Relaxed));
-        SimDevice {
+        Ok(SimDevice {
             gid,
             shared: Arc::new(Shared {
-                engine: Mutex::new(Engine::new(qpn_base, gid)),
+                engine: Mutex::new(Engine::new(qpn_base, gid, Arc::clone(&clock))),
+                clock,
                 stop: AtomicBool::new(false),
                 threaded: AtomicBool::new(false),
             }),
             thread: None,
             cqe_size: 64,
             name: "sim0".to_string(),
-        }
+        })
+    }
+
+    /// The device clock: its counter, its clock-info page (what `mlx5dv_get_clock_info`
+    /// reads on hardware) and its real-time clock.
+    pub fn clock(&self) -> &Arc<SimClock> {
+        &self.shared.clock
     }
 
     /// One engine pass over every QP; returns how much work it did (0 = idle).
@@ -340,8 +358,18 @@ impl SimDevice {
 
     /// Create a CQ of at least `cqe` entries (64-byte CQEs).
     pub fn create_cq_dv(&self, cqe: u32) -> crate::Result<(DvCq, SimOwner)> {
+        self.create_cq_dv_ts(cqe, None)
+    }
+
+    /// Create a CQ whose CQEs carry the device's time of completion in `ts`'s format (the
+    /// sim's `ibv_create_cq_ex` with a completion-timestamp flag); `None`: no time.
+    pub fn create_cq_dv_ts(
+        &self,
+        cqe: u32,
+        ts: Option<TimestampKind>,
+    ) -> crate::Result<(DvCq, SimOwner)> {
         let mut e = self.shared.lock();
-        let cqn = e.create_cq(cqe, self.cqe_size)?;
+        let cqn = e.create_cq(cqe, self.cqe_size, ts)?;
         let c = &e.cqs[&cqn];
         let dv = DvCq {
             cqn,

@@ -77,11 +77,13 @@ mod objects;
 mod recv;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 pub use events::{AsyncEvent, EngineStats};
 pub use objects::SimQpAttr;
 pub(crate) use objects::{CqCtx, QpCtx, SrqCtx};
 
+use super::clock::SimClock;
 use super::fault::FaultInjector;
 use crate::providers::QpState;
 use crate::wire;
@@ -106,6 +108,8 @@ pub(crate) struct Engine {
     pub(crate) events: Vec<AsyncEvent>,
     pub(crate) stats: EngineStats,
     order: Vec<u32>,
+    /// The device clock (CQE timestamps).
+    pub(crate) clock: Arc<SimClock>,
 }
 
 fn einval(context: &'static str, detail: impl Into<String>) -> crate::Error {
@@ -117,7 +121,7 @@ fn einval(context: &'static str, detail: impl Into<String>) -> crate::Error {
 
 impl Engine {
     /// An engine with no objects whose QPNs start at `qpn_base` and whose port has `gid`.
-    pub(crate) fn new(qpn_base: u32, gid: [u8; 16]) -> Engine {
+    pub(crate) fn new(qpn_base: u32, gid: [u8; 16], clock: Arc<SimClock>) -> Engine {
         Engine {
             qps: BTreeMap::new(),
             cqs: BTreeMap::new(),
@@ -133,6 +137,7 @@ impl Engine {
             events: Vec::new(),
             stats: EngineStats::default(),
             order: Vec::new(),
+            clock,
         }
     }
 

@@ -72,6 +72,8 @@ pub(crate) struct CqCtx {
     pub(super) pi: u32,
     pub(super) overrun: bool,
     pub(super) held: VecDeque<Held>,
+    /// What the CQEs carry in their timestamp field (`None`: zero).
+    pub(super) ts: Option<crate::clock::TimestampKind>,
 }
 
 pub(crate) struct SrqCtx {
@@ -162,7 +164,12 @@ impl Engine {
         self.mrs.remove(&key);
     }
 
-    pub(crate) fn create_cq(&mut self, cqe: u32, cqe_size: u32) -> crate::Result<u32> {
+    pub(crate) fn create_cq(
+        &mut self,
+        cqe: u32,
+        cqe_size: u32,
+        ts: Option<crate::clock::TimestampKind>,
+    ) -> crate::Result<u32> {
         if cqe == 0 || cqe > 1 << 22 {
             return Err(einval("sim create_cq", format!("{cqe} entries (1..=4M)")));
         }
@@ -195,6 +202,7 @@ impl Engine {
                 pi: 0,
                 overrun: false,
                 held: VecDeque::new(),
+                ts,
             },
         );
         Ok(cqn)
