@@ -286,6 +286,15 @@ impl Mlx5Cq {
     pub fn bogus_cqes(&self) -> u64 {
         self.bogus
     }
+    /// The CQ's doorbell record (`[0]` consumer index, `[1]` arm word), for
+    /// [`CqArm`](super::arm::CqArm).
+    pub fn dbrec(&self) -> *mut u32 {
+        self.dv.dbrec
+    }
+    /// A handle that keeps the CQ's memory (ring, record, the owner's mappings) alive.
+    pub fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        Arc::clone(&self.shared) as Arc<dyn std::any::Any + Send + Sync>
+    }
     /// Declare that this CQ's CQEs carry timestamps in `clock`'s format (the CQ must have
     /// been created so; see `ts.rs`).
     pub fn set_clock(&mut self, clock: super::ts::CqClock) {

@@ -218,6 +218,8 @@ impl Engine {
         cq.mem.store_u8_release(off + op_own, bytes[op_own]);
         cq.pi = cq.pi.wrapping_add(1);
         self.stats.cqes += 1;
+        let error = f.opcode == wire::MLX5_CQE_REQ_ERR || f.opcode == wire::MLX5_CQE_RESP_ERR;
+        super::arm::on_cqe(cqn, &mut cq.arm, f.se || error, &mut self.stats.events);
     }
 }
 

@@ -39,4 +39,10 @@ pub struct EngineStats {
     pub cqes_dropped: u64,
     /// Bytes moved between MRs.
     pub bytes: u64,
+    /// CQ arms accepted.
+    pub arms: u64,
+    /// CQ arms ignored (stale `sn` or wrong CQN).
+    pub stale_arms: u64,
+    /// Completion events sent.
+    pub events: u64,
 }

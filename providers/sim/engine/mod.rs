@@ -49,8 +49,7 @@
 //!
 //! Not modelled (deliberately): scatter-to-CQE (the sim behaves as if it were disabled, which
 //! is how the mlx5 provider configures hardware), PCIe and wire timing, write-combining buffer
-//! behaviour, congestion, packetisation (a message moves in one piece), solicited events and
-//! CQ arming (no event channel), memory windows, the masked/extended atomics.
+//! behaviour, congestion, packetisation (a message moves in one piece), memory windows, the masked/extended atomics.
 //!
 //! ## Files, by concern
 //!
@@ -67,7 +66,9 @@
 //! name with its `mlx5dv.h` spelling; the engine keeps no copy.
 //! - `dma`: checked memory ranges and the copies between them.
 //! - `events`: asynchronous events and the engine's counters.
+//! - `arm`: CQ arming (the CQ doorbell in the UAR) and completion events on a channel.
 
+mod arm;
 mod cqe;
 mod dma;
 mod events;
@@ -166,6 +167,7 @@ impl Engine {
         }
         self.order = order;
         work += self.release_held(torn_ok);
+        work += self.poll_arms();
         // CQEs still held by the fault injector are work to come: a caller running "until
         // idle" keeps going until they are out.
         if self.cqs.values().any(|c| !c.held.is_empty()) {

@@ -74,6 +74,10 @@ pub(crate) struct CqCtx {
     pub(super) held: VecDeque<Held>,
     /// What the CQEs carry in their timestamp field (`None`: zero).
     pub(super) ts: Option<crate::clock::TimestampKind>,
+    /// Offset of the CQ's UAR stub (the CQ doorbell is at `+ MLX5_CQ_DOORBELL`).
+    pub(crate) uar_off: usize,
+    /// Arming and the completion channel.
+    pub(crate) arm: super::arm::ArmState,
 }
 
 pub(crate) struct SrqCtx {
@@ -181,7 +185,9 @@ impl Engine {
             ));
         }
         let ring = cnt as usize * cqe_size as usize;
-        let mem = Arc::new(DevMem::new(ring + 64)?);
+        // The ring, the doorbell record (64 bytes) and a 64-byte UAR stub holding the CQ
+        // doorbell at MLX5_CQ_DOORBELL.
+        let mem = Arc::new(DevMem::new(ring + 128)?);
         // A new CQ buffer as libmlx5 and the kernel leave it: every op_own = INVALID << 4
         // (0xF0, owner bit 0), the rest zero (rdma-core `mlx5_alloc_cq_buf`, kernel
         // `init_cq_frag_buf`). With 128-byte CQEs the 64-byte CQE is the second half of the
@@ -203,6 +209,8 @@ impl Engine {
                 overrun: false,
                 held: VecDeque::new(),
                 ts,
+                uar_off: ring + 64,
+                arm: Default::default(),
             },
         );
         Ok(cqn)
