@@ -342,6 +342,23 @@ impl SimDevice {
         std::mem::take(&mut self.shared.lock().events)
     }
 
+    /// The oldest queued asynchronous event, if any (never blocks): the sim's
+    /// `ibv_get_async_event` on a non-blocking async fd, acknowledged on return.
+    pub fn poll_async_event(&self) -> Option<AsyncEvent> {
+        let mut e = self.shared.lock();
+        if e.events.is_empty() {
+            None
+        } else {
+            Some(e.events.remove(0))
+        }
+    }
+
+    /// Queue `event` as if the device had raised it (port changes, SRQ limit, fatal
+    /// errors the engine has no cause for), for tests and `rdma-direct events`.
+    pub fn raise_event(&self, event: AsyncEvent) {
+        self.shared.lock().events.push(event);
+    }
+
     /// The device's view of a QP's state (ERR after an error CQE even if the host has not
     /// looked yet).
     pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
