@@ -98,3 +98,25 @@ fn rxe_cq_overrun_raises_cq_err_naming_the_cq() {
     }
     drop((a, b));
 }
+
+#[test]
+#[ignore = "device test: needs RDMA_DIRECT_DEVICE (tests/guest/run)"]
+fn rxe_reports_completion_timestamps_unsupported() {
+    let dev = common::device();
+    let ctx = rdma_direct::verbs::Context::open(&dev).unwrap_or_else(|e| panic!("{e}"));
+    for real_time in [false, true] {
+        match rdma_direct::verbs::Cq::new_timestamped(&ctx, 16, real_time) {
+            Err(rdma_direct::Error::Unsupported { what }) => {
+                assert!(what.contains("EOPNOTSUPP"), "{what}");
+                assert!(what.contains("software"), "{what}");
+            }
+            other => panic!("real_time {real_time}: expected Unsupported, got {other:?}"),
+        }
+    }
+    match ctx.query_rt_clock() {
+        Err(rdma_direct::Error::Unsupported { what }) => assert!(what.contains("EOPNOTSUPP")),
+        other => panic!("ibv_query_rt_values_ex: expected Unsupported, got {other:?}"),
+    }
+    // A plain CQ still works on the same context.
+    rdma_direct::verbs::Cq::new(&ctx, 16).unwrap();
+}

@@ -323,8 +323,8 @@ impl Mr {
 // ---------------------------------------------------------------------------------------------
 
 pub(crate) struct CqInner {
-    raw: *mut ibv_cq,
-    ctx: Context,
+    pub(super) raw: *mut ibv_cq,
+    pub(super) ctx: Context,
 }
 
 // SAFETY: verbs objects may be used from any thread; freed only in Drop (last owner).
