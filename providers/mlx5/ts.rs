@@ -94,3 +94,49 @@ impl CqClock {
         self.format.to_ns(raw)
     }
 }
+
+/// The clock info of a hardware context: `mlx5dv_get_clock_info` (resolved with `dlsym`
+/// from libmlx5). Untested here (no mlx5 NIC on this machine).
+pub struct DvClockFeed {
+    ctx: crate::verbs::Context,
+    mlx5: &'static crate::ffi::Mlx5,
+}
+
+impl std::fmt::Debug for DvClockFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DvClockFeed")
+            .field("ctx", &self.ctx)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DvClockFeed {
+    /// The feed of `ctx` (an mlx5 context).
+    pub fn new(ctx: crate::verbs::Context, mlx5: &'static crate::ffi::Mlx5) -> DvClockFeed {
+        DvClockFeed { ctx, mlx5 }
+    }
+}
+
+impl ClockInfoFeed for DvClockFeed {
+    fn clock_info(&self) -> crate::Result<ClockInfo> {
+        let mut c = crate::ffi::mlx5dv_clock_info::default();
+        // SAFETY: a live mlx5 context (`ctx` keeps it open) and a writable out struct.
+        let rc = unsafe { (self.mlx5.mlx5dv_get_clock_info)(self.ctx.as_ptr(), &mut c) };
+        if rc != 0 {
+            return Err(crate::Error::verb(
+                "mlx5dv_get_clock_info",
+                rc,
+                "EBUSY: the kernel was updating the page, retry; EOPNOTSUPP/EINVAL: the \
+                 device runs its clock in real-time mode (use TimestampKind::RealTime)",
+            ));
+        }
+        Ok(ClockInfo {
+            nsec: c.nsec,
+            last_cycles: c.last_cycles,
+            frac: c.frac,
+            mult: c.mult,
+            shift: c.shift,
+            mask: c.mask,
+        })
+    }
+}

@@ -213,6 +213,12 @@ pub struct Mlx5 {
         qp_attr: *mut ibv_qp_init_attr_ex,
         mlx5_qp_attr: *mut mlx5dv_qp_init_attr,
     ) -> *mut ibv_qp,
+    /// A consistent copy of the kernel's clock-info page (`EINVAL`/`EOPNOTSUPP` without one,
+    /// `EBUSY` while it is being updated).
+    pub mlx5dv_get_clock_info: unsafe extern "C" fn(
+        context: *mut ibv_context,
+        clock_info: *mut mlx5dv_clock_info,
+    ) -> c_int,
 }
 
 // SAFETY: the tables hold only function pointers into libraries that are never unloaded.
@@ -292,6 +298,7 @@ impl Mlx5 {
                 mlx5dv_query_device,
                 mlx5dv_is_supported,
                 mlx5dv_create_qp,
+                mlx5dv_get_clock_info,
             }
         ))
     }
