@@ -83,9 +83,10 @@
 //! CQE loads must be complete before that store hands the slots back: on x86_64 a store never
 //! passes an earlier load (a compiler barrier suffices); on aarch64 that takes `dsb ld`.
 //!
-//! A CQ created to report completion timestamps would read the 64-bit timestamp at CQE byte
-//! 48; `run_hot` and `process` are where it goes, decided once per poll (a flag of the CQ),
-//! not per CQE.
+//! A CQ created to report completion timestamps reads the 64-bit timestamp at CQE byte 48
+//! in [`Mlx5Cq::poll_ts`]: the same loop instantiated with timestamps (a const generic), the
+//! read done beside `run_hot` and `process` while the slots are still ours. The plain `poll`
+//! is the instance without them: no load, no branch.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -378,6 +379,101 @@ impl Mlx5Cq {
     pub fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
         Arc::clone(&self.shared) as Arc<dyn std::any::Any + Send + Sync>
     }
+    /// The poll loop. With `TS`, `ts[i]` gets the raw timestamp of the CQE that gave
+    /// `out[i]` (`ts` at least as long as `out`); without, the code is the plain poll's.
+    #[inline(always)]
+    fn poll_inner<const TS: bool>(&mut self, out: &mut [Completion], ts: &mut [u64]) -> usize {
+        let start_ci = self.ci;
+        if out.is_empty() || !cqe_ready(&self.dv, start_ci) {
+            return 0;
+        }
+        // A CQE is there: from here on QP memory is read (see `CqShared::polling`).
+        self.shared.polling.store(true, Ordering::SeqCst);
+        let mut n = 0;
+        let mut ci = start_ci;
+        let mut released = 0u32;
+        let mut hot = self.hot_sq();
+        loop {
+            if let Some(h) = hot.as_mut() {
+                let k = self.run_hot(h, ci, &mut out[n..]);
+                if TS {
+                    // One completion per CQE on the short way; the slots are still ours
+                    // (the dbrec store comes last).
+                    for j in 0..k {
+                        ts[n + j] = self.cqe_timestamp_at(ci.wrapping_add(j as u32));
+                    }
+                }
+                n += k;
+                ci = ci.wrapping_add(k as u32);
+                released += k as u32;
+                if n == out.len() {
+                    break;
+                }
+            }
+            if !cqe_ready(&self.dv, ci) {
+                break;
+            }
+            // Orders the owner-bit load above before the loads of the CQE body below.
+            from_device_load_barrier();
+            // `process` reads and retires the same queues: publish what the short way did.
+            if let Some(h) = hot.take() {
+                h.flush();
+            }
+            let cqe = self
+                .cqe0
+                .wrapping_add(((ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
+            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
+            self.ci = ci;
+            let got = self.process(cqe, op_own, &mut out[n], &mut released) as usize;
+            if TS && got == 1 {
+                ts[n] = self.cqe_timestamp_at(ci);
+            }
+            n += got;
+            ci = ci.wrapping_add(1);
+            if n == out.len() {
+                break;
+            }
+            hot = self.hot_sq();
+        }
+        if let Some(h) = hot {
+            h.flush();
+        }
+        self.ci = ci;
+        // The CQE loads above must be complete before the dbrec store below lets the device
+        // reuse their slots. On x86_64 a store never passes an earlier load, so only the
+        // compiler must be held (`to_device_store_barrier` is a compiler barrier there); on
+        // aarch64 `to_device_store_barrier` (`dsb st`) waits for stores only, while
+        // `from_device_load_barrier` (`dsb ld`) waits for the earlier loads.
+        #[cfg(target_arch = "x86_64")]
+        to_device_store_barrier();
+        #[cfg(not(target_arch = "x86_64"))]
+        from_device_load_barrier();
+        // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
+        unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
+        self.shared.ci.store(ci, Ordering::Release);
+        self.shared.release(released);
+        self.shared.polling.store(false, Ordering::Release);
+        n
+    }
+
+    /// Poll as [`CompletionQueue::poll`], and give each completion's time in ns: `ns[i]` is
+    /// the timestamp of the CQE that gave `out[i]`, converted with the CQ's clock (see
+    /// [`Mlx5Cq::set_clock`]; refresh its clock info with [`Mlx5Cq::clock_mut`] at least
+    /// once per kernel refresh period). At most `min(out.len(), ns.len())` completions. A
+    /// CQ without a clock gives the raw values (zero on a CQ not created for timestamps).
+    /// The plain `poll` does not read timestamps at all.
+    pub fn poll_ts(&mut self, out: &mut [Completion], ns: &mut [u64]) -> usize {
+        let m = out.len().min(ns.len());
+        let n = self.poll_inner::<true>(&mut out[..m], &mut ns[..m]);
+        if let Some(c) = self.clock.as_deref() {
+            for t in &mut ns[..n] {
+                *t = c.to_ns(*t);
+            }
+        }
+        n
+    }
+
     /// Declare that this CQ's CQEs carry timestamps in `clock`'s format (the CQ must have
     /// been created so; see `ts.rs`).
     pub fn set_clock(&mut self, clock: super::ts::CqClock) {
@@ -960,67 +1056,7 @@ unsafe fn scatter_from_cqe(cqe: *const u8, op_own: u8, len: u32, segs: *const u8
 impl CompletionQueue for Mlx5Cq {
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> usize {
-        let start_ci = self.ci;
-        if out.is_empty() || !cqe_ready(&self.dv, start_ci) {
-            return 0;
-        }
-        // A CQE is there: from here on QP memory is read (see `CqShared::polling`).
-        self.shared.polling.store(true, Ordering::SeqCst);
-        let mut n = 0;
-        let mut ci = start_ci;
-        let mut released = 0u32;
-        let mut hot = self.hot_sq();
-        loop {
-            if let Some(h) = hot.as_mut() {
-                let k = self.run_hot(h, ci, &mut out[n..]);
-                n += k;
-                ci = ci.wrapping_add(k as u32);
-                released += k as u32;
-                if n == out.len() {
-                    break;
-                }
-            }
-            if !cqe_ready(&self.dv, ci) {
-                break;
-            }
-            // Orders the owner-bit load above before the loads of the CQE body below.
-            from_device_load_barrier();
-            // `process` reads and retires the same queues: publish what the short way did.
-            if let Some(h) = hot.take() {
-                h.flush();
-            }
-            let cqe = self
-                .cqe0
-                .wrapping_add(((ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
-            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
-            self.ci = ci;
-            n += self.process(cqe, op_own, &mut out[n], &mut released) as usize;
-            ci = ci.wrapping_add(1);
-            if n == out.len() {
-                break;
-            }
-            hot = self.hot_sq();
-        }
-        if let Some(h) = hot {
-            h.flush();
-        }
-        self.ci = ci;
-        // The CQE loads above must be complete before the dbrec store below lets the device
-        // reuse their slots. On x86_64 a store never passes an earlier load, so only the
-        // compiler must be held (`to_device_store_barrier` is a compiler barrier there); on
-        // aarch64 `to_device_store_barrier` (`dsb st`) waits for stores only, while
-        // `from_device_load_barrier` (`dsb ld`) waits for the earlier loads.
-        #[cfg(target_arch = "x86_64")]
-        to_device_store_barrier();
-        #[cfg(not(target_arch = "x86_64"))]
-        from_device_load_barrier();
-        // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
-        unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
-        self.shared.ci.store(ci, Ordering::Release);
-        self.shared.release(released);
-        self.shared.polling.store(false, Ordering::Release);
-        n
+        self.poll_inner::<false>(out, &mut [])
     }
 
     fn cqe(&self) -> u32 {
