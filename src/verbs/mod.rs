@@ -29,6 +29,7 @@
 //! `as_ptr()` on every object gives the raw `ibv_*` pointer, valid for as long as the object
 //! lives; [`crate::ffi::ops`] posts and polls through the context's ops table.
 
+mod channel;
 mod device;
 mod events;
 mod gid;
@@ -39,6 +40,7 @@ mod resources;
 mod timestamps;
 mod transition;
 
+pub use channel::CompChannel;
 pub use device::{format_guid, no_device_reason, Context, Device, DeviceAttr, SYSFS_INFINIBAND};
 pub use events::{AsyncElement, AsyncEvent, AsyncEventKind};
 pub use gid::{Gid, GidEntry, GidType};

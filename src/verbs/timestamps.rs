@@ -69,6 +69,7 @@ impl Cq {
                 inner: Arc::new(CqInner {
                     raw,
                     ctx: ctx.clone(),
+                    _channel: None,
                 }),
             }),
         }
