@@ -351,6 +351,18 @@ impl TimestampFormat {
     }
 }
 
+/// What a CQ's CQEs carry in their timestamp field, chosen when the CQ is created (on
+/// hardware: `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP` for free-running cycles,
+/// `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK` alone for real time; both CQs of a QP
+/// must agree, or the kernel refuses the QP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimestampKind {
+    /// The device's free-running cycle counter (convert with the clock info).
+    FreeRunning,
+    /// The device's real-time clock, `seconds << 32 | nanoseconds`.
+    RealTime,
+}
+
 /// Byte offsets in the kernel's clock-info page (`struct mlx5_ib_clock_info`, host byte
 /// order, one page mapped read-only from the verbs command fd), checked against
 /// `fixtures/mlx5/clock.txt`.

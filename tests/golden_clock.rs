@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rdma_direct::clock::{self, ClockInfo, RealTime};
+use rdma_direct::providers::mlx5::{arm_doorbell, CqArm};
 use rdma_direct::wire::{cqe64_offset, Cqe64, CqeOpcode, CqeRepr};
 
 const CLOCK_CASES: &[&str] = &[
@@ -62,25 +63,27 @@ const ARM_CASES: &[&str] = &[
 ];
 
 /// `MLX5_CQ_DOORBELL`: the CQ doorbell's offset in the UAR page.
-const CQ_DOORBELL: usize = 0x20;
-/// `MLX5_CQ_DB_REQ_NOT_SOL`: arm for the next solicited completion.
-const CQ_DB_REQ_NOT_SOL: u32 = 1 << 24;
-/// `MLX5_CQ_DB_REQ_NOT`: arm for the next completion.
-const CQ_DB_REQ_NOT: u32 = 0;
+const CQ_DOORBELL: usize = rdma_direct::wire::MLX5_CQ_DOORBELL;
 
-/// The arm computation of rdma-core's `mlx5_arm_cq`: the doorbell-record word
-/// (`dbrec[1]`, stored big-endian) and the 64-bit UAR doorbell (stored big-endian at
-/// `cq_uar + 0x20`). `arm_sn` counts the completion events received on the CQ.
-fn arm_doorbell(arm_sn: u32, cons_index: u32, cqn: u32, solicited: bool) -> (u32, u64) {
-    let sn = arm_sn & 3;
-    let ci = cons_index & 0xff_ffff;
-    let cmd = if solicited {
-        CQ_DB_REQ_NOT_SOL
-    } else {
-        CQ_DB_REQ_NOT
-    };
-    let word = (sn << 28) | cmd | ci;
-    (word, (u64::from(word) << 32) | u64::from(cqn))
+/// What the mlx5 provider's `CqArm::arm` stores: the doorbell record (pre-filled with 0xa5)
+/// and the 8 bytes at `uar + 0x20` of a 0xa5-filled UAR stub, byte for byte.
+fn arm_bytes(arm_sn: u32, cons_index: u32, cqn: u32, solicited: bool) -> ([u8; 8], [u8; 8]) {
+    #[repr(C, align(64))]
+    struct Mem([u8; 64]);
+    let mut dbrec = Mem([0xa5; 64]);
+    let mut uar = Mem([0xa5; 64]);
+    // SAFETY: both buffers are live, aligned and larger than what the arm writes.
+    let mut arm = unsafe { CqArm::new(cqn, dbrec.0.as_mut_ptr().cast(), uar.0.as_mut_ptr()) };
+    for _ in 0..arm_sn {
+        arm.event_received();
+    }
+    arm.arm(cons_index, solicited);
+    let mut d = [0u8; 8];
+    d.copy_from_slice(&dbrec.0[..8]);
+    let mut u = [0u8; 8];
+    u.copy_from_slice(&uar.0[CQ_DOORBELL..CQ_DOORBELL + 8]);
+    assert!(uar.0[..CQ_DOORBELL].iter().all(|&b| b == 0xa5));
+    (d, u)
 }
 
 fn fixture(name: &str) -> String {
@@ -278,8 +281,10 @@ fn clock_layouts_and_constants_match_the_headers() {
                         u64::from(clock::CLOCK_INFO_KERNEL_UPDATING)
                     }
                     "MLX5_CQ_DOORBELL" => CQ_DOORBELL as u64,
-                    "MLX5_CQ_DB_REQ_NOT_SOL" => u64::from(CQ_DB_REQ_NOT_SOL),
-                    "MLX5_CQ_DB_REQ_NOT" => u64::from(CQ_DB_REQ_NOT),
+                    "MLX5_CQ_DB_REQ_NOT_SOL" => {
+                        u64::from(rdma_direct::wire::MLX5_CQ_DB_REQ_NOT_SOL)
+                    }
+                    "MLX5_CQ_DB_REQ_NOT" => u64::from(rdma_direct::wire::MLX5_CQ_DB_REQ_NOT),
                     // For the next step's control path (mmap of the page, capability bits,
                     // CQ creation flags); pinned here so the values are checked once.
                     "MLX5_IB_MMAP_CLOCK_INFO" => 7,
@@ -372,6 +377,12 @@ fn arm_doorbell_matches_mlx5_arm_cq() {
     for c in &cases {
         let name = &c.name;
         let solicited = c.num("solicited") == 1;
+        let (rec_bytes, uar_bytes) = arm_bytes(
+            c.num("arm_sn") as u32,
+            c.num("cons_index") as u32,
+            c.num("cqn") as u32,
+            solicited,
+        );
         let (word, db) = arm_doorbell(
             c.num("arm_sn") as u32,
             c.num("cons_index") as u32,
@@ -390,6 +401,7 @@ fn arm_doorbell_matches_mlx5_arm_cq() {
         let mut want = vec![0xa5u8; 4];
         want.extend_from_slice(&word.to_be_bytes());
         assert_eq!(bytes_of(rec, 1, 8), want, "{name}: doorbell record bytes");
+        assert_eq!(rec_bytes.to_vec(), want, "{name}: CqArm's doorbell record");
         let uar = &c.lines[1];
         assert_eq!(
             uar.split_whitespace().next(),
@@ -400,6 +412,11 @@ fn arm_doorbell_matches_mlx5_arm_cq() {
             bytes_of(uar, 1, 8),
             db.to_be_bytes().to_vec(),
             "{name}: UAR doorbell bytes"
+        );
+        assert_eq!(
+            uar_bytes.to_vec(),
+            db.to_be_bytes().to_vec(),
+            "{name}: CqArm's UAR bytes"
         );
     }
 }

@@ -85,9 +85,10 @@
 //! CQE loads must be complete before that store hands the slots back: on x86_64 a store never
 //! passes an earlier load (a compiler barrier suffices); on aarch64 that takes `dsb ld`.
 //!
-//! A CQ created to report completion timestamps would read the 64-bit timestamp at CQE byte
-//! 48; `run_hot` and `process` are where it goes, decided once per poll (a flag of the CQ),
-//! not per CQE.
+//! A CQ created to report completion timestamps reads the 64-bit timestamp at CQE byte 48
+//! in [`Mlx5Cq::poll_ts`]: the same loop instantiated with timestamps (a const generic), the
+//! read done beside `run_hot` and `process` while the slots are still ours. The plain `poll`
+//! is the instance without them: no load, no branch.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -201,6 +202,8 @@ pub struct Mlx5Cq {
     last: usize,
     /// CQEs that named an unknown QP or a WQE outside the outstanding range (dropped).
     bogus: u64,
+    /// Completion timestamps: the CQ's format and clock info (`None`: not asked for).
+    clock: Option<Box<super::ts::CqClock>>,
 }
 
 // SAFETY: `cqe0` points into the CQ memory `shared.owner` keeps alive (like `dv`, which is
@@ -269,6 +272,7 @@ impl Mlx5Cq {
             entries: Vec::with_capacity(8),
             last: 0,
             bogus: 0,
+            clock: None,
         })
     }
 
@@ -288,6 +292,177 @@ impl Mlx5Cq {
     /// CQEs dropped because they named no registered QP or no outstanding WQE.
     pub fn bogus_cqes(&self) -> u64 {
         self.bogus
+    }
+    /// The CQ's doorbell record (`[0]` consumer index, `[1]` arm word), for
+    /// [`CqArm`](super::arm::CqArm).
+    pub fn dbrec(&self) -> *mut u32 {
+        self.dv.dbrec
+    }
+    /// A handle that keeps the CQ's memory (ring, record, the owner's mappings) alive.
+    pub fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        Arc::clone(&self.shared) as Arc<dyn std::any::Any + Send + Sync>
+    }
+    /// The poll loop. With `TS`, `ts[i]` gets the raw timestamp of the CQE that gave
+    /// `out[i]` (`ts` at least as long as `out`); without, the code is the plain poll's.
+    #[inline(always)]
+    fn poll_inner<const TS: bool>(&mut self, out: &mut [Completion], ts: &mut [u64]) -> usize {
+        let start_ci = self.ci;
+        let mut n = 0;
+        let mut ci = start_ci;
+        let mut released = 0u32;
+        // The short way's queue, taken when a CQE for it comes (see `run_hot`).
+        let mut hot: Option<HotSq> = None;
+        // The previous CQE took the short way.
+        let mut streak = false;
+        let mask = self.dv.cqe_cnt - 1;
+        while n < out.len() {
+            let cqe = self
+                .cqe0
+                .wrapping_add(((ci & mask) as usize) << self.cqe_shift);
+            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
+            let parity = u8::from(ci & self.dv.cqe_cnt != 0);
+            let ready = (op_own ^ parity) & (MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK) == 0;
+            if !ready
+                && (op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
+                    || (op_own & MLX5_CQE_OWNER_MASK) != parity)
+            {
+                break;
+            }
+            if ci == start_ci {
+                // The first CQE of this poll: from here on QP memory is read (see
+                // `CqShared::polling`).
+                self.shared.polling.store(true, Ordering::SeqCst);
+            }
+            if ready {
+                // A run of them (the previous CQE took the short way too, and room for more)
+                // goes to `run_hot`, whose setup pays off over several CQEs.
+                if streak && out.len() - n > 1 {
+                    if hot.is_none() {
+                        hot = self.hot_sq();
+                    }
+                    if let Some(h) = hot.as_mut() {
+                        let k = self.run_hot(h, ci, &mut out[n..]);
+                        if k != 0 {
+                            if TS {
+                                // One completion per CQE on the short way; the slots are
+                                // still ours (the dbrec store comes last).
+                                for j in 0..k {
+                                    ts[n + j] = self.cqe_timestamp_at(ci.wrapping_add(j as u32));
+                                }
+                            }
+                            n += k;
+                            ci = ci.wrapping_add(k as u32);
+                            released += k as u32;
+                            continue;
+                        }
+                    }
+                }
+                from_device_load_barrier();
+                if hot.is_none() && self.process_req(cqe, &mut out[n]) {
+                    if TS {
+                        ts[n] = self.cqe_timestamp_at(ci);
+                    }
+                    n += 1;
+                    ci = ci.wrapping_add(1);
+                    released += 1;
+                    streak = true;
+                    continue;
+                }
+            }
+            // Orders the owner-bit load above before the loads of the CQE body below.
+            from_device_load_barrier();
+            // A requester CQE in `process` reads and retires the send queue: publish what the
+            // short way did, and take the queue again afterwards (responder CQEs leave it).
+            let opcode = op_own >> MLX5_CQE_OPCODE_SHIFT;
+            if opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR {
+                if let Some(h) = hot.take() {
+                    h.flush();
+                }
+            }
+            self.ci = ci;
+            let got = self.process(cqe, op_own, &mut out[n], &mut released) as usize;
+            if TS && got == 1 {
+                ts[n] = self.cqe_timestamp_at(ci);
+            }
+            n += got;
+            ci = ci.wrapping_add(1);
+            streak = false;
+        }
+        if ci == start_ci {
+            return 0;
+        }
+        if let Some(h) = hot {
+            h.flush();
+        }
+        self.ci = ci;
+        // The CQE loads above must be complete before the dbrec store below lets the device
+        // reuse their slots. On x86_64 a store never passes an earlier load, so only the
+        // compiler must be held (`to_device_store_barrier` is a compiler barrier there); on
+        // aarch64 `to_device_store_barrier` (`dsb st`) waits for stores only, while
+        // `from_device_load_barrier` (`dsb ld`) waits for the earlier loads.
+        #[cfg(target_arch = "x86_64")]
+        to_device_store_barrier();
+        #[cfg(not(target_arch = "x86_64"))]
+        from_device_load_barrier();
+        // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
+        unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
+        self.shared.ci.store(ci, Ordering::Release);
+        self.shared.release(released);
+        self.shared.polling.store(false, Ordering::Release);
+        n
+    }
+
+    /// Poll as [`CompletionQueue::poll`], and give each completion's time in ns: `ns[i]` is
+    /// the timestamp of the CQE that gave `out[i]`, converted with the CQ's clock (see
+    /// [`Mlx5Cq::set_clock`]; refresh its clock info with [`Mlx5Cq::clock_mut`] at least
+    /// once per kernel refresh period). At most `min(out.len(), ns.len())` completions. A
+    /// CQ without a clock gives the raw values (zero on a CQ not created for timestamps).
+    /// The plain `poll` does not read timestamps at all.
+    pub fn poll_ts(&mut self, out: &mut [Completion], ns: &mut [u64]) -> usize {
+        let m = out.len().min(ns.len());
+        let n = self.poll_inner::<true>(&mut out[..m], &mut ns[..m]);
+        if let Some(c) = self.clock.as_deref() {
+            for t in &mut ns[..n] {
+                *t = c.to_ns(*t);
+            }
+        }
+        n
+    }
+
+    /// Declare that this CQ's CQEs carry timestamps in `clock`'s format (the CQ must have
+    /// been created so; see `ts.rs`).
+    pub fn set_clock(&mut self, clock: super::ts::CqClock) {
+        self.clock = Some(Box::new(clock));
+    }
+    /// The CQ's timestamp format and clock info, if it carries timestamps.
+    pub fn clock(&self) -> Option<&super::ts::CqClock> {
+        self.clock.as_deref()
+    }
+    /// As [`Mlx5Cq::clock`], to refresh the clock info.
+    pub fn clock_mut(&mut self) -> Option<&mut super::ts::CqClock> {
+        self.clock.as_deref_mut()
+    }
+    /// The raw timestamp field of the CQE at position `pos` (free-running, as `ci`). A
+    /// consumed CQE keeps its bytes until the device reuses its slot, so right after a poll
+    /// `ci() - k` is the `k`-th last CQE consumed. Cold path (tests, tools).
+    pub fn cqe_timestamp_at(&self, pos: u32) -> u64 {
+        let cqe = cqe_ptr(&self.dv, pos);
+        // SAFETY: `cqe` is a 64-byte CQE of this CQ (from_dv's contract); bytes 48..56 are
+        // inside it and 4-aligned.
+        let (hi, lo) = unsafe {
+            (
+                be32_at(cqe, cqe64::TIMESTAMP),
+                be32_at(cqe, cqe64::TIMESTAMP + 4),
+            )
+        };
+        (u64::from(hi) << 32) | u64::from(lo)
+    }
+    /// [`Mlx5Cq::cqe_timestamp_at`] in ns with the CQ's clock; `None` when the CQ carries no
+    /// timestamps.
+    pub fn cqe_timestamp_ns_at(&self, pos: u32) -> Option<u64> {
+        let c = self.clock.as_deref()?;
+        Some(c.to_ns(self.cqe_timestamp_at(pos)))
     }
     /// Whatever keeps the CQ memory alive (on hardware the verbs CQ).
     pub(crate) fn owner(&self) -> &(dyn std::any::Any + Send + Sync) {
@@ -509,97 +684,7 @@ unsafe fn scatter_from_cqe(cqe: *const u8, op_own: u8, len: u32, segs: *const u8
 impl CompletionQueue for Mlx5Cq {
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> usize {
-        let start_ci = self.ci;
-        let mut n = 0;
-        let mut ci = start_ci;
-        let mut released = 0u32;
-        // The short way's queue, taken when a CQE for it comes (see `run_hot`).
-        let mut hot: Option<HotSq> = None;
-        // The previous CQE took the short way.
-        let mut streak = false;
-        let mask = self.dv.cqe_cnt - 1;
-        while n < out.len() {
-            let cqe = self
-                .cqe0
-                .wrapping_add(((ci & mask) as usize) << self.cqe_shift);
-            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
-            let parity = u8::from(ci & self.dv.cqe_cnt != 0);
-            let ready = (op_own ^ parity) & (MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK) == 0;
-            if !ready
-                && (op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
-                    || (op_own & MLX5_CQE_OWNER_MASK) != parity)
-            {
-                break;
-            }
-            if ci == start_ci {
-                // The first CQE of this poll: from here on QP memory is read (see
-                // `CqShared::polling`).
-                self.shared.polling.store(true, Ordering::SeqCst);
-            }
-            if ready {
-                // A run of them (the previous CQE took the short way too, and room for more)
-                // goes to `run_hot`, whose setup pays off over several CQEs.
-                if streak && out.len() - n > 1 {
-                    if hot.is_none() {
-                        hot = self.hot_sq();
-                    }
-                    if let Some(h) = hot.as_mut() {
-                        let k = self.run_hot(h, ci, &mut out[n..]);
-                        if k != 0 {
-                            n += k;
-                            ci = ci.wrapping_add(k as u32);
-                            released += k as u32;
-                            continue;
-                        }
-                    }
-                }
-                from_device_load_barrier();
-                if hot.is_none() && self.process_req(cqe, &mut out[n]) {
-                    n += 1;
-                    ci = ci.wrapping_add(1);
-                    released += 1;
-                    streak = true;
-                    continue;
-                }
-            }
-            // Orders the owner-bit load above before the loads of the CQE body below.
-            from_device_load_barrier();
-            // A requester CQE in `process` reads and retires the send queue: publish what the
-            // short way did, and take the queue again afterwards (responder CQEs leave it).
-            let opcode = op_own >> MLX5_CQE_OPCODE_SHIFT;
-            if opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR {
-                if let Some(h) = hot.take() {
-                    h.flush();
-                }
-            }
-            self.ci = ci;
-            n += self.process(cqe, op_own, &mut out[n], &mut released) as usize;
-            ci = ci.wrapping_add(1);
-            streak = false;
-        }
-        if ci == start_ci {
-            return 0;
-        }
-        if let Some(h) = hot {
-            h.flush();
-        }
-        self.ci = ci;
-        // The CQE loads above must be complete before the dbrec store below lets the device
-        // reuse their slots. On x86_64 a store never passes an earlier load, so only the
-        // compiler must be held (`to_device_store_barrier` is a compiler barrier there); on
-        // aarch64 `to_device_store_barrier` (`dsb st`) waits for stores only, while
-        // `from_device_load_barrier` (`dsb ld`) waits for the earlier loads.
-        #[cfg(target_arch = "x86_64")]
-        to_device_store_barrier();
-        #[cfg(not(target_arch = "x86_64"))]
-        from_device_load_barrier();
-        // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
-        unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
-        self.shared.ci.store(ci, Ordering::Release);
-        self.shared.release(released);
-        self.shared.polling.store(false, Ordering::Release);
-        n
+        self.poll_inner::<false>(out, &mut [])
     }
 
     fn cqe(&self) -> u32 {

@@ -269,6 +269,51 @@ fn verbs_cq(cq: &Mlx5Cq) -> Result<&verbs::Cq> {
         })
 }
 
+impl Mlx5Device {
+    /// A CQ whose CQEs carry the device's time in `kind`'s format (`ibv_create_cq_ex` with
+    /// `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`, or `..._WALLCLOCK` alone for real time; use the
+    /// same kind for both CQs of a QP), with its clock attached (free-running: the context's
+    /// clock info through `mlx5dv_get_clock_info`). Untested here: no mlx5 NIC.
+    pub fn create_cq_ts(&mut self, cqe: u32, kind: crate::clock::TimestampKind) -> Result<Mlx5Cq> {
+        use super::ts::{CqClock, DvClockFeed};
+        let clock = match kind {
+            crate::clock::TimestampKind::RealTime => CqClock::real_time(),
+            crate::clock::TimestampKind::FreeRunning => CqClock::free_running(
+                std::sync::Arc::new(DvClockFeed::new(self.ctx.clone(), self.mlx5)),
+            )?,
+        };
+        let real_time = kind == crate::clock::TimestampKind::RealTime;
+        let cq = verbs::Cq::new_timestamped(&self.ctx, cqe, real_time)?;
+        let mut cq = self.wrap_cq(cq)?;
+        cq.set_clock(clock);
+        Ok(cq)
+    }
+
+    /// The mlx5 view of a verbs CQ, polled by the hand-written poller from now on.
+    fn wrap_cq(&self, cq: verbs::Cq) -> Result<Mlx5Cq> {
+        let mut out = mlx5dv_cq::zeroed();
+        let mut obj = mlx5dv_obj::zeroed();
+        obj.cq.r#in = cq.as_ptr();
+        obj.cq.out = &mut out;
+        init_obj(
+            self.mlx5,
+            &mut obj,
+            ffi::MLX5DV_OBJ_CQ,
+            "mlx5dv_init_obj(CQ)",
+        )?;
+        let dv = DvCq {
+            cqn: out.cqn,
+            buf: out.buf.cast(),
+            cqe_cnt: out.cqe_cnt,
+            cqe_size: out.cqe_size,
+            dbrec: out.dbrec,
+        };
+        // SAFETY: the memory belongs to `cq`, which the owner box keeps alive; from now on only
+        // the Mlx5Cq polls it (libmlx5 treats it as DV owned).
+        unsafe { Mlx5Cq::from_dv(dv, Box::new(cq)) }
+    }
+}
+
 impl Provider for Mlx5Device {
     type Pd = verbs::Pd;
     type Mr = verbs::Mr;
@@ -301,26 +346,7 @@ impl Provider for Mlx5Device {
 
     fn create_cq(&mut self, cqe: u32) -> Result<Mlx5Cq> {
         let cq = verbs::Cq::new(&self.ctx, cqe)?;
-        let mut out = mlx5dv_cq::zeroed();
-        let mut obj = mlx5dv_obj::zeroed();
-        obj.cq.r#in = cq.as_ptr();
-        obj.cq.out = &mut out;
-        init_obj(
-            self.mlx5,
-            &mut obj,
-            ffi::MLX5DV_OBJ_CQ,
-            "mlx5dv_init_obj(CQ)",
-        )?;
-        let dv = DvCq {
-            cqn: out.cqn,
-            buf: out.buf.cast(),
-            cqe_cnt: out.cqe_cnt,
-            cqe_size: out.cqe_size,
-            dbrec: out.dbrec,
-        };
-        // SAFETY: the memory belongs to `cq`, which the owner box keeps alive; from now on only
-        // the Mlx5Cq polls it (libmlx5 treats it as DV owned).
-        unsafe { Mlx5Cq::from_dv(dv, Box::new(cq)) }
+        self.wrap_cq(cq)
     }
 
     fn create_srq(&mut self, pd: &verbs::Pd, max_wr: u32, max_sge: u32) -> Result<Mlx5Srq> {

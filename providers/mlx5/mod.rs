@@ -23,6 +23,7 @@
 //! the poller share per-queue tracking without locks (see `shared.rs`), so a QP may be posted
 //! from one thread while its CQ is polled from another.
 
+pub mod arm;
 pub mod cq;
 pub mod device;
 pub mod dv;
@@ -30,14 +31,17 @@ mod qp;
 mod rq;
 mod shared;
 mod sq;
+pub mod ts;
 pub mod wqe;
 
+pub use arm::{arm_doorbell, CqArm, CqWaiter, EventChannel};
 pub use cq::{syndrome_status, Mlx5Cq};
 pub use device::{BfregMode, Mlx5Device};
 pub use dv::{address_handle, DvCq, DvQp, DvSrq};
 pub use qp::Mlx5Qp;
 pub use rq::{Mlx5Rq, Mlx5Srq};
 pub use sq::Mlx5Sq;
+pub use ts::{ClockInfoFeed, CqClock};
 pub use wqe::send_wqe;
 
 /// How `ring()` tells the device about staged WQEs.

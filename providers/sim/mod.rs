@@ -50,6 +50,11 @@
 //!   error CQEs and one flush CQE per outstanding WQE and per posted receive after an error;
 //!   CQ overrun detected from the consumer index in the CQ's dbrec: reported
 //!   ([`AsyncEvent::CqOverrun`]), never overwritten.
+//! - CQ arming (the 8-byte CQ doorbell at `MLX5_CQ_DOORBELL` of a per-CQ UAR stub, with
+//!   `rdma-core`'s `sn`/`cmd`/`ci`/`cqn` word) and completion events delivered on a
+//!   [`channel::SimChannel`] (a pipe fd); see `engine/arm.rs` for the device's rules.
+//! - A device clock ([`clock`]): CQs created with a timestamp kind carry the time of
+//!   completion in the CQE's timestamp field.
 //! - A seeded fault injector ([`fault`]): error CQEs, delayed completions, out-of-order
 //!   completion across QPs, CQEs landing while the poller is mid-batch.
 //!
@@ -59,7 +64,7 @@
 //! buffer (a BlueFlame copy is just a doorbell here; its bytes are not compared with the
 //! ring), link speed, congestion, packetisation and MTU segmentation of RC/UC messages, PSNs
 //! and acknowledgements on a wire, scatter-to-CQE (the sim behaves as if it were disabled,
-//! which is how the mlx5 provider configures hardware), CQ arming and completion events,
+//! which is how the mlx5 provider configures hardware),
 //! memory windows, the masked/extended atomics, vendor syndromes (always 0), fences (the
 //! engine executes in order anyway), multiple ports. Its timing says nothing about hardware:
 //! every figure measured on it is labelled "sim".
@@ -82,6 +87,8 @@
 //! hardware writes the first pass over the ring with owner 0 (the parity of `ci & cqe_cnt`).
 //! The sim does the same. Either way an INVALID opcode is never taken as a CQE.
 
+pub mod channel;
+pub mod clock;
 mod engine;
 pub mod fault;
 mod mem;
@@ -97,11 +104,14 @@ pub use provider::{SimMr, SimPd, SIM_PORT_MTU};
 
 use super::mlx5::dv::{DvCq, DvQp, DvSrq};
 use super::{QpCaps, QpConfig, QpState};
+use crate::clock::TimestampKind;
+use clock::{SimClock, SimClockConfig};
 use engine::Engine;
 use mem::DevMem;
 
 pub(crate) struct Shared {
     engine: Mutex<Engine>,
+    clock: Arc<SimClock>,
     stop: AtomicBool,
     threaded: AtomicBool,
 }
@@ -197,18 +207,32 @@ impl Default for SimDevice {
 impl SimDevice {
     /// A new device in deterministic mode, named `sim0`.
     pub fn new() -> SimDevice {
+        Self::with_clock(SimClockConfig::default()).expect("the default clock is valid")
+    }
+
+    /// A new device whose device clock starts as `clock` says (frequency, first counter
+    /// value); fails only on a frequency the clock info cannot scale.
+    pub fn with_clock(clock: SimClockConfig) -> crate::Result<SimDevice> {
+        let clock = Arc::new(SimClock::new(clock)?);
         let (qpn_base, gid) = identity(DEVICES.fetch_add(1, Ordering::Relaxed));
-        SimDevice {
+        Ok(SimDevice {
             gid,
             shared: Arc::new(Shared {
-                engine: Mutex::new(Engine::new(qpn_base, gid)),
+                engine: Mutex::new(Engine::new(qpn_base, gid, Arc::clone(&clock))),
+                clock,
                 stop: AtomicBool::new(false),
                 threaded: AtomicBool::new(false),
             }),
             thread: None,
             cqe_size: 64,
             name: "sim0".to_string(),
-        }
+        })
+    }
+
+    /// The device clock: its counter, its clock-info page (what `mlx5dv_get_clock_info`
+    /// reads on hardware) and its real-time clock.
+    pub fn clock(&self) -> &Arc<SimClock> {
+        &self.shared.clock
     }
 
     /// One engine pass over every QP; returns how much work it did (0 = idle).
@@ -318,6 +342,23 @@ impl SimDevice {
         std::mem::take(&mut self.shared.lock().events)
     }
 
+    /// The oldest queued asynchronous event, if any (never blocks): the sim's
+    /// `ibv_get_async_event` on a non-blocking async fd, acknowledged on return.
+    pub fn poll_async_event(&self) -> Option<AsyncEvent> {
+        let mut e = self.shared.lock();
+        if e.events.is_empty() {
+            None
+        } else {
+            Some(e.events.remove(0))
+        }
+    }
+
+    /// Queue `event` as if the device had raised it (port changes, SRQ limit, fatal
+    /// errors the engine has no cause for), for tests and `rdma-direct events`.
+    pub fn raise_event(&self, event: AsyncEvent) {
+        self.shared.lock().events.push(event);
+    }
+
     /// The device's view of a QP's state (ERR after an error CQE even if the host has not
     /// looked yet).
     pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
@@ -340,8 +381,18 @@ impl SimDevice {
 
     /// Create a CQ of at least `cqe` entries (64-byte CQEs).
     pub fn create_cq_dv(&self, cqe: u32) -> crate::Result<(DvCq, SimOwner)> {
+        self.create_cq_dv_ts(cqe, None)
+    }
+
+    /// Create a CQ whose CQEs carry the device's time of completion in `ts`'s format (the
+    /// sim's `ibv_create_cq_ex` with a completion-timestamp flag); `None`: no time.
+    pub fn create_cq_dv_ts(
+        &self,
+        cqe: u32,
+        ts: Option<TimestampKind>,
+    ) -> crate::Result<(DvCq, SimOwner)> {
         let mut e = self.shared.lock();
-        let cqn = e.create_cq(cqe, self.cqe_size)?;
+        let cqn = e.create_cq(cqe, self.cqe_size, ts)?;
         let c = &e.cqs[&cqn];
         let dv = DvCq {
             cqn,
@@ -353,6 +404,39 @@ impl SimDevice {
         let mem = Arc::clone(&c.mem);
         drop(e);
         Ok((dv, self.owner(Obj::Cq(cqn), mem)))
+    }
+
+    /// A completion channel (`ibv_create_comp_channel`): a pipe fd the device writes one
+    /// event per fired arm into.
+    pub fn create_comp_channel(&self) -> crate::Result<channel::SimChannel> {
+        channel::SimChannel::new()
+    }
+
+    /// Deliver `cq`'s completion events on `ch` and return the waiter that arms `cq` and
+    /// sleeps on `ch` (`ibv_create_cq` with a channel, then `ibv_req_notify_cq` /
+    /// `ibv_get_cq_event` — here by hand). The CQ must be this device's.
+    pub fn cq_waiter(
+        &self,
+        cq: &crate::providers::mlx5::Mlx5Cq,
+        ch: channel::SimChannel,
+    ) -> crate::Result<crate::providers::mlx5::CqWaiter<channel::SimChannel>> {
+        let mut e = self.shared.lock();
+        let cqn = cq.cqn();
+        let c = e
+            .cqs
+            .get_mut(&cqn)
+            .filter(|c| c.mem.ptr(c.dbrec_off).cast::<u32>() == cq.dbrec())
+            .ok_or_else(|| crate::Error::InvalidArgument {
+                context: "SimDevice::cq_waiter",
+                detail: format!("CQ {cqn:#x} is not a CQ of this device"),
+            })?;
+        c.arm.channel = Some(Arc::clone(&ch.wr));
+        let uar = c.mem.ptr(c.uar_off);
+        // SAFETY: `dbrec` and `uar` are the CQ's doorbell record and UAR stub in memory the
+        // CQ's owner keeps alive; the waiter is used with that CQ only (its `wait` takes it).
+        let mut arm = unsafe { crate::providers::mlx5::CqArm::new(cqn, cq.dbrec(), uar) };
+        arm.keep_alive(cq.keep_alive());
+        Ok(crate::providers::mlx5::CqWaiter::new(arm, ch))
     }
 
     /// Create an SRQ in protection domain `pd`.

@@ -64,6 +64,28 @@ impl MemoryRegion for SimMr {
 }
 
 impl SimDevice {
+    /// A CQ whose CQEs carry the device clock's time of completion in `kind`'s format, with
+    /// its [`CqClock`](crate::providers::mlx5::CqClock) attached (free-running: the device's
+    /// clock-info page). Use it for both CQs of a QP.
+    pub fn create_cq_ts(
+        &mut self,
+        cqe: u32,
+        kind: crate::clock::TimestampKind,
+    ) -> crate::Result<Mlx5Cq> {
+        use crate::providers::mlx5::CqClock;
+        let clock = match kind {
+            crate::clock::TimestampKind::RealTime => CqClock::real_time(),
+            crate::clock::TimestampKind::FreeRunning => {
+                CqClock::free_running(self.clock().page().clone())?
+            }
+        };
+        let (dv, owner) = self.create_cq_dv_ts(cqe, Some(kind))?;
+        // SAFETY: as `create_cq`: a fresh sim CQ ring; `owner` keeps the memory alive.
+        let mut cq = unsafe { Mlx5Cq::from_dv(dv, Box::new(owner)) }?;
+        cq.set_clock(clock);
+        Ok(cq)
+    }
+
     /// Allocate a PD.
     pub fn alloc_sim_pd(&self) -> SimPd {
         SimPd {

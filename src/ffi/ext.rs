@@ -475,3 +475,118 @@ mod layout {
     const_assert_eq!(offset_of!(verbs_context, sz), 312);
     const_assert_eq!(offset_of!(verbs_context, context), 320);
 }
+
+// ---- completion timestamps: ibv_create_cq_ex, ibv_query_rt_values_ex ----
+
+/// `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`: the CQ reports the device's free-running clock.
+pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP: u64 = 1 << 7;
+/// `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK`: the CQ reports wall-clock ns (alone:
+/// the real-time CQE format on mlx5).
+pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK: u64 = 1 << 11;
+/// `IBV_VALUES_MASK_RAW_CLOCK`: `ibv_values_ex::raw_clock` is asked for / valid.
+pub const IBV_VALUES_MASK_RAW_CLOCK: u32 = 1 << 0;
+
+/// `struct ibv_cq_init_attr_ex` (rdma-core 44, 56 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_cq_init_attr_ex {
+    /// Minimum number of entries.
+    pub cqe: u32,
+    /// Returned in `ibv_cq.cq_context`.
+    pub cq_context: *mut c_void,
+    /// Completion channel, or null.
+    pub channel: *mut ibv_comp_channel,
+    /// Completion vector.
+    pub comp_vector: u32,
+    /// `IBV_WC_EX_WITH_*` bits.
+    pub wc_flags: u64,
+    /// `IBV_CQ_INIT_ATTR_MASK_*` (0: no optional fields).
+    pub comp_mask: u32,
+    /// `IBV_CREATE_CQ_ATTR_*`.
+    pub flags: u32,
+    /// Parent domain (with `IBV_CQ_INIT_ATTR_MASK_PD`).
+    pub parent_domain: *mut ibv_pd,
+}
+
+static_assertions::const_assert_eq!(size_of::<ibv_cq_init_attr_ex>(), 56);
+static_assertions::const_assert_eq!(offset_of!(ibv_cq_init_attr_ex, wc_flags), 32);
+static_assertions::const_assert_eq!(offset_of!(ibv_cq_init_attr_ex, parent_domain), 48);
+
+/// `struct ibv_values_ex`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_values_ex {
+    /// `IBV_VALUES_MASK_*`: in, what to read; out, what was read.
+    pub comp_mask: u32,
+    /// The device clock (mlx5: the raw counter in `tv_nsec`, `tv_sec` 0).
+    pub raw_clock: libc::timespec,
+}
+
+static_assertions::const_assert_eq!(size_of::<ibv_values_ex>(), 24);
+
+/// `verbs_context::create_cq_ex` (returns a `struct ibv_cq_ex *`, whose first member is the
+/// `struct ibv_cq`).
+pub type create_cq_ex_fn =
+    unsafe extern "C" fn(context: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> *mut ibv_cq;
+/// `verbs_context::query_rt_values`.
+pub type query_rt_values_fn =
+    unsafe extern "C" fn(context: *mut ibv_context, values: *mut ibv_values_ex) -> c_int;
+
+/// `ibv_create_cq_ex` (static inline in verbs.h): through the context's `create_cq_ex` op.
+/// Errors: `Unsupported` when the provider has no such op; otherwise the errno the provider
+/// set (rxe: `EOPNOTSUPP` for any timestamp flag).
+///
+/// # Safety
+/// `ctx` is a live context opened by libibverbs; `attr` is valid.
+pub unsafe fn create_cq_ex(
+    ctx: *mut ibv_context,
+    attr: &mut ibv_cq_init_attr_ex,
+) -> Result<std::result::Result<*mut ibv_cq, c_int>> {
+    // SAFETY: forwarded.
+    let vctx =
+        unsafe { verbs_get_ctx_op(ctx, offset_of!(verbs_context, create_cq_ex), "create_cq_ex") }?;
+    // SAFETY: the slot is in range and non-null (checked above); it holds the provider's
+    // create_cq_ex, whose C type is `create_cq_ex_fn`.
+    let f: create_cq_ex_fn = unsafe { std::mem::transmute((*vctx).create_cq_ex) };
+    // SAFETY: live context, valid attr.
+    let cq = unsafe { f(ctx, attr) };
+    if cq.is_null() {
+        return Ok(Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(0)));
+    }
+    Ok(Ok(cq))
+}
+
+/// `ibv_query_rt_values_ex` (static inline in verbs.h) asking for the raw clock: the raw
+/// value (`tv_sec * 10^9 + tv_nsec`, as verbs.h packs it), or the errno.
+///
+/// # Safety
+/// `ctx` is a live context opened by libibverbs.
+pub unsafe fn query_rt_values_ex(ctx: *mut ibv_context) -> Result<std::result::Result<u64, c_int>> {
+    // SAFETY: forwarded.
+    let vctx = unsafe {
+        verbs_get_ctx_op(
+            ctx,
+            offset_of!(verbs_context, query_rt_values),
+            "query_rt_values",
+        )
+    }?;
+    // SAFETY: as in `create_cq_ex`: a non-null slot of type `query_rt_values_fn`.
+    let f: query_rt_values_fn = unsafe { std::mem::transmute((*vctx).query_rt_values) };
+    let mut v = ibv_values_ex {
+        comp_mask: IBV_VALUES_MASK_RAW_CLOCK,
+        raw_clock: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+    };
+    // SAFETY: live context, valid out struct.
+    let rc = unsafe { f(ctx, &mut v) };
+    if rc != 0 {
+        return Ok(Err(rc));
+    }
+    Ok(Ok((v.raw_clock.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(v.raw_clock.tv_nsec as u64)))
+}

@@ -193,6 +193,16 @@ pub struct Verbs {
     pub ibv_get_async_event:
         unsafe extern "C" fn(context: *mut ibv_context, event: *mut ibv_async_event) -> c_int,
     pub ibv_ack_async_event: unsafe extern "C" fn(event: *mut ibv_async_event),
+    pub ibv_create_comp_channel:
+        unsafe extern "C" fn(context: *mut ibv_context) -> *mut ibv_comp_channel,
+    pub ibv_destroy_comp_channel: unsafe extern "C" fn(channel: *mut ibv_comp_channel) -> c_int,
+    /// Blocks unless the channel's fd was made non-blocking.
+    pub ibv_get_cq_event: unsafe extern "C" fn(
+        channel: *mut ibv_comp_channel,
+        cq: *mut *mut ibv_cq,
+        cq_context: *mut *mut c_void,
+    ) -> c_int,
+    pub ibv_ack_cq_events: unsafe extern "C" fn(cq: *mut ibv_cq, nevents: c_uint),
     pub ibv_wc_status_str: unsafe extern "C" fn(status: u32) -> *const c_char,
     pub ibv_event_type_str: unsafe extern "C" fn(event: u32) -> *const c_char,
 }
@@ -213,6 +223,12 @@ pub struct Mlx5 {
         qp_attr: *mut ibv_qp_init_attr_ex,
         mlx5_qp_attr: *mut mlx5dv_qp_init_attr,
     ) -> *mut ibv_qp,
+    /// A consistent copy of the kernel's clock-info page (`EINVAL`/`EOPNOTSUPP` without one,
+    /// `EBUSY` while it is being updated).
+    pub mlx5dv_get_clock_info: unsafe extern "C" fn(
+        context: *mut ibv_context,
+        clock_info: *mut mlx5dv_clock_info,
+    ) -> c_int,
 }
 
 // SAFETY: the tables hold only function pointers into libraries that are never unloaded.
@@ -261,6 +277,10 @@ impl Verbs {
                 ibv_destroy_ah,
                 ibv_get_async_event,
                 ibv_ack_async_event,
+                ibv_create_comp_channel,
+                ibv_destroy_comp_channel,
+                ibv_get_cq_event,
+                ibv_ack_cq_events,
                 ibv_wc_status_str,
                 ibv_event_type_str,
             }
@@ -292,6 +312,7 @@ impl Mlx5 {
                 mlx5dv_query_device,
                 mlx5dv_is_supported,
                 mlx5dv_create_qp,
+                mlx5dv_get_clock_info,
             }
         ))
     }

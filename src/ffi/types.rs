@@ -276,6 +276,28 @@ pub const MLX5DV_OBJ_SRQ: u64 = 1 << 2;
 // Structs (verbs.h).
 // ---------------------------------------------------------------------------------------------
 
+/// `struct mlx5dv_clock_info` (mlx5dv.h, 40 bytes): what `mlx5dv_get_clock_info` fills.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct mlx5dv_clock_info {
+    /// ns at `last_cycles`.
+    pub nsec: u64,
+    /// The device counter at the last update.
+    pub last_cycles: u64,
+    /// Fractional ns at that point (units of 2^-shift ns).
+    pub frac: u64,
+    /// Cycles to ns multiplier (scaled by 2^shift).
+    pub mult: u32,
+    /// The scale.
+    pub shift: u32,
+    /// The counter's bits.
+    pub mask: u64,
+}
+
+static_assertions::const_assert_eq!(std::mem::size_of::<mlx5dv_clock_info>(), 40);
+static_assertions::const_assert_eq!(std::mem::offset_of!(mlx5dv_clock_info, mult), 24);
+static_assertions::const_assert_eq!(std::mem::offset_of!(mlx5dv_clock_info, mask), 32);
+
 /// Opaque: we never look inside an `ibv_comp_channel`.
 #[repr(C)]
 pub struct ibv_comp_channel {

@@ -119,7 +119,30 @@ pub struct AsyncEvent {
     pub element: AsyncElement,
 }
 
+impl std::fmt::Display for AsyncEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            AsyncEventKind::Other(v) => write!(f, "EVENT_{v}")?,
+            k => write!(f, "{k:?}")?,
+        }
+        match self.element {
+            AsyncElement::Cq(p) => write!(f, " cq {p:#x}"),
+            AsyncElement::Qp { ptr, qpn } => write!(f, " qp {qpn:#x} ({ptr:#x})"),
+            AsyncElement::Srq(p) => write!(f, " srq {p:#x}"),
+            AsyncElement::Port(n) => write!(f, " port {n}"),
+            AsyncElement::Device => write!(f, " device"),
+        }
+    }
+}
+
 impl Context {
+    /// The context's async event fd (`ibv_context.async_fd`): readable when an event is
+    /// pending, for poll/epoll; read events with [`Context::poll_async_event`].
+    pub fn async_fd(&self) -> std::os::fd::RawFd {
+        // SAFETY: live context: reading its async_fd field.
+        unsafe { (*self.inner.raw).async_fd }
+    }
+
     /// The next asynchronous event, if one is pending (never blocks). The event is
     /// acknowledged before this returns. CQ overruns show up as [`AsyncEventKind::CqErr`].
     pub fn poll_async_event(&self) -> Result<Option<AsyncEvent>> {

@@ -10,6 +10,9 @@
 //!   [`Qp::connect`], [`Qp::query`]).
 //! - [`Qp::mlx5dv`], [`Cq::mlx5dv`], [`Srq::mlx5dv`]: the `mlx5dv_init_obj` view for the mlx5
 //!   provider (an mlx5 device only; [`Context::is_mlx5`]).
+//! - [`Cq::new_timestamped`], [`Context::query_rt_clock`]: CQs whose completions carry the
+//!   device's time (`ibv_create_cq_ex`), and the device clock (`ibv_query_rt_values_ex`);
+//!   both [`crate::Error::Unsupported`] on rxe.
 //! - [`Context::poll_async_event`]: asynchronous events without blocking (CQ overrun shows
 //!   up there as `IBV_EVENT_CQ_ERR`, and nowhere else).
 //!
@@ -26,6 +29,7 @@
 //! `as_ptr()` on every object gives the raw `ibv_*` pointer, valid for as long as the object
 //! lives; [`crate::ffi::ops`] posts and polls through the context's ops table.
 
+mod channel;
 mod device;
 mod events;
 mod gid;
@@ -33,8 +37,10 @@ mod mlx5;
 mod port;
 mod qp;
 mod resources;
+mod timestamps;
 mod transition;
 
+pub use channel::CompChannel;
 pub use device::{format_guid, no_device_reason, Context, Device, DeviceAttr, SYSFS_INFINIBAND};
 pub use events::{AsyncElement, AsyncEvent, AsyncEventKind};
 pub use gid::{Gid, GidEntry, GidType};

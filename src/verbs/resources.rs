@@ -323,8 +323,10 @@ impl Mr {
 // ---------------------------------------------------------------------------------------------
 
 pub(crate) struct CqInner {
-    raw: *mut ibv_cq,
-    ctx: Context,
+    pub(super) raw: *mut ibv_cq,
+    pub(super) ctx: Context,
+    /// The completion channel the CQ reports to, kept alive until after the CQ.
+    pub(super) _channel: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 // SAFETY: verbs objects may be used from any thread; freed only in Drop (last owner).
@@ -389,6 +391,7 @@ impl Cq {
             inner: Arc::new(CqInner {
                 raw,
                 ctx: ctx.clone(),
+                _channel: None,
             }),
         })
     }

@@ -182,6 +182,17 @@ pub const MLX5_SND_DBR: usize = 1;
 pub const MLX5_CQ_SET_CI: usize = 0;
 /// `MLX5_CQ_ARM_DB` (libmlx5 `mlx5.h`): index of the arm word in a CQ's doorbell record.
 pub const MLX5_CQ_ARM_DB: usize = 1;
+/// `MLX5_CQ_DOORBELL` (libmlx5 `mlx5.h`): offset of the 8-byte CQ doorbell (arm) in the
+/// CQ's UAR page: `be64(sn << 28 | cmd | ci) << 32 | cqn`.
+pub const MLX5_CQ_DOORBELL: usize = 0x20;
+/// `MLX5_CQ_DB_REQ_NOT_SOL`: arm command, next solicited (or error) completion.
+pub const MLX5_CQ_DB_REQ_NOT_SOL: u32 = 1 << 24;
+/// `MLX5_CQ_DB_REQ_NOT`: arm command, next completion.
+pub const MLX5_CQ_DB_REQ_NOT: u32 = 0;
+/// Where the arm sequence number (`arm_sn & 3`) sits in the arm word.
+pub const MLX5_CQ_ARM_SN_SHIFT: u32 = 28;
+/// The arm sequence number's bits (`arm_sn & 3`).
+pub const MLX5_CQ_ARM_SN_MASK: u32 = 3;
 /// The 24-bit consumer index a CQ doorbell record holds (libmlx5 `cons_index & 0xffffff`).
 pub const MLX5_CQ_CI_MASK: u32 = 0x00ff_ffff;
 /// `MLX5_BF_OFFSET` (kernel `linux/mlx5/device.h`): offset of the first BlueFlame register in

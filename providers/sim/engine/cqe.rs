@@ -2,7 +2,8 @@
 //!
 //! Reads: the CQ's doorbell record (`dbrec[0]`, the consumer index the host publishes) and
 //! the fault injector's delay, reorder and torn-write settings. Writes: CQEs into the ring
-//! (bytes 0..63 first, then `op_own` with a release store, so the host never sees an owner
+//! (bytes 0..63 first, then `op_own` with a release store; a CQ created with a
+//! [`TimestampKind`] gets the device clock's time of writing in the timestamp field, so the host never sees an owner
 //! bit before the body), the CQ's producer index, `EngineStats::cqes` /
 //! `EngineStats::cqes_dropped`, and on overrun an [`AsyncEvent::CqOverrun`] plus one
 //! [`AsyncEvent::QpFatal`] per QP completing on that CQ (moved to ERR).
@@ -18,6 +19,7 @@
 //! defines no mlx5 layout fact of its own.
 
 use super::{AsyncEvent, Engine};
+use crate::clock::TimestampKind;
 use crate::providers::QpState;
 use crate::wire::{self, Cqe64, CqeOpcode, CqeRepr, Syndrome};
 
@@ -48,6 +50,8 @@ pub(crate) struct CqeFields {
     pub syndrome: u8,
     /// Vendor syndrome.
     pub vendor_syndrome: u8,
+    /// The CQE's timestamp field (set when the CQE is written, if its CQ carries time).
+    pub timestamp: u64,
 }
 
 impl CqeFields {
@@ -73,6 +77,7 @@ impl CqeFields {
             },
             syndrome: Syndrome::from(self.syndrome),
             vendor_syndrome: self.vendor_syndrome,
+            timestamp: self.timestamp,
             ..CqeRepr::default()
         };
         r.emit(&mut Cqe64::new_unchecked(&mut b[..]))
@@ -162,7 +167,7 @@ impl Engine {
     }
 
     /// Write one CQE: body first, then `op_own` with a release store. Checks for overrun.
-    pub(super) fn write_cqe(&mut self, cqn: u32, f: CqeFields, torn_ok: bool) {
+    pub(super) fn write_cqe(&mut self, cqn: u32, mut f: CqeFields, torn_ok: bool) {
         let spins = self.fault.as_ref().map_or(0, |f| f.cfg.torn_write_spins);
         let Some(cq) = self.cqs.get_mut(&cqn) else {
             return;
@@ -191,6 +196,16 @@ impl Engine {
             }
             return;
         }
+        // The time of completion, in the CQ's format (the CQE's timestamp field).
+        f.timestamp = match cq.ts {
+            None => 0,
+            Some(TimestampKind::FreeRunning) => {
+                let now = self.clock.cycles();
+                self.clock.maybe_refresh(now);
+                now
+            }
+            Some(TimestampKind::RealTime) => self.clock.real_time_raw(),
+        };
         let bytes = f.emit(wire::cqe_owner_for(cq.pi, cq.cqe_cnt));
         let off = wire::cqe64_offset(cq.pi, cq.cqe_cnt, cq.cqe_size as usize);
         let op_own = wire::offset::cqe64::OP_OWN;
@@ -203,6 +218,8 @@ impl Engine {
         cq.mem.store_u8_release(off + op_own, bytes[op_own]);
         cq.pi = cq.pi.wrapping_add(1);
         self.stats.cqes += 1;
+        let error = f.opcode == wire::MLX5_CQE_REQ_ERR || f.opcode == wire::MLX5_CQE_RESP_ERR;
+        super::arm::on_cqe(cqn, &mut cq.arm, f.se || error, &mut self.stats.events);
     }
 }
 

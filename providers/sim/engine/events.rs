@@ -16,6 +16,62 @@ pub enum AsyncEvent {
         /// The QP.
         qpn: u32,
     },
+    /// Invalid request on a QP (`IBV_EVENT_QP_REQ_ERR`).
+    QpReqErr {
+        /// The QP.
+        qpn: u32,
+    },
+    /// Access violation on a QP (`IBV_EVENT_QP_ACCESS_ERR`).
+    QpAccessErr {
+        /// The QP.
+        qpn: u32,
+    },
+    /// An SRQ-attached QP in ERR has no more WQEs (`IBV_EVENT_QP_LAST_WQE_REACHED`).
+    QpLastWqeReached {
+        /// The QP.
+        qpn: u32,
+    },
+    /// The SRQ fell below its limit (`IBV_EVENT_SRQ_LIMIT_REACHED`).
+    SrqLimitReached {
+        /// The SRQ.
+        srqn: u32,
+    },
+    /// The port became active (`IBV_EVENT_PORT_ACTIVE`).
+    PortActive {
+        /// Port number.
+        port: u8,
+    },
+    /// The port went down (`IBV_EVENT_PORT_ERR`).
+    PortErr {
+        /// Port number.
+        port: u8,
+    },
+    /// The port's GID table changed (`IBV_EVENT_GID_CHANGE`).
+    GidChange {
+        /// Port number.
+        port: u8,
+    },
+    /// The device is dead (`IBV_EVENT_DEVICE_FATAL`).
+    DeviceFatal,
+}
+
+impl AsyncEvent {
+    /// The `enum ibv_event_type` name (`IBV_EVENT_*`) and the object it concerns, for
+    /// printing: `("CQ_ERR", "cq 0x40")`.
+    pub fn describe(&self) -> (&'static str, String) {
+        match *self {
+            AsyncEvent::CqOverrun { cqn } => ("CQ_ERR", format!("cq {cqn:#x}")),
+            AsyncEvent::QpFatal { qpn } => ("QP_FATAL", format!("qp {qpn:#x}")),
+            AsyncEvent::QpReqErr { qpn } => ("QP_REQ_ERR", format!("qp {qpn:#x}")),
+            AsyncEvent::QpAccessErr { qpn } => ("QP_ACCESS_ERR", format!("qp {qpn:#x}")),
+            AsyncEvent::QpLastWqeReached { qpn } => ("QP_LAST_WQE_REACHED", format!("qp {qpn:#x}")),
+            AsyncEvent::SrqLimitReached { srqn } => ("SRQ_LIMIT_REACHED", format!("srq {srqn:#x}")),
+            AsyncEvent::PortActive { port } => ("PORT_ACTIVE", format!("port {port}")),
+            AsyncEvent::PortErr { port } => ("PORT_ERR", format!("port {port}")),
+            AsyncEvent::GidChange { port } => ("GID_CHANGE", format!("port {port}")),
+            AsyncEvent::DeviceFatal => ("DEVICE_FATAL", "device".into()),
+        }
+    }
 }
 
 /// Counters of what the engine did.
@@ -39,4 +95,10 @@ pub struct EngineStats {
     pub cqes_dropped: u64,
     /// Bytes moved between MRs.
     pub bytes: u64,
+    /// CQ arms accepted.
+    pub arms: u64,
+    /// CQ arms ignored (stale `sn` or wrong CQN).
+    pub stale_arms: u64,
+    /// Completion events sent.
+    pub events: u64,
 }

@@ -49,8 +49,7 @@
 //!
 //! Not modelled (deliberately): scatter-to-CQE (the sim behaves as if it were disabled, which
 //! is how the mlx5 provider configures hardware), PCIe and wire timing, write-combining buffer
-//! behaviour, congestion, packetisation (a message moves in one piece), solicited events and
-//! CQ arming (no event channel), memory windows, the masked/extended atomics.
+//! behaviour, congestion, packetisation (a message moves in one piece), memory windows, the masked/extended atomics.
 //!
 //! ## Files, by concern
 //!
@@ -67,7 +66,9 @@
 //! name with its `mlx5dv.h` spelling; the engine keeps no copy.
 //! - `dma`: checked memory ranges and the copies between them.
 //! - `events`: asynchronous events and the engine's counters.
+//! - `arm`: CQ arming (the CQ doorbell in the UAR) and completion events on a channel.
 
+mod arm;
 mod cqe;
 mod dma;
 mod events;
@@ -77,11 +78,13 @@ mod objects;
 mod recv;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 pub use events::{AsyncEvent, EngineStats};
 pub use objects::SimQpAttr;
 pub(crate) use objects::{CqCtx, QpCtx, SrqCtx};
 
+use super::clock::SimClock;
 use super::fault::FaultInjector;
 use crate::providers::QpState;
 use crate::wire;
@@ -106,6 +109,8 @@ pub(crate) struct Engine {
     pub(crate) events: Vec<AsyncEvent>,
     pub(crate) stats: EngineStats,
     order: Vec<u32>,
+    /// The device clock (CQE timestamps).
+    pub(crate) clock: Arc<SimClock>,
 }
 
 fn einval(context: &'static str, detail: impl Into<String>) -> crate::Error {
@@ -117,7 +122,7 @@ fn einval(context: &'static str, detail: impl Into<String>) -> crate::Error {
 
 impl Engine {
     /// An engine with no objects whose QPNs start at `qpn_base` and whose port has `gid`.
-    pub(crate) fn new(qpn_base: u32, gid: [u8; 16]) -> Engine {
+    pub(crate) fn new(qpn_base: u32, gid: [u8; 16], clock: Arc<SimClock>) -> Engine {
         Engine {
             qps: BTreeMap::new(),
             cqs: BTreeMap::new(),
@@ -133,6 +138,7 @@ impl Engine {
             events: Vec::new(),
             stats: EngineStats::default(),
             order: Vec::new(),
+            clock,
         }
     }
 
@@ -161,6 +167,7 @@ impl Engine {
         }
         self.order = order;
         work += self.release_held(torn_ok);
+        work += self.poll_arms();
         // CQEs still held by the fault injector are work to come: a caller running "until
         // idle" keeps going until they are out.
         if self.cqs.values().any(|c| !c.held.is_empty()) {

@@ -72,6 +72,12 @@ pub(crate) struct CqCtx {
     pub(super) pi: u32,
     pub(super) overrun: bool,
     pub(super) held: VecDeque<Held>,
+    /// What the CQEs carry in their timestamp field (`None`: zero).
+    pub(super) ts: Option<crate::clock::TimestampKind>,
+    /// Offset of the CQ's UAR stub (the CQ doorbell is at `+ MLX5_CQ_DOORBELL`).
+    pub(crate) uar_off: usize,
+    /// Arming and the completion channel.
+    pub(crate) arm: super::arm::ArmState,
 }
 
 pub(crate) struct SrqCtx {
@@ -162,7 +168,12 @@ impl Engine {
         self.mrs.remove(&key);
     }
 
-    pub(crate) fn create_cq(&mut self, cqe: u32, cqe_size: u32) -> crate::Result<u32> {
+    pub(crate) fn create_cq(
+        &mut self,
+        cqe: u32,
+        cqe_size: u32,
+        ts: Option<crate::clock::TimestampKind>,
+    ) -> crate::Result<u32> {
         if cqe == 0 || cqe > 1 << 22 {
             return Err(einval("sim create_cq", format!("{cqe} entries (1..=4M)")));
         }
@@ -174,7 +185,9 @@ impl Engine {
             ));
         }
         let ring = cnt as usize * cqe_size as usize;
-        let mem = Arc::new(DevMem::new(ring + 64)?);
+        // The ring, the doorbell record (64 bytes) and a 64-byte UAR stub holding the CQ
+        // doorbell at MLX5_CQ_DOORBELL.
+        let mem = Arc::new(DevMem::new(ring + 128)?);
         // A new CQ buffer as libmlx5 and the kernel leave it: every op_own = INVALID << 4
         // (0xF0, owner bit 0), the rest zero (rdma-core `mlx5_alloc_cq_buf`, kernel
         // `init_cq_frag_buf`). With 128-byte CQEs the 64-byte CQE is the second half of the
@@ -195,6 +208,9 @@ impl Engine {
                 pi: 0,
                 overrun: false,
                 held: VecDeque::new(),
+                ts,
+                uar_off: ring + 64,
+                arm: Default::default(),
             },
         );
         Ok(cqn)

@@ -3,6 +3,7 @@
 mod bench;
 mod devices;
 mod doctor;
+mod events;
 mod info;
 mod json;
 mod json_value;
@@ -29,6 +30,8 @@ commands:
   plot FILE.json... --svg OUT   curves of perf/perftest result files (see `plot --help`)
   doctor [-d DEV]      walk the troubleshooting order: link, MTU, caps, memlock,
                        NUMA/CPU affinity, PCIe width
+  events [-d DEV]      print asynchronous events live (CQ error, QP fatal, port
+                       changes, ...); a demonstration on the sim without -d
   help                 this text
 ";
 
@@ -42,6 +45,7 @@ fn main() {
         "pingpong" => pingpong::run(rest),
         "perf" => perf::run(rest),
         "doctor" => doctor::run(rest),
+        "events" => events::run(rest),
         "bench" => bench::run(rest),
         "plot" => plotcmd::run(rest),
         "help" | "-h" | "--help" => {

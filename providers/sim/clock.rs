@@ -1,0 +1,203 @@
+//! The sim's device clock: a free-running cycle counter, its clock-info page, and a
+//! real-time clock.
+//!
+//! Contract:
+//!
+//! - The counter runs at `khz` (default 156 250 kHz, the core clock of ConnectX-4/5) from the
+//!   host's monotonic clock: `cycles = (start + elapsed_ns * khz / 10^6 + skew) & mask`, with a
+//!   41-bit mask as the kernel gives mlx5 (`CLOCKSOURCE_MASK(41)`). `start` may be put close
+//!   to the wrap ([`SimClockConfig::start_cycles`]) so the wrap-around is reached in a test;
+//!   [`SimClock::advance`] jumps the counter forward (a `skew` of cycles), as if that much
+//!   device time had passed without the host noticing.
+//! - The clock info ([`ClockInfo`]: mult/shift/mask, the last cycles/ns pair) lives in a
+//!   [`SharedClockInfo`] page and is updated with the kernel's seqlock rule. Its `nsec` is
+//!   wall-clock time (as the kernel's PTP clock): at creation, the host's `CLOCK_REALTIME`.
+//!   [`SimClock::refresh`] is the kernel's overflow worker: it moves the pair to the current
+//!   counter (`ClockInfo::advanced_to`). The engine calls [`SimClock::maybe_refresh`] at
+//!   each CQE it stamps, which refreshes once the counter is a kernel refresh period
+//!   (`ClockInfo::kernel_update_period_cycles`) past the page's pair, so a page read at any
+//!   time is never farther behind than the kernel's own would be. [`SimClock::advance`]
+//!   does not refresh, which is how a test makes the page stale.
+//! - Real-time mode: [`SimClock::real_time_raw`] is the host's `CLOCK_REALTIME` as the
+//!   device's real-time CQE format, `seconds << 32 | nanoseconds` ([`RealTime`]).
+//!
+//! Agreement with the host: between refreshes a timestamp converted with the page is the
+//! creation-time wall clock plus the monotonic time elapsed, less the rounding of `mult`
+//! (`khz2mult` rounds; at 156.25 MHz 3.7 ns short per second) and one cycle (6.4 ns) of
+//! counter truncation. The host's wall clock may itself be slewed by NTP against the
+//! monotonic clock (at most 500 ppm by adjtimex), so the tests allow 1 ms.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::clock::{
+    ClockInfo, ClockInfoReader, ClockInfoSource, RealTime, SharedClockInfo, MLX5_CYCLES_MASK,
+};
+
+/// How a sim clock starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimClockConfig {
+    /// Counter frequency in kHz (1..=4 000 000).
+    pub khz: u32,
+    /// Counter value at creation (taken within the mask).
+    pub start_cycles: u64,
+}
+
+impl Default for SimClockConfig {
+    fn default() -> Self {
+        SimClockConfig {
+            khz: 156_250,
+            start_cycles: 0,
+        }
+    }
+}
+
+/// The device clock (see the module doc).
+#[derive(Debug)]
+pub struct SimClock {
+    khz: u32,
+    origin: Instant,
+    start_cycles: u64,
+    skew: AtomicU64,
+    /// `last_cycles` of the page's latest update (read without the seqlock by the refresher).
+    page_cycles: AtomicU64,
+    period: u64,
+    page: Arc<SharedClockInfo>,
+}
+
+fn realtime_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl SimClock {
+    /// A clock per `cfg`; refuses a frequency `khz2mult` cannot scale.
+    pub fn new(cfg: SimClockConfig) -> crate::Result<SimClock> {
+        let start = cfg.start_cycles & MLX5_CYCLES_MASK;
+        let info = (1..=4_000_000)
+            .contains(&cfg.khz)
+            .then(|| ClockInfo::for_device_khz(cfg.khz, realtime_ns(), start))
+            .flatten()
+            .ok_or_else(|| crate::Error::InvalidArgument {
+                context: "SimClock::new",
+                detail: format!("clock frequency {} kHz (1..=4000000)", cfg.khz),
+            })?;
+        let period = info.kernel_update_period_cycles();
+        Ok(SimClock {
+            khz: cfg.khz,
+            origin: Instant::now(),
+            start_cycles: start,
+            skew: AtomicU64::new(0),
+            page_cycles: AtomicU64::new(start),
+            period,
+            // overflow_period in jiffies at HZ=250, as the kernel stores it.
+            page: Arc::new(SharedClockInfo::new(
+                info,
+                info.cycles_to_ns(period) / 4_000_000,
+            )),
+        })
+    }
+
+    /// Counter frequency in kHz.
+    pub fn khz(&self) -> u32 {
+        self.khz
+    }
+
+    /// The free-running counter now (within the 41-bit mask).
+    pub fn cycles(&self) -> u64 {
+        let ns = self.origin.elapsed().as_nanos();
+        let run = (ns * u128::from(self.khz) / 1_000_000) as u64;
+        self.start_cycles
+            .wrapping_add(run)
+            .wrapping_add(self.skew.load(Ordering::Relaxed))
+            & MLX5_CYCLES_MASK
+    }
+
+    /// The real-time clock now, in the real-time CQE format (`seconds << 32 | ns`).
+    pub fn real_time_raw(&self) -> u64 {
+        RealTime::from_ns(realtime_ns()).map_or(0, RealTime::to_raw)
+    }
+
+    /// Jump the counter `cycles` forward without refreshing the clock info.
+    pub fn advance(&self, cycles: u64) {
+        self.skew.fetch_add(cycles, Ordering::Relaxed);
+    }
+
+    /// The clock-info page (what `mlx5dv_get_clock_info` reads), updated by this clock.
+    pub fn page(&self) -> &Arc<SharedClockInfo> {
+        &self.page
+    }
+
+    /// A consistent copy of the page's clock info.
+    pub fn clock_info(&self) -> ClockInfo {
+        // The sim's writer never stalls, so unbounded tries only ride out concurrent updates.
+        ClockInfoReader::with_tries(&*self.page, u32::MAX)
+            .read()
+            .unwrap_or_else(|_| self.page.load_fields())
+    }
+
+    /// The kernel's overflow worker: move the page's cycles/ns pair to the counter now. A
+    /// counter more than a refresh period ahead (after [`SimClock::advance`]) is caught up
+    /// in steps of one period, as the kernel's worker would have run meanwhile; so the page
+    /// never leaves its exact range, whatever a copy of it does.
+    pub fn refresh(&self) {
+        let now = self.cycles();
+        let mut info = self.clock_info();
+        while now.wrapping_sub(info.last_cycles) & MLX5_CYCLES_MASK > self.period {
+            info = info.advanced_to(info.last_cycles.wrapping_add(self.period));
+        }
+        let info = info.advanced_to(now);
+        self.page.update(&info);
+        self.page_cycles.store(now, Ordering::Relaxed);
+    }
+
+    /// Refresh when the counter has run a kernel refresh period past the page's pair.
+    pub fn maybe_refresh(&self, now: u64) {
+        let last = self.page_cycles.load(Ordering::Relaxed);
+        if now.wrapping_sub(last) & MLX5_CYCLES_MASK >= self.period {
+            self.refresh();
+        }
+    }
+
+    /// The kernel's refresh period of this clock, in cycles.
+    pub fn refresh_period_cycles(&self) -> u64 {
+        self.period
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_is_monotonic_and_within_the_mask() {
+        let c = SimClock::new(SimClockConfig::default()).unwrap();
+        let mut last = c.cycles();
+        for _ in 0..1000 {
+            let now = c.cycles();
+            assert!(now >= last);
+            assert!(now <= MLX5_CYCLES_MASK);
+            last = now;
+        }
+        assert!(SimClock::new(SimClockConfig {
+            khz: 0,
+            start_cycles: 0
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn refresh_keeps_conversions_and_bumps_the_sign() {
+        let c = SimClock::new(SimClockConfig::default()).unwrap();
+        let before = c.clock_info();
+        let ts = c.cycles();
+        c.refresh();
+        let after = c.clock_info();
+        assert!(after.last_cycles >= before.last_cycles);
+        assert!(before.ts_to_ns(ts).abs_diff(after.ts_to_ns(ts)) <= 1);
+        let (_, sign) = ClockInfoReader::new(&**c.page()).read_with_sign().unwrap();
+        assert_eq!(sign, 2);
+    }
+}
