@@ -65,7 +65,9 @@
 //! tests (perftest's defaults for rxe-class devices).
 
 mod pingpong;
+pub mod remote;
 pub mod stats;
+pub mod wire;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -161,6 +163,9 @@ pub const DEFAULT_CQ_MOD: u32 = 100;
 pub const TX_DEPTH: u32 = 128;
 /// Receives kept posted for the SEND tests.
 pub const RX_DEPTH: u32 = 512;
+/// Most iterations per size: the sample buffers (three `u64` per iteration, allocated
+/// before the first stamp) stay within 384 MiB.
+pub const MAX_ITERS: u32 = 1 << 24;
 /// Default inline size of the WRITE/SEND latency tests.
 pub const DEFAULT_LAT_INLINE: u32 = 220;
 /// Largest inline size asked of a QP.
@@ -276,6 +281,13 @@ impl Params {
         }
         if self.iters == 0 {
             return Err(bad_opt("iterations (-n): at least 1 iteration"));
+        }
+        if self.iters > MAX_ITERS {
+            return Err(bad_opt(format!(
+                "iterations (-n) {}: at most {MAX_ITERS} (the timestamps of every iteration \
+                 are kept in memory, 24 bytes each, allocated before the run)",
+                self.iters
+            )));
         }
         if self.post_list == 0 || self.post_list > TX_DEPTH {
             return Err(bad_opt(format!(
