@@ -7,7 +7,9 @@
 //! How the rows are printed (perftest's columns, the JSON lines) is the CLI's and is tested
 //! there (`src/bin/rdma-direct/table.rs`).
 
-use rdma_direct::perf::stats::{bw_row, lat_row, BwRow, BwUnit, LatRow, StatsError};
+use rdma_direct::perf::stats::{
+    bw_row, lat_row, BwRow, BwUnit, Histogram, LatRow, StatsError, HIST_BUCKETS,
+};
 
 #[test]
 fn fewer_than_three_samples_is_an_error() {
@@ -40,8 +42,42 @@ fn three_samples_keep_one() {
             // ceil(1 * 0.99) = 1, ceil(1 * 0.999) = 1: sorted[1].
             p99: 1.5,
             p99_9: 1.5,
+            // 1 kept sample: too few for the deeper percentiles.
+            p99_99: None,
+            p99_999: None,
+            // The kept 1000 ns halved: 500 ns, bucket [256, 512).
+            hist: {
+                let mut h = Histogram::EMPTY;
+                h.counts[8] = 1;
+                h
+            },
         }
     );
+}
+
+/// p99.99 appears from 10 000 kept samples on, p99.999 from 100 000; the histogram holds
+/// every kept sample in its log2 bucket.
+#[test]
+fn deep_percentiles_and_histogram() {
+    // 10 002 samples 1..=10002 us: m = 10 000 kept (1..=10000 us).
+    let s: Vec<u64> = (1..=10_002u64).map(|k| k * 1000).collect();
+    let r = lat_row(2, 10_003, &s, 1).unwrap();
+    // ceil(10000 * 0.9999) = 9999: sorted[9999] = 10000 us.
+    assert_eq!(r.p99_99, Some(10_000.0));
+    assert_eq!(r.p99_999, None);
+    assert_eq!(r.hist.counts.iter().sum::<u64>(), 10_000);
+    // 1000..=2047 ns -> bucket 9 ([512,1024)) holds only 1000 ns; 1024..2048 bucket 10.
+    assert_eq!(r.hist.counts[9], 1);
+    assert_eq!(r.hist.counts[10], 1);
+    let b = r.hist.buckets();
+    assert_eq!(b.first().map(|x| (x.0, x.1, x.2)), Some((0.512, 1.024, 1)));
+    let s: Vec<u64> = (1..=100_002u64).collect();
+    let r = lat_row(2, 100_003, &s, 1).unwrap();
+    assert!(r.p99_99.is_some() && r.p99_999.is_some());
+    assert_eq!(Histogram::bucket(0), 0);
+    assert_eq!(Histogram::bucket(1), 0);
+    assert_eq!(Histogram::bucket(2), 1);
+    assert_eq!(Histogram::bucket(u64::MAX), HIST_BUCKETS - 1);
 }
 
 #[test]

@@ -18,6 +18,13 @@
 //! - the 99 % and 99.9 % percentiles are `sorted[ceil(m * 0.99)]` and `sorted[ceil(m * 0.999)]`
 //!   (the product in `f64`, as perftest computes it; the index may reach `m`, which is the
 //!   second-largest sample, still inside the array).
+//! - beyond perftest: the 99.99 % and 99.999 % percentiles by the same rule
+//!   (`sorted[ceil(m * 0.9999)]`, `sorted[ceil(m * 0.99999)]`), reported only when
+//!   `m >= 10 000` and `m >= 100 000` respectively (below that they are the largest kept
+//!   sample or beyond it: no information);
+//! - beyond perftest: a histogram of the `m` kept samples (already divided by the round-trip
+//!   factor) in log2 buckets of nanoseconds: bucket `k` counts samples in `[2^k, 2^(k+1))` ns
+//!   (bucket 0 also holds 0 ns) ([`Histogram`]).
 //!
 //! Every value is then divided by the clock rate and by the round-trip factor: perftest keeps
 //! timestamps in TSC cycles and divides by the CPU frequency in MHz to get microseconds; with
@@ -122,6 +129,59 @@ pub struct LatRow {
     pub p99: f64,
     /// `sorted[ceil(m * 0.999)]`.
     pub p99_9: f64,
+    /// `sorted[ceil(m * 0.9999)]`, when `m >= 10 000`.
+    pub p99_99: Option<f64>,
+    /// `sorted[ceil(m * 0.99999)]`, when `m >= 100 000`.
+    pub p99_999: Option<f64>,
+    /// The kept samples in log2 buckets.
+    pub hist: Histogram,
+}
+
+/// Buckets of a [`Histogram`]: bucket 39 ends at 2^40 ns (18 minutes).
+pub const HIST_BUCKETS: usize = 40;
+
+/// Latency samples in log2 buckets of nanoseconds: `counts[k]` samples in `[2^k, 2^(k+1))` ns
+/// (`counts[0]` also holds 0 ns; the last bucket everything above).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Histogram {
+    /// Samples per bucket.
+    pub counts: [u64; HIST_BUCKETS],
+}
+
+impl Histogram {
+    /// An empty histogram.
+    pub const EMPTY: Histogram = Histogram {
+        counts: [0; HIST_BUCKETS],
+    };
+
+    /// The bucket of `ns`.
+    pub fn bucket(ns: u64) -> usize {
+        if ns < 2 {
+            0
+        } else {
+            (63 - ns.leading_zeros() as usize).min(HIST_BUCKETS - 1)
+        }
+    }
+
+    /// The non-empty buckets from the first to the last non-empty one (empty ones between
+    /// them included), as (lower edge, upper edge) in microseconds and the count.
+    pub fn buckets(&self) -> Vec<(f64, f64, u64)> {
+        let first = self.counts.iter().position(|&c| c > 0);
+        let last = self.counts.iter().rposition(|&c| c > 0);
+        match (first, last) {
+            (Some(a), Some(b)) => (a..=b)
+                .map(|k| {
+                    let lo = if k == 0 {
+                        0.0
+                    } else {
+                        (1u64 << k) as f64 / 1000.0
+                    };
+                    (lo, (1u64 << (k + 1)) as f64 / 1000.0, self.counts[k])
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The latency row of `samples_ns` (intervals between consecutive posts, any order).
@@ -160,6 +220,14 @@ pub fn lat_row(
         / m as f64;
     let i99 = (m as f64 * 0.99).ceil() as usize;
     let i999 = (m as f64 * 0.999).ceil() as usize;
+    let pct = |q: f64, min_m: usize| -> Option<f64> {
+        (m >= min_m).then(|| us(d[((m as f64 * q).ceil() as usize).min(m)]))
+    };
+    let mut hist = Histogram::EMPTY;
+    let div = u64::from(rtt_factor.max(1));
+    for &v in &d[..m] {
+        hist.counts[Histogram::bucket(v / div)] += 1;
+    }
     Ok(LatRow {
         bytes,
         iters,
@@ -170,6 +238,9 @@ pub fn lat_row(
         t_stdev: var.sqrt(),
         p99: us(d[i99.min(m)]),
         p99_9: us(d[i999.min(m)]),
+        p99_99: pct(0.9999, 10_000),
+        p99_999: pct(0.99999, 100_000),
+        hist,
     })
 }
 

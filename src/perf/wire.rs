@@ -118,9 +118,11 @@ impl KeyMsg {
         let with_gid = match buf.len() {
             KEY_MSG_LEN => false,
             KEY_MSG_GID_LEN => true,
-            n => return Err(perr(format!(
+            n => {
+                return Err(perr(format!(
                 "address message of {n} bytes (perftest sends {KEY_MSG_LEN} or {KEY_MSG_GID_LEN})"
-            ))),
+            )))
+            }
         };
         let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
         let text =
