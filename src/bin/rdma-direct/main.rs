@@ -5,8 +5,12 @@ mod devices;
 mod doctor;
 mod info;
 mod json;
+mod json_value;
 mod perf;
 mod pingpong;
+mod plot;
+mod plotcmd;
+mod results;
 mod table;
 
 const USAGE: &str = "\
@@ -22,6 +26,7 @@ commands:
   perf <test> [opts]   perftest-style latency/bandwidth (write_lat, send_lat, read_lat,
                        atomic_lat, write_bw, send_bw, read_bw) on sim or -d DEV
   bench <name> [opts]  hot-path benchmarks (see `rdma-direct bench --help`)
+  plot FILE.json... --svg OUT   curves of perf/perftest result files (see `plot --help`)
   doctor [-d DEV]      walk the troubleshooting order: link, MTU, caps, memlock,
                        NUMA/CPU affinity, PCIe width
   help                 this text
@@ -38,6 +43,7 @@ fn main() {
         "perf" => perf::run(rest),
         "doctor" => doctor::run(rest),
         "bench" => bench::run(rest),
+        "plot" => plotcmd::run(rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             0

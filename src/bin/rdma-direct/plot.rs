@@ -1,0 +1,1061 @@
+//! A hand-written SVG line-chart renderer for size sweeps and batch sweeps.
+//!
+//! Contract:
+//! - [`render`] turns one or more [`Chart`]s into one SVG document: each chart is a panel
+//!   [`WIDTH`] x [`PANEL_HEIGHT`] (900 x 540) user units, panels stacked top to bottom, with a
+//!   `viewBox` so the file scales to any size.
+//! - The x axis is log2 ([`XKind::Bytes`]: ticks at every power of two, labelled 2, 4, ...,
+//!   512, 1K, ..., 8M; [`XKind::Count`]: 1, 2, 4, ..., 64). Labels are thinned to every
+//!   second, third, ... power only when they would not fit side by side.
+//! - The y axis is linear or log10 ([`YScale::Auto`] picks log when every value is positive and
+//!   the largest is at least 20 times the smallest), ticks at 1, 2, 5 x 10^k.
+//! - Each series is a `<g class="series">` holding its optional band (a shaded polygon from
+//!   each point's `band.0` to `band.1`, class `band`), one `<polyline class="line">` and one
+//!   marker (class `pt`, with a `<title>` tooltip) per point drawn. Points with a non-finite
+//!   x or y, a non-positive x, or (on a log y axis) a non-positive y are left out.
+//! - Bands are drawn only when at most [`MAX_BANDS`] series have one (more would cover each
+//!   other and the lines); otherwise neither the bands nor their legend entry appear.
+//! - A title, a subtitle, a legend above the plot area (never over the data), both axes
+//!   labelled (classes `title`, `x-label`, `y-label`).
+//! - Output is well-formed XML (all text escaped), UTF-8, and a pure function of the input:
+//!   the same charts give the same bytes. Nothing here panics on any input.
+
+use std::fmt::Write;
+
+/// Width of a panel, SVG user units (pixels at 100 %).
+pub const WIDTH: f64 = 900.0;
+/// Height of a panel.
+pub const PANEL_HEIGHT: f64 = 540.0;
+
+/// Most series that get their band drawn (see the module doc).
+pub const MAX_BANDS: usize = 3;
+
+const RIGHT: f64 = 28.0;
+const BOTTOM: f64 = 62.0;
+const TICK_FONT: f64 = 11.0;
+const COLORS: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
+
+/// What the log2 x axis counts.
+#[allow(dead_code)] // Count: for batch-size sweeps
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XKind {
+    /// Message sizes in bytes: labels 2, 4, ..., 512, 1K, ..., 8M.
+    Bytes,
+    /// Counts (batch sizes): labels 1, 2, 4, ..., 64 (1K, ... beyond 512).
+    Count,
+}
+
+/// How the y axis is scaled.
+#[allow(dead_code)] // Linear and Log: for callers that force a scale
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum YScale {
+    /// Log when all values are positive and span a factor of 20 or more, else linear.
+    Auto,
+    /// Linear, from 0 when no value is negative.
+    Linear,
+    /// Log10.
+    Log,
+}
+
+/// One point: `x` (a size or count), `y`, and an optional band `(low, high)` drawn shaded
+/// behind the line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Point {
+    /// Position on the log2 axis.
+    pub x: f64,
+    /// Value.
+    pub y: f64,
+    /// Shaded range at this x, e.g. latency t_min..p99.
+    pub band: Option<(f64, f64)>,
+}
+
+/// One line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// Points, any order (drawn sorted by x).
+    pub points: Vec<Point>,
+}
+
+/// One panel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chart {
+    /// Title line (test, provider, device).
+    pub title: String,
+    /// Smaller line under the title; empty for none.
+    pub subtitle: String,
+    /// X axis label with unit, e.g. `message size [bytes]`.
+    pub x_label: String,
+    /// What x counts.
+    pub x_kind: XKind,
+    /// Y axis label with unit, e.g. `latency t_typical [µs]`.
+    pub y_label: String,
+    /// Y scale.
+    pub y_scale: YScale,
+    /// Legend entry for the bands, e.g. `shaded: t_min..p99`; `None` when no band is drawn.
+    pub band_label: Option<String>,
+    /// The lines.
+    pub series: Vec<Series>,
+}
+
+/// The SVG document of `charts` (see the module doc). No charts give an empty white panel.
+pub fn render(charts: &[Chart]) -> String {
+    let n = charts.len().max(1);
+    let h = PANEL_HEIGHT * n as f64;
+    let mut s = String::new();
+    s.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\">",
+        w = WIDTH,
+    );
+    let doc_title: Vec<&str> = charts.iter().map(|c| c.title.as_str()).collect();
+    let _ = writeln!(s, "<title>{}</title>", esc(&doc_title.join(" / ")));
+    let _ = writeln!(
+        s,
+        "<rect x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{h}\" fill=\"#ffffff\"/>"
+    );
+    for (i, c) in charts.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "<g class=\"chart\" transform=\"translate(0 {})\">",
+            PANEL_HEIGHT * i as f64
+        );
+        panel(&mut s, c);
+        s.push_str("</g>\n");
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Escape text for XML content and attribute values.
+pub fn esc(t: &str) -> String {
+    let mut o = String::with_capacity(t.len());
+    for c in t.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            // XML 1.0 allows no other control characters.
+            c if (c as u32) < 0x20 && c != '\t' && c != '\n' => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// Estimated rendered width of `t` at `size` (DejaVu Sans averages about 0.6 em).
+fn text_w(t: &str, size: f64) -> f64 {
+    t.chars().count() as f64 * 0.62 * size
+}
+
+/// `t`, shortened with an ellipsis to fit `max` units at `size`.
+fn fit(t: &str, size: f64, max: f64) -> String {
+    if text_w(t, size) <= max {
+        return t.to_string();
+    }
+    let keep = ((max / (0.62 * size)) as usize).saturating_sub(1);
+    let mut o: String = t.chars().take(keep).collect();
+    o.push('…');
+    o
+}
+
+/// The label of a power of two: 2, ..., 512, 1K, ..., 512K, 1M, ..., 1G.
+pub fn pow2_label(v: f64) -> String {
+    let v = v.round();
+    if v >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{}G", v / (1024.0 * 1024.0 * 1024.0))
+    } else if v >= 1024.0 * 1024.0 {
+        format!("{}M", v / (1024.0 * 1024.0))
+    } else if v >= 1024.0 {
+        format!("{}K", v / 1024.0)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// A y tick value with as many decimals as the tick spacing needs.
+fn num_label(v: f64, decimals: usize) -> String {
+    if v == 0.0 {
+        return "0".to_string();
+    }
+    if v.abs() >= 1e7 {
+        return format!("{v:.0e}");
+    }
+    format!("{v:.decimals$}")
+}
+
+struct YAxis {
+    log: bool,
+    lo: f64,
+    hi: f64,
+    /// (value, label, major)
+    ticks: Vec<(f64, String, bool)>,
+}
+
+impl YAxis {
+    fn new(values: &[f64], scale: YScale) -> YAxis {
+        let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let log = match scale {
+            YScale::Log => true,
+            YScale::Linear => false,
+            YScale::Auto => !finite.is_empty() && min > 0.0 && max / min >= 20.0,
+        };
+        if log {
+            let pos: Vec<f64> = finite.iter().copied().filter(|v| *v > 0.0).collect();
+            let (mut lo, mut hi) = (
+                pos.iter().copied().fold(f64::INFINITY, f64::min),
+                pos.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            );
+            if pos.is_empty() {
+                (lo, hi) = (1.0, 10.0);
+            }
+            // A margin of ~6 % of the span on each side, at least a factor 1.2.
+            let span = (hi / lo).log10().max(0.3);
+            let pad = 10f64.powf(span * 0.06).max(1.2);
+            lo /= pad;
+            hi *= pad;
+            let d0 = lo.log10().floor() as i32;
+            let d1 = hi.log10().ceil() as i32;
+            // Label density follows the decades the axis really spans.
+            let decades = ((hi / lo).log10().ceil() as i32).max(1);
+            let mults: &[f64] = if decades <= 2 {
+                &[1.0, 2.0, 5.0]
+            } else if decades <= 4 {
+                &[1.0, 3.0]
+            } else {
+                &[1.0]
+            };
+            let label_every = ((decades + 7) / 8).max(1);
+            let mut ticks = Vec::new();
+            for d in d0.clamp(-300, 300)..=d1.clamp(-300, 300) {
+                for k in 1..10 {
+                    let v = f64::from(k) * 10f64.powi(d);
+                    if v < lo || v > hi {
+                        continue;
+                    }
+                    let labelled = mults.contains(&f64::from(k)) && (d - d0) % label_every == 0;
+                    let label = if labelled {
+                        num_label(v, (-d).max(0) as usize)
+                    } else {
+                        String::new()
+                    };
+                    ticks.push((v, label, k == 1));
+                }
+            }
+            return YAxis {
+                log: true,
+                lo,
+                hi,
+                ticks,
+            };
+        }
+        let (mut lo, mut hi) = if finite.is_empty() {
+            (0.0, 1.0)
+        } else {
+            (min.min(0.0), max.max(0.0))
+        };
+        if hi - lo <= 0.0 {
+            hi = lo + 1.0;
+        }
+        let raw = (hi - lo) / 6.0;
+        let mag = 10f64.powf(raw.log10().floor());
+        let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+            .iter()
+            .map(|m| m * mag)
+            .find(|s| *s >= raw)
+            .unwrap_or(10.0 * mag);
+        lo = (lo / step).floor() * step;
+        hi = (hi / step).ceil() * step;
+        if hi <= max {
+            hi += step;
+        }
+        let decimals = (-(step.log10().floor()) as i32).max(0) as usize
+            + usize::from((step / mag - 2.5).abs() < 1e-9);
+        let mut ticks = Vec::new();
+        let n = ((hi - lo) / step).round() as i64;
+        for i in 0..=n.clamp(0, 100) {
+            let v = lo + step * i as f64;
+            ticks.push((v, num_label(v, decimals), true));
+        }
+        YAxis {
+            log: false,
+            lo,
+            hi,
+            ticks,
+        }
+    }
+
+    /// 0 at the bottom, 1 at the top.
+    fn frac(&self, v: f64) -> f64 {
+        if self.log {
+            (v.log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10())
+        } else {
+            (v - self.lo) / (self.hi - self.lo)
+        }
+    }
+
+    fn drawable(&self, v: f64) -> bool {
+        v.is_finite() && (!self.log || v > 0.0)
+    }
+}
+
+fn marker(s: &mut String, class: &str, shape: usize, x: f64, y: f64, color: &str, tip: &str) {
+    let tip = esc(tip);
+    match shape % 4 {
+        0 => {
+            let _ = write!(
+                s,
+                "<circle class=\"{class}\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3.6\" fill=\"{color}\"><title>{tip}</title></circle>"
+            );
+        }
+        1 => {
+            let _ = write!(
+                s,
+                "<rect class=\"{class}\" x=\"{:.1}\" y=\"{:.1}\" width=\"6.6\" height=\"6.6\" fill=\"{color}\"><title>{tip}</title></rect>",
+                x - 3.3,
+                y - 3.3
+            );
+        }
+        2 => {
+            let _ = write!(
+                s,
+                "<path class=\"{class}\" d=\"M{:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}Z\" fill=\"{color}\"><title>{tip}</title></path>",
+                x,
+                y - 4.4,
+                x + 4.0,
+                y + 3.0,
+                x - 4.0,
+                y + 3.0
+            );
+        }
+        _ => {
+            let _ = write!(
+                s,
+                "<path class=\"{class}\" d=\"M{:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}Z\" fill=\"{color}\"><title>{tip}</title></path>",
+                x,
+                y - 4.6,
+                x + 4.6,
+                y,
+                x,
+                y + 4.6,
+                x - 4.6,
+                y
+            );
+        }
+    }
+}
+
+/// Significant-digit formatting for tooltips.
+fn sig(v: f64) -> String {
+    if !v.is_finite() {
+        return v.to_string();
+    }
+    let a = v.abs();
+    let d = if a >= 100.0 || a == 0.0 {
+        1
+    } else if a >= 1.0 {
+        3
+    } else {
+        (4 - a.log10().floor() as i32).clamp(3, 12) as usize
+    };
+    format!("{v:.d$}")
+}
+
+fn panel(s: &mut String, c: &Chart) {
+    // Title and subtitle, shrunk and then shortened to fit the width.
+    let avail = WIDTH - 40.0;
+    let mut tsize = 17.0;
+    while tsize > 12.0 && text_w(&c.title, tsize) > avail {
+        tsize -= 1.0;
+    }
+    let _ = writeln!(
+        s,
+        "<text class=\"title\" x=\"{:.1}\" y=\"26\" text-anchor=\"middle\" font-size=\"{tsize}\" font-weight=\"bold\" fill=\"#222\">{}</text>",
+        WIDTH / 2.0,
+        esc(&fit(&c.title, tsize, avail))
+    );
+    let mut y = 30.0;
+    if !c.subtitle.is_empty() {
+        let _ = writeln!(
+            s,
+            "<text class=\"subtitle\" x=\"{:.1}\" y=\"46\" text-anchor=\"middle\" font-size=\"12\" fill=\"#555\">{}</text>",
+            WIDTH / 2.0,
+            esc(&fit(&c.subtitle, 12.0, avail))
+        );
+        y = 50.0;
+    }
+
+    // Legend: one row after another above the plot area.
+    let mut items: Vec<(usize, String)> = c
+        .series
+        .iter()
+        .enumerate()
+        .map(|(i, se)| (i, fit(&se.name, 12.0, avail - 40.0)))
+        .collect();
+    let banded = c
+        .series
+        .iter()
+        .filter(|se| se.points.iter().any(|p| p.band.is_some()))
+        .count();
+    let bands = banded <= MAX_BANDS;
+    if let (Some(b), true, true) = (&c.band_label, bands, banded > 0) {
+        items.push((usize::MAX, fit(b, 12.0, avail - 40.0)));
+    }
+    let mut lx = 20.0;
+    let mut ly = y + 16.0;
+    s.push_str("<g class=\"legend\" font-size=\"12\" fill=\"#222\">\n");
+    for (i, name) in &items {
+        let w = 30.0 + text_w(name, 12.0) + 20.0;
+        if lx > 20.0 && lx + w > WIDTH - 20.0 {
+            lx = 20.0;
+            ly += 18.0;
+        }
+        if *i == usize::MAX {
+            let _ = write!(
+                s,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"24\" height=\"10\" fill=\"#888\" fill-opacity=\"0.25\"/>",
+                lx,
+                ly - 9.0
+            );
+        } else {
+            let color = COLORS[i % COLORS.len()];
+            let _ = write!(
+                s,
+                "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{color}\" stroke-width=\"2\"/>",
+                lx,
+                ly - 4.0,
+                lx + 24.0,
+                ly - 4.0
+            );
+            marker(s, "key", *i, lx + 12.0, ly - 4.0, color, name);
+        }
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
+            lx + 30.0,
+            esc(name)
+        );
+        lx += w;
+    }
+    s.push_str("</g>\n");
+    let top = if items.is_empty() {
+        y + 12.0
+    } else {
+        ly + 14.0
+    };
+    let bottom = PANEL_HEIGHT - BOTTOM;
+
+    // Data: drawable points per series, sorted by x.
+    let mut ys = Vec::new();
+    let mut xs = Vec::new();
+    for se in &c.series {
+        for p in &se.points {
+            if p.x.is_finite() && p.x > 0.0 && p.y.is_finite() {
+                xs.push(p.x.log2());
+                ys.push(p.y);
+                if let Some((a, b)) = p.band {
+                    ys.push(a);
+                    ys.push(b);
+                }
+            }
+        }
+    }
+    let yax = YAxis::new(&ys, c.y_scale);
+    let left = {
+        let widest = yax
+            .ticks
+            .iter()
+            .map(|(_, l, _)| text_w(l, TICK_FONT))
+            .fold(0.0, f64::max);
+        (widest + 44.0).max(64.0)
+    };
+    let right = WIDTH - RIGHT;
+    let (mut x0, mut x1) = (
+        xs.iter().copied().fold(f64::INFINITY, f64::min),
+        xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    );
+    if xs.is_empty() {
+        (x0, x1) = (1.0, 6.0);
+    }
+    if x1 - x0 < 1.0 {
+        x0 -= 0.5;
+        x1 += 0.5;
+    }
+    let pad = (x1 - x0) * 0.03 + 0.2;
+    let (d0, d1) = (x0 - pad, x1 + pad);
+    let px = |l2: f64| left + (l2 - d0) / (d1 - d0) * (right - left);
+    let py = |v: f64| bottom - yax.frac(v) * (bottom - top);
+
+    // Grid and y ticks.
+    s.push_str("<g class=\"grid\" stroke-width=\"1\">\n");
+    for (v, _, major) in &yax.ticks {
+        let _ = writeln!(
+            s,
+            "<line x1=\"{left:.1}\" y1=\"{y:.1}\" x2=\"{right:.1}\" y2=\"{y:.1}\" stroke=\"{}\"/>",
+            if *major { "#d8d8d8" } else { "#efefef" },
+            y = py(*v)
+        );
+    }
+    let k0 = x0.ceil().clamp(-1100.0, 1100.0) as i32;
+    let k1 = x1.floor().clamp(-1100.0, 1100.0) as i32;
+    for k in k0..=k1.min(k0 + 200) {
+        let _ = writeln!(
+            s,
+            "<line x1=\"{x:.1}\" y1=\"{top:.1}\" x2=\"{x:.1}\" y2=\"{bottom:.1}\" stroke=\"#efefef\"/>",
+            x = px(f64::from(k))
+        );
+    }
+    s.push_str("</g>\n");
+    let _ = writeln!(
+        s,
+        "<rect class=\"frame\" x=\"{left:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#444\"/>",
+        right - left,
+        bottom - top
+    );
+
+    // Axis ticks and labels.
+    let _ = writeln!(
+        s,
+        "<g class=\"y-ticks\" font-size=\"{TICK_FONT}\" fill=\"#333\" text-anchor=\"end\">"
+    );
+    for (v, label, _) in &yax.ticks {
+        let y = py(*v);
+        let _ = write!(
+            s,
+            "<line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{left:.1}\" y2=\"{y:.1}\" stroke=\"#444\"/>",
+            left - 4.0
+        );
+        if !label.is_empty() {
+            let _ = write!(
+                s,
+                "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+                left - 7.0,
+                y + 4.0,
+                esc(label)
+            );
+        }
+        s.push('\n');
+    }
+    s.push_str("</g>\n");
+    let step_px = px(1.0) - px(0.0);
+    let widest = (k0..=k1.min(k0 + 200))
+        .map(|k| text_w(&x_label_of(c.x_kind, k), TICK_FONT))
+        .fold(0.0, f64::max)
+        + 6.0;
+    let stride = ((widest / step_px).ceil() as i32).max(1);
+    let _ = writeln!(
+        s,
+        "<g class=\"x-ticks\" font-size=\"{TICK_FONT}\" fill=\"#333\" text-anchor=\"middle\">"
+    );
+    for k in k0..=k1.min(k0 + 200) {
+        let x = px(f64::from(k));
+        let _ = write!(
+            s,
+            "<line x1=\"{x:.1}\" y1=\"{bottom:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#444\"/>",
+            bottom + 4.0
+        );
+        if (k - k0) % stride == 0 {
+            let _ = write!(
+                s,
+                "<text x=\"{x:.1}\" y=\"{:.1}\">{}</text>",
+                bottom + 17.0,
+                esc(&x_label_of(c.x_kind, k))
+            );
+        }
+        s.push('\n');
+    }
+    s.push_str("</g>\n");
+    let _ = writeln!(
+        s,
+        "<text class=\"x-label\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"13\" fill=\"#222\">{}</text>",
+        (left + right) / 2.0,
+        PANEL_HEIGHT - 18.0,
+        esc(&fit(&c.x_label, 13.0, right - left))
+    );
+    let cy = (top + bottom) / 2.0;
+    let _ = writeln!(
+        s,
+        "<text class=\"y-label\" x=\"20\" y=\"{cy:.1}\" transform=\"rotate(-90 20 {cy:.1})\" text-anchor=\"middle\" font-size=\"13\" fill=\"#222\">{}</text>",
+        esc(&fit(&c.y_label, 13.0, bottom - top))
+    );
+
+    // Series: bands first (all of them), then lines and markers, so no band hides a line.
+    let drawn: Vec<Vec<Point>> = c
+        .series
+        .iter()
+        .map(|se| {
+            let mut p: Vec<Point> = se
+                .points
+                .iter()
+                .copied()
+                .filter(|p| p.x.is_finite() && p.x > 0.0 && yax.drawable(p.y))
+                .collect();
+            p.sort_by(|a, b| a.x.total_cmp(&b.x));
+            p
+        })
+        .collect();
+    for (i, pts) in drawn.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let band: Vec<(f64, f64, f64)> = pts
+            .iter()
+            .filter_map(|p| {
+                let (a, b) = p.band?;
+                (yax.drawable(a) && yax.drawable(b)).then_some((p.x, a.min(b), a.max(b)))
+            })
+            .collect();
+        if bands && band.len() >= 2 {
+            let mut d = String::new();
+            for (x, _, hi) in &band {
+                let _ = write!(d, "{:.1},{:.1} ", px(x.log2()), py(*hi));
+            }
+            for (x, lo, _) in band.iter().rev() {
+                let _ = write!(d, "{:.1},{:.1} ", px(x.log2()), py(*lo));
+            }
+            let _ = writeln!(
+                s,
+                "<polygon class=\"band\" points=\"{}\" fill=\"{color}\" fill-opacity=\"0.16\" stroke=\"none\"/>",
+                d.trim_end()
+            );
+        }
+    }
+    for (i, (se, pts)) in c.series.iter().zip(&drawn).enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let _ = writeln!(
+            s,
+            "<g class=\"series\" data-series=\"{}\" data-points=\"{}\">",
+            esc(&se.name),
+            pts.len()
+        );
+        if pts.len() >= 2 {
+            let mut d = String::new();
+            for p in pts {
+                let _ = write!(d, "{:.1},{:.1} ", px(p.x.log2()), py(p.y));
+            }
+            let _ = writeln!(
+                s,
+                "<polyline class=\"line\" points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" stroke-linejoin=\"round\"/>",
+                d.trim_end()
+            );
+        }
+        for p in pts {
+            let xl = match c.x_kind {
+                XKind::Bytes => format!("{} B", x_exact(p.x)),
+                XKind::Count => x_exact(p.x),
+            };
+            let mut tip = format!("{}: {xl}: {}", se.name, sig(p.y));
+            if let Some((a, b)) = p.band {
+                let _ = write!(tip, " ({}..{})", sig(a), sig(b));
+            }
+            marker(s, "pt", i, px(p.x.log2()), py(p.y), color, &tip);
+            s.push('\n');
+        }
+        s.push_str("</g>\n");
+    }
+    if drawn.iter().all(Vec::is_empty) {
+        let _ = writeln!(
+            s,
+            "<text class=\"no-data\" x=\"{:.1}\" y=\"{cy:.1}\" text-anchor=\"middle\" font-size=\"16\" fill=\"#888\">no data</text>",
+            (left + right) / 2.0
+        );
+    }
+}
+
+fn x_label_of(kind: XKind, k: i32) -> String {
+    let v = 2f64.powi(k);
+    match kind {
+        XKind::Bytes | XKind::Count if v >= 1.0 => pow2_label(v),
+        _ => format!("{v}"),
+    }
+}
+
+/// An x value in a tooltip: a power of two as 1K, 8M, other values as they are.
+fn x_exact(x: f64) -> String {
+    let k = x.log2();
+    if k.fract() == 0.0 && x >= 1.0 {
+        pow2_label(x)
+    } else {
+        format!("{x}")
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// An element's name and attributes.
+    pub(crate) type Elem = (String, Vec<(String, String)>);
+
+    /// A small XML well-formedness check: tags nest and match, attributes are quoted and not
+    /// repeated, entity references are known, no stray `<` or `&` in text. Returns the element
+    /// names with their attributes, in document order.
+    pub(crate) fn check_xml(doc: &str) -> Result<Vec<Elem>, String> {
+        let mut stack: Vec<String> = Vec::new();
+        let mut elems = Vec::new();
+        let mut rest = doc;
+        let mut root_done = false;
+        let check_text = |t: &str| -> Result<(), String> {
+            let mut r = t;
+            while let Some(i) = r.find('&') {
+                let end = r[i..].find(';').ok_or("'&' without ';'")?;
+                let ent = &r[i + 1..i + end];
+                let ok = matches!(ent, "amp" | "lt" | "gt" | "quot" | "apos")
+                    || (ent.starts_with("#x")
+                        && ent.len() > 2
+                        && ent[2..].chars().all(|c| c.is_ascii_hexdigit()))
+                    || (ent.starts_with('#')
+                        && ent.len() > 1
+                        && ent[1..].chars().all(|c| c.is_ascii_digit()));
+                if !ok {
+                    return Err(format!("bad entity &{ent};"));
+                }
+                r = &r[i + end + 1..];
+            }
+            if t.contains('>') {
+                return Err(format!("raw '>' in text {t:?}"));
+            }
+            Ok(())
+        };
+        if let Some(r) = rest.strip_prefix("<?xml") {
+            rest = &r[r.find("?>").ok_or("unterminated XML declaration")? + 2..];
+        }
+        loop {
+            let Some(lt) = rest.find('<') else {
+                check_text(rest)?;
+                if !rest.trim().is_empty() {
+                    return Err("text after the root element".into());
+                }
+                break;
+            };
+            let text = &rest[..lt];
+            check_text(text)?;
+            if stack.is_empty() && !text.trim().is_empty() {
+                return Err(format!("text outside the root: {text:?}"));
+            }
+            let gt = rest[lt..].find('>').ok_or("unterminated tag")? + lt;
+            let tag = &rest[lt + 1..gt];
+            rest = &rest[gt + 1..];
+            if let Some(name) = tag.strip_prefix('/') {
+                let open = stack
+                    .pop()
+                    .ok_or(format!("</{name}> without an open tag"))?;
+                if open != name.trim() {
+                    return Err(format!("<{open}> closed by </{name}>"));
+                }
+                if stack.is_empty() {
+                    root_done = true;
+                }
+                continue;
+            }
+            if root_done {
+                return Err("a second root element".into());
+            }
+            let self_closing = tag.ends_with('/');
+            let body = tag.trim_end_matches('/');
+            let name_end = body.find(char::is_whitespace).unwrap_or(body.len());
+            let name = &body[..name_end];
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                return Err(format!("bad element name in <{tag}>"));
+            }
+            let mut attrs: Vec<(String, String)> = Vec::new();
+            let mut a = body[name_end..].trim_start();
+            while !a.is_empty() {
+                let eq = a
+                    .find('=')
+                    .ok_or(format!("attribute without '=' in <{tag}>"))?;
+                let key = a[..eq].trim();
+                let v = &a[eq + 1..];
+                let q = v.chars().next().ok_or("attribute without value")?;
+                if q != '"' && q != '\'' {
+                    return Err(format!("unquoted attribute {key} in <{tag}>"));
+                }
+                let close = v[1..].find(q).ok_or("unterminated attribute value")? + 1;
+                let val = &v[1..close];
+                if val.contains('<') {
+                    return Err(format!("'<' in attribute {key}"));
+                }
+                check_text(val)?;
+                if attrs.iter().any(|(k, _)| k == key) {
+                    return Err(format!("attribute {key} repeated in <{name}>"));
+                }
+                attrs.push((key.to_string(), val.to_string()));
+                a = v[close + 1..].trim_start();
+            }
+            elems.push((name.to_string(), attrs));
+            if !self_closing {
+                stack.push(name.to_string());
+            } else if stack.is_empty() {
+                root_done = true;
+            }
+        }
+        if let Some(open) = stack.pop() {
+            return Err(format!("<{open}> never closed"));
+        }
+        if !root_done {
+            return Err("no root element".into());
+        }
+        Ok(elems)
+    }
+
+    fn attr<'a>(e: &'a Elem, k: &str) -> Option<&'a str> {
+        e.1.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str())
+    }
+
+    fn sizes() -> Vec<f64> {
+        (1..=23).map(|k| 2f64.powi(k)).collect()
+    }
+
+    fn lat_chart(n_series: usize) -> Chart {
+        Chart {
+            title: "write_lat <latency> & \"quotes\" — sim sim0".into(),
+            subtitle: "RC, 1000 iterations".into(),
+            x_label: "message size [bytes]".into(),
+            x_kind: XKind::Bytes,
+            y_label: "latency t_typical [µs]".into(),
+            y_scale: YScale::Auto,
+            band_label: Some("shaded: t_min..p99".into()),
+            series: (0..n_series)
+                .map(|s| Series {
+                    name: format!("series {s} <&>"),
+                    points: sizes()
+                        .iter()
+                        .map(|&x| {
+                            let y = 0.5 * (s + 1) as f64 + x / 10000.0;
+                            Point {
+                                x,
+                                y,
+                                band: Some((y * 0.9, y * 1.5)),
+                            }
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn svg_is_well_formed_with_one_marker_per_size_per_series() {
+        let svg = render(&[lat_chart(3)]);
+        let elems = check_xml(&svg).unwrap();
+        assert_eq!(elems[0].0, "svg");
+        assert_eq!(attr(&elems[0], "viewBox"), Some("0 0 900 540"));
+        let groups: Vec<usize> = elems
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| attr(e, "class") == Some("series"))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(groups.len(), 3);
+        // Markers between one series group and the next.
+        for (g, &start) in groups.iter().enumerate() {
+            let end = groups.get(g + 1).copied().unwrap_or(elems.len());
+            let pts = elems[start..end]
+                .iter()
+                .filter(|e| attr(e, "class") == Some("pt"))
+                .count();
+            assert_eq!(pts, 23, "series {g}");
+            assert_eq!(attr(&elems[start], "data-points"), Some("23"));
+        }
+        for class in ["title", "x-label", "y-label", "subtitle", "band", "line"] {
+            assert!(
+                elems.iter().any(|e| attr(e, "class") == Some(class)),
+                "no {class}"
+            );
+        }
+        assert!(svg.contains("message size [bytes]</text>"));
+        assert!(svg.contains("latency t_typical [µs]</text>"));
+        assert!(svg.contains("write_lat &lt;latency&gt; &amp; &quot;quotes&quot; — sim sim0"));
+    }
+
+    #[test]
+    fn x_axis_labels_powers_of_two() {
+        let svg = render(&[lat_chart(1)]);
+        let xt = &svg[svg.find("class=\"x-ticks\"").unwrap()..];
+        let xt = &xt[..xt.find("</g>").unwrap()];
+        let labels: Vec<&str> = xt
+            .split("<text ")
+            .skip(1)
+            .map(|t| &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()])
+            .collect();
+        assert_eq!(labels.first(), Some(&"2"));
+        assert_eq!(labels.last(), Some(&"8M"));
+        assert!(labels.contains(&"1K") || labels.contains(&"512"));
+        assert_eq!(
+            xt.matches("<line").count(),
+            23,
+            "a tick at every power of two"
+        );
+        assert_eq!(pow2_label(1024.0), "1K");
+        assert_eq!(pow2_label(8_388_608.0), "8M");
+        assert_eq!(pow2_label(64.0), "64");
+        let batch = Chart {
+            x_kind: XKind::Count,
+            x_label: "batch size [WQEs per doorbell]".into(),
+            band_label: None,
+            series: vec![Series {
+                name: "bf".into(),
+                points: (0..7)
+                    .map(|k| Point {
+                        x: 2f64.powi(k),
+                        y: 10.0 + f64::from(k),
+                        band: None,
+                    })
+                    .collect(),
+            }],
+            ..lat_chart(0)
+        };
+        let svg = render(&[batch]);
+        check_xml(&svg).unwrap();
+        for l in ["1", "2", "4", "8", "16", "32", "64"] {
+            assert!(svg.contains(&format!(">{l}</text>")), "label {l}");
+        }
+        assert!(!svg.contains("class=\"band\""));
+    }
+
+    #[test]
+    fn y_scale_follows_the_data() {
+        let wide = YAxis::new(&[0.5, 800.0], YScale::Auto);
+        assert!(wide.log);
+        assert!(wide.lo < 0.5 && wide.hi > 800.0);
+        let labels: Vec<&str> = wide
+            .ticks
+            .iter()
+            .filter(|t| !t.1.is_empty())
+            .map(|t| t.1.as_str())
+            .collect();
+        assert!(
+            labels.contains(&"1") && labels.contains(&"100"),
+            "{labels:?}"
+        );
+        let narrow = YAxis::new(&[3.0, 7.5], YScale::Auto);
+        assert!(!narrow.log);
+        assert_eq!(narrow.lo, 0.0);
+        assert!(narrow.hi > 7.5);
+        let l: Vec<&str> = narrow.ticks.iter().map(|t| t.1.as_str()).collect();
+        assert_eq!(l, ["0", "2", "4", "6", "8"]);
+        let small = YAxis::new(&[0.01, 0.025], YScale::Linear);
+        assert!(
+            small.ticks.iter().any(|t| t.1 == "0.005"),
+            "{:?}",
+            small.ticks
+        );
+        assert!(
+            !YAxis::new(&[0.0, 100.0], YScale::Auto).log,
+            "zero forces linear"
+        );
+        let flat = YAxis::new(&[5.0, 5.0], YScale::Auto);
+        assert!(flat.hi > flat.lo);
+    }
+
+    #[test]
+    fn bad_input_never_panics_and_stays_well_formed() {
+        let odd = Chart {
+            series: vec![
+                Series {
+                    name: String::new(),
+                    points: vec![],
+                },
+                Series {
+                    name: "\u{1}ctl".into(),
+                    points: vec![
+                        Point {
+                            x: f64::NAN,
+                            y: 1.0,
+                            band: None,
+                        },
+                        Point {
+                            x: 0.0,
+                            y: 1.0,
+                            band: None,
+                        },
+                        Point {
+                            x: 4.0,
+                            y: f64::INFINITY,
+                            band: Some((f64::NAN, -1.0)),
+                        },
+                        Point {
+                            x: 1e300,
+                            y: -5.0,
+                            band: None,
+                        },
+                        Point {
+                            x: 1e-300,
+                            y: 1e300,
+                            band: None,
+                        },
+                    ],
+                },
+            ],
+            y_scale: YScale::Log,
+            title: "x".repeat(500),
+            ..lat_chart(0)
+        };
+        for c in [
+            odd.clone(),
+            Chart {
+                y_scale: YScale::Auto,
+                ..odd.clone()
+            },
+            lat_chart(0),
+        ] {
+            let svg = render(&[c]);
+            check_xml(&svg).unwrap();
+        }
+        check_xml(&render(&[])).unwrap();
+        let empty = render(&[lat_chart(0)]);
+        assert!(empty.contains("no data"));
+    }
+
+    #[test]
+    fn bands_only_for_few_series() {
+        let few = render(&[lat_chart(MAX_BANDS)]);
+        assert_eq!(few.matches("class=\"band\"").count(), MAX_BANDS);
+        assert!(few.contains("shaded: t_min..p99"));
+        let many = render(&[lat_chart(MAX_BANDS + 1)]);
+        check_xml(&many).unwrap();
+        assert!(!many.contains("class=\"band\""));
+        assert!(!many.contains("shaded:"));
+    }
+
+    #[test]
+    fn output_is_deterministic_and_panels_stack() {
+        let c = [lat_chart(2), lat_chart(1)];
+        let a = render(&c);
+        assert_eq!(a, render(&c));
+        let elems = check_xml(&a).unwrap();
+        assert_eq!(attr(&elems[0], "viewBox"), Some("0 0 900 1080"));
+        assert_eq!(
+            elems
+                .iter()
+                .filter(|e| attr(e, "class") == Some("chart"))
+                .count(),
+            2
+        );
+    }
+
+    #[test]
+    fn xml_checker_rejects_broken_documents() {
+        for bad in [
+            "<svg><g></svg>",
+            "<svg>a & b</svg>",
+            "<svg x=1/>",
+            "<svg></svg><svg/>",
+            "<svg><text>&bogus;</text></svg>",
+            "<svg a=\"1\" a=\"2\"/>",
+            "<svg",
+            "",
+        ] {
+            assert!(check_xml(bad).is_err(), "{bad}");
+        }
+        assert!(
+            check_xml("<?xml version=\"1.0\"?>\n<svg a='1'><t>&amp;&#233;</t></svg>\n").is_ok()
+        );
+    }
+}
