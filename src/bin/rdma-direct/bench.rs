@@ -26,6 +26,8 @@ options:
                        fetch_add, cmp_swap
       --bf             ring single posts with BlueFlame (libmlx5's rule)
       --db             always the 8-byte doorbell (default)
+      --provider P     auto or mlx5 (the same: the mlx5 provider's queues on plain memory);
+                       verbs and sim are refused (no device is involved)
 
 Measured on plain memory with this program playing the device: the driver's own cost, not
 a NIC's latency.
@@ -66,6 +68,16 @@ fn parse(args: &[String], poll: bool) -> Result<Opts, String> {
                 let v = val(a)?;
                 o.op = BenchOp::parse(&v).ok_or_else(|| format!("unknown op '{v}'"))?;
             }
+            "--provider" => match val(a)?.as_str() {
+                "auto" | "mlx5" => {}
+                p => {
+                    return Err(format!(
+                        "--provider {p}: bench measures the mlx5 provider's queues on plain \
+                         memory with this program as the device; no device or other provider \
+                         is involved (auto and mlx5 only)"
+                    ))
+                }
+            },
             "--bf" => o.mode = DoorbellMode::Auto,
             "--db" => o.mode = DoorbellMode::Doorbell,
             other => return Err(format!("unknown option '{other}'")),
@@ -108,6 +120,7 @@ fn table(size: u32, iters: u32, samples: &mut [f64], total_ns: f64) {
     let avg = kept.iter().sum::<f64>() / n as f64;
     let var = kept.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n as f64;
     let pct = |p: f64| kept[((p * n as f64).ceil() as usize).min(n - 1)];
+    println!(" provider: mlx5 (plain memory, not hardware: this program plays the device)");
     println!(
         " {:<8} {:<12} {:<12} {:<12} {:<16} {:<12} {:<14} {:<20} {:<22} {:<14}",
         "#bytes",
