@@ -249,7 +249,7 @@ pub fn run(args: &[String]) -> i32 {
     match res {
         Ok(text) => {
             // The first line names the provider; how it was chosen closes the output.
-            print!("{text}provider choice: {why}\n");
+            println!("{text}provider choice: {why}");
             0
         }
         Err(e) => {
