@@ -333,9 +333,9 @@ pub fn run<P: Provider, S: Read + Write>(
                     side_.bw(p, o, size, &mut tposted, &mut tcompleted)?;
                     bw_row(o, size, &tposted, &tcompleted)?
                 } else {
-                    side_.bw_server(p, size, n, &mut tcompleted)?;
-                    // From the first receive to each later one: windows start at 0 only.
-                    tposted[0] = tcompleted[0];
+                    // From the end of the handshake (the client starts sending then) to
+                    // each receive: windows start at 0 only.
+                    side_.bw_server(p, size, n, &mut tposted, &mut tcompleted)?;
                     stats::bw_row(u64::from(size), n, n, 1, &tposted, &tcompleted, o.unit)
                         .map_err(|e| perr(e.to_string()))?
                 };
@@ -652,19 +652,23 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
         Ok(())
     }
 
-    /// `send_bw`'s server: count `n` receives, re-posting; stamp each.
+    /// `send_bw`'s server: count `n` receives, re-posting; stamp the start in `tposted[0]`
+    /// and each receive in `tcompleted`.
     fn bw_server<P: Provider>(
         &mut self,
         p: &mut P,
         size: u32,
         n: usize,
+        tposted: &mut [u64],
         tcompleted: &mut [u64],
     ) -> Result<()> {
         let mut wcs = [Completion::EMPTY; 16];
         let stop = AtomicBool::new(false);
         let mut w = Waiter::new(&stop);
+        tposted.fill(0);
         tcompleted.fill(0);
         let clock = Clock::start();
+        tposted[0] = clock.ticks().max(1);
         let mut rcnt = 0usize;
         while rcnt < n {
             let m = self.rcq.poll(&mut wcs);
@@ -691,6 +695,7 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
             }
             w.reset();
         }
+        clock.to_ns(tposted);
         clock.to_ns(tcompleted);
         Ok(())
     }

@@ -39,8 +39,10 @@ tests: write_lat send_lat read_lat atomic_lat write_bw send_bw read_bw
   -p, --port <n>         TCP port of the server (default 18515)
   -i, --ib-port <n>      port (default 1)
   -x, --gid-index <n>    GID index (default 0; RoCE on rxe needs the IPv4-mapped one)
-  -s, --size <n>         message size (default 2; atomics are always 8)
-  -n, --iters <n>        iterations (default 1000 latency, 5000 bandwidth; at most 16777216)
+  -s, --size <n>         message size (default 2 latency, 65536 bandwidth, as perftest;
+                         atomics are always 8)
+  -n, --iters <n>        iterations (default 5000 write_bw, 1000 the others, as perftest;
+                         at most 16777216)
   -a, --all              every size 2^1 .. 2^23 (progress on stderr when it is a terminal)
   -I, --inline_size <n>  send up to n bytes inline (default 220 for write/send latency, 0
                          for bandwidth; refused for READ and atomics)
@@ -593,7 +595,13 @@ fn header(o: &Params, info: &Info, why: &str, role: &str) -> String {
     let _ = writeln!(h, " Test            : {}", o.test.name());
     let _ = writeln!(h, " Connection type : {}   ({role})", o.qp_type);
     let _ = writeln!(h, " Number of qps   : 1 pair");
-    if matches!(o.test, Test::WriteLat | Test::SendLat) {
+    let loopback = role.contains("loopback");
+    if !loopback {
+        let _ = writeln!(
+            h,
+            " Threads         : 1 (this side; the peer is another process)"
+        );
+    } else if matches!(o.test, Test::WriteLat | Test::SendLat) {
         let _ = writeln!(
             h,
             " Threads         : {}",
@@ -701,6 +709,9 @@ mod tests {
         );
         let o = ok("write_bw");
         assert_eq!((o.iters, o.inline, o.cq_mod), (5000, 0, DEFAULT_CQ_MOD));
+        // perftest's defaults: 65536 B for bandwidth; 5000 iterations for write_bw only.
+        assert_eq!(o.sizes, vec![65536]);
+        assert_eq!((ok("send_bw").iters, ok("read_bw").iters), (1000, 1000));
         assert_eq!(ok("atomic_lat").sizes, vec![8]);
         assert!(p("--help").unwrap().is_none());
         assert!(p("write_bw -h").unwrap().is_none());
