@@ -700,3 +700,82 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::sim::SimDevice;
+
+    /// A stream that has nothing to say and takes everything.
+    struct Silent(Vec<u8>);
+    impl Read for Silent {
+        fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+            Ok(0)
+        }
+    }
+    impl Write for Silent {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn what_the_exchange_does_not_carry_is_refused_before_a_byte_is_sent() {
+        let mut dev = SimDevice::new();
+        let mut uc = Params::new(Test::WriteLat);
+        uc.qp_type = QpType::Uc;
+        let e = run(
+            &mut dev,
+            &uc,
+            Silent(Vec::new()),
+            Side::Client,
+            true,
+            &mut |_| {},
+        );
+        assert!(e.unwrap_err().to_string().contains("RC only"));
+        let at = Params::new(Test::AtomicLat);
+        let e = run(
+            &mut dev,
+            &at,
+            Silent(Vec::new()),
+            Side::Client,
+            true,
+            &mut |_| {},
+        );
+        assert!(e.unwrap_err().to_string().contains("--loopback"));
+    }
+
+    /// The client writes its version first; a peer that closes gets a clear error naming
+    /// what was being read.
+    #[test]
+    fn a_silent_peer_is_an_error_naming_the_step() {
+        let mut dev = SimDevice::new();
+        let o = Params::new(Test::WriteLat);
+        let e = run(
+            &mut dev,
+            &o,
+            Silent(Vec::new()),
+            Side::Client,
+            true,
+            &mut |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("read version"), "{e}");
+    }
+
+    #[test]
+    fn the_parameter_text_names_what_both_sides_must_share() {
+        let mut o = Params::new(Test::SendBw);
+        assert_eq!(
+            params_text(&o),
+            "test=send_bw connection=RC size=65536 iterations=1000"
+        );
+        o.sizes = Params::all_sizes();
+        assert!(params_text(&o).contains("size=2..8388608"));
+    }
+}
