@@ -4,8 +4,9 @@
 //! `write_bw`, `send_bw`, `read_bw` ([`Test`]) with perftest's parameters ([`Params`]) and
 //! returns perftest's statistics ([`stats`]) as plain rows ([`Row`]), one per message size,
 //! **in one process**: a client QP and a server QP on the same device, connected to each
-//! other (loopback), where perftest runs two processes. Nothing here parses arguments or
-//! prints; `rdma-direct perf` does both.
+//! other (loopback). [`remote`] measures one side of perftest's two-process model instead,
+//! against a peer process (this tool or perftest 4.5) over perftest's TCP exchange
+//! ([`wire`]). Nothing here parses arguments or prints; `rdma-direct perf` does both.
 //!
 //! ## Providers
 //!
@@ -62,10 +63,14 @@
 //! iterations must be a multiple of post list size"); UC refuses READ and atomics; UD allows
 //! only SEND (and a message must fit the path MTU); atomics always move 8 bytes. Inline
 //! defaults to 220 bytes for the WRITE/SEND latency tests and to none for the bandwidth
-//! tests (perftest's defaults for rxe-class devices).
+//! tests (perftest's defaults on the devices it knows, ConnectX among them; on a device it
+//! does not know, rxe among them, perftest 4.5 turns inline off, `-I` included). The default
+//! message size is 2 bytes for latency and 65536 for bandwidth, as perftest's.
 
 mod pingpong;
+pub mod remote;
 pub mod stats;
+pub mod wire;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -154,6 +159,9 @@ impl Test {
 
 /// Largest message size (2^23 = 8 MiB, the last size of perftest's `-a`).
 pub const MAX_SIZE: u32 = 1 << 23;
+/// perftest's default message size of the bandwidth tests (`DEF_SIZE_BW`); a peer that is
+/// perftest sends this much unless told otherwise, so a server must take it.
+pub const DEFAULT_BW_SIZE: u32 = 65536;
 /// perftest's default `cq_mod`.
 pub const DEFAULT_CQ_MOD: u32 = 100;
 /// Outstanding requests in the bandwidth tests (perftest's default `tx_depth`); also the
@@ -161,6 +169,9 @@ pub const DEFAULT_CQ_MOD: u32 = 100;
 pub const TX_DEPTH: u32 = 128;
 /// Receives kept posted for the SEND tests.
 pub const RX_DEPTH: u32 = 512;
+/// Most iterations per size: the sample buffers (three `u64` per iteration, allocated
+/// before the first stamp) stay within 384 MiB.
+pub const MAX_ITERS: u32 = 1 << 24;
 /// Default inline size of the WRITE/SEND latency tests.
 pub const DEFAULT_LAT_INLINE: u32 = 220;
 /// Largest inline size asked of a QP.
@@ -199,17 +210,24 @@ pub struct Params {
 }
 
 impl Params {
-    /// perftest's defaults for `test`: size 2 (atomics 8), 1000 iterations for latency and
-    /// 5000 for bandwidth, inline [`DEFAULT_LAT_INLINE`] for WRITE/SEND latency and none
-    /// otherwise, post list 1, `cq_mod` [`DEFAULT_CQ_MOD`], RC, port 1, GID index 0, MiB/s.
+    /// perftest's defaults for `test`: size 2 for latency, 65536 for bandwidth (atomics 8),
+    /// 5000 iterations for `write_bw` and 1000 for every other test, inline
+    /// [`DEFAULT_LAT_INLINE`] for WRITE/SEND latency and none otherwise, post list 1,
+    /// `cq_mod` [`DEFAULT_CQ_MOD`], RC, port 1, GID index 0, MiB/s.
     pub fn new(test: Test) -> Params {
         Params {
             test,
             port: 1,
             gid_index: 0,
-            sizes: vec![if test == Test::AtomicLat { 8 } else { 2 }],
+            sizes: vec![match test {
+                Test::AtomicLat => 8,
+                t if t.is_lat() => 2,
+                _ => DEFAULT_BW_SIZE,
+            }],
             clip_to_mtu: false,
-            iters: if test.is_lat() { 1000 } else { 5000 },
+            // perftest: DEF_ITERS_WB for write_bw, DEF_ITERS otherwise (a server that is
+            // perftest counts exactly this many SENDs).
+            iters: if test == Test::WriteBw { 5000 } else { 1000 },
             inline: match test {
                 Test::WriteLat | Test::SendLat => DEFAULT_LAT_INLINE,
                 _ => 0,
@@ -277,6 +295,13 @@ impl Params {
         if self.iters == 0 {
             return Err(bad_opt("iterations (-n): at least 1 iteration"));
         }
+        if self.iters > MAX_ITERS {
+            return Err(bad_opt(format!(
+                "iterations (-n) {}: at most {MAX_ITERS} (the timestamps of every iteration \
+                 are kept in memory, 24 bytes each, allocated before the run)",
+                self.iters
+            )));
+        }
         if self.post_list == 0 || self.post_list > TX_DEPTH {
             return Err(bad_opt(format!(
                 "post list (-l) {}: out of range 1..={TX_DEPTH}",
@@ -309,6 +334,9 @@ pub fn two_threads(kind: ProviderKind, o: &Params) -> bool {
 }
 
 /// One result row.
+// A latency row carries its histogram inline (Copy, no allocation): rows are few (one per
+// size) and made after the measured loop, so their size costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Row {
     /// A latency test's row.

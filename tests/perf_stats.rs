@@ -7,7 +7,9 @@
 //! How the rows are printed (perftest's columns, the JSON lines) is the CLI's and is tested
 //! there (`src/bin/rdma-direct/table.rs`).
 
-use rdma_direct::perf::stats::{bw_row, lat_row, BwRow, BwUnit, LatRow, StatsError};
+use rdma_direct::perf::stats::{
+    bw_row, lat_row, BwRow, BwUnit, Histogram, LatRow, StatsError, HIST_BUCKETS,
+};
 
 #[test]
 fn fewer_than_three_samples_is_an_error() {
@@ -40,8 +42,42 @@ fn three_samples_keep_one() {
             // ceil(1 * 0.99) = 1, ceil(1 * 0.999) = 1: sorted[1].
             p99: 1.5,
             p99_9: 1.5,
+            // 1 kept sample: too few for the deeper percentiles.
+            p99_99: None,
+            p99_999: None,
+            // The kept 1000 ns halved: 500 ns, bucket [256, 512).
+            hist: {
+                let mut h = Histogram::EMPTY;
+                h.counts[8] = 1;
+                h
+            },
         }
     );
+}
+
+/// p99.99 appears from 10 000 kept samples on, p99.999 from 100 000; the histogram holds
+/// every kept sample in its log2 bucket.
+#[test]
+fn deep_percentiles_and_histogram() {
+    // 10 002 samples 1..=10002 us: m = 10 000 kept (1..=10000 us).
+    let s: Vec<u64> = (1..=10_002u64).map(|k| k * 1000).collect();
+    let r = lat_row(2, 10_003, &s, 1).unwrap();
+    // ceil(10000 * 0.9999) = 9999: sorted[9999] = 10000 us.
+    assert_eq!(r.p99_99, Some(10_000.0));
+    assert_eq!(r.p99_999, None);
+    assert_eq!(r.hist.counts.iter().sum::<u64>(), 10_000);
+    // 1000..=2047 ns -> bucket 9 ([512,1024)) holds only 1000 ns; 1024..2048 bucket 10.
+    assert_eq!(r.hist.counts[9], 1);
+    assert_eq!(r.hist.counts[10], 1);
+    let b = r.hist.buckets();
+    assert_eq!(b.first().map(|x| (x.0, x.1, x.2)), Some((0.512, 1.024, 1)));
+    let s: Vec<u64> = (1..=100_002u64).collect();
+    let r = lat_row(2, 100_003, &s, 1).unwrap();
+    assert!(r.p99_99.is_some() && r.p99_999.is_some());
+    assert_eq!(Histogram::bucket(0), 0);
+    assert_eq!(Histogram::bucket(1), 0);
+    assert_eq!(Histogram::bucket(2), 1);
+    assert_eq!(Histogram::bucket(u64::MAX), HIST_BUCKETS - 1);
 }
 
 #[test]
@@ -138,13 +174,10 @@ fn bw_every_request_signaled() {
     let tp = [0u64, 100, 200, 300];
     let tc = [1000u64, 1050, 1100, 1900];
     let r = bw_row(65536, 4, 1, 1, &tp, &tc, BwUnit::MiBps).unwrap();
-    // Windows (tc[j] - tp[i]) / (j - i + 1), integer ns: the smallest is i=0, j=2:
-    // 1100 / 3 = 366. Peak = 65536 B / 366 ns in MiB/s.
-    assert!(
-        (r.bw_peak - 170_765.027_322_404_38).abs() < 1e-6,
-        "{}",
-        r.bw_peak
-    );
+    // Windows (tc[j] - tp[i]) / (j - i + 1) of at least 1 us: the smallest is i=0, j=2:
+    // 1100 / 3 ns. Peak = 65536 B / (1100 / 3) ns in MiB/s.
+    let want = 65536.0 * 1e9 / (1100.0 / 3.0 * 1_048_576.0);
+    assert!((r.bw_peak - want).abs() < 1e-6, "{}", r.bw_peak);
     // Average: 4 * 65536 B / 1900 ns.
     assert!(
         (r.bw_avg - 131_578.947_368_421_04).abs() < 1e-6,
@@ -162,9 +195,9 @@ fn bw_post_list_and_cq_mod_windows() {
     let tp = [0, X, 100, X, 200, X, 300, X, 400, X];
     let tc = [X, X, X, 1000, X, X, X, 1500, X, 2000];
     let r = bw_row(64, 10, 2, 4, &tp, &tc, BwUnit::Gbps).unwrap();
-    // Smallest window: i=0, j=7: 1500 / 8 = 187 ns (integer). 64 B / 187 ns in Gb/s.
+    // Smallest window: i=0, j=7: 1500 / 8 = 187.5 ns. 64 B / 187.5 ns in Gb/s.
     assert!(
-        (r.bw_peak - 2.737_967_914_438_502_5).abs() < 1e-12,
+        (r.bw_peak - 64.0 * 8.0 / 187.5).abs() < 1e-12,
         "{}",
         r.bw_peak
     );
@@ -193,6 +226,28 @@ fn bw_iters_below_cq_mod_use_the_last_completion() {
     // Windows to j=2: 3000/3 = 1000, 2990/2 = 1495, 2980/1: smallest 1000 ns.
     let want = 1024.0 * 1e9 / (1000.0 * 1_048_576.0);
     assert!((r.bw_peak - want).abs() < 1e-9);
+}
+
+/// A post and its completion on the same clock tick (a coarse or emulated clock) made the
+/// peak "64 B in 1 ns" = 61035 MiB/s beside an average of a few MiB/s. Windows shorter than
+/// 1 us (and than 1/100 of the run) no longer count.
+#[test]
+fn bw_peak_is_not_one_clock_tick() {
+    // 64 requests of 64 B, lists of 16, cq_mod 16: each list completes on the very tick it
+    // was posted, lists 20 us apart.
+    let n = 64;
+    let mut tp = vec![0u64; n];
+    let mut tc = vec![0u64; n];
+    for l in 0..4 {
+        tp[l * 16] = 1 + l as u64 * 20_000;
+        tc[l * 16 + 15] = 1 + l as u64 * 20_000;
+    }
+    let r = bw_row(64, n, 16, 16, &tp, &tc, BwUnit::MiBps).unwrap();
+    assert!(r.bw_peak < 61_035.0 / 10.0, "peak {}", r.bw_peak);
+    // The shortest window that counts: list 0 to list 1, 32 requests in 20 us.
+    let want = 64.0 * 1e9 / (20_000.0 / 32.0 * 1_048_576.0);
+    assert!((r.bw_peak - want).abs() < 1e-9, "{} vs {want}", r.bw_peak);
+    assert!(r.bw_peak >= r.bw_avg * 0.999);
 }
 
 #[test]

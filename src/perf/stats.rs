@@ -18,6 +18,13 @@
 //! - the 99 % and 99.9 % percentiles are `sorted[ceil(m * 0.99)]` and `sorted[ceil(m * 0.999)]`
 //!   (the product in `f64`, as perftest computes it; the index may reach `m`, which is the
 //!   second-largest sample, still inside the array).
+//! - beyond perftest: the 99.99 % and 99.999 % percentiles by the same rule
+//!   (`sorted[ceil(m * 0.9999)]`, `sorted[ceil(m * 0.99999)]`), reported only when
+//!   `m >= 10 000` and `m >= 100 000` respectively (below that they are the largest kept
+//!   sample or beyond it: no information);
+//! - beyond perftest: a histogram of the `m` kept samples (already divided by the round-trip
+//!   factor) in log2 buckets of nanoseconds: bucket `k` counts samples in `[2^k, 2^(k+1))` ns
+//!   (bucket 0 also holds 0 ns) ([`Histogram`]).
 //!
 //! Every value is then divided by the clock rate and by the round-trip factor: perftest keeps
 //! timestamps in TSC cycles and divides by the CPU frequency in MHz to get microseconds; with
@@ -36,11 +43,22 @@
 //! - `BW peak` = `size / (d * U)` per second, where `d` is the smallest per-request time of
 //!   any window that starts at a post (`i` = 0, `post_list`, `2 * post_list`, ...) and ends
 //!   at a signaled completion `j >= i` (`j` = `cq_mod - 1`, `2 * cq_mod - 1`, ..., and `n - 1`
-//!   when `n` is not a multiple of `cq_mod`): `d = (tcompleted[j] - tposted[i]) / (j - i + 1)`,
-//!   an integer division in clock units as in perftest (here nanoseconds; a `d` of 0 is taken
-//!   as 1 ns so the peak stays finite).
+//!   when `n` is not a multiple of `cq_mod`): `d = (tcompleted[j] - tposted[i]) / (j - i + 1)`.
+//!   That is perftest's rule, with one difference: **only windows that last at least
+//!   [`MIN_PEAK_WINDOW_NS`] and at least 1/100 of the whole run count** (the whole run always
+//!   does), and `d` is a real number, not an integer division. perftest takes every window,
+//!   down to one request between two clock readings; its clock is the TSC (a fraction of a
+//!   nanosecond per cycle), but a coarse or emulated clock (a TCG guest) can put a post and
+//!   its completion on the same tick, and one window of 0 ticks then makes the peak "one
+//!   message per tick" (64 B in 1 ns = 61035 MiB/s on rxe, where the average was 4 MiB/s).
+//!   With at least 1 µs per window a clock tick of up to 10 ns moves the peak by at most 1 %.
+//!   To bound the work for large runs, at most 2048 start and 2048 end points are tried
+//!   (evenly spaced post lists and signaled completions; all of them below that).
 
 use std::fmt;
+
+/// Shortest window the BW peak is taken over, in nanoseconds (see the module doc).
+pub const MIN_PEAK_WINDOW_NS: u64 = 1000;
 
 /// Why a row could not be computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,6 +129,59 @@ pub struct LatRow {
     pub p99: f64,
     /// `sorted[ceil(m * 0.999)]`.
     pub p99_9: f64,
+    /// `sorted[ceil(m * 0.9999)]`, when `m >= 10 000`.
+    pub p99_99: Option<f64>,
+    /// `sorted[ceil(m * 0.99999)]`, when `m >= 100 000`.
+    pub p99_999: Option<f64>,
+    /// The kept samples in log2 buckets.
+    pub hist: Histogram,
+}
+
+/// Buckets of a [`Histogram`]: bucket 39 ends at 2^40 ns (18 minutes).
+pub const HIST_BUCKETS: usize = 40;
+
+/// Latency samples in log2 buckets of nanoseconds: `counts[k]` samples in `[2^k, 2^(k+1))` ns
+/// (`counts[0]` also holds 0 ns; the last bucket everything above).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Histogram {
+    /// Samples per bucket.
+    pub counts: [u64; HIST_BUCKETS],
+}
+
+impl Histogram {
+    /// An empty histogram.
+    pub const EMPTY: Histogram = Histogram {
+        counts: [0; HIST_BUCKETS],
+    };
+
+    /// The bucket of `ns`.
+    pub fn bucket(ns: u64) -> usize {
+        if ns < 2 {
+            0
+        } else {
+            (63 - ns.leading_zeros() as usize).min(HIST_BUCKETS - 1)
+        }
+    }
+
+    /// The non-empty buckets from the first to the last non-empty one (empty ones between
+    /// them included), as (lower edge, upper edge) in microseconds and the count.
+    pub fn buckets(&self) -> Vec<(f64, f64, u64)> {
+        let first = self.counts.iter().position(|&c| c > 0);
+        let last = self.counts.iter().rposition(|&c| c > 0);
+        match (first, last) {
+            (Some(a), Some(b)) => (a..=b)
+                .map(|k| {
+                    let lo = if k == 0 {
+                        0.0
+                    } else {
+                        (1u64 << k) as f64 / 1000.0
+                    };
+                    (lo, (1u64 << (k + 1)) as f64 / 1000.0, self.counts[k])
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The latency row of `samples_ns` (intervals between consecutive posts, any order).
@@ -149,6 +220,14 @@ pub fn lat_row(
         / m as f64;
     let i99 = (m as f64 * 0.99).ceil() as usize;
     let i999 = (m as f64 * 0.999).ceil() as usize;
+    let pct = |q: f64, min_m: usize| -> Option<f64> {
+        (m >= min_m).then(|| us(d[((m as f64 * q).ceil() as usize).min(m)]))
+    };
+    let mut hist = Histogram::EMPTY;
+    let div = u64::from(rtt_factor.max(1));
+    for &v in &d[..m] {
+        hist.counts[Histogram::bucket(v / div)] += 1;
+    }
     Ok(LatRow {
         bytes,
         iters,
@@ -159,6 +238,9 @@ pub fn lat_row(
         t_stdev: var.sqrt(),
         p99: us(d[i99.min(m)]),
         p99_9: us(d[i999.min(m)]),
+        p99_99: pct(0.9999, 10_000),
+        p99_999: pct(0.99999, 100_000),
+        hist,
     })
 }
 
@@ -224,25 +306,35 @@ pub fn bw_row(
     if total == 0 {
         return Err(StatsError::NoElapsedTime);
     }
-    let window = |i: usize, j: usize| tcompleted[j].saturating_sub(tposted[i]) / (j - i + 1) as u64;
-    let mut best = u64::MAX;
-    for i in (0..iters).step_by(post_list) {
+    // See the module doc: windows shorter than this do not count.
+    let min_window = (total / 100).max(MIN_PEAK_WINDOW_NS).min(total);
+    let mut best = f64::INFINITY;
+    let mut window = |i: usize, j: usize| {
+        let d = tcompleted[j].saturating_sub(tposted[i]);
+        if d >= min_window {
+            best = best.min(d as f64 / (j - i + 1) as f64);
+        }
+    };
+    window(0, iters - 1);
+    let i_step = post_list * (iters / post_list / 2048).max(1);
+    let j_step = cq_mod * (iters / cq_mod / 2048).max(1);
+    for i in (0..iters).step_by(i_step) {
         let first = (i + 1).div_ceil(cq_mod) * cq_mod - 1;
-        for j in (first..iters).step_by(cq_mod) {
-            best = best.min(window(i, j));
+        for j in (first..iters).step_by(j_step) {
+            window(i, j);
         }
         if iters % cq_mod != 0 {
-            best = best.min(window(i, iters - 1));
+            window(i, iters - 1);
         }
     }
-    let best = best.max(1);
+    let best = best.max(f64::MIN_POSITIVE);
     let per_s = 1e9;
     let u = unit.bytes_per_unit();
     let secs = total as f64 / per_s;
     Ok(BwRow {
         bytes,
         iters: iters as u64,
-        bw_peak: (bytes as f64 * per_s) / (best as f64 * u),
+        bw_peak: (bytes as f64 * per_s) / (best * u),
         bw_avg: (bytes as f64 * iters as f64) / (secs * u),
         msg_rate_mpps: iters as f64 / secs / 1e6,
         unit,

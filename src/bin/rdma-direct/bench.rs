@@ -35,6 +35,8 @@ options:
       --bf             ring single posts with BlueFlame (libmlx5's rule)
       --db             always the 8-byte doorbell (default)
       --json FILE      also append the figures as one JSON object (one line) to FILE
+      --provider P     auto or mlx5 (the same: the mlx5 provider's queues on plain memory);
+                       verbs and sim are refused (no device is involved)
 
 Timing: each sample times at least 64 operations between two clock reads (post: whole
 batches of -l requests and their doorbells; poll: whole poll calls), so the clock's own
@@ -100,6 +102,16 @@ fn parse(args: &[String], poll: bool) -> Result<Opts, String> {
                 let v = val(a)?;
                 o.op = parse_op(&v).ok_or_else(|| format!("unknown op '{v}'"))?;
             }
+            "--provider" => match val(a)?.as_str() {
+                "auto" | "mlx5" => {}
+                p => {
+                    return Err(format!(
+                        "--provider {p}: bench measures the mlx5 provider's queues on plain \
+                         memory with this program as the device; no device or other provider \
+                         is involved (auto and mlx5 only)"
+                    ))
+                }
+            },
             "--bf" => o.mode = DoorbellMode::Auto,
             "--db" => o.mode = DoorbellMode::Doorbell,
             "--json" => o.json = Some(val(a)?),
@@ -143,6 +155,7 @@ fn table(size: u32, iters: u32, samples: &mut [f64], total_ns: f64) -> Stats {
     let avg = kept.iter().sum::<f64>() / n as f64;
     let var = kept.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n as f64;
     let pct = |p: f64| kept[((p * n as f64).ceil() as usize).min(n - 1)];
+    println!(" provider: mlx5 (plain memory, not hardware: this program plays the device)");
     println!(
         " {:<8} {:<12} {:<12} {:<12} {:<16} {:<12} {:<14} {:<20} {:<22} {:<14}",
         "#bytes",

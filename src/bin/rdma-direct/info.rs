@@ -1,35 +1,50 @@
 //! `rdma-direct info [-d DEV] [-i PORT] [-v]`: device and port attributes and the GID table,
-//! laid out like `ibv_devinfo` (with `-v`, the same extra fields as `ibv_devinfo -v`).
+//! laid out like `ibv_devinfo` (with `-v`, the same extra fields as `ibv_devinfo -v`), with
+//! the provider `--provider auto` would run on each device. The software mlx5 device (`sim0`)
+//! is listed after the hardware, marked as software; `-d sim0` (or `--provider sim`) shows it
+//! alone.
 
 use super::devices::report_no_devices;
+use super::provider::{self, Choice, DeviceFacts};
 use rdma_direct::ffi;
 use rdma_direct::verbs::{self, Context, Device, DeviceAttr, PortAttr};
 
 const USAGE: &str = "\
-usage: rdma-direct info [-d DEV] [-i PORT] [-v]
+usage: rdma-direct info [-d DEV] [-i PORT] [-v] [--provider P]
 
-  -d, --ib-dev DEV    only this device (default: all)
+  -d, --ib-dev DEV    only this device (default: all, then the software device sim0)
   -i, --ib-port PORT  only this port (default: all)
   -v, --verbose       all device and port attributes
+      --provider P    auto (default), mlx5, verbs: the provider line of each device says
+                      what perf/pingpong would run with P (refused where they would
+                      refuse); sim: only the software device
 ";
 
 struct Opts {
     dev: Option<String>,
     port: Option<u8>,
     verbose: bool,
+    provider: Choice,
 }
+
+/// Name of the software device.
+const SIM_NAME: &str = "sim0";
 
 fn parse(args: &[String]) -> Result<Option<Opts>, String> {
     let mut o = Opts {
         dev: None,
         port: None,
         verbose: false,
+        provider: Choice::Auto,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "-h" | "--help" => return Ok(None),
             "-v" | "--verbose" => o.verbose = true,
+            "--provider" => {
+                o.provider = Choice::parse(it.next().ok_or("--provider needs a value")?)?;
+            }
             "-d" | "--ib-dev" => {
                 o.dev = Some(it.next().ok_or("-d needs a device name")?.clone());
             }
@@ -61,6 +76,27 @@ pub fn run(args: &[String]) -> i32 {
             return 2;
         }
     };
+    let sim_only = o.dev.as_deref() == Some(SIM_NAME)
+        || o.provider == Choice::Force(rdma_direct::providers::ProviderKind::Sim);
+    if sim_only {
+        if let Some(d) = o.dev.as_deref().filter(|d| *d != SIM_NAME) {
+            eprintln!("rdma-direct info: --provider sim shows the software device; not '{d}'");
+            return 2;
+        }
+        return match print_sim(&o) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("rdma-direct info: {SIM_NAME}: {e}");
+                1
+            }
+        };
+    }
+    if let Some(name) = &o.dev {
+        if let Err(e) = provider::find_device(name) {
+            eprintln!("rdma-direct info: {e}");
+            return 1;
+        }
+    }
     let list = match Device::list() {
         Ok(l) => l,
         Err(e) => {
@@ -70,20 +106,11 @@ pub fn run(args: &[String]) -> i32 {
     };
     if list.is_empty() {
         report_no_devices(None);
+        eprintln!("  the software mlx5 device is always there: rdma-direct info -d {SIM_NAME}");
         return 1;
     }
     let chosen: Vec<&Device> = match &o.dev {
-        Some(name) => match list.iter().find(|d| &d.name == name) {
-            Some(d) => vec![d],
-            None => {
-                let names: Vec<&str> = list.iter().map(|d| d.name.as_str()).collect();
-                eprintln!(
-                    "rdma-direct info: RDMA device '{name}' not found (available: {})",
-                    names.join(", ")
-                );
-                return 1;
-            }
-        },
+        Some(name) => list.iter().filter(|d| &d.name == name).collect(),
         None => list.iter().collect(),
     };
     let mut code = 0;
@@ -93,7 +120,47 @@ pub fn run(args: &[String]) -> i32 {
             code = 1;
         }
     }
+    if o.dev.is_none() {
+        println!();
+        if let Err(e) = print_sim(&o) {
+            eprintln!("rdma-direct info: {SIM_NAME}: {e}");
+            code = 1;
+        }
+    }
     code
+}
+
+/// The software device, clearly marked: its port's MTU and GID come from a QP's endpoint.
+fn print_sim(o: &Opts) -> rdma_direct::Result<()> {
+    use rdma_direct::providers::sim::SimDevice;
+    use rdma_direct::providers::{ConnectOpts, Provider, QpConfig, QpType};
+    if matches!(o.port, Some(p) if p != 1) {
+        return Err(rdma_direct::Error::NotFound {
+            what: format!("port {}", o.port.unwrap_or(0)),
+            hint: format!("{SIM_NAME} has one port (1)"),
+        });
+    }
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd()?;
+    let mut cq = dev.create_cq(4)?;
+    let qp = dev.create_qp(&pd, &mut cq, None, None, &QpConfig::new(QpType::Rc))?;
+    let ep = dev.endpoint(&qp, &ConnectOpts::default())?;
+    println!("hca_id:\t{}", dev.device_name());
+    println!("\ttransport:\t\t\tsoftware (not hardware)");
+    println!(
+        "\tprovider:\t\t\tsim: the direct mlx5 path against a software mlx5 device in the \
+         calling process (no other process can reach it; perf/pingpong without -d)"
+    );
+    println!("\tphys_port_cnt:\t\t\t1");
+    println!("\t\tport:\t1");
+    println!("\t\t\tstate:\t\t\tPORT_ACTIVE (4)");
+    println!(
+        "\t\t\tactive_mtu:\t\t{} ({})",
+        ep.mtu.bytes(),
+        ep.mtu as u32
+    );
+    println!("\t\t\tGID[  0]:\t\t{}", std::net::Ipv6Addr::from(ep.gid));
+    Ok(())
 }
 
 fn transport_str(t: i32) -> &'static str {
@@ -125,6 +192,14 @@ fn print_device(d: &Device, o: &Opts) -> rdma_direct::Result<()> {
     println!("\tvendor_part_id:\t\t\t{}", a.vendor_part_id);
     println!("\thw_ver:\t\t\t\t0x{:X}", a.hw_ver);
     println!("\tphys_port_cnt:\t\t\t{}", a.phys_port_cnt);
+    let facts = DeviceFacts::read(&d.name);
+    match provider::choose(o.provider, Some(&facts)) {
+        Ok(k) => println!(
+            "\tprovider:\t\t\t{}",
+            provider::reason(o.provider, k, Some(&facts))
+        ),
+        Err(e) => println!("\tprovider:\t\t\trefused: {e}"),
+    }
     if o.verbose {
         print_device_verbose(&a);
     }

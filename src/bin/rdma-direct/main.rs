@@ -11,6 +11,7 @@ mod perf;
 mod pingpong;
 mod plot;
 mod plotcmd;
+mod provider;
 mod results;
 mod table;
 
@@ -25,14 +26,19 @@ commands:
   pingpong [opts]      RC/UC ping-pong; speaks ibv_rc_pingpong's protocol with -d DEV,
                        runs on the software mlx5 device without one
   perf <test> [opts]   perftest-style latency/bandwidth (write_lat, send_lat, read_lat,
-                       atomic_lat, write_bw, send_bw, read_bw) on sim or -d DEV
+                       atomic_lat, write_bw, send_bw, read_bw): server and client in two
+                       processes with -d DEV (either may be perftest), loopback on the sim
   bench <name> [opts]  hot-path benchmarks (see `rdma-direct bench --help`)
   plot FILE.json... --svg OUT   curves of perf/perftest result files (see `plot --help`)
   doctor [-d DEV]      walk the troubleshooting order: link, MTU, caps, memlock,
                        NUMA/CPU affinity, PCIe width
   events [-d DEV]      print asynchronous events live (CQ error, QP fatal, port
                        changes, ...); a demonstration on the sim without -d
+  --version            the version
   help                 this text
+
+Providers (--provider on pingpong, perf, info): auto picks the direct mlx5 path on an mlx5
+device, libibverbs (verbs) on any other, the software mlx5 device (sim) without -d.
 ";
 
 fn main() {
@@ -48,6 +54,10 @@ fn main() {
         "events" => events::run(rest),
         "bench" => bench::run(rest),
         "plot" => plotcmd::run(rest),
+        "--version" | "-V" | "version" => {
+            println!("rdma-direct {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             0

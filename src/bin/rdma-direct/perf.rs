@@ -1,55 +1,122 @@
-//! `rdma-direct perf <test> [options]`: perftest's flags in, perftest's header and table out.
-//! The measurement is [`rdma_direct::perf`]'s; this module parses the command line, opens the
-//! provider (the software mlx5 device in device-thread mode without `-d`, the verbs provider
-//! with it) and prints the header, one table line per size as it is measured, and with
-//! `--json` one JSON line per size after the table.
+//! `rdma-direct perf <test> [options] [HOST]`: perftest's flags in, perftest's header and
+//! table out. The measurement is [`rdma_direct::perf`]'s; this module parses the command line,
+//! chooses and opens the provider ([`super::provider`]), and prints the header and one table
+//! line per size as it is measured. Result files (`--json FILE`, `--svg FILE`) are written
+//! after the table; nothing but the table goes to stdout.
+//!
+//! Modes: with `-d DEV` and no HOST this process is perftest's **server** (waits on TCP port
+//! `-p`, 18515); with a HOST it is the **client**; the peer is this tool or perftest's
+//! `ib_<test>` ([`rdma_direct::perf::wire`]). `--loopback` (the only mode of the software
+//! device, which lives in this process) runs client and server QPs in this process.
 
 use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::PathBuf;
 
-use rdma_direct::perf::stats::BwUnit;
-use rdma_direct::perf::{Info, Params, Row, Run, Test, TX_DEPTH};
-use rdma_direct::providers::rxe::VerbsDevice;
-use rdma_direct::providers::sim::SimDevice;
+use rdma_direct::perf::remote::{self, Event};
+use rdma_direct::perf::stats::{BwRow, BwUnit};
+use rdma_direct::perf::wire::{Side, PERFTEST_PORT};
+use rdma_direct::perf::{Info, Params, Report, Row, Run, Test, TX_DEPTH};
 use rdma_direct::providers::{Provider, ProviderKind, QpType};
 
-use super::table;
+use super::provider::{self, Choice, DeviceFacts, Job};
+use super::{plotcmd, results, table};
 
 /// The usage text.
 pub const HELP: &str = "\
-usage: rdma-direct perf <test> [options]
+usage: rdma-direct perf <test> [options] [HOST]
 tests: write_lat send_lat read_lat atomic_lat write_bw send_bw read_bw
-  Client and server QPs in this process, on one device (loopback), one thread.
-  -d, --ib-dev <dev>     verbs device (e.g. rxe0); without it: the software mlx5 device (sim)
+  Two processes, as perftest: with -d DEV and no HOST this is the server (waits for a
+  client on TCP port -p); with a HOST it is the client. Either side may be perftest 4.5's
+  ib_<test> (RC; write/send/read, lat and bw). Both sides must run the same test, -s/-a, -n.
+  Without -d (the software mlx5 device) or with --loopback: client and server QPs in this
+  process, on one device.
+  -d, --ib-dev <dev>     RDMA device (e.g. rxe0, mlx5_0); without it: the software device
+      --provider <p>     auto (default: mlx5 on an mlx5 device, verbs on any other, sim
+                         without -d), mlx5, verbs (libibverbs, also on mlx5: to compare
+                         libmlx5 with the direct path), sim
+      --loopback         client and server QPs in this process (the default without -d)
+  -p, --port <n>         TCP port of the server (default 18515)
   -i, --ib-port <n>      port (default 1)
   -x, --gid-index <n>    GID index (default 0; RoCE on rxe needs the IPv4-mapped one)
-  -s, --size <n>         message size (default 2; atomics are always 8)
-  -n, --iters <n>        iterations (default 1000 latency, 5000 bandwidth)
-  -a, --all              every size 2^1 .. 2^23
+  -s, --size <n>         message size (default 2 latency, 65536 bandwidth, as perftest;
+                         atomics are always 8)
+  -n, --iters <n>        iterations (default 5000 write_bw, 1000 the others, as perftest;
+                         at most 16777216)
+  -a, --all              every size 2^1 .. 2^23 (progress on stderr when it is a terminal)
   -I, --inline_size <n>  send up to n bytes inline (default 220 for write/send latency, 0
                          for bandwidth; refused for READ and atomics)
   -l, --post_list <n>    bandwidth: requests per doorbell (default 1)
   -Q, --cq-mod <n>       bandwidth: signal every n-th request (default 100; with -l: = -l)
-  -c, --connection <t>   RC (default), UC, UD
+  -c, --connection <t>   RC (default), UC, UD (UC/UD in loopback only)
       --report_gbits     bandwidth in Gb/sec instead of MiB/sec
-      --json             also one JSON line per size
-      --threads <1|2>    write_lat/send_lat: one thread alternating between client and
-                         server, or one each (default: 2 with -d, 1 on the sim)
+      --histogram        latency: a log2 histogram of the samples under each row (and in
+                         the JSON file)
+      --json <file>      write the results as a JSON result file (see `rdma-direct plot`)
+      --svg <file>       write the curve(s) as SVG (latency vs size; bandwidth and message
+                         rate vs size)
+  -F, --CPU-freq         accepted for perftest's command lines; no effect (the clock is
+                         calibrated against the monotonic clock, not the CPU frequency)
+      --threads <1|2>    loopback write_lat/send_lat: one thread alternating between client
+                         and server, or one each (default: 2 with -d, 1 on the sim)
 ";
+
+/// Where the other side is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Both QPs in this process.
+    Loopback,
+    /// Wait for a client (perftest's server).
+    Server,
+    /// Connect to a server at this host.
+    Client(String),
+}
 
 /// A parsed command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cli {
     /// What to measure.
     pub params: Params,
-    /// `-d`: a verbs device; `None` = the sim.
+    /// `-d`: a device; `None` = the sim.
     pub device: Option<String>,
-    /// `--json`.
-    pub json: bool,
+    /// `--provider`.
+    pub provider: Choice,
+    /// Loopback, server or client.
+    pub mode: Mode,
+    /// `-p`.
+    pub port: u16,
+    /// `-x` was given.
+    pub gid_given: bool,
+    /// `--json FILE`.
+    pub json: Option<PathBuf>,
+    /// `--svg FILE`.
+    pub svg: Option<PathBuf>,
+    /// `--histogram`.
+    pub histogram: bool,
 }
 
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
     v.parse::<T>()
         .map_err(|_| format!("{flag}: '{v}' is not a valid number"))
+}
+
+/// perftest options that change what goes over the wire (or the QP setup the peer expects)
+/// and are not spoken here: refused with the reason.
+fn perftest_unsupported(flag: &str) -> Option<&'static str> {
+    Some(match flag {
+        "-q" | "--qp" => "more than one QP pair changes perftest's exchange; one pair only",
+        "-R" | "--rdma_cm" | "-z" | "--comm_rdma_cm" => {
+            "the exchange over RDMA CM is not spoken here; the TCP exchange only"
+        }
+        "-b" | "--bidirectional" => "bidirectional runs exchange reports per size; not supported",
+        "-D" | "--duration" => "duration mode changes the run's end; use -n",
+        "--dont_xchg_versions" => "the version exchange is always made (perftest 4.5 needs it)",
+        "-o" | "--outs" => "outstanding READs are fixed at 16 (announced in the exchange)",
+        "--report_both" | "--report-per-port" => "per-port reports change the exchange",
+        "-e" | "--events" => "completion events are not used; the queues are polled",
+        "-m" | "--mtu" => "the MTU is the port's active MTU, negotiated with the peer",
+        _ => return None,
+    })
 }
 
 /// Parse the arguments after `perf`. `Ok(None)` = help was asked for.
@@ -67,10 +134,17 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
     let test = Test::from_name(first).ok_or_else(|| format!("unknown test '{first}'"))?;
     let mut o = Params::new(test);
     let mut device = None;
-    let mut json = false;
+    let mut json = None;
+    let mut svg = None;
+    let mut histogram = false;
     let mut size: Option<u32> = None;
     let mut all = false;
     let mut cq_mod: Option<u32> = None;
+    let mut provider = Choice::Auto;
+    let mut loopback = false;
+    let mut port: Option<u16> = None;
+    let mut host: Option<String> = None;
+    let mut gid_given = false;
     while let Some(a) = it.next() {
         let (flag, attached) = match a.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
@@ -88,8 +162,14 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         match flag {
             "-h" | "--help" => return Ok(None),
             "-d" | "--ib-dev" => device = Some(val()?),
+            "--provider" => provider = Choice::parse(&val()?)?,
+            "--loopback" => loopback = true,
+            "-p" | "--port" => port = Some(num(flag, &val()?)?),
             "-i" | "--ib-port" => o.port = num(flag, &val()?)?,
-            "-x" | "--gid-index" => o.gid_index = num(flag, &val()?)?,
+            "-x" | "--gid-index" => {
+                o.gid_index = num(flag, &val()?)?;
+                gid_given = true;
+            }
             "-s" | "--size" => size = Some(num(flag, &val()?)?),
             "-n" | "--iters" => o.iters = num(flag, &val()?)?,
             "-a" | "--all" => all = true,
@@ -106,9 +186,26 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
                 };
             }
             "--report_gbits" => o.unit = BwUnit::Gbps,
-            "--json" => json = true,
+            "--json" => json = Some(PathBuf::from(val()?)),
+            "--svg" => svg = Some(PathBuf::from(val()?)),
+            "--histogram" => histogram = true,
+            // perftest's "do not fail on a CPU frequency mismatch": no CPU frequency is
+            // used here (the clock is calibrated against the monotonic clock).
+            "-F" | "--CPU-freq" => {}
             "--threads" => o.threads = Some(num(flag, &val()?)?),
-            other => return Err(format!("unknown option '{other}'")),
+            f if perftest_unsupported(f).is_some() => {
+                return Err(format!(
+                    "{f}: {}",
+                    perftest_unsupported(f).unwrap_or_default()
+                ))
+            }
+            other if other.starts_with('-') => return Err(format!("unknown option '{other}'")),
+            h => {
+                if let Some(prev) = &host {
+                    return Err(format!("more than one HOST given ('{prev}', '{h}')"));
+                }
+                host = Some(h.to_string());
+            }
         }
     }
     if all {
@@ -132,14 +229,84 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         rdma_direct::Error::InvalidArgument { detail, .. } => detail,
         e => e.to_string(),
     })?;
+    let sim =
+        device.is_none() && matches!(provider, Choice::Auto | Choice::Force(ProviderKind::Sim));
+    if sim {
+        // The software device lives in this process: no peer can reach it.
+        if let Some(h) = &host {
+            return Err(format!(
+                "HOST '{h}': without -d the software mlx5 device runs client and server in \
+                 this process, which no other process can reach; a peer needs -d DEV"
+            ));
+        }
+        if port.is_some() {
+            return Err(
+                "-p: without -d client and server run in this process and exchange no TCP \
+                 message; the TCP port is for -d DEV"
+                    .into(),
+            );
+        }
+        if o.port != 1 {
+            return Err(format!(
+                "-i {}: the software mlx5 device has one port (1)",
+                o.port
+            ));
+        }
+        if o.gid_index != 0 {
+            return Err(format!(
+                "-x {}: the software mlx5 device has one GID (index 0)",
+                o.gid_index
+            ));
+        }
+    }
+    let mode = if loopback || sim {
+        if let Some(h) = &host {
+            return Err(format!("HOST '{h}' and --loopback exclude each other"));
+        }
+        if port.is_some() {
+            return Err("-p and --loopback exclude each other (no TCP in loopback)".into());
+        }
+        Mode::Loopback
+    } else {
+        if o.qp_type != QpType::Rc {
+            return Err(format!(
+                "-c {}: two processes run RC only (perftest's UC/UD exchange is not spoken \
+                 here); add --loopback for {} in this process",
+                o.qp_type, o.qp_type
+            ));
+        }
+        if test == Test::AtomicLat {
+            return Err("atomic_lat runs in loopback only: add --loopback".into());
+        }
+        if o.threads.is_some() {
+            return Err(
+                "--threads: one side per process in a two-process run; --threads is for \
+                 --loopback"
+                    .into(),
+            );
+        }
+        match host {
+            Some(h) => Mode::Client(h),
+            None => Mode::Server,
+        }
+    };
+    if histogram && !test.is_lat() {
+        return Err("--histogram: latency tests only".into());
+    }
     Ok(Some(Cli {
         params: o,
         device,
+        provider,
+        mode,
+        port: port.unwrap_or(PERFTEST_PORT),
+        gid_given,
         json,
+        svg,
+        histogram,
     }))
 }
 
-/// `rdma-direct perf ...`: parse, run on the sim or `-d DEV`, print. Returns the exit code.
+/// `rdma-direct perf ...`: parse, choose the provider, run, print. Returns the exit code.
 pub fn run(args: &[String]) -> i32 {
     let cli = match parse(args) {
         Ok(Some(c)) => c,
@@ -152,38 +319,223 @@ pub fn run(args: &[String]) -> i32 {
             return 2;
         }
     };
+    let name = cli.params.test.name();
+    let facts = match &cli.device {
+        Some(d) => {
+            if let Err(e) = provider::find_device(d) {
+                eprintln!("rdma-direct perf: {e}");
+                return 1;
+            }
+            Some(DeviceFacts::read(d))
+        }
+        None => None,
+    };
+    let kind = match provider::choose(cli.provider, facts.as_ref()) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("rdma-direct perf: {e}");
+            return 2;
+        }
+    };
+    let why = provider::reason(cli.provider, kind, facts.as_ref());
     let mut print = |s: &str| {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(s.as_bytes());
         let _ = out.flush();
     };
-    let res = match &cli.device {
-        Some(d) => VerbsDevice::open(d).and_then(|mut p| report(&mut p, &cli, &mut print)),
-        None => {
-            // Device-thread mode: a thread plays the HCA, polling doorbells, as hardware
-            // would; the mlx5 hot path runs against it unchanged.
-            let mut p = SimDevice::new();
-            p.start_device_thread()
-                .and_then(|()| report(&mut p, &cli, &mut print))
+    let mut job = PerfJob {
+        cli: &cli,
+        why,
+        out: &mut print,
+        progress: std::io::stderr().is_terminal() && cli.params.sizes.len() > 1,
+    };
+    let sim_thread = kind == ProviderKind::Sim;
+    let report = match provider::open_and_run(kind, cli.device.as_deref(), sim_thread, &mut job) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rdma-direct perf {name}: {e}");
+            return 1;
         }
     };
-    match res {
-        Ok(_) => 0,
+    match write_files(&cli, &report) {
+        Ok(()) => 0,
         Err(e) => {
-            eprintln!("rdma-direct perf {}: {e}", cli.params.test.name());
+            eprintln!("rdma-direct perf {name}: {e}");
             1
         }
     }
 }
 
-/// Measure `cli.params` on `p`, handing the text to `out` as it is produced (header, then
-/// one table line per size, then the JSON lines). Returns the rows.
+/// `--json FILE` and `--svg FILE`, from the finished report.
+fn write_files(cli: &Cli, report: &Report) -> Result<(), String> {
+    if cli.json.is_none() && cli.svg.is_none() {
+        return Ok(());
+    }
+    let file = result_file(&cli.params, report, cli.histogram);
+    if let Some(p) = &cli.json {
+        results::write_file(p, &file)?;
+    }
+    if let Some(p) = &cli.svg {
+        let svg = plotcmd::svg(std::slice::from_ref(&file), None, None)?;
+        std::fs::write(p, svg).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// The result file of a run, with the deeper percentiles and (with `--histogram`) the
+/// histogram of every latency row.
+pub fn result_file(o: &Params, report: &Report, histogram: bool) -> results::RunFile {
+    let mut f = results::from_report(o, report);
+    if let results::Rows::Lat(points) = &mut f.rows {
+        for (pt, row) in points.iter_mut().zip(&report.rows) {
+            if let Row::Lat(r) = row {
+                pt.p99_99 = r.p99_99;
+                pt.p99_999 = r.p99_999;
+                if histogram {
+                    pt.histogram = r
+                        .hist
+                        .buckets()
+                        .into_iter()
+                        .map(|(lo, hi, count)| results::Bucket { lo, hi, count })
+                        .collect();
+                }
+            }
+        }
+    }
+    f
+}
+
+/// The run, generic over the provider.
+struct PerfJob<'a> {
+    cli: &'a Cli,
+    why: String,
+    out: &'a mut dyn FnMut(&str),
+    progress: bool,
+}
+
+impl Job for PerfJob<'_> {
+    type Out = Report;
+    fn run<P: Provider>(&mut self, p: &mut P) -> rdma_direct::Result<Report>
+    where
+        P::Qp: Send,
+        P::Cq: Send,
+    {
+        match &self.cli.mode {
+            Mode::Loopback => report(p, self.cli, &self.why, self.out, self.progress),
+            Mode::Server | Mode::Client(_) => two_process(p, self),
+        }
+    }
+}
+
+/// Progress of a sweep on stderr (a terminal): `size k/n`.
+fn progress(on: bool, k: usize, n: usize, size: u32) {
+    if on {
+        if k < n {
+            eprint!("\r  perf: {k}/{n} sizes done, measuring {size} B ...   ");
+        } else {
+            eprint!("\r{:60}\r", "");
+        }
+    }
+}
+
+/// The table lines of a row (with `--histogram`, the histogram under a latency row).
+fn row_text(r: &Row, histogram: bool) -> String {
+    let mut s = format!("{}\n", table::row_line(r));
+    if let (true, Row::Lat(l)) = (histogram, r) {
+        s.push_str(&table::histogram_lines(&l.hist));
+    }
+    s
+}
+
+fn table_header(o: &Params) -> String {
+    if o.test.is_lat() {
+        table::lat_header_for(o.iters)
+    } else {
+        table::bw_header(o.unit)
+    }
+}
+
+/// Two processes: this side of perftest's model (see the module doc).
+fn two_process<P: Provider>(p: &mut P, job: &mut PerfJob<'_>) -> rdma_direct::Result<Report>
+where
+    P::Qp: Send,
+    P::Cq: Send,
+{
+    let cli = job.cli;
+    let o = &cli.params;
+    let (stream, side, role) = match &cli.mode {
+        Mode::Client(h) => (
+            remote::connect(h, cli.port)?,
+            Side::Client,
+            format!("client of {h}:{}", cli.port),
+        ),
+        _ => {
+            (job.out)(&format!(
+                "\n************************************\n* Waiting for client to connect... *\n************************************\n (rdma-direct perf server: {} on TCP port {})\n",
+                o.test.name(),
+                cli.port
+            ));
+            (
+                remote::accept(cli.port)?,
+                Side::Server,
+                format!("server on TCP port {}", cli.port),
+            )
+        }
+    };
+    let mut info: Option<Info> = None;
+    let mut rows = Vec::new();
+    let n = o.sizes.len();
+    let why = job.why.clone();
+    let out = &mut job.out;
+    let prog = job.progress;
+    remote::run(p, o, stream, side, cli.gid_given, &mut |ev| match ev {
+        Event::Ready(i) => {
+            out(&header(o, i, &why, &role));
+            out(&format!("{}\n", table_header(o)));
+            progress(prog, 0, n, o.sizes[0]);
+            info = Some(i.clone());
+        }
+        Event::Row(r) => {
+            out(&row_text(&r, cli.histogram));
+            rows.push(r);
+            progress(
+                prog,
+                rows.len(),
+                n,
+                o.sizes.get(rows.len()).copied().unwrap_or(0),
+            );
+        }
+        Event::PeerReport(r) => {
+            let row = Row::Bw(BwRow {
+                bytes: r.size,
+                iters: r.iters,
+                bw_peak: r.bw_peak,
+                bw_avg: r.bw_avg,
+                msg_rate_mpps: r.msg_rate,
+                unit: o.unit,
+            });
+            out(&row_text(&row, false));
+            rows.push(row);
+        }
+    })?;
+    out(&format!("{}\n", table::RULE));
+    let info = info.ok_or_else(|| rdma_direct::Error::Protocol {
+        context: "perf",
+        detail: "the run ended before the QPs were up".into(),
+    })?;
+    Ok(Report { info, rows })
+}
+
+/// Loopback: measure `cli.params` on `p`, handing the text to `out` as it is produced
+/// (header, then one table line per size). Returns the report.
 pub fn report<P: Provider>(
     p: &mut P,
     cli: &Cli,
+    why: &str,
     out: &mut dyn FnMut(&str),
-) -> rdma_direct::Result<Vec<Row>>
+    prog: bool,
+) -> rdma_direct::Result<Report>
 where
     P::Qp: Send,
     P::Cq: Send,
@@ -191,36 +543,29 @@ where
     let o = &cli.params;
     let mut run = Run::new(p, o)?;
     let info = run.info().clone();
-    out(&header(o, &info));
-    out(&format!(
-        "{}\n",
-        if o.test.is_lat() {
-            table::lat_header()
-        } else {
-            table::bw_header(o.unit)
-        }
+    out(&header(
+        o,
+        &info,
+        why,
+        "client and server QPs in this process, loopback",
     ));
-    let mut rows = Vec::with_capacity(info.sizes.len());
+    out(&format!("{}\n", table_header(o)));
+    let n = info.sizes.len();
+    let mut rows = Vec::with_capacity(n);
+    progress(prog, 0, n, info.sizes.first().copied().unwrap_or(0));
     for row in &mut run {
         let row = row?;
-        out(&format!("{}\n", table::row_line(&row)));
+        out(&row_text(&row, cli.histogram));
         rows.push(row);
+        progress(
+            prog,
+            rows.len(),
+            n,
+            info.sizes.get(rows.len()).copied().unwrap_or(0),
+        );
     }
     out(&format!("{}\n", table::RULE));
-    if cli.json {
-        for r in &rows {
-            let body = table::row_json(r);
-            out(&format!(
-                "{{\"test\":\"{}\",\"provider\":\"{}\",\"device\":{},\"transport\":\"{}\",{}\n",
-                o.test.name(),
-                info.provider,
-                super::json::string(&info.device),
-                o.qp_type,
-                &body[1..]
-            ));
-        }
-    }
-    Ok(rows)
+    Ok(Report { info, rows })
 }
 
 /// The verb, as perftest's banner names it.
@@ -233,8 +578,9 @@ fn verb(t: Test) -> &'static str {
     }
 }
 
-/// perftest's header block, between two rules.
-fn header(o: &Params, info: &Info) -> String {
+/// perftest's header block, between two rules. `why`: how the provider was chosen; `role`:
+/// where the other side is.
+fn header(o: &Params, info: &Info, why: &str, role: &str) -> String {
     let mut h = String::new();
     let kind = if o.test.is_lat() { "Latency" } else { "BW" };
     let _ = writeln!(h, "{}", table::RULE);
@@ -244,15 +590,18 @@ fn header(o: &Params, info: &Info) -> String {
         " Provider        : {}",
         table::provider_label(info.provider, &info.device)
     );
+    let _ = writeln!(h, " Provider choice : {why}");
     let _ = writeln!(h, " Device          : {}", info.device);
     let _ = writeln!(h, " Test            : {}", o.test.name());
-    let _ = writeln!(
-        h,
-        " Connection type : {}   (client and server QPs in this process, loopback)",
-        o.qp_type
-    );
+    let _ = writeln!(h, " Connection type : {}   ({role})", o.qp_type);
     let _ = writeln!(h, " Number of qps   : 1 pair");
-    if matches!(o.test, Test::WriteLat | Test::SendLat) {
+    let loopback = role.contains("loopback");
+    if !loopback {
+        let _ = writeln!(
+            h,
+            " Threads         : 1 (this side; the peer is another process)"
+        );
+    } else if matches!(o.test, Test::WriteLat | Test::SendLat) {
         let _ = writeln!(
             h,
             " Threads         : {}",
@@ -292,6 +641,7 @@ fn header(o: &Params, info: &Info) -> String {
         let _ = writeln!(h, " GID index       : {}", o.gid_index);
     }
     for (name, ep) in [("local ", &info.client), ("remote", &info.server)] {
+        // In loopback "local" is the client QP and "remote" the server QP of this process.
         let _ = writeln!(
             h,
             " {name} address: LID {:#06x} QPN {:#08x} PSN {:#08x} GID {}",
@@ -320,7 +670,8 @@ fn gid_text(g: &[u8; 16]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rdma_direct::perf::{two_threads, DEFAULT_CQ_MOD, DEFAULT_LAT_INLINE};
+    use rdma_direct::perf::{two_threads, DEFAULT_CQ_MOD, DEFAULT_LAT_INLINE, MAX_ITERS};
+    use rdma_direct::providers::sim::SimDevice;
 
     fn p(s: &str) -> Result<Option<Cli>, String> {
         let v: Vec<String> = s.split_whitespace().map(String::from).collect();
@@ -358,6 +709,9 @@ mod tests {
         );
         let o = ok("write_bw");
         assert_eq!((o.iters, o.inline, o.cq_mod), (5000, 0, DEFAULT_CQ_MOD));
+        // perftest's defaults: 65536 B for bandwidth; 5000 iterations for write_bw only.
+        assert_eq!(o.sizes, vec![65536]);
+        assert_eq!((ok("send_bw").iters, ok("read_bw").iters), (1000, 1000));
         assert_eq!(ok("atomic_lat").sizes, vec![8]);
         assert!(p("--help").unwrap().is_none());
         assert!(p("write_bw -h").unwrap().is_none());
@@ -365,7 +719,7 @@ mod tests {
 
     #[test]
     fn perftest_flags() {
-        let c = p("write_bw -d rxe0 -i 1 -x 3 -s 64 -n 2000 -l 32 -c UC --report_gbits --json")
+        let c = p("write_bw -d rxe0 -i 1 -x 3 -s 64 -n 2000 -l 32 -c UC --report_gbits --json r.json --loopback")
             .unwrap()
             .unwrap();
         let o = &c.params;
@@ -374,7 +728,8 @@ mod tests {
         // -l without -Q: cq_mod = post_list.
         assert_eq!((o.post_list, o.cq_mod), (32, 32));
         assert_eq!(o.qp_type, QpType::Uc);
-        assert!(o.unit == BwUnit::Gbps && c.json);
+        assert!(o.unit == BwUnit::Gbps && c.json == Some(PathBuf::from("r.json")));
+        assert_eq!(c.mode, Mode::Loopback);
         assert_eq!(ok("write_bw -l 32 -Q 8").cq_mod, 8);
         assert_eq!(ok("send_bw --size=128").sizes, vec![128]);
         let a = ok("read_bw -a");
@@ -418,8 +773,9 @@ mod tests {
         let c = p(args).unwrap().unwrap();
         let mut dev = SimDevice::new();
         let mut text = String::new();
-        let rows = report(&mut dev, &c, &mut |s| text.push_str(s))
-            .unwrap_or_else(|e| panic!("{args}: {e}"));
+        let rows = report(&mut dev, &c, "sim (auto)", &mut |s| text.push_str(s), false)
+            .unwrap_or_else(|e| panic!("{args}: {e}"))
+            .rows;
         assert_eq!(rows.len(), c.params.sizes.len(), "{text}");
         for row in &rows {
             assert!(text.contains(&table::row_line(row)), "{text}");
@@ -455,24 +811,107 @@ mod tests {
         let mut dev = SimDevice::new();
         dev.start_device_thread().expect("device thread");
         let mut text = String::new();
-        report(&mut dev, &c, &mut |s| text.push_str(s)).expect("run");
+        report(&mut dev, &c, "sim (auto)", &mut |s| text.push_str(s), false).expect("run");
         assert!(
             text.contains("2 (client and server each on its own thread)"),
             "{text}"
         );
     }
 
+    /// `--json FILE` writes a result file; nothing but the table goes to the text stream.
     #[test]
-    fn json_lines_follow_the_table() {
-        let (_, text) = sim("write_lat -s 2 -n 10 --json");
-        let json: Vec<&str> = text.lines().filter(|l| l.starts_with('{')).collect();
-        assert_eq!(json.len(), 1, "{text}");
+    fn json_goes_to_its_file_never_into_the_table() {
+        let (rows, text) = sim("write_lat -s 2 -n 10 --histogram");
+        assert!(!text.lines().any(|l| l.starts_with('{')), "{text}");
+        assert!(text.contains("histogram of 7 kept samples"), "{text}");
+        let c = p("write_lat -s 2 -n 10 --histogram").unwrap().unwrap();
+        let info = Run::new(&mut SimDevice::new(), &c.params)
+            .unwrap()
+            .info()
+            .clone();
+        let f = result_file(&c.params, &Report { info, rows }, true);
+        let json = f.to_json();
         assert!(
-            json[0].starts_with(
-                "{\"test\":\"write_lat\",\"provider\":\"sim\",\"device\":\"sim0\",\"transport\":\"RC\",\"bytes\":2,\"iterations\":10,"
-            ),
-            "{}",
-            json[0]
+            json.contains("\"test\": \"write_lat\"") || json.contains("\"test\":\"write_lat\""),
+            "{json}"
         );
+        assert!(json.contains("histogram"), "{json}");
+        let back = results::RunFile::from_text(&json).unwrap();
+        assert_eq!(back.rows.sizes(), vec![2]);
+    }
+
+    #[test]
+    fn modes_server_client_loopback() {
+        let c = p("write_lat -d rxe0 -x 1").unwrap().unwrap();
+        assert_eq!(
+            (c.mode.clone(), c.port, c.gid_given),
+            (Mode::Server, 18515, true)
+        );
+        let c = p("write_lat -d rxe0 127.0.0.1 -p 19000").unwrap().unwrap();
+        assert_eq!(
+            (c.mode.clone(), c.port),
+            (Mode::Client("127.0.0.1".into()), 19000)
+        );
+        assert_eq!(
+            p("write_lat -d rxe0 --loopback").unwrap().unwrap().mode,
+            Mode::Loopback
+        );
+        assert_eq!(p("write_lat").unwrap().unwrap().mode, Mode::Loopback);
+        assert_eq!(
+            p("write_lat --loopback").unwrap().unwrap().mode,
+            Mode::Loopback
+        );
+        assert!(HELP.contains("server") && HELP.contains("client"));
+    }
+
+    #[test]
+    fn what_a_mode_or_provider_cannot_do_is_refused_with_a_reason() {
+        assert!(err("write_lat 127.0.0.1").contains("needs -d DEV"));
+        assert!(err("write_lat -p 19000").contains("TCP port is for -d DEV"));
+        assert!(err("write_lat -x 1").contains("one GID"));
+        assert!(err("write_lat -i 2").contains("one port"));
+        assert!(err("write_lat -d rxe0 --loopback 10.0.0.1").contains("exclude"));
+        assert!(err("write_lat -d rxe0 -c UC 10.0.0.1").contains("RC only"));
+        assert!(err("atomic_lat -d rxe0").contains("--loopback"));
+        assert!(err("write_lat -d rxe0 --threads 2").contains("--loopback"));
+        assert!(err("write_lat -d rxe0 a b").contains("more than one HOST"));
+        assert!(err("write_bw --histogram").contains("latency"));
+        assert!(err("write_lat --provider rxe").contains("auto, mlx5, verbs or sim"));
+        for f in [
+            "-q 2",
+            "-R",
+            "-b",
+            "-D 5",
+            "--dont_xchg_versions",
+            "-o 4",
+            "-e",
+            "-m 1024",
+        ] {
+            let e = err(&format!("write_bw -d rxe0 {f}"));
+            assert!(!e.contains("unknown option"), "{f}: {e}");
+        }
+    }
+
+    /// `-n 4294967295` aborted on a 32 GiB allocation; it is refused with the limit.
+    #[test]
+    fn iterations_beyond_the_sample_buffers_are_refused_with_the_limit() {
+        let e = err("write_lat -n 4294967295");
+        assert!(e.contains(&MAX_ITERS.to_string()), "{e}");
+        assert!(err("write_bw -n 16777217").contains("at most"));
+        assert_eq!(ok("write_lat -n 16777216").iters, MAX_ITERS);
+    }
+
+    /// 7-digit sizes do not shift the columns.
+    #[test]
+    fn seven_digit_sizes_keep_the_columns() {
+        let (_, t) = sim("write_bw -a -n 8");
+        let header = t.lines().find(|l| l.starts_with(" #bytes")).unwrap();
+        let col = header.find("#iterations").unwrap();
+        for l in t
+            .lines()
+            .filter(|l| l.starts_with(" 2 ") || l.starts_with(" 8388608"))
+        {
+            assert_eq!(&l[col..col + 1], "8", "{header}\n{l}");
+        }
     }
 }

@@ -40,21 +40,23 @@ use std::time::{Duration, Instant};
 use memmap2::MmapMut;
 use rdma_direct::endpoint::{Mtu, PingpongMsg, PINGPONG_DONE, PINGPONG_MSG_LEN, PINGPONG_PORT};
 use rdma_direct::perf::stats;
-use rdma_direct::providers::rxe::VerbsDevice;
 use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::{
-    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpCaps, QpConfig,
-    QpEndpoint, QpType, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge,
+    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, ProviderKind, QpCaps,
+    QpConfig, QpEndpoint, QpType, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge,
 };
 use rdma_direct::{Error, Result};
 
+use super::provider::{self, Choice, DeviceFacts};
 use super::table;
 
 const USAGE: &str = "\
 usage: rdma-direct pingpong [-d DEV] [options] [HOST]
   with -d: HOST given: client (connects to HOST); none: server (waits for a client)
   without -d: both ends on the software mlx5 device in this process (no HOST, no -p)
-  -d, --ib-dev DEV      verbs device (rxe0, mlx5_0); without it: the software mlx5 device
+  -d, --ib-dev DEV      RDMA device (rxe0, mlx5_0); without it: the software mlx5 device
+      --provider P      auto (default: mlx5 on an mlx5 device, verbs on any other, sim
+                        without -d), mlx5, verbs (libibverbs, also on mlx5), sim
   -i, --ib-port PORT    port (default 1)
   -g, --gid-idx IDX     local GID index; without it no GRH is used (needed on RoCE)
   -s, --size BYTES      message size (default 4096, at most 1 GiB)
@@ -88,6 +90,7 @@ struct Args {
     rx_depth: u32,
     sl: u8,
     host: Option<String>,
+    provider: Choice,
 }
 
 impl Default for Args {
@@ -104,6 +107,7 @@ impl Default for Args {
             rx_depth: 500,
             sl: 0,
             host: None,
+            provider: Choice::Auto,
         }
     }
 }
@@ -133,6 +137,7 @@ fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, String> {
         match flag {
             "-h" | "--help" => return Ok(None),
             "-d" | "--ib-dev" => a.dev = Some(val()?),
+            "--provider" => a.provider = Choice::parse(&val()?)?,
             "-i" | "--ib-port" => a.ib_port = num(flag, &val()?)?,
             "-g" | "--gid-idx" => a.gid_idx = Some(num(flag, &val()?)?),
             "-s" | "--size" => a.size = num(flag, &val()?)?,
@@ -174,7 +179,7 @@ fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, String> {
     if a.ib_port == 0 {
         return Err("ib-port is 1-based".into());
     }
-    if a.dev.is_none() {
+    if a.dev.is_none() && matches!(a.provider, Choice::Auto | Choice::Force(ProviderKind::Sim)) {
         // Loopback on the software mlx5 device: say why what needs a peer or a second port
         // cannot apply.
         if let Some(h) = &a.host {
@@ -219,19 +224,52 @@ pub fn run(args: &[String]) -> i32 {
             return 2;
         }
     };
-    let res = match &a.dev {
-        Some(d) => VerbsDevice::open(d).and_then(|mut p| two_process(&mut p, &a)),
-        None => on_the_sim(&a),
+    let facts = match &a.dev {
+        Some(d) => {
+            if let Err(e) = provider::find_device(d) {
+                eprintln!("rdma-direct pingpong: {e}");
+                return 1;
+            }
+            Some(DeviceFacts::read(d))
+        }
+        None => None,
+    };
+    let kind = match provider::choose(a.provider, facts.as_ref()) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("rdma-direct pingpong: {e}");
+            return 2;
+        }
+    };
+    let why = provider::reason(a.provider, kind, facts.as_ref());
+    let res = match kind {
+        ProviderKind::Sim => on_the_sim(&a),
+        _ => provider::open_and_run(kind, a.dev.as_deref(), false, &mut TwoProcess(&a)),
     };
     match res {
         Ok(text) => {
-            print!("{text}");
+            // The first line names the provider; how it was chosen closes the output.
+            println!("{text}provider choice: {why}");
             0
         }
         Err(e) => {
             eprintln!("rdma-direct pingpong: {e}");
             1
         }
+    }
+}
+
+/// [`two_process`] for [`provider::open_and_run`].
+struct TwoProcess<'a>(&'a Args);
+
+impl provider::Job for TwoProcess<'_> {
+    type Out = String;
+    fn run<P: Provider>(&mut self, p: &mut P) -> Result<String>
+    where
+        P::Qp: Send,
+        P::Cq: Send,
+    {
+        two_process(p, self.0)
     }
 }
 

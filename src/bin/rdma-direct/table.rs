@@ -1,10 +1,12 @@
-//! perftest's result tables and their JSON lines, for the rows of [`rdma_direct::perf`].
+//! perftest's result tables, for the rows of [`rdma_direct::perf`].
 //!
 //! A table is a header line of column titles, then one line per row: one leading space, each
-//! cell left-aligned in the width of its column's title, cells separated by two spaces, no
-//! trailing blanks. Latencies in microseconds with two decimals; bandwidth with two decimals
-//! and the message rate with six, as perftest prints them. A JSON line is one object per row
-//! (latencies with three decimals).
+//! cell left-aligned in the width of its column (its title's, and at least 7 for `#bytes`, so
+//! 8388608 fits, as perftest's `%-7lu`), cells separated by two spaces, no trailing blanks.
+//! Latency tables gain `99.99%` and `99.999%` columns when the run has enough samples for
+//! them (10 000 and 100 000 kept samples).
+//! Latencies in microseconds with two decimals; bandwidth with two decimals and the message
+//! rate with six, as perftest prints them.
 
 use rdma_direct::perf::stats::{BwRow, BwUnit, LatRow};
 use rdma_direct::perf::Row;
@@ -47,6 +49,12 @@ pub fn bw_columns(unit: BwUnit) -> [String; 5] {
     ]
 }
 
+/// Latency columns beyond perftest's, when the sample count allows them.
+pub const DEEP_LAT_COLUMNS: [&str; 2] = ["99.99% percentile[usec]", "99.999% percentile[usec]"];
+
+/// Widest size printed: 8388608 (7 digits).
+const BYTES_WIDTH: usize = 7;
+
 /// A table line (see the module doc).
 fn table_line<S: AsRef<str>>(titles: &[S], cells: &[String]) -> String {
     let mut s = String::from(" ");
@@ -54,7 +62,11 @@ fn table_line<S: AsRef<str>>(titles: &[S], cells: &[String]) -> String {
         if k > 0 {
             s.push_str("  ");
         }
-        let w = t.as_ref().len();
+        let w = if k == 0 {
+            t.as_ref().len().max(BYTES_WIDTH)
+        } else {
+            t.as_ref().len()
+        };
         s.push_str(&format!("{c:<w$}"));
     }
     s.truncate(s.trim_end().len());
@@ -67,29 +79,67 @@ pub fn lat_header() -> String {
     table_line(&LAT_COLUMNS, &titles)
 }
 
+/// How many of [`DEEP_LAT_COLUMNS`] a run of `iters` iterations prints (kept samples =
+/// iterations - 3).
+pub fn deep_columns(iters: u32) -> usize {
+    let m = iters.saturating_sub(3);
+    usize::from(m >= 10_000) + usize::from(m >= 100_000)
+}
+
+fn lat_titles(deep: usize) -> Vec<String> {
+    LAT_COLUMNS
+        .iter()
+        .chain(DEEP_LAT_COLUMNS.iter().take(deep))
+        .map(|t| t.to_string())
+        .collect()
+}
+
+/// The latency table's header line for a run of `iters` iterations.
+pub fn lat_header_for(iters: u32) -> String {
+    let t = lat_titles(deep_columns(iters));
+    table_line(&t, &t)
+}
+
+/// A histogram under a latency row: one line per log2 bucket, from the first non-empty one
+/// to the last.
+pub fn histogram_lines(h: &rdma_direct::perf::stats::Histogram) -> String {
+    let b = h.buckets();
+    let total: u64 = b.iter().map(|x| x.2).sum();
+    let mut s = format!("   histogram of {total} kept samples (usec, log2 buckets):\n");
+    for (lo, hi, c) in b {
+        let bar = if total > 0 {
+            "#".repeat(((c as f64 / total as f64) * 40.0).ceil() as usize)
+        } else {
+            String::new()
+        };
+        s.push_str(&format!("     [{lo:>12.3}, {hi:>12.3})  {c:>9}  {bar}\n"));
+    }
+    s
+}
+
 /// The bandwidth table's header line for `unit`.
 pub fn bw_header(unit: BwUnit) -> String {
     let c = bw_columns(unit);
     table_line(&c, &c)
 }
 
-/// A latency row as printed under [`lat_header`].
+/// A latency row as printed under [`lat_header`] (or [`lat_header_for`] its iterations).
 pub fn lat_line(r: &LatRow) -> String {
     let f = |v: f64| format!("{v:.2}");
-    table_line(
-        &LAT_COLUMNS,
-        &[
-            r.bytes.to_string(),
-            r.iters.to_string(),
-            f(r.t_min),
-            f(r.t_max),
-            f(r.t_typical),
-            f(r.t_avg),
-            f(r.t_stdev),
-            f(r.p99),
-            f(r.p99_9),
-        ],
-    )
+    let mut cells = vec![
+        r.bytes.to_string(),
+        r.iters.to_string(),
+        f(r.t_min),
+        f(r.t_max),
+        f(r.t_typical),
+        f(r.t_avg),
+        f(r.t_stdev),
+        f(r.p99),
+        f(r.p99_9),
+    ];
+    cells.extend(r.p99_99.map(f));
+    cells.extend(r.p99_999.map(f));
+    table_line(&lat_titles(cells.len() - LAT_COLUMNS.len()), &cells)
 }
 
 /// A bandwidth row as printed under [`bw_header`].
@@ -106,39 +156,11 @@ pub fn bw_line(r: &BwRow) -> String {
     )
 }
 
-/// A latency row as one JSON object on one line.
-pub fn lat_json(r: &LatRow) -> String {
-    format!(
-        "{{\"bytes\":{},\"iterations\":{},\"t_min_us\":{:.3},\"t_max_us\":{:.3},\"t_typical_us\":{:.3},\"t_avg_us\":{:.3},\"t_stdev_us\":{:.3},\"p99_us\":{:.3},\"p99_9_us\":{:.3}}}",
-        r.bytes, r.iters, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99, r.p99_9
-    )
-}
-
-/// A bandwidth row as one JSON object on one line.
-pub fn bw_json(r: &BwRow) -> String {
-    let key = match r.unit {
-        BwUnit::MiBps => "mib_per_s",
-        BwUnit::Gbps => "gbit_per_s",
-    };
-    format!(
-        "{{\"bytes\":{},\"iterations\":{},\"bw_peak_{key}\":{:.3},\"bw_avg_{key}\":{:.3},\"msg_rate_mpps\":{:.6}}}",
-        r.bytes, r.iters, r.bw_peak, r.bw_avg, r.msg_rate_mpps
-    )
-}
-
 /// The table line of either kind of row.
 pub fn row_line(r: &Row) -> String {
     match r {
         Row::Lat(r) => lat_line(r),
         Row::Bw(r) => bw_line(r),
-    }
-}
-
-/// The JSON object of either kind of row.
-pub fn row_json(r: &Row) -> String {
-    match r {
-        Row::Lat(r) => lat_json(r),
-        Row::Bw(r) => bw_json(r),
     }
 }
 
@@ -156,10 +178,11 @@ mod tests {
     use super::*;
     use rdma_direct::perf::stats::{bw_row, lat_row};
 
-    const LAT_HEADER: &str = " #bytes  #iterations  t_min[usec]  t_max[usec]  t_typical[usec]  t_avg[usec]  t_stdev[usec]  99% percentile[usec]  99.9% percentile[usec]";
+    const LAT_HEADER: &str = " #bytes   #iterations  t_min[usec]  t_max[usec]  t_typical[usec]  t_avg[usec]  t_stdev[usec]  99% percentile[usec]  99.9% percentile[usec]";
 
     #[test]
     fn lat_header_is_perftests_columns() {
+        // perftest's titles; #bytes padded to 7 so 8388608 does not shift the columns.
         assert_eq!(lat_header(), LAT_HEADER);
         assert_eq!(LAT_COLUMNS.len(), 9);
     }
@@ -168,11 +191,11 @@ mod tests {
     fn bw_headers_in_both_units() {
         assert_eq!(
             bw_header(BwUnit::MiBps),
-            " #bytes  #iterations  BW peak[MiB/sec]  BW average[MiB/sec]  MsgRate[Mpps]"
+            " #bytes   #iterations  BW peak[MiB/sec]  BW average[MiB/sec]  MsgRate[Mpps]"
         );
         assert_eq!(
             bw_header(BwUnit::Gbps),
-            " #bytes  #iterations  BW peak[Gb/sec]  BW average[Gb/sec]  MsgRate[Mpps]"
+            " #bytes   #iterations  BW peak[Gb/sec]  BW average[Gb/sec]  MsgRate[Mpps]"
         );
     }
 
@@ -181,7 +204,7 @@ mod tests {
         let r = lat_row(2, 4, &[5000, 1000, 3000], 2).unwrap();
         assert_eq!(
             lat_line(&r),
-            " 2       4            0.50         1.50         0.50             0.50         0.00           1.50                  1.50"
+            " 2        4            0.50         1.50         0.50             0.50         0.00           1.50                  1.50"
         );
         // 102 samples of 1..=102 us, shuffled deterministically; m = 100 kept (1..=100 us).
         let mut s: Vec<u64> = (1..=102u64).map(|k| k * 1000).collect();
@@ -192,27 +215,18 @@ mod tests {
         let r = lat_row(64, 103, &s, 1).unwrap();
         assert_eq!(
             lat_line(&r),
-            " 64      103          1.00         101.00       50.50            50.50        28.87          100.00                101.00"
+            " 64       103          1.00         101.00       50.50            50.50        28.87          100.00                101.00"
         );
     }
 
     #[test]
-    fn lat_json_line() {
-        let r = lat_row(2, 4, &[5000, 1000, 3000], 2).unwrap();
-        assert_eq!(
-            lat_json(&r),
-            "{\"bytes\":2,\"iterations\":4,\"t_min_us\":0.500,\"t_max_us\":1.500,\"t_typical_us\":0.500,\"t_avg_us\":0.500,\"t_stdev_us\":0.000,\"p99_us\":1.500,\"p99_9_us\":1.500}"
-        );
-    }
-
-    #[test]
-    fn bw_lines_and_json() {
+    fn bw_lines() {
         let tp = [0u64, 100, 200, 300];
         let tc = [1000u64, 1050, 1100, 1900];
         let r = bw_row(65536, 4, 1, 1, &tp, &tc, BwUnit::MiBps).unwrap();
         assert_eq!(
             bw_line(&r),
-            " 65536   4            170765.03         131578.95            2.105263"
+            " 65536    4            170454.55         131578.95            2.105263"
         );
         const X: u64 = 777_777;
         let tp = [0, X, 100, X, 200, X, 300, X, 400, X];
@@ -220,12 +234,27 @@ mod tests {
         let r = bw_row(64, 10, 2, 4, &tp, &tc, BwUnit::Gbps).unwrap();
         assert_eq!(
             bw_line(&r),
-            " 64      10           2.74             2.56                5.000000"
+            " 64       10           2.73             2.56                5.000000"
         );
-        assert_eq!(
-            bw_json(&r),
-            "{\"bytes\":64,\"iterations\":10,\"bw_peak_gbit_per_s\":2.738,\"bw_avg_gbit_per_s\":2.560,\"msg_rate_mpps\":5.000000}"
-        );
+    }
+
+    #[test]
+    fn deep_percentile_columns_when_the_samples_allow() {
+        assert_eq!(deep_columns(10_002), 0);
+        assert_eq!(deep_columns(10_003), 1);
+        assert_eq!(deep_columns(100_003), 2);
+        assert_eq!(lat_header_for(1000), lat_header());
+        let h = lat_header_for(10_003);
+        assert!(h.ends_with("  99.99% percentile[usec]"), "{h}");
+        let s: Vec<u64> = (1..=10_002u64).map(|k| k * 1000).collect();
+        let r = lat_row(8388608, 10_003, &s, 1).unwrap();
+        let l = lat_line(&r);
+        // Every cell starts under its title.
+        for title in ["#iterations", "99.99% percentile[usec]"] {
+            let at = h.find(title).unwrap();
+            assert_ne!(&l[at..at + 1], " ", "{h}\n{l}");
+            assert_eq!(&l[at - 1..at], " ", "{h}\n{l}");
+        }
     }
 
     #[test]

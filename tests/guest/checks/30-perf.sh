@@ -1,6 +1,6 @@
 #!/bin/sh
 # rdma-direct perf on the guest's rxe device: a short write_lat and write_bw (with and
-# without a post list of 32), client and server QPs in one process (loopback on rxe0).
+# without a post list of 32), client and server QPs in one process (--loopback on rxe0).
 # The tables are printed for the log; the check fails when a run fails or its row is
 # missing. Kept short: the whole check must stay under 60 s in the TCG guest.
 #
@@ -19,9 +19,9 @@ run() {
     name=$1 want=$2
     shift 2
     t0=$(cut -d' ' -f1 /proc/uptime)
-    timeout 50 "$bin" perf "$@" -d "$dev" -x "$gid" >"$tmp/out" 2>&1
+    timeout 50 "$bin" perf "$@" -d "$dev" -x "$gid" --loopback >"$tmp/out" 2>&1
     rc=$?
-    echo "--- rdma-direct perf $* -d $dev -x $gid (exit $rc):"
+    echo "--- rdma-direct perf $* -d $dev -x $gid --loopback (exit $rc):"
     cat "$tmp/out"
     if [ "$rc" != 0 ]; then
         echo "FAIL $name: exit $rc"

@@ -1,0 +1,781 @@
+//! One side of a two-process measurement, perftest's model: this process is the server (it
+//! accepted the TCP connection) or the client (it connected), the peer is another process —
+//! this tool or perftest 4.5's `ib_*` of the same test.
+//!
+//! The exchange is [`super::wire`]'s. After the prologue (versions, system data, MTU, and
+//! between two copies of this tool the test parameters), the address handshakes come where
+//! perftest does them: `write_lat` and `read_lat` two before the QP is brought up, the other
+//! tests one; then two more (perftest prints the remote address after one and needs the
+//! other "after moving the QP to RTR"). The run itself, per test, as perftest 4.5 runs it
+//! (`run_iter_lat_write`, `run_iter_lat`, `run_iter_lat_send`, `run_iter_bw`,
+//! `run_iter_bw_server`):
+//!
+//! - `write_lat`: both sides measure. The **server posts first**; each side waits for the
+//!   last byte of the incoming message to carry the iteration number (mod 256), stamps,
+//!   writes that number into the last byte of its outgoing message and posts a signaled RDMA
+//!   WRITE to the peer's address, then waits for that completion. No handshake between sizes
+//!   and no closing handshake.
+//! - `read_lat`: the client posts one signaled READ of the peer's buffer at a time; the
+//!   server only waits in the closing handshake.
+//! - `send_lat`: both sides measure; before each size receives are posted and a handshake
+//!   is made; the **client sends first**; every 100th send and the last is signaled and
+//!   waited for; receives are re-posted until the size's iterations are covered.
+//! - `write_bw`, `read_bw`: the client keeps up to 128 requests outstanding ([`TX_DEPTH`]),
+//!   post lists and `cq_mod` as in loopback; the server waits in a handshake, receives the
+//!   client's report of the last size and prints it.
+//! - `send_bw`: before each size the server posts receives and a handshake is made; the
+//!   client sends as in `write_bw`, the server counts receives and measures from its first
+//!   receive to its last; both print a row; with `-a` another handshake follows each size.
+//!
+//! Every run ends (except `write_lat`) with a handshake and `"done"`. The remote address is
+//! the same for every request (perftest cycles through a page; the peer's buffer is at least
+//! a page and at least the largest size, so either is inside it).
+//!
+//! Only RC is supported here; UC, UD and perftest options that change the exchange
+//! (`-q`, `-R`, `--dont_xchg_versions`, bidirectional `-b`, `-D`, ...) are refused by the
+//! command line.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use memmap2::MmapMut;
+
+use super::pingpong::{read_byte, write_byte, Waiter};
+use super::stats::{self, BwRow};
+use super::wire::{BwReport, KeyMsg, Side, Wire, CYCLE_BUFFER};
+use super::{bad_opt, perr, Clock, Info, Params, Row, Test, RX_DEPTH, TX_DEPTH};
+use crate::endpoint::{Mtu, QpEndpoint};
+use crate::providers::{
+    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpCaps, QpConfig,
+    QpType, QueuePair, RecvQueue, RecvWr, SendOp, SendQueue, SendWr,
+};
+use crate::{Error, Result};
+
+/// Outstanding READs this side answers (and at most initiates).
+const OUT_READS: u32 = 16;
+/// perftest's `cq_mod` in `send_lat`.
+const SEND_LAT_CQ_MOD: u64 = 100;
+/// wr_id of receives.
+const RECV_WRID: u64 = u64::MAX;
+
+/// What a two-process run reports as it goes.
+// One event per size at most, made outside the measured loops (see `Row`).
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// Both QPs are up: `info.client` is this side's endpoint, `info.server` the peer's.
+    Ready(&'a Info),
+    /// One size measured on this side.
+    Row(Row),
+    /// The client's report of its last size, as the server of a `write_bw`/`read_bw` gets it.
+    PeerReport(BwReport),
+}
+
+/// Wait for a client on TCP `port` (all IPv4 addresses), as perftest's server.
+pub fn accept(port: u16) -> Result<TcpStream> {
+    let l = TcpListener::bind(("0.0.0.0", port))
+        .map_err(|e| Error::io(format!("perf server: listen on TCP port {port}"), &e))?;
+    let (s, _) = l
+        .accept()
+        .map_err(|e| Error::io("perf server: accept", &e))?;
+    prepare(s)
+}
+
+/// Connect to a server at `host:port`, retrying for 10 s while it comes up.
+pub fn connect(host: &str, port: u16) -> Result<TcpStream> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match TcpStream::connect((host, port)) {
+            Ok(s) => return prepare(s),
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => {
+                return Err(Error::io(
+                    format!("perf client: connect to {host}:{port} (is the server running?)"),
+                    &e,
+                ))
+            }
+        }
+    }
+}
+
+fn prepare(s: TcpStream) -> Result<TcpStream> {
+    let _ = s.set_nodelay(true);
+    s.set_read_timeout(Some(Duration::from_secs(120)))
+        .map_err(|e| Error::io("perf: set_read_timeout", &e))?;
+    Ok(s)
+}
+
+/// The parameters both sides must agree on, as the `key=value` text of the exchange.
+pub fn params_text(o: &Params) -> String {
+    let sizes = if o.sizes.len() == 1 {
+        o.sizes[0].to_string()
+    } else {
+        format!(
+            "{}..{}",
+            o.sizes.first().copied().unwrap_or(0),
+            o.sizes.last().copied().unwrap_or(0)
+        )
+    };
+    format!(
+        "test={} connection={} size={} iterations={}",
+        o.test.name(),
+        o.qp_type,
+        sizes,
+        o.iters
+    )
+}
+
+/// Run `o` on `p` against the peer at the other end of `stream`. `use_gid`: exchange the
+/// GID form of the address (RoCE, or a GID index given); `events` sees the setup, then each
+/// row as it is measured.
+pub fn run<P: Provider, S: Read + Write>(
+    p: &mut P,
+    o: &Params,
+    stream: S,
+    side: Side,
+    use_gid: bool,
+    events: &mut dyn FnMut(Event<'_>),
+) -> Result<()> {
+    o.check()?;
+    if o.qp_type != QpType::Rc {
+        return Err(bad_opt(format!(
+            "{}: a two-process run is RC only (perftest's UC/UD exchange is not spoken here); \
+             use --loopback for {}",
+            o.test.name(),
+            o.qp_type
+        )));
+    }
+    if o.test == Test::AtomicLat {
+        return Err(bad_opt(
+            "atomic_lat: a two-process run is not supported; use --loopback",
+        ));
+    }
+    let max_size = *o.sizes.iter().max().ok_or_else(|| bad_opt("no size"))?;
+    let half = (max_size.max(CYCLE_BUFFER) as usize).next_multiple_of(64);
+    let mut mem = MmapMut::map_anon(2 * half).map_err(|e| Error::Io {
+        context: format!("perf: mmap of {} B", 2 * half),
+        kind: e.kind(),
+        detail: e.to_string(),
+    })?;
+    let base = mem.as_mut_ptr() as usize;
+    let send = o.test.is_send();
+    let pd = p.alloc_pd()?;
+    let caps = QpCaps {
+        max_send_wr: TX_DEPTH,
+        max_recv_wr: if send { RX_DEPTH } else { 1 },
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: o.inline,
+    };
+    let cfg = QpConfig {
+        qp_type: QpType::Rc,
+        caps,
+        sq_sig_all: false,
+    };
+    let mut scq = p.create_cq(TX_DEPTH + 1)?;
+    let mut rcq = p.create_cq(RX_DEPTH + 1)?;
+    let mut qp = p.create_qp(&pd, &mut scq, Some(&mut rcq), None, &cfg)?;
+    if o.inline > 0 && qp.caps().max_inline_data < o.inline {
+        return Err(bad_opt(format!(
+            "inline {} B requested, the QP grants {} B",
+            o.inline,
+            qp.caps().max_inline_data
+        )));
+    }
+    // SAFETY: `mem` (2 * half bytes) outlives the MR: both live until this function returns,
+    // and the MR is declared after it, so it is dropped first.
+    let mr = unsafe { p.reg_mr(&pd, base as *mut u8, 2 * half, Access::ALL) }?;
+    let read_like = o.test.is_read_like();
+    let mut copts = ConnectOpts {
+        port: o.port,
+        gid_index: o.gid_index,
+        max_rd_atomic: if read_like { OUT_READS as u8 } else { 1 },
+        max_dest_rd_atomic: if read_like { OUT_READS as u8 } else { 1 },
+        ..ConnectOpts::default()
+    };
+    let local = p.endpoint(&qp, &copts)?;
+    let mine = KeyMsg {
+        lid: local.lid,
+        out_reads: if read_like { OUT_READS } else { 1 },
+        qpn: local.qpn,
+        psn: local.psn,
+        rkey: mr.rkey(),
+        vaddr: (base + half) as u64,
+        gid: (use_gid || local.lid == 0).then_some(local.gid),
+        srqn: 0,
+    };
+
+    let mut w = Wire::new(stream, side);
+    w.versions()?;
+    w.sys_data()?;
+    let mtu = w.mtu(local.mtu as u32)?;
+    w.params(&params_text(o))?;
+    let rem = w.hand_shake(&mine)?;
+    if matches!(o.test, Test::WriteLat | Test::ReadLat) {
+        w.hand_shake(&mine)?;
+    }
+    let path_mtu = Mtu::from_ibv(mtu).unwrap_or(local.mtu);
+    let remote = QpEndpoint {
+        lid: rem.lid,
+        gid: rem.gid.unwrap_or([0; 16]),
+        gid_index: o.gid_index,
+        qpn: rem.qpn,
+        psn: rem.psn,
+        mtu: path_mtu,
+        mr: None,
+    };
+    if read_like {
+        copts.max_rd_atomic = rem.out_reads.clamp(1, OUT_READS) as u8;
+    }
+    copts.path_mtu = Some(path_mtu);
+    p.connect(&mut qp, &local, &remote, &copts)?;
+    let info = Info {
+        provider: p.kind(),
+        device: p.device_name().to_string(),
+        mtu: path_mtu.bytes(),
+        max_inline: qp.caps().max_inline_data,
+        two_threads: false,
+        client: local,
+        server: remote,
+        sizes: o.sizes.clone(),
+    };
+    events(Event::Ready(&info));
+    w.hand_shake(&mine)?;
+    w.hand_shake(&mine)?;
+
+    let n = o.iters as usize;
+    let mut tposted = vec![0u64; n];
+    let mut tcompleted = vec![0u64; n];
+    let mut samples = vec![0u64; n.saturating_sub(1)];
+    let mut side_ = Side_ {
+        qp: &mut qp,
+        scq: &mut scq,
+        rcq: &mut rcq,
+        out: base,
+        inc: base + half,
+        lkey_sge: |off: usize, len: u32| mr.sge(off, len),
+        raddr: rem.vaddr,
+        rkey: rem.rkey,
+        posted_recvs: 0,
+    };
+    let lat_row = |size: u32, tposted: &[u64], samples: &mut [u64]| -> Result<Row> {
+        for i in 0..n - 1 {
+            samples[i] = tposted[i + 1].saturating_sub(tposted[i]);
+        }
+        stats::lat_row(u64::from(size), n as u64, samples, o.test.rtt_factor())
+            .map(Row::Lat)
+            .map_err(|e| perr(e.to_string()))
+    };
+    match (o.test, side) {
+        (Test::WriteLat, _) => {
+            for &size in &o.sizes {
+                side_.write_lat(p, o, size, side, &mut tposted)?;
+                events(Event::Row(lat_row(size, &tposted, &mut samples)?));
+            }
+        }
+        (Test::ReadLat, Side::Server) => w.close(&mine)?,
+        (Test::ReadLat, Side::Client) => {
+            for &size in &o.sizes {
+                side_.read_lat(p, o, size, &mut tposted)?;
+                events(Event::Row(lat_row(size, &tposted, &mut samples)?));
+            }
+            w.close(&mine)?;
+        }
+        (Test::SendLat, _) => {
+            for &size in &o.sizes {
+                side_.post_recvs(size, n)?;
+                w.hand_shake(&mine)?;
+                side_.send_lat(p, o, size, side, &mut tposted)?;
+                events(Event::Row(lat_row(size, &tposted, &mut samples)?));
+            }
+            w.close(&mine)?;
+        }
+        (Test::WriteBw | Test::ReadBw, Side::Server) => {
+            w.hand_shake(&mine)?;
+            let r = w.bw_reports(&BwReport {
+                size: 0,
+                iters: 0,
+                bw_peak: 0.0,
+                bw_avg: 0.0,
+                msg_rate: 0.0,
+            })?;
+            events(Event::PeerReport(r));
+            w.close(&mine)?;
+        }
+        (Test::WriteBw | Test::ReadBw, Side::Client) => {
+            let mut last = None;
+            for &size in &o.sizes {
+                side_.bw(p, o, size, &mut tposted, &mut tcompleted)?;
+                let r = bw_row(o, size, &tposted, &tcompleted)?;
+                last = Some(r);
+                events(Event::Row(Row::Bw(r)));
+            }
+            w.hand_shake(&mine)?;
+            let r = last.ok_or_else(|| bad_opt("no size"))?;
+            w.bw_reports(&BwReport {
+                size: r.bytes,
+                iters: r.iters,
+                bw_peak: r.bw_peak,
+                bw_avg: r.bw_avg,
+                msg_rate: r.msg_rate_mpps,
+            })?;
+            w.close(&mine)?;
+        }
+        (Test::SendBw, _) => {
+            for &size in &o.sizes {
+                if side == Side::Server {
+                    side_.post_recvs(size, n)?;
+                }
+                w.hand_shake(&mine)?;
+                let r = if side == Side::Client {
+                    side_.bw(p, o, size, &mut tposted, &mut tcompleted)?;
+                    bw_row(o, size, &tposted, &tcompleted)?
+                } else {
+                    // From the end of the handshake (the client starts sending then) to
+                    // each receive: windows start at 0 only.
+                    side_.bw_server(p, size, n, &mut tposted, &mut tcompleted)?;
+                    stats::bw_row(u64::from(size), n, n, 1, &tposted, &tcompleted, o.unit)
+                        .map_err(|e| perr(e.to_string()))?
+                };
+                events(Event::Row(Row::Bw(r)));
+                if o.sizes.len() > 1 {
+                    w.hand_shake(&mine)?;
+                }
+            }
+            w.close(&mine)?;
+        }
+        (Test::AtomicLat, _) => {}
+    }
+    // The QP before the MR, the MR before the memory it covers.
+    drop(qp);
+    drop(mr);
+    drop(mem);
+    Ok(())
+}
+
+fn bw_row(o: &Params, size: u32, tposted: &[u64], tcompleted: &[u64]) -> Result<BwRow> {
+    stats::bw_row(
+        u64::from(size),
+        o.iters as usize,
+        o.post_list as usize,
+        o.cq_mod as usize,
+        tposted,
+        tcompleted,
+        o.unit,
+    )
+    .map_err(|e| perr(e.to_string()))
+}
+
+/// This side's queues and buffer halves (`out`: outgoing, `inc`: the peer's target).
+struct Side_<'a, Q, C, F> {
+    qp: &'a mut Q,
+    scq: &'a mut C,
+    rcq: &'a mut C,
+    out: usize,
+    inc: usize,
+    lkey_sge: F,
+    raddr: u64,
+    rkey: u32,
+    /// Receives posted for the current size.
+    posted_recvs: usize,
+}
+
+impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sge>
+    Side_<'_, Q, C, F>
+{
+    /// Post one signaled request and ring.
+    fn post(&mut self, wr: SendWr<'_>) -> Result<()> {
+        let sq = self.qp.sq();
+        if let Err(r) = sq.post(wr) {
+            sq.ring();
+            return Err(perr(format!("post {}: {}", wr.op.name(), r.error)));
+        }
+        sq.ring();
+        Ok(())
+    }
+
+    fn wait_cq<P: Provider>(p: &mut P, cq: &mut C, what: &str) -> Result<Completion> {
+        let stop = AtomicBool::new(false);
+        let mut w = Waiter::new(&stop);
+        let mut wc = [Completion::EMPTY];
+        loop {
+            if cq.poll(&mut wc) == 1 {
+                let c = wc[0];
+                if !c.is_ok() {
+                    return Err(perr(format!(
+                        "{what}: completion failed: {} (vendor_err {:#x}); does the peer run \
+                         the same test and sizes?",
+                        c.status, c.vendor_err
+                    )));
+                }
+                return Ok(c);
+            }
+            p.progress();
+            w.tick(what)?;
+        }
+    }
+
+    /// Post receives for `size` until `min(RX_DEPTH, n)` are outstanding for this size.
+    fn post_recvs(&mut self, size: u32, n: usize) -> Result<()> {
+        self.posted_recvs = 0;
+        let first = (RX_DEPTH as usize).min(n);
+        for _ in 0..first {
+            self.post_recv(size)?;
+        }
+        Ok(())
+    }
+
+    fn post_recv(&mut self, size: u32) -> Result<()> {
+        let sge = [(self.lkey_sge)(self.inc - self.out, size)];
+        let rq = self.qp.rq();
+        if let Err(r) = rq.post_recv(RecvWr {
+            wr_id: RECV_WRID,
+            sges: &sge,
+        }) {
+            rq.ring();
+            return Err(perr(format!("post_recv: {}", r.error)));
+        }
+        rq.ring();
+        self.posted_recvs += 1;
+        Ok(())
+    }
+
+    fn write_lat<P: Provider>(
+        &mut self,
+        p: &mut P,
+        o: &Params,
+        size: u32,
+        side: Side,
+        tposted: &mut [u64],
+    ) -> Result<()> {
+        let n = o.iters as u64;
+        let last = size as usize - 1;
+        let (post_at, poll_at) = (self.out + last, self.inc + last);
+        let src = [(self.lkey_sge)(0, size)];
+        let inline = size <= o.inline;
+        let stop = AtomicBool::new(false);
+        let mut w = Waiter::new(&stop);
+        let clock = Clock::start();
+        let (mut scnt, mut ccnt, mut rcnt) = (0u64, 0u64, 0u64);
+        while scnt < n || ccnt < n || rcnt < n {
+            if rcnt < n && !(scnt < 1 && side == Side::Server) {
+                rcnt += 1;
+                w.reset();
+                while read_byte(poll_at) != rcnt as u8 {
+                    p.progress();
+                    w.tick("the peer's RDMA WRITE")?;
+                }
+            }
+            if scnt < n {
+                tposted[scnt as usize] = clock.ticks().max(1);
+                scnt += 1;
+                write_byte(post_at, scnt as u8);
+                let op = SendOp::Write {
+                    raddr: self.raddr,
+                    rkey: self.rkey,
+                };
+                let mut wr = SendWr::new(scnt, op, &src).signaled();
+                // SAFETY: the outgoing half [out, out + size) lies inside the run's mapping,
+                // alive for the whole run; only this thread writes it (the device reads it).
+                let bytes =
+                    unsafe { std::slice::from_raw_parts(self.out as *const u8, size as usize) };
+                if inline {
+                    wr = wr.inline(bytes);
+                }
+                self.post(wr)?;
+            }
+            if ccnt < n {
+                Self::wait_cq(p, self.scq, "RDMA WRITE completion")?;
+                ccnt += 1;
+            }
+        }
+        clock.to_ns(tposted);
+        Ok(())
+    }
+
+    fn read_lat<P: Provider>(
+        &mut self,
+        p: &mut P,
+        o: &Params,
+        size: u32,
+        tposted: &mut [u64],
+    ) -> Result<()> {
+        let dst = [(self.lkey_sge)(self.inc - self.out, size)];
+        let clock = Clock::start();
+        for (i, t) in tposted.iter_mut().enumerate().take(o.iters as usize) {
+            *t = clock.ticks().max(1);
+            let op = SendOp::Read {
+                raddr: self.raddr,
+                rkey: self.rkey,
+            };
+            self.post(SendWr::new(i as u64, op, &dst).signaled())?;
+            Self::wait_cq(p, self.scq, "RDMA READ completion")?;
+        }
+        clock.to_ns(tposted);
+        Ok(())
+    }
+
+    fn send_lat<P: Provider>(
+        &mut self,
+        p: &mut P,
+        o: &Params,
+        size: u32,
+        side: Side,
+        tposted: &mut [u64],
+    ) -> Result<()> {
+        let n = o.iters as u64;
+        let src = [(self.lkey_sge)(0, size)];
+        // SAFETY: as in `write_lat`: the outgoing half lives as long as the run.
+        let bytes = unsafe { std::slice::from_raw_parts(self.out as *const u8, size as usize) };
+        let inline = size <= o.inline;
+        let clock = Clock::start();
+        let (mut scnt, mut rcnt) = (0u64, 0u64);
+        while scnt < n || rcnt < n {
+            if rcnt < n && !(scnt < 1 && side == Side::Client) {
+                Self::wait_cq(p, self.rcq, "the peer's SEND")?;
+                rcnt += 1;
+                if self.posted_recvs < n as usize {
+                    self.post_recv(size)?;
+                }
+            }
+            if scnt < n {
+                tposted[scnt as usize] = clock.ticks().max(1);
+                scnt += 1;
+                let signaled = scnt % SEND_LAT_CQ_MOD == 0 || scnt == n;
+                let mut wr = SendWr::new(scnt, SendOp::Send, &src);
+                if signaled {
+                    wr = wr.signaled();
+                }
+                if inline {
+                    wr = wr.inline(bytes);
+                }
+                self.post(wr)?;
+                if signaled {
+                    Self::wait_cq(p, self.scq, "SEND completion")?;
+                }
+            }
+        }
+        clock.to_ns(tposted);
+        Ok(())
+    }
+
+    fn bw<P: Provider>(
+        &mut self,
+        p: &mut P,
+        o: &Params,
+        size: u32,
+        tposted: &mut [u64],
+        tcompleted: &mut [u64],
+    ) -> Result<()> {
+        let n = o.iters as usize;
+        let pl = o.post_list as usize;
+        let cq_mod = o.cq_mod as usize;
+        let inline = size <= o.inline && !o.test.is_read_like();
+        let op = match o.test {
+            Test::WriteBw => SendOp::Write {
+                raddr: self.raddr,
+                rkey: self.rkey,
+            },
+            Test::ReadBw => SendOp::Read {
+                raddr: self.raddr,
+                rkey: self.rkey,
+            },
+            _ => SendOp::Send,
+        };
+        let sges = if o.test == Test::ReadBw {
+            [(self.lkey_sge)(self.inc - self.out, size)]
+        } else {
+            [(self.lkey_sge)(0, size)]
+        };
+        // SAFETY: as in `write_lat`: the outgoing half lives as long as the run.
+        let bytes = unsafe { std::slice::from_raw_parts(self.out as *const u8, size as usize) };
+        let mut wcs = [Completion::EMPTY; 16];
+        let stop = AtomicBool::new(false);
+        let mut w = Waiter::new(&stop);
+        tposted.fill(0);
+        tcompleted.fill(0);
+        let clock = Clock::start();
+        let (mut scnt, mut ccnt) = (0usize, 0usize);
+        let tx = TX_DEPTH as usize;
+        while ccnt < n {
+            while scnt < n && scnt - ccnt + pl <= tx {
+                tposted[scnt] = clock.ticks().max(1);
+                let sq = self.qp.sq();
+                let end = (scnt + pl).min(n);
+                for k in scnt..end {
+                    let mut wr = SendWr::new(k as u64, op, &sges);
+                    if (k + 1) % cq_mod == 0 || k + 1 == n {
+                        wr = wr.signaled();
+                    }
+                    if inline {
+                        wr = wr.inline(bytes);
+                    }
+                    if let Err(r) = sq.post(wr) {
+                        sq.ring();
+                        return Err(perr(format!("post {} #{k}: {}", op.name(), r.error)));
+                    }
+                }
+                sq.ring();
+                scnt = end;
+            }
+            let m = self.scq.poll(&mut wcs);
+            if m == 0 {
+                p.progress();
+                w.tick("bandwidth completions")?;
+                continue;
+            }
+            let now = clock.ticks().max(1);
+            for c in &wcs[..m] {
+                if !c.is_ok() {
+                    return Err(perr(format!(
+                        "{} #{} failed: {} (vendor_err {:#x}); does the peer run the same \
+                         test and sizes?",
+                        op.name(),
+                        c.wr_id,
+                        c.status,
+                        c.vendor_err
+                    )));
+                }
+                let j = c.wr_id as usize;
+                if j >= n || j < ccnt {
+                    return Err(perr(format!("unexpected completion wr_id {}", c.wr_id)));
+                }
+                tcompleted[j] = now;
+                ccnt = j + 1;
+            }
+            w.reset();
+        }
+        clock.to_ns(tposted);
+        clock.to_ns(tcompleted);
+        Ok(())
+    }
+
+    /// `send_bw`'s server: count `n` receives, re-posting; stamp the start in `tposted[0]`
+    /// and each receive in `tcompleted`.
+    fn bw_server<P: Provider>(
+        &mut self,
+        p: &mut P,
+        size: u32,
+        n: usize,
+        tposted: &mut [u64],
+        tcompleted: &mut [u64],
+    ) -> Result<()> {
+        let mut wcs = [Completion::EMPTY; 16];
+        let stop = AtomicBool::new(false);
+        let mut w = Waiter::new(&stop);
+        tposted.fill(0);
+        tcompleted.fill(0);
+        let clock = Clock::start();
+        tposted[0] = clock.ticks().max(1);
+        let mut rcnt = 0usize;
+        while rcnt < n {
+            let m = self.rcq.poll(&mut wcs);
+            if m == 0 {
+                p.progress();
+                w.tick("the client's SENDs")?;
+                continue;
+            }
+            let now = clock.ticks().max(1);
+            for c in &wcs[..m] {
+                if !c.is_ok() {
+                    return Err(perr(format!(
+                        "receive #{rcnt} failed: {} (vendor_err {:#x})",
+                        c.status, c.vendor_err
+                    )));
+                }
+                if rcnt < n {
+                    tcompleted[rcnt] = now;
+                }
+                rcnt += 1;
+                if self.posted_recvs < n {
+                    self.post_recv(size)?;
+                }
+            }
+            w.reset();
+        }
+        clock.to_ns(tposted);
+        clock.to_ns(tcompleted);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::sim::SimDevice;
+
+    /// A stream that has nothing to say and takes everything.
+    struct Silent(Vec<u8>);
+    impl Read for Silent {
+        fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+            Ok(0)
+        }
+    }
+    impl Write for Silent {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn what_the_exchange_does_not_carry_is_refused_before_a_byte_is_sent() {
+        let mut dev = SimDevice::new();
+        let mut uc = Params::new(Test::WriteLat);
+        uc.qp_type = QpType::Uc;
+        let e = run(
+            &mut dev,
+            &uc,
+            Silent(Vec::new()),
+            Side::Client,
+            true,
+            &mut |_| {},
+        );
+        assert!(e.unwrap_err().to_string().contains("RC only"));
+        let at = Params::new(Test::AtomicLat);
+        let e = run(
+            &mut dev,
+            &at,
+            Silent(Vec::new()),
+            Side::Client,
+            true,
+            &mut |_| {},
+        );
+        assert!(e.unwrap_err().to_string().contains("--loopback"));
+    }
+
+    /// The client writes its version first; a peer that closes gets a clear error naming
+    /// what was being read.
+    #[test]
+    fn a_silent_peer_is_an_error_naming_the_step() {
+        let mut dev = SimDevice::new();
+        let o = Params::new(Test::WriteLat);
+        let e = run(
+            &mut dev,
+            &o,
+            Silent(Vec::new()),
+            Side::Client,
+            true,
+            &mut |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("read version"), "{e}");
+    }
+
+    #[test]
+    fn the_parameter_text_names_what_both_sides_must_share() {
+        let mut o = Params::new(Test::SendBw);
+        assert_eq!(
+            params_text(&o),
+            "test=send_bw connection=RC size=65536 iterations=1000"
+        );
+        o.sizes = Params::all_sizes();
+        assert!(params_text(&o).contains("size=2..8388608"));
+    }
+}

@@ -1,0 +1,135 @@
+#!/bin/sh
+# rdma-direct perf as two processes, against perftest 4.5's ib_* tools and against itself,
+# on rxe0 over 127.0.0.1: for each test and option set, (1) perftest's server with our
+# client, (2) our server with perftest's client, (3) our server with our client. Both
+# processes must exit 0; the client must print a table row of the size (and, where perftest
+# does, the server too). Every output is printed for the log; the last line counts the pairs.
+#
+# Usage: 40-perf-interop.sh [TEST] (default write_lat; 41..45 run the other five tests), so
+# each check stays under the guest's 300 s per check.
+#
+# perftest's own rows may read inf/nan in the TCG guest: it derives its clock from a CPU
+# frequency it measures, which fails there at times ("Correlation coefficient r^2 < 0.9");
+# such a row still proves the exchange and the run.
+#
+# Env (set by the guest's /init): RDMA_DIRECT_BIN, RDMA_DIRECT_DEVICE, RDMA_DIRECT_GID_INDEX.
+set -u
+bin=${RDMA_DIRECT_BIN:?RDMA_DIRECT_BIN is not set}
+dev=${RDMA_DIRECT_DEVICE:?RDMA_DIRECT_DEVICE is not set}
+gid=${RDMA_DIRECT_GID_INDEX:?RDMA_DIRECT_GID_INDEX is not set}
+t=${1:-write_lat}
+case $t in
+    write_lat) port=18700 ;;
+    send_lat) port=18720 ;;
+    read_lat) port=18740 ;;
+    write_bw) port=18760 ;;
+    send_bw) port=18780 ;;
+    read_bw) port=18800 ;;
+    *) echo "unknown test '$t'"; exit 2 ;;
+esac
+tmp=$(mktemp -d)
+fail=0
+passed=0
+t0=$(cut -d' ' -f1 /proc/uptime)
+
+# Wait until something listens on TCP $port (v4 or v6); 15 s at most.
+wait_listen() {
+    hex=$(printf ':%04X ' "$port")
+    n=0
+    while ! cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q "$hex.* 0A "; do
+        n=$((n + 1))
+        [ "$n" -gt 150 ] && return 1
+        usleep 100000
+    done
+}
+
+# pair NAME ROW_REGEX SERVER_PRINTS "SERVER CMD" "CLIENT CMD": each gets "-p PORT"; the
+# client also 127.0.0.1. SERVER_PRINTS=1: the server's output must show the row as well.
+pair() {
+    name=$1 want=$2 sprints=$3 scmd=$4 ccmd=$5
+    port=$((port + 1))
+    # shellcheck disable=SC2086
+    timeout 100 $scmd -p "$port" >"$tmp/server" 2>&1 &
+    spid=$!
+    if ! wait_listen; then
+        echo "FAIL $name: server never listened on port $port"
+        cat "$tmp/server"
+        kill "$spid" 2>/dev/null
+        wait "$spid" 2>/dev/null
+        fail=1
+        return
+    fi
+    # shellcheck disable=SC2086
+    timeout 100 $ccmd -p "$port" 127.0.0.1 >"$tmp/client" 2>&1
+    crc=$?
+    wait "$spid"
+    src=$?
+    echo "=== $name"
+    echo "--- server: $scmd -p $port (exit $src)"
+    cat "$tmp/server"
+    echo "--- client: $ccmd -p $port 127.0.0.1 (exit $crc)"
+    cat "$tmp/client"
+    if [ "$src" != 0 ] || [ "$crc" != 0 ]; then
+        echo "FAIL $name: server exit $src, client exit $crc"
+        fail=1
+    elif ! grep -Eq "$want" "$tmp/client"; then
+        echo "FAIL $name: no client row matching /$want/"
+        fail=1
+    elif [ "$sprints" = 1 ] && ! grep -Eq "$want" "$tmp/server"; then
+        echo "FAIL $name: no server row matching /$want/"
+        fail=1
+    else
+        echo "ok $name"
+        passed=$((passed + 1))
+    fi
+}
+
+num='([0-9]+\.[0-9]+|inf|-?nan)'
+# row SIZE ITERS: a table row of that size and iteration count.
+row() { echo "^ *$1 +$2 +$num +$num"; }
+
+# run_set TEST SERVER_PRINTS ROW OPTS...: the three pairs of one test and option set.
+run_set() {
+    sp=$2 want=$3
+    shift 3
+    opts="$*"
+    ours="$bin perf $t -d $dev -x $gid $opts"
+    theirs="ib_$t -d $dev -x $gid -F $opts"
+    pair "$t [$opts]: ib_$t server, rdma-direct client" "$want" "$sp" "$theirs" "$ours"
+    pair "$t [$opts]: rdma-direct server, ib_$t client" "$want" "$sp" "$ours" "$theirs"
+    pair "$t [$opts]: rdma-direct server, rdma-direct client" "$want" "$sp" "$ours" "$ours"
+}
+
+# reference SERVER_PRINTS ROW: perftest against itself, default options, for comparison.
+reference() {
+    pair "$t []: ib_$t server, ib_$t client (reference)" "$2" "$1" \
+        "ib_$t -d $dev -x $gid -F" "ib_$t -d $dev -x $gid -F"
+}
+
+case $t in
+    *_lat)
+        # write_lat and send_lat print on both sides, read_lat on the client only.
+        sp=1
+        [ "$t" = read_lat ] && sp=0
+        run_set "$t" "$sp" "$(row 2 1000)"
+        reference "$sp" "$(row 2 1000)"
+        run_set "$t" "$sp" "$(row 4096 200)" -s 4096 -n 200
+        run_set "$t" "$sp" "$(row 8388608 5)" -a -n 5
+        [ "$t" != read_lat ] && run_set "$t" "$sp" "$(row 64 300)" -s 64 -n 300 -I 64
+        ;;
+    *)
+        # The server of write_bw/read_bw prints the client's report (with -a: of the last
+        # size), send_bw's server its own receive rate per size.
+        # perftest's defaults: 65536 B, 5000 iterations for write_bw, 1000 for the others.
+        iters=1000
+        [ "$t" = write_bw ] && iters=5000
+        run_set "$t" 1 "$(row 65536 $iters)"
+        reference 1 "$(row 65536 $iters)"
+        run_set "$t" 1 "$(row 4096 2000)" -s 4096 -n 2000
+        run_set "$t" 1 "$(row 8388608 20)" -a -n 20
+        [ "$t" != read_bw ] && run_set "$t" 1 "$(row 32 1000)" -s 32 -n 1000 -I 32
+        ;;
+esac
+rm -rf "$tmp"
+echo "perf interop $t: $passed passed, fail=$fail ($(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%.0f", b - a }') s)"
+exit "$fail"

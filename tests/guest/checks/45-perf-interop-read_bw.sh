@@ -1,0 +1,3 @@
+#!/bin/sh
+# read_bw against perftest 4.5's ib_read_bw and against ourselves, both roles: see 40-perf-interop.sh.
+exec sh "$(dirname "$0")/40-perf-interop.sh" read_bw
