@@ -13,7 +13,8 @@ mod plain;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use plain::{BenchOp, Loopback};
+use plain::{BenchOp, Loopback, Plain};
+use rdma_direct::providers::mlx5::AddressVector;
 use rdma_direct::providers::mlx5::DoorbellMode;
 use rdma_direct::providers::{
     Completion, CompletionQueue, QueuePair, SendFlags, SendQueue, SendWr, Sge,
@@ -29,7 +30,7 @@ fn post_run(lb: &mut Loopback, op: BenchOp, size: u32, batch: u32) -> Duration {
     let sge = lb.sge(size);
     let inline = [0x5au8; 256];
     let inline = &inline[..(size as usize).min(256)];
-    let mut wrs: Vec<SendWr<'_>> = (0..RUN)
+    let mut wrs: Vec<SendWr<'_, AddressVector>> = (0..RUN)
         .map(|i| lb.wr(op, &sge, inline, i as u64))
         .collect();
     wrs[RUN as usize - 1].flags = SendFlags::SIGNALED;
@@ -95,7 +96,7 @@ fn poll_run(lb: &mut Loopback, batch: usize) -> Duration {
 /// with the 8-byte doorbell. The request is built in the loop from the same inputs the C
 /// reference's writer gets (remote address, rkey, the payload pointer), plus a wr_id.
 #[inline(never)]
-fn cg_single(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 8]) {
+fn cg_single(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>, n: u32, data: &[u8; 8]) {
     for i in 0..n {
         let wr = SendWr::write(u64::from(i), &[], 0x10_0000, 7).inline(data);
         let _ = sq.post(wr);
@@ -106,7 +107,10 @@ fn cg_single(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 
 /// Callgrind workload: the same, the requests read from a prepared array (every field a
 /// run-time value: op, payload kind and length, flags).
 #[inline(never)]
-fn cg_single_wrs(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, wrs: &[SendWr<'_>]) {
+fn cg_single_wrs(
+    sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>,
+    wrs: &[SendWr<'_, AddressVector>],
+) {
     for wr in wrs {
         let _ = sq.post(*wr);
         sq.ring();
@@ -116,7 +120,7 @@ fn cg_single_wrs(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, wrs: &[SendWr<'_
 /// Callgrind workload: `n` single inline 8-byte WRITEs through the WRITE-inline fast path
 /// (`Mlx5Sq::post_write_inline`), each rung with the 8-byte doorbell.
 #[inline(never)]
-fn cg_fast(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 8]) {
+fn cg_fast(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>, n: u32, data: &[u8; 8]) {
     for i in 0..n {
         let _ = sq.post_write_inline(u64::from(i), 0x10_0000, 7, data, false);
         sq.ring();
@@ -126,7 +130,7 @@ fn cg_fast(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 8]
 /// Callgrind workload: the same WRITEs (generic `post`, built in the loop) in batches of 32,
 /// one doorbell per batch.
 #[inline(never)]
-fn cg_batch32(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 8]) {
+fn cg_batch32(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>, n: u32, data: &[u8; 8]) {
     let mut i = 0;
     while i < n {
         let end = (i + 32).min(n);
@@ -142,7 +146,7 @@ fn cg_batch32(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8;
 /// Callgrind workload: poll `n` CQEs in batches of 16.
 #[inline(never)]
 fn cg_poll16(
-    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq,
+    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>,
     n: usize,
     out: &mut [Completion; 16],
 ) -> usize {
@@ -173,7 +177,7 @@ fn callgrind(kind: &str, n: u32) {
             println!("posted {} staged {}", n, lb.qp.sq().staged());
         }
         "single_wrs" => {
-            let wrs: Vec<SendWr<'_>> = (0..n)
+            let wrs: Vec<SendWr<'_, AddressVector>> = (0..n)
                 .map(|i| lb.wr(BenchOp::WriteInline, &sge, &payload, i as u64))
                 .collect();
             cg_single_wrs(lb.qp.sq(), &wrs);

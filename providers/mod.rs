@@ -69,9 +69,8 @@ pub mod sim;
 
 pub use crate::endpoint::{QpEndpoint, RemoteMr};
 pub use crate::types::{
-    Access, AddressHandle, Completion, ConnectOpts, Mtu, Payload, PostError, QpCaps, QpConfig,
-    QpState, QpType, RecvWr, Rejected, SendFlags, SendOp, SendWr, Sge, UdDest, WcFlags, WcOpcode,
-    WcStatus,
+    Access, Completion, ConnectOpts, Mtu, Payload, PostError, QpCaps, QpConfig, QpState, QpType,
+    RecvWr, Rejected, SendFlags, SendOp, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
 };
 
 /// A registered memory region.
@@ -120,13 +119,15 @@ impl MemoryRegion for crate::verbs::Mr {
 
 /// A send queue: one producer (`&mut self`).
 pub trait SendQueue {
+    /// The address handle a UD request names ([`UdDest::ah`]): the provider's own.
+    type Ah;
     /// Stage one request. It is not visible to the device until [`SendQueue::ring`].
-    fn post<'a>(&mut self, wr: SendWr<'a>) -> Result<(), Rejected<SendWr<'a>>>;
+    fn post<'a>(&mut self, wr: SendWr<'a, Self::Ah>) -> Result<(), Rejected<SendWr<'a, Self::Ah>>>;
     /// Publish everything staged with one doorbell. Ringing with nothing staged does nothing.
     fn ring(&mut self);
     /// Post each request, then ring once. On a refusal, the requests before it are staged and
     /// rung, and the refused index comes back with the error.
-    fn post_list(&mut self, wrs: &[SendWr<'_>]) -> Result<(), (usize, PostError)> {
+    fn post_list(&mut self, wrs: &[SendWr<'_, Self::Ah>]) -> Result<(), (usize, PostError)> {
         for (i, wr) in wrs.iter().enumerate() {
             if let Err(r) = self.post(*wr) {
                 self.ring();
@@ -226,8 +227,11 @@ pub trait Provider {
     type Cq: CompletionQueue;
     /// Shared receive queue.
     type Srq: RecvQueue;
-    /// Queue pair.
-    type Qp: QueuePair;
+    /// Queue pair; its send queue takes this provider's address handles.
+    type Qp: QueuePair<Sq: SendQueue<Ah = Self::Ah>>;
+    /// Address handle (UD), created by [`Provider::create_ah`] and named in [`UdDest`]; any
+    /// thread may send with it.
+    type Ah: Send + Sync;
 
     /// Which provider this is.
     fn kind(&self) -> ProviderKind;
@@ -278,7 +282,7 @@ pub trait Provider {
         pd: &Self::Pd,
         remote: &QpEndpoint,
         opts: &ConnectOpts,
-    ) -> crate::Result<AddressHandle>;
+    ) -> crate::Result<Self::Ah>;
     /// Give the device a chance to run (the sim in deterministic mode runs until idle; real
     /// devices do nothing).
     fn progress(&mut self) {}

@@ -14,7 +14,7 @@
 //!   [`UdDest`], [`RecvWr`], [`Completion`], [`WcStatus`], [`WcOpcode`], [`WcFlags`],
 //!   [`PostError`], [`Rejected`];
 //! - QP set-up: [`QpType`], [`QpCaps`], [`QpConfig`], [`QpState`], [`ConnectOpts`],
-//!   [`Access`], [`AddressHandle`], [`QpEndpoint`], [`Mtu`], [`ProviderKind`];
+//!   [`Access`], [`QpEndpoint`], [`Mtu`], [`ProviderKind`];
 //! - [`Error`] and [`Result`].
 //!
 //! A program written against the traits runs on every device. Two RC QPs on the software
@@ -63,9 +63,8 @@ pub use crate::providers::mlx5::Mlx5Device;
 pub use crate::providers::sim::SimDevice;
 pub use crate::providers::verbs::VerbsDevice;
 pub use crate::providers::{
-    Access, AddressHandle, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, PostError,
-    Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState, QpType, QueuePair, RecvQueue,
-    RecvWr, Rejected, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode,
-    WcStatus,
+    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, PostError, Provider,
+    ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState, QpType, QueuePair, RecvQueue, RecvWr,
+    Rejected, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
 };
 pub use crate::{Error, Result};

@@ -26,6 +26,7 @@
 pub mod cq;
 pub mod device;
 pub mod dv;
+mod owners;
 mod qp;
 mod rq;
 mod shared;
@@ -33,8 +34,9 @@ mod sq;
 pub mod wqe;
 
 pub use cq::{syndrome_status, Mlx5Cq};
-pub use device::{BfregMode, Mlx5Device};
-pub use dv::{address_handle, DvCq, DvQp, DvSrq};
+pub use device::{BfregMode, Mlx5Ah, Mlx5Device, QpOwner};
+pub use dv::{AddressVector, DvCq, DvQp, DvSrq};
+pub use owners::Owners;
 pub use qp::Mlx5Qp;
 pub use rq::{Mlx5Rq, Mlx5Srq};
 pub use sq::Mlx5Sq;

@@ -93,7 +93,7 @@ use std::thread::JoinHandle;
 
 pub use engine::{AsyncEvent, EngineStats, SimQpAttr};
 pub use fault::{FaultConfig, FaultStats};
-pub use provider::{SimMr, SimPd, SIM_PORT_MTU};
+pub use provider::{SimCq, SimMr, SimPd, SimQp, SimSrq, SIM_PORT_MTU};
 
 use super::mlx5::dv::{DvCq, DvQp, DvSrq};
 use super::{QpCaps, QpConfig, QpState};

@@ -9,6 +9,7 @@ use super::shared::{CqBudget, SharedState, SqRing};
 use crate::ffi::{self, ibv_send_wr, ibv_sge};
 use crate::providers::SendQueue;
 use crate::types::{Payload, PostError, QpState, QpType, Rejected, SendFlags, SendOp, SendWr};
+use crate::verbs;
 
 /// The send queue of a [`VerbsQp`](super::VerbsQp).
 pub struct VerbsSq {
@@ -65,7 +66,7 @@ impl VerbsSq {
     /// Checks that do not depend on queue space. Order: op vs QP type, destination,
     /// payload rules, state.
     #[inline]
-    pub(super) fn validate(&self, wr: &SendWr<'_>) -> Result<(), PostError> {
+    pub(super) fn validate(&self, wr: &SendWr<'_, verbs::Ah>) -> Result<(), PostError> {
         let op = &wr.op;
         match self.qp_type {
             QpType::Ud if !matches!(op, SendOp::Send | SendOp::SendImm { .. }) => {
@@ -137,8 +138,12 @@ impl VerbsSq {
 }
 
 impl SendQueue for VerbsSq {
+    type Ah = verbs::Ah;
     #[inline]
-    fn post<'a>(&mut self, wr: SendWr<'a>) -> Result<(), Rejected<SendWr<'a>>> {
+    fn post<'a>(
+        &mut self,
+        wr: SendWr<'a, verbs::Ah>,
+    ) -> Result<(), Rejected<SendWr<'a, verbs::Ah>>> {
         if let Err(error) = self.validate(&wr) {
             return Err(Rejected { wr, error });
         }
@@ -271,7 +276,7 @@ impl SendQueue for VerbsSq {
         }
         if let Some(d) = wr.ud {
             e.wr.ud = ffi::ibv_send_wr_ud {
-                ah: d.ah.raw.cast(),
+                ah: d.ah.as_ptr(),
                 remote_qpn: d.remote_qpn,
                 remote_qkey: d.remote_qkey,
             };

@@ -87,4 +87,4 @@ pub use access::Access;
 pub use completion::{Completion, WcFlags, WcOpcode, WcStatus};
 pub use error::{PostError, Rejected};
 pub use qp::{ConnectOpts, Mtu, QpCaps, QpConfig, QpState, QpType};
-pub use wr::{AddressHandle, Payload, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest};
+pub use wr::{Payload, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest};

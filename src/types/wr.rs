@@ -1,7 +1,9 @@
 //! Work requests: what a send or receive queue is given.
 //!
 //! A [`SendWr`] borrows its SGE list or inline bytes and its address handle; building one
-//! allocates nothing, and it is `Copy`, so a refused request comes back whole.
+//! allocates nothing, and it is `Copy`, so a refused request comes back whole. The address
+//! handle type `A` is the provider's own (`Provider::Ah`, the send queue's `SendQueue::Ah`),
+//! so a UD send carries a handle of the device it is posted to.
 //!
 //! ## Receives and WRITE WITH IMMEDIATE
 //!
@@ -14,8 +16,6 @@
 //!
 //! [`SendOp::SendImm`] / [`SendOp::WriteImm`] take the immediate as a host-order `u32`; it
 //! travels big-endian and the completion's `imm` gives back the same host-order value.
-
-use std::fmt;
 
 /// One scatter/gather element: `length` bytes at `addr`, inside the MR of `lkey`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -163,20 +163,29 @@ impl std::ops::BitOr for SendFlags {
     }
 }
 
-/// A UD destination: the address handle and the remote QP.
-#[derive(Clone, Copy, Debug)]
-pub struct UdDest<'a> {
+/// A UD destination: the address handle (of the provider's type `A`) and the remote QP.
+#[derive(Debug)]
+pub struct UdDest<'a, A> {
     /// The address handle (from the provider's `create_ah`).
-    pub ah: &'a AddressHandle,
+    pub ah: &'a A,
     /// Remote QPN.
     pub remote_qpn: u32,
     /// Remote Q_Key.
     pub remote_qkey: u32,
 }
 
-/// A send work request. It borrows its SGE list and inline bytes; nothing is allocated.
-#[derive(Clone, Copy, Debug)]
-pub struct SendWr<'a> {
+// Copy whatever `A` is: only a reference to it is held.
+impl<A> Clone for UdDest<'_, A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A> Copy for UdDest<'_, A> {}
+
+/// A send work request. It borrows its SGE list and inline bytes; nothing is allocated. `A` is
+/// the address handle type of the provider (used on UD QPs only).
+#[derive(Debug)]
+pub struct SendWr<'a, A> {
     /// The caller's identifier, returned in the completion.
     pub wr_id: u64,
     /// What to do.
@@ -186,10 +195,17 @@ pub struct SendWr<'a> {
     /// Signaled, fence, solicited.
     pub flags: SendFlags,
     /// The destination, on UD QPs only.
-    pub ud: Option<UdDest<'a>>,
+    pub ud: Option<UdDest<'a, A>>,
 }
 
-impl<'a> SendWr<'a> {
+impl<A> Clone for SendWr<'_, A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A> Copy for SendWr<'_, A> {}
+
+impl<'a, A> SendWr<'a, A> {
     /// A request with `op` over `sges`, unsignaled.
     pub fn new(wr_id: u64, op: SendOp, sges: &'a [Sge]) -> Self {
         SendWr {
@@ -228,7 +244,7 @@ impl<'a> SendWr<'a> {
         self
     }
     /// Set the UD destination.
-    pub fn to(mut self, dest: UdDest<'a>) -> Self {
+    pub fn to(mut self, dest: UdDest<'a, A>) -> Self {
         self.ud = Some(dest);
         self
     }
@@ -243,27 +259,3 @@ pub struct RecvWr<'a> {
     /// Scatter list.
     pub sges: &'a [Sge],
 }
-
-/// A UD address handle. Providers fill the parts they use.
-pub struct AddressHandle {
-    /// The 48-byte mlx5 address vector (mlx5 and sim providers).
-    pub(crate) av: [u8; 48],
-    /// `struct ibv_ah *` (verbs provider); null elsewhere.
-    pub(crate) raw: *mut std::ffi::c_void,
-    /// Keeps whatever owns `raw` alive (and destroys it on drop).
-    pub(crate) _owner: Option<Box<dyn std::any::Any + Send + Sync>>,
-}
-
-impl fmt::Debug for AddressHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AddressHandle")
-            .field("raw", &self.raw)
-            .finish_non_exhaustive()
-    }
-}
-
-// SAFETY: `raw` is an `ibv_ah *` that libibverbs allows to be used from any thread (verbs
-// objects are thread safe); the AH is only read through it.
-unsafe impl Send for AddressHandle {}
-// SAFETY: as above; nothing is mutated through a shared reference.
-unsafe impl Sync for AddressHandle {}
