@@ -10,6 +10,7 @@
 //! | [`Mlx5Sq`] | WQE writing, SQ accounting, doorbell / BlueFlame |
 //! | [`Mlx5Rq`], [`Mlx5Srq`] | receive WQEs, RQ / SRQ doorbell records |
 //! | [`Mlx5Cq`] | owner-bit polling, CQE → [`crate::providers::Completion`] |
+//! | [`Owners`] | per device: what owns each queue's memory, the UD address handle type |
 //! | [`wqe`] | a request as the wire layer's [`crate::wire::SendWqe`] (tests, tools) |
 //!
 //! Words from the field, as rdma-core uses them: **WQEBB** a 64-byte basic block of a WQE;

@@ -9,6 +9,31 @@
 //! its own type, so the hardware glue reaches the verbs QP behind an `Mlx5Qp` without a
 //! run-time check, and no provider's object can be passed to another's queue.
 //!
+//! A UD send names the address handle of the device its queue runs on; another device's
+//! handle does not compile:
+//!
+//! ```compile_fail
+//! use rdma_direct::providers::mlx5::{AddressVector, Mlx5Qp};
+//! use rdma_direct::providers::{QueuePair, SendQueue, SendWr, UdDest};
+//! // A hardware QP takes the hardware handle (`Mlx5Ah`), not a bare address vector.
+//! fn send(qp: &mut Mlx5Qp, ah: &AddressVector) {
+//!     let dest = UdDest { ah, remote_qpn: 1, remote_qkey: 1 };
+//!     let _ = qp.sq().post(SendWr::send(1, &[]).to(dest));
+//! }
+//! ```
+//!
+//! The same post on a device whose handle is the address vector compiles:
+//!
+//! ```
+//! use rdma_direct::providers::mlx5::{AddressVector, Mlx5Qp};
+//! use rdma_direct::providers::sim::SimDevice;
+//! use rdma_direct::providers::{QueuePair, SendQueue, SendWr, UdDest};
+//! fn send(qp: &mut Mlx5Qp<SimDevice>, ah: &AddressVector) {
+//!     let dest = UdDest { ah, remote_qpn: 1, remote_qkey: 1 };
+//!     let _ = qp.sq().post(SendWr::send(1, &[]).to(dest));
+//! }
+//! ```
+//!
 //! Lifetimes the queue types guarantee:
 //! - a CQ's owner lives as long as its `Mlx5Cq` and every `Mlx5Qp` registered with it (a
 //!   QP's reset or drop scans the CQ memory, even after the `Mlx5Cq` is gone);
