@@ -7,7 +7,8 @@
 //!   and its owner bit equals `(ci & cqe_cnt) != 0` (the wrap parity). The body is read only
 //!   after that check, behind [`from_device_load_barrier`], with volatile loads (never `&`
 //!   into CQ memory). With 128-byte CQEs the 64-byte CQE is the second half of the slot.
-//! - After a batch: store barrier, then `dbrec[0] = be32(ci & 0xffffff)` once.
+//! - After a batch: the barrier of "The short way" below, then `dbrec[0] = be32(ci & 0xffffff)`
+//!   once.
 //!
 //! ## Mapping a CQE to a request
 //!
@@ -57,9 +58,21 @@
 //!
 //! A successful requester CQE without scattered data that completes the oldest outstanding
 //! WQE of the QP the last CQE named (nothing covered: selective signaling off, or every WR
-//! signaled) is parsed by `process_req` without the QP table, the purge logic or the walk;
-//! every other CQE goes to `process`. Requester CQEs are checked against the producer position
-//! the poster published in the QP's doorbell record and against the WQE's own size.
+//! signaled) is parsed by `run_hot` without the QP table, the purge logic or the walk: one
+//! test of `op_own` against the expected owner parity (opcode REQ, no scatter bits), one
+//! 8-byte load of CQE bytes 56..63 compared with the QP number and the expected
+//! `wqe_counter`, the WQE's size from our own ring, checked against the producer position the
+//! poster published in the QP's doorbell record (re-read only when a WQE seems past it). The
+//! queue's state sits in registers (`HotSq`, taken once per poll) and the retired position is
+//! published when the short way ends. Every other CQE goes to `process`.
+//!
+//! After the last CQE of a poll the consumer index goes to the CQ doorbell record once. The
+//! CQE loads must be complete before that store hands the slots back: on x86_64 a store never
+//! passes an earlier load (a compiler barrier suffices); on aarch64 that takes `dsb ld`.
+//!
+//! A CQ created to report completion timestamps would read the 64-bit timestamp at CQE byte
+//! 48; `run_hot` and `process` are where it goes, decided once per poll (a flag of the CQ),
+//! not per CQE.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -121,6 +134,63 @@ const REQ_OPCODE: [WcOpcode; 256] = {
     }
     t
 };
+
+/// `byte_len` of a successful requester completion by send WQE opcode (READ: the CQE's
+/// byte count instead).
+const REQ_LEN: [u32; 256] = {
+    let mut t = [0u32; 256];
+    t[MLX5_OPCODE_ATOMIC_CS as usize] = 8;
+    t[MLX5_OPCODE_ATOMIC_FA as usize] = 8;
+    t
+};
+
+/// Bytes 1..5 of the little-endian u64 of CQE bytes 56..63: the qpn and the wqe_counter.
+const HOT_MATCH_MASK: u64 = 0x0000_ffff_ffff_ff00;
+
+/// A send queue on the short way ([`Mlx5Cq::run_hot`]), copied out of its `QpShared` once
+/// per poll so the per-CQE work touches registers and the rings only.
+struct HotSq {
+    /// The qpn as CQE bytes 57..59 hold it, in bytes 1..3 of a little-endian u64 of bytes
+    /// 56..63 (see `run_hot`).
+    tag: u64,
+    qpn: u32,
+    wrid: *const std::sync::atomic::AtomicU64,
+    buf: *const u8,
+    mask: u32,
+    dbrec: *const u32,
+    /// The queue's `SqDone`, alive while the QP is (see `hot_sq`).
+    done: *const super::shared::SqDone,
+    /// Retired WQEBB position (published by `flush`).
+    ci: u32,
+    /// The producer position the poster last published, as read here (it only grows).
+    pi: u32,
+    /// Requests retired since the last `flush`.
+    n: u32,
+}
+
+/// The producer position the poster published in the send dbrec, as a free-running
+/// position near `ci` (the 16-bit send counter is never more than `wqe_cnt` (<= 32768)
+/// ahead of `ci`).
+#[cold]
+#[inline(never)]
+fn read_pi(dbrec: *const u32, ci: u32) -> u32 {
+    // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is (checked
+    // `alive` in `hot_sq`, under `CqShared::polling`).
+    let db = unsafe { (*(dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire) };
+    ci.wrapping_add(u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK)
+}
+
+impl HotSq {
+    /// Publish the retired position and count.
+    #[inline(always)]
+    fn flush(self) {
+        if self.n != 0 {
+            // SAFETY: `done` lives in the hot QP's `QpShared`, held by an entry of the CQ
+            // for this whole poll (see `hot_sq`).
+            unsafe { &*self.done }.retire(self.ci, self.n);
+        }
+    }
+}
 
 /// The completion opcode of a requester CQE, from the send WQE opcode (CQE byte 56).
 const fn req_opcode(wqe_op: u8) -> WcOpcode {
@@ -548,64 +618,135 @@ impl<D: Owners> Mlx5Cq<D> {
         true
     }
 
-    /// A successful requester CQE with no scattered data (`op_own & MLX5_CQE_REQ_PLAIN_MASK == 0`). Takes the
-    /// short way when it completes the oldest outstanding WQE of the last QP hit, which has
-    /// no purge pending (nothing covered, nothing to walk); anything else is left
-    /// (false) to [`Self::process`], which handles every case. Gives back one CQ entry.
+    /// The send queue of the last QP a CQE named, ready for [`Self::run_hot`]; `None` when
+    /// there is none, or it has a purge pending or is dead (its CQEs go to `process`).
+    /// Called with `shared.polling` set (it reads the QP's memory).
     #[inline(always)]
-    fn process_req(&self, cqe: *const u8, out: &mut Completion) -> bool {
-        // SAFETY: `cqe` is a 64-byte CQE of this CQ; both offsets are 4-aligned.
-        let (sop_qpn, wc) = unsafe {
-            (
-                be32_at(cqe, cqe64::SOP_DROP_QPN),
-                be32_at(cqe, cqe64::WQE_COUNTER) >> 16,
-            )
-        };
-        let qpn = sop_qpn & MLX5_QPN_MASK;
-        if qpn != self.hot_qpn {
-            return false;
+    fn hot_sq(&self) -> Option<HotSq> {
+        if self.hot_qpn == u32::MAX {
+            return None;
         }
         // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by
         // `lookup`, cleared by `register`, the only place entries go), which holds an `Arc`.
         let qp = unsafe { &*self.hot_qp };
         // `alive` as in `process` (`SeqCst`, see `CqShared::polling`).
-        if qp.purge_send.load(Ordering::Relaxed) != 0 || !qp.alive.load(Ordering::SeqCst) {
-            return false;
+        if qp.purge_send.load(Ordering::Relaxed) != 0
+            || !qp.alive.load(Ordering::SeqCst)
+            || qp.sq_buf.is_null()
+        {
+            return None;
         }
-        let sq = &qp.sq;
-        let ci = sq.done.ci.load(Ordering::Relaxed);
-        // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is.
-        let db =
-            unsafe { (*(qp.dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire) };
-        // Published WQEBBs not yet retired (see `process`).
-        let posted = u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK;
-        // The WQE's size from its ctrl segment (see `QpShared::nbb_at`); a ds of 0 (no valid
-        // WQE) makes `nbb - 1` huge and goes to `process`.
-        let off = (ci & sq.mask) as usize * MLX5_SEND_WQE_BB + ctrl::DS;
-        // SAFETY: `off` is inside the SQ ring; the WQE at `ci` is outstanding when it passes
-        // the checks below (and the byte is only looked at otherwise).
-        let ds = u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(off)) })
-            & MLX5_WQE_CTRL_DS_MASK;
-        let nbb = (ds + 3) >> 2;
-        if (wc ^ ci) & MLX5_WQE_INDEX_MASK != 0 || nbb.wrapping_sub(1) >= posted {
-            return false;
+        let ci = qp.sq.done.ci.load(Ordering::Relaxed);
+        Some(HotSq {
+            tag: u64::from(self.hot_qpn.to_be()),
+            qpn: self.hot_qpn,
+            wrid: qp.sq.wrid.as_ptr(),
+            buf: qp.sq_buf,
+            mask: qp.sq.mask,
+            dbrec: qp.dbrec,
+            done: &*qp.sq.done,
+            ci,
+            pi: read_pi(qp.dbrec, ci),
+            n: 0,
+        })
+    }
+
+    /// The short way: successful requester CQEs without scattered data, each completing the
+    /// oldest outstanding WQE of `h`'s queue (nothing covered: selective signaling off, or
+    /// every WR signaled). Fills `out` from its start and returns how many; stops at the
+    /// first CQE it does not take (not ready, or anything else: `poll` hands that one to
+    /// [`Self::process`], which handles every case). The retired position stays in `h`
+    /// until [`HotSq::flush`].
+    // Out of line: its own register allocation, not the outer loop's.
+    #[inline(never)]
+    fn run_hot(&self, h: &mut HotSq, ci: u32, out: &mut [Completion]) -> usize {
+        let mask = self.dv.cqe_cnt - 1;
+        let stride = 1usize << self.cqe_shift;
+        let (tag, qpn, wrid, buf, sq_mask) = (h.tag, h.qpn, h.wrid, h.buf, h.mask);
+        // Retired position and the published producer position, in registers.
+        let (mut sci, mut pi) = (h.ci, h.pi);
+        // The CQE pointer advances by one slot; the owner bit expected (the wrap parity of
+        // the position) flips where the ring wraps.
+        let mut cqe = self
+            .cqe0
+            .wrapping_add(((ci & mask) as usize) << self.cqe_shift);
+        let mut parity = u8::from(ci & self.dv.cqe_cnt != 0);
+        let ring_end = self
+            .cqe0
+            .wrapping_add((self.dv.cqe_cnt as usize) << self.cqe_shift);
+        let mut k = 0;
+        for slot_out in out.iter_mut() {
+            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
+            // Opcode REQ, no scatter, owner bit = the wrap parity: one test (an INVALID
+            // opcode fails it too).
+            if (op_own ^ parity) & (MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK) != 0 {
+                break;
+            }
+            // Orders the owner-bit load above before the loads of the CQE body below.
+            from_device_load_barrier();
+            // Bytes 56..63 in one load, as they lie in memory: sop (byte 0), qpn (bytes
+            // 1..3, big-endian), wqe_counter (bytes 4..5, big-endian), signature, op_own.
+            // SAFETY: 8-aligned 8 bytes inside the CQE (CQEs are 64-byte aligned).
+            let w = u64::from_le(unsafe {
+                core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u64)
+            });
+            // The QP is the hot one and the WQE named is the oldest outstanding one: bytes
+            // 1..5 equal `tag` and the expected counter (compared without byte swaps).
+            let want = tag | u64::from((sci as u16).to_be()) << 32;
+            if (w ^ want) & HOT_MATCH_MASK != 0 {
+                break;
+            }
+            // Something must be outstanding before the ring is read (a stray CQE is not).
+            if pi == sci {
+                pi = read_pi(h.dbrec, sci);
+                if pi == sci {
+                    break;
+                }
+            }
+            let slot = (sci & sq_mask) as usize;
+            // The WQE's size from its ctrl segment (our own ring, unchanged while the WQE is
+            // outstanding); a ds of 0 makes `nbb - 1` huge and fails the check below.
+            // SAFETY: `slot` is a WQEBB of the SQ ring; ctrl byte 7 is inside it.
+            let ds = u32::from(unsafe {
+                core::ptr::read_volatile(buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS))
+            }) & MLX5_WQE_CTRL_DS_MASK;
+            let nbb = (ds + 3) >> 2;
+            // The whole WQE must be below the published producer position.
+            if nbb.wrapping_sub(1) >= pi.wrapping_sub(sci) {
+                pi = read_pi(h.dbrec, sci);
+                if nbb.wrapping_sub(1) >= pi.wrapping_sub(sci) {
+                    break;
+                }
+            }
+            let op = w as u8;
+            let byte_len = if op == MLX5_OPCODE_RDMA_READ {
+                // SAFETY: byte_cnt is a 4-aligned word of the CQE.
+                unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
+            } else {
+                REQ_LEN[op as usize]
+            };
+            *slot_out = Completion {
+                // SAFETY: `wrid` has `sq_mask + 1` entries; `slot` is masked.
+                wr_id: unsafe { &*wrid.add(slot) }.load(Ordering::Relaxed),
+                status: WcStatus::Success,
+                opcode: REQ_OPCODE[op as usize],
+                byte_len,
+                qp_num: qpn,
+                ..Completion::EMPTY
+            };
+            sci = sci.wrapping_add(nbb);
+            k += 1;
+            cqe = cqe.wrapping_add(stride);
+            if cqe == ring_end {
+                parity ^= 1;
+                cqe = self.cqe0;
+            }
         }
-        let wqe_op = (sop_qpn >> 24) as u8;
-        *out = Completion {
-            wr_id: sq.wrid_at(ci),
-            status: WcStatus::Success,
-            opcode: REQ_OPCODE[wqe_op as usize],
-            byte_len: match wqe_op {
-                MLX5_OPCODE_ATOMIC_CS | MLX5_OPCODE_ATOMIC_FA => 8,
-                // SAFETY: as above, byte_cnt is 4-aligned.
-                MLX5_OPCODE_RDMA_READ => unsafe { be32_at(cqe, cqe64::BYTE_CNT) },
-                _ => 0,
-            },
-            qp_num: qpn,
-            ..Completion::EMPTY
-        };
-        sq.done.retire(ci.wrapping_add(nbb), 1);
-        true
+        h.ci = sci;
+        h.pi = pi;
+        h.n += k as u32;
+        k
     }
 
     fn scatter_req(&self, idx: usize, cqe: *const u8, op_own: u8, start: u32, len: u32) {
@@ -694,51 +835,66 @@ unsafe fn scatter_from_cqe(cqe: *const u8, op_own: u8, len: u32, segs: *const u8
 impl<D: Owners> CompletionQueue for Mlx5Cq<D> {
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> usize {
-        let mut n = 0;
         let start_ci = self.ci;
+        if out.is_empty() || !cqe_ready(&self.dv, start_ci) {
+            return 0;
+        }
+        // A CQE is there: from here on QP memory is read (see `CqShared::polling`).
+        self.shared.polling.store(true, Ordering::SeqCst);
+        let mut n = 0;
         let mut ci = start_ci;
         let mut released = 0u32;
-        let mask = self.dv.cqe_cnt - 1;
-        while n < out.len() {
-            // Pure address arithmetic (`wrapping_add`); as `cqe_ptr`.
-            let cqe = self
-                .cqe0
-                .wrapping_add(((ci & mask) as usize) << self.cqe_shift);
-            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
-            if op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
-                || ((op_own & MLX5_CQE_OWNER_MASK) != 0) != ((ci & (mask + 1)) != 0)
-            {
-                break;
+        let mut hot = self.hot_sq();
+        loop {
+            if let Some(h) = hot.as_mut() {
+                let k = self.run_hot(h, ci, &mut out[n..]);
+                n += k;
+                ci = ci.wrapping_add(k as u32);
+                released += k as u32;
+                if n == out.len() {
+                    break;
+                }
             }
-            if ci == start_ci {
-                // The first CQE of this poll: from here on QP memory is read (see
-                // `CqShared::polling`).
-                self.shared.polling.store(true, Ordering::SeqCst);
+            if !cqe_ready(&self.dv, ci) {
+                break;
             }
             // Orders the owner-bit load above before the loads of the CQE body below.
             from_device_load_barrier();
-            // A successful requester CQE without scattered data takes the short way.
-            if op_own & MLX5_CQE_REQ_PLAIN_MASK == 0 && self.process_req(cqe, &mut out[n]) {
-                released += 1;
-                n += 1;
-            } else {
-                self.ci = ci;
-                n += self.process(cqe, op_own, &mut out[n], &mut released) as usize;
+            // `process` reads and retires the same queues: publish what the short way did.
+            if let Some(h) = hot.take() {
+                h.flush();
             }
+            let cqe = self
+                .cqe0
+                .wrapping_add(((ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
+            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
+            self.ci = ci;
+            n += self.process(cqe, op_own, &mut out[n], &mut released) as usize;
             ci = ci.wrapping_add(1);
+            if n == out.len() {
+                break;
+            }
+            hot = self.hot_sq();
+        }
+        if let Some(h) = hot {
+            h.flush();
         }
         self.ci = ci;
-        if ci != start_ci {
-            // Orders our reads of the consumed CQEs before the dbrec store that hands their
-            // slots back to the device.
-            to_device_store_barrier();
-            // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
-            unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
-            self.shared.ci.store(ci, Ordering::Release);
-            self.shared.release(released);
-            self.shared.polling.store(false, Ordering::Release);
-        }
+        // The CQE loads above must be complete before the dbrec store below lets the device
+        // reuse their slots. On x86_64 a store never passes an earlier load, so only the
+        // compiler must be held (`to_device_store_barrier` is a compiler barrier there); on
+        // aarch64 `to_device_store_barrier` (`dsb st`) waits for stores only, while
+        // `from_device_load_barrier` (`dsb ld`) waits for the earlier loads.
+        #[cfg(target_arch = "x86_64")]
+        to_device_store_barrier();
+        #[cfg(not(target_arch = "x86_64"))]
+        from_device_load_barrier();
+        // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
+        unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
+        self.shared.ci.store(ci, Ordering::Release);
+        self.shared.release(released);
+        self.shared.polling.store(false, Ordering::Release);
         n
     }
 
