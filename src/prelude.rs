@@ -12,7 +12,9 @@
 //!   [`MemoryRegion`];
 //! - work requests and completions: [`SendWr`], [`SendOp`], [`SendFlags`], [`Sge`],
 //!   [`UdDest`], [`RecvWr`], [`Completion`], [`WcStatus`], [`WcOpcode`], [`WcFlags`],
-//!   [`PostError`], [`Rejected`];
+//!   [`PostError`], [`Rejected`], [`PostListError`], [`RingError`], [`SendBatch`];
+//! - registered memory: [`RegisteredBuf`] (from [`Provider::alloc_buf`]), [`Pages`],
+//!   [`RemoteMr`] (a window the peer may access);
 //! - QP set-up: [`QpType`], [`QpCaps`], [`QpConfig`], [`QpState`], [`ConnectOpts`],
 //!   [`Access`], [`QpEndpoint`], [`Mtu`], [`ProviderKind`];
 //! - [`Error`] and [`Result`].
@@ -63,8 +65,9 @@ pub use crate::providers::mlx5::Mlx5Device;
 pub use crate::providers::sim::SimDevice;
 pub use crate::providers::verbs::VerbsDevice;
 pub use crate::providers::{
-    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, PostError, Provider,
-    ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState, QpType, QueuePair, RecvQueue, RecvWr,
-    Rejected, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
+    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, Pages, PostError,
+    PostListError, Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState, QpType,
+    QueuePair, RecvQueue, RecvWr, RegisteredBuf, Rejected, RemoteMr, RingError, SendBatch,
+    SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
 };
 pub use crate::{Error, Result};

@@ -35,29 +35,13 @@ pub struct VerbsSq {
     pub(super) ring_error: Option<RingError>,
 }
 
-/// A `ring` that libibverbs refused (after all our checks passed: should not happen).
-/// The refused requests and every one staged after them were taken back: they never reach
-/// the device and produce no completion.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RingError {
-    /// The errno `ibv_post_send` returned.
-    pub errno: i32,
-    /// wr_id of the first request taken back.
-    pub first_wr_id: u64,
-    /// How many were taken back.
-    pub count: u32,
-}
+pub use crate::types::RingError;
 
 // SAFETY: `qp` is the QP owned by the VerbsQp this queue belongs to; verbs objects may be used
 // from any thread and `&mut self` keeps one producer.
 unsafe impl Send for VerbsSq {}
 
 impl VerbsSq {
-    /// The error of the last refused `ring`, if any (cleared by this call).
-    pub fn take_ring_error(&mut self) -> Option<RingError> {
-        self.ring_error.take()
-    }
-
     /// Requests outstanding (posted or staged, not yet retired by a completion).
     pub fn outstanding(&self) -> u32 {
         (self.next_seq - self.ring.retired.load(Ordering::Acquire)) as u32
@@ -323,6 +307,10 @@ impl SendQueue for VerbsSq {
             self.budget.release(count);
         }
         self.staged = 0;
+    }
+
+    fn take_ring_error(&mut self) -> Option<RingError> {
+        self.ring_error.take()
     }
 
     fn free_slots(&self) -> u32 {

@@ -207,7 +207,7 @@ impl<A> Copy for SendWr<'_, A> {}
 
 impl<'a, A> SendWr<'a, A> {
     /// A request with `op` over `sges`, unsignaled.
-    pub fn new(wr_id: u64, op: SendOp, sges: &'a [Sge]) -> Self {
+    pub const fn new(wr_id: u64, op: SendOp, sges: &'a [Sge]) -> Self {
         SendWr {
             wr_id,
             op,
@@ -227,6 +227,46 @@ impl<'a, A> SendWr<'a, A> {
     /// RDMA READ from `raddr`/`rkey` into `sges`, unsignaled.
     pub fn read(wr_id: u64, sges: &'a [Sge], raddr: u64, rkey: u32) -> Self {
         Self::new(wr_id, SendOp::Read { raddr, rkey }, sges)
+    }
+    /// SEND WITH IMMEDIATE of `sges` (`imm` in host order), unsignaled.
+    pub fn send_imm(wr_id: u64, sges: &'a [Sge], imm: u32) -> Self {
+        Self::new(wr_id, SendOp::SendImm { imm }, sges)
+    }
+    /// RDMA WRITE WITH IMMEDIATE of `sges` to `raddr`/`rkey`, unsignaled. It consumes one
+    /// receive at the peer, which completes with `imm`.
+    pub fn write_imm(wr_id: u64, sges: &'a [Sge], raddr: u64, rkey: u32, imm: u32) -> Self {
+        Self::new(wr_id, SendOp::WriteImm { raddr, rkey, imm }, sges)
+    }
+    /// 8-byte compare-and-swap at `raddr` (8-byte aligned); the old value lands in `local`
+    /// (one 8-byte SGE), unsignaled.
+    pub fn cas(
+        wr_id: u64,
+        local: &'a [Sge],
+        raddr: u64,
+        rkey: u32,
+        compare: u64,
+        swap: u64,
+    ) -> Self {
+        let op = SendOp::CompareSwap {
+            raddr,
+            rkey,
+            compare,
+            swap,
+        };
+        Self::new(wr_id, op, local)
+    }
+    /// 8-byte fetch-and-add at `raddr` (8-byte aligned); the old value lands in `local`
+    /// (one 8-byte SGE), unsignaled.
+    pub fn faa(wr_id: u64, local: &'a [Sge], raddr: u64, rkey: u32, add: u64) -> Self {
+        Self::new(wr_id, SendOp::FetchAdd { raddr, rkey, add }, local)
+    }
+    /// Signaled when `yes` (for selective signaling: `.signaled_if(i % 16 == 15)`).
+    pub fn signaled_if(self, yes: bool) -> Self {
+        if yes {
+            self.signaled()
+        } else {
+            self
+        }
     }
     /// Use inline data instead of SGEs.
     pub fn inline(mut self, data: &'a [u8]) -> Self {
@@ -258,4 +298,75 @@ pub struct RecvWr<'a> {
     pub wr_id: u64,
     /// Scatter list.
     pub sges: &'a [Sge],
+}
+
+impl<'a> RecvWr<'a> {
+    /// A receive into `sges` (may be empty: enough for a WRITE WITH IMMEDIATE's immediate).
+    pub const fn new(wr_id: u64, sges: &'a [Sge]) -> Self {
+        RecvWr { wr_id, sges }
+    }
+}
+
+/// Up to `N` send requests built one by one and posted with one doorbell, without a dummy
+/// array: `push` them, then hand [`SendBatch::as_slice`] to `post_list`. Lives on the stack;
+/// nothing is allocated.
+/// `A` is the provider's address handle type, as in [`SendWr`].
+#[derive(Debug)]
+pub struct SendBatch<'a, A, const N: usize> {
+    wrs: [SendWr<'a, A>; N],
+    len: usize,
+}
+
+impl<A, const N: usize> Clone for SendBatch<'_, A, N> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A, const N: usize> Copy for SendBatch<'_, A, N> {}
+
+impl<'a, A, const N: usize> Default for SendBatch<'a, A, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<'a, A, const N: usize> SendBatch<'a, A, N> {
+    /// An empty batch.
+    pub const fn new() -> Self {
+        SendBatch {
+            wrs: [SendWr::new(0, SendOp::Send, &[]); N],
+            len: 0,
+        }
+    }
+    /// Adds `wr`; hands it back when the batch already holds `N`.
+    pub fn push(&mut self, wr: SendWr<'a, A>) -> Result<(), SendWr<'a, A>> {
+        match self.wrs.get_mut(self.len) {
+            Some(slot) => {
+                *slot = wr;
+                self.len += 1;
+                Ok(())
+            }
+            None => Err(wr),
+        }
+    }
+    /// The requests pushed, in order.
+    pub fn as_slice(&self) -> &[SendWr<'a, A>] {
+        &self.wrs[..self.len]
+    }
+    /// How many are pushed.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when nothing is pushed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// True when `N` are pushed.
+    pub fn is_full(&self) -> bool {
+        self.len == N
+    }
+    /// Empties the batch.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
 }
