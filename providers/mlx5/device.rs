@@ -157,12 +157,12 @@ impl std::fmt::Debug for QpOwner {
 /// (`mlx5dv_init_obj(AH)`), which UD sends copy into their WQEs.
 pub struct Mlx5Ah {
     av: AddressVector,
-    _ah: verbs::Ah,
+    verbs: verbs::Ah,
 }
 
 impl std::fmt::Debug for Mlx5Ah {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mlx5Ah").field("ah", &self._ah).finish()
+        f.debug_struct("Mlx5Ah").field("ah", &self.verbs).finish()
     }
 }
 
@@ -581,7 +581,7 @@ impl Provider for Mlx5Device {
         unsafe { std::ptr::copy_nonoverlapping(out.av, av.as_mut_ptr(), 48) };
         Ok(Mlx5Ah {
             av: AddressVector(av),
-            _ah: ah,
+            verbs: ah,
         })
     }
 }
