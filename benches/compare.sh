@@ -54,17 +54,23 @@ walltime() {
 printf '%-10s %6s %9s %11s %7s %9s %11s %7s\n' workload n "C Ir/op" "Rust Ir/op" ratio \
     "C ns/op" "Rust ns/op" ratio
 json=()
-for w in single single_wrs fast batch32 poll16; do
+for w in single single_wrs fast batch32 poll16 poll1 recv16 mixed16; do
     # "fast" (our WRITE-inline fast path) and "single_wrs" (generic post of requests read
-    # from an array) compare with the same single-post C writer.
-    cw_name=$w
-    if [ "$w" = fast ] || [ "$w" = single_wrs ]; then cw_name=single; fi
-    c=$(count "$OUT/c.$w" "cg_$cw_name" "$OUT/ref_writer" "$cw_name" "$N")
-    r=$(count "$OUT/r.$w" "*cg_$w*" "$RUST_BIN" --callgrind "$w" "$N")
+    # from an array) compare with the same single-post C writer. recv16 and mixed16 count
+    # one poll per round of 16 CQEs (cg_round16 on both sides).
+    cw_name=$w fn=$w
+    if [ "$w" = fast ] || [ "$w" = single_wrs ]; then cw_name=single fn=single; fi
+    if [ "$w" = recv16 ] || [ "$w" = mixed16 ]; then fn=round16; fi
+    cfn=$fn
+    if [ "$w" = single_wrs ] || [ "$w" = fast ]; then cfn=single; fi
+    c=$(count "$OUT/c.$w" "cg_$cfn" "$OUT/ref_writer" "$cw_name" "$N")
+    rfn=$w
+    if [ "$w" = recv16 ] || [ "$w" = mixed16 ]; then rfn=round16; fi
+    r=$(count "$OUT/r.$w" "*cg_$rfn*" "$RUST_BIN" --callgrind "$w" "$N")
     read -r cper rper ratio < <(awk -v c="$c" -v r="$r" -v n="$N" \
         'BEGIN { printf "%.1f %.1f %.2f\n", c / n, r / n, (r / n) / (c / n) }')
     cw=null rw=null tratio=null
-    if [ "$w" != poll16 ] && [ "$w" != single_wrs ]; then
+    if [ "$w" = single ] || [ "$w" = fast ] || [ "$w" = batch32 ]; then
         # C and Rust alternate, so both see the same machine load.
         cw=$(walltime "$OUT/ref_writer" time "$cw_name" 1000 "$RUNS")
         rw=$(walltime "$RUST_BIN" --time "$w" 1000 "$RUNS")
@@ -78,7 +84,9 @@ done
 echo "# single: one inline 8-byte RDMA WRITE through the generic SendQueue::post + 8-byte"
 echo "# doorbell, the request built in the loop (as the C writer gets its inputs as arguments);"
 echo "# single_wrs: the same with requests read from an array; fast: Mlx5Sq::post_write_inline;"
-echo "# batch32: generic post, one doorbell per 32 (per WQE); poll16: per CQE at batch 16."
+echo "# batch32: generic post, one doorbell per 32 (per WQE); poll16: per CQE at batch 16;"
+echo "# poll1: per CQE, one per poll; recv16: receive CQEs (receive wr_id), 16 per poll;"
+echo "# mixed16: send and receive CQEs alternating, 16 per poll. C pollers: benches/c."
 echo "# ns/op: median of $RUNS runs of 1000 posts inside each program, best of 3; noisy on"
 echo "# shared cores: instructions are the exact figure. Plain memory, not hardware."
 (IFS=,; echo "JSON {\"bench\":\"compare\",\"results\":[${json[*]}]}")

@@ -17,8 +17,9 @@ use plain::{BenchOp, Loopback, Plain};
 use rdma_direct::providers::mlx5::AddressVector;
 use rdma_direct::providers::mlx5::DoorbellMode;
 use rdma_direct::providers::{
-    Completion, CompletionQueue, QueuePair, SendFlags, SendQueue, SendWr, Sge,
+    Completion, CompletionQueue, QueuePair, RecvQueue, RecvWr, SendFlags, SendQueue, SendWr, Sge,
 };
+use rdma_direct::wire::MLX5_CQE_RESP_SEND;
 
 const SQ: u32 = 4096;
 /// Requests per run: a multiple of every batch size; at 2 WQEBBs each they fit the SQ.
@@ -161,6 +162,67 @@ fn cg_poll16(
     got
 }
 
+/// Callgrind workload: poll `n` CQEs one per call.
+#[inline(never)]
+fn cg_poll1(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq, n: usize) -> usize {
+    let mut out = [Completion::EMPTY; 1];
+    let mut got = 0;
+    while got < n {
+        let k = cq.poll(&mut out);
+        if k == 0 {
+            break;
+        }
+        got += k;
+    }
+    black_box(&out);
+    got
+}
+
+/// Callgrind workload: one poll of up to 16 CQEs (the `recv16` and `mixed16` rounds: the
+/// receives and sends are posted and the CQEs written outside it).
+#[inline(never)]
+fn cg_round16(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq, out: &mut [Completion; 16]) -> usize {
+    cq.poll(out)
+}
+
+/// Rounds of 16 CQEs until `n`: `sends` of them requester CQEs of signaled SENDs, the rest
+/// responder CQEs (incoming SENDs) of posted receives, interleaved; each round polled once
+/// by `cg_round16`.
+fn rounds(lb: &mut Loopback, n: u32, sends: u32) -> usize {
+    let sge = lb.sge(8);
+    let payload = [0u8; 8];
+    let mut out = [Completion::EMPTY; 16];
+    let (mut got, mut rq_ci, mut id) = (0usize, 0u16, 0u64);
+    while got < n as usize {
+        for k in 0..16u32 {
+            id += 1;
+            if k % (16 / sends.max(1)).max(1) == 0 && sends > 0 {
+                let wr = lb.wr(BenchOp::Send, &sge, &payload, id).signaled();
+                lb.qp.sq().post(wr).expect("fits");
+                lb.qp.sq().ring();
+                lb.dev.complete_sends(&mut lb.dcq);
+            } else {
+                lb.qp
+                    .rq()
+                    .post_recv(RecvWr {
+                        wr_id: id,
+                        sges: &sge,
+                    })
+                    .expect("fits");
+                lb.qp.rq().ring();
+                lb.dcq
+                    .push(&plain::Cqe::resp(MLX5_CQE_RESP_SEND, 0x4242, rq_ci, 8, 0));
+                rq_ci = rq_ci.wrapping_add(1);
+            }
+        }
+        let k = cg_round16(&mut lb.cq, &mut out);
+        assert_eq!(k, 16, "a round polls its 16 CQEs");
+        got += k;
+    }
+    black_box(&out);
+    got
+}
+
 fn callgrind(kind: &str, n: u32) {
     let n = n.min(4000);
     let mut lb = Loopback::new(4096);
@@ -198,9 +260,21 @@ fn callgrind(kind: &str, n: u32) {
             let got = cg_poll16(&mut lb.cq, n as usize, &mut out);
             println!("polled {got}");
         }
+        "poll1" => {
+            for i in 0..n as u64 {
+                let wr = lb.wr(BenchOp::Send, &sge, &payload, i).signaled();
+                lb.qp.sq().post(wr).expect("fits");
+            }
+            lb.qp.sq().ring();
+            lb.dev.complete_sends(&mut lb.dcq);
+            println!("polled {}", cg_poll1(&mut lb.cq, n as usize));
+        }
+        "recv16" => println!("polled {}", rounds(&mut lb, n, 0)),
+        "mixed16" => println!("polled {}", rounds(&mut lb, n, 8)),
         other => {
             eprintln!(
-                "unknown callgrind workload {other}: single | single_wrs | fast | batch32 | poll16"
+                "unknown callgrind workload {other}: single | single_wrs | fast | batch32 | \
+                 poll16 | poll1 | recv16 | mixed16"
             );
             std::process::exit(2);
         }
@@ -217,14 +291,19 @@ fn time_workload(kind: &str, n: u32, runs: usize) -> f64 {
     lb.qp.set_doorbell_mode(DoorbellMode::Doorbell);
     let payload = 0x0102_0304_0506_0708u64.to_ne_bytes();
     let mut per: Vec<f64> = Vec::with_capacity(runs);
+    let sge: [Sge; 1] = lb.sge(8);
+    let wrs: Vec<SendWr<'_>> = (0..n)
+        .map(|i| lb.wr(BenchOp::WriteInline, &sge, &payload, u64::from(i)))
+        .collect();
     for r in 0..runs + 5 {
         let t = Instant::now();
         match kind {
             "single" => cg_single(lb.qp.sq(), n, &payload),
+            "single_wrs" => cg_single_wrs(lb.qp.sq(), &wrs),
             "fast" => cg_fast(lb.qp.sq(), n, &payload),
             "batch32" => cg_batch32(lb.qp.sq(), n, &payload),
             other => {
-                eprintln!("unknown timed workload {other}: single | fast | batch32");
+                eprintln!("unknown timed workload {other}: single | single_wrs | fast | batch32");
                 std::process::exit(2);
             }
         }

@@ -101,3 +101,26 @@ fn bad_options_are_refused_clearly() {
         assert!(err.contains(msg), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn json_goes_to_its_file_one_object_per_line_and_not_to_stdout() {
+    let path = std::env::temp_dir().join(format!("rdma-direct-bench-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().unwrap();
+    let (code, out, err) = run(&["post", "-n", "500", "--json", p]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out2, err) = run(&["poll", "-n", "500", "-l", "1", "--json", p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains('{') && !out2.contains('{'), "{out}{out2}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("{\"bench\":\"post\"") && lines[0].ends_with('}'));
+    assert!(lines[0].contains("\"iters\":500") && lines[0].contains("\"t_typical_ns\":"));
+    assert!(lines[1].starts_with("{\"bench\":\"poll\"") && lines[1].contains("\"batch\":1"));
+    let _ = std::fs::remove_file(&path);
+    // An unwritable path is a clear error naming the option.
+    let (code, _, err) = run(&["post", "-n", "10", "--json", "/nonexistent-dir/x.json"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--json /nonexistent-dir/x.json"), "{err}");
+}

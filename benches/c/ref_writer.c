@@ -7,6 +7,11 @@
  *   ref_writer batch32 N   the same in batches of 32, one doorbell per batch
  *   ref_writer poll16 N    poll N CQEs in batches of 16 (owner check, load barrier, four
  *                          fields, dbrec once per batch)
+ *   ref_writer poll1 N     poll N requester CQEs one per call; wr_id from the send queue's
+ *                          wr_id array by wqe_counter
+ *   ref_writer recv16 N    responder CQEs, one poll of 16 per round (cg_round16); wr_id from
+ *                          the receive queue's wr_id array at its tail, byte_len from the CQE
+ *   ref_writer mixed16 N   requester and responder CQEs alternating, as above
  *   ref_writer time single|batch32 N RUNS
  *                          wall time: RUNS runs of N posts, prints the median ns per post
  *                          (the same writer functions; for benches/compare.sh's side-by-side)
@@ -139,6 +144,68 @@ __attribute__((noinline)) unsigned cg_poll16(struct cq *cq, unsigned n, struct w
 	return got;
 }
 
+#define RQ_WQE_CNT 4096u
+
+/* The same owner check, load barrier and dbrec as cg_poll16, plus the wr_id lookups a real
+ * poller needs: by wqe_counter in the send queue's array, at the tail of the receive
+ * queue's. */
+struct cq2 {
+	uint8_t *buf;
+	uint32_t ci;
+	uint32_t rq_tail;
+	volatile uint32_t *dbrec;
+	uint64_t *sq_wrid;
+	uint64_t *rq_wrid;
+};
+
+static inline unsigned poll_batch(struct cq2 *cq, struct wc *out, unsigned max)
+{
+	unsigned k = 0;
+
+	for (; k < max; k++) {
+		struct mlx5_cqe64 *cqe = (void *)(cq->buf + (cq->ci & (CQE_CNT - 1)) * 64);
+		uint8_t op_own = *(volatile uint8_t *)&cqe->op_own;
+
+		if ((op_own >> 4) == MLX5_CQE_INVALID ||
+		    ((op_own & MLX5_CQE_OWNER_MASK) ^ !!(cq->ci & CQE_CNT)))
+			break;
+		load_barrier();
+		out[k].qpn = be32toh(cqe->sop_drop_qpn) & 0xffffff;
+		out[k].opcode = op_own >> 4;
+		if ((op_own >> 4) == MLX5_CQE_REQ) {
+			out[k].wr_id = cq->sq_wrid[be16toh(cqe->wqe_counter) & (SQ_WQE_CNT - 1)];
+			out[k].byte_len = 0;
+		} else {
+			out[k].wr_id = cq->rq_wrid[cq->rq_tail++ & (RQ_WQE_CNT - 1)];
+			out[k].byte_len = be32toh(cqe->byte_cnt);
+		}
+		cq->ci++;
+	}
+	if (k) {
+		to_device_barrier();
+		cq->dbrec[0] = htobe32(cq->ci & 0xffffff);
+	}
+	return k;
+}
+
+__attribute__((noinline)) unsigned cg_poll1(struct cq2 *cq, unsigned n, struct wc *out)
+{
+	unsigned got = 0;
+
+	while (got < n) {
+		unsigned k = poll_batch(cq, out, 1);
+		if (!k)
+			break;
+		got += k;
+	}
+	return got;
+}
+
+__attribute__((noinline)) unsigned cg_round16(struct cq2 *cq, struct wc *out)
+{
+	return poll_batch(cq, out, 16);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -216,8 +283,36 @@ int main(int argc, char **argv)
 			c->wqe_counter = htobe16(i);
 		}
 		printf("polled %u\n", cg_poll16(&cq, n, out));
+	} else if (!strcmp(kind, "poll1") || !strcmp(kind, "recv16") || !strcmp(kind, "mixed16")) {
+		struct cq2 cq = {0};
+		struct wc out[16];
+		unsigned got = 0;
+		cq.buf = aligned_alloc(4096, CQE_CNT * 64);
+		cq.dbrec = aligned_alloc(64, 64);
+		cq.sq_wrid = calloc(SQ_WQE_CNT, 8);
+		cq.rq_wrid = calloc(RQ_WQE_CNT, 8);
+		memset(cq.buf, 0, CQE_CNT * 64);
+		for (unsigned i = 0; i < CQE_CNT; i++) {
+			struct mlx5_cqe64 *c = (void *)(cq.buf + i * 64);
+			int req = !strcmp(kind, "poll1") || (!strcmp(kind, "mixed16") && i % 2 == 0);
+			c->op_own = i < n ? (req ? MLX5_CQE_REQ : MLX5_CQE_RESP_SEND) << 4 : 0xf0;
+			c->sop_drop_qpn = htobe32(0x0a004242);
+			c->wqe_counter = htobe16(i);
+			c->byte_cnt = htobe32(8);
+		}
+		if (!strcmp(kind, "poll1")) {
+			got = cg_poll1(&cq, n, out);
+		} else {
+			while (got < n) {
+				unsigned k = cg_round16(&cq, out);
+				if (!k)
+					break;
+				got += k;
+			}
+		}
+		printf("polled %u\n", got);
 	} else {
-		fprintf(stderr, "usage: ref_writer single|batch32|poll16 [n]\n");
+		fprintf(stderr, "usage: ref_writer single|batch32|poll16|poll1|recv16|mixed16 [n]\n");
 		return 2;
 	}
 	return 0;

@@ -43,7 +43,20 @@
 //! `mlx5dv_create_qp` with `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE`). Should a CQE still
 //! carry data (`op_own` bits 0x4: the data is in CQE bytes 0..32; 0x8: in the 64 bytes before
 //! the CQE), the poller copies it into the local SGEs the WQE named (read back from our own
-//! RQ / SRQ / SQ ring), so the caller sees the same bytes either way.
+//! RQ / SRQ / SQ ring), so the caller sees the same bytes either way. A device can lie, so:
+//!
+//! - on the requester side the WQE's own opcode (from our SQ ring) decides, never the CQE's:
+//!   only a READ (its SGEs, at most the CQE's byte count) or an atomic (8 bytes) takes data;
+//! - the 64-byte form exists only with 128-byte CQEs (the data is the slot's first half; with
+//!   64-byte CQEs those bytes are the previous CQE or memory before the ring);
+//! - the SQ position, RQ tail or SRQ slot is given back only after the copy (the poster may
+//!   rewrite the entry's data segments as soon as it is);
+//! - a CQE whose data cannot go where the request said is reported `GeneralErr`, nothing
+//!   written, and counted in [`Mlx5Cq::bogus_cqes`].
+//!
+//! A CQE naming nothing outstanding (no send WQE between the retired and the published
+//! position, an empty RQ, an SRQ entry already completed and not yet taken back by the
+//! poster) is dropped and counted before any ring is read, so no request completes twice.
 //!
 //! ## CQ overrun
 //!
@@ -58,7 +71,9 @@
 //!
 //! A successful requester CQE without scattered data that completes the oldest outstanding
 //! WQE of the QP the last CQE named (nothing covered: selective signaling off, or every WR
-//! signaled) is parsed by `run_hot` without the QP table, the purge logic or the walk: one
+//! signaled) takes a short way without the QP table, the purge logic or the walk: a lone one
+//! (or one between CQEs of other kinds) through `process_req`, a run of them through
+//! `run_hot`: one
 //! test of `op_own` against the expected owner parity (opcode REQ, no scatter bits), one
 //! 8-byte load of CQE bytes 56..63 compared with the QP number and the expected
 //! `wqe_counter`, the WQE's size from our own ring, checked against the producer position the
@@ -121,85 +136,6 @@ pub fn syndrome_status(syndrome: u8) -> WcStatus {
         MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR => WcStatus::RnrRetryExcErr,
         MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR => WcStatus::RemAbortErr,
         _ => WcStatus::GeneralErr,
-    }
-}
-
-/// [`req_opcode`] of every byte.
-const REQ_OPCODE: [WcOpcode; 256] = {
-    let mut t = [WcOpcode::Send; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = req_opcode(i as u8);
-        i += 1;
-    }
-    t
-};
-
-/// `byte_len` of a successful requester completion by send WQE opcode (READ: the CQE's
-/// byte count instead).
-const REQ_LEN: [u32; 256] = {
-    let mut t = [0u32; 256];
-    t[MLX5_OPCODE_ATOMIC_CS as usize] = 8;
-    t[MLX5_OPCODE_ATOMIC_FA as usize] = 8;
-    t
-};
-
-/// Bytes 1..5 of the little-endian u64 of CQE bytes 56..63: the qpn and the wqe_counter.
-const HOT_MATCH_MASK: u64 = 0x0000_ffff_ffff_ff00;
-
-/// A send queue on the short way ([`Mlx5Cq::run_hot`]), copied out of its `QpShared` once
-/// per poll so the per-CQE work touches registers and the rings only.
-struct HotSq {
-    /// The qpn as CQE bytes 57..59 hold it, in bytes 1..3 of a little-endian u64 of bytes
-    /// 56..63 (see `run_hot`).
-    tag: u64,
-    qpn: u32,
-    wrid: *const std::sync::atomic::AtomicU64,
-    buf: *const u8,
-    mask: u32,
-    dbrec: *const u32,
-    /// The queue's `SqDone`, alive while the QP is (see `hot_sq`).
-    done: *const super::shared::SqDone,
-    /// Retired WQEBB position (published by `flush`).
-    ci: u32,
-    /// The producer position the poster last published, as read here (it only grows).
-    pi: u32,
-    /// Requests retired since the last `flush`.
-    n: u32,
-}
-
-/// The producer position the poster published in the send dbrec, as a free-running
-/// position near `ci` (the 16-bit send counter is never more than `wqe_cnt` (<= 32768)
-/// ahead of `ci`).
-#[cold]
-#[inline(never)]
-fn read_pi(dbrec: *const u32, ci: u32) -> u32 {
-    // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is (checked
-    // `alive` in `hot_sq`, under `CqShared::polling`).
-    let db = unsafe { (*(dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire) };
-    ci.wrapping_add(u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK)
-}
-
-impl HotSq {
-    /// Publish the retired position and count.
-    #[inline(always)]
-    fn flush(self) {
-        if self.n != 0 {
-            // SAFETY: `done` lives in the hot QP's `QpShared`, held by an entry of the CQ
-            // for this whole poll (see `hot_sq`).
-            unsafe { &*self.done }.retire(self.ci, self.n);
-        }
-    }
-}
-
-/// The completion opcode of a requester CQE, from the send WQE opcode (CQE byte 56).
-const fn req_opcode(wqe_op: u8) -> WcOpcode {
-    match wqe_op {
-        MLX5_OPCODE_RDMA_WRITE | MLX5_OPCODE_RDMA_WRITE_IMM => WcOpcode::RdmaWrite,
-        MLX5_OPCODE_RDMA_READ => WcOpcode::RdmaRead,
-        MLX5_OPCODE_ATOMIC_CS => WcOpcode::CompSwap,
-        MLX5_OPCODE_ATOMIC_FA => WcOpcode::FetchAdd,
-        _ => WcOpcode::Send,
     }
 }
 
@@ -446,8 +382,10 @@ impl<D: Owners> Mlx5Cq<D> {
             return false;
         };
         let is_req = opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR;
-        let e = &self.entries[idx];
-        let qp = &*e.qp;
+        // SAFETY: the entry's `Arc` keeps the `QpShared` alive; entries change only in
+        // `register` (`&mut self`, never during a poll). Not borrowed from `self`, so the
+        // poller's counters stay writable below.
+        let qp: &QpShared = unsafe { &*Arc::as_ptr(&self.entries[idx].qp) };
         let mark = if is_req {
             &qp.purge_send
         } else {
@@ -487,300 +425,37 @@ impl<D: Owners> Mlx5Cq<D> {
             out.vendor_err = syndrome as u32 | (vendor as u32) << 8;
         }
         if is_req {
-            let sq = &qp.sq;
-            let ci = sq.done.ci.load(Ordering::Relaxed);
-            // The producer position the poster published: the 16-bit send counter of the
-            // QP's dbrec, which is never more than `wqe_cnt` (<= 32768) ahead of `ci`.
-            // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is
-            // (checked `alive` above: its memory outlives the QpShared's registration).
-            let db = unsafe {
-                (*(qp.dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire)
-            };
-            let pi = ci.wrapping_add(u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK);
-            // The WQE named must be outstanding: between the retired position and the
-            // published producer position.
-            let dist = (wqe_counter as u32).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK;
-            if dist >= pi.wrapping_sub(ci) {
-                self.bogus += 1;
-                return false;
-            }
-            let start = ci.wrapping_add(dist);
-            let start_lo = start & MLX5_WQE_INDEX_MASK;
-            // The unsignaled requests this completion covers: the WQEs from the oldest
-            // outstanding one (at `ci`) up to the one named, which must start a WQE.
-            let covered = if start == ci {
-                0
-            } else {
-                match qp.wqes_between(ci, start) {
-                    Some(n) => n,
-                    None => {
-                        self.bogus += 1;
-                        return false;
-                    }
-                }
-            };
-            let end = start.wrapping_add(qp.nbb_at(start));
-            if end.wrapping_sub(ci) > pi.wrapping_sub(ci) {
-                self.bogus += 1;
-                return false;
-            }
-            out.wr_id = sq.wrid_at(start);
-            out.covered = covered;
-            if covered > 0 {
-                out.covered_from = sq.wrid_at(ci);
-            }
-            sq.done.retire(end, covered + 1);
-            *released += covered + 1;
-            let wqe_op = (sop_qpn >> 24) as u8;
-            out.opcode = req_opcode(wqe_op);
-            if !err {
-                out.byte_len = match wqe_op {
-                    MLX5_OPCODE_ATOMIC_CS | MLX5_OPCODE_ATOMIC_FA => 8,
-                    // SAFETY: see above.
-                    MLX5_OPCODE_RDMA_READ => unsafe { be32_at(cqe, cqe64::BYTE_CNT) },
-                    _ => 0,
-                };
-                if op_own & INLINE_SCATTER != 0 {
-                    self.scatter_req(idx, cqe, op_own, start_lo, out.byte_len);
-                }
-            }
-            return true;
+            return self.complete_send(
+                qp,
+                idx,
+                cqe,
+                op_own,
+                sop_qpn,
+                wqe_counter,
+                err,
+                out,
+                released,
+            );
         }
-        // Responder side.
-        out.opcode = WcOpcode::Recv;
-        // Where the receive's data segments are (for scatter-to-CQE): pointer and count.
-        let mut segs: (*const u8, usize) = (core::ptr::null(), 0);
-        if let Some(srq) = &qp.srq {
-            let i = wqe_counter as u32;
-            if i >= srq.wqe_cnt {
-                self.bogus += 1;
-                return false;
-            }
-            out.wr_id = srq.wrid[i as usize].load(Ordering::Relaxed);
-            if op_own & INLINE_SCATTER != 0 && !err {
-                // SRQ entry: a 16-byte next segment, then data segments.
-                let stride = srq.stride as usize;
-                segs = (
-                    srq.buf
-                        .wrapping_add(i as usize * stride + MLX5_WQE_DS_UNITS),
-                    (stride - MLX5_WQE_DS_UNITS) / MLX5_WQE_DS_UNITS,
-                );
-            }
-            srq.free(i);
-        } else if let Some(rq) = &qp.rq {
-            let tail = rq.tail.load(Ordering::Relaxed);
-            if tail == rq.head.load(Ordering::Acquire) {
-                self.bogus += 1;
-                return false;
-            }
-            out.wr_id = rq.wrid[(tail & rq.mask) as usize].load(Ordering::Relaxed);
-            if op_own & INLINE_SCATTER != 0 && !err && !qp.rq_buf.is_null() {
-                let stride = qp.rq_stride as usize;
-                let p = qp.rq_buf.wrapping_add((tail & rq.mask) as usize * stride);
-                segs = (p, stride / MLX5_WQE_DS_UNITS);
-            }
-            rq.tail.store(tail.wrapping_add(1), Ordering::Release);
-            *released += 1;
-        } else {
-            self.bogus += 1;
-            return false;
-        }
-        if err {
-            return true;
-        }
-        // SAFETY: see above.
-        out.byte_len = unsafe { be32_at(cqe, cqe64::BYTE_CNT) };
-        // SAFETY: see above.
-        let imm = unsafe { be32_at(cqe, cqe64::IMM_INVAL_PKEY) };
-        // SAFETY: see above.
-        let flags_rqpn = unsafe { be32_at(cqe, cqe64::FLAGS_RQPN) };
-        out.src_qp = flags_rqpn & MLX5_QPN_MASK;
-        if (flags_rqpn >> 24) as u8 & MLX5_CQE_FLAGS_GRH != 0 {
-            out.flags = WcFlags(out.flags.0 | WcFlags::GRH.0);
-        }
-        match opcode {
-            MLX5_CQE_RESP_WR_IMM => {
-                out.opcode = WcOpcode::RecvRdmaWithImm;
-                out.imm = imm;
-                out.flags = WcFlags(out.flags.0 | WcFlags::WITH_IMM.0);
-            }
-            MLX5_CQE_RESP_SEND_IMM => {
-                out.imm = imm;
-                out.flags = WcFlags(out.flags.0 | WcFlags::WITH_IMM.0);
-            }
-            _ => {}
-        }
-        if !segs.0.is_null() {
-            // SAFETY: the RQ / SRQ entry is ours (we wrote its data segments) and stays
-            // untouched until the poster reuses it, which needs this completion first.
-            unsafe { scatter_from_cqe(cqe, op_own, out.byte_len, segs.0, segs.1) };
-        }
-        true
+        self.complete_recv(qp, cqe, op_own, wqe_counter, err, out, released)
     }
 
-    /// The send queue of the last QP a CQE named, ready for [`Self::run_hot`]; `None` when
-    /// there is none, or it has a purge pending or is dead (its CQEs go to `process`).
-    /// Called with `shared.polling` set (it reads the QP's memory).
-    #[inline(always)]
-    fn hot_sq(&self) -> Option<HotSq> {
-        if self.hot_qpn == u32::MAX {
-            return None;
-        }
-        // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by
-        // `lookup`, cleared by `register`, the only place entries go), which holds an `Arc`.
-        let qp = unsafe { &*self.hot_qp };
-        // `alive` as in `process` (`SeqCst`, see `CqShared::polling`).
-        if qp.purge_send.load(Ordering::Relaxed) != 0
-            || !qp.alive.load(Ordering::SeqCst)
-            || qp.sq_buf.is_null()
-        {
-            return None;
-        }
-        let ci = qp.sq.done.ci.load(Ordering::Relaxed);
-        Some(HotSq {
-            tag: u64::from(self.hot_qpn.to_be()),
-            qpn: self.hot_qpn,
-            wrid: qp.sq.wrid.as_ptr(),
-            buf: qp.sq_buf,
-            mask: qp.sq.mask,
-            dbrec: qp.dbrec,
-            done: &*qp.sq.done,
-            ci,
-            pi: read_pi(qp.dbrec, ci),
-            n: 0,
-        })
+    /// A 64-byte scatter (`MLX5_INLINE_SCATTER_64`: the data is in the 64 bytes before the
+    /// CQE) exists only with 128-byte CQEs, where those bytes are the slot's first half; on a
+    /// CQ of 64-byte CQEs they are the previous CQE, or memory before the ring.
+    #[inline]
+    fn scatter_fits(&self, op_own: u8) -> bool {
+        op_own & MLX5_INLINE_SCATTER_64 == 0 || self.dv.cqe_size == 128
     }
 
-    /// The short way: successful requester CQEs without scattered data, each completing the
-    /// oldest outstanding WQE of `h`'s queue (nothing covered: selective signaling off, or
-    /// every WR signaled). Fills `out` from its start and returns how many; stops at the
-    /// first CQE it does not take (not ready, or anything else: `poll` hands that one to
-    /// [`Self::process`], which handles every case). The retired position stays in `h`
-    /// until [`HotSq::flush`].
-    // Out of line: its own register allocation, not the outer loop's.
-    #[inline(never)]
-    fn run_hot(&self, h: &mut HotSq, ci: u32, out: &mut [Completion]) -> usize {
-        let mask = self.dv.cqe_cnt - 1;
-        let stride = 1usize << self.cqe_shift;
-        let (tag, qpn, wrid, buf, sq_mask) = (h.tag, h.qpn, h.wrid, h.buf, h.mask);
-        // Retired position and the published producer position, in registers.
-        let (mut sci, mut pi) = (h.ci, h.pi);
-        // The CQE pointer advances by one slot; the owner bit expected (the wrap parity of
-        // the position) flips where the ring wraps.
-        let mut cqe = self
-            .cqe0
-            .wrapping_add(((ci & mask) as usize) << self.cqe_shift);
-        let mut parity = u8::from(ci & self.dv.cqe_cnt != 0);
-        let ring_end = self
-            .cqe0
-            .wrapping_add((self.dv.cqe_cnt as usize) << self.cqe_shift);
-        let mut k = 0;
-        for slot_out in out.iter_mut() {
-            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
-            // Opcode REQ, no scatter, owner bit = the wrap parity: one test (an INVALID
-            // opcode fails it too).
-            if (op_own ^ parity) & (MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK) != 0 {
-                break;
-            }
-            // Orders the owner-bit load above before the loads of the CQE body below.
-            from_device_load_barrier();
-            // Bytes 56..63 in one load, as they lie in memory: sop (byte 0), qpn (bytes
-            // 1..3, big-endian), wqe_counter (bytes 4..5, big-endian), signature, op_own.
-            // SAFETY: 8-aligned 8 bytes inside the CQE (CQEs are 64-byte aligned).
-            let w = u64::from_le(unsafe {
-                core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u64)
-            });
-            // The QP is the hot one and the WQE named is the oldest outstanding one: bytes
-            // 1..5 equal `tag` and the expected counter (compared without byte swaps).
-            let want = tag | u64::from((sci as u16).to_be()) << 32;
-            if (w ^ want) & HOT_MATCH_MASK != 0 {
-                break;
-            }
-            // Something must be outstanding before the ring is read (a stray CQE is not).
-            if pi == sci {
-                pi = read_pi(h.dbrec, sci);
-                if pi == sci {
-                    break;
-                }
-            }
-            let slot = (sci & sq_mask) as usize;
-            // The WQE's size from its ctrl segment (our own ring, unchanged while the WQE is
-            // outstanding); a ds of 0 makes `nbb - 1` huge and fails the check below.
-            // SAFETY: `slot` is a WQEBB of the SQ ring; ctrl byte 7 is inside it.
-            let ds = u32::from(unsafe {
-                core::ptr::read_volatile(buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS))
-            }) & MLX5_WQE_CTRL_DS_MASK;
-            let nbb = (ds + 3) >> 2;
-            // The whole WQE must be below the published producer position.
-            if nbb.wrapping_sub(1) >= pi.wrapping_sub(sci) {
-                pi = read_pi(h.dbrec, sci);
-                if nbb.wrapping_sub(1) >= pi.wrapping_sub(sci) {
-                    break;
-                }
-            }
-            let op = w as u8;
-            let byte_len = if op == MLX5_OPCODE_RDMA_READ {
-                // SAFETY: byte_cnt is a 4-aligned word of the CQE.
-                unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
-            } else {
-                REQ_LEN[op as usize]
-            };
-            *slot_out = Completion {
-                // SAFETY: `wrid` has `sq_mask + 1` entries; `slot` is masked.
-                wr_id: unsafe { &*wrid.add(slot) }.load(Ordering::Relaxed),
-                status: WcStatus::Success,
-                opcode: REQ_OPCODE[op as usize],
-                byte_len,
-                qp_num: qpn,
-                ..Completion::EMPTY
-            };
-            sci = sci.wrapping_add(nbb);
-            k += 1;
-            cqe = cqe.wrapping_add(stride);
-            if cqe == ring_end {
-                parity ^= 1;
-                cqe = self.cqe0;
-            }
-        }
-        h.ci = sci;
-        h.pi = pi;
-        h.n += k as u32;
-        k
-    }
-
-    fn scatter_req(&self, idx: usize, cqe: *const u8, op_own: u8, start: u32, len: u32) {
-        let qp = &self.entries[idx].qp;
-        let sq = &qp.sq;
-        // The data segment of a READ/atomic WQE: READ = ctrl, raddr, data...; atomics = ctrl,
-        // raddr, atomic, data.
-        let base = ((start & sq.mask) as usize) * MLX5_SEND_WQE_BB;
-        // SAFETY: the WQE is outstanding, so its bytes in our SQ ring are still the ones we
-        // wrote; the opcode byte is inside the ctrl segment.
-        let op = unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + ctrl::OPCODE)) };
-        // SAFETY: as above; this byte of the ctrl segment holds ds (low 6 bits).
-        let ds = (u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + ctrl::DS)) })
-            & MLX5_WQE_CTRL_DS_MASK) as usize;
-        // ctrl + raddr (READ), ctrl + raddr + atomic (atomics).
-        let first_data = MLX5_WQE_DS_UNITS * if op == MLX5_OPCODE_RDMA_READ { 2 } else { 3 };
-        // Data segments of this WQE (at most 4 are needed: scatter-to-CQE carries at most 64
-        // bytes and READ SGEs are not empty), copied out with the ring wrap.
-        let n = ds.saturating_sub(first_data / MLX5_WQE_DS_UNITS).min(4);
-        let mut segs = [[0u8; MLX5_WQE_DS_UNITS]; 4];
-        for (k, seg) in segs.iter_mut().enumerate().take(n) {
-            let off = (base + first_data + k * MLX5_WQE_DS_UNITS) % qp.sq_bytes;
-            // SAFETY: `off` is a segment start inside the SQ ring.
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    qp.sq_buf.add(off),
-                    seg.as_mut_ptr(),
-                    MLX5_WQE_DS_UNITS,
-                )
-            };
-        }
-        let count = n;
-        // SAFETY: `segs` is a local copy of `count` data segments.
-        unsafe { scatter_from_cqe(cqe, op_own, len, segs.as_ptr() as *const u8, count) };
+    /// A CQE claimed scattered data the poller cannot place where the request said (a
+    /// device bug): nothing is written, the completion reports `GeneralErr` (the data did
+    /// not arrive) and the CQE is counted in `bogus_cqes`.
+    #[cold]
+    fn refuse_scatter(&mut self, out: &mut Completion) {
+        self.bogus += 1;
+        out.status = WcStatus::GeneralErr;
+        out.byte_len = 0;
     }
 }
 
@@ -836,46 +511,76 @@ impl<D: Owners> CompletionQueue for Mlx5Cq<D> {
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> usize {
         let start_ci = self.ci;
-        if out.is_empty() || !cqe_ready(&self.dv, start_ci) {
-            return 0;
-        }
-        // A CQE is there: from here on QP memory is read (see `CqShared::polling`).
-        self.shared.polling.store(true, Ordering::SeqCst);
         let mut n = 0;
         let mut ci = start_ci;
         let mut released = 0u32;
-        let mut hot = self.hot_sq();
-        loop {
-            if let Some(h) = hot.as_mut() {
-                let k = self.run_hot(h, ci, &mut out[n..]);
-                n += k;
-                ci = ci.wrapping_add(k as u32);
-                released += k as u32;
-                if n == out.len() {
-                    break;
-                }
-            }
-            if !cqe_ready(&self.dv, ci) {
+        // The short way's queue, taken when a CQE for it comes (see `run_hot`).
+        let mut hot: Option<HotSq> = None;
+        // The previous CQE took the short way.
+        let mut streak = false;
+        let mask = self.dv.cqe_cnt - 1;
+        while n < out.len() {
+            let cqe = self
+                .cqe0
+                .wrapping_add(((ci & mask) as usize) << self.cqe_shift);
+            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
+            let parity = u8::from(ci & self.dv.cqe_cnt != 0);
+            let ready = (op_own ^ parity) & (MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK) == 0;
+            if !ready
+                && (op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
+                    || (op_own & MLX5_CQE_OWNER_MASK) != parity)
+            {
                 break;
+            }
+            if ci == start_ci {
+                // The first CQE of this poll: from here on QP memory is read (see
+                // `CqShared::polling`).
+                self.shared.polling.store(true, Ordering::SeqCst);
+            }
+            if ready {
+                // A run of them (the previous CQE took the short way too, and room for more)
+                // goes to `run_hot`, whose setup pays off over several CQEs.
+                if streak && out.len() - n > 1 {
+                    if hot.is_none() {
+                        hot = self.hot_sq();
+                    }
+                    if let Some(h) = hot.as_mut() {
+                        let k = self.run_hot(h, ci, &mut out[n..]);
+                        if k != 0 {
+                            n += k;
+                            ci = ci.wrapping_add(k as u32);
+                            released += k as u32;
+                            continue;
+                        }
+                    }
+                }
+                from_device_load_barrier();
+                if hot.is_none() && self.process_req(cqe, &mut out[n]) {
+                    n += 1;
+                    ci = ci.wrapping_add(1);
+                    released += 1;
+                    streak = true;
+                    continue;
+                }
             }
             // Orders the owner-bit load above before the loads of the CQE body below.
             from_device_load_barrier();
-            // `process` reads and retires the same queues: publish what the short way did.
-            if let Some(h) = hot.take() {
-                h.flush();
+            // A requester CQE in `process` reads and retires the send queue: publish what the
+            // short way did, and take the queue again afterwards (responder CQEs leave it).
+            let opcode = op_own >> MLX5_CQE_OPCODE_SHIFT;
+            if opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR {
+                if let Some(h) = hot.take() {
+                    h.flush();
+                }
             }
-            let cqe = self
-                .cqe0
-                .wrapping_add(((ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
-            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
             self.ci = ci;
             n += self.process(cqe, op_own, &mut out[n], &mut released) as usize;
             ci = ci.wrapping_add(1);
-            if n == out.len() {
-                break;
-            }
-            hot = self.hot_sq();
+            streak = false;
+        }
+        if ci == start_ci {
+            return 0;
         }
         if let Some(h) = hot {
             h.flush();
@@ -902,6 +607,10 @@ impl<D: Owners> CompletionQueue for Mlx5Cq<D> {
         self.dv.cqe_cnt
     }
 }
+
+mod req;
+use req::HotSq;
+mod resp;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,123 @@
+//! The responder side of the CQ: receive completions (RQ in order, SRQ by WQE index). The
+//! module doc of `cq.rs` states the contract.
+
+use super::*;
+
+impl Mlx5Cq {
+    /// A responder CQE of `qp`, past the purge and liveness checks of `process`: the RQ
+    /// tail or the SRQ entry `wqe_counter` (a stray one is dropped and counted before any
+    /// ring read), the receive fields, scatter into the receive's own SGEs, and only then
+    /// the slot given back. False: dropped.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn complete_recv(
+        &mut self,
+        qp: &QpShared,
+        cqe: *const u8,
+        op_own: u8,
+        wqe_counter: u16,
+        err: bool,
+        out: &mut Completion,
+        released: &mut u32,
+    ) -> bool {
+        let opcode = op_own >> MLX5_CQE_OPCODE_SHIFT;
+        // Responder side.
+        out.opcode = WcOpcode::Recv;
+        // Where the receive's data segments are (for scatter-to-CQE): pointer and count.
+        let mut segs: (*const u8, usize) = (core::ptr::null(), 0);
+        // Given back (RQ tail, SRQ slot) only after the scatter below has read the entry.
+        let mut srq_slot = None;
+        if let Some(srq) = &qp.srq {
+            let i = wqe_counter as u32;
+            // Out of range, or completed already and not yet reused: a stray CQE.
+            if i >= srq.wqe_cnt
+                || srq.freed[(i / 64) as usize].load(Ordering::Acquire) & (1 << (i % 64)) != 0
+            {
+                self.bogus += 1;
+                return false;
+            }
+            out.wr_id = srq.wrid[i as usize].load(Ordering::Relaxed);
+            if op_own & INLINE_SCATTER != 0 && !err {
+                // SRQ entry: a 16-byte next segment, then data segments.
+                let stride = srq.stride as usize;
+                segs = (
+                    srq.buf
+                        .wrapping_add(i as usize * stride + MLX5_WQE_DS_UNITS),
+                    (stride - MLX5_WQE_DS_UNITS) / MLX5_WQE_DS_UNITS,
+                );
+            }
+            srq_slot = Some(i);
+        } else if let Some(rq) = &qp.rq {
+            let tail = rq.tail.load(Ordering::Relaxed);
+            if tail == rq.head.load(Ordering::Acquire) {
+                self.bogus += 1;
+                return false;
+            }
+            out.wr_id = rq.wrid[(tail & rq.mask) as usize].load(Ordering::Relaxed);
+            if op_own & INLINE_SCATTER != 0 && !err && !qp.rq_buf.is_null() {
+                let stride = qp.rq_stride as usize;
+                let p = qp.rq_buf.wrapping_add((tail & rq.mask) as usize * stride);
+                segs = (p, stride / MLX5_WQE_DS_UNITS);
+            }
+            *released += 1;
+        } else {
+            self.bogus += 1;
+            return false;
+        }
+        if !err {
+            self.fill_recv(cqe, op_own, opcode, segs, out);
+        }
+        if let Some(i) = srq_slot {
+            if let Some(srq) = &qp.srq {
+                srq.free(i);
+            }
+        } else if let Some(rq) = &qp.rq {
+            let tail = rq.tail.load(Ordering::Relaxed);
+            rq.tail.store(tail.wrapping_add(1), Ordering::Release);
+        }
+        true
+    }
+
+    /// The responder fields of a successful receive completion, and its scattered data.
+    #[inline(always)]
+    fn fill_recv(
+        &mut self,
+        cqe: *const u8,
+        op_own: u8,
+        opcode: u8,
+        segs: (*const u8, usize),
+        out: &mut Completion,
+    ) {
+        // SAFETY: see above.
+        out.byte_len = unsafe { be32_at(cqe, cqe64::BYTE_CNT) };
+        // SAFETY: see above.
+        let imm = unsafe { be32_at(cqe, cqe64::IMM_INVAL_PKEY) };
+        // SAFETY: see above.
+        let flags_rqpn = unsafe { be32_at(cqe, cqe64::FLAGS_RQPN) };
+        out.src_qp = flags_rqpn & MLX5_QPN_MASK;
+        if (flags_rqpn >> 24) as u8 & MLX5_CQE_FLAGS_GRH != 0 {
+            out.flags = WcFlags(out.flags.0 | WcFlags::GRH.0);
+        }
+        match opcode {
+            MLX5_CQE_RESP_WR_IMM => {
+                out.opcode = WcOpcode::RecvRdmaWithImm;
+                out.imm = imm;
+                out.flags = WcFlags(out.flags.0 | WcFlags::WITH_IMM.0);
+            }
+            MLX5_CQE_RESP_SEND_IMM => {
+                out.imm = imm;
+                out.flags = WcFlags(out.flags.0 | WcFlags::WITH_IMM.0);
+            }
+            _ => {}
+        }
+        if !segs.0.is_null() {
+            if !self.scatter_fits(op_own) {
+                self.refuse_scatter(out);
+                return;
+            }
+            // SAFETY: the RQ / SRQ entry is ours (we wrote its data segments) and stays
+            // untouched until the poster reuses it, which needs this completion and the slot
+            // given back (after this call) first.
+            unsafe { scatter_from_cqe(cqe, op_own, out.byte_len, segs.0, segs.1) };
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The mlx5 poller against a lying or buggy device, on plain memory (the test writes the
+//! CQEs): whatever a CQE claims, nothing is written outside the buffers the request itself
+//! named, and no request completes twice. Each CQE the poller cannot honour is dropped or
+//! reported as an error, and counted in `bogus_cqes`.
+
+#[path = "../benches/rig/plain.rs"]
+mod plain;
+
+use plain::{Cqe, PlainCq, PlainQp, PlainSrq};
+use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
+use rdma_direct::providers::{
+    Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, QueuePair, RecvQueue, RecvWr,
+    SendQueue, SendWr, Sge, WcStatus,
+};
+
+fn caps() -> QpCaps {
+    QpCaps {
+        max_send_wr: 16,
+        max_recv_wr: 16,
+        max_send_sge: 2,
+        max_recv_sge: 2,
+        max_inline_data: 64,
+    }
+}
+
+fn cq(cqe_cnt: u32, cqe_size: u32) -> (Mlx5Cq, PlainCq) {
+    let d = PlainCq::new(3, cqe_cnt, cqe_size);
+    // SAFETY: plain memory kept alive by the owner; used only by this CQ and the test.
+    (unsafe { Mlx5Cq::from_dv(d.dv, d.owner()) }.unwrap(), d)
+}
+
+fn qp_on(cq: &mut Mlx5Cq, qpn: u32, srq: Option<&mut Mlx5Srq>) -> (Mlx5Qp, PlainQp) {
+    let d = PlainQp::new(qpn, 16, if srq.is_some() { 0 } else { 8 }, 32, 0);
+    let cfg = QpConfig::new(QpType::Rc);
+    // SAFETY: as above.
+    let mut qp = unsafe { Mlx5Qp::from_dv(d.dv, &cfg, caps(), cq, None, srq, d.owner()) }.unwrap();
+    qp.set_state(QpState::Init);
+    qp.set_state(QpState::Rtr);
+    qp.set_state(QpState::Rts);
+    (qp, d)
+}
+
+const SGE: [Sge; 1] = [Sge {
+    addr: 0x1000,
+    length: 8,
+    lkey: 1,
+}];
+
+fn poll_all(cq: &mut Mlx5Cq) -> Vec<Completion> {
+    let mut out = [Completion::EMPTY; 16];
+    let n = cq.poll(&mut out);
+    out[..n].to_vec()
+}
+
+/// A CQE that claims a READ result scattered into it, for an inline SEND whose payload
+/// looks like a data segment pointing at `canary`: the poller goes by the WQE's own opcode
+/// (SEND: nothing to scatter) and writes nothing.
+#[test]
+fn a_read_claim_on_an_inline_send_writes_nothing() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x31, None);
+    let mut canary = [0x5au8; 16];
+    // Inline data starts at WQE byte 20; WQE bytes 48..64 (payload bytes 28..44) are where
+    // the data segment of an atomic would be: byte_count 8, lkey 1, addr = the canary.
+    let mut payload = [0u8; 44];
+    payload[28..32].copy_from_slice(&8u32.to_be_bytes());
+    payload[32..36].copy_from_slice(&1u32.to_be_bytes());
+    payload[36..44].copy_from_slice(&(canary.as_mut_ptr() as u64).to_be_bytes());
+    qp.sq()
+        .post(SendWr::send(9, &[]).inline(&payload).signaled())
+        .unwrap();
+    qp.sq().ring();
+    // Claims READ (WQE opcode 0x10) with 8 bytes of data in the CQE; also try the atomic.
+    let mut c = Cqe::req(0x31, 0, 0x10, 8);
+    c.0[..8].copy_from_slice(&[0xee; 8]);
+    c.0[63] |= 0x4;
+    d.push(&c);
+    let out = poll_all(&mut cq);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].wr_id, 9);
+    assert_eq!(out[0].status, WcStatus::GeneralErr);
+    assert_eq!(canary, [0x5a; 16]);
+    assert_eq!(cq.bogus_cqes(), 1);
+    // The request completed once: the same CQE again is a stray.
+    d.push(&c);
+    assert!(poll_all(&mut cq).is_empty());
+    assert_eq!(cq.bogus_cqes(), 2);
+    assert_eq!(canary, [0x5a; 16]);
+}
+
+/// A 64-byte scatter (`op_own` 0x8, data in the 64 bytes before the CQE) on a CQ of 64-byte
+/// CQEs, in slot 0: those bytes are before the CQ ring. Nothing is copied.
+#[test]
+fn a_64_byte_scatter_on_64_byte_cqes_copies_nothing() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x32, None);
+    let mut buf = vec![0u8; 64];
+    let sge = [Sge {
+        addr: buf.as_mut_ptr() as u64,
+        length: 64,
+        lkey: 1,
+    }];
+    for wr_id in [1, 2] {
+        qp.rq().post_recv(RecvWr { wr_id, sges: &sge }).unwrap();
+    }
+    qp.rq().ring();
+    let mut c = Cqe::resp(2, 0x32, 0, 64, 0);
+    c.0[63] |= 0x8;
+    d.push(&c);
+    let out = poll_all(&mut cq);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].wr_id, out[0].status), (1, WcStatus::GeneralErr));
+    assert_eq!(buf, vec![0u8; 64]);
+    assert_eq!(cq.bogus_cqes(), 1);
+    // The receive was retired all the same: the next CQE completes the next receive.
+    d.push(&Cqe::resp(2, 0x32, 1, 4, 0));
+    let out = poll_all(&mut cq);
+    assert_eq!((out[0].wr_id, out[0].status), (2, WcStatus::Success));
+}
+
+/// Requester CQEs while nothing is outstanding (before any post, and the same CQE again
+/// after its request completed, on the short way and off it) are dropped and counted; the
+/// next real completion still maps to its own request.
+#[test]
+fn stray_requester_cqes_are_dropped_and_nothing_completes_twice() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x33, None);
+    d.push(&Cqe::req(0x33, 0, 0x0a, 0));
+    assert!(poll_all(&mut cq).is_empty());
+    assert_eq!(cq.bogus_cqes(), 1);
+    qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0x33, 0, 0x0a, 0));
+    // The same again in the same poll (the short way sees the QP now) and in the next one.
+    d.push(&Cqe::req(0x33, 0, 0x0a, 0));
+    let out = poll_all(&mut cq);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].wr_id, 1);
+    assert_eq!(cq.bogus_cqes(), 2);
+    d.push(&Cqe::req(0x33, 1, 0x0a, 0));
+    assert!(poll_all(&mut cq).is_empty());
+    assert_eq!(cq.bogus_cqes(), 3);
+    qp.sq().post(SendWr::send(2, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0x33, 1, 0x0a, 0));
+    let out = poll_all(&mut cq);
+    assert_eq!((out.len(), out[0].wr_id), (1, 2));
+}
+
+/// The same SRQ entry completed twice (before the poster took it back) completes once.
+#[test]
+fn an_srq_entry_completes_once() {
+    let (mut cq, mut d) = cq(16, 64);
+    let ds = PlainSrq::new(9, 4, 48);
+    // SAFETY: plain memory kept alive by the owner.
+    let mut srq = unsafe { Mlx5Srq::from_dv(ds.dv, 2, ds.owner()) }.unwrap();
+    let (_qp, _dq) = qp_on(&mut cq, 0x34, Some(&mut srq));
+    srq.post_recv(RecvWr {
+        wr_id: 40,
+        sges: &SGE,
+    })
+    .unwrap();
+    srq.ring();
+    d.push(&Cqe::resp(2, 0x34, 0, 8, 0));
+    d.push(&Cqe::resp(2, 0x34, 0, 8, 0));
+    let out = poll_all(&mut cq);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].wr_id, 40);
+    assert_eq!(cq.bogus_cqes(), 1);
+}
