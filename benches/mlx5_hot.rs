@@ -164,7 +164,7 @@ fn cg_poll16(
 
 /// Callgrind workload: poll `n` CQEs one per call.
 #[inline(never)]
-fn cg_poll1(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq, n: usize) -> usize {
+fn cg_poll1(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>, n: usize) -> usize {
     let mut out = [Completion::EMPTY; 1];
     let mut got = 0;
     while got < n {
@@ -181,7 +181,10 @@ fn cg_poll1(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq, n: usize) -> usize {
 /// Callgrind workload: one poll of up to 16 CQEs (the `recv16` and `mixed16` rounds: the
 /// receives and sends are posted and the CQEs written outside it).
 #[inline(never)]
-fn cg_round16(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq, out: &mut [Completion; 16]) -> usize {
+fn cg_round16(
+    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>,
+    out: &mut [Completion; 16],
+) -> usize {
     cq.poll(out)
 }
 
@@ -292,7 +295,7 @@ fn time_workload(kind: &str, n: u32, runs: usize) -> f64 {
     let payload = 0x0102_0304_0506_0708u64.to_ne_bytes();
     let mut per: Vec<f64> = Vec::with_capacity(runs);
     let sge: [Sge; 1] = lb.sge(8);
-    let wrs: Vec<SendWr<'_>> = (0..n)
+    let wrs: Vec<SendWr<'_, AddressVector>> = (0..n)
         .map(|i| lb.wr(BenchOp::WriteInline, &sge, &payload, u64::from(i)))
         .collect();
     for r in 0..runs + 5 {
