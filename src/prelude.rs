@@ -17,6 +17,8 @@
 //!   [`RemoteMr`] (a window the peer may access);
 //! - QP set-up: [`QpType`], [`QpCaps`], [`QpConfig`], [`QpState`], [`ConnectOpts`],
 //!   [`Access`], [`AddressHandle`], [`QpEndpoint`], [`Mtu`], [`ProviderKind`];
+//! - bring-up over TCP for any provider: [`connect_qp_server`], [`connect_qp_client`],
+//!   [`Connection`];
 //! - [`Error`] and [`Result`].
 //!
 //! A program written against the traits runs on every device. Two RC QPs on the software
@@ -70,4 +72,5 @@ pub use crate::providers::{
     QpType, QueuePair, RecvQueue, RecvWr, RegisteredBuf, Rejected, RemoteMr, RingError, SendBatch,
     SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
 };
+pub use crate::endpoint::{connect_qp_client, connect_qp_server, Connection};
 pub use crate::{Error, Result};

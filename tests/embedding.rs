@@ -177,3 +177,85 @@ fn write_imm_into_a_registered_buffer_with_a_batch() {
     }
     assert_eq!(n, 1, "one signaled completion covers the batch");
 }
+
+/// A fake server that accepts, then sends one byte of a valid endpoint message every
+/// `gap`, `bytes` bytes at most; returns how many it managed to send.
+fn dripping_peer(
+    listener: std::net::TcpListener,
+    gap: std::time::Duration,
+    bytes: usize,
+) -> std::thread::JoinHandle<usize> {
+    use std::io::{Read, Write};
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut sink = [0u8; 256];
+        let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(50)));
+        let _ = s.read(&mut sink);
+        let msg = endpoint(1).encode().unwrap();
+        let mut sent = 0;
+        for b in msg.iter().take(bytes) {
+            std::thread::sleep(gap);
+            if s.write_all(&[*b]).is_err() {
+                break;
+            }
+            sent += 1;
+        }
+        // Hold the connection open until the other side gives up and closes it.
+        let _ = s.set_read_timeout(None);
+        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+        sent
+    })
+}
+
+fn endpoint(qpn: u32) -> QpEndpoint {
+    QpEndpoint {
+        lid: 0,
+        gid: [0; 16],
+        gid_index: 0,
+        qpn,
+        psn: 1,
+        mtu: Mtu::Mtu1024,
+        mr: None,
+    }
+}
+
+fn timed_out(r: Result<(QpEndpoint, std::net::TcpStream)>) -> String {
+    match r {
+        Err(Error::Io { kind, detail, .. }) => {
+            assert_eq!(kind, std::io::ErrorKind::TimedOut, "{detail}");
+            detail
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_dripping_peer_cannot_stretch_the_deadline() {
+    use rdma_direct::endpoint::exchange_client;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // 40 bytes at 20 ms each would finish after 0.8 s; the deadline is 0.2 s. With a
+    // timeout per read() the exchange succeeded (each byte arrived well within 0.2 s).
+    let total = endpoint(1).encode().unwrap().len();
+    let peer = dripping_peer(listener, std::time::Duration::from_millis(20), total);
+    let r = exchange_client(addr, &endpoint(2), std::time::Duration::from_millis(200));
+    let d = timed_out(r);
+    assert_eq!(d, "timed out after 0.2 s waiting for the peer's endpoint");
+    let sent = peer.join().unwrap();
+    assert!(
+        sent < total,
+        "the exchange gave up before the message was complete"
+    );
+}
+
+#[test]
+fn a_silent_peer_is_a_timeout_not_eagain() {
+    use rdma_direct::endpoint::exchange_client;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = dripping_peer(listener, std::time::Duration::from_millis(1), 0);
+    let r = exchange_client(addr, &endpoint(2), std::time::Duration::from_millis(100));
+    let d = timed_out(r);
+    assert_eq!(d, "timed out after 0.1 s waiting for the peer's endpoint");
+    assert_eq!(peer.join().unwrap(), 0);
+}
