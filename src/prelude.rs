@@ -63,6 +63,7 @@
 //! assert_eq!((c.wr_id, c.byte_len), (7, 64));
 //! ```
 
+pub use crate::endpoint::{connect_qp_client, connect_qp_server, Connection};
 pub use crate::providers::mlx5::Mlx5Device;
 pub use crate::providers::sim::SimDevice;
 pub use crate::providers::verbs::VerbsDevice;
@@ -72,5 +73,4 @@ pub use crate::providers::{
     QpType, QueuePair, RecvQueue, RecvWr, RegisteredBuf, Rejected, RemoteMr, RingError, SendBatch,
     SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
 };
-pub use crate::endpoint::{connect_qp_client, connect_qp_server, Connection};
 pub use crate::{Error, Result};
