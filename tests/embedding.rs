@@ -259,3 +259,31 @@ fn a_silent_peer_is_a_timeout_not_eagain() {
     assert_eq!(d, "timed out after 0.1 s waiting for the peer's endpoint");
     assert_eq!(peer.join().unwrap(), 0);
 }
+
+#[test]
+fn receive_sges_count_like_send_sges_empty_ones_included() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let (_a, (mut b, _cb)) = rc_pair(&mut dev, &pd, 64);
+    let max = b.caps().max_recv_sge as usize;
+    let empties = vec![Sge::default(); max + 1];
+    // Before: only non-empty SGEs were counted, so max + 1 empty SGEs were accepted.
+    let r = b.qp_rq_post(&empties);
+    assert!(
+        matches!(r, Err(PostError::TooManySges { n, max: m }) if n as usize == max + 1 && m as usize == max),
+        "{r:?}"
+    );
+    assert_eq!(b.qp_rq_post(&empties[..max]), Ok(()));
+}
+
+trait PostRecvSges {
+    fn qp_rq_post(&mut self, sges: &[Sge]) -> std::result::Result<(), PostError>;
+}
+
+impl PostRecvSges for Mlx5Qp {
+    fn qp_rq_post(&mut self, sges: &[Sge]) -> std::result::Result<(), PostError> {
+        self.rq()
+            .post_recv(RecvWr::new(1, sges))
+            .map_err(|r| r.error)
+    }
+}
