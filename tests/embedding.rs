@@ -287,3 +287,58 @@ impl PostRecvSges for Mlx5Qp {
             .map_err(|r| r.error)
     }
 }
+
+#[test]
+fn poll_helpers_drain_and_name_a_stall() {
+    use std::time::Duration;
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev
+        .alloc_buf(&pd, 4096, Access::ALL, Pages::Normal)
+        .unwrap();
+    let ((mut a, mut ca), (_b, mut cb)) = rc_pair(&mut dev, &pd, 64);
+    let w = buf.remote(0, 4096).unwrap();
+    let sge = [buf.sge(0, 8).unwrap()];
+    for i in 0..3 {
+        a.sq()
+            .post(SendWr::write(i, &sge, w.addr + 64, w.rkey).signaled())
+            .unwrap();
+    }
+    a.sq().ring();
+    let mut ids = Vec::new();
+    drain(&mut dev, &mut ca, 3, Duration::from_secs(5), |c| {
+        assert!(c.is_ok());
+        ids.push(c.wr_id)
+    })
+    .unwrap();
+    assert_eq!(ids, vec![0, 1, 2]);
+    // Nothing will ever arrive on b's CQ: a stall is an error naming what is missing.
+    let mut wc = [Completion::EMPTY; 4];
+    match poll_wait(&mut dev, &mut cb, &mut wc, Duration::from_millis(20)) {
+        Err(Error::Io { kind, detail, .. }) => {
+            assert_eq!(kind, std::io::ErrorKind::TimedOut);
+            assert!(detail.contains("1 still expected"), "{detail}");
+        }
+        other => panic!("expected a stall error, got {other:?}"),
+    }
+    let e = drain(&mut dev, &mut cb, 2, Duration::from_millis(20), |_| {}).unwrap_err();
+    assert!(e.to_string().contains("2 still expected"), "{e}");
+}
+
+#[test]
+fn cpu_lists_and_pinning() {
+    use rdma_direct::providers::helpers::parse_cpulist;
+    assert_eq!(
+        parse_cpulist("0-3,8,10-11\n"),
+        Some(vec![0, 1, 2, 3, 8, 10, 11])
+    );
+    assert_eq!(parse_cpulist("3-1"), None);
+    assert_eq!(parse_cpulist("x"), None);
+    let dev = SimDevice::new();
+    let cpus = local_cpus(&dev).unwrap();
+    assert!(!cpus.is_empty(), "the sim is local to every online CPU");
+    assert!(pin_current_thread(100_000).is_err());
+    // Pin this test thread (it ends with the test) to a CPU the sim calls local.
+    // (Some online CPUs may lie outside this process's cpuset: one must accept.)
+    assert!(cpus.iter().any(|&c| pin_current_thread(c).is_ok()));
+}
