@@ -40,10 +40,8 @@ pub fn poll_wait<P: Provider>(
             return Ok(n);
         }
         spins = spins.wrapping_add(1);
-        if spins % 1024 == 0 {
-            if since.elapsed() >= stall {
-                return Err(stalled(1, stall));
-            }
+        if spins % 1024 == 0 && since.elapsed() >= stall {
+            return Err(stalled(1, stall));
         }
     }
 }
