@@ -47,7 +47,8 @@
 //! A send queue holds at most [`QpCaps::max_send_wr`] outstanding work requests. A request
 //! stays outstanding until a completion retires it: its own (signaled) completion, or a later
 //! signaled completion on the same send queue that *covers* it ([`Completion::covered`]), or a
-//! flush completion when the QP fails. Posting to a full queue returns
+//! flush completion when the QP fails. One exception, as in verbs: an *unsignaled* request that
+//! had already executed when the QP moved to ERR produces no completion and no flush. Posting to a full queue returns
 //! [`PostError::QueueFull`] and hands the request back ([`Rejected`]); it never overwrites an
 //! unfinished WQE. A request that is invalid (inline too large, too many SGEs, a misaligned
 //! atomic, an op the QP type cannot do, a QP not in a state that may post) is rejected before
@@ -59,6 +60,7 @@
 use std::fmt;
 
 pub mod buffer;
+pub mod helpers;
 pub mod mlx5;
 pub mod verbs;
 

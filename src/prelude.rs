@@ -17,6 +17,10 @@
 //!   [`RemoteMr`] (a window the peer may access);
 //! - QP set-up: [`QpType`], [`QpCaps`], [`QpConfig`], [`QpState`], [`ConnectOpts`],
 //!   [`Access`], [`QpEndpoint`], [`Mtu`], [`ProviderKind`];
+//! - bring-up over TCP for any provider: [`connect_qp_server`], [`connect_qp_client`],
+//!   [`Connection`];
+//! - around the hot loop: [`poll_wait`] (busy-poll with a stall deadline), [`drain`],
+//!   [`pin_current_thread`], [`local_cpus`];
 //! - [`Error`] and [`Result`].
 //!
 //! A program written against the traits runs on every device. Two RC QPs on the software
@@ -61,6 +65,8 @@
 //! assert_eq!((c.wr_id, c.byte_len), (7, 64));
 //! ```
 
+pub use crate::endpoint::{connect_qp_client, connect_qp_server, Connection};
+pub use crate::providers::helpers::{drain, local_cpus, pin_current_thread, poll_wait};
 pub use crate::providers::mlx5::Mlx5Device;
 pub use crate::providers::sim::SimDevice;
 pub use crate::providers::verbs::VerbsDevice;

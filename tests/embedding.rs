@@ -176,3 +176,168 @@ fn write_imm_into_a_registered_buffer_with_a_batch() {
     }
     assert_eq!(n, 1, "one signaled completion covers the batch");
 }
+
+/// A fake server that accepts, then sends one byte of a valid endpoint message every
+/// `gap`, `bytes` bytes at most; returns how many it managed to send.
+fn dripping_peer(
+    listener: std::net::TcpListener,
+    gap: std::time::Duration,
+    bytes: usize,
+) -> std::thread::JoinHandle<usize> {
+    use std::io::{Read, Write};
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut sink = [0u8; 256];
+        let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(50)));
+        let _ = s.read(&mut sink);
+        let msg = endpoint(1).encode().unwrap();
+        let mut sent = 0;
+        for b in msg.iter().take(bytes) {
+            std::thread::sleep(gap);
+            if s.write_all(&[*b]).is_err() {
+                break;
+            }
+            sent += 1;
+        }
+        // Hold the connection open until the other side gives up and closes it.
+        let _ = s.set_read_timeout(None);
+        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+        sent
+    })
+}
+
+fn endpoint(qpn: u32) -> QpEndpoint {
+    QpEndpoint {
+        lid: 0,
+        gid: [0; 16],
+        gid_index: 0,
+        qpn,
+        psn: 1,
+        mtu: Mtu::Mtu1024,
+        mr: None,
+    }
+}
+
+fn timed_out(r: Result<(QpEndpoint, std::net::TcpStream)>) -> String {
+    match r {
+        Err(Error::Io { kind, detail, .. }) => {
+            assert_eq!(kind, std::io::ErrorKind::TimedOut, "{detail}");
+            detail
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_dripping_peer_cannot_stretch_the_deadline() {
+    use rdma_direct::endpoint::exchange_client;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // 40 bytes at 20 ms each would finish after 0.8 s; the deadline is 0.2 s. With a
+    // timeout per read() the exchange succeeded (each byte arrived well within 0.2 s).
+    let total = endpoint(1).encode().unwrap().len();
+    let peer = dripping_peer(listener, std::time::Duration::from_millis(20), total);
+    let r = exchange_client(addr, &endpoint(2), std::time::Duration::from_millis(200));
+    let d = timed_out(r);
+    assert_eq!(d, "timed out after 0.2 s waiting for the peer's endpoint");
+    let sent = peer.join().unwrap();
+    assert!(
+        sent < total,
+        "the exchange gave up before the message was complete"
+    );
+}
+
+#[test]
+fn a_silent_peer_is_a_timeout_not_eagain() {
+    use rdma_direct::endpoint::exchange_client;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = dripping_peer(listener, std::time::Duration::from_millis(1), 0);
+    let r = exchange_client(addr, &endpoint(2), std::time::Duration::from_millis(100));
+    let d = timed_out(r);
+    assert_eq!(d, "timed out after 0.1 s waiting for the peer's endpoint");
+    assert_eq!(peer.join().unwrap(), 0);
+}
+
+#[test]
+fn receive_sges_count_like_send_sges_empty_ones_included() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let (_a, (mut b, _cb)) = rc_pair(&mut dev, &pd, 64);
+    let max = b.caps().max_recv_sge as usize;
+    let empties = vec![Sge::default(); max + 1];
+    // Before: only non-empty SGEs were counted, so max + 1 empty SGEs were accepted.
+    let r = b.qp_rq_post(&empties);
+    assert!(
+        matches!(r, Err(PostError::TooManySges { n, max: m }) if n as usize == max + 1 && m as usize == max),
+        "{r:?}"
+    );
+    assert_eq!(b.qp_rq_post(&empties[..max]), Ok(()));
+}
+
+trait PostRecvSges {
+    fn qp_rq_post(&mut self, sges: &[Sge]) -> std::result::Result<(), PostError>;
+}
+
+impl PostRecvSges for SimQp {
+    fn qp_rq_post(&mut self, sges: &[Sge]) -> std::result::Result<(), PostError> {
+        self.rq()
+            .post_recv(RecvWr::new(1, sges))
+            .map_err(|r| r.error)
+    }
+}
+
+#[test]
+fn poll_helpers_drain_and_name_a_stall() {
+    use std::time::Duration;
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev
+        .alloc_buf(&pd, 4096, Access::ALL, Pages::Normal)
+        .unwrap();
+    let ((mut a, mut ca), (_b, mut cb)) = rc_pair(&mut dev, &pd, 64);
+    let w = buf.remote(0, 4096).unwrap();
+    let sge = [buf.sge(0, 8).unwrap()];
+    for i in 0..3 {
+        a.sq()
+            .post(SendWr::write(i, &sge, w.addr + 64, w.rkey).signaled())
+            .unwrap();
+    }
+    a.sq().ring();
+    let mut ids = Vec::new();
+    drain(&mut dev, &mut ca, 3, Duration::from_secs(5), |c| {
+        assert!(c.is_ok());
+        ids.push(c.wr_id)
+    })
+    .unwrap();
+    assert_eq!(ids, vec![0, 1, 2]);
+    // Nothing will ever arrive on b's CQ: a stall is an error naming what is missing.
+    let mut wc = [Completion::EMPTY; 4];
+    match poll_wait(&mut dev, &mut cb, &mut wc, Duration::from_millis(20)) {
+        Err(Error::Io { kind, detail, .. }) => {
+            assert_eq!(kind, std::io::ErrorKind::TimedOut);
+            assert!(detail.contains("1 still expected"), "{detail}");
+        }
+        other => panic!("expected a stall error, got {other:?}"),
+    }
+    let e = drain(&mut dev, &mut cb, 2, Duration::from_millis(20), |_| {}).unwrap_err();
+    assert!(e.to_string().contains("2 still expected"), "{e}");
+}
+
+#[test]
+fn cpu_lists_and_pinning() {
+    use rdma_direct::providers::helpers::parse_cpulist;
+    assert_eq!(
+        parse_cpulist("0-3,8,10-11\n"),
+        Some(vec![0, 1, 2, 3, 8, 10, 11])
+    );
+    assert_eq!(parse_cpulist("3-1"), None);
+    assert_eq!(parse_cpulist("x"), None);
+    let dev = SimDevice::new();
+    let cpus = local_cpus(&dev).unwrap();
+    assert!(!cpus.is_empty(), "the sim is local to every online CPU");
+    assert!(pin_current_thread(100_000).is_err());
+    // Pin this test thread (it ends with the test) to a CPU the sim calls local.
+    // (Some online CPUs may lie outside this process's cpuset: one must accept.)
+    assert!(cpus.iter().any(|&c| pin_current_thread(c).is_ok()));
+}

@@ -157,7 +157,9 @@ impl RecvQueue for Mlx5Rq {
                 state: QpState::Err,
             });
         }
-        let n = wr.sges.iter().filter(|s| s.length != 0).count() as u32;
+        // Every SGE counts against max_recv_sge, empty or not, as on the send queue (rdma-core
+        // and rxe refuse num_sge > max on both); only the non-empty ones are written.
+        let n = wr.sges.len() as u32;
         if n > self.max_sge {
             return reject(PostError::TooManySges {
                 n: wr.sges.len() as u32,
@@ -369,7 +371,7 @@ impl<D: Owners> Mlx5Srq<D> {
 impl<D: Owners> RecvQueue for Mlx5Srq<D> {
     #[inline]
     fn post_recv<'a>(&mut self, wr: RecvWr<'a>) -> Result<(), Rejected<RecvWr<'a>>> {
-        let n = wr.sges.iter().filter(|s| s.length != 0).count() as u32;
+        let n = wr.sges.len() as u32; // every SGE counts, as on the receive queue
         if n > self.max_sge {
             return Err(Rejected {
                 wr,
