@@ -13,7 +13,8 @@ mod plain;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use plain::{BenchOp, Loopback};
+use plain::{BenchOp, Loopback, Plain};
+use rdma_direct::providers::mlx5::AddressVector;
 use rdma_direct::providers::mlx5::DoorbellMode;
 use rdma_direct::providers::{
     Completion, CompletionQueue, QueuePair, RecvQueue, RecvWr, SendFlags, SendQueue, SendWr, Sge,
@@ -30,7 +31,7 @@ fn post_run(lb: &mut Loopback, op: BenchOp, size: u32, batch: u32) -> Duration {
     let sge = lb.sge(size);
     let inline = [0x5au8; 256];
     let inline = &inline[..(size as usize).min(256)];
-    let mut wrs: Vec<SendWr<'_>> = (0..RUN)
+    let mut wrs: Vec<SendWr<'_, AddressVector>> = (0..RUN)
         .map(|i| lb.wr(op, &sge, inline, i as u64))
         .collect();
     wrs[RUN as usize - 1].flags = SendFlags::SIGNALED;
@@ -96,7 +97,7 @@ fn poll_run(lb: &mut Loopback, batch: usize) -> Duration {
 /// with the 8-byte doorbell. The request is built in the loop from the same inputs the C
 /// reference's writer gets (remote address, rkey, the payload pointer), plus a wr_id.
 #[inline(never)]
-fn cg_single(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 8]) {
+fn cg_single(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>, n: u32, data: &[u8; 8]) {
     for i in 0..n {
         let wr = SendWr::write(u64::from(i), &[], 0x10_0000, 7).inline(data);
         let _ = sq.post(wr);
@@ -107,7 +108,10 @@ fn cg_single(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 
 /// Callgrind workload: the same, the requests read from a prepared array (every field a
 /// run-time value: op, payload kind and length, flags).
 #[inline(never)]
-fn cg_single_wrs(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, wrs: &[SendWr<'_>]) {
+fn cg_single_wrs(
+    sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>,
+    wrs: &[SendWr<'_, AddressVector>],
+) {
     for wr in wrs {
         let _ = sq.post(*wr);
         sq.ring();
@@ -117,7 +121,7 @@ fn cg_single_wrs(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, wrs: &[SendWr<'_
 /// Callgrind workload: `n` single inline 8-byte WRITEs through the WRITE-inline fast path
 /// (`Mlx5Sq::post_write_inline`), each rung with the 8-byte doorbell.
 #[inline(never)]
-fn cg_fast(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 8]) {
+fn cg_fast(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>, n: u32, data: &[u8; 8]) {
     for i in 0..n {
         let _ = sq.post_write_inline(u64::from(i), 0x10_0000, 7, data, false);
         sq.ring();
@@ -127,7 +131,7 @@ fn cg_fast(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 8]
 /// Callgrind workload: the same WRITEs (generic `post`, built in the loop) in batches of 32,
 /// one doorbell per batch.
 #[inline(never)]
-fn cg_batch32(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8; 8]) {
+fn cg_batch32(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>, n: u32, data: &[u8; 8]) {
     let mut i = 0;
     while i < n {
         let end = (i + 32).min(n);
@@ -143,7 +147,7 @@ fn cg_batch32(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq, n: u32, data: &[u8;
 /// Callgrind workload: poll `n` CQEs in batches of 16.
 #[inline(never)]
 fn cg_poll16(
-    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq,
+    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>,
     n: usize,
     out: &mut [Completion; 16],
 ) -> usize {
@@ -160,7 +164,7 @@ fn cg_poll16(
 
 /// Callgrind workload: poll `n` CQEs one per call.
 #[inline(never)]
-fn cg_poll1(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq, n: usize) -> usize {
+fn cg_poll1(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>, n: usize) -> usize {
     let mut out = [Completion::EMPTY; 1];
     let mut got = 0;
     while got < n {
@@ -177,7 +181,10 @@ fn cg_poll1(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq, n: usize) -> usize {
 /// Callgrind workload: one poll of up to 16 CQEs (the `recv16` and `mixed16` rounds: the
 /// receives and sends are posted and the CQEs written outside it).
 #[inline(never)]
-fn cg_round16(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq, out: &mut [Completion; 16]) -> usize {
+fn cg_round16(
+    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>,
+    out: &mut [Completion; 16],
+) -> usize {
     cq.poll(out)
 }
 
@@ -235,7 +242,7 @@ fn callgrind(kind: &str, n: u32) {
             println!("posted {} staged {}", n, lb.qp.sq().staged());
         }
         "single_wrs" => {
-            let wrs: Vec<SendWr<'_>> = (0..n)
+            let wrs: Vec<SendWr<'_, AddressVector>> = (0..n)
                 .map(|i| lb.wr(BenchOp::WriteInline, &sge, &payload, i as u64))
                 .collect();
             cg_single_wrs(lb.qp.sq(), &wrs);
@@ -288,7 +295,7 @@ fn time_workload(kind: &str, n: u32, runs: usize) -> f64 {
     let payload = 0x0102_0304_0506_0708u64.to_ne_bytes();
     let mut per: Vec<f64> = Vec::with_capacity(runs);
     let sge: [Sge; 1] = lb.sge(8);
-    let wrs: Vec<SendWr<'_>> = (0..n)
+    let wrs: Vec<SendWr<'_, AddressVector>> = (0..n)
         .map(|i| lb.wr(BenchOp::WriteInline, &sge, &payload, u64::from(i)))
         .collect();
     for r in 0..runs + 5 {

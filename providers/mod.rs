@@ -47,7 +47,8 @@
 //! A send queue holds at most [`QpCaps::max_send_wr`] outstanding work requests. A request
 //! stays outstanding until a completion retires it: its own (signaled) completion, or a later
 //! signaled completion on the same send queue that *covers* it ([`Completion::covered`]), or a
-//! flush completion when the QP fails. Posting to a full queue returns
+//! flush completion when the QP fails. One exception, as in verbs: an *unsignaled* request that
+//! had already executed when the QP moved to ERR produces no completion and no flush. Posting to a full queue returns
 //! [`PostError::QueueFull`] and hands the request back ([`Rejected`]); it never overwrites an
 //! unfinished WQE. A request that is invalid (inline too large, too many SGEs, a misaligned
 //! atomic, an op the QP type cannot do, a QP not in a state that may post) is rejected before
@@ -58,6 +59,8 @@
 
 use std::fmt;
 
+pub mod buffer;
+pub mod helpers;
 pub mod mlx5;
 pub mod verbs;
 
@@ -67,11 +70,12 @@ pub mod verbs;
 pub use self::verbs as rxe;
 pub mod sim;
 
+pub use self::buffer::{Pages, RegisteredBuf};
 pub use crate::endpoint::{QpEndpoint, RemoteMr};
 pub use crate::types::{
-    Access, AddressHandle, Completion, ConnectOpts, Mtu, Payload, PostError, QpCaps, QpConfig,
-    QpState, QpType, RecvWr, Rejected, SendFlags, SendOp, SendWr, Sge, UdDest, WcFlags, WcOpcode,
-    WcStatus,
+    Access, Completion, ConnectOpts, Mtu, Payload, PostError, PostListError, QpCaps, QpConfig,
+    QpState, QpType, RecvWr, Rejected, RingError, SendBatch, SendFlags, SendOp, SendWr, Sge,
+    UdDest, WcFlags, WcOpcode, WcStatus,
 };
 
 /// A registered memory region.
@@ -120,21 +124,36 @@ impl MemoryRegion for crate::verbs::Mr {
 
 /// A send queue: one producer (`&mut self`).
 pub trait SendQueue {
+    /// The address handle a UD request names ([`UdDest::ah`]): the provider's own.
+    type Ah;
     /// Stage one request. It is not visible to the device until [`SendQueue::ring`].
-    fn post<'a>(&mut self, wr: SendWr<'a>) -> Result<(), Rejected<SendWr<'a>>>;
+    fn post<'a>(&mut self, wr: SendWr<'a, Self::Ah>) -> Result<(), Rejected<SendWr<'a, Self::Ah>>>;
     /// Publish everything staged with one doorbell. Ringing with nothing staged does nothing.
     fn ring(&mut self);
     /// Post each request, then ring once. On a refusal, the requests before it are staged and
-    /// rung, and the refused index comes back with the error.
-    fn post_list(&mut self, wrs: &[SendWr<'_>]) -> Result<(), (usize, PostError)> {
+    /// rung; the error names the refused index and hands back the unposted rest.
+    fn post_list<'s, 'a>(
+        &mut self,
+        wrs: &'s [SendWr<'a, Self::Ah>],
+    ) -> Result<(), PostListError<'s, SendWr<'a, Self::Ah>>> {
         for (i, wr) in wrs.iter().enumerate() {
             if let Err(r) = self.post(*wr) {
                 self.ring();
-                return Err((i, r.error));
+                return Err(PostListError {
+                    index: i,
+                    error: r.error,
+                    rest: &wrs[i..],
+                });
             }
         }
         self.ring();
         Ok(())
+    }
+    /// The error of the last [`SendQueue::ring`] the device refused, if any (cleared by this
+    /// call). Only the verbs provider can refuse a doorbell; mlx5 and the sim always return
+    /// `None`. Check it after a ring where a lost batch matters.
+    fn take_ring_error(&mut self) -> Option<RingError> {
+        None
     }
     /// How many more requests fit (the smallest possible WQE each, on mlx5).
     fn free_slots(&self) -> u32;
@@ -148,16 +167,27 @@ pub trait RecvQueue {
     fn post_recv<'a>(&mut self, wr: RecvWr<'a>) -> Result<(), Rejected<RecvWr<'a>>>;
     /// Publish everything staged.
     fn ring(&mut self);
-    /// Post each, then ring once.
-    fn post_recv_list(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), (usize, PostError)> {
+    /// Post each, then ring once; on a refusal as [`SendQueue::post_list`].
+    fn post_recv_list<'s, 'a>(
+        &mut self,
+        wrs: &'s [RecvWr<'a>],
+    ) -> Result<(), PostListError<'s, RecvWr<'a>>> {
         for (i, wr) in wrs.iter().enumerate() {
             if let Err(r) = self.post_recv(*wr) {
                 self.ring();
-                return Err((i, r.error));
+                return Err(PostListError {
+                    index: i,
+                    error: r.error,
+                    rest: &wrs[i..],
+                });
             }
         }
         self.ring();
         Ok(())
+    }
+    /// As [`SendQueue::take_ring_error`].
+    fn take_ring_error(&mut self) -> Option<RingError> {
+        None
     }
     /// How many more receives fit.
     fn free_slots(&self) -> u32;
@@ -226,8 +256,11 @@ pub trait Provider {
     type Cq: CompletionQueue;
     /// Shared receive queue.
     type Srq: RecvQueue;
-    /// Queue pair.
-    type Qp: QueuePair;
+    /// Queue pair; its send queue takes this provider's address handles.
+    type Qp: QueuePair<Sq: SendQueue<Ah = Self::Ah>>;
+    /// Address handle (UD), created by [`Provider::create_ah`] and named in [`UdDest`]; any
+    /// thread may send with it.
+    type Ah: Send + Sync;
 
     /// Which provider this is.
     fn kind(&self) -> ProviderKind;
@@ -247,6 +280,24 @@ pub trait Provider {
         len: usize,
         access: Access,
     ) -> crate::Result<Self::Mr>;
+    /// Map `len` bytes of fresh, zeroed, page-aligned memory (on huge pages if `pages` asks
+    /// and the system has them) and register it with `access`: the safe way to get
+    /// registered memory. See [`buffer`] for when the device may write into it.
+    fn alloc_buf(
+        &mut self,
+        pd: &Self::Pd,
+        len: usize,
+        access: Access,
+        pages: Pages,
+    ) -> crate::Result<RegisteredBuf<Self::Mr>> {
+        let (mut map, huge, note) = buffer::map(len, pages)?;
+        let ptr = map.as_mut_ptr();
+        // SAFETY: `map` is a fresh private mapping of at least `len` bytes; the buffer built
+        // below owns both and drops the region before the mapping, so the memory stays valid
+        // for the region's whole life.
+        let mr = unsafe { self.reg_mr(pd, ptr, len, access)? };
+        Ok(RegisteredBuf::new(mr, map, len, huge, note))
+    }
     /// Create a CQ with at least `cqe` entries.
     fn create_cq(&mut self, cqe: u32) -> crate::Result<Self::Cq>;
     /// Create an SRQ.
@@ -278,7 +329,7 @@ pub trait Provider {
         pd: &Self::Pd,
         remote: &QpEndpoint,
         opts: &ConnectOpts,
-    ) -> crate::Result<AddressHandle>;
+    ) -> crate::Result<Self::Ah>;
     /// Give the device a chance to run (the sim in deterministic mode runs until idle; real
     /// devices do nothing).
     fn progress(&mut self) {}

@@ -74,6 +74,16 @@ pub enum Error {
         /// What.
         what: String,
     },
+    /// A post was refused (`?` on a [`crate::types::Rejected`] or a post list error lands
+    /// here; the request itself is dropped, use the hot-path error to keep it).
+    Post {
+        /// Index in the list, for a post list; `None` for a single post.
+        index: Option<usize>,
+        /// Why.
+        error: crate::types::PostError,
+    },
+    /// A doorbell the device refused (verbs provider only).
+    Ring(crate::types::RingError),
 }
 
 impl Error {
@@ -170,11 +180,47 @@ impl fmt::Display for Error {
                 context, detail, ..
             } => write!(f, "{context}: {detail}"),
             Error::Unsupported { what } => write!(f, "unsupported: {what}"),
+            Error::Post {
+                index: Some(i),
+                error,
+            } => write!(f, "post of request {i} in the list refused: {error}"),
+            Error::Post { index: None, error } => write!(f, "post refused: {error}"),
+            Error::Ring(e) => e.fmt(f),
         }
     }
 }
 
 impl std::error::Error for Error {}
+
+impl From<crate::types::PostError> for Error {
+    fn from(error: crate::types::PostError) -> Self {
+        Error::Post { index: None, error }
+    }
+}
+
+impl<W> From<crate::types::Rejected<W>> for Error {
+    fn from(r: crate::types::Rejected<W>) -> Self {
+        Error::Post {
+            index: None,
+            error: r.error,
+        }
+    }
+}
+
+impl<W> From<crate::types::PostListError<'_, W>> for Error {
+    fn from(e: crate::types::PostListError<'_, W>) -> Self {
+        Error::Post {
+            index: Some(e.index),
+            error: e.error,
+        }
+    }
+}
+
+impl From<crate::types::RingError> for Error {
+    fn from(e: crate::types::RingError) -> Self {
+        Error::Ring(e)
+    }
+}
 
 #[cfg(test)]
 mod tests {

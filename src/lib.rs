@@ -20,6 +20,62 @@
 //! requests, completions) in one `use`. The library parses no command line and prints
 //! nothing: the `rdma-direct` binary (`src/bin/rdma-direct/`) does that on top of it.
 //!
+//! ## Guide
+//!
+//! Open a device (here the software one; `VerbsDevice::open("rxe0")` or
+//! `Mlx5Device::open("mlx5_0")` on hardware), get registered memory from
+//! [`Provider::alloc_buf`](providers::Provider::alloc_buf) (no `unsafe`), create and connect
+//! two RC QPs (over TCP between processes: [`endpoint::connect_qp_server`] /
+//! [`endpoint::connect_qp_client`]), WRITE WITH IMMEDIATE a batch into the peer's memory
+//! with one doorbell and one signaled request, and let `?` carry every error:
+//!
+//! ```
+//! use rdma_direct::prelude::*;
+//!
+//! fn main() -> Result<()> {
+//!     let mut dev = SimDevice::new();
+//!     let pd = dev.alloc_pd()?;
+//!     let mut mine = dev.alloc_buf(&pd, 4096, Access::LOCAL_WRITE, Pages::Normal)?;
+//!     let theirs = dev.alloc_buf(&pd, 4096, Access::ALL, Pages::Normal)?;
+//!     let cfg = QpConfig::new(QpType::Rc);
+//!     let (mut ca, mut cb) = (dev.create_cq(256)?, dev.create_cq(256)?);
+//!     let mut a = dev.create_qp(&pd, &mut ca, None, None, &cfg)?;
+//!     let mut b = dev.create_qp(&pd, &mut cb, None, None, &cfg)?;
+//!     let opts = ConnectOpts::default();
+//!     let (ea, eb) = (dev.endpoint(&a, &opts)?, dev.endpoint(&b, &opts)?);
+//!     dev.connect(&mut a, &ea, &eb, &opts)?;
+//!     dev.connect(&mut b, &eb, &ea, &opts)?;
+//!
+//!     // The peer's window (this travels in the endpoint message between processes).
+//!     let window = theirs.remote(0, 4096)?;
+//!     mine.get_mut(0, 4)?.copy_from_slice(b"buy!");
+//!     let sge = [mine.sge(0, 64)?];
+//!     let mut batch = SendBatch::<_, 4>::new();
+//!     for i in 0..4u64 {
+//!         let at = window.addr_at(i * 64, 64).expect("inside the window");
+//!         let wr = SendWr::write_imm(i, &sge, at, window.rkey, i as u32);
+//!         let _ = batch.push(wr.signaled_if(i == 3)); // selective signaling
+//!     }
+//!     for i in 0..4 {
+//!         b.rq().post_recv(RecvWr::new(i, &[]))?; // a WRITE WITH IMM consumes a receive
+//!     }
+//!     b.rq().ring();
+//!     a.sq().post_list(batch.as_slice())?; // one doorbell
+//!
+//!     let (mut got, mut wc) = (0, [Completion::EMPTY; 8]);
+//!     while got < 4 {
+//!         dev.progress(); // runs the software device; real devices need nothing
+//!         got += cb.poll(&mut wc[..]);
+//!     }
+//!     // The receive completions say the peer's bytes have landed: they are ours to read.
+//!     assert_eq!(theirs.get(192, 4)?, b"buy!");
+//!     Ok(())
+//! }
+//! ```
+//!
+//! `examples/order_gateway.rs` is the same pattern as a measured round trip, on the sim or
+//! between two processes over a device.
+//!
 //! The control path may allocate, lock and make system calls. The data plane on mlx5 and on
 //! the sim does none of these per operation (see `tests/hot_path_alloc.rs`).
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -78,9 +78,9 @@ use std::time::Instant;
 use memmap2::MmapMut;
 
 use crate::providers::{
-    Access, AddressHandle, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider,
-    ProviderKind, QpCaps, QpConfig, QpEndpoint, QpType, QueuePair, RecvQueue, RecvWr, SendOp,
-    SendQueue, SendWr, Sge, UdDest,
+    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, ProviderKind, QpCaps,
+    QpConfig, QpEndpoint, QpType, QueuePair, RecvQueue, RecvWr, SendOp, SendQueue, SendWr, Sge,
+    UdDest,
 };
 use crate::{Error, Result};
 use pingpong::{Kind, Waiter, RECV_WRID};
@@ -568,7 +568,7 @@ struct Side<P: Provider> {
 /// Everything a run sets up. Field order is drop order: AHs and QPs (inside the sides)
 /// before the PD, the memory last.
 struct Bed<P: Provider> {
-    ahs: Option<(AddressHandle, AddressHandle)>,
+    ahs: Option<(P::Ah, P::Ah)>,
     client: Side<P>,
     server: Side<P>,
     _pd: P::Pd,
@@ -766,7 +766,7 @@ fn wait_one<P: Provider>(
     }
 }
 
-fn post_one<P: Provider>(s: &mut Side<P>, wr: SendWr<'_>) -> Result<()> {
+fn post_one<P: Provider>(s: &mut Side<P>, wr: SendWr<'_, P::Ah>) -> Result<()> {
     let sq = s.qp.sq();
     if let Err(r) = sq.post(wr) {
         return Err(perr(format!("post {}: {}", wr.op.name(), r.error)));

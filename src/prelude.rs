@@ -12,9 +12,15 @@
 //!   [`MemoryRegion`];
 //! - work requests and completions: [`SendWr`], [`SendOp`], [`SendFlags`], [`Sge`],
 //!   [`UdDest`], [`RecvWr`], [`Completion`], [`WcStatus`], [`WcOpcode`], [`WcFlags`],
-//!   [`PostError`], [`Rejected`];
+//!   [`PostError`], [`Rejected`], [`PostListError`], [`RingError`], [`SendBatch`];
+//! - registered memory: [`RegisteredBuf`] (from [`Provider::alloc_buf`]), [`Pages`],
+//!   [`RemoteMr`] (a window the peer may access);
 //! - QP set-up: [`QpType`], [`QpCaps`], [`QpConfig`], [`QpState`], [`ConnectOpts`],
-//!   [`Access`], [`AddressHandle`], [`QpEndpoint`], [`Mtu`], [`ProviderKind`];
+//!   [`Access`], [`QpEndpoint`], [`Mtu`], [`ProviderKind`];
+//! - bring-up over TCP for any provider: [`connect_qp_server`], [`connect_qp_client`],
+//!   [`Connection`];
+//! - around the hot loop: [`poll_wait`] (busy-poll with a stall deadline), [`drain`],
+//!   [`pin_current_thread`], [`local_cpus`];
 //! - [`Error`] and [`Result`].
 //!
 //! A program written against the traits runs on every device. Two RC QPs on the software
@@ -59,13 +65,15 @@
 //! assert_eq!((c.wr_id, c.byte_len), (7, 64));
 //! ```
 
+pub use crate::endpoint::{connect_qp_client, connect_qp_server, Connection};
+pub use crate::providers::helpers::{drain, local_cpus, pin_current_thread, poll_wait};
 pub use crate::providers::mlx5::Mlx5Device;
 pub use crate::providers::sim::SimDevice;
 pub use crate::providers::verbs::VerbsDevice;
 pub use crate::providers::{
-    Access, AddressHandle, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, PostError,
-    Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState, QpType, QueuePair, RecvQueue,
-    RecvWr, Rejected, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode,
-    WcStatus,
+    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, Pages, PostError,
+    PostListError, Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState, QpType,
+    QueuePair, RecvQueue, RecvWr, RegisteredBuf, Rejected, RemoteMr, RingError, SendBatch,
+    SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
 };
 pub use crate::{Error, Result};

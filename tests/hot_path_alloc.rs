@@ -23,7 +23,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use plain::{Cqe, PlainCq, PlainQp, PlainSrq};
+use plain::{Cqe, Plain, PlainCq, PlainQp, PlainSrq};
 use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Qp, Mlx5Srq};
 use rdma_direct::providers::{
     Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, QueuePair, RecvQueue, RecvWr,
@@ -84,10 +84,10 @@ const QPN: u32 = 0x42;
 
 /// Everything the loop needs, built (allocating) before it.
 struct Rig {
-    qp: Mlx5Qp,
-    srq_qp: Mlx5Qp,
-    cq: Mlx5Cq,
-    srq: Mlx5Srq,
+    qp: Mlx5Qp<Plain>,
+    srq_qp: Mlx5Qp<Plain>,
+    cq: Mlx5Cq<Plain>,
+    srq: Mlx5Srq<Plain>,
     dev: PlainQp,
     dcq: PlainCq,
     _dsrq: PlainSrq,
@@ -108,16 +108,17 @@ fn rig() -> Rig {
     let dsrq = PlainSrq::new(5, 64, 48);
     let dsrq_qp = PlainQp::new(QPN + 1, 16, 0, 0, 0);
     // SAFETY: plain memory kept alive by the owners; used by these objects only.
-    let mut cq = unsafe { Mlx5Cq::from_dv(dcq.dv, dcq.owner()) }.unwrap();
+    let mut cq = unsafe { Mlx5Cq::<Plain>::from_dv(dcq.dv, dcq.owner()) }.unwrap();
     // SAFETY: as above.
-    let mut srq = unsafe { Mlx5Srq::from_dv(dsrq.dv, 2, dsrq.owner()) }.unwrap();
+    let mut srq = unsafe { Mlx5Srq::<Plain>::from_dv(dsrq.dv, 2, dsrq.owner()) }.unwrap();
     let cfg = QpConfig::new(QpType::Rc);
     // SAFETY: as above.
     let mut qp =
-        unsafe { Mlx5Qp::from_dv(dev.dv, &cfg, caps, &mut cq, None, None, dev.owner()) }.unwrap();
+        unsafe { Mlx5Qp::<Plain>::from_dv(dev.dv, &cfg, caps, &mut cq, None, None, dev.owner()) }
+            .unwrap();
     // SAFETY: as above.
     let mut srq_qp = unsafe {
-        Mlx5Qp::from_dv(
+        Mlx5Qp::<Plain>::from_dv(
             dsrq_qp.dv,
             &cfg,
             caps,

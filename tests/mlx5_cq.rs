@@ -5,7 +5,7 @@
 #[path = "../benches/rig/plain.rs"]
 mod plain;
 
-use plain::{Cqe, PlainCq, PlainQp, PlainSrq};
+use plain::{Cqe, Plain, PlainCq, PlainQp, PlainSrq};
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
 use rdma_direct::providers::{
     Completion, CompletionQueue, PostError, QpCaps, QpConfig, QpState, QpType, QueuePair,
@@ -22,17 +22,25 @@ fn caps() -> QpCaps {
     }
 }
 
-fn cq(cqe_cnt: u32, cqe_size: u32) -> (Mlx5Cq, PlainCq) {
+fn cq(cqe_cnt: u32, cqe_size: u32) -> (Mlx5Cq<Plain>, PlainCq) {
     let d = PlainCq::new(3, cqe_cnt, cqe_size);
     // SAFETY: plain memory kept alive by the owner; used only by this CQ and the test.
-    (unsafe { Mlx5Cq::from_dv(d.dv, d.owner()) }.unwrap(), d)
+    (
+        unsafe { Mlx5Cq::<Plain>::from_dv(d.dv, d.owner()) }.unwrap(),
+        d,
+    )
 }
 
-fn qp_on(cq: &mut Mlx5Cq, qpn: u32, srq: Option<&mut Mlx5Srq>) -> (Mlx5Qp, PlainQp) {
+fn qp_on(
+    cq: &mut Mlx5Cq<Plain>,
+    qpn: u32,
+    srq: Option<&mut Mlx5Srq<Plain>>,
+) -> (Mlx5Qp<Plain>, PlainQp) {
     let d = PlainQp::new(qpn, 16, if srq.is_some() { 0 } else { 8 }, 32, 0);
     let cfg = QpConfig::new(QpType::Rc);
     // SAFETY: as above.
-    let mut qp = unsafe { Mlx5Qp::from_dv(d.dv, &cfg, caps(), cq, None, srq, d.owner()) }.unwrap();
+    let mut qp =
+        unsafe { Mlx5Qp::<Plain>::from_dv(d.dv, &cfg, caps(), cq, None, srq, d.owner()) }.unwrap();
     qp.set_state(QpState::Init);
     qp.set_state(QpState::Rtr);
     qp.set_state(QpState::Rts);
@@ -45,7 +53,7 @@ const SGE: [Sge; 1] = [Sge {
     lkey: 1,
 }];
 
-fn poll_all(cq: &mut Mlx5Cq) -> Vec<Completion> {
+fn poll_all(cq: &mut Mlx5Cq<Plain>) -> Vec<Completion> {
     let mut out = [Completion::EMPTY; 16];
     let n = cq.poll(&mut out);
     out[..n].to_vec()
@@ -284,7 +292,7 @@ fn srq_maps_wqe_index_and_recycles_entries() {
     let (mut cq, mut d) = cq(16, 64);
     let ds = PlainSrq::new(9, 4, 48);
     // SAFETY: plain memory kept alive by the owner.
-    let mut srq = unsafe { Mlx5Srq::from_dv(ds.dv, 2, ds.owner()) }.unwrap();
+    let mut srq = unsafe { Mlx5Srq::<Plain>::from_dv(ds.dv, 2, ds.owner()) }.unwrap();
     let (mut qp, _dq) = qp_on(&mut cq, 0x55, Some(&mut srq));
     // The CQ reserved the SRQ's 4 entries once.
     assert_eq!(cq.reserved(), 4);
@@ -474,7 +482,7 @@ fn separate_send_and_receive_cqs() {
     let cfg = QpConfig::new(QpType::Rc);
     // SAFETY: plain memory kept alive by the owner.
     let mut qp = unsafe {
-        Mlx5Qp::from_dv(
+        Mlx5Qp::<Plain>::from_dv(
             dq.dv,
             &cfg,
             caps(),
@@ -511,7 +519,7 @@ fn separate_send_and_receive_cqs() {
 fn bad_descriptors_are_clear_errors() {
     let mut d = PlainCq::new(1, 6, 64).dv;
     // SAFETY: rejected before any access.
-    let e = unsafe { Mlx5Cq::from_dv(d, Box::new(())) }.unwrap_err();
+    let e = unsafe { Mlx5Cq::<Plain>::from_dv(d, plain::Region::new(64)) }.unwrap_err();
     assert!(
         e.to_string().contains("cqe_cnt 6 is not a power of two"),
         "{e}"
@@ -519,14 +527,14 @@ fn bad_descriptors_are_clear_errors() {
     d.cqe_cnt = 8;
     d.cqe_size = 32;
     // SAFETY: rejected before any access.
-    let e = unsafe { Mlx5Cq::from_dv(d, Box::new(())) }.unwrap_err();
+    let e = unsafe { Mlx5Cq::<Plain>::from_dv(d, plain::Region::new(64)) }.unwrap_err();
     assert!(e.to_string().contains("cqe_size 32"), "{e}");
     let (mut cq, _d) = cq(8, 64);
     let mut dq = PlainQp::new(1, 16, 8, 32, 0);
     dq.dv.sq_stride = 128;
     // SAFETY: rejected before any access.
     let e = unsafe {
-        Mlx5Qp::from_dv(
+        Mlx5Qp::<Plain>::from_dv(
             dq.dv,
             &QpConfig::new(QpType::Rc),
             caps(),
@@ -631,7 +639,7 @@ fn a_qp_outliving_its_cq_and_srq_drops_cleanly() {
     let (mut cq, d) = cq(16, 64);
     let ds = PlainSrq::new(9, 4, 48);
     // SAFETY: plain memory kept alive by the owner.
-    let mut srq = unsafe { Mlx5Srq::from_dv(ds.dv, 1, ds.owner()) }.unwrap();
+    let mut srq = unsafe { Mlx5Srq::<Plain>::from_dv(ds.dv, 1, ds.owner()) }.unwrap();
     let (mut qp, dq) = qp_on(&mut cq, 0xb0, Some(&mut srq));
     qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
     qp.sq().ring();

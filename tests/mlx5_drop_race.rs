@@ -10,14 +10,13 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rdma_direct::providers::mlx5::Mlx5Qp;
-use rdma_direct::providers::sim::SimDevice;
+use rdma_direct::providers::sim::{SimDevice, SimQp};
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpCaps, QpConfig,
     QpType, QueuePair, SendQueue, SendWr,
 };
 
-fn connect_pair(dev: &mut SimDevice, a: &mut Mlx5Qp, b: &mut Mlx5Qp) {
+fn connect_pair(dev: &mut SimDevice, a: &mut SimQp, b: &mut SimQp) {
     let opts = ConnectOpts::default();
     let ea = dev.endpoint(a, &opts).unwrap();
     let eb = dev.endpoint(b, &opts).unwrap();
@@ -53,7 +52,7 @@ fn dropping_qps_while_their_cq_is_polled_on_another_thread() {
             },
             sq_sig_all: false,
         };
-        let mut pairs: Vec<(Mlx5Qp, Mlx5Qp)> = (0..8)
+        let mut pairs: Vec<(SimQp, SimQp)> = (0..8)
             .map(|_| {
                 let mut a = dev.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
                 let mut b = dev.create_qp(&pd, &mut rcq, None, None, &cfg).unwrap();

@@ -6,7 +6,7 @@
 #[path = "../benches/rig/plain.rs"]
 mod plain;
 
-use plain::{Cqe, PlainCq, PlainQp, PlainSrq};
+use plain::{Cqe, Plain, PlainCq, PlainQp, PlainSrq};
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
 use rdma_direct::providers::{
     Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, QueuePair, RecvQueue, RecvWr,
@@ -23,17 +23,25 @@ fn caps() -> QpCaps {
     }
 }
 
-fn cq(cqe_cnt: u32, cqe_size: u32) -> (Mlx5Cq, PlainCq) {
+fn cq(cqe_cnt: u32, cqe_size: u32) -> (Mlx5Cq<Plain>, PlainCq) {
     let d = PlainCq::new(3, cqe_cnt, cqe_size);
     // SAFETY: plain memory kept alive by the owner; used only by this CQ and the test.
-    (unsafe { Mlx5Cq::from_dv(d.dv, d.owner()) }.unwrap(), d)
+    (
+        unsafe { Mlx5Cq::<Plain>::from_dv(d.dv, d.owner()) }.unwrap(),
+        d,
+    )
 }
 
-fn qp_on(cq: &mut Mlx5Cq, qpn: u32, srq: Option<&mut Mlx5Srq>) -> (Mlx5Qp, PlainQp) {
+fn qp_on(
+    cq: &mut Mlx5Cq<Plain>,
+    qpn: u32,
+    srq: Option<&mut Mlx5Srq<Plain>>,
+) -> (Mlx5Qp<Plain>, PlainQp) {
     let d = PlainQp::new(qpn, 16, if srq.is_some() { 0 } else { 8 }, 32, 0);
     let cfg = QpConfig::new(QpType::Rc);
     // SAFETY: as above.
-    let mut qp = unsafe { Mlx5Qp::from_dv(d.dv, &cfg, caps(), cq, None, srq, d.owner()) }.unwrap();
+    let mut qp =
+        unsafe { Mlx5Qp::<Plain>::from_dv(d.dv, &cfg, caps(), cq, None, srq, d.owner()) }.unwrap();
     qp.set_state(QpState::Init);
     qp.set_state(QpState::Rtr);
     qp.set_state(QpState::Rts);
@@ -46,7 +54,7 @@ const SGE: [Sge; 1] = [Sge {
     lkey: 1,
 }];
 
-fn poll_all(cq: &mut Mlx5Cq) -> Vec<Completion> {
+fn poll_all(cq: &mut Mlx5Cq<Plain>) -> Vec<Completion> {
     let mut out = [Completion::EMPTY; 16];
     let n = cq.poll(&mut out);
     out[..n].to_vec()
@@ -153,7 +161,7 @@ fn an_srq_entry_completes_once() {
     let (mut cq, mut d) = cq(16, 64);
     let ds = PlainSrq::new(9, 4, 48);
     // SAFETY: plain memory kept alive by the owner.
-    let mut srq = unsafe { Mlx5Srq::from_dv(ds.dv, 2, ds.owner()) }.unwrap();
+    let mut srq = unsafe { Mlx5Srq::<Plain>::from_dv(ds.dv, 2, ds.owner()) }.unwrap();
     let (_qp, _dq) = qp_on(&mut cq, 0x34, Some(&mut srq));
     srq.post_recv(RecvWr {
         wr_id: 40,

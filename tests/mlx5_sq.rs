@@ -4,8 +4,8 @@
 #[path = "../benches/rig/plain.rs"]
 mod plain;
 
-use plain::{PlainCq, PlainQp};
-use rdma_direct::providers::mlx5::address_handle;
+use plain::{Plain, PlainCq, PlainQp};
+use rdma_direct::providers::mlx5::AddressVector;
 use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Qp};
 use rdma_direct::providers::{
     Completion, CompletionQueue, PostError, QpCaps, QpConfig, QpState, QpType, QueuePair,
@@ -25,8 +25,8 @@ fn caps() -> QpCaps {
 }
 
 struct Rig {
-    qp: Mlx5Qp,
-    cq: Mlx5Cq,
+    qp: Mlx5Qp<Plain>,
+    cq: Mlx5Cq<Plain>,
     dev: PlainQp,
     dcq: PlainCq,
 }
@@ -41,7 +41,7 @@ fn rig_caps(qp_type: QpType, sq_wqe_cnt: u32, cqe_cnt: u32, bf_size: u32, caps: 
     dev.mem.fill(0, sq_wqe_cnt as usize * 64, 0xa5);
     let dcq = PlainCq::new(7, cqe_cnt, 64);
     // SAFETY: the plain memory lives as long as the owners; only these objects use it.
-    let mut cq = unsafe { Mlx5Cq::from_dv(dcq.dv, dcq.owner()) }.unwrap();
+    let mut cq = unsafe { Mlx5Cq::<Plain>::from_dv(dcq.dv, dcq.owner()) }.unwrap();
     let cfg = QpConfig {
         qp_type,
         caps,
@@ -49,7 +49,8 @@ fn rig_caps(qp_type: QpType, sq_wqe_cnt: u32, cqe_cnt: u32, bf_size: u32, caps: 
     };
     // SAFETY: as above.
     let mut qp =
-        unsafe { Mlx5Qp::from_dv(dev.dv, &cfg, caps, &mut cq, None, None, dev.owner()) }.unwrap();
+        unsafe { Mlx5Qp::<Plain>::from_dv(dev.dv, &cfg, caps, &mut cq, None, None, dev.owner()) }
+            .unwrap();
     qp.set_state(QpState::Init);
     qp.set_state(QpState::Rtr);
     qp.set_state(QpState::Rts);
@@ -250,7 +251,7 @@ fn ud_send_copies_the_address_vector() {
     for (i, b) in av.iter_mut().enumerate() {
         *b = i as u8 + 1;
     }
-    let ah = address_handle(av);
+    let ah = AddressVector(av);
     let dest = UdDest {
         ah: &ah,
         remote_qpn: 0x12_3456,
@@ -315,7 +316,7 @@ fn invalid_requests_are_refused_before_anything_is_written() {
         lkey: 1,
     }];
     let five = [sge8[0]; 5];
-    let cases: Vec<(SendWr, PostError)> = vec![
+    let cases: Vec<(SendWr<'_, AddressVector>, PostError)> = vec![
         (
             SendWr::write(1, &[], 0, 0).inline(&[0; 201]),
             PostError::InlineTooLarge { len: 201, max: 200 },
@@ -338,7 +339,7 @@ fn invalid_requests_are_refused_before_anything_is_written() {
         assert_eq!(e.wr.wr_id, wr.wr_id, "the request comes back");
     }
     let mut rc = rig();
-    let rc_cases: Vec<(SendWr, PostError)> = vec![
+    let rc_cases: Vec<(SendWr<'_, AddressVector>, PostError)> = vec![
         (
             SendWr::new(
                 4,

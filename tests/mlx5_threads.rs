@@ -9,7 +9,7 @@ mod plain;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use plain::{PlainCq, PlainQp};
+use plain::{Plain, PlainCq, PlainQp};
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp};
 use rdma_direct::providers::{
     Completion, CompletionQueue, PostError, QpCaps, QpConfig, QpState, QpType, QueuePair,
@@ -29,10 +29,10 @@ fn poster_and_poller_threads_account_for_every_request() {
     let mut dev = PlainQp::new(0x77, 64, 0, 0, 256);
     let mut dcq = PlainCq::new(1, 128, 64);
     // SAFETY: plain memory kept alive by the owners; the device side is `dev`/`dcq`.
-    let mut cq = unsafe { Mlx5Cq::from_dv(dcq.dv, dcq.owner()) }.unwrap();
+    let mut cq = unsafe { Mlx5Cq::<Plain>::from_dv(dcq.dv, dcq.owner()) }.unwrap();
     // SAFETY: as above.
     let mut qp = unsafe {
-        Mlx5Qp::from_dv(
+        Mlx5Qp::<Plain>::from_dv(
             dev.dv,
             &QpConfig::new(QpType::Rc),
             caps,

@@ -6,8 +6,8 @@
 #[path = "../benches/rig/plain.rs"]
 mod plain;
 
-use plain::{PlainCq, PlainQp, PlainSrq};
-use rdma_direct::providers::mlx5::address_handle;
+use plain::{Plain, PlainCq, PlainQp, PlainSrq};
+use rdma_direct::providers::mlx5::AddressVector;
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
 use rdma_direct::providers::{
     Completion, CompletionQueue, Payload, QpCaps, QpConfig, QpState, QpType, QueuePair, RecvQueue,
@@ -42,16 +42,17 @@ fn caps() -> QpCaps {
     }
 }
 
-fn rig(qp_type: QpType) -> (Mlx5Qp, Mlx5Cq, PlainQp, PlainCq) {
+fn rig(qp_type: QpType) -> (Mlx5Qp<Plain>, Mlx5Cq<Plain>, PlainQp, PlainCq) {
     let dev = PlainQp::new(QPN, WQE_CNT, 8, 64, 0);
     dev.mem.fill(0, WQE_CNT as usize * 64, 0xa5);
     let dcq = PlainCq::new(1, 64, 64);
     // SAFETY: plain memory kept alive by the owners; used by these objects only.
-    let mut cq = unsafe { Mlx5Cq::from_dv(dcq.dv, dcq.owner()) }.unwrap();
+    let mut cq = unsafe { Mlx5Cq::<Plain>::from_dv(dcq.dv, dcq.owner()) }.unwrap();
     let cfg = QpConfig::new(qp_type);
     // SAFETY: as above.
     let mut qp =
-        unsafe { Mlx5Qp::from_dv(dev.dv, &cfg, caps(), &mut cq, None, None, dev.owner()) }.unwrap();
+        unsafe { Mlx5Qp::<Plain>::from_dv(dev.dv, &cfg, caps(), &mut cq, None, None, dev.owner()) }
+            .unwrap();
     qp.set_state(QpState::Init);
     qp.set_state(QpState::Rtr);
     qp.set_state(QpState::Rts);
@@ -96,7 +97,7 @@ fn run(qp_type: QpType, seed: u64, rounds: usize) {
     for (i, b) in av.iter_mut().enumerate() {
         *b = (i as u8).wrapping_mul(7);
     }
-    let ah = address_handle(av);
+    let ah = AddressVector(av);
     let inline_src: Vec<u8> = (0..200u32).map(|i| (i * 13 + 1) as u8).collect();
     let mut out = [Completion::EMPTY; 4];
     // UD: at most 4 SGEs of < 1000 bytes stay under the 4096-byte MTU.
@@ -294,7 +295,7 @@ fn receive_and_srq_wqes_parse_back() {
 
     let ds = PlainSrq::new(2, 8, 64);
     // SAFETY: plain memory kept alive by the owner.
-    let mut srq = unsafe { Mlx5Srq::from_dv(ds.dv, 3, ds.owner()) }.unwrap();
+    let mut srq = unsafe { Mlx5Srq::<Plain>::from_dv(ds.dv, 3, ds.owner()) }.unwrap();
     srq.post_recv(RecvWr {
         wr_id: 2,
         sges: &sges,

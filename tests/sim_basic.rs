@@ -1,7 +1,7 @@
 //! End-to-end hot path on the software mlx5 device: the production mlx5 provider posts,
 //! the sim executes, the provider polls. Deterministic mode (`progress()` runs the device).
 
-use rdma_direct::providers::sim::SimDevice;
+use rdma_direct::providers::sim::{SimCq, SimDevice, SimQp};
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpConfig, QpState,
     QpType, QueuePair, RecvQueue, RecvWr, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest,
@@ -9,15 +9,11 @@ use rdma_direct::providers::{
 };
 
 struct Side {
-    qp: rdma_direct::providers::mlx5::Mlx5Qp,
-    cq: rdma_direct::providers::mlx5::Mlx5Cq,
+    qp: SimQp,
+    cq: SimCq,
 }
 
-fn poll_n(
-    dev: &mut SimDevice,
-    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq,
-    n: usize,
-) -> Vec<Completion> {
+fn poll_n(dev: &mut SimDevice, cq: &mut SimCq, n: usize) -> Vec<Completion> {
     let mut out = Vec::new();
     let mut buf = [Completion::EMPTY; 16];
     for _ in 0..1000 {

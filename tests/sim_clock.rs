@@ -10,9 +10,9 @@
 //! clock against its monotonic clock, which drives the sim's counter.
 
 use rdma_direct::clock::{TimestampKind, MLX5_CYCLES_MASK, NSEC_PER_SEC};
-use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp};
 use rdma_direct::providers::sim::clock::SimClockConfig;
 use rdma_direct::providers::sim::SimDevice;
+use rdma_direct::providers::sim::{SimCq as Mlx5Cq, SimQp as Mlx5Qp};
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpConfig, QpType,
     QueuePair, SendQueue, SendWr,

@@ -6,10 +6,10 @@
 use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::{ConnectOpts, Provider, QpConfig, QpEndpoint, QpType};
 
-use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp};
+use rdma_direct::providers::sim::{SimCq, SimQp};
 
 /// A QP (with its CQ) on `dev` and its endpoint.
-fn endpoint_of(dev: &mut SimDevice, t: QpType) -> (Mlx5Qp, Mlx5Cq, QpEndpoint) {
+fn endpoint_of(dev: &mut SimDevice, t: QpType) -> (SimQp, SimCq, QpEndpoint) {
     let pd = dev.alloc_pd().unwrap();
     let mut cq = dev.create_cq(16).unwrap();
     let qp = dev

@@ -13,8 +13,8 @@
 
 use std::collections::VecDeque;
 
-use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp};
 use rdma_direct::providers::sim::{FaultConfig, SimDevice, SimMr, SimPd};
+use rdma_direct::providers::sim::{SimCq, SimQp};
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpCaps, QpConfig,
     QpState, QpType, QueuePair, RecvQueue, RecvWr, SendOp, SendQueue, SendWr, Sge, WcOpcode,
@@ -70,14 +70,14 @@ struct Posted {
     send: bool,
 }
 
-fn connect_pair(dev: &mut SimDevice, a: &mut Mlx5Qp, b: &mut Mlx5Qp, opts: &ConnectOpts) {
+fn connect_pair(dev: &mut SimDevice, a: &mut SimQp, b: &mut SimQp, opts: &ConnectOpts) {
     let ea = dev.endpoint(a, opts).unwrap();
     let eb = dev.endpoint(b, opts).unwrap();
     dev.connect(a, &ea, &eb, opts).unwrap();
     dev.connect(b, &eb, &ea, opts).unwrap();
 }
 
-fn poll_all(dev: &mut SimDevice, cq: &mut Mlx5Cq, out: &mut Vec<Completion>) {
+fn poll_all(dev: &mut SimDevice, cq: &mut SimCq, out: &mut Vec<Completion>) {
     let mut wc = [Completion::EMPTY; 7];
     dev.progress();
     loop {
@@ -335,8 +335,8 @@ struct Req {
 }
 
 struct Pair {
-    a: Mlx5Qp,
-    b: Mlx5Qp,
+    a: SimQp,
+    b: SimQp,
     sq: VecDeque<Req>,
     rq: VecDeque<u64>,
 }

@@ -4,7 +4,7 @@
 
 use std::os::fd::AsRawFd;
 
-use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp};
+use rdma_direct::providers::sim::{SimCq as Mlx5Cq, SimQp as Mlx5Qp};
 use rdma_direct::providers::sim::{SimDevice, SimMr};
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpConfig, QpType,

@@ -25,7 +25,7 @@ use std::alloc::Layout;
 use std::sync::Arc;
 
 use rdma_direct::mmio;
-use rdma_direct::providers::mlx5::{DvCq, DvQp, DvSrq, Mlx5Cq, Mlx5Qp};
+use rdma_direct::providers::mlx5::{AddressVector, DvCq, DvQp, DvSrq, Mlx5Cq, Mlx5Qp, Owners};
 use rdma_direct::providers::{
     Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, SendOp, SendWr, Sge,
 };
@@ -35,6 +35,22 @@ use rdma_direct::wire::{
     MLX5_CQE_INVALID_OP_OWN, MLX5_CQE_OWNER_MASK, MLX5_CQE_REQ, MLX5_SEND_WQE_BB, MLX5_SND_DBR,
     MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
 };
+
+/// The plain-memory "device": every queue's memory is a [`Region`] (the queue holds it
+/// alive), and an address handle is only its address vector.
+#[derive(Debug)]
+pub struct Plain;
+
+impl Owners for Plain {
+    type Cq = Arc<Region>;
+    type Srq = Arc<Region>;
+    type Qp = Arc<Region>;
+    type Ah = AddressVector;
+    #[inline(always)]
+    fn av(ah: &AddressVector) -> &[u8; 48] {
+        &ah.0
+    }
+}
 
 /// One zeroed, aligned allocation, freed on drop. Accessed by raw pointer only.
 pub struct Region {
@@ -200,8 +216,8 @@ impl PlainCq {
         }
     }
     /// An owner for `from_dv` (keeps the memory alive).
-    pub fn owner(&self) -> Box<dyn std::any::Any + Send + Sync> {
-        Box::new(self.mem.clone())
+    pub fn owner(&self) -> Arc<Region> {
+        self.mem.clone()
     }
     /// Write `cqe` at the producer index with the owner bit of its pass: body first, the
     /// `op_own` byte last.
@@ -288,8 +304,8 @@ impl PlainQp {
         }
     }
     /// An owner for `from_dv`.
-    pub fn owner(&self) -> Box<dyn std::any::Any + Send + Sync> {
-        Box::new(self.mem.clone())
+    pub fn owner(&self) -> Arc<Region> {
+        self.mem.clone()
     }
     /// The WQEBB at ring index `idx & (wqe_cnt - 1)`.
     pub fn wqebb(&self, idx: u32) -> Vec<u8> {
@@ -380,8 +396,8 @@ impl PlainSrq {
         }
     }
     /// An owner for `from_dv`.
-    pub fn owner(&self) -> Box<dyn std::any::Any + Send + Sync> {
-        Box::new(self.mem.clone())
+    pub fn owner(&self) -> Arc<Region> {
+        self.mem.clone()
     }
     /// Entry `idx`.
     pub fn entry(&self, idx: u32) -> Vec<u8> {
@@ -433,9 +449,9 @@ impl BenchOp {
 /// requests, then let the "device" complete them and poll.
 pub struct Loopback {
     /// The queue pair under test.
-    pub qp: Mlx5Qp,
+    pub qp: Mlx5Qp<Plain>,
     /// Its CQ.
-    pub cq: Mlx5Cq,
+    pub cq: Mlx5Cq<Plain>,
     /// Device side of the QP.
     pub dev: PlainQp,
     /// Device side of the CQ.
@@ -479,7 +495,13 @@ impl Loopback {
     }
 
     /// The request for `op` of `size` bytes (`size` is 8 for atomics).
-    pub fn wr<'a>(&self, op: BenchOp, sge: &'a [Sge; 1], inline: &'a [u8], id: u64) -> SendWr<'a> {
+    pub fn wr<'a>(
+        &self,
+        op: BenchOp,
+        sge: &'a [Sge; 1],
+        inline: &'a [u8],
+        id: u64,
+    ) -> SendWr<'a, AddressVector> {
         match op {
             BenchOp::WriteInline => SendWr::write(id, &[], 0x10_0000, 7).inline(inline),
             BenchOp::Write => SendWr::write(id, sge, 0x10_0000, 7),

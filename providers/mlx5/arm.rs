@@ -150,7 +150,7 @@ impl<C: EventChannel> CqWaiter<C> {
 
     /// Arm the CQ for its next completion after what `cq` consumed (for callers running
     /// their own epoll loop: arm, poll once more, then wait for the fd).
-    pub fn arm(&mut self, cq: &Mlx5Cq, solicited: bool) {
+    pub fn arm<D: super::Owners>(&mut self, cq: &Mlx5Cq<D>, solicited: bool) {
         self.arm.arm(cq.ci(), solicited);
     }
 
@@ -178,7 +178,11 @@ impl<C: EventChannel> CqWaiter<C> {
     /// Poll `cq` into `out`; if nothing is there, arm, poll again, and sleep on the channel
     /// until the CQ's event fires, then poll. Returns at least one completion (or an error
     /// reading the channel). Never misses a completion: see the module doc.
-    pub fn wait(&mut self, cq: &mut Mlx5Cq, out: &mut [Completion]) -> crate::Result<usize> {
+    pub fn wait<D: super::Owners>(
+        &mut self,
+        cq: &mut Mlx5Cq<D>,
+        out: &mut [Completion],
+    ) -> crate::Result<usize> {
         if out.is_empty() {
             return Ok(0);
         }

@@ -96,7 +96,9 @@ use std::sync::Arc;
 use crossbeam_utils::CachePadded;
 
 use super::dv::DvCq;
+use super::owners::Owners;
 use super::shared::{before, CqShared, QpShared, PURGE_ACTIVE};
+use super::Mlx5Device;
 use crate::barrier::{from_device_load_barrier, to_device_store_barrier};
 use crate::mmio;
 use crate::providers::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
@@ -184,7 +186,7 @@ struct Entry {
 // `repr(C, align(64))`: the fields keep the order written, so what every poll reads (`dv`
 // through `last`) shares the first cache lines ahead of the rarely touched counters.
 #[repr(C, align(64))]
-pub struct Mlx5Cq {
+pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     dv: DvCq,
     /// Consumer index (see the module doc). Poller-private; published to `shared.ci`.
     ci: u32,
@@ -204,13 +206,15 @@ pub struct Mlx5Cq {
     bogus: u64,
     /// Completion timestamps: the CQ's format and clock info (`None`: not asked for).
     clock: Option<Box<super::ts::CqClock>>,
+    /// Keeps the CQ memory alive; every QP registered with this CQ holds it too.
+    pub(crate) owner: Arc<D::Cq>,
 }
 
-// SAFETY: `cqe0` points into the CQ memory `shared.owner` keeps alive (like `dv`, which is
-// `Send`); only this poller (`&mut self`) reads through it.
-unsafe impl Send for Mlx5Cq {}
+// SAFETY: `cqe0` points into the CQ memory `owner` keeps alive (like `dv`, which is `Send`);
+// only this poller (`&mut self`) reads through it.
+unsafe impl<D: Owners> Send for Mlx5Cq<D> {}
 
-impl std::fmt::Debug for Mlx5Cq {
+impl<D: Owners> std::fmt::Debug for Mlx5Cq<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mlx5Cq")
             .field("cqn", &self.dv.cqn)
@@ -220,17 +224,14 @@ impl std::fmt::Debug for Mlx5Cq {
     }
 }
 
-impl Mlx5Cq {
+impl<D: Owners> Mlx5Cq<D> {
     /// Wrap a CQ's memory.
     ///
     /// # Safety
     /// `dv` memory stays valid and is used as an mlx5 CQ (only by this object and the device)
     /// until drop; `owner` keeps it alive. The ring is initialised the way the device expects
     /// (every `op_own = 0xF0` in a new CQ).
-    pub unsafe fn from_dv(
-        dv: DvCq,
-        owner: Box<dyn std::any::Any + Send + Sync>,
-    ) -> crate::Result<Mlx5Cq> {
+    pub unsafe fn from_dv(dv: DvCq, owner: D::Cq) -> crate::Result<Mlx5Cq<D>> {
         let bad = |detail: String| crate::Error::InvalidArgument {
             context: "Mlx5Cq::from_dv",
             detail,
@@ -267,12 +268,12 @@ impl Mlx5Cq {
                 reserved: CachePadded::new(0.into()),
                 ci: CachePadded::new(0.into()),
                 polling: CachePadded::new(false.into()),
-                owner,
             }),
             entries: Vec::with_capacity(8),
             last: 0,
             bogus: 0,
             clock: None,
+            owner: Arc::new(owner),
         })
     }
 
@@ -300,7 +301,7 @@ impl Mlx5Cq {
     }
     /// A handle that keeps the CQ's memory (ring, record, the owner's mappings) alive.
     pub fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
-        Arc::clone(&self.shared) as Arc<dyn std::any::Any + Send + Sync>
+        Arc::clone(&self.owner) as Arc<dyn std::any::Any + Send + Sync>
     }
     /// The poll loop. With `TS`, `ts[i]` gets the raw timestamp of the CQE that gave
     /// `out[i]` (`ts` at least as long as `out`); without, the code is the plain poll's.
@@ -464,9 +465,9 @@ impl Mlx5Cq {
         let c = self.clock.as_deref()?;
         Some(c.to_ns(self.cqe_timestamp_at(pos)))
     }
-    /// Whatever keeps the CQ memory alive (on hardware the verbs CQ).
-    pub(crate) fn owner(&self) -> &(dyn std::any::Any + Send + Sync) {
-        &*self.shared.owner
+    /// What keeps the CQ memory alive (on hardware the verbs CQ).
+    pub fn owner(&self) -> &D::Cq {
+        &self.owner
     }
     pub(crate) fn shared(&self) -> &Arc<CqShared> {
         &self.shared
@@ -681,7 +682,7 @@ unsafe fn scatter_from_cqe(cqe: *const u8, op_own: u8, len: u32, segs: *const u8
     }
 }
 
-impl CompletionQueue for Mlx5Cq {
+impl<D: Owners> CompletionQueue for Mlx5Cq<D> {
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> usize {
         self.poll_inner::<false>(out, &mut [])

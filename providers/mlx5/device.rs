@@ -50,7 +50,8 @@
 use std::ffi::c_void;
 
 use super::cq::Mlx5Cq;
-use super::dv::{DvCq, DvQp, DvSrq};
+use super::dv::{AddressVector, DvCq, DvQp, DvSrq};
+use super::owners::Owners;
 use super::qp::Mlx5Qp;
 use super::rq::Mlx5Srq;
 use crate::wire::MLX5_WQE_DS_UNITS;
@@ -62,8 +63,8 @@ use crate::ffi::{
     mlx5dv_qp_init_attr, mlx5dv_srq,
 };
 use crate::providers::{
-    Access, AddressHandle, ConnectOpts, Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint,
-    QpState, QpType, QueuePair,
+    Access, ConnectOpts, Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState, QpType,
+    QueuePair,
 };
 use crate::verbs::{self, Context};
 use crate::{Error, Result};
@@ -132,7 +133,7 @@ impl Drop for QpDomain {
 
 /// What an [`Mlx5Qp`] made here keeps alive: the verbs QP first (destroyed first), then its
 /// domain (`None` in shared-bfreg mode).
-struct QpOwner {
+pub struct QpOwner {
     qp: verbs::Qp,
     _domain: Option<QpDomain>,
 }
@@ -142,6 +143,47 @@ struct QpOwner {
 unsafe impl Send for QpOwner {}
 // SAFETY: `&QpOwner` exposes nothing of the raw pointers; `verbs::Qp` is Sync.
 unsafe impl Sync for QpOwner {}
+
+impl std::fmt::Debug for QpOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QpOwner")
+            .field("qpn", &self.qp.qpn())
+            .field("dedicated_bfreg", &self._domain.is_some())
+            .finish()
+    }
+}
+
+/// An address handle on hardware: the verbs AH and the address vector libmlx5 filled for it
+/// (`mlx5dv_init_obj(AH)`), which UD sends copy into their WQEs.
+pub struct Mlx5Ah {
+    av: AddressVector,
+    verbs: verbs::Ah,
+}
+
+impl std::fmt::Debug for Mlx5Ah {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mlx5Ah").field("ah", &self.verbs).finish()
+    }
+}
+
+impl Mlx5Ah {
+    /// The address vector.
+    pub fn av(&self) -> &AddressVector {
+        &self.av
+    }
+}
+
+/// On hardware the queue memory belongs to the verbs objects `mlx5dv_init_obj` described.
+impl Owners for Mlx5Device {
+    type Cq = verbs::Cq;
+    type Srq = verbs::Srq;
+    type Qp = QpOwner;
+    type Ah = Mlx5Ah;
+    #[inline(always)]
+    fn av(ah: &Mlx5Ah) -> &[u8; crate::wire::MLX5_AV_LEN] {
+        &ah.av.0
+    }
+}
 
 impl std::fmt::Debug for Mlx5Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -211,7 +253,7 @@ impl Mlx5Device {
 
     /// Whether `qp` rings a dedicated or a shared bfreg.
     pub fn bfreg_mode(&self, qp: &mut Mlx5Qp) -> Result<BfregMode> {
-        Ok(match qp_owner(qp)?._domain {
+        Ok(match qp.owner_mut()._domain {
             Some(_) => BfregMode::Dedicated,
             None => BfregMode::Shared,
         })
@@ -260,15 +302,6 @@ fn driven_by_mlx5_core(name: &str) -> bool {
         .unwrap_or(false)
 }
 
-fn verbs_cq(cq: &Mlx5Cq) -> Result<&verbs::Cq> {
-    cq.owner()
-        .downcast_ref::<verbs::Cq>()
-        .ok_or_else(|| Error::InvalidArgument {
-            context: "Mlx5Device::create_qp",
-            detail: "the CQ was not created by an Mlx5Device".into(),
-        })
-}
-
 impl Mlx5Device {
     /// A CQ whose CQEs carry the device's time in `kind`'s format (`ibv_create_cq_ex` with
     /// `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`, or `..._WALLCLOCK` alone for real time; use the
@@ -308,9 +341,9 @@ impl Mlx5Device {
             cqe_size: out.cqe_size,
             dbrec: out.dbrec,
         };
-        // SAFETY: the memory belongs to `cq`, which the owner box keeps alive; from now on only
-        // the Mlx5Cq polls it (libmlx5 treats it as DV owned).
-        unsafe { Mlx5Cq::from_dv(dv, Box::new(cq)) }
+        // SAFETY: the memory belongs to `cq`, which the Mlx5Cq keeps alive as its owner; from
+        // now on only the Mlx5Cq polls it (libmlx5 treats it as DV owned).
+        unsafe { Mlx5Cq::from_dv(dv, cq) }
     }
 }
 
@@ -320,6 +353,7 @@ impl Provider for Mlx5Device {
     type Cq = Mlx5Cq;
     type Srq = Mlx5Srq;
     type Qp = Mlx5Qp;
+    type Ah = Mlx5Ah;
 
     fn kind(&self) -> ProviderKind {
         ProviderKind::Mlx5
@@ -374,9 +408,9 @@ impl Provider for Mlx5Device {
         let sge = max_sge
             .min(srq.max_sge())
             .min((out.stride.saturating_sub(U)) / U);
-        // SAFETY: the memory belongs to `srq`, kept alive by the owner box; only this Mlx5Srq
-        // posts to it.
-        unsafe { Mlx5Srq::from_dv(dv, sge, Box::new(srq)) }
+        // SAFETY: the memory belongs to `srq`, kept alive as the Mlx5Srq's owner; only this
+        // Mlx5Srq posts to it.
+        unsafe { Mlx5Srq::from_dv(dv, sge, srq) }
     }
 
     fn create_qp(
@@ -387,20 +421,9 @@ impl Provider for Mlx5Device {
         srq: Option<&mut Mlx5Srq>,
         cfg: &QpConfig,
     ) -> Result<Mlx5Qp> {
-        let scq = verbs_cq(send_cq)?;
-        let rcq = match &recv_cq {
-            Some(c) => verbs_cq(c)?,
-            None => scq,
-        };
-        let vsrq = match &srq {
-            Some(s) => Some(s.owner().downcast_ref::<verbs::Srq>().ok_or_else(|| {
-                Error::InvalidArgument {
-                    context: "Mlx5Device::create_qp",
-                    detail: "the SRQ was not created by an Mlx5Device".into(),
-                }
-            })?),
-            None => None,
-        };
+        let scq = send_cq.owner();
+        let rcq = recv_cq.as_ref().map_or(scq, |c| c.owner());
+        let vsrq = srq.as_ref().map(|s| s.owner());
         let here = self.ctx.as_ptr();
         if pd.context().as_ptr() != here
             || scq.context().as_ptr() != here
@@ -510,9 +533,9 @@ impl Provider for Mlx5Device {
             bf_reg: out.bf.reg.cast(),
             bf_size: out.bf.size,
         };
-        // SAFETY: the rings, dbrec and bfreg belong to `qp`, kept alive by the owner box
+        // SAFETY: the rings, dbrec and bfreg belong to `qp`, kept alive as the Mlx5Qp's owner
         // (dropped after the Mlx5Qp has told its CQs to forget it); only this Mlx5Qp posts.
-        unsafe { Mlx5Qp::from_dv(dv, cfg, caps, send_cq, recv_cq, srq, Box::new(qp)) }
+        unsafe { Mlx5Qp::from_dv(dv, cfg, caps, send_cq, recv_cq, srq, qp) }
     }
 
     fn endpoint(&self, qp: &Mlx5Qp, opts: &ConnectOpts) -> Result<QpEndpoint> {
@@ -541,7 +564,7 @@ impl Provider for Mlx5Device {
         remote: &QpEndpoint,
         opts: &ConnectOpts,
     ) -> Result<()> {
-        let vqp = verbs_qp(qp)?;
+        let vqp = &mut qp.owner_mut().qp;
         let r = vqp.connect(local, remote, opts);
         let s = vqp.query_state().unwrap_or(QpState::Err);
         let path_mtu = opts.path_mtu.unwrap_or(local.mtu.min(remote.mtu));
@@ -551,7 +574,7 @@ impl Provider for Mlx5Device {
     }
 
     fn to_error(&mut self, qp: &mut Mlx5Qp) -> Result<()> {
-        verbs_qp(qp)?.to_err()?;
+        qp.owner_mut().qp.to_err()?;
         qp.set_state(QpState::Err);
         Ok(())
     }
@@ -561,7 +584,7 @@ impl Provider for Mlx5Device {
         pd: &verbs::Pd,
         remote: &QpEndpoint,
         opts: &ConnectOpts,
-    ) -> Result<AddressHandle> {
+    ) -> Result<Mlx5Ah> {
         let ah = verbs::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)?;
         let mut out = Mlx5dvAh {
             av: std::ptr::null_mut(),
@@ -582,23 +605,9 @@ impl Provider for Mlx5Device {
         // SAFETY: libmlx5 points `av` at the AH's 48-byte `struct mlx5_wqe_av`, alive as long
         // as `ah`, which we hold here.
         unsafe { std::ptr::copy_nonoverlapping(out.av, av.as_mut_ptr(), 48) };
-        Ok(AddressHandle {
-            av,
-            raw: ah.as_ptr().cast(),
-            _owner: Some(Box::new(ah)),
+        Ok(Mlx5Ah {
+            av: AddressVector(av),
+            verbs: ah,
         })
     }
-}
-
-fn qp_owner(qp: &mut Mlx5Qp) -> Result<&mut QpOwner> {
-    qp.owner_mut()
-        .downcast_mut::<QpOwner>()
-        .ok_or_else(|| Error::InvalidArgument {
-            context: "Mlx5Device",
-            detail: "the QP was not created by an Mlx5Device".into(),
-        })
-}
-
-fn verbs_qp(qp: &mut Mlx5Qp) -> Result<&mut verbs::Qp> {
-    Ok(&mut qp_owner(qp)?.qp)
 }

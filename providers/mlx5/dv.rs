@@ -77,12 +77,8 @@ unsafe impl Send for DvCq {}
 // SAFETY: as above.
 unsafe impl Send for DvSrq {}
 
-/// A UD address handle carrying the 48-byte mlx5 address vector `av` (`struct mlx5_wqe_av`,
-/// as the mlx5 and sim providers fill it), for queues built from descriptors by the caller.
-pub fn address_handle(av: [u8; crate::wire::MLX5_AV_LEN]) -> crate::providers::AddressHandle {
-    crate::providers::AddressHandle {
-        av,
-        raw: core::ptr::null_mut(),
-        _owner: None,
-    }
-}
+/// A UD address handle that is nothing but its 48-byte mlx5 address vector
+/// (`struct mlx5_wqe_av`): the address handle of devices whose handles own no other object
+/// (the software device, queues built from descriptors by the caller).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddressVector(pub [u8; crate::wire::MLX5_AV_LEN]);

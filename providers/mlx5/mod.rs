@@ -10,6 +10,7 @@
 //! | [`Mlx5Sq`] | WQE writing, SQ accounting, doorbell / BlueFlame |
 //! | [`Mlx5Rq`], [`Mlx5Srq`] | receive WQEs, RQ / SRQ doorbell records |
 //! | [`Mlx5Cq`] | owner-bit polling, CQE → [`crate::providers::Completion`] |
+//! | [`Owners`] | per device: what owns each queue's memory, the UD address handle type |
 //! | [`wqe`] | a request as the wire layer's [`crate::wire::SendWqe`] (tests, tools) |
 //!
 //! Words from the field, as rdma-core uses them: **WQEBB** a 64-byte basic block of a WQE;
@@ -27,6 +28,7 @@ pub mod arm;
 pub mod cq;
 pub mod device;
 pub mod dv;
+mod owners;
 mod qp;
 mod rq;
 mod shared;
@@ -36,8 +38,9 @@ pub mod wqe;
 
 pub use arm::{arm_doorbell, CqArm, CqWaiter, EventChannel};
 pub use cq::{syndrome_status, Mlx5Cq};
-pub use device::{BfregMode, Mlx5Device};
-pub use dv::{address_handle, DvCq, DvQp, DvSrq};
+pub use device::{BfregMode, Mlx5Ah, Mlx5Device, QpOwner};
+pub use dv::{AddressVector, DvCq, DvQp, DvSrq};
+pub use owners::Owners;
 pub use qp::Mlx5Qp;
 pub use rq::{Mlx5Rq, Mlx5Srq};
 pub use sq::Mlx5Sq;

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use super::cq::Mlx5Cq;
 use super::dv::DvQp;
+use super::owners::Owners;
 use super::rq::{Mlx5Rq, Mlx5Srq};
 use super::shared::{CqShared, QpShared, RqShared, SqGates, SqShared, SrqShared, PURGE_ACTIVE};
 use super::sq::Mlx5Sq;
-use super::DoorbellMode;
+use super::{DoorbellMode, Mlx5Device};
 use crate::mmio;
 use crate::providers::{QpCaps, QpConfig, QpState, QpType, QueuePair};
 use crate::wire::{
@@ -17,27 +18,31 @@ use crate::wire::{
 };
 
 /// An mlx5 queue pair (hardware or sim memory).
-pub struct Mlx5Qp {
+pub struct Mlx5Qp<D: Owners = Mlx5Device> {
     /// Keeps the QP memory alive. Declared first, so it is dropped first (after `drop` has
     /// told the CQs to forget this QP): on hardware the verbs QP is destroyed before the last
     /// references to its CQs and SRQ (held below) can go.
-    _owner: Box<dyn std::any::Any + Send + Sync>,
+    owner: D::Qp,
+    /// Keep the send and receive CQs' memory alive (reset and drop scan it) and the SRQ's
+    /// (the poller reads its entries back for this QP).
+    _cq_owners: [Arc<D::Cq>; 2],
+    _srq_owner: Option<Arc<D::Srq>>,
     qpn: u32,
     qp_type: QpType,
     state: QpState,
     caps: QpCaps,
     dbrec: *mut u32,
-    sq: Mlx5Sq,
+    sq: Mlx5Sq<D>,
     rq: Mlx5Rq,
     shared: Arc<QpShared>,
     srq: Option<Arc<SrqShared>>,
 }
 
-// SAFETY: `dbrec` points into the QP's doorbell record, kept alive by `_owner`; the queues
+// SAFETY: `dbrec` points into the QP's doorbell record, kept alive by `owner`; the queues
 // are `Send`, the shared state is atomics.
-unsafe impl Send for Mlx5Qp {}
+unsafe impl<D: Owners> Send for Mlx5Qp<D> {}
 
-impl std::fmt::Debug for Mlx5Qp {
+impl<D: Owners> std::fmt::Debug for Mlx5Qp<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mlx5Qp")
             .field("qpn", &self.qpn)
@@ -54,7 +59,7 @@ fn bad(detail: String) -> crate::Error {
     }
 }
 
-impl Mlx5Qp {
+impl<D: Owners> Mlx5Qp<D> {
     /// A QP in RESET over `dv`. Registers itself with the CQ(s) (and reserves the SRQ's size
     /// in the receive CQ, once per CQ and SRQ) so completions map back to wr_ids.
     /// `recv_cq: None` means the send CQ receives the receive completions too.
@@ -68,11 +73,11 @@ impl Mlx5Qp {
         dv: DvQp,
         cfg: &QpConfig,
         granted: QpCaps,
-        send_cq: &mut Mlx5Cq,
-        recv_cq: Option<&mut Mlx5Cq>,
-        srq: Option<&mut Mlx5Srq>,
-        owner: Box<dyn std::any::Any + Send + Sync>,
-    ) -> crate::Result<Mlx5Qp> {
+        send_cq: &mut Mlx5Cq<D>,
+        recv_cq: Option<&mut Mlx5Cq<D>>,
+        srq: Option<&mut Mlx5Srq<D>>,
+        owner: D::Qp,
+    ) -> crate::Result<Mlx5Qp<D>> {
         if dv.sq_buf.is_null() || dv.dbrec.is_null() {
             return Err(bad("null SQ buffer or doorbell record".into()));
         }
@@ -125,6 +130,14 @@ impl Mlx5Qp {
             Some(c) => c.shared().clone(),
             None => send_shared.clone(),
         };
+        let cq_owners = [
+            send_cq.owner.clone(),
+            recv_cq
+                .as_ref()
+                .map_or(&send_cq.owner, |c| &c.owner)
+                .clone(),
+        ];
+        let srq_owner = srq.as_ref().map(|s| s.owner.clone());
         let srq_shared = srq.map(|s| s.shared.clone());
         if let Some(s) = &srq_shared {
             reserve_srq(s, &recv_shared)?;
@@ -189,7 +202,9 @@ impl Mlx5Qp {
             rq,
             shared,
             srq: srq_shared,
-            _owner: owner,
+            owner,
+            _cq_owners: cq_owners,
+            _srq_owner: srq_owner,
         })
     }
 
@@ -230,9 +245,9 @@ impl Mlx5Qp {
         sh.recv_cq.release(self.rq.outstanding());
     }
 
-    /// Whatever keeps the QP memory alive (on hardware the verbs QP).
-    pub(crate) fn owner_mut(&mut self) -> &mut (dyn std::any::Any + Send + Sync) {
-        &mut *self._owner
+    /// What keeps the QP memory alive (on hardware the verbs QP).
+    pub(crate) fn owner_mut(&mut self) -> &mut D::Qp {
+        &mut self.owner
     }
 
     /// Path MTU in bytes (UD sends larger than it are refused).
@@ -289,11 +304,11 @@ fn unreserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>) {
     }
 }
 
-impl Drop for Mlx5Qp {
+impl<D: Owners> Drop for Mlx5Qp<D> {
     fn drop(&mut self) {
         self.forget_outstanding();
         // Dead first, then wait for a poll of either CQ that may have seen it alive: the QP
-        // memory (`_owner`) is freed after this returns (see `CqShared::polling`).
+        // memory (`owner`) is freed after this returns (see `CqShared::polling`).
         self.shared.alive.store(false, Ordering::SeqCst);
         for cq in [&self.shared.send_cq, &self.shared.recv_cq] {
             while cq.polling.load(Ordering::SeqCst) {
@@ -306,8 +321,8 @@ impl Drop for Mlx5Qp {
     }
 }
 
-impl QueuePair for Mlx5Qp {
-    type Sq = Mlx5Sq;
+impl<D: Owners> QueuePair for Mlx5Qp<D> {
+    type Sq = Mlx5Sq<D>;
     type Rq = Mlx5Rq;
     fn qpn(&self) -> u32 {
         self.qpn
@@ -323,7 +338,7 @@ impl QueuePair for Mlx5Qp {
         self.caps
     }
     #[inline]
-    fn sq(&mut self) -> &mut Mlx5Sq {
+    fn sq(&mut self) -> &mut Mlx5Sq<D> {
         &mut self.sq
     }
     #[inline]
@@ -331,7 +346,7 @@ impl QueuePair for Mlx5Qp {
         &mut self.rq
     }
     #[inline]
-    fn queues(&mut self) -> (&mut Mlx5Sq, &mut Mlx5Rq) {
+    fn queues(&mut self) -> (&mut Mlx5Sq<D>, &mut Mlx5Rq) {
         (&mut self.sq, &mut self.rq)
     }
 }

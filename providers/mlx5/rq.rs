@@ -21,7 +21,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::dv::DvSrq;
+use super::owners::Owners;
 use super::shared::{CqShared, QpShared, SrqShared};
+use super::Mlx5Device;
 use crate::barrier::to_device_store_barrier;
 use crate::mmio;
 use crate::providers::{PostError, QpState, QpType, RecvQueue, RecvWr, Rejected, Sge};
@@ -155,7 +157,9 @@ impl RecvQueue for Mlx5Rq {
                 state: QpState::Err,
             });
         }
-        let n = wr.sges.iter().filter(|s| s.length != 0).count() as u32;
+        // Every SGE counts against max_recv_sge, empty or not, as on the send queue (rdma-core
+        // and rxe refuse num_sge > max on both); only the non-empty ones are written.
+        let n = wr.sges.len() as u32;
         if n > self.max_sge {
             return reject(PostError::TooManySges {
                 n: wr.sges.len() as u32,
@@ -220,7 +224,7 @@ impl RecvQueue for Mlx5Rq {
 }
 
 /// A shared receive queue.
-pub struct Mlx5Srq {
+pub struct Mlx5Srq<D: Owners = Mlx5Device> {
     dv: DvSrq,
     max_sge: u32,
     /// Next entry to fill; last free entry (never filled).
@@ -232,13 +236,15 @@ pub struct Mlx5Srq {
     counter: u32,
     staged: u32,
     pub(crate) shared: Arc<SrqShared>,
+    /// Keeps the SRQ memory alive; every QP attached to this SRQ holds it too.
+    pub(crate) owner: Arc<D::Srq>,
 }
 
 // SAFETY: the pointers in `dv` point into SRQ memory the owner keeps alive; only this queue
 // writes WQEs and the dbrec.
-unsafe impl Send for Mlx5Srq {}
+unsafe impl<D: Owners> Send for Mlx5Srq<D> {}
 
-impl std::fmt::Debug for Mlx5Srq {
+impl<D: Owners> std::fmt::Debug for Mlx5Srq<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mlx5Srq")
             .field("srqn", &self.dv.srqn)
@@ -248,7 +254,7 @@ impl std::fmt::Debug for Mlx5Srq {
     }
 }
 
-impl Mlx5Srq {
+impl<D: Owners> Mlx5Srq<D> {
     /// Wrap an SRQ's memory. Links every entry into the free list `0 -> 1 -> ... -> n-1`
     /// starting from `dv.head`... as the device expects from a fresh SRQ: the list given by
     /// `dv.head` / `dv.tail` is taken as is when `dv.head != dv.tail`.
@@ -257,11 +263,7 @@ impl Mlx5Srq {
     /// `dv` memory stays valid and is used as an mlx5 SRQ (by this object and the device)
     /// until drop; `owner` keeps it alive; the entries' next pointers form a list from
     /// `dv.head` to `dv.tail` covering every entry (as `mlx5dv_init_obj` hands it out).
-    pub unsafe fn from_dv(
-        dv: DvSrq,
-        max_sge: u32,
-        owner: Box<dyn std::any::Any + Send + Sync>,
-    ) -> crate::Result<Mlx5Srq> {
+    pub unsafe fn from_dv(dv: DvSrq, max_sge: u32, owner: D::Srq) -> crate::Result<Mlx5Srq<D>> {
         let bad = |detail: String| crate::Error::InvalidArgument {
             context: "Mlx5Srq::from_dv",
             detail,
@@ -308,7 +310,8 @@ impl Mlx5Srq {
             }
         }
         Ok(Mlx5Srq {
-            shared: Arc::new(SrqShared::new(dv.wqe_cnt, dv.buf, dv.stride, owner)),
+            shared: Arc::new(SrqShared::new(dv.wqe_cnt, dv.buf, dv.stride)),
+            owner: Arc::new(owner),
             dv,
             max_sge,
             head: dv.head,
@@ -339,9 +342,9 @@ impl Mlx5Srq {
         unsafe { core::ptr::write_volatile(p, (next as u16).to_be()) };
     }
 
-    /// Whatever keeps the SRQ memory alive (on hardware the verbs SRQ).
-    pub(crate) fn owner(&self) -> &(dyn std::any::Any + Send + Sync) {
-        &*self.shared.owner
+    /// What keeps the SRQ memory alive (on hardware the verbs SRQ).
+    pub fn owner(&self) -> &D::Srq {
+        &self.owner
     }
 
     /// SRQ number.
@@ -365,10 +368,10 @@ impl Mlx5Srq {
     }
 }
 
-impl RecvQueue for Mlx5Srq {
+impl<D: Owners> RecvQueue for Mlx5Srq<D> {
     #[inline]
     fn post_recv<'a>(&mut self, wr: RecvWr<'a>) -> Result<(), Rejected<RecvWr<'a>>> {
-        let n = wr.sges.iter().filter(|s| s.length != 0).count() as u32;
+        let n = wr.sges.len() as u32; // every SGE counts, as on the receive queue
         if n > self.max_sge {
             return Err(Rejected {
                 wr,

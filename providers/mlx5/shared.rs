@@ -50,9 +50,6 @@ pub(crate) struct CqShared {
     /// sees the poll running and waits (the two `SeqCst` accesses cannot both miss).
     // Padded: stored twice per poll; it must not share a line with the posters' `reserved`.
     pub polling: CachePadded<AtomicBool>,
-    /// Keeps the CQ memory alive as long as the CQ or any QP registered with it exists (a
-    /// QP's reset or drop scans the CQ memory, even after the `Mlx5Cq` itself is gone).
-    pub owner: Box<dyn std::any::Any + Send + Sync>,
 }
 
 impl CqShared {
@@ -243,26 +240,18 @@ pub(crate) struct SrqShared {
     pub stride: u32,
     /// Static CQ reservations: (CQ identity, QPs attached through it). Control path only.
     pub cq_refs: std::sync::Mutex<Vec<(usize, u32)>>,
-    /// Keeps the SRQ memory alive as long as the SRQ or any QP attached to it exists (the CQ
-    /// reads an SRQ entry back for scatter-to-CQE).
-    pub owner: Box<dyn std::any::Any + Send + Sync>,
 }
 
-// SAFETY: `buf` points into SRQ memory the SRQ's owner keeps alive; everything else is atomic
+// SAFETY: `buf` points into SRQ memory the SRQ's owner keeps alive (held by the `Mlx5Srq` and
+// every QP attached to it, see `super::owners`); everything else is atomic
 // or behind the mutex.
 unsafe impl Send for SrqShared {}
 // SAFETY: as above.
 unsafe impl Sync for SrqShared {}
 
 impl SrqShared {
-    pub fn new(
-        wqe_cnt: u32,
-        buf: *mut u8,
-        stride: u32,
-        owner: Box<dyn std::any::Any + Send + Sync>,
-    ) -> SrqShared {
+    pub fn new(wqe_cnt: u32, buf: *mut u8, stride: u32) -> SrqShared {
         SrqShared {
-            owner,
             buf,
             stride,
             cq_refs: std::sync::Mutex::new(Vec::new()),
@@ -354,5 +343,6 @@ unsafe impl Send for QpShared {}
 // SAFETY: as above.
 unsafe impl Sync for QpShared {}
 // SAFETY: `DvCq` is plain addresses, only dereferenced through volatile reads of CQ memory
-// that `owner` keeps alive; the other fields are atomics and a `Sync` box.
+// that the CQ's owner keeps alive (held by the `Mlx5Cq` and every QP registered with it, see
+// `super::owners`); the other fields are atomics.
 unsafe impl Sync for CqShared {}

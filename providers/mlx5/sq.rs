@@ -62,11 +62,13 @@
 //! written) or a BlueFlame copy of the single staged WQE, to the current BlueFlame half;
 //! [`wc_flush`]; the half toggles (`bf_size` apart).
 
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::owners::Owners;
 use super::shared::{CqShared, QpShared, SqGates};
-use super::DoorbellMode;
+use super::{DoorbellMode, Mlx5Device};
 use crate::barrier::{to_device_store_barrier, wc_flush, wc_start};
 use crate::mmio;
 use crate::providers::{
@@ -165,7 +167,7 @@ const CQ_BUDGET_MAX: u32 = 256;
 // `repr(C, align(64))`: the fields keep the order written, so every field a post or ring
 // touches lies in the first two cache lines (checked below) and no cold field sits among them.
 #[repr(C, align(64))]
-pub struct Mlx5Sq {
+pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     // --- Hot: read or written by every post / ring. ---
     buf: *mut u8,
     /// `wqe_cnt - 1`.
@@ -230,6 +232,8 @@ pub struct Mlx5Sq {
     _sink: Option<Box<[u64; 8]>>,
     shared: Arc<QpShared>,
     cq: Arc<CqShared>,
+    /// UD requests name `D::Ah` address handles.
+    _ah: PhantomData<fn(&D::Ah)>,
 }
 
 // The hot fields end within the first 128 bytes.
@@ -238,9 +242,9 @@ const _: () = assert!(core::mem::offset_of!(Mlx5Sq, bf_on) < 128);
 // SAFETY: the raw pointers point into this QP's rings, dbrec and bfreg, which the QP's owner
 // keeps alive, or into `shared` / `_sink`, which this queue owns; only this queue (one
 // producer, `&mut self`) writes through them.
-unsafe impl Send for Mlx5Sq {}
+unsafe impl<D: Owners> Send for Mlx5Sq<D> {}
 
-impl std::fmt::Debug for Mlx5Sq {
+impl<D: Owners> std::fmt::Debug for Mlx5Sq<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mlx5Sq")
             .field("qpn", &self.qpn)
@@ -328,7 +332,7 @@ fn inline_ds(len: usize) -> u32 {
     }
 }
 
-impl Mlx5Sq {
+impl<D: Owners> Mlx5Sq<D> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         dv: &super::dv::DvQp,
@@ -337,7 +341,7 @@ impl Mlx5Sq {
         sig_all: bool,
         shared: Arc<QpShared>,
         cq: Arc<CqShared>,
-    ) -> Mlx5Sq {
+    ) -> Mlx5Sq<D> {
         let mut sink = None;
         let bf_reg = if dv.bf_reg.is_null() {
             // No register: the doorbell stores go to a private sink (the sim and plain memory
@@ -388,6 +392,7 @@ impl Mlx5Sq {
             _sink: sink,
             shared,
             cq,
+            _ah: PhantomData,
         };
         sq.ctrl_fm = u64::from(sq.sig_all_fm) << 24;
         sq.set_mode(DoorbellMode::Auto);
@@ -703,7 +708,7 @@ impl Mlx5Sq {
     /// Validate `wr` and decode it into what the WQE needs. Writes nothing. (The QP state is
     /// checked by the budget, [`Self::take`].)
     #[inline(always)]
-    fn check(&self, wr: &SendWr<'_>) -> Result<Plan, PostError> {
+    fn check(&self, wr: &SendWr<'_, D::Ah>) -> Result<Plan, PostError> {
         // One pass over the op: opcode, immediate, remote segment, atomic operands.
         let mut p = match wr.op {
             SendOp::Send => Plan::new(MLX5_OPCODE_SEND, 0),
@@ -769,7 +774,7 @@ impl Mlx5Sq {
     /// UC / UD rules, and a destination given to a connected QP. Returns the extra segments
     /// (UD: the 48-byte address vector).
     #[inline(never)]
-    fn check_transport(&self, wr: &SendWr<'_>) -> Result<u32, PostError> {
+    fn check_transport(&self, wr: &SendWr<'_, D::Ah>) -> Result<u32, PostError> {
         match self.qp_type {
             QpType::Ud => {
                 if !matches!(wr.op, SendOp::Send | SendOp::SendImm { .. }) {
@@ -808,7 +813,7 @@ impl Mlx5Sq {
     /// READ and atomics: local buffers only (no inline), READ not empty, atomics 8-byte
     /// aligned with one 8-byte SGE.
     #[inline(never)]
-    fn check_read_like(&self, wr: &SendWr<'_>, mut p: Plan) -> Result<Plan, PostError> {
+    fn check_read_like(&self, wr: &SendWr<'_, D::Ah>, mut p: Plan) -> Result<Plan, PostError> {
         let sges = match wr.payload {
             Payload::Inline(_) => return Err(PostError::InlineNotAllowed),
             Payload::Sges(s) => s,
@@ -842,7 +847,7 @@ impl Mlx5Sq {
     /// Write the WQE of `wr` (already checked and decoded into `p`) at `pi`; returns the
     /// first 8 bytes of its ctrl segment.
     #[inline(always)]
-    fn write_wqe(&mut self, wr: &SendWr<'_>, p: &Plan, fm: u8) -> u64 {
+    fn write_wqe(&mut self, wr: &SendWr<'_, D::Ah>, p: &Plan, fm: u8) -> u64 {
         let off = (self.pi & self.mask) as usize * MLX5_SEND_WQE_BB;
         let mut c = Cursor {
             buf: self.buf,
@@ -870,9 +875,10 @@ impl Mlx5Sq {
             // SAFETY: see above; the 48-byte address vector spans three segments, each
             // written separately because the ring may wrap between them.
             unsafe {
-                core::ptr::copy_nonoverlapping(ud.ah.av.as_ptr(), av0, U);
-                core::ptr::copy_nonoverlapping(ud.ah.av.as_ptr().add(U), av1, U);
-                core::ptr::copy_nonoverlapping(ud.ah.av.as_ptr().add(2 * U), av2, U);
+                let av = D::av(ud.ah);
+                core::ptr::copy_nonoverlapping(av.as_ptr(), av0, U);
+                core::ptr::copy_nonoverlapping(av.as_ptr().add(U), av1, U);
+                core::ptr::copy_nonoverlapping(av.as_ptr().add(2 * U), av2, U);
                 put32(av0.add(av::KEY), ud.remote_qkey);
                 put32(av0.add(av::DQP_DCT), ud.remote_qpn | MLX5_EXTENDED_UD_AV);
             }
@@ -1029,7 +1035,7 @@ impl Mlx5Sq {
     /// [`SendQueue::post`] takes for small inline WRITEs and SENDs. Same bytes, same
     /// accounting, same refusals as `post` (a test holds them equal); `post` is faster.
     #[inline(always)]
-    pub fn post_general(&mut self, wr: &SendWr<'_>) -> Result<(), PostError> {
+    pub fn post_general(&mut self, wr: &SendWr<'_, D::Ah>) -> Result<(), PostError> {
         if self.failed() {
             return Err(PostError::BadState {
                 state: QpState::Err,
@@ -1065,11 +1071,11 @@ impl Mlx5Sq {
     }
 }
 
-impl Mlx5Sq {
+impl<D: Owners> Mlx5Sq<D> {
     /// Every request the fast path does not take (out of line, so the request is only
     /// materialised in memory here, not on the fast path).
     #[inline(never)]
-    fn post_slow<'a>(&mut self, wr: SendWr<'a>) -> Result<(), Rejected<SendWr<'a>>> {
+    fn post_slow<'a>(&mut self, wr: SendWr<'a, D::Ah>) -> Result<(), Rejected<SendWr<'a, D::Ah>>> {
         match self.post_general(&wr) {
             Ok(()) => Ok(()),
             Err(error) => Err(reject(wr, error)),
@@ -1080,13 +1086,14 @@ impl Mlx5Sq {
 /// The refusal path, out of line so the accepting path stays short.
 #[cold]
 #[inline(never)]
-fn reject(wr: SendWr<'_>, error: PostError) -> Rejected<SendWr<'_>> {
+fn reject<A>(wr: SendWr<'_, A>, error: PostError) -> Rejected<SendWr<'_, A>> {
     Rejected { wr, error }
 }
 
-impl SendQueue for Mlx5Sq {
+impl<D: Owners> SendQueue for Mlx5Sq<D> {
+    type Ah = D::Ah;
     #[inline(always)]
-    fn post<'a>(&mut self, wr: SendWr<'a>) -> Result<(), Rejected<SendWr<'a>>> {
+    fn post<'a>(&mut self, wr: SendWr<'a, D::Ah>) -> Result<(), Rejected<SendWr<'a, D::Ah>>> {
         // Small inline WRITEs and SENDs (one WQEBB) take the fast path when the budget covers
         // them: same checks (folded into `write_lim` / `send_lim` and the budget), same bytes.
         if let (Payload::Inline(data), None) = (wr.payload, wr.ud) {

@@ -55,8 +55,8 @@ pub fn fm_ce_se_of(flags: SendFlags) -> u8 {
 /// `wqe_idx` and `qpn` come from the queue; `av` is the filled address vector on UD QPs
 /// (`None` otherwise). The request's SGEs are copied into `sges` (cleared first), which the
 /// WQE borrows.
-pub fn send_wqe<'a>(
-    wr: &SendWr<'a>,
+pub fn send_wqe<'a, A>(
+    wr: &SendWr<'a, A>,
     wqe_idx: u16,
     qpn: u32,
     av: Option<&'a [u8; MLX5_AV_LEN]>,
@@ -174,7 +174,8 @@ mod tests {
         ];
         let mut buf = Vec::new();
         for (op, opcode, imm, raddr, atomic) in cases {
-            let wr = SendWr::new(1, op, &s).with_flags(SendFlags::FENCE | SendFlags::SOLICITED);
+            let wr =
+                SendWr::<()>::new(1, op, &s).with_flags(SendFlags::FENCE | SendFlags::SOLICITED);
             let w = send_wqe(&wr, 0x1234, 0x56, None, &mut buf);
             assert_eq!(
                 (w.opcode, w.imm, w.raddr, w.atomic),
@@ -187,12 +188,12 @@ mod tests {
             let mut ring = vec![0u8; 4 * WQEBB_LEN];
             assert!(emit_send_wqe(&mut ring, &w).is_ok(), "{op:?}");
         }
-        let wr = SendWr::send(1, &s).signaled();
+        let wr = SendWr::<()>::send(1, &s).signaled();
         assert_eq!(
             send_wqe(&wr, 0, 0, None, &mut buf).fm_ce_se,
             fm_ce_se::CQ_UPDATE
         );
-        let wr = SendWr::send(1, &[]).inline(b"abc");
+        let wr = SendWr::<()>::send(1, &[]).inline(b"abc");
         assert_eq!(
             send_wqe(&wr, 0, 0, None, &mut buf).data,
             wire::Payload::Inline(b"abc")

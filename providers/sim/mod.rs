@@ -100,7 +100,7 @@ use std::thread::JoinHandle;
 
 pub use engine::{AsyncEvent, EngineStats, SimQpAttr};
 pub use fault::{FaultConfig, FaultStats};
-pub use provider::{SimMr, SimPd, SIM_PORT_MTU};
+pub use provider::{SimCq, SimMr, SimPd, SimQp, SimSrq, SIM_PORT_MTU};
 
 use super::mlx5::dv::{DvCq, DvQp, DvSrq};
 use super::{QpCaps, QpConfig, QpState};
@@ -417,7 +417,7 @@ impl SimDevice {
     /// `ibv_get_cq_event` — here by hand). The CQ must be this device's.
     pub fn cq_waiter(
         &self,
-        cq: &crate::providers::mlx5::Mlx5Cq,
+        cq: &SimCq,
         ch: channel::SimChannel,
     ) -> crate::Result<crate::providers::mlx5::CqWaiter<channel::SimChannel>> {
         let mut e = self.shared.lock();

@@ -71,7 +71,7 @@ impl SimDevice {
         &mut self,
         cqe: u32,
         kind: crate::clock::TimestampKind,
-    ) -> crate::Result<Mlx5Cq> {
+    ) -> crate::Result<SimCq> {
         use crate::providers::mlx5::CqClock;
         let clock = match kind {
             crate::clock::TimestampKind::RealTime => CqClock::real_time(),
@@ -81,7 +81,7 @@ impl SimDevice {
         };
         let (dv, owner) = self.create_cq_dv_ts(cqe, Some(kind))?;
         // SAFETY: as `create_cq`: a fresh sim CQ ring; `owner` keeps the memory alive.
-        let mut cq = unsafe { Mlx5Cq::from_dv(dv, Box::new(owner)) }?;
+        let mut cq = unsafe { Mlx5Cq::from_dv(dv, owner) }?;
         cq.set_clock(clock);
         Ok(cq)
     }
@@ -125,24 +125,45 @@ impl SimDevice {
 }
 
 use crate::endpoint::Mtu;
-use crate::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
+use crate::providers::mlx5::{AddressVector, Mlx5Cq, Mlx5Qp, Mlx5Srq, Owners};
 use crate::providers::{
-    AddressHandle, CompletionQueue, ConnectOpts, Provider, ProviderKind, QpConfig, QpEndpoint,
-    QpState, QpType, QueuePair,
+    CompletionQueue, ConnectOpts, Provider, ProviderKind, QpConfig, QpEndpoint, QpState, QpType,
+    QueuePair,
 };
 
-use super::SimQpAttr;
+use super::{SimOwner, SimQpAttr};
 use crate::wire;
 
 /// The sim port's active MTU.
 pub const SIM_PORT_MTU: Mtu = Mtu::Mtu4096;
 
+/// A CQ of the sim: the mlx5 provider's CQ over the sim's memory.
+pub type SimCq = Mlx5Cq<SimDevice>;
+/// An SRQ of the sim.
+pub type SimSrq = Mlx5Srq<SimDevice>;
+/// A QP of the sim.
+pub type SimQp = Mlx5Qp<SimDevice>;
+
+/// The sim's queue memory belongs to its own objects (dropping a [`SimOwner`] destroys the
+/// object, as `ibv_destroy_*` would).
+impl Owners for SimDevice {
+    type Cq = SimOwner;
+    type Srq = SimOwner;
+    type Qp = SimOwner;
+    type Ah = AddressVector;
+    #[inline(always)]
+    fn av(ah: &AddressVector) -> &[u8; wire::MLX5_AV_LEN] {
+        &ah.0
+    }
+}
+
 impl Provider for SimDevice {
     type Pd = SimPd;
     type Mr = SimMr;
-    type Cq = Mlx5Cq;
-    type Srq = Mlx5Srq;
-    type Qp = Mlx5Qp;
+    type Cq = SimCq;
+    type Srq = SimSrq;
+    type Qp = SimQp;
+    type Ah = AddressVector;
 
     fn kind(&self) -> ProviderKind {
         ProviderKind::Sim
@@ -167,29 +188,29 @@ impl Provider for SimDevice {
         unsafe { self.reg_sim_mr(pd, addr, len, access) }
     }
 
-    fn create_cq(&mut self, cqe: u32) -> crate::Result<Mlx5Cq> {
+    fn create_cq(&mut self, cqe: u32) -> crate::Result<SimCq> {
         let (dv, owner) = self.create_cq_dv(cqe)?;
         // SAFETY: `dv` describes a fresh sim CQ ring initialised as the device expects
         // (op_own 0xF0 everywhere); `owner` keeps the memory alive for the CQ's lifetime and
         // only the device and this CQ use it.
-        unsafe { Mlx5Cq::from_dv(dv, Box::new(owner)) }
+        unsafe { Mlx5Cq::from_dv(dv, owner) }
     }
 
-    fn create_srq(&mut self, pd: &SimPd, max_wr: u32, max_sge: u32) -> crate::Result<Mlx5Srq> {
+    fn create_srq(&mut self, pd: &SimPd, max_wr: u32, max_sge: u32) -> crate::Result<SimSrq> {
         let (dv, owner) = self.create_srq_dv(pd.id, max_wr, max_sge)?;
         // SAFETY: a fresh sim SRQ whose free list runs 0 -> 1 -> ... -> wqe_cnt-1 from
         // `dv.head` to `dv.tail`; `owner` keeps the memory alive.
-        unsafe { Mlx5Srq::from_dv(dv, max_sge, Box::new(owner)) }
+        unsafe { Mlx5Srq::from_dv(dv, max_sge, owner) }
     }
 
     fn create_qp(
         &mut self,
         pd: &SimPd,
-        send_cq: &mut Mlx5Cq,
-        recv_cq: Option<&mut Mlx5Cq>,
-        srq: Option<&mut Mlx5Srq>,
+        send_cq: &mut SimCq,
+        recv_cq: Option<&mut SimCq>,
+        srq: Option<&mut SimSrq>,
         cfg: &QpConfig,
-    ) -> crate::Result<Mlx5Qp> {
+    ) -> crate::Result<SimQp> {
         let send_cqn = send_cq.cqn();
         let recv_cqn = recv_cq.as_ref().map_or(send_cqn, |c| c.cqn());
         let srqn = srq.as_ref().map(|s| s.srqn());
@@ -201,13 +222,12 @@ impl Provider for SimDevice {
         // SAFETY: `dv` describes fresh sim QP memory (rings, dbrec, bfreg) used only by this
         // QP and the device; `owner` keeps it alive; `granted` are the caps the sim sized the
         // rings for.
-        let mut qp =
-            unsafe { Mlx5Qp::from_dv(dv, cfg, granted, send_cq, recv_cq, srq, Box::new(owner))? };
+        let mut qp = unsafe { Mlx5Qp::from_dv(dv, cfg, granted, send_cq, recv_cq, srq, owner)? };
         qp.set_path_mtu(SIM_PORT_MTU.bytes());
         Ok(qp)
     }
 
-    fn endpoint(&self, qp: &Mlx5Qp, opts: &ConnectOpts) -> crate::Result<QpEndpoint> {
+    fn endpoint(&self, qp: &SimQp, opts: &ConnectOpts) -> crate::Result<QpEndpoint> {
         Ok(QpEndpoint {
             lid: 0,
             gid: self.gid(),
@@ -222,7 +242,7 @@ impl Provider for SimDevice {
 
     fn connect(
         &mut self,
-        qp: &mut Mlx5Qp,
+        qp: &mut SimQp,
         local: &QpEndpoint,
         remote: &QpEndpoint,
         opts: &ConnectOpts,
@@ -263,7 +283,7 @@ impl Provider for SimDevice {
         Ok(())
     }
 
-    fn to_error(&mut self, qp: &mut Mlx5Qp) -> crate::Result<()> {
+    fn to_error(&mut self, qp: &mut SimQp) -> crate::Result<()> {
         self.modify_qp(qp.qpn(), QpState::Err, None)?;
         qp.set_state(QpState::Err);
         Ok(())
@@ -274,7 +294,7 @@ impl Provider for SimDevice {
         _pd: &SimPd,
         remote: &QpEndpoint,
         opts: &ConnectOpts,
-    ) -> crate::Result<AddressHandle> {
+    ) -> crate::Result<AddressVector> {
         self.same_device("ibv_create_ah (sim)", remote)?;
         // The address vector as libmlx5's `mlx5_create_ah` fills it for a RoCE port (the
         // sim's GID is a RoCE v2 one): extended AV, service level in bits 1-3 of
@@ -290,11 +310,7 @@ impl Provider for SimDevice {
         seg.set_hop_limit(64);
         seg.set_grh_gid_fl(u32::from(opts.gid_index) << 20);
         seg.set_rgid(remote.gid);
-        Ok(AddressHandle {
-            av,
-            raw: std::ptr::null_mut(),
-            _owner: None,
-        })
+        Ok(AddressVector(av))
     }
 
     fn progress(&mut self) {
@@ -330,6 +346,6 @@ impl SimDevice {
 const _: fn() = || {
     fn is_cq<T: CompletionQueue>() {}
     fn is_qp<T: QueuePair>() {}
-    is_cq::<Mlx5Cq>();
-    is_qp::<Mlx5Qp>();
+    is_cq::<Mlx5Cq<SimDevice>>();
+    is_qp::<Mlx5Qp<SimDevice>>();
 };

@@ -12,7 +12,7 @@ use super::sq::VerbsSq;
 use crate::error::{Error, Result};
 use crate::ffi::{ibv_send_wr, ibv_sge};
 use crate::providers::{Provider, ProviderKind, QpEndpoint, QueuePair, RecvQueue, SendQueue};
-use crate::types::{Access, AddressHandle, ConnectOpts, QpCaps, QpConfig, QpState, QpType};
+use crate::types::{Access, ConnectOpts, QpCaps, QpConfig, QpState, QpType};
 use crate::verbs::{self, AsyncEvent, Context};
 
 /// A verbs device opened for the data plane.
@@ -60,6 +60,7 @@ impl Provider for VerbsDevice {
     type Cq = VerbsCq;
     type Srq = VerbsSrq;
     type Qp = VerbsQp;
+    type Ah = verbs::Ah;
 
     fn kind(&self) -> ProviderKind {
         ProviderKind::Verbs
@@ -265,12 +266,7 @@ impl Provider for VerbsDevice {
         pd: &verbs::Pd,
         remote: &QpEndpoint,
         opts: &ConnectOpts,
-    ) -> Result<AddressHandle> {
-        let ah = verbs::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)?;
-        Ok(AddressHandle {
-            av: [0; 48],
-            raw: ah.as_ptr().cast(),
-            _owner: Some(Box::new(ah)),
-        })
+    ) -> Result<verbs::Ah> {
+        verbs::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)
     }
 }

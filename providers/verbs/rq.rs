@@ -64,11 +64,6 @@ impl VerbsRecv {
         }
     }
 
-    /// The error of the last refused `ring`, if any (cleared by this call).
-    pub fn take_ring_error(&mut self) -> Option<RingError> {
-        self.ring_error.take()
-    }
-
     /// Receives outstanding.
     pub fn outstanding(&self) -> u32 {
         self.ring.outstanding.load(Ordering::Acquire)
@@ -199,6 +194,10 @@ impl RecvQueue for VerbsRecv {
         self.staged = 0;
     }
 
+    fn take_ring_error(&mut self) -> Option<RingError> {
+        self.ring_error.take()
+    }
+
     fn free_slots(&self) -> u32 {
         match self.target {
             RecvTarget::None => 0,
@@ -235,5 +234,8 @@ impl RecvQueue for VerbsSrq {
     }
     fn free_slots(&self) -> u32 {
         self.q.free_slots()
+    }
+    fn take_ring_error(&mut self) -> Option<RingError> {
+        self.q.take_ring_error()
     }
 }

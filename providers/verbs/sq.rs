@@ -9,6 +9,7 @@ use super::shared::{CqBudget, SharedState, SqRing};
 use crate::ffi::{self, ibv_send_wr, ibv_sge};
 use crate::providers::SendQueue;
 use crate::types::{Payload, PostError, QpState, QpType, Rejected, SendFlags, SendOp, SendWr};
+use crate::verbs;
 
 /// The send queue of a [`VerbsQp`](super::VerbsQp).
 pub struct VerbsSq {
@@ -34,29 +35,13 @@ pub struct VerbsSq {
     pub(super) ring_error: Option<RingError>,
 }
 
-/// A `ring` that libibverbs refused (after all our checks passed: should not happen).
-/// The refused requests and every one staged after them were taken back: they never reach
-/// the device and produce no completion.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RingError {
-    /// The errno `ibv_post_send` returned.
-    pub errno: i32,
-    /// wr_id of the first request taken back.
-    pub first_wr_id: u64,
-    /// How many were taken back.
-    pub count: u32,
-}
+pub use crate::types::RingError;
 
 // SAFETY: `qp` is the QP owned by the VerbsQp this queue belongs to; verbs objects may be used
 // from any thread and `&mut self` keeps one producer.
 unsafe impl Send for VerbsSq {}
 
 impl VerbsSq {
-    /// The error of the last refused `ring`, if any (cleared by this call).
-    pub fn take_ring_error(&mut self) -> Option<RingError> {
-        self.ring_error.take()
-    }
-
     /// Requests outstanding (posted or staged, not yet retired by a completion).
     pub fn outstanding(&self) -> u32 {
         (self.next_seq - self.ring.retired.load(Ordering::Acquire)) as u32
@@ -65,7 +50,7 @@ impl VerbsSq {
     /// Checks that do not depend on queue space. Order: op vs QP type, destination,
     /// payload rules, state.
     #[inline]
-    pub(super) fn validate(&self, wr: &SendWr<'_>) -> Result<(), PostError> {
+    pub(super) fn validate(&self, wr: &SendWr<'_, verbs::Ah>) -> Result<(), PostError> {
         let op = &wr.op;
         match self.qp_type {
             QpType::Ud if !matches!(op, SendOp::Send | SendOp::SendImm { .. }) => {
@@ -137,8 +122,12 @@ impl VerbsSq {
 }
 
 impl SendQueue for VerbsSq {
+    type Ah = verbs::Ah;
     #[inline]
-    fn post<'a>(&mut self, wr: SendWr<'a>) -> Result<(), Rejected<SendWr<'a>>> {
+    fn post<'a>(
+        &mut self,
+        wr: SendWr<'a, verbs::Ah>,
+    ) -> Result<(), Rejected<SendWr<'a, verbs::Ah>>> {
         if let Err(error) = self.validate(&wr) {
             return Err(Rejected { wr, error });
         }
@@ -271,7 +260,7 @@ impl SendQueue for VerbsSq {
         }
         if let Some(d) = wr.ud {
             e.wr.ud = ffi::ibv_send_wr_ud {
-                ah: d.ah.raw.cast(),
+                ah: d.ah.as_ptr(),
                 remote_qpn: d.remote_qpn,
                 remote_qkey: d.remote_qkey,
             };
@@ -318,6 +307,10 @@ impl SendQueue for VerbsSq {
             self.budget.release(count);
         }
         self.staged = 0;
+    }
+
+    fn take_ring_error(&mut self) -> Option<RingError> {
+        self.ring_error.take()
     }
 
     fn free_slots(&self) -> u32 {

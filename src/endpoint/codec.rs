@@ -43,6 +43,28 @@ pub struct RemoteMr {
     pub rkey: u32,
 }
 
+impl RemoteMr {
+    /// The `len` bytes at `offset` into this window, as a narrower window; `None` when the
+    /// range is empty or leaves the window.
+    pub fn slice(&self, offset: u64, len: u64) -> Option<RemoteMr> {
+        let end = offset.checked_add(len)?;
+        if len == 0 || end > self.len {
+            return None;
+        }
+        Some(RemoteMr {
+            addr: self.addr + offset,
+            len,
+            rkey: self.rkey,
+        })
+    }
+
+    /// The remote address `offset` bytes into the window, when at least `len` bytes from
+    /// there lie inside it (what an RDMA WRITE/READ of `len` bytes at `offset` needs).
+    pub fn addr_at(&self, offset: u64, len: u64) -> Option<u64> {
+        self.slice(offset, len.max(1)).map(|w| w.addr)
+    }
+}
+
 /// What a peer needs to connect to one of our QPs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QpEndpoint {

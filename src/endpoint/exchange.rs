@@ -3,8 +3,14 @@
 //! [`write_endpoint`] / [`read_endpoint`] carry one binary endpoint message over any byte
 //! stream; [`read_endpoint`] checks the header before reading the body, so a peer announcing
 //! an absurd length costs nothing. [`exchange_server`] / [`exchange_client`] swap endpoints
-//! over TCP (client writes first) with timeouts; [`connect_server`] / [`connect_client`] do the
-//! whole RC/UC bring-up with path MTU = the smaller of the two ports' active MTUs.
+//! over TCP (client writes first); [`connect_server`] / [`connect_client`] do the whole RC/UC
+//! bring-up of a control-path QP with path MTU = the smaller of the two ports' active MTUs
+//! ([`crate::endpoint::connect_qp_server`] does the same for any provider's QP).
+//!
+//! The timeout given is one deadline for the whole exchange (accept or connect, every read
+//! and write, the sync): a peer that drips one byte at a time cannot stretch it, and running
+//! out of it is an [`Error::Io`] of kind `TimedOut` saying
+//! "timed out after N s waiting for the peer's endpoint" (or "sync").
 
 use super::codec::{proto, QpEndpoint, RemoteMr, HEADER_LEN, MAX_MESSAGE_LEN};
 use crate::error::{Error, Result};
@@ -14,7 +20,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-/// Default timeout of the TCP exchange (connect, accept, each read and write).
+/// Default deadline of the TCP exchange (connect or accept, reads, writes and sync together).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Writes one binary endpoint message.
@@ -43,6 +49,107 @@ fn read_exact_or(r: &mut impl Read, buf: &mut [u8], what: &str) -> Result<()> {
     Ok(())
 }
 
+/// One deadline for a whole exchange.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Deadline {
+    at: Instant,
+    total: Duration,
+}
+
+impl Deadline {
+    pub(crate) fn after(total: Duration) -> Self {
+        Deadline {
+            at: Instant::now() + total,
+            total,
+        }
+    }
+
+    /// Time left, or the timeout error naming what we were waiting for.
+    fn left(&self, waiting_for: &str) -> Result<Duration> {
+        let left = self.at.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(self.expired(waiting_for));
+        }
+        Ok(left)
+    }
+
+    fn expired(&self, waiting_for: &str) -> Error {
+        Error::Io {
+            context: "endpoint exchange".into(),
+            kind: std::io::ErrorKind::TimedOut,
+            detail: format!(
+                "timed out after {} s waiting for the peer's {waiting_for}",
+                self.total.as_secs_f64()
+            ),
+        }
+    }
+}
+
+/// `read_exact` on a socket within `dl`: each read waits at most the time left.
+fn read_exact_by(
+    s: &mut TcpStream,
+    buf: &mut [u8],
+    what: &str,
+    waiting_for: &str,
+    dl: &Deadline,
+) -> Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        let left = dl.left(waiting_for)?;
+        s.set_read_timeout(Some(left))
+            .map_err(|e| Error::io("endpoint exchange: socket options", &e))?;
+        match s.read(&mut buf[got..]) {
+            Ok(0) => {
+                return Err(proto(format!(
+                    "truncated {what}: peer closed after {got} of {} bytes",
+                    buf.len()
+                )))
+            }
+            Ok(n) => got += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::Interrupted
+                        | std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(Error::io(format!("endpoint exchange: read {what}"), &e)),
+        }
+    }
+    Ok(())
+}
+
+fn write_by(s: &mut TcpStream, b: &[u8], what: &str, dl: &Deadline) -> Result<()> {
+    let left = dl.left(what)?;
+    s.set_write_timeout(Some(left))
+        .and_then(|()| s.write_all(b))
+        .and_then(|()| s.flush())
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => dl.expired(what),
+            _ => Error::io(format!("endpoint exchange: write {what}"), &e),
+        })
+}
+
+/// Reads one endpoint message from a socket within `dl`.
+pub(crate) fn read_endpoint_by(s: &mut TcpStream, dl: &Deadline) -> Result<QpEndpoint> {
+    let mut b = [0u8; MAX_MESSAGE_LEN];
+    read_exact_by(s, &mut b[..HEADER_LEN], "header", "endpoint", dl)?;
+    let len = QpEndpoint::decode_header(&b[..HEADER_LEN])?;
+    read_exact_by(
+        s,
+        &mut b[HEADER_LEN..HEADER_LEN + len],
+        "body",
+        "endpoint",
+        dl,
+    )?;
+    QpEndpoint::decode(&b[..HEADER_LEN + len])
+}
+
+/// Writes one endpoint message to a socket within `dl`.
+pub(crate) fn write_endpoint_by(s: &mut TcpStream, ep: &QpEndpoint, dl: &Deadline) -> Result<()> {
+    write_by(s, &ep.encode()?, "endpoint", dl)
+}
+
 /// Reads one binary endpoint message: the header is checked before the body is read.
 pub fn read_endpoint(r: &mut impl Read) -> Result<QpEndpoint> {
     let mut b = [0u8; MAX_MESSAGE_LEN];
@@ -52,16 +159,14 @@ pub fn read_endpoint(r: &mut impl Read) -> Result<QpEndpoint> {
     QpEndpoint::decode(&b[..HEADER_LEN + len])
 }
 
-fn set_timeouts(s: &TcpStream, timeout: Duration) -> Result<()> {
-    s.set_read_timeout(Some(timeout))
-        .and_then(|()| s.set_write_timeout(Some(timeout)))
-        .and_then(|()| s.set_nodelay(true))
+fn set_nodelay(s: &TcpStream) -> Result<()> {
+    s.set_nodelay(true)
         .map_err(|e| Error::io("endpoint exchange: socket options", &e))
 }
 
-/// Accepts one connection within `timeout`.
-fn accept_timeout(listener: &TcpListener, timeout: Duration) -> Result<TcpStream> {
-    let deadline = Instant::now() + timeout;
+/// Accepts one connection before `dl`.
+pub(crate) fn accept_by(listener: &TcpListener, dl: &Deadline) -> Result<TcpStream> {
+    let (deadline, timeout) = (dl.at, dl.total);
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::io("endpoint exchange: listener", &e))?;
@@ -89,25 +194,42 @@ fn accept_timeout(listener: &TcpListener, timeout: Duration) -> Result<TcpStream
     Ok(s)
 }
 
-/// Server side: accepts one peer, reads its endpoint, sends `local`. Returns the peer's
-/// endpoint and the connection (kept for a later sync or teardown).
+/// Server side: accepts one peer, reads its endpoint, sends `local`, all within `timeout`.
+/// Returns the peer's endpoint and the connection (kept for a later sync or teardown).
 pub fn exchange_server(
     listener: &TcpListener,
     local: &QpEndpoint,
     timeout: Duration,
 ) -> Result<(QpEndpoint, TcpStream)> {
-    let mut s = accept_timeout(listener, timeout)?;
-    set_timeouts(&s, timeout)?;
-    let remote = read_endpoint(&mut s)?;
-    write_endpoint(&mut s, local)?;
+    exchange_server_by(listener, local, &Deadline::after(timeout))
+}
+
+pub(crate) fn exchange_server_by(
+    listener: &TcpListener,
+    local: &QpEndpoint,
+    dl: &Deadline,
+) -> Result<(QpEndpoint, TcpStream)> {
+    let mut s = accept_by(listener, dl)?;
+    set_nodelay(&s)?;
+    let remote = read_endpoint_by(&mut s, dl)?;
+    write_endpoint_by(&mut s, local, dl)?;
     Ok((remote, s))
 }
 
-/// Client side: connects to `addr`, sends `local`, reads the server's endpoint.
+/// Client side: connects to `addr`, sends `local`, reads the server's endpoint, all within
+/// `timeout`.
 pub fn exchange_client(
     addr: impl ToSocketAddrs,
     local: &QpEndpoint,
     timeout: Duration,
+) -> Result<(QpEndpoint, TcpStream)> {
+    exchange_client_by(addr, local, &Deadline::after(timeout))
+}
+
+pub(crate) fn exchange_client_by(
+    addr: impl ToSocketAddrs,
+    local: &QpEndpoint,
+    dl: &Deadline,
 ) -> Result<(QpEndpoint, TcpStream)> {
     let addrs: Vec<_> = addr
         .to_socket_addrs()
@@ -116,7 +238,8 @@ pub fn exchange_client(
     let mut last = None;
     let mut stream = None;
     for a in &addrs {
-        match TcpStream::connect_timeout(a, timeout) {
+        let left = dl.left("endpoint")?;
+        match TcpStream::connect_timeout(a, left) {
             Ok(s) => {
                 stream = Some(s);
                 break;
@@ -133,19 +256,23 @@ pub fn exchange_client(
             }))
         }
     };
-    set_timeouts(&s, timeout)?;
-    write_endpoint(&mut s, local)?;
-    let remote = read_endpoint(&mut s)?;
+    set_nodelay(&s)?;
+    write_endpoint_by(&mut s, local, dl)?;
+    let remote = read_endpoint_by(&mut s, dl)?;
     Ok((remote, s))
 }
 
 /// One byte each way: returns once the peer has reached the same point (both QPs are in
-/// RTS, so neither side sends to a QP that cannot receive yet).
+/// RTS, so neither side sends to a QP that cannot receive yet). Waits at most
+/// [`DEFAULT_TIMEOUT`].
 pub fn sync(s: &mut TcpStream) -> Result<()> {
-    s.write_all(b"R")
-        .map_err(|e| Error::io("endpoint exchange: sync write", &e))?;
+    sync_by(s, &Deadline::after(DEFAULT_TIMEOUT))
+}
+
+pub(crate) fn sync_by(s: &mut TcpStream, dl: &Deadline) -> Result<()> {
+    write_by(s, b"R", "sync", dl)?;
     let mut b = [0u8; 1];
-    read_exact_or(s, &mut b, "sync")?;
+    read_exact_by(s, &mut b, "sync byte", "sync", dl)?;
     if b[0] != b'R' {
         return Err(proto(format!("sync byte {:#04x} (expected 'R')", b[0])));
     }
@@ -220,10 +347,11 @@ pub fn connect_server(
     mr: Option<RemoteMr>,
     timeout: Duration,
 ) -> Result<(QpEndpoint, QpEndpoint)> {
+    let dl = Deadline::after(timeout);
     let local = local_endpoint(qp, opts, mr)?;
-    let (remote, mut s) = exchange_server(listener, &local, timeout)?;
+    let (remote, mut s) = exchange_server_by(listener, &local, &dl)?;
     connect(qp, &local, &remote, opts)?;
-    sync(&mut s)?;
+    sync_by(&mut s, &dl)?;
     Ok((local, remote))
 }
 
@@ -236,9 +364,10 @@ pub fn connect_client(
     mr: Option<RemoteMr>,
     timeout: Duration,
 ) -> Result<(QpEndpoint, QpEndpoint)> {
+    let dl = Deadline::after(timeout);
     let local = local_endpoint(qp, opts, mr)?;
-    let (remote, mut s) = exchange_client(addr, &local, timeout)?;
+    let (remote, mut s) = exchange_client_by(addr, &local, &dl)?;
     connect(qp, &local, &remote, opts)?;
-    sync(&mut s)?;
+    sync_by(&mut s, &dl)?;
     Ok((local, remote))
 }

@@ -6,11 +6,14 @@
 //! - The exchange: one message over a byte stream ([`write_endpoint`], [`read_endpoint`]),
 //!   endpoint swaps over TCP with timeouts ([`exchange_server`], [`exchange_client`]) and the
 //!   whole RC/UC bring-up through the control path ([`connect_server`], [`connect_client`]).
+//! - Any provider's QP connected over TCP in one call ([`connect_qp_server`],
+//!   [`connect_qp_client`]), sharing a memory window if asked.
 //!
 //! The two codecs depend only on the shared vocabulary ([`crate::types`], [`crate::error`]);
 //! only the exchange touches sockets and the control path.
 
 pub mod codec;
+mod connect;
 mod exchange;
 pub mod rc_pingpong;
 
@@ -19,6 +22,7 @@ pub use codec::{
     QpEndpoint, RemoteMr, BODY_LEN, BODY_LEN_MR, ENDPOINT_MAGIC, ENDPOINT_VERSION, HEADER_LEN,
     MAX_MESSAGE_LEN, MAX_WINDOW_LEN,
 };
+pub use connect::{connect_qp_client, connect_qp_server, Connection};
 pub use exchange::{
     connect, connect_client, connect_server, exchange_client, exchange_server, local_endpoint,
     random_psn, read_endpoint, sync, write_endpoint, DEFAULT_TIMEOUT,

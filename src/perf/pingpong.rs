@@ -125,7 +125,7 @@ pub(super) struct End<'a, Q: QueuePair, C: CompletionQueue> {
     pub(super) out_last: usize,
     /// Address of the last byte of the incoming message.
     pub(super) in_last: usize,
-    pub(super) dest: Option<UdDest<'a>>,
+    pub(super) dest: Option<UdDest<'a, <Q::Sq as SendQueue>::Ah>>,
     /// Messages per run (to signal the last send).
     pub(super) iters: u32,
     /// Signaled sends not yet completed.

@@ -386,7 +386,7 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
     Side_<'_, Q, C, F>
 {
     /// Post one signaled request and ring.
-    fn post(&mut self, wr: SendWr<'_>) -> Result<()> {
+    fn post(&mut self, wr: SendWr<'_, <Q::Sq as SendQueue>::Ah>) -> Result<()> {
         let sq = self.qp.sq();
         if let Err(r) = sq.post(wr) {
             sq.ring();

@@ -146,3 +146,75 @@ pub struct Rejected<W> {
     /// Why.
     pub error: PostError,
 }
+
+impl<W> fmt::Display for Rejected<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "post refused: {}", self.error)
+    }
+}
+
+impl<W: fmt::Debug> std::error::Error for Rejected<W> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// A `post_list` / `post_recv_list` that stopped at `index`: the requests before it were
+/// staged and rung, the one at `index` was refused for `error`, and `rest` (starting with the
+/// refused one) was not posted, ready to retry once the cause is gone.
+#[derive(Clone, Copy, Debug)]
+pub struct PostListError<'s, W> {
+    /// Index of the refused request in the list given.
+    pub index: usize,
+    /// Why it was refused.
+    pub error: PostError,
+    /// The refused request and everything after it, unposted.
+    pub rest: &'s [W],
+}
+
+impl<W> fmt::Display for PostListError<'_, W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "post list stopped at index {} ({} not posted): {}",
+            self.index,
+            self.rest.len(),
+            self.error
+        )
+    }
+}
+
+impl<W: fmt::Debug> std::error::Error for PostListError<'_, W> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// A doorbell (`ring`) the device refused after every check of `post` passed. Only the
+/// verbs provider can see one (`ibv_post_send` / `ibv_post_recv` returning an errno); the
+/// refused requests and every one staged after them were taken back: they never reach the
+/// device and produce no completion. mlx5 and the sim write the doorbell themselves and never
+/// fail here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingError {
+    /// The errno libibverbs returned.
+    pub errno: i32,
+    /// wr_id of the first request taken back.
+    pub first_wr_id: u64,
+    /// How many were taken back.
+    pub count: u32,
+}
+
+impl fmt::Display for RingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "doorbell refused by the device ({}): {} requests from wr_id {} taken back",
+            crate::error::errno_name(self.errno),
+            self.count,
+            self.first_wr_id
+        )
+    }
+}
+
+impl std::error::Error for RingError {}

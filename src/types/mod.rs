@@ -85,6 +85,6 @@ mod wr;
 
 pub use access::Access;
 pub use completion::{Completion, WcFlags, WcOpcode, WcStatus};
-pub use error::{PostError, Rejected};
+pub use error::{PostError, PostListError, Rejected, RingError};
 pub use qp::{ConnectOpts, Mtu, QpCaps, QpConfig, QpState, QpType};
-pub use wr::{AddressHandle, Payload, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest};
+pub use wr::{Payload, RecvWr, SendBatch, SendFlags, SendOp, SendWr, Sge, UdDest};

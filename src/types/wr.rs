@@ -1,7 +1,9 @@
 //! Work requests: what a send or receive queue is given.
 //!
 //! A [`SendWr`] borrows its SGE list or inline bytes and its address handle; building one
-//! allocates nothing, and it is `Copy`, so a refused request comes back whole.
+//! allocates nothing, and it is `Copy`, so a refused request comes back whole. The address
+//! handle type `A` is the provider's own (`Provider::Ah`, the send queue's `SendQueue::Ah`),
+//! so a UD send carries a handle of the device it is posted to.
 //!
 //! ## Receives and WRITE WITH IMMEDIATE
 //!
@@ -14,8 +16,6 @@
 //!
 //! [`SendOp::SendImm`] / [`SendOp::WriteImm`] take the immediate as a host-order `u32`; it
 //! travels big-endian and the completion's `imm` gives back the same host-order value.
-
-use std::fmt;
 
 /// One scatter/gather element: `length` bytes at `addr`, inside the MR of `lkey`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -163,20 +163,29 @@ impl std::ops::BitOr for SendFlags {
     }
 }
 
-/// A UD destination: the address handle and the remote QP.
-#[derive(Clone, Copy, Debug)]
-pub struct UdDest<'a> {
+/// A UD destination: the address handle (of the provider's type `A`) and the remote QP.
+#[derive(Debug)]
+pub struct UdDest<'a, A> {
     /// The address handle (from the provider's `create_ah`).
-    pub ah: &'a AddressHandle,
+    pub ah: &'a A,
     /// Remote QPN.
     pub remote_qpn: u32,
     /// Remote Q_Key.
     pub remote_qkey: u32,
 }
 
-/// A send work request. It borrows its SGE list and inline bytes; nothing is allocated.
-#[derive(Clone, Copy, Debug)]
-pub struct SendWr<'a> {
+// Copy whatever `A` is: only a reference to it is held.
+impl<A> Clone for UdDest<'_, A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A> Copy for UdDest<'_, A> {}
+
+/// A send work request. It borrows its SGE list and inline bytes; nothing is allocated. `A` is
+/// the address handle type of the provider (used on UD QPs only).
+#[derive(Debug)]
+pub struct SendWr<'a, A> {
     /// The caller's identifier, returned in the completion.
     pub wr_id: u64,
     /// What to do.
@@ -186,12 +195,19 @@ pub struct SendWr<'a> {
     /// Signaled, fence, solicited.
     pub flags: SendFlags,
     /// The destination, on UD QPs only.
-    pub ud: Option<UdDest<'a>>,
+    pub ud: Option<UdDest<'a, A>>,
 }
 
-impl<'a> SendWr<'a> {
+impl<A> Clone for SendWr<'_, A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A> Copy for SendWr<'_, A> {}
+
+impl<'a, A> SendWr<'a, A> {
     /// A request with `op` over `sges`, unsignaled.
-    pub fn new(wr_id: u64, op: SendOp, sges: &'a [Sge]) -> Self {
+    pub const fn new(wr_id: u64, op: SendOp, sges: &'a [Sge]) -> Self {
         SendWr {
             wr_id,
             op,
@@ -212,6 +228,46 @@ impl<'a> SendWr<'a> {
     pub fn read(wr_id: u64, sges: &'a [Sge], raddr: u64, rkey: u32) -> Self {
         Self::new(wr_id, SendOp::Read { raddr, rkey }, sges)
     }
+    /// SEND WITH IMMEDIATE of `sges` (`imm` in host order), unsignaled.
+    pub fn send_imm(wr_id: u64, sges: &'a [Sge], imm: u32) -> Self {
+        Self::new(wr_id, SendOp::SendImm { imm }, sges)
+    }
+    /// RDMA WRITE WITH IMMEDIATE of `sges` to `raddr`/`rkey`, unsignaled. It consumes one
+    /// receive at the peer, which completes with `imm`.
+    pub fn write_imm(wr_id: u64, sges: &'a [Sge], raddr: u64, rkey: u32, imm: u32) -> Self {
+        Self::new(wr_id, SendOp::WriteImm { raddr, rkey, imm }, sges)
+    }
+    /// 8-byte compare-and-swap at `raddr` (8-byte aligned); the old value lands in `local`
+    /// (one 8-byte SGE), unsignaled.
+    pub fn cas(
+        wr_id: u64,
+        local: &'a [Sge],
+        raddr: u64,
+        rkey: u32,
+        compare: u64,
+        swap: u64,
+    ) -> Self {
+        let op = SendOp::CompareSwap {
+            raddr,
+            rkey,
+            compare,
+            swap,
+        };
+        Self::new(wr_id, op, local)
+    }
+    /// 8-byte fetch-and-add at `raddr` (8-byte aligned); the old value lands in `local`
+    /// (one 8-byte SGE), unsignaled.
+    pub fn faa(wr_id: u64, local: &'a [Sge], raddr: u64, rkey: u32, add: u64) -> Self {
+        Self::new(wr_id, SendOp::FetchAdd { raddr, rkey, add }, local)
+    }
+    /// Signaled when `yes` (for selective signaling: `.signaled_if(i % 16 == 15)`).
+    pub fn signaled_if(self, yes: bool) -> Self {
+        if yes {
+            self.signaled()
+        } else {
+            self
+        }
+    }
     /// Use inline data instead of SGEs.
     pub fn inline(mut self, data: &'a [u8]) -> Self {
         self.payload = Payload::Inline(data);
@@ -228,7 +284,7 @@ impl<'a> SendWr<'a> {
         self
     }
     /// Set the UD destination.
-    pub fn to(mut self, dest: UdDest<'a>) -> Self {
+    pub fn to(mut self, dest: UdDest<'a, A>) -> Self {
         self.ud = Some(dest);
         self
     }
@@ -244,26 +300,73 @@ pub struct RecvWr<'a> {
     pub sges: &'a [Sge],
 }
 
-/// A UD address handle. Providers fill the parts they use.
-pub struct AddressHandle {
-    /// The 48-byte mlx5 address vector (mlx5 and sim providers).
-    pub(crate) av: [u8; 48],
-    /// `struct ibv_ah *` (verbs provider); null elsewhere.
-    pub(crate) raw: *mut std::ffi::c_void,
-    /// Keeps whatever owns `raw` alive (and destroys it on drop).
-    pub(crate) _owner: Option<Box<dyn std::any::Any + Send + Sync>>,
-}
-
-impl fmt::Debug for AddressHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AddressHandle")
-            .field("raw", &self.raw)
-            .finish_non_exhaustive()
+impl<'a> RecvWr<'a> {
+    /// A receive into `sges` (may be empty: enough for a WRITE WITH IMMEDIATE's immediate).
+    pub const fn new(wr_id: u64, sges: &'a [Sge]) -> Self {
+        RecvWr { wr_id, sges }
     }
 }
 
-// SAFETY: `raw` is an `ibv_ah *` that libibverbs allows to be used from any thread (verbs
-// objects are thread safe); the AH is only read through it.
-unsafe impl Send for AddressHandle {}
-// SAFETY: as above; nothing is mutated through a shared reference.
-unsafe impl Sync for AddressHandle {}
+/// Up to `N` send requests built one by one and posted with one doorbell, without a dummy
+/// array: `push` them, then hand [`SendBatch::as_slice`] to `post_list`. Lives on the stack;
+/// nothing is allocated.
+/// `A` is the provider's address handle type, as in [`SendWr`].
+#[derive(Debug)]
+pub struct SendBatch<'a, A, const N: usize> {
+    wrs: [SendWr<'a, A>; N],
+    len: usize,
+}
+
+impl<A, const N: usize> Clone for SendBatch<'_, A, N> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A, const N: usize> Copy for SendBatch<'_, A, N> {}
+
+impl<'a, A, const N: usize> Default for SendBatch<'a, A, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<'a, A, const N: usize> SendBatch<'a, A, N> {
+    /// An empty batch.
+    pub const fn new() -> Self {
+        SendBatch {
+            wrs: [SendWr::new(0, SendOp::Send, &[]); N],
+            len: 0,
+        }
+    }
+    /// Adds `wr`; hands it back when the batch already holds `N`.
+    pub fn push(&mut self, wr: SendWr<'a, A>) -> Result<(), SendWr<'a, A>> {
+        match self.wrs.get_mut(self.len) {
+            Some(slot) => {
+                *slot = wr;
+                self.len += 1;
+                Ok(())
+            }
+            None => Err(wr),
+        }
+    }
+    /// The requests pushed, in order.
+    pub fn as_slice(&self) -> &[SendWr<'a, A>] {
+        &self.wrs[..self.len]
+    }
+    /// How many are pushed.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when nothing is pushed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// True when `N` are pushed.
+    pub fn is_full(&self) -> bool {
+        self.len == N
+    }
+    /// Empties the batch.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}

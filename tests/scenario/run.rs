@@ -11,9 +11,9 @@ use memmap2::MmapMut;
 
 use super::*;
 use rdma_direct::providers::{
-    Access, AddressHandle, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Payload,
-    Provider, QpCaps, QpConfig, QueuePair, RecvQueue, RecvWr, SendFlags, SendOp, SendQueue, SendWr,
-    Sge, UdDest, WcFlags,
+    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Payload, Provider, QpCaps,
+    QpConfig, QueuePair, RecvQueue, RecvWr, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest,
+    WcFlags,
 };
 
 /// The rkey bits flipped to make a deliberately wrong key (an MR index far beyond any
@@ -58,7 +58,7 @@ pub fn run_scenario<P: Provider>(
 struct Runner<'s, P: Provider> {
     sc: &'s Scenario,
     opts: &'s RunOpts,
-    ahs: Vec<Option<AddressHandle>>,
+    ahs: Vec<Option<P::Ah>>,
     qps: Vec<P::Qp>,
     srqs: Vec<P::Srq>,
     cqs: Vec<P::Cq>,

@@ -89,7 +89,7 @@ const fn req_opcode(wqe_op: u8) -> WcOpcode {
     }
 }
 
-impl Mlx5Cq {
+impl<D: Owners> Mlx5Cq<D> {
     /// A requester CQE (REQ, REQ_ERR) of `qp` (entry `idx`), past the purge and liveness
     /// checks of `process`: map `wqe_counter` to the WQE, check it against the retired and
     /// the published producer position, count the covered requests, scatter (by the WQE's

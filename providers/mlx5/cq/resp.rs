@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Mlx5Cq {
+impl<D: Owners> Mlx5Cq<D> {
     /// A responder CQE of `qp`, past the purge and liveness checks of `process`: the RQ
     /// tail or the SRQ entry `wqe_counter` (a stray one is dropped and counted before any
     /// ring read), the receive fields, scatter into the receive's own SGEs, and only then

@@ -40,9 +40,9 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Device, Mlx5Qp};
-use rdma_direct::providers::rxe::VerbsDevice;
+use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Device, Mlx5Qp, Owners};
 use rdma_direct::providers::sim::SimDevice;
+use rdma_direct::providers::verbs::VerbsDevice;
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpCaps, QpConfig,
     QpType, QueuePair, SendQueue, SendWr,
@@ -642,12 +642,12 @@ trait Target: Provider {
     }
 }
 
-fn set_mlx5_mode(qp: &mut Mlx5Qp, m: Mode) {
+fn set_mlx5_mode<D: Owners>(qp: &mut Mlx5Qp<D>, m: Mode) {
     qp.set_doorbell_mode(m.doorbell());
 }
 
 impl Target for SimDevice {
-    fn set_mode(qp: &mut Mlx5Qp, m: Mode) {
+    fn set_mode(qp: &mut Mlx5Qp<SimDevice>, m: Mode) {
         set_mlx5_mode(qp, m)
     }
     fn counters(&self) -> Option<(u64, u64)> {

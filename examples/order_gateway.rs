@@ -1,0 +1,203 @@
+//! An order gateway: 64-byte orders RDMA-WRITTEN WITH IMMEDIATE into the peer's ring, 16 per
+//! doorbell with one signaled request per batch, the peer echoing each batch back the same
+//! way; prints round-trip percentiles. No `unsafe` anywhere.
+//!
+//! ```text
+//! cargo run --release --example order_gateway                    # one process, two QPs on the sim
+//! cargo run --release --example order_gateway -- -d rxe0         # server
+//! cargo run --release --example order_gateway -- -d rxe0 HOST    # client
+//! ```
+//! Options: `-n ROUNDS` (default 2000), `-p PORT` (default 18515).
+
+use rdma_direct::prelude::*;
+use std::time::{Duration, Instant};
+
+const ORDER: usize = 64;
+const BATCH: usize = 16;
+const RING: usize = 64; // slots per ring; a multiple of BATCH
+
+struct Side<P: Provider> {
+    qp: P::Qp,
+    cq: P::Cq,
+    buf: RegisteredBuf<P::Mr>,
+}
+
+fn side<P: Provider>(p: &mut P, pd: &P::Pd) -> Result<Side<P>> {
+    // Send ring first, receive ring after it.
+    let buf = p.alloc_buf(pd, 2 * RING * ORDER, Access::ALL, Pages::HugeOrNormal)?;
+    let mut cq = p.create_cq(4 * RING as u32)?;
+    let mut cfg = QpConfig::new(QpType::Rc);
+    cfg.caps.max_send_wr = RING as u32;
+    cfg.caps.max_recv_wr = RING as u32;
+    let qp = p.create_qp(pd, &mut cq, None, None, &cfg)?;
+    Ok(Side { qp, cq, buf })
+}
+
+/// Keeps `RING` receives posted (WRITE WITH IMMEDIATE consumes one each, zero SGEs).
+fn post_receives<P: Provider>(s: &mut Side<P>, n: usize) -> Result<()> {
+    for i in 0..n {
+        s.qp.rq().post_recv(RecvWr::new(i as u64, &[]))?;
+    }
+    s.qp.rq().ring();
+    Ok(())
+}
+
+/// Writes one batch of orders `seq..seq+BATCH` into the peer's ring.
+fn send_batch<P: Provider>(s: &mut Side<P>, peer: RemoteMr, seq: u64) -> Result<()> {
+    let mut sges = [[Sge::default()]; BATCH];
+    for (i, sge) in sges.iter_mut().enumerate() {
+        let slot = (seq as usize + i) % RING;
+        let order = s.buf.get_mut(slot * ORDER, ORDER)?;
+        order[..8].copy_from_slice(&(seq + i as u64).to_le_bytes());
+        *sge = [s.buf.sge(slot * ORDER, ORDER)?];
+    }
+    let mut batch = SendBatch::<_, BATCH>::new();
+    for (i, sge) in sges.iter().enumerate() {
+        let slot = (seq as usize + i) % RING;
+        let at = peer
+            .slice((slot * ORDER) as u64, ORDER as u64)
+            .ok_or(Error::Unsupported {
+                what: "peer ring too small".into(),
+            })?;
+        let wr = SendWr::write_imm(seq + i as u64, sge, at.addr, at.rkey, slot as u32);
+        let _ = batch.push(wr.signaled_if(i == BATCH - 1));
+    }
+    s.qp.sq().post_list(batch.as_slice())?;
+    Ok(())
+}
+
+/// Polls until `recvs` receive completions and `sends` send completions arrived.
+fn wait<P: Provider>(p: &mut P, s: &mut Side<P>, mut recvs: usize, mut sends: usize) -> Result<()> {
+    let mut wc = [Completion::EMPTY; 32];
+    let stall = Instant::now() + Duration::from_secs(5);
+    while recvs > 0 || sends > 0 {
+        p.progress();
+        let n = s.cq.poll(&mut wc);
+        for c in &wc[..n] {
+            if !c.is_ok() {
+                return Err(Error::Unsupported {
+                    what: format!("completion {} failed: {:?}", c.wr_id, c.status),
+                });
+            }
+            if c.opcode == WcOpcode::RecvRdmaWithImm {
+                recvs -= 1;
+            } else {
+                sends -= 1;
+            }
+        }
+        if n == 0 && Instant::now() > stall {
+            return Err(Error::Unsupported {
+                what: format!("stalled: {recvs} receives and {sends} sends missing after 5 s"),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn percentiles(mut ns: Vec<u64>) {
+    ns.sort_unstable();
+    let at = |q: f64| ns[((ns.len() - 1) as f64 * q) as usize] as f64 / 1000.0;
+    println!(
+        "round trip of a {BATCH}-order batch, {} rounds: p50 {:.2} us  p90 {:.2} us  p99 {:.2} us  max {:.2} us",
+        ns.len(),
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        at(1.0)
+    );
+}
+
+fn on_sim(rounds: usize) -> Result<()> {
+    let mut p = SimDevice::new();
+    let pd = p.alloc_pd()?;
+    let mut a = side(&mut p, &pd)?;
+    let mut b = side(&mut p, &pd)?;
+    let opts = ConnectOpts::default();
+    let (ea, eb) = (p.endpoint(&a.qp, &opts)?, p.endpoint(&b.qp, &opts)?);
+    p.connect(&mut a.qp, &ea, &eb, &opts)?;
+    p.connect(&mut b.qp, &eb, &ea, &opts)?;
+    let (ring_a, ring_b) = (
+        a.buf.remote(RING * ORDER, RING * ORDER)?,
+        b.buf.remote(RING * ORDER, RING * ORDER)?,
+    );
+    post_receives(&mut a, RING)?;
+    post_receives(&mut b, RING)?;
+    let mut rtts = Vec::with_capacity(rounds);
+    for r in 0..rounds {
+        let seq = (r * BATCH) as u64;
+        let t = Instant::now();
+        send_batch(&mut a, ring_b, seq)?;
+        wait(&mut p, &mut b, BATCH, 0)?;
+        post_receives(&mut b, BATCH)?;
+        send_batch(&mut b, ring_a, seq)?;
+        wait(&mut p, &mut a, BATCH, 1)?;
+        rtts.push(t.elapsed().as_nanos() as u64);
+        post_receives(&mut a, BATCH)?;
+        wait(&mut p, &mut b, 0, 1)?;
+    }
+    percentiles(rtts);
+    Ok(())
+}
+
+fn on_device(dev: &str, host: Option<&str>, port: u16, rounds: usize) -> Result<()> {
+    let mut p = VerbsDevice::open(dev)?;
+    let pd = p.alloc_pd()?;
+    let mut s = side(&mut p, &pd)?;
+    post_receives(&mut s, RING)?;
+    let share = Some(s.buf.remote(RING * ORDER, RING * ORDER)?);
+    let opts = ConnectOpts::default();
+    let timeout = Duration::from_secs(30);
+    let mut conn = match host {
+        Some(h) => connect_qp_client(&mut p, &mut s.qp, (h, port), &opts, share, timeout)?,
+        None => {
+            let l = std::net::TcpListener::bind(("0.0.0.0", port))
+                .map_err(|e| Error::io("bind", &e))?;
+            connect_qp_server(&mut p, &mut s.qp, &l, &opts, share, timeout)?
+        }
+    };
+    let peer = conn.remote_mr().ok_or(Error::Unsupported {
+        what: "the peer shared no ring".into(),
+    })?;
+    let mut rtts = Vec::with_capacity(rounds);
+    for r in 0..rounds {
+        let seq = (r * BATCH) as u64;
+        if host.is_some() {
+            let t = Instant::now();
+            send_batch(&mut s, peer, seq)?;
+            wait(&mut p, &mut s, BATCH, 1)?;
+            rtts.push(t.elapsed().as_nanos() as u64);
+        } else {
+            wait(&mut p, &mut s, BATCH, 0)?;
+            send_batch(&mut s, peer, seq)?;
+            wait(&mut p, &mut s, 0, 1)?;
+        }
+        post_receives(&mut s, BATCH)?;
+    }
+    conn.sync(timeout)?;
+    if host.is_some() {
+        percentiles(rtts);
+    }
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (mut dev, mut host, mut port, mut rounds) = (None, None, 18515u16, 2000usize);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-d" => dev = it.next().cloned(),
+            "-p" => port = it.next().and_then(|v| v.parse().ok()).unwrap_or(port),
+            "-n" => rounds = it.next().and_then(|v| v.parse().ok()).unwrap_or(rounds),
+            h => host = Some(h.to_string()),
+        }
+    }
+    let r = match dev {
+        None => on_sim(rounds.max(1)),
+        Some(d) => on_device(&d, host.as_deref(), port, rounds.max(1)),
+    };
+    if let Err(e) = r {
+        eprintln!("order_gateway: {e}");
+        std::process::exit(1);
+    }
+}

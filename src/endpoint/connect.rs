@@ -1,0 +1,102 @@
+//! Connect any provider's QP over TCP in one call: [`connect_qp_server`] /
+//! [`connect_qp_client`].
+//!
+//! One call swaps endpoints (and the memory window each side chooses to share), moves the QP
+//! RESET → INIT → RTR → RTS towards the peer through the provider, and syncs both sides, so
+//! that when it returns the peer's QP is in RTS too and may be sent to. The whole exchange
+//! has one deadline (see [`crate::endpoint`]'s exchange). The TCP connection is handed back
+//! in the [`Connection`] for a later sync or an orderly teardown.
+
+use super::codec::{QpEndpoint, RemoteMr};
+use super::exchange::{exchange_client_by, exchange_server_by, sync_by, Deadline};
+use crate::error::Result;
+use crate::providers::Provider;
+use crate::types::ConnectOpts;
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// A connected QP's two endpoints and the TCP connection used to exchange them.
+#[derive(Debug)]
+pub struct Connection {
+    /// What we sent.
+    pub local: QpEndpoint,
+    /// What the peer sent; `remote.mr` is the window it shared, if any.
+    pub remote: QpEndpoint,
+    /// The exchange's connection, still open (one more [`Connection::sync`] is possible).
+    pub stream: TcpStream,
+}
+
+impl Connection {
+    /// The memory window the peer shared, if it shared one.
+    pub fn remote_mr(&self) -> Option<RemoteMr> {
+        self.remote.mr
+    }
+
+    /// Waits (at most `timeout`) until the peer calls `sync` too: e.g. before teardown, so
+    /// neither side destroys its QP while the other still sends.
+    pub fn sync(&mut self, timeout: Duration) -> Result<()> {
+        sync_by(&mut self.stream, &Deadline::after(timeout))
+    }
+}
+
+/// Server side: accept one peer on `listener`, swap endpoints (ours carries `share`),
+/// connect `qp`, sync. Everything within `timeout`.
+pub fn connect_qp_server<P: Provider>(
+    p: &mut P,
+    qp: &mut P::Qp,
+    listener: &TcpListener,
+    opts: &ConnectOpts,
+    share: Option<RemoteMr>,
+    timeout: Duration,
+) -> Result<Connection> {
+    let dl = Deadline::after(timeout);
+    let local = QpEndpoint {
+        mr: share,
+        ..p.endpoint(qp, opts)?
+    };
+    let (remote, mut stream) = exchange_server_by(listener, &local, &dl)?;
+    finish(p, qp, opts, &dl, local, remote, &mut stream)?;
+    Ok(Connection {
+        local,
+        remote,
+        stream,
+    })
+}
+
+/// Client side: connect to `addr`, swap endpoints (ours carries `share`), connect `qp`,
+/// sync. Everything within `timeout`.
+pub fn connect_qp_client<P: Provider>(
+    p: &mut P,
+    qp: &mut P::Qp,
+    addr: impl ToSocketAddrs,
+    opts: &ConnectOpts,
+    share: Option<RemoteMr>,
+    timeout: Duration,
+) -> Result<Connection> {
+    let dl = Deadline::after(timeout);
+    let local = QpEndpoint {
+        mr: share,
+        ..p.endpoint(qp, opts)?
+    };
+    let (remote, mut stream) = exchange_client_by(addr, &local, &dl)?;
+    finish(p, qp, opts, &dl, local, remote, &mut stream)?;
+    Ok(Connection {
+        local,
+        remote,
+        stream,
+    })
+}
+
+fn finish<P: Provider>(
+    p: &mut P,
+    qp: &mut P::Qp,
+    opts: &ConnectOpts,
+    dl: &Deadline,
+    local: QpEndpoint,
+    remote: QpEndpoint,
+    stream: &mut TcpStream,
+) -> Result<()> {
+    remote.validate()?;
+    p.connect(qp, &local, &remote, opts)?;
+    sync_by(stream, dl)
+}

@@ -1,0 +1,54 @@
+//! Every example runs on the software device with no device argument, briefly (`-n`).
+//! The examples are built first (a no-op when `cargo test` already built them).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn examples_dir() -> PathBuf {
+    // target/<profile>/deps/examples-<hash> -> target/<profile>/examples
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().join("examples")
+}
+
+fn run(name: &str, args: &[&str]) -> String {
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "--quiet", "--example", name]);
+    if !cfg!(debug_assertions) {
+        build.arg("--release");
+    }
+    let st = build
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "building example {name} failed");
+    let out = Command::new(examples_dir().join(name))
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{name} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn order_gateway_runs_on_the_sim_and_prints_percentiles() {
+    let out = run("order_gateway", &["-n", "20"]);
+    assert!(out.contains("20 rounds: p50 "), "{out}");
+    assert!(out.contains(" p99 "), "{out}");
+}
+
+#[test]
+fn order_gateway_has_no_unsafe() {
+    let src = include_str!("../examples/order_gateway.rs");
+    let code = src.lines().filter(|l| !l.trim_start().starts_with("//"));
+    for l in code {
+        assert!(
+            !l.contains("unsafe"),
+            "the order gateway must need no unsafe: {l}"
+        );
+    }
+}
