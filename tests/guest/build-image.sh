@@ -166,6 +166,15 @@ dpkg-deb --fsys-tarfile "$kdeb" | tar -x -C "$kroot" --wildcards \
     "$mods/kernel/crypto/crc32_generic.ko*" \
     "$mods/kernel/lib/libcrc32c.ko*" \
     "$mods/kernel/fs/configfs/configfs.ko*" \
+    "$mods/kernel/drivers/virtio/*.ko*" \
+    "$mods/kernel/drivers/net/virtio_net.ko*" \
+    "$mods/kernel/drivers/net/net_failover.ko*" \
+    "$mods/kernel/net/core/failover.ko*" \
+    "$mods/kernel/net/sched/sch_netem.ko*" \
+    "$mods/kernel/fs/9p/*.ko*" \
+    "$mods/kernel/net/9p/*.ko*" \
+    "$mods/kernel/fs/netfs/*.ko*" \
+    "$mods/kernel/fs/fscache/*.ko*" \
     2>/dev/null || true
 [ -f "$kroot/boot/vmlinuz-$abi" ] || die "vmlinuz-$abi not found in $kdeb"
 [ -f "$kroot/$mods/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko" ] \

@@ -1,0 +1,73 @@
+# Helpers for the two-guest checks (tests/guest/pair/*.sh), sourced by the guest's /init and
+# by each check (`. "$PAIRLIB"`). POSIX sh (busybox).
+#
+# Each pair check runs on both guests at the same time, once per guest, with:
+#   ROLE       a or b (this guest);  PEER_ROLE  the other one
+#   SELF_IP    169.254.0.1 (a) or 169.254.0.2 (b);  PEER_IP  the other guest's address
+#   NETDEV     eth0, the link;  RDMA_DIRECT_DEVICE=rxe0 on it
+#   RDMA_DIRECT_GID_INDEX  index of this guest's ::ffff:SELF_IP GID (RoCE v2)
+#   PAIR_DIR   a directory of this check on the host's share, seen by both guests (9p,
+#              cache=none: a file one guest renames into place is visible to the other)
+# The guests talk RDMA and TCP (endpoint exchange) over the link; synchronisation and small
+# values go through PAIR_DIR, never over the link, so a check may break the link on purpose.
+
+# Seconds since boot, with hundredths.
+pl_now() { cut -d' ' -f1 /proc/uptime; }
+
+# put KEY VALUE: publish VALUE under KEY for the peer (atomic: written, then renamed).
+put() {
+    printf '%s\n' "$2" >"$PAIR_DIR/.$1.$ROLE.tmp" && mv "$PAIR_DIR/.$1.$ROLE.tmp" "$PAIR_DIR/$1.$ROLE"
+}
+
+# get KEY [SECONDS]: wait (default 120 s) for the peer's KEY and print it; status 1 on timeout.
+get() {
+    pl_n=$((${2:-120} * 10))
+    while [ ! -f "$PAIR_DIR/$1.$PEER_ROLE" ]; do
+        pl_n=$((pl_n - 1))
+        [ "$pl_n" -le 0 ] && { echo "pairlib: timed out waiting for the peer's '$1'" >&2; return 1; }
+        usleep 100000
+    done
+    cat "$PAIR_DIR/$1.$PEER_ROLE"
+}
+
+# barrier NAME [SECONDS]: return once both guests have reached NAME (default 120 s; status 1
+# on timeout). Names must be unique within one check.
+barrier() {
+    put "barrier-$1" 1
+    get "barrier-$1" "${2:-120}" >/dev/null
+}
+
+# wait_listen PORT [SECONDS]: until something listens on TCP PORT locally (default 30 s).
+wait_listen() {
+    pl_hex=$(printf ':%04X ' "$1")
+    pl_n=$((${2:-30} * 10))
+    while ! cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q "$pl_hex.* 0A "; do
+        pl_n=$((pl_n - 1))
+        [ "$pl_n" -le 0 ] && return 1
+        usleep 100000
+    done
+}
+
+# counters: rxe0's hw_counters as "name=value" words on one line (non-zero ones only).
+counters() {
+    for pl_f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
+        pl_v=$(cat "$pl_f" 2>/dev/null) || continue
+        [ "$pl_v" != 0 ] && printf '%s=%s ' "${pl_f##*/}" "$pl_v"
+    done
+    echo
+}
+
+# counter_snap FILE: all of rxe0's hw_counters, "name value" per line, into FILE.
+counter_snap() {
+    for pl_f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
+        echo "${pl_f##*/} $(cat "$pl_f" 2>/dev/null)"
+    done >"$1"
+}
+
+# counter_diff BEFORE AFTER: "name=+delta" for every counter that changed.
+counter_diff() {
+    awk 'NR == FNR { a[$1] = $2; next } ($2 - a[$1]) != 0 { printf "%s=+%d ", $1, $2 - a[$1] } END { print "" }' "$1" "$2"
+}
+
+# role_server: status 0 on the guest that runs servers in the default direction (a).
+is_a() { [ "$ROLE" = a ]; }
