@@ -71,3 +71,36 @@ counter_diff() {
 
 # role_server: status 0 on the guest that runs servers in the default direction (a).
 is_a() { [ "$ROLE" = a ]; }
+
+# cross NAME SERVER_ROLE PORT SECONDS 'SERVER CMD' 'CLIENT CMD': run SERVER CMD on guest
+# SERVER_ROLE and, once it listens on TCP PORT, CLIENT CMD followed by the peer's address on
+# the other guest; both under `timeout SECONDS`. Prints this guest's command and output;
+# sets CROSS_RC (this guest's exit status) and CROSS_OUT (a file with its output); returns
+# CROSS_RC. Both halves must call it with the same arguments (NAME and PORT unique within
+# the check).
+cross() {
+    cr_name=$1 cr_srole=$2 cr_port=$3 cr_secs=$4 cr_scmd=$5 cr_ccmd=$6
+    CROSS_OUT=${TMPDIR:-/tmp}/cross.$cr_port.$ROLE
+    if [ "$ROLE" = "$cr_srole" ]; then
+        # shellcheck disable=SC2086 # the command is word-split on purpose
+        timeout "$cr_secs" $cr_scmd >"$CROSS_OUT" 2>&1 &
+        cr_pid=$!
+        if wait_listen "$cr_port" 60; then put "listen-$cr_port" 1; else put "listen-$cr_port" 0; fi
+        wait "$cr_pid"
+        CROSS_RC=$?
+        echo "--- $cr_name: server on guest $ROLE: $cr_scmd (exit $CROSS_RC)"
+    else
+        if [ "$(get "listen-$cr_port" 90)" = 1 ]; then
+            # shellcheck disable=SC2086
+            timeout "$cr_secs" $cr_ccmd "$PEER_IP" >"$CROSS_OUT" 2>&1
+            CROSS_RC=$?
+        else
+            echo "server never listened on port $cr_port" >"$CROSS_OUT"
+            CROSS_RC=99
+        fi
+        echo "--- $cr_name: client on guest $ROLE: $cr_ccmd $PEER_IP (exit $CROSS_RC)"
+    fi
+    cat "$CROSS_OUT"
+    barrier "cross-$cr_port" $((cr_secs + 60))
+    return "$CROSS_RC"
+}
