@@ -70,7 +70,7 @@ fi
 
 USERLAND="busybox-static libc6 libgcc-s1 libibverbs1 ibverbs-providers ibverbs-utils librdmacm1
 rdmacm-utils perftest libibumad3 libpci3 libudev1 libnl-3-200 libnl-route-3-200 iproute2 libmnl0
-libbsd0 libmd0 libcap2 libbpf1 libelf1 zlib1g"
+libbsd0 libmd0 libcap2 libbpf1 libelf1 zlib1g libxtables12"
 kpkg="linux-image-$abi"
 
 # "name=version" for each package: the candidate apt would install.
@@ -148,7 +148,8 @@ done
 rm -rf "$root/usr/share/doc" "$root/usr/share/man" "$root/usr/share/locale" "$root/usr/share/lintian" \
     "$root/usr/share/bash-completion" "$root/usr/share/info"
 
-# Kernel: only vmlinuz and the modules rxe needs.
+# Kernel: only vmlinuz and the modules rxe needs; for the two-guest bed also virtio-net (with
+# net_failover and failover), virtio-9p (the share) and sch_netem (faults on the wire).
 kdeb=$(deb_file "$(echo "$pins" | grep "^$kpkg=")")
 [ -n "$kdeb" ] || die "no .deb for $kpkg"
 kroot="$work/kernel"

@@ -104,3 +104,14 @@ cross() {
     barrier "cross-$cr_port" $((cr_secs + 60))
     return "$CROSS_RC"
 }
+
+# wait_cm_listen [SECONDS]: until an RDMA CM id listens on this guest (rping's server has no
+# TCP port to watch); default 30 s.
+wait_cm_listen() {
+    pl_n=$((${1:-30} * 10))
+    while ! /usr/bin/rdma res show cm_id 2>/dev/null | grep -q 'state LISTEN'; do
+        pl_n=$((pl_n - 1))
+        [ "$pl_n" -le 0 ] && return 1
+        usleep 100000
+    done
+}

@@ -1,0 +1,94 @@
+#!/bin/sh
+# A link that goes down for good, mid-run: perftest's ib_write_bw through the RDMA CM with a
+# bounded transport retry count (--retry_count 1; rxe never gives up at 7, the value
+# ibv_rc_pingpong and rping use), requester (client) on guest b, responder (server) on a.
+#   1. a takes its own eth0 down 2 s after the client started writing: b's writes go unanswered, and b's
+#      requester must end with status 12 (IBV_WC_RETRY_EXC_ERR) within 60 s, not hang.
+#   2. b takes its own eth0 down under its running requester: reported as rxe reports it
+#      (the requester must end with an error completion within 60 s, not hang).
+# The link is brought up again after each case (this check runs last all the same). The
+# server end is stopped once the client is done: its TCP end-of-run exchange has no peer.
+. "$PAIRLIB"
+set -u
+dev=$RDMA_DIRECT_DEVICE
+tmp=$(mktemp -d)
+fail=0
+cmport=7600
+timeout 30 modprobe rdma_ucm || { echo "FAIL: modprobe rdma_ucm"; exit 1; }
+
+# down_case NAME WHO_GOES_DOWN EXPECT_REGEX
+down_case() {
+    name=$1 who=$2 want=$3
+    cmport=$((cmport + 1))
+    args="-d $dev -R --retry_count=1 -F -s 4096 -D 30 -p $cmport"
+    if [ "$ROLE" = a ]; then
+        # shellcheck disable=SC2086
+        timeout 120 ib_write_bw $args >"$tmp/out" 2>&1 &
+        sp=$!
+        wait_cm_listen 30
+        put "cm-$cmport" 1
+    else
+        get "cm-$cmport" 60 >/dev/null
+        t0=$(pl_now)
+        # shellcheck disable=SC2086
+        timeout 120 ib_write_bw $args "$PEER_IP" >"$tmp/out" 2>&1 &
+        cp=$!
+    fi
+    # The link goes down once the client has connected and is writing (its header row is out).
+    if [ "$ROLE" = b ]; then
+        n=0
+        until grep -q '#bytes' "$tmp/out" 2>/dev/null; do
+            n=$((n + 1))
+            [ "$n" -gt 600 ] && break
+            usleep 100000
+        done
+        sleep 2
+        put "running-$cmport" 1
+    else
+        get "running-$cmport" 90 >/dev/null
+    fi
+    if [ "$ROLE" = "$who" ]; then
+        echo "guest $ROLE: ip link set $NETDEV down"
+        timeout 10 /usr/bin/ip link set "$NETDEV" down
+    fi
+    if [ "$ROLE" = b ]; then
+        wait "$cp"
+        st=$?
+        took=$(awk -v a="$t0" -v b="$(pl_now)" 'BEGIN { printf "%.1f", b - a }')
+        echo "--- requester (client) on b: exit $st after $took s:"
+        cat "$tmp/out"
+        put "done-$cmport" 1
+        if [ "$st" = 0 ] || [ "$st" = 124 ] || [ "$st" = 143 ]; then
+            echo "FAIL $name: the requester did not end in an error completion (exit $st)"
+            fail=1
+        elif ! grep -Eq "$want" "$tmp/out"; then
+            echo "FAIL $name: no completion matching /$want/"
+            fail=1
+        else
+            echo "ok $name: $(grep -E "$want" "$tmp/out" | head -n 1 | sed 's/^ *//') after $took s"
+        fi
+    else
+        get "done-$cmport" 150 >/dev/null
+        kill "$sp" 2>/dev/null
+        wait "$sp"
+        echo "--- responder (server) on a, stopped after the client ended:"
+        cat "$tmp/out"
+    fi
+    if [ "$ROLE" = "$who" ]; then
+        timeout 10 /usr/bin/ip link set "$NETDEV" up
+        n=0
+        until grep -q "$(printf '%s' "$SELF_IP" | awk -F. '{ printf "ffff:%02x%02x:%02x%02x", $1, $2, $3, $4 }')" \
+            /sys/class/infiniband/"$dev"/ports/1/gids/* 2>/dev/null; do
+            n=$((n + 1))
+            [ "$n" -gt 100 ] && break
+            usleep 100000
+        done
+    fi
+    echo "rxe0 counters on $ROLE: $(counters)"
+    barrier "down-$cmport" 200
+}
+
+down_case "responder's link down" a 'status 12|retry counter exceeded|RETRY_EXC'
+down_case "requester's own link down" b 'Failed status|[Cc]ompletion with error|error'
+rm -rf "$tmp"
+exit "$fail"
