@@ -75,20 +75,20 @@ case_() {
     netem "$@"
     barrier "netem-on-$name"
     t0=$(pl_now)
-    rping_case "$name" 20
+    rping_case "$name" 10
     port=$((port + 1))
-    if cross "$name: rdma-direct pingpong RC 4096 B x 50" a "$port" 150 \
-        "$bin pingpong -d $dev -g $gid -s 4096 -n 50 -p $port" \
-        "$bin pingpong -d $dev -g $gid -s 4096 -n 50 -p $port" >"$tmp/pp" 2>&1; then
-        echo "ok $name: rdma-direct pingpong 50 x 4096 B each way ($(grep usec/iter "$CROSS_OUT" | sed 's/.*= //'))"
-    elif [ "$ROLE" = a ] && grep -q 'no completion for .* after 49 sends and 50 receives' "$CROSS_OUT"; then
+    if cross "$name: rdma-direct pingpong RC 4096 B x 30" a "$port" 150 \
+        "$bin pingpong -d $dev -g $gid -s 4096 -n 30 -p $port" \
+        "$bin pingpong -d $dev -g $gid -s 4096 -n 30 -p $port" >"$tmp/pp" 2>&1; then
+        echo "ok $name: rdma-direct pingpong 30 x 4096 B each way ($(grep usec/iter "$CROSS_OUT" | sed 's/.*= //'))"
+    elif [ "$ROLE" = a ] && grep -q 'no completion for .* after 29 sends and 30 receives' "$CROSS_OUT"; then
         # rc_pingpong's protocol has no closing handshake: the client leaves (destroying its
-        # QP) as soon as its own 50 sends and 50 receives completed. When the ACK of the
+        # QP) as soon as its own sends and receives completed. When the ACK of the
         # server's last send is the frame that got lost, the server retransmits to a QP that
         # is gone, forever at retry_cnt 7, and gives up at its 20 s stall limit. Every
-        # message was delivered (50 receives on both sides); only that last ACK is missing.
+        # message was delivered (all receives on both sides); only that last ACK is missing.
         cat "$tmp/pp"
-        echo "KNOWN $name: server's last send never acknowledged (client gone; all 50 messages delivered both ways)"
+        echo "KNOWN $name: server's last send never acknowledged (client gone; all 30 messages delivered both ways)"
     else
         cat "$tmp/pp"
         echo "FAIL $name: rdma-direct pingpong on guest $ROLE"
@@ -103,7 +103,7 @@ case_() {
 case_ clean
 case_ loss1 loss 1%
 case_ loss10 loss 10%
-case_ jitter delay 5ms 2ms
+case_ jitter delay 4ms 1ms
 case_ reorder delay 5ms reorder 25% 50%
 case_ duplicate duplicate 10%
 case_ corrupt corrupt 10%
@@ -145,7 +145,7 @@ lossy() {
     fi
     barrier "lossy-off-$name"
 }
-lossy UC ib_write_bw -d "$dev" -x "$gid" -F -c UC -s 1024 -D 3
-lossy UD ib_send_bw -d "$dev" -x "$gid" -F -c UD -s 512 -D 3
+lossy UC ib_write_bw -d "$dev" -x "$gid" -F -c UC -s 1024 -D 2
+lossy UD ib_send_bw -d "$dev" -x "$gid" -F -c UD -s 512 -D 2
 rm -rf "$tmp"
 exit "$fail"

@@ -2,8 +2,8 @@
 # A link that goes down for good, mid-run: perftest's ib_write_bw through the RDMA CM with a
 # bounded transport retry count (--retry_count 1; rxe never gives up at 7, the value
 # ibv_rc_pingpong and rping use), requester (client) on guest b, responder (server) on a.
-#   a takes its own eth0 down 2 s after the client's QP reached RTS: b's writes go unanswered, and b's
-#      requester must end with status 12 (IBV_WC_RETRY_EXC_ERR) within 60 s, not hang.
+# a takes its own eth0 down 2 s after the client's QP reached RTS: b's writes go unanswered,
+# and b's requester must end with status 12 (IBV_WC_RETRY_EXC_ERR) within 60 s, not hang.
 # The link is brought up again afterwards (this check runs last all the same). The
 # server end is stopped once the client is done: its TCP end-of-run exchange has no peer.
 . "$PAIRLIB"
