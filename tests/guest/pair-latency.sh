@@ -14,9 +14,9 @@ target=${CARGO_TARGET_DIR:-$here/../../target}
 # shellcheck disable=SC2016 # expanded in the guests
 cmd='. "$PAIRLIB"
 g=$RDMA_DIRECT_GID_INDEX
-cross rc a 18515 200 "ibv_rc_pingpong -d rxe0 -g $g -n 500 -s 64" "ibv_rc_pingpong -d rxe0 -g $g -n 500 -s 64"
-cross ours a 18516 200 "$RDMA_DIRECT_BIN pingpong -d rxe0 -g $g -n 500 -s 64" "$RDMA_DIRECT_BIN pingpong -d rxe0 -g $g -n 500 -s 64"
-cross lat a 18517 200 "ib_write_lat -d rxe0 -x $g -F -s 64 -n 500" "ib_write_lat -d rxe0 -x $g -F -s 64 -n 500"
+cross rc a 18515 200 "ibv_rc_pingpong -d rxe0 -g $g -n 500 -s 64 -p 18515" "ibv_rc_pingpong -d rxe0 -g $g -n 500 -s 64 -p 18515"
+cross ours a 18516 200 "$RDMA_DIRECT_BIN pingpong -d rxe0 -g $g -n 500 -s 64 -p 18516" "$RDMA_DIRECT_BIN pingpong -d rxe0 -g $g -n 500 -s 64 -p 18516"
+cross lat a 18517 200 "ib_write_lat -d rxe0 -x $g -F -s 64 -n 500 -p 18517" "ib_write_lat -d rxe0 -x $g -F -s 64 -n 500 -p 18517"
 true'
 printf '%-14s %16s %18s %18s\n' variant rc_pingpong_us rdma-direct_pp_us write_lat_typ_us
 for v in "$@"; do
