@@ -105,13 +105,15 @@ cross() {
     return "$CROSS_RC"
 }
 
-# wait_cm_listen [SECONDS]: until an RDMA CM id listens on this guest (rping's server has no
-# TCP port to watch); default 30 s.
+# wait_cm_listen PORT [SECONDS]: until an RDMA CM id listens on PORT on this guest (RDMA CM
+# servers have no TCP port to watch); default 30 s. A listener on the wildcard
+# address gets its per-device child a moment later, hence the grace period after.
 wait_cm_listen() {
-    pl_n=$((${1:-30} * 10))
-    while ! /usr/bin/rdma res show cm_id 2>/dev/null | grep -q 'state LISTEN'; do
+    pl_n=$((${2:-30} * 10))
+    while ! /usr/bin/rdma res show cm_id 2>/dev/null | grep 'LISTEN' | grep -q ":$1\( \|\$\)"; do
         pl_n=$((pl_n - 1))
         [ "$pl_n" -le 0 ] && return 1
         usleep 100000
     done
+    usleep 500000
 }

@@ -47,7 +47,7 @@ rping_case() {
     if [ "$ROLE" = a ]; then
         timeout 150 rping -s -a "$SELF_IP" -p "$cmport" -C "$2" -S 4096 -V >"$tmp/rping" 2>&1 &
         rp=$!
-        wait_cm_listen 30
+        wait_cm_listen "$cmport" 30
         put "cm-$cmport" 1
         wait "$rp"
         st=$?

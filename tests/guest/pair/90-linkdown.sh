@@ -23,7 +23,7 @@ down_case() {
         # shellcheck disable=SC2086
         timeout 120 ib_write_bw $args >"$tmp/out" 2>&1 &
         sp=$!
-        wait_cm_listen 30
+        wait_cm_listen "$cmport" 30
         put "cm-$cmport" 1
     else
         get "cm-$cmport" 60 >/dev/null
@@ -36,7 +36,8 @@ down_case() {
     # buffered, so its output says nothing until it exits) and 2 s have passed.
     if [ "$ROLE" = b ]; then
         n=0
-        until /usr/bin/rdma res show qp 2>/dev/null | grep -q 'type RC .*state RTS'; do
+        until /usr/bin/rdma res show qp 2>/dev/null | grep -q "type RC .*state RTS.*pid $cp "; do
+            kill -0 "$cp" 2>/dev/null || break
             n=$((n + 1))
             [ "$n" -gt 600 ] && break
             usleep 100000
