@@ -53,12 +53,19 @@ rping_case() {
         st=$?
     else
         get "cm-$cmport" 60 >/dev/null
-        timeout 150 rping -c -a "$PEER_IP" -p "$cmport" -C "$2" -S 4096 -V >"$tmp/rping" 2>&1
+        # -v: one "ping data:" line per verified iteration (into the file, not the console).
+        timeout 150 rping -c -a "$PEER_IP" -p "$cmport" -C "$2" -S 4096 -V -v >"$tmp/rping" 2>&1
         st=$?
     fi
-    if [ "$st" != 0 ] || grep -qi 'mismatch\|error' "$tmp/rping"; then
-        echo "FAIL $1: rping -V on guest $ROLE exit $st:"
-        cat "$tmp/rping"
+    pings=$(grep -c '^ping data: ' "$tmp/rping")
+    if [ "$ROLE" = b ] && [ "$st" = 255 ] && [ "$pings" = "$2" ] && ! grep -qi 'mismatch' "$tmp/rping" \
+        && grep -q 'rdma_get_cm_event: Bad file descriptor' "$tmp/rping"; then
+        # rping's own teardown race: its CM thread reads the event channel the main thread
+        # has just destroyed. Every iteration was verified before that.
+        echo "ok $1: rping -V x $2 (every byte compared; KNOWN: rping exited 255 in its teardown, $(grep -v '^ping data: ' "$tmp/rping" | tr '\n' ' '))"
+    elif [ "$st" != 0 ] || grep -qi 'mismatch\|error' "$tmp/rping" || { [ "$ROLE" = b ] && [ "$pings" != "$2" ]; }; then
+        echo "FAIL $1: rping -V on guest $ROLE exit $st, $pings of $2 iterations verified:"
+        grep -v '^ping data: ' "$tmp/rping"
         fail=1
     else
         echo "ok $1: rping -V x $2 (4096 B READ + WRITE, every byte compared)"
