@@ -27,20 +27,30 @@ down_case() {
         put "cm-$cmport" 1
     else
         get "cm-$cmport" 60 >/dev/null
-        t0=$(pl_now)
-        # shellcheck disable=SC2086
-        timeout 120 ib_write_bw $args "$PEER_IP" >"$tmp/out" 2>&1 &
-        cp=$!
     fi
     # The link goes down once the client's QP is in RTS (it is writing; perftest's stdout is
-    # buffered, so its output says nothing until it exits) and 2 s have passed.
+    # buffered, so its output says nothing until it exits) and 2 s have passed. The server's
+    # RDMA CM sometimes rejects the first connection request although its listener is up
+    # (REJECTED, reason 8: no listener for the service ID); the client then tries again, at
+    # most three times, before the link is touched.
     if [ "$ROLE" = b ]; then
-        n=0
-        until /usr/bin/rdma res show qp 2>/dev/null | grep -q "type RC .*state RTS.*pid $cp "; do
-            kill -0 "$cp" 2>/dev/null || break
-            n=$((n + 1))
-            [ "$n" -gt 600 ] && break
-            usleep 100000
+        for try in 1 2 3; do
+            t0=$(pl_now)
+            # shellcheck disable=SC2086
+            timeout 120 ib_write_bw $args "$PEER_IP" >"$tmp/out" 2>&1 &
+            cp=$!
+            n=0
+            until /usr/bin/rdma res show qp 2>/dev/null | grep -q "type RC .*state RTS.*pid $cp "; do
+                kill -0 "$cp" 2>/dev/null || break
+                n=$((n + 1))
+                [ "$n" -gt 600 ] && break
+                usleep 100000
+            done
+            kill -0 "$cp" 2>/dev/null && break
+            grep -q 'RDMA_CM_EVENT_REJECTED' "$tmp/out" || break
+            wait "$cp"
+            echo "connection attempt $try rejected by the server's RDMA CM: $(grep 'REJECTED' "$tmp/out")"
+            sleep 1
         done
         sleep 2
         put "running-$cmport" 1
