@@ -70,7 +70,7 @@ fi
 
 USERLAND="busybox-static libc6 libgcc-s1 libibverbs1 ibverbs-providers ibverbs-utils librdmacm1
 rdmacm-utils perftest libibumad3 libpci3 libudev1 libnl-3-200 libnl-route-3-200 iproute2 libmnl0
-libbsd0 libmd0 libcap2 libbpf1 libelf1 zlib1g"
+libbsd0 libmd0 libcap2 libbpf1 libelf1 zlib1g libxtables12"
 kpkg="linux-image-$abi"
 
 # "name=version" for each package: the candidate apt would install.
@@ -148,7 +148,8 @@ done
 rm -rf "$root/usr/share/doc" "$root/usr/share/man" "$root/usr/share/locale" "$root/usr/share/lintian" \
     "$root/usr/share/bash-completion" "$root/usr/share/info"
 
-# Kernel: only vmlinuz and the modules rxe needs.
+# Kernel: only vmlinuz and the modules rxe needs; for the two-guest bed also virtio-net (with
+# net_failover and failover), virtio-9p (the share) and sch_netem (faults on the wire).
 kdeb=$(deb_file "$(echo "$pins" | grep "^$kpkg=")")
 [ -n "$kdeb" ] || die "no .deb for $kpkg"
 kroot="$work/kernel"
@@ -166,6 +167,15 @@ dpkg-deb --fsys-tarfile "$kdeb" | tar -x -C "$kroot" --wildcards \
     "$mods/kernel/crypto/crc32_generic.ko*" \
     "$mods/kernel/lib/libcrc32c.ko*" \
     "$mods/kernel/fs/configfs/configfs.ko*" \
+    "$mods/kernel/drivers/virtio/*.ko*" \
+    "$mods/kernel/drivers/net/virtio_net.ko*" \
+    "$mods/kernel/drivers/net/net_failover.ko*" \
+    "$mods/kernel/net/core/failover.ko*" \
+    "$mods/kernel/net/sched/sch_netem.ko*" \
+    "$mods/kernel/fs/9p/*.ko*" \
+    "$mods/kernel/net/9p/*.ko*" \
+    "$mods/kernel/fs/netfs/*.ko*" \
+    "$mods/kernel/fs/fscache/*.ko*" \
     2>/dev/null || true
 [ -f "$kroot/boot/vmlinuz-$abi" ] || die "vmlinuz-$abi not found in $kdeb"
 [ -f "$kroot/$mods/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko" ] \
