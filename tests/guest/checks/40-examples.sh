@@ -1,7 +1,7 @@
 #!/bin/sh
 # The examples over a real verbs device (rxe0 in the guest): order_gateway as server and as
 # client on 127.0.0.1 with -d, both must exit 0 and the client must print its round-trip
-# percentiles (the output goes into the closing note of the embedding work).
+# percentiles.
 #
 # Env (set by the guest's /init): RDMA_DIRECT_BIN, RDMA_DIRECT_DEVICE. The example binaries
 # are looked for in RDMA_DIRECT_EXAMPLES, else next to RDMA_DIRECT_BIN (the runner copies

@@ -3,7 +3,7 @@
 # ibv_uc_pingpong, in both roles, over rxe0 on 127.0.0.1: for each of RC and UC and for
 # several sizes, (1) rdma-core's tool as server with our client, (2) our server with
 # rdma-core's client. Both processes must exit 0 and print rc_pingpong's "iters in" line.
-# Every output is printed (it goes into the closing note of issue 4).
+# Every output is printed.
 #
 # Env (set by the guest's /init): RDMA_DIRECT_BIN, RDMA_DIRECT_DEVICE, RDMA_DIRECT_GID_INDEX.
 set -u
