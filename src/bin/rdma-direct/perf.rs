@@ -19,7 +19,7 @@ use rdma_direct::perf::wire::{Side, PERFTEST_PORT};
 use rdma_direct::perf::{Info, Params, Report, Row, Run, Test, TX_DEPTH};
 use rdma_direct::providers::{Provider, ProviderKind, QpType};
 
-use super::provider::{self, Choice, DeviceFacts, Job};
+use super::provider::{self, Choice, Job};
 use super::{plotcmd, results, table};
 
 /// The usage text.
@@ -320,24 +320,10 @@ pub fn run(args: &[String]) -> i32 {
         }
     };
     let name = cli.params.test.name();
-    let facts = match &cli.device {
-        Some(d) => {
-            if let Err(e) = provider::find_device(d) {
-                eprintln!("rdma-direct perf: {e}");
-                return 1;
-            }
-            Some(DeviceFacts::read(d))
-        }
-        None => None,
-    };
-    let kind = match provider::choose(cli.provider, facts.as_ref()) {
+    let (kind, why) = match provider::select("perf", cli.provider, cli.device.as_deref()) {
         Ok(k) => k,
-        Err(e) => {
-            eprintln!("rdma-direct perf: {e}");
-            return 2;
-        }
+        Err(status) => return status,
     };
-    let why = provider::reason(cli.provider, kind, facts.as_ref());
     let mut print = |s: &str| {
         use std::io::Write;
         let mut out = std::io::stdout().lock();

@@ -47,7 +47,7 @@ use rdma_direct::providers::{
 };
 use rdma_direct::{Error, Result};
 
-use super::provider::{self, Choice, DeviceFacts};
+use super::provider::{self, Choice};
 use super::table;
 
 const USAGE: &str = "\
@@ -224,24 +224,10 @@ pub fn run(args: &[String]) -> i32 {
             return 2;
         }
     };
-    let facts = match &a.dev {
-        Some(d) => {
-            if let Err(e) = provider::find_device(d) {
-                eprintln!("rdma-direct pingpong: {e}");
-                return 1;
-            }
-            Some(DeviceFacts::read(d))
-        }
-        None => None,
-    };
-    let kind = match provider::choose(a.provider, facts.as_ref()) {
+    let (kind, why) = match provider::select("pingpong", a.provider, a.dev.as_deref()) {
         Ok(k) => k,
-        Err(e) => {
-            eprintln!("rdma-direct pingpong: {e}");
-            return 2;
-        }
+        Err(status) => return status,
     };
-    let why = provider::reason(a.provider, kind, facts.as_ref());
     let res = match kind {
         ProviderKind::Sim => on_the_sim(&a),
         _ => provider::open_and_run(kind, a.dev.as_deref(), false, &mut TwoProcess(&a)),

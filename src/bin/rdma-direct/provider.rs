@@ -156,6 +156,30 @@ pub fn reason(choice: Choice, kind: ProviderKind, dev: Option<&DeviceFacts>) -> 
     }
 }
 
+/// The provider a command runs on, and why (for its header): the device checked first (one
+/// "no such device" diagnosis), then [`choose`] and [`reason`]. On failure, the message
+/// (prefixed `rdma-direct CMD: `) is printed and the exit status returned: 1 for a missing
+/// device, 2 for a provider the device cannot have.
+pub fn select(cmd: &str, choice: Choice, dev: Option<&str>) -> Result<(ProviderKind, String), i32> {
+    let facts = match dev {
+        Some(d) => {
+            if let Err(e) = find_device(d) {
+                eprintln!("rdma-direct {cmd}: {e}");
+                return Err(1);
+            }
+            Some(DeviceFacts::read(d))
+        }
+        None => None,
+    };
+    match choose(choice, facts.as_ref()) {
+        Ok(kind) => Ok((kind, reason(choice, kind, facts.as_ref()))),
+        Err(e) => {
+            eprintln!("rdma-direct {cmd}: {e}");
+            Err(2)
+        }
+    }
+}
+
 /// Check that the RDMA device `name` exists. The one "no such device" diagnosis every
 /// command prints (after its own `rdma-direct CMD: ` prefix).
 pub fn find_device(name: &str) -> Result<(), String> {
