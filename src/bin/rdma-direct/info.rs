@@ -6,7 +6,6 @@
 
 use super::devices::report_no_devices;
 use super::provider::{self, Choice, DeviceFacts};
-use rdma_direct::ffi;
 use rdma_direct::verbs::{self, Context, Device, DeviceAttr, PortAttr};
 
 const USAGE: &str = "\
@@ -163,21 +162,13 @@ fn print_sim(o: &Opts) -> rdma_direct::Result<()> {
     Ok(())
 }
 
-fn transport_str(t: i32) -> &'static str {
-    match t {
-        ffi::IBV_TRANSPORT_IB => "InfiniBand",
-        ffi::IBV_TRANSPORT_IWARP => "iWARP",
-        _ => "unknown",
-    }
-}
-
 fn print_device(d: &Device, o: &Opts) -> rdma_direct::Result<()> {
     let ctx = Context::open(&d.name)?;
     let a = ctx.query_device()?;
     println!("hca_id:\t{}", d.name);
     println!(
         "\ttransport:\t\t\t{} ({})",
-        transport_str(d.transport_type),
+        d.transport_str(),
         d.transport_type
     );
     if !a.fw_ver.is_empty() {
