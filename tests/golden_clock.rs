@@ -74,7 +74,9 @@ fn arm_bytes(arm_sn: u32, cons_index: u32, cqn: u32, solicited: bool) -> ([u8; 8
     let mut uar = Mem([0xa5; 64]);
     // SAFETY: both buffers are live, aligned and larger than what the arm writes.
     let mut arm = unsafe { CqArm::new(cqn, dbrec.0.as_mut_ptr().cast(), uar.0.as_mut_ptr()) };
-    for _ in 0..arm_sn {
+    // Only the low two bits of the event count reach the doorbell (sn = arm_sn & 3), so
+    // counting arm_sn & 3 events gives the same bytes without billions of calls.
+    for _ in 0..(arm_sn & 3) {
         arm.event_received();
     }
     arm.arm(cons_index, solicited);
