@@ -200,6 +200,15 @@ pub trait CompletionQueue {
     fn poll(&mut self, out: &mut [Completion]) -> usize;
     /// CQ size (entries).
     fn cqe(&self) -> u32;
+    /// Poll as [`CompletionQueue::poll`] and give each completion's device time in ns
+    /// (`ns[i]` for `out[i]`; at most `min(out.len(), ns.len())`). Meaningful on a CQ made by
+    /// [`Provider::create_cq_ts`]; the default (a CQ without timestamps) gives 0.
+    fn poll_ts(&mut self, out: &mut [Completion], ns: &mut [u64]) -> usize {
+        let m = out.len().min(ns.len());
+        let n = self.poll(&mut out[..m]);
+        ns[..n].fill(0);
+        n
+    }
 }
 
 /// A queue pair: a send queue and a receive queue (or none, with an SRQ).
@@ -300,6 +309,18 @@ pub trait Provider {
     }
     /// Create a CQ with at least `cqe` entries.
     fn create_cq(&mut self, cqe: u32) -> crate::Result<Self::Cq>;
+    /// Create a CQ whose completions carry the device's time of completion in real-time
+    /// format (nanoseconds, read with [`CompletionQueue::poll_ts`]). The default refuses:
+    /// libibverbs' plain CQ has no timestamps, and rxe cannot make one (EOPNOTSUPP).
+    fn create_cq_ts(&mut self, cqe: u32) -> crate::Result<Self::Cq> {
+        let _ = cqe;
+        Err(crate::Error::Unsupported {
+            what: format!(
+                "{}: no completion timestamps (EOPNOTSUPP); run without --hw-ts",
+                self.kind()
+            ),
+        })
+    }
     /// Create an SRQ.
     fn create_srq(&mut self, pd: &Self::Pd, max_wr: u32, max_sge: u32) -> crate::Result<Self::Srq>;
     /// Create a QP in RESET. `recv_cq: None` means "the same CQ as `send_cq`".

@@ -50,6 +50,15 @@
 //!   [`Params::cq_mod`]-th request and the last, and stamps posts and completions for
 //!   [`stats::bw_row`]. `send_bw` re-posts the server's receives as they complete.
 //!
+//! ## Device time (`--hw-ts`)
+//!
+//! With [`Params::hw_ts`] (`write_lat`, `read_lat`, `atomic_lat`) the CQs come from
+//! [`Provider::create_cq_ts`] (the sim and mlx5; verbs refuses before any QP is made) and the
+//! client's send completions are polled with their device time. [`NicTime`] gives perftest's
+//! statistics of those stamps beside the software row, and the median post → send CQE on one
+//! scale (its bound is stated there). `send_lat` signals too few sends for a sample per
+//! iteration and is refused.
+//!
 //! The measured loops allocate nothing: timestamp arrays, SGEs, inline payloads and
 //! completion buffers are prepared before the first stamp.
 //!
@@ -207,6 +216,9 @@ pub struct Params {
     /// How many threads drive `write_lat` / `send_lat`: 1 or 2; `None` = [`two_threads`]'s
     /// default.
     pub threads: Option<u8>,
+    /// Latency tests: also measure in the device's time, from completion timestamps
+    /// ([`Provider::create_cq_ts`]); see [`NicTime`].
+    pub hw_ts: bool,
 }
 
 impl Params {
@@ -237,6 +249,7 @@ impl Params {
             qp_type: QpType::Rc,
             unit: BwUnit::MiBps,
             threads: None,
+            hw_ts: false,
         }
     }
 
@@ -317,6 +330,12 @@ impl Params {
                 self.post_list, self.cq_mod
             )));
         }
+        if self.hw_ts && !matches!(self.test, Test::WriteLat | Test::ReadLat | Test::AtomicLat) {
+            return Err(bad_opt(format!(
+                "{t}: --hw-ts needs a signaled request per iteration: write_lat, read_lat or \
+                 atomic_lat (send_lat signals every 64th send)"
+            )));
+        }
         if matches!(self.threads, Some(n) if n != 1 && n != 2) {
             return Err(bad_opt("threads: 1 or 2"));
         }
@@ -384,6 +403,25 @@ pub struct Report {
     pub info: Info,
     /// One row per size of [`Info::sizes`].
     pub rows: Vec<Row>,
+    /// With [`Params::hw_ts`]: the device-time figures of each row, in the same order.
+    pub nic: Vec<NicTime>,
+}
+
+/// The device-time figures of one latency row ([`Params::hw_ts`]).
+///
+/// A sample is the time between the client's send completions of two consecutive iterations
+/// as the device stamped them: one round trip (the request, the peer's answer, the client's
+/// next post), halved for `write_lat` as the software figure is. The breakdown puts the
+/// host's post stamp on the device's real-time scale (host `CLOCK_REALTIME` at the start
+/// plus the loop clock's offset): on the sim the device clock is the host's
+/// `CLOCK_REALTIME`, so it holds to the loop clock's conversion (well under a microsecond
+/// over a run); on hardware only as far as the NIC clock follows the host's (PTP / phc2sys).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NicTime {
+    /// perftest's statistics of the device-time samples.
+    pub row: LatRow,
+    /// Median time from the client's post to its send completion's timestamp, ns.
+    pub post_to_cqe_ns: u64,
 }
 
 /// Measure `o` on `p`: every size, then the report. See [`Run`] for a row at a time.
@@ -394,10 +432,16 @@ where
 {
     let mut r = Run::new(p, o)?;
     let mut rows = Vec::with_capacity(r.info.sizes.len());
-    for row in &mut r {
+    let mut nic = Vec::new();
+    while let Some(row) = r.next() {
         rows.push(row?);
+        nic.extend(r.nic_time());
     }
-    Ok(Report { info: r.info, rows })
+    Ok(Report {
+        info: r.info,
+        rows,
+        nic,
+    })
 }
 
 /// One measurement in progress: QPs connected, buffers and timestamp arrays allocated. An
@@ -418,6 +462,10 @@ pub struct Run<'p, P: Provider> {
     tposted: Vec<u64>,
     tcompleted: Vec<u64>,
     samples: Vec<u64>,
+    /// [`Params::hw_ts`]: the device time of each iteration's send completion (else empty).
+    cqe_ns: Vec<u64>,
+    nic_samples: Vec<u64>,
+    nic: Option<NicTime>,
 }
 
 impl<'p, P: Provider> Run<'p, P>
@@ -429,6 +477,9 @@ where
     /// everything the loops use.
     pub fn new(p: &'p mut P, o: &Params) -> Result<Run<'p, P>> {
         o.check()?;
+        if o.hw_ts && p.kind() == ProviderKind::Verbs {
+            return Err(crate::providers::verbs::no_completion_timestamps());
+        }
         let max_size = *o.sizes.iter().max().ok_or_else(|| bad_opt("no size"))?;
         let bed = setup(p, o, max_size)?;
         if bed.max_inline < o.inline && o.inline > 0 {
@@ -470,6 +521,9 @@ where
             tposted: vec![0u64; n],
             tcompleted: vec![0u64; n],
             samples: vec![0u64; n.saturating_sub(1)],
+            cqe_ns: vec![0u64; if o.hw_ts { n } else { 0 }],
+            nic_samples: vec![0u64; if o.hw_ts { n.saturating_sub(1) } else { 0 }],
+            nic: None,
         })
     }
 
@@ -478,13 +532,26 @@ where
         &self.info
     }
 
+    /// With [`Params::hw_ts`]: the device-time figures of the row last returned.
+    pub fn nic_time(&self) -> Option<NicTime> {
+        self.nic
+    }
+
     /// Measure one size.
     fn measure(&mut self, size: u32) -> Result<Row> {
         let o = &self.o;
         let n = o.iters as usize;
         if o.test.is_lat() {
             let two = self.info.two_threads;
-            lat_loop(self.p, o, &mut self.bed, size, &mut self.tposted, two)?;
+            let real0 = lat_loop(
+                self.p,
+                o,
+                &mut self.bed,
+                size,
+                &mut self.tposted,
+                &mut self.cqe_ns,
+                two,
+            )?;
             for i in 0..n - 1 {
                 self.samples[i] = self.tposted[i + 1].saturating_sub(self.tposted[i]);
             }
@@ -495,6 +562,10 @@ where
                 o.test.rtt_factor(),
             )
             .map_err(|e| perr(e.to_string()))?;
+            self.nic = None;
+            if o.hw_ts {
+                self.nic = Some(self.nic_time_of(size, real0)?);
+            }
             Ok(Row::Lat(r))
         } else {
             bw_loop(
@@ -517,6 +588,39 @@ where
             .map_err(|e| perr(e.to_string()))?;
             Ok(Row::Bw(r))
         }
+    }
+}
+
+impl<P: Provider> Run<'_, P> {
+    /// The device-time figures from [`Run::cqe_ns`] (see [`NicTime`]); `real0` is the host's
+    /// real time of the loop clock's start.
+    fn nic_time_of(&mut self, size: u32, real0: u64) -> Result<NicTime> {
+        let n = self.o.iters as usize;
+        let c = &self.cqe_ns;
+        if c.contains(&0) {
+            return Err(perr(
+                "--hw-ts: a send completion carried no timestamp (the CQ was not created for them)",
+            ));
+        }
+        for i in 0..n - 1 {
+            self.nic_samples[i] = c[i + 1].saturating_sub(c[i]);
+        }
+        let row = stats::lat_row(
+            u64::from(size),
+            n as u64,
+            &self.nic_samples,
+            self.o.test.rtt_factor(),
+        )
+        .map_err(|e| perr(e.to_string()))?;
+        for ((d, &cqe), &post) in self.nic_samples.iter_mut().zip(c).zip(&self.tposted) {
+            *d = cqe.saturating_sub(real0 + post);
+        }
+        self.nic_samples.sort_unstable();
+        let post_to_cqe_ns = self.nic_samples[(n - 1) / 2];
+        Ok(NicTime {
+            row,
+            post_to_cqe_ns,
+        })
     }
 }
 
@@ -606,7 +710,12 @@ fn setup<P: Provider>(p: &mut P, o: &Params, max_size: u32) -> Result<Bed<P>> {
     };
     let copts = connect_opts(o);
     let mk = |p: &mut P, m: &mut MmapMut| -> Result<Side<P>> {
-        let mut cq = p.create_cq(caps.max_send_wr + caps.max_recv_wr + 1)?;
+        let cqe = caps.max_send_wr + caps.max_recv_wr + 1;
+        let mut cq = if o.hw_ts {
+            p.create_cq_ts(cqe)?
+        } else {
+            p.create_cq(cqe)?
+        };
         let qp = p.create_qp(&pd, &mut cq, None, None, &cfg)?;
         let base = m.as_mut_ptr();
         // SAFETY: `base` points to the `2 * half` bytes of the anonymous mapping `m`, which
@@ -700,12 +809,21 @@ fn refill_recvs<P: Provider>(s: &mut Side<P>, half: usize, len: u32) -> Result<(
 struct Clock {
     t0: Instant,
     tick0: u64,
+    /// Host `CLOCK_REALTIME` at `t0`, ns since the epoch.
+    real0: u64,
 }
 
 impl Clock {
     fn start() -> Clock {
+        let real0 = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
         let t0 = Instant::now();
-        let mut c = Clock { t0, tick0: 0 };
+        let mut c = Clock {
+            t0,
+            tick0: 0,
+            real0,
+        };
         c.tick0 = c.ticks();
         c
     }
@@ -746,12 +864,21 @@ fn wait_one<P: Provider>(
     p: &mut P,
     cq: &mut P::Cq,
     wc: &mut [Completion; 1],
+    ts: Option<&mut u64>,
     w: &mut Waiter<'_>,
     what: &str,
 ) -> Result<Completion> {
     w.reset();
+    let mut ns = [0u64];
     loop {
-        if cq.poll(wc) == 1 {
+        let got = match ts {
+            Some(_) => cq.poll_ts(wc, &mut ns),
+            None => cq.poll(wc),
+        };
+        if got == 1 {
+            if let Some(t) = ts {
+                *t = ns[0];
+            }
             let c = wc[0];
             if !c.is_ok() {
                 return Err(perr(format!(
@@ -781,8 +908,9 @@ fn lat_loop<P: Provider>(
     bed: &mut Bed<P>,
     size: u32,
     tposted: &mut [u64],
+    cqe_ns: &mut [u64],
     two_threads: bool,
-) -> Result<()>
+) -> Result<u64>
 where
     P::Qp: Send,
     P::Cq: Send,
@@ -807,6 +935,7 @@ where
     let mut w = Waiter::new(&stop);
     let mut wc = [Completion::EMPTY];
     tposted.fill(0);
+    cqe_ns.fill(0);
     let clock = Clock::start();
     let stamp = || clock.ticks().max(1);
     match o.test {
@@ -854,6 +983,7 @@ where
                 rx_depth: RX_DEPTH,
                 qp: &mut cl.qp,
                 cq: &mut cl.cq,
+                cqe_ns: &mut *cqe_ns,
             };
             let mut se = pingpong::End {
                 kind: if write {
@@ -877,6 +1007,7 @@ where
                 rx_depth: RX_DEPTH,
                 qp: &mut sv.qp,
                 cq: &mut sv.cq,
+                cqe_ns: &mut [],
             };
             let res = if two_threads {
                 std::thread::scope(|sc| {
@@ -906,6 +1037,7 @@ where
             res?;
         }
         Test::ReadLat | Test::AtomicLat => {
+            let ts = !cqe_ns.is_empty();
             for (i, t) in tposted.iter_mut().enumerate().take(n) {
                 *t = stamp();
                 let op = if o.test == Test::ReadLat {
@@ -924,13 +1056,14 @@ where
                     &mut bed.client,
                     SendWr::new(i as u64, op, &c_dst).signaled(),
                 )?;
-                wait_one(p, &mut bed.client.cq, &mut wc, &mut w, op.name())?;
+                let at = if ts { cqe_ns.get_mut(i) } else { None };
+                wait_one(p, &mut bed.client.cq, &mut wc, at, &mut w, op.name())?;
             }
         }
         _ => return Err(bad_opt("not a latency test")),
     }
     clock.to_ns(tposted);
-    Ok(())
+    Ok(clock.real0)
 }
 
 fn bw_loop<P: Provider>(

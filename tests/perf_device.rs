@@ -91,6 +91,7 @@ fn opts(args: &str) -> Params {
             "-Q" => cq_mod = Some(v()),
             "--threads" => o.threads = Some(v() as u8),
             "--report_gbits" => o.unit = BwUnit::Gbps,
+            "--hw-ts" => o.hw_ts = true,
             "-a" => {
                 o.sizes = Params::all_sizes();
                 o.clip_to_mtu = true;
@@ -291,6 +292,51 @@ fn ud_larger_than_the_mtu_is_refused() {
 }
 
 #[test]
+fn sim_hw_ts_gives_a_device_time_table() {
+    let o = opts("write_lat -s 2 -n 200 --hw-ts");
+    let mut p = SimDevice::new();
+    let r = run_on(&mut p, &o);
+    check_rows(&o, &r);
+    assert_eq!(r.nic.len(), 1, "{:?}", r.nic);
+    let (sw, nic) = match r.rows[0] {
+        Row::Lat(l) => (l, r.nic[0].row),
+        Row::Bw(_) => panic!("a bandwidth row from write_lat"),
+    };
+    assert_eq!((nic.bytes, nic.iters), (2, 200));
+    assert!(
+        nic.t_min <= nic.t_typical && nic.t_typical <= nic.t_max && nic.t_min > 0.0,
+        "{nic:?}"
+    );
+    // Both figures halve the same round trip, one in host ticks, one between the device's
+    // completion stamps: they agree well within a factor of 10 (no absolute time asserted).
+    assert!(
+        nic.t_typical < 10.0 * sw.t_typical && sw.t_typical < 10.0 * nic.t_typical,
+        "software {sw:?}, device {nic:?}"
+    );
+    // The breakdown: a post completes after it was posted, and before the next round trip
+    // could (a whole round trip is twice the halved figure), with slack for the scale.
+    let post = r.nic[0].post_to_cqe_ns as f64 / 1000.0;
+    assert!(
+        post > 0.0 && post < 10.0 * 2.0 * nic.t_max,
+        "{post} usec, {nic:?}"
+    );
+}
+
+#[test]
+fn hw_ts_only_for_one_signaled_request_per_iteration() {
+    let mut o = Params::new(Test::SendLat);
+    o.hw_ts = true;
+    let e = o.check().unwrap_err().to_string();
+    assert!(e.contains("--hw-ts") && e.contains("send_lat"), "{e}");
+    // verbs refuses before any QP is made (no device needed to see the reason).
+    let e = rdma_direct::providers::verbs::no_completion_timestamps().to_string();
+    assert!(
+        e.contains("rxe/verbs: no completion timestamps (EOPNOTSUPP)"),
+        "{e}"
+    );
+}
+
+#[test]
 fn measured_loops_allocate_nothing_per_iteration() {
     // A whole run (setup, loop, statistics) on the deterministic sim, which runs in this
     // thread: if anything in the loop allocated, 100 times the iterations would show more
@@ -304,6 +350,8 @@ fn measured_loops_allocate_nothing_per_iteration() {
         "write_bw -s 64 -l 8",
         "send_bw -s 64",
         "read_bw -s 64",
+        "write_lat -s 64 --hw-ts",
+        "read_lat -s 64 --hw-ts",
     ] {
         let count = |n: u32| {
             let o = opts(&format!("{test} -n {n}"));

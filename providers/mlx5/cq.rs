@@ -691,6 +691,11 @@ impl<D: Owners> CompletionQueue for Mlx5Cq<D> {
     fn cqe(&self) -> u32 {
         self.dv.cqe_cnt
     }
+
+    #[inline]
+    fn poll_ts(&mut self, out: &mut [Completion], ns: &mut [u64]) -> usize {
+        Mlx5Cq::poll_ts(self, out, ns)
+    }
 }
 
 mod req;

@@ -383,6 +383,10 @@ impl Provider for Mlx5Device {
         self.wrap_cq(cq)
     }
 
+    fn create_cq_ts(&mut self, cqe: u32) -> Result<Mlx5Cq> {
+        Mlx5Device::create_cq_ts(self, cqe, crate::clock::TimestampKind::RealTime)
+    }
+
     fn create_srq(&mut self, pd: &verbs::Pd, max_wr: u32, max_sge: u32) -> Result<Mlx5Srq> {
         let srq = verbs::Srq::new(pd, max_wr, max_sge)?;
         let mut out = mlx5dv_srq::zeroed();

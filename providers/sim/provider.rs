@@ -196,6 +196,10 @@ impl Provider for SimDevice {
         unsafe { Mlx5Cq::from_dv(dv, owner) }
     }
 
+    fn create_cq_ts(&mut self, cqe: u32) -> crate::Result<SimCq> {
+        SimDevice::create_cq_ts(self, cqe, crate::clock::TimestampKind::RealTime)
+    }
+
     fn create_srq(&mut self, pd: &SimPd, max_wr: u32, max_sge: u32) -> crate::Result<SimSrq> {
         let (dv, owner) = self.create_srq_dv(pd.id, max_wr, max_sge)?;
         // SAFETY: a fresh sim SRQ whose free list runs 0 -> 1 -> ... -> wqe_cnt-1 from

@@ -15,6 +15,15 @@ use crate::providers::{Provider, ProviderKind, QpEndpoint, QueuePair, RecvQueue,
 use crate::types::{Access, ConnectOpts, QpCaps, QpConfig, QpState, QpType};
 use crate::verbs::{self, AsyncEvent, Context};
 
+/// The refusal of [`Provider::create_cq_ts`] on this provider: a plain `ibv_create_cq` CQ
+/// carries no timestamps, and rxe refuses `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`
+/// (EOPNOTSUPP).
+pub fn no_completion_timestamps() -> crate::Error {
+    crate::Error::Unsupported {
+        what: "rxe/verbs: no completion timestamps (EOPNOTSUPP); run without --hw-ts".into(),
+    }
+}
+
 /// A verbs device opened for the data plane.
 pub struct VerbsDevice {
     pub(super) ctx: Context,
@@ -64,6 +73,10 @@ impl Provider for VerbsDevice {
 
     fn kind(&self) -> ProviderKind {
         ProviderKind::Verbs
+    }
+
+    fn create_cq_ts(&mut self, _cqe: u32) -> crate::Result<VerbsCq> {
+        Err(no_completion_timestamps())
     }
 
     fn device_name(&self) -> &str {

@@ -85,7 +85,7 @@ mod shared;
 mod sq;
 
 pub use cq::VerbsCq;
-pub use device::VerbsDevice;
+pub use device::{no_completion_timestamps, VerbsDevice};
 pub use qp::VerbsQp;
 pub use rq::{VerbsRecv, VerbsRq, VerbsSrq};
 pub use sq::{RingError, VerbsSq};

@@ -136,6 +136,9 @@ pub(super) struct End<'a, Q: QueuePair, C: CompletionQueue> {
     pub(super) early: u32,
     /// Receive queue depth to keep.
     pub(super) rx_depth: u32,
+    /// Device time of each send completion, by wr_id (empty: the CQ is polled without
+    /// timestamps).
+    pub(super) cqe_ns: &'a mut [u64],
 }
 
 impl<Q: QueuePair, C: CompletionQueue> End<'_, Q, C> {
@@ -230,10 +233,21 @@ impl<Q: QueuePair, C: CompletionQueue> End<'_, Q, C> {
         progress: &mut dyn FnMut(),
     ) -> Result<()> {
         let mut wc = [Completion::EMPTY];
+        let mut ns = [0u64];
+        let ts = !self.cqe_ns.is_empty();
         w.reset();
         loop {
-            while self.cq.poll(&mut wc) == 1 {
+            while if ts {
+                self.cq.poll_ts(&mut wc, &mut ns) == 1
+            } else {
+                self.cq.poll(&mut wc) == 1
+            } {
                 let c = wc[0];
+                if ts && c.wr_id != RECV_WRID {
+                    if let Some(t) = self.cqe_ns.get_mut(c.wr_id as usize) {
+                        *t = ns[0];
+                    }
+                }
                 if !c.is_ok() {
                     return Err(perr(format!(
                         "completion wr_id {:#x} failed: {} (vendor_err {:#x})",

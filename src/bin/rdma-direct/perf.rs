@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use rdma_direct::perf::remote::{self, Event};
 use rdma_direct::perf::stats::{BwRow, BwUnit};
 use rdma_direct::perf::wire::{Side, PERFTEST_PORT};
-use rdma_direct::perf::{Info, Params, Report, Row, Run, Test, TX_DEPTH};
+use rdma_direct::perf::{Info, NicTime, Params, Report, Row, Run, Test, TX_DEPTH};
 use rdma_direct::providers::{Provider, ProviderKind, QpType};
 
 use super::provider::{self, Choice, Job};
@@ -59,6 +59,8 @@ tests: write_lat send_lat read_lat atomic_lat write_bw send_bw read_bw
                          calibrated against the monotonic clock, not the CPU frequency)
       --threads <1|2>    loopback write_lat/send_lat: one thread alternating between client
                          and server, or one each (default: 2 with -d, 1 on the sim)
+      --hw-ts            loopback write_lat/read_lat/atomic_lat: also the latency in the
+                         device's time, from completion timestamps (sim, mlx5; not verbs)
 ";
 
 /// Where the other side is.
@@ -193,6 +195,7 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
             // used here (the clock is calibrated against the monotonic clock).
             "-F" | "--CPU-freq" => {}
             "--threads" => o.threads = Some(num(flag, &val()?)?),
+            "--hw-ts" => o.hw_ts = true,
             f if perftest_unsupported(f).is_some() => {
                 return Err(format!(
                     "{f}: {}",
@@ -277,6 +280,9 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         }
         if test == Test::AtomicLat {
             return Err("atomic_lat runs in loopback only: add --loopback".into());
+        }
+        if o.hw_ts {
+            return Err("--hw-ts: loopback only (add --loopback)".into());
         }
         if o.threads.is_some() {
             return Err(
@@ -510,7 +516,11 @@ where
         context: "perf",
         detail: "the run ended before the QPs were up".into(),
     })?;
-    Ok(Report { info, rows })
+    Ok(Report {
+        info,
+        rows,
+        nic: Vec::new(),
+    })
 }
 
 /// Loopback: measure `cli.params` on `p`, handing the text to `out` as it is produced
@@ -538,11 +548,13 @@ where
     out(&format!("{}\n", table_header(o)));
     let n = info.sizes.len();
     let mut rows = Vec::with_capacity(n);
+    let mut nic = Vec::new();
     progress(prog, 0, n, info.sizes.first().copied().unwrap_or(0));
-    for row in &mut run {
+    while let Some(row) = run.next() {
         let row = row?;
         out(&row_text(&row, cli.histogram));
         rows.push(row);
+        nic.extend(run.nic_time());
         progress(
             prog,
             rows.len(),
@@ -551,7 +563,46 @@ where
         );
     }
     out(&format!("{}\n", table::RULE));
-    Ok(Report { info, rows })
+    if !nic.is_empty() {
+        out(&nic_text(o, &info, &nic));
+    }
+    Ok(Report { info, rows, nic })
+}
+
+/// The device-time table of `--hw-ts` and its breakdown line (see [`NicTime`]).
+fn nic_text(o: &Params, info: &Info, nic: &[NicTime]) -> String {
+    let label = if info.provider == ProviderKind::Sim {
+        "NIC time (device clock, sim: not hardware)"
+    } else {
+        "NIC time (device clock)"
+    };
+    let mut s = format!(
+        " {label}: send completion to send completion of consecutive iterations{}\n{}\n",
+        if o.test.rtt_factor() == 2 {
+            ", halved"
+        } else {
+            ""
+        },
+        table_header(o)
+    );
+    for t in nic {
+        s.push_str(&row_text(&Row::Lat(t.row), false));
+    }
+    s.push_str(&format!("{}\n", table::RULE));
+    let bound = if info.provider == ProviderKind::Sim {
+        "the sim's device clock is the host's CLOCK_REALTIME: exact to the loop clock's \
+         conversion, well under 1 usec"
+    } else {
+        "host and NIC clocks agree only as far as PTP/phc2sys keeps them"
+    };
+    for t in nic {
+        s.push_str(&format!(
+            " breakdown {} B: post -> send CQE on the requester, median {:.2} usec ({bound})\n",
+            t.row.bytes,
+            t.post_to_cqe_ns as f64 / 1000.0
+        ));
+    }
+    s
 }
 
 /// The verb, as perftest's banner names it.
@@ -804,6 +855,21 @@ mod tests {
         );
     }
 
+    #[test]
+    fn hw_ts_prints_the_device_time_table_after_the_software_one() {
+        let (rows, text) = sim("write_lat -s 2 -n 200 --hw-ts");
+        assert_eq!(rows.len(), 1);
+        let sw = text.find(" #bytes").expect("the software table");
+        let nic = text
+            .find("NIC time (device clock, sim: not hardware)")
+            .unwrap_or_else(|| panic!("no device-time table: {text}"));
+        assert!(sw < nic, "{text}");
+        assert_eq!(text.matches(" #bytes").count(), 2, "{text}");
+        assert!(text.contains("post -> send CQE on the requester"), "{text}");
+        let e = p("write_lat --hw-ts -d rxe0 otherhost").unwrap_err();
+        assert!(e.contains("--hw-ts: loopback only"), "{e}");
+    }
+
     /// `--json FILE` writes a result file; nothing but the table goes to the text stream.
     #[test]
     fn json_goes_to_its_file_never_into_the_table() {
@@ -815,7 +881,15 @@ mod tests {
             .unwrap()
             .info()
             .clone();
-        let f = result_file(&c.params, &Report { info, rows }, true);
+        let f = result_file(
+            &c.params,
+            &Report {
+                info,
+                rows,
+                nic: Vec::new(),
+            },
+            true,
+        );
         let json = f.to_json();
         assert!(
             json.contains("\"test\": \"write_lat\"") || json.contains("\"test\":\"write_lat\""),
