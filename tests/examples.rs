@@ -52,3 +52,25 @@ fn order_gateway_has_no_unsafe() {
         );
     }
 }
+
+fn assert_no_unsafe(name: &str, src: &str) {
+    let code = src.lines().filter(|l| !l.trim_start().starts_with("//"));
+    for l in code {
+        assert!(!l.contains("unsafe"), "{name} must need no unsafe: {l}");
+    }
+}
+
+#[test]
+fn pingpong_runs_on_the_sim_and_prints_half_round_trips() {
+    let out = run("pingpong", &["-n", "50"]);
+    assert!(
+        out.contains("50 iterations, 64-byte SEND: half round trip median "),
+        "{out}"
+    );
+    assert!(out.contains(" us  p99 "), "{out}");
+}
+
+#[test]
+fn pingpong_has_no_unsafe() {
+    assert_no_unsafe("pingpong", include_str!("../examples/pingpong.rs"));
+}
