@@ -74,3 +74,19 @@ fn pingpong_runs_on_the_sim_and_prints_half_round_trips() {
 fn pingpong_has_no_unsafe() {
     assert_no_unsafe("pingpong", include_str!("../examples/pingpong.rs"));
 }
+
+#[test]
+fn batching_runs_on_the_sim_for_each_batch_size() {
+    let out = run("batching", &["-n", "64"]);
+    for size in [1, 2, 4, 8, 16, 32, 64] {
+        let doorbells = 64 / size;
+        let line = format!("batch {size:>2}:       64 writes, {doorbells:>7} doorbells, ");
+        assert!(out.contains(&line), "{line:?} missing in\n{out}");
+    }
+    assert!(out.contains(" Mmsg/s"), "{out}");
+}
+
+#[test]
+fn batching_has_no_unsafe() {
+    assert_no_unsafe("batching", include_str!("../examples/batching.rs"));
+}
