@@ -126,6 +126,11 @@ impl MemoryRegion for crate::verbs::Mr {
 pub trait SendQueue {
     /// The address handle a UD request names ([`UdDest::ah`]): the provider's own.
     type Ah;
+    /// Selective signaling policy: from now on, every request posted without
+    /// [`SendFlags::SIGNALED`] is signaled anyway when `n` requests (this one included) went
+    /// by since the last signaled one, so one completion reports at most `n` requests (it
+    /// retires the unsignaled ones before it). `0` (the default of a new QP) turns it off.
+    fn set_signal_every(&mut self, n: u32);
     /// Stage one request. It is not visible to the device until [`SendQueue::ring`].
     fn post<'a>(&mut self, wr: SendWr<'a, Self::Ah>) -> Result<(), Rejected<SendWr<'a, Self::Ah>>>;
     /// Publish everything staged with one doorbell. Ringing with nothing staged does nothing.

@@ -52,3 +52,41 @@ fn order_gateway_has_no_unsafe() {
         );
     }
 }
+
+fn assert_no_unsafe(name: &str, src: &str) {
+    let code = src.lines().filter(|l| !l.trim_start().starts_with("//"));
+    for l in code {
+        assert!(!l.contains("unsafe"), "{name} must need no unsafe: {l}");
+    }
+}
+
+#[test]
+fn pingpong_runs_on_the_sim_and_prints_half_round_trips() {
+    let out = run("pingpong", &["-n", "50"]);
+    assert!(
+        out.contains("50 iterations, 64-byte SEND: half round trip median "),
+        "{out}"
+    );
+    assert!(out.contains(" us  p99 "), "{out}");
+}
+
+#[test]
+fn pingpong_has_no_unsafe() {
+    assert_no_unsafe("pingpong", include_str!("../examples/pingpong.rs"));
+}
+
+#[test]
+fn batching_runs_on_the_sim_for_each_batch_size() {
+    let out = run("batching", &["-n", "64"]);
+    for size in [1, 2, 4, 8, 16, 32, 64] {
+        let doorbells = 64 / size;
+        let line = format!("batch {size:>2}:       64 writes, {doorbells:>7} doorbells, ");
+        assert!(out.contains(&line), "{line:?} missing in\n{out}");
+    }
+    assert!(out.contains(" Mmsg/s"), "{out}");
+}
+
+#[test]
+fn batching_has_no_unsafe() {
+    assert_no_unsafe("batching", include_str!("../examples/batching.rs"));
+}

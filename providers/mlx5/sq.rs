@@ -1092,6 +1092,9 @@ fn reject<A>(wr: SendWr<'_, A>, error: PostError) -> Rejected<SendWr<'_, A>> {
 
 impl<D: Owners> SendQueue for Mlx5Sq<D> {
     type Ah = D::Ah;
+    fn set_signal_every(&mut self, n: u32) {
+        Mlx5Sq::set_signal_every(self, n);
+    }
     #[inline(always)]
     fn post<'a>(&mut self, wr: SendWr<'a, D::Ah>) -> Result<(), Rejected<SendWr<'a, D::Ah>>> {
         // Small inline WRITEs and SENDs (one WQEBB) take the fast path when the budget covers

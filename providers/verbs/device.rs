@@ -180,6 +180,8 @@ impl Provider for VerbsDevice {
             inline: vec![0u8; (cap * caps.max_inline_data) as usize].into_boxed_slice(),
             staged: 0,
             ring_error: None,
+            signal_every: 0,
+            since_signal: 0,
         };
         let (mut rq, rq_ring, charged) = match srq {
             Some(s) => (

@@ -33,6 +33,10 @@ pub struct VerbsSq {
     pub(super) staged: u32,
     /// The last `ring` that libibverbs refused.
     pub(super) ring_error: Option<RingError>,
+    /// Signal at least every this many requests (0 = off); see [`SendQueue::set_signal_every`].
+    pub(super) signal_every: u32,
+    /// Requests posted since the last signaled one (counted only with `signal_every` set).
+    pub(super) since_signal: u32,
 }
 
 pub use crate::types::RingError;
@@ -123,6 +127,10 @@ impl VerbsSq {
 
 impl SendQueue for VerbsSq {
     type Ah = verbs::Ah;
+    fn set_signal_every(&mut self, n: u32) {
+        self.signal_every = n;
+        self.since_signal = 0;
+    }
     #[inline]
     fn post<'a>(
         &mut self,
@@ -158,6 +166,15 @@ impl SendQueue for VerbsSq {
         let mut flags = 0;
         if wr.flags.contains(SendFlags::SIGNALED) || self.sig_all {
             flags |= ffi::IBV_SEND_SIGNALED;
+        }
+        if self.signal_every != 0 {
+            self.since_signal += 1;
+            if self.since_signal >= self.signal_every {
+                flags |= ffi::IBV_SEND_SIGNALED;
+            }
+            if flags & ffi::IBV_SEND_SIGNALED != 0 {
+                self.since_signal = 0;
+            }
         }
         if wr.flags.contains(SendFlags::FENCE) {
             flags |= ffi::IBV_SEND_FENCE;

@@ -1,0 +1,198 @@
+//! A minimal RC ping-pong: one 64-byte SEND each way per iteration, a receive always posted
+//! ahead; prints the median and p99 half round trip. Only the prelude, no `unsafe`.
+//!
+//! ```text
+//! cargo run --release --example pingpong                           # one process, two QPs on the sim
+//! cargo run --release --example pingpong -- -d mlx5_0 -x 3         # server
+//! cargo run --release --example pingpong -- -d mlx5_0 -x 3 HOST    # client
+//! ```
+//! With `-d`, the device is opened with the direct mlx5 provider when it is an mlx5 NIC and
+//! with libibverbs otherwise (e.g. rxe). Options: `-n ITERS` (default 10000), `-p PORT`
+//! (default 18516), `-x GID_INDEX` (default 0; RoCE needs the index of a valid GID).
+
+use rdma_direct::prelude::*;
+use std::time::Duration;
+
+const MSG: usize = 64;
+const STALL: Duration = Duration::from_secs(5);
+
+struct Side<P: Provider> {
+    qp: P::Qp,
+    cq: P::Cq,
+    buf: RegisteredBuf<P::Mr>,
+}
+
+/// One RC QP with its own CQ and a buffer: the message to send first, the receive slot after.
+fn side<P: Provider>(p: &mut P, pd: &P::Pd) -> Result<Side<P>> {
+    let buf = p.alloc_buf(pd, 2 * MSG, Access::LOCAL_WRITE, Pages::Normal)?;
+    let mut cq = p.create_cq(16)?;
+    let qp = p.create_qp(pd, &mut cq, None, None, &QpConfig::new(QpType::Rc))?;
+    Ok(Side { qp, cq, buf })
+}
+
+fn post_recv<P: Provider>(s: &mut Side<P>) -> Result<()> {
+    let into = [s.buf.sge(MSG, MSG)?];
+    s.qp.rq().post_recv(RecvWr::new(1, &into))?;
+    s.qp.rq().ring();
+    Ok(())
+}
+
+fn send<P: Provider>(s: &mut Side<P>) -> Result<()> {
+    let from = [s.buf.sge(0, MSG)?];
+    s.qp.sq().post(SendWr::send(0, &from).signaled())?;
+    s.qp.sq().ring();
+    Ok(())
+}
+
+/// Waits for the receive (wr_id 1), re-posts it, and counts the send completion if it came.
+/// Returns how many send completions were seen.
+fn wait_recv<P: Provider>(p: &mut P, s: &mut Side<P>) -> Result<usize> {
+    let mut wc = [Completion::EMPTY; 4];
+    let mut sends = 0;
+    loop {
+        let n = poll_wait(p, &mut s.cq, &mut wc, STALL)?;
+        let mut got = false;
+        for c in &wc[..n] {
+            if !c.is_ok() {
+                return Err(failed(c));
+            }
+            if c.wr_id == 1 {
+                got = true;
+            } else {
+                sends += 1;
+            }
+        }
+        if got {
+            post_recv(s)?;
+            return Ok(sends);
+        }
+    }
+}
+
+/// Waits until `n` send completions (wr_id 0) arrived.
+fn wait_sends<P: Provider>(p: &mut P, s: &mut Side<P>, mut n: usize) -> Result<()> {
+    let mut wc = [Completion::EMPTY; 4];
+    while n > 0 {
+        let got = poll_wait(p, &mut s.cq, &mut wc[..n.min(4)], STALL)?;
+        for c in &wc[..got] {
+            if !c.is_ok() {
+                return Err(failed(c));
+            }
+        }
+        n -= got;
+    }
+    Ok(())
+}
+
+fn failed(c: &Completion) -> Error {
+    Error::Unsupported {
+        what: format!("completion {} failed: {:?}", c.wr_id, c.status),
+    }
+}
+
+fn report(mut ns: Vec<u64>) {
+    ns.sort_unstable();
+    let at = |q: f64| ns[((ns.len() - 1) as f64 * q) as usize] as f64 / 2000.0;
+    println!(
+        "{} iterations, {MSG}-byte SEND: half round trip median {:.2} us  p99 {:.2} us",
+        ns.len(),
+        at(0.5),
+        at(0.99)
+    );
+}
+
+fn on_sim(iters: usize) -> Result<()> {
+    let mut p = SimDevice::new();
+    let pd = p.alloc_pd()?;
+    let mut a = side(&mut p, &pd)?;
+    let mut b = side(&mut p, &pd)?;
+    let opts = ConnectOpts::default();
+    let (ea, eb) = (p.endpoint(&a.qp, &opts)?, p.endpoint(&b.qp, &opts)?);
+    p.connect(&mut a.qp, &ea, &eb, &opts)?;
+    p.connect(&mut b.qp, &eb, &ea, &opts)?;
+    post_recv(&mut a)?;
+    post_recv(&mut b)?;
+    let mut rtts = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let t = std::time::Instant::now();
+        send(&mut a)?;
+        let b_sends = wait_recv(&mut p, &mut b)?;
+        send(&mut b)?;
+        let a_sends = wait_recv(&mut p, &mut a)?;
+        rtts.push(t.elapsed().as_nanos() as u64);
+        wait_sends(&mut p, &mut a, 1 - a_sends)?;
+        wait_sends(&mut p, &mut b, 1 - b_sends)?;
+    }
+    report(rtts);
+    Ok(())
+}
+
+fn on_device<P: Provider>(
+    mut p: P,
+    host: Option<&str>,
+    port: u16,
+    opts: &ConnectOpts,
+    iters: usize,
+) -> Result<()> {
+    let pd = p.alloc_pd()?;
+    let mut s = side(&mut p, &pd)?;
+    post_recv(&mut s)?;
+    let timeout = Duration::from_secs(30);
+    let mut conn = match host {
+        Some(h) => connect_qp_client(&mut p, &mut s.qp, (h, port), opts, None, timeout)?,
+        None => {
+            let l = std::net::TcpListener::bind(("0.0.0.0", port))
+                .map_err(|e| Error::io("bind", &e))?;
+            connect_qp_server(&mut p, &mut s.qp, &l, opts, None, timeout)?
+        }
+    };
+    let mut rtts = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        if host.is_some() {
+            let t = std::time::Instant::now();
+            send(&mut s)?;
+            let sends = wait_recv(&mut p, &mut s)?;
+            rtts.push(t.elapsed().as_nanos() as u64);
+            wait_sends(&mut p, &mut s, 1 - sends)?;
+        } else {
+            let _ = wait_recv(&mut p, &mut s)?;
+            send(&mut s)?;
+            wait_sends(&mut p, &mut s, 1)?;
+        }
+    }
+    conn.sync(timeout)?;
+    if host.is_some() {
+        report(rtts);
+    }
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (mut dev, mut host, mut port, mut iters) = (None, None, 18516u16, 10000usize);
+    let mut opts = ConnectOpts::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut num = || it.next().and_then(|v| v.parse::<u64>().ok());
+        match a.as_str() {
+            "-d" => dev = it.next().cloned(),
+            "-p" => port = num().map_or(port, |v| v as u16),
+            "-n" => iters = num().map_or(iters, |v| v as usize),
+            "-x" => opts.gid_index = num().map_or(opts.gid_index, |v| v as u8),
+            h => host = Some(h.to_string()),
+        }
+    }
+    let iters = iters.max(1);
+    let r = match dev {
+        None => on_sim(iters),
+        Some(d) => match Mlx5Device::open(&d) {
+            Ok(p) => on_device(p, host.as_deref(), port, &opts, iters),
+            Err(_) => VerbsDevice::open(&d)
+                .and_then(|p| on_device(p, host.as_deref(), port, &opts, iters)),
+        },
+    };
+    if let Err(e) = r {
+        eprintln!("pingpong: {e}");
+        std::process::exit(1);
+    }
+}
