@@ -99,7 +99,7 @@ use super::dv::DvCq;
 use super::owners::Owners;
 use super::shared::{before, CqShared, QpShared, PURGE_ACTIVE};
 use super::Mlx5Device;
-use crate::barrier::{from_device_load_barrier, to_device_store_barrier};
+use crate::barrier::from_device_load_barrier;
 use crate::mmio;
 use crate::providers::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
 use crate::wire::offset::{cqe64, ctrl, data, err_cqe};
@@ -403,7 +403,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // aarch64 `to_device_store_barrier` (`dsb st`) waits for stores only, while
         // `from_device_load_barrier` (`dsb ld`) waits for the earlier loads.
         #[cfg(target_arch = "x86_64")]
-        to_device_store_barrier();
+        crate::barrier::to_device_store_barrier();
         #[cfg(not(target_arch = "x86_64"))]
         from_device_load_barrier();
         // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
