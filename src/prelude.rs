@@ -34,7 +34,9 @@
 //!     let pd = p.alloc_pd()?;
 //!     // SAFETY: `mem` outlives the MR (dropped at the end of this function, after it).
 //!     let mr = unsafe { p.reg_mr(&pd, mem.as_mut_ptr(), mem.len(), Access::LOCAL_WRITE)? };
-//!     let cfg = QpConfig::new(QpType::Rc);
+//!     let mut cfg = QpConfig::new(QpType::Rc);
+//!     // Each CQ must absorb its QP's queues (create_qp refuses a smaller one).
+//!     (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (8, 8);
 //!     let (mut ca, mut cb) = (p.create_cq(16)?, p.create_cq(16)?);
 //!     let mut a = p.create_qp(&pd, &mut ca, None, None, &cfg)?;
 //!     let mut b = p.create_qp(&pd, &mut cb, None, None, &cfg)?;

@@ -7,7 +7,9 @@ use rdma_direct::providers::sim::{SimCq, SimPd, SimQp};
 type Side = (SimQp, SimCq);
 
 fn rc_pair(dev: &mut SimDevice, pd: &SimPd, cq_size: u32) -> (Side, Side) {
-    let cfg = QpConfig::new(QpType::Rc);
+    let mut cfg = QpConfig::new(QpType::Rc);
+    // Each CQ absorbs its QP's queues, half each.
+    (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (cq_size / 2, cq_size / 2);
     let (mut ca, mut cb) = (
         dev.create_cq(cq_size).unwrap(),
         dev.create_cq(cq_size).unwrap(),
@@ -32,7 +34,9 @@ fn errors_display_and_compose_with_question_mark() {
     };
     assert_eq!(
         r.to_string(),
-        "post refused: queue full: 4 requests outstanding; poll completions first"
+        "post refused: queue full: 4 requests outstanding; poll completions first \
+         (unsignaled requests are retired only by a later signaled one: signal at least one \
+         in every 4)"
     );
     let e: &dyn std::error::Error = &r;
     assert!(e.source().is_some());

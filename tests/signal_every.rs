@@ -17,7 +17,8 @@ fn pair() -> Pair {
     let pd = p.alloc_pd().unwrap();
     let buf = p.alloc_buf(&pd, 128, Access::ALL, Pages::Normal).unwrap();
     let mut cfg = QpConfig::new(QpType::Rc);
-    cfg.caps.max_send_wr = 16;
+    // The CQ (32) absorbs both queues.
+    (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (16, 16);
     let (mut ca, mut cb) = (p.create_cq(32).unwrap(), p.create_cq(32).unwrap());
     let mut a = p.create_qp(&pd, &mut ca, None, None, &cfg).unwrap();
     let mut b = p.create_qp(&pd, &mut cb, None, None, &cfg).unwrap();

@@ -35,9 +35,10 @@ fn pair(
 ) -> (Side, Side) {
     let mk = |dev: &mut SimDevice| {
         let mut cq = dev.create_cq(64).unwrap();
-        let qp = dev
-            .create_qp(pd, &mut cq, None, None, &QpConfig::new(t))
-            .unwrap();
+        let mut cfg = QpConfig::new(t);
+        // The CQ absorbs both queues.
+        (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (32, 32);
+        let qp = dev.create_qp(pd, &mut cq, None, None, &cfg).unwrap();
         Side { qp, cq }
     };
     let mut a = mk(dev);
@@ -351,7 +352,9 @@ fn srq_receives_are_consumed_in_arrival_order_across_qps() {
     let mut srq = dev.create_srq(&pd, 8, 1).unwrap();
     let mut rcq = dev.create_cq(64).unwrap();
     let mut scq = dev.create_cq(64).unwrap();
-    let cfg = QpConfig::new(QpType::Rc);
+    let mut cfg = QpConfig::new(QpType::Rc);
+    // Each CQ absorbs the queues completing on it (two QPs, and the SRQ once).
+    (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (16, 16);
     let mut r1 = dev
         .create_qp(&pd, &mut rcq, None, Some(&mut srq), &cfg)
         .unwrap();

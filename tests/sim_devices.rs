@@ -11,7 +11,8 @@ use rdma_direct::providers::sim::{SimCq, SimQp};
 /// A QP (with its CQ) on `dev` and its endpoint.
 fn endpoint_of(dev: &mut SimDevice, t: QpType) -> (SimQp, SimCq, QpEndpoint) {
     let pd = dev.alloc_pd().unwrap();
-    let mut cq = dev.create_cq(16).unwrap();
+    // Room for the default QP's queues (128 sends + 128 receives).
+    let mut cq = dev.create_cq(256).unwrap();
     let qp = dev
         .create_qp(&pd, &mut cq, None, None, &QpConfig::new(t))
         .unwrap();

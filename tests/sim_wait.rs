@@ -29,7 +29,9 @@ fn rig() -> Rig {
     let opts = ConnectOpts::default();
     let mut cq = dev.create_cq(64).unwrap();
     let mut pcq = dev.create_cq(64).unwrap();
-    let cfg = QpConfig::new(QpType::Rc);
+    let mut cfg = QpConfig::new(QpType::Rc);
+    // The CQ (64) absorbs both queues.
+    (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (32, 32);
     let mut qp = dev.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
     let mut peer = dev.create_qp(&pd, &mut pcq, None, None, &cfg).unwrap();
     let ea = dev.endpoint(&qp, &opts).unwrap();

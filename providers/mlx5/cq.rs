@@ -268,6 +268,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 reserved: CachePadded::new(0.into()),
                 ci: CachePadded::new(0.into()),
                 polling: CachePadded::new(false.into()),
+                commit: Default::default(),
             }),
             entries: Vec::with_capacity(8),
             last: 0,

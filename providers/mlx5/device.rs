@@ -539,7 +539,7 @@ impl Provider for Mlx5Device {
         };
         // SAFETY: the rings, dbrec and bfreg belong to `qp`, kept alive as the Mlx5Qp's owner
         // (dropped after the Mlx5Qp has told its CQs to forget it); only this Mlx5Qp posts.
-        unsafe { Mlx5Qp::from_dv(dv, cfg, caps, send_cq, recv_cq, srq, qp) }
+        unsafe { Mlx5Qp::from_dv_checked(dv, cfg, caps, send_cq, recv_cq, srq, qp) }
     }
 
     fn endpoint(&self, qp: &Mlx5Qp, opts: &ConnectOpts) -> Result<QpEndpoint> {

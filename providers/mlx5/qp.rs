@@ -12,6 +12,7 @@ use super::shared::{CqShared, QpShared, RqShared, SqGates, SqShared, SrqShared, 
 use super::sq::Mlx5Sq;
 use super::{DoorbellMode, Mlx5Device};
 use crate::mmio;
+use crate::providers::cq_room::{self, Need};
 use crate::providers::{QpCaps, QpConfig, QpState, QpType, QueuePair};
 use crate::wire::{
     MAX_DS, MLX5_QPN_MASK, MLX5_RCV_DBR, MLX5_SEND_WQE_BB, MLX5_SND_DBR, MLX5_WQE_DS_UNITS,
@@ -36,6 +37,9 @@ pub struct Mlx5Qp<D: Owners = Mlx5Device> {
     rq: Mlx5Rq,
     shared: Arc<QpShared>,
     srq: Option<Arc<SrqShared>>,
+    /// What this QP committed on its send and receive CQ (see `providers/cq_room.rs`),
+    /// given back at drop.
+    cq_need: [Need; 2],
 }
 
 // SAFETY: `dbrec` points into the QP's doorbell record, kept alive by `owner`; the queues
@@ -64,6 +68,11 @@ impl<D: Owners> Mlx5Qp<D> {
     /// in the receive CQ, once per CQ and SRQ) so completions map back to wr_ids.
     /// `recv_cq: None` means the send CQ receives the receive completions too.
     ///
+    /// This raw constructor (memory the caller brings) does not apply the CQ-room rule that
+    /// [`Provider::create_qp`](crate::providers::Provider::create_qp) applies on mlx5 and the
+    /// sim (`providers/cq_room.rs`): queues deeper than their CQ are accepted here, and a
+    /// post that could overrun the CQ is then refused with `PostError::CqFull`.
+    ///
     /// # Safety
     /// `dv` memory (rings, dbrec, bfreg) stays valid and is used as this mlx5 QP (by this
     /// object and the device) until drop; `owner` keeps it alive. `granted` are the caps the
@@ -77,6 +86,42 @@ impl<D: Owners> Mlx5Qp<D> {
         recv_cq: Option<&mut Mlx5Cq<D>>,
         srq: Option<&mut Mlx5Srq<D>>,
         owner: D::Qp,
+    ) -> crate::Result<Mlx5Qp<D>> {
+        // SAFETY: forwarded.
+        unsafe { Self::from_dv_in(dv, cfg, granted, send_cq, recv_cq, srq, owner, false) }
+    }
+
+    /// [`Self::from_dv`] with the CQ-room rule: refused (`create_qp`, EINVAL) unless each CQ
+    /// can absorb every queue completing on it. What `Provider::create_qp` uses.
+    ///
+    /// # Safety
+    /// As [`Self::from_dv`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn from_dv_checked(
+        dv: DvQp,
+        cfg: &QpConfig,
+        granted: QpCaps,
+        send_cq: &mut Mlx5Cq<D>,
+        recv_cq: Option<&mut Mlx5Cq<D>>,
+        srq: Option<&mut Mlx5Srq<D>>,
+        owner: D::Qp,
+    ) -> crate::Result<Mlx5Qp<D>> {
+        // SAFETY: forwarded.
+        unsafe { Self::from_dv_in(dv, cfg, granted, send_cq, recv_cq, srq, owner, true) }
+    }
+
+    /// # Safety
+    /// As [`Self::from_dv`]. `room`: apply the CQ-room rule.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn from_dv_in(
+        dv: DvQp,
+        cfg: &QpConfig,
+        granted: QpCaps,
+        send_cq: &mut Mlx5Cq<D>,
+        recv_cq: Option<&mut Mlx5Cq<D>>,
+        srq: Option<&mut Mlx5Srq<D>>,
+        owner: D::Qp,
+        room: bool,
     ) -> crate::Result<Mlx5Qp<D>> {
         if dv.sq_buf.is_null() || dv.dbrec.is_null() {
             return Err(bad("null SQ buffer or doorbell record".into()));
@@ -139,8 +184,35 @@ impl<D: Owners> Mlx5Qp<D> {
         ];
         let srq_owner = srq.as_ref().map(|s| s.owner.clone());
         let srq_shared = srq.map(|s| s.shared.clone());
+        // The CQ-room rule (see `providers/cq_room.rs`): what the queues may hold, on the CQ
+        // they complete on; the receive queue as far as the ring and `max_recv_wr` allow.
+        let recv_wr = if has_srq {
+            0
+        } else {
+            granted.max_recv_wr.min(dv.rq_wqe_cnt)
+        };
+        let cq_need = if room {
+            cq_room::commit_qp(
+                (&send_shared.commit, send_shared.dv.cqe_cnt),
+                recv_cq
+                    .as_ref()
+                    .map(|_| (&recv_shared.commit, recv_shared.dv.cqe_cnt)),
+                granted.max_send_wr,
+                recv_wr,
+            )?
+        } else {
+            [Need::default(); 2]
+        };
+        let recv_role = if recv_cq.is_some() {
+            "receive CQ"
+        } else {
+            "CQ"
+        };
         if let Some(s) = &srq_shared {
-            reserve_srq(s, &recv_shared)?;
+            if let Err(e) = reserve_srq(s, &recv_shared, room.then_some(recv_role)) {
+                cq_room::release_qp(&send_shared.commit, &recv_shared.commit, cq_need);
+                return Err(e);
+            }
         }
         let shared = Arc::new(QpShared {
             qpn: dv.qpn & MLX5_QPN_MASK,
@@ -205,6 +277,7 @@ impl<D: Owners> Mlx5Qp<D> {
             owner,
             _cq_owners: cq_owners,
             _srq_owner: srq_owner,
+            cq_need,
         })
     }
 
@@ -266,8 +339,9 @@ impl<D: Owners> Mlx5Qp<D> {
     }
 }
 
-/// Reserve the SRQ's size in `cq` once per (SRQ, CQ) pair.
-fn reserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>) -> crate::Result<()> {
+/// Reserve the SRQ's size in `cq` once per (SRQ, CQ) pair, for good, in `reserved`; with
+/// `room` (the CQ-room rule; it names the CQ in a refusal) also committed.
+fn reserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>, room: Option<&str>) -> crate::Result<()> {
     let mut refs = srq
         .cq_refs
         .lock()
@@ -277,7 +351,19 @@ fn reserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>) -> crate::Result<()> {
         r.1 += 1;
         return Ok(());
     }
+    let need = match room {
+        Some(role) => {
+            let need = Need {
+                srq: srq.wqe_cnt,
+                ..Need::default()
+            };
+            cq.commit.commit(cq_room::VERB, role, cq.dv.cqe_cnt, need)?;
+            need
+        }
+        None => Need::default(),
+    };
     if !cq.try_reserve(srq.wqe_cnt) {
+        cq.commit.release(need);
         return Err(bad(format!(
             "the receive CQ ({} entries, {} spoken for) has no room for the SRQ's {} receives",
             cq.dv.cqe_cnt,
@@ -285,7 +371,7 @@ fn reserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>) -> crate::Result<()> {
             srq.wqe_cnt
         )));
     }
-    refs.push((id, 1));
+    refs.push((id, 1, need));
     Ok(())
 }
 
@@ -298,8 +384,9 @@ fn unreserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>) {
     if let Some(i) = refs.iter().position(|r| r.0 == id) {
         refs[i].1 -= 1;
         if refs[i].1 == 0 {
-            refs.swap_remove(i);
+            let (_, _, need) = refs.swap_remove(i);
             cq.release(srq.wqe_cnt);
+            cq.commit.release(need);
         }
     }
 }
@@ -318,6 +405,11 @@ impl<D: Owners> Drop for Mlx5Qp<D> {
         if let Some(srq) = &self.srq {
             unreserve_srq(srq, &self.shared.recv_cq);
         }
+        cq_room::release_qp(
+            &self.shared.send_cq.commit,
+            &self.shared.recv_cq.commit,
+            self.cq_need,
+        );
     }
 }
 

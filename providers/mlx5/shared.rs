@@ -50,6 +50,9 @@ pub(crate) struct CqShared {
     /// sees the poll running and waits (the two `SeqCst` accesses cannot both miss).
     // Padded: stored twice per poll; it must not share a line with the posters' `reserved`.
     pub polling: CachePadded<AtomicBool>,
+    /// What the queues created on this CQ may have outstanding (control path: QP creation
+    /// refuses a QP the CQ cannot absorb; see `providers/cq_room.rs`).
+    pub commit: crate::providers::cq_room::CqCommit,
 }
 
 impl CqShared {
@@ -238,8 +241,9 @@ pub(crate) struct SrqShared {
     /// The SRQ ring and its stride (scatter-to-CQE reads the data segments back).
     pub buf: *mut u8,
     pub stride: u32,
-    /// Static CQ reservations: (CQ identity, QPs attached through it). Control path only.
-    pub cq_refs: std::sync::Mutex<Vec<(usize, u32)>>,
+    /// Static CQ reservations: (CQ identity, QPs attached through it, what was committed on
+    /// that CQ for the SRQ, see `providers/cq_room.rs`). Control path only.
+    pub cq_refs: std::sync::Mutex<Vec<(usize, u32, crate::providers::cq_room::Need)>>,
 }
 
 // SAFETY: `buf` points into SRQ memory the SRQ's owner keeps alive (held by the `Mlx5Srq` and

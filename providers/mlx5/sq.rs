@@ -22,18 +22,19 @@
 //! budget never exceeds the requests still allowed at the last refill, less one; a request
 //! uses at least one budget WQEBB), and the CQ cannot overrun: every budget WQEBB is
 //! backed by one CQ entry reserved in `CqShared::reserved` at refill, in one atomic step for
-//! up to `min(CQ_BUDGET_MAX, cqe_cnt / 8, free WQEBBs)` entries. The invariant, exact at every
-//! moment:
+//! up to `min(CQ_BUDGET_MAX, cqe_cnt / 8, free WQEBBs, requests still allowed)` entries. The
+//! invariant, exact at every moment:
 //!
 //! `CQ entries this SQ holds in CqShared::reserved = outstanding WRs + (limit - pi) + cq_extra`
 //!
 //! where `cq_extra` counts entries held beyond the budget (a WQE of `n` WQEBBs uses `n` budget
 //! WQEBBs but one CQ entry; the rest stays held). The poller gives an entry back per retired
 //! WR, a reset or drop gives back the budget too. So `reserved <= cqe_cnt` still guarantees
-//! that the CQEs of everything posted fit the CQ. The price: a budget held by one SQ is not
-//! available to other queues of the same CQ (at most `free WQEBBs` and `cqe_cnt / 8`), so a
-//! CQ sized below the sum of its queues' depths may refuse a post a little earlier than an
-//! exact per-post reservation would. [`Mlx5Sq::cq_budget`] reports the holding.
+//! that the CQEs of everything posted fit the CQ. Entries are taken only while fewer than
+//! `max_send_wr` requests are outstanding and never beyond that count, so an SQ holds at
+//! most `max_send_wr` entries; QP creation refuses a QP whose CQs cannot absorb the sum of
+//! their queues' depths (`providers/cq_room.rs`), so a post never finds the CQ full.
+//! [`Mlx5Sq::cq_budget`] reports the holding.
 //!
 //! The outstanding-request count the `max_send_wr` check needs is `posted - retired`, as
 //! rdma-core's `sq.head - sq.tail`: the poller counts the requests it retires
@@ -520,7 +521,11 @@ impl<D: Owners> Mlx5Sq<D> {
         }
         let mut held = self.limit.wrapping_sub(self.pi) + self.cq_extra;
         if held == 0 {
-            held = self.cq.grab(room.min(self.cq_batch));
+            // Never more than the requests still allowed: an SQ then holds at most
+            // `max_send_wr` entries, which QP creation made sure its CQ can absorb.
+            held = self
+                .cq
+                .grab(room.min(self.cq_batch).min(self.caps.max_send_wr - wrs));
             if held == 0 {
                 return Err(PostError::CqFull {
                     cqe: self.cq.dv.cqe_cnt,

@@ -79,6 +79,15 @@
 //!
 //! The engine's own documentation (passes, validation order, errors) is in `engine/mod.rs`.
 //!
+//! ## Lifetime
+//!
+//! Every object the device hands out (PD, MR, CQ, SRQ, QP) holds the device's engine alive,
+//! so dropping the [`SimDevice`] first never leaves a QP without a device: if objects are
+//! still alive, the engine keeps running for them on the device thread (started then if the
+//! device was in deterministic mode), which ends once the last object is dropped. Posts,
+//! rings and polls go on working as before; only the `SimDevice` methods (and so
+//! [`Provider::progress`](crate::providers::Provider::progress)) are gone with it.
+//!
 //! ## A new CQ buffer: owner bit 0
 //!
 //! rdma-core (`mlx5_alloc_cq_buf` in providers/mlx5/cq.c) and the kernel (`init_cq_frag_buf`
@@ -114,6 +123,9 @@ pub(crate) struct Shared {
     clock: Arc<SimClock>,
     stop: AtomicBool,
     threaded: AtomicBool,
+    /// The `SimDevice` was dropped while objects were alive: the device thread runs on until
+    /// it holds the last reference (see "Lifetime" in the module doc).
+    orphaned: AtomicBool,
 }
 
 impl Shared {
@@ -222,6 +234,7 @@ impl SimDevice {
                 clock,
                 stop: AtomicBool::new(false),
                 threaded: AtomicBool::new(false),
+                orphaned: AtomicBool::new(false),
             }),
             thread: None,
             cqe_size: 64,
@@ -269,6 +282,11 @@ impl SimDevice {
             .spawn(move || {
                 let mut idle = 0u32;
                 while !shared.stop.load(Ordering::Relaxed) {
+                    // Orphaned and the last holder: no object is left to serve.
+                    if shared.orphaned.load(Ordering::Acquire) && Arc::strong_count(&shared) == 1
+                    {
+                        break;
+                    }
                     let w = shared.lock().process(true);
                     if w == 0 {
                         idle = idle.saturating_add(1);
@@ -512,7 +530,18 @@ impl SimDevice {
 }
 
 impl Drop for SimDevice {
+    /// See "Lifetime" in the module doc: with objects still alive the engine keeps running
+    /// for them on the device thread (started if the device was deterministic), which ends
+    /// once the last of them is dropped; otherwise the thread stops here.
     fn drop(&mut self) {
-        self.stop_device_thread();
+        let thread = usize::from(self.thread.is_some());
+        let objects = Arc::strong_count(&self.shared) - 1 - thread;
+        if objects == 0 || (self.thread.is_none() && self.start_device_thread().is_err()) {
+            self.stop_device_thread();
+            return;
+        }
+        self.shared.orphaned.store(true, Ordering::Release);
+        // Detached: the thread ends by itself (the handle is dropped, not joined).
+        self.thread = None;
     }
 }

@@ -226,7 +226,8 @@ impl Provider for SimDevice {
         // SAFETY: `dv` describes fresh sim QP memory (rings, dbrec, bfreg) used only by this
         // QP and the device; `owner` keeps it alive; `granted` are the caps the sim sized the
         // rings for.
-        let mut qp = unsafe { Mlx5Qp::from_dv(dv, cfg, granted, send_cq, recv_cq, srq, owner)? };
+        let mut qp =
+            unsafe { Mlx5Qp::from_dv_checked(dv, cfg, granted, send_cq, recv_cq, srq, owner)? };
         qp.set_path_mtu(SIM_PORT_MTU.bytes());
         Ok(qp)
     }

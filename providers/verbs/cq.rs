@@ -159,13 +159,9 @@ mod tests {
     use super::super::shared::{RecvRing, SharedState, SqRing};
     use super::*;
     use crate::types::WcOpcode;
-    use std::sync::atomic::AtomicU32;
 
     fn budget(cqe: u32) -> CqBudget {
-        CqBudget {
-            cqe,
-            used: AtomicU32::new(0),
-        }
+        CqBudget::new(cqe)
     }
 
     /// The coverage arithmetic of `convert`, without a device.

@@ -1,13 +1,12 @@
 //! The device: the [`Provider`] impl (PD, MR, CQ, SRQ and QP creation with their
 //! preallocated staging, connect, address handles) and asynchronous events.
 
-use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
 use super::cq::VerbsCq;
 use super::qp::VerbsQp;
 use super::rq::{RecvTarget, VerbsRecv, VerbsSrq};
-use super::shared::{CqBudget, SharedState, SqRing};
+use super::shared::{commit_qp, CqBudget, CqCommits, SharedState, SqRing};
 use super::sq::VerbsSq;
 use crate::error::{Error, Result};
 use crate::ffi::{ibv_send_wr, ibv_sge};
@@ -105,10 +104,7 @@ impl Provider for VerbsDevice {
             cq,
             raw,
             // Our budget is what was asked: the device may grant more, never less.
-            budget: Arc::new(CqBudget {
-                cqe,
-                used: AtomicU32::new(0),
-            }),
+            budget: Arc::new(CqBudget::new(cqe)),
             routes: Vec::new(),
         })
     }
@@ -138,6 +134,27 @@ impl Provider for VerbsDevice {
                 detail: "max_send_wr must be at least 1".into(),
             });
         }
+        // The CQ-room rule (`providers/cq_room.rs`), checked before the device sees the QP,
+        // on the limits this provider will enforce (the requested ones).
+        let recv_wr = if srq.is_some() {
+            0
+        } else {
+            cfg.caps.max_recv_wr
+        };
+        let cq_need = commit_qp(
+            &send_cq.budget,
+            recv_cq.as_ref().map(|c| &*c.budget),
+            cfg.caps.max_send_wr,
+            recv_wr,
+        )?;
+        let cq_commits = CqCommits {
+            send: send_cq.budget.clone(),
+            recv: recv_cq
+                .as_ref()
+                .map_or(&send_cq.budget, |c| &c.budget)
+                .clone(),
+            need: cq_need,
+        };
         let qp = {
             let rcq = recv_cq.as_ref().map_or(&send_cq.cq, |c| &c.cq);
             verbs::Qp::new(pd, &send_cq.cq, rcq, srq.as_ref().map(|s| &s.srq), cfg)?
@@ -226,7 +243,13 @@ impl Provider for VerbsDevice {
                 r.state = Some(state);
             }
         }
-        Ok(VerbsQp { sq, rq, qp, caps })
+        Ok(VerbsQp {
+            sq,
+            rq,
+            qp,
+            caps,
+            _cq_commits: cq_commits,
+        })
     }
 
     fn endpoint(&self, qp: &VerbsQp, opts: &ConnectOpts) -> Result<QpEndpoint> {

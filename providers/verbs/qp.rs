@@ -2,6 +2,7 @@
 //! this provider enforces.
 
 use super::rq::VerbsRq;
+use super::shared::CqCommits;
 use super::sq::VerbsSq;
 use crate::providers::QueuePair;
 use crate::types::{QpCaps, QpState, QpType};
@@ -14,6 +15,8 @@ pub struct VerbsQp {
     pub(super) rq: VerbsRq,
     pub(super) qp: verbs::Qp,
     pub(super) caps: QpCaps,
+    /// What the QP committed on its CQs (given back at drop).
+    pub(super) _cq_commits: CqCommits,
 }
 
 impl VerbsQp {

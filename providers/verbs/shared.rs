@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::providers::cq_room::{self, Need};
 use crate::types::QpState;
 
 /// The user's wr_ids of one SQ, indexed by our send sequence modulo `cap`.
@@ -78,9 +79,21 @@ impl RecvRing {
 pub(super) struct CqBudget {
     pub(super) cqe: u32,
     pub(super) used: AtomicU32,
+    /// What the queues created on the CQ may hold (QP creation checks it against `cqe`; see
+    /// `providers/cq_room.rs`).
+    pub(super) commit: crate::providers::cq_room::CqCommit,
 }
 
 impl CqBudget {
+    /// The budget of a CQ of `cqe` entries (what was asked: the device may grant more).
+    pub(super) fn new(cqe: u32) -> CqBudget {
+        CqBudget {
+            cqe,
+            used: AtomicU32::new(0),
+            commit: Default::default(),
+        }
+    }
+
     /// Reserve `n` entries, or fail without changing anything.
     #[inline]
     pub(super) fn reserve(&self, n: u32) -> bool {
@@ -111,6 +124,35 @@ impl CqBudget {
                 Err(v) => cur = v,
             }
         }
+    }
+}
+
+/// Commit a new QP's queues on its CQ budgets (the CQ-room rule, `providers/cq_room.rs`):
+/// `send_wr` on `send`, `recv_wr` on `recv` (`None`: the send CQ takes both).
+pub(super) fn commit_qp(
+    send: &CqBudget,
+    recv: Option<&CqBudget>,
+    send_wr: u32,
+    recv_wr: u32,
+) -> crate::Result<[Need; 2]> {
+    cq_room::commit_qp(
+        (&send.commit, send.cqe),
+        recv.map(|r| (&r.commit, r.cqe)),
+        send_wr,
+        recv_wr,
+    )
+}
+
+/// What a QP committed on its CQs, given back when the QP is dropped.
+pub(super) struct CqCommits {
+    pub(super) send: Arc<CqBudget>,
+    pub(super) recv: Arc<CqBudget>,
+    pub(super) need: [Need; 2],
+}
+
+impl Drop for CqCommits {
+    fn drop(&mut self) {
+        cq_room::release_qp(&self.send.commit, &self.recv.commit, self.need);
     }
 }
 
@@ -148,10 +190,7 @@ mod tests {
 
     #[test]
     fn cq_budget_refuses_beyond_cqe_and_recovers() {
-        let b = CqBudget {
-            cqe: 3,
-            used: AtomicU32::new(0),
-        };
+        let b = CqBudget::new(3);
         assert!(b.reserve(2));
         assert!(b.reserve(1));
         assert!(!b.reserve(1));
@@ -173,5 +212,43 @@ mod tests {
         assert_eq!(r.take(1), None);
         assert_eq!(r.take(5), None);
         assert_eq!(r.outstanding.load(Ordering::Relaxed), 0);
+    }
+
+    /// The verbs provider refuses, without a device, what the mlx5 provider and the sim
+    /// refuse: a send queue deeper than its CQ, and a shared CQ smaller than the sum.
+    #[test]
+    fn create_qp_rule_matches_the_other_providers() {
+        let cq = Arc::new(CqBudget::new(16));
+        let e = commit_qp(&cq, None, 128, 0).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::EINVAL));
+        assert!(
+            e.to_string().starts_with(
+                "create_qp: EINVAL (Invalid argument) — the CQ has 16 entries but would have \
+                 to absorb 128: this QP's max_send_wr 128 (128), and no other QP is on it."
+            ),
+            "{e}"
+        );
+        let a = CqCommits {
+            send: cq.clone(),
+            recv: cq.clone(),
+            need: commit_qp(&cq, None, 8, 4).unwrap(),
+        };
+        let e = commit_qp(&cq, None, 4, 1).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("absorb 17: this QP's max_send_wr 4 + max_recv_wr 1 (5), and 1 other QP on it holds 12."),
+            "{e}"
+        );
+        // A dropped QP gives its share back.
+        drop(a);
+        let rcq = Arc::new(CqBudget::new(4));
+        let b = CqCommits {
+            send: cq.clone(),
+            recv: rcq.clone(),
+            need: commit_qp(&cq, Some(&rcq), 16, 4).unwrap(),
+        };
+        assert!(commit_qp(&cq, Some(&rcq), 0, 1).is_err());
+        drop(b);
+        commit_qp(&cq, Some(&rcq), 16, 4).unwrap();
     }
 }

@@ -71,6 +71,39 @@ impl fmt::Display for WcStatus {
     }
 }
 
+impl WcStatus {
+    /// The usual cause of an error status and what to do about it, for messages; empty for
+    /// `SUCCESS` and the statuses without one usual cause.
+    pub fn hint(self) -> &'static str {
+        match self {
+            WcStatus::RnrRetryExcErr => {
+                "the peer had no receive posted for this SEND / WRITE WITH IMM and the \
+                 requester gave up after rnr_retry retries: post receives before the peer \
+                 sends (rnr_retry 7 would have waited forever)"
+            }
+            WcStatus::RetryExcErr => {
+                "no acknowledgement from the peer after retry_cnt retries: is the peer up, the \
+                 endpoint (QPN, GID) right, the link up?"
+            }
+            WcStatus::WrFlushErr => {
+                "flushed: the QP was in ERR before this request ran; the first error \
+                 completion of the QP says why"
+            }
+            WcStatus::RemAccessErr => {
+                "the peer refused the access: wrong rkey, outside the remote MR, or the MR / \
+                 QP lacks the remote access right"
+            }
+            WcStatus::RemInvReqErr => {
+                "the peer found the request invalid: a SEND longer than its receive buffer, or \
+                 an operation its QP does not allow"
+            }
+            WcStatus::LocLenErr => "a receive buffer too small for the message",
+            WcStatus::LocProtErr => "an lkey that does not cover the SGE (or another PD's MR)",
+            _ => "",
+        }
+    }
+}
+
 ibv_enum! {
     /// Completion opcode, as in `enum ibv_wc_opcode`.
     pub enum WcOpcode = "enum ibv_wc_opcode", default Send, other Other "Any other value." {

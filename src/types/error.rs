@@ -82,7 +82,9 @@ impl fmt::Display for PostError {
             PostError::QueueFull { capacity } => {
                 write!(
                     f,
-                    "queue full: {capacity} requests outstanding; poll completions first"
+                    "queue full: {capacity} requests outstanding; poll completions first \
+                     (unsignaled requests are retired only by a later signaled one: signal at \
+                     least one in every {capacity})"
                 )
             }
             PostError::CqFull { cqe } => {

@@ -120,7 +120,8 @@ impl QpConfig {
     }
 }
 
-/// Parameters of the RESET → INIT → RTR → RTS bring-up (defaults are `ibv_rc_pingpong`'s).
+/// Parameters of the RESET → INIT → RTR → RTS bring-up (defaults are `ibv_rc_pingpong`'s,
+/// except `rnr_retry`: 6, finite, where `ibv_rc_pingpong` retries forever with 7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectOpts {
     /// Local port (1-based).
@@ -133,9 +134,16 @@ pub struct ConnectOpts {
     pub timeout: u8,
     /// Transport retries (0..=7; 7 retries forever on rxe).
     pub retry_cnt: u8,
-    /// RNR retries (0..=7; 7 = forever).
+    /// RNR retries (0..=7) of a SEND or WRITE WITH IMM that finds no receive posted at the
+    /// peer. Default **6**: the requester retries 6 times, each after the responder's
+    /// `min_rnr_timer` (0.64 ms by default, so about 4 ms in all), then the request completes
+    /// with `RNR_RETRY_EXC_ERR` ("the peer had no receive posted") and the QP goes to ERR.
+    /// **7 retries forever**: a receive that is never posted then stalls the send queue
+    /// without an error (only `poll_wait`/`drain` notice, as a stall); set it only when the
+    /// peer always has receives posted before it can be sent to (perftest uses 7 that way).
     pub rnr_retry: u8,
-    /// Minimal RNR NAK timer (encoded, 12 = 0.64 ms).
+    /// Minimal RNR NAK timer this QP asks its requesters to wait before a retry (IBA
+    /// encoding: 12 = 0.64 ms, the default, as `ibv_rc_pingpong`; 14 = 1.28 ms; 0 = 655 ms).
     pub min_rnr_timer: u8,
     /// Outstanding READs/atomics we initiate.
     pub max_rd_atomic: u8,
@@ -157,7 +165,7 @@ impl Default for ConnectOpts {
             path_mtu: None,
             timeout: 14,
             retry_cnt: 7,
-            rnr_retry: 7,
+            rnr_retry: 6,
             min_rnr_timer: 12,
             max_rd_atomic: 1,
             max_dest_rd_atomic: 1,

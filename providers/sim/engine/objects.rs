@@ -27,7 +27,7 @@ pub struct SimQpAttr {
     pub remote_qpn: u32,
     /// Path MTU in bytes (UD sends above it fail; RC/UC messages are not packetised).
     pub path_mtu: u32,
-    /// RNR retries (7 = forever).
+    /// RNR retries (7 = forever); default 6, as [`crate::providers::ConnectOpts`].
     pub rnr_retry: u8,
     /// Transport retries (7 = forever).
     pub retry_cnt: u8,
@@ -46,7 +46,7 @@ impl Default for SimQpAttr {
         SimQpAttr {
             remote_qpn: 0,
             path_mtu: 1024,
-            rnr_retry: 7,
+            rnr_retry: 6,
             retry_cnt: 7,
             min_rnr_timer: 12,
             timeout: 14,

@@ -701,8 +701,9 @@ fn bed<P: Target>(p: &mut P, o: &Opts, inline: u32, max_size: u32) -> rdma_direc
         gid_index: o.gid_index,
         ..ConnectOpts::default()
     };
+    // Each CQ absorbs its QP's queues (max_send_wr + max_recv_wr), as create_qp requires.
     let mut ccq = p.create_cq(2 * DEPTH)?;
-    let mut scq = p.create_cq(16)?;
+    let mut scq = p.create_cq(2 * DEPTH)?;
     let mut cqp = p.create_qp(&pd, &mut ccq, None, None, &cfg)?;
     let mut sqp = p.create_qp(&pd, &mut scq, None, None, &cfg)?;
     // SAFETY: both vectors outlive the MRs (field `_mem`, dropped last) and are not moved

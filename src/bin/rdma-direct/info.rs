@@ -141,7 +141,8 @@ fn print_sim(o: &Opts) -> rdma_direct::Result<()> {
     }
     let mut dev = SimDevice::new();
     let pd = dev.alloc_pd()?;
-    let mut cq = dev.create_cq(4)?;
+    // Room for the default QP's queues (create_qp refuses a CQ that cannot absorb them).
+    let mut cq = dev.create_cq(256)?;
     let qp = dev.create_qp(&pd, &mut cq, None, None, &QpConfig::new(QpType::Rc))?;
     let ep = dev.endpoint(&qp, &ConnectOpts::default())?;
     println!("hca_id:\t{}", dev.device_name());
