@@ -775,6 +775,8 @@ fn connect_opts(o: &Params) -> ConnectOpts {
         gid_index: o.gid_index,
         max_rd_atomic: rd,
         max_dest_rd_atomic: rd,
+        // perftest's: the receiver re-posts as it consumes, a sender ahead of it waits.
+        rnr_retry: 7,
         ..ConnectOpts::default()
     }
 }

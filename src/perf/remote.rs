@@ -193,6 +193,8 @@ pub fn run<P: Provider, S: Read + Write>(
         gid_index: o.gid_index,
         max_rd_atomic: if read_like { OUT_READS as u8 } else { 1 },
         max_dest_rd_atomic: if read_like { OUT_READS as u8 } else { 1 },
+        // perftest's: the receiver re-posts as it consumes, a sender ahead of it waits.
+        rnr_retry: 7,
         ..ConnectOpts::default()
     };
     let local = p.endpoint(&qp, &copts)?;

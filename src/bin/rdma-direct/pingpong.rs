@@ -297,6 +297,8 @@ fn connect_opts(a: &Args) -> ConnectOpts {
         gid_index: a.gid_idx.unwrap_or(0),
         path_mtu: Some(a.mtu),
         sl: a.sl,
+        // rc_pingpong's (retry forever; its receives are posted before the first send).
+        rnr_retry: 7,
         ..ConnectOpts::default()
     }
 }
