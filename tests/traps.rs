@@ -32,7 +32,12 @@ fn cfg(send: u32, recv: u32) -> QpConfig {
 }
 
 /// Two connected RC QPs, each on its own CQ of `cqe` entries, with the given queue depths.
-fn pair(dev: &mut SimDevice, pd: &SimPd, cqe: u32, c: &QpConfig) -> ((SimQp, SimCq), (SimQp, SimCq)) {
+fn pair(
+    dev: &mut SimDevice,
+    pd: &SimPd,
+    cqe: u32,
+    c: &QpConfig,
+) -> ((SimQp, SimCq), (SimQp, SimCq)) {
     let (mut ca, mut cb) = (dev.create_cq(cqe).unwrap(), dev.create_cq(cqe).unwrap());
     let mut a = dev.create_qp(pd, &mut ca, None, None, c).unwrap();
     let mut b = dev.create_qp(pd, &mut cb, None, None, c).unwrap();
@@ -102,8 +107,9 @@ fn an_sq_deeper_than_its_cq_is_refused_at_creation_with_both_numbers() {
         .create_qp(&pd, &mut cq, Some(&mut rcq), None, &cfg(16, 5))
         .expect_err("5 receives on a CQ of 4");
     assert!(
-        e.to_string()
-            .contains("the receive CQ has 4 entries but would have to absorb 5: this QP's max_recv_wr 5 (5)"),
+        e.to_string().contains(
+            "the receive CQ has 4 entries but would have to absorb 5: this QP's max_recv_wr 5 (5)"
+        ),
         "{e}"
     );
     // A refusal leaves nothing committed: exactly the CQ's depth fits.
@@ -174,14 +180,21 @@ fn an_unsignaled_run_as_long_as_the_sq_never_wedges_on_the_cq() {
         .unwrap_err();
     assert_eq!(e.error, PostError::QueueFull { capacity: 128 });
     assert!(
-        e.error.to_string().contains("signal at least one in every 128"),
+        e.error
+            .to_string()
+            .contains("signal at least one in every 128"),
         "{}",
         e.error
     );
     a.sq().ring();
     let got = wait(Some(&dev), &mut ca, 1);
     assert_eq!(
-        (got[0].status, got[0].wr_id, got[0].covered, got[0].covered_from),
+        (
+            got[0].status,
+            got[0].wr_id,
+            got[0].covered,
+            got[0].covered_from
+        ),
         (WcStatus::Success, 127, 127, 0)
     );
     assert_eq!(ca.reserved(), 0);
@@ -201,7 +214,9 @@ fn a_send_with_no_receive_posted_ends_in_rnr_retry_exceeded_by_default() {
     let mut dev = SimDevice::new();
     let pd = dev.alloc_pd().unwrap();
     let ((mut a, mut ca), (b, _cb)) = pair(&mut dev, &pd, 32, &cfg(8, 8));
-    a.sq().post(SendWr::send(1, &[]).inline(b"order").signaled()).unwrap();
+    a.sq()
+        .post(SendWr::send(1, &[]).inline(b"order").signaled())
+        .unwrap();
     a.sq().ring();
     // Deterministic mode: each engine pass is one RNR timer; the default's six retries are
     // used up within the passes `run_until_idle` makes, where 7 would retry forever.
@@ -231,7 +246,9 @@ fn rnr_retry_7_still_waits_for_the_receive_when_asked_for() {
     );
     dev.connect(&mut a, &ea, &eb, &opts).unwrap();
     dev.connect(&mut b, &eb, &ea, &opts).unwrap();
-    a.sq().post(SendWr::send(1, &[]).inline(b"order").signaled()).unwrap();
+    a.sq()
+        .post(SendWr::send(1, &[]).inline(b"order").signaled())
+        .unwrap();
     a.sq().ring();
     for _ in 0..1000 {
         dev.process();

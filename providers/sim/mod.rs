@@ -283,8 +283,7 @@ impl SimDevice {
                 let mut idle = 0u32;
                 while !shared.stop.load(Ordering::Relaxed) {
                     // Orphaned and the last holder: no object is left to serve.
-                    if shared.orphaned.load(Ordering::Acquire) && Arc::strong_count(&shared) == 1
-                    {
+                    if shared.orphaned.load(Ordering::Acquire) && Arc::strong_count(&shared) == 1 {
                         break;
                     }
                     let w = shared.lock().process(true);
