@@ -10,14 +10,21 @@
 //!
 //! So every provider refuses, at QP creation, a QP unless each of its CQs can absorb the
 //! sum over every QP that completes on it of `max_send_wr` (on its send CQ) and
-//! `max_recv_wr` (on its receive CQ, own receive queue only) — on mlx5 and the sim also an
-//! SRQ's depth, once per CQ it completes into. With that rule a post is never refused
+//! `max_recv_wr` (on its receive CQ, own receive queue only), and an SRQ's depth once per
+//! CQ it completes into. With that rule a post is never refused
 //! because the CQ is full ([`crate::types::PostError::CqFull`] is left as a defence); a run of
 //! unsignaled requests ends at `max_send_wr` with `QueueFull`, as in every verbs stack
 //! (signal at least one request per `max_send_wr`).
 //!
-//! [`CqCommit`] keeps the sum per CQ; the error of [`CqCommit::commit`] names the CQ's depth,
-//! this QP's share, what the other QPs already hold, and the fix.
+//! [`CqCommit`] keeps the sum per CQ; the error of [`CqCommit::commit`] names the CQ's depth
+//! (on mlx5 and the sim the depth the device granted, a power of two; on verbs the depth
+//! asked for, which is what that provider accounts against), this QP's share, what the other
+//! QPs already hold, and the fix.
+//!
+//! The rule belongs to `Provider::create_qp`. The raw constructors below it — the mlx5
+//! `Mlx5Qp::from_dv` over memory the caller brings and the control-path `verbs::Qp::new` —
+//! do not apply it: a QP made there on a smaller CQ can still see `CqFull` at post time
+//! (`from_dv`), or overrun the CQ (`verbs::Qp`, which keeps no accounting).
 
 use std::sync::Mutex;
 

@@ -39,7 +39,8 @@ fn self_loop(p: &mut Mlx5Device) {
     let mut buf = vec![0u8; 4096];
     // SAFETY: `buf` outlives the MR (dropped at the end of this function, after the MR).
     let mr = unsafe { p.reg_mr(&pd, buf.as_mut_ptr(), buf.len(), Access::ALL) }.unwrap();
-    let mut cq = p.create_cq(64).unwrap();
+    // Room for the default QP's queues (128 sends + 128 receives).
+    let mut cq = p.create_cq(256).unwrap();
     let mut qp = p
         .create_qp(&pd, &mut cq, None, None, &QpConfig::new(QpType::Rc))
         .unwrap();

@@ -36,9 +36,11 @@ fn rxe_cq_overrun_raises_cq_err_naming_the_cq() {
     let mut buf = memmap2::MmapMut::map_anon(4096).unwrap();
     // SAFETY: `buf` outlives the MR (dropped at the end of the test, after it).
     let mr = unsafe { p.reg_mr(&pd, buf.as_mut_ptr(), 4096, Access::ALL) }.unwrap();
-    let mut cqa = p.create_cq(1).unwrap();
-    let mut cqb = p.create_cq(64).unwrap();
-    let cqe = cqa.inner().cqe();
+    // The overrunning QP is built with the control path alone: the provider's create_qp
+    // refuses a send queue deeper than its CQ.
+    let cqa = rdma_direct::verbs::Cq::new(p.context(), 1).unwrap();
+    let mut cqb = p.create_cq(128).unwrap();
+    let cqe = cqa.cqe();
     let cfg = QpConfig {
         qp_type: QpType::Rc,
         caps: QpCaps {
@@ -50,11 +52,11 @@ fn rxe_cq_overrun_raises_cq_err_naming_the_cq() {
         },
         sq_sig_all: false,
     };
-    let mut a = p.create_qp(&pd, &mut cqa, None, None, &cfg).unwrap();
+    let mut a = rdma_direct::verbs::Qp::new(&pd, &cqa, &cqa, None, &cfg).unwrap();
     let mut b = p.create_qp(&pd, &mut cqb, None, None, &cfg).unwrap();
-    let ea = p.endpoint(&a, &opts).unwrap();
     let eb = p.endpoint(&b, &opts).unwrap();
-    p.connect(&mut a, &ea, &eb, &opts).unwrap();
+    let ea = rdma_direct::providers::QpEndpoint { qpn: a.qpn(), ..eb };
+    a.connect(&ea, &eb, &opts).unwrap();
     p.connect(&mut b, &eb, &ea, &opts).unwrap();
     // cqe + 2 signaled WRITEs, never polled: the CQ overruns.
     let n = cqe as usize + 2;
@@ -81,11 +83,11 @@ fn rxe_cq_overrun_raises_cq_err_naming_the_cq() {
     for (i, w) in wrs.iter_mut().enumerate() {
         let mut bad = std::ptr::null_mut();
         // SAFETY: a live QP; one WR (next null) whose SGE points into the registered `buf`.
-        let rc = unsafe { ffi::ops::post_send(a.inner().as_ptr(), w, &mut bad) };
+        let rc = unsafe { ffi::ops::post_send(a.as_ptr(), w, &mut bad) };
         assert_eq!(rc, 0, "ibv_post_send {i}");
     }
     let end = Instant::now() + Duration::from_secs(10);
-    let cq_ptr = cqa.inner().as_ptr() as usize;
+    let cq_ptr = cqa.as_ptr() as usize;
     loop {
         if let Some(ev) = p.context().poll_async_event().unwrap() {
             if ev.kind == AsyncEventKind::CqErr {

@@ -328,30 +328,53 @@ fn invalid_requests_are_refused_with_their_limit_before_staging() {
 #[test]
 #[ignore = "device test: needs RDMA_DIRECT_DEVICE (rxe0 in the guest)"]
 fn cq_cannot_be_overrun() {
-    // CQ of 3 for an SQ of 8: the 4th outstanding request is refused (signaled or not:
-    // a flushed unsignaled request completes too).
-    let mut t = pair(caps(8, 4), 3, true, 7);
+    // A CQ of 3 for an SQ of 8 used to be accepted, and posts were refused with CqFull once 3
+    // requests were outstanding, signaled or not (a flushed unsignaled request completes
+    // too): polling freed nothing while they were all unsignaled. Now create_qp refuses it.
+    let (mut p, _) = open();
+    let pd = p.alloc_pd().unwrap();
+    let mut small = p.create_cq(3).unwrap();
+    let cfg = QpConfig {
+        qp_type: QpType::Rc,
+        caps: caps(8, 4),
+        sq_sig_all: false,
+    };
+    let Err(e) = p.create_qp(&pd, &mut small, None, None, &cfg) else {
+        panic!("an SQ of 8 and an RQ of 4 on a CQ of 3");
+    };
+    assert!(
+        e.to_string().contains(
+            "create_qp: EINVAL (Invalid argument) — the CQ has 3 entries but would have to \
+             absorb 12: this QP's max_send_wr 8 + max_recv_wr 4 (12)"
+        ),
+        "{e}"
+    );
+    drop((small, pd, p));
+    // A CQ that absorbs both queues: a run as long as the SQ never meets CqFull; the request
+    // after it is QueueFull, and the signaled one at its end retires the run.
+    let mut t = pair(caps(8, 4), 12, true, 7);
     let sge = [t.mr.sge(0, 8)];
     let raddr = t.mr.addr() + 4096;
     let rkey = t.mr.rkey();
     let sq = t.a.sq();
-    sq.post(SendWr::write(1, &sge, raddr, rkey)).unwrap();
-    sq.post(SendWr::write(2, &sge, raddr, rkey)).unwrap();
-    sq.post(SendWr::write(3, &sge, raddr, rkey).signaled())
+    for i in 1..8 {
+        sq.post(SendWr::write(i, &sge, raddr, rkey)).unwrap();
+    }
+    sq.post(SendWr::write(8, &sge, raddr, rkey).signaled())
         .unwrap();
     let e = sq
-        .post(SendWr::write(4, &sge, raddr, rkey).signaled())
+        .post(SendWr::write(9, &sge, raddr, rkey).signaled())
         .unwrap_err();
-    assert_eq!(e.error, PostError::CqFull { cqe: 3 });
+    assert_eq!(e.error, PostError::QueueFull { capacity: 8 });
     sq.ring();
     let c = wait(&mut t.cqa, 1);
-    assert_eq!((c[0].wr_id, c[0].covered, c[0].covered_from), (3, 2, 1));
+    assert_eq!((c[0].wr_id, c[0].covered, c[0].covered_from), (8, 7, 1));
     assert_eq!(t.cqa.reserved(), 0);
     t.a.sq()
-        .post(SendWr::write(4, &sge, raddr, rkey).signaled())
+        .post(SendWr::write(9, &sge, raddr, rkey).signaled())
         .unwrap();
     t.a.sq().ring();
-    assert_eq!(wait(&mut t.cqa, 1)[0].wr_id, 4);
+    assert_eq!(wait(&mut t.cqa, 1)[0].wr_id, 9);
     let ev = t.p.check_async().unwrap();
     assert!(ev.is_empty(), "async events: {ev:?}");
     assert_eq!(t.p.cq_errors(), 0);

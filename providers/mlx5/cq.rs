@@ -65,7 +65,8 @@
 //! its whole size once per CQ it may complete into. A post that would exceed `cqe_cnt` is
 //! refused with `PostError::CqFull`. A send queue reserves its entries ahead, as a posting
 //! budget (see `sq.rs`), which [`Mlx5Cq::reserved`] counts too. The poller gives the entries
-//! back once per batch.
+//! back once per batch. `Provider::create_qp` refuses a QP unless the CQ absorbs every queue
+//! on it (`providers/cq_room.rs`), so for QPs made there the refusal never comes.
 //!
 //! ## The short way
 //!

@@ -117,7 +117,11 @@ impl Provider for VerbsDevice {
             max_wr.min(srq.max_wr()),
             max_sge.min(srq.max_sge()),
         );
-        Ok(VerbsSrq { q, srq })
+        Ok(VerbsSrq {
+            q,
+            srq,
+            commits: Default::default(),
+        })
     }
 
     fn create_qp(
@@ -147,14 +151,23 @@ impl Provider for VerbsDevice {
             cfg.caps.max_send_wr,
             recv_wr,
         )?;
-        let cq_commits = CqCommits {
+        let mut cq_commits = CqCommits {
             send: send_cq.budget.clone(),
             recv: recv_cq
                 .as_ref()
                 .map_or(&send_cq.budget, |c| &c.budget)
                 .clone(),
             need: cq_need,
+            srq: None,
         };
+        if let Some(s) = &srq {
+            let role = if recv_cq.is_some() {
+                "receive CQ"
+            } else {
+                "CQ"
+            };
+            cq_commits.commit_srq(&s.commits, s.q.ring.cap(), role)?;
+        }
         let qp = {
             let rcq = recv_cq.as_ref().map_or(&send_cq.cq, |c| &c.cq);
             verbs::Qp::new(pd, &send_cq.cq, rcq, srq.as_ref().map(|s| &s.srq), cfg)?

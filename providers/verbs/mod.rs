@@ -39,9 +39,12 @@
 //! - **CQ overrun** loses completions silently on rxe. Every CQ counts the entries that may
 //!   still arrive on it: each outstanding send request (signaled or not: a failed or flushed
 //!   request completes even when unsignaled) and each outstanding receive of a QP's own
-//!   receive queue. A post that could overrun is refused ([`PostError::CqFull`]). Receives
-//!   of an SRQ are not counted (the CQ they complete on is only known at arrival): size the
-//!   receive CQ of every QP on an SRQ for the SRQ's depth.
+//!   receive queue. A post that could overrun is refused ([`PostError::CqFull`]); since
+//!   `create_qp` refuses a QP unless each of its CQs (the depth asked for) can absorb the
+//!   `max_send_wr` / `max_recv_wr` of every QP on it (`providers/cq_room.rs`), that refusal
+//!   never comes for QPs made there. Receives of an SRQ are not reserved at post time (the
+//!   CQ they complete on is only known at arrival); `create_qp` commits the SRQ's depth on
+//!   the receive CQ of each QP attached to it, once per CQ, so that CQ absorbs them too.
 //! - **Selective signaling**: libibverbs sees our own free-running sequence number as each
 //!   send's `wr_id`; the user's wr_ids live in a ring per SQ. A send completion for sequence
 //!   `s` retires every request of that SQ up to `s`: [`Completion::covered`] says how many

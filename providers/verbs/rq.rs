@@ -210,6 +210,8 @@ impl RecvQueue for VerbsRecv {
 pub struct VerbsSrq {
     pub(super) q: VerbsRecv,
     pub(super) srq: verbs::Srq,
+    /// The CQs its depth is committed on (see `providers/cq_room.rs`).
+    pub(super) commits: std::sync::Arc<super::shared::SrqCommits>,
 }
 
 impl VerbsSrq {

@@ -143,16 +143,67 @@ pub(super) fn commit_qp(
     )
 }
 
+/// The CQs an SRQ's depth is committed on: (CQ budget identity, QPs attached through it).
+/// Control path only.
+#[derive(Default)]
+pub(super) struct SrqCommits(std::sync::Mutex<Vec<(usize, u32)>>);
+
 /// What a QP committed on its CQs, given back when the QP is dropped.
 pub(super) struct CqCommits {
     pub(super) send: Arc<CqBudget>,
     pub(super) recv: Arc<CqBudget>,
     pub(super) need: [Need; 2],
+    /// The SRQ whose depth this QP holds committed on `recv` (with the others attached
+    /// through the same CQ), and that depth.
+    pub(super) srq: Option<(Arc<SrqCommits>, u32)>,
+}
+
+impl CqCommits {
+    /// Commit an SRQ of `depth` on the receive CQ, once per (SRQ, CQ) pair; `role` names the
+    /// CQ in a refusal.
+    pub(super) fn commit_srq(
+        &mut self,
+        srq: &Arc<SrqCommits>,
+        depth: u32,
+        role: &str,
+    ) -> crate::Result<()> {
+        let mut refs = srq.0.lock().unwrap_or_else(|p| p.into_inner());
+        let id = Arc::as_ptr(&self.recv) as usize;
+        match refs.iter_mut().find(|r| r.0 == id) {
+            Some(r) => r.1 += 1,
+            None => {
+                let need = Need {
+                    srq: depth,
+                    ..Need::default()
+                };
+                self.recv
+                    .commit
+                    .commit(cq_room::VERB, role, self.recv.cqe, need)?;
+                refs.push((id, 1));
+            }
+        }
+        self.srq = Some((srq.clone(), depth));
+        Ok(())
+    }
 }
 
 impl Drop for CqCommits {
     fn drop(&mut self) {
         cq_room::release_qp(&self.send.commit, &self.recv.commit, self.need);
+        if let Some((srq, depth)) = &self.srq {
+            let mut refs = srq.0.lock().unwrap_or_else(|p| p.into_inner());
+            let id = Arc::as_ptr(&self.recv) as usize;
+            if let Some(i) = refs.iter().position(|r| r.0 == id) {
+                refs[i].1 -= 1;
+                if refs[i].1 == 0 {
+                    refs.swap_remove(i);
+                    self.recv.commit.release(Need {
+                        srq: *depth,
+                        ..Need::default()
+                    });
+                }
+            }
+        }
     }
 }
 
@@ -232,6 +283,7 @@ mod tests {
             send: cq.clone(),
             recv: cq.clone(),
             need: commit_qp(&cq, None, 8, 4).unwrap(),
+            srq: None,
         };
         let e = commit_qp(&cq, None, 4, 1).unwrap_err();
         assert!(
@@ -246,9 +298,39 @@ mod tests {
             send: cq.clone(),
             recv: rcq.clone(),
             need: commit_qp(&cq, Some(&rcq), 16, 4).unwrap(),
+            srq: None,
         };
         assert!(commit_qp(&cq, Some(&rcq), 0, 1).is_err());
         drop(b);
         commit_qp(&cq, Some(&rcq), 16, 4).unwrap();
+    }
+
+    /// An SRQ's depth is committed once per CQ its QPs complete on, and given back with the
+    /// last of them.
+    #[test]
+    fn an_srq_counts_once_per_cq() {
+        let cq = Arc::new(CqBudget::new(24));
+        let srq = Arc::new(SrqCommits::default());
+        let qp = |send: u32| -> crate::Result<CqCommits> {
+            let mut c = CqCommits {
+                send: cq.clone(),
+                recv: cq.clone(),
+                need: commit_qp(&cq, None, send, 0)?,
+                srq: None,
+            };
+            c.commit_srq(&srq, 8, "CQ")?;
+            Ok(c)
+        };
+        let a = qp(8).unwrap();
+        let b = qp(8).unwrap();
+        let Err(e) = qp(1) else {
+            panic!("8 + 8 + SRQ 8 + 1 on 24")
+        };
+        assert!(e.to_string().contains("absorb 25"), "{e}");
+        drop(a);
+        let c = qp(8).unwrap();
+        drop((b, c));
+        // Everything given back: the whole depth is free again.
+        commit_qp(&cq, None, 24, 0).unwrap();
     }
 }
