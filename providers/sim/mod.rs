@@ -269,7 +269,8 @@ impl SimDevice {
     }
 
     /// Start the device thread: it polls doorbells and runs the engine until
-    /// [`SimDevice::stop_device_thread`] (or drop). Idempotent.
+    /// [`SimDevice::stop_device_thread`] or the device's drop (or, when objects outlive the
+    /// device, the last object's drop: see "Lifetime" in the module doc). Idempotent.
     pub fn start_device_thread(&mut self) -> crate::Result<()> {
         if self.thread.is_some() {
             return Ok(());
