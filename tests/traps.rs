@@ -301,3 +301,56 @@ fn dropping_the_device_first_leaves_its_qps_working() {
         drop((a, b, ca, cb, src, dst, pd));
     }
 }
+
+/// A send queue never holds more CQ entries than its `max_send_wr`, even when its ring is
+/// larger (the sim rounds rings up to powers of two and whole WQEBBs), so an idle QP cannot
+/// sit on entries another QP of the same exactly-sized CQ needs.
+#[test]
+fn an_idle_qp_holds_no_more_of_a_shared_cq_than_its_queue_depth() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    // 64 entries = (5 + 1) + (57 + 1): exactly what the two QPs may hold.
+    let mut cq = dev.create_cq(64).unwrap();
+    let mut peer_cq = dev.create_cq(256).unwrap();
+    let mut a = dev.create_qp(&pd, &mut cq, None, None, &cfg(5, 1)).unwrap();
+    let mut b = dev
+        .create_qp(&pd, &mut cq, None, None, &cfg(57, 1))
+        .unwrap();
+    let mut pa = dev
+        .create_qp(&pd, &mut peer_cq, None, None, &cfg(8, 8))
+        .unwrap();
+    let mut pb = dev
+        .create_qp(&pd, &mut peer_cq, None, None, &cfg(8, 8))
+        .unwrap();
+    let opts = ConnectOpts::default();
+    for (x, y) in [(&mut a, &mut pa), (&mut b, &mut pb)] {
+        let (ex, ey) = (
+            dev.endpoint(x, &opts).unwrap(),
+            dev.endpoint(y, &opts).unwrap(),
+        );
+        dev.connect(x, &ex, &ey, &opts).unwrap();
+        dev.connect(y, &ey, &ex, &opts).unwrap();
+    }
+    let buf = dev
+        .alloc_buf(&pd, 8192, Access::ALL, Pages::Normal)
+        .unwrap();
+    let (sges, r) = ([buf.sge(0, 8).unwrap()], buf.remote(4096, 8).unwrap());
+    // A posts once and goes idle, holding its posting budget.
+    a.sq()
+        .post(SendWr::write(1, &sges, r.addr, r.rkey))
+        .unwrap();
+    // B's whole queue still fits.
+    for i in 0..56u64 {
+        b.sq()
+            .post(SendWr::write(i, &sges, r.addr, r.rkey))
+            .unwrap_or_else(|e| panic!("B's WRITE {i}: {e}"));
+    }
+    b.sq()
+        .post(SendWr::write(56, &sges, r.addr, r.rkey).signaled())
+        .unwrap();
+    b.sq().ring();
+    let got = wait(Some(&dev), &mut cq, 1);
+    assert_eq!((got[0].wr_id, got[0].covered), (56, 56));
+    // A's one request and its budget: within its depth of 5.
+    assert!(a.sq().cq_budget() < 5, "budget {}", a.sq().cq_budget());
+}
