@@ -3,11 +3,14 @@
 //! way; prints round-trip percentiles. No `unsafe` anywhere.
 //!
 //! ```text
-//! cargo run --release --example order_gateway                    # one process, two QPs on the sim
-//! cargo run --release --example order_gateway -- -d rxe0         # server
-//! cargo run --release --example order_gateway -- -d rxe0 HOST    # client
+//! cargo run --release --example order_gateway                         # one process, two QPs on the sim
+//! cargo run --release --example order_gateway -- -d rxe0 -x 1         # server
+//! cargo run --release --example order_gateway -- -d rxe0 -x 1 HOST    # client
 //! ```
-//! Options: `-n ROUNDS` (default 2000), `-p PORT` (default 18515).
+//! With `-d`, the device is opened with the direct mlx5 provider when it is an mlx5 NIC and
+//! with libibverbs otherwise (e.g. rxe). Options:
+//! `-n ROUNDS` (default 2000), `-p PORT` (default 18515), `-x GID_INDEX` (default 0; RoCE
+//! needs the index of a valid GID, e.g. the IPv4-mapped one).
 
 use rdma_direct::prelude::*;
 use std::time::{Duration, Instant};
@@ -20,6 +23,10 @@ struct Side<P: Provider> {
     qp: P::Qp,
     cq: P::Cq,
     buf: RegisteredBuf<P::Mr>,
+    /// Receive completions polled but not yet waited for.
+    recvd: usize,
+    /// Send requests retired (by a completion, or covered by one) but not yet waited for.
+    sent: usize,
 }
 
 fn side<P: Provider>(p: &mut P, pd: &P::Pd) -> Result<Side<P>> {
@@ -30,7 +37,13 @@ fn side<P: Provider>(p: &mut P, pd: &P::Pd) -> Result<Side<P>> {
     cfg.caps.max_send_wr = RING as u32;
     cfg.caps.max_recv_wr = RING as u32;
     let qp = p.create_qp(pd, &mut cq, None, None, &cfg)?;
-    Ok(Side { qp, cq, buf })
+    Ok(Side {
+        qp,
+        cq,
+        buf,
+        recvd: 0,
+        sent: 0,
+    })
 }
 
 /// Keeps `RING` receives posted (WRITE WITH IMMEDIATE consumes one each, zero SGEs).
@@ -39,7 +52,11 @@ fn post_receives<P: Provider>(s: &mut Side<P>, n: usize) -> Result<()> {
         s.qp.rq().post_recv(RecvWr::new(i as u64, &[]))?;
     }
     s.qp.rq().ring();
-    Ok(())
+    // Only a verbs device can refuse a doorbell; a refused batch would never complete.
+    match s.qp.rq().take_ring_error() {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 /// Writes one batch of orders `seq..seq+BATCH` into the peer's ring.
@@ -63,14 +80,23 @@ fn send_batch<P: Provider>(s: &mut Side<P>, peer: RemoteMr, seq: u64) -> Result<
         let _ = batch.push(wr.signaled_if(i == BATCH - 1));
     }
     s.qp.sq().post_list(batch.as_slice())?;
-    Ok(())
+    match s.qp.sq().take_ring_error() {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
-/// Polls until `recvs` receive completions and `sends` send completions arrived.
-fn wait<P: Provider>(p: &mut P, s: &mut Side<P>, mut recvs: usize, mut sends: usize) -> Result<()> {
+/// Polls until `recvs` receives and `sends` send requests completed, counting from what
+/// earlier calls polled beyond what they waited for.
+///
+/// With two processes, the peer's next batch may land while this side still waits for its
+/// own send completion: those receive completions must be kept for the next wait, not
+/// dropped. Sends are counted as requests retired (the signaled one plus the unsignaled
+/// ones it covers), which is exact whatever the device signals.
+fn wait<P: Provider>(p: &mut P, s: &mut Side<P>, recvs: usize, sends: usize) -> Result<()> {
     let mut wc = [Completion::EMPTY; 32];
-    let stall = Instant::now() + Duration::from_secs(5);
-    while recvs > 0 || sends > 0 {
+    let mut stall = Instant::now() + Duration::from_secs(5);
+    while s.recvd < recvs || s.sent < sends {
         p.progress();
         let n = s.cq.poll(&mut wc);
         for c in &wc[..n] {
@@ -79,20 +105,26 @@ fn wait<P: Provider>(p: &mut P, s: &mut Side<P>, mut recvs: usize, mut sends: us
                     what: format!("completion {} failed: {:?}", c.wr_id, c.status),
                 });
             }
-            // A device may signal more sends than asked for (a verbs QP created to signal
-            // every request does): count what arrives, never below zero.
-            if c.opcode == WcOpcode::RecvRdmaWithImm {
-                recvs = recvs.saturating_sub(1);
+            if c.opcode.is_recv() {
+                s.recvd += 1;
             } else {
-                sends = sends.saturating_sub(1);
+                s.sent += 1 + c.covered as usize;
             }
         }
-        if n == 0 && Instant::now() > stall {
+        if n > 0 {
+            stall = Instant::now() + Duration::from_secs(5);
+        } else if Instant::now() > stall {
             return Err(Error::Unsupported {
-                what: format!("stalled: {recvs} receives and {sends} sends missing after 5 s"),
+                what: format!(
+                    "stalled: {} receives and {} sends missing after 5 s",
+                    recvs.saturating_sub(s.recvd),
+                    sends.saturating_sub(s.sent)
+                ),
             });
         }
     }
+    s.recvd -= recvs;
+    s.sent -= sends;
     Ok(())
 }
 
@@ -132,17 +164,22 @@ fn on_sim(rounds: usize) -> Result<()> {
         wait(&mut p, &mut b, BATCH, 0)?;
         post_receives(&mut b, BATCH)?;
         send_batch(&mut b, ring_a, seq)?;
-        wait(&mut p, &mut a, BATCH, 1)?;
+        wait(&mut p, &mut a, BATCH, BATCH)?;
         rtts.push(t.elapsed().as_nanos() as u64);
         post_receives(&mut a, BATCH)?;
-        wait(&mut p, &mut b, 0, 1)?;
+        wait(&mut p, &mut b, 0, BATCH)?;
     }
     percentiles(rtts);
     Ok(())
 }
 
-fn on_device(dev: &str, host: Option<&str>, port: u16, rounds: usize, gid: u8) -> Result<()> {
-    let mut p = VerbsDevice::open(dev)?;
+fn on_device<P: Provider>(
+    mut p: P,
+    host: Option<&str>,
+    port: u16,
+    rounds: usize,
+    gid: u8,
+) -> Result<()> {
     let pd = p.alloc_pd()?;
     let mut s = side(&mut p, &pd)?;
     let share = Some(s.buf.remote(RING * ORDER, RING * ORDER)?);
@@ -172,12 +209,12 @@ fn on_device(dev: &str, host: Option<&str>, port: u16, rounds: usize, gid: u8) -
         if host.is_some() {
             let t = Instant::now();
             send_batch(&mut s, peer, seq)?;
-            wait(&mut p, &mut s, BATCH, 1)?;
+            wait(&mut p, &mut s, BATCH, BATCH)?;
             rtts.push(t.elapsed().as_nanos() as u64);
         } else {
             wait(&mut p, &mut s, BATCH, 0)?;
             send_batch(&mut s, peer, seq)?;
-            wait(&mut p, &mut s, 0, 1)?;
+            wait(&mut p, &mut s, 0, BATCH)?;
         }
         post_receives(&mut s, BATCH)?;
     }
@@ -203,7 +240,11 @@ fn main() {
     }
     let r = match dev {
         None => on_sim(rounds.max(1)),
-        Some(d) => on_device(&d, host.as_deref(), port, rounds.max(1), gid),
+        Some(d) => match Mlx5Device::open(&d) {
+            Ok(p) => on_device(p, host.as_deref(), port, rounds.max(1), gid),
+            Err(_) => VerbsDevice::open(&d)
+                .and_then(|p| on_device(p, host.as_deref(), port, rounds.max(1), gid)),
+        },
     };
     if let Err(e) = r {
         eprintln!("order_gateway: {e}");
