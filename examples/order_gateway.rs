@@ -1,6 +1,7 @@
 //! An order gateway: 64-byte orders RDMA-WRITTEN WITH IMMEDIATE into the peer's ring, 16 per
 //! doorbell with one signaled request per batch, the peer echoing each batch back the same
-//! way; prints round-trip percentiles. No `unsafe` anywhere.
+//! way; checks that every order arrived whole and prints round-trip percentiles. No `unsafe`
+//! anywhere.
 //!
 //! ```text
 //! cargo run --release --example order_gateway                         # one process, two QPs on the sim
@@ -128,6 +129,22 @@ fn wait<P: Provider>(p: &mut P, s: &mut Side<P>, recvs: usize, sends: usize) -> 
     Ok(())
 }
 
+/// Checks that orders `seq..seq+BATCH` arrived whole in this side's receive ring (each
+/// order carries its sequence number in its first 8 bytes, little endian).
+fn check_batch<P: Provider>(s: &Side<P>, seq: u64) -> Result<()> {
+    for i in 0..BATCH as u64 {
+        let slot = ((seq + i) as usize) % RING;
+        let order = s.buf.get((RING + slot) * ORDER, ORDER)?;
+        let got = u64::from_le_bytes(order[..8].try_into().unwrap_or_default());
+        if got != seq + i {
+            return Err(Error::Unsupported {
+                what: format!("order {} arrived as {got} in slot {slot}", seq + i),
+            });
+        }
+    }
+    Ok(())
+}
+
 fn percentiles(mut ns: Vec<u64>) {
     ns.sort_unstable();
     let at = |q: f64| ns[((ns.len() - 1) as f64 * q) as usize] as f64 / 1000.0;
@@ -172,6 +189,8 @@ fn on_sim(rounds: usize) -> Result<()> {
         send_batch(&mut b, ring_a, seq)?;
         wait(&mut p, &mut a, BATCH, BATCH)?;
         rtts.push(t.elapsed().as_nanos() as u64);
+        check_batch(&b, seq)?;
+        check_batch(&a, seq)?;
         post_receives(&mut a, BATCH)?;
     }
     wait(&mut p, &mut b, 0, BATCH)?;
@@ -217,8 +236,10 @@ fn on_device<P: Provider>(
             send_batch(&mut s, peer, seq)?;
             wait(&mut p, &mut s, BATCH, BATCH)?;
             rtts.push(t.elapsed().as_nanos() as u64);
+            check_batch(&s, seq)?;
         } else {
             wait(&mut p, &mut s, BATCH, 0)?;
+            check_batch(&s, seq)?;
             send_batch(&mut s, peer, seq)?;
             wait(&mut p, &mut s, 0, BATCH)?;
         }

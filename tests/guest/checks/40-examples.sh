@@ -1,7 +1,8 @@
 #!/bin/sh
 # The examples over a real verbs device (rxe0 in the guest), each as its README shows it:
 #   - order_gateway as server and client, two processes over rxe0 (TCP on 127.0.0.1 for the
-#     endpoint exchange): both exit 0, the client prints the percentiles of every round;
+#     endpoint exchange): both exit 0 (each checks every order it received, byte for byte in
+#     its sequence number), the client prints the percentiles of every round;
 #   - pingpong as server and client the same way: both exit 0, the client prints the median
 #     and p99 of every iteration;
 #   - batching (two QPs of one process, looped back on rxe0): exits 0 with one line per batch
