@@ -1,10 +1,15 @@
-//! Doorbell batching on the software device: N 64-byte RDMA WRITEs staged in a `SendBatch`,
-//! posted with one `post_list` (one doorbell), only the last one signaled; prints the
-//! message rate per batch size 1..64. Only the prelude, no `unsafe`.
+//! Doorbell batching: N 64-byte RDMA WRITEs staged in a `SendBatch`, posted with one
+//! `post_list` (one doorbell), only the last one signaled; prints the message rate per batch
+//! size 1..64. Two RC QPs of one process, connected to each other. Only the prelude, no
+//! `unsafe`.
 //!
 //! ```text
-//! cargo run --release --example batching            # -n MESSAGES per batch size (default 100000)
+//! cargo run --release --example batching                     # on the software device
+//! cargo run --release --example batching -- -d rxe0 -x 1    # on a device (loopback)
 //! ```
+//! With `-d`, the device is opened with the direct mlx5 provider when it is an mlx5 NIC and
+//! with libibverbs otherwise (e.g. rxe). Options: `-n MESSAGES` per batch size (default
+//! 100000), `-x GID_INDEX` (default 0; RoCE needs the index of a valid GID).
 
 use rdma_direct::prelude::*;
 use std::time::{Duration, Instant};
@@ -12,19 +17,21 @@ use std::time::{Duration, Instant};
 const MSG: usize = 64;
 const MAX_BATCH: usize = 64;
 
-fn run(msgs: usize) -> Result<()> {
-    let mut p = SimDevice::new();
+fn run<P: Provider>(mut p: P, msgs: usize, opts: &ConnectOpts) -> Result<()> {
     let pd = p.alloc_pd()?;
     let buf = p.alloc_buf(&pd, 2 * MAX_BATCH * MSG, Access::ALL, Pages::Normal)?;
+    // A batch in flight at most; nothing is received (WRITEs consume no receive). Each CQ
+    // holds its QP's whole send and receive queues.
     let mut cfg = QpConfig::new(QpType::Rc);
     cfg.caps.max_send_wr = MAX_BATCH as u32;
-    let (mut ca, mut cb) = (p.create_cq(MAX_BATCH as u32)?, p.create_cq(16)?);
+    cfg.caps.max_recv_wr = 1;
+    let cqe = MAX_BATCH as u32 + 1;
+    let (mut ca, mut cb) = (p.create_cq(cqe)?, p.create_cq(cqe)?);
     let mut a = p.create_qp(&pd, &mut ca, None, None, &cfg)?;
     let mut b = p.create_qp(&pd, &mut cb, None, None, &cfg)?;
-    let opts = ConnectOpts::default();
-    let (ea, eb) = (p.endpoint(&a, &opts)?, p.endpoint(&b, &opts)?);
-    p.connect(&mut a, &ea, &eb, &opts)?;
-    p.connect(&mut b, &eb, &ea, &opts)?;
+    let (ea, eb) = (p.endpoint(&a, opts)?, p.endpoint(&b, opts)?);
+    p.connect(&mut a, &ea, &eb, opts)?;
+    p.connect(&mut b, &eb, &ea, opts)?;
     // Write from the first half of the buffer into the second half (the peer's window).
     let dst = buf.remote(MAX_BATCH * MSG, MAX_BATCH * MSG)?;
     let mut sges = [[Sge::default()]; MAX_BATCH];
@@ -44,6 +51,10 @@ fn run(msgs: usize) -> Result<()> {
                 let _ = batch.push(wr.signaled_if(i == size - 1));
             }
             a.sq().post_list(batch.as_slice())?;
+            // Only a verbs device can refuse a doorbell; a refused batch never completes.
+            if let Some(e) = a.sq().take_ring_error() {
+                return Err(e.into());
+            }
             // One completion covers the whole batch.
             let n = poll_wait(&mut p, &mut ca, &mut wc, Duration::from_secs(5))?;
             if n != 1 || !wc[0].is_ok() || wc[0].wr_id != (size - 1) as u64 {
@@ -68,14 +79,31 @@ fn run(msgs: usize) -> Result<()> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut msgs = 100_000usize;
+    let (mut msgs, mut dev) = (100_000usize, None);
+    let mut opts = ConnectOpts::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        if a == "-n" {
-            msgs = it.next().and_then(|v| v.parse().ok()).unwrap_or(msgs);
+        match a.as_str() {
+            "-n" => msgs = it.next().and_then(|v| v.parse().ok()).unwrap_or(msgs),
+            "-d" => dev = it.next().cloned(),
+            "-x" => {
+                opts.gid_index = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(opts.gid_index)
+            }
+            _ => {}
         }
     }
-    if let Err(e) = run(msgs.max(1)) {
+    let msgs = msgs.max(1);
+    let r = match dev {
+        None => run(SimDevice::new(), msgs, &opts),
+        Some(d) => match Mlx5Device::open(&d) {
+            Ok(p) => run(p, msgs, &opts),
+            Err(_) => VerbsDevice::open(&d).and_then(|p| run(p, msgs, &opts)),
+        },
+    };
+    if let Err(e) = r {
         eprintln!("batching: {e}");
         std::process::exit(1);
     }

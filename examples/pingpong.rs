@@ -20,67 +20,75 @@ struct Side<P: Provider> {
     qp: P::Qp,
     cq: P::Cq,
     buf: RegisteredBuf<P::Mr>,
+    /// Receive completions polled (and re-posted) but not yet waited for.
+    recvd: usize,
+    /// Send completions polled but not yet waited for.
+    sent: usize,
 }
 
 /// One RC QP with its own CQ and a buffer: the message to send first, the receive slot after.
 fn side<P: Provider>(p: &mut P, pd: &P::Pd) -> Result<Side<P>> {
     let buf = p.alloc_buf(pd, 2 * MSG, Access::LOCAL_WRITE, Pages::Normal)?;
+    // One send and one receive outstanding at a time; the CQ holds both queues' worth.
     let mut cq = p.create_cq(16)?;
-    let qp = p.create_qp(pd, &mut cq, None, None, &QpConfig::new(QpType::Rc))?;
-    Ok(Side { qp, cq, buf })
+    let mut cfg = QpConfig::new(QpType::Rc);
+    cfg.caps.max_send_wr = 4;
+    cfg.caps.max_recv_wr = 4;
+    let qp = p.create_qp(pd, &mut cq, None, None, &cfg)?;
+    Ok(Side {
+        qp,
+        cq,
+        buf,
+        recvd: 0,
+        sent: 0,
+    })
 }
 
+/// Posts the receive (wr_id 1). The QP must be past RESET (INIT at least, as with verbs).
 fn post_recv<P: Provider>(s: &mut Side<P>) -> Result<()> {
     let into = [s.buf.sge(MSG, MSG)?];
     s.qp.rq().post_recv(RecvWr::new(1, &into))?;
     s.qp.rq().ring();
-    Ok(())
+    // Only a verbs device can refuse a doorbell; a refused receive would never complete.
+    match s.qp.rq().take_ring_error() {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 fn send<P: Provider>(s: &mut Side<P>) -> Result<()> {
     let from = [s.buf.sge(0, MSG)?];
     s.qp.sq().post(SendWr::send(0, &from).signaled())?;
     s.qp.sq().ring();
-    Ok(())
+    match s.qp.sq().take_ring_error() {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
-/// Waits for the receive (wr_id 1), re-posts it, and counts the send completion if it came.
-/// Returns how many send completions were seen.
-fn wait_recv<P: Provider>(p: &mut P, s: &mut Side<P>) -> Result<usize> {
+/// Polls until `recvs` receives and `sends` sends completed, counting from what earlier calls
+/// polled beyond what they waited for; each receive is re-posted as soon as it is polled.
+///
+/// With two processes the peer's next message may arrive before our own send completion:
+/// a receive polled while waiting for a send is kept for the next wait, never dropped.
+fn wait<P: Provider>(p: &mut P, s: &mut Side<P>, recvs: usize, sends: usize) -> Result<()> {
     let mut wc = [Completion::EMPTY; 4];
-    let mut sends = 0;
-    loop {
+    while s.recvd < recvs || s.sent < sends {
         let n = poll_wait(p, &mut s.cq, &mut wc, STALL)?;
-        let mut got = false;
         for c in &wc[..n] {
             if !c.is_ok() {
                 return Err(failed(c));
             }
             if c.wr_id == 1 {
-                got = true;
+                s.recvd += 1;
+                post_recv(s)?;
             } else {
-                sends += 1;
+                s.sent += 1;
             }
         }
-        if got {
-            post_recv(s)?;
-            return Ok(sends);
-        }
     }
-}
-
-/// Waits until `n` send completions (wr_id 0) arrived.
-fn wait_sends<P: Provider>(p: &mut P, s: &mut Side<P>, mut n: usize) -> Result<()> {
-    let mut wc = [Completion::EMPTY; 4];
-    while n > 0 {
-        let got = poll_wait(p, &mut s.cq, &mut wc[..n.min(4)], STALL)?;
-        for c in &wc[..got] {
-            if !c.is_ok() {
-                return Err(failed(c));
-            }
-        }
-        n -= got;
-    }
+    s.recvd -= recvs;
+    s.sent -= sends;
     Ok(())
 }
 
@@ -116,12 +124,12 @@ fn on_sim(iters: usize) -> Result<()> {
     for _ in 0..iters {
         let t = std::time::Instant::now();
         send(&mut a)?;
-        let b_sends = wait_recv(&mut p, &mut b)?;
+        wait(&mut p, &mut b, 1, 0)?;
         send(&mut b)?;
-        let a_sends = wait_recv(&mut p, &mut a)?;
+        wait(&mut p, &mut a, 1, 0)?;
         rtts.push(t.elapsed().as_nanos() as u64);
-        wait_sends(&mut p, &mut a, 1 - a_sends)?;
-        wait_sends(&mut p, &mut b, 1 - b_sends)?;
+        wait(&mut p, &mut a, 0, 1)?;
+        wait(&mut p, &mut b, 0, 1)?;
     }
     report(rtts);
     Ok(())
@@ -136,7 +144,6 @@ fn on_device<P: Provider>(
 ) -> Result<()> {
     let pd = p.alloc_pd()?;
     let mut s = side(&mut p, &pd)?;
-    post_recv(&mut s)?;
     let timeout = Duration::from_secs(30);
     let mut conn = match host {
         Some(h) => connect_qp_client(&mut p, &mut s.qp, (h, port), opts, None, timeout)?,
@@ -146,18 +153,22 @@ fn on_device<P: Provider>(
             connect_qp_server(&mut p, &mut s.qp, &l, opts, None, timeout)?
         }
     };
+    // A receive needs a QP past RESET (verbs refuses it before INIT): post it once connected,
+    // then sync again so that neither side sends before the other's receive is there.
+    post_recv(&mut s)?;
+    conn.sync(timeout)?;
     let mut rtts = Vec::with_capacity(iters);
     for _ in 0..iters {
         if host.is_some() {
             let t = std::time::Instant::now();
             send(&mut s)?;
-            let sends = wait_recv(&mut p, &mut s)?;
+            wait(&mut p, &mut s, 1, 0)?;
             rtts.push(t.elapsed().as_nanos() as u64);
-            wait_sends(&mut p, &mut s, 1 - sends)?;
+            wait(&mut p, &mut s, 0, 1)?;
         } else {
-            let _ = wait_recv(&mut p, &mut s)?;
+            wait(&mut p, &mut s, 1, 0)?;
             send(&mut s)?;
-            wait_sends(&mut p, &mut s, 1)?;
+            wait(&mut p, &mut s, 0, 1)?;
         }
     }
     conn.sync(timeout)?;

@@ -1,4 +1,6 @@
-//! Every example runs on the software device with no device argument, briefly (`-n`).
+//! Every example runs on the software device with no device argument, briefly (`-n`), and
+//! refuses a device that does not exist with an error. (Over a real device they run in the
+//! rxe guest: `tests/guest/checks/40-examples.sh`.)
 //! The examples are built first (a no-op when `cargo test` already built them).
 
 use std::path::PathBuf;
@@ -10,7 +12,7 @@ fn examples_dir() -> PathBuf {
     exe.parent().unwrap().parent().unwrap().join("examples")
 }
 
-fn run(name: &str, args: &[&str]) -> String {
+fn build(name: &str) {
     let mut build = Command::new(env!("CARGO"));
     build.args(["build", "--quiet", "--example", name]);
     if !cfg!(debug_assertions) {
@@ -21,6 +23,10 @@ fn run(name: &str, args: &[&str]) -> String {
         .status()
         .unwrap();
     assert!(st.success(), "building example {name} failed");
+}
+
+fn run(name: &str, args: &[&str]) -> String {
+    build(name);
     let out = Command::new(examples_dir().join(name))
         .args(args)
         .output()
@@ -89,4 +95,22 @@ fn batching_runs_on_the_sim_for_each_batch_size() {
 #[test]
 fn batching_has_no_unsafe() {
     assert_no_unsafe("batching", include_str!("../examples/batching.rs"));
+}
+
+/// `-d` with a device that does not exist: exit status 1 and one error line naming the
+/// example, no panic, nothing on stdout.
+#[test]
+fn every_example_refuses_a_missing_device_with_an_error() {
+    for name in ["order_gateway", "pingpong", "batching"] {
+        build(name);
+        let out = Command::new(examples_dir().join(name))
+            .args(["-d", "nosuchdev0", "-n", "1"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(out.stdout.is_empty(), "{name} printed to stdout");
+        assert!(stderr.starts_with(&format!("{name}: ")), "{name}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+    }
 }
