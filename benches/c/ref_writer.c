@@ -1,6 +1,6 @@
 /*
  * Reference: the least a C writer does for the same work as benches/mlx5_hot.rs's callgrind
- * workloads, with rdma-core's mlx5dv.h helpers, on plain memory. No validation, no
+ * workloads, with rdma-core's mlx5dv.h definitions, on plain memory. No validation, no
  * accounting, no wr_id tracking: a lower bound to compare instruction counts with.
  *
  *   ref_writer single N    N single inline 8-byte RDMA WRITEs, 8-byte doorbell each
