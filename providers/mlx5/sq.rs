@@ -50,11 +50,13 @@
 //! An inline WRITE or SEND (no UD destination) of at most 12 bytes fits one WQEBB (ctrl,
 //! [raddr,] one inline segment), which never wraps. [`SendQueue::post`] writes it with 64-bit
 //! stores from precomputed parts when `pi < SqGates::fast_end` (one load, one compare, besides
-//! `len <= 12`).
-//! The gate is the budget's `limit`, published at every refill, when the QP allows the fast
-//! path at all (RC / UC, `max_inline_data >= 12`, no `signal_every`), else 0; the poller
-//! zeroes it when the QP fails, and outside RTS the budget is empty. So that compare is the
-//! QP state, the room in the SQ, the CQ reservation, `max_send_wr` and the inline cap at once.
+//! `len <= 12`). The gate is the budget's `limit`, published whenever `limit` changes, when
+//! the QP allows the fast path at all (RC / UC, `max_inline_data >= 12`, no `signal_every`)
+//! and `pi..limit` does not wrap past `u32::MAX`, else 0 (the wrap happens once per 2^32
+//! WQEBBs; until the next refill those posts go the general way); the poller zeroes it when
+//! the QP fails, and outside RTS the budget is empty. Always `fast_end <= limit`, so that
+//! compare is the QP state, the room in the SQ, the CQ reservation, `max_send_wr` and the
+//! inline cap at once.
 //! The ctrl segment's first 8 bytes are a per-QP template by (opcode, ds) ORed with
 //! `be32(wqe_idx << 8)`; the rest is fixed per QP (`ctrl_fm`) or comes from the request.
 //! The wr_id array's offset (`pi << 3 & mask8`) times 8 is the WQE's offset in the ring.
