@@ -180,7 +180,7 @@ impl SqShared {
 /// `SeqCst` for the flag and the gate when they write (a Dekker pair: the poster stores the
 /// gate, then loads `failed` and zeroes it if set; the poller stores `failed`, then zeroes
 /// the gate), so a failed QP never keeps an open gate; the fast path reads it `Relaxed`.
-/// Written at a budget refill (at most every 256 posts) and on rare events.
+/// Written at each budget refill (one per up to 256 WQEBBs posted) and on control-path events.
 pub(crate) struct SqGates {
     pub fast_end: AtomicU32,
 }
