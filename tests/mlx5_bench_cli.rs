@@ -124,3 +124,61 @@ fn json_goes_to_its_file_one_object_per_line_and_not_to_stdout() {
     assert_eq!(code, 1);
     assert!(err.contains("--json /nonexistent-dir/x.json"), "{err}");
 }
+
+/// The value of `"key":` in a one-line JSON object (numbers only).
+fn json_num(line: &str, key: &str) -> u64 {
+    let k = format!("\"{key}\":");
+    let at = line
+        .find(&k)
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+        + k.len();
+    line[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{key} is not a count in {line}"))
+}
+
+#[test]
+fn every_sample_times_many_operations_not_one() {
+    // A 3 ns post timed one per clock read would measure the clock: each sample (the
+    // operations between two clock reads, as the bench counted them) holds at least 64.
+    let path =
+        std::env::temp_dir().join(format!("rdma-direct-bench-ops-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().unwrap();
+    // (args, samples, operations per sample)
+    let cases: [(&[&str], u64, u64); 5] = [
+        (&["post", "-n", "640", "-l", "1"], 10, 64),
+        (&["post", "-n", "960", "-l", "48"], 10, 96),
+        (
+            &["post", "-n", "1280", "-l", "1", "--per-sample", "128"],
+            10,
+            128,
+        ),
+        (&["poll", "-n", "640", "-l", "1"], 10, 64),
+        (&["poll", "-n", "640", "-l", "16"], 10, 64),
+    ];
+    for (args, _, _) in cases {
+        let mut a = args.to_vec();
+        a.extend(["--json", p]);
+        let (code, _, err) = run(&a);
+        assert_eq!(code, 0, "{args:?}: {err}");
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), cases.len(), "{text}");
+    for ((args, samples, per), line) in cases.iter().zip(&lines) {
+        assert_eq!(json_num(line, "samples"), *samples, "{args:?}: {line}");
+        assert_eq!(json_num(line, "ops_per_sample"), *per, "{args:?}: {line}");
+        assert_eq!(
+            json_num(line, "min_ops_per_sample"),
+            *per,
+            "{args:?}: {line}"
+        );
+    }
+    let _ = std::fs::remove_file(&path);
+    let (code, _, err) = run(&["post", "--per-sample", "1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--per-sample 1: must be 64..=512"), "{err}");
+}

@@ -521,6 +521,52 @@ fn the_write_inline_fast_path_writes_the_same_bytes_as_post() {
     ));
 }
 
+#[test]
+fn a_small_inline_cap_keeps_small_inline_posts_working_and_refuses_larger_ones() {
+    // Below 12 bytes of inline cap the one-WQEBB fast path is off for the QP: small inline
+    // WRITEs and SENDs go the general way, with the same bytes, and the cap still refuses.
+    for cap in [0u32, 4, 8, 11] {
+        let small = QpCaps {
+            max_inline_data: cap,
+            ..caps()
+        };
+        let mut a = rig_caps(QpType::Rc, 16, 64, 256, small);
+        let mut b = rig_caps(QpType::Rc, 16, 64, 256, small);
+        let data: Vec<u8> = (0..cap as u8).map(|x| x ^ 0x5a).collect();
+        for i in 0..20u64 {
+            let w = SendWr::write(i, &[], 0x1000 + i, 9).inline(&data);
+            let s = SendWr::send(i, &[]).inline(&data).signaled();
+            a.qp.sq().post(w).unwrap();
+            b.qp.sq().post_general(&w).unwrap();
+            a.qp.sq()
+                .post_write_inline(i, 0x1000 + i, 9, &data, false)
+                .unwrap();
+            b.qp.sq().post_general(&w).unwrap();
+            a.qp.sq().post(s).unwrap();
+            b.qp.sq().post_general(&s).unwrap();
+            a.qp.sq().ring();
+            b.qp.sq().ring();
+            assert_eq!(observe(&mut a), observe(&mut b), "cap {cap}, round {i}");
+            a.dev.complete_sends(&mut a.dcq);
+            b.dev.complete_sends(&mut b.dcq);
+            let mut out = [Completion::EMPTY; 4];
+            assert_eq!(a.cq.poll(&mut out), 1);
+            assert_eq!(b.cq.poll(&mut out), 1);
+        }
+        let big = vec![0u8; cap as usize + 1];
+        let want = PostError::InlineTooLarge {
+            len: cap + 1,
+            max: cap,
+        };
+        let err =
+            a.qp.sq()
+                .post(SendWr::send(1, &[]).inline(&big))
+                .unwrap_err();
+        assert_eq!(err.error, want);
+        assert_eq!(a.qp.sq().post_write_inline(1, 0, 0, &big, false), Err(want));
+    }
+}
+
 /// xorshift, deterministic.
 struct Rng(u64);
 impl Rng {

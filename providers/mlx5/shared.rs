@@ -173,31 +173,30 @@ impl SqShared {
     }
 }
 
-/// The fast-path gates of a send queue: an inline WRITE / SEND of `len < lim` bytes takes
-/// the one-WQEBB fast path (0 = never). Set by the poster (control path: QP type, inline cap,
-/// `signal_every`), zeroed by the poller right after it sets `QpShared::failed`, so the one
-/// load the fast path makes anyway also refuses posts to a failed QP (they go the general
-/// way, which checks `failed`). Both sides use `SeqCst` for the flag and the gates when they
-/// write (a Dekker pair: the poster stores the gates, then loads `failed` and zeroes them if
-/// set; the poller stores `failed`, then zeroes the gates), so a failed QP never keeps an
-/// open gate; the fast path reads them `Relaxed`. Written only on those rare events: the
-/// line stays shared in both caches.
+/// The fast-path gate of a send queue: an inline WRITE / SEND of at most 12 bytes takes the
+/// one-WQEBB fast path while the producer index `pi < fast_end` (unsigned; 0 = closed). The
+/// poster sets it to its posting budget's limit when the QP allows the fast path (RC / UC,
+/// `max_inline_data >= 12`, no `signal_every`) and that limit does not wrap past `u32::MAX`,
+/// else to 0; the poller zeroes it right after it sets `QpShared::failed`, so the one load
+/// the fast path makes anyway covers the budget, the QP type and state, the inline cap and a
+/// failed QP (refused posts go the general way, which checks `failed`). Both sides use
+/// `SeqCst` for the flag and the gate when they write (a Dekker pair: the poster stores the
+/// gate, then loads `failed` and zeroes it if set; the poller stores `failed`, then zeroes
+/// the gate), so a failed QP never keeps an open gate; the fast path reads it `Relaxed`.
+/// Written at each budget refill (one per up to 256 WQEBBs posted) and on control-path events.
 pub(crate) struct SqGates {
-    pub write_lim: AtomicU32,
-    pub send_lim: AtomicU32,
+    pub fast_end: AtomicU32,
 }
 
 impl SqGates {
     pub fn new() -> SqGates {
         SqGates {
-            write_lim: AtomicU32::new(0),
-            send_lim: AtomicU32::new(0),
+            fast_end: AtomicU32::new(0),
         }
     }
     /// Poller side: the QP failed (after `failed` was set).
     pub fn close(&self) {
-        self.write_lim.store(0, Ordering::SeqCst);
-        self.send_lim.store(0, Ordering::SeqCst);
+        self.fast_end.store(0, Ordering::SeqCst);
     }
 }
 

@@ -43,21 +43,34 @@
 //! adds to), so the fast path counts nothing.
 //!
 //! An error completion moves the QP to ERR behind the poster's back: the poller sets
-//! `QpShared::failed` and closes the fast-path gates ([`SqGates`]), which the fast path
+//! `QpShared::failed` and closes the fast-path gate ([`SqGates`]), which the fast path
 //! reads anyway; the general path checks `failed` and refuses with `BadState`.
 //!
 //! ## Fast path
 //!
 //! An inline WRITE or SEND (no UD destination) of at most 12 bytes fits one WQEBB (ctrl,
 //! [raddr,] one inline segment), which never wraps. [`SendQueue::post`] writes it with 64-bit
-//! stores from precomputed parts (`ctrl_hi[ds]` = `be32(qpn << 8 | ds)`), when `len < write_lim`
-//! (or `send_lim`: 0 for UD, with `signal_every` set or without inline) and the budget is not
-//! empty. Everything else takes [`Mlx5Sq::post_general`], which checks and writes every request;
-//! both produce the same bytes and accounting (tests/mlx5_sq.rs holds them equal).
+//! stores from precomputed parts when `pi < SqGates::fast_end` (one load, one compare, besides
+//! `len <= 12`). The gate is the budget's `limit`, published whenever `limit` changes, when
+//! the QP allows the fast path at all (RC / UC, `max_inline_data >= 12`, no `signal_every`)
+//! and `pi..limit` does not wrap past `u32::MAX`, else 0 (the wrap happens once per 2^32
+//! WQEBBs; until the next refill those posts go the general way); the poller zeroes it when
+//! the QP fails, and outside RTS the budget is empty. Always `fast_end <= limit`, so that
+//! compare is the QP state, the room in the SQ, the CQ reservation, `max_send_wr` and the
+//! inline cap at once.
+//! The ctrl segment's first 8 bytes are a per-QP template by (opcode, ds) ORed with
+//! `be32(wqe_idx << 8)`; the rest is fixed per QP (`ctrl_fm`) or comes from the request.
+//! The wr_id array's offset (`pi << 3 & mask8`) times 8 is the WQE's offset in the ring.
+//! Everything else, and the post that finds the budget empty (it refills, then writes the fast
+//! way), takes the out-of-line path; [`Mlx5Sq::post_general`] checks and writes every request.
+//! Both produce the same bytes and accounting (tests/mlx5_sq.rs holds them equal).
 //!
 //! ## Doorbell (rdma-core's order)
 //!
-//! WQEs written; [`to_device_store_barrier`]; `dbrec[1] = be32(pi & 0xffff)` (also the
+//! `ring` compares the staged WQEBBs with `bf_bbs` once (0 with BlueFlame off): more staged
+//! than a BlueFlame WQE spans is the 8-byte doorbell, written inline; 1..=`bf_bbs` staged
+//! (BlueFlame on) goes to the out-of-line BlueFlame choice; nothing staged, nothing. WQEs
+//! written; [`to_device_store_barrier`]; `dbrec[1] = be32(pi & 0xffff)` (also the
 //! producer position the poller validates a CQE against); [`wc_start`]; then either the
 //! 8-byte doorbell (the first 8 bytes of the last WQE's ctrl segment, kept from when it was
 //! written) or a BlueFlame copy of the single staged WQE, to the current BlueFlame half;
@@ -173,6 +186,8 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     buf: *mut u8,
     /// `wqe_cnt - 1`.
     mask: u32,
+    /// `mask << 3`: masks `pi << 3`, a WQE's offset in the wr_id array (see `fast_inline`).
+    mask8: u32,
     /// See the module doc.
     pi: u32,
     /// Posting budget as a limit on `pi` (see the module doc): `limit - pi` WQEBBs may be
@@ -185,13 +200,13 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     /// adds to it (the fast path writes one-WQEBB WQEs), so counting costs the fast path
     /// nothing.
     bb_extra: u32,
-    /// `QpShared::gates` (`shared` keeps it alive): an inline WRITE / SEND of `len < lim`
-    /// bytes takes the one-WQEBB fast path; 0 = never (UD, `signal_every` set, no inline at
-    /// all, or the QP failed).
+    /// `QpShared::gates` (`shared` keeps it alive): the fast path is open while
+    /// `pi < fast_end` (see [`SqGates`]).
     gates: *const SqGates,
-    /// `[ds]`: the ctrl segment's bytes 4..8 (`be32(qpn << 8 | ds)`) in the high half of a
-    /// u64, the low half is filled per WQE with `be32(wqe_idx << 8 | opcode)`.
-    ctrl_hi: [u64; 4],
+    /// The fast path's ctrl segment bytes 0..8 less the WQE index, by
+    /// `[2 * is_write + has_data]`: `be32(opcode)` in the low half (opmod 0), `be32(qpn << 8
+    /// | ds)` in the high half; the WQE ORs in `be32(wqe_idx << 8)`.
+    ctrl_fast: [u64; 4],
     /// The ctrl segment's bytes 8..16 for `fm_ce_se` 0: `sq_sig_all`'s CQ_UPDATE at byte 11.
     ctrl_fm: u64,
     /// First 8 bytes of the last WQE's ctrl segment: the 8-byte doorbell.
@@ -203,8 +218,9 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     /// The BlueFlame half the next doorbell goes to, and the XOR that flips to the other.
     bf_cur: *mut u8,
     bf_flip: usize,
-    /// The doorbell goes through [`Self::ring_bf`], which may use BlueFlame.
-    bf_on: bool,
+    /// Staged WQEBBs up to this many go through [`Self::ring_bf`], which may use BlueFlame
+    /// for a single WQE (0: BlueFlame off; else the WQEBBs of the largest BlueFlame WQE).
+    bf_bbs: u32,
     // --- Cold: slow path, control path. ---
     wqe_cnt: u32,
     /// Ring size in bytes minus one (for wrapping byte offsets).
@@ -222,6 +238,9 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     /// (derived from the [`DoorbellMode`] and `bf_size`; `bf_max_ds == 0`: never).
     bf_min_ds: u32,
     bf_max_ds: u32,
+    /// The QP allows the fast path (RC / UC, `max_inline_data >= FAST_INLINE_MAX`, no
+    /// `signal_every`): `SqGates::fast_end` follows `limit`, else it stays 0.
+    fast_ok: bool,
     /// CQ entries held beyond `limit - pi` (see the module doc).
     cq_extra: u32,
     /// The CQ entries one budget refill asks for.
@@ -238,7 +257,7 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
 }
 
 // The hot fields end within the first 128 bytes.
-const _: () = assert!(core::mem::offset_of!(Mlx5Sq, bf_on) < 128);
+const _: () = assert!(core::mem::offset_of!(Mlx5Sq, bf_bbs) < 128);
 
 // SAFETY: the raw pointers point into this QP's rings, dbrec and bfreg, which the QP's owner
 // keeps alive, or into `shared` / `_sink`, which this queue owns; only this queue (one
@@ -354,18 +373,27 @@ impl<D: Owners> Mlx5Sq<D> {
         };
         let bf_size = if dv.bf_reg.is_null() { 0 } else { dv.bf_size };
         let qpn = dv.qpn & MLX5_QPN_MASK;
-        let mut ctrl_hi = [0u64; 4];
-        for (ds, w) in ctrl_hi.iter_mut().enumerate() {
-            *w = (u64::from((qpn << MLX5_WQE_CTRL_QPN_SHIFT | ds as u32).to_be())) << 32;
+        let mut ctrl_fast = [0u64; 4];
+        for (i, w) in ctrl_fast.iter_mut().enumerate() {
+            let (is_write, has_data) = (i as u32 >> 1, i as u32 & 1);
+            let ds = 1 + is_write + has_data;
+            let opcode = if is_write != 0 {
+                MLX5_OPCODE_RDMA_WRITE
+            } else {
+                MLX5_OPCODE_SEND
+            };
+            *w = (u64::from((qpn << MLX5_WQE_CTRL_QPN_SHIFT | ds).to_be()) << 32)
+                | u64::from(u32::from(opcode).to_be());
         }
         let mut sq = Mlx5Sq {
             buf: dv.sq_buf,
             mask: dv.sq_wqe_cnt - 1,
+            mask8: (dv.sq_wqe_cnt - 1) << 3,
             pi: 0,
             limit: 0,
             rung_pi: 0,
             bb_extra: 0,
-            ctrl_hi,
+            ctrl_fast,
             ctrl_fm: 0,
             last_ctrl: 0,
             wrid: shared.sq.wrid.as_ptr(),
@@ -373,7 +401,7 @@ impl<D: Owners> Mlx5Sq<D> {
             dbrec_sq: dv.dbrec.wrapping_add(MLX5_SND_DBR),
             bf_cur: bf_reg,
             bf_flip: (bf_reg as usize) ^ (bf_reg as usize + bf_size as usize),
-            bf_on: false,
+            bf_bbs: 0,
             wqe_cnt: dv.sq_wqe_cnt,
             byte_mask: dv.sq_wqe_cnt as usize * MLX5_SEND_WQE_BB - 1,
             qpn,
@@ -386,6 +414,7 @@ impl<D: Owners> Mlx5Sq<D> {
             path_mtu: 4096,
             bf_min_ds: 0,
             bf_max_ds: 0,
+            fast_ok: false,
             cq_extra: 0,
             cq_batch: (cq.dv.cqe_cnt / 8).clamp(1, CQ_BUDGET_MAX),
             bf_reg,
@@ -401,17 +430,26 @@ impl<D: Owners> Mlx5Sq<D> {
         sq
     }
 
-    /// The fast-path gates from the QP type, inline cap and `signal_every` (see the fields).
+    /// Whether the QP allows the fast path (QP type, inline cap, `signal_every`), then the
+    /// gate.
     fn update_fast_limits(&mut self) {
-        let lim = if self.signal_every != 0 {
-            0
+        self.fast_ok = self.signal_every == 0
+            && self.qp_type != QpType::Ud
+            && self.caps.max_inline_data >= FAST_INLINE_MAX;
+        self.publish_limit();
+    }
+
+    /// The fast-path gate after `limit` or `fast_ok` changed (see [`SqGates`]): `limit`
+    /// when the fast path is allowed and `pi..limit` does not wrap, else closed.
+    #[inline(never)]
+    fn publish_limit(&mut self) {
+        let end = if self.fast_ok && self.limit >= self.pi {
+            self.limit
         } else {
-            self.caps.max_inline_data.min(FAST_INLINE_MAX) + 1
+            0
         };
-        let lim = if self.qp_type == QpType::Ud { 0 } else { lim };
         let g = &self.shared.gates;
-        g.write_lim.store(lim, Ordering::SeqCst);
-        g.send_lim.store(lim, Ordering::SeqCst);
+        g.fast_end.store(end, Ordering::SeqCst);
         // The poller may have failed the QP meanwhile (see `SqGates`).
         if self.shared.failed.load(Ordering::SeqCst) {
             g.close();
@@ -425,6 +463,7 @@ impl<D: Owners> Mlx5Sq<D> {
         if s != QpState::Rts {
             self.cq_extra += self.limit.wrapping_sub(self.pi);
             self.limit = self.pi;
+            self.publish_limit();
         }
     }
 
@@ -445,6 +484,7 @@ impl<D: Owners> Mlx5Sq<D> {
         let held = self.limit.wrapping_sub(self.pi) + self.cq_extra;
         self.limit = self.pi;
         self.cq_extra = 0;
+        self.publish_limit();
         held
     }
 
@@ -538,6 +578,7 @@ impl<D: Owners> Mlx5Sq<D> {
         let budget = held.min(room - nbb).min(self.caps.max_send_wr - wrs - 1);
         self.limit = self.pi.wrapping_add(nbb).wrapping_add(budget);
         self.cq_extra = held - budget;
+        self.publish_limit();
         Ok(())
     }
 
@@ -558,18 +599,14 @@ impl<D: Owners> Mlx5Sq<D> {
         self.pi.wrapping_sub(self.bb_extra)
     }
 
-    /// The fast-path gate for inline WRITEs (see [`SqGates`]).
+    /// The fast path may take an inline payload of `len` bytes now: the gate is open for
+    /// `pi` (budget, QP type and state, inline cap; see [`SqGates`]) and the payload fits one
+    /// inline segment.
     #[inline(always)]
-    fn write_lim(&self) -> u32 {
+    fn fast_open(&self, len: usize) -> bool {
         // SAFETY: `gates` points into `shared`, which this queue holds.
-        unsafe { (*self.gates).write_lim.load(Ordering::Relaxed) }
-    }
-
-    /// The fast-path gate for inline SENDs (see [`SqGates`]).
-    #[inline(always)]
-    fn send_lim(&self) -> u32 {
-        // SAFETY: as in `write_lim`.
-        unsafe { (*self.gates).send_lim.load(Ordering::Relaxed) }
+        let end = unsafe { (*self.gates).fast_end.load(Ordering::Relaxed) };
+        self.pi < end && len <= FAST_INLINE_MAX as usize
     }
 
     /// True once the poller returned an error completion for this QP (see the module doc).
@@ -593,45 +630,46 @@ impl<D: Owners> Mlx5Sq<D> {
     /// The first 8 bytes of a ctrl segment at `pi`: opmod 0, `wqe_idx`, opcode, qpn, ds.
     #[inline(always)]
     fn ctrl0(&self, opcode: u8, ds: u32) -> u64 {
-        let hi = if (ds as usize) < self.ctrl_hi.len() {
-            self.ctrl_hi[ds as usize]
-        } else {
-            u64::from((self.qpn << MLX5_WQE_CTRL_QPN_SHIFT | ds).to_be()) << 32
-        };
+        let hi = u64::from((self.qpn << MLX5_WQE_CTRL_QPN_SHIFT | ds).to_be()) << 32;
         let idx = self.pi & MLX5_WQE_INDEX_MASK;
         u64::from((idx << MLX5_WQE_CTRL_WQE_INDEX_SHIFT | u32::from(opcode)).to_be()) | hi
     }
 
+    /// The gate was shut for a fast-path request of `len` bytes: when only the budget ran
+    /// out, refill it for this request (one WQEBB) and say so; the caller then writes it on
+    /// the fast path. Otherwise (or when the refill is refused) false: the general path
+    /// takes the request and finds the same refusal, if any.
+    #[cold]
+    #[inline(never)]
+    fn fast_refill(&mut self, len: usize) -> bool {
+        self.fast_ok
+            && len <= FAST_INLINE_MAX as usize
+            && self.pi == self.limit
+            && self.refill(1).is_ok()
+    }
+
     /// The one-WQEBB fast path: an inline WRITE (`remote` given) or SEND of at most
-    /// [`FAST_INLINE_MAX`] bytes, the caller having checked `data.len() < write_lim/send_lim`
-    /// and the budget. Same bytes as [`Self::write_wqe`]; no wrap (one WQEBB never wraps).
+    /// [`FAST_INLINE_MAX`] bytes, the caller having checked [`Self::fast_open`]. Same bytes
+    /// as [`Self::write_wqe`]; no wrap (one WQEBB never wraps). (Or after
+    /// [`Self::fast_refill`], when the gate stays shut only because `pi..limit` wraps.)
     #[inline(always)]
-    fn fast_inline(
-        &mut self,
-        wr_id: u64,
-        remote: Option<(u64, u32)>,
-        opcode: u8,
-        imm: u32,
-        data: &[u8],
-        flags: u8,
-    ) {
+    fn fast_inline(&mut self, wr_id: u64, remote: Option<(u64, u32)>, data: &[u8], flags: u8) {
         let len = data.len();
         let has_data = len != 0;
-        let ds = 1 + remote.is_some() as u32 + has_data as u32;
-        let ctrl = self.ctrl0(opcode, ds);
+        let pi = self.pi;
+        let ctrl = self.ctrl_fast[remote.is_some() as usize * 2 + has_data as usize]
+            | u64::from(((pi & MLX5_WQE_INDEX_MASK) << MLX5_WQE_CTRL_WQE_INDEX_SHIFT).to_be());
         let fm = u64::from(FM_CE_SE[(flags & 7) as usize]) << 24;
+        // The slot's offset in the wr_id array (8 bytes an entry); the WQE's in the ring is 8
+        // times that (64 bytes a WQEBB): one shift serves both addresses.
+        let slot8 = (pi << 3 & self.mask8) as usize;
         // SAFETY: the WQE is one WQEBB at `pi & mask` inside the SQ ring (64-aligned, the ring
-        // is a multiple of 64), and it is free: the budget (`take`) covered it.
+        // is a multiple of 64), and it is free: the gate (`fast_open`) covered it.
         unsafe {
-            let w = self
-                .buf
-                .add((self.pi & self.mask) as usize * MLX5_SEND_WQE_BB);
+            let w = self.buf.add(slot8 * (MLX5_SEND_WQE_BB / 8));
             core::ptr::write(w as *mut u64, ctrl);
-            // signature, dci stream channel id, fm_ce_se, imm: one 64-bit store.
-            core::ptr::write(
-                w.add(ctrl_off::SIGNATURE) as *mut u64,
-                self.ctrl_fm | fm | u64::from(imm.to_be()) << 32,
-            );
+            // signature, dci stream channel id, fm_ce_se, imm (0): one 64-bit store.
+            core::ptr::write(w.add(ctrl_off::SIGNATURE) as *mut u64, self.ctrl_fm | fm);
             let mut seg = w.add(MLX5_WQE_DS_UNITS);
             if let Some((raddr, rkey)) = remote {
                 core::ptr::write(seg.add(raddr_off::RADDR) as *mut u64, raddr.to_be());
@@ -651,8 +689,13 @@ impl<D: Owners> Mlx5Sq<D> {
                 core::ptr::write(seg.add(8) as *mut u64, 0);
                 copy_small(seg.add(4), data);
             }
+            // SAFETY: `wrid` points to `wqe_cnt` entries kept alive by `shared`; `slot8 / 8`
+            // is masked with `wqe_cnt - 1`.
+            (*((self.wrid as *const u8).add(slot8) as *const AtomicU64))
+                .store(wr_id, Ordering::Relaxed);
         }
-        self.record(wr_id, ctrl, 1);
+        self.last_ctrl = ctrl;
+        self.pi = pi.wrapping_add(1);
     }
 
     /// The latency fast path (like rdma-core's `ibv_wr_rdma_write` + `ibv_wr_set_inline_data`):
@@ -668,17 +711,8 @@ impl<D: Owners> Mlx5Sq<D> {
         data: &[u8],
         signaled: bool,
     ) -> Result<(), PostError> {
-        if data.len() < self.write_lim() as usize
-            && (self.pi != self.limit || self.refill(1).is_ok())
-        {
-            self.fast_inline(
-                wr_id,
-                Some((raddr, rkey)),
-                MLX5_OPCODE_RDMA_WRITE,
-                0,
-                data,
-                signaled as u8,
-            );
+        if self.fast_open(data.len()) || self.fast_refill(data.len()) {
+            self.fast_inline(wr_id, Some((raddr, rkey)), data, signaled as u8);
             return Ok(());
         }
         let mut wr = SendWr::new(wr_id, SendOp::Write { raddr, rkey }, &[]).inline(data);
@@ -696,7 +730,7 @@ impl<D: Owners> Mlx5Sq<D> {
             DoorbellMode::BlueFlame => (1, max),
             DoorbellMode::Auto => (2, max),
         };
-        self.bf_on = self.bf_max_ds != 0;
+        self.bf_bbs = self.bf_max_ds.div_ceil(4);
     }
 
     /// WRs posted and not yet retired.
@@ -973,10 +1007,10 @@ impl<D: Owners> Mlx5Sq<D> {
         }
     }
 
-    /// Publish the staged WQEs: dbrec, then the 8-byte doorbell (BlueFlame: [`Self::ring_bf`]).
+    /// Publish the `staged_bbs` (> 0) staged WQEBBs: dbrec, then the 8-byte doorbell, or,
+    /// when `maybe_bf`, [`Self::ring_bf`].
     #[inline(always)]
-    fn ring_doorbell(&mut self) {
-        let staged_bbs = self.pi.wrapping_sub(self.rung_pi);
+    fn ring_doorbell(&mut self, staged_bbs: u32, maybe_bf: bool) {
         self.rung_pi = self.pi;
         // Orders the WQE stores before the dbrec store the device may act on.
         to_device_store_barrier();
@@ -986,7 +1020,7 @@ impl<D: Owners> Mlx5Sq<D> {
             (*(self.dbrec_sq as *const AtomicU32))
                 .store((self.pi & MLX5_WQE_INDEX_MASK).to_be(), Ordering::Release)
         };
-        if self.bf_on {
+        if maybe_bf {
             self.ring_bf(staged_bbs);
             return;
         }
@@ -1079,8 +1113,24 @@ impl<D: Owners> Mlx5Sq<D> {
 impl<D: Owners> Mlx5Sq<D> {
     /// Every request the fast path does not take (out of line, so the request is only
     /// materialised in memory here, not on the fast path).
+    #[cold]
     #[inline(never)]
     fn post_slow<'a>(&mut self, wr: SendWr<'a, D::Ah>) -> Result<(), Rejected<SendWr<'a, D::Ah>>> {
+        // A fast-path request that found only the budget empty: refilled, it is written the
+        // fast way here.
+        if let (Payload::Inline(data), None) = (wr.payload, wr.ud) {
+            let remote = match wr.op {
+                SendOp::Write { raddr, rkey } => Some(Some((raddr, rkey))),
+                SendOp::Send => Some(None),
+                _ => None,
+            };
+            if let Some(remote) = remote {
+                if self.fast_refill(data.len()) {
+                    self.fast_inline(wr.wr_id, remote, data, wr.flags.0);
+                    return Ok(());
+                }
+            }
+        }
         match self.post_general(&wr) {
             Ok(()) => Ok(()),
             Err(error) => Err(reject(wr, error)),
@@ -1102,25 +1152,18 @@ impl<D: Owners> SendQueue for Mlx5Sq<D> {
     }
     #[inline(always)]
     fn post<'a>(&mut self, wr: SendWr<'a, D::Ah>) -> Result<(), Rejected<SendWr<'a, D::Ah>>> {
-        // Small inline WRITEs and SENDs (one WQEBB) take the fast path when the budget covers
-        // them: same checks (folded into `write_lim` / `send_lim` and the budget), same bytes.
+        // Small inline WRITEs and SENDs (one WQEBB) take the fast path while its gate is open:
+        // same checks (folded into the gate, see `SqGates`), same bytes. Anything else, and
+        // the post that finds the budget empty, goes the general way (which refills it).
         if let (Payload::Inline(data), None) = (wr.payload, wr.ud) {
-            let fast = match wr.op {
-                SendOp::Write { raddr, rkey } if data.len() < self.write_lim() as usize => {
-                    Some((Some((raddr, rkey)), MLX5_OPCODE_RDMA_WRITE))
-                }
-                SendOp::Send if data.len() < self.send_lim() as usize => {
-                    Some((None, MLX5_OPCODE_SEND))
-                }
-                _ => None,
-            };
-            // An empty budget is refilled here (one WQEBB); a refusal goes the general way,
-            // which finds the same error and hands the request back.
-            if let Some((remote, op)) = fast {
-                if self.pi != self.limit || self.refill(1).is_ok() {
-                    self.fast_inline(wr.wr_id, remote, op, 0, data, wr.flags.0);
-                    return Ok(());
-                }
+            let fast_op = matches!(wr.op, SendOp::Write { .. } | SendOp::Send);
+            if fast_op && self.fast_open(data.len()) {
+                let remote = match wr.op {
+                    SendOp::Write { raddr, rkey } => Some((raddr, rkey)),
+                    _ => None,
+                };
+                self.fast_inline(wr.wr_id, remote, data, wr.flags.0);
+                return Ok(());
             }
         }
         // `black_box` (an identity) makes the request's copy in memory happen here, on this
@@ -1131,8 +1174,13 @@ impl<D: Owners> SendQueue for Mlx5Sq<D> {
 
     #[inline(always)]
     fn ring(&mut self) {
-        if self.pi != self.rung_pi {
-            self.ring_doorbell();
+        // One compare for the common case: more WQEBBs staged than a BlueFlame WQE has (with
+        // BlueFlame off, `bf_bbs` is 0: anything staged) is the 8-byte doorbell.
+        let staged = self.pi.wrapping_sub(self.rung_pi);
+        if staged > self.bf_bbs {
+            self.ring_doorbell(staged, false);
+        } else if staged != 0 {
+            self.ring_doorbell(staged, true);
         }
     }
 

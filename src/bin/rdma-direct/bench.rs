@@ -15,8 +15,10 @@ mod plain;
 mod batching;
 
 use plain::{BenchOp, Loopback};
-use rdma_direct::providers::mlx5::DoorbellMode;
-use rdma_direct::providers::{Completion, CompletionQueue, QueuePair, SendQueue};
+use rdma_direct::providers::mlx5::{AddressVector, DoorbellMode, Mlx5Sq};
+use rdma_direct::providers::{
+    Completion, CompletionQueue, PostError, QueuePair, SendQueue, SendWr,
+};
 
 const USAGE: &str = "\
 usage: rdma-direct bench post|poll|batching [options]
@@ -34,13 +36,16 @@ options:
                        fetch_add, cmp_swap
       --bf             ring single posts with BlueFlame (libmlx5's rule)
       --db             always the 8-byte doorbell (default)
-      --json FILE      also append the figures as one JSON object (one line) to FILE
+      --json FILE      also append the figures as one JSON object (one line) to FILE,
+                       with the samples taken and the operations each timed
+      --per-sample N   operations timed per sample, at least (64..=512, default 64)
       --provider P     auto or mlx5 (the same: the mlx5 provider's queues on plain memory);
                        verbs and sim are refused (no device is involved)
 
 Timing: each sample times at least 64 operations between two clock reads (post: whole
 batches of -l requests and their doorbells; poll: whole poll calls), so the clock's own
-cost (~20-40 ns) stays small against a 3 ns post; the figures are per operation.
+cost (~20-60 ns a read) stays small against a 3 ns post; the figures are per operation.
+benches/bench_check.sh checks them against callgrind's instruction count.
 
 Measured on plain memory with this program playing the device: the driver's own cost, not
 a NIC's latency.
@@ -68,11 +73,17 @@ struct Opts {
     op: BenchOp,
     mode: DoorbellMode,
     json: Option<String>,
+    /// Operations timed per sample, at least (`--per-sample`).
+    per_sample: u32,
 }
 
 /// Operations timed per sample, at least: a sample is whole batches (post) or whole poll
 /// calls (poll) covering this many.
 const OPS_PER_SAMPLE: u32 = 64;
+
+/// Largest `--per-sample`: a post sample's requests (up to 5 WQEBBs each) fit the 4096-WQEBB
+/// send queue.
+const MAX_PER_SAMPLE: u32 = 512;
 
 fn parse(args: &[String], poll: bool) -> Result<Opts, String> {
     let mut o = Opts {
@@ -82,6 +93,7 @@ fn parse(args: &[String], poll: bool) -> Result<Opts, String> {
         op: BenchOp::WriteInline,
         mode: DoorbellMode::Doorbell,
         json: None,
+        per_sample: OPS_PER_SAMPLE,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -115,11 +127,18 @@ fn parse(args: &[String], poll: bool) -> Result<Opts, String> {
             "--bf" => o.mode = DoorbellMode::Auto,
             "--db" => o.mode = DoorbellMode::Doorbell,
             "--json" => o.json = Some(val(a)?),
+            "--per-sample" => o.per_sample = num(val(a)?, a)?,
             other => return Err(format!("unknown option '{other}'")),
         }
     }
     if o.batch == 0 || o.batch > 64 {
         return Err(format!("-l {}: must be 1..=64", o.batch));
+    }
+    if !(OPS_PER_SAMPLE..=MAX_PER_SAMPLE).contains(&o.per_sample) {
+        return Err(format!(
+            "--per-sample {}: must be {OPS_PER_SAMPLE}..={MAX_PER_SAMPLE}",
+            o.per_sample
+        ));
     }
     if o.iters == 0 {
         return Err("-n 0: nothing to measure".into());
@@ -206,11 +225,21 @@ struct Stats {
     mpps: f64,
 }
 
-/// Append one JSON object (one line) to `path`; the table on stdout stays as it is.
-fn write_json(path: &str, head: &str, per_sample: u32, st: &Stats) -> Result<(), String> {
+/// Append one JSON object (one line) to `path`; the table on stdout stays as it is. `counts`:
+/// the operations each sample timed, as counted while it ran (`samples`, their median
+/// `ops_per_sample` and smallest `min_ops_per_sample`; the last sample may be a remainder).
+fn write_json(path: &str, head: &str, counts: &mut [u32], st: &Stats) -> Result<(), String> {
     use std::io::Write;
+    counts.sort_unstable();
+    let n = counts.len();
+    let (median, least) = if n == 0 {
+        (0, 0)
+    } else {
+        (counts[n / 2], counts[0])
+    };
     let line = format!(
-        "{{{head},\"ops_per_sample\":{per_sample},\"t_min_ns\":{:.3},\"t_max_ns\":{:.3},\
+        "{{{head},\"samples\":{n},\"ops_per_sample\":{median},\"min_ops_per_sample\":{least},\
+         \"t_min_ns\":{:.3},\"t_max_ns\":{:.3},\
          \"t_typical_ns\":{:.3},\"t_avg_ns\":{:.3},\"t_stdev_ns\":{:.3},\"p99_ns\":{:.3},\
          \"p999_ns\":{:.3},\"mpps\":{:.4},\"memory\":\"plain memory, not hardware\"}}\n",
         st.t_min, st.t_max, st.t_typical, st.t_avg, st.t_stdev, st.p99, st.p999, st.mpps
@@ -228,10 +257,12 @@ fn bench_post(o: &Opts) {
     lb.qp.set_doorbell_mode(o.mode);
     let sge = lb.sge(o.size);
     let payload = vec![0x5au8; o.size.min(256) as usize];
-    // Whole batches per sample, at least OPS_PER_SAMPLE requests.
-    let per_sample = OPS_PER_SAMPLE.div_ceil(o.batch);
+    // Whole batches per sample, at least `--per-sample` requests.
+    let per_sample = o.per_sample.div_ceil(o.batch);
     let batches = o.iters.div_ceil(o.batch);
     let mut samples = Vec::with_capacity(batches.div_ceil(per_sample) as usize);
+    // Operations timed by each sample (between its two clock reads).
+    let mut counts = Vec::with_capacity(samples.capacity());
     let mut total = 0f64;
     let mut id = 0u64;
     // The requests are built before the clock starts (WQEBBs per request: at most 5 here).
@@ -253,18 +284,15 @@ fn bench_post(o: &Opts) {
         }
         let sq = lb.qp.sq();
         let t = Instant::now();
-        for batch in wrs.chunks(o.batch as usize) {
-            for wr in batch {
-                if let Err(r) = sq.post(*wr) {
-                    eprintln!("rdma-direct bench: post refused: {}", r.error);
-                    std::process::exit(1);
-                }
-            }
-            sq.ring();
-        }
+        let done = post_sample(sq, &wrs, o.batch as usize);
         let ns = t.elapsed().as_nanos() as f64;
+        if let Err(e) = done {
+            eprintln!("rdma-direct bench: post refused: {e}");
+            std::process::exit(1);
+        }
         total += ns;
-        samples.push(ns / f64::from(o.batch * these));
+        samples.push(ns / wrs.len() as f64);
+        counts.push(wrs.len() as u32);
     }
     lb.drain();
     println!(
@@ -288,11 +316,29 @@ fn bench_post(o: &Opts) {
             if o.mode == DoorbellMode::Doorbell { "db" } else { "bf" },
             batches * o.batch
         );
-        if let Err(e) = write_json(path, &head, per_sample * o.batch, &st) {
+        if let Err(e) = write_json(path, &head, &mut counts, &st) {
             eprintln!("rdma-direct bench: {e}");
             std::process::exit(1);
         }
     }
+}
+
+/// The timed part of one `bench post` sample: post `wrs` in order, ringing the doorbell after
+/// every `batch` of them. Out of line so that callgrind can count its instructions alone
+/// (`--toggle-collect='*post_sample*'`, benches/README.md): the clock reads stay outside.
+#[inline(never)]
+fn post_sample(
+    sq: &mut Mlx5Sq<plain::Plain>,
+    wrs: &[SendWr<'_, AddressVector>],
+    batch: usize,
+) -> Result<(), PostError> {
+    for chunk in wrs.chunks(batch) {
+        for wr in chunk {
+            sq.post(*wr).map_err(|r| r.error)?;
+        }
+        sq.ring();
+    }
+    Ok(())
 }
 
 fn bench_poll(o: &Opts) {
@@ -301,6 +347,7 @@ fn bench_poll(o: &Opts) {
     let payload = [0u8; 8];
     let mut out = vec![Completion::EMPTY; o.batch as usize];
     let mut samples = Vec::new();
+    let mut counts = Vec::new();
     let mut total = 0f64;
     let mut done = 0u32;
     let mut id = 0u64;
@@ -318,10 +365,10 @@ fn bench_poll(o: &Opts) {
         lb.qp.sq().ring();
         lb.dev.complete_sends(&mut lb.dcq);
         // ...and they are polled in batches (timed).
-        // Whole poll calls per sample, at least OPS_PER_SAMPLE completions.
+        // Whole poll calls per sample, at least `--per-sample` completions.
         let mut got = 0;
         while got < n {
-            let want = (n - got).min(OPS_PER_SAMPLE.max(o.batch));
+            let want = (n - got).min(o.per_sample.max(o.batch));
             let mut k = 0;
             let t = Instant::now();
             while k < want {
@@ -338,6 +385,7 @@ fn bench_poll(o: &Opts) {
             }
             total += ns;
             samples.push(ns / f64::from(k));
+            counts.push(k);
             got += k;
         }
         done += n;
@@ -352,7 +400,7 @@ fn bench_poll(o: &Opts) {
             "\"bench\":\"poll\",\"batch\":{},\"iters\":{}",
             o.batch, o.iters
         );
-        if let Err(e) = write_json(path, &head, OPS_PER_SAMPLE.max(o.batch), &st) {
+        if let Err(e) = write_json(path, &head, &mut counts, &st) {
             eprintln!("rdma-direct bench: {e}");
             std::process::exit(1);
         }
