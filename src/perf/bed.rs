@@ -1,0 +1,164 @@
+//! The test bed of an in-process run: a client and a server QP on one device, each with its
+//! CQ, its memory region and its buffer, connected to each other ([`setup`]).
+//!
+//! Contract: [`Bed`] owns everything [`setup`] made and drops it in the order its doc
+//! states; on SEND tests each side's receive queue is kept full ([`refill_recvs`]). Nothing
+//! here is timed.
+
+use memmap2::MmapMut;
+
+use crate::providers::{
+    Access, ConnectOpts, MemoryRegion, Provider, QpCaps, QpConfig, QpEndpoint, QpType, QueuePair,
+    RecvQueue, RecvWr,
+};
+use crate::{Error, Result};
+
+use super::params::GRH;
+use super::pingpong::RECV_WRID;
+use super::{perr, Params, RX_DEPTH, TX_DEPTH};
+
+/// One side: its QP, CQ, MR, and buffer halves (`[0, half)` outgoing, `[half, 2 half)`
+/// incoming).
+pub(super) struct Side<P: Provider> {
+    pub(super) qp: P::Qp,
+    pub(super) cq: P::Cq,
+    pub(super) mr: P::Mr,
+    pub(super) ep: QpEndpoint,
+    pub(super) base: *mut u8,
+    /// Receives still posted (SEND tests).
+    pub(super) routs: u32,
+}
+
+/// Everything a run sets up. Field order is drop order: AHs and QPs (inside the sides)
+/// before the PD, the memory last.
+pub(super) struct Bed<P: Provider> {
+    pub(super) ahs: Option<(P::Ah, P::Ah)>,
+    pub(super) client: Side<P>,
+    pub(super) server: Side<P>,
+    _pd: P::Pd,
+    _mem: (MmapMut, MmapMut),
+    pub(super) half: usize,
+    pub(super) max_inline: u32,
+    pub(super) mtu: u32,
+}
+
+pub(super) fn setup<P: Provider>(p: &mut P, o: &Params, max_size: u32) -> Result<Bed<P>> {
+    let grh = if o.qp_type == QpType::Ud { GRH } else { 0 };
+    // Each half holds one message (plus the GRH on UD), 64-byte aligned.
+    let half = ((max_size + grh) as usize).next_multiple_of(64).max(64);
+    let map = || {
+        MmapMut::map_anon(2 * half).map_err(|e| Error::Io {
+            context: format!("perf: mmap of {} B", 2 * half),
+            kind: e.kind(),
+            detail: e.to_string(),
+        })
+    };
+    let (mut m0, mut m1) = (map()?, map()?);
+    let pd = p.alloc_pd()?;
+    let send = o.test.is_send();
+    let caps = QpCaps {
+        max_send_wr: TX_DEPTH,
+        max_recv_wr: if send { RX_DEPTH } else { 1 },
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: o.inline,
+    };
+    let cfg = QpConfig {
+        qp_type: o.qp_type,
+        caps,
+        sq_sig_all: false,
+    };
+    let copts = connect_opts(o);
+    let mk = |p: &mut P, m: &mut MmapMut| -> Result<Side<P>> {
+        let cqe = caps.max_send_wr + caps.max_recv_wr + 1;
+        let mut cq = if o.hw_ts {
+            p.create_cq_ts(cqe)?
+        } else {
+            p.create_cq(cqe)?
+        };
+        let qp = p.create_qp(&pd, &mut cq, None, None, &cfg)?;
+        let base = m.as_mut_ptr();
+        // SAFETY: `base` points to the `2 * half` bytes of the anonymous mapping `m`, which
+        // the bed keeps (field `_mem`, dropped last) until after the MR is dropped.
+        let mr = unsafe { p.reg_mr(&pd, base, 2 * half, Access::ALL) }?;
+        let ep = p.endpoint(&qp, &copts)?;
+        Ok(Side {
+            qp,
+            cq,
+            mr,
+            ep,
+            base,
+            routs: 0,
+        })
+    };
+    let mut client = mk(p, &mut m0)?;
+    let mut server = mk(p, &mut m1)?;
+    let (ce, se) = (client.ep, server.ep);
+    p.connect(&mut client.qp, &ce, &se, &copts)?;
+    p.connect(&mut server.qp, &se, &ce, &copts)?;
+    let ahs = if o.qp_type == QpType::Ud {
+        Some((
+            p.create_ah(&pd, &se, &copts)?,
+            p.create_ah(&pd, &ce, &copts)?,
+        ))
+    } else {
+        None
+    };
+    let mtu = ce.mtu.min(se.mtu).bytes();
+    let max_inline = client
+        .qp
+        .caps()
+        .max_inline_data
+        .min(server.qp.caps().max_inline_data);
+    let mut bed = Bed {
+        ahs,
+        client,
+        server,
+        _pd: pd,
+        _mem: (m0, m1),
+        half,
+        max_inline,
+        mtu,
+    };
+    if send {
+        for s in [&mut bed.client, &mut bed.server] {
+            refill_recvs(s, half, max_size + grh)?;
+        }
+    }
+    Ok(bed)
+}
+
+fn connect_opts(o: &Params) -> ConnectOpts {
+    let rd = if o.test.is_read_like() { 16 } else { 1 };
+    ConnectOpts {
+        port: o.port,
+        gid_index: o.gid_index,
+        max_rd_atomic: rd,
+        max_dest_rd_atomic: rd,
+        // perftest's: the receiver re-posts as it consumes, a sender ahead of it waits.
+        rnr_retry: 7,
+        ..ConnectOpts::default()
+    }
+}
+
+/// Post receives until the queue holds [`RX_DEPTH`] (one ring).
+pub(super) fn refill_recvs<P: Provider>(s: &mut Side<P>, half: usize, len: u32) -> Result<()> {
+    let sge = [s.mr.sge(half, len)];
+    let rq = s.qp.rq();
+    let mut added = 0;
+    while s.routs < RX_DEPTH {
+        if let Err(r) = rq.post_recv(RecvWr {
+            wr_id: RECV_WRID,
+            sges: &sge,
+        }) {
+            rq.ring();
+            return Err(perr(format!("post_recv: {}", r.error)));
+        }
+        s.routs += 1;
+        added += 1;
+    }
+    if added > 0 {
+        rq.ring();
+    }
+    Ok(())
+}

@@ -1,0 +1,365 @@
+//! The measured loops of an in-process run: [`lat_loop`] (one size of a latency test) and
+//! [`bw_loop`] (one size of a bandwidth test), as the parent module's doc states them.
+//!
+//! Contract: a loop fills the timestamp arrays it is given (and, with `--hw-ts`, the device
+//! times) and allocates nothing: everything it uses was prepared before its first stamp. A
+//! failed post or completion ends the size with an error.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::providers::{
+    Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpType, QueuePair, SendOp,
+    SendQueue, SendWr, Sge, UdDest,
+};
+use crate::Result;
+
+use super::bed::{refill_recvs, Bed, Side};
+use super::clock::Clock;
+use super::params::GRH;
+use super::pingpong::{self, Kind, Waiter};
+use super::{bad_opt, perr, Params, Test, RX_DEPTH, TX_DEPTH};
+
+/// Poll `cq` until one completion arrives; it must be a success.
+fn wait_one<P: Provider>(
+    p: &mut P,
+    cq: &mut P::Cq,
+    wc: &mut [Completion; 1],
+    ts: Option<&mut u64>,
+    w: &mut Waiter<'_>,
+    what: &str,
+) -> Result<Completion> {
+    w.reset();
+    let mut ns = [0u64];
+    loop {
+        let got = match ts {
+            Some(_) => cq.poll_ts(wc, &mut ns),
+            None => cq.poll(wc),
+        };
+        if got == 1 {
+            if let Some(t) = ts {
+                *t = ns[0];
+            }
+            let c = wc[0];
+            if !c.is_ok() {
+                return Err(perr(format!(
+                    "{what}: completion wr_id {} failed: {} (vendor_err {:#x})",
+                    c.wr_id, c.status, c.vendor_err
+                )));
+            }
+            return Ok(c);
+        }
+        p.progress();
+        w.tick(what)?;
+    }
+}
+
+fn post_one<P: Provider>(s: &mut Side<P>, wr: SendWr<'_, P::Ah>) -> Result<()> {
+    let sq = s.qp.sq();
+    if let Err(r) = sq.post(wr) {
+        return Err(perr(format!("post {}: {}", wr.op.name(), r.error)));
+    }
+    sq.ring();
+    Ok(())
+}
+
+pub(super) fn lat_loop<P: Provider>(
+    p: &mut P,
+    o: &Params,
+    bed: &mut Bed<P>,
+    size: u32,
+    tposted: &mut [u64],
+    cqe_ns: &mut [u64],
+    two_threads: bool,
+) -> Result<u64>
+where
+    P::Qp: Send,
+    P::Cq: Send,
+{
+    let n = o.iters as usize;
+    let half = bed.half;
+    let use_inline = size <= o.inline && !o.test.is_read_like();
+    let grh = if o.qp_type == QpType::Ud { GRH } else { 0 };
+    let (c_rkey, s_rkey) = (bed.client.mr.rkey(), bed.server.mr.rkey());
+    let (c_base, s_base) = (bed.client.base as usize, bed.server.base as usize);
+    let (c_qpn, s_qpn) = (bed.client.ep.qpn, bed.server.ep.qpn);
+    let c_src = [bed.client.mr.sge(0, size)];
+    let s_src = [bed.server.mr.sge(0, size)];
+    // READ lands in the client's incoming half; the atomic's old value too (8 bytes).
+    let c_dst = [bed.client.mr.sge(half, size)];
+    let last = size as usize - 1;
+    // The incoming bytes start at 0: the first expected value is 1.
+    for at in [c_base + half + last, s_base + half + last] {
+        pingpong::write_byte(at, 0);
+    }
+    let stop = AtomicBool::new(false);
+    let mut w = Waiter::new(&stop);
+    let mut wc = [Completion::EMPTY];
+    tposted.fill(0);
+    cqe_ns.fill(0);
+    let clock = Clock::start();
+    let stamp = || clock.ticks().max(1);
+    match o.test {
+        Test::WriteLat | Test::SendLat => {
+            let qkey = ConnectOpts::default().qkey;
+            let (d_server, d_client) = match bed.ahs.as_ref() {
+                Some((to_s, to_c)) => (
+                    Some(UdDest {
+                        ah: to_s,
+                        remote_qpn: s_qpn,
+                        remote_qkey: qkey,
+                    }),
+                    Some(UdDest {
+                        ah: to_c,
+                        remote_qpn: c_qpn,
+                        remote_qkey: qkey,
+                    }),
+                ),
+                None => (None, None),
+            };
+            let write = o.test == Test::WriteLat;
+            // Inline payloads are copied into the WQE at post time, so they come from
+            // ordinary memory, prepared before the clock starts.
+            let inline = vec![0u8; if use_inline { size as usize } else { 0 }];
+            let (cl, sv) = (&mut bed.client, &mut bed.server);
+            let mut ce = pingpong::End {
+                kind: if write {
+                    Kind::Write {
+                        raddr: (s_base + half) as u64,
+                        rkey: s_rkey,
+                    }
+                } else {
+                    Kind::Send
+                },
+                src: c_src,
+                recv: [cl.mr.sge(half, size + grh)],
+                inline: inline.clone(),
+                out_last: c_base + last,
+                in_last: c_base + half + last,
+                dest: d_server,
+                iters: o.iters,
+                pending: 0,
+                routs: cl.routs,
+                early: 0,
+                rx_depth: RX_DEPTH,
+                qp: &mut cl.qp,
+                cq: &mut cl.cq,
+                cqe_ns: &mut *cqe_ns,
+            };
+            let mut se = pingpong::End {
+                kind: if write {
+                    Kind::Write {
+                        raddr: (c_base + half) as u64,
+                        rkey: c_rkey,
+                    }
+                } else {
+                    Kind::Send
+                },
+                src: s_src,
+                recv: [sv.mr.sge(half, size + grh)],
+                inline,
+                out_last: s_base + last,
+                in_last: s_base + half + last,
+                dest: d_client,
+                iters: o.iters,
+                pending: 0,
+                routs: sv.routs,
+                early: 0,
+                rx_depth: RX_DEPTH,
+                qp: &mut sv.qp,
+                cq: &mut sv.cq,
+                cqe_ns: &mut [],
+            };
+            let res = if two_threads {
+                std::thread::scope(|sc| {
+                    let h = sc.spawn(|| {
+                        let r = pingpong::server(&mut se, o.iters, &stop);
+                        if r.is_err() {
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                        r
+                    });
+                    let rc = pingpong::client(&mut ce, tposted, &stamp, &stop, &mut || {});
+                    if rc.is_err() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    let rs = h
+                        .join()
+                        .unwrap_or_else(|_| Err(perr("the server thread panicked")));
+                    rc.and(rs)
+                })
+            } else {
+                pingpong::alternate(&mut ce, &mut se, tposted, &stamp, &mut || p.progress())
+            };
+            let (c_routs, s_routs) = (ce.routs + ce.early, se.routs + se.early);
+            drop((ce, se));
+            bed.client.routs = c_routs;
+            bed.server.routs = s_routs;
+            res?;
+        }
+        Test::ReadLat | Test::AtomicLat => {
+            let ts = !cqe_ns.is_empty();
+            for (i, t) in tposted.iter_mut().enumerate().take(n) {
+                *t = stamp();
+                let op = if o.test == Test::ReadLat {
+                    SendOp::Read {
+                        raddr: s_base as u64,
+                        rkey: s_rkey,
+                    }
+                } else {
+                    SendOp::FetchAdd {
+                        raddr: s_base as u64,
+                        rkey: s_rkey,
+                        add: 1,
+                    }
+                };
+                post_one(
+                    &mut bed.client,
+                    SendWr::new(i as u64, op, &c_dst).signaled(),
+                )?;
+                let at = if ts { cqe_ns.get_mut(i) } else { None };
+                wait_one(p, &mut bed.client.cq, &mut wc, at, &mut w, op.name())?;
+            }
+        }
+        _ => return Err(bad_opt("not a latency test")),
+    }
+    clock.to_ns(tposted);
+    Ok(clock.real0)
+}
+
+pub(super) fn bw_loop<P: Provider>(
+    p: &mut P,
+    o: &Params,
+    bed: &mut Bed<P>,
+    size: u32,
+    tposted: &mut [u64],
+    tcompleted: &mut [u64],
+) -> Result<()> {
+    let n = o.iters as usize;
+    let half = bed.half;
+    let pl = o.post_list as usize;
+    let cq_mod = o.cq_mod as usize;
+    let use_inline = size <= o.inline && !o.test.is_read_like();
+    let grh = if o.qp_type == QpType::Ud { GRH } else { 0 };
+    let s_rkey = bed.server.mr.rkey();
+    let s_base = bed.server.base as u64;
+    let c_src = [bed.client.mr.sge(0, size)];
+    let c_dst = [bed.client.mr.sge(half, size)];
+    // Inline payload: copied into the WQE at post time, so ordinary memory will do.
+    let inline_bytes = vec![0u8; if use_inline { size as usize } else { 0 }];
+    let dest = bed.ahs.as_ref().map(|(to_s, _)| UdDest {
+        ah: to_s,
+        remote_qpn: bed.server.ep.qpn,
+        remote_qkey: ConnectOpts::default().qkey,
+    });
+    let op = match o.test {
+        Test::WriteBw => SendOp::Write {
+            raddr: s_base + half as u64,
+            rkey: s_rkey,
+        },
+        Test::ReadBw => SendOp::Read {
+            raddr: s_base,
+            rkey: s_rkey,
+        },
+        Test::SendBw => SendOp::Send,
+        _ => return Err(bad_opt("not a bandwidth test")),
+    };
+    let sges: &[Sge] = if o.test == Test::ReadBw {
+        &c_dst
+    } else {
+        &c_src
+    };
+    let mut wcs = [Completion::EMPTY; 16];
+    let stop = AtomicBool::new(false);
+    let mut w = Waiter::new(&stop);
+    tposted.fill(0);
+    tcompleted.fill(0);
+    let clock = Clock::start();
+    let stamp = || clock.ticks().max(1);
+    let (mut scnt, mut ccnt, mut received) = (0usize, 0usize, 0usize);
+    let tx = TX_DEPTH as usize;
+    while ccnt < n {
+        while scnt < n && scnt - ccnt + pl <= tx {
+            tposted[scnt] = stamp();
+            let sq = bed.client.qp.sq();
+            let end = (scnt + pl).min(n);
+            for k in scnt..end {
+                let mut wr = SendWr::new(k as u64, op, sges);
+                if (k + 1) % cq_mod == 0 || k + 1 == n {
+                    wr = wr.signaled();
+                }
+                if use_inline {
+                    wr = wr.inline(&inline_bytes);
+                }
+                if let Some(d) = dest {
+                    wr = wr.to(d);
+                }
+                if let Err(r) = sq.post(wr) {
+                    sq.ring();
+                    return Err(perr(format!("post {} #{k}: {}", op.name(), r.error)));
+                }
+            }
+            sq.ring();
+            scnt = end;
+        }
+        if o.test == Test::SendBw {
+            let m = bed.server.cq.poll(&mut wcs);
+            for c in &wcs[..m] {
+                if !c.is_ok() {
+                    return Err(perr(format!("server receive failed: {}", c.status)));
+                }
+            }
+            bed.server.routs -= m as u32;
+            received += m;
+            if bed.server.routs < RX_DEPTH / 2 {
+                refill_recvs(&mut bed.server, half, size + grh)?;
+            }
+        }
+        let m = bed.client.cq.poll(&mut wcs);
+        if m == 0 {
+            p.progress();
+            w.tick("bandwidth completions")?;
+            continue;
+        }
+        let now = stamp();
+        for c in &wcs[..m] {
+            if !c.is_ok() {
+                return Err(perr(format!(
+                    "{} #{} failed: {} (vendor_err {:#x})",
+                    op.name(),
+                    c.wr_id,
+                    c.status,
+                    c.vendor_err
+                )));
+            }
+            // Completions are in order: the one of request j retires every request <= j.
+            let j = c.wr_id as usize;
+            if j >= n || j < ccnt {
+                return Err(perr(format!("unexpected completion wr_id {}", c.wr_id)));
+            }
+            tcompleted[j] = now;
+            ccnt = j + 1;
+        }
+        w.reset();
+    }
+    clock.to_ns(tposted);
+    clock.to_ns(tcompleted);
+    // send_bw on RC: every completed SEND consumed a receive; collect all of them so the
+    // next size starts with a full receive queue. (UC/UD may drop messages: what is left
+    // over is counted in the next size's loop.)
+    if o.test == Test::SendBw {
+        if o.qp_type == QpType::Rc {
+            w.reset();
+            while received < n {
+                let m = bed.server.cq.poll(&mut wcs);
+                received += m;
+                bed.server.routs -= m as u32;
+                if m == 0 {
+                    p.progress();
+                    w.tick("the server's receives")?;
+                }
+            }
+        }
+        refill_recvs(&mut bed.server, half, size + grh)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,270 @@
+//! What to measure: the tests ([`Test`]), their parameters with perftest's defaults
+//! ([`Params`]) and limits (the constants), and perftest's rules on them ([`Params::check`]).
+//!
+//! Contract: [`Params::new`] gives perftest's defaults for a test; [`Params::check`] enforces
+//! the rules the parent module's doc lists, refusing with an `InvalidArgument` that names
+//! the parameter; nothing here touches a device.
+
+use crate::providers::{ProviderKind, QpType};
+use crate::Result;
+
+use super::bad_opt;
+use super::stats::BwUnit;
+
+/// The tests [`Run`](super::Run) measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Test {
+    /// RDMA WRITE ping-pong latency.
+    WriteLat,
+    /// SEND ping-pong latency.
+    SendLat,
+    /// RDMA READ latency (full round trip).
+    ReadLat,
+    /// Fetch-and-add latency (full round trip).
+    AtomicLat,
+    /// RDMA WRITE bandwidth.
+    WriteBw,
+    /// SEND bandwidth.
+    SendBw,
+    /// RDMA READ bandwidth.
+    ReadBw,
+}
+
+impl Test {
+    /// Every test, latency tests first.
+    pub const ALL: [Test; 7] = [
+        Test::WriteLat,
+        Test::SendLat,
+        Test::ReadLat,
+        Test::AtomicLat,
+        Test::WriteBw,
+        Test::SendBw,
+        Test::ReadBw,
+    ];
+    /// The test's name (`write_lat`, ...), as perftest's tools are named without `ib_`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::WriteLat => "write_lat",
+            Test::SendLat => "send_lat",
+            Test::ReadLat => "read_lat",
+            Test::AtomicLat => "atomic_lat",
+            Test::WriteBw => "write_bw",
+            Test::SendBw => "send_bw",
+            Test::ReadBw => "read_bw",
+        }
+    }
+    /// Parse [`Test::name`].
+    pub fn from_name(s: &str) -> Option<Test> {
+        Test::ALL.into_iter().find(|t| t.name() == s)
+    }
+    /// True for the latency tests.
+    pub fn is_lat(self) -> bool {
+        matches!(
+            self,
+            Test::WriteLat | Test::SendLat | Test::ReadLat | Test::AtomicLat
+        )
+    }
+    /// True for READ and atomics (the requester's memory is written; no inline, no UC/UD).
+    pub fn is_read_like(self) -> bool {
+        matches!(self, Test::ReadLat | Test::ReadBw | Test::AtomicLat)
+    }
+    /// True for the SEND tests (the only ones UD can run).
+    pub fn is_send(self) -> bool {
+        matches!(self, Test::SendLat | Test::SendBw)
+    }
+    /// 2 for ping-pong tests (half the round trip), 1 for READ and atomics.
+    pub fn rtt_factor(self) -> u32 {
+        if self.is_read_like() {
+            1
+        } else {
+            2
+        }
+    }
+}
+
+/// Largest message size (2^23 = 8 MiB, the last size of perftest's `-a`).
+pub const MAX_SIZE: u32 = 1 << 23;
+/// perftest's default message size of the bandwidth tests (`DEF_SIZE_BW`); a peer that is
+/// perftest sends this much unless told otherwise, so a server must take it.
+pub const DEFAULT_BW_SIZE: u32 = 65536;
+/// perftest's default `cq_mod`.
+pub const DEFAULT_CQ_MOD: u32 = 100;
+/// Outstanding requests in the bandwidth tests (perftest's default `tx_depth`); also the
+/// largest post list.
+pub const TX_DEPTH: u32 = 128;
+/// Receives kept posted for the SEND tests.
+pub const RX_DEPTH: u32 = 512;
+/// Most iterations per size: the sample buffers (three `u64` per iteration, allocated
+/// before the first stamp) stay within 384 MiB.
+pub const MAX_ITERS: u32 = 1 << 24;
+/// Default inline size of the WRITE/SEND latency tests.
+pub const DEFAULT_LAT_INLINE: u32 = 220;
+/// Largest inline size asked of a QP.
+pub const MAX_INLINE: u32 = 1024;
+/// Bytes of GRH in front of every UD receive.
+pub(super) const GRH: u32 = 40;
+
+/// The parameters of one measurement (with the perftest flag of each).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// The test.
+    pub test: Test,
+    /// Port (1-based) (perftest: `-i`).
+    pub port: u8,
+    /// GID index for the GRH (perftest: `-x`).
+    pub gid_index: u8,
+    /// Message sizes, measured in this order (perftest: `-s`, or every power of two of `-a`).
+    pub sizes: Vec<u32>,
+    /// On UD, drop the sizes above the path MTU instead of refusing them (perftest's `-a`).
+    pub clip_to_mtu: bool,
+    /// Iterations per size (perftest: `-n`).
+    pub iters: u32,
+    /// Messages up to this size are sent inline (perftest: `-I`).
+    pub inline: u32,
+    /// Bandwidth: requests per doorbell (perftest: `-l`).
+    pub post_list: u32,
+    /// Bandwidth: every this many requests is signaled (and the last) (perftest: `-Q`).
+    pub cq_mod: u32,
+    /// Transport (perftest: `-c`).
+    pub qp_type: QpType,
+    /// Unit of the bandwidth columns (perftest: `--report_gbits`).
+    pub unit: BwUnit,
+    /// How many threads drive `write_lat` / `send_lat`: 1 or 2; `None` = [`two_threads`]'s
+    /// default.
+    pub threads: Option<u8>,
+    /// Latency tests: also measure in the device's time, from completion timestamps
+    /// ([`Provider::create_cq_ts`](crate::providers::Provider::create_cq_ts)); see
+    /// [`NicTime`](super::NicTime).
+    pub hw_ts: bool,
+}
+
+impl Params {
+    /// perftest's defaults for `test`: size 2 for latency, 65536 for bandwidth (atomics 8),
+    /// 5000 iterations for `write_bw` and 1000 for every other test, inline
+    /// [`DEFAULT_LAT_INLINE`] for WRITE/SEND latency and none otherwise, post list 1,
+    /// `cq_mod` [`DEFAULT_CQ_MOD`], RC, port 1, GID index 0, MiB/s.
+    pub fn new(test: Test) -> Params {
+        Params {
+            test,
+            port: 1,
+            gid_index: 0,
+            sizes: vec![match test {
+                Test::AtomicLat => 8,
+                t if t.is_lat() => 2,
+                _ => DEFAULT_BW_SIZE,
+            }],
+            clip_to_mtu: false,
+            // perftest: DEF_ITERS_WB for write_bw, DEF_ITERS otherwise (a server that is
+            // perftest counts exactly this many SENDs).
+            iters: if test == Test::WriteBw { 5000 } else { 1000 },
+            inline: match test {
+                Test::WriteLat | Test::SendLat => DEFAULT_LAT_INLINE,
+                _ => 0,
+            },
+            post_list: 1,
+            cq_mod: DEFAULT_CQ_MOD,
+            qp_type: QpType::Rc,
+            unit: BwUnit::MiBps,
+            threads: None,
+            hw_ts: false,
+        }
+    }
+
+    /// perftest's sizes of `-a`: 2^1 .. 2^23.
+    pub fn all_sizes() -> Vec<u32> {
+        (1..=23).map(|k| 1u32 << k).collect()
+    }
+
+    /// Check the parameters against perftest's rules (see the module doc). The message names
+    /// the parameter, with perftest's flag.
+    pub fn check(&self) -> Result<()> {
+        let t = self.test.name();
+        if self.port == 0 {
+            return Err(bad_opt("port (-i): ports are numbered from 1"));
+        }
+        match self.qp_type {
+            QpType::Uc if self.test.is_read_like() => {
+                return Err(bad_opt(format!("{t}: UC has no READ or atomics (use RC)")))
+            }
+            QpType::Ud if !self.test.is_send() => {
+                return Err(bad_opt(format!("{t}: UD only does SEND (use RC or UC)")))
+            }
+            _ => {}
+        }
+        if self.inline > 0 && self.test.is_read_like() {
+            return Err(bad_opt(format!(
+                "{t}: inline (-I) is not possible for READ and atomics"
+            )));
+        }
+        if self.inline > MAX_INLINE {
+            return Err(bad_opt(format!("inline (-I): at most {MAX_INLINE} bytes")));
+        }
+        if self.test.is_lat() && (self.post_list != 1 || self.cq_mod != DEFAULT_CQ_MOD) {
+            return Err(bad_opt(format!(
+                "{t}: post list (-l) and cq_mod (-Q) are bandwidth parameters"
+            )));
+        }
+        if self.sizes.is_empty() {
+            return Err(bad_opt("no message size"));
+        }
+        for &s in &self.sizes {
+            if self.test == Test::AtomicLat && s != 8 {
+                return Err(bad_opt("atomic_lat: atomics always move 8 bytes"));
+            }
+            if s == 0 || s > MAX_SIZE {
+                return Err(bad_opt(format!(
+                    "size (-s) {s}: out of range 1..={MAX_SIZE}"
+                )));
+            }
+        }
+        if self.test.is_lat() && self.iters < 4 {
+            return Err(bad_opt(
+                "iterations (-n): latency needs at least 4 iterations (3 samples; the 2 largest are dropped)",
+            ));
+        }
+        if self.iters == 0 {
+            return Err(bad_opt("iterations (-n): at least 1 iteration"));
+        }
+        if self.iters > MAX_ITERS {
+            return Err(bad_opt(format!(
+                "iterations (-n) {}: at most {MAX_ITERS} (the timestamps of every iteration \
+                 are kept in memory, 24 bytes each, allocated before the run)",
+                self.iters
+            )));
+        }
+        if self.post_list == 0 || self.post_list > TX_DEPTH {
+            return Err(bad_opt(format!(
+                "post list (-l) {}: out of range 1..={TX_DEPTH}",
+                self.post_list
+            )));
+        }
+        if self.cq_mod == 0 {
+            return Err(bad_opt("cq_mod (-Q): at least 1"));
+        }
+        if self.post_list > 1 && self.post_list % self.cq_mod != 0 {
+            return Err(bad_opt(format!(
+                "post list (-l) {} must be a multiple of cq_mod (-Q) {}",
+                self.post_list, self.cq_mod
+            )));
+        }
+        if self.hw_ts && !matches!(self.test, Test::WriteLat | Test::ReadLat | Test::AtomicLat) {
+            return Err(bad_opt(format!(
+                "{t}: --hw-ts needs a signaled request per iteration: write_lat, read_lat or \
+                 atomic_lat (send_lat signals every 64th send)"
+            )));
+        }
+        if matches!(self.threads, Some(n) if n != 1 && n != 2) {
+            return Err(bad_opt("threads: 1 or 2"));
+        }
+        Ok(())
+    }
+}
+
+/// True when the ping-pong of `o` runs client and server on a thread each: `o.threads` if
+/// set, else 2 on a real device and 1 on the sim (see the module doc).
+pub fn two_threads(kind: ProviderKind, o: &Params) -> bool {
+    match o.threads {
+        Some(t) => t == 2,
+        None => kind != ProviderKind::Sim,
+    }
+}
