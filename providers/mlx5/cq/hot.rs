@@ -250,19 +250,24 @@ impl<D: Owners> Mlx5Cq<D> {
         } else if (x ^ RESP_PLAIN) & PLAIN_MASK == 0 && h.rq == Side::Untried {
             h.take_rq();
         }
-        let (sq_on, rq_on) = (h.sq == Side::On, h.rq == Side::On);
+        // `op_own & PLAIN_MASK` of a CQE each side takes (opcode, no scatter, owner bit = the
+        // parity); 0xff, which no masked byte equals, for a side not on.
+        let req_own = if h.sq == Side::On { parity } else { 0xff };
+        let resp_own = if h.rq == Side::On {
+            RESP_PLAIN | parity
+        } else {
+            0xff
+        };
         let (tag, qpn) = (h.tag, h.qpn);
         let (wrid, buf, sq_mask) = (h.wrid, h.buf, h.mask);
         let (rwrid, rmask) = (h.rwrid, h.rmask);
         let (mut sci, mut avail) = (h.sci, h.avail);
         let (mut tail, mut ravail) = (h.tail, h.ravail);
         let mut k = 0;
-        let mut op_own = 0;
         for slot_out in out[..m].iter_mut() {
             // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-            op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
-            let x = op_own ^ parity;
-            if x & PLAIN_MASK == 0 && sq_on {
+            let own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } & PLAIN_MASK;
+            if own == req_own {
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
                 // Bytes 56..63 in one load, as they lie in memory: sop (byte 0), qpn (bytes
@@ -317,7 +322,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 };
                 sci = sci.wrapping_add(nbb);
                 avail -= nbb;
-            } else if (x ^ RESP_PLAIN) & PLAIN_MASK == 0 && rq_on {
+            } else if own == resp_own {
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
                 // SAFETY: a 4-aligned word of the CQE (bytes 56..59: sop, qpn).
@@ -362,6 +367,10 @@ impl<D: Owners> Mlx5Cq<D> {
             cqe = cqe.wrapping_add(stride);
         }
         if k < m {
+            // Read again: the CQE the loop stopped at (it may have become software-owned
+            // since, which only makes the poll look again).
+            // SAFETY: as above.
+            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
             h.idle = op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
                 || op_own & MLX5_CQE_OWNER_MASK != parity;
         }
