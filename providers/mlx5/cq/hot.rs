@@ -263,7 +263,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let (rwrid, rmask) = (h.rwrid, h.rmask);
         let (mut sci, mut avail) = (h.sci, h.avail);
         let (mut tail, mut ravail) = (h.tail, h.ravail);
-        let mut k = 0;
+        let start = cqe;
         for slot_out in out[..m].iter_mut() {
             // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
             let own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } & PLAIN_MASK;
@@ -363,9 +363,10 @@ impl<D: Owners> Mlx5Cq<D> {
             } else {
                 break;
             }
-            k += 1;
             cqe = cqe.wrapping_add(stride);
         }
+        // CQEs taken: the pointer advanced one slot for each.
+        let k = (cqe as usize - start as usize) >> self.cqe_shift;
         if k < m {
             // Read again: the CQE the loop stopped at (it may have become software-owned
             // since, which only makes the poll look again).
