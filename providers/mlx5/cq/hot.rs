@@ -229,20 +229,13 @@ impl<D: Owners> Mlx5Cq<D> {
     /// WQE (checked against the published producer position before the ring is read); a
     /// responder CQE when it is a plain SEND (no immediate, no scatter) on the hot QP's RQ
     /// with a receive outstanding. Gives back one CQ entry per completion.
-    // Out of line: its own register allocation, not the outer loop's.
-    #[inline(never)]
+    #[inline(always)]
     pub(super) fn run_hot(&self, h: &mut Hot, ci: u32, out: &mut [Completion]) -> usize {
-        let cnt = self.dv.cqe_cnt;
-        let first = ci & (cnt - 1);
-        let parity = u8::from(ci & cnt != 0);
-        let mut cqe = self.cqe0.wrapping_add((first as usize) << self.cqe_shift);
-        let stride = 1usize << self.cqe_shift;
-        // Up to the ring's end: one owner parity for all of them.
-        let m = out.len().min((cnt - first) as usize);
-        if m == 0 {
-            return 0;
-        }
         // The sides this run needs, by the first CQE.
+        let cqe = self
+            .cqe0
+            .wrapping_add(((ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
+        let parity = u8::from(ci & self.dv.cqe_cnt != 0);
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
         let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ parity;
         if x & PLAIN_MASK == 0 && h.sq == Side::Untried {
@@ -250,14 +243,35 @@ impl<D: Owners> Mlx5Cq<D> {
         } else if (x ^ RESP_PLAIN) & PLAIN_MASK == 0 && h.rq == Side::Untried {
             h.take_rq();
         }
+        // A loop for the sides that are on: the other side's state stays out of it.
+        match (h.sq == Side::On, h.rq == Side::On) {
+            (true, false) => self.run_sides::<true, false>(h, ci, out),
+            (false, true) => self.run_sides::<false, true>(h, ci, out),
+            (true, true) => self.run_sides::<true, true>(h, ci, out),
+            // Nothing for the short way: `poll` looks at the CQE itself.
+            (false, false) => 0,
+        }
+    }
+
+    /// [`Self::run_hot`] with the send side on when `SQ`, the receive side when `RQ`.
+    // Out of line: its own register allocation, not the outer loop's.
+    #[inline(never)]
+    fn run_sides<const SQ: bool, const RQ: bool>(
+        &self,
+        h: &mut Hot,
+        ci: u32,
+        out: &mut [Completion],
+    ) -> usize {
+        let cnt = self.dv.cqe_cnt;
+        let first = ci & (cnt - 1);
+        let parity = u8::from(ci & cnt != 0);
+        let mut cqe = self.cqe0.wrapping_add((first as usize) << self.cqe_shift);
+        let stride = 1usize << self.cqe_shift;
+        // Up to the ring's end: one owner parity for all of them.
+        let m = out.len().min((cnt - first) as usize);
         // `op_own & PLAIN_MASK` of a CQE each side takes (opcode, no scatter, owner bit = the
-        // parity); 0xff, which no masked byte equals, for a side not on.
-        let req_own = if h.sq == Side::On { parity } else { 0xff };
-        let resp_own = if h.rq == Side::On {
-            RESP_PLAIN | parity
-        } else {
-            0xff
-        };
+        // parity).
+        let (req_own, resp_own) = (parity, RESP_PLAIN | parity);
         let (tag, qpn) = (h.tag, h.qpn);
         let (wrid, buf, sq_mask) = (h.wrid, h.buf, h.mask);
         let (rwrid, rmask) = (h.rwrid, h.rmask);
@@ -267,7 +281,7 @@ impl<D: Owners> Mlx5Cq<D> {
         for slot_out in out[..m].iter_mut() {
             // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
             let own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } & PLAIN_MASK;
-            if own == req_own {
+            if SQ && own == req_own {
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
                 // Bytes 56..63 in one load, as they lie in memory: sop (byte 0), qpn (bytes
@@ -322,7 +336,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 };
                 sci = sci.wrapping_add(nbb);
                 avail -= nbb;
-            } else if own == resp_own {
+            } else if RQ && own == resp_own {
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
                 // SAFETY: a 4-aligned word of the CQE (bytes 56..59: sop, qpn).
