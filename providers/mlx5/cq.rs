@@ -353,10 +353,10 @@ impl<D: Owners> Mlx5Cq<D> {
                 }
             }
             // The short way for the hot QP, taken at its first CQE (see `run_hot`).
-            let mut hot: Option<Hot> = None;
+            let mut hot = Hot::new(self.hot_qpn, self.hot_qp);
             while n < out.len() {
                 if self.hot_qpn != u32::MAX {
-                    let h = hot.get_or_insert_with(|| Hot::new(self.hot_qpn, self.hot_qp));
+                    let h = &mut hot;
                     let k = self.run_hot(h, ci, &mut out[n..]);
                     if TS {
                         // One completion per CQE on the short way; the slots are still ours
@@ -389,20 +389,17 @@ impl<D: Owners> Mlx5Cq<D> {
                 from_device_load_barrier();
                 // `process` reads and retires either queue: publish what the short way did; it
                 // is taken again (for the QP `process` maps, which becomes the hot one) after.
-                if let Some(h) = hot.take() {
-                    h.flush();
-                }
+                hot.flush();
                 self.ci = ci;
                 let got = self.process(cqe, op_own, &mut out[n], &mut released) as usize;
+                hot = Hot::new(self.hot_qpn, self.hot_qp);
                 if TS && got == 1 {
                     ts[n] = self.cqe_timestamp_at(ci);
                 }
                 n += got;
                 ci = ci.wrapping_add(1);
             }
-            if let Some(h) = hot {
-                h.flush();
-            }
+            hot.flush();
         }
         self.ci = ci;
         if ci != start_ci {
