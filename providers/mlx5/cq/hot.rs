@@ -98,24 +98,36 @@ pub(super) struct Hot {
 
 /// The producer position the poster published in the send dbrec, as a distance from `ci`
 /// (the 16-bit send counter is never more than `wqe_cnt` (<= 32768) ahead of `ci`).
-#[cold]
-#[inline(never)]
-fn read_avail(dbrec: *const u32, ci: u32) -> u32 {
+#[inline(always)]
+fn avail_at(dbrec: *const u32, ci: u32) -> u32 {
     // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is (checked
     // `alive` when the side was taken, under `CqShared::polling`).
     let db = unsafe { (*(dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire) };
     u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK
 }
 
-/// Published receives not yet completed (`head - tail`).
+/// [`avail_at`] out of line, for the short way's rare re-reads.
 #[cold]
 #[inline(never)]
-fn read_ravail(rq: *const RqShared, tail: u32) -> u32 {
+fn read_avail(dbrec: *const u32, ci: u32) -> u32 {
+    avail_at(dbrec, ci)
+}
+
+/// Published receives not yet completed (`head - tail`).
+#[inline(always)]
+fn ravail_at(rq: *const RqShared, tail: u32) -> u32 {
     // SAFETY: `rq` is the hot QP's `RqShared`, alive while the QP's entry is.
     unsafe { &*rq }
         .head
         .load(Ordering::Acquire)
         .wrapping_sub(tail)
+}
+
+/// [`ravail_at`] out of line, for the short way's rare re-reads.
+#[cold]
+#[inline(never)]
+fn read_ravail(rq: *const RqShared, tail: u32) -> u32 {
+    ravail_at(rq, tail)
 }
 
 impl Hot {
@@ -149,8 +161,7 @@ impl Hot {
 
     /// Take the send side, unless the QP has a purge pending or is dead (its CQEs go to
     /// `process`). Called with `shared.polling` set (it reads the QP's memory).
-    #[cold]
-    #[inline(never)]
+    #[inline(always)]
     fn take_sq(&mut self) {
         // SAFETY: `qp` is the `QpShared` of an entry of the CQ's `entries` (set with
         // `hot_qpn` by `lookup`, cleared by `register`, the only place entries go), which
@@ -171,14 +182,13 @@ impl Hot {
         self.dbrec = qp.dbrec;
         self.done = &*qp.sq.done;
         self.sci = ci;
-        self.avail = read_avail(qp.dbrec, ci);
+        self.avail = avail_at(qp.dbrec, ci);
         self.sq = Side::On;
     }
 
     /// Take the receive side: an RQ (SRQ completions go to `process`), no purge pending,
     /// alive. As [`Hot::take_sq`].
-    #[cold]
-    #[inline(never)]
+    #[inline(always)]
     fn take_rq(&mut self) {
         // SAFETY: as in `take_sq`.
         let qp = unsafe { &*self.qp };
@@ -199,7 +209,7 @@ impl Hot {
         self.rmask = rq.mask;
         self.rqs = rq;
         self.tail = rq.tail.load(Ordering::Relaxed);
-        self.ravail = read_ravail(rq, self.tail);
+        self.ravail = ravail_at(rq, self.tail);
         self.rq = Side::On;
     }
 
