@@ -400,9 +400,13 @@ impl<D: Owners> Mlx5Cq<D> {
                 || op_own & MLX5_CQE_OWNER_MASK != parity;
         }
         // Receives completed in this run (one each); the others were sends.
-        let rn = tail.wrapping_sub(h.tail);
-        (h.rn, h.sn) = (h.rn + rn, h.sn + (k as u32 - rn));
-        (h.sci, h.avail, h.tail, h.ravail) = (sci, avail, tail, ravail);
+        let rn = if RQ { tail.wrapping_sub(h.tail) } else { 0 };
+        if SQ {
+            (h.sci, h.avail, h.sn) = (sci, avail, h.sn + (k as u32 - rn));
+        }
+        if RQ {
+            (h.tail, h.ravail, h.rn) = (tail, ravail, h.rn + rn);
+        }
         k
     }
 }
