@@ -3,8 +3,9 @@
 //! hardware: no PCIe write, no write-combining buffer, no device on the other side.
 //!
 //! `cargo bench --bench mlx5_hot` prints the tables; `BENCH_RUNS` / `BENCH_WARMUP` tune the
-//! repetitions. `mlx5_hot --callgrind <single|batch32|poll16> <n>` runs one workload for
-//! `benches/compare.sh` (instructions counted by callgrind inside `cg_*` functions only).
+//! repetitions. `mlx5_hot --callgrind <workload> <n>` (single, single_wrs, fast, batch32,
+//! poll16, poll1, recv16, mixed16) runs one workload for `benches/compare.sh` (instructions
+//! counted by callgrind inside `cg_*` functions only).
 
 mod harness;
 #[path = "rig/plain.rs"]

@@ -176,3 +176,84 @@ fn an_srq_entry_completes_once() {
     assert_eq!(out[0].wr_id, 40);
     assert_eq!(cq.bogus_cqes(), 1);
 }
+
+/// The short way (runs of plain CQEs of the QP the last CQE named, its queues' positions in
+/// registers): sends and receives interleaved in one poll, across the ring's wrap, each
+/// complete once with their own wr_id, length, source QP and GRH flag; then a receive CQE
+/// with no receive outstanding and a send CQE naming a WQE not posted are dropped and
+/// counted, and nothing completes twice.
+#[test]
+fn short_way_runs_complete_each_request_once() {
+    use rdma_direct::providers::{WcFlags, WcOpcode};
+    use rdma_direct::wire::MLX5_CQE_RESP_SEND;
+    let (mut cq, mut d) = cq(64, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x55, None);
+    // A first send maps the QP (the general path); from then on it is the hot one.
+    qp.sq().post(SendWr::send(100, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0x55, 0, 0x0a, 0));
+    assert_eq!(poll_all(&mut cq)[0].wr_id, 100);
+    // One SEND with one SGE is one WQEBB: send k has wqe_counter k.
+    let (mut send, mut recv) = (1u16, 0u16);
+    for round in 0..12u64 {
+        for i in 0..5 {
+            let wr_id = 1000 + round * 5 + i;
+            qp.rq().post_recv(RecvWr { wr_id, sges: &SGE }).unwrap();
+        }
+        qp.rq().ring();
+        for i in 0..3 {
+            let wr = SendWr::send(200 + round * 3 + i, &SGE).signaled();
+            qp.sq().post(wr).unwrap();
+        }
+        qp.sq().ring();
+        let grh = round % 2 == 0;
+        for k in 0..7 {
+            if k % 2 == 0 {
+                let c = Cqe::resp(MLX5_CQE_RESP_SEND, 0x55, recv, 8 + k, 0);
+                d.push(&c.with_src(0x77, grh));
+                recv += 1;
+            } else {
+                d.push(&Cqe::req(0x55, send, 0x0a, 0));
+                send += 1;
+            }
+        }
+        let out = poll_all(&mut cq);
+        assert_eq!(out.len(), 7, "round {round}");
+        for (k, c) in out.iter().enumerate() {
+            let k = k as u64;
+            assert!(c.is_ok());
+            assert_eq!((c.qp_num, c.covered, c.imm), (0x55, 0, 0));
+            if k % 2 == 0 {
+                assert_eq!(c.wr_id, 1000 + round * 5 + k / 2);
+                assert_eq!(
+                    (c.opcode, c.byte_len, c.src_qp),
+                    (WcOpcode::Recv, 8 + k as u32, 0x77)
+                );
+                assert_eq!(c.flags.contains(WcFlags::GRH), grh);
+            } else {
+                assert_eq!(
+                    (c.wr_id, c.opcode),
+                    (200 + round * 3 + k / 2, WcOpcode::Send)
+                );
+                assert_eq!((c.byte_len, c.src_qp, c.flags), (0, 0, WcFlags(0)));
+            }
+        }
+        // The fifth receive of the round stays outstanding; complete it alone.
+        d.push(&Cqe::resp(MLX5_CQE_RESP_SEND, 0x55, recv, 1, 0));
+        recv += 1;
+        let out = poll_all(&mut cq);
+        assert_eq!((out.len(), out[0].wr_id), (1, 1000 + round * 5 + 4));
+    }
+    assert_eq!(cq.bogus_cqes(), 0);
+    // Nothing outstanding: a receive CQE and a send CQE, after a good send CQE in the same
+    // poll (so both meet the short way), are dropped and counted.
+    qp.sq().post(SendWr::send(9, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0x55, send, 0x0a, 0));
+    d.push(&Cqe::resp(MLX5_CQE_RESP_SEND, 0x55, recv, 8, 0));
+    d.push(&Cqe::req(0x55, send + 1, 0x0a, 0));
+    d.push(&Cqe::req(0x55, send, 0x0a, 0));
+    let out = poll_all(&mut cq);
+    assert_eq!((out.len(), out[0].wr_id), (1, 9));
+    assert_eq!(cq.bogus_cqes(), 3);
+}

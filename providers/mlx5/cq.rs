@@ -70,17 +70,24 @@
 //!
 //! ## The short way
 //!
-//! A successful requester CQE without scattered data that completes the oldest outstanding
-//! WQE of the QP the last CQE named (nothing covered: selective signaling off, or every WR
-//! signaled) takes a short way without the QP table, the purge logic or the walk: a lone one
-//! (or one between CQEs of other kinds) through `process_req`, a run of them through
-//! `run_hot`: one
-//! test of `op_own` against the expected owner parity (opcode REQ, no scatter bits), one
-//! 8-byte load of CQE bytes 56..63 compared with the QP number and the expected
-//! `wqe_counter`, the WQE's size from our own ring, checked against the producer position the
-//! poster published in the QP's doorbell record (re-read only when a WQE seems past it). The
-//! queue's state sits in registers (`HotSq`, taken once per poll) and the retired position is
-//! published when the short way ends. Every other CQE goes to `process`.
+//! Successful CQEs without scattered data of the QP the last CQE named (the hot QP) take a
+//! short way without the QP table, the purge logic or the walk (`cq/hot.rs`):
+//!
+//! - a requester CQE (opcode REQ) that completes the oldest outstanding send WQE (nothing
+//!   covered: selective signaling off, or every WR signaled);
+//! - a responder CQE of a plain SEND (no immediate) on the QP's RQ (not an SRQ), with a
+//!   receive outstanding.
+//!
+//! Per CQE: one test of `op_own` against the expected owner parity (opcode, no scatter bits),
+//! the load barrier, then one 8-byte load of CQE bytes 56..63 compared with the QP number and
+//! the expected `wqe_counter` (a receive: bytes 56..59, the QP number). A send WQE's size
+//! comes from our own ring, checked against the producer position the poster published in
+//! the QP's doorbell record (re-read only when a WQE seems past it); a receive against the
+//! RQ head the poster published. The queues' positions sit in registers (`Hot`, each side
+//! taken once per poll at its first CQE, when the QP has no purge pending and is alive) and
+//! are published when the short way ends or before any CQE goes to `process`. A poll with
+//! one slot takes a lone requester CQE through `process_req` (nothing to set up). Every
+//! other CQE goes to `process`.
 //!
 //! After the last CQE of a poll the consumer index goes to the CQ doorbell record once. The
 //! CQE loads must be complete before that store hands the slots back: on x86_64 a store never
@@ -310,108 +317,108 @@ impl<D: Owners> Mlx5Cq<D> {
     #[inline(always)]
     fn poll_inner<const TS: bool>(&mut self, out: &mut [Completion], ts: &mut [u64]) -> usize {
         let start_ci = self.ci;
+        if out.is_empty() {
+            return 0;
+        }
+        let cqe = self
+            .cqe0
+            .wrapping_add(((start_ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
+        // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+        let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
+        let parity = u8::from(start_ci & self.dv.cqe_cnt != 0);
+        if op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
+            || op_own & MLX5_CQE_OWNER_MASK != parity
+        {
+            return 0;
+        }
+        // From here on QP memory is read (see `CqShared::polling`).
+        self.shared.polling.store(true, Ordering::SeqCst);
         let mut n = 0;
         let mut ci = start_ci;
         let mut released = 0u32;
-        // The short way's queue, taken when a CQE for it comes (see `run_hot`).
-        let mut hot: Option<HotSq> = None;
-        // The previous CQE took the short way.
-        let mut streak = false;
-        let mask = self.dv.cqe_cnt - 1;
-        while n < out.len() {
-            let cqe = self
-                .cqe0
-                .wrapping_add(((ci & mask) as usize) << self.cqe_shift);
-            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
-            let parity = u8::from(ci & self.dv.cqe_cnt != 0);
-            let ready = (op_own ^ parity) & (MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK) == 0;
-            if !ready
-                && (op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
-                    || (op_own & MLX5_CQE_OWNER_MASK) != parity)
+        'polled: {
+            if out.len() == 1
+                && self.hot_qpn != u32::MAX
+                && op_own & (MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK) == parity
             {
-                break;
-            }
-            if ci == start_ci {
-                // The first CQE of this poll: from here on QP memory is read (see
-                // `CqShared::polling`).
-                self.shared.polling.store(true, Ordering::SeqCst);
-            }
-            if ready {
-                // A run of them (the previous CQE took the short way too, and room for more)
-                // goes to `run_hot`, whose setup pays off over several CQEs.
-                if streak && out.len() - n > 1 {
-                    if hot.is_none() {
-                        hot = self.hot_sq();
+                // One slot: the single-CQE short way, with nothing to set up.
+                // Orders the owner-bit load above before the loads of the CQE body below.
+                from_device_load_barrier();
+                if self.process_req(cqe, &mut out[0]) {
+                    if TS {
+                        ts[0] = self.cqe_timestamp_at(ci);
                     }
-                    if let Some(h) = hot.as_mut() {
-                        let k = self.run_hot(h, ci, &mut out[n..]);
-                        if k != 0 {
-                            if TS {
-                                // One completion per CQE on the short way; the slots are
-                                // still ours (the dbrec store comes last).
-                                for j in 0..k {
-                                    ts[n + j] = self.cqe_timestamp_at(ci.wrapping_add(j as u32));
-                                }
-                            }
-                            n += k;
-                            ci = ci.wrapping_add(k as u32);
-                            released += k as u32;
-                            continue;
+                    n = 1;
+                    ci = ci.wrapping_add(1);
+                    released = 1;
+                    break 'polled;
+                }
+            }
+            // The short way for the hot QP, taken at its first CQE (see `run_hot`).
+            let mut hot = Hot::new(self.hot_qpn, self.hot_qp);
+            while n < out.len() {
+                if self.hot_qpn != u32::MAX {
+                    let h = &mut hot;
+                    let k = self.run_hot(h, ci, &mut out[n..]);
+                    if TS {
+                        // One completion per CQE on the short way; the slots are still ours
+                        // (the dbrec store comes last).
+                        for j in 0..k {
+                            ts[n + j] = self.cqe_timestamp_at(ci.wrapping_add(j as u32));
                         }
                     }
-                }
-                from_device_load_barrier();
-                if hot.is_none() && self.process_req(cqe, &mut out[n]) {
-                    if TS {
-                        ts[n] = self.cqe_timestamp_at(ci);
+                    n += k;
+                    ci = ci.wrapping_add(k as u32);
+                    released += k as u32;
+                    if h.idle {
+                        break;
                     }
-                    n += 1;
-                    ci = ci.wrapping_add(1);
-                    released += 1;
-                    streak = true;
-                    continue;
+                    if k != 0 {
+                        // Stopped at the ring's end or at a CQE that may need the other side
+                        // taken: once more.
+                        continue;
+                    }
                 }
-            }
-            // Orders the owner-bit load above before the loads of the CQE body below.
-            from_device_load_barrier();
-            // A requester CQE in `process` reads and retires the send queue: publish what the
-            // short way did, and take the queue again afterwards (responder CQEs leave it).
-            let opcode = op_own >> MLX5_CQE_OPCODE_SHIFT;
-            if opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR {
-                if let Some(h) = hot.take() {
-                    h.flush();
+                let cqe = cqe_ptr(&self.dv, ci);
+                // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+                let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
+                if op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
+                    || ((op_own & MLX5_CQE_OWNER_MASK) != 0) != ((ci & self.dv.cqe_cnt) != 0)
+                {
+                    break;
                 }
+                // Orders the owner-bit load above before the loads of the CQE body below.
+                from_device_load_barrier();
+                // `process` reads and retires either queue: publish what the short way did; it
+                // is taken again (for the QP `process` maps, which becomes the hot one) after.
+                hot.flush();
+                self.ci = ci;
+                let got = self.process(cqe, op_own, &mut out[n], &mut released) as usize;
+                hot = Hot::new(self.hot_qpn, self.hot_qp);
+                if TS && got == 1 {
+                    ts[n] = self.cqe_timestamp_at(ci);
+                }
+                n += got;
+                ci = ci.wrapping_add(1);
             }
-            self.ci = ci;
-            let got = self.process(cqe, op_own, &mut out[n], &mut released) as usize;
-            if TS && got == 1 {
-                ts[n] = self.cqe_timestamp_at(ci);
-            }
-            n += got;
-            ci = ci.wrapping_add(1);
-            streak = false;
-        }
-        if ci == start_ci {
-            return 0;
-        }
-        if let Some(h) = hot {
-            h.flush();
+            hot.flush();
         }
         self.ci = ci;
-        // The CQE loads above must be complete before the dbrec store below lets the device
-        // reuse their slots. On x86_64 a store never passes an earlier load, so only the
-        // compiler must be held (`to_device_store_barrier` is a compiler barrier there); on
-        // aarch64 `to_device_store_barrier` (`dsb st`) waits for stores only, while
-        // `from_device_load_barrier` (`dsb ld`) waits for the earlier loads.
-        #[cfg(target_arch = "x86_64")]
-        crate::barrier::to_device_store_barrier();
-        #[cfg(not(target_arch = "x86_64"))]
-        from_device_load_barrier();
-        // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
-        unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
-        self.shared.ci.store(ci, Ordering::Release);
-        self.shared.release(released);
+        if ci != start_ci {
+            // The CQE loads above must be complete before the dbrec store below lets the
+            // device reuse their slots. On x86_64 a store never passes an earlier load, so
+            // only the compiler must be held (`to_device_store_barrier` is a compiler barrier
+            // there); on aarch64 `to_device_store_barrier` (`dsb st`) waits for stores only,
+            // while `from_device_load_barrier` (`dsb ld`) waits for the earlier loads.
+            #[cfg(target_arch = "x86_64")]
+            crate::barrier::to_device_store_barrier();
+            #[cfg(not(target_arch = "x86_64"))]
+            from_device_load_barrier();
+            // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
+            unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
+            self.shared.ci.store(ci, Ordering::Release);
+            self.shared.release(released);
+        }
         self.shared.polling.store(false, Ordering::Release);
         n
     }
@@ -700,8 +707,9 @@ impl<D: Owners> CompletionQueue for Mlx5Cq<D> {
     }
 }
 
+mod hot;
+use hot::Hot;
 mod req;
-use req::HotSq;
 mod resp;
 
 #[cfg(test)]

@@ -155,35 +155,43 @@ impl std::ops::BitOr for WcFlags {
 }
 
 /// One completion, polled into a caller-provided slice.
+///
+/// 64 bytes, `repr(C)` in this order so a poller fills it with few stores: what every
+/// completion sets first (`wr_id`, `byte_len`, `qp_num`, `opcode`), then the fields that are
+/// zero on a successful send completion (`status` through `flags`), contiguous. The field
+/// order is a layout choice, not an ABI: it is not `struct ibv_wc`.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Completion {
     /// The request's `wr_id`.
     pub wr_id: u64,
+    /// Bytes received (responder), read or written (requester READ/atomics: 8).
+    pub byte_len: u32,
+    /// The local QP the completion belongs to.
+    pub qp_num: u32,
+    /// What completed.
+    pub opcode: WcOpcode,
     /// Status. On error the other fields except `wr_id`, `qp_num` and `vendor_err` are not
     /// meaningful (rxe reports opcode 0 and byte_len 0 there).
     pub status: WcStatus,
-    /// What completed.
-    pub opcode: WcOpcode,
-    /// Bytes received (responder), read or written (requester READ/atomics: 8).
-    pub byte_len: u32,
-    /// Immediate data in host order (valid when `flags` has [`WcFlags::WITH_IMM`]).
-    pub imm: u32,
-    /// The local QP the completion belongs to.
-    pub qp_num: u32,
-    /// The remote QP (UD receives; 0 elsewhere unless the device fills it).
-    pub src_qp: u32,
-    /// GRH / WITH_IMM.
-    pub flags: WcFlags,
+    /// wr_id of the oldest covered request (valid when `covered > 0`).
+    pub covered_from: u64,
     /// Send completions: how many earlier *unsignaled* requests of the same send queue this
     /// completion retires (selective signaling). They are the `covered` requests posted
     /// immediately before this one, in post order; the oldest has wr_id `covered_from`.
     pub covered: u32,
-    /// wr_id of the oldest covered request (valid when `covered > 0`).
-    pub covered_from: u64,
+    /// Immediate data in host order (valid when `flags` has [`WcFlags::WITH_IMM`]).
+    pub imm: u32,
+    /// The remote QP (UD receives; 0 elsewhere unless the device fills it).
+    pub src_qp: u32,
     /// Vendor error / syndrome: on mlx5, `syndrome | vendor_syndrome << 8`; on verbs,
     /// `ibv_wc.vendor_err`.
     pub vendor_err: u32,
+    /// GRH / WITH_IMM.
+    pub flags: WcFlags,
 }
+
+static_assertions::const_assert_eq!(core::mem::size_of::<Completion>(), 64);
 
 impl Completion {
     /// A zeroed completion, for initialising poll buffers.

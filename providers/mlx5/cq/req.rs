@@ -4,82 +4,8 @@
 
 use super::*;
 
-/// [`req_opcode`] of every byte.
-const REQ_OPCODE: [WcOpcode; 256] = {
-    let mut t = [WcOpcode::Send; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = req_opcode(i as u8);
-        i += 1;
-    }
-    t
-};
-
-/// `byte_len` of a successful requester completion by send WQE opcode (READ: the CQE's
-/// byte count instead).
-const REQ_LEN: [u32; 256] = {
-    let mut t = [0u32; 256];
-    t[MLX5_OPCODE_ATOMIC_CS as usize] = 8;
-    t[MLX5_OPCODE_ATOMIC_FA as usize] = 8;
-    t
-};
-
-/// Bytes 1..5 of the little-endian u64 of CQE bytes 56..63: the qpn and the wqe_counter.
-const HOT_MATCH_MASK: u64 = 0x0000_ffff_ffff_ff00;
-
-/// A send queue on the short way ([`Mlx5Cq::run_hot`]), copied out of its `QpShared` once
-/// per poll so the per-CQE work touches registers and the rings only.
-pub(super) struct HotSq {
-    /// The qpn as CQE bytes 57..59 hold it, in bytes 1..3 of a little-endian u64 of bytes
-    /// 56..63 (see `run_hot`).
-    tag: u64,
-    qpn: u32,
-    wrid: *const std::sync::atomic::AtomicU64,
-    buf: *const u8,
-    mask: u32,
-    dbrec: *const u32,
-    /// The queue's `SqDone`, alive while the QP is (see `hot_sq`).
-    done: *const crate::providers::mlx5::shared::SqDone,
-    /// Retired WQEBB position (published by `flush`).
-    ci: u32,
-    /// The producer position the poster last published, as read here (it only grows).
-    pi: u32,
-    /// Requests retired since the last `flush`.
-    n: u32,
-}
-
-/// The producer position the poster published in the send dbrec, as a free-running
-/// position near `ci` (the 16-bit send counter is never more than `wqe_cnt` (<= 32768)
-/// ahead of `ci`).
-#[inline(always)]
-fn read_pi(dbrec: *const u32, ci: u32) -> u32 {
-    // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is (checked
-    // `alive` in `hot_sq`, under `CqShared::polling`).
-    let db = unsafe { (*(dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire) };
-    ci.wrapping_add(u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK)
-}
-
-/// [`read_pi`] out of line, for the short way's rare re-reads.
-#[cold]
-#[inline(never)]
-fn read_pi_cold(dbrec: *const u32, ci: u32) -> u32 {
-    read_pi(dbrec, ci)
-}
-
-impl HotSq {
-    /// Publish the retired position and count.
-    #[inline(always)]
-    pub(super) fn flush(self) {
-        if self.n != 0 {
-            // SAFETY: `done` lives in the hot QP's `QpShared`, held by an entry of the CQ
-            // for this whole poll (see `hot_sq`).
-            unsafe { &*self.done }.retire(self.ci, self.n);
-        }
-    }
-}
-
 /// The completion opcode of a requester CQE, from the send WQE opcode (CQE byte 56).
-const fn req_opcode(wqe_op: u8) -> WcOpcode {
+pub(super) const fn req_opcode(wqe_op: u8) -> WcOpcode {
     match wqe_op {
         MLX5_OPCODE_RDMA_WRITE | MLX5_OPCODE_RDMA_WRITE_IMM => WcOpcode::RdmaWrite,
         MLX5_OPCODE_RDMA_READ => WcOpcode::RdmaRead,
@@ -220,149 +146,18 @@ impl<D: Owners> Mlx5Cq<D> {
         *out = Completion {
             wr_id: sq.wrid_at(ci),
             status: WcStatus::Success,
-            opcode: REQ_OPCODE[wqe_op as usize],
-            byte_len: match wqe_op {
-                MLX5_OPCODE_ATOMIC_CS | MLX5_OPCODE_ATOMIC_FA => 8,
+            opcode: super::hot::REQ_OPCODE[wqe_op as usize],
+            byte_len: if wqe_op == MLX5_OPCODE_RDMA_READ {
                 // SAFETY: as above, byte_cnt is 4-aligned.
-                MLX5_OPCODE_RDMA_READ => unsafe { be32_at(cqe, cqe64::BYTE_CNT) },
-                _ => 0,
+                unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
+            } else {
+                super::hot::REQ_LEN[wqe_op as usize]
             },
             qp_num: qpn,
             ..Completion::EMPTY
         };
         sq.done.retire(ci.wrapping_add(nbb), 1);
         true
-    }
-
-    /// The send queue of the last QP a CQE named, ready for [`Self::run_hot`]; `None` when
-    /// there is none, or it has a purge pending or is dead (its CQEs go to `process`).
-    /// Called with `shared.polling` set (it reads the QP's memory).
-    #[inline(always)]
-    pub(super) fn hot_sq(&self) -> Option<HotSq> {
-        if self.hot_qpn == u32::MAX {
-            return None;
-        }
-        // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by
-        // `lookup`, cleared by `register`, the only place entries go), which holds an `Arc`.
-        let qp = unsafe { &*self.hot_qp };
-        // `alive` as in `process` (`SeqCst`, see `CqShared::polling`).
-        if qp.purge_send.load(Ordering::Relaxed) != 0
-            || !qp.alive.load(Ordering::SeqCst)
-            || qp.sq_buf.is_null()
-        {
-            return None;
-        }
-        let ci = qp.sq.done.ci.load(Ordering::Relaxed);
-        Some(HotSq {
-            tag: u64::from(self.hot_qpn.to_be()),
-            qpn: self.hot_qpn,
-            wrid: qp.sq.wrid.as_ptr(),
-            buf: qp.sq_buf,
-            mask: qp.sq.mask,
-            dbrec: qp.dbrec,
-            done: &*qp.sq.done,
-            ci,
-            pi: read_pi(qp.dbrec, ci),
-            n: 0,
-        })
-    }
-
-    /// The short way: successful requester CQEs without scattered data, each completing the
-    /// oldest outstanding WQE of `h`'s queue (nothing covered: selective signaling off, or
-    /// every WR signaled). Fills `out` from its start and returns how many; stops at the
-    /// first CQE it does not take (not ready, or anything else: `poll` hands that one to
-    /// [`Self::process`], which handles every case). The retired position stays in `h`
-    /// until [`HotSq::flush`].
-    // Out of line: its own register allocation, not the outer loop's.
-    #[inline(never)]
-    pub(super) fn run_hot(&self, h: &mut HotSq, ci: u32, out: &mut [Completion]) -> usize {
-        let mask = self.dv.cqe_cnt - 1;
-        let stride = 1usize << self.cqe_shift;
-        let (tag, qpn, wrid, buf, sq_mask) = (h.tag, h.qpn, h.wrid, h.buf, h.mask);
-        // Retired position and the published producer position, in registers.
-        let (mut sci, mut pi) = (h.ci, h.pi);
-        // The CQE pointer advances by one slot; the owner bit expected (the wrap parity of
-        // the position) flips where the ring wraps.
-        let mut cqe = self
-            .cqe0
-            .wrapping_add(((ci & mask) as usize) << self.cqe_shift);
-        let mut parity = u8::from(ci & self.dv.cqe_cnt != 0);
-        let ring_end = self
-            .cqe0
-            .wrapping_add((self.dv.cqe_cnt as usize) << self.cqe_shift);
-        let mut k = 0;
-        for slot_out in out.iter_mut() {
-            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
-            // Opcode REQ, no scatter, owner bit = the wrap parity: one test (an INVALID
-            // opcode fails it too).
-            if (op_own ^ parity) & (MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK) != 0 {
-                break;
-            }
-            // Orders the owner-bit load above before the loads of the CQE body below.
-            from_device_load_barrier();
-            // Bytes 56..63 in one load, as they lie in memory: sop (byte 0), qpn (bytes
-            // 1..3, big-endian), wqe_counter (bytes 4..5, big-endian), signature, op_own.
-            // SAFETY: 8-aligned 8 bytes inside the CQE (CQEs are 64-byte aligned).
-            let w = u64::from_le(unsafe {
-                core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u64)
-            });
-            // The QP is the hot one and the WQE named is the oldest outstanding one: bytes
-            // 1..5 equal `tag` and the expected counter (compared without byte swaps).
-            let want = tag | u64::from((sci as u16).to_be()) << 32;
-            if (w ^ want) & HOT_MATCH_MASK != 0 {
-                break;
-            }
-            // Something must be outstanding before the ring is read (a stray CQE is not).
-            if pi == sci {
-                pi = read_pi_cold(h.dbrec, sci);
-                if pi == sci {
-                    break;
-                }
-            }
-            let slot = (sci & sq_mask) as usize;
-            // The WQE's size from its ctrl segment (our own ring, unchanged while the WQE is
-            // outstanding); a ds of 0 makes `nbb - 1` huge and fails the check below.
-            // SAFETY: `slot` is a WQEBB of the SQ ring; ctrl byte 7 is inside it.
-            let ds = u32::from(unsafe {
-                core::ptr::read_volatile(buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS))
-            }) & MLX5_WQE_CTRL_DS_MASK;
-            let nbb = (ds + 3) >> 2;
-            // The whole WQE must be below the published producer position.
-            if nbb.wrapping_sub(1) >= pi.wrapping_sub(sci) {
-                pi = read_pi_cold(h.dbrec, sci);
-                if nbb.wrapping_sub(1) >= pi.wrapping_sub(sci) {
-                    break;
-                }
-            }
-            let op = w as u8;
-            let byte_len = if op == MLX5_OPCODE_RDMA_READ {
-                // SAFETY: byte_cnt is a 4-aligned word of the CQE.
-                unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
-            } else {
-                REQ_LEN[op as usize]
-            };
-            *slot_out = Completion {
-                // SAFETY: `wrid` has `sq_mask + 1` entries; `slot` is masked.
-                wr_id: unsafe { &*wrid.add(slot) }.load(Ordering::Relaxed),
-                status: WcStatus::Success,
-                opcode: REQ_OPCODE[op as usize],
-                byte_len,
-                qp_num: qpn,
-                ..Completion::EMPTY
-            };
-            sci = sci.wrapping_add(nbb);
-            k += 1;
-            cqe = cqe.wrapping_add(stride);
-            if cqe == ring_end {
-                parity ^= 1;
-                cqe = self.cqe0;
-            }
-        }
-        h.ci = sci;
-        h.pi = pi;
-        h.n += k as u32;
-        k
     }
 
     /// Scatter-to-CQE for a requester CQE: the WQE's own opcode and data segments, read back

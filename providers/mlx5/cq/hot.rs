@@ -1,0 +1,412 @@
+//! The short way of the CQ (see "The short way" in `cq.rs`): successful CQEs without
+//! scattered data of the QP the last CQE named, each completing that QP's oldest outstanding
+//! send WQE (nothing covered) or the RQ's oldest receive, with the queues' positions in
+//! registers. Every other CQE is left to `process`.
+
+use super::*;
+use crate::providers::mlx5::shared::{RqShared, SqDone};
+use crate::wire::MLX5_CQE_RESP_SEND;
+use std::sync::atomic::AtomicU64;
+
+/// [`req_opcode`](super::req) of every WQE opcode byte.
+pub(super) const REQ_OPCODE: [WcOpcode; 256] = {
+    let mut t = [WcOpcode::Send; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = super::req::req_opcode(i as u8);
+        i += 1;
+    }
+    t
+};
+
+/// `byte_len` of a successful requester completion by send WQE opcode (READ: the CQE's
+/// byte count instead).
+pub(super) const REQ_LEN: [u32; 256] = {
+    let mut t = [0u32; 256];
+    t[MLX5_OPCODE_ATOMIC_CS as usize] = 8;
+    t[MLX5_OPCODE_ATOMIC_FA as usize] = 8;
+    t
+};
+
+/// WQEBBs of a send WQE by its ctrl byte 7 (`ds`, low 6 bits, in 16-byte units): 0 for a
+/// ds of 0 (no valid WQE), which fails the short way's size check.
+const NBB: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = (((i as u32 & MLX5_WQE_CTRL_DS_MASK) + 3) >> 2) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Bytes 1..5 of the little-endian u64 of CQE bytes 56..63: the qpn and the wqe_counter.
+const HOT_MATCH_MASK: u64 = 0x0000_ffff_ffff_ff00;
+/// Bytes 1..3 of the little-endian u32 of CQE bytes 56..59: the qpn.
+const QPN_MATCH_MASK: u32 = 0xffff_ff00;
+/// `op_own` bits a short-way CQE is checked on: opcode, scatter bits, owner (not SE).
+const PLAIN_MASK: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK;
+/// `op_own` of a plain incoming SEND with owner bit 0 (the receive short way).
+const RESP_PLAIN: u8 = MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT;
+
+/// A side of the short way: not looked at yet this poll, ready, or not available.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Untried,
+    On,
+    Off,
+}
+
+/// The hot QP's queues on the short way, copied out of its `QpShared` (each side when its
+/// first CQE comes, once per poll) so the per-CQE work touches registers and the rings only.
+/// Positions reached are published by [`Hot::flush`].
+pub(super) struct Hot {
+    /// The qpn as CQE bytes 57..59 hold it: bits 8..31 of the little-endian u32 of bytes
+    /// 56..59.
+    tag: u32,
+    qpn: u32,
+    /// The hot QP (`Mlx5Cq::hot_qp`).
+    qp: *const QpShared,
+    sq: Side,
+    rq: Side,
+    /// The CQE that stopped the last `run_hot` was not software-owned (the CQ is drained).
+    pub(super) idle: bool,
+    // Send side.
+    wrid: *const AtomicU64,
+    buf: *const u8,
+    mask: u32,
+    dbrec: *const u32,
+    /// The queue's `SqDone`, alive while the QP is (checked when the side was taken).
+    done: *const SqDone,
+    /// Retired WQEBB position.
+    sci: u32,
+    /// Published producer position minus `sci` (as read here; the poster's only grows).
+    avail: u32,
+    /// Requests retired since the side was taken.
+    sn: u32,
+    // Receive side.
+    rwrid: *const AtomicU64,
+    rmask: u32,
+    rqs: *const RqShared,
+    /// RQ tail reached.
+    tail: u32,
+    /// Published receives (head) minus `tail`, as read here.
+    ravail: u32,
+    /// Receives completed since the side was taken.
+    rn: u32,
+}
+
+/// The producer position the poster published in the send dbrec, as a distance from `ci`
+/// (the 16-bit send counter is never more than `wqe_cnt` (<= 32768) ahead of `ci`).
+#[inline(always)]
+fn avail_at(dbrec: *const u32, ci: u32) -> u32 {
+    // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is (checked
+    // `alive` when the side was taken, under `CqShared::polling`).
+    let db = unsafe { (*(dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire) };
+    u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK
+}
+
+/// [`avail_at`] out of line, for the short way's rare re-reads.
+#[cold]
+#[inline(never)]
+fn read_avail(dbrec: *const u32, ci: u32) -> u32 {
+    avail_at(dbrec, ci)
+}
+
+/// Published receives not yet completed (`head - tail`).
+#[inline(always)]
+fn ravail_at(rq: *const RqShared, tail: u32) -> u32 {
+    // SAFETY: `rq` is the hot QP's `RqShared`, alive while the QP's entry is.
+    unsafe { &*rq }
+        .head
+        .load(Ordering::Acquire)
+        .wrapping_sub(tail)
+}
+
+/// [`ravail_at`] out of line, for the short way's rare re-reads.
+#[cold]
+#[inline(never)]
+fn read_ravail(rq: *const RqShared, tail: u32) -> u32 {
+    ravail_at(rq, tail)
+}
+
+impl Hot {
+    /// The short way for the CQ's hot QP (`hot_qpn`, `hot_qp`); its sides are taken when
+    /// their first CQE comes.
+    #[inline(always)]
+    pub(super) fn new(qpn: u32, qp: *const QpShared) -> Hot {
+        Hot {
+            tag: qpn.to_be(),
+            qpn,
+            qp,
+            sq: Side::Untried,
+            rq: Side::Untried,
+            idle: false,
+            wrid: core::ptr::null(),
+            buf: core::ptr::null(),
+            mask: 0,
+            dbrec: core::ptr::null(),
+            done: core::ptr::null(),
+            sci: 0,
+            avail: 0,
+            sn: 0,
+            rwrid: core::ptr::null(),
+            rmask: 0,
+            rqs: core::ptr::null(),
+            tail: 0,
+            ravail: 0,
+            rn: 0,
+        }
+    }
+
+    /// Take the send side, unless the QP has a purge pending or is dead (its CQEs go to
+    /// `process`). Called with `shared.polling` set (it reads the QP's memory).
+    #[inline(always)]
+    fn take_sq(&mut self) {
+        // SAFETY: `qp` is the `QpShared` of an entry of the CQ's `entries` (set with
+        // `hot_qpn` by `lookup`, cleared by `register`, the only place entries go), which
+        // holds an `Arc`.
+        let qp = unsafe { &*self.qp };
+        // `alive` as in `process` (`SeqCst`, see `CqShared::polling`).
+        if qp.purge_send.load(Ordering::Relaxed) != 0
+            || !qp.alive.load(Ordering::SeqCst)
+            || qp.sq_buf.is_null()
+        {
+            self.sq = Side::Off;
+            return;
+        }
+        let ci = qp.sq.done.ci.load(Ordering::Relaxed);
+        self.wrid = qp.sq.wrid.as_ptr();
+        self.buf = qp.sq_buf;
+        self.mask = qp.sq.mask;
+        self.dbrec = qp.dbrec;
+        self.done = &*qp.sq.done;
+        self.sci = ci;
+        self.avail = avail_at(qp.dbrec, ci);
+        self.sq = Side::On;
+    }
+
+    /// Take the receive side: an RQ (SRQ completions go to `process`), no purge pending,
+    /// alive. As [`Hot::take_sq`].
+    #[inline(always)]
+    fn take_rq(&mut self) {
+        // SAFETY: as in `take_sq`.
+        let qp = unsafe { &*self.qp };
+        let rq = match &qp.rq {
+            Some(rq)
+                if qp.srq.is_none()
+                    && qp.purge_recv.load(Ordering::Relaxed) == 0
+                    && qp.alive.load(Ordering::SeqCst) =>
+            {
+                rq
+            }
+            _ => {
+                self.rq = Side::Off;
+                return;
+            }
+        };
+        self.rwrid = rq.wrid.as_ptr();
+        self.rmask = rq.mask;
+        self.rqs = rq;
+        self.tail = rq.tail.load(Ordering::Relaxed);
+        self.ravail = ravail_at(rq, self.tail);
+        self.rq = Side::On;
+    }
+
+    /// Publish the positions reached: the retired send position and count, the RQ tail.
+    #[inline(always)]
+    pub(super) fn flush(self) {
+        if self.sn != 0 {
+            // SAFETY: `done` lives in the hot QP's `QpShared`, held by an entry of the CQ
+            // for this whole poll.
+            unsafe { &*self.done }.retire(self.sci, self.sn);
+        }
+        if self.rn != 0 {
+            // SAFETY: as above, for the QP's `RqShared`.
+            unsafe { &*self.rqs }
+                .tail
+                .store(self.tail, Ordering::Release);
+        }
+    }
+}
+
+impl<D: Owners> Mlx5Cq<D> {
+    /// The short way from position `ci` (software-owned or not): fills `out` from its start
+    /// and returns how many, stopping at the ring's end (the owner parity flips there), at a
+    /// CQE that is not software-owned (`h.idle`), or at the first CQE it does not take:
+    /// `poll` hands that one to [`Self::process`], which handles every case. A requester CQE
+    /// is taken when it is REQ without scatter, names the hot QP and its oldest outstanding
+    /// WQE (checked against the published producer position before the ring is read); a
+    /// responder CQE when it is a plain SEND (no immediate, no scatter) on the hot QP's RQ
+    /// with a receive outstanding. Gives back one CQ entry per completion.
+    #[inline(always)]
+    pub(super) fn run_hot(&self, h: &mut Hot, ci: u32, out: &mut [Completion]) -> usize {
+        // The sides this run needs, by the first CQE.
+        let cqe = self
+            .cqe0
+            .wrapping_add(((ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
+        let parity = u8::from(ci & self.dv.cqe_cnt != 0);
+        // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+        let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ parity;
+        if x & PLAIN_MASK == 0 && h.sq == Side::Untried {
+            h.take_sq();
+        } else if (x ^ RESP_PLAIN) & PLAIN_MASK == 0 && h.rq == Side::Untried {
+            h.take_rq();
+        }
+        // A loop for the sides that are on: the other side's state stays out of it.
+        match (h.sq == Side::On, h.rq == Side::On) {
+            (true, false) => self.run_sides::<true, false>(h, ci, out),
+            (false, true) => self.run_sides::<false, true>(h, ci, out),
+            (true, true) => self.run_sides::<true, true>(h, ci, out),
+            // Nothing for the short way: `poll` looks at the CQE itself.
+            (false, false) => 0,
+        }
+    }
+
+    /// [`Self::run_hot`] with the send side on when `SQ`, the receive side when `RQ`.
+    // Out of line: its own register allocation, not the outer loop's.
+    #[inline(never)]
+    fn run_sides<const SQ: bool, const RQ: bool>(
+        &self,
+        h: &mut Hot,
+        ci: u32,
+        out: &mut [Completion],
+    ) -> usize {
+        let cnt = self.dv.cqe_cnt;
+        let first = ci & (cnt - 1);
+        let parity = u8::from(ci & cnt != 0);
+        let mut cqe = self.cqe0.wrapping_add((first as usize) << self.cqe_shift);
+        let stride = 1usize << self.cqe_shift;
+        // Up to the ring's end: one owner parity for all of them.
+        let m = out.len().min((cnt - first) as usize);
+        // `op_own & PLAIN_MASK` of a CQE each side takes (opcode, no scatter, owner bit = the
+        // parity).
+        let (req_own, resp_own) = (parity, RESP_PLAIN | parity);
+        let (tag, qpn) = (h.tag, h.qpn);
+        let (wrid, buf, sq_mask) = (h.wrid, h.buf, h.mask);
+        let (rwrid, rmask) = (h.rwrid, h.rmask);
+        let (mut sci, mut avail) = (h.sci, h.avail);
+        let (mut tail, mut ravail) = (h.tail, h.ravail);
+        let start = cqe;
+        for slot_out in out[..m].iter_mut() {
+            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+            let own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } & PLAIN_MASK;
+            if SQ && own == req_own {
+                // Orders the owner-bit load above before the loads of the CQE body below.
+                from_device_load_barrier();
+                // Bytes 56..63 in one load, as they lie in memory: sop (byte 0), qpn (bytes
+                // 1..3, big-endian), wqe_counter (bytes 4..5, big-endian), signature, op_own.
+                // SAFETY: 8-aligned 8 bytes inside the CQE (CQEs are 64-byte aligned).
+                let w = u64::from_le(unsafe {
+                    core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u64)
+                });
+                // The QP is the hot one and the WQE named is the oldest outstanding one:
+                // bytes 1..5 equal the qpn and the expected counter (no byte swaps).
+                let want = u64::from(tag) | u64::from((sci as u16).to_be()) << 32;
+                if (w ^ want) & HOT_MATCH_MASK != 0 {
+                    break;
+                }
+                // Something must be outstanding before the ring is read (a stray CQE is not).
+                if avail == 0 {
+                    avail = read_avail(h.dbrec, sci);
+                    if avail == 0 {
+                        break;
+                    }
+                }
+                let slot = (sci & sq_mask) as usize;
+                // The WQE's size from its ctrl segment (our own ring, unchanged while the
+                // WQE is outstanding); a ds of 0 gives 0 and fails the check below.
+                // SAFETY: `slot` is a WQEBB of the SQ ring; ctrl byte 7 is inside it.
+                let ds = unsafe {
+                    core::ptr::read_volatile(buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS))
+                };
+                let nbb = u32::from(NBB[ds as usize]);
+                // The whole WQE must be below the published producer position.
+                if nbb.wrapping_sub(1) >= avail {
+                    avail = read_avail(h.dbrec, sci);
+                    if nbb.wrapping_sub(1) >= avail {
+                        break;
+                    }
+                }
+                let op = w as u8;
+                let byte_len = if op == MLX5_OPCODE_RDMA_READ {
+                    // SAFETY: byte_cnt is a 4-aligned word of the CQE.
+                    unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
+                } else {
+                    REQ_LEN[op as usize]
+                };
+                *slot_out = Completion {
+                    // SAFETY: `wrid` has `sq_mask + 1` entries; `slot` is masked.
+                    wr_id: unsafe { &*wrid.add(slot) }.load(Ordering::Relaxed),
+                    status: WcStatus::Success,
+                    opcode: REQ_OPCODE[op as usize],
+                    byte_len,
+                    qp_num: qpn,
+                    ..Completion::EMPTY
+                };
+                sci = sci.wrapping_add(nbb);
+                avail -= nbb;
+            } else if RQ && own == resp_own {
+                // Orders the owner-bit load above before the loads of the CQE body below.
+                from_device_load_barrier();
+                // SAFETY: a 4-aligned word of the CQE (bytes 56..59: sop, qpn).
+                let w = u32::from_le(unsafe {
+                    core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
+                });
+                if (w ^ tag) & QPN_MATCH_MASK != 0 {
+                    break;
+                }
+                // A receive must be outstanding (a stray CQE is dropped by `process`).
+                if ravail == 0 {
+                    ravail = read_ravail(h.rqs, tail);
+                    if ravail == 0 {
+                        break;
+                    }
+                }
+                // SAFETY: 4-aligned words of the CQE.
+                let (byte_len, frq) = unsafe {
+                    (
+                        be32_at(cqe, cqe64::BYTE_CNT),
+                        be32_at(cqe, cqe64::FLAGS_RQPN),
+                    )
+                };
+                let grh = (frq >> 24) as u8 & MLX5_CQE_FLAGS_GRH != 0;
+                *slot_out = Completion {
+                    // SAFETY: `rwrid` has `rmask + 1` entries; the index is masked.
+                    wr_id: unsafe { &*rwrid.add((tail & rmask) as usize) }.load(Ordering::Relaxed),
+                    status: WcStatus::Success,
+                    opcode: WcOpcode::Recv,
+                    byte_len,
+                    qp_num: qpn,
+                    src_qp: frq & MLX5_QPN_MASK,
+                    flags: WcFlags(if grh { WcFlags::GRH.0 } else { 0 }),
+                    ..Completion::EMPTY
+                };
+                tail = tail.wrapping_add(1);
+                ravail -= 1;
+            } else {
+                break;
+            }
+            cqe = cqe.wrapping_add(stride);
+        }
+        // CQEs taken: the pointer advanced one slot for each.
+        let k = (cqe as usize - start as usize) >> self.cqe_shift;
+        if k < m {
+            // Read again: the CQE the loop stopped at (it may have become software-owned
+            // since, which only makes the poll look again).
+            // SAFETY: as above.
+            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
+            h.idle = op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
+                || op_own & MLX5_CQE_OWNER_MASK != parity;
+        }
+        // Receives completed in this run (one each); the others were sends.
+        let rn = if RQ { tail.wrapping_sub(h.tail) } else { 0 };
+        if SQ {
+            (h.sci, h.avail, h.sn) = (sci, avail, h.sn + (k as u32 - rn));
+        }
+        if RQ {
+            (h.tail, h.ravail, h.rn) = (tail, ravail, h.rn + rn);
+        }
+        k
+    }
+}
