@@ -40,9 +40,9 @@
 //! error then reads, for example,
 //!
 //! ```text
-//! failed status RETRY_EXC_ERR (12) for wr_id 2 (vendor_err 0x0); drain: 9 outstanding at
-//! the first error (1 send, 8 receives): 1 RETRY_EXC_ERR, 8 WR_FLUSH_ERR, 0 without a
-//! completion (0.00 s)
+//! failed status RETRY_EXC_ERR (12) for wr_id 2 (vendor_err 0x0) after 41 sends and 41
+//! receives completed; drain: 9 outstanding at the first error (1 send, 8 receives): 1
+//! RETRY_EXC_ERR, 8 WR_FLUSH_ERR, 0 without a completion (0.00 s)
 //! ```
 //!
 //! (one line), so a test can check that nothing outstanding was lost. The drain waits at
@@ -473,11 +473,14 @@ impl Flow {
             if !c.is_ok() {
                 let drained = self.drain(cq, &wc[i..n]);
                 return Err(perr(format!(
-                    "{who}failed status {} ({}) for wr_id {} (vendor_err {:#x}); {drained}",
+                    "{who}failed status {} ({}) for wr_id {} (vendor_err {:#x}) after {} sends \
+                     and {} receives completed; {drained}",
                     c.status,
                     c.status.to_ibv(),
                     c.wr_id,
-                    c.vendor_err
+                    c.vendor_err,
+                    self.scnt,
+                    self.rcnt
                 )));
             }
             match c.wr_id {

@@ -18,7 +18,7 @@ fail=0
 # missing (and examples/pingpong posts receives before its QP leaves RESET). Until fixed
 # this check says so instead of passing; the examples run on the sim in `cargo test`.
 echo "skipped: examples over rxe0: order_gateway -d stalls (16 receives missing after 5 s) and pingpong -d posts receives in RESET; open defect"
-exit 0
+exit 77
 
 gw="$exdir/order_gateway"
 if [ ! -x "$gw" ]; then

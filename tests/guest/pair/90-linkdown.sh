@@ -6,6 +6,16 @@
 # and b's requester must end with status 12 (IBV_WC_RETRY_EXC_ERR) within 60 s, not hang.
 # The link is brought up again afterwards (this check runs last all the same). The
 # server end is stopped once the client is done: its TCP end-of-run exchange has no peer.
+#
+# Then the same with the project's own `rdma-direct pingpong` (RC, 4096 B, 8 receives
+# posted, --retry-cnt 1 -u 14: two tries 67 ms apart), server on a, client on b, a's link
+# down once both run. An end whose send is in flight ends in RETRY_EXC_ERR, and its QP then
+# in the error state flushes everything else it had outstanding: its drain line must count
+# every outstanding request, exactly 1 RETRY_EXC_ERR and n-1 WR_FLUSH_ERR, none missing,
+# within 10 s of the link going down. At least one end must be such a requester (which one
+# depends on where the ping-pong was); an end that had only receives outstanding has no
+# timer of its own running (RC receives wait, they never time out) and is stopped once the
+# other end is done.
 . "$PAIRLIB"
 set -u
 dev=$RDMA_DIRECT_DEVICE
@@ -98,6 +108,105 @@ down_case() {
     barrier "down-$cmport" 200
 }
 
+# is_int WORD: WORD is a non-negative integer.
+is_int() { case $1 in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac; }
+
+# pp_down: rdma-direct pingpong with bounded retries; a's link goes down mid-run.
+pp_down() {
+    port=18990
+    pp="$RDMA_DIRECT_BIN pingpong -d $dev -g $RDMA_DIRECT_GID_INDEX -s 4096 -n 1000000 -r 8 --retry-cnt 1 -u 14 -p $port"
+    if [ "$ROLE" = a ]; then
+        # shellcheck disable=SC2086
+        timeout 120 $pp >"$tmp/pp" 2>&1 &
+        pid=$!
+        wait_listen "$port" 30
+        put "pp-listen" 1
+    else
+        get "pp-listen" 60 >/dev/null
+        # shellcheck disable=SC2086
+        timeout 120 $pp "$PEER_IP" >"$tmp/pp" 2>&1 &
+        pid=$!
+    fi
+    # Both ends print the remote address once connected; then 1 s of ping-pong.
+    n=0
+    until grep -q 'remote address' "$tmp/pp"; do
+        n=$((n + 1))
+        { [ "$n" -gt 300 ] || ! kill -0 "$pid" 2>/dev/null; } && break
+        usleep 100000
+    done
+    barrier pp-connected 60
+    sleep 1
+    if [ "$ROLE" = a ]; then
+        echo "guest a: ip link set $NETDEV down"
+        timeout 10 /usr/bin/ip link set "$NETDEV" down
+    fi
+    t0=$(pl_now)
+    # Each end waits for itself up to 10 s, then for the other's verdict.
+    n=0
+    while kill -0 "$pid" 2>/dev/null && [ "$n" -lt 100 ]; do
+        n=$((n + 1))
+        usleep 100000
+    done
+    took=$(awk -v a="$t0" -v b="$(pl_now)" 'BEGIN { printf "%.1f", b - a }')
+    if kill -0 "$pid" 2>/dev/null; then
+        put pp-end stalled
+    else
+        put pp-end exited
+    fi
+    peer=$(get pp-end 60)
+    if kill -0 "$pid" 2>/dev/null; then
+        kill "$pid" 2>/dev/null
+        wait "$pid"
+        st=stopped
+    else
+        wait "$pid"
+        st=$?
+    fi
+    echo "--- rdma-direct pingpong on $ROLE: ${st} (exit within $took s of the link going down; the other end: $peer):"
+    cat "$tmp/pp"
+    line=$(grep 'RETRY_EXC_ERR (12) for wr_id 2 .*drain: ' "$tmp/pp" | head -n 1)
+    verdict=other
+    if [ -n "$line" ]; then
+        # drain: N outstanding at the first error (S sends, R receives): K1 ST1, K2 ST2, M without a completion (T s)
+        d=$(printf '%s\n' "$line" | sed 's/.*drain: //')
+        outst=$(printf '%s\n' "$d" | sed -n 's/^\([0-9]*\) outstanding.*/\1/p')
+        tally=$(printf '%s\n' "$d" | sed 's/^[^:]*: //')
+        retry=$(printf '%s\n' "$tally" | sed -n 's/^\([0-9]*\) RETRY_EXC_ERR, .*/\1/p')
+        flush=$(printf '%s\n' "$tally" | sed -n 's/^[0-9]* RETRY_EXC_ERR, \([0-9]*\) WR_FLUSH_ERR, [0-9]* without.*/\1/p')
+        missing=$(printf '%s\n' "$tally" | sed -n 's/.* \([0-9]*\) without a completion.*/\1/p')
+        if is_int "$outst" && is_int "$retry" && is_int "$flush" && [ "$retry" = 1 ] \
+            && [ "$flush" = $((outst - 1)) ] && [ "$missing" = 0 ] && [ "$outst" -ge 2 ] \
+            && awk -v t="$took" 'BEGIN { exit !(t <= 10) }'; then
+            verdict=requester
+            echo "ok pingpong link down on $ROLE: RETRY_EXC_ERR, then all $outst outstanding accounted for: 1 RETRY_EXC_ERR + $flush WR_FLUSH_ERR, 0 missing; exit within $took s"
+        else
+            verdict=bad
+            echo "FAIL pingpong link down on $ROLE: the drain does not add up to 1 RETRY_EXC_ERR + (n-1) WR_FLUSH_ERR within 10 s: $d (exit within $took s)"
+            fail=1
+        fi
+    elif [ "$st" = 0 ] || [ "$st" = 124 ]; then
+        echo "FAIL pingpong link down on $ROLE: exit $st (the run should have ended in an error completion)"
+        verdict=bad
+        fail=1
+    else
+        echo "pingpong on $ROLE: no request of its own outstanding (only receives), ${st}"
+    fi
+    put "pp-verdict" "$verdict"
+    pv=$(get pp-verdict 60)
+    if [ "$verdict" != requester ] && [ "$pv" != requester ]; then
+        echo "FAIL pingpong link down: neither end ended as a requester with RETRY_EXC_ERR"
+        fail=1
+    fi
+    if [ "$ROLE" = a ]; then
+        timeout 10 /usr/bin/ip link set "$NETDEV" up
+    fi
+    barrier pp-down-done 60
+}
+
 down_case "responder's link down" a 'status 12|retry counter exceeded|RETRY_EXC'
+# The link (and a's GID) is back: a second run across it.
+[ "$ROLE" = a ] && ping -c 1 -W 10 "$PEER_IP" >/dev/null 2>&1
+barrier pp-start 60
+pp_down
 rm -rf "$tmp"
 exit "$fail"
