@@ -9,7 +9,10 @@
 //! - a QP connected to itself, or more than once, or never (its side is undefined);
 //! - a UD QP (its address handles name the peer's QP on this device);
 //! - a CQ or SRQ serving QPs of both sides, or a buffer used by both sides (a local SGE on
-//!   one side and a local SGE or a remote target on the other).
+//!   one side and a local SGE or a remote target on the other). One exception: the source
+//!   of an RDMA READ may be a local buffer of the reader's side too when the file leaves it
+//!   unchanged (no `final` edit): both processes hold the same initial image, so the peer's
+//!   copy reads the same bytes.
 //!
 //! Both processes build every resource of the scenario (the other side's QPs stay in RESET,
 //! unused) and walk the same step list in lockstep: before each step both sides exchange its
@@ -120,6 +123,7 @@ pub fn plan(sc: &Scenario) -> Result<Plan, String> {
     }
     let mut buf: Vec<Option<Side>> = vec![None; sc.bufs.len()];
     let mut wr = HashMap::new();
+    let mut read_src = Vec::new();
     let used = |buf: &mut Vec<Option<Side>>, b: usize, side: Side| {
         claim(&mut buf[b], side, || {
             format!("buffer '{}' is used on both sides", sc.bufs[b].name)
@@ -133,7 +137,11 @@ pub fn plan(sc: &Scenario) -> Result<Plan, String> {
                     used(&mut buf, r.buf, side)?;
                 }
                 if let Some((b, _)) = ps.remote {
-                    used(&mut buf, b, side.other())?;
+                    if ps.op == PostOp::Read {
+                        read_src.push((b, side));
+                    } else {
+                        used(&mut buf, b, side.other())?;
+                    }
                 }
                 for i in 0..u64::from(ps.repeat) {
                     wr.insert(ps.wr_id + i, side);
@@ -154,6 +162,12 @@ pub fn plan(sc: &Scenario) -> Result<Plan, String> {
                 }
             }
             _ => {}
+        }
+    }
+    for (b, reader) in read_src {
+        let unchanged = !sc.finals.iter().any(|e| e.range.buf == b);
+        if buf[b] != Some(reader) || !unchanged {
+            used(&mut buf, b, reader.other())?;
         }
     }
     Ok(Plan {

@@ -33,10 +33,10 @@ one() {
     done
 }
 
-one ib_write_lat "^ *64 +200 +$num" -s 64 -n 200
-one ib_send_lat "^ *64 +200 +$num" -s 64 -n 200
-one ib_read_lat "^ *64 +200 +$num" -s 64 -n 200
-one ib_write_bw "^ *4096 +200 +$num" -s 4096 -n 200
-one ib_send_bw "^ *4096 +200 +$num" -s 4096 -n 200
+one ib_write_lat "^ *64 +50 +$num" -s 64 -n 50
+one ib_send_lat "^ *64 +50 +$num" -s 64 -n 50
+one ib_read_lat "^ *64 +50 +$num" -s 64 -n 50
+one ib_write_bw "^ *4096 +100 +$num" -s 4096 -n 100
+one ib_send_bw "^ *4096 +100 +$num" -s 4096 -n 100
 echo "perftest across the link (guest $ROLE): $passed passed, fail=$fail; rxe0 counters: $(counters)"
 exit "$fail"

@@ -34,7 +34,9 @@ else
     st=$?
 fi
 cat "$tmp/out"
-passed=$(grep -c '^scenario .* PASS across hosts' "$tmp/out")
+# (libtest prints the test's name on the line of the first scenario.)
+grep -o 'scenario [A-Za-z0-9_]* *PASS across hosts' "$tmp/out" | awk '{ print $2 }' >"$tmp/passed"
+passed=$(wc -l <"$tmp/passed")
 put passed "$passed"
 peer=$(get passed 200)
 if [ "$st" != 0 ]; then
@@ -44,7 +46,7 @@ elif [ "$passed" = 0 ] || [ "$passed" != "$peer" ]; then
     echo "FAIL scenarios across the link: $passed passed on guest $ROLE, $peer on the other"
     fail=1
 else
-    echo "ok scenarios across the link, side $ROLE: $passed passed ($(grep '^scenario .* PASS across hosts' "$tmp/out" | awk '{ printf "%s ", $2 }')); cannot split: $(grep -c 'CANNOT SPLIT' "$tmp/out")"
+    echo "ok scenarios across the link, side $ROLE: $passed passed ($(tr '\n' ' ' <"$tmp/passed")); cannot split: $(grep -o 'scenario [A-Za-z0-9_]* *CANNOT SPLIT: .*' "$tmp/out" | sed 's/^scenario //; s/ *CANNOT SPLIT: /: /' | tr '\n' ';')"
 fi
 rm -rf "$tmp"
 exit "$fail"
