@@ -20,11 +20,11 @@ for t in write_lat send_lat write_bw; do
     for s in a b; do
         port=$((port + 1))
         cross "rdma-direct perf $t server on $s, ib_$t client" "$s" "$port" 90 \
-            "$bin perf $t -d $dev -x $gid -s 64 -n 200 -p $port" "ib_$t -d $dev -x $gid -F -s 64 -n 200 -p $port" \
+            "$bin perf $t -d $dev -x $gid -s 64 -n 50 -p $port" "ib_$t -d $dev -x $gid -F -s 64 -n 50 -p $port" \
             || { echo "FAIL rdma-direct perf $t server on $s"; fail=1; }
         port=$((port + 1))
         cross "ib_$t server on $s, rdma-direct perf $t client" "$s" "$port" 90 \
-            "ib_$t -d $dev -x $gid -F -s 64 -n 200 -p $port" "$bin perf $t -d $dev -x $gid -s 64 -n 200 -p $port" \
+            "ib_$t -d $dev -x $gid -F -s 64 -n 50 -p $port" "$bin perf $t -d $dev -x $gid -s 64 -n 50 -p $port" \
             || { echo "FAIL rdma-direct perf $t client, server on $s"; fail=1; }
     done
 done

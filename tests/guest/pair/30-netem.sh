@@ -12,7 +12,7 @@
 #     Its QPs retry 6 times at 16.8 ms (--retry-cnt 6 -u 12), not forever (rxe's 7): a frame
 #     lost seven times over is beyond this matrix's odds, and the server's last send to a
 #     client that has left ends in RETRY_EXC_ERR within about 0.2 s.
-# Each case is short (rping 6 x 2048 B, pingpong 12 x 2048 B: two frames per message at
+# Each case is short (rping 4 x 2048 B, pingpong 8 x 2048 B: two frames per message at
 # the link's 1024 B MTU, so reordering and loss within a message happen too): every case of
 # the matrix and the byte-exact comparison stay, at a few seconds each under TCG.
 # Both must pass. rxe0's hw_counters (retries, duplicates, sequence errors) are read before
@@ -133,9 +133,9 @@ case_() {
     barrier "netem-off-$name"
 }
 
-RPING_ITERS=6
+RPING_ITERS=4
 RPING_SIZE=2048
-PP_ITERS=12
+PP_ITERS=8
 PP_SIZE=2048
 case_ clean
 case_ loss1 loss 1%
