@@ -120,14 +120,12 @@ reference() {
         "ib_$t -d $dev -x $gid -F $*" "ib_$t -d $dev -x $gid -F $*"
 }
 
-
 # The matrix is cut to what each pair proves, so that the six checks together stay short
 # under TCG (a process start costs 1-2 s there, rxe moves about 30 MB/s, and perftest's
 # latency tests take 15-50 s for an -a sweep):
 #   - defaults (no -s; -n 200 for bandwidth, where perftest's default would move 64-320 MB,
-#     and for send_lat):
-#     both roles, and our server with our client (perftest against itself, for comparison,
-#     only with RDMA_DIRECT_GUEST_FULL=1);
+#     and for send_lat): both roles, and our server with our client (perftest against
+#     itself, for comparison, only with RDMA_DIRECT_GUEST_FULL=1);
 #   - bandwidth: the -a sweep (every size 2 .. 8 MiB: per-size handshakes, the server's
 #     report of the last size) with 5 iterations, the fewest perftest accepts, both roles:
 #     send_bw (whose server posts receives and handshakes per size, and once more after each
