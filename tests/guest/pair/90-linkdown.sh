@@ -161,9 +161,14 @@ pp_down() {
         usleep 100000
     done
     barrier "pp-connected-$1" 60
+    [ "$ROLE" = a ] && timeout 10 /usr/sbin/tc qdisc add dev "$NETDEV" root netem delay 100ms
+    sleep 1
+    # Both ends still running right before the link goes (an end that already failed would
+    # not be testing the link down).
+    early=
+    kill -0 "$pid" 2>/dev/null || early=1
+    barrier "pp-predown-$1" 60
     if [ "$ROLE" = a ]; then
-        timeout 10 /usr/sbin/tc qdisc add dev "$NETDEV" root netem delay 100ms
-        sleep 1
         echo "guest a: ip link set $NETDEV down (attempt $1)"
         timeout 10 /usr/bin/ip link set "$NETDEV" down
         put "pp-down-$1" "$(pl_now)"
@@ -171,8 +176,6 @@ pp_down() {
         get "pp-down-$1" 60 >/dev/null
     fi
     t0=$(pl_now)
-    early=
-    kill -0 "$pid" 2>/dev/null || early=1
     n=0
     while kill -0 "$pid" 2>/dev/null && [ "$n" -lt 50 ]; do
         n=$((n + 1))
