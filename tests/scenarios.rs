@@ -115,3 +115,130 @@ fn every_scenario_passes_on_verbs_device() {
         failures.join("\n\n")
     );
 }
+
+/// One side of every scenario that can split, across two hosts: the requester side (A) here
+/// and the responder side (B) in another process, normally on the other guest of the
+/// two-guest bed (tests/guest/pair/40-scenarios.sh runs it there). Env:
+/// `RDMA_DIRECT_SCENARIO_SIDE` = `a` (connects to `RDMA_DIRECT_SCENARIO_PEER`) or `b`
+/// (listens), `RDMA_DIRECT_SCENARIO_PORT` (control connection; QP exchanges on the next
+/// port; default 18950), optionally `RDMA_DIRECT_SCENARIO` (one scenario). Without
+/// `RDMA_DIRECT_SCENARIO_SIDE` it does nothing (the single-host device run has no peer).
+/// Prints one line per scenario: PASS, or why it cannot split; stops at the first failure
+/// (the two sides are in lockstep, a failure ends the pair).
+#[test]
+#[ignore = "two-process device test: needs RDMA_DIRECT_SCENARIO_SIDE and a peer process"]
+fn split_scenarios_across_hosts() {
+    use rdma_direct::providers::verbs::VerbsDevice;
+    use rdma_direct::providers::{Provider, ProviderKind};
+    use scenario::split::{plan, Link, Side};
+    use scenario::{run_scenario_split, RunOpts};
+    use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+    use std::time::{Duration, Instant};
+
+    let side = match std::env::var("RDMA_DIRECT_SCENARIO_SIDE").as_deref() {
+        Ok("a") => Side::A,
+        Ok("b") => Side::B,
+        Ok(other) => panic!("RDMA_DIRECT_SCENARIO_SIDE={other}: a or b"),
+        Err(_) => {
+            println!("split_scenarios_across_hosts: no RDMA_DIRECT_SCENARIO_SIDE, nothing to do");
+            return;
+        }
+    };
+    let port: u16 = std::env::var("RDMA_DIRECT_SCENARIO_PORT")
+        .ok()
+        .map(|p| p.parse().expect("RDMA_DIRECT_SCENARIO_PORT: a port number"))
+        .unwrap_or(18950);
+    let dev = common::device();
+    let mut p = match VerbsDevice::open(&dev) {
+        Ok(p) => p,
+        Err(e) => panic!("cannot open {dev}: {e}"),
+    };
+    let mut opts = RunOpts::new(ProviderKind::Verbs);
+    opts.gid_index = match common::gid_index() {
+        Some(g) => g,
+        None => p
+            .context()
+            .default_gid_index(1)
+            .unwrap_or_else(|e| panic!("no GID index: {e}")),
+    };
+    let mut link = match side {
+        Side::B => {
+            let ctl = TcpListener::bind(("0.0.0.0", port))
+                .unwrap_or_else(|e| panic!("listen on port {port}: {e}"));
+            let qpl = TcpListener::bind(("0.0.0.0", port + 1))
+                .unwrap_or_else(|e| panic!("listen on port {}: {e}", port + 1));
+            let (s, from) = ctl.accept().unwrap_or_else(|e| panic!("accept: {e}"));
+            println!("side b: peer {from}");
+            Link {
+                side,
+                ctl: s,
+                listener: Some(qpl),
+                peer: None,
+            }
+        }
+        Side::A => {
+            let host = std::env::var("RDMA_DIRECT_SCENARIO_PEER")
+                .expect("side a needs RDMA_DIRECT_SCENARIO_PEER (the other host)");
+            let ctl_addr: SocketAddr = (host.as_str(), port)
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .unwrap_or_else(|| panic!("RDMA_DIRECT_SCENARIO_PEER={host}: no address"));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let s = loop {
+                match TcpStream::connect(ctl_addr) {
+                    Ok(s) => break s,
+                    Err(e) if Instant::now() > deadline => panic!("connect to {ctl_addr}: {e}"),
+                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                }
+            };
+            let mut qp_addr = ctl_addr;
+            qp_addr.set_port(port + 1);
+            Link {
+                side,
+                ctl: s,
+                listener: None,
+                peer: Some(qp_addr),
+            }
+        }
+    };
+    link.ctl
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("set_read_timeout");
+    link.ctl.set_nodelay(true).expect("set_nodelay");
+    let only = std::env::var("RDMA_DIRECT_SCENARIO").ok();
+    let (mut ran, mut unsplit) = (0, 0);
+    for sc in all() {
+        if only.as_deref().is_some_and(|o| o != sc.name) {
+            continue;
+        }
+        let pl = match plan(&sc) {
+            Ok(pl) => pl,
+            Err(why) => {
+                unsplit += 1;
+                println!("scenario {:<24} CANNOT SPLIT: {why}", sc.name);
+                continue;
+            }
+        };
+        ran += 1;
+        match run_scenario_split(&mut p, &sc, &opts, &pl, &mut link) {
+            Ok(r) => println!(
+                "scenario {:<24} PASS across hosts, side {} on {}: {} posted, {} rejected, {} completions, {} bytes checked, {:?}",
+                r.name,
+                if side == Side::A { "a (requester)" } else { "b (responder)" },
+                p.device_name(),
+                r.posted,
+                r.rejected,
+                r.completions,
+                r.bytes_checked,
+                r.elapsed
+            ),
+            Err(f) => {
+                println!("scenario {:<24} FAIL", sc.name);
+                panic!("{f}");
+            }
+        }
+    }
+    println!("split scenarios: {ran} run across hosts, {unsplit} cannot split");
+    assert!(ran > 0, "no scenario could split");
+}

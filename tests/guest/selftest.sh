@@ -1,7 +1,9 @@
 #!/bin/sh
 # Self-test of the guest harness: that it passes what passes, fails what fails (and shows the
-# failing output), hands back a command's exit status, honours the host timeout and reuses its
-# cached image. Boots the guest four times (about 30-40 s under TCG).
+# failing output), reports a check that exits 77 as skipped (with its reason, counted apart,
+# never as passed), hands back a command's exit status, honours the host timeout and reuses
+# its cached image. Boots the guest four times (about 40-60 s under TCG): the clean run
+# takes the sanity check only (RDMA_DIRECT_GUEST_CHECKS), the others none of the project's.
 #
 #   tests/guest/selftest.sh
 set -u
@@ -23,10 +25,10 @@ expect() {
 
 # 1. A clean run of the bed's own checks (project tests left out, so that a failing project
 #    test does not read as a harness failure): passes, and the sanity tools really ran.
-"$run" --only-checks >"$tmp/pass" 2>&1
+RDMA_DIRECT_GUEST_CHECKS=00-sanity.sh "$run" --only-checks >"$tmp/pass" 2>&1
 expect "clean run passes" 0 $? "$tmp/pass"
-if tail -n 1 "$tmp/pass" | grep -Eq '^guest: [0-9]+ passed, 0 failed$'; then
-    ok "clean run closes with 'guest: N passed, 0 failed'"
+if tail -n 1 "$tmp/pass" | grep -Eq '^guest: [1-9][0-9]* passed, 0 failed, 0 skipped$'; then
+    ok "clean run closes with 'guest: N passed, 0 failed, 0 skipped'"
 else
     bad "clean run closing line: $(tail -n 1 "$tmp/pass")"
 fi
@@ -37,19 +39,31 @@ else
     bad "sanity tools did not report ok in $serial"
 fi
 
-# 2. A failing check (and a passing one beside it): the run fails and shows the output.
+# 2. A failing check, a skipped one (exit 77) and a passing one: the run fails and shows
+#    the failing output; the skipped check is reported with its reason and counted apart
+#    (not as passed, not as failed, its output not shown as a failure).
 mkdir -p "$tmp/checks"
 printf '#!/bin/sh\necho "selftest marker: failing on purpose"\nexit 7\n' >"$tmp/checks/fail.sh"
 # shellcheck disable=SC2016 # expanded in the guest
 printf '#!/bin/sh\ntest "$RDMA_DIRECT_DEVICE" = rxe0 && test -c /dev/infiniband/uverbs0\n' >"$tmp/checks/pass.sh"
-"$run" --no-build --only-checks --checks-dir "$tmp/checks" >"$tmp/fail" 2>&1
+printf '#!/bin/sh\necho "some output"\necho "skipped: selftest marker, skipping on purpose"\nexit 77\n' >"$tmp/checks/skip.sh"
+RDMA_DIRECT_GUEST_CHECKS=none "$run" --no-build --only-checks --checks-dir "$tmp/checks" >"$tmp/fail" 2>&1
 expect "failing check fails the run" 1 $? "$tmp/fail"
 if grep -q '^selftest marker: failing on purpose' "$tmp/fail" \
     && grep -q '^@@@ END check zz-extra-fail.sh status=7 ' "$tmp/fail" \
-    && tail -n 1 "$tmp/fail" | grep -Eq '^guest: [0-9]+ passed, 1 failed$'; then
+    && tail -n 1 "$tmp/fail" | grep -Eq '^guest: 1 passed, 1 failed, 1 skipped$'; then
     ok "failing check's output and count are reported"
 else
     bad "failing check not reported as expected"
+    tail -n 30 "$tmp/fail"
+fi
+if grep -q '^@@@ END check zz-extra-skip.sh status=77 passed=0 failed=0 skipped=1 ' "$tmp/fail" \
+    && grep -q '^skipped: zz-extra-skip.sh: selftest marker, skipping on purpose$' "$tmp/fail" \
+    && grep -q 'checks: 1 passed, 1 failed, 1 skipped' "$tmp/fail" \
+    && ! grep -q 'zz-extra-skip.sh' "${CARGO_TARGET_DIR:-$here/../../target}/guest/failures.log"; then
+    ok "a check exiting 77 is reported as skipped, with its reason, counted apart"
+else
+    bad "skipped check not reported as expected"
     tail -n 30 "$tmp/fail"
 fi
 

@@ -9,6 +9,8 @@
 //! one file (line-numbered errors, never a panic), [`load_dir`] reads a directory, and
 //! [`run_scenario`] executes a scenario on any [`Provider`](rdma_direct::providers::Provider):
 //! the verbs fallback on rxe, the software mlx5 device, or mlx5 hardware.
+//! [`run_scenario_split`] runs one side of a scenario in each of two processes (requester
+//! and responder on two hosts); [`split`] says which scenarios can and why not the others.
 //!
 //! ## What the runner checks
 //!
@@ -44,9 +46,11 @@ use rdma_direct::providers::{PostError, ProviderKind, QpType, WcOpcode, WcStatus
 
 mod parse;
 mod run;
+pub mod split;
 
 pub use parse::parse;
-pub use run::run_scenario;
+#[allow(unused_imports)] // the split runner is used by tests/scenarios.rs only
+pub use run::{run_scenario, run_scenario_split};
 
 /// A parsed scenario file.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use memmap2::MmapMut;
 
+use super::split::{Link, Plan, Side};
 use super::*;
+use rdma_direct::endpoint::{connect_qp_client, connect_qp_server};
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Payload, Provider, QpCaps,
     QpConfig, QueuePair, RecvQueue, RecvWr, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest,
@@ -53,6 +55,60 @@ pub fn run_scenario<P: Provider>(
     })
 }
 
+/// Run this process's side of `sc` (planned by [`super::split::plan`]) against the peer
+/// process on `link`; see [`super::split`]. The report counts this side's requests,
+/// completions and bytes.
+pub fn run_scenario_split<P: Provider>(
+    p: &mut P,
+    sc: &Scenario,
+    opts: &RunOpts,
+    plan: &Plan,
+    link: &mut Link,
+) -> Result<Report, Failure> {
+    let start = Instant::now();
+    let mut r = Runner::setup(p, sc, opts)?;
+    let mine: Vec<(u64, u32)> = (0..sc.bufs.len())
+        .map(|i| (r.base[i] as u64, r.mrs[i].rkey()))
+        .collect();
+    let peer_bufs = link
+        .swap_bufs(&mine)
+        .map_err(|e| r.fail(0, "split: buffer tables", e))?;
+    r.split = Some(SplitState {
+        side: link.side,
+        plan: plan.clone(),
+        peer_bufs,
+    });
+    for (i, step) in sc.steps.iter().enumerate() {
+        link.meet(i as u32)
+            .map_err(|e| r.fail(step.line, "split: lockstep", e))?;
+        if opts.applies(&step.variant) {
+            r.step_split(p, step, link)?;
+        }
+    }
+    r.settle(p)?;
+    r.check_accounting()?;
+    let bytes_checked = r.check_buffers()?;
+    // Neither side tears down while the other still polls.
+    link.meet(u32::MAX)
+        .map_err(|e| r.fail(0, "split: end", e))?;
+    Ok(Report {
+        name: sc.name.clone(),
+        posted: r.posted,
+        rejected: r.rejected,
+        completions: r.completions,
+        bytes_checked,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// Two-process mode: this side, who owns what, and the peer's buffers.
+struct SplitState {
+    side: Side,
+    plan: Plan,
+    /// (address, rkey) of each of the peer's buffers.
+    peer_bufs: Vec<(u64, u32)>,
+}
+
 /// Everything a run creates. Fields drop in declaration order: AHs and QPs before SRQs and
 /// CQs, those before the MRs, the MRs before the PD, and the memory last.
 struct Runner<'s, P: Provider> {
@@ -85,6 +141,8 @@ struct Runner<'s, P: Provider> {
     posted: u32,
     rejected: u32,
     completions: u32,
+    /// Two-process mode (`None`: both sides in this process).
+    split: Option<SplitState>,
 }
 
 fn two_mut<T>(v: &mut [T], i: usize, j: usize) -> (&mut T, &mut T) {
@@ -295,6 +353,7 @@ impl<'s, P: Provider> Runner<'s, P> {
             posted: 0,
             rejected: 0,
             completions: 0,
+            split: None,
         })
     }
 
@@ -319,6 +378,81 @@ impl<'s, P: Provider> Runner<'s, P> {
             c.min_rnr_timer = v;
         }
         c
+    }
+
+    /// Whether this process runs the steps of QP `q` (always, unless split).
+    fn own_qp(&self, q: usize) -> bool {
+        self.split.as_ref().is_none_or(|s| s.plan.qp[q] == s.side)
+    }
+
+    fn own_recv(&self, t: RecvTarget) -> bool {
+        match (t, &self.split) {
+            (_, None) => true,
+            (RecvTarget::Qp(q), Some(_)) => self.own_qp(q),
+            (RecvTarget::Srq(i), Some(s)) => s.plan.srq[i] == Some(s.side),
+        }
+    }
+
+    /// One step of a split run: this side's part of it.
+    fn step_split(&mut self, p: &mut P, step: &Step, link: &mut Link) -> Result<(), Failure> {
+        let line = step.line;
+        match &step.kind {
+            StepKind::Connect { a, b, opts } => {
+                let co = self.connect_opts(opts);
+                let to = self.opts.poll_timeout;
+                let (q, res) = match link.side {
+                    Side::A => {
+                        let Some(addr) = link.peer else {
+                            return Err(self.fail(
+                                line,
+                                "connect",
+                                "side A without a peer address",
+                            ));
+                        };
+                        (
+                            *a,
+                            connect_qp_client(p, &mut self.qps[*a], addr, &co, None, to),
+                        )
+                    }
+                    Side::B => {
+                        let Some(l) = link.listener.as_ref() else {
+                            return Err(self.fail(line, "connect", "side B without a listener"));
+                        };
+                        (
+                            *b,
+                            connect_qp_server(p, &mut self.qps[*b], l, &co, None, to),
+                        )
+                    }
+                };
+                let conn = res.map_err(|e| {
+                    self.fail(
+                        line,
+                        "connect",
+                        format!("QP '{}' across the link: {e}", self.sc.qps[q].name),
+                    )
+                })?;
+                self.qkey = co.qkey;
+                self.eps[q] = Some((conn.local, co));
+                Ok(())
+            }
+            StepKind::Post(ps) if !self.own_qp(ps.qp) => Ok(()),
+            StepKind::PostRecv(rs) if !self.own_recv(rs.target) => Ok(()),
+            StepKind::Ring(q) | StepKind::ToError(q) if !self.own_qp(*q) => Ok(()),
+            StepKind::RingRecv(t) if !self.own_recv(*t) => Ok(()),
+            StepKind::Expect(group) => {
+                let Some(s) = &self.split else {
+                    return self.expect(p, group);
+                };
+                // This side's queues only (a wr_id no post names stays: `expect` says so).
+                let mine: Vec<ExpectCqe> = group
+                    .iter()
+                    .filter(|e| s.plan.wr.get(&e.wr_id).is_none_or(|w| *w == s.side))
+                    .cloned()
+                    .collect();
+                self.expect(p, &mine)
+            }
+            _ => self.step(p, step),
+        }
     }
 
     fn step(&mut self, p: &mut P, step: &Step) -> Result<(), Failure> {
@@ -411,9 +545,13 @@ impl<'s, P: Provider> Runner<'s, P> {
             };
             let (raddr, rkey) = match ps.remote {
                 Some((b, off)) => {
-                    let k = self.mrs[b].rkey();
+                    // Split: the peer process's buffer.
+                    let (base, k) = match &self.split {
+                        Some(s) => s.peer_bufs[b],
+                        None => (self.base[b] as u64, self.mrs[b].rkey()),
+                    };
                     (
-                        self.base[b] as u64 + (off + shift) as u64,
+                        base + (off + shift) as u64,
                         if ps.bad_rkey { k ^ BAD_RKEY_XOR } else { k },
                     )
                 }
@@ -917,6 +1055,12 @@ impl<'s, P: Provider> Runner<'s, P> {
         }
         let mut checked = 0u64;
         for (i, b) in self.sc.bufs.iter().enumerate() {
+            // Split: the other side's buffers are checked there.
+            if let Some(s) = &self.split {
+                if s.plan.buf[i] == Some(s.side.other()) {
+                    continue;
+                }
+            }
             let got: &[u8] = &self.mem[i];
             let want = &expected[i];
             let care = &care[i];

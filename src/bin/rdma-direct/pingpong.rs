@@ -4,7 +4,8 @@
 //! The protocol is rc_pingpong's: one buffer per end for sends and receives, a CQ of
 //! `rx_depth + 1`, one send outstanding, `rx_depth` receives posted before the peer can send
 //! (re-posted when one is left), QP parameters MTU 1024, timeout 14, retry and RNR retry 7,
-//! min RNR timer 12; the client sends first, and an end sends again once its last send and
+//! min RNR timer 12 (timeout and retry count settable, as perftest's `-u` and `--retry_count`;
+//! rxe retries forever at 7, so a bounded run needs fewer); the client sends first, and an end sends again once its last send and
 //! a receive have completed; each end sends and receives `iters` messages. [`Flow::step`] is
 //! that loop body, written once, generic over the provider's queue types.
 //!
@@ -32,6 +33,20 @@
 //! and perftest's latency table of half the round trip: a round trip is the interval
 //! between two consecutive sends of the measuring end (the client in loopback, this process
 //! otherwise; its last one ends when the loop does).
+//!
+//! A failed completion ends the run, but first the CQ is drained: every request outstanding
+//! at that moment (the send in flight and the posted receives) must complete, the failing one
+//! with its error, the others flushed (`WR_FLUSH_ERR`) once the QP is in the error state. The
+//! error then reads, for example,
+//!
+//! ```text
+//! failed status RETRY_EXC_ERR (12) for wr_id 2 (vendor_err 0x0) after 41 sends and 41
+//! receives completed; drain: 9 outstanding at the first error (1 send, 8 receives): 1
+//! RETRY_EXC_ERR, 8 WR_FLUSH_ERR, 0 without a completion (0.00 s)
+//! ```
+//!
+//! (one line), so a test can check that nothing outstanding was lost. The drain waits at
+//! most [`DRAIN`].
 
 use std::io::{Read, Write};
 use std::net::{Ipv6Addr, TcpListener, TcpStream};
@@ -43,7 +58,7 @@ use rdma_direct::perf::stats;
 use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, ProviderKind, QpCaps,
-    QpConfig, QpEndpoint, QpType, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge,
+    QpConfig, QpEndpoint, QpType, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge, WcStatus,
 };
 use rdma_direct::{Error, Result};
 
@@ -66,6 +81,11 @@ usage: rdma-direct pingpong [-d DEV] [options] [HOST]
   -m, --mtu BYTES       path MTU: 256, 512, 1024, 2048, 4096 (default 1024)
   -r, --rx-depth N      receives kept posted (default 500)
   -l, --sl SL           service level (default 0)
+  -u, --timeout T       local ACK timeout exponent: 4.096 us x 2^T (default 14, 0..31)
+      --retry-cnt N     transport retries before RETRY_EXC_ERR (default 7, 0..7; rxe
+                        retries forever at 7); also --retry_count
+  A failed completion ends the run after the CQ is drained: the error line counts how every
+  request outstanding at that moment completed (the others must be WR_FLUSH_ERR).
 Interoperates with rdma-core's ibv_rc_pingpong / ibv_uc_pingpong on either side.
 ";
 
@@ -75,6 +95,8 @@ const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
 /// A run with no completion for this long has lost its peer (or its device).
 const STALL: Duration = Duration::from_secs(20);
+/// After a failed completion, how long the outstanding requests get to complete (flushed).
+const DRAIN: Duration = Duration::from_secs(10);
 
 #[derive(Debug, PartialEq, Eq)]
 struct Args {
@@ -89,6 +111,10 @@ struct Args {
     mtu: Mtu,
     rx_depth: u32,
     sl: u8,
+    /// `-u`: local ACK timeout exponent.
+    timeout: u8,
+    /// `--retry-cnt`: transport retries.
+    retry_cnt: u8,
     host: Option<String>,
     provider: Choice,
 }
@@ -106,6 +132,8 @@ impl Default for Args {
             mtu: Mtu::Mtu1024,
             rx_depth: 500,
             sl: 0,
+            timeout: 14,
+            retry_cnt: 7,
             host: None,
             provider: Choice::Auto,
         }
@@ -145,6 +173,8 @@ fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, String> {
             "-p" | "--port" => a.port = Some(num(flag, &val()?)?),
             "-r" | "--rx-depth" => a.rx_depth = num(flag, &val()?)?,
             "-l" | "--sl" => a.sl = num(flag, &val()?)?,
+            "-u" | "--timeout" | "--qp-timeout" => a.timeout = num(flag, &val()?)?,
+            "--retry-cnt" | "--retry_count" => a.retry_cnt = num(flag, &val()?)?,
             "-m" | "--mtu" => {
                 let v = val()?;
                 a.mtu = Mtu::from_bytes(num(flag, &v)?).ok_or_else(|| {
@@ -178,6 +208,15 @@ fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, String> {
     }
     if a.ib_port == 0 {
         return Err("ib-port is 1-based".into());
+    }
+    if a.timeout > 31 {
+        return Err(format!(
+            "timeout {} out of range (0 .. 31: 4.096 us x 2^T)",
+            a.timeout
+        ));
+    }
+    if a.retry_cnt > 7 {
+        return Err(format!("retry-cnt {} out of range (0 .. 7)", a.retry_cnt));
     }
     if a.dev.is_none() && matches!(a.provider, Choice::Auto | Choice::Force(ProviderKind::Sim)) {
         // Loopback on the software mlx5 device: say why what needs a peer or a second port
@@ -299,6 +338,8 @@ fn connect_opts(a: &Args) -> ConnectOpts {
         sl: a.sl,
         // rc_pingpong's (retry forever; its receives are posted before the first send).
         rnr_retry: 7,
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
         ..ConnectOpts::default()
     }
 }
@@ -349,6 +390,8 @@ struct Flow {
     pending: u64,
     /// Receives posted.
     routs: u32,
+    /// Sends posted and not completed.
+    souts: u32,
     scnt: u32,
     rcnt: u32,
     iters: u32,
@@ -363,6 +406,7 @@ impl Flow {
         Flow {
             pending: RECV_WRID,
             routs: 0,
+            souts: 0,
             scnt: 0,
             rcnt: 0,
             iters: a.iters,
@@ -407,6 +451,7 @@ impl Flow {
         sq.post(SendWr::send(SEND_WRID, &self.sge).signaled())
             .map_err(|r| perr(format!("post send: {}", r.error)))?;
         sq.ring();
+        self.souts += 1;
         self.pending = RECV_WRID | SEND_WRID;
         Ok(())
     }
@@ -426,18 +471,25 @@ impl Flow {
         who: &str,
     ) -> Result<bool> {
         let n = cq.poll(wc);
-        for c in &wc[..n] {
+        for (i, c) in wc[..n].iter().enumerate() {
             if !c.is_ok() {
+                let drained = self.drain(cq, &wc[i..n]);
                 return Err(perr(format!(
-                    "{who}failed status {} ({}) for wr_id {} (vendor_err {:#x})",
+                    "{who}failed status {} ({}) for wr_id {} (vendor_err {:#x}) after {} sends \
+                     and {} receives completed; {drained}",
                     c.status,
                     c.status.to_ibv(),
                     c.wr_id,
-                    c.vendor_err
+                    c.vendor_err,
+                    self.scnt,
+                    self.rcnt
                 )));
             }
             match c.wr_id {
-                SEND_WRID => self.scnt += 1,
+                SEND_WRID => {
+                    self.scnt += 1;
+                    self.souts -= 1;
+                }
                 RECV_WRID => {
                     self.routs -= 1;
                     if self.routs <= 1 {
@@ -454,6 +506,60 @@ impl Flow {
         }
         Ok(n > 0)
     }
+
+    /// After a failed completion (`first[0]`; the rest of its poll follows it): poll until
+    /// every request outstanding at that moment has completed, or [`DRAIN`] has passed, and
+    /// say how each completed (counts per status, in order of first appearance).
+    fn drain<C: CompletionQueue>(&self, cq: &mut C, first: &[Completion]) -> String {
+        let outstanding = self.souts + self.routs;
+        let mut counts: Vec<(WcStatus, u32)> = Vec::new();
+        let tally = |counts: &mut Vec<(WcStatus, u32)>, done: &[Completion]| {
+            for c in done {
+                match counts.iter_mut().find(|(s, _)| *s == c.status) {
+                    Some((_, k)) => *k += 1,
+                    None => counts.push((c.status, 1)),
+                }
+            }
+            done.len() as u32
+        };
+        let mut seen = tally(&mut counts, first);
+        let t0 = Instant::now();
+        let mut wc = [Completion::EMPTY; 16];
+        while seen < outstanding && t0.elapsed() < DRAIN {
+            let n = cq.poll(&mut wc);
+            if n == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            seen += tally(&mut counts, &wc[..n]);
+        }
+        drain_line(outstanding, self.souts, self.routs, &counts, t0.elapsed())
+    }
+}
+
+/// The drain's report: `drain: N outstanding at the first error (S sends, R receives): 1
+/// RETRY_EXC_ERR, 8 WR_FLUSH_ERR, 0 without a completion (0.00 s)`.
+fn drain_line(
+    outstanding: u32,
+    sends: u32,
+    recvs: u32,
+    counts: &[(WcStatus, u32)],
+    took: Duration,
+) -> String {
+    let seen: u32 = counts.iter().map(|(_, k)| k).sum();
+    let mut s = format!(
+        "drain: {outstanding} outstanding at the first error ({sends} send{}, {recvs} receive{}):",
+        if sends == 1 { "" } else { "s" },
+        if recvs == 1 { "" } else { "s" }
+    );
+    for (st, k) in counts {
+        s.push_str(&format!(" {k} {st},"));
+    }
+    s.push_str(&format!(
+        " {} without a completion ({:.2} s)",
+        outstanding.saturating_sub(seen),
+        took.as_secs_f64()
+    ));
+    s
 }
 
 /// Idle turns of a loop: a spin-loop hint each, and an error after [`STALL`] without a
@@ -756,6 +862,46 @@ mod tests {
     }
 
     #[test]
+    fn retry_count_and_timeout_reach_the_bring_up() {
+        let d = parse_args(&args("-d rxe0")).unwrap().unwrap();
+        let o = connect_opts(&d);
+        assert_eq!((o.timeout, o.retry_cnt), (14, 7));
+        for s in [
+            "-d rxe0 --retry-cnt 1 -u 12",
+            "-d rxe0 --retry_count=1 --timeout=12",
+        ] {
+            let a = parse_args(&args(s)).unwrap().unwrap();
+            let o = connect_opts(&a);
+            assert_eq!((o.timeout, o.retry_cnt), (12, 1), "{s}");
+            // Nothing else moves.
+            assert_eq!(
+                ConnectOpts {
+                    timeout: 14,
+                    retry_cnt: 7,
+                    ..o
+                },
+                connect_opts(&d),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_drain_line_counts_every_outstanding_request() {
+        let counts = [(WcStatus::RetryExcErr, 1), (WcStatus::WrFlushErr, 8)];
+        assert_eq!(
+            drain_line(9, 1, 8, &counts, Duration::from_millis(20)),
+            "drain: 9 outstanding at the first error (1 send, 8 receives): 1 RETRY_EXC_ERR, \
+             8 WR_FLUSH_ERR, 0 without a completion (0.02 s)"
+        );
+        assert_eq!(
+            drain_line(3, 0, 3, &counts[..1], Duration::ZERO),
+            "drain: 3 outstanding at the first error (0 sends, 3 receives): 1 RETRY_EXC_ERR, \
+             2 without a completion (0.00 s)"
+        );
+    }
+
+    #[test]
     fn bad_options_are_errors() {
         for (s, want) in [
             ("-d rxe0 -s 0", "out of range"),
@@ -767,6 +913,8 @@ mod tests {
             ("-d rxe0 --frob", "unknown option"),
             ("-d rxe0 a b", "more than one HOST"),
             ("-d rxe0 -r 1", "rx-depth"),
+            ("-d rxe0 --retry-cnt 8", "retry-cnt 8 out of range"),
+            ("-d rxe0 -u 32", "timeout 32 out of range"),
         ] {
             let e = parse_args(&args(s)).unwrap_err();
             assert!(e.contains(want), "{s}: {e}");

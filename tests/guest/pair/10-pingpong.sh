@@ -30,7 +30,7 @@ one() {
     fi
 }
 
-for spec in RC:64:200 RC:65536:20 UC:64:200; do
+for spec in RC:64:50 RC:65536:10 UC:64:50; do
     conn=${spec%%:*}
     rest=${spec#*:}
     size=${rest%%:*} iters=${rest#*:}

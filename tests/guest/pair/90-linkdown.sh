@@ -6,6 +6,21 @@
 # and b's requester must end with status 12 (IBV_WC_RETRY_EXC_ERR) within 60 s, not hang.
 # The link is brought up again afterwards (this check runs last all the same). The
 # server end is stopped once the client is done: its TCP end-of-run exchange has no peer.
+#
+# Then the same with the project's own `rdma-direct pingpong` (RC, 4096 B, 8 receives
+# posted, --retry-cnt 1 -u 17: two tries 537 ms apart), server on a, client on b. In
+# rc_pingpong's protocol one message is in flight at a time, so which end has a send
+# outstanding when the link goes is chance; to make it b (whose own link stays up), a first
+# delays everything it sends by 100 ms (netem; well inside the ACK timeout): from then on
+# b's send waits for a's delayed ACK most of the time. Then a takes its link down (its
+# queued frames are dropped); both ends must still be running at that point. b's send
+# must end in RETRY_EXC_ERR, and its QP, now in the error state, must flush everything else
+# it had outstanding: b's drain line must count every outstanding request, exactly 1
+# RETRY_EXC_ERR and n-1 WR_FLUSH_ERR, none missing, within 5 s of the link going down. a,
+# whose own link is down, ends its retransmission with LOC_QP_OP_ERR (rxe cannot send on a
+# down netdev) and must account for its outstanding requests the same way; an end with only
+# receives outstanding has no timer running (RC receives never time out) and is stopped.
+# At most three attempts, should b's send have been acknowledged just before the link went.
 . "$PAIRLIB"
 set -u
 dev=$RDMA_DIRECT_DEVICE
@@ -98,6 +113,139 @@ down_case() {
     barrier "down-$cmport" 200
 }
 
+# is_int WORD: WORD is a non-negative integer.
+is_int() { case $1 in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac; }
+
+# drain_ok FILE WANT: FILE has a "failed status WANT ... drain: ..." line whose counts add up
+# to 1 WANT + (n-1) WR_FLUSH_ERR + 0 missing; prints the drain part (or why not).
+drain_ok() {
+    line=$(grep "failed status $2 .*drain: " "$1" | head -n 1)
+    [ -n "$line" ] || { echo "no '$2' completion with a drain line"; return 1; }
+    # drain: N outstanding at the first error (S sends, R receives): 1 X, K WR_FLUSH_ERR, M without a completion (T s)
+    d=$(printf '%s\n' "$line" | sed 's/.*drain: //')
+    outst=$(printf '%s\n' "$d" | sed -n 's/^\([0-9]*\) outstanding.*/\1/p')
+    tally=$(printf '%s\n' "$d" | sed 's/^[^:]*: //')
+    first=$(printf '%s\n' "$tally" | sed -n "s/^\([0-9]*\) $2, .*/\1/p")
+    flush=$(printf '%s\n' "$tally" | sed -n "s/^[0-9]* $2, \([0-9]*\) WR_FLUSH_ERR, [0-9]* without.*/\1/p")
+    [ -z "$flush" ] && printf '%s\n' "$tally" | grep -q "^1 $2, 0 without" && flush=0
+    missing=$(printf '%s\n' "$tally" | sed -n 's/.* \([0-9]*\) without a completion.*/\1/p')
+    echo "$d"
+    is_int "$outst" && is_int "$first" && is_int "$flush" && [ "$first" = 1 ] \
+        && [ "$flush" = $((outst - 1)) ] && [ "$missing" = 0 ]
+}
+
+# is_int WORD: WORD is a non-negative integer.
+is_int() { case $1 in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac; }
+
+# pp_down TRY: one attempt; sets pp_verdict (b: requester|other|bad).
+pp_down() {
+    port=$((18990 + $1))
+    pp="$RDMA_DIRECT_BIN pingpong -d $dev -g $RDMA_DIRECT_GID_INDEX -s 4096 -n 1000000 -r 8 --retry-cnt 1 -u 17 -p $port"
+    if [ "$ROLE" = a ]; then
+        # shellcheck disable=SC2086
+        timeout 120 $pp >"$tmp/pp" 2>&1 &
+        pid=$!
+        wait_listen "$port" 30
+        put "pp-listen-$1" 1
+    else
+        get "pp-listen-$1" 60 >/dev/null
+        # shellcheck disable=SC2086
+        timeout 120 $pp "$PEER_IP" >"$tmp/pp" 2>&1 &
+        pid=$!
+    fi
+    # Both ends print the remote address once connected.
+    n=0
+    until grep -q 'remote address' "$tmp/pp"; do
+        n=$((n + 1))
+        { [ "$n" -gt 300 ] || ! kill -0 "$pid" 2>/dev/null; } && break
+        usleep 100000
+    done
+    barrier "pp-connected-$1" 60
+    [ "$ROLE" = a ] && timeout 10 /usr/sbin/tc qdisc add dev "$NETDEV" root netem delay 100ms
+    sleep 1
+    # Both ends still running right before the link goes (an end that already failed would
+    # not be testing the link down).
+    early=
+    kill -0 "$pid" 2>/dev/null || early=1
+    barrier "pp-predown-$1" 60
+    if [ "$ROLE" = a ]; then
+        echo "guest a: ip link set $NETDEV down (attempt $1)"
+        timeout 10 /usr/bin/ip link set "$NETDEV" down
+        put "pp-down-$1" "$(pl_now)"
+    else
+        get "pp-down-$1" 60 >/dev/null
+    fi
+    t0=$(pl_now)
+    n=0
+    while kill -0 "$pid" 2>/dev/null && [ "$n" -lt 50 ]; do
+        n=$((n + 1))
+        usleep 100000
+    done
+    took=$(awk -v a="$t0" -v b="$(pl_now)" 'BEGIN { printf "%.1f", b - a }')
+    if kill -0 "$pid" 2>/dev/null; then
+        kill "$pid" 2>/dev/null
+        wait "$pid"
+        st="stopped after $took s (no exit of its own)"
+    else
+        wait "$pid"
+        st="exit $? within $took s of the link going down"
+    fi
+    echo "--- rdma-direct pingpong on $ROLE, attempt $1: $st:"
+    cat "$tmp/pp"
+    pp_verdict=other
+    if [ -n "$early" ]; then
+        pp_verdict=bad
+        echo "FAIL pingpong link down on $ROLE: it had ended before the link went down"
+    elif [ "$ROLE" = b ] && grep -q 'failed status RETRY_EXC_ERR' "$tmp/pp"; then
+        if d=$(drain_ok "$tmp/pp" RETRY_EXC_ERR) && awk -v t="$took" 'BEGIN { exit !(t <= 5) }'; then
+            pp_verdict=requester
+            echo "ok pingpong link down, requester b: RETRY_EXC_ERR, then every outstanding request accounted for ($d); exit within $took s"
+        else
+            pp_verdict=bad
+            echo "FAIL pingpong link down, requester b: the drain does not add up to 1 RETRY_EXC_ERR + (n-1) WR_FLUSH_ERR within 5 s: $d (exit within $took s)"
+        fi
+    elif grep -q 'failed status' "$tmp/pp"; then
+        st1=$(sed -n 's/.*failed status \([A-Z_]*\) .*/\1/p' "$tmp/pp" | head -n 1)
+        if d=$(drain_ok "$tmp/pp" "$st1"); then
+            echo "guest $ROLE ended in $st1, every outstanding request accounted for ($d)"
+        else
+            pp_verdict=bad
+            echo "FAIL pingpong link down on $ROLE: the drain after $st1 does not add up: $d"
+        fi
+    elif grep -q 'usec/iter' "$tmp/pp"; then
+        pp_verdict=bad
+        echo "FAIL pingpong link down on $ROLE: the run completed although the link went down"
+    else
+        echo "guest $ROLE: no error completion (only receives outstanding: no timer of its own)"
+    fi
+    if [ "$ROLE" = a ]; then
+        timeout 10 /usr/sbin/tc qdisc del dev "$NETDEV" root
+        timeout 10 /usr/bin/ip link set "$NETDEV" up
+        n=0
+        until ping -c 1 -W 1 "$PEER_IP" >/dev/null 2>&1; do
+            n=$((n + 1))
+            [ "$n" -gt 20 ] && break
+        done
+    fi
+    barrier "pp-done-$1" 60
+}
+
 down_case "responder's link down" a 'status 12|retry counter exceeded|RETRY_EXC'
+# The link (and a's GID) is back: the rdma-direct runs across it.
+[ "$ROLE" = a ] && ping -c 1 -W 10 "$PEER_IP" >/dev/null 2>&1
+barrier pp-start 60
+for try in 1 2 3; do
+    pp_down "$try"
+    [ "$pp_verdict" = bad ] && fail=1
+    put "pp-verdict-$try" "$pp_verdict"
+    if [ "$ROLE" = b ]; then v=$pp_verdict; else v=$(get "pp-verdict-$try" 60); fi
+    [ "$v" = requester ] && break
+    [ "$v" = bad ] && break
+    echo "attempt $try: b's send was not outstanding when the link went down; again"
+done
+if [ "$v" != requester ] && [ "$v" != bad ]; then
+    echo "FAIL pingpong link down: in 3 attempts b never had a send outstanding when the link went down"
+    fail=1
+fi
 rm -rf "$tmp"
 exit "$fail"
