@@ -1,7 +1,7 @@
 //! The main job: `rdma-direct pingpong` without a device runs two RC QPs on the sim
 //! (device-thread mode) through the production mlx5 hot path. Run as the user runs it, the
 //! CLI binary; its option parsing and latency table are unit-tested in
-//! `src/bin/rdma-direct/pingpong.rs`.
+//! `src/bin/rdma-direct/pingpong/`.
 
 use std::process::{Command, Output};
 

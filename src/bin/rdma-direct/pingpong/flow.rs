@@ -1,0 +1,180 @@
+//! rc_pingpong's loop, written once for every provider: [`Flow`] is one end's loop state
+//! (receives kept posted, one send outstanding, an end sends again once its last send and a
+//! receive have completed), [`Flow::step`] one turn of the loop; [`Stall`] turns a loop without
+//! completions into an error after [`STALL`]. A failed completion hands over to the drain.
+
+use std::time::{Duration, Instant};
+
+use rdma_direct::providers::{
+    Completion, CompletionQueue, MemoryRegion, Provider, QueuePair, RecvQueue, RecvWr, SendQueue,
+    SendWr, Sge,
+};
+use rdma_direct::Result;
+
+use super::args::Args;
+use super::bring_up::End;
+use super::perr;
+
+/// wr_ids, as rc_pingpong's: bits of [`Flow::pending`].
+pub(super) const RECV_WRID: u64 = 1;
+pub(super) const SEND_WRID: u64 = 2;
+/// A run with no completion for this long has lost its peer (or its device).
+const STALL: Duration = Duration::from_secs(20);
+
+/// rc_pingpong's loop state of one end.
+pub(super) struct Flow {
+    /// wr_id bits that must complete before the next send.
+    pub(super) pending: u64,
+    /// Receives posted.
+    pub(super) routs: u32,
+    /// Sends posted and not completed.
+    pub(super) souts: u32,
+    pub(super) scnt: u32,
+    pub(super) rcnt: u32,
+    pub(super) iters: u32,
+    pub(super) rx_depth: u32,
+    pub(super) sge: [Sge; 1],
+    /// Send times of the measuring end (preallocated; nothing grows in the loop).
+    pub(super) stamps: Option<Vec<Instant>>,
+}
+
+impl Flow {
+    pub(super) fn new<P: Provider>(end: &End<P>, a: &Args, measure: bool) -> Flow {
+        Flow {
+            pending: RECV_WRID,
+            routs: 0,
+            souts: 0,
+            scnt: 0,
+            rcnt: 0,
+            iters: a.iters,
+            rx_depth: a.rx_depth,
+            sge: [end.mr.sge(0, a.size as u32)],
+            stamps: measure.then(|| Vec::with_capacity(a.iters as usize + 1)),
+        }
+    }
+
+    pub(super) fn done(&self) -> bool {
+        self.rcnt >= self.iters && self.scnt >= self.iters
+    }
+
+    /// Post receives until `rx_depth` are up; fails if none more could be posted.
+    pub(super) fn fill<Q: QueuePair>(&mut self, qp: &mut Q) -> Result<()> {
+        let rq = qp.rq();
+        while self.routs < self.rx_depth {
+            let wr = RecvWr {
+                wr_id: RECV_WRID,
+                sges: &self.sge,
+            };
+            if rq.post_recv(wr).is_err() {
+                break;
+            }
+            self.routs += 1;
+        }
+        rq.ring();
+        if self.routs < self.rx_depth {
+            return Err(perr(format!(
+                "could only post {} of {} receives",
+                self.routs, self.rx_depth
+            )));
+        }
+        Ok(())
+    }
+
+    fn send<Q: QueuePair>(&mut self, qp: &mut Q) -> Result<()> {
+        if let Some(s) = &mut self.stamps {
+            s.push(Instant::now());
+        }
+        let sq = qp.sq();
+        sq.post(SendWr::send(SEND_WRID, &self.sge).signaled())
+            .map_err(|r| perr(format!("post send: {}", r.error)))?;
+        sq.ring();
+        self.souts += 1;
+        self.pending = RECV_WRID | SEND_WRID;
+        Ok(())
+    }
+
+    /// The client's first send.
+    pub(super) fn start<Q: QueuePair>(&mut self, qp: &mut Q) -> Result<()> {
+        self.send(qp)
+    }
+
+    /// One turn of rc_pingpong's loop: poll the CQ once and react to every completion.
+    /// Returns whether anything completed.
+    pub(super) fn step<Q: QueuePair, C: CompletionQueue>(
+        &mut self,
+        qp: &mut Q,
+        cq: &mut C,
+        wc: &mut [Completion],
+        who: &str,
+    ) -> Result<bool> {
+        let n = cq.poll(wc);
+        for (i, c) in wc[..n].iter().enumerate() {
+            if !c.is_ok() {
+                let drained = self.drain(cq, &wc[i..n]);
+                return Err(perr(format!(
+                    "{who}failed status {} ({}) for wr_id {} (vendor_err {:#x}) after {} sends \
+                     and {} receives completed; {drained}",
+                    c.status,
+                    c.status.to_ibv(),
+                    c.wr_id,
+                    c.vendor_err,
+                    self.scnt,
+                    self.rcnt
+                )));
+            }
+            match c.wr_id {
+                SEND_WRID => {
+                    self.scnt += 1;
+                    self.souts -= 1;
+                }
+                RECV_WRID => {
+                    self.routs -= 1;
+                    if self.routs <= 1 {
+                        self.fill(qp)?;
+                    }
+                    self.rcnt += 1;
+                }
+                other => return Err(perr(format!("{who}completion for unknown wr_id {other}"))),
+            }
+            self.pending &= !c.wr_id;
+            if self.scnt < self.iters && self.pending == 0 {
+                self.send(qp)?;
+            }
+        }
+        Ok(n > 0)
+    }
+}
+
+/// Idle turns of a loop: a spin-loop hint each, and an error after [`STALL`] without a
+/// completion (the clock is read once per 4096 idle turns).
+pub(super) struct Stall {
+    idle: u32,
+    since: Option<Instant>,
+}
+
+impl Stall {
+    pub(super) fn new() -> Stall {
+        Stall {
+            idle: 0,
+            since: None,
+        }
+    }
+    pub(super) fn progressed(&mut self) {
+        self.idle = 0;
+        self.since = None;
+    }
+    pub(super) fn idle(&mut self, what: impl FnOnce() -> String) -> Result<()> {
+        std::hint::spin_loop();
+        self.idle = self.idle.wrapping_add(1);
+        if self.idle % 4096 == 0 {
+            match self.since {
+                None => self.since = Some(Instant::now()),
+                Some(t) if t.elapsed() > STALL => {
+                    return Err(perr(format!("no completion for {STALL:?}: {}", what())))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+}

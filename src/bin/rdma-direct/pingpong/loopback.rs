@@ -1,0 +1,117 @@
+//! Loopback: both ends on one provider (the software mlx5 device, with its device thread, for
+//! `rdma-direct pingpong` without `-d`), connected to each other and driven by one thread that
+//! alternates between them; returns the text to print (provider, address lines, results).
+
+use std::time::{Duration, Instant};
+
+use rdma_direct::providers::sim::SimDevice;
+use rdma_direct::providers::{Completion, Provider};
+use rdma_direct::Result;
+
+use super::super::table;
+use super::args::Args;
+use super::bring_up::{connect_opts, ep_line, open_end};
+use super::flow::{Flow, Stall};
+use super::report::results;
+
+/// Loopback on the software mlx5 device, with its device thread; the text to print.
+pub(super) fn on_the_sim(a: &Args) -> Result<String> {
+    let mut dev = SimDevice::new();
+    let mut text = loopback(&mut dev, a, &mut |dev: &mut SimDevice| {
+        dev.start_device_thread()?;
+        // Start the clock once the device thread runs (a pass done), so thread start-up is
+        // not counted as the first round trip.
+        let t0 = Instant::now();
+        while dev.stats().passes == 0 && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::yield_now();
+        }
+        Ok(())
+    })?;
+    dev.stop_device_thread();
+    let st = dev.stats();
+    text.push_str(&format!(
+        "sim device: {} doorbells, {} WQEs, {} CQEs, {} engine passes\n",
+        st.doorbells, st.wqes, st.cqes, st.passes
+    ));
+    Ok(text)
+}
+
+/// Both ends on `p`, connected to each other, one thread alternating between them.
+/// `ready` runs after the bring-up, before the first send.
+fn loopback<P: Provider>(
+    p: &mut P,
+    a: &Args,
+    ready: &mut dyn FnMut(&mut P) -> Result<()>,
+) -> Result<String> {
+    let opts = connect_opts(a);
+    let mut client = open_end(p, a)?;
+    let mut server = open_end(p, a)?;
+    let ce = p.endpoint(&client.qp, &opts)?;
+    let se = p.endpoint(&server.qp, &opts)?;
+    p.connect(&mut server.qp, &se, &ce, &opts)?;
+    p.connect(&mut client.qp, &ce, &se, &opts)?;
+    let mut cf = Flow::new(&client, a, true);
+    let mut sf = Flow::new(&server, a, false);
+    cf.fill(&mut client.qp)?;
+    sf.fill(&mut server.qp)?;
+    let mut out = format!(
+        "provider: {}\n",
+        table::provider_label(p.kind(), p.device_name())
+    );
+    out.push_str(&ep_line("local", &ce));
+    out.push_str(&ep_line("remote", &se));
+    ready(p)?;
+
+    let mut wc = [Completion::EMPTY; 16];
+    let mut stall = Stall::new();
+    let start = Instant::now();
+    cf.start(&mut client.qp)?;
+    while !cf.done() || !sf.done() {
+        let c = cf.step(&mut client.qp, &mut client.cq, &mut wc, "client: ")?;
+        let s = sf.step(&mut server.qp, &mut server.cq, &mut wc, "server: ")?;
+        if c || s {
+            stall.progressed();
+        } else {
+            p.progress();
+            stall.idle(|| {
+                format!(
+                    "client {}/{} sent/received, server {}/{}: the device stalled",
+                    cf.scnt, cf.rcnt, sf.scnt, sf.rcnt
+                )
+            })?;
+        }
+    }
+    let end = Instant::now();
+    out.push_str(&results(
+        a,
+        end.duration_since(start),
+        cf.stamps.as_deref().unwrap_or(&[]),
+        end,
+    ));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::args::parse_args;
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn loopback_on_the_deterministic_sim() {
+        // No device thread: the loop's `progress` runs the device until idle.
+        for c in ["RC", "UC"] {
+            let a = parse_args(&args(&format!("-s 64 -n 20 -r 4 -c {c}")))
+                .unwrap()
+                .unwrap();
+            let mut dev = SimDevice::new();
+            let out = loopback(&mut dev, &a, &mut |_| Ok(())).expect("loopback");
+            assert!(out.contains("2560 bytes in "), "{out}");
+            assert!(out.contains("20 iters in "), "{out}");
+            assert_eq!(dev.stats().wqes, 40, "{c}: {out}");
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! What a run prints at its end: rc_pingpong's two result lines (bytes and Mbit/s, iterations
+//! and usec/iter) and perftest's latency table of half the round trip, from the measuring
+//! end's send times.
+
+use std::time::{Duration, Instant};
+
+use rdma_direct::perf::stats;
+
+use super::super::table;
+use super::args::Args;
+
+/// rc_pingpong's result lines and the latency table of the measuring end's send times
+/// (closed by `end`).
+pub(super) fn results(a: &Args, elapsed: Duration, stamps: &[Instant], end: Instant) -> String {
+    let usec = elapsed.as_secs_f64() * 1e6;
+    let bytes = a.size as u64 * u64::from(a.iters) * 2;
+    let mut out = format!(
+        "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec\n",
+        usec / 1e6,
+        bytes as f64 * 8.0 / usec
+    );
+    out.push_str(&format!(
+        "{} iters in {:.2} seconds = {:.2} usec/iter\n",
+        a.iters,
+        usec / 1e6,
+        usec / f64::from(a.iters)
+    ));
+    let mut samples: Vec<u64> = stamps
+        .windows(2)
+        .map(|w| w[1].duration_since(w[0]).as_nanos() as u64)
+        .collect();
+    if let Some(last) = stamps.last() {
+        samples.push(end.duration_since(*last).as_nanos() as u64);
+    }
+    out.push_str(&latency_block(a.size as u64, a.iters, &samples));
+    out
+}
+
+/// perftest's latency table of round-trip `samples` (ns), reported as half the round trip;
+/// with fewer than 3 samples a line that says so.
+fn latency_block(bytes: u64, iters: u32, samples: &[u64]) -> String {
+    match stats::lat_row(bytes, u64::from(iters), samples, 2) {
+        Ok(r) => format!(
+            "latency (half round trip: consecutive sends of the measuring end, halved):\n{}\n{}\n",
+            table::lat_header(),
+            table::lat_line(&r)
+        ),
+        Err(e) => format!("latency: no table ({e})\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_is_perftests_table_of_half_the_round_trip() {
+        // 10 round trips of 2..=20 us (1..=10 us halved): perftest drops the two largest, so
+        // 8 are kept (1..=8 us); the median of an even count is the mean of the middle two.
+        let s: Vec<u64> = (1..=10u64).rev().map(|k| 2000 * k).collect();
+        let t = latency_block(2, 10, &s);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("latency (half round trip"), "{t}");
+        assert_eq!(lines[1], table::lat_header());
+        let row: Vec<&str> = lines[2].split_whitespace().collect();
+        assert_eq!(
+            row,
+            ["2", "10", "1.00", "9.00", "4.50", "4.50", "2.29", "9.00", "9.00"]
+        );
+        assert!(latency_block(2, 2, &[1000, 2000]).contains("no table"));
+    }
+}

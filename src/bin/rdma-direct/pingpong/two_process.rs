@@ -1,0 +1,148 @@
+//! Two processes: this process is one end, the peer (this tool or rdma-core's
+//! `ibv_rc_pingpong` / `ibv_uc_pingpong`) another. The server waits on the TCP port, the client
+//! connects; they exchange rc_pingpong's 52-byte address message and bring their QPs up at the
+//! point rc_pingpong does. Address lines are printed as soon as they are known.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use rdma_direct::endpoint::{PingpongMsg, PINGPONG_DONE, PINGPONG_MSG_LEN, PINGPONG_PORT};
+use rdma_direct::providers::{Completion, Provider};
+use rdma_direct::{Error, Result};
+
+use super::super::{provider, table};
+use super::args::Args;
+use super::bring_up::{connect_opts, msg_line, open_end};
+use super::flow::{Flow, Stall};
+use super::io_err;
+use super::report::results;
+
+/// [`two_process`] for [`provider::open_and_run`].
+pub(super) struct TwoProcess<'a>(pub(super) &'a Args);
+
+impl provider::Job for TwoProcess<'_> {
+    type Out = String;
+    fn run<P: Provider>(&mut self, p: &mut P) -> Result<String>
+    where
+        P::Qp: Send,
+        P::Cq: Send,
+    {
+        two_process(p, self.0)
+    }
+}
+
+/// Client side of the exchange: connect (retrying for a few seconds while the server comes
+/// up), write ours, read theirs, write "done".
+fn client_exchange(host: &str, port: u16, mine: &PingpongMsg) -> Result<PingpongMsg> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut s = loop {
+        match TcpStream::connect((host, port)) {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(io_err(&format!("connect to {host}:{port}"), e)),
+        }
+    };
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| io_err("set_read_timeout", e))?;
+    s.write_all(&mine.format()?)
+        .map_err(|e| io_err("write local address", e))?;
+    let mut buf = [0u8; PINGPONG_MSG_LEN];
+    s.read_exact(&mut buf)
+        .map_err(|e| io_err("read remote address", e))?;
+    let rem = PingpongMsg::parse(&buf)?;
+    s.write_all(PINGPONG_DONE)
+        .map_err(|e| io_err("write \"done\"", e))?;
+    Ok(rem)
+}
+
+/// This process is one end; the peer (this tool or rdma-core's) another process. Prints the
+/// provider and address lines as soon as they are known (a server waits for its client after
+/// the local one, as rc_pingpong's does); returns the result lines.
+fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
+    let opts = connect_opts(a);
+    let port = a.port.unwrap_or(PINGPONG_PORT);
+    let mut end = open_end(p, a)?;
+    let mut local = p.endpoint(&end.qp, &opts)?;
+    if a.gid_idx.is_none() {
+        // rc_pingpong sends a zero GID without -g: the peer then uses no GRH.
+        local.gid = [0; 16];
+    }
+    let mine = PingpongMsg::from_endpoint(&local);
+    print!(
+        "provider: {}\n{}",
+        table::provider_label(p.kind(), p.device_name()),
+        msg_line("local", &mine)
+    );
+    let _ = std::io::stdout().flush();
+    let mut flow = Flow::new(&end, a, true);
+
+    // The exchange, and the bring-up at the point rc_pingpong does it. Our receives are
+    // posted right after the QP reaches RTS and before the peer can send to us.
+    let rem = match &a.host {
+        Some(host) => {
+            let rem = client_exchange(host, port, &mine)?;
+            let remote = rem.to_endpoint(a.mtu, opts.gid_index);
+            p.connect(&mut end.qp, &local, &remote, &opts)?;
+            flow.fill(&mut end.qp)?;
+            rem
+        }
+        None => {
+            let l = TcpListener::bind(("0.0.0.0", port))
+                .map_err(|e| io_err(&format!("listen on port {port}"), e))?;
+            let (mut s, _) = l.accept().map_err(|e| io_err("accept", e))?;
+            s.set_read_timeout(Some(Duration::from_secs(30)))
+                .map_err(|e| io_err("set_read_timeout", e))?;
+            let mut m = [0u8; PINGPONG_MSG_LEN];
+            s.read_exact(&mut m)
+                .map_err(|e| io_err("read remote address", e))?;
+            let rem = PingpongMsg::parse(&m)?;
+            let remote = rem.to_endpoint(a.mtu, opts.gid_index);
+            p.connect(&mut end.qp, &local, &remote, &opts)?;
+            flow.fill(&mut end.qp)?;
+            s.write_all(&mine.format()?)
+                .map_err(|e| io_err("write local address", e))?;
+            let mut done = [0u8; 5];
+            s.read_exact(&mut done)
+                .map_err(|e| io_err("read \"done\"", e))?;
+            if &done != PINGPONG_DONE {
+                return Err(Error::Protocol {
+                    context: "rc_pingpong exchange",
+                    detail: format!("expected \"done\\0\", got {done:?}"),
+                });
+            }
+            rem
+        }
+    };
+    print!("{}", msg_line("remote", &rem));
+    let _ = std::io::stdout().flush();
+
+    let mut wc = [Completion::EMPTY; 16];
+    let mut stall = Stall::new();
+    let start = Instant::now();
+    if a.host.is_some() {
+        flow.start(&mut end.qp)?;
+    }
+    while !flow.done() {
+        if flow.step(&mut end.qp, &mut end.cq, &mut wc, "")? {
+            stall.progressed();
+        } else {
+            p.progress();
+            stall.idle(|| {
+                format!(
+                    "after {} sends and {} receives: is the peer still running?",
+                    flow.scnt, flow.rcnt
+                )
+            })?;
+        }
+    }
+    let end_t = Instant::now();
+    Ok(results(
+        a,
+        end_t.duration_since(start),
+        flow.stamps.as_deref().unwrap_or(&[]),
+        end_t,
+    ))
+}
