@@ -1,5 +1,5 @@
 //! The perf measurement engine (`rdma_direct::perf::run`) end to end; how the CLI parses
-//! perftest's flags and prints the rows is tested in `src/bin/rdma-direct/perf.rs`.
+//! perftest's flags and prints the rows is tested in `src/bin/rdma-direct/perf/`.
 //!
 //! - On a real verbs device (`#[ignore]`d; `RDMA_DIRECT_DEVICE=rxe0`, the guest bed sets
 //!   it): a short `write_lat` and `write_bw` (with and without a post list), rows checked

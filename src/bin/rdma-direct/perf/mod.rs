@@ -1,0 +1,134 @@
+//! `rdma-direct perf <test> [options] [HOST]`: perftest's flags in, perftest's header and
+//! table out. The measurement is [`rdma_direct::perf`]'s; this module parses the command line,
+//! chooses and opens the provider ([`super::provider`]), and prints the header and one table
+//! line per size as it is measured. Result files (`--json FILE`, `--svg FILE`) are written
+//! after the table; nothing but the table goes to stdout.
+//!
+//! Modes: with `-d DEV` and no HOST this process is perftest's **server** (waits on TCP port
+//! `-p`, 18515); with a HOST it is the **client**; the peer is this tool or perftest's
+//! `ib_<test>` ([`rdma_direct::perf::wire`]). `--loopback` (the only mode of the software
+//! device, which lives in this process) runs client and server QPs in this process.
+
+mod args;
+mod loopback;
+mod text;
+mod two_process;
+
+use std::io::IsTerminal;
+
+use rdma_direct::perf::{Params, Report, Row};
+use rdma_direct::providers::{Provider, ProviderKind};
+
+use super::provider::{self, Job};
+use super::{plotcmd, results};
+use args::{parse, Cli, Mode, HELP};
+use loopback::report;
+use two_process::two_process;
+
+/// `rdma-direct perf ...`: parse, choose the provider, run, print. Returns the exit code.
+pub fn run(args: &[String]) -> i32 {
+    let cli = match parse(args) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            print!("{HELP}");
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("rdma-direct perf: {e}\n\n{HELP}");
+            return 2;
+        }
+    };
+    let name = cli.params.test.name();
+    let (kind, why) = match provider::select("perf", cli.provider, cli.device.as_deref()) {
+        Ok(k) => k,
+        Err(status) => return status,
+    };
+    let mut print = |s: &str| {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(s.as_bytes());
+        let _ = out.flush();
+    };
+    let mut job = PerfJob {
+        cli: &cli,
+        why,
+        out: &mut print,
+        progress: std::io::stderr().is_terminal() && cli.params.sizes.len() > 1,
+    };
+    let sim_thread = kind == ProviderKind::Sim;
+    let report = match provider::open_and_run(kind, cli.device.as_deref(), sim_thread, &mut job) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rdma-direct perf {name}: {e}");
+            return 1;
+        }
+    };
+    match write_files(&cli, &report) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("rdma-direct perf {name}: {e}");
+            1
+        }
+    }
+}
+
+/// `--json FILE` and `--svg FILE`, from the finished report.
+fn write_files(cli: &Cli, report: &Report) -> Result<(), String> {
+    if cli.json.is_none() && cli.svg.is_none() {
+        return Ok(());
+    }
+    let file = result_file(&cli.params, report, cli.histogram);
+    if let Some(p) = &cli.json {
+        results::write_file(p, &file)?;
+    }
+    if let Some(p) = &cli.svg {
+        let svg = plotcmd::svg(std::slice::from_ref(&file), None, None)?;
+        std::fs::write(p, svg).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// The result file of a run, with the deeper percentiles and (with `--histogram`) the
+/// histogram of every latency row.
+pub fn result_file(o: &Params, report: &Report, histogram: bool) -> results::RunFile {
+    let mut f = results::from_report(o, report);
+    if let results::Rows::Lat(points) = &mut f.rows {
+        for (pt, row) in points.iter_mut().zip(&report.rows) {
+            if let Row::Lat(r) = row {
+                pt.p99_99 = r.p99_99;
+                pt.p99_999 = r.p99_999;
+                if histogram {
+                    pt.histogram = r
+                        .hist
+                        .buckets()
+                        .into_iter()
+                        .map(|(lo, hi, count)| results::Bucket { lo, hi, count })
+                        .collect();
+                }
+            }
+        }
+    }
+    f
+}
+
+/// The run, generic over the provider.
+struct PerfJob<'a> {
+    cli: &'a Cli,
+    why: String,
+    out: &'a mut dyn FnMut(&str),
+    progress: bool,
+}
+
+impl Job for PerfJob<'_> {
+    type Out = Report;
+    fn run<P: Provider>(&mut self, p: &mut P) -> rdma_direct::Result<Report>
+    where
+        P::Qp: Send,
+        P::Cq: Send,
+    {
+        match &self.cli.mode {
+            Mode::Loopback => report(p, self.cli, &self.why, self.out, self.progress),
+            Mode::Server | Mode::Client(_) => two_process(p, self),
+        }
+    }
+}
