@@ -1,0 +1,227 @@
+//! Reading a result file: [`RunFile::from_text`] takes this tool's schema or perftest's
+//! `--out_json` (either dialect, handed to [`super::perftest`]) and checks every field; errors
+//! name the line and column, or the row and field, that is wrong. [`Obj`] is the field access
+//! both readers share. Never panics.
+
+use crate::json_value::{self as json, Value};
+
+use super::perftest::from_perftest;
+use super::{Bucket, BwPoint, LatPoint, Rows, RunFile};
+
+impl RunFile {
+    /// Read a result file's text: this tool's schema, or perftest's `--out_json` (either
+    /// dialect). Errors say where (line and column, or row and field) but not which file; see
+    /// [`read_file`].
+    pub fn from_text(text: &str) -> Result<RunFile, String> {
+        let v = match json::parse(text) {
+            Ok(v) => v,
+            Err(strict) => match json::parse_relaxed(text) {
+                Ok(v) if v.get("test_info").is_some() => v,
+                // Report the reading that got further: it is the one that matches the file.
+                Err(relaxed) if relaxed.offset > strict.offset => return Err(relaxed.to_string()),
+                _ => return Err(strict.to_string()),
+            },
+        };
+        if v.get("test_info").is_some() {
+            return from_perftest(&v);
+        }
+        if !matches!(v, Value::Obj(_)) {
+            return Err(format!("the file holds {}, not a result object", v.kind()));
+        }
+        if v.get("tool").is_none() {
+            return Err(
+                "not a result file: no \"tool\" (rdma-direct) and no \"test_info\" (perftest --out_json)"
+                    .to_string(),
+            );
+        }
+        from_value(&v)
+    }
+}
+
+/// Field access with errors that name the field.
+pub(super) struct Obj<'a> {
+    pub(super) v: &'a Value,
+    pub(super) at: String,
+}
+
+impl<'a> Obj<'a> {
+    pub(super) fn new(v: &'a Value, at: impl Into<String>) -> Result<Obj<'a>, String> {
+        let at = at.into();
+        match v {
+            Value::Obj(_) => Ok(Obj { v, at }),
+            other => Err(format!("{at}: expected an object, found {}", other.kind())),
+        }
+    }
+    pub(super) fn name(&self, key: &str) -> String {
+        if self.at.is_empty() {
+            format!("\"{key}\"")
+        } else {
+            format!("{}.{key}", self.at)
+        }
+    }
+    pub(super) fn req(&self, key: &str) -> Result<&'a Value, String> {
+        self.v
+            .get(key)
+            .ok_or_else(|| format!("{}: missing", self.name(key)))
+    }
+    pub(super) fn str(&self, key: &str) -> Result<String, String> {
+        match self.req(key)? {
+            Value::Str(s) => Ok(s.clone()),
+            o => Err(format!(
+                "{}: expected a string, found {}",
+                self.name(key),
+                o.kind()
+            )),
+        }
+    }
+    pub(super) fn str_or(&self, key: &str, default: &str) -> Result<String, String> {
+        match self.v.get(key) {
+            None => Ok(default.to_string()),
+            Some(_) => self.str(key),
+        }
+    }
+    /// A number; `null` (what the writer puts for a non-finite value) reads as NaN.
+    pub(super) fn f64(&self, key: &str) -> Result<f64, String> {
+        match self.req(key)? {
+            Value::Num(v) => Ok(*v),
+            Value::Null => Ok(f64::NAN),
+            o => Err(format!(
+                "{}: expected a number, found {}",
+                self.name(key),
+                o.kind()
+            )),
+        }
+    }
+    pub(super) fn opt_f64(&self, key: &str) -> Result<Option<f64>, String> {
+        match self.v.get(key) {
+            None => Ok(None),
+            Some(_) => self.f64(key).map(Some),
+        }
+    }
+    pub(super) fn u64(&self, key: &str) -> Result<u64, String> {
+        let v = self.req(key)?;
+        v.as_u64().ok_or_else(|| {
+            format!(
+                "{}: expected a whole number from 0 to 2^53, found {}",
+                self.name(key),
+                match v {
+                    Value::Num(x) => x.to_string(),
+                    o => o.kind().to_string(),
+                }
+            )
+        })
+    }
+}
+
+fn from_value(v: &Value) -> Result<RunFile, String> {
+    let o = Obj::new(v, "")?;
+    let kind = o.str("kind")?;
+    if let Some(u) = v.get("units") {
+        let want = match kind.as_str() {
+            "latency" => vec![("latency", "usec")],
+            _ => vec![("bandwidth", "MiB/s"), ("msg_rate", "Mpps")],
+        };
+        let u = Obj::new(u, "units")?;
+        for (k, w) in want {
+            if u.v.get(k).is_some() && u.str(k)? != w {
+                return Err(format!(
+                    "units.{k}: \"{}\" is not supported (files hold {w})",
+                    u.str(k)?
+                ));
+            }
+        }
+    }
+    let options = match v.get("options") {
+        None => Vec::new(),
+        Some(Value::Obj(kv)) => kv.clone(),
+        Some(other) => {
+            return Err(format!(
+                "\"options\": expected an object, found {}",
+                other.kind()
+            ))
+        }
+    };
+    let rows_v = match o.req("results")? {
+        Value::Arr(a) => a,
+        other => {
+            return Err(format!(
+                "\"results\": expected an array, found {}",
+                other.kind()
+            ))
+        }
+    };
+    let rows = match kind.as_str() {
+        "latency" => {
+            let mut rows = Vec::with_capacity(rows_v.len());
+            for (i, r) in rows_v.iter().enumerate() {
+                rows.push(lat_point(&Obj::new(r, format!("results[{i}]"))?)?);
+            }
+            Rows::Lat(rows)
+        }
+        "bandwidth" => {
+            let mut rows = Vec::with_capacity(rows_v.len());
+            for (i, r) in rows_v.iter().enumerate() {
+                let r = Obj::new(r, format!("results[{i}]"))?;
+                rows.push(BwPoint {
+                    bytes: r.u64("bytes")?,
+                    iterations: r.u64("iterations")?,
+                    bw_peak: r.f64("bw_peak")?,
+                    bw_avg: r.f64("bw_avg")?,
+                    msg_rate: r.f64("msg_rate")?,
+                });
+            }
+            Rows::Bw(rows)
+        }
+        other => {
+            return Err(format!(
+                "\"kind\": \"{other}\" is neither \"latency\" nor \"bandwidth\""
+            ))
+        }
+    };
+    Ok(RunFile {
+        tool: o.str("tool")?,
+        version: o.str_or("version", "")?,
+        test: o.str("test")?,
+        provider: o.str("provider")?,
+        device: o.str("device")?,
+        transport: o.str_or("transport", "")?,
+        options,
+        rows,
+    })
+}
+
+fn lat_point(r: &Obj<'_>) -> Result<LatPoint, String> {
+    let mut histogram = Vec::new();
+    if let Some(h) = r.v.get("histogram") {
+        let at = r.name("histogram");
+        let Value::Arr(h) = h else {
+            return Err(format!("{at}: expected an array, found {}", h.kind()));
+        };
+        for (j, b) in h.iter().enumerate() {
+            let bad = || format!("{at}[{j}]: expected [lo_usec, hi_usec, count]");
+            let Value::Arr(t) = b else { return Err(bad()) };
+            match t.as_slice() {
+                [lo, hi, c] => histogram.push(Bucket {
+                    lo: lo.as_f64().ok_or_else(bad)?,
+                    hi: hi.as_f64().ok_or_else(bad)?,
+                    count: c.as_u64().ok_or_else(bad)?,
+                }),
+                _ => return Err(bad()),
+            }
+        }
+    }
+    Ok(LatPoint {
+        bytes: r.u64("bytes")?,
+        iterations: r.u64("iterations")?,
+        t_min: r.f64("t_min")?,
+        t_max: r.f64("t_max")?,
+        t_typical: r.f64("t_typical")?,
+        t_avg: r.f64("t_avg")?,
+        t_stdev: r.f64("t_stdev")?,
+        p99: r.f64("p99")?,
+        p99_9: r.f64("p99_9")?,
+        p99_99: r.opt_f64("p99_99")?,
+        p99_999: r.opt_f64("p99_999")?,
+        histogram,
+    })
+}

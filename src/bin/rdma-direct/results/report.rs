@@ -1,0 +1,137 @@
+//! From a measurement to a file: [`from_report`] turns what `perf` measured into a
+//! [`RunFile`], bandwidth converted to MiB/s, the run's options under perftest's long names.
+
+use rdma_direct::perf::stats::BwUnit;
+use rdma_direct::perf::{Params, Report, Row};
+
+use crate::json_value::Value;
+
+use super::{BwPoint, LatPoint, Rows, RunFile};
+
+/// The file of a finished measurement: `o` is what was asked, `r` what ran. The options are
+/// perftest's knobs under their long names (`iterations`, `inline`, `post_list`, `cq_mod`,
+/// `port`, `gid_index`), what the run set up (`threads`, `mtu`, `max_inline`) and
+/// `table_unit` (the bandwidth unit the table printed; the file always holds MiB/s).
+#[allow(dead_code)] // for perf --json
+pub fn from_report(o: &Params, r: &Report) -> RunFile {
+    let lat = r
+        .rows
+        .iter()
+        .filter_map(|row| match row {
+            Row::Lat(l) => Some(LatPoint {
+                bytes: l.bytes,
+                iterations: l.iters,
+                t_min: l.t_min,
+                t_max: l.t_max,
+                t_typical: l.t_typical,
+                t_avg: l.t_avg,
+                t_stdev: l.t_stdev,
+                p99: l.p99,
+                p99_9: l.p99_9,
+                p99_99: None,
+                p99_999: None,
+                histogram: Vec::new(),
+            }),
+            Row::Bw(_) => None,
+        })
+        .collect();
+    let bw = r
+        .rows
+        .iter()
+        .filter_map(|row| match row {
+            Row::Bw(b) => {
+                let to_mib = b.unit.bytes_per_unit() / BwUnit::MiBps.bytes_per_unit();
+                Some(BwPoint {
+                    bytes: b.bytes,
+                    iterations: b.iters,
+                    bw_peak: b.bw_peak * to_mib,
+                    bw_avg: b.bw_avg * to_mib,
+                    msg_rate: b.msg_rate_mpps,
+                })
+            }
+            Row::Lat(_) => None,
+        })
+        .collect();
+    let rows = if o.test.is_lat() {
+        Rows::Lat(lat)
+    } else {
+        Rows::Bw(bw)
+    };
+    let mut f = RunFile::new(
+        o.test.name(),
+        &r.info.provider.to_string(),
+        &r.info.device,
+        &o.qp_type.to_string(),
+        rows,
+    );
+    let n = |v: u32| Value::Num(f64::from(v));
+    f.options = vec![
+        ("iterations".into(), n(o.iters)),
+        ("inline".into(), n(o.inline)),
+        ("post_list".into(), n(o.post_list)),
+        ("cq_mod".into(), n(o.cq_mod)),
+        ("port".into(), n(u32::from(o.port))),
+        ("gid_index".into(), n(u32::from(o.gid_index))),
+        ("threads".into(), n(if r.info.two_threads { 2 } else { 1 })),
+        ("mtu".into(), n(r.info.mtu)),
+        ("max_inline".into(), n(r.info.max_inline)),
+        (
+            "table_unit".into(),
+            Value::Str(
+                match o.unit {
+                    BwUnit::MiBps => "MiB/s",
+                    BwUnit::Gbps => "Gb/s",
+                }
+                .to_string(),
+            ),
+        ),
+    ];
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sim_run_becomes_a_file() {
+        use rdma_direct::perf::{self, Test};
+        use rdma_direct::providers::sim::SimDevice;
+        let mut o = Params::new(Test::WriteBw);
+        o.sizes = vec![64, 4096];
+        o.iters = 40;
+        o.unit = BwUnit::Gbps;
+        let mut p = SimDevice::new();
+        let rep = perf::run(&mut p, &o).unwrap();
+        let f = from_report(&o, &rep);
+        assert_eq!(
+            (f.test.as_str(), f.provider.as_str(), f.transport.as_str()),
+            ("write_bw", "sim", "RC")
+        );
+        let (Rows::Bw(got), Row::Bw(first)) = (&f.rows, rep.rows[0]) else {
+            panic!("not bandwidth")
+        };
+        assert_eq!(f.rows.sizes(), [64, 4096]);
+        let mib = first.bw_avg * 125_000_000.0 / 1_048_576.0;
+        assert!(
+            (got[0].bw_avg - mib).abs() <= mib * 1e-12,
+            "Gb/s turned into MiB/s"
+        );
+        assert!(f
+            .options
+            .contains(&("table_unit".into(), Value::Str("Gb/s".into()))));
+        assert_eq!(RunFile::from_text(&f.to_json()).unwrap(), f);
+
+        let mut o = Params::new(Test::SendLat);
+        o.iters = 20;
+        let rep = perf::run(&mut SimDevice::new(), &o).unwrap();
+        let f = from_report(&o, &rep);
+        let (Rows::Lat(got), Row::Lat(want)) = (&f.rows, rep.rows[0]) else {
+            panic!("not latency")
+        };
+        assert_eq!(
+            [got[0].t_min, got[0].t_typical, got[0].p99_9],
+            [want.t_min, want.t_typical, want.p99_9]
+        );
+    }
+}
