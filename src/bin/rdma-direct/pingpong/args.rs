@@ -42,7 +42,7 @@ pub(super) struct Args {
     pub(super) size: usize,
     pub(super) iters: u32,
     pub(super) qp_type: QpType,
-    /// `-p`; `None` = [`PINGPONG_PORT`].
+    /// `-p`; `None` = [`PINGPONG_PORT`](rdma_direct::endpoint::PINGPONG_PORT).
     pub(super) port: Option<u16>,
     pub(super) mtu: Mtu,
     pub(super) rx_depth: u32,

@@ -10,7 +10,7 @@ use rdma_direct::providers::{Completion, CompletionQueue, WcStatus};
 use super::flow::Flow;
 
 /// After a failed completion, how long the outstanding requests get to complete (flushed).
-const DRAIN: Duration = Duration::from_secs(10);
+pub(super) const DRAIN: Duration = Duration::from_secs(10);
 
 impl Flow {
     /// After a failed completion (`first[0]`; the rest of its poll follows it): poll until

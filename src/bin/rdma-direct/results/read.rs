@@ -11,7 +11,7 @@ use super::{Bucket, BwPoint, LatPoint, Rows, RunFile};
 impl RunFile {
     /// Read a result file's text: this tool's schema, or perftest's `--out_json` (either
     /// dialect). Errors say where (line and column, or row and field) but not which file; see
-    /// [`read_file`].
+    /// [`read_file`](super::read_file).
     pub fn from_text(text: &str) -> Result<RunFile, String> {
         let v = match json::parse(text) {
             Ok(v) => v,
