@@ -30,6 +30,11 @@ cmport=7600
 timeout 30 modprobe rdma_ucm || { echo "FAIL: modprobe rdma_ucm"; exit 1; }
 
 # down_case NAME WHO_GOES_DOWN EXPECT_REGEX
+# Whether process $1 runs (not gone, not a zombie).
+alive() {
+    [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
+}
+
 # Bring this guest's link back and wait until rxe0 has its GID again.
 link_up() {
     timeout 10 /usr/bin/ip link set "$NETDEV" up
@@ -68,13 +73,18 @@ down_case() {
             cp=$!
             n=0
             until /usr/bin/rdma res show qp 2>/dev/null | grep -q "type RC .*state RTS.*pid $cp "; do
-                kill -0 "$cp" 2>/dev/null || break
+                alive "$cp" || break
                 n=$((n + 1))
                 [ "$n" -gt 600 ] && break
                 usleep 100000
             done
-            kill -0 "$cp" 2>/dev/null && break
+            # A rejection can follow the QP's RTS (the client then dies, exit 139 seen): look
+            # again a second later, and judge by the process's state, not by kill -0 (true for
+            # a zombie).
+            sleep 1
+            grep -q 'RDMA_CM_EVENT_REJECTED' "$tmp/out" || { alive "$cp" && break; }
             grep -q 'RDMA_CM_EVENT_REJECTED' "$tmp/out" || break
+            kill "$cp" 2>/dev/null
             wait "$cp"
             echo "connection attempt $try rejected by the server's RDMA CM: $(grep 'REJECTED' "$tmp/out")"
             sleep 1
