@@ -2,7 +2,8 @@
 # A link that goes down for good, mid-run: perftest's ib_write_bw through the RDMA CM with a
 # bounded transport retry count (--retry_count 1; rxe never gives up at 7, the value
 # ibv_rc_pingpong and rping use), requester (client) on guest b, responder (server) on a.
-# a takes its own eth0 down 2 s after the client's QP reached RTS: b's writes go unanswered,
+# a takes its own eth0 down 2 s after the client began writing (its QP in RTS and its buffer
+# exchange done, seen in rxe0's sent_pkts): b's writes go unanswered,
 # and b's requester must end with status 12 (IBV_WC_RETRY_EXC_ERR) within 60 s, not hang.
 # The link is brought up again afterwards (this check runs last all the same). The
 # server end is stopped once the client is done: its TCP end-of-run exchange has no peer.
@@ -29,8 +30,10 @@ fail=0
 cmport=7600
 timeout 30 modprobe rdma_ucm || { echo "FAIL: modprobe rdma_ucm"; exit 1; }
 
-# down_case NAME WHO_GOES_DOWN EXPECT_REGEX
-# Whether process $1 runs (not gone, not a zombie).
+# sent_pkts: packets rxe0 has sent so far.
+sent_pkts() { cat "/sys/class/infiniband/$dev/ports/1/hw_counters/sent_pkts" 2>/dev/null || echo 0; }
+
+# alive PID: whether process PID runs (not gone, not a zombie).
 alive() {
     [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
 }
@@ -47,48 +50,81 @@ link_up() {
     done
 }
 
+# down_case NAME WHO_GOES_DOWN EXPECT_REGEX: one ib_write_bw run whose link goes down.
 down_case() {
     name=$1 who=$2 want=$3
-    cmport=$((cmport + 1))
-    args="-d $dev -R --retry_count=1 -F -s 4096 -D 30 -p $cmport"
-    if [ "$ROLE" = a ]; then
-        # shellcheck disable=SC2086
-        timeout 120 ib_write_bw $args >"$tmp/out" 2>&1 &
-        sp=$!
-        wait_cm_listen "$cmport" 30
-        put "cm-$cmport" 1
-    else
-        get "cm-$cmport" 60 >/dev/null
-    fi
-    # The link goes down once the client's QP is in RTS (it is writing; perftest's stdout is
-    # buffered, so its output says nothing until it exits) and 2 s have passed. The server's
-    # RDMA CM sometimes rejects the first connection request although its listener is up
-    # (REJECTED, reason 8: no listener for the service ID); the client then tries again, at
-    # most three times, before the link is touched.
-    if [ "$ROLE" = b ]; then
-        for try in 1 2 3; do
-            t0=$(pl_now)
+    # The server's RDMA CM sometimes rejects the first connection request although its
+    # listener is up (REJECTED, reason 8: no listener for the service ID, its per-device child
+    # not there yet); the rejected client exits, and that server is not trusted again (a
+    # second client of it was seen to fail its buffer exchange on RNR NAKs). So each attempt
+    # has its own server on its own port: at most three, before the link is touched.
+    for try in 1 2 3; do
+        cmport=$((cmport + 1))
+        args="-d $dev -R --retry_count=1 -F -s 4096 -D 30 -p $cmport"
+        if [ "$ROLE" = a ]; then
             # shellcheck disable=SC2086
-            timeout 120 ib_write_bw $args "$PEER_IP" >"$tmp/out" 2>&1 &
-            cp=$!
-            n=0
-            until /usr/bin/rdma res show qp 2>/dev/null | grep -q "type RC .*state RTS.*pid $cp "; do
-                alive "$cp" || break
+            timeout 120 ib_write_bw $args >"$tmp/out" 2>&1 &
+            sp=$!
+            wait_cm_listen "$cmport" 30
+            sleep 1
+            put "cm-$cmport" 1
+            v=$(get "try-$cmport" 90)
+            [ "$v" = writing ] && break
+            kill "$sp" 2>/dev/null
+            wait "$sp"
+            echo "server attempt $try: the client was $v; stopped:"
+            cat "$tmp/out"
+            continue
+        fi
+        get "cm-$cmport" 60 >/dev/null
+        t0=$(pl_now)
+        # shellcheck disable=SC2086
+        timeout 120 ib_write_bw $args "$PEER_IP" >"$tmp/out" 2>&1 &
+        cp=$!
+        n=0
+        until /usr/bin/rdma res show qp 2>/dev/null | grep -q "type RC .*state RTS.*pid $cp "; do
+            alive "$cp" || break
+            n=$((n + 1))
+            [ "$n" -gt 600 ] && break
+            usleep 100000
+        done
+        # A rejection can follow the QP's RTS (the client then dies, exit 139 seen): look
+        # again a second later, and judge by the process's state, not by kill -0 (true for
+        # a zombie).
+        sleep 1
+        # RTS is not yet writing: perftest first exchanges its buffers' addresses with
+        # SEND/RECV on the same QP (a link lost then fails that exchange, not a write). The
+        # writes have begun once rxe0 has sent a few hundred packets more than at RTS (the
+        # exchange is a handful). perftest's stdout is buffered: its output says nothing
+        # until it exits.
+        if alive "$cp"; then
+            p0=$(sent_pkts) n=0
+            while alive "$cp" && [ $(($(sent_pkts) - p0)) -lt 300 ] && [ "$n" -lt 300 ]; do
                 n=$((n + 1))
-                [ "$n" -gt 600 ] && break
                 usleep 100000
             done
-            # A rejection can follow the QP's RTS (the client then dies, exit 139 seen): look
-            # again a second later, and judge by the process's state, not by kill -0 (true for
-            # a zombie).
-            sleep 1
-            grep -q 'RDMA_CM_EVENT_REJECTED' "$tmp/out" || { alive "$cp" && break; }
-            grep -q 'RDMA_CM_EVENT_REJECTED' "$tmp/out" || break
-            kill "$cp" 2>/dev/null
-            wait "$cp"
+            echo "attempt $try: the client sent $(($(sent_pkts) - p0)) packets in the $((n / 10)) s after RTS"
+        fi
+        if alive "$cp" && ! grep -q 'RDMA_CM_EVENT_REJECTED' "$tmp/out"; then
+            put "try-$cmport" writing
+            break
+        fi
+        kill "$cp" 2>/dev/null
+        wait "$cp"
+        if grep -q 'RDMA_CM_EVENT_REJECTED' "$tmp/out"; then
+            v=rejected
             echo "connection attempt $try rejected by the server's RDMA CM: $(grep 'REJECTED' "$tmp/out")"
-            sleep 1
-        done
+        else
+            v="gone before writing"
+            echo "connection attempt $try: the client ended before it was writing:"
+            cat "$tmp/out"
+        fi
+        put "try-$cmport" "$v"
+        # A client that fails for any reason but a rejection three times is the failure.
+        [ "$try" = 3 ] && break
+    done
+    # The link goes down 2 s after the client has begun writing.
+    if [ "$ROLE" = b ]; then
         sleep 2
         put "running-$cmport" 1
     else
@@ -150,9 +186,6 @@ drain_ok() {
     is_int "$outst" && is_int "$first" && is_int "$flush" && [ "$first" = 1 ] \
         && [ "$flush" = $((outst - 1)) ] && [ "$missing" = 0 ]
 }
-
-# is_int WORD: WORD is a non-negative integer.
-is_int() { case $1 in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac; }
 
 # pp_down TRY: one attempt; sets pp_verdict (b: requester|other|bad).
 pp_down() {
