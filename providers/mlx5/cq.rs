@@ -89,6 +89,18 @@
 //! one slot takes a lone requester CQE through `process_req` (nothing to set up). Every
 //! other CQE goes to `process`.
 //!
+//! A poll whose first CQE is a plain one (requester or receive) while a hot QP is known
+//! starts with `run_short` instead: the sides the first two CQEs need (a stream of one kind,
+//! or a mixed one) are taken straight into registers, and the loop is instantiated per set
+//! of sides, CQE size and owner parity, so it keeps none of them in a register. The QP
+//! number and the WQE opcode come from one 4-byte load (bytes 56..59 XOR the QP's number
+//! leave the opcode; one compare checks the QP and that the opcode carries no byte length),
+//! the `wqe_counter` from a 2-byte one. With one side the count of published, not completed
+//! requests is kept above zero between CQEs (re-read at the published position when it
+//! reaches zero, before the next CQE may read the ring); with both it is checked before each
+//! CQE of its side. The run publishes what it reached; the general loop above takes over
+//! at the CQE where it stopped, if that one is software-owned.
+//!
 //! After the last CQE of a poll the consumer index goes to the CQ doorbell record once. The
 //! CQE loads must be complete before that store hands the slots back: on x86_64 a store never
 //! passes an earlier load (a compiler barrier suffices); on aarch64 that takes `dsb ld`.
@@ -320,14 +332,23 @@ impl<D: Owners> Mlx5Cq<D> {
         if out.is_empty() {
             return 0;
         }
-        let cqe = self
-            .cqe0
-            .wrapping_add(((start_ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
+        let cnt = self.dv.cqe_cnt;
+        let first = start_ci & (cnt - 1);
+        let cqe = self.cqe0.wrapping_add((first as usize) << self.cqe_shift);
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
         let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
-        let parity = u8::from(start_ci & self.dv.cqe_cnt != 0);
-        if op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
-            || op_own & MLX5_CQE_OWNER_MASK != parity
+        let parity = u8::from(start_ci & cnt != 0);
+        // Software-owned, a plain requester CQE (opcode REQ) or a plain receive (RESP_SEND),
+        // no scattered data: one test each.
+        const PM: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK;
+        const RESP_PLAIN: u8 = crate::wire::MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT;
+        let x = op_own ^ parity;
+        let plain_req = x & PM == 0;
+        let plain_resp = (x ^ RESP_PLAIN) & PM == 0;
+        if !plain_req
+            && !plain_resp
+            && (op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
+                || op_own & MLX5_CQE_OWNER_MASK != parity)
         {
             return 0;
         }
@@ -337,21 +358,49 @@ impl<D: Owners> Mlx5Cq<D> {
         let mut ci = start_ci;
         let mut released = 0u32;
         'polled: {
-            if out.len() == 1
-                && self.hot_qpn != u32::MAX
-                && op_own & (MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK) == parity
-            {
-                // One slot: the single-CQE short way, with nothing to set up.
-                // Orders the owner-bit load above before the loads of the CQE body below.
-                from_device_load_barrier();
-                if self.process_req(cqe, &mut out[0]) {
-                    if TS {
-                        ts[0] = self.cqe_timestamp_at(ci);
+            if (plain_req || plain_resp) && self.hot_qpn != u32::MAX {
+                if out.len() == 1 && plain_req {
+                    // One slot: the single-CQE short way, with nothing to set up.
+                    // Orders the owner-bit load above before the loads of the CQE body below.
+                    from_device_load_barrier();
+                    if self.process_req(cqe, &mut out[0]) {
+                        if TS {
+                            ts[0] = self.cqe_timestamp_at(ci);
+                        }
+                        n = 1;
+                        ci = ci.wrapping_add(1);
+                        released = 1;
+                        break 'polled;
                     }
-                    n = 1;
-                    ci = ci.wrapping_add(1);
-                    released = 1;
-                    break 'polled;
+                } else {
+                    // The sides the run needs, by the first two CQEs (a stream of one kind, or
+                    // a mixed one: both sides at once).
+                    let (sq, rq) = if out.len() == 1 || first + 1 == cnt {
+                        (plain_req, plain_resp)
+                    } else {
+                        // SAFETY: byte 63 of the next CQE of this CQ (not past the ring's end).
+                        let y = unsafe {
+                            mmio::read8(cqe.wrapping_add(1 << self.cqe_shift).add(cqe64::OP_OWN))
+                        } ^ parity;
+                        (
+                            plain_req || y & PM == 0,
+                            plain_resp || (y ^ RESP_PLAIN) & PM == 0,
+                        )
+                    };
+                    let k = self.run_short_any(sq, rq, parity, ci, cqe, out);
+                    if TS {
+                        // One completion per CQE; the slots are still ours (the dbrec store
+                        // comes last).
+                        for (j, t) in ts[..k].iter_mut().enumerate() {
+                            *t = self.cqe_timestamp_at(ci.wrapping_add(j as u32));
+                        }
+                    }
+                    n = k;
+                    ci = ci.wrapping_add(k as u32);
+                    released = k as u32;
+                    if n == out.len() || !cqe_ready(&self.dv, ci) {
+                        break 'polled;
+                    }
                 }
             }
             // The short way for the hot QP, taken at its first CQE (see `run_hot`).
