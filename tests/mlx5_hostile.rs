@@ -387,3 +387,57 @@ fn stray_cqes_starting_a_run_are_dropped() {
     assert_eq!(cq.bogus_cqes(), 6);
     assert!(poll_all(&mut cq).is_empty());
 }
+
+/// A run of requester CQEs of the hot QP with every length rule: WRITE and SEND report 0
+/// bytes, READ the CQE's byte count, WRITE WITH IMM 0; a two-WQEBB WQE (a 64-byte inline
+/// SEND) advances the position by two.
+#[test]
+fn send_runs_report_each_opcode_and_byte_len() {
+    use rdma_direct::providers::WcOpcode;
+    let (mut cq, mut d) = cq(32, 64);
+    let (mut qp, dq) = qp_on(&mut cq, 0x69, None);
+    qp.sq().post(SendWr::send(0, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0x69, 0, 0x0a, 0));
+    assert_eq!(poll_all(&mut cq)[0].wr_id, 0);
+    let two = [SGE[0], SGE[0]];
+    let payload = [7u8; 64];
+    let wrs = [
+        SendWr::write(1, &SGE, 0x10, 1),
+        SendWr::read(2, &SGE, 0x10, 1),
+        SendWr::send(3, &[]).inline(&payload),
+        SendWr::read(4, &two, 0x10, 1),
+        SendWr::write_imm(5, &SGE, 0x10, 1, 9),
+        SendWr::read(6, &SGE, 0x10, 1),
+    ];
+    // Positions: one WQEBB each, but two for the inline SEND (ctrl, then 4 + 64 inline bytes).
+    let positions = [1u16, 2, 3, 5, 6, 7];
+    let mut cqes = Vec::new();
+    for (wr, p) in wrs.into_iter().zip(positions) {
+        qp.sq().post(wr.signaled()).unwrap();
+        cqes.push((p, wr.wr_id));
+    }
+    qp.sq().ring();
+    assert_eq!(dq.dbrec()[1], 8, "the inline SEND takes two WQEBBs");
+    let ops = [0x08, 0x10, 0x0a, 0x10, 0x09, 0x10];
+    for (k, &(p, id)) in cqes.iter().enumerate() {
+        d.push(&Cqe::req(0x69, p, ops[k], 100 + id as u32));
+    }
+    let out = poll_all(&mut cq);
+    let got: Vec<(u64, WcOpcode, u32)> = out
+        .iter()
+        .map(|c| (c.wr_id, c.opcode, c.byte_len))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, WcOpcode::RdmaWrite, 0),
+            (2, WcOpcode::RdmaRead, 102),
+            (3, WcOpcode::Send, 0),
+            (4, WcOpcode::RdmaRead, 104),
+            (5, WcOpcode::RdmaWrite, 0),
+            (6, WcOpcode::RdmaRead, 106),
+        ]
+    );
+    assert_eq!(cq.bogus_cqes(), 0);
+}

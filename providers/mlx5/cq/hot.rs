@@ -349,10 +349,11 @@ impl<D: Owners> Mlx5Cq<D> {
         } else {
             (core::ptr::null(), 0)
         };
+        const C: usize = core::mem::size_of::<Completion>();
         let base = out.as_mut_ptr();
         // Byte offset of the completion in `out`, and (doubled for 128-byte CQEs) of the CQE
         // from `cqe`: one induction variable for both.
-        let end = m * core::mem::size_of::<Completion>();
+        let end = m * C;
         let cqe_scale = if BIG { 1 } else { 0 };
         let mut off = 0usize;
         while off != end {
@@ -368,70 +369,80 @@ impl<D: Owners> Mlx5Cq<D> {
                 // Bytes 56..59 as they lie in memory: sop (the WQE opcode), qpn
                 // (big-endian). The qpn bytes XOR the hot QP's to zero, leaving the opcode.
                 // SAFETY: a 4-aligned word of the CQE (CQEs are 64-byte aligned).
-                let w = u32::from_le(unsafe {
+                let w = (u32::from_le(unsafe {
                     core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
-                }) ^ tag;
-                // One compare for the QP (bits 8..31 zero) and an opcode without a length.
-                let byte_len = if w >= REQ_OP_WITH_LEN {
+                }) ^ tag) as usize;
+                // The rest of a requester CQE with `byte_len` (an expression): the checks
+                // against the send queue, the completion, the positions.
+                macro_rules! send_cqe {
+                    ($byte_len:expr) => {{
+                        // The WQE named must be the oldest outstanding one.
+                        // SAFETY: the 2-aligned wqe_counter field of the CQE.
+                        let wc = unsafe {
+                            core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16)
+                        };
+                        if u16::from_be(wc) != sci as u16 {
+                            break;
+                        }
+                        if RQ && avail == 0 {
+                            avail = avail_at(dbrec, sci);
+                            if avail == 0 {
+                                break;
+                            }
+                        }
+                        // (`wc` is `sci`'s low 16 bits; the ring has at most 32768 WQEBBs.)
+                        let slot = (u32::from(u16::from_be(wc)) & sq_mask) as usize;
+                        // The WQE's size from its ctrl segment (our own ring, unchanged while
+                        // the WQE is outstanding; `avail > 0` here); a ds of 0 fails the
+                        // check below.
+                        // SAFETY: `slot` is a WQEBB of the SQ ring; ctrl byte 7 is inside it.
+                        let ds = unsafe {
+                            core::ptr::read_volatile(buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS))
+                        };
+                        let nbb = NBB32[ds as usize];
+                        // The whole WQE must be below the published producer position.
+                        if nbb > avail {
+                            avail = avail_at(dbrec, sci);
+                            if nbb > avail {
+                                break;
+                            }
+                        }
+                        *slot_out = Completion {
+                            // SAFETY: `wrid` has `sq_mask + 1` entries; `slot` is masked.
+                            wr_id: unsafe { &*wrid.add(slot) }.load(Ordering::Relaxed),
+                            status: WcStatus::Success,
+                            opcode: REQ_OPCODE[w],
+                            byte_len: $byte_len,
+                            qp_num: qpn,
+                            ..Completion::EMPTY
+                        };
+                        sci = sci.wrapping_add(nbb);
+                        avail -= nbb;
+                        off += C;
+                        // Send side alone: nothing more known outstanding, look at the
+                        // published position again before the next CQE may read the ring.
+                        if !RQ && avail == 0 {
+                            avail = avail_at(dbrec, sci);
+                            if avail == 0 {
+                                break;
+                            }
+                        }
+                    }};
+                }
+                // One compare for an opcode without a byte length (SEND, WRITE, ...) of the
+                // hot QP (bits 8..31 zero); `w` is then the opcode.
+                if w < REQ_OP_WITH_LEN as usize {
+                    send_cqe!(0);
+                } else {
                     if w > 0xff {
                         break;
                     }
-                    if w == MLX5_OPCODE_RDMA_READ as u32 {
+                    send_cqe!(if w == MLX5_OPCODE_RDMA_READ as usize {
                         // SAFETY: byte_cnt is a 4-aligned word of the CQE.
                         unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
                     } else {
-                        REQ_LEN[w as usize]
-                    }
-                } else {
-                    0
-                };
-                // The WQE named must be the oldest outstanding one.
-                // SAFETY: the 2-aligned wqe_counter field of the CQE.
-                let wc =
-                    unsafe { core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16) };
-                if u16::from_be(wc) != sci as u16 {
-                    break;
-                }
-                if RQ && avail == 0 {
-                    avail = avail_at(dbrec, sci);
-                    if avail == 0 {
-                        break;
-                    }
-                }
-                let slot = (sci & sq_mask) as usize;
-                // The WQE's size from its ctrl segment (our own ring, unchanged while the WQE
-                // is outstanding; `avail > 0` here); a ds of 0 fails the check below.
-                // SAFETY: `slot` is a WQEBB of the SQ ring; ctrl byte 7 is inside it.
-                let ds = unsafe {
-                    core::ptr::read_volatile(buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS))
-                };
-                let nbb = NBB32[ds as usize];
-                // The whole WQE must be below the published producer position.
-                if nbb > avail {
-                    avail = avail_at(dbrec, sci);
-                    if nbb > avail {
-                        break;
-                    }
-                }
-                *slot_out = Completion {
-                    // SAFETY: `wrid` has `sq_mask + 1` entries; `slot` is masked.
-                    wr_id: unsafe { &*wrid.add(slot) }.load(Ordering::Relaxed),
-                    status: WcStatus::Success,
-                    opcode: REQ_OPCODE[w as usize],
-                    byte_len,
-                    qp_num: qpn,
-                    ..Completion::EMPTY
-                };
-                sci = sci.wrapping_add(nbb);
-                avail -= nbb;
-                off += core::mem::size_of::<Completion>();
-                // Send side alone: nothing more known outstanding, look at the published
-                // position again before the next CQE may read the ring.
-                if !RQ && avail == 0 {
-                    avail = avail_at(dbrec, sci);
-                    if avail == 0 {
-                        break;
-                    }
+                        REQ_LEN[w]
+                    });
                 }
             } else if RQ && own == RESP_PLAIN | P {
                 // Orders the owner-bit load above before the loads of the CQE body below.
@@ -470,7 +481,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 };
                 tail = tail.wrapping_add(1);
                 ravail -= 1;
-                off += core::mem::size_of::<Completion>();
+                off += C;
                 // Receive side alone: as for the send side above.
                 if !SQ && ravail == 0 {
                     ravail = ravail_at(rq, tail);
@@ -482,7 +493,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 break;
             }
         }
-        let k = off / core::mem::size_of::<Completion>();
+        let k = off / C;
         // Receives completed in this run (one each); the others were sends.
         let rn = if RQ { tail.wrapping_sub(tail0) } else { 0 };
         if SQ && k as u32 != rn {
