@@ -247,6 +247,14 @@ impl Hot {
 }
 
 impl<D: Owners> Mlx5Cq<D> {
+    /// The hot QP's doorbell record (the short way's rare re-reads of the published producer
+    /// position go through `self`, so its loop keeps fewer values live).
+    #[inline(always)]
+    fn hot_dbrec(&self) -> *const u32 {
+        // SAFETY: as in `run_short`: `hot_qp` is held by an entry of `entries`.
+        unsafe { &*self.hot_qp }.dbrec
+    }
+
     /// [`Self::run_short`] for the sides `sq` / `rq` (at least one), this CQ's CQE size and
     /// the owner `parity` of `ci`.
     #[inline(always)]
@@ -385,7 +393,7 @@ impl<D: Owners> Mlx5Cq<D> {
                             break;
                         }
                         if RQ && avail == 0 {
-                            avail = avail_at(dbrec, sci);
+                            avail = avail_at(self.hot_dbrec(), sci);
                             if avail == 0 {
                                 break;
                             }
@@ -402,7 +410,7 @@ impl<D: Owners> Mlx5Cq<D> {
                         let nbb = NBB32[ds as usize];
                         // The whole WQE must be below the published producer position.
                         if nbb > avail {
-                            avail = avail_at(dbrec, sci);
+                            avail = avail_at(self.hot_dbrec(), sci);
                             if nbb > avail {
                                 break;
                             }
@@ -422,7 +430,7 @@ impl<D: Owners> Mlx5Cq<D> {
                         // Send side alone: nothing more known outstanding, look at the
                         // published position again before the next CQE may read the ring.
                         if !RQ && avail == 0 {
-                            avail = avail_at(dbrec, sci);
+                            avail = avail_at(self.hot_dbrec(), sci);
                             if avail == 0 {
                                 break;
                             }
@@ -497,7 +505,9 @@ impl<D: Owners> Mlx5Cq<D> {
         // Receives completed in this run (one each); the others were sends.
         let rn = if RQ { tail.wrapping_sub(tail0) } else { 0 };
         if SQ && k as u32 != rn {
-            sq.done.retire(sci, k as u32 - rn);
+            // The QP again through `self` (one value kept across the loop, not two).
+            // SAFETY: as above.
+            unsafe { &*self.hot_qp }.sq.done.retire(sci, k as u32 - rn);
         }
         if RQ && rn != 0 {
             // SAFETY: as above.
