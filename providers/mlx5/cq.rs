@@ -352,8 +352,13 @@ impl<D: Owners> Mlx5Cq<D> {
         {
             return 0;
         }
+        // The shared state by address, kept for the end of the poll (not reloaded from `self`
+        // after the barriers).
+        let shared: *const CqShared = Arc::as_ptr(&self.shared);
+        // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
+        let shared = unsafe { &*shared };
         // From here on QP memory is read (see `CqShared::polling`).
-        self.shared.polling.store(true, Ordering::SeqCst);
+        shared.polling.store(true, Ordering::SeqCst);
         let mut n = 0;
         let mut ci = start_ci;
         let mut released = 0u32;
@@ -442,7 +447,10 @@ impl<D: Owners> Mlx5Cq<D> {
                 // is taken again (for the QP `process` maps, which becomes the hot one) after.
                 hot.flush();
                 self.ci = ci;
-                let got = self.process(cqe, op_own, &mut out[n], &mut released) as usize;
+                // Its own counter: `released` stays in a register on the other paths.
+                let mut rel = 0;
+                let got = self.process(cqe, op_own, &mut out[n], &mut rel) as usize;
+                released += rel;
                 hot = Hot::new(self.hot_qpn, self.hot_qp);
                 if TS && got == 1 {
                     ts[n] = self.cqe_timestamp_at(ci);
@@ -465,10 +473,10 @@ impl<D: Owners> Mlx5Cq<D> {
             from_device_load_barrier();
             // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
             unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
-            self.shared.ci.store(ci, Ordering::Release);
-            self.shared.release(released);
+            shared.ci.store(ci, Ordering::Release);
+            shared.release(released);
         }
-        self.shared.polling.store(false, Ordering::Release);
+        shared.polling.store(false, Ordering::Release);
         n
     }
 

@@ -147,23 +147,25 @@ impl<D: Owners> Mlx5Cq<D> {
         if nbb > posted {
             return false;
         }
-        let byte_len = if w < REQ_OP_WITH_LEN {
-            0
-        } else if w == MLX5_OPCODE_RDMA_READ as u32 {
-            // SAFETY: as above, byte_cnt is 4-aligned.
-            unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
-        } else {
-            REQ_LEN[w as usize]
-        };
+        let w = w as usize;
         *out = Completion {
             // SAFETY: `wrid` has `mask + 1` entries; `slot` is masked.
             wr_id: unsafe { sq.wrid.get_unchecked(slot) }.load(Ordering::Relaxed),
             status: WcStatus::Success,
-            opcode: REQ_OPCODE[w as usize],
-            byte_len,
+            opcode: REQ_OPCODE[w],
+            byte_len: 0,
             qp_num: self.hot_qpn,
             ..Completion::EMPTY
         };
+        // SEND and WRITE (with or without IMM) report 0 bytes; READ the CQE's count.
+        if w >= REQ_OP_WITH_LEN as usize {
+            out.byte_len = if w == MLX5_OPCODE_RDMA_READ as usize {
+                // SAFETY: as above, byte_cnt is 4-aligned.
+                unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
+            } else {
+                REQ_LEN[w]
+            };
+        }
         sq.done.retire(ci.wrapping_add(nbb), 1);
         true
     }
