@@ -179,6 +179,17 @@ pub(crate) fn cqe_ready(dv: &DvCq, ci: u32) -> bool {
         && ((op_own & MLX5_CQE_OWNER_MASK) != 0) == ((ci & dv.cqe_cnt) != 0)
 }
 
+/// True when a CQE is software-owned, from `x = op_own ^ parity` (`parity`: 0 or 1): owner
+/// bit equal to the parity and opcode not INVALID, in one compare. `x` rotated right by one
+/// has the owner mismatch in bit 7 and the opcode in bits 3..6: below 0x78 exactly when the
+/// owner matches and the opcode is below INVALID (15).
+#[inline(always)]
+const fn owned(x: u8) -> bool {
+    x.rotate_right(1) < (MLX5_CQE_INVALID << (MLX5_CQE_OPCODE_SHIFT - 1))
+}
+static_assertions::const_assert_eq!(MLX5_CQE_OWNER_MASK, 1);
+static_assertions::const_assert_eq!(MLX5_CQE_INVALID, 15);
+
 /// The `op_own` bits that say the data is in the CQE (scatter to CQE).
 const INLINE_SCATTER: u8 = MLX5_INLINE_SCATTER_32 | MLX5_INLINE_SCATTER_64;
 
@@ -214,6 +225,10 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     /// (`cqe0`: the first slot's 64-byte CQE; `cqe_shift`: 6 or 7).
     cqe0: *const u8,
     cqe_shift: u32,
+    /// `1 << cqe_shift`, and `cqe_cnt - 1`: a poll's first CQE address is one `and`, one
+    /// multiply and one add from `ci`, each with its operand straight from memory.
+    cqe_stride: usize,
+    slot_mask: u32,
     /// The QP of the last CQE mapped (qpn, and its entry's `QpShared`, kept alive by
     /// `entries`; `u32::MAX`: none). Reset whenever `entries` changes.
     hot_qpn: u32,
@@ -281,6 +296,8 @@ impl<D: Owners> Mlx5Cq<D> {
             ci: 0,
             cqe0: dv.buf.wrapping_add(dv.cqe_size as usize - MLX5_CQE64_LEN),
             cqe_shift: dv.cqe_size.trailing_zeros(),
+            cqe_stride: dv.cqe_size as usize,
+            slot_mask: dv.cqe_cnt - 1,
             hot_qpn: u32::MAX,
             hot_qp: core::ptr::null(),
             shared: Arc::new(CqShared {
@@ -333,8 +350,8 @@ impl<D: Owners> Mlx5Cq<D> {
             return 0;
         }
         let cnt = self.dv.cqe_cnt;
-        let first = start_ci & (cnt - 1);
-        let cqe = self.cqe0.wrapping_add((first as usize) << self.cqe_shift);
+        let first = start_ci & self.slot_mask;
+        let cqe = self.cqe0.wrapping_add(first as usize * self.cqe_stride);
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
         let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
         let parity = u8::from(start_ci & cnt != 0);
@@ -345,11 +362,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let x = op_own ^ parity;
         let plain_req = x & PM == 0;
         let plain_resp = (x ^ RESP_PLAIN) & PM == 0;
-        if !plain_req
-            && !plain_resp
-            && (op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
-                || op_own & MLX5_CQE_OWNER_MASK != parity)
-        {
+        if !plain_req && !plain_resp && !owned(x) {
             return 0;
         }
         // The shared state by address, kept for the end of the poll (not reloaded from `self`
@@ -385,7 +398,7 @@ impl<D: Owners> Mlx5Cq<D> {
                     } else {
                         // SAFETY: byte 63 of the next CQE of this CQ (not past the ring's end).
                         let y = unsafe {
-                            mmio::read8(cqe.wrapping_add(1 << self.cqe_shift).add(cqe64::OP_OWN))
+                            mmio::read8(cqe.wrapping_add(self.cqe_stride).add(cqe64::OP_OWN))
                         } ^ parity;
                         (
                             plain_req || y & PM == 0,
@@ -788,5 +801,20 @@ mod tests {
             WcStatus::RemAccessErr
         );
         assert_eq!(syndrome_status(0x99), WcStatus::GeneralErr);
+    }
+
+    #[test]
+    fn owned_is_the_owner_and_opcode_check() {
+        for op_own in 0..=255u8 {
+            for parity in 0..=1u8 {
+                let want = op_own >> MLX5_CQE_OPCODE_SHIFT != MLX5_CQE_INVALID
+                    && op_own & MLX5_CQE_OWNER_MASK == parity;
+                assert_eq!(
+                    owned(op_own ^ parity),
+                    want,
+                    "op_own {op_own:#x} parity {parity}"
+                );
+            }
+        }
     }
 }
