@@ -155,6 +155,24 @@ fn stray_requester_cqes_are_dropped_and_nothing_completes_twice() {
     assert_eq!((out.len(), out[0].wr_id), (1, 2));
 }
 
+/// A lone requester CQE naming qpn 0xffffff while the CQ knows no QP yet (the one-slot short
+/// way compares the CQE with the hot QP's number): dropped and counted, nothing completes.
+#[test]
+fn a_lone_cqe_of_qpn_ffffff_without_a_hot_qp_is_dropped() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x34, None);
+    qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0xff_ffff, 0, 0x0a, 0));
+    let mut one = [Completion::EMPTY; 1];
+    assert_eq!(cq.poll(&mut one), 0);
+    assert_eq!(cq.bogus_cqes(), 1);
+    // The QP's own CQE after it completes its request.
+    d.push(&Cqe::req(0x34, 0, 0x0a, 0));
+    assert_eq!(cq.poll(&mut one), 1);
+    assert_eq!((one[0].wr_id, one[0].qp_num), (1, 0x34));
+}
+
 /// The same SRQ entry completed twice (before the poster took it back) completes once.
 #[test]
 fn an_srq_entry_completes_once() {

@@ -179,6 +179,10 @@ pub(crate) fn cqe_ready(dv: &DvCq, ci: u32) -> bool {
         && ((op_own & MLX5_CQE_OWNER_MASK) != 0) == ((ci & dv.cqe_cnt) != 0)
 }
 
+/// [`Mlx5Cq`]'s `hot_tag` without a hot QP: bit 32 set, so no 4-byte CQE word XORed with it
+/// is at most 0xff (a CQE naming qpn 0xffffff matches no QP).
+const NO_HOT_TAG: u64 = 1 << 32;
+
 /// True when a CQE is software-owned, from `x = op_own ^ parity` (`parity`: 0 or 1): owner
 /// bit equal to the parity and opcode not INVALID, in one compare. `x` rotated right by one
 /// has the owner mismatch in bit 7 and the opcode in bits 3..6: below 0x78 exactly when the
@@ -233,6 +237,10 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     /// `entries`; `u32::MAX`: none). Reset whenever `entries` changes.
     hot_qpn: u32,
     hot_qp: *const QpShared,
+    /// The hot QP's number as CQE bytes 57..59 hold it (bits 8..31 of the little-endian u32
+    /// of bytes 56..59), or [`NO_HOT_TAG`]: XORed with that u32 it leaves at most 0xff
+    /// (the WQE opcode) exactly for a CQE of the hot QP, and never when there is none.
+    hot_tag: u64,
     shared: Arc<CqShared>,
     entries: Vec<Entry>,
     /// Index into `entries` of the last hit.
@@ -300,6 +308,7 @@ impl<D: Owners> Mlx5Cq<D> {
             slot_mask: dv.cqe_cnt - 1,
             hot_qpn: u32::MAX,
             hot_qp: core::ptr::null(),
+            hot_tag: NO_HOT_TAG,
             shared: Arc::new(CqShared {
                 dv,
                 reserved: CachePadded::new(0.into()),
@@ -376,9 +385,10 @@ impl<D: Owners> Mlx5Cq<D> {
         let mut ci = start_ci;
         let mut released = 0u32;
         'polled: {
-            if (plain_req || plain_resp) && self.hot_qpn != u32::MAX {
+            if plain_req || plain_resp {
                 if out.len() == 1 && plain_req {
-                    // One slot: the single-CQE short way, with nothing to set up.
+                    // One slot: the single-CQE short way, with nothing to set up (without a
+                    // hot QP its tag matches no CQE).
                     // Orders the owner-bit load above before the loads of the CQE body below.
                     from_device_load_barrier();
                     if self.process_req(cqe, &mut out[0]) {
@@ -390,7 +400,7 @@ impl<D: Owners> Mlx5Cq<D> {
                         released = 1;
                         break 'polled;
                     }
-                } else {
+                } else if self.hot_qpn != u32::MAX {
                     // The sides the run needs, by the first two CQEs (a stream of one kind, or
                     // a mixed one: both sides at once).
                     let (sq, rq) = if out.len() == 1 || first + 1 == cnt {
@@ -556,6 +566,7 @@ impl<D: Owners> Mlx5Cq<D> {
     /// number the device reused) hands its purge marks on.
     pub(crate) fn register(&mut self, qp: &Arc<QpShared>, send: bool, recv: bool) {
         self.hot_qpn = u32::MAX;
+        self.hot_tag = NO_HOT_TAG;
         let mut i = 0;
         while i < self.entries.len() {
             let e = &self.entries[i];
@@ -589,6 +600,7 @@ impl<D: Owners> Mlx5Cq<D> {
         });
         self.last = 0;
         self.hot_qpn = u32::MAX;
+        self.hot_tag = NO_HOT_TAG;
     }
 
     fn purge_done(&self, e: &Entry) -> bool {
@@ -603,6 +615,7 @@ impl<D: Owners> Mlx5Cq<D> {
         if let Some(e) = self.entries.get(self.last) {
             if e.qpn == qpn {
                 self.hot_qpn = qpn;
+                self.hot_tag = u64::from(qpn.to_be());
                 self.hot_qp = Arc::as_ptr(&e.qp);
                 return Some(self.last);
             }
@@ -610,6 +623,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let i = self.entries.iter().position(|e| e.qpn == qpn)?;
         self.last = i;
         self.hot_qpn = qpn;
+        self.hot_tag = u64::from(qpn.to_be());
         self.hot_qp = Arc::as_ptr(&self.entries[i].qp);
         Some(i)
     }

@@ -103,11 +103,12 @@ impl<D: Owners> Mlx5Cq<D> {
     pub(super) fn process_req(&self, cqe: *const u8, out: &mut Completion) -> bool {
         use super::hot::{NBB32, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
         // Bytes 56..59 as they lie in memory: sop (the WQE opcode), qpn (big-endian). The qpn
-        // bytes XOR the hot QP's to zero, leaving the opcode.
+        // bytes XOR the hot QP's to zero, leaving the opcode; with no hot QP nothing passes
+        // (`hot_tag` has bit 32 set).
         // SAFETY: `cqe` is a 64-byte CQE of this CQ; sop_drop_qpn is 4-aligned.
-        let w = u32::from_le(unsafe {
+        let w = u64::from(u32::from_le(unsafe {
             core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
-        }) ^ self.hot_qpn.to_be();
+        })) ^ self.hot_tag;
         if w > 0xff {
             return false;
         }
@@ -148,24 +149,24 @@ impl<D: Owners> Mlx5Cq<D> {
             return false;
         }
         let w = w as usize;
+        // SEND and WRITE (with or without IMM) report 0 bytes; READ the CQE's count.
+        let byte_len = if w < REQ_OP_WITH_LEN as usize {
+            0
+        } else if w == MLX5_OPCODE_RDMA_READ as usize {
+            // SAFETY: as above, byte_cnt is 4-aligned.
+            unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
+        } else {
+            REQ_LEN[w]
+        };
         *out = Completion {
             // SAFETY: `wrid` has `mask + 1` entries; `slot` is masked.
             wr_id: unsafe { sq.wrid.get_unchecked(slot) }.load(Ordering::Relaxed),
             status: WcStatus::Success,
             opcode: REQ_OPCODE[w],
-            byte_len: 0,
+            byte_len,
             qp_num: self.hot_qpn,
             ..Completion::EMPTY
         };
-        // SEND and WRITE (with or without IMM) report 0 bytes; READ the CQE's count.
-        if w >= REQ_OP_WITH_LEN as usize {
-            out.byte_len = if w == MLX5_OPCODE_RDMA_READ as usize {
-                // SAFETY: as above, byte_cnt is 4-aligned.
-                unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
-            } else {
-                REQ_LEN[w]
-            };
-        }
         sq.done.retire(ci.wrapping_add(nbb), 1);
         true
     }
