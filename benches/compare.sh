@@ -54,7 +54,7 @@ walltime() {
 printf '%-10s %6s %9s %11s %7s %9s %11s %7s\n' workload n "C Ir/op" "Rust Ir/op" ratio \
     "C ns/op" "Rust ns/op" ratio
 json=()
-for w in single single_wrs fast batch32 poll16 poll1 recv16 mixed16; do
+for w in single single_wrs fast batch32 poll16 poll1 poll0 recv16 mixed16; do
     # "fast" (our WRITE-inline fast path) and "single_wrs" (generic post of requests read
     # from an array) compare with the same single-post C writer. recv16 and mixed16 count
     # one poll per round of 16 CQEs (cg_round16 on both sides).
@@ -85,7 +85,8 @@ echo "# single: one inline 8-byte RDMA WRITE through the generic SendQueue::post
 echo "# doorbell, the request built in the loop (as the C writer gets its inputs as arguments);"
 echo "# single_wrs: the same with requests read from an array; fast: Mlx5Sq::post_write_inline;"
 echo "# batch32: generic post, one doorbell per 32 (per WQE); poll16: per CQE at batch 16;"
-echo "# poll1: per CQE, one per poll; recv16: receive CQEs (receive wr_id), 16 per poll;"
+echo "# poll1: per CQE, one per poll; poll0: per poll of an empty CQ (16 slots);"
+echo "# recv16: receive CQEs (receive wr_id), 16 per poll;"
 echo "# mixed16: send and receive CQEs alternating, 16 per poll. C pollers: benches/c."
 echo "# ns/op: median of $RUNS runs of 1000 posts inside each program, best of 3; noisy on"
 echo "# shared cores: instructions are the exact figure. Plain memory, not hardware."

@@ -4,7 +4,7 @@
 //!
 //! `cargo bench --bench mlx5_hot` prints the tables; `BENCH_RUNS` / `BENCH_WARMUP` tune the
 //! repetitions. `mlx5_hot --callgrind <workload> <n>` (single, single_wrs, fast, batch32,
-//! poll16, poll1, recv16, mixed16) runs one workload for `benches/compare.sh` (instructions
+//! poll16, poll1, poll0, recv16, mixed16) runs one workload for `benches/compare.sh` (instructions
 //! counted by callgrind inside `cg_*` functions only).
 
 mod harness;
@@ -179,6 +179,21 @@ fn cg_poll1(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>, n: usize) -> u
     got
 }
 
+/// Callgrind workload: `n` polls of an empty CQ (the busy-poll case), 16 slots each;
+/// returns the completions got (0).
+#[inline(never)]
+fn cg_poll0(
+    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>,
+    n: usize,
+    out: &mut [Completion; 16],
+) -> usize {
+    let mut got = 0;
+    for _ in 0..n {
+        got += cq.poll(out);
+    }
+    got
+}
+
 /// Callgrind workload: one poll of up to 16 CQEs (the `recv16` and `mixed16` rounds: the
 /// receives and sends are posted and the CQEs written outside it).
 #[inline(never)]
@@ -273,12 +288,16 @@ fn callgrind(kind: &str, n: u32) {
             lb.dev.complete_sends(&mut lb.dcq);
             println!("polled {}", cg_poll1(&mut lb.cq, n as usize));
         }
+        "poll0" => {
+            let mut out = [Completion::EMPTY; 16];
+            println!("polled {}", cg_poll0(&mut lb.cq, n as usize, &mut out));
+        }
         "recv16" => println!("polled {}", rounds(&mut lb, n, 0)),
         "mixed16" => println!("polled {}", rounds(&mut lb, n, 8)),
         other => {
             eprintln!(
                 "unknown callgrind workload {other}: single | single_wrs | fast | batch32 | \
-                 poll16 | poll1 | recv16 | mixed16"
+                 poll16 | poll1 | poll0 | recv16 | mixed16"
             );
             std::process::exit(2);
         }

@@ -155,6 +155,24 @@ fn stray_requester_cqes_are_dropped_and_nothing_completes_twice() {
     assert_eq!((out.len(), out[0].wr_id), (1, 2));
 }
 
+/// A lone requester CQE naming qpn 0xffffff while the CQ knows no QP yet (the one-slot short
+/// way compares the CQE with the hot QP's number): dropped and counted, nothing completes.
+#[test]
+fn a_lone_cqe_of_qpn_ffffff_without_a_hot_qp_is_dropped() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x34, None);
+    qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0xff_ffff, 0, 0x0a, 0));
+    let mut one = [Completion::EMPTY; 1];
+    assert_eq!(cq.poll(&mut one), 0);
+    assert_eq!(cq.bogus_cqes(), 1);
+    // The QP's own CQE after it completes its request.
+    d.push(&Cqe::req(0x34, 0, 0x0a, 0));
+    assert_eq!(cq.poll(&mut one), 1);
+    assert_eq!((one[0].wr_id, one[0].qp_num), (1, 0x34));
+}
+
 /// The same SRQ entry completed twice (before the poster took it back) completes once.
 #[test]
 fn an_srq_entry_completes_once() {
@@ -256,4 +274,192 @@ fn short_way_runs_complete_each_request_once() {
     let out = poll_all(&mut cq);
     assert_eq!((out.len(), out[0].wr_id), (1, 9));
     assert_eq!(cq.bogus_cqes(), 3);
+}
+
+/// Runs of send CQEs only (the send side alone, taken at the start of the poll), on both CQE
+/// sizes: rounds of 12 on a ring of 32 CQEs stop at the ring's end and go on with the other
+/// owner parity, and the 16-bit `wqe_counter` wraps (more than 65536 requests); every
+/// request completes once, in order, with its own wr_id.
+#[test]
+fn send_runs_wrap_the_ring_and_the_counter() {
+    for cqe_size in [64, 128] {
+        let (mut cq, mut d) = cq(32, cqe_size);
+        let (mut qp, _dq) = qp_on(&mut cq, 0x66, None);
+        let mut pos = 0u32;
+        let mut out = [Completion::EMPTY; 16];
+        for round in 0..5500u64 {
+            for i in 0..12 {
+                let wr = SendWr::send(round * 12 + i, &SGE).signaled();
+                qp.sq().post(wr).unwrap();
+            }
+            qp.sq().ring();
+            for _ in 0..12 {
+                d.push(&Cqe::req(0x66, pos as u16, 0x0a, 0));
+                pos += 1;
+            }
+            let mut got = 0;
+            while got < 12 {
+                let n = cq.poll(&mut out[..16.min(12 - got + 4)]);
+                assert!(n > 0, "round {round}: CQEs left unpolled");
+                for (k, c) in out[..n].iter().enumerate() {
+                    assert!(c.is_ok());
+                    assert_eq!(
+                        (c.wr_id, c.qp_num, c.covered),
+                        (round * 12 + (got + k) as u64, 0x66, 0)
+                    );
+                }
+                got += n;
+            }
+            assert_eq!(got, 12, "round {round}: no completion twice");
+        }
+        assert!(pos > 65536);
+        assert_eq!(cq.bogus_cqes(), 0);
+        assert_eq!(cq.poll(&mut out), 0);
+    }
+}
+
+/// The short way takes a send CQE only when the whole WQE it names is below the producer
+/// position the poster published: a WQE written but not rung, or one whose ctrl segment
+/// claims more WQEBBs than were published (a ds of 32), or none (a ds of 0), is not taken
+/// there; the general path drops the first two (counted) and each request still completes
+/// once.
+#[test]
+fn send_runs_stop_at_wqes_past_the_published_position() {
+    let (mut cq, mut d) = cq(32, 64);
+    let (mut qp, dq) = qp_on(&mut cq, 0x67, None);
+    for i in 0..2 {
+        qp.sq().post(SendWr::send(i, &SGE).signaled()).unwrap();
+    }
+    qp.sq().ring();
+    // Written, not published.
+    qp.sq().post(SendWr::send(2, &SGE).signaled()).unwrap();
+    for c in 0..3 {
+        d.push(&Cqe::req(0x67, c, 0x0a, 0));
+    }
+    let ids: Vec<u64> = poll_all(&mut cq).iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, [0, 1]);
+    assert_eq!(cq.bogus_cqes(), 1);
+    qp.sq().ring();
+    d.push(&Cqe::req(0x67, 2, 0x0a, 0));
+    d.push(&Cqe::req(0x67, 3, 0x0a, 0));
+    let ids: Vec<u64> = poll_all(&mut cq).iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, [2]);
+    assert_eq!(cq.bogus_cqes(), 2);
+    // Position 3: published as one WQEBB, its ds rewritten to claim eight.
+    qp.sq().post(SendWr::send(3, &SGE).signaled()).unwrap();
+    qp.sq().post(SendWr::send(4, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    let ds_at = |pos: usize| pos * 64 + 7;
+    let ds = dq.mem.read(ds_at(3), 1)[0];
+    dq.mem.write(ds_at(3), &[32]);
+    d.push(&Cqe::req(0x67, 3, 0x0a, 0));
+    d.push(&Cqe::req(0x67, 3, 0x0a, 0));
+    assert!(poll_all(&mut cq).is_empty());
+    assert_eq!(cq.bogus_cqes(), 4);
+    // A ds of 0 (no valid WQE) is left to the general path.
+    dq.mem.write(ds_at(3), &[0]);
+    d.push(&Cqe::req(0x67, 3, 0x0a, 0));
+    d.push(&Cqe::req(0x67, 4, 0x0a, 0));
+    let ids: Vec<u64> = poll_all(&mut cq).iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, [3, 4]);
+    dq.mem.write(ds_at(3), &[ds]);
+    assert_eq!(cq.bogus_cqes(), 4);
+}
+
+/// Stray CQEs (nothing outstanding on their side) at the start of a poll of the hot QP, two
+/// in a row so a run is tried: sends, receives, and a mixed stream after good completions.
+/// All are dropped and counted; the good ones complete once.
+#[test]
+fn stray_cqes_starting_a_run_are_dropped() {
+    use rdma_direct::wire::MLX5_CQE_RESP_SEND;
+    let (mut cq, mut d) = cq(32, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x68, None);
+    // A first send maps the QP; from then on it is the hot one.
+    qp.sq().post(SendWr::send(7, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0x68, 0, 0x0a, 0));
+    assert_eq!(poll_all(&mut cq)[0].wr_id, 7);
+    d.push(&Cqe::req(0x68, 1, 0x0a, 0));
+    d.push(&Cqe::req(0x68, 2, 0x0a, 0));
+    assert!(poll_all(&mut cq).is_empty());
+    assert_eq!(cq.bogus_cqes(), 2);
+    d.push(&Cqe::resp(MLX5_CQE_RESP_SEND, 0x68, 0, 8, 0));
+    d.push(&Cqe::resp(MLX5_CQE_RESP_SEND, 0x68, 1, 8, 0));
+    assert!(poll_all(&mut cq).is_empty());
+    assert_eq!(cq.bogus_cqes(), 4);
+    qp.sq().post(SendWr::send(8, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    qp.rq()
+        .post_recv(RecvWr {
+            wr_id: 9,
+            sges: &SGE,
+        })
+        .unwrap();
+    qp.rq().ring();
+    d.push(&Cqe::req(0x68, 1, 0x0a, 0));
+    d.push(&Cqe::resp(MLX5_CQE_RESP_SEND, 0x68, 0, 8, 0));
+    d.push(&Cqe::req(0x68, 2, 0x0a, 0));
+    d.push(&Cqe::resp(MLX5_CQE_RESP_SEND, 0x68, 1, 8, 0));
+    let ids: Vec<u64> = poll_all(&mut cq).iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, [8, 9]);
+    assert_eq!(cq.bogus_cqes(), 6);
+    assert!(poll_all(&mut cq).is_empty());
+}
+
+/// A run of requester CQEs of the hot QP with every length rule: WRITE and SEND report 0
+/// bytes, READ the CQE's byte count, WRITE WITH IMM 0; a two-WQEBB WQE (a 64-byte inline
+/// SEND) advances the position by two.
+#[test]
+fn send_runs_report_each_opcode_and_byte_len() {
+    use rdma_direct::providers::WcOpcode;
+    let (mut cq, mut d) = cq(32, 64);
+    let (mut qp, dq) = qp_on(&mut cq, 0x69, None);
+    qp.sq().post(SendWr::send(0, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0x69, 0, 0x0a, 0));
+    assert_eq!(poll_all(&mut cq)[0].wr_id, 0);
+    let two = [SGE[0], SGE[0]];
+    let payload = [7u8; 64];
+    let wrs = [
+        SendWr::write(1, &SGE, 0x10, 1),
+        SendWr::read(2, &SGE, 0x10, 1),
+        SendWr::send(3, &[]).inline(&payload),
+        SendWr::read(4, &two, 0x10, 1),
+        SendWr::write_imm(5, &SGE, 0x10, 1, 9),
+        SendWr::read(6, &SGE, 0x10, 1),
+    ];
+    // Positions: one WQEBB each, but two for the inline SEND (ctrl, then 4 + 64 inline bytes).
+    let positions = [1u16, 2, 3, 5, 6, 7];
+    let mut cqes = Vec::new();
+    for (wr, p) in wrs.into_iter().zip(positions) {
+        qp.sq().post(wr.signaled()).unwrap();
+        cqes.push((p, wr.wr_id));
+    }
+    qp.sq().ring();
+    assert_eq!(dq.dbrec()[1], 8, "the inline SEND takes two WQEBBs");
+    let ops = [0x08, 0x10, 0x0a, 0x10, 0x09, 0x10];
+    for (k, &(p, id)) in cqes.iter().enumerate() {
+        d.push(&Cqe::req(0x69, p, ops[k], 100 + id as u32));
+    }
+    let out = poll_all(&mut cq);
+    // Whole completions: every other field as in `Completion::EMPTY`.
+    let want: Vec<Completion> = [
+        (1, WcOpcode::RdmaWrite, 0),
+        (2, WcOpcode::RdmaRead, 102),
+        (3, WcOpcode::Send, 0),
+        (4, WcOpcode::RdmaRead, 104),
+        (5, WcOpcode::RdmaWrite, 0),
+        (6, WcOpcode::RdmaRead, 106),
+    ]
+    .into_iter()
+    .map(|(wr_id, opcode, byte_len)| Completion {
+        wr_id,
+        opcode,
+        byte_len,
+        qp_num: 0x69,
+        ..Completion::EMPTY
+    })
+    .collect();
+    assert_eq!(out, want);
+    assert_eq!(cq.bogus_cqes(), 0);
 }

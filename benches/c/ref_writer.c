@@ -9,6 +9,8 @@
  *                          fields, dbrec once per batch)
  *   ref_writer poll1 N     poll N requester CQEs one per call; wr_id from the send queue's
  *                          wr_id array by wqe_counter
+ *   ref_writer poll0 N     N polls of an empty CQ, 16 slots each: the owner byte of the CQE
+ *                          at ci, nothing else (cg_poll0)
  *   ref_writer recv16 N    responder CQEs, one poll of 16 per round (cg_round16); wr_id from
  *                          the receive queue's wr_id array at its tail, byte_len from the CQE
  *   ref_writer mixed16 N   requester and responder CQEs alternating, as above
@@ -200,6 +202,15 @@ __attribute__((noinline)) unsigned cg_poll1(struct cq2 *cq, unsigned n, struct w
 	return got;
 }
 
+__attribute__((noinline)) unsigned cg_poll0(struct cq2 *cq, unsigned n, struct wc *out)
+{
+	unsigned got = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		got += poll_batch(cq, out, 16);
+	return got;
+}
+
 __attribute__((noinline)) unsigned cg_round16(struct cq2 *cq, struct wc *out)
 {
 	return poll_batch(cq, out, 16);
@@ -282,6 +293,14 @@ int main(int argc, char **argv)
 			c->wqe_counter = htobe16(i);
 		}
 		printf("polled %u\n", cg_poll16(&cq, n, out));
+	} else if (!strcmp(kind, "poll0")) {
+		struct cq2 cq = {0};
+		struct wc out[16];
+		cq.buf = aligned_alloc(4096, CQE_CNT * 64);
+		cq.dbrec = aligned_alloc(64, 64);
+		for (unsigned i = 0; i < CQE_CNT; i++) /* a new CQ: every op_own 0xf0 */
+			memset(cq.buf + i * 64, 0, 63), cq.buf[i * 64 + 63] = 0xf0;
+		printf("polled %u\n", cg_poll0(&cq, n, out));
 	} else if (!strcmp(kind, "poll1") || !strcmp(kind, "recv16") || !strcmp(kind, "mixed16")) {
 		struct cq2 cq = {0};
 		struct wc out[16];
@@ -311,7 +330,7 @@ int main(int argc, char **argv)
 		}
 		printf("polled %u\n", got);
 	} else {
-		fprintf(stderr, "usage: ref_writer single|batch32|poll16|poll1|recv16|mixed16 [n]\n");
+		fprintf(stderr, "usage: ref_writer single|batch32|poll16|poll1|poll0|recv16|mixed16 [n]\n");
 		return 2;
 	}
 	return 0;

@@ -89,6 +89,18 @@
 //! one slot takes a lone requester CQE through `process_req` (nothing to set up). Every
 //! other CQE goes to `process`.
 //!
+//! A poll whose first CQE is a plain one (requester or receive) while a hot QP is known
+//! starts with `run_short` instead: the sides the first two CQEs need (a stream of one kind,
+//! or a mixed one) are taken straight into registers, and the loop is instantiated per set
+//! of sides, CQE size and owner parity, so it keeps none of them in a register. The QP
+//! number and the WQE opcode come from one 4-byte load (bytes 56..59 XOR the QP's number
+//! leave the opcode; one compare checks the QP and that the opcode carries no byte length),
+//! the `wqe_counter` from a 2-byte one. With one side the count of published, not completed
+//! requests is kept above zero between CQEs (re-read at the published position when it
+//! reaches zero, before the next CQE may read the ring); with both it is checked before each
+//! CQE of its side. The run publishes what it reached; the general loop above takes over
+//! at the CQE where it stopped, if that one is software-owned.
+//!
 //! After the last CQE of a poll the consumer index goes to the CQ doorbell record once. The
 //! CQE loads must be complete before that store hands the slots back: on x86_64 a store never
 //! passes an earlier load (a compiler barrier suffices); on aarch64 that takes `dsb ld`.
@@ -167,6 +179,21 @@ pub(crate) fn cqe_ready(dv: &DvCq, ci: u32) -> bool {
         && ((op_own & MLX5_CQE_OWNER_MASK) != 0) == ((ci & dv.cqe_cnt) != 0)
 }
 
+/// [`Mlx5Cq`]'s `hot_tag` without a hot QP: bit 32 set, so no 4-byte CQE word XORed with it
+/// is at most 0xff (a CQE naming qpn 0xffffff matches no QP).
+const NO_HOT_TAG: u64 = 1 << 32;
+
+/// True when a CQE is software-owned, from `x = op_own ^ parity` (`parity`: 0 or 1): owner
+/// bit equal to the parity and opcode not INVALID, in one compare. `x` rotated right by one
+/// has the owner mismatch in bit 7 and the opcode in bits 3..6: below 0x78 exactly when the
+/// owner matches and the opcode is below INVALID (15).
+#[inline(always)]
+const fn owned(x: u8) -> bool {
+    x.rotate_right(1) < (MLX5_CQE_INVALID << (MLX5_CQE_OPCODE_SHIFT - 1))
+}
+static_assertions::const_assert_eq!(MLX5_CQE_OWNER_MASK, 1);
+static_assertions::const_assert_eq!(MLX5_CQE_INVALID, 15);
+
 /// The `op_own` bits that say the data is in the CQE (scatter to CQE).
 const INLINE_SCATTER: u8 = MLX5_INLINE_SCATTER_32 | MLX5_INLINE_SCATTER_64;
 
@@ -202,10 +229,18 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     /// (`cqe0`: the first slot's 64-byte CQE; `cqe_shift`: 6 or 7).
     cqe0: *const u8,
     cqe_shift: u32,
+    /// `1 << cqe_shift`, and `cqe_cnt - 1`: a poll's first CQE address is one `and`, one
+    /// multiply and one add from `ci`, each with its operand straight from memory.
+    cqe_stride: usize,
+    slot_mask: u32,
     /// The QP of the last CQE mapped (qpn, and its entry's `QpShared`, kept alive by
     /// `entries`; `u32::MAX`: none). Reset whenever `entries` changes.
     hot_qpn: u32,
     hot_qp: *const QpShared,
+    /// The hot QP's number as CQE bytes 57..59 hold it (bits 8..31 of the little-endian u32
+    /// of bytes 56..59), or [`NO_HOT_TAG`]: XORed with that u32 it leaves at most 0xff
+    /// (the WQE opcode) exactly for a CQE of the hot QP, and never when there is none.
+    hot_tag: u64,
     shared: Arc<CqShared>,
     entries: Vec<Entry>,
     /// Index into `entries` of the last hit.
@@ -269,8 +304,11 @@ impl<D: Owners> Mlx5Cq<D> {
             ci: 0,
             cqe0: dv.buf.wrapping_add(dv.cqe_size as usize - MLX5_CQE64_LEN),
             cqe_shift: dv.cqe_size.trailing_zeros(),
+            cqe_stride: dv.cqe_size as usize,
+            slot_mask: dv.cqe_cnt - 1,
             hot_qpn: u32::MAX,
             hot_qp: core::ptr::null(),
+            hot_tag: NO_HOT_TAG,
             shared: Arc::new(CqShared {
                 dv,
                 reserved: CachePadded::new(0.into()),
@@ -320,38 +358,77 @@ impl<D: Owners> Mlx5Cq<D> {
         if out.is_empty() {
             return 0;
         }
-        let cqe = self
-            .cqe0
-            .wrapping_add(((start_ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
+        let cnt = self.dv.cqe_cnt;
+        let first = start_ci & self.slot_mask;
+        let cqe = self.cqe0.wrapping_add(first as usize * self.cqe_stride);
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
         let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
-        let parity = u8::from(start_ci & self.dv.cqe_cnt != 0);
-        if op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
-            || op_own & MLX5_CQE_OWNER_MASK != parity
-        {
+        let parity = u8::from(start_ci & cnt != 0);
+        // Software-owned, a plain requester CQE (opcode REQ) or a plain receive (RESP_SEND),
+        // no scattered data: one test each.
+        const PM: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK;
+        const RESP_PLAIN: u8 = crate::wire::MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT;
+        let x = op_own ^ parity;
+        let plain_req = x & PM == 0;
+        let plain_resp = (x ^ RESP_PLAIN) & PM == 0;
+        if !plain_req && !plain_resp && !owned(x) {
             return 0;
         }
+        // The shared state by address, kept for the end of the poll (not reloaded from `self`
+        // after the barriers).
+        let shared: *const CqShared = Arc::as_ptr(&self.shared);
+        // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
+        let shared = unsafe { &*shared };
         // From here on QP memory is read (see `CqShared::polling`).
-        self.shared.polling.store(true, Ordering::SeqCst);
+        shared.polling.store(true, Ordering::SeqCst);
         let mut n = 0;
         let mut ci = start_ci;
         let mut released = 0u32;
         'polled: {
-            if out.len() == 1
-                && self.hot_qpn != u32::MAX
-                && op_own & (MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK) == parity
-            {
-                // One slot: the single-CQE short way, with nothing to set up.
-                // Orders the owner-bit load above before the loads of the CQE body below.
-                from_device_load_barrier();
-                if self.process_req(cqe, &mut out[0]) {
-                    if TS {
-                        ts[0] = self.cqe_timestamp_at(ci);
+            if plain_req || plain_resp {
+                if out.len() == 1 && plain_req {
+                    // One slot: the single-CQE short way, with nothing to set up (without a
+                    // hot QP its tag matches no CQE).
+                    // Orders the owner-bit load above before the loads of the CQE body below.
+                    from_device_load_barrier();
+                    if self.process_req(cqe, &mut out[0]) {
+                        if TS {
+                            ts[0] = self.cqe_timestamp_at(ci);
+                        }
+                        n = 1;
+                        ci = ci.wrapping_add(1);
+                        released = 1;
+                        break 'polled;
                     }
-                    n = 1;
-                    ci = ci.wrapping_add(1);
-                    released = 1;
-                    break 'polled;
+                } else if self.hot_qpn != u32::MAX {
+                    // The sides the run needs, by the first two CQEs (a stream of one kind, or
+                    // a mixed one: both sides at once).
+                    let (sq, rq) = if out.len() == 1 || first + 1 == cnt {
+                        (plain_req, plain_resp)
+                    } else {
+                        // SAFETY: byte 63 of the next CQE of this CQ (not past the ring's end).
+                        let y = unsafe {
+                            mmio::read8(cqe.wrapping_add(self.cqe_stride).add(cqe64::OP_OWN))
+                        } ^ parity;
+                        (
+                            plain_req || y & PM == 0,
+                            plain_resp || (y ^ RESP_PLAIN) & PM == 0,
+                        )
+                    };
+                    let k = self.run_short_any(sq, rq, parity, ci, cqe, out);
+                    if TS {
+                        // One completion per CQE; the slots are still ours (the dbrec store
+                        // comes last).
+                        for (j, t) in ts[..k].iter_mut().enumerate() {
+                            *t = self.cqe_timestamp_at(ci.wrapping_add(j as u32));
+                        }
+                    }
+                    n = k;
+                    ci = ci.wrapping_add(k as u32);
+                    released = k as u32;
+                    if n == out.len() || !cqe_ready(&self.dv, ci) {
+                        break 'polled;
+                    }
                 }
             }
             // The short way for the hot QP, taken at its first CQE (see `run_hot`).
@@ -393,7 +470,10 @@ impl<D: Owners> Mlx5Cq<D> {
                 // is taken again (for the QP `process` maps, which becomes the hot one) after.
                 hot.flush();
                 self.ci = ci;
-                let got = self.process(cqe, op_own, &mut out[n], &mut released) as usize;
+                // Its own counter: `released` stays in a register on the other paths.
+                let mut rel = 0;
+                let got = self.process(cqe, op_own, &mut out[n], &mut rel) as usize;
+                released += rel;
                 hot = Hot::new(self.hot_qpn, self.hot_qp);
                 if TS && got == 1 {
                     ts[n] = self.cqe_timestamp_at(ci);
@@ -416,10 +496,10 @@ impl<D: Owners> Mlx5Cq<D> {
             from_device_load_barrier();
             // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
             unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
-            self.shared.ci.store(ci, Ordering::Release);
-            self.shared.release(released);
+            shared.ci.store(ci, Ordering::Release);
+            shared.release(released);
         }
-        self.shared.polling.store(false, Ordering::Release);
+        shared.polling.store(false, Ordering::Release);
         n
     }
 
@@ -486,6 +566,7 @@ impl<D: Owners> Mlx5Cq<D> {
     /// number the device reused) hands its purge marks on.
     pub(crate) fn register(&mut self, qp: &Arc<QpShared>, send: bool, recv: bool) {
         self.hot_qpn = u32::MAX;
+        self.hot_tag = NO_HOT_TAG;
         let mut i = 0;
         while i < self.entries.len() {
             let e = &self.entries[i];
@@ -519,6 +600,7 @@ impl<D: Owners> Mlx5Cq<D> {
         });
         self.last = 0;
         self.hot_qpn = u32::MAX;
+        self.hot_tag = NO_HOT_TAG;
     }
 
     fn purge_done(&self, e: &Entry) -> bool {
@@ -533,6 +615,7 @@ impl<D: Owners> Mlx5Cq<D> {
         if let Some(e) = self.entries.get(self.last) {
             if e.qpn == qpn {
                 self.hot_qpn = qpn;
+                self.hot_tag = u64::from(qpn.to_be());
                 self.hot_qp = Arc::as_ptr(&e.qp);
                 return Some(self.last);
             }
@@ -540,6 +623,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let i = self.entries.iter().position(|e| e.qpn == qpn)?;
         self.last = i;
         self.hot_qpn = qpn;
+        self.hot_tag = u64::from(qpn.to_be());
         self.hot_qp = Arc::as_ptr(&self.entries[i].qp);
         Some(i)
     }
@@ -731,5 +815,20 @@ mod tests {
             WcStatus::RemAccessErr
         );
         assert_eq!(syndrome_status(0x99), WcStatus::GeneralErr);
+    }
+
+    #[test]
+    fn owned_is_the_owner_and_opcode_check() {
+        for op_own in 0..=255u8 {
+            for parity in 0..=1u8 {
+                let want = op_own >> MLX5_CQE_OPCODE_SHIFT != MLX5_CQE_INVALID
+                    && op_own & MLX5_CQE_OWNER_MASK == parity;
+                assert_eq!(
+                    owned(op_own ^ parity),
+                    want,
+                    "op_own {op_own:#x} parity {parity}"
+                );
+            }
+        }
     }
 }

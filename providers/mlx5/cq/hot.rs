@@ -40,6 +40,22 @@ const NBB: [u8; 256] = {
     t
 };
 
+/// [`NBB`] as `u32`, with `u32::MAX` for a ds of 0 (no valid WQE): `nbb > avail` then
+/// fails the size check whatever `avail` is.
+pub(super) const NBB32: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = if NBB[i] == 0 { u32::MAX } else { NBB[i] as u32 };
+        i += 1;
+    }
+    t
+};
+
+/// The lowest send WQE opcode whose successful completion has a byte length (RDMA READ;
+/// the atomics follow it): below it `byte_len` is 0.
+pub(super) const REQ_OP_WITH_LEN: u32 = MLX5_OPCODE_RDMA_READ as u32;
+
 /// Bytes 1..5 of the little-endian u64 of CQE bytes 56..63: the qpn and the wqe_counter.
 const HOT_MATCH_MASK: u64 = 0x0000_ffff_ffff_ff00;
 /// Bytes 1..3 of the little-endian u32 of CQE bytes 56..59: the qpn.
@@ -48,6 +64,48 @@ const QPN_MATCH_MASK: u32 = 0xffff_ff00;
 const PLAIN_MASK: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK;
 /// `op_own` of a plain incoming SEND with owner bit 0 (the receive short way).
 const RESP_PLAIN: u8 = MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT;
+
+/// `byte_len` and `qp_num` of a [`Completion`] as the one 8-byte word they share in memory
+/// (adjacent fields, the pair 8-aligned), for [`put_ok`].
+#[inline(always)]
+const fn len_qpn(byte_len: u32, qpn: u32) -> u64 {
+    if cfg!(target_endian = "little") {
+        (qpn as u64) << 32 | byte_len as u64
+    } else {
+        (byte_len as u64) << 32 | qpn as u64
+    }
+}
+static_assertions::const_assert_eq!(
+    core::mem::offset_of!(Completion, qp_num),
+    core::mem::offset_of!(Completion, byte_len) + 4
+);
+static_assertions::const_assert_eq!(core::mem::offset_of!(Completion, byte_len) % 8, 0);
+
+/// Store a successful completion of `wr_id`, `opcode`, and `byte_len` / `qp_num` as
+/// [`len_qpn`] gives them (one store for the two; the rest as [`Completion::EMPTY`]).
+#[inline(always)]
+fn put_ok(slot: &mut Completion, wr_id: u64, opcode: WcOpcode, len_qpn: u64) {
+    *slot = Completion {
+        wr_id,
+        status: WcStatus::Success,
+        opcode,
+        ..Completion::EMPTY
+    };
+    set_len_qpn(slot, len_qpn);
+}
+
+/// Set `byte_len` and `qp_num` of `slot` from [`len_qpn`]'s word, in one store.
+#[inline(always)]
+fn set_len_qpn(slot: &mut Completion, len_qpn: u64) {
+    // SAFETY: `byte_len` and `qp_num` are the two 4-byte fields of one 8-aligned word of
+    // `*slot` (asserted above), a plain `u32` each: any 8 bytes are valid for them.
+    unsafe {
+        (slot as *mut Completion as *mut u8)
+            .add(core::mem::offset_of!(Completion, byte_len))
+            .cast::<u64>()
+            .write(len_qpn)
+    };
+}
 
 /// A side of the short way: not looked at yet this poll, ready, or not available.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -231,6 +289,278 @@ impl Hot {
 }
 
 impl<D: Owners> Mlx5Cq<D> {
+    /// The hot QP's doorbell record (the short way's rare re-reads of the published producer
+    /// position go through `self`, so its loop keeps fewer values live).
+    #[inline(always)]
+    fn hot_dbrec(&self) -> *const u32 {
+        // SAFETY: as in `run_short`: `hot_qp` is held by an entry of `entries`.
+        unsafe { &*self.hot_qp }.dbrec
+    }
+
+    /// [`Self::run_short`] for the sides `sq` / `rq` (at least one), this CQ's CQE size and
+    /// the owner `parity` of `ci`.
+    #[inline(always)]
+    pub(super) fn run_short_any(
+        &self,
+        sq: bool,
+        rq: bool,
+        parity: u8,
+        ci: u32,
+        cqe: *const u8,
+        out: &mut [Completion],
+    ) -> usize {
+        macro_rules! by_size_parity {
+            ($sq:literal, $rq:literal) => {
+                match (self.cqe_shift == 7, parity != 0) {
+                    (false, false) => self.run_short::<$sq, $rq, false, 0>(ci, cqe, out),
+                    (false, true) => self.run_short::<$sq, $rq, false, 1>(ci, cqe, out),
+                    (true, false) => self.run_short::<$sq, $rq, true, 0>(ci, cqe, out),
+                    (true, true) => self.run_short::<$sq, $rq, true, 1>(ci, cqe, out),
+                }
+            };
+        }
+        match (sq, rq) {
+            (true, false) => by_size_parity!(true, false),
+            (false, true) => by_size_parity!(false, true),
+            _ => by_size_parity!(true, true),
+        }
+    }
+
+    /// The short way at the start of a poll whose first CQE (`cqe`, at `ci`, owner bit `P`:
+    /// the parity of `ci`) is a plain CQE of a side this instance runs (`SQ`: requester,
+    /// `RQ`: receive; `BIG`: 128-byte CQEs). Takes the hot QP's sides itself (purge,
+    /// liveness, positions straight into registers; 0 when one is not available), runs the
+    /// loop of [`Self::run_sides`] and publishes the positions reached. Fills `out` from its
+    /// start and returns how many; it stops as `run_sides` does, and `poll` goes on with the
+    /// general loop when the CQE it stopped at is software-owned.
+    // Out of line: the loop's own register allocation. The owner parity and the CQE size are
+    // constants of the instance, so the loop keeps neither in a register.
+    #[inline(never)]
+    pub(super) fn run_short<const SQ: bool, const RQ: bool, const BIG: bool, const P: u8>(
+        &self,
+        ci: u32,
+        cqe: *const u8,
+        out: &mut [Completion],
+    ) -> usize {
+        // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by
+        // `lookup`, cleared by `register`, the only place entries go), which holds an `Arc`;
+        // the caller checked `hot_qpn` is set.
+        let qp = unsafe { &*self.hot_qp };
+        // `alive` as in `process` (`SeqCst`, see `CqShared::polling`).
+        if !qp.alive.load(Ordering::SeqCst) {
+            return 0;
+        }
+        // Send side: no purge pending, a ring.
+        if SQ && (qp.purge_send.load(Ordering::Relaxed) != 0 || qp.sq_buf.is_null()) {
+            return 0;
+        }
+        // Receive side: an RQ (SRQ completions go to `process`), no purge pending.
+        let rq = match &qp.rq {
+            Some(rq) if RQ && qp.srq.is_none() && qp.purge_recv.load(Ordering::Relaxed) == 0 => {
+                rq as *const RqShared
+            }
+            _ if RQ => return 0,
+            _ => core::ptr::null(),
+        };
+        let sq = &qp.sq;
+        let dbrec = qp.dbrec;
+        let mut sci = if SQ {
+            sq.done.ci.load(Ordering::Relaxed)
+        } else {
+            0
+        };
+        // WQEBBs published and not retired, receives published and not completed: a CQE is
+        // taken only while one is outstanding on its side, so nothing is read from a ring
+        // before a request is known to be there (a stray CQE goes to `process`, which drops
+        // it). With one side the count is kept above 0 between CQEs (checked at the start
+        // and after each CQE); with both, before each CQE of the side.
+        let mut avail = if SQ { avail_at(dbrec, sci) } else { 0 };
+        let tail0 = if RQ {
+            // SAFETY: `rq` is the hot QP's `RqShared` (taken above).
+            unsafe { &*rq }.tail.load(Ordering::Relaxed)
+        } else {
+            0
+        };
+        let mut tail = tail0;
+        let mut ravail = if RQ { ravail_at(rq, tail) } else { 0 };
+        if (SQ && !RQ && avail == 0) || (RQ && !SQ && ravail == 0) {
+            return 0;
+        }
+        // Up to the ring's end: one owner parity for all of them.
+        let cnt = self.dv.cqe_cnt;
+        let m = out.len().min((cnt - (ci & (cnt - 1))) as usize);
+        let qpn = self.hot_qpn;
+        let tag = qpn.to_be();
+        let (wrid, buf, sq_mask) = (sq.wrid.as_ptr(), qp.sq_buf, sq.mask);
+        let (rwrid, rmask) = if RQ {
+            // SAFETY: as above.
+            let r = unsafe { &*rq };
+            (r.wrid.as_ptr(), r.mask)
+        } else {
+            (core::ptr::null(), 0)
+        };
+        const C: usize = core::mem::size_of::<Completion>();
+        let base = out.as_mut_ptr();
+        // Byte offset of the completion in `out`, and (doubled for 128-byte CQEs) of the CQE
+        // from `cqe`: one induction variable for both.
+        let end = m * C;
+        let cqe_scale = if BIG { 1 } else { 0 };
+        let mut off = 0usize;
+        while off != end {
+            let cqe = cqe.wrapping_add(off << cqe_scale);
+            // SAFETY: `off < end`: a whole `Completion` of `out`.
+            let slot_out = unsafe { &mut *(base as *mut u8).add(off).cast::<Completion>() };
+            // SAFETY: byte 63 of a CQE of this CQ (`cqe` is the one of `ci`; fewer than `m`
+            // slots on, before the ring's end).
+            let own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } & PLAIN_MASK;
+            if SQ && own == P {
+                // Orders the owner-bit load above before the loads of the CQE body below.
+                from_device_load_barrier();
+                // Bytes 56..59 as they lie in memory: sop (the WQE opcode), qpn
+                // (big-endian). The qpn bytes XOR the hot QP's to zero, leaving the opcode.
+                // SAFETY: a 4-aligned word of the CQE (CQEs are 64-byte aligned).
+                let w = (u32::from_le(unsafe {
+                    core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
+                }) ^ tag) as usize;
+                // The rest of a requester CQE with `byte_len` (an expression): the checks
+                // against the send queue, the completion, the positions.
+                macro_rules! send_cqe {
+                    ($byte_len:expr) => {{
+                        // The WQE named must be the oldest outstanding one.
+                        // SAFETY: the 2-aligned wqe_counter field of the CQE.
+                        let wc = unsafe {
+                            core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16)
+                        };
+                        if u16::from_be(wc) != sci as u16 {
+                            break;
+                        }
+                        if RQ && avail == 0 {
+                            avail = avail_at(self.hot_dbrec(), sci);
+                            if avail == 0 {
+                                break;
+                            }
+                        }
+                        // (`wc` is `sci`'s low 16 bits; the ring has at most 32768 WQEBBs.)
+                        let slot = (u32::from(u16::from_be(wc)) & sq_mask) as usize;
+                        // The WQE's size from its ctrl segment (our own ring, unchanged while
+                        // the WQE is outstanding; `avail > 0` here); a ds of 0 fails the
+                        // check below.
+                        // SAFETY: `slot` is a WQEBB of the SQ ring; ctrl byte 7 is inside it.
+                        let ds = unsafe {
+                            core::ptr::read_volatile(buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS))
+                        };
+                        let nbb = NBB32[ds as usize];
+                        // The whole WQE must be below the published producer position.
+                        if nbb > avail {
+                            avail = avail_at(self.hot_dbrec(), sci);
+                            if nbb > avail {
+                                break;
+                            }
+                        }
+                        put_ok(
+                            slot_out,
+                            // SAFETY: `wrid` has `sq_mask + 1` entries; `slot` is masked.
+                            unsafe { &*wrid.add(slot) }.load(Ordering::Relaxed),
+                            REQ_OPCODE[w],
+                            len_qpn($byte_len, qpn),
+                        );
+                        sci = sci.wrapping_add(nbb);
+                        avail -= nbb;
+                        off += C;
+                        // Send side alone: nothing more known outstanding, look at the
+                        // published position again before the next CQE may read the ring.
+                        if !RQ && avail == 0 {
+                            avail = avail_at(self.hot_dbrec(), sci);
+                            if avail == 0 {
+                                break;
+                            }
+                        }
+                    }};
+                }
+                // One compare for an opcode without a byte length (SEND, WRITE, ...) of the
+                // hot QP (bits 8..31 zero); `w` is then the opcode.
+                if w < REQ_OP_WITH_LEN as usize {
+                    send_cqe!(0);
+                } else {
+                    if w > 0xff {
+                        break;
+                    }
+                    send_cqe!(if w == MLX5_OPCODE_RDMA_READ as usize {
+                        // SAFETY: byte_cnt is a 4-aligned word of the CQE.
+                        unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
+                    } else {
+                        REQ_LEN[w]
+                    });
+                }
+            } else if RQ && own == RESP_PLAIN | P {
+                // Orders the owner-bit load above before the loads of the CQE body below.
+                from_device_load_barrier();
+                // SAFETY: a 4-aligned word of the CQE (bytes 56..59: sop, qpn).
+                let w = u32::from_le(unsafe {
+                    core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
+                });
+                if (w ^ tag) & QPN_MATCH_MASK != 0 {
+                    break;
+                }
+                if SQ && ravail == 0 {
+                    ravail = ravail_at(rq, tail);
+                    if ravail == 0 {
+                        break;
+                    }
+                }
+                // SAFETY: 4-aligned words of the CQE.
+                let (byte_len, frq) = unsafe {
+                    (
+                        be32_at(cqe, cqe64::BYTE_CNT),
+                        be32_at(cqe, cqe64::FLAGS_RQPN),
+                    )
+                };
+                let grh = (frq >> 24) as u8 & MLX5_CQE_FLAGS_GRH != 0;
+                *slot_out = Completion {
+                    // SAFETY: `rwrid` has `rmask + 1` entries; the index is masked.
+                    wr_id: unsafe { &*rwrid.add((tail & rmask) as usize) }.load(Ordering::Relaxed),
+                    status: WcStatus::Success,
+                    opcode: WcOpcode::Recv,
+                    byte_len,
+                    qp_num: qpn,
+                    src_qp: frq & MLX5_QPN_MASK,
+                    flags: WcFlags(if grh { WcFlags::GRH.0 } else { 0 }),
+                    ..Completion::EMPTY
+                };
+                // `byte_len` and `qp_num` in one store beside the send side; alone, the
+                // receive loop is shorter with the two stores (the merge takes an `or`).
+                if SQ {
+                    set_len_qpn(slot_out, len_qpn(byte_len, qpn));
+                }
+                tail = tail.wrapping_add(1);
+                ravail -= 1;
+                off += C;
+                // Receive side alone: as for the send side above.
+                if !SQ && ravail == 0 {
+                    ravail = ravail_at(rq, tail);
+                    if ravail == 0 {
+                        break;
+                    }
+                }
+            } else {
+                break;
+            }
+        }
+        let k = off / C;
+        // Receives completed in this run (one each); the others were sends.
+        let rn = if RQ { tail.wrapping_sub(tail0) } else { 0 };
+        if SQ && k as u32 != rn {
+            // The QP again through `self` (one value kept across the loop, not two).
+            // SAFETY: as above.
+            unsafe { &*self.hot_qp }.sq.done.retire(sci, k as u32 - rn);
+        }
+        if RQ && rn != 0 {
+            // SAFETY: as above.
+            unsafe { &*rq }.tail.store(tail, Ordering::Release);
+        }
+        k
+    }
+
     /// The short way from position `ci` (software-owned or not): fills `out` from its start
     /// and returns how many, stopping at the ring's end (the owner parity flips there), at a
     /// CQE that is not software-owned (`h.idle`), or at the first CQE it does not take:

@@ -101,15 +101,15 @@ impl<D: Owners> Mlx5Cq<D> {
     /// (false) to [`Self::process`], which handles every case. Gives back one CQ entry.
     #[inline(always)]
     pub(super) fn process_req(&self, cqe: *const u8, out: &mut Completion) -> bool {
-        // SAFETY: `cqe` is a 64-byte CQE of this CQ; both offsets are 4-aligned.
-        let (sop_qpn, wc) = unsafe {
-            (
-                be32_at(cqe, cqe64::SOP_DROP_QPN),
-                be32_at(cqe, cqe64::WQE_COUNTER) >> 16,
-            )
-        };
-        let qpn = sop_qpn & MLX5_QPN_MASK;
-        if qpn != self.hot_qpn {
+        use super::hot::{NBB32, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
+        // Bytes 56..59 as they lie in memory: sop (the WQE opcode), qpn (big-endian). The qpn
+        // bytes XOR the hot QP's to zero, leaving the opcode; with no hot QP nothing passes
+        // (`hot_tag` has bit 32 set).
+        // SAFETY: `cqe` is a 64-byte CQE of this CQ; sop_drop_qpn is 4-aligned.
+        let w = u64::from(u32::from_le(unsafe {
+            core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
+        })) ^ self.hot_tag;
+        if w > 0xff {
             return false;
         }
         // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by
@@ -121,39 +121,50 @@ impl<D: Owners> Mlx5Cq<D> {
         }
         let sq = &qp.sq;
         let ci = sq.done.ci.load(Ordering::Relaxed);
+        // The WQE named must be the oldest outstanding one.
+        // SAFETY: the 2-aligned wqe_counter field of the CQE.
+        let wc = unsafe { core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16) };
+        if u16::from_be(wc) != ci as u16 {
+            return false;
+        }
         // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is.
         let db =
             unsafe { (*(qp.dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire) };
-        // Published WQEBBs not yet retired (see `process`).
+        // Published WQEBBs not yet retired (see `process`): one must be outstanding before the
+        // ring is read (a stray CQE goes to `process`, which drops it).
         let posted = u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK;
-        // The WQE named must be the oldest outstanding one, and one must be outstanding,
-        // before the ring is read (a stray CQE goes to `process`, which drops it).
-        if (wc ^ ci) & MLX5_WQE_INDEX_MASK != 0 || posted == 0 {
+        if posted == 0 {
             return false;
         }
         // The WQE's size from its ctrl segment (see `QpShared::nbb_at`); a ds of 0 (no valid
-        // WQE) makes `nbb - 1` huge and goes to `process`.
-        let off = (ci & sq.mask) as usize * MLX5_SEND_WQE_BB + ctrl::DS;
-        // SAFETY: `off` is inside the SQ ring; the WQE at `ci` is outstanding when it passes
-        // the checks below (and the byte is only looked at otherwise).
-        let ds = u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(off)) })
-            & MLX5_WQE_CTRL_DS_MASK;
-        let nbb = (ds + 3) >> 2;
-        if nbb.wrapping_sub(1) >= posted {
+        // WQE) fails the check below and goes to `process`.
+        let slot = (ci & sq.mask) as usize;
+        // SAFETY: `slot` is a WQEBB of the SQ ring; the WQE at `ci` is outstanding (checked
+        // above).
+        let ds =
+            unsafe { core::ptr::read_volatile(qp.sq_buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS)) };
+        let nbb = NBB32[ds as usize];
+        // The whole WQE must be below the published producer position.
+        if nbb > posted {
             return false;
         }
-        let wqe_op = (sop_qpn >> 24) as u8;
+        let w = w as usize;
+        // SEND and WRITE (with or without IMM) report 0 bytes; READ the CQE's count.
+        let byte_len = if w < REQ_OP_WITH_LEN as usize {
+            0
+        } else if w == MLX5_OPCODE_RDMA_READ as usize {
+            // SAFETY: as above, byte_cnt is 4-aligned.
+            unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
+        } else {
+            REQ_LEN[w]
+        };
         *out = Completion {
-            wr_id: sq.wrid_at(ci),
+            // SAFETY: `wrid` has `mask + 1` entries; `slot` is masked.
+            wr_id: unsafe { sq.wrid.get_unchecked(slot) }.load(Ordering::Relaxed),
             status: WcStatus::Success,
-            opcode: super::hot::REQ_OPCODE[wqe_op as usize],
-            byte_len: if wqe_op == MLX5_OPCODE_RDMA_READ {
-                // SAFETY: as above, byte_cnt is 4-aligned.
-                unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
-            } else {
-                super::hot::REQ_LEN[wqe_op as usize]
-            },
-            qp_num: qpn,
+            opcode: REQ_OPCODE[w],
+            byte_len,
+            qp_num: self.hot_qpn,
             ..Completion::EMPTY
         };
         sq.done.retire(ci.wrapping_add(nbb), 1);
