@@ -49,17 +49,8 @@ pub fn connect_qp_server<P: Provider>(
     share: Option<RemoteMr>,
     timeout: Duration,
 ) -> Result<Connection> {
-    let dl = Deadline::after(timeout);
-    let local = QpEndpoint {
-        mr: share,
-        ..p.endpoint(qp, opts)?
-    };
-    let (remote, mut stream) = exchange_server_by(listener, &local, &dl)?;
-    finish(p, qp, opts, &dl, local, remote, &mut stream)?;
-    Ok(Connection {
-        local,
-        remote,
-        stream,
+    connect_by(p, qp, opts, share, timeout, |local, dl| {
+        exchange_server_by(listener, local, dl)
     })
 }
 
@@ -73,30 +64,33 @@ pub fn connect_qp_client<P: Provider>(
     share: Option<RemoteMr>,
     timeout: Duration,
 ) -> Result<Connection> {
+    connect_by(p, qp, opts, share, timeout, |local, dl| {
+        exchange_client_by(addr, local, dl)
+    })
+}
+
+/// Both sides: our endpoint (carrying `share`) swapped by `exchange`, the peer's checked,
+/// `qp` connected, both sides synced; one deadline for all of it.
+fn connect_by<P: Provider>(
+    p: &mut P,
+    qp: &mut P::Qp,
+    opts: &ConnectOpts,
+    share: Option<RemoteMr>,
+    timeout: Duration,
+    exchange: impl FnOnce(&QpEndpoint, &Deadline) -> Result<(QpEndpoint, TcpStream)>,
+) -> Result<Connection> {
     let dl = Deadline::after(timeout);
     let local = QpEndpoint {
         mr: share,
         ..p.endpoint(qp, opts)?
     };
-    let (remote, mut stream) = exchange_client_by(addr, &local, &dl)?;
-    finish(p, qp, opts, &dl, local, remote, &mut stream)?;
+    let (remote, mut stream) = exchange(&local, &dl)?;
+    remote.validate()?;
+    p.connect(qp, &local, &remote, opts)?;
+    sync_by(&mut stream, &dl)?;
     Ok(Connection {
         local,
         remote,
         stream,
     })
-}
-
-fn finish<P: Provider>(
-    p: &mut P,
-    qp: &mut P::Qp,
-    opts: &ConnectOpts,
-    dl: &Deadline,
-    local: QpEndpoint,
-    remote: QpEndpoint,
-    stream: &mut TcpStream,
-) -> Result<()> {
-    remote.validate()?;
-    p.connect(qp, &local, &remote, opts)?;
-    sync_by(stream, dl)
 }

@@ -226,6 +226,38 @@ where
     Ok(clock.real0)
 }
 
+/// A bandwidth run's send completions, stamped `now`: completions come in order and the one
+/// of request `j` (its wr_id) retires every request up to `j`, so `tcompleted[j]` is set and
+/// `ccnt` (requests retired) becomes `j + 1`. A failed completion or a wr_id that is out of
+/// range or behind `ccnt` is an error naming the op (`hint` is appended to the failure).
+pub(super) fn stamp_bw_completions(
+    wcs: &[Completion],
+    now: u64,
+    op: SendOp,
+    hint: &str,
+    ccnt: &mut usize,
+    tcompleted: &mut [u64],
+) -> Result<()> {
+    for c in wcs {
+        if !c.is_ok() {
+            return Err(perr(format!(
+                "{} #{} failed: {} (vendor_err {:#x}){hint}",
+                op.name(),
+                c.wr_id,
+                c.status,
+                c.vendor_err
+            )));
+        }
+        let j = c.wr_id as usize;
+        if j >= tcompleted.len() || j < *ccnt {
+            return Err(perr(format!("unexpected completion wr_id {}", c.wr_id)));
+        }
+        tcompleted[j] = now;
+        *ccnt = j + 1;
+    }
+    Ok(())
+}
+
 pub(super) fn bw_loop<P: Provider>(
     p: &mut P,
     o: &Params,
@@ -320,25 +352,7 @@ pub(super) fn bw_loop<P: Provider>(
             w.tick("bandwidth completions")?;
             continue;
         }
-        let now = stamp();
-        for c in &wcs[..m] {
-            if !c.is_ok() {
-                return Err(perr(format!(
-                    "{} #{} failed: {} (vendor_err {:#x})",
-                    op.name(),
-                    c.wr_id,
-                    c.status,
-                    c.vendor_err
-                )));
-            }
-            // Completions are in order: the one of request j retires every request <= j.
-            let j = c.wr_id as usize;
-            if j >= n || j < ccnt {
-                return Err(perr(format!("unexpected completion wr_id {}", c.wr_id)));
-            }
-            tcompleted[j] = now;
-            ccnt = j + 1;
-        }
+        stamp_bw_completions(&wcs[..m], stamp(), op, "", &mut ccnt, &mut tcompleted[..n])?;
         w.reset();
     }
     clock.to_ns(tposted);

@@ -628,25 +628,14 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
                 w.tick("bandwidth completions")?;
                 continue;
             }
-            let now = clock.ticks().max(1);
-            for c in &wcs[..m] {
-                if !c.is_ok() {
-                    return Err(perr(format!(
-                        "{} #{} failed: {} (vendor_err {:#x}); does the peer run the same \
-                         test and sizes?",
-                        op.name(),
-                        c.wr_id,
-                        c.status,
-                        c.vendor_err
-                    )));
-                }
-                let j = c.wr_id as usize;
-                if j >= n || j < ccnt {
-                    return Err(perr(format!("unexpected completion wr_id {}", c.wr_id)));
-                }
-                tcompleted[j] = now;
-                ccnt = j + 1;
-            }
+            super::loops::stamp_bw_completions(
+                &wcs[..m],
+                clock.ticks().max(1),
+                op,
+                "; does the peer run the same test and sizes?",
+                &mut ccnt,
+                &mut tcompleted[..n],
+            )?;
             w.reset();
         }
         clock.to_ns(tposted);

@@ -63,16 +63,9 @@ use report::{charts, header, json, table};
 
 /// `rdma-direct bench batching ...`. Returns the exit code.
 pub fn run(args: &[String]) -> i32 {
-    let o = match parse(args) {
-        Ok(Some(o)) => o,
-        Ok(None) => {
-            print!("{USAGE}");
-            return 0;
-        }
-        Err(e) => {
-            eprintln!("rdma-direct bench batching: {e}\n\n{USAGE}");
-            return 2;
-        }
+    let o = match crate::options_or_exit("bench batching", USAGE, parse(args)) {
+        Ok(o) => o,
+        Err(status) => return status,
     };
     if o.instructions {
         print!("{}", header(&o));

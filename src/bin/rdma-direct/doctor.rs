@@ -71,16 +71,9 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
 }
 
 pub fn run(args: &[String]) -> i32 {
-    let o = match parse(args) {
-        Ok(Some(o)) => o,
-        Ok(None) => {
-            print!("{USAGE}");
-            return 0;
-        }
-        Err(e) => {
-            eprintln!("rdma-direct doctor: {e}\n\n{USAGE}");
-            return 2;
-        }
+    let o = match crate::options_or_exit("doctor", USAGE, parse(args)) {
+        Ok(o) => o,
+        Err(status) => return status,
     };
     let host = HostFacts::probe();
     let sys = Sysfs::system();

@@ -64,16 +64,9 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
 }
 
 pub fn run(args: &[String]) -> i32 {
-    let o = match parse(args) {
-        Ok(Some(o)) => o,
-        Ok(None) => {
-            print!("{USAGE}");
-            return 0;
-        }
-        Err(e) => {
-            eprintln!("rdma-direct info: {e}\n\n{USAGE}");
-            return 2;
-        }
+    let o = match crate::options_or_exit("info", USAGE, parse(args)) {
+        Ok(o) => o,
+        Err(status) => return status,
     };
     let sim_only = o.dev.as_deref() == Some(SIM_NAME)
         || o.provider == Choice::Force(rdma_direct::providers::ProviderKind::Sim);

@@ -182,6 +182,15 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// The file ended inside the `what` (object, array, string) opened at byte `open`.
+    fn eof_inside(&self, what: &str, open: usize) -> JsonError {
+        let opened = self.err(open, "").pos();
+        self.err(
+            self.i,
+            format!("unexpected end of file inside the {what} opened at {opened}"),
+        )
+    }
+
     fn err(&self, at: usize, msg: impl Into<String>) -> JsonError {
         let at = at.min(self.b.len());
         // `at` is always on a char boundary: the parser only stops at ASCII bytes or ends.
@@ -287,15 +296,7 @@ impl<'a> Parser<'a> {
                     self.i += 1;
                     return Ok(Value::Obj(kv));
                 }
-                None => {
-                    return Err(self.err(
-                        self.i,
-                        format!(
-                            "unexpected end of file inside the object opened at {}",
-                            self.err(open, "").pos()
-                        ),
-                    ))
-                }
+                None => return Err(self.eof_inside("object", open)),
                 _ => {}
             }
             let key = match self.peek() {
@@ -329,15 +330,7 @@ impl<'a> Parser<'a> {
                     self.i += 1;
                     return Ok(Value::Obj(kv));
                 }
-                None => {
-                    return Err(self.err(
-                        self.i,
-                        format!(
-                            "unexpected end of file inside the object opened at {}",
-                            self.err(open, "").pos()
-                        ),
-                    ))
-                }
+                None => return Err(self.eof_inside("object", open)),
                 _ => {
                     return Err(self.err(
                         self.i,
@@ -362,15 +355,7 @@ impl<'a> Parser<'a> {
                     self.i += 1;
                     return Ok(Value::Arr(a));
                 }
-                None => {
-                    return Err(self.err(
-                        self.i,
-                        format!(
-                            "unexpected end of file inside the array opened at {}",
-                            self.err(open, "").pos()
-                        ),
-                    ))
-                }
+                None => return Err(self.eof_inside("array", open)),
                 _ => {}
             }
             a.push(self.value()?);
@@ -381,15 +366,7 @@ impl<'a> Parser<'a> {
                     self.i += 1;
                     return Ok(Value::Arr(a));
                 }
-                None => {
-                    return Err(self.err(
-                        self.i,
-                        format!(
-                            "unexpected end of file inside the array opened at {}",
-                            self.err(open, "").pos()
-                        ),
-                    ))
-                }
+                None => return Err(self.eof_inside("array", open)),
                 _ => {
                     return Err(self.err(
                         self.i,
@@ -426,15 +403,7 @@ impl<'a> Parser<'a> {
             // Stopped at an ASCII byte or the end: a char boundary.
             out.push_str(self.s.get(start..self.i).unwrap_or(""));
             match self.peek() {
-                None => {
-                    return Err(self.err(
-                        self.i,
-                        format!(
-                            "unexpected end of file inside the string opened at {}",
-                            self.err(open, "").pos()
-                        ),
-                    ))
-                }
+                None => return Err(self.eof_inside("string", open)),
                 Some(b'"') => {
                     self.i += 1;
                     return Ok(out);

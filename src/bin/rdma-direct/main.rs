@@ -41,6 +41,23 @@ Providers (--provider on pingpong, perf, info): auto picks the direct mlx5 path 
 device, libibverbs (verbs) on any other, the software mlx5 device (sim) without -d.
 ";
 
+/// What a subcommand's parser made of its arguments: the options, or the exit status once
+/// the usage is printed (`Ok(None)`, asked for with `--help`: status 0 on stdout) or the
+/// parse error with the usage (status 2 on stderr, prefixed `rdma-direct CMD:`).
+fn options_or_exit<O>(cmd: &str, usage: &str, parsed: Result<Option<O>, String>) -> Result<O, i32> {
+    match parsed {
+        Ok(Some(o)) => Ok(o),
+        Ok(None) => {
+            print!("{usage}");
+            Err(0)
+        }
+        Err(e) => {
+            eprintln!("rdma-direct {cmd}: {e}\n\n{usage}");
+            Err(2)
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let cmd = args.get(1).map(String::as_str).unwrap_or("help");

@@ -9,10 +9,12 @@
 # server end is stopped once the client is done: its TCP end-of-run exchange has no peer.
 #
 # Then the same with the project's own `rdma-direct pingpong` (RC, 4096 B, 8 receives
-# posted, --retry-cnt 1 -u 17: two tries 537 ms apart), server on a, client on b. In
+# posted, --retry-cnt 1 -u 18: two tries 1.07 s apart), server on a, client on b. In
 # rc_pingpong's protocol one message is in flight at a time, so which end has a send
 # outstanding when the link goes is chance; to make it b (whose own link stays up), a first
-# delays everything it sends by 100 ms (netem; well inside the ACK timeout): from then on
+# delays everything it sends by 100 ms (netem, installed idle before the run and changed
+# then: adding a root qdisc mid-run drops the frames queued in the old one, and a's send
+# once ran out of its retries before the link went; well inside the ACK timeout): from then on
 # b's send waits for a's delayed ACK most of the time. Then a takes its link down (its
 # queued frames are dropped); both ends must still be running at that point. b's send
 # must end in RETRY_EXC_ERR, and its QP, now in the error state, must flush everything else
@@ -190,8 +192,9 @@ drain_ok() {
 # pp_down TRY: one attempt; sets pp_verdict (b: requester|other|bad).
 pp_down() {
     port=$((18990 + $1))
-    pp="$RDMA_DIRECT_BIN pingpong -d $dev -g $RDMA_DIRECT_GID_INDEX -s 4096 -n 1000000 -r 8 --retry-cnt 1 -u 17 -p $port"
+    pp="$RDMA_DIRECT_BIN pingpong -d $dev -g $RDMA_DIRECT_GID_INDEX -s 4096 -n 1000000 -r 8 --retry-cnt 1 -u 18 -p $port"
     if [ "$ROLE" = a ]; then
+        timeout 10 /usr/sbin/tc qdisc replace dev "$NETDEV" root netem delay 0ms
         # shellcheck disable=SC2086
         timeout 120 $pp >"$tmp/pp" 2>&1 &
         pid=$!
@@ -211,7 +214,7 @@ pp_down() {
         usleep 100000
     done
     barrier "pp-connected-$1" 60
-    [ "$ROLE" = a ] && timeout 10 /usr/sbin/tc qdisc add dev "$NETDEV" root netem delay 100ms
+    [ "$ROLE" = a ] && timeout 10 /usr/sbin/tc qdisc change dev "$NETDEV" root netem delay 100ms
     sleep 1
     # Both ends still running right before the link goes (an end that already failed would
     # not be testing the link down).

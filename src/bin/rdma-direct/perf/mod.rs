@@ -27,16 +27,9 @@ use two_process::two_process;
 
 /// `rdma-direct perf ...`: parse, choose the provider, run, print. Returns the exit code.
 pub fn run(args: &[String]) -> i32 {
-    let cli = match parse(args) {
-        Ok(Some(c)) => c,
-        Ok(None) => {
-            print!("{HELP}");
-            return 0;
-        }
-        Err(e) => {
-            eprintln!("rdma-direct perf: {e}\n\n{HELP}");
-            return 2;
-        }
+    let cli = match crate::options_or_exit("perf", HELP, parse(args)) {
+        Ok(cli) => cli,
+        Err(status) => return status,
     };
     let name = cli.params.test.name();
     let (kind, why) = match provider::select("perf", cli.provider, cli.device.as_deref()) {

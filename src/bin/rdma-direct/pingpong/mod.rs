@@ -66,16 +66,9 @@ use two_process::TwoProcess;
 
 /// Entry point of `rdma-direct pingpong`.
 pub fn run(args: &[String]) -> i32 {
-    let a = match parse_args(args) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            print!("{USAGE}");
-            return 0;
-        }
-        Err(e) => {
-            eprintln!("rdma-direct pingpong: {e}\n\n{USAGE}");
-            return 2;
-        }
+    let a = match crate::options_or_exit("pingpong", USAGE, parse_args(args)) {
+        Ok(a) => a,
+        Err(status) => return status,
     };
     let (kind, why) = match provider::select("pingpong", a.provider, a.dev.as_deref()) {
         Ok(k) => k,
