@@ -107,6 +107,34 @@ fn set_len_qpn(slot: &mut Completion, len_qpn: u64) {
     };
 }
 
+/// The successful completion of a plain incoming SEND (no immediate, no scatter) for the
+/// receive `wr_id` on QP `qpn`, from the CQE at `cqe`: byte count, source QP, GRH flag.
+///
+/// # Safety
+/// `cqe` is a CQE of this CQ (64-byte aligned, inside the ring), seen software-owned, and
+/// the load barrier after its owner byte has run.
+#[inline(always)]
+unsafe fn recv_completion(cqe: *const u8, wr_id: u64, qpn: u32) -> Completion {
+    // SAFETY: 4-aligned words of the CQE (the caller's contract).
+    let (byte_len, frq) = unsafe {
+        (
+            be32_at(cqe, cqe64::BYTE_CNT),
+            be32_at(cqe, cqe64::FLAGS_RQPN),
+        )
+    };
+    let grh = (frq >> 24) as u8 & MLX5_CQE_FLAGS_GRH != 0;
+    Completion {
+        wr_id,
+        status: WcStatus::Success,
+        opcode: WcOpcode::Recv,
+        byte_len,
+        qp_num: qpn,
+        src_qp: frq & MLX5_QPN_MASK,
+        flags: WcFlags(if grh { WcFlags::GRH.0 } else { 0 }),
+        ..Completion::EMPTY
+    }
+}
+
 /// A side of the short way: not looked at yet this poll, ready, or not available.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Side {
@@ -508,25 +536,12 @@ impl<D: Owners> Mlx5Cq<D> {
                         break;
                     }
                 }
-                // SAFETY: 4-aligned words of the CQE.
-                let (byte_len, frq) = unsafe {
-                    (
-                        be32_at(cqe, cqe64::BYTE_CNT),
-                        be32_at(cqe, cqe64::FLAGS_RQPN),
-                    )
-                };
-                let grh = (frq >> 24) as u8 & MLX5_CQE_FLAGS_GRH != 0;
-                *slot_out = Completion {
-                    // SAFETY: `rwrid` has `rmask + 1` entries; the index is masked.
-                    wr_id: unsafe { &*rwrid.add((tail & rmask) as usize) }.load(Ordering::Relaxed),
-                    status: WcStatus::Success,
-                    opcode: WcOpcode::Recv,
-                    byte_len,
-                    qp_num: qpn,
-                    src_qp: frq & MLX5_QPN_MASK,
-                    flags: WcFlags(if grh { WcFlags::GRH.0 } else { 0 }),
-                    ..Completion::EMPTY
-                };
+                // SAFETY: `rwrid` has `rmask + 1` entries; the index is masked.
+                let wr_id = unsafe { &*rwrid.add((tail & rmask) as usize) }.load(Ordering::Relaxed);
+                // SAFETY: a software-owned CQE of this CQ, read after the barrier above.
+                let c = unsafe { recv_completion(cqe, wr_id, qpn) };
+                let byte_len = c.byte_len;
+                *slot_out = c;
                 // `byte_len` and `qp_num` in one store beside the send side; alone, the
                 // receive loop is shorter with the two stores (the merge takes an `or`).
                 if SQ {
@@ -693,25 +708,11 @@ impl<D: Owners> Mlx5Cq<D> {
                         break;
                     }
                 }
-                // SAFETY: 4-aligned words of the CQE.
-                let (byte_len, frq) = unsafe {
-                    (
-                        be32_at(cqe, cqe64::BYTE_CNT),
-                        be32_at(cqe, cqe64::FLAGS_RQPN),
-                    )
-                };
-                let grh = (frq >> 24) as u8 & MLX5_CQE_FLAGS_GRH != 0;
-                *slot_out = Completion {
-                    // SAFETY: `rwrid` has `rmask + 1` entries; the index is masked.
-                    wr_id: unsafe { &*rwrid.add((tail & rmask) as usize) }.load(Ordering::Relaxed),
-                    status: WcStatus::Success,
-                    opcode: WcOpcode::Recv,
-                    byte_len,
-                    qp_num: qpn,
-                    src_qp: frq & MLX5_QPN_MASK,
-                    flags: WcFlags(if grh { WcFlags::GRH.0 } else { 0 }),
-                    ..Completion::EMPTY
-                };
+                // SAFETY: `rwrid` has `rmask + 1` entries; the index is masked.
+                let wr_id = unsafe { &*rwrid.add((tail & rmask) as usize) }.load(Ordering::Relaxed);
+                // SAFETY: a software-owned CQE of this CQ, read after the barrier above.
+                let c = unsafe { recv_completion(cqe, wr_id, qpn) };
+                *slot_out = c;
                 tail = tail.wrapping_add(1);
                 ravail -= 1;
             } else {
