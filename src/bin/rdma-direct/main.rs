@@ -58,6 +58,31 @@ fn options_or_exit<O>(cmd: &str, usage: &str, parsed: Result<Option<O>, String>)
     }
 }
 
+/// `--flag=value` as the flag and its attached value; any other argument is a flag alone
+/// (short flags take their value from the next argument).
+fn split_flag(arg: &str) -> (&str, Option<&str>) {
+    match arg.split_once('=') {
+        Some((f, v)) if f.starts_with("--") => (f, Some(v)),
+        _ => (arg, None),
+    }
+}
+
+/// The value of `flag`: the attached one, else the next argument ("FLAG needs a value"
+/// when there is none).
+fn flag_value(
+    flag: &str,
+    attached: Option<&str>,
+    rest: &mut std::slice::Iter<'_, String>,
+) -> Result<String, String> {
+    match attached {
+        Some(v) => Ok(v.to_string()),
+        None => rest
+            .next()
+            .cloned()
+            .ok_or_else(|| format!("{flag} needs a value")),
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let cmd = args.get(1).map(String::as_str).unwrap_or("help");

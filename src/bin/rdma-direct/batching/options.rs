@@ -219,19 +219,8 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        let (flag, attached) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (a.as_str(), None),
-        };
-        let mut val = || -> Result<String, String> {
-            match &attached {
-                Some(v) => Ok(v.clone()),
-                None => it
-                    .next()
-                    .cloned()
-                    .ok_or_else(|| format!("{flag} needs a value")),
-            }
-        };
+        let (flag, attached) = crate::split_flag(a);
+        let mut val = || crate::flag_value(flag, attached, &mut it);
         let num = |v: String| -> Result<u32, String> {
             v.parse::<u32>()
                 .map_err(|_| format!("{flag}: '{v}' is not a number"))

@@ -139,19 +139,8 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
     let mut host: Option<String> = None;
     let mut gid_given = false;
     while let Some(a) = it.next() {
-        let (flag, attached) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (a.as_str(), None),
-        };
-        let mut val = || -> Result<String, String> {
-            match &attached {
-                Some(v) => Ok(v.clone()),
-                None => it
-                    .next()
-                    .cloned()
-                    .ok_or_else(|| format!("{flag} needs a value")),
-            }
-        };
+        let (flag, attached) = crate::split_flag(a);
+        let mut val = || crate::flag_value(flag, attached, &mut it);
         match flag {
             "-h" | "--help" => return Ok(None),
             "-d" | "--ib-dev" => device = Some(val()?),

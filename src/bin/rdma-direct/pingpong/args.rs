@@ -85,19 +85,8 @@ pub(super) fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, S
     let mut a = Args::default();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        let (flag, attached) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        let mut val = || -> std::result::Result<String, String> {
-            match &attached {
-                Some(v) => Ok(v.clone()),
-                None => it
-                    .next()
-                    .cloned()
-                    .ok_or_else(|| format!("{flag} needs a value")),
-            }
-        };
+        let (flag, attached) = crate::split_flag(arg);
+        let mut val = || crate::flag_value(flag, attached, &mut it);
         match flag {
             "-h" | "--help" => return Ok(None),
             "-d" | "--ib-dev" => a.dev = Some(val()?),
