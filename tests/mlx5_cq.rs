@@ -416,6 +416,41 @@ fn dropped_qp_cqes_are_purged_and_its_qpn_can_return() {
     assert_eq!(cq.bogus_cqes(), 1);
 }
 
+/// The short way remembers the last CQE word (opcode and qpn) it took; after another QP
+/// became the hot one, a CQE of the first QP with that same word must still go to the first
+/// QP, even when its `wqe_counter` equals the hot QP's oldest outstanding WQE.
+#[test]
+fn a_cqe_of_the_previous_hot_qp_completes_its_own_request() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut a, _da) = qp_on(&mut cq, 0x73, None);
+    let (mut b, _db) = qp_on(&mut cq, 0x74, None);
+    let post = |qp: &mut Mlx5Qp<Plain>, ids: &[u64]| {
+        for &id in ids {
+            qp.sq().post(SendWr::send(id, &SGE).signaled()).unwrap();
+        }
+        qp.sq().ring();
+    };
+    let ids = |c: Vec<Completion>| c.iter().map(|c| (c.qp_num, c.wr_id)).collect::<Vec<_>>();
+    post(&mut a, &[0xa0, 0xa1]);
+    // The first poll maps qp a; the second takes its CQE on the short way.
+    d.push(&Cqe::req(0x73, 0, 0x0a, 0));
+    assert_eq!(ids(poll_all(&mut cq)), [(0x73, 0xa0)]);
+    d.push(&Cqe::req(0x73, 1, 0x0a, 0));
+    assert_eq!(ids(poll_all(&mut cq)), [(0x73, 0xa1)]);
+    // qp b becomes the hot one (two completions, its oldest outstanding WQE then at
+    // position 2); a's next request is at position 2 too.
+    post(&mut b, &[0xb0, 0xb1, 0xb2]);
+    d.push(&Cqe::req(0x74, 0, 0x0a, 0));
+    d.push(&Cqe::req(0x74, 1, 0x0a, 0));
+    assert_eq!(ids(poll_all(&mut cq)), [(0x74, 0xb0), (0x74, 0xb1)]);
+    post(&mut a, &[0xa2]);
+    d.push(&Cqe::req(0x73, 2, 0x0a, 0));
+    assert_eq!(ids(poll_all(&mut cq)), [(0x73, 0xa2)]);
+    d.push(&Cqe::req(0x74, 2, 0x0a, 0));
+    assert_eq!(ids(poll_all(&mut cq)), [(0x74, 0xb2)]);
+    assert_eq!(cq.bogus_cqes(), 0);
+}
+
 #[test]
 fn a_cqe_naming_a_wqe_not_outstanding_is_dropped() {
     let (mut cq, mut d) = cq(16, 64);

@@ -101,6 +101,14 @@
 //! CQE of its side. The run publishes what it reached; the general loop above takes over
 //! at the CQE where it stopped, if that one is software-owned.
 //!
+//! A stream of requester CQEs alone (`run_sq`) is tighter still: the CQ remembers bytes
+//! 56..59 of the last CQE it took (opcode and qpn; reset to the hot QP's number whenever the
+//! hot QP changes), so a CQE of the same opcode and QP is one compare, and its completion
+//! is four stores (`wr_id`; `byte_len` with `qp_num`; `opcode` with `status` from a table
+//! by WQE opcode; the zero tail). Another opcode of the hot QP takes an out-of-line branch
+//! (READ and atomics, which carry a byte length, are taken there one by one); another QP
+//! ends the run.
+//!
 //! After the last CQE of a poll the consumer index goes to the CQ doorbell record once. The
 //! CQE loads must be complete before that store hands the slots back: on x86_64 a store never
 //! passes an earlier load (a compiler barrier suffices); on aarch64 that takes `dsb ld`.
@@ -241,6 +249,10 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     /// of bytes 56..59), or [`NO_HOT_TAG`]: XORed with that u32 it leaves at most 0xff
     /// (the WQE opcode) exactly for a CQE of the hot QP, and never when there is none.
     hot_tag: u64,
+    /// CQE bytes 56..59 (WQE opcode and qpn, as a little-endian u32) of the last CQE the
+    /// send-only run took, where the next run starts (see `run_sq`). Always names the hot
+    /// QP: set to its number with opcode 0 whenever `hot_qpn` changes.
+    hot_want: core::cell::Cell<u32>,
     shared: Arc<CqShared>,
     entries: Vec<Entry>,
     /// Index into `entries` of the last hit.
@@ -309,6 +321,7 @@ impl<D: Owners> Mlx5Cq<D> {
             hot_qpn: u32::MAX,
             hot_qp: core::ptr::null(),
             hot_tag: NO_HOT_TAG,
+            hot_want: core::cell::Cell::new(0),
             shared: Arc::new(CqShared {
                 dv,
                 reserved: CachePadded::new(0.into()),
@@ -381,108 +394,129 @@ impl<D: Owners> Mlx5Cq<D> {
         let shared = unsafe { &*shared };
         // From here on QP memory is read (see `CqShared::polling`).
         shared.polling.store(true, Ordering::SeqCst);
-        let mut n = 0;
-        let mut ci = start_ci;
-        let mut released = 0u32;
-        'polled: {
-            if plain_req || plain_resp {
-                if out.len() == 1 && plain_req {
-                    // One slot: the single-CQE short way, with nothing to set up (without a
-                    // hot QP its tag matches no CQE).
-                    // Orders the owner-bit load above before the loads of the CQE body below.
-                    from_device_load_barrier();
-                    if self.process_req(cqe, &mut out[0]) {
-                        if TS {
-                            ts[0] = self.cqe_timestamp_at(ci);
-                        }
-                        n = 1;
-                        ci = ci.wrapping_add(1);
-                        released = 1;
-                        break 'polled;
-                    }
-                } else if self.hot_qpn != u32::MAX {
-                    // The sides the run needs, by the first two CQEs (a stream of one kind, or
-                    // a mixed one: both sides at once).
-                    let (sq, rq) = if out.len() == 1 || first + 1 == cnt {
-                        (plain_req, plain_resp)
-                    } else {
-                        // SAFETY: byte 63 of the next CQE of this CQ (not past the ring's end).
-                        let y = unsafe {
-                            mmio::read8(cqe.wrapping_add(self.cqe_stride).add(cqe64::OP_OWN))
-                        } ^ parity;
-                        (
-                            plain_req || y & PM == 0,
-                            plain_resp || (y ^ RESP_PLAIN) & PM == 0,
-                        )
-                    };
-                    let k = self.run_short_any(sq, rq, parity, ci, cqe, out);
-                    if TS {
-                        // One completion per CQE; the slots are still ours (the dbrec store
-                        // comes last).
-                        for (j, t) in ts[..k].iter_mut().enumerate() {
-                            *t = self.cqe_timestamp_at(ci.wrapping_add(j as u32));
-                        }
-                    }
-                    n = k;
-                    ci = ci.wrapping_add(k as u32);
-                    released = k as u32;
-                    if n == out.len() || !cqe_ready(&self.dv, ci) {
-                        break 'polled;
-                    }
-                }
-            }
-            // The short way for the hot QP, taken at its first CQE (see `run_hot`).
-            let mut hot = Hot::new(self.hot_qpn, self.hot_qp);
-            while n < out.len() {
-                if self.hot_qpn != u32::MAX {
-                    let h = &mut hot;
-                    let k = self.run_hot(h, ci, &mut out[n..]);
-                    if TS {
-                        // One completion per CQE on the short way; the slots are still ours
-                        // (the dbrec store comes last).
-                        for j in 0..k {
-                            ts[n + j] = self.cqe_timestamp_at(ci.wrapping_add(j as u32));
-                        }
-                    }
-                    n += k;
-                    ci = ci.wrapping_add(k as u32);
-                    released += k as u32;
-                    if h.idle {
-                        break;
-                    }
-                    if k != 0 {
-                        // Stopped at the ring's end or at a CQE that may need the other side
-                        // taken: once more.
-                        continue;
-                    }
-                }
-                let cqe = cqe_ptr(&self.dv, ci);
-                // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-                let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
-                if op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
-                    || ((op_own & MLX5_CQE_OWNER_MASK) != 0) != ((ci & self.dv.cqe_cnt) != 0)
-                {
-                    break;
-                }
+        let (mut n, mut ci, mut released) = (0, start_ci, 0u32);
+        if plain_req || plain_resp {
+            if out.len() == 1 && plain_req {
+                // One slot: the single-CQE short way, with nothing to set up (without a
+                // hot QP its tag matches no CQE).
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
-                // `process` reads and retires either queue: publish what the short way did; it
-                // is taken again (for the QP `process` maps, which becomes the hot one) after.
-                hot.flush();
-                self.ci = ci;
-                // Its own counter: `released` stays in a register on the other paths.
-                let mut rel = 0;
-                let got = self.process(cqe, op_own, &mut out[n], &mut rel) as usize;
-                released += rel;
-                hot = Hot::new(self.hot_qpn, self.hot_qp);
-                if TS && got == 1 {
-                    ts[n] = self.cqe_timestamp_at(ci);
+                if self.process_req(cqe, &mut out[0]) {
+                    if TS {
+                        ts[0] = self.cqe_timestamp_at(ci);
+                    }
+                    self.finish(shared, ci.wrapping_add(1), start_ci, 1);
+                    return 1;
                 }
-                n += got;
-                ci = ci.wrapping_add(1);
+            } else if self.hot_qpn != u32::MAX {
+                // The sides the run needs, by the first two CQEs (a stream of one kind, or
+                // a mixed one: both sides at once).
+                let (sq, rq) = if out.len() == 1 || first + 1 == cnt {
+                    (plain_req, plain_resp)
+                } else {
+                    // SAFETY: byte 63 of the next CQE of this CQ (not past the ring's end).
+                    let y = unsafe {
+                        mmio::read8(cqe.wrapping_add(self.cqe_stride).add(cqe64::OP_OWN))
+                    } ^ parity;
+                    (
+                        plain_req || y & PM == 0,
+                        plain_resp || (y ^ RESP_PLAIN) & PM == 0,
+                    )
+                };
+                let k = self.run_short_any(sq, rq, parity, ci, cqe, out);
+                if TS {
+                    // One completion per CQE; the slots are still ours (the dbrec store
+                    // comes last).
+                    for (j, t) in ts[..k].iter_mut().enumerate() {
+                        *t = self.cqe_timestamp_at(ci.wrapping_add(j as u32));
+                    }
+                }
+                n = k;
+                ci = ci.wrapping_add(k as u32);
+                released = k as u32;
+                if n == out.len() || !cqe_ready(&self.dv, ci) {
+                    self.finish(shared, ci, start_ci, released);
+                    return n;
+                }
             }
-            hot.flush();
         }
+        self.poll_tail::<TS>(shared, out, ts, n, ci, start_ci, released)
+    }
+
+    /// The general loop of a poll from position `ci` (`n` completions in `out` already,
+    /// `released` CQ entries to give back; `shared.polling` set), then [`Self::finish`].
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn poll_tail<const TS: bool>(
+        &mut self,
+        shared: &CqShared,
+        out: &mut [Completion],
+        ts: &mut [u64],
+        mut n: usize,
+        mut ci: u32,
+        start_ci: u32,
+        mut released: u32,
+    ) -> usize {
+        // The short way for the hot QP, taken at its first CQE (see `run_hot`).
+        let mut hot = Hot::new(self.hot_qpn, self.hot_qp);
+        while n < out.len() {
+            if self.hot_qpn != u32::MAX {
+                let h = &mut hot;
+                let k = self.run_hot(h, ci, &mut out[n..]);
+                if TS {
+                    // One completion per CQE on the short way; the slots are still ours
+                    // (the dbrec store comes last).
+                    for j in 0..k {
+                        ts[n + j] = self.cqe_timestamp_at(ci.wrapping_add(j as u32));
+                    }
+                }
+                n += k;
+                ci = ci.wrapping_add(k as u32);
+                released += k as u32;
+                if h.idle {
+                    break;
+                }
+                if k != 0 {
+                    // Stopped at the ring's end or at a CQE that may need the other side
+                    // taken: once more.
+                    continue;
+                }
+            }
+            let cqe = cqe_ptr(&self.dv, ci);
+            // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
+            if op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
+                || ((op_own & MLX5_CQE_OWNER_MASK) != 0) != ((ci & self.dv.cqe_cnt) != 0)
+            {
+                break;
+            }
+            // Orders the owner-bit load above before the loads of the CQE body below.
+            from_device_load_barrier();
+            // `process` reads and retires either queue: publish what the short way did; it
+            // is taken again (for the QP `process` maps, which becomes the hot one) after.
+            hot.flush();
+            self.ci = ci;
+            // Its own counter: `released` stays in a register on the other paths.
+            let mut rel = 0;
+            let got = self.process(cqe, op_own, &mut out[n], &mut rel) as usize;
+            released += rel;
+            hot = Hot::new(self.hot_qpn, self.hot_qp);
+            if TS && got == 1 {
+                ts[n] = self.cqe_timestamp_at(ci);
+            }
+            n += got;
+            ci = ci.wrapping_add(1);
+        }
+        hot.flush();
+        self.finish(shared, ci, start_ci, released);
+        n
+    }
+
+    /// The end of a poll that found CQEs: the consumer index (position `ci`) to the CQ
+    /// doorbell record if it moved from `start_ci`, `released` CQ entries given back, and
+    /// `shared.polling` cleared.
+    #[inline(always)]
+    pub(super) fn finish(&mut self, shared: &CqShared, ci: u32, start_ci: u32, released: u32) {
         self.ci = ci;
         if ci != start_ci {
             // The CQE loads above must be complete before the dbrec store below lets the
@@ -500,7 +534,6 @@ impl<D: Owners> Mlx5Cq<D> {
             shared.release(released);
         }
         shared.polling.store(false, Ordering::Release);
-        n
     }
 
     /// Poll as [`CompletionQueue::poll`], and give each completion's time in ns: `ns[i]` is
@@ -614,6 +647,9 @@ impl<D: Owners> Mlx5Cq<D> {
     fn lookup(&mut self, qpn: u32) -> Option<usize> {
         if let Some(e) = self.entries.get(self.last) {
             if e.qpn == qpn {
+                if self.hot_qpn != qpn {
+                    self.hot_want.set(qpn.to_be());
+                }
                 self.hot_qpn = qpn;
                 self.hot_tag = u64::from(qpn.to_be());
                 self.hot_qp = Arc::as_ptr(&e.qp);
@@ -622,6 +658,9 @@ impl<D: Owners> Mlx5Cq<D> {
         }
         let i = self.entries.iter().position(|e| e.qpn == qpn)?;
         self.last = i;
+        if self.hot_qpn != qpn {
+            self.hot_want.set(qpn.to_be());
+        }
         self.hot_qpn = qpn;
         self.hot_tag = u64::from(qpn.to_be());
         self.hot_qp = Arc::as_ptr(&self.entries[i].qp);
