@@ -126,6 +126,52 @@ fn requester_opcodes_and_byte_len() {
     let c = poll_all(&mut cq);
     assert_eq!(c[0].opcode, WcOpcode::RdmaWrite);
     assert_eq!((c[1].opcode, c[1].byte_len), (WcOpcode::RdmaRead, 8));
+    // The QP is the hot one now: a run of every requester opcode on the short way, each
+    // opcode change and each byte length taken right.
+    let wrs = [
+        SendWr::send(3, &SGE),
+        SendWr::read(4, &SGE, 0x10, 1),
+        SendWr::write(5, &SGE, 0x10, 1),
+        SendWr::faa(6, &SGE, 0x10, 1, 1),
+        SendWr::write(7, &SGE, 0x10, 1),
+        SendWr::read(8, &SGE, 0x10, 1),
+        SendWr::send(9, &SGE),
+    ];
+    for wr in wrs {
+        qp.sq().post(wr.signaled()).unwrap();
+    }
+    qp.sq().ring();
+    for (pos, (op, len)) in [
+        (0x0a, 0),
+        (0x10, 5),
+        (0x08, 0),
+        (0x12, 0),
+        (0x08, 0),
+        (0x10, 7),
+        (0x0a, 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        d.push(&Cqe::req(0x23, 2 + pos as u16, op, len));
+    }
+    let c = poll_all(&mut cq);
+    let got: Vec<_> = c.iter().map(|c| (c.wr_id, c.opcode, c.byte_len)).collect();
+    assert_eq!(
+        got,
+        [
+            (3, WcOpcode::Send, 0),
+            (4, WcOpcode::RdmaRead, 5),
+            (5, WcOpcode::RdmaWrite, 0),
+            (6, WcOpcode::FetchAdd, 8),
+            (7, WcOpcode::RdmaWrite, 0),
+            (8, WcOpcode::RdmaRead, 7),
+            (9, WcOpcode::Send, 0),
+        ]
+    );
+    assert!(c
+        .iter()
+        .all(|c| c.is_ok() && c.qp_num == 0x23 && c.covered == 0));
 }
 
 #[test]

@@ -790,7 +790,8 @@ impl<D: Owners> Mlx5Cq<D> {
             send_cqe!(cqe, lq, opst);
         }
         self.hot_want.set(want);
-        let k = m - off.unsigned_abs() / C;
+        // (`off` is a multiple of `C`, at most 0.)
+        let k = (m as isize + (off >> C.trailing_zeros())) as usize;
         if k != 0 {
             // The QP loaded again (not kept in a register across the loop).
             // SAFETY: as above; `hot_qp` is a plain field of `self`.
