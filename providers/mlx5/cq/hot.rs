@@ -696,12 +696,9 @@ impl<D: Owners> Mlx5Cq<D> {
         // The rest of a requester CQE completing with `lq` (`byte_len` and `qp_num`) and
         // `opst`: the checks against the send queue, the completion, the positions.
         macro_rules! send_cqe {
-            ($cqe:expr, $lq:expr, $opst:expr) => {{
+            ($wc:expr, $lq:expr, $opst:expr) => {{
                 // The WQE named must be the oldest outstanding one.
-                // SAFETY: the 2-aligned wqe_counter field of the CQE.
-                let wc = u16::from_be(unsafe {
-                    core::ptr::read_volatile($cqe.add(cqe64::WQE_COUNTER) as *const u16)
-                });
+                let wc: u16 = $wc;
                 if wc != sci as u16 {
                     break;
                 }
@@ -761,10 +758,15 @@ impl<D: Owners> Mlx5Cq<D> {
             }
             // Orders the owner-bit load above before the loads of the CQE body below.
             from_device_load_barrier();
-            // SAFETY: a 4-aligned word of the CQE (CQEs are 64-byte aligned).
-            let word = u32::from_le(unsafe {
-                core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
+            // Bytes 56..63 in one load: sop and qpn (`word`), then wqe_counter (big-endian),
+            // signature, op_own.
+            // SAFETY: 8-aligned 8 bytes of the CQE (CQEs are 64-byte aligned).
+            let q = u64::from_le(unsafe {
+                core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u64)
             });
+            let word = q as u32;
+            let wc = u16::from_be((q >> 32) as u16);
+            static_assertions::const_assert_eq!(cqe64::WQE_COUNTER, cqe64::SOP_DROP_QPN + 4);
             if word != want {
                 // Not the common case (once per opcode change): its values stay out of the
                 // loop's registers.
@@ -781,13 +783,13 @@ impl<D: Owners> Mlx5Cq<D> {
                     } else {
                         REQ_LEN[w as usize]
                     };
-                    send_cqe!(cqe, len_qpn(len, qpn), REQ_OK[w as usize]);
+                    send_cqe!(wc, len_qpn(len, qpn), REQ_OK[w as usize]);
                     continue;
                 }
                 want = word;
                 opst = REQ_OK[w as usize];
             }
-            send_cqe!(cqe, lq, opst);
+            send_cqe!(wc, lq, opst);
         }
         self.hot_want.set(want);
         // (`off` is a multiple of `C`, at most 0.)
