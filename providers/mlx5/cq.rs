@@ -263,6 +263,10 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     clock: Option<Box<super::ts::CqClock>>,
     /// Keeps the CQ memory alive; every QP registered with this CQ holds it too.
     pub(crate) owner: Arc<D::Cq>,
+    /// [`hot::NBB32`], copied here: addressed from `self`, which the send-only run keeps in
+    /// a register, a lookup is one load (a static table takes an address computation first
+    /// in position-independent x86_64 code).
+    nbb: [u32; 256],
 }
 
 // SAFETY: `cqe0` points into the CQ memory `owner` keeps alive (like `dv`, which is `Send`);
@@ -334,6 +338,7 @@ impl<D: Owners> Mlx5Cq<D> {
             bogus: 0,
             clock: None,
             owner: Arc::new(owner),
+            nbb: hot::NBB32,
         })
     }
 
