@@ -533,7 +533,7 @@ impl<D: Owners> Mlx5Cq<D> {
                         let ds = unsafe {
                             core::ptr::read_volatile(buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS))
                         };
-                        let nbb = NBB32[ds as usize];
+                        let nbb = self.nbb[ds as usize];
                         // The whole WQE must be below the published producer position.
                         if nbb > avail {
                             avail = avail_at(self.hot_dbrec(), sci);

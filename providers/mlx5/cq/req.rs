@@ -101,7 +101,7 @@ impl<D: Owners> Mlx5Cq<D> {
     /// (false) to [`Self::process`], which handles every case. Gives back one CQ entry.
     #[inline(always)]
     pub(super) fn process_req(&self, cqe: *const u8, out: &mut Completion) -> bool {
-        use super::hot::{NBB32, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
+        use super::hot::{REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
         // Bytes 56..59 as they lie in memory: sop (the WQE opcode), qpn (big-endian). The qpn
         // bytes XOR the hot QP's to zero, leaving the opcode; with no hot QP nothing passes
         // (`hot_tag` has bit 32 set).
@@ -143,7 +143,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // above).
         let ds =
             unsafe { core::ptr::read_volatile(qp.sq_buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS)) };
-        let nbb = NBB32[ds as usize];
+        let nbb = self.nbb[ds as usize];
         // The whole WQE must be below the published producer position.
         if nbb > posted {
             return false;
