@@ -765,7 +765,8 @@ impl<D: Owners> Mlx5Cq<D> {
                 core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u64)
             });
             let word = q as u32;
-            let wc = u16::from_be((q >> 32) as u16);
+            // (`q` is decoded little-endian: the big-endian counter is its bytes 4..5 swapped.)
+            let wc = ((q >> 32) as u16).swap_bytes();
             static_assertions::const_assert_eq!(cqe64::WQE_COUNTER, cqe64::SOP_DROP_QPN + 4);
             if word != want {
                 // Not the common case (once per opcode change): its values stay out of the
