@@ -143,6 +143,30 @@ fn set_len_qpn(slot: &mut Completion, len_qpn: u64) {
     };
 }
 
+/// Store a successful requester completion at `slot` in four stores: `wr_id`; `byte_len`
+/// and `qp_num` as [`len_qpn`] gives them; `opcode` and `status` ([`REQ_OK`]); zero for
+/// `covered_from` through `flags` and the padding.
+///
+/// # Safety
+/// `slot` points to a whole, writable `Completion`.
+#[inline(always)]
+unsafe fn put_req(slot: *mut Completion, wr_id: u64, len_qpn: u64, opst: OpStatus) {
+    let p = slot as *mut u8;
+    // SAFETY: the caller's contract; each write is a field (or fields) of `*slot` at its
+    // asserted offset with a valid value of its type (the tail: integers, `WcFlags(0)` and
+    // padding).
+    unsafe {
+        p.cast::<u64>().write(wr_id);
+        p.add(core::mem::offset_of!(Completion, byte_len))
+            .cast::<u64>()
+            .write(len_qpn);
+        p.add(core::mem::offset_of!(Completion, opcode))
+            .cast::<OpStatus>()
+            .write(opst);
+        p.add(TAIL).cast::<[u128; 2]>().write_unaligned([0; 2]);
+    }
+}
+
 /// The successful completion of a plain incoming SEND (no immediate, no scatter) for the
 /// receive `wr_id` on QP `qpn`, from the CQE at `cqe`: byte count, source QP, GRH flag.
 ///
@@ -718,23 +742,16 @@ impl<D: Owners> Mlx5Cq<D> {
                         break;
                     }
                 }
-                let p = out_end.wrapping_offset(off);
-                // SAFETY: `p` is a whole `Completion` of `out` (`off < 0`); the writes are
-                // its fields at their asserted offsets, each with a valid value of its type:
-                // `wr_id` (`wrid` has `sq_mask + 1` entries, `slot` is masked), `byte_len`
-                // and `qp_num` (`len_qpn`), `opcode` and `status`, then zero for
-                // `covered_from` through `flags` and the padding.
+                // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`);
+                // `wrid` has `sq_mask + 1` entries and `slot` is masked.
                 unsafe {
-                    p.cast::<u64>()
-                        .write((*wrid.add(slot)).load(Ordering::Relaxed));
-                    p.add(core::mem::offset_of!(Completion, byte_len))
-                        .cast::<u64>()
-                        .write($lq);
-                    p.add(core::mem::offset_of!(Completion, opcode))
-                        .cast::<OpStatus>()
-                        .write($opst);
-                    p.add(TAIL).cast::<[u128; 2]>().write_unaligned([0; 2]);
-                }
+                    put_req(
+                        out_end.wrapping_offset(off).cast(),
+                        (*wrid.add(slot)).load(Ordering::Relaxed),
+                        $lq,
+                        $opst,
+                    )
+                };
                 sci = sci.wrapping_add(nbb);
                 avail -= nbb;
                 // Nothing more known outstanding: look at the published position again
