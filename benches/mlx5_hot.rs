@@ -4,7 +4,7 @@
 //!
 //! `cargo bench --bench mlx5_hot` prints the tables; `BENCH_RUNS` / `BENCH_WARMUP` tune the
 //! repetitions. `mlx5_hot --callgrind <workload> <n>` (single, single_wrs, fast, batch32,
-//! poll16, poll1, poll0, recv16, mixed16) runs one workload for `benches/compare.sh` (instructions
+//! poll16, poll1, poll0, recv16, mixed16, lone16) runs one workload for `benches/compare.sh` (instructions
 //! counted by callgrind inside `cg_*` functions only).
 
 mod harness;
@@ -293,11 +293,27 @@ fn callgrind(kind: &str, n: u32) {
             println!("polled {}", cg_poll0(&mut lb.cq, n as usize, &mut out));
         }
         "recv16" => println!("polled {}", rounds(&mut lb, n, 0)),
+        "lone16" => {
+            // One signaled SEND completed per round, each polled with 16 slots.
+            let mut out = [Completion::EMPTY; 16];
+            let mut got = 0;
+            for i in 0..n as u64 {
+                let wr = lb.wr(BenchOp::Send, &sge, &payload, i).signaled();
+                lb.qp.sq().post(wr).expect("fits");
+                lb.qp.sq().ring();
+                lb.dev.complete_sends(&mut lb.dcq);
+                let k = cg_round16(&mut lb.cq, &mut out);
+                assert_eq!(k, 1, "a round polls its one CQE");
+                got += k;
+            }
+            black_box(&out);
+            println!("polled {got}");
+        }
         "mixed16" => println!("polled {}", rounds(&mut lb, n, 8)),
         other => {
             eprintln!(
                 "unknown callgrind workload {other}: single | single_wrs | fast | batch32 | \
-                 poll16 | poll1 | poll0 | recv16 | mixed16"
+                 poll16 | poll1 | poll0 | recv16 | mixed16 | lone16"
             );
             std::process::exit(2);
         }

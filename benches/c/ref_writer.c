@@ -14,6 +14,9 @@
  *   ref_writer recv16 N    responder CQEs, one poll of 16 per round (cg_round16); wr_id from
  *                          the receive queue's wr_id array at its tail, byte_len from the CQE
  *   ref_writer mixed16 N   requester and responder CQEs alternating, as above
+ *   ref_writer lone16 N    N polls of 16 slots, each finding one requester CQE (written
+ *                          before the call): the busy poller's case when completions
+ *                          trickle in
  *   ref_writer time single|batch32 N RUNS
  *                          wall time: RUNS runs of N posts, prints the median ns per post
  *                          (the same writer functions; for benches/compare.sh's side-by-side)
@@ -301,6 +304,24 @@ int main(int argc, char **argv)
 		for (unsigned i = 0; i < CQE_CNT; i++) /* a new CQ: every op_own 0xf0 */
 			memset(cq.buf + i * 64, 0, 63), cq.buf[i * 64 + 63] = 0xf0;
 		printf("polled %u\n", cg_poll0(&cq, n, out));
+	} else if (!strcmp(kind, "lone16")) {
+		struct cq2 cq = {0};
+		struct wc out[16];
+		unsigned got = 0;
+		cq.buf = aligned_alloc(4096, CQE_CNT * 64);
+		cq.dbrec = aligned_alloc(64, 64);
+		cq.sq_wrid = calloc(SQ_WQE_CNT, 8);
+		cq.rq_wrid = calloc(RQ_WQE_CNT, 8);
+		for (unsigned i = 0; i < CQE_CNT; i++) /* a new CQ: every op_own 0xf0 */
+			memset(cq.buf + i * 64, 0, 63), cq.buf[i * 64 + 63] = 0xf0;
+		for (unsigned i = 0; i < n; i++) {
+			struct mlx5_cqe64 *c = (void *)(cq.buf + i * 64);
+			c->sop_drop_qpn = htobe32(0x0a004242);
+			c->wqe_counter = htobe16(i);
+			c->op_own = MLX5_CQE_REQ << 4;
+			got += cg_round16(&cq, out);
+		}
+		printf("polled %u\n", got);
 	} else if (!strcmp(kind, "poll1") || !strcmp(kind, "recv16") || !strcmp(kind, "mixed16")) {
 		struct cq2 cq = {0};
 		struct wc out[16];
@@ -330,7 +351,7 @@ int main(int argc, char **argv)
 		}
 		printf("polled %u\n", got);
 	} else {
-		fprintf(stderr, "usage: ref_writer single|batch32|poll16|poll1|poll0|recv16|mixed16 [n]\n");
+		fprintf(stderr, "usage: ref_writer single|batch32|poll16|poll1|poll0|recv16|mixed16|lone16 [n]\n");
 		return 2;
 	}
 	return 0;
