@@ -101,7 +101,7 @@
 //! CQE of its side. The run publishes what it reached; the general loop above takes over
 //! at the CQE where it stopped, if that one is software-owned.
 //!
-//! A stream of requester CQEs alone (`run_sq`) is tighter still: the CQ remembers bytes
+//! A stream of requester CQEs alone (`run_sq`, `cq/send_run.rs`) is tighter still: the CQ remembers bytes
 //! 56..59 of the last CQE it took (opcode and qpn; reset to the hot QP's number whenever the
 //! hot QP changes), so a CQE of the same opcode and QP is one compare, and its completion
 //! is four stores (`wr_id`; `byte_len` with `qp_num`; `opcode` with `status` from a table
@@ -836,6 +836,7 @@ impl<D: Owners> CompletionQueue for Mlx5Cq<D> {
 }
 
 mod hot;
+mod send_run;
 use hot::Hot;
 mod req;
 mod resp;
