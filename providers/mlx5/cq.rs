@@ -101,13 +101,13 @@
 //! CQE of its side. The run publishes what it reached; the general loop above takes over
 //! at the CQE where it stopped, if that one is software-owned.
 //!
-//! A stream of requester CQEs alone (`run_sq`, `cq/send_run.rs`) is tighter still: the CQ remembers bytes
-//! 56..59 of the last CQE it took (opcode and qpn; reset to the hot QP's number whenever the
-//! hot QP changes), so a CQE of the same opcode and QP is one compare, and its completion
-//! is four stores (`wr_id`; `byte_len` with `qp_num`; `opcode` with `status` from a table
-//! by WQE opcode; the zero tail). Another opcode of the hot QP takes an out-of-line branch
-//! (READ and atomics, which carry a byte length, are taken there one by one); another QP
-//! ends the run.
+//! A stream of requester CQEs alone (`run_sq`, `cq/send_run.rs`) is tighter still: the CQ
+//! remembers bytes 56..59 of the last CQE it took (opcode and qpn; reset to the hot QP's
+//! number whenever the hot QP changes), so a CQE of the same opcode and QP is one compare,
+//! and its completion is four stores (`wr_id`; `byte_len` with `qp_num`; `opcode` with
+//! `status` from a table by WQE opcode; the zero tail). Another opcode of the hot QP takes an
+//! out-of-line branch (READ and atomics, which carry a byte length, are taken there one by
+//! one); another QP ends the run.
 //!
 //! After the last CQE of a poll the consumer index goes to the CQ doorbell record once. The
 //! CQE loads must be complete before that store hands the slots back: on x86_64 a store never
