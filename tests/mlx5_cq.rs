@@ -497,6 +497,50 @@ fn a_cqe_of_the_previous_hot_qp_completes_its_own_request() {
     assert_eq!(cq.bogus_cqes(), 0);
 }
 
+/// A poll of 16 slots that finds one CQE (the next not written) takes the single-CQE way;
+/// a lone CQE that way cannot take (it covers unsignaled requests) still completes them all.
+#[test]
+fn a_lone_cqe_in_a_poll_of_many_slots() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x75, None);
+    qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0x75, 0, 0x0a, 0));
+    assert_eq!(poll_all(&mut cq)[0].wr_id, 1);
+    // The QP is hot now; one CQE at a time.
+    for id in 2..6u64 {
+        qp.sq().post(SendWr::send(id, &SGE).signaled()).unwrap();
+        qp.sq().ring();
+        d.push(&Cqe::req(0x75, (id - 1) as u16, 0x0a, 0));
+        let c = poll_all(&mut cq);
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            (c[0].wr_id, c[0].qp_num, c[0].covered),
+            (id, 0x75, 0),
+            "{c:?}"
+        );
+    }
+    // Two unsignaled requests, then a signaled one: its lone CQE covers them.
+    for wr in [
+        SendWr::send(6, &SGE),
+        SendWr::send(7, &SGE),
+        SendWr::send(8, &SGE).signaled(),
+    ] {
+        qp.sq().post(wr).unwrap();
+    }
+    qp.sq().ring();
+    d.push(&Cqe::req(0x75, 7, 0x0a, 0));
+    let c = poll_all(&mut cq);
+    assert_eq!(c.len(), 1);
+    assert_eq!(
+        (c[0].wr_id, c[0].covered, c[0].covered_from),
+        (8, 2, 6),
+        "{c:?}"
+    );
+    assert_eq!(cq.bogus_cqes(), 0);
+    assert_eq!(qp.sq().free_slots(), 16);
+}
+
 #[test]
 fn a_cqe_naming_a_wqe_not_outstanding_is_dropped() {
     let (mut cq, mut d) = cq(16, 64);

@@ -87,6 +87,15 @@ impl<D: Owners> Mlx5Cq<D> {
         cqe: *const u8,
         out: &mut [Completion],
     ) -> usize {
+        // A lone CQE (the next slot, before the ring's end, not written yet: completions
+        // trickling in) takes the single-CQE short way: cheaper than setting up the run.
+        if (ci.wrapping_add(1) & (self.dv.cqe_cnt - 1)) != 0 {
+            let next = cqe.wrapping_add(if BIG { 128 } else { 64 });
+            // SAFETY: byte 63 of the next CQE of this CQ (not past the ring's end).
+            if !owned(unsafe { mmio::read8(next.add(cqe64::OP_OWN)) } ^ P) {
+                return self.lone_req(cqe, &mut out[0]);
+            }
+        }
         // SAFETY: as in `run_short`.
         let qp = unsafe { &*self.hot_qp };
         // `alive` as in `process` (`SeqCst`, see `CqShared::polling`); no purge pending; a
@@ -237,6 +246,15 @@ impl<D: Owners> Mlx5Cq<D> {
             qp.sq.done.retire(sci, k as u32);
         }
         k
+    }
+
+    /// A lone requester CQE: [`Self::process_req`] after the load barrier (the caller made
+    /// the owner-bit load); 1 when it took the CQE. Out of line: the run's loop keeps its
+    /// registers.
+    #[inline(never)]
+    fn lone_req(&self, cqe: *const u8, out: &mut Completion) -> usize {
+        from_device_load_barrier();
+        usize::from(self.process_req(cqe, out))
     }
 
     /// [`avail_at`] for the hot QP, out of line: the short way's rare re-reads of the
