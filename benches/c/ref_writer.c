@@ -219,6 +219,19 @@ __attribute__((noinline)) unsigned cg_round16(struct cq2 *cq, struct wc *out)
 	return poll_batch(cq, out, 16);
 }
 
+/* A new CQ for the cq2 pollers: CQE_CNT 64-byte CQEs (every op_own 0xf0, the rest zero), its
+ * dbrec and the queues' wr_id arrays (zero). */
+static void cq2_new(struct cq2 *cq)
+{
+	memset(cq, 0, sizeof(*cq));
+	cq->buf = aligned_alloc(4096, CQE_CNT * 64);
+	cq->dbrec = aligned_alloc(64, 64);
+	cq->sq_wrid = calloc(SQ_WQE_CNT, 8);
+	cq->rq_wrid = calloc(RQ_WQE_CNT, 8);
+	for (unsigned i = 0; i < CQE_CNT; i++)
+		memset(cq->buf + i * 64, 0, 63), cq->buf[i * 64 + 63] = 0xf0;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -297,23 +310,15 @@ int main(int argc, char **argv)
 		}
 		printf("polled %u\n", cg_poll16(&cq, n, out));
 	} else if (!strcmp(kind, "poll0")) {
-		struct cq2 cq = {0};
+		struct cq2 cq;
 		struct wc out[16];
-		cq.buf = aligned_alloc(4096, CQE_CNT * 64);
-		cq.dbrec = aligned_alloc(64, 64);
-		for (unsigned i = 0; i < CQE_CNT; i++) /* a new CQ: every op_own 0xf0 */
-			memset(cq.buf + i * 64, 0, 63), cq.buf[i * 64 + 63] = 0xf0;
+		cq2_new(&cq);
 		printf("polled %u\n", cg_poll0(&cq, n, out));
 	} else if (!strcmp(kind, "lone16")) {
-		struct cq2 cq = {0};
+		struct cq2 cq;
 		struct wc out[16];
 		unsigned got = 0;
-		cq.buf = aligned_alloc(4096, CQE_CNT * 64);
-		cq.dbrec = aligned_alloc(64, 64);
-		cq.sq_wrid = calloc(SQ_WQE_CNT, 8);
-		cq.rq_wrid = calloc(RQ_WQE_CNT, 8);
-		for (unsigned i = 0; i < CQE_CNT; i++) /* a new CQ: every op_own 0xf0 */
-			memset(cq.buf + i * 64, 0, 63), cq.buf[i * 64 + 63] = 0xf0;
+		cq2_new(&cq);
 		for (unsigned i = 0; i < n; i++) {
 			struct mlx5_cqe64 *c = (void *)(cq.buf + i * 64);
 			c->sop_drop_qpn = htobe32(0x0a004242);
@@ -323,14 +328,10 @@ int main(int argc, char **argv)
 		}
 		printf("polled %u\n", got);
 	} else if (!strcmp(kind, "poll1") || !strcmp(kind, "recv16") || !strcmp(kind, "mixed16")) {
-		struct cq2 cq = {0};
+		struct cq2 cq;
 		struct wc out[16];
 		unsigned got = 0;
-		cq.buf = aligned_alloc(4096, CQE_CNT * 64);
-		cq.dbrec = aligned_alloc(64, 64);
-		cq.sq_wrid = calloc(SQ_WQE_CNT, 8);
-		cq.rq_wrid = calloc(RQ_WQE_CNT, 8);
-		memset(cq.buf, 0, CQE_CNT * 64);
+		cq2_new(&cq);
 		for (unsigned i = 0; i < CQE_CNT; i++) {
 			struct mlx5_cqe64 *c = (void *)(cq.buf + i * 64);
 			int req = !strcmp(kind, "poll1") || (!strcmp(kind, "mixed16") && i % 2 == 0);
