@@ -541,6 +541,56 @@ fn a_lone_cqe_in_a_poll_of_many_slots() {
     assert_eq!(qp.sq().free_slots(), 16);
 }
 
+/// `Completion` is 8-aligned: a caller's buffer at 8 mod 16 takes every path's stores (the
+/// short way's 16-byte stores are unaligned ones), nothing written beside it.
+#[test]
+fn completions_land_in_a_buffer_aligned_to_8_only() {
+    let (mut cq, mut d) = cq(64, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x76, None);
+    #[repr(C, align(16))]
+    struct Buf([u64; 8 * 18 + 1]);
+    let mut buf = Buf([0x5a5a_5a5a_5a5a_5a5a; 8 * 18 + 1]);
+    let base = buf.0.as_mut_ptr();
+    // SAFETY: 16 `Completion`s (64 bytes each, 8-aligned) inside `buf`, from its 9th word
+    // (8 mod 16), with a guard of 8 words before and after; `buf` outlives `out`, and
+    // `Completion` is plain data for which the `EMPTY` writes below make valid values.
+    let out = unsafe {
+        let p = base.add(9).cast::<Completion>();
+        assert_eq!(p as usize % 16, 8);
+        for i in 0..16 {
+            p.add(i).write(Completion::EMPTY);
+        }
+        std::slice::from_raw_parts_mut(p, 16)
+    };
+    let mut id = 0u64;
+    // First a poll that makes the QP hot, then runs of 16, 5 and 1 (the send-only run, its
+    // end at a drained queue, the lone CQE).
+    for batch in [1u16, 16, 5, 1] {
+        for _ in 0..batch {
+            qp.sq().post(SendWr::send(id + 1, &SGE).signaled()).unwrap();
+            d.push(&Cqe::req(0x76, id as u16, 0x0a, 0));
+            id += 1;
+        }
+        qp.sq().ring();
+        let n = cq.poll(out);
+        assert_eq!(n, usize::from(batch));
+        for (k, c) in out[..n].iter().enumerate() {
+            let want = id - u64::from(batch) + k as u64 + 1;
+            assert_eq!(
+                (c.wr_id, c.qp_num, c.opcode, c.status, c.covered, c.flags),
+                (want, 0x76, WcOpcode::Send, WcStatus::Success, 0, WcFlags(0)),
+                "{c:?}"
+            );
+        }
+    }
+    let words = &buf.0;
+    assert!(words[..9].iter().all(|&w| w == 0x5a5a_5a5a_5a5a_5a5a));
+    assert!(words[9 + 8 * 16..]
+        .iter()
+        .all(|&w| w == 0x5a5a_5a5a_5a5a_5a5a));
+    assert_eq!(cq.bogus_cqes(), 0);
+}
+
 #[test]
 fn a_cqe_naming_a_wqe_not_outstanding_is_dropped() {
     let (mut cq, mut d) = cq(16, 64);

@@ -40,17 +40,21 @@ const NBB: [u8; 256] = {
     t
 };
 
-/// [`NBB`] as `u32`, with `u32::MAX` for a ds of 0 (no valid WQE): `nbb > avail` then
+/// [`NBB`] as `u32`, with [`NO_WQE`] for a ds of 0 (no valid WQE): `nbb > avail` then
 /// fails the size check whatever `avail` is.
 pub(super) const NBB32: [u32; 256] = {
     let mut t = [0u32; 256];
     let mut i = 0;
     while i < 256 {
-        t[i] = if NBB[i] == 0 { u32::MAX } else { NBB[i] as u32 };
+        t[i] = if NBB[i] == 0 { NO_WQE } else { NBB[i] as u32 };
         i += 1;
     }
     t
 };
+
+/// [`NBB32`] of a ds of 0: above any count of published WQEBBs (at most 0xffff, see
+/// [`avail_at`]), as a `u32` and as an `i32`, so both forms of the size check fail it.
+pub(super) const NO_WQE: u32 = 0x4000_0000;
 
 /// The lowest send WQE opcode whose successful completion has a byte length (RDMA READ;
 /// the atomics follow it): below it `byte_len` is 0.

@@ -48,7 +48,8 @@ static_assertions::const_assert_eq!(core::mem::offset_of!(Completion, wr_id), 0)
 /// `covered_from` through `flags` and the padding.
 ///
 /// # Safety
-/// `slot` points to a whole, writable `Completion`.
+/// `slot` points to a whole, writable `Completion` (8-aligned: the 16-byte stores are
+/// unaligned ones).
 #[inline(always)]
 unsafe fn put_req(slot: *mut Completion, wr_id: u64, len_qpn: u64, opst: OpStatus) {
     let p = slot as *mut u8;
@@ -62,7 +63,7 @@ unsafe fn put_req(slot: *mut Completion, wr_id: u64, len_qpn: u64, opst: OpStatu
             .write(len_qpn);
         p.add(core::mem::offset_of!(Completion, opcode))
             .cast::<OpStatus>()
-            .write(opst);
+            .write_unaligned(opst);
         p.add(TAIL).cast::<[u128; 2]>().write_unaligned([0; 2]);
     }
 }
@@ -149,12 +150,11 @@ impl<D: Owners> Mlx5Cq<D> {
         macro_rules! send_cqe {
             ($wc:expr, $lq:expr, $opst:expr) => {{
                 // The WQE named must be the oldest outstanding one.
-                let wc: u16 = $wc;
-                if wc != sci as u16 {
+                if $wc != sci as u16 {
                     break;
                 }
-                // (`wc` is `sci`'s low 16 bits; the ring has at most 32768 WQEBBs.)
-                let slot = (u32::from(wc) & sq_mask) as usize;
+                // (The counter is `sci`'s low 16 bits; the ring has at most 32768 WQEBBs.)
+                let slot = (sci & sq_mask) as usize;
                 // The WQE's size from its ctrl segment (our own ring, unchanged while the
                 // WQE is outstanding; `avail > 0` here); a ds of 0 fails the check below.
                 // SAFETY: `slot` is a WQEBB of the SQ ring; ctrl byte 7 is inside it.
@@ -162,32 +162,50 @@ impl<D: Owners> Mlx5Cq<D> {
                     core::ptr::read_volatile(buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS))
                 };
                 let nbb = self.nbb[ds as usize];
-                // The whole WQE must be below the published producer position.
-                if nbb > avail {
+                // The whole WQE below the published producer position and more published
+                // after it: one compare (`avail` is at most 0xffff and `nbb` at most 16 or
+                // `NO_WQE`, all positive as `i32`).
+                if avail as i32 > nbb as i32 {
+                    // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`);
+                    // `wrid` has `sq_mask + 1` entries and `slot` is masked.
+                    unsafe {
+                        put_req(
+                            out_end.wrapping_offset(off).cast(),
+                            (*wrid.add(slot)).load(Ordering::Relaxed),
+                            $lq,
+                            $opst,
+                        )
+                    };
+                    sci = sci.wrapping_add(nbb);
+                    avail -= nbb;
+                } else {
+                    cold_path();
+                    // Past the published position as last read, or the last WQE published:
+                    // look at the position again (the poster's only grows).
                     avail = self.reread_avail(sci);
                     if nbb > avail {
                         break;
                     }
-                }
-                // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`);
-                // `wrid` has `sq_mask + 1` entries and `slot` is masked.
-                unsafe {
-                    put_req(
-                        out_end.wrapping_offset(off).cast(),
-                        (*wrid.add(slot)).load(Ordering::Relaxed),
-                        $lq,
-                        $opst,
-                    )
-                };
-                sci = sci.wrapping_add(nbb);
-                avail -= nbb;
-                // Nothing more known outstanding: look at the published position again
-                // before the next CQE may read the ring.
-                if avail == 0 {
-                    avail = self.reread_avail(sci);
+                    // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`);
+                    // `wrid` has `sq_mask + 1` entries and `slot` is masked.
+                    unsafe {
+                        put_req(
+                            out_end.wrapping_offset(off).cast(),
+                            (*wrid.add(slot)).load(Ordering::Relaxed),
+                            $lq,
+                            $opst,
+                        )
+                    };
+                    sci = sci.wrapping_add(nbb);
+                    avail -= nbb;
+                    // Nothing more known outstanding: look at the published position again
+                    // before the next CQE may read the ring.
                     if avail == 0 {
-                        off += C as isize;
-                        break;
+                        avail = self.reread_avail(sci);
+                        if avail == 0 {
+                            off += C as isize;
+                            break;
+                        }
                     }
                 }
                 off += C as isize;
@@ -202,16 +220,15 @@ impl<D: Owners> Mlx5Cq<D> {
             }
             // Orders the owner-bit load above before the loads of the CQE body below.
             from_device_load_barrier();
-            // Bytes 56..63 in one load: sop and qpn (`word`), then wqe_counter (big-endian),
-            // signature, op_own.
-            // SAFETY: 8-aligned 8 bytes of the CQE (CQEs are 64-byte aligned).
-            let q = u64::from_le(unsafe {
-                core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u64)
+            // Bytes 56..59: sop (the WQE opcode) and the qpn, as a little-endian u32.
+            // SAFETY: a 4-aligned word of the CQE (CQEs are 64-byte aligned).
+            let word = u32::from_le(unsafe {
+                core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
             });
-            let word = q as u32;
-            // (`q` is decoded little-endian: the big-endian counter is its bytes 4..5 swapped.)
-            let wc = ((q >> 32) as u16).swap_bytes();
-            static_assertions::const_assert_eq!(cqe64::WQE_COUNTER, cqe64::SOP_DROP_QPN + 4);
+            // SAFETY: the 2-aligned wqe_counter field of the CQE.
+            let wc = u16::from_be(unsafe {
+                core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16)
+            });
             if word != want {
                 // Not the common case (once per opcode change): its values stay out of the
                 // loop's registers.
