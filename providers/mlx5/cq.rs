@@ -415,8 +415,10 @@ impl<D: Owners> Mlx5Cq<D> {
                 }
             } else if self.hot_qpn != u32::MAX {
                 // The sides the run needs, by the first two CQEs (a stream of one kind, or
-                // a mixed one: both sides at once).
-                let (sq, rq) = if out.len() == 1 || first + 1 == cnt {
+                // a mixed one: both sides at once). A requester CQE first: the send-only
+                // run looks at the next CQE itself (it hands a lone CQE to the one-slot way,
+                // and a mixed stream to the two-sided run).
+                let (sq, rq) = if plain_req || out.len() == 1 || first + 1 == cnt {
                     (plain_req, plain_resp)
                 } else {
                     // SAFETY: byte 63 of the next CQE of this CQ (not past the ring's end).

@@ -67,7 +67,7 @@ const QPN_MATCH_MASK: u32 = 0xffff_ff00;
 /// `op_own` bits a short-way CQE is checked on: opcode, scatter bits, owner (not SE).
 pub(super) const PLAIN_MASK: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK;
 /// `op_own` of a plain incoming SEND with owner bit 0 (the receive short way).
-const RESP_PLAIN: u8 = MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT;
+pub(super) const RESP_PLAIN: u8 = MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT;
 
 /// `byte_len` and `qp_num` of a [`Completion`] as the one 8-byte word they share in memory
 /// (adjacent fields, the pair 8-aligned), for [`put_ok`].
@@ -360,7 +360,7 @@ impl<D: Owners> Mlx5Cq<D> {
 
     /// [`Self::run_short`] out of line: the loop's own register allocation.
     #[inline(never)]
-    fn run_short_call<const SQ: bool, const RQ: bool, const BIG: bool, const P: u8>(
+    pub(super) fn run_short_call<const SQ: bool, const RQ: bool, const BIG: bool, const P: u8>(
         &self,
         ci: u32,
         cqe: *const u8,

@@ -4,7 +4,7 @@
 //! CQ remembers CQE bytes 56..59 (opcode and qpn) of the last CQE it took (`hot_want`): a
 //! CQE with the same word is one compare; a completion is four stores (`put_req`).
 
-use super::hot::{avail_at, len_qpn, PLAIN_MASK, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
+use super::hot::{avail_at, len_qpn, PLAIN_MASK, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN, RESP_PLAIN};
 use super::*;
 
 /// `opcode` and `status` of a [`Completion`] side by side (they are, 16-aligned), so a
@@ -88,13 +88,18 @@ impl<D: Owners> Mlx5Cq<D> {
         cqe: *const u8,
         out: &mut [Completion],
     ) -> usize {
-        // A lone CQE (the next slot, before the ring's end, not written yet: completions
-        // trickling in) takes the single-CQE short way: cheaper than setting up the run.
+        // The next CQE (before the ring's end): not written yet (completions trickling in),
+        // this one takes the single-CQE short way, cheaper than setting up the run; a plain
+        // receive, the stream is a mixed one: the two-sided run.
         if (ci.wrapping_add(1) & (self.dv.cqe_cnt - 1)) != 0 {
             let next = cqe.wrapping_add(if BIG { 128 } else { 64 });
             // SAFETY: byte 63 of the next CQE of this CQ (not past the ring's end).
-            if !owned(unsafe { mmio::read8(next.add(cqe64::OP_OWN)) } ^ P) {
+            let x = unsafe { mmio::read8(next.add(cqe64::OP_OWN)) } ^ P;
+            if !owned(x) {
                 return self.lone_req(cqe, &mut out[0]);
+            }
+            if (x ^ RESP_PLAIN) & PLAIN_MASK == 0 {
+                return self.run_short_call::<true, true, BIG, P>(ci, cqe, out);
             }
         }
         // SAFETY: as in `run_short`.
