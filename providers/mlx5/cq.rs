@@ -16,8 +16,10 @@
 //! the QPs registered with it (scanned linearly, last hit cached). Per QP:
 //!
 //! - requester CQEs (REQ, REQ_ERR): `wqe_counter` is the first WQEBB of the WQE that
-//!   completed; walking the ctrl segments (`ds`) from the oldest outstanding WQE to it counts
-//!   the earlier unsignaled WRs the completion covers (`covered`, oldest `covered_from`). A
+//!   completed; its wr_id and size (WQEBBs) are the ones the poster recorded in the QP's
+//!   `SqShared::wqes` before it rang (never the ring, which the device reads). Stepping by
+//!   the recorded sizes from the oldest outstanding WQE to it counts the earlier unsignaled
+//!   WRs the completion covers (`covered`, oldest `covered_from`). A
 //!   flush or error CQE retires exactly the WQE it names and the covered ones before it. The
 //!   poller publishes the retired WQEBB position and the retired request count
 //!   (`SqDone`), which the poster reads for room and for `max_send_wr`.
@@ -81,7 +83,7 @@
 //! Per CQE: one test of `op_own` against the expected owner parity (opcode, no scatter bits),
 //! the load barrier, then one 8-byte load of CQE bytes 56..63 compared with the QP number and
 //! the expected `wqe_counter` (a receive: bytes 56..59, the QP number). A send WQE's size
-//! comes from our own ring, checked against the producer position the poster published in
+//! comes from the poster's record, checked against the producer position the poster published in
 //! the QP's doorbell record (re-read only when a WQE seems past it); a receive against the
 //! RQ head the poster published. The queues' positions sit in registers (`Hot`, each side
 //! taken once per poll at its first CQE, when the QP has no purge pending and is alive) and
@@ -263,10 +265,6 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     clock: Option<Box<super::ts::CqClock>>,
     /// Keeps the CQ memory alive; every QP registered with this CQ holds it too.
     pub(crate) owner: Arc<D::Cq>,
-    /// [`hot::NBB32`], copied here: addressed from `self`, which the send-only run keeps in
-    /// a register, a lookup is one load (a static table takes an address computation first
-    /// in position-independent x86_64 code).
-    nbb: [u32; 256],
 }
 
 // SAFETY: `cqe0` points into the CQ memory `owner` keeps alive (like `dv`, which is `Send`);
@@ -338,7 +336,6 @@ impl<D: Owners> Mlx5Cq<D> {
             bogus: 0,
             clock: None,
             owner: Arc::new(owner),
-            nbb: hot::NBB32,
         })
     }
 

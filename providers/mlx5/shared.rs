@@ -19,8 +19,6 @@ use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use super::dv::DvCq;
-use crate::wire::offset::ctrl;
-use crate::wire::{MLX5_SEND_WQE_BB, MLX5_WQE_CTRL_DS_MASK};
 
 /// True when position `a` comes before `b` (free-running `u32` counters).
 #[inline(always)]
@@ -110,20 +108,35 @@ impl CqShared {
     }
 }
 
+/// [`SqEntry::nbb`] of a WQEBB where no WQE started yet: above any count of published
+/// WQEBBs (at most 0xffff), as a `u32` and as an `i32`, so the poller's size checks fail it.
+pub(crate) const NO_WQE: u32 = 0x4000_0000;
+
+/// What the poster records for the WQE starting at a WQEBB, before it rings: its wr_id and
+/// its size. 16 bytes, so one scaled index addresses both (and the WQE: 4 times that).
+#[repr(C, align(16))]
+pub(crate) struct SqEntry {
+    pub wr_id: AtomicU64,
+    /// WQEBBs of the WQE (its ctrl segment's `ds` rounded up to 64 bytes).
+    pub nbb: AtomicU32,
+    _pad: u32,
+}
+static_assertions::const_assert_eq!(core::mem::size_of::<SqEntry>(), 16);
+
 /// Send-queue tracking, indexed by the first WQEBB of each WQE (`position & mask`).
 ///
-/// The poster writes `wrid[i]` for the WQE starting at WQEBB `i` before it rings; the poller
-/// reads it for the WQE a requester CQE names (`wqe_counter`). Everything else the poller
-/// needs is in the SQ ring itself, which the poster does not touch while a WQE is outstanding:
-/// a WQE's size (ctrl byte 7, `ds`) gives the retired position, and walking the ctrl segments
-/// from the oldest outstanding WQE to the one named counts the unsignaled requests it covers
-/// ([`QpShared::wqes_between`]). The producer position the poller checks a `wqe_counter`
-/// against is the one the poster published in the doorbell record.
+/// The poster records `wqes[i]` (wr_id and size) for the WQE starting at WQEBB `i` before it
+/// rings; the poller reads it for the WQE a requester CQE names (`wqe_counter`). The poster
+/// does not touch an entry or the ring while its WQE is outstanding: the size gives the
+/// retired position, and stepping by the sizes from the oldest outstanding WQE to the one
+/// named counts the unsignaled requests it covers ([`QpShared::wqes_between`]). The producer
+/// position the poller checks a `wqe_counter` against is the one the poster published in the
+/// doorbell record.
 // `repr(C)`: `done` (poller-written) stays after the fields the poster reads.
 #[repr(C)]
 pub(crate) struct SqShared {
-    /// wr_id of the WQE starting at each WQEBB.
-    pub wrid: Box<[AtomicU64]>,
+    /// The WQE starting at each WQEBB.
+    pub wqes: Box<[SqEntry]>,
     /// `wqe_cnt - 1`.
     pub mask: u32,
     /// Consumer side, written by the poller only, on one cache line (the poster reads both
@@ -154,16 +167,28 @@ impl SqDone {
 }
 
 impl SqShared {
+    /// The entry of the WQE starting at WQEBB position `pos`.
+    #[inline(always)]
+    pub fn at(&self, pos: u32) -> &SqEntry {
+        // SAFETY: `wqes` has `mask + 1` entries and the index is masked.
+        unsafe { self.wqes.get_unchecked((pos & self.mask) as usize) }
+    }
+
     /// wr_id of the WQE starting at WQEBB position `pos`.
     #[inline(always)]
     pub fn wrid_at(&self, pos: u32) -> u64 {
-        // SAFETY: `wrid` has `mask + 1` entries and the index is masked.
-        unsafe { self.wrid.get_unchecked((pos & self.mask) as usize) }.load(Ordering::Relaxed)
+        self.at(pos).wr_id.load(Ordering::Relaxed)
     }
 
     pub fn new(wqe_cnt: u32) -> SqShared {
         SqShared {
-            wrid: (0..wqe_cnt).map(|_| AtomicU64::new(0)).collect(),
+            wqes: (0..wqe_cnt)
+                .map(|_| SqEntry {
+                    wr_id: AtomicU64::new(0),
+                    nbb: AtomicU32::new(NO_WQE),
+                    _pad: 0,
+                })
+                .collect(),
             mask: wqe_cnt - 1,
             done: CachePadded::new(SqDone {
                 ci: AtomicU32::new(0),
@@ -312,20 +337,15 @@ pub(crate) struct QpShared {
 }
 
 impl QpShared {
-    /// WQEBBs of the WQE starting at position `pos`, from its ctrl segment's `ds` (at least
-    /// 1). Only for a written WQE the poster does not touch meanwhile: a staged or outstanding
-    /// one.
+    /// WQEBBs of the WQE starting at position `pos`, as the poster recorded it ([`NO_WQE`]
+    /// where none started yet). Only for a WQE the poster does not touch meanwhile: a staged
+    /// or outstanding one.
     #[inline(always)]
     pub fn nbb_at(&self, pos: u32) -> u32 {
-        let off = (pos & self.sq.mask) as usize * MLX5_SEND_WQE_BB + ctrl::DS;
-        // SAFETY: `off` is inside the SQ ring (`sq_bytes = (mask + 1) * 64`), which the QP's
-        // owner keeps alive as long as this QpShared is used for it.
-        let ds =
-            unsafe { core::ptr::read_volatile(self.sq_buf.add(off)) } & MLX5_WQE_CTRL_DS_MASK as u8;
-        u32::from(ds).div_ceil(4).max(1)
+        self.sq.at(pos).nbb.load(Ordering::Relaxed)
     }
 
-    /// How many WQEs start in `[from, to)`, walking the ctrl segments (all written, see
+    /// How many WQEs start in `[from, to)`, stepping by their recorded sizes (see
     /// [`Self::nbb_at`]); `None` when `to` is not the start of a WQE.
     #[inline]
     pub fn wqes_between(&self, from: u32, to: u32) -> Option<u32> {

@@ -9,9 +9,10 @@
 //! - `rung_pi` (poster): `pi` at the last doorbell; nothing is staged when equal.
 //! - `limit` (poster): the posting budget, see below; `pi <= limit <= ci + wqe_cnt`.
 //!
-//! The poller finds a WQE's wr_id in `SqShared::wrid[first WQEBB]` and its size in its own
-//! ctrl segment (`ds`), and counts the unsignaled WQEs a completion covers by walking the ctrl
-//! segments from `ci`; there is no per-WQE sequence number to maintain at post time.
+//! The poster records each WQE's wr_id and size (WQEBBs) in `SqShared::wqes[first WQEBB]`
+//! (one 16-byte entry) before it rings; the poller reads both there, and counts the
+//! unsignaled WQEs a completion covers by stepping through the recorded sizes from `ci`;
+//! there is no per-WQE sequence number to maintain at post time.
 //!
 //! ## Posting budget (one check per post)
 //!
@@ -60,7 +61,8 @@
 //! inline cap at once.
 //! The ctrl segment's first 8 bytes are a per-QP template by (opcode, ds) ORed with
 //! `be32(wqe_idx << 8)`; the rest is fixed per QP (`ctrl_fm`) or comes from the request.
-//! The wr_id array's offset (`pi << 3 & mask8`) times 8 is the WQE's offset in the ring.
+//! `pi << 3 & mask8` addresses both the WQE (times 8: 64-byte WQEBBs) and its entry in
+//! `SqShared::wqes` (times 2: 16-byte entries).
 //! Everything else, and the post that finds the budget empty (it refills, then writes the fast
 //! way), takes the out-of-line path; [`Mlx5Sq::post_general`] checks and writes every request.
 //! Both produce the same bytes and accounting (tests/mlx5_sq.rs holds them equal).
@@ -77,11 +79,11 @@
 //! [`wc_flush`]; the half toggles (`bf_size` apart).
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::owners::Owners;
-use super::shared::{CqShared, QpShared, SqGates};
+use super::shared::{CqShared, QpShared, SqEntry, SqGates};
 use super::{DoorbellMode, Mlx5Device};
 use crate::barrier::{to_device_store_barrier, wc_flush, wc_start};
 use crate::mmio;
@@ -186,7 +188,8 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     buf: *mut u8,
     /// `wqe_cnt - 1`.
     mask: u32,
-    /// `mask << 3`: masks `pi << 3`, a WQE's offset in the wr_id array (see `fast_inline`).
+    /// `mask << 3`: masks `pi << 3`, an offset that scaled by 8 is the WQE's in the ring and
+    /// by 2 its entry's in `SqShared::wqes` (see `fast_inline`).
     mask8: u32,
     /// See the module doc.
     pi: u32,
@@ -211,8 +214,8 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     ctrl_fm: u64,
     /// First 8 bytes of the last WQE's ctrl segment: the 8-byte doorbell.
     last_ctrl: u64,
-    /// The `wrid` array of [`SqShared`], by first WQEBB (`shared` keeps it alive).
-    wrid: *const AtomicU64,
+    /// The `wqes` array of [`SqShared`], by first WQEBB (`shared` keeps it alive).
+    wqes: *const SqEntry,
     /// `dbrec[1]`, the send counter.
     dbrec_sq: *mut u32,
     /// The BlueFlame half the next doorbell goes to, and the XOR that flips to the other.
@@ -396,7 +399,7 @@ impl<D: Owners> Mlx5Sq<D> {
             ctrl_fast,
             ctrl_fm: 0,
             last_ctrl: 0,
-            wrid: shared.sq.wrid.as_ptr(),
+            wqes: shared.sq.wqes.as_ptr(),
             gates: &shared.gates,
             dbrec_sq: dv.dbrec.wrapping_add(MLX5_SND_DBR),
             bf_cur: bf_reg,
@@ -620,9 +623,11 @@ impl<D: Owners> Mlx5Sq<D> {
     #[inline(always)]
     fn record(&mut self, wr_id: u64, ctrl: u64, nbb: u32) {
         let i = (self.pi & self.mask) as usize;
-        // SAFETY: `wrid` points to `wqe_cnt` entries kept alive by `shared`; `i` is masked
+        // SAFETY: `wqes` points to `wqe_cnt` entries kept alive by `shared`; `i` is masked
         // with `wqe_cnt - 1`.
-        unsafe { (*self.wrid.add(i)).store(wr_id, Ordering::Relaxed) };
+        let e = unsafe { &*self.wqes.add(i) };
+        e.wr_id.store(wr_id, Ordering::Relaxed);
+        e.nbb.store(nbb, Ordering::Relaxed);
         self.last_ctrl = ctrl;
         self.pi = self.pi.wrapping_add(nbb);
     }
@@ -660,8 +665,9 @@ impl<D: Owners> Mlx5Sq<D> {
         let ctrl = self.ctrl_fast[remote.is_some() as usize * 2 + has_data as usize]
             | u64::from(((pi & MLX5_WQE_INDEX_MASK) << MLX5_WQE_CTRL_WQE_INDEX_SHIFT).to_be());
         let fm = u64::from(FM_CE_SE[(flags & 7) as usize]) << 24;
-        // The slot's offset in the wr_id array (8 bytes an entry); the WQE's in the ring is 8
-        // times that (64 bytes a WQEBB): one shift serves both addresses.
+        // The slot times 8: twice that is its entry's offset in `wqes` (16 bytes an entry), 8
+        // times that the WQE's in the ring (64 bytes a WQEBB). One shift serves both
+        // addresses (x86 scales an index by 2 or 8 for free).
         let slot8 = (pi << 3 & self.mask8) as usize;
         // SAFETY: the WQE is one WQEBB at `pi & mask` inside the SQ ring (64-aligned, the ring
         // is a multiple of 64), and it is free: the gate (`fast_open`) covered it.
@@ -689,10 +695,11 @@ impl<D: Owners> Mlx5Sq<D> {
                 core::ptr::write(seg.add(8) as *mut u64, 0);
                 copy_small(seg.add(4), data);
             }
-            // SAFETY: `wrid` points to `wqe_cnt` entries kept alive by `shared`; `slot8 / 8`
+            // SAFETY: `wqes` points to `wqe_cnt` entries kept alive by `shared`; `slot8 / 8`
             // is masked with `wqe_cnt - 1`.
-            (*((self.wrid as *const u8).add(slot8) as *const AtomicU64))
-                .store(wr_id, Ordering::Relaxed);
+            let e = &*((self.wqes as *const u8).add(slot8 * 2) as *const SqEntry);
+            e.wr_id.store(wr_id, Ordering::Relaxed);
+            e.nbb.store(1, Ordering::Relaxed);
         }
         self.last_ctrl = ctrl;
         self.pi = pi.wrapping_add(1);

@@ -4,7 +4,7 @@
 //! registers. Every other CQE is left to `process`.
 
 use super::*;
-use crate::providers::mlx5::shared::{RqShared, SqDone};
+use crate::providers::mlx5::shared::{RqShared, SqDone, SqEntry};
 use crate::wire::MLX5_CQE_RESP_SEND;
 use std::sync::atomic::AtomicU64;
 
@@ -27,34 +27,6 @@ pub(super) const REQ_LEN: [u32; 256] = {
     t[MLX5_OPCODE_ATOMIC_FA as usize] = 8;
     t
 };
-
-/// WQEBBs of a send WQE by its ctrl byte 7 (`ds`, low 6 bits, in 16-byte units): 0 for a
-/// ds of 0 (no valid WQE), which fails the short way's size check.
-const NBB: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = (((i as u32 & MLX5_WQE_CTRL_DS_MASK) + 3) >> 2) as u8;
-        i += 1;
-    }
-    t
-};
-
-/// [`NBB`] as `u32`, with [`NO_WQE`] for a ds of 0 (no valid WQE): `nbb > avail` then
-/// fails the size check whatever `avail` is.
-pub(super) const NBB32: [u32; 256] = {
-    let mut t = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = if NBB[i] == 0 { NO_WQE } else { NBB[i] as u32 };
-        i += 1;
-    }
-    t
-};
-
-/// [`NBB32`] of a ds of 0: above any count of published WQEBBs (at most 0xffff, see
-/// [`avail_at`]), as a `u32` and as an `i32`, so both forms of the size check fail it.
-pub(super) const NO_WQE: u32 = 0x4000_0000;
 
 /// The lowest send WQE opcode whose successful completion has a byte length (RDMA READ;
 /// the atomics follow it): below it `byte_len` is 0.
@@ -162,8 +134,7 @@ pub(super) struct Hot {
     /// The CQE that stopped the last `run_hot` was not software-owned (the CQ is drained).
     pub(super) idle: bool,
     // Send side.
-    wrid: *const AtomicU64,
-    buf: *const u8,
+    wqes: *const SqEntry,
     mask: u32,
     dbrec: *const u32,
     /// The queue's `SqDone`, alive while the QP is (checked when the side was taken).
@@ -232,8 +203,7 @@ impl Hot {
             sq: Side::Untried,
             rq: Side::Untried,
             idle: false,
-            wrid: core::ptr::null(),
-            buf: core::ptr::null(),
+            wqes: core::ptr::null(),
             mask: 0,
             dbrec: core::ptr::null(),
             done: core::ptr::null(),
@@ -266,8 +236,7 @@ impl Hot {
             return;
         }
         let ci = qp.sq.done.ci.load(Ordering::Relaxed);
-        self.wrid = qp.sq.wrid.as_ptr();
-        self.buf = qp.sq_buf;
+        self.wqes = qp.sq.wqes.as_ptr();
         self.mask = qp.sq.mask;
         self.dbrec = qp.dbrec;
         self.done = &*qp.sq.done;
@@ -437,7 +406,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let m = out.len().min((cnt - (ci & (cnt - 1))) as usize);
         let qpn = self.hot_qpn;
         let tag = qpn.to_be();
-        let (wrid, buf, sq_mask) = (sq.wrid.as_ptr(), qp.sq_buf, sq.mask);
+        let (wqes, sq_mask) = (sq.wqes.as_ptr(), sq.mask);
         let (rwrid, rmask) = if RQ {
             // SAFETY: as above.
             let r = unsafe { &*rq };
@@ -488,14 +457,11 @@ impl<D: Owners> Mlx5Cq<D> {
                         }
                         // (`wc` is `sci`'s low 16 bits; the ring has at most 32768 WQEBBs.)
                         let slot = (u32::from(u16::from_be(wc)) & sq_mask) as usize;
-                        // The WQE's size from its ctrl segment (our own ring, unchanged while
-                        // the WQE is outstanding; `avail > 0` here); a ds of 0 fails the
-                        // check below.
-                        // SAFETY: `slot` is a WQEBB of the SQ ring; ctrl byte 7 is inside it.
-                        let ds = unsafe {
-                            core::ptr::read_volatile(buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS))
-                        };
-                        let nbb = self.nbb[ds as usize];
+                        // The WQE's entry: its size as the poster recorded it (`avail > 0`
+                        // here) and its wr_id.
+                        // SAFETY: `wqes` has `sq_mask + 1` entries; `slot` is masked.
+                        let e = unsafe { &*wqes.add(slot) };
+                        let nbb = e.nbb.load(Ordering::Relaxed);
                         // The whole WQE must be below the published producer position.
                         if nbb > avail {
                             avail = avail_at(self.hot_dbrec(), sci);
@@ -505,8 +471,7 @@ impl<D: Owners> Mlx5Cq<D> {
                         }
                         put_ok(
                             slot_out,
-                            // SAFETY: `wrid` has `sq_mask + 1` entries; `slot` is masked.
-                            unsafe { &*wrid.add(slot) }.load(Ordering::Relaxed),
+                            e.wr_id.load(Ordering::Relaxed),
                             REQ_OPCODE[w],
                             len_qpn($byte_len, qpn),
                         );
@@ -646,7 +611,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // parity).
         let (req_own, resp_own) = (parity, RESP_PLAIN | parity);
         let (tag, qpn) = (h.tag, h.qpn);
-        let (wrid, buf, sq_mask) = (h.wrid, h.buf, h.mask);
+        let (wqes, sq_mask) = (h.wqes, h.mask);
         let (rwrid, rmask) = (h.rwrid, h.rmask);
         let (mut sci, mut avail) = (h.sci, h.avail);
         let (mut tail, mut ravail) = (h.tail, h.ravail);
@@ -677,13 +642,10 @@ impl<D: Owners> Mlx5Cq<D> {
                     }
                 }
                 let slot = (sci & sq_mask) as usize;
-                // The WQE's size from its ctrl segment (our own ring, unchanged while the
-                // WQE is outstanding); a ds of 0 gives 0 and fails the check below.
-                // SAFETY: `slot` is a WQEBB of the SQ ring; ctrl byte 7 is inside it.
-                let ds = unsafe {
-                    core::ptr::read_volatile(buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS))
-                };
-                let nbb = u32::from(NBB[ds as usize]);
+                // The WQE's entry: its size as the poster recorded it and its wr_id.
+                // SAFETY: `wqes` has `sq_mask + 1` entries; `slot` is masked.
+                let e = unsafe { &*wqes.add(slot) };
+                let nbb = e.nbb.load(Ordering::Relaxed);
                 // The whole WQE must be below the published producer position.
                 if nbb.wrapping_sub(1) >= avail {
                     avail = read_avail(h.dbrec, sci);
@@ -699,8 +661,7 @@ impl<D: Owners> Mlx5Cq<D> {
                     REQ_LEN[op as usize]
                 };
                 *slot_out = Completion {
-                    // SAFETY: `wrid` has `sq_mask + 1` entries; `slot` is masked.
-                    wr_id: unsafe { &*wrid.add(slot) }.load(Ordering::Relaxed),
+                    wr_id: e.wr_id.load(Ordering::Relaxed),
                     status: WcStatus::Success,
                     opcode: REQ_OPCODE[op as usize],
                     byte_len,

@@ -136,14 +136,11 @@ impl<D: Owners> Mlx5Cq<D> {
         if posted == 0 {
             return false;
         }
-        // The WQE's size from its ctrl segment (see `QpShared::nbb_at`); a ds of 0 (no valid
-        // WQE) fails the check below and goes to `process`.
+        // The WQE's size as the poster recorded it (see `QpShared::nbb_at`).
         let slot = (ci & sq.mask) as usize;
-        // SAFETY: `slot` is a WQEBB of the SQ ring; the WQE at `ci` is outstanding (checked
-        // above).
-        let ds =
-            unsafe { core::ptr::read_volatile(qp.sq_buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS)) };
-        let nbb = self.nbb[ds as usize];
+        // SAFETY: `wqes` has `mask + 1` entries; `slot` is masked.
+        let e = unsafe { sq.wqes.get_unchecked(slot) };
+        let nbb = e.nbb.load(Ordering::Relaxed);
         // The whole WQE must be below the published producer position.
         if nbb > posted {
             return false;
@@ -159,8 +156,7 @@ impl<D: Owners> Mlx5Cq<D> {
             REQ_LEN[w]
         };
         *out = Completion {
-            // SAFETY: `wrid` has `mask + 1` entries; `slot` is masked.
-            wr_id: unsafe { sq.wrid.get_unchecked(slot) }.load(Ordering::Relaxed),
+            wr_id: e.wr_id.load(Ordering::Relaxed),
             status: WcStatus::Success,
             opcode: REQ_OPCODE[w],
             byte_len,

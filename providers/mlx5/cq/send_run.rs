@@ -104,12 +104,9 @@ impl<D: Owners> Mlx5Cq<D> {
         }
         // SAFETY: as in `run_short`.
         let qp = unsafe { &*self.hot_qp };
-        // `alive` as in `process` (`SeqCst`, see `CqShared::polling`); no purge pending; a
-        // ring.
-        if !qp.alive.load(Ordering::SeqCst)
-            || qp.purge_send.load(Ordering::Relaxed) != 0
-            || qp.sq_buf.is_null()
-        {
+        // `alive` as in `process` (`SeqCst`, see `CqShared::polling`); no purge pending. (The
+        // run reads the QP's entries, never its ring.)
+        if !qp.alive.load(Ordering::SeqCst) || qp.purge_send.load(Ordering::Relaxed) != 0 {
             return 0;
         }
         let sq = &qp.sq;
@@ -136,20 +133,23 @@ impl<D: Owners> Mlx5Cq<D> {
         let qpn = self.hot_qpn;
         let tag = qpn.to_be();
         let lq = len_qpn(0, qpn);
-        let (wrid, buf, sq_mask) = (sq.wrid.as_ptr(), qp.sq_buf, sq.mask);
+        let (wqes, sq_mask) = (sq.wqes.as_ptr(), sq.mask);
         // `off` counts the bytes of `out` still to fill, negated: the completion is at
         // `out_end + off`, the CQE at `cqe_end + (off << scale)`. One induction variable for
         // both, which reaches 0 at the end.
         let out_end = out.as_mut_ptr().wrapping_add(m) as *mut u8;
         let cqe_end = cqe.wrapping_add((m * C) << scale(BIG));
         let mut off = -((m * C) as isize);
+        // The loop below takes a first CQE before it tests `off`: the caller's `out` is not
+        // empty and `ci`'s slot is before the ring's end.
+        debug_assert!(m > 0);
         // CQE bytes 56..59 (little-endian u32: sop = the WQE opcode, then the qpn) of the
         // opcode the run is at, and that opcode's `opcode` and `status`: a CQE equal to
         // `want` needs one compare. Another opcode of the hot QP without a byte length
         // (SEND / WRITE and their IMM forms) becomes the run's; READ and atomics (a byte
         // length each) are taken one by one; another QP stops the run.
         let mut want = self.hot_want.get();
-        let mut opst = REQ_OK[(want ^ tag) as u8 as usize];
+        let mut opst = REQ_OK[want as u8 as usize];
         // The rest of a requester CQE completing with `lq` (`byte_len` and `qp_num`) and
         // `opst`: the checks against the send queue, the completion, the positions.
         macro_rules! send_cqe {
@@ -159,28 +159,21 @@ impl<D: Owners> Mlx5Cq<D> {
                     break;
                 }
                 // (The counter is `sci`'s low 16 bits; the ring has at most 32768 WQEBBs.)
-                let slot = (sci & sq_mask) as usize;
-                // The WQE's size from its ctrl segment (our own ring, unchanged while the
-                // WQE is outstanding; `avail > 0` here); a ds of 0 fails the check below.
-                // SAFETY: `slot` is a WQEBB of the SQ ring; ctrl byte 7 is inside it.
-                let ds = unsafe {
-                    core::ptr::read_volatile(buf.add(slot * MLX5_SEND_WQE_BB + ctrl::DS))
-                };
-                let nbb = self.nbb[ds as usize];
+                let slot = (u32::from($wc) & sq_mask) as usize;
+                // The WQE's entry: its size as the poster recorded it (`avail > 0` here) and
+                // its wr_id.
+                // SAFETY: `wqes` has `sq_mask + 1` entries and `slot` is masked.
+                let e = unsafe { &*wqes.add(slot) };
+                let (nbb, wr_id) = (
+                    e.nbb.load(Ordering::Relaxed),
+                    e.wr_id.load(Ordering::Relaxed),
+                );
                 // The whole WQE below the published producer position and more published
                 // after it: one compare (`avail` is at most 0xffff and `nbb` at most 16 or
                 // `NO_WQE`, all positive as `i32`).
                 if avail as i32 > nbb as i32 {
-                    // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`);
-                    // `wrid` has `sq_mask + 1` entries and `slot` is masked.
-                    unsafe {
-                        put_req(
-                            out_end.wrapping_offset(off).cast(),
-                            (*wrid.add(slot)).load(Ordering::Relaxed),
-                            $lq,
-                            $opst,
-                        )
-                    };
+                    // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`).
+                    unsafe { put_req(out_end.wrapping_offset(off).cast(), wr_id, $lq, $opst) };
                     sci = sci.wrapping_add(nbb);
                     avail -= nbb;
                 } else {
@@ -191,16 +184,8 @@ impl<D: Owners> Mlx5Cq<D> {
                     if nbb > avail {
                         break;
                     }
-                    // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`);
-                    // `wrid` has `sq_mask + 1` entries and `slot` is masked.
-                    unsafe {
-                        put_req(
-                            out_end.wrapping_offset(off).cast(),
-                            (*wrid.add(slot)).load(Ordering::Relaxed),
-                            $lq,
-                            $opst,
-                        )
-                    };
+                    // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`).
+                    unsafe { put_req(out_end.wrapping_offset(off).cast(), wr_id, $lq, $opst) };
                     sci = sci.wrapping_add(nbb);
                     avail -= nbb;
                     // Nothing more known outstanding: look at the published position again
@@ -216,7 +201,8 @@ impl<D: Owners> Mlx5Cq<D> {
                 off += C as isize;
             }};
         }
-        while off != 0 {
+        // At least one CQE (`m > 0`: the caller saw the first one, before the ring's end).
+        loop {
             let cqe = cqe_end.wrapping_offset(off << scale(BIG));
             // SAFETY: byte 63 of a CQE of this CQ (`cqe` is one of the `m` from `ci`, before
             // the ring's end).
@@ -251,12 +237,18 @@ impl<D: Owners> Mlx5Cq<D> {
                         REQ_LEN[w as usize]
                     };
                     send_cqe!(wc, len_qpn(len, qpn), REQ_OK[w as usize]);
+                    if off == 0 {
+                        break;
+                    }
                     continue;
                 }
                 want = word;
                 opst = REQ_OK[w as usize];
             }
             send_cqe!(wc, lq, opst);
+            if off == 0 {
+                break;
+            }
         }
         self.hot_want.set(want);
         // (`off` is a multiple of `C`, at most 0.)
