@@ -2,7 +2,8 @@
 //! successful requester CQEs of the hot QP, each completing its oldest outstanding WQE,
 //! kept apart from the two-sided loop of `hot.rs` so that its state fits in registers. The
 //! CQ remembers CQE bytes 56..59 (opcode and qpn) of the last CQE it took (`hot_want`): a
-//! CQE with the same word is one compare; a completion is four stores (`put_req`).
+//! CQE with the same word is one compare; the WQE's size and wr_id are the poster's record
+//! (`SqShared::wqes`, one entry); a completion is four stores (`put_req`).
 
 use super::hot::{avail_at, len_qpn, PLAIN_MASK, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN, RESP_PLAIN};
 use super::*;
@@ -116,7 +117,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let sq = &qp.sq;
         let mut sci = sq.done.ci.load(Ordering::Relaxed);
         // WQEBBs published and not retired: kept above 0 between CQEs (re-read at the
-        // published position when it reaches 0), so the ring is read only for an
+        // published position when it reaches 0), so an entry is read only for an
         // outstanding request (a stray CQE goes to `process`, which drops it).
         let mut avail = avail_at(qp.dbrec, sci);
         if avail == 0 {
