@@ -479,7 +479,7 @@ impl<D: Owners> Mlx5Cq<D> {
                         avail -= nbb;
                         off += C;
                         // Send side alone: nothing more known outstanding, look at the
-                        // published position again before the next CQE may read the ring.
+                        // published position again before the next CQE may read an entry.
                         if !RQ && avail == 0 {
                             avail = avail_at(self.hot_dbrec(), sci);
                             if avail == 0 {

@@ -194,7 +194,7 @@ impl<D: Owners> Mlx5Cq<D> {
                     sci = sci.wrapping_add(nbb);
                     avail -= nbb;
                     // Nothing more known outstanding: look at the published position again
-                    // before the next CQE may read the ring.
+                    // before the next CQE may read an entry.
                     if avail == 0 {
                         avail = self.reread_avail(sci);
                         if avail == 0 {
