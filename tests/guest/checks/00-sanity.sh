@@ -58,7 +58,10 @@ pair() {
 
 pair ibv_rc_pingpong 'iters in [0-9.]+ seconds' \
     ibv_rc_pingpong -d "$dev" -g "$gid" -n 1000 -s 4096
-pair ib_write_lat '^ *2 +1000 +[0-9.]+' \
+# The row's figures may read inf in the TCG guest: perftest derives its clock from a CPU
+# frequency it measures, which fails there when the host is busy ("Correlation coefficient
+# r^2 < 0.9"); the row with its 1000 iterations still proves both ends ran.
+pair ib_write_lat '^ *2 +1000 +([0-9.]+|inf) ' \
     ib_write_lat -d "$dev" -x "$gid" -s 2 -n 1000 -F
 rm -rf "$tmp"
 exit "$fail"
