@@ -65,10 +65,7 @@ pub mod helpers;
 pub mod mlx5;
 pub mod verbs;
 
-/// The verbs provider's former name, kept so existing `providers::rxe::...` paths compile.
-/// New code names [`verbs`].
-#[doc(hidden)]
-pub use self::verbs as rxe;
+#[cfg(feature = "sim")]
 pub mod sim;
 
 pub use self::buffer::{Pages, RegisteredBuf};

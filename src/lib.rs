@@ -20,6 +20,14 @@
 //! requests, completions) in one `use`. The library parses no command line and prints
 //! nothing: the `rdma-direct` binary (`src/bin/rdma-direct/`) does that on top of it.
 //!
+//! ## Features
+//!
+//! The default build is the whole tool. `default-features = false` builds the data plane
+//! alone (wire, types, ffi, the control path, the `mlx5` and `verbs` providers, the endpoint
+//! exchange); `sim` adds the software device, `perf` the measurement runs, `doctor` the
+//! checks, and `cli` (the default) all three plus the `rdma-direct` binary. The guide below
+//! runs on the sim.
+//!
 //! ## Guide
 //!
 //! Open a device (here the software one; `VerbsDevice::open("rxe0")` or
@@ -83,11 +91,13 @@
 
 pub mod barrier;
 pub mod clock;
+#[cfg(feature = "doctor")]
 pub mod doctor;
 pub mod endpoint;
 pub mod error;
 pub mod ffi;
 pub mod mmio;
+#[cfg(feature = "perf")]
 pub mod perf;
 pub mod prelude;
 pub mod types;

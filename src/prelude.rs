@@ -70,6 +70,7 @@
 pub use crate::endpoint::{connect_qp_client, connect_qp_server, Connection};
 pub use crate::providers::helpers::{drain, local_cpus, pin_current_thread, poll_wait};
 pub use crate::providers::mlx5::Mlx5Device;
+#[cfg(feature = "sim")]
 pub use crate::providers::sim::SimDevice;
 pub use crate::providers::verbs::VerbsDevice;
 pub use crate::providers::{

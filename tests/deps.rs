@@ -675,7 +675,7 @@ fn each_rule_catches_a_forbidden_import() {
         ("providers/mlx5/mod.rs", "use super::{verbs::VerbsCq, Sge};"),
         (
             "providers/mlx5/mod.rs",
-            "use crate::providers::rxe::VerbsDevice;",
+            "use crate::providers::verbs::VerbsDevice;",
         ),
         (
             "providers/verbs/cq.rs",

@@ -13,8 +13,8 @@
 //! - `sim`: the software mlx5 device, which lives in this process; refused with `-d`.
 
 use rdma_direct::providers::mlx5::Mlx5Device;
-use rdma_direct::providers::rxe::VerbsDevice;
 use rdma_direct::providers::sim::SimDevice;
+use rdma_direct::providers::verbs::VerbsDevice;
 use rdma_direct::providers::{Provider, ProviderKind};
 use rdma_direct::verbs::Device;
 

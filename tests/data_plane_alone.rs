@@ -1,0 +1,74 @@
+//! An embedder's build of the data plane alone: `default-features = false` compiles wire,
+//! types, ffi, the verbs control path, the mlx5 and verbs providers and the endpoint exchange,
+//! and nothing of the tools (the `sim`, `perf`, `doctor` and `cli` features).
+//!
+//! The test builds the library that way into its own target directory and reads the symbols
+//! the compiler emitted (`nm -C` on the rlib): no function of `perf`, `doctor` or
+//! `providers::sim` may be there, and the data plane's own functions must be (so the check
+//! cannot pass on an empty or unreadable archive). The binary must not be built at all.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn target_dir() -> PathBuf {
+    let base = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+    base.join("data-plane-alone")
+}
+
+#[test]
+fn no_default_features_builds_the_data_plane_and_nothing_else() {
+    let dir = target_dir();
+    let st = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--no-default-features", "--target-dir"])
+        .arg(&dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        // A host build whatever the outer run's target: the symbols are the same.
+        .env_remove("CARGO_BUILD_TARGET")
+        .status()
+        .expect("cargo runs");
+    assert!(st.success(), "cargo build --no-default-features failed");
+
+    let out = dir.join("debug");
+    assert!(
+        !out.join("rdma-direct").exists(),
+        "the CLI binary was built without the cli feature"
+    );
+    let rlib = out.join("librdma_direct.rlib");
+    let nm = Command::new("nm")
+        .args(["-C", "--defined-only"])
+        .arg(&rlib)
+        .output()
+        .expect("nm (binutils) runs");
+    assert!(nm.status.success(), "nm {} failed", rlib.display());
+    let syms = String::from_utf8_lossy(&nm.stdout);
+
+    for present in [
+        "rdma_direct::wire::",
+        "rdma_direct::verbs::",
+        "rdma_direct::providers::mlx5::",
+        "rdma_direct::providers::verbs::",
+        "rdma_direct::endpoint::",
+    ] {
+        assert!(
+            syms.contains(present),
+            "the data plane build lacks {present} (the symbol scan reads nothing?)"
+        );
+    }
+    for absent in [
+        "rdma_direct::perf::",
+        "rdma_direct::doctor::",
+        "rdma_direct::providers::sim::",
+    ] {
+        let hits: Vec<&str> = syms
+            .lines()
+            .filter(|l| l.contains(absent))
+            .take(3)
+            .collect();
+        assert!(
+            hits.is_empty(),
+            "the data plane build holds {absent}: {hits:#?}"
+        );
+    }
+}
