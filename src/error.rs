@@ -60,6 +60,14 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
+    /// A transfer this process drove failed: a work request completed in error, a wait for
+    /// a completion stalled, a post was refused mid-run (perf's and pingpong's measured loops).
+    Failed {
+        /// Where.
+        context: &'static str,
+        /// What failed.
+        detail: String,
+    },
     /// An I/O error (TCP exchange, sysfs).
     Io {
         /// Where.
@@ -176,6 +184,7 @@ impl fmt::Display for Error {
             Error::Protocol { context, detail } => {
                 write!(f, "{context}: bad peer message: {detail}")
             }
+            Error::Failed { context, detail } => write!(f, "{context}: {detail}"),
             Error::Io {
                 context, detail, ..
             } => write!(f, "{context}: {detail}"),

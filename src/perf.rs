@@ -327,7 +327,7 @@ where
 }
 
 fn perr(detail: impl Into<String>) -> Error {
-    Error::Protocol {
+    Error::Failed {
         context: "perf",
         detail: detail.into(),
     }

@@ -245,6 +245,29 @@ fn sim_all_sizes() {
     check_rows(&o, &r);
 }
 
+/// SEND tests over growing sizes: the receives re-posted while one size runs are consumed
+/// by the next, larger one (512 receives kept posted, 300 consumed a size, so the third size
+/// takes receives posted during the first two). Each must hold the largest message: a
+/// receive sized for the message it was posted beside ended the next size in LOC_LEN_ERR
+/// (`perf send_lat -a`, `send_bw -a`).
+#[test]
+fn sim_send_tests_reuse_receives_across_growing_sizes() {
+    for args in [
+        "send_lat -n 300",
+        "send_lat -n 300 -I 0",
+        "send_bw -n 300",
+        "send_lat -n 300 -c UD",
+        "send_bw -n 300 -c UD",
+        "send_bw -n 300 -c UC",
+    ] {
+        let mut o = opts(args);
+        o.sizes = vec![2, 4, 8, 16, 1024, 4000];
+        let mut p = SimDevice::new();
+        let r = perf::run(&mut p, &o).unwrap_or_else(|e| panic!("{args}: {e}"));
+        check_rows(&o, &r);
+    }
+}
+
 #[test]
 fn sim_two_threads_with_the_device_thread() {
     // Client and server on their own threads need a device that runs by itself.

@@ -2,7 +2,10 @@
 //! CQ, its memory region and its buffer, connected to each other ([`setup`]).
 //!
 //! Contract: [`Bed`] owns everything [`setup`] made and drops it in the order its doc
-//! states; on SEND tests each side's receive queue is kept full ([`refill_recvs`]). Nothing
+//! states; on SEND tests each side's receive queue is kept full ([`refill_recvs`]), every
+//! receive as long as the largest message of the run ([`Bed::recv_len`]): a receive posted
+//! while one size runs may be consumed by the next, larger one (a receive sized for the
+//! message it was posted beside ends the next size in `LOC_LEN_ERR`). Nothing
 //! here is timed.
 
 use memmap2::MmapMut;
@@ -38,6 +41,8 @@ pub(super) struct Bed<P: Provider> {
     _pd: P::Pd,
     _mem: (MmapMut, MmapMut),
     pub(super) half: usize,
+    /// The length of every receive: the run's largest message (plus the GRH on UD).
+    pub(super) recv_len: u32,
     pub(super) max_inline: u32,
     pub(super) mtu: u32,
 }
@@ -117,12 +122,13 @@ pub(super) fn setup<P: Provider>(p: &mut P, o: &Params, max_size: u32) -> Result
         _pd: pd,
         _mem: (m0, m1),
         half,
+        recv_len: max_size + grh,
         max_inline,
         mtu,
     };
     if send {
         for s in [&mut bed.client, &mut bed.server] {
-            refill_recvs(s, half, max_size + grh)?;
+            refill_recvs(s, half, bed.recv_len)?;
         }
     }
     Ok(bed)

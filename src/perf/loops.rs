@@ -15,7 +15,6 @@ use crate::Result;
 
 use super::bed::{refill_recvs, Bed, Side};
 use super::clock::Clock;
-use super::params::GRH;
 use super::pingpong::{self, Kind, Waiter};
 use super::{bad_opt, perr, Params, Test, RX_DEPTH, TX_DEPTH};
 
@@ -78,7 +77,8 @@ where
     let n = o.iters as usize;
     let half = bed.half;
     let use_inline = size <= o.inline && !o.test.is_read_like();
-    let grh = if o.qp_type == QpType::Ud { GRH } else { 0 };
+    // Every receive takes the run's largest message (see the bed's doc).
+    let recv_len = bed.recv_len;
     let (c_rkey, s_rkey) = (bed.client.mr.rkey(), bed.server.mr.rkey());
     let (c_base, s_base) = (bed.client.base as usize, bed.server.base as usize);
     let (c_qpn, s_qpn) = (bed.client.ep.qpn, bed.server.ep.qpn);
@@ -131,7 +131,7 @@ where
                     Kind::Send
                 },
                 src: c_src,
-                recv: [cl.mr.sge(half, size + grh)],
+                recv: [cl.mr.sge(half, recv_len)],
                 inline: inline.clone(),
                 out_last: c_base + last,
                 in_last: c_base + half + last,
@@ -155,7 +155,7 @@ where
                     Kind::Send
                 },
                 src: s_src,
-                recv: [sv.mr.sge(half, size + grh)],
+                recv: [sv.mr.sge(half, recv_len)],
                 inline,
                 out_last: s_base + last,
                 in_last: s_base + half + last,
@@ -271,7 +271,6 @@ pub(super) fn bw_loop<P: Provider>(
     let pl = o.post_list as usize;
     let cq_mod = o.cq_mod as usize;
     let use_inline = size <= o.inline && !o.test.is_read_like();
-    let grh = if o.qp_type == QpType::Ud { GRH } else { 0 };
     let s_rkey = bed.server.mr.rkey();
     let s_base = bed.server.base as u64;
     let c_src = [bed.client.mr.sge(0, size)];
@@ -343,7 +342,7 @@ pub(super) fn bw_loop<P: Provider>(
             bed.server.routs -= m as u32;
             received += m;
             if bed.server.routs < RX_DEPTH / 2 {
-                refill_recvs(&mut bed.server, half, size + grh)?;
+                refill_recvs(&mut bed.server, half, bed.recv_len)?;
             }
         }
         let m = bed.client.cq.poll(&mut wcs);
@@ -373,7 +372,7 @@ pub(super) fn bw_loop<P: Provider>(
                 }
             }
         }
-        refill_recvs(&mut bed.server, half, size + grh)?;
+        refill_recvs(&mut bed.server, half, bed.recv_len)?;
     }
     Ok(())
 }

@@ -23,7 +23,7 @@ pub(super) const RECV_WRID: u64 = u64::MAX;
 pub(super) const STALL: Duration = Duration::from_secs(10);
 
 fn perr(detail: impl Into<String>) -> Error {
-    Error::Protocol {
+    Error::Failed {
         context: "perf",
         detail: detail.into(),
     }
