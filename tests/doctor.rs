@@ -736,7 +736,11 @@ fn cli_rejects_bad_arguments_with_status_2() {
     ] {
         let out = bin().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains("usage: rdma-direct doctor"));
+        // One line naming the problem and where the options are, not the usage.
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("rdma-direct doctor: "), "{err}");
+        assert!(err.contains("rdma-direct doctor --help"), "{err}");
     }
 }
 

@@ -1,10 +1,14 @@
-//! `rdma-direct devices`: the RDMA devices libibverbs sees, like `ibv_devices`.
+//! `rdma-direct devices`: the RDMA devices libibverbs sees, like `ibv_devices`, then the
+//! software mlx5 device (`sim0`), which is always there. Without an RDMA device a note on
+//! stderr says why ([`no_device_reason`], the one reason every command gives).
 
 use rdma_direct::verbs::{self, Device};
 use rdma_direct::Error;
 
+use super::provider::SIM_DEVICE;
+
 const USAGE: &str = "usage: rdma-direct devices\n\nLists RDMA devices and their node GUIDs \
-                     (like ibv_devices).\n";
+                     (like ibv_devices), then the software mlx5 device sim0.\n";
 
 pub fn run(args: &[String]) -> i32 {
     if let Some(a) = args.first() {
@@ -12,60 +16,55 @@ pub fn run(args: &[String]) -> i32 {
             print!("{USAGE}");
             return 0;
         }
-        eprintln!("rdma-direct devices: unexpected argument '{a}'\n\n{USAGE}");
-        return 2;
+        let what = if a.starts_with('-') {
+            "unknown option"
+        } else {
+            "unexpected argument"
+        };
+        return crate::usage_error("devices", &format!("{what} '{a}'"));
     }
     let list = match Device::list() {
-        Ok(l) => l,
+        Ok(l) => {
+            if l.is_empty() {
+                note_no_devices(None);
+            }
+            l
+        }
         Err(e) => {
-            report_no_devices(Some(&e));
-            return 1;
+            note_no_devices(Some(&e));
+            Vec::new()
         }
     };
-    if list.is_empty() {
-        report_no_devices(None);
-        return 1;
-    }
     println!("    {:<16}\t   node GUID", "device");
     println!("    {:<16}\t----------------", "------");
     for d in &list {
         println!("    {:<16}\t{:016x}", d.name, d.node_guid);
     }
+    println!("    {SIM_DEVICE:<16}\t(software mlx5 device in this process, not hardware)");
     0
 }
 
-/// Says plainly that there is no device, and why where it can tell, on stderr.
-pub fn report_no_devices(err: Option<&Error>) {
-    match err {
-        Some(e @ Error::LibraryMissing { .. }) => {
-            eprintln!("rdma-direct: no RDMA devices: {e}");
-        }
-        Some(e) => {
-            eprintln!("rdma-direct: no RDMA devices found");
-            match kernel_reason() {
-                Some(why) => eprintln!("  why: {why}"),
-                None => eprintln!("  why: {e}"),
-            }
-        }
-        None => {
-            eprintln!("rdma-direct: no RDMA devices found");
-            if let Some(why) = kernel_reason() {
-                eprintln!("  why: {why}");
-            }
-        }
-    }
-    eprintln!(
-        "  without an RDMA NIC, run the device tests in the soft-RoCE guest: tests/guest/run"
-    );
+/// Says plainly, on one line of stderr, that there is no RDMA device but the software one,
+/// and why where it can tell (`err`: what listing the devices returned).
+pub fn note_no_devices(err: Option<&Error>) {
+    let why = match err {
+        Some(e @ Error::LibraryMissing { .. }) => e.to_string(),
+        Some(e) => no_device_reason().unwrap_or_else(|| e.to_string()),
+        None => no_device_reason().unwrap_or_else(|| "libibverbs lists no device".into()),
+    };
+    eprintln!("rdma-direct: no RDMA device but the software device {SIM_DEVICE}: {why}");
 }
 
-/// The most specific reason this host has no RDMA device.
-fn kernel_reason() -> Option<String> {
+/// The most specific reason this host has no RDMA device, and what to do: a kernel built
+/// without RDMA support first (no driver can be loaded then), else what libibverbs and
+/// sysfs show ([`verbs::no_device_reason`]). The one reason every command gives.
+pub fn no_device_reason() -> Option<String> {
     let no_ib_core = !std::path::Path::new("/sys/module/ib_core").exists();
     if no_ib_core && kernel_config_lacks_infiniband() {
         return Some(
             "this kernel is built without RDMA support (CONFIG_INFINIBAND is not set in \
-             /proc/config.gz), so no device can appear"
+             /proc/config.gz), so no device can appear and no driver can be loaded; run the \
+             device tests in the soft-RoCE guest (tests/guest/run)"
                 .to_string(),
         );
     }

@@ -4,11 +4,10 @@
 //! saw and, for `[warn]`/`[FAIL]`, the fix; or one JSON object with `--json`. Exit status 0
 //! without a `[FAIL]`, 1 with one or without any device.
 
-use super::devices::report_no_devices;
 use super::json;
 use rdma_direct::doctor::{self, Finding, HostFacts, Level, Section, Sysfs};
 use rdma_direct::endpoint::Mtu;
-use rdma_direct::verbs::{self, Context, Device};
+use rdma_direct::verbs::{Context, Device};
 
 const USAGE: &str = "\
 usage: rdma-direct doctor [-d DEV] [-i PORT] [--peer-mtu N] [--json]
@@ -89,20 +88,15 @@ pub fn run(args: &[String]) -> i32 {
     }
     let devices = match Device::list() {
         Ok(l) if !l.is_empty() => l,
-        Ok(_) => {
-            report_no_devices(None);
-            return finish(no_device_sections(&host), &o, 1);
-        }
-        Err(e) => {
-            report_no_devices(Some(&e));
-            return finish(no_device_sections(&host), &o, 1);
-        }
+        // The FAIL line of the device check says why, once.
+        Ok(_) => return finish(no_device_sections(&host, None), &o, 1),
+        Err(e) => return finish(no_device_sections(&host, Some(&e)), &o, 1),
     };
     let chosen: Vec<&Device> = match &o.dev {
         Some(name) => match devices.iter().find(|d| &d.name == name) {
             Some(d) => vec![d],
             // Said above, in the words every command uses.
-            None => return finish(no_device_sections(&host), &o, 1),
+            None => return finish(no_device_sections(&host, None), &o, 1),
         },
         None => devices.iter().collect(),
     };
@@ -124,9 +118,15 @@ pub fn run(args: &[String]) -> i32 {
     finish(sections, &o, code)
 }
 
-/// Without a device, the host-only checks still run, after a FAIL line that says why.
-fn no_device_sections(host: &HostFacts) -> Vec<Section> {
-    let why = verbs::no_device_reason().unwrap_or_else(|| {
+/// Without a device, the host-only checks still run, after a FAIL line that says why (the
+/// reason every command gives; `err`: what listing the devices returned).
+fn no_device_sections(host: &HostFacts, err: Option<&rdma_direct::Error>) -> Vec<Section> {
+    let missing_lib = err.filter(|e| matches!(e, rdma_direct::Error::LibraryMissing { .. }));
+    let reason = match missing_lib {
+        Some(e) => Some(e.to_string()),
+        None => super::devices::no_device_reason(),
+    };
+    let why = reason.unwrap_or_else(|| {
         "libibverbs lists no device although the kernel has RDMA: check the driver \
          (`rdma link`) and the permissions of /dev/infiniband"
             .to_string()

@@ -9,8 +9,14 @@
 use rdma_direct::providers::sim::{AsyncEvent, SimDevice};
 use rdma_direct::verbs::Context;
 
+use super::provider::{find_device, SIM_DEVICE};
+
 const USAGE: &str = "\
 usage: rdma-direct events [-d DEV] [--count N]
+
+  -d, --ib-dev DEV  the device (sim0: the software device, as without -d)
+  --count N         stop after N events (at least 1; default: until interrupted, on the
+                    software device: all of them)
 
 Prints the device's asynchronous events live (CQ error/overrun, QP fatal, request and access
 errors, last WQE reached, SRQ limit, port active/error, GID change, device fatal), each with
@@ -18,43 +24,45 @@ the object it concerns. Without -d: a demonstration on the software mlx5 device,
 raise one event of each kind.
 ";
 
-pub fn run(args: &[String]) -> i32 {
-    let mut dev = None;
-    let mut count = u64::MAX;
-    let mut i = 0;
-    while i < args.len() {
-        match args[i].as_str() {
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                return 0;
-            }
-            "-d" | "--ib-dev" if i + 1 < args.len() => {
-                dev = Some(args[i + 1].clone());
-                i += 1;
-            }
-            "--count" if i + 1 < args.len() => match args[i + 1].parse() {
-                Ok(n) => {
-                    count = n;
-                    i += 1;
+/// `-d` and `--count` (at least 1; `None`: until interrupted). `Ok(None)`: help.
+fn parse(args: &[String]) -> Result<Option<(Option<String>, Option<u64>)>, String> {
+    let (mut dev, mut count) = (None, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (flag, attached) = crate::split_flag(a);
+        let mut val = || crate::flag_value(flag, attached, &mut it);
+        match flag {
+            "-h" | "--help" => return Ok(None),
+            "-d" | "--ib-dev" => dev = Some(val()?),
+            "--count" => {
+                let n: u64 = crate::number(flag, &val()?)?;
+                if n == 0 {
+                    return Err("--count 0: at least 1 event".into());
                 }
-                Err(_) => {
-                    eprintln!(
-                        "rdma-direct events: bad --count '{}'\n\n{USAGE}",
-                        args[i + 1]
-                    );
-                    return 2;
-                }
-            },
-            a => {
-                eprintln!("rdma-direct events: unexpected argument '{a}'\n\n{USAGE}");
-                return 2;
+                count = Some(n);
             }
+            other if other.starts_with('-') => return Err(format!("unknown option '{other}'")),
+            other => return Err(format!("unexpected argument '{other}'")),
         }
-        i += 1;
     }
-    match dev {
-        Some(name) => live(&name, count),
-        None => sim_demo(),
+    Ok(Some((dev, count)))
+}
+
+pub fn run(args: &[String]) -> i32 {
+    let (dev, count) = match crate::options_or_exit("events", USAGE, parse(args)) {
+        Ok(o) => o,
+        Err(status) => return status,
+    };
+    match dev.as_deref() {
+        None | Some(SIM_DEVICE) => sim_demo(count),
+        Some(name) => {
+            // The diagnosis every command gives for a device that is not there.
+            if let Err(e) = find_device(name) {
+                eprintln!("rdma-direct events: {e}");
+                return 1;
+            }
+            live(name, count.unwrap_or(u64::MAX))
+        }
     }
 }
 
@@ -97,9 +105,10 @@ fn print_sim(ev: &AsyncEvent) {
     println!("sim0: {kind} {what}");
 }
 
-fn sim_demo() -> i32 {
+/// The sim raises one event of each kind; the first `count` are printed (all without one).
+fn sim_demo(count: Option<u64>) -> i32 {
     println!("provider: sim (software mlx5 device; not hardware)");
-    println!("sim0: raising one event of each kind (no -d given)");
+    println!("sim0: raising one event of each kind");
     let dev = SimDevice::new();
     for ev in [
         AsyncEvent::PortActive { port: 1 },
@@ -115,8 +124,13 @@ fn sim_demo() -> i32 {
     ] {
         dev.raise_event(ev);
     }
-    while let Some(ev) = dev.poll_async_event() {
+    let mut left = count.unwrap_or(u64::MAX);
+    while left > 0 {
+        let Some(ev) = dev.poll_async_event() else {
+            break;
+        };
         print_sim(&ev);
+        left -= 1;
     }
     0
 }

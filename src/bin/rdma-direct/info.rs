@@ -4,8 +4,8 @@
 //! is listed after the hardware, marked as software; `-d sim0` (or `--provider sim`) shows it
 //! alone.
 
-use super::devices::report_no_devices;
-use super::provider::{self, Choice, DeviceFacts};
+use super::devices::note_no_devices;
+use super::provider::{self, Choice, DeviceFacts, SIM_DEVICE};
 use rdma_direct::verbs::{self, Context, Device, DeviceAttr, PortAttr};
 
 const USAGE: &str = "\
@@ -25,9 +25,6 @@ struct Opts {
     verbose: bool,
     provider: Choice,
 }
-
-/// Name of the software device.
-const SIM_NAME: &str = "sim0";
 
 fn parse(args: &[String]) -> Result<Option<Opts>, String> {
     let mut o = Opts {
@@ -68,17 +65,17 @@ pub fn run(args: &[String]) -> i32 {
         Ok(o) => o,
         Err(status) => return status,
     };
-    let sim_only = o.dev.as_deref() == Some(SIM_NAME)
+    let sim_only = o.dev.as_deref() == Some(SIM_DEVICE)
         || o.provider == Choice::Force(rdma_direct::providers::ProviderKind::Sim);
     if sim_only {
-        if let Some(d) = o.dev.as_deref().filter(|d| *d != SIM_NAME) {
+        if let Some(d) = o.dev.as_deref().filter(|d| *d != SIM_DEVICE) {
             eprintln!("rdma-direct info: --provider sim shows the software device; not '{d}'");
             return 2;
         }
         return match print_sim(&o) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("rdma-direct info: {SIM_NAME}: {e}");
+                eprintln!("rdma-direct info: {SIM_DEVICE}: {e}");
                 1
             }
         };
@@ -89,18 +86,20 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     }
+    // Without RDMA devices the software device is still listed (exit status 0); a note on
+    // stderr says why there is no other.
     let list = match Device::list() {
-        Ok(l) => l,
+        Ok(l) => {
+            if l.is_empty() {
+                note_no_devices(None);
+            }
+            l
+        }
         Err(e) => {
-            report_no_devices(Some(&e));
-            return 1;
+            note_no_devices(Some(&e));
+            Vec::new()
         }
     };
-    if list.is_empty() {
-        report_no_devices(None);
-        eprintln!("  the software mlx5 device is always there: rdma-direct info -d {SIM_NAME}");
-        return 1;
-    }
     let chosen: Vec<&Device> = match &o.dev {
         Some(name) => list.iter().filter(|d| &d.name == name).collect(),
         None => list.iter().collect(),
@@ -113,9 +112,11 @@ pub fn run(args: &[String]) -> i32 {
         }
     }
     if o.dev.is_none() {
-        println!();
+        if !list.is_empty() {
+            println!();
+        }
         if let Err(e) = print_sim(&o) {
-            eprintln!("rdma-direct info: {SIM_NAME}: {e}");
+            eprintln!("rdma-direct info: {SIM_DEVICE}: {e}");
             code = 1;
         }
     }
@@ -129,7 +130,7 @@ fn print_sim(o: &Opts) -> rdma_direct::Result<()> {
     if matches!(o.port, Some(p) if p != 1) {
         return Err(rdma_direct::Error::NotFound {
             what: format!("port {}", o.port.unwrap_or(0)),
-            hint: format!("{SIM_NAME} has one port (1)"),
+            hint: format!("{SIM_DEVICE} has one port (1)"),
         });
     }
     let mut dev = SimDevice::new();

@@ -43,7 +43,7 @@ device, libibverbs (verbs) on any other, the software mlx5 device (sim) without 
 
 /// What a subcommand's parser made of its arguments: the options, or the exit status once
 /// the usage is printed (`Ok(None)`, asked for with `--help`: status 0 on stdout) or the
-/// parse error with the usage (status 2 on stderr, prefixed `rdma-direct CMD:`).
+/// parse error (status 2, [`usage_error`]).
 fn options_or_exit<O>(cmd: &str, usage: &str, parsed: Result<Option<O>, String>) -> Result<O, i32> {
     match parsed {
         Ok(Some(o)) => Ok(o),
@@ -51,11 +51,42 @@ fn options_or_exit<O>(cmd: &str, usage: &str, parsed: Result<Option<O>, String>)
             print!("{usage}");
             Err(0)
         }
-        Err(e) => {
-            eprintln!("rdma-direct {cmd}: {e}\n\n{usage}");
-            Err(2)
-        }
+        Err(e) => Err(usage_error(cmd, &e)),
     }
+}
+
+/// A bad command line: one line on stderr, `rdma-direct CMD: PROBLEM`, and where the options
+/// are listed (the usage itself would bury the line). Returns the exit status, 2.
+fn usage_error(cmd: &str, problem: &str) -> i32 {
+    eprintln!("rdma-direct {cmd}: {problem} (`rdma-direct {cmd} --help` lists the options)");
+    2
+}
+
+/// The integer types [`number`] parses.
+trait Bounded: std::str::FromStr + Copy {
+    /// The largest value, as text for the message.
+    const MAX: u64;
+}
+macro_rules! bounded {
+    ($($t:ty),*) => { $(impl Bounded for $t { const MAX: u64 = <$t>::MAX as u64; })* };
+}
+bounded!(u8, u16, u32, u64, usize);
+
+/// The value of numeric option `flag`: "not a number" for text, "negative" and "out of
+/// range (at most MAX)" for integers the type cannot hold, so a huge value is never called
+/// "not a number".
+fn number<T: Bounded>(flag: &str, v: &str) -> Result<T, String> {
+    if let Ok(n) = v.parse::<T>() {
+        return Ok(n);
+    }
+    let digits = v.strip_prefix(['-', '+']).unwrap_or(v);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{flag}: '{v}' is not a number"));
+    }
+    if v.starts_with('-') {
+        return Err(format!("{flag}: {v} is negative"));
+    }
+    Err(format!("{flag}: {v} is out of range (at most {})", T::MAX))
 }
 
 /// `--flag=value` as the flag and its attached value; any other argument is a flag alone
@@ -105,9 +136,37 @@ fn main() {
             0
         }
         other => {
-            eprintln!("rdma-direct: unknown command '{other}'\n\n{USAGE}");
+            eprintln!(
+                "rdma-direct: unknown command '{other}' (`rdma-direct help` lists the commands)"
+            );
             2
         }
     };
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::number;
+
+    #[test]
+    fn numbers_name_the_flag_and_the_problem() {
+        assert_eq!(number::<u32>("-n", "12"), Ok(12));
+        assert_eq!(
+            number::<u8>("-i", "x1").unwrap_err(),
+            "-i: 'x1' is not a number"
+        );
+        assert_eq!(
+            number::<u8>("-i", "").unwrap_err(),
+            "-i: '' is not a number"
+        );
+        assert_eq!(number::<u32>("-n", "-3").unwrap_err(), "-n: -3 is negative");
+        assert_eq!(
+            number::<u32>("-s", "99999999999").unwrap_err(),
+            "-s: 99999999999 is out of range (at most 4294967295)"
+        );
+        assert!(number::<u64>("-s", "999999999999999999999")
+            .unwrap_err()
+            .contains("out of range"));
+    }
 }

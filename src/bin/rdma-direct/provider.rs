@@ -18,6 +18,16 @@ use rdma_direct::providers::verbs::VerbsDevice;
 use rdma_direct::providers::{Provider, ProviderKind};
 use rdma_direct::verbs::Device;
 
+/// The software device's name: `-d sim0` means the software device wherever `-d` is taken
+/// (as no `-d` does).
+pub const SIM_DEVICE: &str = "sim0";
+
+/// `-d DEV` as the commands use it: `None` for [`SIM_DEVICE`] (the software device, which
+/// is what no `-d` selects), the device otherwise.
+pub fn device_arg(dev: Option<String>) -> Option<String> {
+    dev.filter(|d| d != SIM_DEVICE)
+}
+
 /// Work generic over the provider, for [`open_and_run`].
 pub trait Job {
     /// What the work returns.
@@ -188,7 +198,13 @@ pub fn find_device(name: &str) -> Result<(), String> {
             let names: Vec<String> = list.into_iter().map(|d| d.name).collect();
             no_such_device(name, Ok(&names))
         }
-        Err(e) => no_such_device(name, Err(e.to_string())),
+        Err(e @ rdma_direct::Error::LibraryMissing { .. }) => {
+            no_such_device(name, Err(e.to_string()))
+        }
+        Err(e) => no_such_device(
+            name,
+            Err(super::devices::no_device_reason().unwrap_or_else(|| e.to_string())),
+        ),
     }
 }
 
@@ -197,7 +213,7 @@ pub fn no_such_device(name: &str, list: Result<&[String], String>) -> Result<(),
     let why = match list {
         Ok(names) if names.iter().any(|n| n == name) => return Ok(()),
         Ok(names) if !names.is_empty() => format!("available: {}", names.join(", ")),
-        Ok(_) => rdma_direct::verbs::no_device_reason()
+        Ok(_) => super::devices::no_device_reason()
             .unwrap_or_else(|| "libibverbs lists no device".into()),
         Err(e) => e,
     };

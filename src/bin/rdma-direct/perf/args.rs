@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use rdma_direct::perf::stats::BwUnit;
 use rdma_direct::perf::wire::PERFTEST_PORT;
-use rdma_direct::perf::{Params, Test, TX_DEPTH};
+use rdma_direct::perf::{Params, Test, MAX_SIZE, TX_DEPTH};
 use rdma_direct::providers::{ProviderKind, QpType};
 
 use super::super::provider::Choice;
@@ -88,9 +88,8 @@ pub struct Cli {
     pub histogram: bool,
 }
 
-fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
-    v.parse::<T>()
-        .map_err(|_| format!("{flag}: '{v}' is not a valid number"))
+fn num<T: crate::Bounded>(flag: &str, v: &str) -> Result<T, String> {
+    crate::number(flag, v)
 }
 
 /// perftest options that change what goes over the wire (or the QP setup the peer expects)
@@ -130,7 +129,8 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
     let mut json = None;
     let mut svg = None;
     let mut histogram = false;
-    let mut size: Option<u32> = None;
+    // Wider than a size can be, so a huge -s gets the range of a size (`Params::check`).
+    let mut size: Option<u64> = None;
     let mut all = false;
     let mut cq_mod: Option<u32> = None;
     let mut provider = Choice::Auto;
@@ -199,7 +199,10 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         // As perftest's -a: on UD the sizes stop at the path MTU.
         o.clip_to_mtu = true;
     } else if let Some(s) = size {
-        o.sizes = vec![s];
+        // `Params::check` refuses a u32 size out of range; a larger one gets its words.
+        o.sizes =
+            vec![u32::try_from(s)
+                .map_err(|_| format!("size (-s) {s}: out of range 1..={MAX_SIZE}"))?];
     }
     // perftest's rule: with -l and no -Q, cq_mod = post_list.
     o.cq_mod = match cq_mod {
@@ -212,6 +215,7 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         rdma_direct::Error::InvalidArgument { detail, .. } => detail,
         e => e.to_string(),
     })?;
+    let device = super::super::provider::device_arg(device);
     let sim =
         device.is_none() && matches!(provider, Choice::Auto | Choice::Force(ProviderKind::Sim));
     if sim {
@@ -382,7 +386,13 @@ mod tests {
         assert!(err("write_bw -s 0").contains("-s"));
         assert!(err("write_bw -s 16777216").contains("-s"));
         assert!(err("write_bw -a -s 4").contains("-a"));
-        assert!(err("write_bw -n x").contains("not a valid number"));
+        assert!(err("write_bw -n x").contains("not a number"));
+        // A size too large for any type is out of range, as pingpong says.
+        assert_eq!(
+            err("write_lat -s 99999999999"),
+            format!("size (-s) 99999999999: out of range 1..={MAX_SIZE}")
+        );
+        assert!(err("write_lat -n 99999999999").contains("out of range"));
         assert!(err("write_bw -n").contains("needs a value"));
         assert!(err("flood").contains("unknown test"));
         assert!(err("write_bw --bogus").contains("unknown option"));

@@ -4,6 +4,7 @@
 //! second port. Nothing here opens a device.
 
 use rdma_direct::endpoint::Mtu;
+use rdma_direct::perf::MAX_ITERS;
 use rdma_direct::providers::{ProviderKind, QpType};
 
 use super::provider::Choice;
@@ -76,9 +77,8 @@ impl Default for Args {
     }
 }
 
-fn num<T: std::str::FromStr>(name: &str, v: &str) -> std::result::Result<T, String> {
-    v.parse()
-        .map_err(|_| format!("{name}: '{v}' is not a number"))
+fn num<T: crate::Bounded>(name: &str, v: &str) -> std::result::Result<T, String> {
+    crate::number(name, v)
 }
 
 pub(super) fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, String> {
@@ -122,11 +122,17 @@ pub(super) fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, S
             }
         }
     }
+    a.dev = super::provider::device_arg(a.dev.take());
     if a.size == 0 || a.size > MAX_SIZE {
-        return Err(format!("size {} out of range (1 .. {MAX_SIZE})", a.size));
+        return Err(format!("size (-s) {}: out of range 1..={MAX_SIZE}", a.size));
     }
-    if a.iters == 0 {
-        return Err("iters must be at least 1".into());
+    // The stamps of every iteration are kept in memory: perf's limit, for the same reason.
+    if a.iters == 0 || a.iters > MAX_ITERS {
+        return Err(format!(
+            "iterations (-n) {}: out of range 1..={MAX_ITERS} (the timestamps of every \
+             iteration are kept in memory)",
+            a.iters
+        ));
     }
     if a.rx_depth < 2 || a.rx_depth > 16384 {
         return Err(format!("rx-depth {} out of range (2 .. 16384)", a.rx_depth));

@@ -87,6 +87,11 @@ fn loopback<P: Provider>(
         end.duration_since(start),
         cf.stamps.as_deref().unwrap_or(&[]),
         end,
+        if p.kind() == rdma_direct::providers::ProviderKind::Sim {
+            super::report::SIM_RATE_NOTE
+        } else {
+            ""
+        },
     ));
     Ok(out)
 }

@@ -9,13 +9,25 @@ use rdma_direct::perf::stats;
 use super::super::table;
 use super::args::Args;
 
+/// What the Mbit/sec of a run on the software device is: the sim copies each message in
+/// memory, so the figure says nothing of a link.
+pub(super) const SIM_RATE_NOTE: &str =
+    " (software device: memory copies in this process, not a link rate)";
+
 /// rc_pingpong's result lines and the latency table of the measuring end's send times
-/// (closed by `end`).
-pub(super) fn results(a: &Args, elapsed: Duration, stamps: &[Instant], end: Instant) -> String {
+/// (closed by `end`); `rate_note` follows the Mbit/sec figure (empty on a device,
+/// [`SIM_RATE_NOTE`] on the sim).
+pub(super) fn results(
+    a: &Args,
+    elapsed: Duration,
+    stamps: &[Instant],
+    end: Instant,
+    rate_note: &str,
+) -> String {
     let usec = elapsed.as_secs_f64() * 1e6;
     let bytes = a.size as u64 * u64::from(a.iters) * 2;
     let mut out = format!(
-        "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec\n",
+        "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec{rate_note}\n",
         usec / 1e6,
         bytes as f64 * 8.0 / usec
     );

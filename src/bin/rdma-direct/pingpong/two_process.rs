@@ -144,5 +144,6 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
         end_t.duration_since(start),
         flow.stamps.as_deref().unwrap_or(&[]),
         end_t,
+        "",
     ))
 }
