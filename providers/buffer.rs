@@ -29,8 +29,8 @@
 //!
 //! [`RegisteredBuf::remote`] describes a range of the buffer for the peer as a
 //! [`RemoteMr`] (address, rkey, length). It travels in the endpoint message
-//! ([`crate::endpoint::connect_qp`] shares it) and the receiver narrows it with
-//! [`RemoteMr::slice`], which checks bounds.
+//! ([`crate::endpoint::connect_qp_server`] and [`crate::endpoint::connect_qp_client`] share
+//! it) and the receiver narrows it with [`RemoteMr::slice`], which checks bounds.
 
 use super::{MemoryRegion, RemoteMr, Sge};
 use crate::error::{Error, Result};

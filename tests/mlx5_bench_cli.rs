@@ -65,6 +65,31 @@ fn post_table_has_perftest_columns_and_the_requested_counts() {
     );
 }
 
+/// Every cell starts where its title starts (the perf tables' rule: a title's width, two
+/// spaces between cells).
+#[test]
+fn post_and_poll_rows_line_up_under_their_titles() {
+    for which in ["post", "poll"] {
+        let (code, out, err) = run(&[which, "-n", "1000"]);
+        assert_eq!(code, 0, "{err}");
+        let lines: Vec<&str> = out.lines().collect();
+        let h = lines
+            .iter()
+            .position(|l| l.starts_with(" #bytes"))
+            .expect("header row");
+        let starts = |l: &str| -> Vec<usize> {
+            let b = l.as_bytes();
+            (1..b.len())
+                .filter(|&i| b[i] != b' ' && b[i - 1] == b' ' && (i < 2 || b[i - 2] == b' '))
+                .collect()
+        };
+        let (head, row) = (lines[h], lines[h + 1]);
+        assert_eq!(starts(head), starts(row), "{which}:\n{head}\n{row}");
+        assert_eq!(starts(head).len(), 10, "{which}: {head}");
+        assert!(!head.ends_with(' ') && !row.ends_with(' '), "{which}: trailing blanks");
+    }
+}
+
 #[test]
 fn poll_and_every_op_run() {
     let (code, out, err) = run(&["poll", "-n", "3000", "-l", "4"]);

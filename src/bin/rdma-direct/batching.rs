@@ -67,6 +67,22 @@ pub fn run(args: &[String]) -> i32 {
         Ok(o) => o,
         Err(status) => return status,
     };
+    // The device and the output files first: nothing is printed for a run that cannot be
+    // made or kept.
+    if let Some(d) = &o.device {
+        if let Err(e) = crate::provider::find_device(d) {
+            eprintln!("rdma-direct bench batching: {e}");
+            return 1;
+        }
+    }
+    for (flag, path) in [("--json", &o.json), ("--svg", &o.svg)] {
+        if let Some(p) = path {
+            if let Err(e) = crate::check_output(flag, std::path::Path::new(p)) {
+                eprintln!("rdma-direct bench batching: {e}");
+                return 1;
+            }
+        }
+    }
     if o.instructions {
         print!("{}", header(&o));
         return match instructions(&o) {

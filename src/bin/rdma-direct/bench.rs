@@ -102,10 +102,7 @@ fn parse(args: &[String], poll: bool) -> Result<Opts, String> {
                 .cloned()
                 .ok_or_else(|| format!("{name} needs a value"))
         };
-        let num = |s: String, name: &str| -> Result<u32, String> {
-            s.parse::<u32>()
-                .map_err(|_| format!("{name}: '{s}' is not a number"))
-        };
+        let num = |s: String, name: &str| -> Result<u32, String> { crate::number(name, &s) };
         match a.as_str() {
             "-s" | "--size" => o.size = num(val(a)?, a)?,
             "-n" | "--iters" => o.iters = num(val(a)?, a)?,
@@ -128,6 +125,12 @@ fn parse(args: &[String], poll: bool) -> Result<Opts, String> {
             "--db" => o.mode = DoorbellMode::Doorbell,
             "--json" => o.json = Some(val(a)?),
             "--per-sample" => o.per_sample = num(val(a)?, a)?,
+            "-d" | "--ib-dev" => {
+                return Err(format!(
+                    "{a}: post and poll measure the mlx5 provider's queues on plain memory, no \
+                     device is involved (bench batching -d DEV runs on a device)"
+                ))
+            }
             other => return Err(format!("unknown option '{other}'")),
         }
     }
@@ -175,8 +178,9 @@ fn table(size: u32, iters: u32, samples: &mut [f64], total_ns: f64) -> Stats {
     let var = kept.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n as f64;
     let pct = |p: f64| kept[((p * n as f64).ceil() as usize).min(n - 1)];
     println!(" provider: mlx5 (plain memory, not hardware: this program plays the device)");
-    println!(
-        " {:<8} {:<12} {:<12} {:<12} {:<16} {:<12} {:<14} {:<20} {:<22} {:<14}",
+    // perftest's table rule (the perf tables'): each cell in its title's width, two spaces
+    // between cells, no trailing blanks.
+    let titles = [
         "#bytes",
         "#iterations",
         "t_min[nsec]",
@@ -186,21 +190,24 @@ fn table(size: u32, iters: u32, samples: &mut [f64], total_ns: f64) -> Stats {
         "t_stdev[nsec]",
         "99% percentile[nsec]",
         "99.9% percentile[nsec]",
-        "MsgRate[Mpps]"
-    );
-    println!(
-        " {:<8} {:<12} {:<12.2} {:<12.2} {:<16.2} {:<12.2} {:<14.2} {:<20.2} {:<22.2} {:<14.3}",
-        size,
-        iters,
-        kept[0],
-        t_max,
-        kept[n / 2],
-        avg,
-        var.sqrt(),
-        pct(0.99),
-        pct(0.999),
-        iters as f64 / total_ns * 1e3
-    );
+        "MsgRate[Mpps]",
+    ];
+    let f = |v: f64| format!("{v:.2}");
+    let cells = [
+        size.to_string(),
+        iters.to_string(),
+        f(kept[0]),
+        f(t_max),
+        f(kept[n / 2]),
+        f(avg),
+        f(var.sqrt()),
+        f(pct(0.99)),
+        f(pct(0.999)),
+        format!("{:.3}", iters as f64 / total_ns * 1e3),
+    ];
+    let header: Vec<String> = titles.iter().map(|t| t.to_string()).collect();
+    println!("{}", super::table::table_line(&titles, &header));
+    println!("{}", super::table::table_line(&titles, &cells));
     Stats {
         t_min: kept[0],
         t_max,
@@ -411,13 +418,22 @@ pub fn run(args: &[String]) -> i32 {
     let (which, rest) = match args.split_first() {
         Some((w, r)) => (w.as_str(), r),
         None => {
-            eprint!("{USAGE}");
-            return 2;
+            return crate::usage_error("bench", "which benchmark? (post, poll or batching)");
         }
     };
+    if matches!(which, "post" | "poll") && rest.iter().any(|a| a == "-h" || a == "--help") {
+        print!("{USAGE}");
+        return 0;
+    }
     match which {
         "post" | "poll" => match parse(rest, which == "poll") {
             Ok(o) => {
+                if let Some(p) = &o.json {
+                    if let Err(e) = crate::check_output("--json", std::path::Path::new(p)) {
+                        eprintln!("rdma-direct bench {which}: {e}");
+                        return 1;
+                    }
+                }
                 if which == "post" {
                     bench_post(&o)
                 } else {
@@ -425,19 +441,16 @@ pub fn run(args: &[String]) -> i32 {
                 }
                 0
             }
-            Err(e) => {
-                eprintln!("rdma-direct bench: {e}\n\n{USAGE}");
-                2
-            }
+            Err(e) => crate::usage_error(&format!("bench {which}"), &e),
         },
         "batching" => batching::run(rest),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");
             0
         }
-        other => {
-            eprintln!("rdma-direct bench: unknown benchmark '{other}'\n\n{USAGE}");
-            2
-        }
+        other => crate::usage_error(
+            "bench",
+            &format!("unknown benchmark '{other}' (post, poll or batching)"),
+        ),
     }
 }

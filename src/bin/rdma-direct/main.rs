@@ -62,6 +62,37 @@ fn usage_error(cmd: &str, problem: &str) -> i32 {
     2
 }
 
+/// Check, before a run, that the output file of `flag` (`--json`, `--svg`) can be written,
+/// so a run is not made only to fail at its end: the file is opened for writing (created
+/// and removed again when it did not exist; an existing file is not changed).
+fn check_output(flag: &str, path: &std::path::Path) -> Result<(), String> {
+    let existed = path.exists();
+    if path.is_dir() {
+        return Err(format!("{flag} {}: is a directory", path.display()));
+    }
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+    {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let hint = match e.kind() {
+                std::io::ErrorKind::NotFound => " (the directory does not exist)",
+                std::io::ErrorKind::PermissionDenied => " (not writable)",
+                _ => "",
+            };
+            Err(format!("{flag} {}: {e}{hint}", path.display()))
+        }
+    }
+}
+
 /// The integer types [`number`] parses.
 trait Bounded: std::str::FromStr + Copy {
     /// The largest value, as text for the message.

@@ -83,10 +83,7 @@ pub fn run(args: &[String]) -> i32 {
     let mut title: Option<String> = None;
     let mut metric = None;
     let mut it = args.iter();
-    let usage = |msg: String| {
-        eprintln!("rdma-direct plot: {msg}\n\n{HELP}");
-        2
-    };
+    let usage = |msg: String| crate::usage_error("plot", &msg);
     while let Some(a) = it.next() {
         match a.as_str() {
             "-h" | "--help" => {
@@ -121,6 +118,10 @@ pub fn run(args: &[String]) -> i32 {
     };
     if files.is_empty() {
         return usage("no result files given".into());
+    }
+    if let Err(e) = crate::check_output("--svg", Path::new(&out)) {
+        eprintln!("rdma-direct plot: {e}");
+        return 1;
     }
     let mut runs = Vec::with_capacity(files.len());
     for f in &files {

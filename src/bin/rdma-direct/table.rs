@@ -56,7 +56,7 @@ pub const DEEP_LAT_COLUMNS: [&str; 2] = ["99.99% percentile[usec]", "99.999% per
 const BYTES_WIDTH: usize = 7;
 
 /// A table line (see the module doc).
-fn table_line<S: AsRef<str>>(titles: &[S], cells: &[String]) -> String {
+pub fn table_line<S: AsRef<str>>(titles: &[S], cells: &[String]) -> String {
     let mut s = String::from(" ");
     for (k, (t, c)) in titles.iter().zip(cells).enumerate() {
         if k > 0 {

@@ -111,7 +111,7 @@ pub struct ParsedWqe<'a> {
     pub signature: u8,
     /// DCI stream channel id (bytes 9-10).
     pub dci_stream_channel_id: u16,
-    /// Flags, see [`super::fm_ce_se`].
+    /// Flags, see [`crate::wire::fm_ce_se`].
     pub fm_ce_se: u8,
     /// Immediate, host order.
     pub imm: u32,

@@ -33,7 +33,7 @@ fn emit_scatter(slot: &mut [u8], sges: &[Sge], max_sge: usize) -> usize {
 
 /// Writes a receive WQE into `slot` (one RQ stride, at least `max_sge * 16` bytes): one data
 /// segment per SGE of non-zero length, then, when there are fewer than `max_sge`, the
-/// terminator (byte_count 0, lkey [`super::INVALID_LKEY`], addr 0). Units after the terminator
+/// terminator (byte_count 0, lkey [`crate::wire::INVALID_LKEY`], addr 0). Units after the terminator
 /// are not written: the device stops there. Returns the number of data segments.
 #[inline]
 pub fn emit_recv_wqe(slot: &mut [u8], sges: &[Sge], max_sge: usize) -> Result<usize, WqeError> {

@@ -296,6 +296,11 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             other => return Err(format!("unknown option '{other}'")),
         }
     }
+    // -d sim0: the software device, as --provider sim.
+    if o.device.as_deref() == Some(crate::provider::SIM_DEVICE) {
+        o.device = None;
+        provider = Some(provider.unwrap_or(Where::Sim));
+    }
     o.at = match (provider, &o.device) {
         (Some(p @ (Where::Plain | Where::Sim)), Some(d)) => {
             return Err(format!(

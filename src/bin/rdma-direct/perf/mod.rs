@@ -16,7 +16,7 @@ mod two_process;
 
 use std::io::IsTerminal;
 
-use rdma_direct::perf::{Params, Report, Row};
+use rdma_direct::perf::{Params, Report, Row, TX_DEPTH};
 use rdma_direct::providers::{Provider, ProviderKind};
 
 use super::provider::{self, Job};
@@ -32,6 +32,17 @@ pub fn run(args: &[String]) -> i32 {
         Err(status) => return status,
     };
     let name = cli.params.test.name();
+    for (flag, path) in [("--json", &cli.json), ("--svg", &cli.svg)] {
+        if let Some(p) = path {
+            if let Err(e) = crate::check_output(flag, p) {
+                eprintln!("rdma-direct perf {name}: {e}");
+                return 1;
+            }
+        }
+    }
+    if let Some(note) = short_run_note(&cli.params) {
+        eprintln!("rdma-direct perf {name}: note: {note}");
+    }
     let (kind, why) = match provider::select("perf", cli.provider, cli.device.as_deref()) {
         Ok(k) => k,
         Err(status) => return status,
@@ -63,6 +74,26 @@ pub fn run(args: &[String]) -> i32 {
             1
         }
     }
+}
+
+/// Fewer bandwidth iterations than this per size measure mostly the ramp-up (the first
+/// [`TX_DEPTH`] requests fill the send queue): perftest's default for every test but
+/// `write_bw`.
+const MIN_BW_ITERS: u32 = 1000;
+
+/// The note a bandwidth run of fewer than [`MIN_BW_ITERS`] iterations gets: its figures are
+/// too short to mean much (on the sim `write_bw -a -n 200` reads about 0.15 Mpps where the
+/// default `-n` reads over 5).
+fn short_run_note(o: &Params) -> Option<String> {
+    (!o.test.is_lat() && o.iters < MIN_BW_ITERS).then(|| {
+        format!(
+            "-n {} is short for a bandwidth test: the first {TX_DEPTH} requests only fill the \
+             send queue, so the figures are mostly ramp-up; use -n {MIN_BW_ITERS} or more \
+             (default {})",
+            o.iters,
+            Params::new(o.test).iters
+        )
+    })
 }
 
 /// `--json FILE` and `--svg FILE`, from the finished report.
