@@ -86,7 +86,10 @@ fn post_and_poll_rows_line_up_under_their_titles() {
         let (head, row) = (lines[h], lines[h + 1]);
         assert_eq!(starts(head), starts(row), "{which}:\n{head}\n{row}");
         assert_eq!(starts(head).len(), 10, "{which}: {head}");
-        assert!(!head.ends_with(' ') && !row.ends_with(' '), "{which}: trailing blanks");
+        assert!(
+            !head.ends_with(' ') && !row.ends_with(' '),
+            "{which}: trailing blanks"
+        );
     }
 }
 

@@ -88,17 +88,9 @@ pub fn run(args: &[String]) -> i32 {
     }
     // Without RDMA devices the software device is still listed (exit status 0); a note on
     // stderr says why there is no other.
-    let list = match Device::list() {
-        Ok(l) => {
-            if l.is_empty() {
-                note_no_devices(None);
-            }
-            l
-        }
-        Err(e) => {
-            note_no_devices(Some(&e));
-            Vec::new()
-        }
+    let (list, listing_error) = match Device::list() {
+        Ok(l) => (l, None),
+        Err(e) => (Vec::new(), Some(e)),
     };
     let chosen: Vec<&Device> = match &o.dev {
         Some(name) => list.iter().filter(|d| &d.name == name).collect(),
@@ -115,9 +107,14 @@ pub fn run(args: &[String]) -> i32 {
         if !list.is_empty() {
             println!();
         }
-        if let Err(e) = print_sim(&o) {
-            eprintln!("rdma-direct info: {SIM_DEVICE}: {e}");
-            code = 1;
+        match print_sim(&o) {
+            // Only the software device: a note says why there is no other.
+            Ok(()) if list.is_empty() => note_no_devices(listing_error.as_ref()),
+            Ok(()) => {}
+            Err(e) => {
+                eprintln!("rdma-direct info: {SIM_DEVICE}: {e}");
+                code = 1;
+            }
         }
     }
     code

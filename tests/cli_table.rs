@@ -1,0 +1,437 @@
+//! Every command of `rdma-direct` off its happy path, as a table: one row per command line
+//! (defaults, options at their bounds, each kind of bad input) with the exit status it must
+//! give and a text it must print.
+//!
+//! A row passes when the process
+//! - ends by itself within [`LIMIT`] (it is killed and the row fails otherwise: a hang);
+//! - exits with the row's status, never by a signal (an abort);
+//! - prints no panic and no backtrace;
+//! - for status 0: prints the row's text on stdout;
+//! - for status 1 or 2: prints exactly one line on stderr, `rdma-direct CMD...: PROBLEM`,
+//!   and the row's text is in it (the problem, named).
+//!
+//! Rows run without an RDMA device (the software device `sim0` and plain memory), so they
+//! hold on any host; a named device that does not exist (`mlx5_9`) gets the one "no RDMA
+//! device" diagnosis. `{tmp}` is a scratch directory (with the garbage, truncated and binary
+//! files `plot` is given), `{fx}` the fixtures directory.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest a row may run (debug build, busy 2-core machine). The limit is enforced by
+/// killing the child, not by asserting timings.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// One command line and what it must do.
+struct Row {
+    /// The arguments after `rdma-direct`, split at spaces (`{tmp}`, `{fx}` substituted).
+    args: &'static str,
+    /// The exit status: 0, 1 (the run failed) or 2 (bad command line).
+    status: i32,
+    /// Status 0: a text on stdout; otherwise a text in the one stderr line.
+    text: &'static str,
+}
+
+const fn r(args: &'static str, status: i32, text: &'static str) -> Row {
+    Row { args, status, text }
+}
+
+const NO_DEV: &str = "no RDMA device 'mlx5_9'";
+
+const ROWS: &[Row] = &[
+    // ---- the top level
+    r("", 0, "usage: rdma-direct <command>"),
+    r("help", 0, "commands:"),
+    r("--help", 0, "commands:"),
+    r("-h", 0, "commands:"),
+    r("--version", 0, "rdma-direct 0."),
+    r("-V", 0, "rdma-direct 0."),
+    r("version", 0, "rdma-direct 0."),
+    r("frobnicate", 2, "unknown command 'frobnicate'"),
+    r("--bogus", 2, "unknown command '--bogus'"),
+    // ---- devices
+    r("devices", 0, "sim0"),
+    r("devices --help", 0, "usage: rdma-direct devices"),
+    r("devices -h", 0, "usage: rdma-direct devices"),
+    r("devices --bogus", 2, "unknown option '--bogus'"),
+    r("devices extra", 2, "unexpected argument 'extra'"),
+    // ---- info
+    r("info", 0, "hca_id:\tsim0"),
+    r("info -d sim0", 0, "hca_id:\tsim0"),
+    r("info --ib-dev sim0", 0, "software (not hardware)"),
+    r("info -dsim0", 0, "hca_id:\tsim0"),
+    r("info --provider sim", 0, "hca_id:\tsim0"),
+    r("info -v", 0, "sim0"),
+    r("info -i 1", 0, "port:\t1"),
+    r("info --help", 0, "usage: rdma-direct info"),
+    r("info -i 2", 1, "port 2"),
+    r("info -d sim0 -i 2", 1, "one port"),
+    r("info -i 0", 2, "bad port '0'"),
+    r("info -i -1", 2, "bad port '-1'"),
+    r("info -i 256", 2, "bad port '256'"),
+    r("info -i x", 2, "bad port 'x'"),
+    r("info -i", 2, "-i needs a port number"),
+    r("info -d", 2, "-d needs a device name"),
+    r("info -d mlx5_9", 1, NO_DEV),
+    r("info --provider", 2, "--provider needs a value"),
+    r("info --provider rxe", 2, "'rxe' is not auto, mlx5, verbs or sim"),
+    r("info --provider sim -d mlx5_9", 2, "not 'mlx5_9'"),
+    r("info --bogus", 2, "unexpected argument '--bogus'"),
+    r("info extra", 2, "unexpected argument 'extra'"),
+    // ---- pingpong (on the sim without -d)
+    r("pingpong -n 20", 0, "iters in"),
+    r("pingpong -d sim0 -n 20", 0, "iters in"),
+    r("pingpong --ib-dev sim0 -n 20", 0, "not a link rate"),
+    r("pingpong --provider sim -n 20", 0, "iters in"),
+    r("pingpong -s 1 -n 20", 0, "iters in"),
+    r("pingpong --size=64 -n 20", 0, "iters in"),
+    r("pingpong -s 65536 -n 5", 0, "iters in"),
+    r("pingpong -n 1", 0, "1 iters in"),
+    r("pingpong -c UC -n 20", 0, "iters in"),
+    r("pingpong -c rc -n 20", 0, "iters in"),
+    r("pingpong -m 256 -n 20", 0, "iters in"),
+    r("pingpong -m 4096 -n 20", 0, "iters in"),
+    r("pingpong -r 2 -n 20", 0, "iters in"),
+    r("pingpong -l 15 -n 20", 0, "iters in"),
+    r("pingpong -u 31 -n 20", 0, "iters in"),
+    r("pingpong --retry-cnt 0 -n 20", 0, "iters in"),
+    r("pingpong -g 0 -n 20", 0, "iters in"),
+    r("pingpong --help", 0, "usage: rdma-direct pingpong"),
+    r("pingpong -s 0", 2, "size (-s) 0: out of range"),
+    r("pingpong -s 1073741825", 2, "out of range 1..=1073741824"),
+    r("pingpong -s 99999999999", 2, "size (-s) 99999999999: out of range"),
+    r("pingpong -s 999999999999999999999999", 2, "out of range"),
+    r("pingpong -s -1", 2, "-s: -1 is negative"),
+    r("pingpong -s x", 2, "-s: 'x' is not a number"),
+    r("pingpong -s", 2, "-s needs a value"),
+    r("pingpong -n 0", 2, "iterations (-n) 0: out of range"),
+    r("pingpong -n 16777217", 2, "out of range 1..=16777216"),
+    r("pingpong -n 4000000000", 2, "iterations (-n) 4000000000: out of range"),
+    r("pingpong -n 99999999999", 2, "out of range"),
+    r("pingpong -n -5", 2, "-n: -5 is negative"),
+    r("pingpong -n many", 2, "-n: 'many' is not a number"),
+    r("pingpong -c UD", 2, "'UD' is not RC or UC"),
+    r("pingpong -c", 2, "-c needs a value"),
+    r("pingpong -m 1500", 2, "MTU 1500 is not 256"),
+    r("pingpong -m 0", 2, "MTU 0 is not 256"),
+    r("pingpong -r 1", 2, "rx-depth 1 out of range"),
+    r("pingpong -r 16385", 2, "rx-depth 16385 out of range"),
+    r("pingpong -u 32", 2, "timeout 32 out of range"),
+    r("pingpong --retry-cnt 8", 2, "retry-cnt 8 out of range"),
+    r("pingpong -l 256", 2, "-l: 256 is out of range (at most 255)"),
+    r("pingpong -i 0", 2, "ib-port is 1-based"),
+    r("pingpong -i 2", 2, "one port (1)"),
+    r("pingpong -g 1", 2, "one GID (index 0)"),
+    r("pingpong -p 19000", 2, "the TCP port is for -d DEV"),
+    r("pingpong -p 70000", 2, "-p: 70000 is out of range (at most 65535)"),
+    r("pingpong somehost", 2, "HOST 'somehost': without -d"),
+    r("pingpong -d sim0 somehost", 2, "HOST 'somehost': without -d"),
+    r("pingpong -d", 2, "-d needs a value"),
+    r("pingpong -d mlx5_9", 1, NO_DEV),
+    r("pingpong -d mlx5_9 somehost", 1, NO_DEV),
+    r("pingpong --provider verbs", 2, "--provider verbs needs a device"),
+    r("pingpong --provider rxe", 2, "is not auto, mlx5, verbs or sim"),
+    r("pingpong --bogus", 2, "unknown option '--bogus'"),
+    r("pingpong a b", 2, "more than one HOST"),
+    // ---- perf: every test at its defaults (short -n) on the sim
+    r("perf write_lat -n 20", 0, "t_typical[usec]"),
+    r("perf send_lat -n 20", 0, "t_typical[usec]"),
+    r("perf read_lat -n 20", 0, "t_typical[usec]"),
+    r("perf atomic_lat -n 20", 0, "t_typical[usec]"),
+    r("perf write_bw -n 1000", 0, "BW average"),
+    r("perf send_bw -n 1000", 0, "BW average"),
+    r("perf read_bw -n 1000", 0, "BW average"),
+    r("perf write_lat -d sim0 -n 20", 0, "Device          : sim0"),
+    r("perf write_lat --provider sim -n 20", 0, "sim0"),
+    r("perf write_lat --loopback -n 20", 0, "t_typical[usec]"),
+    r("perf write_lat -n 4", 0, "t_typical[usec]"),
+    r("perf write_lat -s 1 -n 20", 0, "t_typical[usec]"),
+    r("perf write_lat -s 8388608 -n 4", 0, "8388608"),
+    r("perf write_lat -I 0 -n 20", 0, "t_typical[usec]"),
+    r("perf write_lat -I 512 -n 20", 0, "Inline data     : up to 512 B"),
+    r("perf write_lat -I 1024 -n 20", 1, "max_inline_data 1024 above 512"),
+    r("perf write_bw -l 128 -n 1000", 0, "Post list       : 128"),
+    r("perf write_bw -Q 1 -n 1000", 0, "BW average"),
+    r("perf write_bw -Q 128 -n 1024", 0, "BW average"),
+    r("perf write_bw --report_gbits -n 1000", 0, "Gb/sec"),
+    r("perf write_lat --histogram -n 20", 0, "histogram"),
+    r("perf write_lat --threads 2 -n 20", 0, "each on its own thread"),
+    r("perf write_lat --hw-ts -n 20", 0, "NIC time"),
+    r("perf write_lat -F -n 20", 0, "t_typical[usec]"),
+    r("perf --help", 0, "usage: rdma-direct perf"),
+    r("perf write_bw --help", 0, "usage: rdma-direct perf"),
+    r("perf help", 0, "usage: rdma-direct perf"),
+    // ---- perf: bad input
+    r("perf", 2, "which test?"),
+    r("perf flood", 2, "unknown test 'flood'"),
+    r("perf write_lat --bogus", 2, "unknown option '--bogus'"),
+    r("perf write_lat -s", 2, "-s needs a value"),
+    r("perf write_lat -s 0", 2, "size (-s) 0: out of range"),
+    r("perf write_lat -s 8388609", 2, "out of range 1..=8388608"),
+    r("perf write_lat -s 99999999999", 2, "size (-s) 99999999999: out of range"),
+    r("perf write_lat -s -2", 2, "-s: -2 is negative"),
+    r("perf write_lat -s big", 2, "-s: 'big' is not a number"),
+    r("perf write_lat -n 0", 2, "-n"),
+    r("perf write_lat -n 3", 2, "4 iterations"),
+    r("perf write_lat -n 16777217", 2, "at most 16777216"),
+    r("perf write_lat -n 4294967296", 2, "out of range"),
+    r("perf write_lat -n x", 2, "'x' is not a number"),
+    r("perf write_lat -a -s 4", 2, "-a and -s exclude each other"),
+    r("perf write_lat -I 1025", 2, "inline (-I): at most 1024"),
+    r("perf read_lat -I 16", 2, "inline"),
+    r("perf atomic_lat -s 64", 2, "8 bytes"),
+    r("perf write_lat -l 4", 2, "bandwidth"),
+    r("perf write_bw -l 0", 2, "-l"),
+    r("perf write_bw -l 129", 2, "post list (-l) 129: out of range"),
+    r("perf write_bw -Q 0", 2, "-Q"),
+    r("perf write_bw -l 32 -Q 5", 2, "multiple"),
+    r("perf write_lat -c UD", 2, "UD only does SEND"),
+    r("perf read_bw -c UC", 2, "UC has no READ"),
+    r("perf write_lat -c XRC", 2, "'XRC' is not RC, UC or UD"),
+    r("perf write_lat -i 2", 2, "one port (1)"),
+    r("perf write_lat -i 0", 2, "-i"),
+    r("perf write_lat -x 1", 2, "one GID (index 0)"),
+    r("perf write_lat -x 256", 2, "-x: 256 is out of range (at most 255)"),
+    r("perf write_lat -p 19000", 2, "the TCP port is for -d DEV"),
+    r("perf write_lat somehost", 2, "HOST 'somehost': without -d"),
+    r("perf write_lat -d sim0 somehost", 2, "HOST 'somehost': without -d"),
+    r("perf write_lat -d mlx5_9", 1, NO_DEV),
+    r("perf write_lat -d mlx5_9 --loopback", 1, NO_DEV),
+    r("perf write_lat -d mlx5_9 somehost", 1, NO_DEV),
+    r("perf write_lat -d mlx5_9 -c UC somehost", 2, "RC only"),
+    r("perf atomic_lat -d mlx5_9", 2, "--loopback"),
+    r("perf write_lat --provider verbs", 2, "--provider verbs needs a device"),
+    r("perf write_lat --provider rxe", 2, "is not auto, mlx5, verbs or sim"),
+    r("perf write_bw --histogram", 2, "latency tests only"),
+    r("perf write_lat --threads 3", 2, "1 or 2"),
+    r("perf send_lat --hw-ts", 2, "--hw-ts"),
+    r("perf write_lat -q 2", 2, "one pair only"),
+    r("perf write_lat -D 5", 2, "use -n"),
+    r("perf write_lat --json {tmp}/no/such/dir/r.json -n 20", 1, "the directory does not exist"),
+    r("perf write_lat --svg {tmp}/no/such/dir/r.svg -n 20", 1, "the directory does not exist"),
+    r("perf write_lat --svg {tmp} -n 20", 1, "is a directory"),
+    r("perf write_lat --json", 2, "--json needs a value"),
+    // ---- plot
+    r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg {tmp}/p.svg", 0, "curve"),
+    r("plot --help", 0, "usage: rdma-direct plot"),
+    r("plot", 2, "--svg OUT.svg is required"),
+    r("plot --svg {tmp}/p.svg", 2, "no result files given"),
+    r("plot {fx}/perftest/ib_write_lat_rxe0_2.json", 2, "--svg OUT.svg is required"),
+    r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg", 2, "--svg needs a value"),
+    r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg {tmp}/no/dir/p.svg", 1, "the directory does not exist"),
+    r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg {tmp}", 1, "is a directory"),
+    r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg /proc/version", 1, "/proc/version"),
+    r("plot {tmp}/garbage.json --svg {tmp}/p.svg", 1, "garbage.json"),
+    r("plot {tmp}/truncated.json --svg {tmp}/p.svg", 1, "truncated.json"),
+    r("plot {tmp}/binary.json --svg {tmp}/p.svg", 1, "binary.json"),
+    r("plot {tmp}/empty.json --svg {tmp}/p.svg", 1, "empty.json"),
+    r("plot {tmp}/missing.json --svg {tmp}/p.svg", 1, "missing.json"),
+    r("plot {fx}/perftest/ib_write_lat_rxe0_2.json {fx}/perftest/ib_write_bw_rxe0_65536.json --svg {tmp}/p.svg", 2, "cannot mix latency and bandwidth"),
+    r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --metric bw --svg {tmp}/p.svg", 2, "does not apply"),
+    r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --metric nope --svg {tmp}/p.svg", 2, "expected typical"),
+    r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --bogus --svg {tmp}/p.svg", 2, "unknown option '--bogus'"),
+    // ---- bench post / poll (plain memory)
+    r("bench post -n 1000", 0, "t_typical[nsec]"),
+    r("bench poll -n 1000", 0, "t_typical[nsec]"),
+    r("bench post -n 1000 -l 64", 0, "t_typical[nsec]"),
+    r("bench post -n 1000 -s 256", 0, "t_typical[nsec]"),
+    r("bench post -n 1000 -o read", 0, "t_typical[nsec]"),
+    r("bench post -n 1000 --bf", 0, "t_typical[nsec]"),
+    r("bench post -n 1000 --per-sample 512", 0, "t_typical[nsec]"),
+    r("bench post --help", 0, "usage: rdma-direct bench"),
+    r("bench --help", 0, "usage: rdma-direct bench"),
+    r("bench", 2, "which benchmark?"),
+    r("bench frobnicate", 2, "unknown benchmark 'frobnicate'"),
+    r("bench post -s 300", 2, "inline payloads are at most 256 bytes"),
+    r("bench post -l 0", 2, "-l 0: must be 1..=64"),
+    r("bench post -l 65", 2, "-l 65: must be 1..=64"),
+    r("bench post -n x", 2, "'x' is not a number"),
+    r("bench post -n -1", 2, "-1 is negative"),
+    r("bench post -n 99999999999", 2, "out of range"),
+    r("bench post -n", 2, "-n needs a value"),
+    r("bench post -o nope", 2, "unknown op 'nope'"),
+    r("bench post --per-sample 63", 2, "--per-sample 63"),
+    r("bench post --provider verbs", 2, "auto and mlx5 only"),
+    r("bench post -d mlx5_9", 2, "no device is involved"),
+    r("bench post --bogus", 2, "unknown option '--bogus'"),
+    r("bench post -n 1000 --json {tmp}/no/dir/b.json", 1, "the directory does not exist"),
+    // ---- bench batching
+    r("bench batching -l 1,4 -Q 1 -m db8 -r 3 -w 1 -n 64", 0, "Doorbell batching"),
+    r("bench batching --provider sim -l 1,4 -Q 1 -m db8 -r 3 -w 1 -n 64", 0, "Doorbell batching"),
+    r("bench batching -d sim0 -l 1 -Q 1 -m db8 -r 3 -w 1 -n 64", 0, "Doorbell batching"),
+    r("bench batching --help", 0, "usage: rdma-direct bench batching"),
+    r("bench batching -d mlx5_9", 1, NO_DEV),
+    r("bench batching -d mlx5_9 --provider mlx5", 1, NO_DEV),
+    r("bench batching --provider verbs", 2, "--provider verbs needs -d DEV"),
+    r("bench batching --provider sim -d mlx5_9", 2, "drop -d mlx5_9"),
+    r("bench batching -l 0", 2, "-l 0: a batch is 1..=64"),
+    r("bench batching -l 65", 2, "-l 65: a batch is 1..=64"),
+    r("bench batching -s 2000000", 2, "-s 2000000"),
+    r("bench batching --bogus", 2, "unknown option '--bogus'"),
+    r("bench batching -n", 2, "-n"),
+    r("bench batching -l 1 -r 3 -w 1 -n 64 --svg {tmp}/no/dir/b.svg", 1, "the directory does not exist"),
+    r("bench batching -l 1 -r 3 -w 1 -n 64 --json {tmp}", 1, "is a directory"),
+    // ---- events
+    r("events", 0, "DEVICE_FATAL"),
+    r("events -d sim0", 0, "DEVICE_FATAL"),
+    r("events --count 3", 0, "CQ_ERR"),
+    r("events --count=1", 0, "PORT_ACTIVE"),
+    r("events --help", 0, "usage: rdma-direct events"),
+    r("events --count 0", 2, "--count 0: at least 1"),
+    r("events --count -1", 2, "--count: -1 is negative"),
+    r("events --count x", 2, "--count: 'x' is not a number"),
+    r("events --count 99999999999999999999", 2, "out of range"),
+    r("events --count", 2, "--count needs a value"),
+    r("events -d", 2, "-d needs a value"),
+    r("events -d mlx5_9", 1, NO_DEV),
+    r("events --bogus", 2, "unknown option '--bogus'"),
+    r("events extra", 2, "unexpected argument 'extra'"),
+    // ---- doctor (no device on the host: the checks of the host still run)
+    r("doctor --help", 0, "usage: rdma-direct doctor"),
+    r("doctor --peer-mtu 1500", 2, "bad MTU '1500'"),
+    r("doctor --peer-mtu", 2, "--peer-mtu needs an MTU"),
+    r("doctor -i 0", 2, "bad port '0'"),
+    r("doctor -i x", 2, "bad port 'x'"),
+    r("doctor -d", 2, "-d needs a device name"),
+    r("doctor --bogus", 2, "unexpected argument '--bogus'"),
+];
+
+/// The binary cargo built.
+fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_rdma-direct")
+}
+
+/// A scratch directory with the broken inputs for `plot`.
+fn scratch() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rdma-direct-cli-table-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    let good = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/perftest/ib_write_lat_rxe0_2.json"),
+    )
+    .expect("fixture");
+    let files: [(&str, Vec<u8>); 4] = [
+        ("garbage.json", b"this is not json at all".to_vec()),
+        ("truncated.json", good.as_bytes()[..good.len() / 2].to_vec()),
+        ("binary.json", (0..=255u8).cycle().take(600).collect()),
+        ("empty.json", Vec::new()),
+    ];
+    for (name, bytes) in files {
+        std::fs::write(d.join(name), bytes).expect("write an input");
+    }
+    d
+}
+
+/// Run `args`, killing it after [`LIMIT`]: (status, stdout, stderr), or why it failed to
+/// end by itself.
+fn run(args: &[String]) -> Result<(Option<i32>, String, String), String> {
+    let mut child = Command::new(exe())
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn: {e}"))?;
+    // Drain both pipes on their own threads, so a chatty child never blocks on a full pipe.
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = out.read_to_end(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = err.read_to_end(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().map_err(|e| format!("wait: {e}"))? {
+            break st;
+        }
+        if start.elapsed() > LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("still running after {LIMIT:?}: killed (a hang)"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let out = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).into_owned();
+    let err = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).into_owned();
+    Ok((status.code(), out, err))
+}
+
+/// What is wrong with the outcome of `row`, if anything.
+fn check(row: &Row, got: Result<(Option<i32>, String, String), String>) -> Option<String> {
+    let (code, out, err) = match got {
+        Ok(g) => g,
+        Err(e) => return Some(e),
+    };
+    let Some(code) = code else {
+        return Some(format!("ended by a signal (an abort?); stderr: {err}"));
+    };
+    for bad in ["panicked", "stack backtrace", "RUST_BACKTRACE"] {
+        if err.contains(bad) || out.contains(bad) {
+            return Some(format!("'{bad}' in the output; stderr: {err}"));
+        }
+    }
+    if code != row.status {
+        return Some(format!(
+            "exit status {code}, expected {}; stderr: {err}",
+            row.status
+        ));
+    }
+    if row.status == 0 {
+        if !out.contains(row.text) {
+            return Some(format!("stdout lacks {:?}: {out}", row.text));
+        }
+        return None;
+    }
+    let lines: Vec<&str> = err.lines().collect();
+    if lines.len() != 1 {
+        return Some(format!(
+            "{} lines on stderr, expected one: {err}",
+            lines.len()
+        ));
+    }
+    if !lines[0].starts_with("rdma-direct") {
+        return Some(format!("the stderr line does not name the command: {err}"));
+    }
+    if !lines[0].contains(row.text) {
+        return Some(format!("stderr lacks {:?}: {err}", row.text));
+    }
+    None
+}
+
+#[test]
+fn every_command_on_and_off_its_happy_path() {
+    assert!(ROWS.len() >= 150, "{} rows", ROWS.len());
+    let tmp = scratch();
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let mut failures = Vec::new();
+    for row in ROWS {
+        let args: Vec<String> = row
+            .args
+            .split_whitespace()
+            .map(|a| {
+                a.replace("{tmp}", &tmp.display().to_string())
+                    .replace("{fx}", &fx.display().to_string())
+            })
+            .collect();
+        if let Some(why) = check(row, run(&args)) {
+            failures.push(format!("rdma-direct {}: {why}", row.args));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows failed:\n{}",
+        failures.len(),
+        ROWS.len(),
+        failures.join("\n")
+    );
+}
