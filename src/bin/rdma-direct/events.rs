@@ -24,8 +24,11 @@ the object it concerns. Without -d: a demonstration on the software mlx5 device,
 raise one event of each kind.
 ";
 
-/// `-d` and `--count` (at least 1; `None`: until interrupted). `Ok(None)`: help.
-fn parse(args: &[String]) -> Result<Option<(Option<String>, Option<u64>)>, String> {
+/// `-d DEV` and `--count N` (at least 1; `None`: until interrupted).
+type Opts = (Option<String>, Option<u64>);
+
+/// The options; `Ok(None)`: help was asked for.
+fn parse(args: &[String]) -> Result<Option<Opts>, String> {
     let (mut dev, mut count) = (None, None);
     let mut it = args.iter();
     while let Some(a) = it.next() {
