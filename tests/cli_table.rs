@@ -435,3 +435,21 @@ fn every_command_on_and_off_its_happy_path() {
         failures.join("\n")
     );
 }
+
+/// A bandwidth run too short to mean much says so (on the sim `write_bw -a -n 200` read
+/// 0.15 Mpps where the default `-n` reads over 5); a run of perftest's length does not.
+#[test]
+fn short_bandwidth_runs_are_called_short() {
+    let note = "is short for a bandwidth test";
+    for (args, noted) in [
+        ("perf write_bw -s 64 -n 200", true),
+        ("perf send_bw -a -n 20", true),
+        ("perf write_bw -s 64 -n 1000", false),
+        ("perf write_lat -n 20", false),
+    ] {
+        let a: Vec<String> = args.split_whitespace().map(String::from).collect();
+        let (code, _, err) = run(&a).unwrap_or_else(|e| panic!("{args}: {e}"));
+        assert_eq!(code, Some(0), "{args}: {err}");
+        assert_eq!(err.contains(note), noted, "{args}: {err}");
+    }
+}

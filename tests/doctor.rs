@@ -885,3 +885,50 @@ fn device_memlock_largest_registration_is_what_doctor_says() {
     assert!(out.status.success(), "child failed: {text}");
     assert!(text.contains("test result: ok. 1 passed"), "{text}");
 }
+
+/// Without a device, the one reason every command gives, once: a kernel built without RDMA
+/// support is not told to `modprobe` a driver it cannot load.
+#[test]
+fn cli_without_any_device_gives_one_reason() {
+    let has_devices = rdma_direct::verbs::Device::list()
+        .map(|l| !l.is_empty())
+        .unwrap_or(false);
+    if has_devices {
+        println!("skipped: this host has RDMA devices");
+        return;
+    }
+    let out = bin().arg("doctor").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(all.matches("[FAIL] device").count(), 1, "{all}");
+    assert!(
+        !(all.contains("CONFIG_INFINIBAND is not set") && all.contains("modprobe")),
+        "contradictory reasons: {all}"
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "the FAIL line says it; stderr repeats: {all}"
+    );
+}
+
+/// `-d sim0`: the software device has nothing of a NIC to check; the host checks run.
+#[test]
+fn cli_on_the_software_device_checks_the_host_only() {
+    let out = bin().args(["doctor", "-d", "sim0"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("[skip] device") && text.contains("software mlx5 device"),
+        "{text}"
+    );
+    assert!(text.contains("memlock"), "{text}");
+    assert!(!text.contains("[FAIL] device"), "{text}");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

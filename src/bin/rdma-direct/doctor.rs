@@ -16,7 +16,7 @@ Walks the troubleshooting order for each device and port: physical link, MTU, QP
 locked-memory limit, NUMA/CPU affinity, PCIe width and speed. One line per check:
 [ ok ], [warn], [FAIL] or [skip], what it saw and, for warn/FAIL, the fix.
 
-  -d, --ib-dev DEV    only this device (default: all)
+  -d, --ib-dev DEV    only this device (default: all; sim0: the host checks only)
   -i, --ib-port PORT  only this port (default: all)
   --peer-mtu N        the peer's active MTU in bytes (256..4096), to compare with ours
   --json              one JSON object instead of the text report
@@ -79,6 +79,9 @@ pub fn run(args: &[String]) -> i32 {
     let mut sections = Vec::new();
     let mut code = 0;
 
+    if o.dev.as_deref() == Some(super::provider::SIM_DEVICE) {
+        return finish(sim_sections(&host), &o, 0);
+    }
     if let Some(name) = &o.dev {
         // The diagnosis every command gives for a device that is not there; the checks
         // below still run and say what they can of the host.
@@ -136,6 +139,28 @@ fn no_device_sections(host: &HostFacts, err: Option<&rdma_direct::Error>) -> Vec
         check: "device",
         saw: "no usable RDMA device".to_string(),
         fix: Some(why),
+    }];
+    findings.extend(doctor::check_host(host));
+    vec![Section {
+        title: "host".to_string(),
+        device: None,
+        port: None,
+        findings,
+    }]
+}
+
+/// `-d sim0`: the software device has no link, MTU, PCIe slot or NUMA node to check; the
+/// host's checks run.
+fn sim_sections(host: &HostFacts) -> Vec<Section> {
+    let mut findings = vec![Finding {
+        level: Level::Skip,
+        check: "device",
+        saw: format!(
+            "{} is the software mlx5 device in this process: no link, MTU, PCIe or NUMA \
+             placement to check",
+            super::provider::SIM_DEVICE
+        ),
+        fix: None,
     }];
     findings.extend(doctor::check_host(host));
     vec![Section {
