@@ -213,6 +213,8 @@ const ROWS: &[Row] = &[
     r("perf write_lat --svg {tmp}/no/such/dir/r.svg -n 20", 1, "the directory does not exist"),
     r("perf write_lat --svg {tmp} -n 20", 1, "is a directory"),
     r("perf write_lat --json", 2, "--json needs a value"),
+    r("perf write_lat --json {tmp}/garbage.json/r.json -n 20", 1, "Not a directory"),
+    r("perf write_bw --svg {tmp}/garbage.json/r.svg -n 1000", 1, "Not a directory"),
     // ---- plot
     r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg {tmp}/p.svg", 0, "curve"),
     r("plot --help", 0, "usage: rdma-direct plot"),
@@ -223,6 +225,7 @@ const ROWS: &[Row] = &[
     r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg {tmp}/no/dir/p.svg", 1, "the directory does not exist"),
     r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg {tmp}", 1, "is a directory"),
     r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg /proc/version", 1, "/proc/version"),
+    r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg {tmp}/garbage.json/p.svg", 1, "Not a directory"),
     r("plot {tmp}/garbage.json --svg {tmp}/p.svg", 1, "garbage.json"),
     r("plot {tmp}/truncated.json --svg {tmp}/p.svg", 1, "truncated.json"),
     r("plot {tmp}/binary.json --svg {tmp}/p.svg", 1, "binary.json"),
