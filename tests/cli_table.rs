@@ -456,3 +456,26 @@ fn short_bandwidth_runs_are_called_short() {
         assert_eq!(err.contains(note), noted, "{args}: {err}");
     }
 }
+
+/// A reader that goes away early (`rdma-direct devices | head -1`) ends the tool quietly by
+/// SIGPIPE, as C tools end, never with a panic on the failed write.
+#[test]
+fn a_closed_pipe_ends_the_tool_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = Command::new(exe())
+        .args(["bench", "post", "-n", "1000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let mut err = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err);
+    let st = child.wait().expect("wait");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(st.signal(), Some(libc::SIGPIPE), "{st:?}: {err}");
+}

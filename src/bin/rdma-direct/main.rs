@@ -146,6 +146,13 @@ fn flag_value(
 }
 
 fn main() {
+    // A reader that goes away (`rdma-direct devices | head -1`) ends the tool quietly, as it
+    // ends C tools, instead of `println!` panicking on EPIPE: Rust ignores SIGPIPE by default.
+    // SAFETY: restoring the default disposition of one signal, before any thread is started;
+    // no handler is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let args: Vec<String> = std::env::args().collect();
     let cmd = args.get(1).map(String::as_str).unwrap_or("help");
     let rest = if args.len() > 2 { &args[2..] } else { &[][..] };
