@@ -72,8 +72,8 @@ pub use self::buffer::{Pages, RegisteredBuf};
 pub use crate::endpoint::{QpEndpoint, RemoteMr};
 pub use crate::types::{
     Access, Completion, ConnectOpts, Mtu, Payload, PostError, PostListError, QpCaps, QpConfig,
-    QpState, QpType, RecvWr, Rejected, RingError, SendBatch, SendFlags, SendOp, SendWr, Sge,
-    UdDest, WcFlags, WcOpcode, WcStatus,
+    QpState, QpType, RecvWr, Rejected, RemoteTarget, RingError, SendBatch, SendFlags, SendOp,
+    SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
 };
 
 /// A registered memory region.

@@ -92,6 +92,20 @@ pub enum Error {
     },
     /// A doorbell the device refused (verbs provider only).
     Ring(crate::types::RingError),
+    /// A work request completed with an error status ([`crate::types::Completion::check`]).
+    /// Its message names the likely cause and fix ([`crate::types::WcStatus::hint`]).
+    Completion {
+        /// The status.
+        status: crate::types::WcStatus,
+        /// The vendor syndrome (mlx5: `syndrome | vendor_syndrome << 8`; verbs: `vendor_err`).
+        vendor_err: u32,
+        /// The opcode as the completion gave it (rxe reports 0, SEND, on errors).
+        opcode: crate::types::WcOpcode,
+        /// The local QP.
+        qp_num: u32,
+        /// The request's wr_id.
+        wr_id: u64,
+    },
 }
 
 impl Error {
@@ -195,6 +209,19 @@ impl fmt::Display for Error {
             } => write!(f, "post of request {i} in the list refused: {error}"),
             Error::Post { index: None, error } => write!(f, "post refused: {error}"),
             Error::Ring(e) => e.fmt(f),
+            Error::Completion {
+                status,
+                vendor_err,
+                opcode,
+                qp_num,
+                wr_id,
+            } => write!(
+                f,
+                "work request {wr_id} on QP {qp_num:#x} completed with {status} (opcode {}, \
+                 vendor syndrome {vendor_err:#x}): {}",
+                opcode.name(),
+                status.hint()
+            ),
         }
     }
 }

@@ -60,8 +60,8 @@
 //!     let sge = [mine.sge(0, 64)?];
 //!     let mut batch = SendBatch::<_, 4>::new();
 //!     for i in 0..4u64 {
-//!         let at = window.addr_at(i * 64, 64).expect("inside the window");
-//!         let wr = SendWr::write_imm(i, &sge, at, window.rkey, i as u32);
+//!         let at = window.target(i * 64, 64)?; // address + rkey, bounds-checked here once
+//!         let wr = SendWr::write_imm_to(i, &sge, at, i as u32);
 //!         let _ = batch.push(wr.signaled_if(i == 3)); // selective signaling
 //!     }
 //!     for i in 0..4 {
@@ -73,7 +73,11 @@
 //!     let (mut got, mut wc) = (0, [Completion::EMPTY; 8]);
 //!     while got < 4 {
 //!         dev.progress(); // runs the software device; real devices need nothing
-//!         got += cb.poll(&mut wc[..]);
+//!         let n = cb.poll(&mut wc[..]);
+//!         for c in &wc[..n] {
+//!             c.check()?; // a failed completion: an error naming the likely cause and fix
+//!         }
+//!         got += n;
 //!     }
 //!     // The receive completions say the peer's bytes have landed: they are ours to read.
 //!     assert_eq!(theirs.get(192, 4)?, b"buy!");

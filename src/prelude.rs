@@ -14,7 +14,8 @@
 //!   [`UdDest`], [`RecvWr`], [`Completion`], [`WcStatus`], [`WcOpcode`], [`WcFlags`],
 //!   [`PostError`], [`Rejected`], [`PostListError`], [`RingError`], [`SendBatch`];
 //! - registered memory: [`RegisteredBuf`] (from [`Provider::alloc_buf`]), [`Pages`],
-//!   [`RemoteMr`] (a window the peer may access);
+//!   [`RemoteMr`] (a window the peer may access) and [`RemoteTarget`] (a range of it,
+//!   bounds-checked once, for the typed WRITE / READ / atomic constructors);
 //! - QP set-up: [`QpType`], [`QpCaps`], [`QpConfig`], [`QpState`], [`ConnectOpts`],
 //!   [`Access`], [`QpEndpoint`], [`Mtu`], [`ProviderKind`];
 //! - bring-up over TCP for any provider: [`connect_qp_server`], [`connect_qp_client`],
@@ -76,7 +77,7 @@ pub use crate::providers::verbs::VerbsDevice;
 pub use crate::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, Pages, PostError,
     PostListError, Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState, QpType,
-    QueuePair, RecvQueue, RecvWr, RegisteredBuf, Rejected, RemoteMr, RingError, SendBatch,
-    SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
+    QueuePair, RecvQueue, RecvWr, RegisteredBuf, Rejected, RemoteMr, RemoteTarget, RingError,
+    SendBatch, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
 };
 pub use crate::{Error, Result};

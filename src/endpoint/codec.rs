@@ -30,7 +30,7 @@
 //! absurd length before reading a body.
 
 use crate::error::{Error, Result};
-use crate::types::Mtu;
+use crate::types::{Mtu, RemoteTarget};
 
 /// One remote memory window a peer may access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -56,6 +56,25 @@ impl RemoteMr {
             len,
             rkey: self.rkey,
         })
+    }
+
+    /// The `len` bytes at `offset` into this window as a [`RemoteTarget`] for the typed
+    /// WRITE / READ / atomic constructors: bounds checked here, once, so the posts that use
+    /// it need none. An error naming the window when the range is empty, leaves the window or
+    /// is longer than one message can be (2^31 bytes).
+    pub fn target(&self, offset: u64, len: u64) -> Result<RemoteTarget> {
+        match self.slice(offset, len) {
+            Some(w) if len <= 1 << 31 => Ok(RemoteTarget::checked(w.addr, w.rkey, len as u32)),
+            _ => Err(Error::InvalidArgument {
+                context: "RemoteMr::target",
+                detail: format!(
+                    "{len} B at offset {offset} is outside the peer's window of {} B \
+                     (addr {:#x}, rkey {:#x}) or empty or over 2 GiB; the peer shares the \
+                     window it registered, ask it for a larger one or write less",
+                    self.len, self.addr, self.rkey
+                ),
+            }),
+        }
     }
 
     /// The remote address `offset` bytes into the window, when at least `len` bytes from

@@ -72,34 +72,47 @@ impl fmt::Display for WcStatus {
 }
 
 impl WcStatus {
-    /// The usual cause of an error status and what to do about it, for messages; empty for
-    /// `SUCCESS` and the statuses without one usual cause.
+    /// The usual cause of an error status and what to do about it, for messages; a generic
+    /// pointer for the statuses without one usual cause, empty for `SUCCESS`.
     pub fn hint(self) -> &'static str {
         match self {
+            WcStatus::Success => "",
             WcStatus::RnrRetryExcErr => {
-                "the peer had no receive posted for this SEND / WRITE WITH IMM and the \
-                 requester gave up after rnr_retry retries: post receives before the peer \
-                 sends (rnr_retry 7 would have waited forever)"
+                "no receive posted at the peer for this SEND / WRITE WITH IMM, and the \
+                 requester gave up after rnr_retry retries: keep receives posted at the peer \
+                 before it is sent to (a receive replenisher), or raise ConnectOpts::rnr_retry \
+                 (7 waits forever)"
             }
             WcStatus::RetryExcErr => {
-                "no acknowledgement from the peer after retry_cnt retries: is the peer up, the \
-                 endpoint (QPN, GID) right, the link up?"
+                "no acknowledgement from the peer after retry_cnt retries: the peer is gone \
+                 (process exited, QP destroyed or in ERR) or the path is wrong (QPN, GID \
+                 index, link down)"
             }
             WcStatus::WrFlushErr => {
-                "flushed: the QP was in ERR before this request ran; the first error \
-                 completion of the QP says why"
+                "flushed: the QP is in ERR and this request never ran; the QP's first error \
+                 completion says why; reconnect (a new QP) to go on"
             }
             WcStatus::RemAccessErr => {
-                "the peer refused the access: wrong rkey, outside the remote MR, or the MR / \
-                 QP lacks the remote access right"
+                "the peer refused the access: its MR lacks the remote access flag for this op \
+                 (REMOTE_WRITE / REMOTE_READ / REMOTE_ATOMIC), or the target is outside its \
+                 window or the rkey wrong; make targets with RemoteMr::target"
             }
             WcStatus::RemInvReqErr => {
                 "the peer found the request invalid: a SEND longer than its receive buffer, or \
                  an operation its QP does not allow"
             }
-            WcStatus::LocLenErr => "a receive buffer too small for the message",
-            WcStatus::LocProtErr => "an lkey that does not cover the SGE (or another PD's MR)",
-            _ => "",
+            WcStatus::LocLenErr => {
+                "the receive is too small for the message (or the message too long for the \
+                 QP): post larger receive buffers, or send less"
+            }
+            WcStatus::LocProtErr => {
+                "an lkey that does not cover the SGE (or another PD's MR): build SGEs with \
+                 RegisteredBuf::sge"
+            }
+            _ => {
+                "see the status's meaning in WcStatus; the vendor syndrome narrows it down, \
+                 and the QP is in ERR after it"
+            }
         }
     }
 }
@@ -212,6 +225,24 @@ impl Completion {
     #[inline]
     pub fn is_ok(&self) -> bool {
         self.status == WcStatus::Success
+    }
+    /// `Ok` for a successful completion; for a failed one an [`crate::Error::Completion`]
+    /// carrying status, vendor syndrome, opcode, QP and wr_id, whose message names the likely
+    /// cause and fix. Allocates nothing, so it can stand in the hot loop:
+    /// `for c in &wc[..n] { c.check()?; }`.
+    #[inline]
+    pub fn check(&self) -> crate::Result<()> {
+        if self.is_ok() {
+            Ok(())
+        } else {
+            Err(crate::Error::Completion {
+                status: self.status,
+                vendor_err: self.vendor_err,
+                opcode: self.opcode,
+                qp_num: self.qp_num,
+                wr_id: self.wr_id,
+            })
+        }
     }
 }
 

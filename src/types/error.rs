@@ -155,9 +155,19 @@ impl<W> fmt::Display for Rejected<W> {
     }
 }
 
-impl<W: fmt::Debug> std::error::Error for Rejected<W> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+// `Rejected` and `PostListError` borrow the request (its SGE list, its address handle), so
+// they cannot be `'static` errors themselves; instead of `std::error::Error` they convert,
+// dropping the request, into `crate::Error` and into the boxed errors, so `?` works in code
+// generic over the provider whatever the request borrows:
+// `fn f<P: Provider>(..) -> Result<(), Box<dyn Error>> { qp.sq().post(wr)?; .. }`.
+impl<W> From<Rejected<W>> for Box<dyn std::error::Error> {
+    fn from(r: Rejected<W>) -> Self {
+        Box::new(crate::Error::from(r))
+    }
+}
+impl<W> From<Rejected<W>> for Box<dyn std::error::Error + Send + Sync> {
+    fn from(r: Rejected<W>) -> Self {
+        Box::new(crate::Error::from(r))
     }
 }
 
@@ -186,9 +196,14 @@ impl<W> fmt::Display for PostListError<'_, W> {
     }
 }
 
-impl<W: fmt::Debug> std::error::Error for PostListError<'_, W> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+impl<W> From<PostListError<'_, W>> for Box<dyn std::error::Error> {
+    fn from(e: PostListError<'_, W>) -> Self {
+        Box::new(crate::Error::from(e))
+    }
+}
+impl<W> From<PostListError<'_, W>> for Box<dyn std::error::Error + Send + Sync> {
+    fn from(e: PostListError<'_, W>) -> Self {
+        Box::new(crate::Error::from(e))
     }
 }
 

@@ -81,10 +81,12 @@ mod access;
 mod completion;
 mod error;
 mod qp;
+mod target;
 mod wr;
 
 pub use access::Access;
 pub use completion::{Completion, WcFlags, WcOpcode, WcStatus};
 pub use error::{PostError, PostListError, Rejected, RingError};
 pub use qp::{ConnectOpts, Mtu, QpCaps, QpConfig, QpState, QpType};
+pub use target::RemoteTarget;
 pub use wr::{Payload, RecvWr, SendBatch, SendFlags, SendOp, SendWr, Sge, UdDest};

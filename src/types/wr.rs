@@ -17,6 +17,9 @@
 //! [`SendOp::SendImm`] / [`SendOp::WriteImm`] take the immediate as a host-order `u32`; it
 //! travels big-endian and the completion's `imm` gives back the same host-order value.
 
+use super::RemoteTarget;
+use std::fmt;
+
 /// One scatter/gather element: `length` bytes at `addr`, inside the MR of `lkey`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Sge {
@@ -164,7 +167,6 @@ impl std::ops::BitOr for SendFlags {
 }
 
 /// A UD destination: the address handle (of the provider's type `A`) and the remote QP.
-#[derive(Debug)]
 pub struct UdDest<'a, A> {
     /// The address handle (from the provider's `create_ah`).
     pub ah: &'a A,
@@ -182,9 +184,20 @@ impl<A> Clone for UdDest<'_, A> {
 }
 impl<A> Copy for UdDest<'_, A> {}
 
+// Debug whatever `A` is (the handle prints as its address), so a refused request prints, and
+// `unwrap`s, in code generic over the provider.
+impl<A> fmt::Debug for UdDest<'_, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UdDest")
+            .field("ah", &(self.ah as *const A))
+            .field("remote_qpn", &self.remote_qpn)
+            .field("remote_qkey", &self.remote_qkey)
+            .finish()
+    }
+}
+
 /// A send work request. It borrows its SGE list and inline bytes; nothing is allocated. `A` is
 /// the address handle type of the provider (used on UD QPs only).
-#[derive(Debug)]
 pub struct SendWr<'a, A> {
     /// The caller's identifier, returned in the completion.
     pub wr_id: u64,
@@ -204,6 +217,19 @@ impl<A> Clone for SendWr<'_, A> {
     }
 }
 impl<A> Copy for SendWr<'_, A> {}
+
+// Debug whatever `A` is, as for `UdDest`.
+impl<A> fmt::Debug for SendWr<'_, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendWr")
+            .field("wr_id", &self.wr_id)
+            .field("op", &self.op)
+            .field("payload", &self.payload)
+            .field("flags", &self.flags)
+            .field("ud", &self.ud)
+            .finish()
+    }
+}
 
 impl<'a, A> SendWr<'a, A> {
     /// A request with `op` over `sges`, unsignaled.
@@ -259,6 +285,36 @@ impl<'a, A> SendWr<'a, A> {
     /// (one 8-byte SGE), unsignaled.
     pub fn faa(wr_id: u64, local: &'a [Sge], raddr: u64, rkey: u32, add: u64) -> Self {
         Self::new(wr_id, SendOp::FetchAdd { raddr, rkey, add }, local)
+    }
+    /// RDMA WRITE of `sges` to `to` (a [`RemoteTarget`]: address and rkey checked against
+    /// the peer's window when it was made), unsignaled.
+    #[inline]
+    pub fn write_to(wr_id: u64, sges: &'a [Sge], to: RemoteTarget) -> Self {
+        Self::write(wr_id, sges, to.addr(), to.rkey())
+    }
+    /// RDMA WRITE WITH IMMEDIATE of `sges` to `to`, unsignaled; the rkey travels inside the
+    /// target, so it cannot change places with `imm`. It consumes one receive at the peer,
+    /// which completes with `imm`.
+    #[inline]
+    pub fn write_imm_to(wr_id: u64, sges: &'a [Sge], to: RemoteTarget, imm: u32) -> Self {
+        Self::write_imm(wr_id, sges, to.addr(), to.rkey(), imm)
+    }
+    /// RDMA READ from `from` into `sges`, unsignaled.
+    #[inline]
+    pub fn read_from(wr_id: u64, sges: &'a [Sge], from: RemoteTarget) -> Self {
+        Self::read(wr_id, sges, from.addr(), from.rkey())
+    }
+    /// 8-byte compare-and-swap at `at` (8-byte aligned, checked at post); the old value lands
+    /// in `local` (one 8-byte SGE), unsignaled.
+    #[inline]
+    pub fn cas_at(wr_id: u64, local: &'a [Sge], at: RemoteTarget, compare: u64, swap: u64) -> Self {
+        Self::cas(wr_id, local, at.addr(), at.rkey(), compare, swap)
+    }
+    /// 8-byte fetch-and-add at `at` (8-byte aligned, checked at post); the old value lands in
+    /// `local` (one 8-byte SGE), unsignaled.
+    #[inline]
+    pub fn faa_at(wr_id: u64, local: &'a [Sge], at: RemoteTarget, add: u64) -> Self {
+        Self::faa(wr_id, local, at.addr(), at.rkey(), add)
     }
     /// Signaled when `yes` (for selective signaling: `.signaled_if(i % 16 == 15)`).
     pub fn signaled_if(self, yes: bool) -> Self {
