@@ -61,6 +61,7 @@ use std::fmt;
 
 pub mod buffer;
 pub(crate) mod cq_room;
+pub mod flow;
 pub mod helpers;
 pub mod mlx5;
 pub mod verbs;

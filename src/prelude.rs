@@ -6,7 +6,8 @@
 //!
 //! - the three devices, each a [`Provider`]: [`Mlx5Device`] (direct WQE writing on an mlx5
 //!   NIC), [`VerbsDevice`] (libibverbs post/poll, any verbs device such as rxe) and
-//!   [`SimDevice`] (the software mlx5 device);
+//!   [`SimDevice`] (the software mlx5 device), with its QP and CQ types named [`SimQp`] and
+//!   [`SimCq`] (for struct fields; generic code says `P::Qp`, `P::Cq`);
 //! - the provider traits: [`Provider`] (control path: PD, MR, CQ, SRQ, QP, bring-up) and the
 //!   data-plane traits [`QueuePair`], [`SendQueue`], [`RecvQueue`], [`CompletionQueue`],
 //!   [`MemoryRegion`];
@@ -22,6 +23,11 @@
 //!   [`Connection`];
 //! - around the hot loop: [`poll_wait`] (busy-poll with a stall deadline), [`drain`],
 //!   [`pin_current_thread`], [`local_cpus`];
+//! - the glue of a message loop ([`crate::providers::flow`]): [`SendWindow`] /
+//!   [`SendWindows`] (requests in flight per QP, from completions), [`RecvReplenisher`]
+//!   (receives kept posted), [`RingWriter`] / [`RingReader`] (slots and credits of a ring in
+//!   the peer's memory), [`poll_any`] / [`wait_each`] (several CQs, one stall deadline),
+//!   [`connect_pair`] (two QPs of one device);
 //! - [`Error`] and [`Result`].
 //!
 //! A program written against the traits runs on every device. Two RC QPs on the software
@@ -69,10 +75,14 @@
 //! ```
 
 pub use crate::endpoint::{connect_qp_client, connect_qp_server, Connection};
+pub use crate::providers::flow::{
+    connect_pair, poll_any, wait_each, RecvReplenisher, RingReader, RingWriter, SendWindow,
+    SendWindows,
+};
 pub use crate::providers::helpers::{drain, local_cpus, pin_current_thread, poll_wait};
 pub use crate::providers::mlx5::Mlx5Device;
 #[cfg(feature = "sim")]
-pub use crate::providers::sim::SimDevice;
+pub use crate::providers::sim::{SimCq, SimDevice, SimQp};
 pub use crate::providers::verbs::VerbsDevice;
 pub use crate::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, Pages, PostError,

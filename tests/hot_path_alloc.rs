@@ -409,3 +409,95 @@ fn on_the_sim_post_ring_poll_do_not_allocate() {
     assert_eq!(allocs(), 0, "allocations in the hot loop");
     drop(mr);
 }
+
+/// The message-loop glue (`providers::flow`) on the sim, per message: a send window and a
+/// ring writer on one side, a receive replenisher and a ring reader on the other, the CQs
+/// polled with `poll_any` and waited on with `wait_each`. Counted as above: the helpers'
+/// calls and the provider's post / ring / poll; the device's own work (`progress`, which
+/// `wait_each` also calls) is switched off around it where the loop calls it directly.
+#[test]
+fn on_the_sim_the_flow_helpers_do_not_allocate() {
+    use rdma_direct::prelude::*;
+
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let src = dev
+        .alloc_buf(&pd, 64, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    let ring = dev
+        .alloc_buf(&pd, 8 * 64, Access::ALL, Pages::Normal)
+        .unwrap();
+    let mut cfg = QpConfig::new(QpType::Rc);
+    (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (16, 16);
+    let mut cqs = [dev.create_cq(64).unwrap(), dev.create_cq(64).unwrap()];
+    let [ca, cb] = &mut cqs;
+    let mut a = dev.create_qp(&pd, ca, None, None, &cfg).unwrap();
+    let mut b = dev.create_qp(&pd, cb, None, None, &cfg).unwrap();
+    connect_pair(&mut dev, &mut a, &mut b, &ConnectOpts::default()).unwrap();
+    let target = ring
+        .remote(0, ring.len())
+        .unwrap()
+        .target(0, 8 * 64)
+        .unwrap();
+    let mut writer = RingWriter::new(target, 64).unwrap();
+    let mut reader = RingReader::new(8, 64, 4).unwrap();
+    let mut window = SendWindow::new(&a);
+    let mut rep = RecvReplenisher::new(8).for_qp(b.qpn());
+    rep.fill(b.rq()).unwrap();
+    let sge = [src.sge(0, 64).unwrap()];
+    let mut wc = [Completion::EMPTY; 16];
+    let mut turn = 0;
+    let counted = |on: bool| COUNTING.with(|c| c.set(on));
+    let mut read = 0u64;
+    reset_allocs();
+    for i in 0..2_000u64 {
+        counted(true);
+        // Write one message if the ring and the window have room.
+        if window.room() > 0 {
+            if let Some((seq, slot)) = writer.claim() {
+                let wr =
+                    SendWr::write_imm_to(seq, &sge, slot, seq as u32).signaled_if(seq % 4 == 3);
+                window.post_list(a.sq(), &[wr]).unwrap();
+            }
+        }
+        counted(false);
+        dev.progress();
+        counted(true);
+        while let Some((cq, n)) = poll_any::<SimCq, _>(&mut cqs, &mut wc, &mut turn) {
+            for c in &wc[..n] {
+                c.check().unwrap();
+                if cq == 0 {
+                    window.retire(c);
+                } else {
+                    assert!(rep.consumed(c));
+                    read += 1;
+                    if let Some(upto) = reader.consume() {
+                        writer.ack(upto);
+                    }
+                }
+            }
+        }
+        rep.replenish(b.rq()).unwrap();
+        // Every so often, wait for the window to empty (progress runs inside, counted too).
+        if i % 64 == 63 && window.in_flight() > 0 {
+            let owed = window.in_flight() as usize;
+            let mut missing = [owed, 0];
+            wait_each(
+                &mut dev,
+                &mut cqs,
+                &mut missing,
+                std::time::Duration::from_secs(5),
+                |_, c| {
+                    c.check()?;
+                    window.retire(c);
+                    Ok(1 + c.covered as usize)
+                },
+            )
+            .unwrap();
+        }
+        counted(false);
+    }
+    counted(false);
+    assert!(read > 1_000, "messages went through: {read}");
+    assert_eq!(allocs(), 0, "allocations in the flow helpers' loop");
+}
