@@ -297,7 +297,9 @@ fn a_ring_writer_never_overruns_the_reader() {
     let mut src = dev
         .alloc_buf(&pd, 64, Access::LOCAL_WRITE, Pages::Normal)
         .unwrap();
-    // The reader's ring; the writer's credit word (the reader WRITEs its count there).
+    // The reader's ring; the writer's credit word (the reader WRITEs its count there: read
+    // safely here only because the deterministic sim writes nothing between progress calls;
+    // examples/fanout.rs acknowledges with SEND WITH IMMEDIATE instead).
     let ring = dev
         .alloc_buf(&pd, (SLOT * SLOTS) as usize, Access::ALL, Pages::Normal)
         .unwrap();

@@ -97,11 +97,32 @@ fn batching_has_no_unsafe() {
     assert_no_unsafe("batching", include_str!("../examples/batching.rs"));
 }
 
+#[test]
+fn fanout_runs_on_the_sim_and_checks_every_sequence() {
+    let out = run("fanout", &["-n", "300", "-s", "3"]);
+    assert!(
+        out.starts_with("3 subscribers, 300 messages each, every sequence checked: one-way p50 "),
+        "{out}"
+    );
+    assert!(
+        out.contains(" us  p99 ") && out.contains(" Mmsg/s delivered)"),
+        "{out}"
+    );
+    // The defaults: 4 subscribers (a short run of them).
+    let out = run("fanout", &["-n", "100"]);
+    assert!(out.starts_with("4 subscribers, 100 messages each"), "{out}");
+}
+
+#[test]
+fn fanout_has_no_unsafe() {
+    assert_no_unsafe("fanout", include_str!("../examples/fanout.rs"));
+}
+
 /// `-d` with a device that does not exist: exit status 1 and one error line naming the
 /// example, no panic, nothing on stdout.
 #[test]
 fn every_example_refuses_a_missing_device_with_an_error() {
-    for name in ["order_gateway", "pingpong", "batching"] {
+    for name in ["order_gateway", "pingpong", "batching", "fanout"] {
         build(name);
         let out = Command::new(examples_dir().join(name))
             .args(["-d", "nosuchdev0", "-n", "1"])

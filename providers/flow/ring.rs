@@ -4,8 +4,11 @@
 //! ahead of that, so it never overwrites a slot the reader has not read.
 //!
 //! The acknowledgement is a plain count (messages `0..upto` read). How it travels is the
-//! application's choice: an 8-byte inline WRITE into a word of the writer's memory, a SEND,
-//! a field in the reader's own messages. [`RingReader::consume`] says when one is due.
+//! application's choice; the simplest that the writer learns of by a completion is a
+//! zero-length SEND WITH IMMEDIATE carrying the count's low 32 bits
+//! ([`RingWriter::ack_low32`]), which consumes one of the writer's receives. (An 8-byte WRITE
+//! into a word of the writer's memory raises no completion there: the writer would read a word
+//! the device may be writing.) [`RingReader::consume`] says when one is due.
 
 use crate::error::{Error, Result};
 use crate::types::RemoteTarget;
@@ -84,6 +87,13 @@ impl RingWriter {
         let seq = self.next;
         self.next += 1;
         Some((seq, self.slot(seq)))
+    }
+    /// As [`RingWriter::ack`], from the low 32 bits of the count (an acknowledgement carried
+    /// as an immediate): widened to the count nearest above the last acknowledged one.
+    #[inline]
+    pub fn ack_low32(&mut self, low: u32) -> bool {
+        let delta = low.wrapping_sub(self.acked as u32) as u64;
+        self.ack(self.acked + delta)
     }
     /// The reader has read messages `0..upto`. True when that moved the credit; false (and
     /// nothing changes) for an acknowledgement older than the last one, or one of messages
@@ -197,6 +207,15 @@ mod tests {
             (4, 0x10_000, 0x77),
             "wraps to slot 0"
         );
+        // From an immediate's 32 bits, across the 2^32 boundary.
+        let mut far = RingWriter {
+            next: (1 << 32) + 3,
+            acked: (1 << 32) - 1,
+            ..w
+        };
+        assert!(far.ack_low32(2));
+        assert_eq!(far.acked(), (1 << 32) + 2);
+        assert!(!far.ack_low32(9), "beyond what was written");
         assert!(RingWriter::new(ring, 300).is_err());
         assert!(RingWriter::new(ring, 0).is_err());
     }

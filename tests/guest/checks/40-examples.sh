@@ -6,7 +6,9 @@
 #   - pingpong as server and client the same way: both exit 0, the client prints the median
 #     and p99 of every iteration;
 #   - batching (two QPs of one process, looped back on rxe0): exits 0 with one line per batch
-#     size.
+#     size;
+#   - fanout (one publisher, 4 subscribers, QPs of one process looped back on rxe0): exits 0
+#     with every sequence checked and the percentiles printed.
 # Any non-zero exit, a stall ("stalled", "no completion for"), any error line or a missing
 # figure fails the check. Every output is printed, so the guest log keeps the figures.
 #
@@ -27,7 +29,7 @@ bad() {
     fail=1
 }
 
-for ex in order_gateway pingpong batching; do
+for ex in order_gateway pingpong batching fanout; do
     [ -x "$exdir/$ex" ] || bad "$ex: no binary at $exdir/$ex (copy target/<profile>/examples/$ex there)"
 done
 [ "$fail" = 0 ] || exit 1
@@ -119,6 +121,20 @@ else
         }
     done
     [ "$ok" = 1 ] && echo "PASS batching on $dev: every batch size, one completion per batch"
+fi
+
+# fanout: every message WRITTEN WITH IMMEDIATE to 4 subscribers, each checking the sequence.
+timeout 120 "$exdir/fanout" -d "$dev" -x "$gid" -n 2000 >"$tmp/fanout" 2>&1
+rc=$?
+echo "--- fanout (exit $rc)"
+cat "$tmp/fanout"
+if [ "$rc" -ne 0 ] || ! clean fanout "$tmp/fanout"; then
+    bad "fanout: exit $rc"
+elif grep -Eq "^4 subscribers, 2000 messages each, every sequence checked: one-way p50 [0-9.]+ us  p90 [0-9.]+ us  p99 [0-9.]+ us  max [0-9.]+ us  \([0-9.]+ Mmsg/s delivered\)$" \
+    "$tmp/fanout"; then
+    echo "PASS fanout on $dev: 4 subscribers, 2000 messages each, sequences checked"
+else
+    bad "fanout: no percentiles line for 4 subscribers and 2000 messages"
 fi
 
 rm -rf "$tmp"
