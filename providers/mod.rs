@@ -8,7 +8,10 @@
 //!   `ibv_post_send` / `ibv_post_recv` / `ibv_poll_cq`.
 //! - [`sim`]: a software mlx5 device; the [`mlx5`] provider runs on it unchanged.
 //!
-//! Dispatch is static: code is generic over [`Provider`] and the queue traits.
+//! Dispatch is static: code is generic over [`Provider`] and the queue traits. [`flow`] holds
+//! the glue of a message loop built on those traits (send windows, receive replenishers, ring
+//! slots and credits, waits over several CQs, `connect_pair`), and [`helpers`] the busy-poll
+//! with a stall deadline, the drain before teardown and thread pinning.
 //!
 //! ## Posting and doorbells
 //!
@@ -91,7 +94,8 @@ pub trait MemoryRegion {
     fn lkey(&self) -> u32;
     /// Remote key.
     fn rkey(&self) -> u32;
-    /// An SGE over `len` bytes at `offset` into the region.
+    /// An SGE over `len` bytes at `offset` into the region, **unchecked**: a range outside
+    /// the region fails only at the device (`LOC_PROT_ERR`). [`RegisteredBuf::sge`] checks.
     fn sge(&self, offset: usize, len: u32) -> Sge {
         Sge {
             addr: self.addr() + offset as u64,
@@ -258,8 +262,24 @@ impl fmt::Display for ProviderKind {
     }
 }
 
-/// A device opened for the data plane: the control path the scenario runner, pingpong and the
-/// benches need, generic over the three providers.
+/// A device opened for the data plane, and its control path: everything a program needs to
+/// set up queues, generic over the three providers ([`mlx5::Mlx5Device`] on a ConnectX,
+/// [`verbs::VerbsDevice`] on any verbs device such as rxe, and the software device).
+///
+/// The order of a program: [`Provider::alloc_pd`], registered memory
+/// ([`Provider::alloc_buf`], no `unsafe`), CQs ([`Provider::create_cq`]; each must absorb the
+/// queues of the QPs on it), QPs ([`Provider::create_qp`], in RESET), then the bring-up:
+/// [`Provider::endpoint`] describes a QP to its peer, [`Provider::connect`] takes it to RTS
+/// towards the peer's endpoint ([`flow::connect_pair`] for two QPs of one device,
+/// [`crate::endpoint::connect_qp_server`] / [`crate::endpoint::connect_qp_client`] between
+/// processes). From then on the data plane is the queues' own (`qp.sq()`, `qp.rq()`,
+/// `cq.poll`), with [`Provider::progress`] called between post and poll so the same loop also
+/// runs on the deterministic software device.
+///
+/// An RC QP is point to point: it talks to exactly one peer QP. One process serving N peers
+/// has N QPs (they may share one CQ; completions name their QP in
+/// [`Completion::qp_num`]). UD reaches any QP through address handles, for datagrams up to
+/// the path MTU.
 pub trait Provider {
     /// Protection domain.
     type Pd;
@@ -355,7 +375,8 @@ pub trait Provider {
         remote: &QpEndpoint,
         opts: &ConnectOpts,
     ) -> crate::Result<Self::Ah>;
-    /// Give the device a chance to run (the sim in deterministic mode runs until idle; real
-    /// devices do nothing).
+    /// Give the device a chance to run: the sim in deterministic mode runs until idle (every
+    /// request posted so far executes); the sim with its device thread and real devices do
+    /// nothing. See "Choosing a mode" in the sim's module doc.
     fn progress(&mut self) {}
 }

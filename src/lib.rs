@@ -49,10 +49,7 @@
 //!     let (mut ca, mut cb) = (dev.create_cq(256)?, dev.create_cq(256)?);
 //!     let mut a = dev.create_qp(&pd, &mut ca, None, None, &cfg)?;
 //!     let mut b = dev.create_qp(&pd, &mut cb, None, None, &cfg)?;
-//!     let opts = ConnectOpts::default();
-//!     let (ea, eb) = (dev.endpoint(&a, &opts)?, dev.endpoint(&b, &opts)?);
-//!     dev.connect(&mut a, &ea, &eb, &opts)?;
-//!     dev.connect(&mut b, &eb, &ea, &opts)?;
+//!     connect_pair(&mut dev, &mut a, &mut b, &ConnectOpts::default())?; // one device, loopback
 //!
 //!     // The peer's window (this travels in the endpoint message between processes).
 //!     let window = theirs.remote(0, 4096)?;
@@ -86,7 +83,9 @@
 //! ```
 //!
 //! `examples/order_gateway.rs` is the same pattern as a measured round trip, on the sim or
-//! between two processes over a device.
+//! between two processes over a device; `examples/fanout.rs` writes into N peers' rings with
+//! the glue of [`providers::flow`] (send windows, receive replenishers, ring credits, a wait
+//! over several CQs).
 //!
 //! The control path may allocate, lock and make system calls. The data plane on mlx5 and on
 //! the sim does none of these per operation (see `tests/hot_path_alloc.rs`).

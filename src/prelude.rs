@@ -31,46 +31,37 @@
 //! - [`Error`] and [`Result`].
 //!
 //! A program written against the traits runs on every device. Two RC QPs on the software
-//! device, one SEND between them:
+//! device, one SEND between them, nothing `unsafe`:
 //!
 //! ```
 //! use rdma_direct::prelude::*;
 //!
 //! fn send_one<P: Provider>(p: &mut P) -> Result<Completion> {
-//!     let mut mem = vec![0u8; 2 * 64];
 //!     let pd = p.alloc_pd()?;
-//!     // SAFETY: `mem` outlives the MR (dropped at the end of this function, after it).
-//!     let mr = unsafe { p.reg_mr(&pd, mem.as_mut_ptr(), mem.len(), Access::LOCAL_WRITE)? };
+//!     let mem = p.alloc_buf(&pd, 2 * 64, Access::LOCAL_WRITE, Pages::Normal)?;
 //!     let mut cfg = QpConfig::new(QpType::Rc);
 //!     // Each CQ must absorb its QP's queues (create_qp refuses a smaller one).
 //!     (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (8, 8);
 //!     let (mut ca, mut cb) = (p.create_cq(16)?, p.create_cq(16)?);
 //!     let mut a = p.create_qp(&pd, &mut ca, None, None, &cfg)?;
 //!     let mut b = p.create_qp(&pd, &mut cb, None, None, &cfg)?;
-//!     let opts = ConnectOpts::default();
-//!     let (ea, eb) = (p.endpoint(&a, &opts)?, p.endpoint(&b, &opts)?);
-//!     p.connect(&mut a, &ea, &eb, &opts)?;
-//!     p.connect(&mut b, &eb, &ea, &opts)?;
+//!     connect_pair(p, &mut a, &mut b, &ConnectOpts::default())?;
 //!
-//!     let into = [mr.sge(64, 64)];
-//!     // A refused post hands the request back with the reason (a `PostError`).
-//!     let posted = b.rq().post_recv(RecvWr { wr_id: 7, sges: &into });
-//!     assert_eq!(posted.map_err(|r| r.error), Ok(()));
+//!     // A refused post hands the request back with the reason; `?` makes it an `Error`.
+//!     let into = [mem.sge(64, 64)?];
+//!     b.rq().post_recv(RecvWr::new(7, &into))?;
 //!     b.rq().ring();
-//!     let from = [mr.sge(0, 64)];
-//!     let posted = a.sq().post(SendWr::send(1, &from).signaled());
-//!     assert_eq!(posted.map_err(|r| r.error), Ok(()));
+//!     let from = [mem.sge(0, 64)?];
+//!     a.sq().post(SendWr::send(1, &from).signaled())?;
 //!     a.sq().ring();
 //!
 //!     let mut wc = [Completion::EMPTY];
-//!     while cb.poll(&mut wc) == 0 {
-//!         p.progress();
-//!     }
+//!     poll_wait(p, &mut cb, &mut wc, std::time::Duration::from_secs(5))?;
+//!     wc[0].check()?; // a failed completion becomes an error naming the likely fix
 //!     Ok(wc[0])
 //! }
 //!
 //! let c = send_one(&mut SimDevice::new()).unwrap();
-//! assert!(c.is_ok());
 //! assert_eq!((c.wr_id, c.byte_len), (7, 64));
 //! ```
 

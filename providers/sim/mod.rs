@@ -15,15 +15,22 @@
 //! WQE), **ci/pi** (consumer/producer index), **ds** (WQE size in 16-byte units),
 //! **wqe_counter** (the WQE index a CQE reports).
 //!
-//! ## Modes
+//! ## Choosing a mode
 //!
-//! - **Deterministic** (default): nothing runs unless the caller calls
-//!   [`SimDevice::process`] (one pass) or [`SimDevice::run_until_idle`]; the
-//!   [`Provider::progress`](crate::providers::Provider::progress) of the sim runs until idle.
-//!   Tests use this mode: every run is reproducible.
+//! - **Deterministic** ([`SimDevice::new`], the default): the device does nothing on its
+//!   own. [`Provider::progress`](crate::providers::Provider::progress) runs it until idle
+//!   (every posted request executes, every CQE is written), as do [`SimDevice::process`] (one
+//!   pass) and [`SimDevice::run_until_idle`]. Every run is reproducible and single-threaded,
+//!   so tests, the examples, scenario runs and anything debugged step by step use it. A loop
+//!   written for any provider calls `progress()` between post and poll (`poll_wait`,
+//!   `wait_each` and `drain` do); on real devices it does nothing. Latency measured in this
+//!   mode is the caller's own loop running the device: it includes the device's work.
 //! - **Device thread** ([`SimDevice::start_device_thread`]): a thread polls the doorbells and
-//!   runs the engine, as hardware would; pingpong and the benches use it. The hot path does
-//!   exactly the same stores and loads in both modes.
+//!   runs the engine, as hardware would, and `progress()` does nothing. Use it to measure
+//!   (pingpong and the benches do: their figures are this mode's) or to exercise two threads
+//!   against the device; it needs a spare core, and timing varies with the host's load.
+//!
+//! The hot path does exactly the same stores and loads in both modes.
 //!
 //! ## What the sim models
 //!

@@ -110,7 +110,19 @@ pub struct QpConfig {
 }
 
 impl QpConfig {
-    /// A config with default caps.
+    /// A config with the default caps ([`QpCaps::default`]): 128 send and 128 receive
+    /// requests outstanding, 4 SGEs per send and per receive, 64 inline bytes, and
+    /// `sq_sig_all` off (only requests marked signaled complete, plus those the
+    /// `set_signal_every` policy signals). Each CQ must absorb the queues of its QPs
+    /// (`create_qp` refuses a smaller one): with these defaults, 128 entries per queue.
+    ///
+    /// ```
+    /// use rdma_direct::types::{QpCaps, QpConfig, QpType};
+    /// let cfg = QpConfig::new(QpType::Rc);
+    /// let QpCaps { max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data } = cfg.caps;
+    /// assert_eq!((max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data), (128, 128, 4, 4, 64));
+    /// assert!(!cfg.sq_sig_all);
+    /// ```
     pub fn new(qp_type: QpType) -> Self {
         QpConfig {
             qp_type,
