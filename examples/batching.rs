@@ -35,8 +35,10 @@ fn run<P: Provider>(mut p: P, msgs: usize, opts: &ConnectOpts) -> Result<()> {
     // Write from the first half of the buffer into the second half (the peer's window).
     let dst = buf.remote(MAX_BATCH * MSG, MAX_BATCH * MSG)?;
     let mut sges = [[Sge::default()]; MAX_BATCH];
+    let mut slots = Vec::with_capacity(MAX_BATCH);
     for (i, s) in sges.iter_mut().enumerate() {
         *s = [buf.sge(i * MSG, MSG)?];
+        slots.push(dst.target((i * MSG) as u64, MSG as u64)?);
     }
 
     let mut wc = [Completion::EMPTY; 4];
@@ -46,8 +48,7 @@ fn run<P: Provider>(mut p: P, msgs: usize, opts: &ConnectOpts) -> Result<()> {
         for _ in 0..batches {
             let mut batch = SendBatch::<_, MAX_BATCH>::new();
             for (i, sge) in sges[..size].iter().enumerate() {
-                let addr = dst.addr + (i * MSG) as u64;
-                let wr = SendWr::write(i as u64, sge, addr, dst.rkey);
+                let wr = SendWr::write_to(i as u64, sge, slots[i]);
                 let _ = batch.push(wr.signaled_if(i == size - 1));
             }
             a.sq().post_list(batch.as_slice())?;
@@ -57,9 +58,11 @@ fn run<P: Provider>(mut p: P, msgs: usize, opts: &ConnectOpts) -> Result<()> {
             }
             // One completion covers the whole batch.
             let n = poll_wait(&mut p, &mut ca, &mut wc, Duration::from_secs(5))?;
-            if n != 1 || !wc[0].is_ok() || wc[0].wr_id != (size - 1) as u64 {
-                return Err(Error::Unsupported {
-                    what: format!(
+            wc[..n].iter().try_for_each(Completion::check)?;
+            if n != 1 || wc[0].wr_id != (size - 1) as u64 {
+                return Err(Error::Protocol {
+                    context: "batching",
+                    detail: format!(
                         "batch of {size}: expected one completion, got {:?}",
                         &wc[..n]
                     ),

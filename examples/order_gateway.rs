@@ -74,12 +74,8 @@ fn send_batch<P: Provider>(s: &mut Side<P>, peer: RemoteMr, seq: u64) -> Result<
     let mut batch = SendBatch::<_, BATCH>::new();
     for (i, sge) in sges.iter().enumerate() {
         let slot = (seq as usize + i) % RING;
-        let at = peer
-            .slice((slot * ORDER) as u64, ORDER as u64)
-            .ok_or(Error::Unsupported {
-                what: "peer ring too small".into(),
-            })?;
-        let wr = SendWr::write_imm(seq + i as u64, sge, at.addr, at.rkey, slot as u32);
+        let at = peer.target((slot * ORDER) as u64, ORDER as u64)?;
+        let wr = SendWr::write_imm_to(seq + i as u64, sge, at, slot as u32);
         let _ = batch.push(wr.signaled_if(i == BATCH - 1));
     }
     s.qp.sq().post_list(batch.as_slice())?;
@@ -109,11 +105,7 @@ fn wait<P: Provider>(p: &mut P, s: &mut Side<P>, recvs: usize, sends: usize) -> 
             ),
         })?;
         for c in &wc[..n] {
-            if !c.is_ok() {
-                return Err(Error::Unsupported {
-                    what: format!("completion {} failed: {:?}", c.wr_id, c.status),
-                });
-            }
+            c.check()?;
             if c.opcode.is_recv() {
                 s.recvd += 1;
             } else {
@@ -134,8 +126,9 @@ fn check_batch<P: Provider>(s: &Side<P>, seq: u64) -> Result<()> {
         let order = s.buf.get((RING + slot) * ORDER, ORDER)?;
         let got = u64::from_le_bytes(order[..8].try_into().unwrap_or_default());
         if got != seq + i {
-            return Err(Error::Unsupported {
-                what: format!("order {} arrived as {got} in slot {slot}", seq + i),
+            return Err(Error::Protocol {
+                context: "order_gateway",
+                detail: format!("order {} arrived as {got} in slot {slot}", seq + i),
             });
         }
     }
@@ -218,8 +211,9 @@ fn on_device<P: Provider>(
             connect_qp_server(&mut p, &mut s.qp, &l, &opts, share, timeout)?
         }
     };
-    let peer = conn.remote_mr().ok_or(Error::Unsupported {
-        what: "the peer shared no ring".into(),
+    let peer = conn.remote_mr().ok_or(Error::Protocol {
+        context: "order_gateway",
+        detail: "the peer shared no ring".into(),
     })?;
     // Receives need a QP past RESET: post them once connected, then sync again so neither
     // side writes before the other's receives are there.
