@@ -51,7 +51,7 @@ fn run<P: Provider>(mut p: P, msgs: u64, subs: usize, opts: &ConnectOpts) -> Res
     let mut sub_cqs = Vec::new();
     let (mut pub_qps, mut windows, mut writers, mut credits) =
         (vec![], SendWindows::new(), vec![], vec![]);
-    let mut readers: Vec<Subscriber<P>> = Vec::new();
+    let mut subscribers: Vec<Subscriber<P>> = Vec::new();
     for _ in 0..subs {
         let mut cq = p.create_cq(RING + 8)?;
         let mut qp = p.create_qp(&pd, &mut pub_cq, None, None, &pub_cfg)?;
@@ -63,12 +63,12 @@ fn run<P: Provider>(mut p: P, msgs: u64, subs: usize, opts: &ConnectOpts) -> Res
         writers.push(RingWriter::new(window.target(0, window.len)?, MSG as u32)?);
         let mut recvs = RecvReplenisher::new(RING);
         recvs.fill(sub_qp.rq())?;
-        let mut acks = RecvReplenisher::new(ACK_RECVS).for_qp(qp.qpn());
-        acks.fill(qp.rq())?;
-        credits.push(acks);
+        let mut credit_recvs = RecvReplenisher::new(ACK_RECVS).for_qp(qp.qpn());
+        credit_recvs.fill(qp.rq())?;
+        credits.push(credit_recvs);
         windows.add(&qp);
         pub_qps.push(qp);
-        readers.push(Subscriber {
+        subscribers.push(Subscriber {
             reader: RingReader::new(RING, MSG as u32, ACK_EVERY)?,
             acks: SendWindow::new(&sub_qp),
             qp: sub_qp,
@@ -129,7 +129,7 @@ fn run<P: Provider>(mut p: P, msgs: u64, subs: usize, opts: &ConnectOpts) -> Res
             missing.fill(n);
             wait_each(&mut p, &mut sub_cqs, &mut missing, STALL, |k, c| {
                 c.check()?;
-                let s = &mut readers[k];
+                let s = &mut subscribers[k];
                 if !c.opcode.is_recv() {
                     s.acks.retire(c);
                     return Ok(0);
@@ -163,7 +163,7 @@ fn run<P: Provider>(mut p: P, msgs: u64, subs: usize, opts: &ConnectOpts) -> Res
                 }
                 Ok(1)
             })?;
-            for s in readers.iter_mut() {
+            for s in subscribers.iter_mut() {
                 s.recvs.replenish(s.qp.rq())?;
             }
         } else if published == msgs {
