@@ -335,12 +335,47 @@ fn path_from_env(var: &str, default: &str) -> String {
 
 /// The process-wide libibverbs table, loaded on first call. A failure is remembered: every
 /// later call returns the same error.
+///
+/// A libibverbs that exports `rdma_direct_standin_attach` is this project's stand-in
+/// (`tests/standin/`; no rdma-core library has the symbol): it is handed the software mlx5
+/// device as the device behind its objects ([`crate::providers::sim::standin`]).
 pub fn verbs() -> Result<&'static Verbs> {
     static VERBS: OnceLock<Result<Verbs>> = OnceLock::new();
     VERBS
-        .get_or_init(|| Verbs::load_from(&path_from_env("RDMA_DIRECT_LIBIBVERBS", LIBIBVERBS)))
+        .get_or_init(|| {
+            let path = path_from_env("RDMA_DIRECT_LIBIBVERBS", LIBIBVERBS);
+            let v = Verbs::load_from(&path)?;
+            attach_standin(&path)?;
+            Ok(v)
+        })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// If the library at `path` (already loaded) is the stand-in, attach its device backend.
+fn attach_standin(path: &str) -> Result<()> {
+    let lib = Library::open(path, LIBIBVERBS, LIBIBVERBS_HINT)?;
+    let Ok(p) = lib.sym("rdma_direct_standin_attach\0") else {
+        return Ok(());
+    };
+    // SAFETY: the stand-in's `int rdma_direct_standin_attach(const struct standin_backend *)`,
+    // whose prototype `AttachFn` is; the library is never unloaded.
+    let rc = unsafe {
+        crate::providers::sim::standin::attach(fn_from_ptr::<
+            crate::providers::sim::standin::AttachFn,
+        >(p))
+    };
+    if rc != 0 {
+        return Err(Error::LibraryMissing {
+            lib: LIBIBVERBS,
+            detail: format!(
+                "{path} is rdma-direct's stand-in but refused this build's device backend \
+                 (errno {rc}: its standin.h and providers/sim/standin.rs disagree)"
+            ),
+            hint: "rebuild it: tests/standin/build",
+        });
+    }
+    Ok(())
 }
 
 /// The process-wide libmlx5 table, loaded on first call (only the mlx5 provider needs it).
