@@ -216,6 +216,10 @@ impl Mlx5Device {
         };
         let mlx5 = match ffi::mlx5() {
             Ok(m) => m,
+            // An installed libmlx5 without an entry point this provider calls (an rdma-core
+            // older than 44): say so, whatever the device (found by the stand-in's old
+            // libmlx5, tests/standin.rs; it read "not an mlx5 device" before).
+            Err(e @ Error::SymbolMissing { .. }) => return Err(e),
             // Without libmlx5 only an mlx5 NIC needs to hear about the library.
             Err(e) if driven_by_mlx5_core(name) => return Err(e),
             Err(_) => return Err(not_mlx5()),

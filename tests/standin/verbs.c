@@ -55,6 +55,8 @@ static struct sdev devs[NDEV];
 static pthread_once_t devs_once = PTHREAD_ONCE_INIT;
 static const struct standin_backend *backend;
 static atomic_ulong violations, live_objects, contexts;
+/* Rules broken by calls made on this thread (a test's own count). */
+static __thread unsigned long thread_violations;
 
 static void init_devs(void)
 {
@@ -80,6 +82,7 @@ static void violation(const char *fmt, ...)
 {
 	va_list ap;
 	atomic_fetch_add(&violations, 1);
+	thread_violations++;
 	fprintf(stderr, "rdma-direct stand-in: rule broken: ");
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -240,6 +243,25 @@ EXPORT void rdma_direct_standin_stats(struct standin_stats *out)
 	out->violations = atomic_load(&violations);
 	out->live_objects = atomic_load(&live_objects);
 	out->contexts = atomic_load(&contexts);
+}
+
+/* Rules broken by calls made on the calling thread so far. */
+EXPORT unsigned long rdma_direct_standin_thread_violations(void)
+{
+	return thread_violations;
+}
+
+/* Objects alive on a context (PDs, parent domains, TDs, MRs, CQs, channels, SRQs, QPs,
+ * AHs); -1 for a foreign context. */
+EXPORT long rdma_direct_standin_ctx_objects(struct ibv_context *c)
+{
+	if (!ctx_is_ours(c))
+		return -1;
+	struct sctx *s = sctx_of(c);
+	pthread_mutex_lock(&s->lock);
+	long n = s->objects;
+	pthread_mutex_unlock(&s->lock);
+	return n;
 }
 
 static long *knob(struct knobs *k, const char *name)
