@@ -77,12 +77,14 @@ fn sym<F: Copy>(name: &str) -> F {
     }
 }
 
+#[allow(clippy::useless_conversion)] // c_ulong is u32 on some targets
 fn thread_violations() -> u64 {
     let f: unsafe extern "C" fn() -> c_ulong = sym("rdma_direct_standin_thread_violations");
     // SAFETY: no arguments; reads a thread-local counter.
     u64::from(unsafe { f() })
 }
 
+#[allow(clippy::useless_conversion)] // c_long is i32 on some targets
 fn ctx_objects(ctx: *mut ffi::ibv_context) -> i64 {
     let f: unsafe extern "C" fn(*mut ffi::ibv_context) -> c_long =
         sym("rdma_direct_standin_ctx_objects");
@@ -610,4 +612,50 @@ fn a_transition_without_its_required_attributes_is_einval() {
     let rc = unsafe { (ctx.verbs().ibv_modify_qp)(qp.as_ptr(), &mut attr, ffi::IBV_QP_STATE) };
     assert_eq!(rc, libc::EINVAL);
     assert_eq!(thread_violations(), v0 + 1);
+}
+
+#[test]
+fn arm_and_wake_through_the_completion_channel() {
+    standin_or_skip!();
+    let mut p = Mlx5Device::open("mlx5_0").unwrap();
+    let ch = rdma_direct::verbs::CompChannel::new(p.context()).unwrap();
+    let pd = p.alloc_pd().unwrap();
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: `buf` outlives the MR (the thread below is joined before it is dropped).
+    let mr = unsafe { p.reg_mr(&pd, buf.as_mut_ptr(), buf.len(), Access::ALL) }.unwrap();
+    let (mut cq, mut waiter) = p.create_cq_waiter(256, &ch).unwrap();
+    let mut qp = p
+        .create_qp(&pd, &mut cq, None, None, &QpConfig::new(QpType::Rc))
+        .unwrap();
+    let opts = ConnectOpts::default();
+    let me = p.endpoint(&qp, &opts).unwrap();
+    p.connect(&mut qp, &me, &me, &opts).unwrap();
+    let (addr, rkey) = (mr.addr(), mr.rkey());
+    for round in 0..3u64 {
+        // The WRITE is posted only after the waiter has polled, armed and gone to sleep.
+        let poster = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            qp.sq()
+                .post(
+                    SendWr::write(round, &[], addr + 8 * round, rkey)
+                        .inline(b"wake up!")
+                        .signaled(),
+                )
+                .unwrap();
+            qp.sq().ring();
+            qp
+        });
+        let mut out = [Completion::EMPTY; 4];
+        let n = waiter.wait(&mut cq, &mut out).unwrap();
+        qp = poster.join().unwrap();
+        assert_eq!(n, 1);
+        assert!(out[0].is_ok() && out[0].wr_id == round, "{:?}", out[0]);
+    }
+    // A wait slept on the channel and was woken by the event its arm raised (each of the
+    // three should; a scheduler delay of 50 ms past the poster's sleep lets one poll first).
+    assert!(waiter.sleeps() >= 1, "never woken by an event");
+    drop(qp);
+    drop(waiter);
+    drop(cq);
+    assert_eq!(&buf[16..24], b"wake up!");
 }

@@ -326,8 +326,39 @@ impl Mlx5Device {
         Ok(cq)
     }
 
+    /// A CQ of at least `cqe` entries whose completion events arrive on `channel`, and the
+    /// waiter that arms it by hand through the CQ's UAR (`mlx5dv_cq.cq_uar`, see
+    /// [`super::arm`]) and sleeps on the channel (`ibv_get_cq_event`, each event
+    /// acknowledged as it is read).
+    pub fn create_cq_waiter(
+        &mut self,
+        cqe: u32,
+        channel: &verbs::CompChannel,
+    ) -> Result<(Mlx5Cq, super::CqWaiter<verbs::CompChannel>)> {
+        let cq = verbs::Cq::with_channel(&self.ctx, cqe, channel)?;
+        let keep = cq.clone();
+        let (mcq, uar) = self.wrap_cq_uar(cq)?;
+        if uar.is_null() {
+            return Err(Error::verb(
+                "mlx5dv_init_obj(CQ)",
+                libc::EINVAL,
+                "libmlx5 reported no CQ UAR (cq_uar): the CQ cannot be armed by hand",
+            ));
+        }
+        // SAFETY: the CQ's doorbell record and UAR page as mlx5dv_init_obj described them;
+        // `keep` (a clone of the verbs CQ) keeps both mapped while the arm lives.
+        let mut arm = unsafe { super::CqArm::new(mcq.cqn(), mcq.dbrec(), uar) };
+        arm.keep_alive(std::sync::Arc::new(keep));
+        Ok((mcq, super::CqWaiter::new(arm, channel.clone())))
+    }
+
     /// The mlx5 view of a verbs CQ, polled by the hand-written poller from now on.
     fn wrap_cq(&self, cq: verbs::Cq) -> Result<Mlx5Cq> {
+        self.wrap_cq_uar(cq).map(|(c, _)| c)
+    }
+
+    /// [`Mlx5Device::wrap_cq`], and the CQ's UAR page (where its arm doorbell goes).
+    fn wrap_cq_uar(&self, cq: verbs::Cq) -> Result<(Mlx5Cq, *mut u8)> {
         let mut out = mlx5dv_cq::zeroed();
         let mut obj = mlx5dv_obj::zeroed();
         obj.cq.r#in = cq.as_ptr();
@@ -345,9 +376,10 @@ impl Mlx5Device {
             cqe_size: out.cqe_size,
             dbrec: out.dbrec,
         };
+        let uar = out.cq_uar.cast::<u8>();
         // SAFETY: the memory belongs to `cq`, which the Mlx5Cq keeps alive as its owner; from
         // now on only the Mlx5Cq polls it (libmlx5 treats it as DV owned).
-        unsafe { Mlx5Cq::from_dv(dv, cq) }
+        Ok((unsafe { Mlx5Cq::from_dv(dv, cq) }?, uar))
     }
 }
 
@@ -618,4 +650,16 @@ impl Provider for Mlx5Device {
             verbs: ah,
         })
     }
+}
+
+/// A libibverbs completion channel as the mlx5 [`super::CqWaiter`]'s channel: an event
+/// names the CQ by its `struct ibv_cq *` (the waiter only counts it); events are
+/// acknowledged as they are read ([`verbs::CompChannel::get_event`]), so `ack` has nothing
+/// left to do.
+impl super::EventChannel for verbs::CompChannel {
+    fn get_event(&self, block: bool) -> Result<Option<u32>> {
+        Ok(verbs::CompChannel::get_event(self, block)?.map(|cq| cq as u32))
+    }
+
+    fn ack(&self, _n: u32) {}
 }
