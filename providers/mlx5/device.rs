@@ -108,8 +108,10 @@ impl Drop for ThreadDomain {
     fn drop(&mut self) {
         // SAFETY: `raw` came from alloc_td on `ctx` (kept alive by this struct) and is freed
         // once, after the parent domain over it (dropped before this value, see `QpDomain`).
-        let rc = unsafe { ffi::dealloc_td(self.ctx.as_ptr(), self.raw) };
-        debug_assert_eq!(rc, 0, "ibv_dealloc_td");
+        // A refusal (EBUSY: a reference libmlx5 still counts) leaks the TD; it is not a
+        // reason to panic in a destructor. The order is checked by tests/standin.rs, whose
+        // stand-in refuses a wrong one and counts what is left on the context.
+        let _ = unsafe { ffi::dealloc_td(self.ctx.as_ptr(), self.raw) };
     }
 }
 
@@ -126,8 +128,8 @@ impl Drop for QpDomain {
         // SAFETY: `raw` came from alloc_parent_domain and is freed once, after the QP created
         // on it (the owner drops the QP first); libmlx5 frees parent domains in
         // ibv_dealloc_pd.
-        let rc = unsafe { (self.pd.context().verbs().ibv_dealloc_pd)(self.raw) };
-        debug_assert_eq!(rc, 0, "ibv_dealloc_pd(parent domain)");
+        // A refusal leaks the parent domain (see ThreadDomain's drop).
+        let _ = unsafe { (self.pd.context().verbs().ibv_dealloc_pd)(self.raw) };
     }
 }
 

@@ -340,7 +340,7 @@ static void default_knobs(struct knobs *k)
 		k->td_uars = 0;
 	if (strstr(f, "td_busy"))
 		k->td_busy = 1;
-	if (strstr(f, "cq_enomem"))
+	if (strstr(f, "enomem"))
 		k->fail_create = ENOMEM;
 }
 

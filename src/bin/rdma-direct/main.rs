@@ -13,6 +13,7 @@ mod plot;
 mod plotcmd;
 mod provider;
 mod results;
+mod selftest;
 mod table;
 
 const USAGE: &str = "\
@@ -32,6 +33,8 @@ commands:
   plot FILE.json... --svg OUT   curves of perf/perftest result files (see `plot --help`)
   doctor [-d DEV]      walk the troubleshooting order: link, MTU, caps, memlock,
                        NUMA/CPU affinity, PCIe width
+  selftest [-d DEV]    the first-light ladder: small real operations, stopping at the
+                       first that fails with what to send back (--json for a report)
   events [-d DEV]      print asynchronous events live (CQ error, QP fatal, port
                        changes, ...); a demonstration on the sim without -d
   --version            the version
@@ -165,6 +168,7 @@ fn main() {
         "events" => events::run(rest),
         "bench" => bench::run(rest),
         "plot" => plotcmd::run(rest),
+        "selftest" => selftest::run(rest),
         "--version" | "-V" | "version" => {
             println!("rdma-direct {}", env!("CARGO_PKG_VERSION"));
             0
