@@ -659,3 +659,100 @@ fn arm_and_wake_through_the_completion_channel() {
     drop(cq);
     assert_eq!(&buf[16..24], b"wake up!");
 }
+
+// ---------------------------------------------------------------- rdma-direct selftest
+
+/// `rdma-direct selftest ARGS` with the stand-in (`dir`) as libibverbs/libmlx5 when given,
+/// and `fault` planted in it: (exit status, stdout).
+fn selftest(dir: Option<&PathBuf>, fault: Option<&str>, args: &[&str]) -> (i32, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rdma-direct"));
+    c.arg("selftest").args(args);
+    if let Some(d) = dir {
+        c.env("RDMA_DIRECT_LIBIBVERBS", d.join("libibverbs-standin.so"))
+            .env("RDMA_DIRECT_LIBMLX5", d.join("libmlx5-standin.so"));
+    }
+    match fault {
+        Some(f) => c.env("RDMA_DIRECT_STANDIN_FAULT", f),
+        None => c.env_remove("RDMA_DIRECT_STANDIN_FAULT"),
+    };
+    let out = c.output().unwrap();
+    let s = String::from_utf8_lossy(&out.stdout).into_owned();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(!e.contains("panicked"), "{s}\n{e}");
+    (out.status.code().unwrap_or(-1), s)
+}
+
+#[test]
+fn selftest_on_the_sim_passes_every_rung_that_applies() {
+    let (rc, s) = selftest(None, None, &[]);
+    assert_eq!(rc, 0, "{s}");
+    assert!(
+        s.contains("selftest: all 19 rungs passed (12 run, 7 not applicable)"),
+        "{s}"
+    );
+    assert!(s.contains("[18] ok   arm and wake"), "{s}");
+}
+
+#[test]
+fn selftest_on_the_standin_passes_every_rung() {
+    let dir = standin_or_skip!();
+    let (rc, s) = selftest(Some(dir), None, &["-d", "mlx5_0"]);
+    assert_eq!(rc, 0, "{s}");
+    assert!(
+        s.contains("provider mlx5 (auto: mlx5_0 is an mlx5 device)"),
+        "{s}"
+    );
+    assert!(
+        s.contains("selftest: all 19 rungs passed (19 run, 0 not applicable)"),
+        "{s}"
+    );
+    let (rc, j) = selftest(Some(dir), None, &["-d", "mlx5_0", "--json"]);
+    assert_eq!(rc, 0, "{j}");
+    assert!(
+        j.starts_with("{\"device\":\"mlx5_0\"") && j.contains("\"stopped_at\":null"),
+        "{j}"
+    );
+    assert_eq!(j.matches("\"result\":\"pass\"").count(), 19, "{j}");
+}
+
+#[test]
+fn planted_faults_stop_the_selftest_at_their_rung() {
+    let dir = standin_or_skip!();
+    for (fault, rung, name, says) in [
+        ("dbrec_misalign", 9, "init_obj sanity", "not 4-byte aligned"),
+        (
+            "no_td",
+            7,
+            "thread and parent domain",
+            "ibv_alloc_td: ENOMEM",
+        ),
+        (
+            "td_busy",
+            19,
+            "teardown",
+            "ibv_dealloc_td returned 16 (EBUSY)",
+        ),
+        ("enomem", 5, "PD and MR", "ibv_alloc_pd: ENOMEM"),
+    ] {
+        let (rc, s) = selftest(Some(dir), Some(fault), &["-d", "mlx5_0"]);
+        assert_eq!(rc, 1, "{fault}: {s}");
+        assert!(
+            s.contains(&format!("selftest: stopped at rung {rung} ({name})")),
+            "{fault}: {s}"
+        );
+        assert!(s.contains(says), "{fault}: {s}");
+        assert!(s.contains("send back:"), "{fault}: {s}");
+        let (_, j) = selftest(Some(dir), Some(fault), &["-d", "mlx5_0", "--json"]);
+        assert!(
+            j.contains(&format!("\"stopped_at\":{rung}")),
+            "{fault}: {j}"
+        );
+    }
+    // bf.size 0 is not a fault: the BlueFlame rung does not apply, the rest pass.
+    let (rc, s) = selftest(Some(dir), Some("bf_size0"), &["-d", "mlx5_0"]);
+    assert_eq!(rc, 0, "{s}");
+    assert!(
+        s.contains("[12] n/a  WRITE, BlueFlame             bf.size 0"),
+        "{s}"
+    );
+}

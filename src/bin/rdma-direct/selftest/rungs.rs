@@ -416,7 +416,7 @@ fn data_rungs<P: Modes>(
     let rkey = MemoryRegion::rkey(&b.mr);
     l.rung(
         "WRITE, doorbell",
-        "one inline RDMA WRITE rung with the 8-byte doorbell lands byte for byte",
+        "one inline RDMA WRITE rung with the 8-byte doorbell (verbs: one ibv_post_send) lands byte for byte",
         || {
             let db = P::set_mode(&mut b.qp, DoorbellMode::Doorbell);
             let data = *b"first light, 8B";
