@@ -756,3 +756,86 @@ fn planted_faults_stop_the_selftest_at_their_rung() {
         "{s}"
     );
 }
+
+// ---------------------------------------------------------------- the CLI with -d mlx5_0
+
+fn cli(dir: &PathBuf, args: &[&str]) -> String {
+    cli_with(dir, None, args)
+}
+
+fn cli_with(dir: &PathBuf, fault: Option<&str>, args: &[&str]) -> String {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rdma-direct"));
+    c.args(args)
+        .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
+        .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
+        .env_remove("RDMA_DIRECT_STANDIN_FAULT");
+    if let Some(f) = fault {
+        c.env("RDMA_DIRECT_STANDIN_FAULT", f);
+    }
+    let out = c.output().unwrap();
+    let s = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{args:?}: {s}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s
+}
+
+#[test]
+fn perf_loopback_sweeps_pick_mlx5_by_themselves() {
+    let dir = standin_or_skip!();
+    for t in ["write_lat", "send_lat", "read_lat", "write_bw", "send_bw"] {
+        let s = cli(
+            dir,
+            &["perf", t, "-d", "mlx5_0", "--loopback", "-a", "-n", "5"],
+        );
+        assert!(
+            s.contains("Provider choice : mlx5 (auto: mlx5_0 is an mlx5 device)"),
+            "{t}: {s}"
+        );
+        // The sweep's first and last sizes (2 B .. 8 MiB) both ran.
+        assert!(s.contains("\n 2 ") && s.contains("\n 8388608 "), "{t}: {s}");
+    }
+    let s = cli(
+        dir,
+        &[
+            "perf",
+            "write_lat",
+            "-d",
+            "mlx5_0",
+            "--loopback",
+            "--hw-ts",
+            "-n",
+            "50",
+        ],
+    );
+    assert!(s.contains("NIC time (device clock)"), "{s}");
+    let s = cli(
+        dir,
+        &[
+            "bench",
+            "batching",
+            "--provider",
+            "mlx5",
+            "-d",
+            "mlx5_0",
+            "-l",
+            "1,8",
+            "-r",
+            "2",
+        ],
+    );
+    assert!(s.contains("ns/WQE"), "{s}");
+}
+
+#[test]
+fn events_reads_the_devices_asynchronous_event() {
+    let dir = standin_or_skip!();
+    let s = cli_with(
+        dir,
+        Some("port_event"),
+        &["events", "-d", "mlx5_0", "--count", "1"],
+    );
+    assert!(s.contains("mlx5_0: PortActive port 1"), "{s}");
+}

@@ -412,6 +412,14 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 		return NULL;
 	}
 	c->async_fd = s->async_pipe[0];
+	/* A planted asynchronous event: port 1 went active (for `rdma-direct events`). */
+	const char *f = getenv("RDMA_DIRECT_STANDIN_FAULT");
+	if (f && strstr(f, "port_event") && write(s->async_pipe[1], "p", 1) != 1) {
+		close(s->async_pipe[0]);
+		close(s->async_pipe[1]);
+		free(s);
+		return NULL;
+	}
 	/* The data path is the caller's own on mlx5 (the mlx5 hot path writes WQEs); the ops a
 	 * verbs user would call fail with EOPNOTSUPP, naming the stand-in (see README). */
 	c->ops.post_send = s_post_send;
@@ -1390,12 +1398,18 @@ EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 
 EXPORT int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
 {
-	(void)ev;
-	/* The device engine raises no asynchronous event through the stand-in: nothing ever
-	 * arrives (a blocking caller sleeps on the fd, a non-blocking one gets EAGAIN). */
+	/* The device engine raises no asynchronous event through the stand-in; the only ones
+	 * are planted (RDMA_DIRECT_STANDIN_FAULT=port_event: port 1 active). A blocking caller
+	 * sleeps on the fd, a non-blocking one gets EAGAIN. */
 	char b;
 	ssize_t n = read(c->async_fd, &b, 1);
-	if (n != 1 && errno != EAGAIN)
+	if (n == 1) {
+		memset(ev, 0, sizeof(*ev));
+		ev->event_type = IBV_EVENT_PORT_ACTIVE;
+		ev->element.port_num = 1;
+		return 0;
+	}
+	if (n == 0)
 		errno = EIO;
 	return -1;
 }
