@@ -22,16 +22,29 @@ use rdma_direct::providers::{
 };
 use rdma_direct::Error;
 
+mod scenario;
+
 /// The directory holding the stand-in libraries, with the loader pointed at them; `None`
 /// (after printing "skipped: ...") when they cannot be built here.
 fn standin() -> Option<&'static PathBuf> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let out = Command::new(root.join("tests/standin/build"))
-            .arg(root.join("target/standin"))
-            .output()
-            .expect("running tests/standin/build");
+        let mut build = Command::new(root.join("tests/standin/build"));
+        // Cross-built for aarch64 (.ci/run's qemu-aarch64 stage): the same headers, the
+        // cross compiler the stage links with.
+        match std::env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER") {
+            Ok(cc) if cfg!(target_arch = "aarch64") => {
+                build
+                    .arg(root.join("target/standin-aarch64"))
+                    .env("CC", cc)
+                    .env("STANDIN_CFLAGS", "-idirafter /usr/include");
+            }
+            _ => {
+                build.arg(root.join("target/standin"));
+            }
+        }
+        let out = build.output().expect("running tests/standin/build");
         let required = std::env::var("RDMA_DIRECT_REQUIRE_STANDIN").is_ok_and(|v| v == "1");
         if !out.status.success() {
             let why = String::from_utf8_lossy(&out.stderr);
@@ -838,4 +851,40 @@ fn events_reads_the_devices_asynchronous_event() {
         &["events", "-d", "mlx5_0", "--count", "1"],
     );
     assert!(s.contains("mlx5_0: PortActive port 1"), "{s}");
+}
+
+#[test]
+fn every_fixture_scenario_passes_through_mlx5_device() {
+    standin_or_skip!();
+    use rdma_direct::providers::ProviderKind;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
+    let all = scenario::load_dir(&dir).expect("the scenarios parse");
+    assert!(all.len() >= 19, "{} scenarios", all.len());
+    let mut p = Mlx5Device::open("mlx5_0").unwrap();
+    let ctx = p.context().as_ptr();
+    let v0 = thread_violations();
+    let opts = scenario::RunOpts::new(ProviderKind::Mlx5);
+    let mut failures = Vec::new();
+    for sc in &all {
+        match scenario::run_scenario(&mut p, sc, &opts) {
+            Ok(r) => println!(
+                "scenario {:<24} PASS on mlx5_0 (stand-in): {} completions",
+                r.name, r.completions
+            ),
+            Err(f) => failures.push(f.to_string()),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} failed:\n{}",
+        failures.len(),
+        all.len(),
+        failures.join("\n\n")
+    );
+    assert_eq!(ctx_objects(ctx), 0, "a scenario left objects behind");
+    assert_eq!(
+        thread_violations(),
+        v0,
+        "a libmlx5 rule was broken (see stderr)"
+    );
 }
