@@ -772,11 +772,11 @@ fn planted_faults_stop_the_selftest_at_their_rung() {
 
 // ---------------------------------------------------------------- the CLI with -d mlx5_0
 
-fn cli(dir: &PathBuf, args: &[&str]) -> String {
+fn cli(dir: &std::path::Path, args: &[&str]) -> String {
     cli_with(dir, None, args)
 }
 
-fn cli_with(dir: &PathBuf, fault: Option<&str>, args: &[&str]) -> String {
+fn cli_with(dir: &std::path::Path, fault: Option<&str>, args: &[&str]) -> String {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rdma-direct"));
     c.args(args)
         .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))

@@ -36,24 +36,22 @@ const E_TD: &str = "a thread domain and a parent domain (mlx5 only)";
 const E_DVQP: &str = "mlx5dv_create_qp (mlx5 only)";
 const E_SANITY: &str = "mlx5dv_init_obj's rings, strides, dbrec, bfreg (mlx5 only)";
 
-fn loaded() -> Result<((), String), Failed> {
-    rdma_direct::ffi::verbs().map_err(|e| e.to_string())?;
+/// libibverbs (and with `mlx5` libmlx5) loaded with every entry point; says which files.
+fn loaded(mlx5: bool) -> Result<((), String), Failed> {
+    use rdma_direct::ffi::loader::{LIBIBVERBS, LIBMLX5};
     let lib = |var: &str, soname: &str| {
         std::env::var(var)
             .ok()
             .filter(|p| !p.is_empty())
             .unwrap_or_else(|| soname.to_string())
     };
-    Ok((
-        (),
-        format!(
-            "{}",
-            lib(
-                "RDMA_DIRECT_LIBIBVERBS",
-                rdma_direct::ffi::loader::LIBIBVERBS
-            )
-        ),
-    ))
+    rdma_direct::ffi::verbs().map_err(|e| e.to_string())?;
+    let mut seen = lib("RDMA_DIRECT_LIBIBVERBS", LIBIBVERBS);
+    if mlx5 {
+        rdma_direct::ffi::mlx5().map_err(|e| e.to_string())?;
+        seen = format!("{seen}, {}", lib("RDMA_DIRECT_LIBMLX5", LIBMLX5));
+    }
+    Ok(((), seen))
 }
 
 fn listed(dev: &str) -> Result<((), String), Failed> {
@@ -114,11 +112,7 @@ fn port_and_gid(ctx: &Context, gid: Option<u8>) -> Result<(u8, String), Failed> 
 }
 
 fn mlx5(l: &mut Ladder, name: &str, gid: Option<u8>) {
-    l.rung("load libraries", E_LOAD, || {
-        let r = loaded()?;
-        rdma_direct::ffi::mlx5().map_err(|e| e.to_string())?;
-        Ok(r)
-    });
+    l.rung("load libraries", E_LOAD, || loaded(true));
     l.rung("list", E_LIST, || listed(name));
     let Some(mut p) = l.rung("open", E_OPEN, || {
         Mlx5Device::open(name)
@@ -251,7 +245,11 @@ fn sim(l: &mut Ladder) {
 }
 
 fn verbs(l: &mut Ladder, name: &str, gid: Option<u8>) {
-    l.rung("load libraries", E_LOAD, loaded);
+    l.rung(
+        "load libraries",
+        "libibverbs.so.1 loads and exports every entry point used",
+        || loaded(false),
+    );
     l.rung("list", E_LIST, || listed(name));
     let Some(mut p) = l.rung("open", "ibv_open_device", || {
         VerbsDevice::open(name)
