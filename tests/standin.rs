@@ -5,7 +5,9 @@
 //!
 //! The stand-in is built on demand (`tests/standin/build`). Without a C compiler or
 //! rdma-core's headers each test prints "skipped: ..." and returns, unless
-//! `RDMA_DIRECT_REQUIRE_STANDIN=1` (set by `.ci/run`), where that fails.
+//! `RDMA_DIRECT_REQUIRE_STANDIN=1` (set by `.ci/run`), where that fails. The stand-in's
+//! device is the sim: this needs the `sim` feature (and the CLI tests the `cli` one).
+#![cfg(feature = "cli")]
 
 use std::ffi::{c_char, c_int, c_long, c_ulong, c_void, CString};
 use std::path::PathBuf;

@@ -337,14 +337,16 @@ fn path_from_env(var: &str, default: &str) -> String {
 /// later call returns the same error.
 ///
 /// A libibverbs that exports `rdma_direct_standin_attach` is this project's stand-in
-/// (`tests/standin/`; no rdma-core library has the symbol): it is handed the software mlx5
-/// device as the device behind its objects ([`crate::providers::sim::standin`]).
+/// (`tests/standin/`; no rdma-core library has the symbol): with the `sim` feature it is
+/// handed the software mlx5 device as the device behind its objects
+/// (`providers::sim::standin`).
 pub fn verbs() -> Result<&'static Verbs> {
     static VERBS: OnceLock<Result<Verbs>> = OnceLock::new();
     VERBS
         .get_or_init(|| {
             let path = path_from_env("RDMA_DIRECT_LIBIBVERBS", LIBIBVERBS);
             let v = Verbs::load_from(&path)?;
+            #[cfg(feature = "sim")]
             attach_standin(&path)?;
             Ok(v)
         })
@@ -352,7 +354,9 @@ pub fn verbs() -> Result<&'static Verbs> {
         .map_err(Clone::clone)
 }
 
-/// If the library at `path` (already loaded) is the stand-in, attach its device backend.
+/// If the library at `path` (already loaded) is the stand-in, attach its device backend
+/// (the sim; without the `sim` feature the stand-in has no device and creates no object).
+#[cfg(feature = "sim")]
 fn attach_standin(path: &str) -> Result<()> {
     let lib = Library::open(path, LIBIBVERBS, LIBIBVERBS_HINT)?;
     let Ok(p) = lib.sym("rdma_direct_standin_attach\0") else {

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use rdma_direct::clock::TimestampKind;
 use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Device, Mlx5Qp, Owners};
-use rdma_direct::providers::rxe::VerbsDevice;
 use rdma_direct::providers::sim::SimDevice;
+use rdma_direct::providers::verbs::VerbsDevice;
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, ProviderKind,
     QpConfig, QpType, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, WcOpcode,
