@@ -890,3 +890,105 @@ fn every_fixture_scenario_passes_through_mlx5_device() {
         "a libmlx5 rule was broken (see stderr)"
     );
 }
+
+#[test]
+fn to_error_refresh_epoll_arm_and_debug_forms() {
+    standin_or_skip!();
+    let mut p = Mlx5Device::open("mlx5_0").unwrap();
+    assert!(format!("{p:?}").contains("mlx5_0"));
+    let pd = p.alloc_pd().unwrap();
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: `buf` outlives the MR.
+    let mr = unsafe { p.reg_mr(&pd, buf.as_mut_ptr(), buf.len(), Access::ALL) }.unwrap();
+    // A free-running CQ: its clock info is re-read from mlx5dv_get_clock_info.
+    let mut cq = p.create_cq_ts(256, TimestampKind::FreeRunning).unwrap();
+    let clock = cq.clock_mut().expect("a clock on a timestamped CQ");
+    assert_eq!(clock.kind(), TimestampKind::FreeRunning);
+    clock.refresh().unwrap();
+    assert!(clock.to_ns(1) > 0);
+    let mut qp = p
+        .create_qp(&pd, &mut cq, None, None, &QpConfig::new(QpType::Rc))
+        .unwrap();
+    let opts = ConnectOpts::default();
+    let me = p.endpoint(&qp, &opts).unwrap();
+    let ah = p.create_ah(&pd, &me, &opts).unwrap();
+    assert!(format!("{ah:?}").contains("Mlx5Ah"));
+    p.connect(&mut qp, &me, &me, &opts).unwrap();
+    // A receive outstanding, then the QP moved to ERR by hand: it is flushed.
+    let sge = [mr.sge(0, 64)];
+    qp.rq().post_recv(RecvWr::new(5, &sge)).unwrap();
+    qp.rq().ring();
+    p.to_error(&mut qp).unwrap();
+    let got = poll_n(&mut cq, 1);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].wr_id, 5);
+    assert_eq!(got[0].status, rdma_direct::providers::WcStatus::WrFlushErr);
+    drop(qp);
+    drop(ah);
+    // The waiter as an epoll user drives it: arm, wait for the fd, take the event.
+    let ch = rdma_direct::verbs::CompChannel::new(p.context()).unwrap();
+    let (mut cq2, mut waiter) = p.create_cq_waiter(256, &ch).unwrap();
+    let mut qp2 = p
+        .create_qp(&pd, &mut cq2, None, None, &QpConfig::new(QpType::Rc))
+        .unwrap();
+    let me2 = p.endpoint(&qp2, &opts).unwrap();
+    p.connect(&mut qp2, &me2, &me2, &opts).unwrap();
+    assert!(!waiter.take_event().unwrap(), "an event before any arm");
+    waiter.arm(&cq2, false);
+    qp2.sq()
+        .post(
+            SendWr::write(1, &[], mr.addr() + 512, mr.rkey())
+                .inline(b"epoll")
+                .signaled(),
+        )
+        .unwrap();
+    qp2.sq().ring();
+    let mut pfd = libc::pollfd {
+        fd: std::os::fd::AsRawFd::as_raw_fd(waiter.channel()),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    assert_eq!(
+        unsafe { libc::poll(&mut pfd, 1, 10_000) },
+        1,
+        "no event within 10 s"
+    );
+    assert!(waiter.take_event().unwrap());
+    assert_eq!(poll_n(&mut cq2, 1).len(), 1);
+    drop(qp2);
+}
+
+#[test]
+fn without_libmlx5_a_device_without_mlx5_core_is_not_mlx5() {
+    standin_or_skip!();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "no_libmlx5_child", "--nocapture"])
+        .env("RDMA_DIRECT_STANDIN_CHILD", "no_libmlx5")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("1 passed"), "{text}");
+}
+
+/// Runs only as the child of the test above.
+#[test]
+fn no_libmlx5_child() {
+    if std::env::var("RDMA_DIRECT_STANDIN_CHILD").as_deref() != Ok("no_libmlx5") {
+        return;
+    }
+    standin_or_skip!();
+    std::env::set_var("RDMA_DIRECT_LIBMLX5", "/nonexistent/libmlx5.so.1");
+    // No libmlx5 and no mlx5_core in sysfs (the stand-in has no sysfs): the verbs provider's
+    // device, said so.
+    let e = Mlx5Device::open("mlx5_0").unwrap_err().to_string();
+    assert!(
+        e.contains("mlx5_0 is not an mlx5 device: use the verbs provider"),
+        "{e}"
+    );
+}
