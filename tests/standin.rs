@@ -992,3 +992,57 @@ fn no_libmlx5_child() {
         "{e}"
     );
 }
+
+#[test]
+fn stale_cqes_of_a_destroyed_qp_never_surface_on_a_dv_owned_cq() {
+    standin_or_skip!();
+    let mut p = Mlx5Device::open("mlx5_0").unwrap();
+    let pd = p.alloc_pd().unwrap();
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: `buf` outlives the MR.
+    let mr = unsafe { p.reg_mr(&pd, buf.as_mut_ptr(), buf.len(), Access::ALL) }.unwrap();
+    let mut cq = p.create_cq(512).unwrap();
+    let opts = ConnectOpts::default();
+    let mut a = p
+        .create_qp(&pd, &mut cq, None, None, &QpConfig::new(QpType::Rc))
+        .unwrap();
+    let me = p.endpoint(&a, &opts).unwrap();
+    p.connect(&mut a, &me, &me, &opts).unwrap();
+    for i in 0..4u64 {
+        a.sq()
+            .post(
+                SendWr::write(100 + i, &[], mr.addr(), mr.rkey())
+                    .inline(b"stale")
+                    .signaled(),
+            )
+            .unwrap();
+    }
+    a.sq().ring();
+    // Let the device write A's CQEs, unpolled, then destroy A: libmlx5 leaves a DV-owned CQ
+    // alone, so the CQEs stay in the ring.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    drop(a);
+    let mut b = p
+        .create_qp(&pd, &mut cq, None, None, &QpConfig::new(QpType::Rc))
+        .unwrap();
+    let me = p.endpoint(&b, &opts).unwrap();
+    p.connect(&mut b, &me, &me, &opts).unwrap();
+    b.sq()
+        .post(
+            SendWr::write(7, &[], mr.addr() + 64, mr.rkey())
+                .inline(b"fresh")
+                .signaled(),
+        )
+        .unwrap();
+    b.sq().ring();
+    let got = poll_n(&mut cq, 1);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let mut out = [Completion::EMPTY; 8];
+    let more = cq.poll(&mut out);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        got[0].wr_id, 7,
+        "a stale CQE of the destroyed QP surfaced: {got:?}"
+    );
+    assert_eq!(more, 0, "{:?}", &out[..more]);
+}
