@@ -3,9 +3,10 @@
 //!
 //! Contract: the stand-in models the control path of libibverbs and libmlx5 (objects,
 //! reference counts, thread domains, `mlx5dv_init_obj`); the queues of its objects live on
-//! this process's sim. When the loader opens a libibverbs that exports
-//! `rdma_direct_standin_attach` (no rdma-core library does), it calls [`attach`], which hands
-//! the stand-in the table of callbacks below ([`Backend`], mirrored from
+//! this process's sim. [`attach_if_standin`] (called by the CLI at start and by the device
+//! tests) looks at the libibverbs `RDMA_DIRECT_LIBIBVERBS` names: if it exports
+//! `rdma_direct_standin_attach` (no rdma-core library does), it hands the stand-in the
+//! table of callbacks below ([`Backend`], mirrored from
 //! `tests/standin/standin.h`; the stand-in refuses a table of another size). Each stand-in
 //! device (`mlx5_0`, `mlx5_1`, `rxe_standin0`) is one [`SimDevice`] with its device thread
 //! running, made on first use and kept for the life of the process, so WQEs the mlx5 hot
@@ -132,8 +133,35 @@ pub struct Backend {
 /// `STANDIN_BACKEND_VERSION`.
 pub const BACKEND_VERSION: u32 = 1;
 
-/// The stand-in's `rdma_direct_standin_attach`.
-pub type AttachFn = unsafe extern "C" fn(*const Backend) -> c_int;
+/// Give the stand-in its device, once per process, when `RDMA_DIRECT_LIBIBVERBS` names a
+/// library and that library is the stand-in. `Ok(false)` without the variable (nothing is
+/// loaded then) or for any other libibverbs; an error when the library does not load or the
+/// stand-in refuses this build's table (its `standin.h` and this file disagree: rebuild it
+/// with `tests/standin/build`).
+pub fn attach_if_standin() -> crate::Result<bool> {
+    static DONE: std::sync::OnceLock<crate::Result<bool>> = std::sync::OnceLock::new();
+    if std::env::var_os("RDMA_DIRECT_LIBIBVERBS").is_none_or(|v| v.is_empty()) {
+        return Ok(false);
+    }
+    DONE.get_or_init(|| {
+        let Some(f) = crate::ffi::loader::standin_attach()? else {
+            return Ok(false);
+        };
+        // SAFETY: the stand-in's attach function; `BACKEND` is a static table of functions
+        // with the C signatures of standin.h.
+        let rc = unsafe { f((&BACKEND as *const Backend).cast()) };
+        if rc != 0 {
+            return Err(Error::verb(
+                "rdma_direct_standin_attach",
+                rc,
+                "the stand-in refused this build's device backend: rebuild it \
+                 (tests/standin/build)",
+            ));
+        }
+        Ok(true)
+    })
+    .clone()
+}
 
 #[cfg(target_pointer_width = "64")]
 mod layout {
@@ -167,16 +195,6 @@ static BACKEND: Backend = Backend {
     clock_info: cb_clock_info,
     clock_now: cb_clock_now,
 };
-
-/// Hand the stand-in its device backend (see the module doc). Returns the stand-in's answer
-/// (0, or EINVAL for a table of another version or size).
-///
-/// # Safety
-/// `f` is the stand-in's `rdma_direct_standin_attach`, from a library that stays loaded.
-pub unsafe fn attach(f: AttachFn) -> c_int {
-    // SAFETY: `BACKEND` is a static table of functions with the C signatures of standin.h.
-    unsafe { f(&BACKEND) }
-}
 
 /// The stand-in's devices, by index: made on first use, each with its device thread.
 static DEVICES: Mutex<Vec<Option<SimDevice>>> = Mutex::new(Vec::new());

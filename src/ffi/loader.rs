@@ -335,57 +335,46 @@ fn path_from_env(var: &str, default: &str) -> String {
 
 /// The process-wide libibverbs table, loaded on first call. A failure is remembered: every
 /// later call returns the same error.
-///
-/// A libibverbs that exports `rdma_direct_standin_attach` is this project's stand-in
-/// (`tests/standin/`; no rdma-core library has the symbol): with the `sim` feature it is
-/// handed the software mlx5 device as the device behind its objects
-/// (`providers::sim::standin`).
 pub fn verbs() -> Result<&'static Verbs> {
     static VERBS: OnceLock<Result<Verbs>> = OnceLock::new();
     VERBS
-        .get_or_init(|| {
-            let path = path_from_env("RDMA_DIRECT_LIBIBVERBS", LIBIBVERBS);
-            let v = Verbs::load_from(&path)?;
-            #[cfg(feature = "sim")]
-            attach_standin(&path)?;
-            Ok(v)
-        })
+        .get_or_init(|| Verbs::load_from(&libibverbs_path()))
         .as_ref()
         .map_err(Clone::clone)
 }
 
-/// If the library at `path` (already loaded) is the stand-in, attach its device backend
-/// (the sim; without the `sim` feature the stand-in has no device and creates no object).
-#[cfg(feature = "sim")]
-fn attach_standin(path: &str) -> Result<()> {
-    let lib = Library::open(path, LIBIBVERBS, LIBIBVERBS_HINT)?;
-    let Ok(p) = lib.sym("rdma_direct_standin_attach\0") else {
-        return Ok(());
-    };
-    // SAFETY: the stand-in's `int rdma_direct_standin_attach(const struct standin_backend *)`,
-    // whose prototype `AttachFn` is; the library is never unloaded.
-    let rc = unsafe {
-        crate::providers::sim::standin::attach(fn_from_ptr::<
-            crate::providers::sim::standin::AttachFn,
-        >(p))
-    };
-    if rc != 0 {
-        return Err(Error::LibraryMissing {
-            lib: LIBIBVERBS,
-            detail: format!(
-                "{path} is rdma-direct's stand-in but refused this build's device backend \
-                 (errno {rc}: its standin.h and providers/sim/standin.rs disagree)"
-            ),
-            hint: "rebuild it: tests/standin/build",
-        });
+/// `int rdma_direct_standin_attach(const struct standin_backend *)`.
+pub type StandinAttachFn = unsafe extern "C" fn(backend: *const c_void) -> c_int;
+
+/// The path libibverbs is loaded from: `RDMA_DIRECT_LIBIBVERBS`, else the soname.
+pub fn libibverbs_path() -> String {
+    path_from_env("RDMA_DIRECT_LIBIBVERBS", LIBIBVERBS)
+}
+
+/// The path libmlx5 is loaded from: `RDMA_DIRECT_LIBMLX5`, else the soname.
+pub fn libmlx5_path() -> String {
+    path_from_env("RDMA_DIRECT_LIBMLX5", LIBMLX5)
+}
+
+/// When the process-wide libibverbs (loaded here if it was not) is this project's stand-in
+/// (`tests/standin/`: it exports `rdma_direct_standin_attach`, which no rdma-core library
+/// does), its attach entry point; `None` for any other libibverbs.
+pub fn standin_attach() -> Result<Option<StandinAttachFn>> {
+    verbs()?;
+    let path = libibverbs_path();
+    let lib = Library::open(&path, LIBIBVERBS, LIBIBVERBS_HINT)?;
+    match lib.sym("rdma_direct_standin_attach\0") {
+        // SAFETY: the stand-in's attach function, whose C prototype is StandinAttachFn; the
+        // library is never unloaded.
+        Ok(p) => Ok(Some(unsafe { fn_from_ptr::<StandinAttachFn>(p) })),
+        Err(_) => Ok(None),
     }
-    Ok(())
 }
 
 /// The process-wide libmlx5 table, loaded on first call (only the mlx5 provider needs it).
 pub fn mlx5() -> Result<&'static Mlx5> {
     static MLX5: OnceLock<Result<Mlx5>> = OnceLock::new();
-    MLX5.get_or_init(|| Mlx5::load_from(&path_from_env("RDMA_DIRECT_LIBMLX5", LIBMLX5)))
+    MLX5.get_or_init(|| Mlx5::load_from(&libmlx5_path()))
         .as_ref()
         .map_err(Clone::clone)
 }

@@ -159,6 +159,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let cmd = args.get(1).map(String::as_str).unwrap_or("help");
     let rest = if args.len() > 2 { &args[2..] } else { &[][..] };
+    // With RDMA_DIRECT_LIBIBVERBS naming tests/standin's library, the sim is its device.
+    let _ = rdma_direct::providers::sim::standin::attach_if_standin();
     let code = match cmd {
         "devices" => devices::run(rest),
         "info" => info::run(rest),

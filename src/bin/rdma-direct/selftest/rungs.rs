@@ -38,20 +38,9 @@ const E_SANITY: &str = "mlx5dv_init_obj's rings, strides, dbrec, bfreg (mlx5 onl
 
 /// libibverbs (and with `mlx5` libmlx5) loaded with every entry point; says which files.
 fn loaded(mlx5: bool) -> Result<((), String), Failed> {
-    use rdma_direct::ffi::loader::{LIBIBVERBS, LIBMLX5};
-    let lib = |var: &str, soname: &str| {
-        std::env::var(var)
-            .ok()
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| soname.to_string())
-    };
-    rdma_direct::ffi::verbs().map_err(|e| e.to_string())?;
-    let mut seen = lib("RDMA_DIRECT_LIBIBVERBS", LIBIBVERBS);
-    if mlx5 {
-        rdma_direct::ffi::mlx5().map_err(|e| e.to_string())?;
-        seen = format!("{seen}, {}", lib("RDMA_DIRECT_LIBMLX5", LIBMLX5));
-    }
-    Ok(((), seen))
+    rdma_direct::verbs::loaded_libraries(mlx5)
+        .map(|v| ((), v.join(", ")))
+        .map_err(|e| e.to_string())
 }
 
 fn listed(dev: &str) -> Result<((), String), Failed> {
@@ -131,10 +120,9 @@ fn mlx5(l: &mut Ladder, name: &str, gid: Option<u8>) {
         ..ConnectOpts::default()
     };
     // The raw mlx5 rungs sit between CQ and the self-loop; see `data_rungs`.
-    let ctx = p.context().clone();
     let mut raw = None;
-    let bed = data_rungs(l, &mut p, &opts, |l| {
-        let (r, bf_size) = dv::rungs(l, &ctx)?;
+    let bed = data_rungs(l, &mut p, &opts, |l, p| {
+        let (r, bf_size) = dv::rungs(l, p)?;
         raw = Some(r);
         Some(Some(bf_size))
     });
@@ -200,7 +188,7 @@ fn sim(l: &mut Ladder) {
     };
     l.not_applicable("port and GID", E_PORT, "one port, one GID (sim)");
     let opts = ConnectOpts::default();
-    let Some(bed) = data_rungs(l, &mut p, &opts, |l| {
+    let Some(bed) = data_rungs(l, &mut p, &opts, |l, _| {
         for (n, e) in [
             ("thread and parent domain", E_TD),
             ("DV QP", E_DVQP),
@@ -273,7 +261,7 @@ fn verbs(l: &mut Ladder, name: &str, gid: Option<u8>) {
         ..ConnectOpts::default()
     };
     let why = "mlx5 only (this device is driven through libibverbs' own post/poll)";
-    let Some(_bed) = data_rungs(l, &mut p, &opts, |l| {
+    let Some(_bed) = data_rungs(l, &mut p, &opts, |l, _| {
         for (n, e) in [
             ("thread and parent domain", E_TD),
             ("DV QP", E_DVQP),
@@ -366,7 +354,7 @@ fn data_rungs<P: Modes>(
     l: &mut Ladder,
     p: &mut P,
     opts: &ConnectOpts,
-    mid: impl FnOnce(&mut Ladder) -> Option<Option<u32>>,
+    mid: impl FnOnce(&mut Ladder, &P) -> Option<Option<u32>>,
 ) -> Option<Bed<P>> {
     let (pd, mr, buf) = l.rung(
         "PD and MR",
@@ -386,7 +374,7 @@ fn data_rungs<P: Modes>(
             .map(|c| (c, "256 entries".to_string()))
             .map_err(|e| e.to_string())
     })?;
-    let bf_size = mid(l)?;
+    let bf_size = mid(l, p)?;
     let qp = l.rung(
         "RESET to RTS",
         "an RC QP connected to itself: RESET, INIT, RTR, RTS",
