@@ -746,12 +746,7 @@ fn planted_faults_stop_the_selftest_at_their_rung() {
             "thread and parent domain",
             "ibv_alloc_td: ENOMEM",
         ),
-        (
-            "td_busy",
-            19,
-            "teardown",
-            "ibv_dealloc_td: EBUSY",
-        ),
+        ("td_busy", 19, "teardown", "ibv_dealloc_td: EBUSY"),
         ("enomem", 5, "PD and MR", "ibv_alloc_pd: ENOMEM"),
     ] {
         let (rc, s) = selftest(Some(dir), Some(fault), &["-d", "mlx5_0"]);
