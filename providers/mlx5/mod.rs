@@ -29,6 +29,7 @@ pub mod cq;
 pub mod device;
 pub mod dv;
 mod owners;
+pub mod probe;
 mod qp;
 mod rq;
 mod shared;

@@ -8,7 +8,7 @@
 //! (`wire::offset::cqe64::TIMESTAMP`, big-endian). Free-running values convert with a copy of
 //! the device's clock info ([`ClockInfo::ts_to_ns`], rdma-core's `mlx5dv_ts_to_ns`), which
 //! [`CqClock::refresh`] re-reads from its [`ClockInfoFeed`] — the sim's page, or on hardware
-//! `mlx5dv_get_clock_info` (resolved with `dlsym`; untested here: no mlx5 NIC). The copy must
+//! `mlx5dv_get_clock_info` (resolved with `dlsym`; run against the stand-in of `tests/standin/`, not on an mlx5 NIC). The copy must
 //! be refreshed at least once per kernel refresh period
 //! ([`ClockInfo::kernel_update_period_cycles`], ~1100 s at 156.25 MHz) and the timestamps
 //! converted must not be older than one period, or the conversion leaves its exact range
@@ -96,7 +96,7 @@ impl CqClock {
 }
 
 /// The clock info of a hardware context: `mlx5dv_get_clock_info` (resolved with `dlsym`
-/// from libmlx5). Untested here (no mlx5 NIC on this machine).
+/// from libmlx5). Run against the stand-in (`tests/standin/`), not on an mlx5 NIC.
 pub struct DvClockFeed {
     ctx: crate::verbs::Context,
     mlx5: &'static crate::ffi::Mlx5,

@@ -109,6 +109,7 @@ mod engine;
 pub mod fault;
 mod mem;
 mod provider;
+pub mod standin;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -462,6 +463,35 @@ impl SimDevice {
         let mut arm = unsafe { crate::providers::mlx5::CqArm::new(cqn, cq.dbrec(), uar) };
         arm.keep_alive(cq.keep_alive());
         Ok(crate::providers::mlx5::CqWaiter::new(arm, ch))
+    }
+
+    /// The UAR stub of CQ `cqn` (its CQ doorbell is at `MLX5_CQ_DOORBELL`): what
+    /// `mlx5dv_init_obj(CQ)` reports as `cq_uar`. `None` for a CQ this device does not have.
+    pub fn cq_uar(&self, cqn: u32) -> Option<*mut u8> {
+        let e = self.shared.lock();
+        e.cqs.get(&cqn).map(|c| c.mem.ptr(c.uar_off))
+    }
+
+    /// Deregister the MR whose key is `key` (what dropping its [`SimMr`] does), for MRs
+    /// whose lifetime is tracked outside Rust (the stand-in's `ibv_dereg_mr`).
+    pub(crate) fn dereg_key(&self, key: u32) -> crate::Result<()> {
+        self.shared.lock().dereg_mr(key);
+        Ok(())
+    }
+
+    /// Deliver CQ `cqn`'s completion events (the CQN, 4 bytes each) into `fd`, the write end
+    /// of a pipe (a completion channel made outside the sim, as by `ibv_create_comp_channel`).
+    pub fn set_cq_channel_fd(&self, cqn: u32, fd: std::os::fd::OwnedFd) -> crate::Result<()> {
+        let mut e = self.shared.lock();
+        let c = e
+            .cqs
+            .get_mut(&cqn)
+            .ok_or_else(|| crate::Error::InvalidArgument {
+                context: "SimDevice::set_cq_channel_fd",
+                detail: format!("CQ {cqn:#x} is not a CQ of this device"),
+            })?;
+        c.arm.channel = Some(Arc::new(fd));
+        Ok(())
     }
 
     /// Create an SRQ in protection domain `pd`.

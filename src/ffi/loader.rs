@@ -338,15 +338,43 @@ fn path_from_env(var: &str, default: &str) -> String {
 pub fn verbs() -> Result<&'static Verbs> {
     static VERBS: OnceLock<Result<Verbs>> = OnceLock::new();
     VERBS
-        .get_or_init(|| Verbs::load_from(&path_from_env("RDMA_DIRECT_LIBIBVERBS", LIBIBVERBS)))
+        .get_or_init(|| Verbs::load_from(&libibverbs_path()))
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// `int rdma_direct_standin_attach(const struct standin_backend *)`.
+pub type StandinAttachFn = unsafe extern "C" fn(backend: *const c_void) -> c_int;
+
+/// The path libibverbs is loaded from: `RDMA_DIRECT_LIBIBVERBS`, else the soname.
+pub fn libibverbs_path() -> String {
+    path_from_env("RDMA_DIRECT_LIBIBVERBS", LIBIBVERBS)
+}
+
+/// The path libmlx5 is loaded from: `RDMA_DIRECT_LIBMLX5`, else the soname.
+pub fn libmlx5_path() -> String {
+    path_from_env("RDMA_DIRECT_LIBMLX5", LIBMLX5)
+}
+
+/// When the process-wide libibverbs (loaded here if it was not) is this project's stand-in
+/// (`tests/standin/`: it exports `rdma_direct_standin_attach`, which no rdma-core library
+/// does), its attach entry point; `None` for any other libibverbs.
+pub fn standin_attach() -> Result<Option<StandinAttachFn>> {
+    verbs()?;
+    let path = libibverbs_path();
+    let lib = Library::open(&path, LIBIBVERBS, LIBIBVERBS_HINT)?;
+    match lib.sym("rdma_direct_standin_attach\0") {
+        // SAFETY: the stand-in's attach function, whose C prototype is StandinAttachFn; the
+        // library is never unloaded.
+        Ok(p) => Ok(Some(unsafe { fn_from_ptr::<StandinAttachFn>(p) })),
+        Err(_) => Ok(None),
+    }
 }
 
 /// The process-wide libmlx5 table, loaded on first call (only the mlx5 provider needs it).
 pub fn mlx5() -> Result<&'static Mlx5> {
     static MLX5: OnceLock<Result<Mlx5>> = OnceLock::new();
-    MLX5.get_or_init(|| Mlx5::load_from(&path_from_env("RDMA_DIRECT_LIBMLX5", LIBMLX5)))
+    MLX5.get_or_init(|| Mlx5::load_from(&libmlx5_path()))
         .as_ref()
         .map_err(Clone::clone)
 }

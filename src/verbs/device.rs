@@ -136,6 +136,18 @@ impl Device {
     }
 }
 
+/// Load libibverbs (and with `mlx5` libmlx5), every entry point resolved; the files loaded
+/// (`RDMA_DIRECT_LIBIBVERBS` / `RDMA_DIRECT_LIBMLX5`, else the sonames).
+pub fn loaded_libraries(mlx5: bool) -> Result<Vec<String>> {
+    ffi::verbs()?;
+    let mut v = vec![ffi::loader::libibverbs_path()];
+    if mlx5 {
+        ffi::mlx5()?;
+        v.push(ffi::loader::libmlx5_path());
+    }
+    Ok(v)
+}
+
 /// Why there may be no RDMA device on this host, if something can tell: no
 /// `/sys/class/infiniband`, no `ib_core` module, no `/dev/infiniband`. `None` when all of
 /// these exist (then the device list really is empty, or permissions are the problem).

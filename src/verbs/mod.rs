@@ -41,7 +41,9 @@ mod timestamps;
 mod transition;
 
 pub use channel::CompChannel;
-pub use device::{format_guid, no_device_reason, Context, Device, DeviceAttr, SYSFS_INFINIBAND};
+pub use device::{
+    format_guid, loaded_libraries, no_device_reason, Context, Device, DeviceAttr, SYSFS_INFINIBAND,
+};
 pub use events::{AsyncElement, AsyncEvent, AsyncEventKind};
 pub use gid::{Gid, GidEntry, GidType};
 pub use port::{lane_gbps, width_lanes, LinkLayer, PortAttr, PortState};

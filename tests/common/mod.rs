@@ -8,6 +8,11 @@
 
 /// The device named by `RDMA_DIRECT_DEVICE`; panics (failing the test) when it is unset.
 pub fn device() -> String {
+    // Against tests/standin's libibverbs (RDMA_DIRECT_LIBIBVERBS), the sim is the device.
+    #[cfg(feature = "sim")]
+    if let Err(e) = rdma_direct::providers::sim::standin::attach_if_standin() {
+        panic!("the stand-in for libibverbs: {e}");
+    }
     match std::env::var("RDMA_DIRECT_DEVICE") {
         Ok(d) if !d.is_empty() => d,
         _ => panic!(

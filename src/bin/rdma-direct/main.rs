@@ -13,6 +13,7 @@ mod plot;
 mod plotcmd;
 mod provider;
 mod results;
+mod selftest;
 mod table;
 
 const USAGE: &str = "\
@@ -32,6 +33,8 @@ commands:
   plot FILE.json... --svg OUT   curves of perf/perftest result files (see `plot --help`)
   doctor [-d DEV]      walk the troubleshooting order: link, MTU, caps, memlock,
                        NUMA/CPU affinity, PCIe width
+  selftest [-d DEV]    the first-light ladder: small real operations, stopping at the
+                       first that fails with what to send back (--json for a report)
   events [-d DEV]      print asynchronous events live (CQ error, QP fatal, port
                        changes, ...); a demonstration on the sim without -d
   --version            the version
@@ -156,6 +159,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let cmd = args.get(1).map(String::as_str).unwrap_or("help");
     let rest = if args.len() > 2 { &args[2..] } else { &[][..] };
+    // With RDMA_DIRECT_LIBIBVERBS naming tests/standin's library, the sim is its device.
+    let _ = rdma_direct::providers::sim::standin::attach_if_standin();
     let code = match cmd {
         "devices" => devices::run(rest),
         "info" => info::run(rest),
@@ -165,6 +170,7 @@ fn main() {
         "events" => events::run(rest),
         "bench" => bench::run(rest),
         "plot" => plotcmd::run(rest),
+        "selftest" => selftest::run(rest),
         "--version" | "-V" | "version" => {
             println!("rdma-direct {}", env!("CARGO_PKG_VERSION"));
             0
