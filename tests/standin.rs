@@ -798,6 +798,36 @@ fn cli_with(dir: &std::path::Path, fault: Option<&str>, args: &[&str]) -> String
 }
 
 #[test]
+fn pingpong_loopback_on_mlx5_0_picks_mlx5_and_a_refused_doorbell_is_named() {
+    let dir = standin_or_skip!();
+    let s = cli(dir, &["pingpong", "-d", "mlx5_0", "--loopback", "-n", "50"]);
+    assert!(
+        s.contains("provider: mlx5_0: direct mlx5 WQE writing"),
+        "{s}"
+    );
+    assert!(s.contains("50 iters in "), "{s}");
+    assert!(
+        s.contains("provider choice: mlx5 (auto: mlx5_0 is an mlx5 device)"),
+        "{s}"
+    );
+    // The non-mlx5 device's data path refuses every post (EOPNOTSUPP): the run ends at
+    // once naming the refused doorbell, not after a stall.
+    let out = Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+        .args(["pingpong", "-d", "rxe_standin0", "--loopback", "-n", "5"])
+        .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
+        .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
+        .env_remove("RDMA_DIRECT_STANDIN_FAULT")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("post receive: doorbell refused by the device (EOPNOTSUPP)"),
+        "{err}"
+    );
+}
+
+#[test]
 fn perf_loopback_sweeps_pick_mlx5_by_themselves() {
     let dir = standin_or_skip!();
     for t in ["write_lat", "send_lat", "read_lat", "write_bw", "send_bw"] {

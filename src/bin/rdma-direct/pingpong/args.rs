@@ -22,6 +22,8 @@ usage: rdma-direct pingpong [-d DEV] [options] [HOST]
   -n, --iters N         iterations (default 1000)
   -c, --connection T    RC or UC (default RC)
   -p, --port PORT       TCP port (default 18515)
+      --loopback        with -d: both ends on DEV in this process, connected to each
+                        other (no HOST, no -p); without -d it is always so
   -m, --mtu BYTES       path MTU: 256, 512, 1024, 2048, 4096 (default 1024)
   -r, --rx-depth N      receives kept posted (default 500)
   -l, --sl SL           service level (default 0)
@@ -54,6 +56,8 @@ pub(super) struct Args {
     pub(super) retry_cnt: u8,
     pub(super) host: Option<String>,
     pub(super) provider: Choice,
+    /// `--loopback`: both ends in this process on the device (implied without `-d`).
+    pub(super) loopback: bool,
 }
 
 impl Default for Args {
@@ -73,6 +77,7 @@ impl Default for Args {
             retry_cnt: 7,
             host: None,
             provider: Choice::Auto,
+            loopback: false,
         }
     }
 }
@@ -113,6 +118,7 @@ pub(super) fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, S
                     other => return Err(format!("{flag}: '{other}' is not RC or UC")),
                 }
             }
+            "--loopback" => a.loopback = true,
             s if s.starts_with('-') => return Err(format!("unknown option '{s}'")),
             host => {
                 if a.host.is_some() {
@@ -148,6 +154,22 @@ pub(super) fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, S
     }
     if a.retry_cnt > 7 {
         return Err(format!("retry-cnt {} out of range (0 .. 7)", a.retry_cnt));
+    }
+    if a.loopback {
+        // Both ends in this process: nothing travels over TCP.
+        if let Some(h) = &a.host {
+            return Err(format!(
+                "HOST '{h}': --loopback runs both ends in this process; drop HOST or \
+                 --loopback"
+            ));
+        }
+        if a.port.is_some() {
+            return Err(
+                "-p: --loopback exchanges no TCP message; the TCP port is for two \
+                 processes"
+                    .into(),
+            );
+        }
     }
     if a.dev.is_none() && matches!(a.provider, Choice::Auto | Choice::Force(ProviderKind::Sim)) {
         // Loopback on the software mlx5 device: say why what needs a peer or a second port

@@ -13,7 +13,7 @@ use rdma_direct::Result;
 
 use super::args::Args;
 use super::bring_up::End;
-use super::perr;
+use super::fail;
 
 /// wr_ids, as rc_pingpong's: bits of [`Flow::pending`].
 pub(super) const RECV_WRID: u64 = 1;
@@ -71,8 +71,11 @@ impl Flow {
             self.routs += 1;
         }
         rq.ring();
+        if let Some(e) = rq.take_ring_error() {
+            return Err(fail(format!("post receive: {e}")));
+        }
         if self.routs < self.rx_depth {
-            return Err(perr(format!(
+            return Err(fail(format!(
                 "could only post {} of {} receives",
                 self.routs, self.rx_depth
             )));
@@ -86,8 +89,11 @@ impl Flow {
         }
         let sq = qp.sq();
         sq.post(SendWr::send(SEND_WRID, &self.sge).signaled())
-            .map_err(|r| perr(format!("post send: {}", r.error)))?;
+            .map_err(|r| fail(format!("post send: {}", r.error)))?;
         sq.ring();
+        if let Some(e) = sq.take_ring_error() {
+            return Err(fail(format!("post send: {e}")));
+        }
         self.souts += 1;
         self.pending = RECV_WRID | SEND_WRID;
         Ok(())
@@ -111,7 +117,7 @@ impl Flow {
         for (i, c) in wc[..n].iter().enumerate() {
             if !c.is_ok() {
                 let drained = self.drain(cq, &wc[i..n]);
-                return Err(perr(format!(
+                return Err(fail(format!(
                     "{who}failed status {} ({}) for wr_id {} (vendor_err {:#x}) after {} sends \
                      and {} receives completed; {drained}",
                     c.status,
@@ -134,7 +140,7 @@ impl Flow {
                     }
                     self.rcnt += 1;
                 }
-                other => return Err(perr(format!("{who}completion for unknown wr_id {other}"))),
+                other => return Err(fail(format!("{who}completion for unknown wr_id {other}"))),
             }
             self.pending &= !c.wr_id;
             if self.scnt < self.iters && self.pending == 0 {
@@ -170,7 +176,7 @@ impl Stall {
             match self.since {
                 None => self.since = Some(Instant::now()),
                 Some(t) if t.elapsed() > STALL => {
-                    return Err(perr(format!("no completion for {STALL:?}: {}", what())))
+                    return Err(fail(format!("no completion for {STALL:?}: {}", what())))
                 }
                 Some(_) => {}
             }

@@ -1,5 +1,5 @@
 //! Loopback: both ends on one provider (the software mlx5 device, with its device thread, for
-//! `rdma-direct pingpong` without `-d`), connected to each other and driven by one thread that
+//! `rdma-direct pingpong` without `-d`; any device with `-d DEV --loopback`), connected to each other and driven by one thread that
 //! alternates between them; returns the text to print (provider, address lines, results).
 
 use std::time::{Duration, Instant};
@@ -34,6 +34,20 @@ pub(super) fn on_the_sim(a: &Args) -> Result<String> {
         st.doorbells, st.wqes, st.cqes, st.passes
     ));
     Ok(text)
+}
+
+/// `-d DEV --loopback`: both ends on the device.
+pub(super) struct Loopback<'a>(pub(super) &'a Args);
+
+impl super::super::provider::Job for Loopback<'_> {
+    type Out = String;
+    fn run<P: Provider>(&mut self, p: &mut P) -> Result<String>
+    where
+        P::Qp: Send,
+        P::Cq: Send,
+    {
+        loopback(p, self.0, &mut |_| Ok(()))
+    }
 }
 
 /// Both ends on `p`, connected to each other, one thread alternating between them.

@@ -17,7 +17,8 @@
 //!   52-byte `LID:QPN:PSN:GID` message (client writes first; the server reads it, brings its
 //!   QP up, answers; the client reads, writes "done", brings its QP up), a GRH only when `-g`
 //!   is given (without it the GID sent is zero, as rc_pingpong's).
-//! - **loopback** (no `-d`: the software mlx5 device, which lives in this process): both ends
+//! - **loopback** (no `-d`: the software mlx5 device, which lives in this process; or
+//!   `-d DEV --loopback`: both ends on DEV, e.g. a first check of a NIC alone): both ends
 //!   on the device, connected to each other, driven by one thread that alternates between
 //!   them; the device thread plays the HCA, and the production mlx5 hot path (WQE writing,
 //!   doorbell / BlueFlame, CQE polling) runs against it. No TCP, so a HOST and `-p` are
@@ -61,7 +62,7 @@ use rdma_direct::Error;
 
 use super::provider;
 use args::{parse_args, USAGE};
-use loopback::on_the_sim;
+use loopback::{on_the_sim, Loopback};
 use two_process::TwoProcess;
 
 /// Entry point of `rdma-direct pingpong`.
@@ -76,6 +77,7 @@ pub fn run(args: &[String]) -> i32 {
     };
     let res = match kind {
         ProviderKind::Sim => on_the_sim(&a),
+        _ if a.loopback => provider::open_and_run(kind, a.dev.as_deref(), false, &mut Loopback(&a)),
         _ => provider::open_and_run(kind, a.dev.as_deref(), false, &mut TwoProcess(&a)),
     };
     match res {
@@ -95,8 +97,9 @@ fn io_err(ctx: &str, e: std::io::Error) -> Error {
     Error::io(ctx.to_string(), &e)
 }
 
-fn perr(detail: String) -> Error {
-    Error::Protocol {
+/// A transfer this process drove failed (an error completion, a refused post, a stall).
+fn fail(detail: String) -> Error {
+    Error::Failed {
         context: "pingpong",
         detail,
     }
