@@ -54,6 +54,7 @@ mod drain;
 mod flow;
 mod loopback;
 mod report;
+mod rping;
 mod two_process;
 
 use rdma_direct::providers::ProviderKind;
@@ -62,6 +63,7 @@ use rdma_direct::Error;
 use super::provider;
 use args::{parse_args, USAGE};
 use loopback::on_the_sim;
+use rping::Rping;
 use two_process::TwoProcess;
 
 /// Entry point of `rdma-direct pingpong`.
@@ -76,6 +78,7 @@ pub fn run(args: &[String]) -> i32 {
     };
     let res = match kind {
         ProviderKind::Sim => on_the_sim(&a),
+        _ if a.rdma_cm => provider::open_and_run(kind, a.dev.as_deref(), false, &mut Rping(&a)),
         _ => provider::open_and_run(kind, a.dev.as_deref(), false, &mut TwoProcess(&a)),
     };
     match res {
