@@ -257,8 +257,8 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
     let mode = if loopback || sim {
         if rdma_cm {
             return Err(
-                "-R: two processes only (the CM connects to another process: -d DEV, \
-                        without --loopback)"
+                "-R: two processes only: the RDMA CM connects this process to another one \
+                 (add -d DEV, without --loopback)"
                     .into(),
             );
         }
