@@ -86,6 +86,7 @@
 
 mod bed;
 mod clock;
+pub mod cm_channel;
 mod loops;
 mod params;
 mod pingpong;

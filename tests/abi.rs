@@ -726,6 +726,100 @@ fn rust_layout() -> BTreeMap<String, i64> {
     val!(IBV_QP_INIT_ATTR_PD);
     val!(MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS);
     val!(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE);
+    size!(rdma_event_channel);
+    off!("rdma_event_channel.fd", rdma_event_channel, fd);
+    size!(rdma_ib_addr);
+    off!("rdma_ib_addr.sgid", rdma_ib_addr, sgid);
+    off!("rdma_ib_addr.dgid", rdma_ib_addr, dgid);
+    off!("rdma_ib_addr.pkey", rdma_ib_addr, pkey);
+    size!(rdma_addr);
+    off!("rdma_addr.src_addr", rdma_addr, src_addr);
+    off!("rdma_addr.dst_addr", rdma_addr, dst_addr);
+    off!("rdma_addr.addr", rdma_addr, addr);
+    size!(rdma_route);
+    off!("rdma_route.addr", rdma_route, addr);
+    off!("rdma_route.path_rec", rdma_route, path_rec);
+    off!("rdma_route.num_paths", rdma_route, num_paths);
+    size!(rdma_cm_id);
+    off!("rdma_cm_id.verbs", rdma_cm_id, verbs);
+    off!("rdma_cm_id.channel", rdma_cm_id, channel);
+    off!("rdma_cm_id.context", rdma_cm_id, context);
+    off!("rdma_cm_id.qp", rdma_cm_id, qp);
+    off!("rdma_cm_id.route", rdma_cm_id, route);
+    off!("rdma_cm_id.ps", rdma_cm_id, ps);
+    off!("rdma_cm_id.port_num", rdma_cm_id, port_num);
+    off!("rdma_cm_id.event", rdma_cm_id, event);
+    off!("rdma_cm_id.send_cq_channel", rdma_cm_id, send_cq_channel);
+    off!("rdma_cm_id.pd", rdma_cm_id, pd);
+    off!("rdma_cm_id.qp_type", rdma_cm_id, qp_type);
+    size!(rdma_conn_param);
+    off!(
+        "rdma_conn_param.private_data",
+        rdma_conn_param,
+        private_data
+    );
+    off!(
+        "rdma_conn_param.private_data_len",
+        rdma_conn_param,
+        private_data_len
+    );
+    off!(
+        "rdma_conn_param.responder_resources",
+        rdma_conn_param,
+        responder_resources
+    );
+    off!(
+        "rdma_conn_param.initiator_depth",
+        rdma_conn_param,
+        initiator_depth
+    );
+    off!(
+        "rdma_conn_param.flow_control",
+        rdma_conn_param,
+        flow_control
+    );
+    off!("rdma_conn_param.retry_count", rdma_conn_param, retry_count);
+    off!(
+        "rdma_conn_param.rnr_retry_count",
+        rdma_conn_param,
+        rnr_retry_count
+    );
+    off!("rdma_conn_param.srq", rdma_conn_param, srq);
+    off!("rdma_conn_param.qp_num", rdma_conn_param, qp_num);
+    size!(rdma_ud_param);
+    off!(
+        "rdma_ud_param.private_data_len",
+        rdma_ud_param,
+        private_data_len
+    );
+    off!("rdma_ud_param.ah_attr", rdma_ud_param, ah_attr);
+    off!("rdma_ud_param.qp_num", rdma_ud_param, qp_num);
+    off!("rdma_ud_param.qkey", rdma_ud_param, qkey);
+    size!(rdma_cm_event);
+    off!("rdma_cm_event.id", rdma_cm_event, id);
+    off!("rdma_cm_event.listen_id", rdma_cm_event, listen_id);
+    off!("rdma_cm_event.event", rdma_cm_event, event);
+    off!("rdma_cm_event.status", rdma_cm_event, status);
+    off!("rdma_cm_event.param", rdma_cm_event, param);
+    size!(rdma_cm_event_param);
+    val!(RDMA_CM_EVENT_ADDR_RESOLVED);
+    val!(RDMA_CM_EVENT_ADDR_ERROR);
+    val!(RDMA_CM_EVENT_ROUTE_RESOLVED);
+    val!(RDMA_CM_EVENT_ROUTE_ERROR);
+    val!(RDMA_CM_EVENT_CONNECT_REQUEST);
+    val!(RDMA_CM_EVENT_CONNECT_RESPONSE);
+    val!(RDMA_CM_EVENT_CONNECT_ERROR);
+    val!(RDMA_CM_EVENT_UNREACHABLE);
+    val!(RDMA_CM_EVENT_REJECTED);
+    val!(RDMA_CM_EVENT_ESTABLISHED);
+    val!(RDMA_CM_EVENT_DISCONNECTED);
+    val!(RDMA_CM_EVENT_DEVICE_REMOVAL);
+    val!(RDMA_CM_EVENT_ADDR_CHANGE);
+    val!(RDMA_CM_EVENT_TIMEWAIT_EXIT);
+    val!(RDMA_PS_TCP);
+    val!(RDMA_PS_UDP);
+    val!(RDMA_MAX_RESP_RES);
+    val!(RDMA_MAX_INIT_DEPTH);
     m
 }
 

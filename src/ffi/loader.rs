@@ -1,19 +1,21 @@
-//! Run-time loading of `libibverbs.so.1` and `libmlx5.so.1` with `dlopen`.
+//! Run-time loading of `libibverbs.so.1`, `libmlx5.so.1` and `librdmacm.so.1` with `dlopen`.
 //!
 //! Nothing links rdma-core at build time: the crate builds and its host tests run on a machine
 //! without it, and every entry point then returns [`Error::LibraryMissing`] ("libibverbs.so.1
 //! not found: install rdma-core / libibverbs1"). Each library is opened once, on first use,
 //! and stays loaded for the life of the process (the function pointers handed out are
 //! `'static`). `libmlx5.so.1` is loaded separately and lazily: its absence only matters to the
-//! mlx5 provider.
+//! mlx5 provider; `librdmacm.so.1` likewise, only connecting by address needs
+//! it.
 //!
 //! `dlsym` resolves the default version of a versioned symbol (`ibv_query_port@@IBVERBS_1.1`,
 //! `mlx5dv_init_obj@@MLX5_1.2`), which is the one a program compiled against rdma-core 44
 //! headers binds to.
 //!
-//! Two environment variables override the sonames (for tests and unusual installs):
-//! `RDMA_DIRECT_LIBIBVERBS` and `RDMA_DIRECT_LIBMLX5`.
+//! Three environment variables override the sonames (for tests and unusual installs):
+//! `RDMA_DIRECT_LIBIBVERBS`, `RDMA_DIRECT_LIBMLX5` and `RDMA_DIRECT_LIBRDMACM`.
 
+use super::cm::*;
 use super::ext::*;
 use super::types::*;
 use crate::error::{Error, Result};
@@ -26,6 +28,10 @@ use std::sync::OnceLock;
 pub const LIBIBVERBS: &str = "libibverbs.so.1";
 /// The soname of the mlx5 direct-verbs library.
 pub const LIBMLX5: &str = "libmlx5.so.1";
+/// The soname of the RDMA connection manager library.
+pub const LIBRDMACM: &str = "librdmacm.so.1";
+/// What to install when librdmacm is missing.
+pub const LIBRDMACM_HINT: &str = "install rdma-core's librdmacm (Debian/Ubuntu: librdmacm1)";
 /// What to install when libibverbs is missing.
 pub const LIBIBVERBS_HINT: &str = "install rdma-core / libibverbs1";
 /// What to install when libmlx5 is missing.
@@ -231,6 +237,65 @@ pub struct Mlx5 {
     ) -> c_int,
 }
 
+/// The librdmacm functions the crate calls, resolved from `librdmacm.so.1`.
+///
+/// Each is the C function of the same name (see `rdma_cma.h`); calling one is `unsafe` with the
+/// preconditions the C documentation gives. All return 0 or -1 with `errno` set, except where
+/// noted.
+#[allow(missing_docs)]
+pub struct Rdmacm {
+    pub rdma_create_event_channel: unsafe extern "C" fn() -> *mut rdma_event_channel,
+    pub rdma_destroy_event_channel: unsafe extern "C" fn(channel: *mut rdma_event_channel),
+    pub rdma_create_id: unsafe extern "C" fn(
+        channel: *mut rdma_event_channel,
+        id: *mut *mut rdma_cm_id,
+        context: *mut c_void,
+        ps: u32,
+    ) -> c_int,
+    pub rdma_destroy_id: unsafe extern "C" fn(id: *mut rdma_cm_id) -> c_int,
+    pub rdma_bind_addr:
+        unsafe extern "C" fn(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int,
+    pub rdma_listen: unsafe extern "C" fn(id: *mut rdma_cm_id, backlog: c_int) -> c_int,
+    pub rdma_resolve_addr: unsafe extern "C" fn(
+        id: *mut rdma_cm_id,
+        src_addr: *mut libc::sockaddr,
+        dst_addr: *mut libc::sockaddr,
+        timeout_ms: c_int,
+    ) -> c_int,
+    pub rdma_resolve_route: unsafe extern "C" fn(id: *mut rdma_cm_id, timeout_ms: c_int) -> c_int,
+    pub rdma_connect:
+        unsafe extern "C" fn(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int,
+    pub rdma_accept:
+        unsafe extern "C" fn(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int,
+    pub rdma_reject: unsafe extern "C" fn(
+        id: *mut rdma_cm_id,
+        private_data: *const c_void,
+        private_data_len: u8,
+    ) -> c_int,
+    /// Sends the RTU after `CONNECT_RESPONSE` on an id without a QP.
+    pub rdma_establish: unsafe extern "C" fn(id: *mut rdma_cm_id) -> c_int,
+    pub rdma_disconnect: unsafe extern "C" fn(id: *mut rdma_cm_id) -> c_int,
+    /// Blocks unless the channel's fd was made non-blocking (then -1 with `EAGAIN`).
+    pub rdma_get_cm_event: unsafe extern "C" fn(
+        channel: *mut rdma_event_channel,
+        event: *mut *mut rdma_cm_event,
+    ) -> c_int,
+    pub rdma_ack_cm_event: unsafe extern "C" fn(event: *mut rdma_cm_event) -> c_int,
+    /// Fills the attributes (and the mask) for the transition to `qp_attr.qp_state`.
+    pub rdma_init_qp_attr: unsafe extern "C" fn(
+        id: *mut rdma_cm_id,
+        qp_attr: *mut ibv_qp_attr,
+        qp_attr_mask: *mut c_int,
+    ) -> c_int,
+    /// A static string for any value.
+    pub rdma_event_str: unsafe extern "C" fn(event: u32) -> *const c_char,
+    /// Moves `id` (all its events acked) to another channel.
+    pub rdma_migrate_id:
+        unsafe extern "C" fn(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int,
+    /// The local port, network order.
+    pub rdma_get_src_port: unsafe extern "C" fn(id: *mut rdma_cm_id) -> u16,
+}
+
 // SAFETY: the tables hold only function pointers into libraries that are never unloaded.
 unsafe impl Send for Verbs {}
 // SAFETY: as above; calling the functions concurrently is governed by libibverbs' own
@@ -240,6 +305,10 @@ unsafe impl Sync for Verbs {}
 unsafe impl Send for Mlx5 {}
 // SAFETY: as for `Verbs`.
 unsafe impl Sync for Mlx5 {}
+// SAFETY: as for `Verbs`.
+unsafe impl Send for Rdmacm {}
+// SAFETY: as for `Verbs`; librdmacm serializes its own state.
+unsafe impl Sync for Rdmacm {}
 
 impl Verbs {
     /// Loads libibverbs from `path` (a soname or a file) and resolves every function.
@@ -318,6 +387,43 @@ impl Mlx5 {
     }
 }
 
+impl Rdmacm {
+    /// Loads librdmacm from `path` and resolves every function. Not cached: see [`rdmacm`].
+    pub fn load_from(path: &str) -> Result<Rdmacm> {
+        let lib = Library::open(path, LIBRDMACM, LIBRDMACM_HINT)?;
+        Ok(fn_table!(
+            &lib,
+            Rdmacm {
+                rdma_create_event_channel,
+                rdma_destroy_event_channel,
+                rdma_create_id,
+                rdma_destroy_id,
+                rdma_bind_addr,
+                rdma_listen,
+                rdma_resolve_addr,
+                rdma_resolve_route,
+                rdma_connect,
+                rdma_accept,
+                rdma_reject,
+                rdma_establish,
+                rdma_disconnect,
+                rdma_get_cm_event,
+                rdma_ack_cm_event,
+                rdma_init_qp_attr,
+                rdma_event_str,
+                rdma_migrate_id,
+                rdma_get_src_port,
+            }
+        ))
+    }
+
+    /// `rdma_event_str` as a Rust string.
+    pub fn event_str(&self, event: u32) -> String {
+        // SAFETY: rdma_event_str accepts any value and returns a static string.
+        cstr_to_string(unsafe { (self.rdma_event_str)(event) })
+    }
+}
+
 fn cstr_to_string(p: *const c_char) -> String {
     if p.is_null() {
         return String::new();
@@ -379,6 +485,16 @@ pub fn mlx5() -> Result<&'static Mlx5> {
         .map_err(Clone::clone)
 }
 
+/// The process-wide librdmacm table, loaded on first call (only connecting by address needs
+/// it). A failure is remembered.
+pub fn rdmacm() -> Result<&'static Rdmacm> {
+    static RDMACM: OnceLock<Result<Rdmacm>> = OnceLock::new();
+    RDMACM
+        .get_or_init(|| Rdmacm::load_from(&path_from_env("RDMA_DIRECT_LIBRDMACM", LIBRDMACM)))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,6 +516,38 @@ mod tests {
             Ok(_) => panic!("loading a nonexistent path succeeded"),
         };
         assert!(e.to_string().starts_with("libmlx5.so.1 not found"), "{e}");
+        let e = match Rdmacm::load_from("/nonexistent/librdmacm.so.1") {
+            Err(e) => e,
+            Ok(_) => panic!("loading a nonexistent path succeeded"),
+        };
+        assert!(
+            e.to_string()
+                .starts_with("librdmacm.so.1 not found: install rdma-core's librdmacm (Debian/Ubuntu: librdmacm1)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_installed_librdmacm_resolves_every_function() {
+        // Where librdmacm is installed every symbol resolves; elsewhere the load fails cleanly.
+        match Rdmacm::load_from(LIBRDMACM) {
+            Ok(cm) => assert_eq!(
+                cm.event_str(RDMA_CM_EVENT_REJECTED),
+                "RDMA_CM_EVENT_REJECTED"
+            ),
+            Err(e) => assert!(matches!(e, Error::LibraryMissing { .. }), "{e}"),
+        }
+        let e = match Rdmacm::load_from("libc.so.6") {
+            Err(e) => e,
+            Ok(_) => panic!("libc resolved rdma_create_event_channel"),
+        };
+        assert_eq!(
+            e,
+            Error::SymbolMissing {
+                lib: LIBRDMACM,
+                symbol: "rdma_create_event_channel"
+            }
+        );
     }
 
     #[test]

@@ -136,6 +136,10 @@ pub struct Params {
     /// ([`Provider::create_cq_ts`](crate::providers::Provider::create_cq_ts)); see
     /// [`NicTime`](super::NicTime).
     pub hw_ts: bool,
+    /// Two processes: connect the QPs through the RDMA CM (perftest: `-R`) instead of by the
+    /// exchanged endpoints. The client's value is the server's address, the server's the
+    /// address it listens on; the CM port is the TCP port, as perftest's.
+    pub rdma_cm: Option<std::net::SocketAddr>,
 }
 
 impl Params {
@@ -167,6 +171,7 @@ impl Params {
             unit: BwUnit::MiBps,
             threads: None,
             hw_ts: false,
+            rdma_cm: None,
         }
     }
 

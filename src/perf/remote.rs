@@ -31,8 +31,17 @@
 //! the same for every request (perftest cycles through a page; the peer's buffer is at least
 //! a page and at least the largest size, so either is inside it).
 //!
+//! With [`Params::rdma_cm`] (perftest's `-R`) the exchange itself runs over an RDMA CM
+//! connection ([`super::cm_channel::CmChannel`], made by the caller; addresses as the binary
+//! `struct pingpong_dest`), and the test's QPs are connected through the RDMA CM
+//! ([`crate::cm`]) where perftest 4.5 does it: after the prologue, between two handshakes, on
+//! the same CM port (perftest's server has closed its control listener by then). The client
+//! retries a rejected connect ten times 100 ms apart, as perftest's client (its server starts
+//! listening only after the first of the two handshakes). The address handshakes that follow
+//! are the same (they carry the rkey and address); the endpoints they carry are not used.
+//!
 //! Only RC is supported here; UC, UD and perftest options that change the exchange
-//! (`-q`, `-R`, `--dont_xchg_versions`, bidirectional `-b`, `-D`, ...) are refused by the
+//! (`-q`, `-z`, `--dont_xchg_versions`, bidirectional `-b`, `-D`, ...) are refused by the
 //! command line.
 
 use std::io::{Read, Write};
@@ -209,30 +218,55 @@ pub fn run<P: Provider, S: Read + Write>(
         srqn: 0,
     };
 
-    let mut w = Wire::new(stream, side);
+    // perftest's server listens from its first CM handshake on; ours from before it.
+    let mut cm_listener = match (o.rdma_cm, side) {
+        (Some(a), Side::Server) => Some(crate::cm::Listener::bind(a)?),
+        _ => None,
+    };
+    let mut w = if o.rdma_cm.is_some() {
+        Wire::new_cm(stream, side)
+    } else {
+        Wire::new(stream, side)
+    };
     w.versions()?;
     w.sys_data()?;
     let mtu = w.mtu(local.mtu as u32)?;
     w.params(&params_text(o))?;
+    let mut cm_conn = None;
+    if let Some(addr) = o.rdma_cm {
+        w.hand_shake(&mine)?;
+        cm_conn = Some(match cm_listener.as_mut() {
+            Some(l) => l.accept(p, &mut qp, &copts, None, CM_TIMEOUT)?,
+            None => cm_connect_retrying(p, &mut qp, addr, &copts)?,
+        });
+        w.hand_shake(&mine)?;
+    }
+    drop(cm_listener);
     let rem = w.hand_shake(&mine)?;
     if matches!(o.test, Test::WriteLat | Test::ReadLat) {
         w.hand_shake(&mine)?;
     }
     let path_mtu = Mtu::from_ibv(mtu).unwrap_or(local.mtu);
-    let remote = QpEndpoint {
-        lid: rem.lid,
-        gid: rem.gid.unwrap_or([0; 16]),
-        gid_index: o.gid_index,
-        qpn: rem.qpn,
-        psn: rem.psn,
-        mtu: path_mtu,
-        mr: None,
+    let (local, remote, path_mtu) = match &cm_conn {
+        Some(c) => (c.local, c.remote, c.remote.mtu),
+        None => {
+            let remote = QpEndpoint {
+                lid: rem.lid,
+                gid: rem.gid.unwrap_or([0; 16]),
+                gid_index: o.gid_index,
+                qpn: rem.qpn,
+                psn: rem.psn,
+                mtu: path_mtu,
+                mr: None,
+            };
+            if read_like {
+                copts.max_rd_atomic = rem.out_reads.clamp(1, OUT_READS) as u8;
+            }
+            copts.path_mtu = Some(path_mtu);
+            p.connect(&mut qp, &local, &remote, &copts)?;
+            (local, remote, path_mtu)
+        }
     };
-    if read_like {
-        copts.max_rd_atomic = rem.out_reads.clamp(1, OUT_READS) as u8;
-    }
-    copts.path_mtu = Some(path_mtu);
-    p.connect(&mut qp, &local, &remote, &copts)?;
     let info = Info {
         provider: p.kind(),
         device: p.device_name().to_string(),
@@ -350,11 +384,37 @@ pub fn run<P: Provider, S: Read + Write>(
         }
         (Test::AtomicLat, _) => {}
     }
+    // The CM id first: destroying a connected id sends the peer its DREQ.
+    drop(cm_conn);
     // The QP before the MR, the MR before the memory it covers.
     drop(qp);
     drop(mr);
     drop(mem);
     Ok(())
+}
+
+/// The deadline of one CM connection attempt.
+const CM_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// perftest's client: a connect rejected (its server not listening yet) is retried, ten
+/// attempts 100 ms apart.
+fn cm_connect_retrying<P: Provider>(
+    p: &mut P,
+    qp: &mut P::Qp,
+    addr: std::net::SocketAddr,
+    copts: &ConnectOpts,
+) -> Result<crate::cm::Connection> {
+    let mut n = 0;
+    loop {
+        n += 1;
+        match crate::cm::connect(p, qp, addr, copts, None, CM_TIMEOUT) {
+            Err(Error::Io {
+                kind: std::io::ErrorKind::ConnectionRefused,
+                ..
+            }) if n < 10 => std::thread::sleep(Duration::from_millis(100)),
+            r => return r,
+        }
+    }
 }
 
 fn bw_row(o: &Params, size: u32, tposted: &[u64], tcompleted: &[u64]) -> Result<BwRow> {

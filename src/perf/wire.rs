@@ -87,7 +87,54 @@ pub struct KeyMsg {
     pub srqn: u32,
 }
 
+/// Bytes of the binary `struct pingpong_dest` perftest's `-R` sends (x86_64/aarch64 layout:
+/// lid, out_reads, qpn, psn, rkey as 4-byte big-endian integers at 0..20, 4 bytes of padding,
+/// vaddr 8-byte big-endian at 24, the GID at 32, srqn and gid_index at 48 and 52).
+pub const DEST_LEN: usize = 56;
+
 impl KeyMsg {
+    /// The binary form ([`DEST_LEN`] bytes; padding and `gid_index` 0).
+    pub fn to_dest(&self) -> [u8; DEST_LEN] {
+        let mut b = [0u8; DEST_LEN];
+        let words = [
+            u32::from(self.lid),
+            self.out_reads,
+            self.qpn,
+            self.psn,
+            self.rkey,
+        ];
+        for (i, w) in words.iter().enumerate() {
+            b[4 * i..4 * i + 4].copy_from_slice(&w.to_be_bytes());
+        }
+        b[24..32].copy_from_slice(&self.vaddr.to_be_bytes());
+        b[32..48].copy_from_slice(&self.gid.unwrap_or([0; 16]));
+        b[48..52].copy_from_slice(&self.srqn.to_be_bytes());
+        b
+    }
+
+    /// Parse the binary form; `with_gid` keeps the GID (perftest fills it in every case).
+    pub fn from_dest(b: &[u8], with_gid: bool) -> Result<KeyMsg> {
+        if b.len() != DEST_LEN {
+            return Err(perr(format!(
+                "binary address message of {} bytes (perftest's -R sends {DEST_LEN})",
+                b.len()
+            )));
+        }
+        let w = |i: usize| u32::from_be_bytes(b[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+        let mut gid = [0u8; 16];
+        gid.copy_from_slice(&b[32..48]);
+        Ok(KeyMsg {
+            lid: w(0) as u16,
+            out_reads: w(1),
+            qpn: w(2) & 0xff_ffff,
+            psn: w(3) & 0xff_ffff,
+            rkey: w(4),
+            vaddr: u64::from_be_bytes(b[24..32].try_into().expect("8 bytes")),
+            gid: with_gid.then_some(gid),
+            srqn: w(12),
+        })
+    }
+
     /// The message, NUL included: [`KEY_MSG_LEN`] or [`KEY_MSG_GID_LEN`] bytes.
     pub fn format(&self) -> Vec<u8> {
         let mut s = format!(
@@ -193,6 +240,9 @@ pub struct Wire<S: Read + Write> {
     pub peer_version: f64,
     /// The peer is this tool (its version field carries the tag).
     pub peer_is_us: bool,
+    /// The exchange runs over an RDMA CM connection (perftest's `-R`): addresses travel as
+    /// the binary `struct pingpong_dest` ([`DEST_LEN`]) and the close writes no `"done"`.
+    cm: bool,
 }
 
 impl<S: Read + Write> Wire<S> {
@@ -203,6 +253,16 @@ impl<S: Read + Write> Wire<S> {
             side,
             peer_version: 0.0,
             peer_is_us: false,
+            cm: false,
+        }
+    }
+
+    /// Wrap a message channel over an RDMA CM connection (each write one SEND, each read one
+    /// received message), as perftest's `-R` exchanges.
+    pub fn new_cm(s: S, side: Side) -> Wire<S> {
+        Wire {
+            cm: true,
+            ..Wire::new(s, side)
         }
     }
 
@@ -326,6 +386,10 @@ impl<S: Read + Write> Wire<S> {
 
     /// Step 5: one handshake of addresses; the peer's message has the size of ours.
     pub fn hand_shake(&mut self, mine: &KeyMsg) -> Result<KeyMsg> {
+        if self.cm {
+            let r = self.xchg("QP address", &mine.to_dest())?;
+            return KeyMsg::from_dest(&r, mine.gid.is_some());
+        }
         let r = self.xchg("QP address", &mine.format())?;
         KeyMsg::parse(&r)
     }
@@ -361,6 +425,10 @@ impl<S: Read + Write> Wire<S> {
     /// Step 7: a last handshake, then `"done\0"` (never read back, as perftest).
     pub fn close(&mut self, mine: &KeyMsg) -> Result<()> {
         self.hand_shake(mine)?;
+        if self.cm {
+            // perftest writes no "done" over its CM connection.
+            return Ok(());
+        }
         self.write("\"done\"", b"done\0")
     }
 }
@@ -404,6 +472,35 @@ pub fn params_mismatch(mine: &str, theirs: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_binary_address_is_perftests_struct_pingpong_dest_byte_for_byte() {
+        let m = KeyMsg {
+            lid: 0x1234,
+            out_reads: 16,
+            qpn: 0xab_cdef,
+            psn: 0x12_3456,
+            rkey: 0xdead_beef,
+            vaddr: 0x0102_0304_0506_0708,
+            gid: Some([0xfe; 16]),
+            srqn: 7,
+        };
+        let b = m.to_dest();
+        assert_eq!(
+            &b[..20],
+            &[
+                0, 0, 0x12, 0x34, 0, 0, 0, 16, 0, 0xab, 0xcd, 0xef, 0, 0x12, 0x34, 0x56, 0xde,
+                0xad, 0xbe, 0xef
+            ]
+        );
+        assert_eq!(&b[20..24], &[0; 4]);
+        assert_eq!(&b[24..32], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(&b[32..48], &[0xfe; 16]);
+        assert_eq!(&b[48..56], &[0, 0, 0, 7, 0, 0, 0, 0]);
+        assert_eq!(KeyMsg::from_dest(&b, true).unwrap(), m);
+        let e = KeyMsg::from_dest(&b[..40], true).unwrap_err().to_string();
+        assert!(e.contains("40 bytes") && e.contains("56"), "{e}");
+    }
 
     /// Bytes written by one side and bytes it will read, in one stream.
     struct Pipe {

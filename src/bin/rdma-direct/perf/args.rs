@@ -40,6 +40,9 @@ tests: write_lat send_lat read_lat atomic_lat write_bw send_bw read_bw
   -l, --post_list <n>    bandwidth: requests per doorbell (default 1)
   -Q, --cq-mod <n>       bandwidth: signal every n-th request (default 100; with -l: = -l)
   -c, --connection <t>   RC (default), UC, UD (UC/UD in loopback only)
+  -R, --rdma_cm          as perftest's -R: the exchange and the QPs through the RDMA CM
+                         (CM port -p; HOST an IPv4 address of the peer's RDMA device);
+                         either side may be ib_<test> -R
       --report_gbits     bandwidth in Gb/sec instead of MiB/sec
       --histogram        latency: a log2 histogram of the samples under each row (and in
                          the JSON file)
@@ -86,6 +89,8 @@ pub struct Cli {
     pub svg: Option<PathBuf>,
     /// `--histogram`.
     pub histogram: bool,
+    /// `-R`: connect the QPs through the RDMA CM (two processes).
+    pub rdma_cm: bool,
 }
 
 fn num<T: crate::Bounded>(flag: &str, v: &str) -> Result<T, String> {
@@ -97,8 +102,9 @@ fn num<T: crate::Bounded>(flag: &str, v: &str) -> Result<T, String> {
 fn perftest_unsupported(flag: &str) -> Option<&'static str> {
     Some(match flag {
         "-q" | "--qp" => "more than one QP pair changes perftest's exchange; one pair only",
-        "-R" | "--rdma_cm" | "-z" | "--comm_rdma_cm" => {
-            "the exchange over RDMA CM is not spoken here; the TCP exchange only"
+        "-z" | "--comm_rdma_cm" => {
+            "perftest's exchange over a CM connection separate from -R is not spoken here (-R \
+             runs both the exchange and the QPs through the CM)"
         }
         "-b" | "--bidirectional" => "bidirectional runs exchange reports per size; not supported",
         "-D" | "--duration" => "duration mode changes the run's end; use -n",
@@ -129,6 +135,7 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
     let mut json = None;
     let mut svg = None;
     let mut histogram = false;
+    let mut rdma_cm = false;
     // Wider than a size can be, so a huge -s gets the range of a size (`Params::check`).
     let mut size: Option<u64> = None;
     let mut all = false;
@@ -176,6 +183,7 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
             "-F" | "--CPU-freq" => {}
             "--threads" => o.threads = Some(num(flag, &val()?)?),
             "--hw-ts" => o.hw_ts = true,
+            "-R" | "--rdma_cm" => rdma_cm = true,
             f if perftest_unsupported(f).is_some() => {
                 return Err(format!(
                     "{f}: {}",
@@ -247,6 +255,13 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         }
     }
     let mode = if loopback || sim {
+        if rdma_cm {
+            return Err(
+                "-R: two processes only: the RDMA CM connects this process to another one \
+                 (add -d DEV, without --loopback)"
+                    .into(),
+            );
+        }
         if let Some(h) = &host {
             return Err(format!("HOST '{h}' and --loopback exclude each other"));
         }
@@ -293,6 +308,7 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         json,
         svg,
         histogram,
+        rdma_cm,
     }))
 }
 
@@ -438,9 +454,12 @@ mod tests {
         assert!(err("write_lat -d rxe0 a b").contains("more than one HOST"));
         assert!(err("write_bw --histogram").contains("latency"));
         assert!(err("write_lat --provider rxe").contains("auto, mlx5, verbs or sim"));
+        assert!(err("write_lat -R").contains("two processes only"));
+        assert!(err("write_lat -d rxe0 --loopback -R").contains("two processes only"));
+        assert!(ok("write_lat -d rxe0 -R 10.0.0.1").iters > 0);
         for f in [
             "-q 2",
-            "-R",
+            "-z",
             "-b",
             "-D 5",
             "--dont_xchg_versions",

@@ -30,6 +30,10 @@ usage: rdma-direct pingpong [-d DEV] [options] [HOST]
   -u, --timeout T       local ACK timeout exponent: 4.096 us x 2^T (default 14, 0..31)
       --retry-cnt N     transport retries before RETRY_EXC_ERR (default 7, 0..7; rxe
                         retries forever at 7); also --retry_count
+  -R, --rdma_cm         connect by address through the RDMA CM (HOST: the server's IP
+                        address; -p: CM port, default 7174) and speak rping's protocol
+                        (READ of the client's buffer, WRITE back, verified byte for byte);
+                        the peer may be rdma-core's rping -s / rping -c (same -s as its -S)
   A failed completion ends the run after the CQ is drained: the error line counts how every
   request outstanding at that moment completed (the others must be WR_FLUSH_ERR).
 Interoperates with rdma-core's ibv_rc_pingpong / ibv_uc_pingpong on either side.
@@ -58,6 +62,8 @@ pub(super) struct Args {
     pub(super) provider: Choice,
     /// `--loopback`: both ends in this process on the device (implied without `-d`).
     pub(super) loopback: bool,
+    /// `-R`: connect by address through the RDMA CM and speak rping's protocol.
+    pub(super) rdma_cm: bool,
 }
 
 impl Default for Args {
@@ -78,6 +84,7 @@ impl Default for Args {
             host: None,
             provider: Choice::Auto,
             loopback: false,
+            rdma_cm: false,
         }
     }
 }
@@ -105,6 +112,7 @@ pub(super) fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, S
             "-l" | "--sl" => a.sl = num(flag, &val()?)?,
             "-u" | "--timeout" | "--qp-timeout" => a.timeout = num(flag, &val()?)?,
             "--retry-cnt" | "--retry_count" => a.retry_cnt = num(flag, &val()?)?,
+            "-R" | "--rdma_cm" => a.rdma_cm = true,
             "-m" | "--mtu" => {
                 let v = val()?;
                 a.mtu = Mtu::from_bytes(num(flag, &v)?).ok_or_else(|| {
@@ -156,7 +164,7 @@ pub(super) fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, S
         return Err(format!("retry-cnt {} out of range (0 .. 7)", a.retry_cnt));
     }
     if a.loopback {
-        // Both ends in this process: nothing travels over TCP.
+        // Both ends in this process: nothing travels over TCP or through the RDMA CM.
         if let Some(h) = &a.host {
             return Err(format!(
                 "HOST '{h}': --loopback runs both ends in this process; drop HOST or \
@@ -170,8 +178,24 @@ pub(super) fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, S
                     .into(),
             );
         }
+        if a.rdma_cm {
+            return Err(
+                "-R: --loopback runs both ends in this process; -R connects to a peer \
+                 by address"
+                    .into(),
+            );
+        }
+    }
+    if a.rdma_cm && a.qp_type != QpType::Rc {
+        return Err("-R: the RDMA CM connects RC QPs only (rping's protocol is RC)".into());
     }
     if a.dev.is_none() && matches!(a.provider, Choice::Auto | Choice::Force(ProviderKind::Sim)) {
+        if a.rdma_cm {
+            return Err(
+                "-R: the software mlx5 device has no RDMA CM; connecting by address needs -d DEV"
+                    .into(),
+            );
+        }
         // Loopback on the software mlx5 device: say why what needs a peer or a second port
         // cannot apply.
         if let Some(h) = &a.host {

@@ -55,6 +55,7 @@ mod drain;
 mod flow;
 mod loopback;
 mod report;
+mod rping;
 mod two_process;
 
 use rdma_direct::providers::ProviderKind;
@@ -63,6 +64,7 @@ use rdma_direct::Error;
 use super::provider;
 use args::{parse_args, USAGE};
 use loopback::{on_the_sim, Loopback};
+use rping::Rping;
 use two_process::TwoProcess;
 
 /// Entry point of `rdma-direct pingpong`.
@@ -78,6 +80,7 @@ pub fn run(args: &[String]) -> i32 {
     let res = match kind {
         ProviderKind::Sim => on_the_sim(&a),
         _ if a.loopback => provider::open_and_run(kind, a.dev.as_deref(), false, &mut Loopback(&a)),
+        _ if a.rdma_cm => provider::open_and_run(kind, a.dev.as_deref(), false, &mut Rping(&a)),
         _ => provider::open_and_run(kind, a.dev.as_deref(), false, &mut TwoProcess(&a)),
     };
     match res {
@@ -100,6 +103,14 @@ fn io_err(ctx: &str, e: std::io::Error) -> Error {
 /// A transfer this process drove failed (an error completion, a refused post, a stall).
 fn fail(detail: String) -> Error {
     Error::Failed {
+        context: "pingpong",
+        detail,
+    }
+}
+
+/// The peer broke the exchange (rping's protocol).
+fn perr(detail: String) -> Error {
+    Error::Protocol {
         context: "pingpong",
         detail,
     }
