@@ -54,13 +54,15 @@ walltime() {
 printf '%-10s %6s %9s %11s %7s %9s %11s %7s\n' workload n "C Ir/op" "Rust Ir/op" ratio \
     "C ns/op" "Rust ns/op" ratio
 json=()
-for w in single single_wrs fast batch32 poll16 poll1 poll0 recv16 mixed16 lone16; do
+for w in single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mixed16 lone16; do
     # "fast" (our WRITE-inline fast path) and "single_wrs" (generic post of requests read
     # from an array) compare with the same single-post C writer. recv16 and mixed16 count
     # one poll per round of 16 CQEs (cg_round16 on both sides).
     cw_name=$w fn=$w
     if [ "$w" = fast ] || [ "$w" = single_wrs ]; then cw_name=single fn=single; fi
     if [ "$w" = recv16 ] || [ "$w" = mixed16 ] || [ "$w" = lone16 ]; then fn=round16; fi
+    # one (Mlx5Cq::poll_one) compares with the C poller's one-per-call poll1.
+    if [ "$w" = one ]; then cw_name=poll1 fn=poll1; fi
     cfn=$fn
     if [ "$w" = single_wrs ] || [ "$w" = fast ]; then cfn=single; fi
     c=$(count "$OUT/c.$w" "cg_$cfn" "$OUT/ref_writer" "$cw_name" "$N")
@@ -85,7 +87,8 @@ echo "# single: one inline 8-byte RDMA WRITE through the generic SendQueue::post
 echo "# doorbell, the request built in the loop (as the C writer gets its inputs as arguments);"
 echo "# single_wrs: the same with requests read from an array; fast: Mlx5Sq::post_write_inline;"
 echo "# batch32: generic post, one doorbell per 32 (per WQE); poll16: per CQE at batch 16;"
-echo "# poll1: per CQE, one per poll; poll0: per poll of an empty CQ (16 slots);"
+echo "# poll1: per CQE, one per poll (a one-slot slice); one: the same through poll_one;"
+echo "# poll0: per poll of an empty CQ (16 slots);"
 echo "# recv16: receive CQEs (receive wr_id), 16 per poll;"
 echo "# mixed16: send and receive CQEs alternating, 16 per poll;"
 echo "# lone16: per poll of 16 slots that finds one requester CQE. C pollers: benches/c."

@@ -4,8 +4,8 @@
 //!
 //! `cargo bench --bench mlx5_hot` prints the tables; `BENCH_RUNS` / `BENCH_WARMUP` tune the
 //! repetitions. `mlx5_hot --callgrind <workload> <n>` (single, single_wrs, fast, batch32,
-//! poll16, poll1, poll0, recv16, mixed16, lone16) runs one workload for `benches/compare.sh` (instructions
-//! counted by callgrind inside `cg_*` functions only).
+//! poll16, poll1, one, poll0, recv16, mixed16, lone16) runs one workload for
+//! `benches/compare.sh` (instructions counted by callgrind inside `cg_*` functions only).
 
 mod harness;
 #[path = "rig/plain.rs"]
@@ -179,6 +179,21 @@ fn cg_poll1(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>, n: usize) -> u
     got
 }
 
+/// Callgrind workload: poll `n` CQEs with `poll_one` (one completion, no slice).
+#[inline(never)]
+fn cg_one(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>, n: usize) -> usize {
+    let mut out = Completion::EMPTY;
+    let mut got = 0;
+    while got < n {
+        if !cq.poll_one(&mut out) {
+            break;
+        }
+        got += 1;
+    }
+    black_box(&out);
+    got
+}
+
 /// Callgrind workload: `n` polls of an empty CQ (the busy-poll case), 16 slots each;
 /// returns the completions got (0).
 #[inline(never)]
@@ -288,6 +303,15 @@ fn callgrind(kind: &str, n: u32) {
             lb.dev.complete_sends(&mut lb.dcq);
             println!("polled {}", cg_poll1(&mut lb.cq, n as usize));
         }
+        "one" => {
+            for i in 0..n as u64 {
+                let wr = lb.wr(BenchOp::Send, &sge, &payload, i).signaled();
+                lb.qp.sq().post(wr).expect("fits");
+            }
+            lb.qp.sq().ring();
+            lb.dev.complete_sends(&mut lb.dcq);
+            println!("polled {}", cg_one(&mut lb.cq, n as usize));
+        }
         "poll0" => {
             let mut out = [Completion::EMPTY; 16];
             println!("polled {}", cg_poll0(&mut lb.cq, n as usize, &mut out));
@@ -313,7 +337,7 @@ fn callgrind(kind: &str, n: u32) {
         other => {
             eprintln!(
                 "unknown callgrind workload {other}: single | single_wrs | fast | batch32 | \
-                 poll16 | poll1 | poll0 | recv16 | mixed16 | lone16"
+                 poll16 | poll1 | one | poll0 | recv16 | mixed16 | lone16"
             );
             std::process::exit(2);
         }
