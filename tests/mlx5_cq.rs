@@ -955,3 +955,103 @@ fn poll_one_gives_what_a_one_slot_poll_gives() {
         assert!(qp1.sq().post(SendWr::send(60, &SGE)).is_err());
     }
 }
+
+/// Receives through `poll_one` (its receive way: SEND, SEND WITH IMMEDIATE, WRITE WITH
+/// IMMEDIATE, GRH and source QP) against `poll` with one slot (the general path for the
+/// immediate forms), field for field; a receive CQE with no receive published, a receive CQE
+/// of another QP and one with scattered data go the general way (dropped and counted, mapped,
+/// copied) on both.
+#[test]
+fn poll_one_receives_match_a_one_slot_poll() {
+    use rdma_direct::wire::{MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM};
+    let (mut cq1, mut d1) = cq(4, 64);
+    let (mut cq2, mut d2) = cq(4, 64);
+    let (mut qp1, _q1) = qp_on(&mut cq1, 0x91, None);
+    let (mut qp2, _q2) = qp_on(&mut cq2, 0x91, None);
+    let (mut other1, _o1) = qp_on(&mut cq1, 0x92, None);
+    let (mut other2, _o2) = qp_on(&mut cq2, 0x92, None);
+    let mut seen = Vec::new();
+    for round in 0..12u32 {
+        let (cqe, post) = match round % 6 {
+            0 => (Cqe::resp(2, 0x91, 0, 10 + round, 0), true),
+            1 => (
+                Cqe::resp(MLX5_CQE_RESP_SEND_IMM, 0x91, 0, 20, 0xabcd_0000 | round),
+                true,
+            ),
+            2 => (
+                Cqe::resp(MLX5_CQE_RESP_WR_IMM, 0x91, 0, 30, 0x1234_0000 | round)
+                    .with_src(0x77, true),
+                true,
+            ),
+            // No receive published: dropped.
+            3 => (Cqe::resp(MLX5_CQE_RESP_WR_IMM, 0x91, 0, 8, 1), false),
+            // Another QP's receive (not the hot one).
+            4 => (Cqe::resp(MLX5_CQE_RESP_WR_IMM, 0x92, 0, 8, 2), true),
+            _ => (Cqe::resp(2, 0x91, 0, 4, 0).with_src(0x55, false), true),
+        };
+        let target = if round % 6 == 4 { 0x92 } else { 0x91 };
+        for (qp, other, d) in [
+            (&mut qp1, &mut other1, &mut d1),
+            (&mut qp2, &mut other2, &mut d2),
+        ] {
+            if post {
+                let q = if target == 0x92 {
+                    &mut *other
+                } else {
+                    &mut *qp
+                };
+                q.rq()
+                    .post_recv(RecvWr {
+                        wr_id: 500 + u64::from(round),
+                        sges: &SGE,
+                    })
+                    .unwrap();
+                q.rq().ring();
+            }
+            d.push(&cqe);
+        }
+        let mut one = Completion::EMPTY;
+        let mut slot = [Completion::EMPTY];
+        let got1 = cq1.poll_one(&mut one);
+        let got2 = cq2.poll(&mut slot) == 1;
+        assert_eq!(got1, got2, "round {round}");
+        if got1 {
+            assert_eq!(
+                format!("{one:?}"),
+                format!("{:?}", slot[0]),
+                "round {round}"
+            );
+            seen.push((
+                one.wr_id,
+                one.opcode,
+                one.imm,
+                one.flags,
+                one.src_qp,
+                one.byte_len,
+            ));
+        }
+        assert_eq!(
+            (cq1.ci(), d1.dbrec_ci(), cq1.bogus_cqes()),
+            (cq2.ci(), d2.dbrec_ci(), cq2.bogus_cqes()),
+            "round {round}"
+        );
+    }
+    assert_eq!(cq1.bogus_cqes(), 2);
+    assert_eq!(seen.len(), 10);
+    assert_eq!(
+        seen[2],
+        (
+            502,
+            WcOpcode::RecvRdmaWithImm,
+            0x1234_0002,
+            WcFlags(3),
+            0x77,
+            30
+        )
+    );
+    assert_eq!(
+        seen[1],
+        (501, WcOpcode::Recv, 0xabcd_0001, WcFlags(2), 0, 20)
+    );
+    assert_eq!(seen[0], (500, WcOpcode::Recv, 0, WcFlags(0), 0, 10));
+}

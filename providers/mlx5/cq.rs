@@ -566,7 +566,8 @@ impl<D: Owners> Mlx5Cq<D> {
     /// requester CQE with the owner bit of `ci`'s parity, the polling handshake, the CQE's
     /// checks and four stores, then the end of the poll. An empty CQ costs the address, the
     /// owner byte and two tests. Every other case is `poll` with one slot.
-    #[inline]
+    // Inlined into the caller's loop: a call would save and restore four registers.
+    #[inline(always)]
     pub fn poll_one(&mut self, out: &mut Completion) -> bool {
         let ci = self.ci;
         let cqe = self.cur;
@@ -578,6 +579,14 @@ impl<D: Owners> Mlx5Cq<D> {
             if !owned(x) {
                 return false;
             }
+            // A successful receive without scattered data (opcode RESP_WR_IMM, RESP_SEND or
+            // RESP_SEND_IMM; no scatter bits, owner bit matched).
+            let op = x >> MLX5_CQE_OPCODE_SHIFT;
+            if x & !(0xf0 | 0x02) == 0
+                && (MLX5_CQE_RESP_WR_IMM..=MLX5_CQE_RESP_SEND_IMM).contains(&op)
+            {
+                return self.poll_one_recv(out, ci, cqe, op);
+            }
             return self.poll_one_general(out);
         }
         // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces (kept by address
@@ -588,6 +597,25 @@ impl<D: Owners> Mlx5Cq<D> {
         // Orders the owner-bit load above before the loads of the CQE body below.
         from_device_load_barrier();
         if self.process_req(cqe, out) {
+            self.finish_one(shared, ci, cqe);
+            return true;
+        }
+        shared.polling.store(false, Ordering::Release);
+        self.poll_one_general(out)
+    }
+
+    /// [`Self::poll_one`] for a successful receive CQE without scattered data at `ci`
+    /// (`cqe`, WQE-less responder `opcode`): [`Self::process_recv`], else the poll of one
+    /// slot. Out of line: the requester case keeps its registers.
+    #[inline(never)]
+    fn poll_one_recv(&mut self, out: &mut Completion, ci: u32, cqe: *const u8, opcode: u8) -> bool {
+        // SAFETY: as in `poll_one`.
+        let shared = unsafe { &*Arc::as_ptr(&self.shared) };
+        // From here on QP memory is read (see `CqShared::polling`).
+        shared.polling.store(true, Ordering::SeqCst);
+        // Orders the owner-bit load above before the loads of the CQE body below.
+        from_device_load_barrier();
+        if self.process_recv(cqe, opcode, out) {
             self.finish_one(shared, ci, cqe);
             return true;
         }
@@ -763,7 +791,7 @@ impl<D: Owners> CompletionQueue for Mlx5Cq<D> {
         self.poll_inner::<false>(out, &mut [])
     }
 
-    #[inline]
+    #[inline(always)]
     fn poll_one(&mut self, out: &mut Completion) -> bool {
         Mlx5Cq::poll_one(self, out)
     }
