@@ -87,8 +87,13 @@
 //! the QP's doorbell record (re-read only when a WQE seems past it); a receive against the
 //! RQ head the poster published. The queues' positions sit in registers (`Hot`, each side
 //! taken once per poll at its first CQE, when the QP has no purge pending and is alive) and
-//! are published when the short way ends or before any CQE goes to `process`. A poll with
-//! one slot takes a lone requester CQE through `process_req` (nothing to set up). Every
+//! are published when the short way ends or before any CQE goes to `process`. A single
+//! requester CQE (a poll of one slot, [`Mlx5Cq::poll_one`], or a CQE with no software-owned
+//! CQE after it) goes through `process_req`, nothing to set up: the hot QP and an opcode
+//! without a byte length in one compare, the QP's liveness and purge, the oldest
+//! outstanding WQE, its recorded size below the published producer position, four stores.
+//! `poll_one` takes a single successful receive without scattered data (SEND, SEND or
+//! RDMA WRITE WITH IMMEDIATE) of the hot QP's RQ through `process_recv` the same way. Every
 //! other CQE goes to `process`.
 //!
 //! A poll whose first CQE is a plain one (requester or receive) while a hot QP is known
@@ -110,6 +115,9 @@
 //! `status` from a table by WQE opcode; the zero tail). Another opcode of the hot QP takes an
 //! out-of-line branch (READ and atomics, which carry a byte length, are taken there one by
 //! one); another QP ends the run.
+//!
+//! The CQ keeps the address of the CQE at `ci` and its owner parity (`cur`, `cur_par`), set
+//! at the end of every poll that moved `ci`: a poll starts with two loads and one test.
 //!
 //! After the last CQE of a poll the consumer index goes to the CQ doorbell record once. The
 //! CQE loads must be complete before that store hands the slots back: on x86_64 a store never

@@ -1184,18 +1184,21 @@ impl<D: Owners> SendQueue for Mlx5Sq<D> {
         // same checks (folded into the gate, see `SqGates`), same bytes. Anything else, and
         // the post that finds the budget empty, goes the general way (which refills it).
         if let (Payload::Inline(data), None) = (wr.payload, wr.ud) {
-            let fast_op = matches!(
-                wr.op,
-                SendOp::Write { .. } | SendOp::Send | SendOp::WriteImm { .. }
-            );
+            let fast_op = matches!(wr.op, SendOp::Write { .. } | SendOp::Send);
             if fast_op && self.fast_open(data.len()) {
-                let (remote, imm) = match wr.op {
-                    SendOp::Write { raddr, rkey } => (Some((raddr, rkey)), None),
-                    SendOp::WriteImm { raddr, rkey, imm } => (Some((raddr, rkey)), Some(imm)),
-                    _ => (None, None),
+                let remote = match wr.op {
+                    SendOp::Write { raddr, rkey } => Some((raddr, rkey)),
+                    _ => None,
                 };
-                self.fast_inline(wr.wr_id, remote, imm, data, wr.flags.0);
+                self.fast_inline(wr.wr_id, remote, None, data, wr.flags.0);
                 return Ok(());
+            }
+            // WRITE WITH IMMEDIATE apart: the two above keep their code.
+            if let SendOp::WriteImm { raddr, rkey, imm } = wr.op {
+                if self.fast_open(data.len()) {
+                    self.fast_inline(wr.wr_id, Some((raddr, rkey)), Some(imm), data, wr.flags.0);
+                    return Ok(());
+                }
             }
         }
         // `black_box` (an identity) makes the request's copy in memory happen here, on this
