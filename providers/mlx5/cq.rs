@@ -415,7 +415,7 @@ impl<D: Owners> Mlx5Cq<D> {
         shared.polling.store(true, Ordering::SeqCst);
         let (mut n, mut ci, mut released) = (0, start_ci, 0u32);
         // The next CQE, when there is a slot for it and it is before the ring's end: not
-        // written yet, the first CQE is a lone one (completions trickling in); a plain CQE of
+        // written yet, the first CQE is a single one (completions trickling in); a plain CQE of
         // the other kind, the stream is a mixed one (both sides at once).
         let peek = out.len() > 1 && first + 1 != cnt;
         let y = if peek {
@@ -428,7 +428,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // The CQEs a run of the short way took, if one ran.
         let run = if plain_req {
             if out.len() == 1 || (peek && !owned(y)) {
-                // A lone requester CQE: the single-CQE short way, with nothing to set up
+                // A single requester CQE: the single-CQE way, with nothing to set up
                 // (without a hot QP its tag matches no CQE).
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
