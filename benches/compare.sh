@@ -54,18 +54,24 @@ walltime() {
 printf '%-10s %6s %9s %11s %7s %9s %11s %7s\n' workload n "C Ir/op" "Rust Ir/op" ratio \
     "C ns/op" "Rust ns/op" ratio
 json=()
-for w in single single_wrs fast batch32 poll16 poll1 poll0 recv16 mixed16 lone16; do
+for w in single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mixed16 lone16 rt; do
     # "fast" (our WRITE-inline fast path) and "single_wrs" (generic post of requests read
     # from an array) compare with the same single-post C writer. recv16 and mixed16 count
     # one poll per round of 16 CQEs (cg_round16 on both sides).
     cw_name=$w fn=$w
     if [ "$w" = fast ] || [ "$w" = single_wrs ]; then cw_name=single fn=single; fi
     if [ "$w" = recv16 ] || [ "$w" = mixed16 ] || [ "$w" = lone16 ]; then fn=round16; fi
+    # one (Mlx5Cq::poll_one) compares with the C poller's one-per-call poll1.
+    if [ "$w" = one ]; then cw_name=poll1 fn=poll1; fi
     cfn=$fn
     if [ "$w" = single_wrs ] || [ "$w" = fast ]; then cfn=single; fi
+    if [ "$w" = rt ]; then cfn='rt_*'; fi
     c=$(count "$OUT/c.$w" "cg_$cfn" "$OUT/ref_writer" "$cw_name" "$N")
     rfn=$w
     if [ "$w" = recv16 ] || [ "$w" = mixed16 ] || [ "$w" = lone16 ]; then rfn=round16; fi
+    # rt (the order round trip) counts its post and its two polls (cg_rt_post, cg_rt_poll on
+    # both sides), per round trip.
+    if [ "$w" = rt ]; then rfn=rt_; fi
     r=$(count "$OUT/r.$w" "*cg_$rfn*" "$RUST_BIN" --callgrind "$w" "$N")
     read -r cper rper ratio < <(awk -v c="$c" -v r="$r" -v n="$N" \
         'BEGIN { printf "%.1f %.1f %.2f\n", c / n, r / n, (r / n) / (c / n) }')
@@ -85,10 +91,14 @@ echo "# single: one inline 8-byte RDMA WRITE through the generic SendQueue::post
 echo "# doorbell, the request built in the loop (as the C writer gets its inputs as arguments);"
 echo "# single_wrs: the same with requests read from an array; fast: Mlx5Sq::post_write_inline;"
 echo "# batch32: generic post, one doorbell per 32 (per WQE); poll16: per CQE at batch 16;"
-echo "# poll1: per CQE, one per poll; poll0: per poll of an empty CQ (16 slots);"
+echo "# poll1: per CQE, one per poll (a one-slot slice); one: the same through poll_one;"
+echo "# poll0: per poll of an empty CQ (16 slots);"
 echo "# recv16: receive CQEs (receive wr_id), 16 per poll;"
 echo "# mixed16: send and receive CQEs alternating, 16 per poll;"
-echo "# lone16: per poll of 16 slots that finds one requester CQE. C pollers: benches/c."
+echo "# lone16: per poll of 16 slots that finds one requester CQE;"
+echo "# rt: the order round trip, per trip: one inline 8-byte WRITE WITH IMMEDIATE posted (generic"
+echo "# post) and rung, its requester CQE and the peer's receive CQE (RESP_WR_IMM) polled one per"
+echo "# call (poll_one; the Rust bench re-posts the receive outside the count). C: benches/c."
 echo "# ns/op: median of $RUNS runs of 1000 posts inside each program, best of 3; noisy on"
 echo "# shared cores: instructions are the exact figure. Plain memory, not hardware."
 (IFS=,; echo "JSON {\"bench\":\"compare\",\"results\":[${json[*]}]}")

@@ -4,8 +4,8 @@
 //!
 //! `cargo bench --bench mlx5_hot` prints the tables; `BENCH_RUNS` / `BENCH_WARMUP` tune the
 //! repetitions. `mlx5_hot --callgrind <workload> <n>` (single, single_wrs, fast, batch32,
-//! poll16, poll1, poll0, recv16, mixed16, lone16) runs one workload for `benches/compare.sh` (instructions
-//! counted by callgrind inside `cg_*` functions only).
+//! poll16, poll1, one, poll0, recv16, mixed16, lone16, rt) runs one workload for
+//! `benches/compare.sh` (instructions counted by callgrind inside `cg_*` functions only).
 
 mod harness;
 #[path = "rig/plain.rs"]
@@ -20,7 +20,7 @@ use rdma_direct::providers::mlx5::DoorbellMode;
 use rdma_direct::providers::{
     Completion, CompletionQueue, QueuePair, RecvQueue, RecvWr, SendFlags, SendQueue, SendWr, Sge,
 };
-use rdma_direct::wire::MLX5_CQE_RESP_SEND;
+use rdma_direct::wire::{MLX5_CQE_RESP_SEND, MLX5_CQE_RESP_WR_IMM};
 
 const SQ: u32 = 4096;
 /// Requests per run: a multiple of every batch size; at 2 WQEBBs each they fit the SQ.
@@ -179,6 +179,43 @@ fn cg_poll1(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>, n: usize) -> u
     got
 }
 
+/// Callgrind workload: poll `n` CQEs with `poll_one` (one completion, no slice).
+#[inline(never)]
+fn cg_one(cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>, n: usize) -> usize {
+    let mut out = Completion::EMPTY;
+    let mut got = 0;
+    while got < n {
+        if !cq.poll_one(&mut out) {
+            break;
+        }
+        got += 1;
+    }
+    black_box(&out);
+    got
+}
+
+/// Callgrind workload, the order round trip's post: one inline 8-byte RDMA WRITE WITH
+/// IMMEDIATE, signaled, through the generic `post`, rung with the 8-byte doorbell.
+#[inline(never)]
+fn cg_rt_post(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>, id: u64, data: &[u8; 8]) {
+    let wr = SendWr::write_imm(id, &[], 0x10_0000, 7, 0x1234)
+        .inline(data)
+        .signaled();
+    let _ = sq.post(wr);
+    sq.ring();
+}
+
+/// Callgrind workload, the order round trip's polls: its requester CQE and the peer's receive
+/// CQE (an incoming WRITE WITH IMMEDIATE), one `poll_one` each.
+#[inline(never)]
+fn cg_rt_poll(
+    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>,
+    out: &mut [Completion; 2],
+) -> usize {
+    let [a, b] = out;
+    usize::from(cq.poll_one(a)) + usize::from(cq.poll_one(b))
+}
+
 /// Callgrind workload: `n` polls of an empty CQ (the busy-poll case), 16 slots each;
 /// returns the completions got (0).
 #[inline(never)]
@@ -288,6 +325,54 @@ fn callgrind(kind: &str, n: u32) {
             lb.dev.complete_sends(&mut lb.dcq);
             println!("polled {}", cg_poll1(&mut lb.cq, n as usize));
         }
+        "one" => {
+            for i in 0..n as u64 {
+                let wr = lb.wr(BenchOp::Send, &sge, &payload, i).signaled();
+                lb.qp.sq().post(wr).expect("fits");
+            }
+            lb.qp.sq().ring();
+            lb.dev.complete_sends(&mut lb.dcq);
+            println!("polled {}", cg_one(&mut lb.cq, n as usize));
+        }
+        "rt" => {
+            // The QP's own RQ plays the peer's: a receive posted (not counted), the WRITE WITH
+            // IMMEDIATE posted, the device's requester CQE and the receive CQE, both polled.
+            let mut out = [Completion::EMPTY; 2];
+            let mut got = 0;
+            for i in 0..n {
+                lb.qp
+                    .rq()
+                    .post_recv(RecvWr {
+                        wr_id: u64::from(i),
+                        sges: &sge,
+                    })
+                    .expect("fits");
+                lb.qp.rq().ring();
+                cg_rt_post(lb.qp.sq(), u64::from(i), &payload);
+                lb.dev.complete_sends(&mut lb.dcq);
+                lb.dcq.push(&plain::Cqe::resp(
+                    MLX5_CQE_RESP_WR_IMM,
+                    0x4242,
+                    i as u16,
+                    8,
+                    0x1234,
+                ));
+                let k = cg_rt_poll(&mut lb.cq, &mut out);
+                assert_eq!(k, 2, "a round trip polls its two CQEs");
+                assert_eq!(
+                    (out[0].wr_id, out[0].opcode, out[1].wr_id, out[1].imm),
+                    (
+                        u64::from(i),
+                        rdma_direct::providers::WcOpcode::RdmaWrite,
+                        u64::from(i),
+                        0x1234
+                    ),
+                    "{out:?}"
+                );
+                got += k;
+            }
+            println!("round trips {n}, completions {got}");
+        }
         "poll0" => {
             let mut out = [Completion::EMPTY; 16];
             println!("polled {}", cg_poll0(&mut lb.cq, n as usize, &mut out));
@@ -313,7 +398,7 @@ fn callgrind(kind: &str, n: u32) {
         other => {
             eprintln!(
                 "unknown callgrind workload {other}: single | single_wrs | fast | batch32 | \
-                 poll16 | poll1 | poll0 | recv16 | mixed16 | lone16"
+                 poll16 | poll1 | one | poll0 | recv16 | mixed16 | lone16 | rt"
             );
             std::process::exit(2);
         }

@@ -206,6 +206,14 @@ pub trait CompletionQueue {
     /// Poll up to `out.len()` completions into `out`; returns how many were written.
     /// Never allocates; on mlx5/sim makes no system call.
     fn poll(&mut self, out: &mut [Completion]) -> usize;
+    /// Poll at most one completion into `out`; true when it holds one. The same as `poll`
+    /// with a one-slot slice; the mlx5 provider (hardware and sim) takes a single requester
+    /// CQE of the QP it last saw on a path of its own (the busy poller waiting for one
+    /// order's completion).
+    #[inline]
+    fn poll_one(&mut self, out: &mut Completion) -> bool {
+        self.poll(core::slice::from_mut(out)) == 1
+    }
     /// CQ size (entries).
     fn cqe(&self) -> u32;
     /// Poll as [`CompletionQueue::poll`] and give each completion's device time in ns

@@ -601,8 +601,8 @@ fn observe(r: &mut Rig) -> (Vec<u8>, [u32; 2], u32, u32, u32, u32, u32) {
 
 #[test]
 fn fast_path_and_general_path_agree_on_bytes_accounting_and_completions() {
-    // Two identical QPs get the same random requests: one through `post` (small inline WRITEs
-    // and SENDs take the one-WQEBB fast path), one through `post_general` (never). Ring bytes,
+    // Two identical QPs get the same random requests: one through `post` (small inline WRITEs,
+    // WRITEs WITH IMMEDIATE and SENDs take the one-WQEBB fast path), one through `post_general` (never). Ring bytes,
     // dbrec, doorbell/BlueFlame registers, indices, CQ reservations, refusals and completions
     // must be identical at every step, wrap-around, full queue and full CQ included.
     let payload: Vec<u8> = (0..64u8).map(|b| b.wrapping_mul(37) ^ 0x5c).collect();
@@ -633,8 +633,10 @@ fn fast_path_and_general_path_agree_on_bytes_accounting_and_completions() {
             let data = &payload[..len];
             let flags = SendFlags(rng.below(8) as u8);
             let wr_id = 1000 + step;
-            let wr = match rng.below(6) {
+            let wr = match rng.below(7) {
                 0 | 1 => SendWr::write(wr_id, &[], 0x10_0000 + step * 8, 0x77).inline(data),
+                6 => SendWr::write_imm(wr_id, &[], 0x10_0000, 0x77, 0x0102_0304 ^ step as u32)
+                    .inline(data),
                 2 => SendWr::send(wr_id, &[]).inline(data),
                 3 => SendWr::new(wr_id, SendOp::SendImm { imm: step as u32 }, &[]).inline(data),
                 4 => SendWr::send(wr_id, &sges),

@@ -17,6 +17,9 @@
  *   ref_writer lone16 N    N polls of 16 slots, each finding one requester CQE (written
  *                          before the call): the busy poller's case when completions
  *                          trickle in
+ *   ref_writer rt N        N order round trips: one inline WRITE WITH IMMEDIATE posted (cg_rt_post),
+ *                          its requester CQE and the peer's receive CQE polled one per call
+ *                          (cg_rt_poll); the CQEs written in between
  *   ref_writer time single|batch32 N RUNS
  *                          wall time: RUNS runs of N posts, prints the median ns per post
  *                          (the same writer functions; for benches/compare.sh's side-by-side)
@@ -219,6 +222,33 @@ __attribute__((noinline)) unsigned cg_round16(struct cq2 *cq, struct wc *out)
 	return poll_batch(cq, out, 16);
 }
 
+/* The order round trip (rt): one inline 8-byte RDMA WRITE WITH IMMEDIATE, signaled, its wr_id
+ * recorded for the poller, rung with the 8-byte doorbell (cg_rt_post); then its requester CQE
+ * and the peer's receive CQE (RESP_WR_IMM, the immediate) polled one per call (cg_rt_poll). */
+__attribute__((noinline)) void cg_rt_post(struct sq *sq, uint64_t *wrid, uint64_t id,
+					 const void *data)
+{
+	uint8_t *wqe = sq->buf + (sq->pi & (SQ_WQE_CNT - 1)) * 64;
+	uint64_t ctrl;
+
+	wrid[sq->pi & (SQ_WQE_CNT - 1)] = id;
+	ctrl = write_inline8(sq, 0x100000, 7, data, MLX5_WQE_CTRL_CQ_UPDATE);
+	/* opcode WRITE_IMM and the immediate (ctrl bytes 3 and 12..15) */
+	ctrl = (ctrl & ~(0xffull << 24)) | (uint64_t)MLX5_OPCODE_RDMA_WRITE_IMM << 24;
+	*(uint64_t *)wqe = ctrl;
+	*(uint32_t *)(wqe + 12) = htobe32(0x1234);
+	ring(sq, ctrl);
+}
+
+__attribute__((noinline)) unsigned cg_rt_poll(struct cq2 *cq, struct wc *out)
+{
+	unsigned got = 0;
+
+	got += poll_batch(cq, out, 1);
+	got += poll_batch(cq, out + 1, 1);
+	return got;
+}
+
 /* A new CQ for the cq2 pollers: CQE_CNT 64-byte CQEs (every op_own 0xf0, the rest zero), its
  * dbrec and the queues' wr_id arrays (zero). */
 static void cq2_new(struct cq2 *cq)
@@ -327,6 +357,34 @@ int main(int argc, char **argv)
 			got += cg_round16(&cq, out);
 		}
 		printf("polled %u\n", got);
+	} else if (!strcmp(kind, "rt")) {
+		struct sq sq = {0};
+		struct cq2 cq;
+		struct wc out[2];
+		unsigned got = 0;
+		sq.buf = aligned_alloc(4096, SQ_WQE_CNT * 64);
+		sq.dbrec = aligned_alloc(64, 64);
+		sq.bf = aligned_alloc(4096, 512);
+		sq.bf_size = 256;
+		sq.qpn = 0x4242;
+		memset(sq.buf, 0, SQ_WQE_CNT * 64);
+		cq2_new(&cq);
+		for (unsigned i = 0; i < n; i++) {
+			/* the device: the requester CQE, then the peer's receive CQE */
+			struct mlx5_cqe64 *c;
+			cg_rt_post(&sq, cq.sq_wrid, i, &payload);
+			c = (void *)(cq.buf + (2 * i) * 64);
+			c->sop_drop_qpn = htobe32(MLX5_OPCODE_RDMA_WRITE_IMM << 24 | 0x4242);
+			c->wqe_counter = htobe16(i);
+			c->op_own = MLX5_CQE_REQ << 4;
+			c = (void *)(cq.buf + (2 * i + 1) * 64);
+			c->sop_drop_qpn = htobe32(0x4242);
+			c->byte_cnt = htobe32(8);
+			c->imm_inval_pkey = htobe32(0x1234);
+			c->op_own = MLX5_CQE_RESP_WR_IMM << 4;
+			got += cg_rt_poll(&cq, out);
+		}
+		printf("round trips %u, completions %u\n", n, got);
 	} else if (!strcmp(kind, "poll1") || !strcmp(kind, "recv16") || !strcmp(kind, "mixed16")) {
 		struct cq2 cq;
 		struct wc out[16];
@@ -352,7 +410,7 @@ int main(int argc, char **argv)
 		}
 		printf("polled %u\n", got);
 	} else {
-		fprintf(stderr, "usage: ref_writer single|batch32|poll16|poll1|poll0|recv16|mixed16|lone16 [n]\n");
+		fprintf(stderr, "usage: ref_writer single|batch32|poll16|poll1|poll0|recv16|mixed16|lone16|rt [n]\n");
 		return 2;
 	}
 	return 0;

@@ -87,8 +87,13 @@
 //! the QP's doorbell record (re-read only when a WQE seems past it); a receive against the
 //! RQ head the poster published. The queues' positions sit in registers (`Hot`, each side
 //! taken once per poll at its first CQE, when the QP has no purge pending and is alive) and
-//! are published when the short way ends or before any CQE goes to `process`. A poll with
-//! one slot takes a lone requester CQE through `process_req` (nothing to set up). Every
+//! are published when the short way ends or before any CQE goes to `process`. A single
+//! requester CQE (a poll of one slot, [`Mlx5Cq::poll_one`], or a CQE with no software-owned
+//! CQE after it) goes through `process_req`, nothing to set up: the hot QP and an opcode
+//! without a byte length in one compare, the QP's liveness and purge, the oldest
+//! outstanding WQE, its recorded size below the published producer position, four stores.
+//! `poll_one` takes a single successful receive without scattered data (SEND, SEND or
+//! RDMA WRITE WITH IMMEDIATE) of the hot QP's RQ through `process_recv` the same way. Every
 //! other CQE goes to `process`.
 //!
 //! A poll whose first CQE is a plain one (requester or receive) while a hot QP is known
@@ -110,6 +115,9 @@
 //! `status` from a table by WQE opcode; the zero tail). Another opcode of the hot QP takes an
 //! out-of-line branch (READ and atomics, which carry a byte length, are taken there one by
 //! one); another QP ends the run.
+//!
+//! The CQ keeps the address of the CQE at `ci` and its owner parity (`cur`, `cur_par`), set
+//! at the end of every poll that moved `ci`: a poll starts with two loads and one test.
 //!
 //! After the last CQE of a poll the consumer index goes to the CQ doorbell record once. The
 //! CQE loads must be complete before that store hands the slots back: on x86_64 a store never
@@ -243,6 +251,11 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     /// multiply and one add from `ci`, each with its operand straight from memory.
     cqe_stride: usize,
     slot_mask: u32,
+    /// The owner parity of `ci` (`(ci & cqe_cnt) != 0` as 0 or 1), and the 64-byte CQE of
+    /// position `ci`: set with `ci` at the end of every poll that moved it, so a poll starts
+    /// with two loads (no address arithmetic).
+    cur_par: u8,
+    cur: *const u8,
     /// The QP of the last CQE mapped (qpn, and its entry's `QpShared`, kept alive by
     /// `entries`; `u32::MAX`: none). Reset whenever `entries` changes.
     hot_qpn: u32,
@@ -320,6 +333,8 @@ impl<D: Owners> Mlx5Cq<D> {
             cqe_shift: dv.cqe_size.trailing_zeros(),
             cqe_stride: dv.cqe_size as usize,
             slot_mask: dv.cqe_cnt - 1,
+            cur_par: 0,
+            cur: dv.buf.wrapping_add(dv.cqe_size as usize - MLX5_CQE64_LEN),
             hot_qpn: u32::MAX,
             hot_qp: core::ptr::null(),
             hot_tag: NO_HOT_TAG,
@@ -375,17 +390,19 @@ impl<D: Owners> Mlx5Cq<D> {
         }
         let cnt = self.dv.cqe_cnt;
         let first = start_ci & self.slot_mask;
-        let cqe = self.cqe0.wrapping_add(first as usize * self.cqe_stride);
+        let cqe = self.cur;
+        debug_assert_eq!(cqe, cqe_ptr(&self.dv, start_ci));
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
         let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
-        let parity = u8::from(start_ci & cnt != 0);
+        let parity = self.cur_par;
         // Software-owned, a plain requester CQE (opcode REQ) or a plain receive (RESP_SEND),
         // no scattered data: one test each.
         const PM: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK;
         const RESP_PLAIN: u8 = crate::wire::MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT;
         let x = op_own ^ parity;
+        // Software-owned and not plain: the general loop (below). Not software-owned: empty.
         let plain_req = x & PM == 0;
-        let plain_resp = (x ^ RESP_PLAIN) & PM == 0;
+        let plain_resp = !plain_req && (x ^ RESP_PLAIN) & PM == 0;
         if !plain_req && !plain_resp && !owned(x) {
             return 0;
         }
@@ -397,51 +414,58 @@ impl<D: Owners> Mlx5Cq<D> {
         // From here on QP memory is read (see `CqShared::polling`).
         shared.polling.store(true, Ordering::SeqCst);
         let (mut n, mut ci, mut released) = (0, start_ci, 0u32);
-        if plain_req || plain_resp {
-            if out.len() == 1 && plain_req {
-                // One slot: the single-CQE short way, with nothing to set up (without a
-                // hot QP its tag matches no CQE).
+        // The next CQE, when there is a slot for it and it is before the ring's end: not
+        // written yet, the first CQE is a single one (completions trickling in); a plain CQE of
+        // the other kind, the stream is a mixed one (both sides at once).
+        let peek = out.len() > 1 && first + 1 != cnt;
+        let y = if peek {
+            // SAFETY: byte 63 of the next CQE of this CQ (not past the ring's end).
+            let next = unsafe { mmio::read8(cqe.wrapping_add(self.cqe_stride).add(cqe64::OP_OWN)) };
+            next ^ parity
+        } else {
+            0
+        };
+        // The CQEs a run of the short way took, if one ran.
+        let run = if plain_req {
+            if out.len() == 1 || (peek && !owned(y)) {
+                // A single requester CQE: the single-CQE way, with nothing to set up
+                // (without a hot QP its tag matches no CQE).
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
                 if self.process_req(cqe, &mut out[0]) {
                     if TS {
                         ts[0] = self.cqe_timestamp_at(ci);
                     }
-                    self.finish(shared, ci.wrapping_add(1), start_ci, 1);
+                    self.finish_one(shared, ci, cqe);
                     return 1;
                 }
+                None
             } else if self.hot_qpn != u32::MAX {
-                // The sides the run needs, by the first two CQEs (a stream of one kind, or
-                // a mixed one: both sides at once). A requester CQE first: the send-only
-                // run looks at the next CQE itself (it hands a lone CQE to the one-slot way,
-                // and a mixed stream to the two-sided run).
-                let (sq, rq) = if plain_req || out.len() == 1 || first + 1 == cnt {
-                    (plain_req, plain_resp)
-                } else {
-                    // SAFETY: byte 63 of the next CQE of this CQ (not past the ring's end).
-                    let y = unsafe {
-                        mmio::read8(cqe.wrapping_add(self.cqe_stride).add(cqe64::OP_OWN))
-                    } ^ parity;
-                    (
-                        plain_req || y & PM == 0,
-                        plain_resp || (y ^ RESP_PLAIN) & PM == 0,
-                    )
-                };
-                let k = self.run_short_any(sq, rq, parity, ci, cqe, out);
-                if TS {
-                    // One completion per CQE; the slots are still ours (the dbrec store
-                    // comes last).
-                    for (j, t) in ts[..k].iter_mut().enumerate() {
-                        *t = self.cqe_timestamp_at(ci.wrapping_add(j as u32));
-                    }
+                let rq = peek && (y ^ RESP_PLAIN) & PM == 0;
+                Some(self.run_short_any(true, rq, parity, ci, cqe, out))
+            } else {
+                None
+            }
+        } else if plain_resp && self.hot_qpn != u32::MAX {
+            let sq = peek && y & PM == 0;
+            Some(self.run_short_any(sq, true, parity, ci, cqe, out))
+        } else {
+            None
+        };
+        if let Some(k) = run {
+            if TS {
+                // One completion per CQE; the slots are still ours (the dbrec store
+                // comes last).
+                for (j, t) in ts[..k].iter_mut().enumerate() {
+                    *t = self.cqe_timestamp_at(ci.wrapping_add(j as u32));
                 }
-                n = k;
-                ci = ci.wrapping_add(k as u32);
-                released = k as u32;
-                if n == out.len() || !cqe_ready(&self.dv, ci) {
-                    self.finish(shared, ci, start_ci, released);
-                    return n;
-                }
+            }
+            n = k;
+            ci = ci.wrapping_add(k as u32);
+            released = k as u32;
+            if n == out.len() || !cqe_ready(&self.dv, ci) {
+                self.finish(shared, ci, start_ci, released);
+                return n;
             }
         }
         self.poll_tail::<TS>(shared, out, ts, n, ci, start_ci, released)
@@ -523,6 +547,10 @@ impl<D: Owners> Mlx5Cq<D> {
     pub(super) fn finish(&mut self, shared: &CqShared, ci: u32, start_ci: u32, released: u32) {
         self.ci = ci;
         if ci != start_ci {
+            self.cur = self
+                .cqe0
+                .wrapping_add((ci & self.slot_mask) as usize * self.cqe_stride);
+            self.cur_par = u8::from(ci & self.dv.cqe_cnt != 0);
             // The CQE loads above must be complete before the dbrec store below lets the
             // device reuse their slots. On x86_64 a store never passes an earlier load, so
             // only the compiler must be held (`to_device_store_barrier` is a compiler barrier
@@ -537,6 +565,99 @@ impl<D: Owners> Mlx5Cq<D> {
             shared.ci.store(ci, Ordering::Release);
             shared.release(released);
         }
+        shared.polling.store(false, Ordering::Release);
+    }
+
+    /// [`CompletionQueue::poll_one`]: at most one completion into `out`, true when it holds
+    /// one. A plain requester CQE first takes [`Self::process_req`] (the single-CQE short
+    /// way) straight from here: the CQE address, one test of its `op_own` for a plain
+    /// requester CQE with the owner bit of `ci`'s parity, the polling handshake, the CQE's
+    /// checks and four stores, then the end of the poll. An empty CQ costs the address, the
+    /// owner byte and two tests. Every other case is `poll` with one slot.
+    // Inlined into the caller's loop: a call would save and restore four registers.
+    #[inline(always)]
+    pub fn poll_one(&mut self, out: &mut Completion) -> bool {
+        let ci = self.ci;
+        let cqe = self.cur;
+        debug_assert_eq!(cqe, cqe_ptr(&self.dv, ci));
+        // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+        let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ self.cur_par;
+        const PM: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK;
+        if x & PM != 0 {
+            if !owned(x) {
+                return false;
+            }
+            // A successful receive without scattered data (opcode RESP_WR_IMM, RESP_SEND or
+            // RESP_SEND_IMM; no scatter bits, owner bit matched).
+            let op = x >> MLX5_CQE_OPCODE_SHIFT;
+            if x & !(0xf0 | 0x02) == 0
+                && (MLX5_CQE_RESP_WR_IMM..=MLX5_CQE_RESP_SEND_IMM).contains(&op)
+            {
+                return self.poll_one_recv(out, ci, cqe, op);
+            }
+            return self.poll_one_general(out);
+        }
+        // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces (kept by address
+        // for the end of the poll, not reloaded from `self` after the barriers).
+        let shared = unsafe { &*Arc::as_ptr(&self.shared) };
+        // From here on QP memory is read (see `CqShared::polling`).
+        shared.polling.store(true, Ordering::SeqCst);
+        // Orders the owner-bit load above before the loads of the CQE body below.
+        from_device_load_barrier();
+        if self.process_req(cqe, out) {
+            self.finish_one(shared, ci, cqe);
+            return true;
+        }
+        shared.polling.store(false, Ordering::Release);
+        self.poll_one_general(out)
+    }
+
+    /// [`Self::poll_one`] for a successful receive CQE without scattered data at `ci`
+    /// (`cqe`, WQE-less responder `opcode`): [`Self::process_recv`], else the poll of one
+    /// slot. Out of line: the requester case keeps its registers.
+    #[inline(never)]
+    fn poll_one_recv(&mut self, out: &mut Completion, ci: u32, cqe: *const u8, opcode: u8) -> bool {
+        // SAFETY: as in `poll_one`.
+        let shared = unsafe { &*Arc::as_ptr(&self.shared) };
+        // From here on QP memory is read (see `CqShared::polling`).
+        shared.polling.store(true, Ordering::SeqCst);
+        // Orders the owner-bit load above before the loads of the CQE body below.
+        from_device_load_barrier();
+        if self.process_recv(cqe, opcode, out) {
+            self.finish_one(shared, ci, cqe);
+            return true;
+        }
+        shared.polling.store(false, Ordering::Release);
+        self.poll_one_general(out)
+    }
+
+    /// [`Self::poll_one`]'s every other case: the poll of one slot. Out of line.
+    #[inline(never)]
+    fn poll_one_general(&mut self, out: &mut Completion) -> bool {
+        self.poll_inner::<false>(core::slice::from_mut(out), &mut []) == 1
+    }
+
+    /// [`Self::finish`] for a poll that took the one CQE at `ci` (`cqe`, `self.cur`): the
+    /// next CQE's address is one stride on, or the ring's first at the wrap (parity flips).
+    #[inline(always)]
+    pub(super) fn finish_one(&mut self, shared: &CqShared, ci: u32, cqe: *const u8) {
+        let next = ci.wrapping_add(1);
+        self.ci = next;
+        if next & self.slot_mask != 0 {
+            self.cur = cqe.wrapping_add(self.cqe_stride);
+        } else {
+            self.cur = self.cqe0;
+            self.cur_par ^= 1;
+        }
+        // As in `finish`.
+        #[cfg(target_arch = "x86_64")]
+        crate::barrier::to_device_store_barrier();
+        #[cfg(not(target_arch = "x86_64"))]
+        from_device_load_barrier();
+        // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
+        unsafe { mmio::write32(self.dv.dbrec, (next & MLX5_CQ_CI_MASK).to_be()) };
+        shared.ci.store(next, Ordering::Release);
+        shared.release(1);
         shared.polling.store(false, Ordering::Release);
     }
 
@@ -676,6 +797,11 @@ impl<D: Owners> CompletionQueue for Mlx5Cq<D> {
     #[inline]
     fn poll(&mut self, out: &mut [Completion]) -> usize {
         self.poll_inner::<false>(out, &mut [])
+    }
+
+    #[inline(always)]
+    fn poll_one(&mut self, out: &mut Completion) -> bool {
+        Mlx5Cq::poll_one(self, out)
     }
 
     fn cqe(&self) -> u32 {

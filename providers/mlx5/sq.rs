@@ -261,6 +261,7 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
 
 // The hot fields end within the first 128 bytes.
 const _: () = assert!(core::mem::offset_of!(Mlx5Sq, bf_bbs) < 128);
+const _: () = assert!(MLX5_OPCODE_RDMA_WRITE_IMM == MLX5_OPCODE_RDMA_WRITE | 1);
 
 // SAFETY: the raw pointers point into this QP's rings, dbrec and bfreg, which the QP's owner
 // keeps alive, or into `shared` / `_sink`, which this queue owns; only this queue (one
@@ -658,11 +659,22 @@ impl<D: Owners> Mlx5Sq<D> {
     /// as [`Self::write_wqe`]; no wrap (one WQEBB never wraps). (Or after
     /// [`Self::fast_refill`], when the gate stays shut only because `pi..limit` wraps.)
     #[inline(always)]
-    fn fast_inline(&mut self, wr_id: u64, remote: Option<(u64, u32)>, data: &[u8], flags: u8) {
+    fn fast_inline(
+        &mut self,
+        wr_id: u64,
+        remote: Option<(u64, u32)>,
+        imm: Option<u32>,
+        data: &[u8],
+        flags: u8,
+    ) {
         let len = data.len();
         let has_data = len != 0;
         let pi = self.pi;
+        // WRITE WITH IMMEDIATE: the WRITE template with the opcode's low bit set (opcode
+        // byte 3 of the little-endian word).
+        let imm_op = if imm.is_some() { 1u64 << 24 } else { 0 };
         let ctrl = self.ctrl_fast[remote.is_some() as usize * 2 + has_data as usize]
+            | imm_op
             | u64::from(((pi & MLX5_WQE_INDEX_MASK) << MLX5_WQE_CTRL_WQE_INDEX_SHIFT).to_be());
         let fm = u64::from(FM_CE_SE[(flags & 7) as usize]) << 24;
         // The slot times 8: twice that is its entry's offset in `wqes` (16 bytes an entry), 8
@@ -674,8 +686,16 @@ impl<D: Owners> Mlx5Sq<D> {
         unsafe {
             let w = self.buf.add(slot8 * (MLX5_SEND_WQE_BB / 8));
             core::ptr::write(w as *mut u64, ctrl);
-            // signature, dci stream channel id, fm_ce_se, imm (0): one 64-bit store.
-            core::ptr::write(w.add(ctrl_off::SIGNATURE) as *mut u64, self.ctrl_fm | fm);
+            // signature, dci stream channel id, fm_ce_se, imm (big-endian; 0 without one):
+            // one 64-bit store.
+            let imm = match imm {
+                Some(v) => u64::from(v.to_be()) << 32,
+                None => 0,
+            };
+            core::ptr::write(
+                w.add(ctrl_off::SIGNATURE) as *mut u64,
+                self.ctrl_fm | fm | imm,
+            );
             let mut seg = w.add(MLX5_WQE_DS_UNITS);
             if let Some((raddr, rkey)) = remote {
                 core::ptr::write(seg.add(raddr_off::RADDR) as *mut u64, raddr.to_be());
@@ -719,7 +739,7 @@ impl<D: Owners> Mlx5Sq<D> {
         signaled: bool,
     ) -> Result<(), PostError> {
         if self.fast_open(data.len()) || self.fast_refill(data.len()) {
-            self.fast_inline(wr_id, Some((raddr, rkey)), data, signaled as u8);
+            self.fast_inline(wr_id, Some((raddr, rkey)), None, data, signaled as u8);
             return Ok(());
         }
         let mut wr = SendWr::new(wr_id, SendOp::Write { raddr, rkey }, &[]).inline(data);
@@ -1126,14 +1146,15 @@ impl<D: Owners> Mlx5Sq<D> {
         // A fast-path request that found only the budget empty: refilled, it is written the
         // fast way here.
         if let (Payload::Inline(data), None) = (wr.payload, wr.ud) {
-            let remote = match wr.op {
-                SendOp::Write { raddr, rkey } => Some(Some((raddr, rkey))),
-                SendOp::Send => Some(None),
+            let fast = match wr.op {
+                SendOp::Write { raddr, rkey } => Some((Some((raddr, rkey)), None)),
+                SendOp::WriteImm { raddr, rkey, imm } => Some((Some((raddr, rkey)), Some(imm))),
+                SendOp::Send => Some((None, None)),
                 _ => None,
             };
-            if let Some(remote) = remote {
+            if let Some((remote, imm)) = fast {
                 if self.fast_refill(data.len()) {
-                    self.fast_inline(wr.wr_id, remote, data, wr.flags.0);
+                    self.fast_inline(wr.wr_id, remote, imm, data, wr.flags.0);
                     return Ok(());
                 }
             }
@@ -1169,8 +1190,15 @@ impl<D: Owners> SendQueue for Mlx5Sq<D> {
                     SendOp::Write { raddr, rkey } => Some((raddr, rkey)),
                     _ => None,
                 };
-                self.fast_inline(wr.wr_id, remote, data, wr.flags.0);
+                self.fast_inline(wr.wr_id, remote, None, data, wr.flags.0);
                 return Ok(());
+            }
+            // WRITE WITH IMMEDIATE apart: the two above keep their code.
+            if let SendOp::WriteImm { raddr, rkey, imm } = wr.op {
+                if self.fast_open(data.len()) {
+                    self.fast_inline(wr.wr_id, Some((raddr, rkey)), Some(imm), data, wr.flags.0);
+                    return Ok(());
+                }
             }
         }
         // `black_box` (an identity) makes the request's copy in memory happen here, on this

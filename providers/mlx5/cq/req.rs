@@ -95,25 +95,32 @@ impl<D: Owners> Mlx5Cq<D> {
     }
 
     /// A successful requester CQE with no scattered data (`op_own & MLX5_CQE_REQ_PLAIN_MASK ==
-    /// 0`), one at a time (a lone CQE, or one between CQEs of other kinds: no setup to
-    /// amortise; runs of them go to [`Self::run_hot`]). Takes the short way when it completes the oldest outstanding WQE of the last QP hit, which has
-    /// no purge pending (nothing covered, nothing to walk); anything else is left
-    /// (false) to [`Self::process`], which handles every case. Gives back one CQ entry.
+    /// 0`) taken on its own: a poll of one slot, [`Mlx5Cq::poll_one`], or a CQE with no
+    /// software-owned CQE after it (nothing to amortise a run's setup over). Takes it when it
+    /// names the hot QP with an opcode without a byte length (SEND, WRITE, with or without
+    /// IMM), the QP is alive with no purge pending, and the CQE completes its oldest
+    /// outstanding WQE, which lies wholly below the published producer position (nothing
+    /// covered, nothing to walk); anything else is left (false, nothing changed) to
+    /// [`Self::process`], which handles every case. The completion is [`put_req`]'s four
+    /// stores; gives back one CQ entry. Called with `shared.polling` set, after the load
+    /// barrier.
     #[inline(always)]
-    pub(super) fn process_req(&self, cqe: *const u8, out: &mut Completion) -> bool {
-        use super::hot::{REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
+    pub(super) fn process_req(&self, cqe: *const u8, out: *mut Completion) -> bool {
+        use super::hot::{len_qpn, REQ_OP_WITH_LEN};
+        use super::send_run::{put_req, REQ_OK};
         // Bytes 56..59 as they lie in memory: sop (the WQE opcode), qpn (big-endian). The qpn
         // bytes XOR the hot QP's to zero, leaving the opcode; with no hot QP nothing passes
-        // (`hot_tag` has bit 32 set).
+        // (`hot_tag` has bit 32 set). One compare: the hot QP and an opcode below READ.
         // SAFETY: `cqe` is a 64-byte CQE of this CQ; sop_drop_qpn is 4-aligned.
         let w = u64::from(u32::from_le(unsafe {
             core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
         })) ^ self.hot_tag;
-        if w > 0xff {
+        if w >= u64::from(REQ_OP_WITH_LEN) {
             return false;
         }
         // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by
-        // `lookup`, cleared by `register`, the only place entries go), which holds an `Arc`.
+        // `lookup`, cleared by `register`, the only place entries go), which holds an `Arc`;
+        // `w` passed, so there is a hot QP.
         let qp = unsafe { &*self.hot_qp };
         // `alive` as in `process` (`SeqCst`, see `CqShared::polling`).
         if qp.purge_send.load(Ordering::Relaxed) != 0 || !qp.alive.load(Ordering::SeqCst) {
@@ -127,41 +134,26 @@ impl<D: Owners> Mlx5Cq<D> {
         if u16::from_be(wc) != ci as u16 {
             return false;
         }
-        // SAFETY: `dbrec` is the QP's 4-aligned doorbell record, alive while the QP is.
-        let db =
-            unsafe { (*(qp.dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire) };
-        // Published WQEBBs not yet retired (see `process`): one must be outstanding before the
-        // ring is read (a stray CQE goes to `process`, which drops it).
-        let posted = u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK;
-        if posted == 0 {
-            return false;
-        }
-        // The WQE's size as the poster recorded it (see `QpShared::nbb_at`).
-        let slot = (ci & sq.mask) as usize;
-        // SAFETY: `wqes` has `mask + 1` entries; `slot` is masked.
-        let e = unsafe { sq.wqes.get_unchecked(slot) };
+        // Published WQEBBs not yet retired (see `process`).
+        let posted = super::hot::avail_at(qp.dbrec, ci);
+        // The WQE's size as the poster recorded it (see `QpShared::nbb_at`): at least 1, or
+        // `NO_WQE`, so `nbb <= posted` also says something is outstanding (a stray CQE goes
+        // to `process`, which drops it). The entry is our own memory, never the ring.
+        // SAFETY: `wqes` has `mask + 1` entries; the index is masked.
+        let e = unsafe { sq.wqes.get_unchecked((ci & sq.mask) as usize) };
         let nbb = e.nbb.load(Ordering::Relaxed);
         // The whole WQE must be below the published producer position.
         if nbb > posted {
             return false;
         }
-        let w = w as usize;
-        // SEND and WRITE (with or without IMM) report 0 bytes; READ the CQE's count.
-        let byte_len = if w < REQ_OP_WITH_LEN as usize {
-            0
-        } else if w == MLX5_OPCODE_RDMA_READ as usize {
-            // SAFETY: as above, byte_cnt is 4-aligned.
-            unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
-        } else {
-            REQ_LEN[w]
-        };
-        *out = Completion {
-            wr_id: e.wr_id.load(Ordering::Relaxed),
-            status: WcStatus::Success,
-            opcode: REQ_OPCODE[w],
-            byte_len,
-            qp_num: self.hot_qpn,
-            ..Completion::EMPTY
+        // SAFETY: `out` is a whole, writable `Completion` (the caller's).
+        unsafe {
+            put_req(
+                out,
+                e.wr_id.load(Ordering::Relaxed),
+                len_qpn(0, self.hot_qpn),
+                REQ_OK[w as usize],
+            )
         };
         sq.done.retire(ci.wrapping_add(nbb), 1);
         true

@@ -77,6 +77,78 @@ impl<D: Owners> Mlx5Cq<D> {
         true
     }
 
+    /// A successful responder CQE without scattered data (an incoming SEND, SEND WITH
+    /// IMMEDIATE or RDMA WRITE WITH IMMEDIATE: `opcode`) taken on its own by
+    /// [`Mlx5Cq::poll_one`]: when it names the hot QP, whose receives go to an RQ (not an
+    /// SRQ), alive with no purge pending, and a receive is published and not completed, it
+    /// completes the RQ's oldest receive (the fields `fill_recv` gives: byte count, source
+    /// QP, GRH, the immediate in host order) and gives the RQ slot back; anything else is
+    /// left (false, nothing changed) to [`Self::process`], which drops a stray CQE and counts
+    /// it. Called with `shared.polling` set, after the load barrier.
+    #[inline(always)]
+    pub(super) fn process_recv(&self, cqe: *const u8, opcode: u8, out: *mut Completion) -> bool {
+        // Bytes 57..59 (the qpn) against the hot QP's (`hot_tag`: no hot QP matches nothing).
+        // SAFETY: `cqe` is a 64-byte CQE of this CQ; sop_drop_qpn is 4-aligned.
+        let w = u64::from(u32::from_le(unsafe {
+            core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
+        }));
+        if (w ^ self.hot_tag) > 0xff {
+            return false;
+        }
+        // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by
+        // `lookup`, cleared by `register`, the only place entries go), which holds an `Arc`.
+        let qp = unsafe { &*self.hot_qp };
+        let rq = match &qp.rq {
+            Some(rq) if qp.srq.is_none() => rq,
+            _ => return false,
+        };
+        // `alive` as in `process` (`SeqCst`, see `CqShared::polling`).
+        if qp.purge_recv.load(Ordering::Relaxed) != 0 || !qp.alive.load(Ordering::SeqCst) {
+            return false;
+        }
+        let tail = rq.tail.load(Ordering::Relaxed);
+        if tail == rq.head.load(Ordering::Acquire) {
+            return false;
+        }
+        // SAFETY: 4-aligned words of the CQE (the caller's contract).
+        let (byte_len, imm, frq) = unsafe {
+            (
+                be32_at(cqe, cqe64::BYTE_CNT),
+                be32_at(cqe, cqe64::IMM_INVAL_PKEY),
+                be32_at(cqe, cqe64::FLAGS_RQPN),
+            )
+        };
+        let grh = if (frq >> 24) as u8 & MLX5_CQE_FLAGS_GRH != 0 {
+            WcFlags::GRH.0
+        } else {
+            0
+        };
+        let (opcode, imm, with_imm) = match opcode {
+            MLX5_CQE_RESP_WR_IMM => (WcOpcode::RecvRdmaWithImm, imm, WcFlags::WITH_IMM.0),
+            MLX5_CQE_RESP_SEND_IMM => (WcOpcode::Recv, imm, WcFlags::WITH_IMM.0),
+            _ => (WcOpcode::Recv, 0, 0),
+        };
+        // SAFETY: `out` is a whole, writable `Completion` (the caller's); the index is masked.
+        unsafe {
+            out.write(Completion {
+                wr_id: rq
+                    .wrid
+                    .get_unchecked((tail & rq.mask) as usize)
+                    .load(Ordering::Relaxed),
+                status: WcStatus::Success,
+                opcode,
+                byte_len,
+                qp_num: self.hot_qpn,
+                src_qp: frq & MLX5_QPN_MASK,
+                imm,
+                flags: WcFlags(grh | with_imm),
+                ..Completion::EMPTY
+            })
+        };
+        rq.tail.store(tail.wrapping_add(1), Ordering::Release);
+        true
+    }
+
     /// The responder fields of a successful receive completion, and its scattered data.
     #[inline(always)]
     fn fill_recv(

@@ -5,14 +5,14 @@
 //! CQE with the same word is one compare; the WQE's size and wr_id are the poster's record
 //! (`SqShared::wqes`, one entry); a completion is four stores (`put_req`).
 
-use super::hot::{avail_at, len_qpn, PLAIN_MASK, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN, RESP_PLAIN};
+use super::hot::{avail_at, len_qpn, PLAIN_MASK, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
 use super::*;
 
 /// `opcode` and `status` of a [`Completion`] side by side (they are, 16-aligned), so a
 /// successful requester completion takes them from [`REQ_OK`] in one 16-byte copy.
 #[repr(C, align(16))]
 #[derive(Clone, Copy)]
-struct OpStatus {
+pub(super) struct OpStatus {
     opcode: WcOpcode,
     status: WcStatus,
 }
@@ -24,7 +24,7 @@ static_assertions::const_assert_eq!(core::mem::offset_of!(Completion, opcode) % 
 static_assertions::const_assert_eq!(core::mem::size_of::<OpStatus>(), 16);
 
 /// [`OpStatus`] of a successful requester completion by send WQE opcode byte.
-static REQ_OK: [OpStatus; 256] = {
+pub(super) static REQ_OK: [OpStatus; 256] = {
     let mut t = [OpStatus {
         opcode: WcOpcode::Send,
         status: WcStatus::Success,
@@ -52,7 +52,7 @@ static_assertions::const_assert_eq!(core::mem::offset_of!(Completion, wr_id), 0)
 /// `slot` points to a whole, writable `Completion` (8-aligned: the 16-byte stores are
 /// unaligned ones).
 #[inline(always)]
-unsafe fn put_req(slot: *mut Completion, wr_id: u64, len_qpn: u64, opst: OpStatus) {
+pub(super) unsafe fn put_req(slot: *mut Completion, wr_id: u64, len_qpn: u64, opst: OpStatus) {
     let p = slot as *mut u8;
     // SAFETY: the caller's contract; each write is a field (or fields) of `*slot` at its
     // asserted offset with a valid value of its type (the tail: integers, `WcFlags(0)` and
@@ -89,24 +89,6 @@ impl<D: Owners> Mlx5Cq<D> {
         cqe: *const u8,
         out: &mut [Completion],
     ) -> usize {
-        // The next CQE (before the ring's end): not written yet (completions trickling in),
-        // this one takes the single-CQE short way, cheaper than setting up the run; a plain
-        // receive, the stream is a mixed one: the two-sided run.
-        if ci.wrapping_add(1) & self.slot_mask != 0 {
-            let next = cqe.wrapping_add(if BIG { 128 } else { 64 });
-            // SAFETY: byte 63 of the next CQE of this CQ (not past the ring's end).
-            let x = unsafe { mmio::read8(next.add(cqe64::OP_OWN)) };
-            // (A plain requester CQE next, the run's own case, is one test.)
-            if x & PLAIN_MASK != P {
-                let x = x ^ P;
-                if !owned(x) {
-                    return self.lone_req(cqe, &mut out[0]);
-                }
-                if (x ^ RESP_PLAIN) & PLAIN_MASK == 0 {
-                    return self.run_short_call::<true, true, BIG, P>(ci, cqe, out);
-                }
-            }
-        }
         // SAFETY: as in `run_short`.
         let qp = unsafe { &*self.hot_qp };
         // `alive` as in `process` (`SeqCst`, see `CqShared::polling`); no purge pending. (The
@@ -265,15 +247,6 @@ impl<D: Owners> Mlx5Cq<D> {
             qp.sq.done.retire(sci, k as u32);
         }
         k
-    }
-
-    /// A lone requester CQE: [`Self::process_req`] after the load barrier (the caller made
-    /// the owner-bit load); 1 when it took the CQE. Out of line: the run's loop keeps its
-    /// registers.
-    #[inline(never)]
-    fn lone_req(&self, cqe: *const u8, out: &mut Completion) -> usize {
-        from_device_load_barrier();
-        usize::from(self.process_req(cqe, out))
     }
 
     /// [`avail_at`] for the hot QP, out of line: the short way's rare re-reads of the
