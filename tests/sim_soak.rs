@@ -572,8 +572,15 @@ fn fault_soak(threaded: bool, seed: u64, ops: u64) {
     for p in pairs.iter_mut() {
         dev.to_error(&mut p.b).unwrap();
     }
-    for _ in 0..1_000_000 {
+    // In device-thread mode the flush is the device thread's work, which a loaded machine
+    // may not schedule for a while: the bound is a deadline (against a hang), not a count of
+    // polls that a fast poller exhausts first.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
         dev.progress();
+        if threaded {
+            std::thread::yield_now();
+        }
         let n = rcq.poll(&mut wc);
         for c in &wc[..n] {
             let p = pairs.iter_mut().find(|p| p.b.qpn() == c.qp_num).unwrap();
