@@ -569,7 +569,7 @@ impl<D: Owners> Mlx5Cq<D> {
     }
 
     /// [`CompletionQueue::poll_one`]: at most one completion into `out`, true when it holds
-    /// one. A plain requester CQE first takes [`Self::process_req`] (the single-CQE short
+    /// one. A plain requester CQE first takes `process_req` (the single-CQE short
     /// way) straight from here: the CQE address, one test of its `op_own` for a plain
     /// requester CQE with the owner bit of `ci`'s parity, the polling handshake, the CQE's
     /// checks and four stores, then the end of the poll. An empty CQ costs the address, the
