@@ -465,14 +465,23 @@ fn short_bandwidth_runs_are_called_short() {
 /// SIGPIPE, as C tools end, never with a panic on the failed write.
 #[test]
 fn a_closed_pipe_ends_the_tool_quietly() {
+    use std::os::fd::{FromRawFd, OwnedFd};
     use std::os::unix::process::ExitStatusExt;
+    // The read end is closed before the tool starts, so its first write fails whatever the
+    // scheduler does (a read end dropped after spawn raced a fast child that had already
+    // written everything into the pipe's buffer).
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe(2) returns.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: pipe2 succeeded: both descriptors are open and owned by nobody else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
     let mut child = Command::new(exe())
         .args(["bench", "post", "-n", "1000"])
-        .stdout(Stdio::piped())
+        .stdout(Stdio::from(write))
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    drop(child.stdout.take());
     let mut err = String::new();
     let _ = child
         .stderr
