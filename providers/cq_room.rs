@@ -11,8 +11,10 @@
 //! So every provider refuses, at QP creation, a QP unless each of its CQs can absorb the
 //! sum over every QP that completes on it of `max_send_wr` (on its send CQ) and
 //! `max_recv_wr` (on its receive CQ, own receive queue only), and an SRQ's depth once per
-//! CQ it completes into. With that rule a post is never refused
-//! because the CQ is full ([`crate::types::PostError::CqFull`] is left as a defence); a run of
+//! CQ it completes into. With that rule a post is refused because the CQ is full
+//! ([`crate::types::PostError::CqFull`]) only while CQEs a reset or dropped QP left behind
+//! still occupy the ring (they keep their entries until the CQ is polled; on mlx5 and the sim
+//! the poller discards them); a run of
 //! unsignaled requests ends at `max_send_wr` with `QueueFull`, as in every verbs stack
 //! (signal at least one request per `max_send_wr`).
 //!

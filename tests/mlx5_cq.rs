@@ -419,8 +419,9 @@ fn reset_purges_stale_cqes_and_starts_from_zero() {
     assert_eq!(dq.dbrec(), [0, 0]);
     assert_eq!(
         cq.reserved(),
-        1 + other.sq().cq_budget(),
-        "only the other QP's WR (and its budget) is outstanding"
+        1 + 1 + other.sq().cq_budget(),
+        "the other QP's WR (and its budget) is outstanding, and the reset QP's CQE still \
+         occupies its slot until it is polled"
     );
     qp.set_state(QpState::Init);
     qp.set_state(QpState::Rtr);
@@ -448,7 +449,7 @@ fn dropped_qp_cqes_are_purged_and_its_qpn_can_return() {
     qp.sq().ring();
     d.push(&Cqe::req(0x70, 0, 0x0a, 0));
     drop(qp);
-    assert_eq!(cq.reserved(), 0);
+    assert_eq!(cq.reserved(), 1, "the unpolled CQE still occupies its slot");
     // Same QPN again (the device reused it) before the stale CQE was polled.
     let (mut again, _da) = qp_on(&mut cq, 0x70, None);
     again.sq().post(SendWr::send(5, &SGE).signaled()).unwrap();
@@ -456,6 +457,11 @@ fn dropped_qp_cqes_are_purged_and_its_qpn_can_return() {
     d.push(&Cqe::req(0x70, 0, 0x0a, 0));
     let c = poll_all(&mut cq);
     assert_eq!(c.iter().map(|c| c.wr_id).collect::<Vec<_>>(), vec![5]);
+    assert_eq!(
+        cq.reserved(),
+        again.sq().cq_budget(),
+        "the stale slot is free again"
+    );
     // A CQE naming no known QP is dropped and counted.
     d.push(&Cqe::req(0x71, 0, 0x0a, 0));
     assert!(poll_all(&mut cq).is_empty());

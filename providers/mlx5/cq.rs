@@ -28,7 +28,13 @@
 //!
 //! CQEs of a QP that was reset or dropped ("DV owned" CQ: nobody else cleans it) are dropped:
 //! at reset/drop the QP records the position just past the last CQE the device had written,
-//! and the poller discards that QP's CQEs before it.
+//! and the poller discards that QP's CQEs before it. Until then each of those stale CQEs
+//! still occupies a ring slot, so the QP keeps one CQ entry reserved per stale CQE
+//! (`QpShared::stale_send` / `stale_recv`) and gives back only the rest of what it held; the
+//! poller gives each back as it discards the CQE. A reconnect, a reset or a new QP on the CQ
+//! never counts on room the ring does not have yet: a post meanwhile is refused with
+//! `PostError::CqFull` (one poll of the CQ discards the stale CQEs), never let into an
+//! overrun.
 //!
 //! ## Errors
 //!
@@ -68,7 +74,8 @@
 //! refused with `PostError::CqFull`. A send queue reserves its entries ahead, as a posting
 //! budget (see `sq.rs`), which [`Mlx5Cq::reserved`] counts too. The poller gives the entries
 //! back once per batch. `Provider::create_qp` refuses a QP unless the CQ absorbs every queue
-//! on it (`providers/cq_room.rs`), so for QPs made there the refusal never comes.
+//! on it (`providers/cq_room.rs`), so for QPs made there the refusal comes only while CQEs
+//! of a reset or dropped QP still sit unpolled in the ring (see above).
 //!
 //! ## The short way
 //!
@@ -195,6 +202,23 @@ pub(crate) fn cqe_ready(dv: &DvCq, ci: u32) -> bool {
     let op_own = unsafe { mmio::read8(cqe_ptr(dv, ci).add(cqe64::OP_OWN)) };
     op_own >> MLX5_CQE_OPCODE_SHIFT != MLX5_CQE_INVALID
         && ((op_own & MLX5_CQE_OWNER_MASK) != 0) == ((ci & dv.cqe_cnt) != 0)
+}
+
+/// The QP number a software-owned CQE at position `ci` names, and whether it is a requester
+/// CQE (REQ or REQ_ERR). Control path only: a reset or dropped QP counts the CQEs it leaves
+/// in the ring (`CqShared::stale_of`); the caller checked [`cqe_ready`] and ordered it before
+/// this with the from-device load barrier.
+pub(crate) fn cqe_qp_side(dv: &DvCq, ci: u32) -> (u32, bool) {
+    let cqe = cqe_ptr(dv, ci);
+    // SAFETY: a 64-byte CQE of this CQ (from_dv's contract); bytes 56..59 and 63 are in it.
+    let (op_own, qpn) = unsafe {
+        (
+            mmio::read8(cqe.add(cqe64::OP_OWN)),
+            be32_at(cqe, cqe64::SOP_DROP_QPN) & MLX5_QPN_MASK,
+        )
+    };
+    let opcode = op_own >> MLX5_CQE_OPCODE_SHIFT;
+    (qpn, opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR)
 }
 
 /// [`Mlx5Cq`]'s `hot_tag` without a hot QP: bit 32 set, so no 4-byte CQE word XORed with it
@@ -737,6 +761,12 @@ impl<D: Owners> Mlx5Cq<D> {
                     if m != 0 {
                         new.store(m, Ordering::Release);
                     }
+                }
+                for (old, new) in [
+                    (&e.qp.stale_send, &qp.stale_send),
+                    (&e.qp.stale_recv, &qp.stale_recv),
+                ] {
+                    new.fetch_add(old.swap(0, Ordering::AcqRel), Ordering::AcqRel);
                 }
                 self.entries.swap_remove(i);
             } else if !e.qp.alive.load(Ordering::Acquire) && self.purge_done(e) {

@@ -1,7 +1,7 @@
 //! The queue pair: an [`Mlx5Sq`] and an [`Mlx5Rq`] over one QP's memory, registered with
 //! its CQ(s) so completions map back to wr_ids.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::cq::Mlx5Cq;
@@ -23,7 +23,9 @@ pub struct Mlx5Qp<D: Owners = Mlx5Device> {
     /// Keeps the QP memory alive. Declared first, so it is dropped first (after `drop` has
     /// told the CQs to forget this QP): on hardware the verbs QP is destroyed before the last
     /// references to its CQs and SRQ (held below) can go.
-    owner: D::Qp,
+    /// `ManuallyDrop`: `drop` destroys it (the device stops writing CQEs for the QP) before
+    /// it counts what the QP left in its CQs.
+    owner: core::mem::ManuallyDrop<D::Qp>,
     /// Keep the send and receive CQs' memory alive (reset and drop scan it) and the SRQ's
     /// (the poller reads its entries back for this QP).
     _cq_owners: [Arc<D::Cq>; 2],
@@ -234,6 +236,8 @@ impl<D: Owners> Mlx5Qp<D> {
             rq_stride: dv.rq_stride,
             purge_send: AtomicU64::new(0),
             purge_recv: AtomicU64::new(0),
+            stale_send: AtomicU32::new(0),
+            stale_recv: AtomicU32::new(0),
             alive: AtomicBool::new(true),
             failed: AtomicBool::new(false),
             gates: SqGates::new(),
@@ -274,7 +278,7 @@ impl<D: Owners> Mlx5Qp<D> {
             rq,
             shared,
             srq: srq_shared,
-            owner,
+            owner: core::mem::ManuallyDrop::new(owner),
             _cq_owners: cq_owners,
             _srq_owner: srq_owner,
             cq_need,
@@ -291,7 +295,7 @@ impl<D: Owners> Mlx5Qp<D> {
     /// libmlx5 takes its CQ lock for the same clean-up): it would only skew the accounting.
     pub fn set_state(&mut self, s: QpState) {
         if s == QpState::Reset && self.state != QpState::Reset {
-            self.forget_outstanding();
+            let _ = self.forget_outstanding();
             self.shared.failed.store(false, Ordering::SeqCst);
             self.sq.reset();
             self.rq.reset();
@@ -306,16 +310,43 @@ impl<D: Owners> Mlx5Qp<D> {
         self.rq.state = s;
     }
 
-    /// Mark the CQEs the device has written so far for this QP as stale and give their CQ
-    /// entries back.
-    fn forget_outstanding(&mut self) {
+    /// Mark the CQEs the device has written so far for this QP as stale and give back the
+    /// CQ entries of every outstanding request, except one per stale CQE still in a ring:
+    /// that slot stays taken until the poller discards the CQE (`QpShared::stale_send` /
+    /// `stale_recv`), so a CQ whose ring still holds a reset or dropped QP's CQEs never
+    /// grants their room twice. Called once the device works no more on the QP (after the
+    /// RESET transition, or after the QP was destroyed). Returns the responder CQEs of this
+    /// QP still in its receive CQ (an SRQ's receives: see [`unreserve_srq`]).
+    fn forget_outstanding(&mut self) -> u32 {
         let sh = &self.shared;
-        let mark = |cq: &CqShared| PURGE_ACTIVE | cq.scan_end() as u64;
-        sh.purge_send.store(mark(&sh.send_cq), Ordering::Release);
-        sh.purge_recv.store(mark(&sh.recv_cq), Ordering::Release);
-        sh.send_cq
-            .release(self.sq.outstanding() + self.sq.take_cq_budget());
-        sh.recv_cq.release(self.rq.outstanding());
+        let (send_end, req, resp_here) = sh.send_cq.stale_of(sh.qpn);
+        let (recv_end, resp) = if Arc::ptr_eq(&sh.send_cq, &sh.recv_cq) {
+            (send_end, resp_here)
+        } else {
+            let (end, _, resp) = sh.recv_cq.stale_of(sh.qpn);
+            (end, resp)
+        };
+        sh.purge_send
+            .store(PURGE_ACTIVE | send_end as u64, Ordering::Release);
+        sh.purge_recv
+            .store(PURGE_ACTIVE | recv_end as u64, Ordering::Release);
+        // Each CQE retires at least one outstanding request; CQEs already held for an
+        // earlier reset keep their own entry.
+        let keep = |held: &AtomicU32, cqes: u32, outstanding: u32| {
+            let fresh = cqes
+                .saturating_sub(held.load(Ordering::Acquire))
+                .min(outstanding);
+            held.fetch_add(fresh, Ordering::AcqRel);
+            outstanding - fresh
+        };
+        let send = self.sq.outstanding();
+        let give = keep(&sh.stale_send, req, send) + self.sq.take_cq_budget();
+        sh.send_cq.release(give);
+        if self.srq.is_none() {
+            let recv = self.rq.outstanding();
+            sh.recv_cq.release(keep(&sh.stale_recv, resp, recv));
+        }
+        resp
     }
 
     /// What keeps the QP memory alive (on hardware the verbs QP).
@@ -375,7 +406,10 @@ fn reserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>, room: Option<&str>) -> 
     Ok(())
 }
 
-fn unreserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>) {
+/// Drop one QP's claim on the SRQ's reservation in `cq`; the last one gives the SRQ's depth
+/// back, except one entry per responder CQE of the QP still in the ring (`stale`, beyond
+/// what `held` already keeps): those stay held in `held` until the poller discards them.
+fn unreserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>, stale: u32, held: &AtomicU32) {
     let mut refs = srq
         .cq_refs
         .lock()
@@ -385,7 +419,11 @@ fn unreserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>) {
         refs[i].1 -= 1;
         if refs[i].1 == 0 {
             let (_, _, need) = refs.swap_remove(i);
-            cq.release(srq.wqe_cnt);
+            let fresh = stale
+                .saturating_sub(held.load(Ordering::Acquire))
+                .min(srq.wqe_cnt);
+            held.fetch_add(fresh, Ordering::AcqRel);
+            cq.release(srq.wqe_cnt - fresh);
             cq.commit.release(need);
         }
     }
@@ -393,17 +431,22 @@ fn unreserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>) {
 
 impl<D: Owners> Drop for Mlx5Qp<D> {
     fn drop(&mut self) {
-        self.forget_outstanding();
         // Dead first, then wait for a poll of either CQ that may have seen it alive: the QP
-        // memory (`owner`) is freed after this returns (see `CqShared::polling`).
+        // memory (`owner`) is freed below (see `CqShared::polling`). From here on the poller
+        // drops this QP's CQEs without reading its memory.
         self.shared.alive.store(false, Ordering::SeqCst);
         for cq in [&self.shared.send_cq, &self.shared.recv_cq] {
             while cq.polling.load(Ordering::SeqCst) {
                 std::hint::spin_loop();
             }
         }
+        // SAFETY: `owner` is dropped exactly once, here, and not used after (`owner_mut`
+        // needs `&mut self`). Destroying the QP stops the device writing CQEs for it, so
+        // what `forget_outstanding` counts in the rings is final.
+        unsafe { core::mem::ManuallyDrop::drop(&mut self.owner) };
+        let resp = self.forget_outstanding();
         if let Some(srq) = &self.srq {
-            unreserve_srq(srq, &self.shared.recv_cq);
+            unreserve_srq(srq, &self.shared.recv_cq, resp, &self.shared.stale_recv);
         }
         cq_room::release_qp(
             &self.shared.send_cq.commit,

@@ -93,18 +93,29 @@ impl CqShared {
             self.reserved.fetch_sub(n, Ordering::Relaxed);
         }
     }
-    /// The position one past the last software-owned CQE, scanning from the published ci.
-    /// Called on the control path (reset / drop of a QP): every CQE the device wrote for that
-    /// QP lies before it.
-    pub fn scan_end(&self) -> u32 {
+    /// The CQEs the device has written for QP `qpn` and the poller has not consumed yet:
+    /// the position one past the last software-owned CQE (scanning from the published ci),
+    /// and how many CQEs before it name `qpn`, as (requester, responder) CQEs. Called on the
+    /// control path (reset / drop of a QP, once the device stopped working on it): every
+    /// CQE the device wrote for that QP lies before the position, and each of them occupies
+    /// a slot of the ring until the poller consumes it.
+    pub fn stale_of(&self, qpn: u32) -> (u32, u32, u32) {
         let mut ci = self.ci.load(Ordering::Acquire);
+        let (mut req, mut resp) = (0, 0);
         for _ in 0..self.dv.cqe_cnt {
             if !super::cq::cqe_ready(&self.dv, ci) {
                 break;
             }
+            // Orders the owner-bit load above before the loads of the CQE body.
+            crate::barrier::from_device_load_barrier();
+            match super::cq::cqe_qp_side(&self.dv, ci) {
+                (q, true) if q == qpn => req += 1,
+                (q, false) if q == qpn => resp += 1,
+                _ => {}
+            }
             ci = ci.wrapping_add(1);
         }
-        ci
+        (ci, req, resp)
     }
 }
 
@@ -322,6 +333,12 @@ pub(crate) struct QpShared {
     /// Purge marks for the send CQ and the receive CQ (see [`PURGE_ACTIVE`]).
     pub purge_send: AtomicU64,
     pub purge_recv: AtomicU64,
+    /// CQ entries still held for CQEs of this QP that the device wrote before a reset or
+    /// drop and the poller has not consumed (requester CQEs on the send CQ, responder CQEs
+    /// on the receive CQ): each occupies a ring slot until the poller discards it, and gives
+    /// its entry back then (`cq/process.rs`). Set by the control path, taken by the poller.
+    pub stale_send: AtomicU32,
+    pub stale_recv: AtomicU32,
     /// Cleared when the QP is dropped: the CQ then drops its CQEs and forgets it.
     pub alive: AtomicBool,
     /// Set by the poller when it returns an error completion (error or flush CQE) for this

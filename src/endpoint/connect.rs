@@ -3,15 +3,18 @@
 //!
 //! One call swaps endpoints (and the memory window each side chooses to share), moves the QP
 //! RESET → INIT → RTR → RTS towards the peer through the provider, and syncs both sides, so
-//! that when it returns the peer's QP is in RTS too and may be sent to. The whole exchange
+//! that when it returns the peer's QP is in RTS too and may be sent to. When it fails after
+//! the QP left RESET (the transitions, or the sync: the peer sent no sync, a wrong sync byte,
+//! or closed), the QP is moved to ERR before the error is returned: it is never left
+//! connected to a peer that did not confirm. Connect it again (through RESET) to retry. The whole exchange
 //! has one deadline (see [`crate::endpoint`]'s exchange). The TCP connection is handed back
 //! in the [`Connection`] for a later sync or an orderly teardown.
 
 use super::codec::{QpEndpoint, RemoteMr};
 use super::exchange::{exchange_client_by, exchange_server_by, sync_by, Deadline};
 use crate::error::Result;
-use crate::providers::Provider;
-use crate::types::ConnectOpts;
+use crate::providers::{Provider, QueuePair};
+use crate::types::{ConnectOpts, QpState};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
@@ -86,8 +89,26 @@ fn connect_by<P: Provider>(
     };
     let (remote, mut stream) = exchange(&local, &dl)?;
     remote.validate()?;
-    p.connect(qp, &local, &remote, opts)?;
-    sync_by(&mut stream, &dl)?;
+    if let Err(e) = p
+        .connect(qp, &local, &remote, opts)
+        .and_then(|()| sync_by(&mut stream, &dl))
+    {
+        // A bring-up that did not finish leaves no QP connected to a peer that never
+        // confirmed it (no sync, a wrong sync byte, a closed connection): the QP goes to ERR,
+        // which flushes anything posted meanwhile; the next connect takes it through RESET.
+        if qp.state() != QpState::Reset && qp.state() != QpState::Err {
+            if let Err(e2) = p.to_error(qp) {
+                return Err(crate::Error::Protocol {
+                    context: "connect_qp",
+                    detail: format!(
+                        "{e}; moving the QP to ERR failed too ({e2}): drop the QP, do not post \
+                         to it"
+                    ),
+                });
+            }
+        }
+        return Err(e);
+    }
     Ok(Connection {
         local,
         remote,

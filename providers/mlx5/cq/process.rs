@@ -39,11 +39,23 @@ impl<D: Owners> Mlx5Cq<D> {
         let m = mark.load(Ordering::Relaxed);
         if m & PURGE_ACTIVE != 0 {
             if before(self.ci, m as u32) {
-                // A CQE the device wrote before the QP was reset or dropped.
+                // A CQE the device wrote before the QP was reset or dropped. Its slot was
+                // held for it (`QpShared::stale_send`/`stale_recv`): given back now.
                 if !is_req {
                     if let Some(srq) = &qp.srq {
                         srq.free(wqe_counter as u32);
                     }
+                }
+                let held = if is_req {
+                    &qp.stale_send
+                } else {
+                    &qp.stale_recv
+                };
+                if held
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| h.checked_sub(1))
+                    .is_ok()
+                {
+                    *released += 1;
                 }
                 return false;
             }
