@@ -329,3 +329,109 @@ mod bring_up {
         }
     }
 }
+
+// ---------------------------------------------------------------- two processes
+
+mod two_processes {
+    use super::*;
+    use rdma_direct::endpoint::{connect_qp_client, connect_qp_server};
+    use std::net::TcpListener;
+    use std::time::Duration;
+
+    const CHILD: &str = "RDMA_DIRECT_SIM_PEER_OF";
+
+    fn qp(dev: &mut SimDevice) -> (SimQp, SimCq) {
+        let pd = dev.alloc_pd().unwrap();
+        let mut cq = dev.create_cq(256).unwrap();
+        let qp = dev
+            .create_qp(&pd, &mut cq, None, None, &QpConfig::new(QpType::Rc))
+            .unwrap();
+        (qp, cq)
+    }
+
+    fn refused(e: &rdma_direct::Error, who: &str) {
+        let s = e.to_string();
+        assert!(
+            s.contains("a software device cannot reach another process"),
+            "{who}: {s}"
+        );
+    }
+
+    /// The other process of the test below (run by it, with the server's address in
+    /// `RDMA_DIRECT_SIM_PEER_OF`): a client on its own first sim device.
+    #[test]
+    #[ignore = "the peer process of two_sims_in_two_processes_refuse_each_other"]
+    fn peer_process() {
+        let Ok(addr) = std::env::var(CHILD) else {
+            // `cargo test -- --ignored` (the device tests) runs it too: nothing to be a peer of.
+            println!("skipped: the peer process of two_sims_in_two_processes_refuse_each_other");
+            return;
+        };
+        let mut dev = SimDevice::new();
+        let (mut qp, _cq) = qp(&mut dev);
+        let e = connect_qp_client(
+            &mut dev,
+            &mut qp,
+            addr.as_str(),
+            &ConnectOpts::default(),
+            None,
+            Duration::from_secs(20),
+        )
+        .unwrap_err();
+        refused(&e, "client");
+        assert_eq!(qp.state(), QpState::Reset);
+        println!("client refused: {e}");
+    }
+
+    /// Each process's first sim device: two processes exchanging endpoints refuse each
+    /// other's (they used to accept, with the same GID and QPN, and loop back to themselves).
+    #[test]
+    fn two_sims_in_two_processes_refuse_each_other() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "two_processes::peer_process",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(CHILD, addr.to_string())
+            .output_async();
+        let mut dev = SimDevice::new();
+        let (mut qp, _cq) = qp(&mut dev);
+        let e = connect_qp_server(
+            &mut dev,
+            &mut qp,
+            &l,
+            &ConnectOpts::default(),
+            None,
+            Duration::from_secs(20),
+        )
+        .unwrap_err();
+        refused(&e, "server");
+        assert_eq!(qp.state(), QpState::Reset);
+        let out = child.join().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("client refused"),
+            "the peer process: {}\n{text}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    trait OutputAsync {
+        fn output_async(&mut self) -> std::thread::JoinHandle<std::process::Output>;
+    }
+    impl OutputAsync for std::process::Command {
+        fn output_async(&mut self) -> std::thread::JoinHandle<std::process::Output> {
+            let child = self
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::thread::spawn(move || child.wait_with_output().unwrap())
+        }
+    }
+}

@@ -28,12 +28,16 @@ fn two_devices_hand_out_distinct_qpns_and_gids() {
     let (_q2, _c2, e2) = endpoint_of(&mut d2, QpType::Rc);
     assert_ne!(e1.qpn, e2.qpn, "first QPNs of two devices");
     assert_ne!(e1.gid, e2.gid, "GIDs of two devices");
-    // Each GID is an IPv4-mapped loopback address (`::ffff:127.x.y.z`), as before.
+    // Each GID is `fd73:696d::` with this process's id and the device's number.
+    let pid = std::process::id().to_be_bytes();
     for e in [&e1, &e2] {
-        let ip = std::net::Ipv6Addr::from(e.gid)
-            .to_ipv4_mapped()
-            .expect("IPv4-mapped");
-        assert!(ip.is_loopback(), "{ip}");
+        assert_eq!(
+            e.gid[..8],
+            [0xfd, 0x73, 0x69, 0x6d, 0, 0, 0, 0],
+            "{:?}",
+            e.gid
+        );
+        assert_eq!(e.gid[8..12], pid, "the process id");
     }
     assert_eq!(e1.gid, d1.gid());
     assert_eq!(e2.gid, d2.gid());

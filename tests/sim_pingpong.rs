@@ -38,13 +38,10 @@ fn pingpong_on_the_sim_prints_rc_pingpong_lines_and_latency() {
         lines[1].starts_with("  local address:  LID 0x0000, QPN 0x"),
         "{out}"
     );
-    // The sim device's GID: an IPv4-mapped loopback address, printed as IPv6 (each device of
-    // the process has its own, `::ffff:127.0.0.1` for the first).
+    // The sim device's GID, printed as IPv6: `fd73:696d::` with the process id and the
+    // device's number (unique per device and per process).
     let gid: std::net::Ipv6Addr = lines[1].rsplit("GID ").next().unwrap().parse().unwrap();
-    assert!(
-        gid.to_ipv4_mapped().is_some_and(|ip| ip.is_loopback()),
-        "{out}"
-    );
+    assert_eq!(gid.octets()[..4], [0xfd, 0x73, 0x69, 0x6d], "{out}");
     assert!(
         lines[2].starts_with("  remote address: LID 0x0000, QPN 0x"),
         "{out}"

@@ -42,9 +42,10 @@
 //!   Receive queues and SRQs have no doorbell: the device reads their dbrec when a message
 //!   needs a receive. SRQ WQEs are consumed in arrival order along their `next_wqe_index`
 //!   links, and the CQE names the SRQ WQE index as `wqe_counter`.
-//! - One port per device, with its own GID and QPN range (see [`SimDevice::gid`]): two
-//!   devices in one process share nothing, and connecting a QP to another device's endpoint
-//!   is refused (`ibv_modify_qp`/`ibv_create_ah`, EINVAL).
+//! - One port per device, with its own GID and QPN range (see [`SimDevice::gid`]), unique
+//!   per process too: two devices share nothing, and connecting a QP to another device's
+//!   endpoint — of this process or of another one, which a software device can never
+//!   reach — is refused (`ibv_modify_qp`/`ibv_create_ah`, EINVAL, naming which).
 //! - PD, MR (address, length, lkey = rkey, access flags), CQ, QP (RC, UC, UD) with the
 //!   RESET → INIT → RTR → RTS / ERR state machine (invalid transitions are refused), SRQ.
 //! - WQE validation with the syndromes of `MLX5_CQE_SYNDROME_*`, execution of SEND,
@@ -147,23 +148,36 @@ impl Shared {
 /// Sim devices created so far in this process; each takes the next number.
 static DEVICES: AtomicU32 = AtomicU32::new(0);
 
-/// The identity of the `n`-th sim device of the process: its first QPN and its port's GID.
+/// The first four bytes of every sim GID: `fd73:696d` (a unique-local IPv6 prefix, then
+/// "sim" in ASCII), so an endpoint names a software device at sight.
+pub(crate) const SIM_GID_PREFIX: [u8; 4] = [0xfd, 0x73, 0x69, 0x6d];
+
+/// The identity of the `n`-th sim device of process `pid`: its first QPN and its port's GID.
 ///
-/// Devices share no memory, so a QP of one cannot reach a QP of another; distinct QPNs and
-/// GIDs make an endpoint of another device recognisable (connecting to it is refused)
-/// instead of silently naming a local QP with the same number. QPNs: device `n` starts at
-/// `(n mod 255) << 16 | 0x100` (24-bit QPNs; the top byte never 0xff, so never the
-/// multicast QPN 0xffffff), room for 65,280 QPs before the next device's range. GIDs: the
-/// IPv4-mapped loopback address `::ffff:127.0.0.1` plus `n` (the first device keeps
-/// `::ffff:127.0.0.1`). Both repeat after 255 (QPN) and 16M (GID) devices.
-fn identity(n: u32) -> (u32, [u8; 16]) {
-    let qpn_base = ((n % 0xff) << 16) | 0x100;
-    let ipv4 = 0x7f00_0001 + n % 0x00ff_fffe;
+/// Devices share no memory, so a QP of one cannot reach a QP of another — of this process or
+/// of another one. Distinct GIDs make an endpoint of another device recognisable (connecting
+/// to it is refused) instead of silently naming a local QP with the same number; two
+/// processes' first devices used to get the same GID and the same first QPN, so each
+/// accepted the other's endpoint and connected its QP to itself. GID:
+/// `fd73:696d:0:0:PPPP:PPPP:0:NNNN` (the prefix, the process id in bytes 8..11, the device
+/// number in bytes 12..15): unique per process and device. QPNs: device `n` of process
+/// `pid` starts at `((pid + n) mod 255) << 16 | 0x100` (24-bit QPNs; the top byte never 0xff,
+/// so never the multicast QPN 0xffffff), room for 65,280 QPs before the next range; two
+/// processes differ in their first QPN unless their ids differ by a multiple of 255 (the
+/// GID tells them apart regardless).
+fn identity(pid: u32, n: u32) -> (u32, [u8; 16]) {
+    let qpn_base = ((pid.wrapping_add(n) % 0xff) << 16) | 0x100;
     let mut gid = [0u8; 16];
-    gid[10] = 0xff;
-    gid[11] = 0xff;
-    gid[12..].copy_from_slice(&ipv4.to_be_bytes());
+    gid[..4].copy_from_slice(&SIM_GID_PREFIX);
+    gid[8..12].copy_from_slice(&pid.to_be_bytes());
+    gid[12..].copy_from_slice(&n.to_be_bytes());
     (qpn_base, gid)
+}
+
+/// The process id a sim GID carries (`None`: not a sim GID).
+pub(crate) fn gid_process(gid: &[u8; 16]) -> Option<u32> {
+    (gid[..4] == SIM_GID_PREFIX && gid[4..8] == [0; 4])
+        .then(|| u32::from_be_bytes([gid[8], gid[9], gid[10], gid[11]]))
 }
 
 /// The software mlx5 device.
@@ -234,7 +248,7 @@ impl SimDevice {
     /// value); fails only on a frequency the clock info cannot scale.
     pub fn with_clock(clock: SimClockConfig) -> crate::Result<SimDevice> {
         let clock = Arc::new(SimClock::new(clock)?);
-        let (qpn_base, gid) = identity(DEVICES.fetch_add(1, Ordering::Relaxed));
+        let (qpn_base, gid) = identity(std::process::id(), DEVICES.fetch_add(1, Ordering::Relaxed));
         Ok(SimDevice {
             gid,
             shared: Arc::new(Shared {
@@ -323,9 +337,9 @@ impl SimDevice {
         self.shared.threaded.store(false, Ordering::Relaxed);
     }
 
-    /// The GID of the device's single port: an IPv4-mapped loopback address
-    /// (`::ffff:127.0.0.1` for the first device of the process, then `.2`, `.3`, ...), distinct
-    /// per device, as are the QPNs each device hands out.
+    /// The GID of the device's single port: `fd73:696d::` with the process id and the
+    /// device's number in the process (see `identity`), distinct per device and per
+    /// process, as are the QPN ranges the devices hand out.
     pub fn gid(&self) -> [u8; 16] {
         self.gid
     }

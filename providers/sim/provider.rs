@@ -332,18 +332,33 @@ impl SimDevice {
         if remote.gid == self.gid() {
             return Ok(());
         }
-        Err(crate::Error::verb(
-            verb,
-            libc::EINVAL,
-            format!(
-                "the remote endpoint (GID {}, QPN {:#x}) belongs to another sim device (this \
-                 one is GID {}); a sim device connects only its own QPs: create both QPs on \
-                 one SimDevice",
-                std::net::Ipv6Addr::from(remote.gid),
+        let (them, me) = (
+            std::net::Ipv6Addr::from(remote.gid),
+            std::net::Ipv6Addr::from(self.gid()),
+        );
+        let hint = match super::gid_process(&remote.gid) {
+            Some(pid) if pid != std::process::id() => format!(
+                "the remote endpoint (GID {them}, QPN {:#x}) is a sim device of another \
+                 process (pid {pid}; this is pid {}, GID {me}): a software device cannot reach \
+                 another process, it has no link. Run both QPs on one SimDevice in one \
+                 process, or use an RDMA device (-d) between processes",
                 remote.qpn,
-                std::net::Ipv6Addr::from(self.gid()),
+                std::process::id()
             ),
-        ))
+            Some(_) => format!(
+                "the remote endpoint (GID {them}, QPN {:#x}) belongs to another sim device \
+                 (this one is GID {me}); a sim device connects only its own QPs: create both \
+                 QPs on one SimDevice",
+                remote.qpn
+            ),
+            None => format!(
+                "the remote endpoint (GID {them}, QPN {:#x}) is not a sim device's (this one \
+                 is GID {me}): a software device cannot reach another device or host; use an \
+                 RDMA device (-d) for that",
+                remote.qpn
+            ),
+        };
+        Err(crate::Error::verb(verb, libc::EINVAL, hint))
     }
 }
 
