@@ -435,3 +435,103 @@ mod two_processes {
         }
     }
 }
+
+// ---------------------------------------------------------------- async errors
+
+mod async_errors {
+    use super::*;
+    use rdma_direct::providers::sim::AsyncEvent;
+    use rdma_direct::providers::{RecvQueue, RecvWr, WcFlags};
+
+    /// An async CQ error: every QP on the CQ refuses posts naming the CQ, says ERR (a reset
+    /// does not revive it), and the CQ's poll reports the error once, after the CQEs it
+    /// still holds.
+    #[test]
+    fn a_cq_in_error_refuses_posts_naming_it_and_poll_reports_it() {
+        for threaded in [false, true] {
+            let mut b = bed(threaded);
+            let cqn = b.cq.cqn();
+            // One completion in the ring before the fault.
+            let before = b.dev.stats().cqes;
+            b.write(1).unwrap();
+            b.device_writes(1, before);
+            b.dev.fail_cq(cqn);
+            let ev = b.dev.take_events();
+            assert!(ev.contains(&AsyncEvent::CqOverrun { cqn }), "{ev:?}");
+            let qp = b.qp.as_mut().unwrap();
+            assert_eq!(qp.state(), QpState::Err, "state() after the async fatal");
+            let r = qp.sq().post(SendWr::send(2, &[]).signaled());
+            assert_eq!(r.map_err(|r| r.error), Err(PostError::CqError { cqn }));
+            let r = qp.rq().post_recv(RecvWr::new(3, &[]));
+            assert_eq!(r.map_err(|r| r.error), Err(PostError::CqError { cqn }));
+            let msg = PostError::CqError { cqn }.to_string();
+            assert!(
+                msg.contains("in error") && msg.contains(&format!("{cqn:#x}")),
+                "{msg}"
+            );
+            // The CQE already there comes first, then the error, once.
+            let got = b.poll_all();
+            assert_eq!(got.len(), 2, "{got:?}");
+            assert_eq!((got[0].wr_id, got[0].status), (1, WcStatus::Success));
+            assert!(got[1].flags.contains(WcFlags::CQ_ERROR), "{got:?}");
+            assert_eq!(
+                (got[1].status, got[1].vendor_err),
+                (WcStatus::GeneralErr, cqn)
+            );
+            assert!(b.cq.in_error());
+            // A reconnect does not revive a QP whose CQ is in error.
+            let Bed { dev, qp, peer, .. } = &mut b;
+            let opts = ConnectOpts::default();
+            let qp = qp.as_mut().unwrap();
+            let (ea, eb) = (
+                dev.endpoint(qp, &opts).unwrap(),
+                dev.endpoint(peer, &opts).unwrap(),
+            );
+            dev.connect(qp, &ea, &eb, &opts).unwrap();
+            assert_eq!(qp.state(), QpState::Err);
+            let r = qp.sq().post(SendWr::send(4, &[]).signaled());
+            assert_eq!(r.map_err(|r| r.error), Err(PostError::CqError { cqn }));
+            // The peer's CQ is not in error: the peer is untouched.
+            assert_eq!(b.peer.state(), QpState::Rts);
+        }
+    }
+
+    /// An async QP fatal: `state()` says ERR at once, posts are refused, and the device
+    /// flushes what was outstanding; a reconnect revives the QP.
+    #[test]
+    fn an_async_qp_fatal_shows_in_state_and_flushes() {
+        let mut b = bed(false);
+        let qpn = b.qp.as_ref().unwrap().qpn();
+        // Four requests rung, then the fault before the device runs them.
+        for i in 0..4 {
+            let qp = b.qp.as_mut().unwrap();
+            let data = [i as u8; 8];
+            let wr = SendWr::write(i, &[], b.window.0, b.window.1).inline(&data);
+            qp.sq().post(wr.signaled_if(i == 3)).unwrap();
+        }
+        b.qp.as_mut().unwrap().sq().ring();
+        b.dev.fail_qp(qpn);
+        assert_eq!(b.dev.take_events(), vec![AsyncEvent::QpFatal { qpn }]);
+        let qp = b.qp.as_mut().unwrap();
+        assert_eq!(qp.state(), QpState::Err, "state() after QP_FATAL");
+        let r = qp.sq().post(SendWr::send(9, &[]).signaled());
+        assert_eq!(
+            r.map_err(|r| r.error),
+            Err(PostError::BadState {
+                state: QpState::Err
+            })
+        );
+        let got = b.poll_all();
+        assert_eq!(got.len(), 4, "each outstanding request flushed: {got:?}");
+        assert!(
+            got.iter().all(|c| c.status == WcStatus::WrFlushErr),
+            "{got:?}"
+        );
+        b.connect();
+        assert_eq!(b.qp.as_ref().unwrap().state(), QpState::Rts);
+        let before = b.dev.stats().cqes;
+        b.write(10).unwrap();
+        b.device_writes(1, before);
+        assert_eq!(b.poll_all().len(), 1);
+    }
+}

@@ -44,6 +44,17 @@
 //! its queues refuse posts with `PostError::BadState` and `state()` reports ERR (the rxe
 //! provider does the same), until the control path takes it back to RESET.
 //!
+//! Errors outside the CQEs arrive as async events, which the provider hands to
+//! [`Mlx5Qp::mark_fatal`](super::Mlx5Qp::mark_fatal) (`QP_FATAL` and its kin: the same as an
+//! error CQE) and [`Mlx5Cq::mark_error`] (`CQ_ERR`: the CQ overran or failed; the sim does
+//! both itself). A CQ in error fails every QP on it with the CQ as the reason: their posts
+//! are refused with `PostError::CqError` naming the CQ, `state()` says ERR, and a reset does
+//! not revive them (nothing can complete on that CQ again). The CQ's poll returns the CQEs
+//! still in its ring, then once a completion flagged `WcFlags::CQ_ERROR` (status
+//! `GeneralErr`, `vendor_err` the CQN, no request): the requests still outstanding on its
+//! QPs are lost and are not reported one by one. The check costs the empty poll one flag
+//! load and nothing per CQE.
+//!
 //! ## Scatter-to-CQE
 //!
 //! On hardware the `mlx5` device glue creates QPs with scatter-to-CQE disabled
@@ -302,6 +313,8 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     clock: Option<Box<super::ts::CqClock>>,
     /// Keeps the CQ memory alive; every QP registered with this CQ holds it too.
     pub(crate) owner: Arc<D::Cq>,
+    /// The CQ's error (`CqShared::error`) was reported by a poll.
+    error_reported: bool,
 }
 
 // SAFETY: `cqe0` points into the CQ memory `owner` keeps alive (like `dv`, which is `Send`);
@@ -369,13 +382,46 @@ impl<D: Owners> Mlx5Cq<D> {
                 ci: CachePadded::new(0.into()),
                 polling: CachePadded::new(false.into()),
                 commit: Default::default(),
+                error: false.into(),
+                qps: Default::default(),
             }),
+            error_reported: false,
             entries: Vec::with_capacity(8),
             last: 0,
             bogus: 0,
             clock: None,
             owner: Arc::new(owner),
         })
+    }
+
+    /// The CQ in error, reported once as a completion flagged `WcFlags::CQ_ERROR`.
+    #[cold]
+    #[inline(never)]
+    fn report_error(&mut self, out: &mut [Completion]) -> usize {
+        if self.error_reported {
+            return 0;
+        }
+        self.error_reported = true;
+        out[0] = Completion {
+            status: WcStatus::GeneralErr,
+            flags: WcFlags::CQ_ERROR,
+            vendor_err: self.dv.cqn,
+            ..Completion::EMPTY
+        };
+        1
+    }
+
+    /// True once the CQ went into error (an overrun or the device's `IBV_EVENT_CQ_ERR`):
+    /// nothing more completes on it; see `WcFlags::CQ_ERROR`.
+    pub fn in_error(&self) -> bool {
+        self.shared.error.load(Ordering::Acquire)
+    }
+
+    /// The device reported this CQ in error (`IBV_EVENT_CQ_ERR`, or the sim's overrun):
+    /// marks it and every QP on it (see [`WcFlags::CQ_ERROR`]). Control path; the providers
+    /// call it when they learn of the event.
+    pub fn mark_error(&self) {
+        self.shared.fail();
     }
 
     /// CQ number.
@@ -428,6 +474,11 @@ impl<D: Owners> Mlx5Cq<D> {
         let plain_req = x & PM == 0;
         let plain_resp = !plain_req && (x ^ RESP_PLAIN) & PM == 0;
         if !plain_req && !plain_resp && !owned(x) {
+            // Nothing in the ring: the one place a CQ in error is reported (see
+            // `WcFlags::CQ_ERROR`); one flag load on the empty poll only.
+            if self.shared.error.load(Ordering::Relaxed) {
+                return self.report_error(out);
+            }
             return 0;
         }
         // The shared state by address, kept for the end of the poll (not reloaded from `self`

@@ -52,6 +52,7 @@
 //! user's machine.
 
 use std::ffi::c_void;
+use std::sync::Arc;
 
 use super::cq::Mlx5Cq;
 use super::dv::{AddressVector, DvCq, DvQp, DvSrq};
@@ -89,6 +90,16 @@ pub struct Mlx5Device {
     mlx5: &'static ffi::Mlx5,
     psn_seed: u32,
     allow_shared_bfreg: bool,
+    /// Where the async events that fail a queue go ([`Mlx5Device::check_async`]): the
+    /// shared state of each CQ (by `ibv_cq` address) and QP (by number) made here.
+    hosts: std::sync::Mutex<Hosts>,
+}
+
+/// See [`Mlx5Device::check_async`].
+#[derive(Default)]
+struct Hosts {
+    cqs: Vec<(usize, std::sync::Weak<super::shared::CqShared>)>,
+    qps: Vec<(u32, std::sync::Weak<super::shared::QpShared>)>,
 }
 
 /// How a QP reaches its BlueFlame register.
@@ -251,6 +262,7 @@ impl Mlx5Device {
             mlx5,
             psn_seed,
             allow_shared_bfreg: false,
+            hosts: Default::default(),
         })
     }
 
@@ -383,9 +395,45 @@ impl Mlx5Device {
             dbrec: out.dbrec,
         };
         let uar = out.cq_uar.cast::<u8>();
+        let raw = cq.as_ptr() as usize;
         // SAFETY: the memory belongs to `cq`, which the Mlx5Cq keeps alive as its owner; from
         // now on only the Mlx5Cq polls it (libmlx5 treats it as DV owned).
-        Ok((unsafe { Mlx5Cq::from_dv(dv, cq) }?, uar))
+        let cq = unsafe { Mlx5Cq::from_dv(dv, cq) }?;
+        let mut h = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        h.cqs.retain(|(_, w)| w.strong_count() > 0);
+        h.cqs.push((raw, Arc::downgrade(cq.shared())));
+        Ok((cq, uar))
+    }
+
+    /// Read the pending asynchronous events without blocking (a system call each: control
+    /// path only) and apply those that fail a queue made here: `CQ_ERR` marks the CQ in
+    /// error ([`Mlx5Cq::mark_error`]: its QPs refuse posts naming it, its poll reports it),
+    /// `QP_FATAL`, `QP_REQ_ERR` and `QP_ACCESS_ERR` mark the QP failed
+    /// ([`Mlx5Qp::mark_fatal`]: posts refused, `state()` ERR). Returns every event read.
+    /// Call it from the loop that watches [`Context::async_fd`].
+    pub fn check_async(&mut self) -> Result<Vec<verbs::AsyncEvent>> {
+        use verbs::{AsyncElement, AsyncEventKind as K};
+        let mut v = Vec::new();
+        while let Some(ev) = self.ctx.poll_async_event()? {
+            let h = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+            match (ev.kind, ev.element) {
+                (K::CqErr, AsyncElement::Cq(ptr)) => {
+                    let hit = h.cqs.iter().find(|(p, _)| *p == ptr);
+                    if let Some(cq) = hit.and_then(|(_, w)| w.upgrade()) {
+                        cq.fail();
+                    }
+                }
+                (K::QpFatal | K::QpReqErr | K::QpAccessErr, AsyncElement::Qp { qpn, .. }) => {
+                    let hit = h.qps.iter().find(|(n, _)| *n == qpn);
+                    if let Some(qp) = hit.and_then(|(_, w)| w.upgrade()) {
+                        qp.fail();
+                    }
+                }
+                _ => {}
+            }
+            v.push(ev);
+        }
+        Ok(v)
     }
 }
 
@@ -581,7 +629,11 @@ impl Provider for Mlx5Device {
         };
         // SAFETY: the rings, dbrec and bfreg belong to `qp`, kept alive as the Mlx5Qp's owner
         // (dropped after the Mlx5Qp has told its CQs to forget it); only this Mlx5Qp posts.
-        unsafe { Mlx5Qp::from_dv_checked(dv, cfg, caps, send_cq, recv_cq, srq, qp) }
+        let qp = unsafe { Mlx5Qp::from_dv_checked(dv, cfg, caps, send_cq, recv_cq, srq, qp) }?;
+        let mut h = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        h.qps.retain(|(_, w)| w.strong_count() > 0);
+        h.qps.push((qp.qpn(), Arc::downgrade(qp.shared())));
+        Ok(qp)
     }
 
     fn endpoint(&self, qp: &Mlx5Qp, opts: &ConnectOpts) -> Result<QpEndpoint> {

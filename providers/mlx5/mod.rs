@@ -32,7 +32,7 @@ mod owners;
 pub mod probe;
 mod qp;
 mod rq;
-mod shared;
+pub(crate) mod shared;
 mod sq;
 pub mod ts;
 pub mod wqe;

@@ -8,7 +8,9 @@ use super::cq::Mlx5Cq;
 use super::dv::DvQp;
 use super::owners::Owners;
 use super::rq::{Mlx5Rq, Mlx5Srq};
-use super::shared::{CqShared, QpShared, RqShared, SqGates, SqShared, SrqShared, PURGE_ACTIVE};
+use super::shared::{
+    CqShared, QpShared, RqShared, SqGates, SqShared, SrqShared, CQ_ERROR_SET, PURGE_ACTIVE,
+};
 use super::sq::Mlx5Sq;
 use super::{DoorbellMode, Mlx5Device};
 use crate::mmio;
@@ -236,6 +238,7 @@ impl<D: Owners> Mlx5Qp<D> {
             rq_stride: dv.rq_stride,
             purge_send: AtomicU64::new(0),
             purge_recv: AtomicU64::new(0),
+            cq_error: AtomicU32::new(0),
             stale_send: AtomicU32::new(0),
             stale_recv: AtomicU32::new(0),
             alive: AtomicBool::new(true),
@@ -244,6 +247,17 @@ impl<D: Owners> Mlx5Qp<D> {
             send_cq: send_shared.clone(),
             recv_cq: recv_shared.clone(),
         });
+        for cq in [&send_shared, &recv_shared] {
+            let mut qps = cq.qps.lock().unwrap_or_else(|p| p.into_inner());
+            qps.retain(|q| q.strong_count() > 0);
+            qps.push(Arc::downgrade(&shared));
+            if cq.error.load(Ordering::SeqCst) {
+                shared
+                    .cq_error
+                    .store(CQ_ERROR_SET | cq.dv.cqn, Ordering::SeqCst);
+                shared.fail();
+            }
+        }
         match recv_cq {
             Some(rc) => {
                 send_cq.register(&shared, true, false);
@@ -296,7 +310,10 @@ impl<D: Owners> Mlx5Qp<D> {
     pub fn set_state(&mut self, s: QpState) {
         if s == QpState::Reset && self.state != QpState::Reset {
             let _ = self.forget_outstanding();
-            self.shared.failed.store(false, Ordering::SeqCst);
+            // A QP on a CQ in error stays failed: nothing can complete on that CQ again.
+            if self.shared.cq_error.load(Ordering::SeqCst) == 0 {
+                self.shared.failed.store(false, Ordering::SeqCst);
+            }
             self.sq.reset();
             self.rq.reset();
             // SAFETY: `dbrec` is the QP's 2 x u32 doorbell record.
@@ -349,9 +366,22 @@ impl<D: Owners> Mlx5Qp<D> {
         resp
     }
 
+    /// The state this QP shares with its CQs (a device model tells it of async errors).
+    pub(crate) fn shared(&self) -> &Arc<QpShared> {
+        &self.shared
+    }
+
     /// What keeps the QP memory alive (on hardware the verbs QP).
     pub(crate) fn owner_mut(&mut self) -> &mut D::Qp {
         &mut self.owner
+    }
+
+    /// The device moved this QP to ERR outside a CQE (`IBV_EVENT_QP_FATAL` and its kin, or
+    /// the sim's fatal): posts are refused with `BadState` and `state()` says ERR until the
+    /// QP goes back to RESET. Control path; the providers call it when they learn of the
+    /// event.
+    pub fn mark_fatal(&self) {
+        self.shared.fail();
     }
 
     /// Path MTU in bytes (UD sends larger than it are refused).

@@ -153,9 +153,7 @@ impl RecvQueue for Mlx5Rq {
         }
         // The poller returned an error completion for the QP: the device moved it to ERR.
         if self.shared.failed.load(Ordering::Relaxed) {
-            return reject(PostError::BadState {
-                state: QpState::Err,
-            });
+            return reject(self.shared.failed_error());
         }
         // Every SGE counts against max_recv_sge, empty or not, as on the send queue (rdma-core
         // and rxe refuse num_sge > max on both); only the non-empty ones are written.

@@ -51,9 +51,27 @@ pub(crate) struct CqShared {
     /// What the queues created on this CQ may have outstanding (control path: QP creation
     /// refuses a QP the CQ cannot absorb; see `providers/cq_room.rs`).
     pub commit: crate::providers::cq_room::CqCommit,
+    /// Set (once, for good) when the CQ went into error: the device reported an overrun or
+    /// `IBV_EVENT_CQ_ERR` ([`CqShared::fail`]). Read by a poll that finds no CQE.
+    pub error: AtomicBool,
+    /// The QPs completing on this CQ (control path: registered at QP creation, marked by
+    /// [`CqShared::fail`]).
+    pub qps: std::sync::Mutex<Vec<std::sync::Weak<QpShared>>>,
 }
 
 impl CqShared {
+    /// The CQ went into error (the device's overrun or `IBV_EVENT_CQ_ERR`; control path):
+    /// every QP on it fails with the CQ named as the reason (posts refused with
+    /// `PostError::CqError`, `state()` ERR), and polls report it once the ring is drained.
+    pub fn fail(&self) {
+        self.error.store(true, Ordering::SeqCst);
+        let qps = self.qps.lock().unwrap_or_else(|p| p.into_inner());
+        for qp in qps.iter().filter_map(std::sync::Weak::upgrade) {
+            qp.cq_error
+                .store(CQ_ERROR_SET | self.dv.cqn, Ordering::SeqCst);
+            qp.fail();
+        }
+    }
     /// Reserve one entry; false (and nothing reserved) when the CQ could overrun.
     #[inline(always)]
     pub fn try_reserve(&self, n: u32) -> bool {
@@ -310,6 +328,9 @@ impl SrqShared {
     }
 }
 
+/// [`QpShared::cq_error`]: set, with the CQN in the low 24 bits.
+pub(crate) const CQ_ERROR_SET: u32 = 1 << 31;
+
 /// Marks that make a CQ drop the CQEs a reset or dropped QP left behind: `0` = none, else
 /// `1 << 63 | position`: CQEs at positions before `position` belonging to this QP are stale.
 pub(crate) const PURGE_ACTIVE: u64 = 1 << 63;
@@ -346,6 +367,9 @@ pub(crate) struct QpShared {
     /// `PostError::BadState` from then on, as rxe does. Read by the poster's general paths;
     /// cleared by the control path when the QP goes back to RESET.
     pub failed: AtomicBool,
+    /// `CQ_ERROR_SET | cqn` once a CQ this QP completes on went into error (0: none); the
+    /// reason posts are refused with, and why a reset does not revive the QP.
+    pub cq_error: AtomicU32,
     /// The send queue's fast-path gates, read on every post (see `sq.rs`).
     pub gates: SqGates,
     /// The CQs (to give back reservations on reset/drop).
@@ -354,6 +378,27 @@ pub(crate) struct QpShared {
 }
 
 impl QpShared {
+    /// The device moved the QP to ERR outside a CQE (an async QP_FATAL, or its CQ in error;
+    /// control path): posts are refused and `state()` says ERR from now on, as after an error
+    /// completion.
+    pub fn fail(&self) {
+        if !self.failed.swap(true, Ordering::SeqCst) {
+            self.gates.close();
+        }
+    }
+
+    /// Why the queues refuse posts once `failed` is set: the CQ in error, or the QP in ERR.
+    #[cold]
+    pub fn failed_error(&self) -> crate::types::PostError {
+        match self.cq_error.load(Ordering::Acquire) {
+            0 => crate::types::PostError::BadState {
+                state: crate::types::QpState::Err,
+            },
+            c => crate::types::PostError::CqError {
+                cqn: c & !CQ_ERROR_SET,
+            },
+        }
+    }
     /// WQEBBs of the WQE starting at position `pos`, as the poster recorded it ([`NO_WQE`]
     /// where none started yet). Only for a WQE the poster does not touch meanwhile: a staged
     /// or outstanding one.

@@ -1103,9 +1103,7 @@ impl<D: Owners> Mlx5Sq<D> {
     #[inline(always)]
     pub fn post_general(&mut self, wr: &SendWr<'_, D::Ah>) -> Result<(), PostError> {
         if self.failed() {
-            return Err(PostError::BadState {
-                state: QpState::Err,
-            });
+            return Err(self.shared.failed_error());
         }
         let plan = match self.check(wr) {
             Ok(p) => p,

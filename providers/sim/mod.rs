@@ -399,6 +399,19 @@ impl SimDevice {
         self.shared.lock().events.push(event);
     }
 
+    /// Inject a fault: CQ `cqn` goes into error as an overrun would put it (no more CQEs,
+    /// `CQ_ERR` and `QP_FATAL` for each QP on it). The CQ's QPs refuse posts with
+    /// `PostError::CqError`, say ERR, and the CQ's poll reports it (`WcFlags::CQ_ERROR`).
+    pub fn fail_cq(&self, cqn: u32) {
+        self.shared.lock().cq_error(cqn);
+    }
+
+    /// Inject a fault: QP `qpn` moves to ERR with `QP_FATAL`, as a local fatal error would;
+    /// the device flushes its outstanding requests, the QP refuses posts and says ERR.
+    pub fn fail_qp(&self, qpn: u32) {
+        self.shared.lock().qp_fatal(qpn);
+    }
+
     /// The device's view of a QP's state (ERR after an error CQE even if the host has not
     /// looked yet).
     pub fn qp_state(&self, qpn: u32) -> Option<QpState> {

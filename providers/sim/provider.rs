@@ -83,6 +83,7 @@ impl SimDevice {
         // SAFETY: as `create_cq`: a fresh sim CQ ring; `owner` keeps the memory alive.
         let mut cq = unsafe { Mlx5Cq::from_dv(dv, owner) }?;
         cq.set_clock(clock);
+        self.attach_cq(&cq);
         Ok(cq)
     }
 
@@ -193,7 +194,9 @@ impl Provider for SimDevice {
         // SAFETY: `dv` describes a fresh sim CQ ring initialised as the device expects
         // (op_own 0xF0 everywhere); `owner` keeps the memory alive for the CQ's lifetime and
         // only the device and this CQ use it.
-        unsafe { Mlx5Cq::from_dv(dv, owner) }
+        let cq = unsafe { Mlx5Cq::from_dv(dv, owner) }?;
+        self.attach_cq(&cq);
+        Ok(cq)
     }
 
     fn create_cq_ts(&mut self, cqe: u32) -> crate::Result<SimCq> {
@@ -229,6 +232,9 @@ impl Provider for SimDevice {
         let mut qp =
             unsafe { Mlx5Qp::from_dv_checked(dv, cfg, granted, send_cq, recv_cq, srq, owner)? };
         qp.set_path_mtu(SIM_PORT_MTU.bytes());
+        if let Some(q) = self.shared.lock().qps.get_mut(&qp.qpn()) {
+            q.host = Some(Arc::downgrade(qp.shared()));
+        }
         Ok(qp)
     }
 
@@ -326,6 +332,13 @@ impl Provider for SimDevice {
 }
 
 impl SimDevice {
+    /// Tell the device where the host keeps `cq`'s state, so a CQ error reaches it.
+    fn attach_cq(&self, cq: &SimCq) {
+        if let Some(c) = self.shared.lock().cqs.get_mut(&cq.cqn()) {
+            c.host = Some(Arc::downgrade(cq.shared()));
+        }
+    }
+
     /// A remote endpoint must be one of this device's own: sim devices share no memory, and
     /// a QPN of another device could name an unrelated local QP.
     fn same_device(&self, verb: &'static str, remote: &QpEndpoint) -> crate::Result<()> {

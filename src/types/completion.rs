@@ -153,6 +153,12 @@ impl WcFlags {
     pub const GRH: WcFlags = WcFlags(1);
     /// [`Completion::imm`] is valid.
     pub const WITH_IMM: WcFlags = WcFlags(2);
+    /// Not a request's completion: the CQ itself went into error (an overrun, or the
+    /// device's `IBV_EVENT_CQ_ERR`). `status` is `GeneralErr`, `vendor_err` the CQN, `qp_num`
+    /// and `wr_id` 0. The CQ reports it once, after the CQEs it still holds; nothing more
+    /// completes on it, and posts to its QPs are refused with `PostError::CqError`. The
+    /// requests still outstanding on its QPs are lost: destroy the QPs and the CQ.
+    pub const CQ_ERROR: WcFlags = WcFlags(4);
     /// True if every flag of `other` is set.
     #[inline]
     pub const fn contains(self, other: WcFlags) -> bool {

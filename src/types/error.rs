@@ -60,6 +60,13 @@ pub enum PostError {
         /// The state it is in.
         state: QpState,
     },
+    /// A CQ the QP completes on is in error (an overrun, or the device's `IBV_EVENT_CQ_ERR`):
+    /// completions were lost and nothing more arrives on it. Destroy the QPs on it and the CQ,
+    /// and create them again.
+    CqError {
+        /// The CQ in error.
+        cqn: u32,
+    },
     /// A UD send without a destination, or a connected QP given one.
     UdDest,
     /// A UD send larger than the path MTU (rxe reports success and sends nothing).
@@ -119,6 +126,13 @@ impl fmt::Display for PostError {
                 write!(
                     f,
                     "QP is in {state}: sends need RTS, receives need INIT/RTR/RTS"
+                )
+            }
+            PostError::CqError { cqn } => {
+                write!(
+                    f,
+                    "CQ {cqn:#x} of this QP is in error (CQ_ERR: overrun, completions lost): \
+                     destroy its QPs and the CQ and create them again"
                 )
             }
             PostError::UdDest => {

@@ -289,6 +289,7 @@ pub fn post_error_name(e: &PostError) -> &'static str {
         PostError::ZeroLengthRead => "zero_length_read",
         PostError::OpNotSupported { .. } => "op_not_supported",
         PostError::BadState { .. } => "bad_state",
+        PostError::CqError { .. } => "cq_error",
         PostError::UdDest => "ud_dest",
         PostError::UdTooLarge { .. } => "ud_too_large",
         PostError::Device { .. } => "device",
@@ -296,7 +297,7 @@ pub fn post_error_name(e: &PostError) -> &'static str {
 }
 
 /// Every name [`post_error_name`] can return.
-pub const POST_ERROR_NAMES: [&str; 13] = [
+pub const POST_ERROR_NAMES: [&str; 14] = [
     "queue_full",
     "cq_full",
     "inline_too_large",
@@ -307,6 +308,7 @@ pub const POST_ERROR_NAMES: [&str; 13] = [
     "zero_length_read",
     "op_not_supported",
     "bad_state",
+    "cq_error",
     "ud_dest",
     "ud_too_large",
     "device",
@@ -654,6 +656,7 @@ mod tests {
             PostError::BadState {
                 state: rdma_direct::providers::QpState::Init,
             },
+            PostError::CqError { cqn: 0x40 },
             PostError::UdDest,
             PostError::UdTooLarge { len: 2, mtu: 1 },
             PostError::Device { errno: 22 },

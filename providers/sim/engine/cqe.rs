@@ -166,6 +166,53 @@ impl Engine {
         n
     }
 
+    /// CQ `cqn` goes into error (an overrun, or an injected fault): it takes no more CQEs,
+    /// [`AsyncEvent::CqOverrun`] is raised, the QPs completing on it move to ERR (one
+    /// [`AsyncEvent::QpFatal`] each), and the host's CQ state is told (its QPs then refuse
+    /// posts naming the CQ, its poll reports the error).
+    pub(crate) fn cq_error(&mut self, cqn: u32) {
+        let Some(cq) = self.cqs.get_mut(&cqn) else {
+            return;
+        };
+        if cq.overrun {
+            return;
+        }
+        cq.overrun = true;
+        let host = cq.host.as_ref().and_then(std::sync::Weak::upgrade);
+        self.events.push(AsyncEvent::CqOverrun { cqn });
+        // The QPs completing on this CQ cannot go on: move them to ERR.
+        let hit: Vec<u32> = self
+            .qps
+            .values()
+            .filter(|q| q.send_cqn == cqn || q.recv_cqn == cqn)
+            .map(|q| q.qpn)
+            .collect();
+        for qpn in hit {
+            if let Some(q) = self.qps.get_mut(&qpn) {
+                q.state = QpState::Err;
+            }
+            self.events.push(AsyncEvent::QpFatal { qpn });
+        }
+        if let Some(h) = host {
+            h.fail();
+        }
+    }
+
+    /// QP `qpn` moves to ERR with [`AsyncEvent::QpFatal`] (an injected local fatal error):
+    /// the device flushes what it holds, and the host's QP state is told (posts refused,
+    /// `state()` ERR).
+    pub(crate) fn qp_fatal(&mut self, qpn: u32) {
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        q.state = QpState::Err;
+        let host = q.host.as_ref().and_then(std::sync::Weak::upgrade);
+        self.events.push(AsyncEvent::QpFatal { qpn });
+        if let Some(h) = host {
+            h.fail();
+        }
+    }
+
     /// Write one CQE: body first, then `op_own` with a release store. Checks for overrun.
     pub(super) fn write_cqe(&mut self, cqn: u32, mut f: CqeFields, torn_ok: bool) {
         let spins = self.fault.as_ref().map_or(0, |f| f.cfg.torn_write_spins);
@@ -178,22 +225,8 @@ impl Engine {
         }
         let ci = cq.mem.load_be32(cq.dbrec_off + 4 * wire::MLX5_CQ_SET_CI) & wire::MLX5_CQ_CI_MASK;
         if (cq.pi.wrapping_sub(ci) & wire::MLX5_CQ_CI_MASK) >= cq.cqe_cnt {
-            cq.overrun = true;
             self.stats.cqes_dropped += 1;
-            self.events.push(AsyncEvent::CqOverrun { cqn });
-            // The QPs completing on this CQ cannot go on: move them to ERR.
-            let hit: Vec<u32> = self
-                .qps
-                .values()
-                .filter(|q| q.send_cqn == cqn || q.recv_cqn == cqn)
-                .map(|q| q.qpn)
-                .collect();
-            for qpn in hit {
-                if let Some(q) = self.qps.get_mut(&qpn) {
-                    q.state = QpState::Err;
-                }
-                self.events.push(AsyncEvent::QpFatal { qpn });
-            }
+            self.cq_error(cqn);
             return;
         }
         // The time of completion, in the CQ's format (the CQE's timestamp field).

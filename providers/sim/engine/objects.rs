@@ -71,6 +71,9 @@ pub(crate) struct CqCtx {
     /// Producer index: CQEs written, free running (the owner bit is its wrap parity).
     pub(super) pi: u32,
     pub(super) overrun: bool,
+    /// The host's side of the CQ (the mlx5 provider's shared CQ state), told when the CQ
+    /// goes into error, as the driver learns of `IBV_EVENT_CQ_ERR` (set by `create_cq`).
+    pub(crate) host: Option<std::sync::Weak<crate::providers::mlx5::shared::CqShared>>,
     pub(super) held: VecDeque<Held>,
     /// What the CQEs carry in their timestamp field (`None`: zero).
     pub(super) ts: Option<crate::clock::TimestampKind>,
@@ -93,6 +96,9 @@ pub(crate) struct SrqCtx {
 }
 
 pub(crate) struct QpCtx {
+    /// The host's side of the QP (the mlx5 provider's shared QP state), told when the
+    /// device moves the QP to ERR outside a CQE (`IBV_EVENT_QP_FATAL`; set by `create_qp`).
+    pub(crate) host: Option<std::sync::Weak<crate::providers::mlx5::shared::QpShared>>,
     pub(super) qpn: u32,
     pub(super) qp_type: QpType,
     pub(super) pd: u32,
@@ -207,6 +213,7 @@ impl Engine {
                 dbrec_off: ring,
                 pi: 0,
                 overrun: false,
+                host: None,
                 held: VecDeque::new(),
                 ts,
                 uar_off: ring + 64,
@@ -340,6 +347,7 @@ impl Engine {
         self.qps.insert(
             qpn,
             QpCtx {
+                host: None,
                 qpn,
                 qp_type,
                 pd,
