@@ -99,6 +99,11 @@ struct Fuzz {
     /// CQEs in its ring, so `CqFull` is allowed until a poll drains it.
     stale: [bool; 4],
     step: u64,
+    /// Swarm testing: some seeds rarely poll, so CQs fill up with unpolled CQEs before the
+    /// resets and drops that follow.
+    poll_shy: bool,
+    /// Print each step from this one on (`RDMA_DIRECT_FUZZ_TRACE`).
+    trace_from: u64,
     f: Figures,
 }
 
@@ -135,6 +140,8 @@ impl Fuzz {
             next_id: 1,
             stale: [false; 4],
             step: 0,
+            poll_shy: false,
+            trace_from: env("RDMA_DIRECT_FUZZ_TRACE", u64::MAX),
             f: Figures::default(),
         };
         for (i, (ty, srq)) in [
@@ -162,6 +169,7 @@ impl Fuzz {
         for i in [0, 2, 4] {
             f.connect_pair(i);
         }
+        f.poll_shy = f.rng.below(2) == 0;
         f
     }
 
@@ -495,7 +503,26 @@ impl Fuzz {
         self.step += 1;
         self.f.steps += 1;
         let i = self.rng.below(self.slots.len() as u64) as usize;
-        match self.rng.below(100) {
+        let mut action = self.rng.below(100);
+        if self.poll_shy && (65..=79).contains(&action) && self.rng.below(10) != 0 {
+            action = 0;
+        }
+        if self.step >= self.trace_from {
+            let st: Vec<String> = self
+                .slots
+                .iter()
+                .map(|s| {
+                    let q = s.qp.as_ref().unwrap();
+                    format!("{:#x}:{}:{}", q.qpn(), q.state(), s.sends.len())
+                })
+                .collect();
+            let rs: Vec<u32> = self.scq.iter().map(|c| c.reserved()).collect();
+            println!(
+                "step {} slot {i} action {action} {st:?} reserved {rs:?}",
+                self.step
+            );
+        }
+        match action {
             0..=29 => self.post_send(i),
             30..=44 => self.post_recv(i),
             45..=49 => {
