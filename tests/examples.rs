@@ -135,3 +135,21 @@ fn every_example_refuses_a_missing_device_with_an_error() {
         assert!(!stderr.contains("panicked"), "{name}: {stderr}");
     }
 }
+
+#[test]
+fn reconnect_survives_peer_restarts_and_counts_what_was_lost() {
+    let out = run("reconnect", &["-n", "40", "-r", "10"]);
+    assert!(
+        out.contains(
+            "40 batches of 16 orders: 4 peer restarts, 64 orders lost in flight (detected from \
+             error completions, resent), 640 orders acknowledged, 640 delivered in sequence to \
+             the peers"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn reconnect_has_no_unsafe() {
+    assert_no_unsafe("reconnect", include_str!("../examples/reconnect.rs"));
+}
