@@ -496,6 +496,19 @@ mod async_errors {
         }
     }
 
+    /// `poll_one` reports a CQ in error the same way, once.
+    #[test]
+    fn poll_one_reports_a_cq_in_error_once() {
+        let mut b = bed(false);
+        let cqn = b.cq.cqn();
+        b.dev.fail_cq(cqn);
+        let mut c = Completion::EMPTY;
+        assert!(b.cq.poll_one(&mut c));
+        assert!(c.flags.contains(WcFlags::CQ_ERROR), "{c:?}");
+        assert_eq!((c.status, c.vendor_err), (WcStatus::GeneralErr, cqn));
+        assert!(!b.cq.poll_one(&mut c));
+    }
+
     /// An async QP fatal: `state()` says ERR at once, posts are refused, and the device
     /// flushes what was outstanding; a reconnect revives the QP.
     #[test]

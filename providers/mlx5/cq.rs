@@ -660,6 +660,10 @@ impl<D: Owners> Mlx5Cq<D> {
         const PM: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK;
         if x & PM != 0 {
             if !owned(x) {
+                // Nothing in the ring: a CQ in error is reported here as in `poll`.
+                if self.shared.error.load(Ordering::Relaxed) {
+                    return self.report_error(core::slice::from_mut(out)) == 1;
+                }
                 return false;
             }
             // A successful receive without scattered data (opcode RESP_WR_IMM, RESP_SEND or
