@@ -1,7 +1,6 @@
-//! A step-by-step probe of what `Mlx5Device::create_qp` (the `Provider` method) relies on,
-//! for first contact with a device (`rdma-direct selftest`): a thread domain and a parent
-//! domain, a QP from
-//! `mlx5dv_create_qp` on it, what `mlx5dv_init_obj` reports for that QP and a CQ, and the
+//! A step-by-step probe of what `Mlx5Device::create_qp` (the `Provider` method) relies on, for
+//! first contact with a device (`rdma-direct selftest`): a thread domain and a parent domain, a QP
+//! from `mlx5dv_create_qp` on it, what `mlx5dv_init_obj` reports for that QP and a CQ, and the
 //! teardown in libmlx5's order — each step on its own, so a failure names the step.
 //!
 //! Contract: [`DvProbe::domains`], then [`DvProbe::create_qp`], then [`DvProbe::layout`],
