@@ -8,8 +8,7 @@
 //! `benches/compare.sh` (instructions counted by callgrind inside `cg_*` functions only).
 
 mod harness;
-#[path = "rig/plain.rs"]
-mod plain;
+use rdma_direct_rig as plain;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -29,7 +29,7 @@
 //!
 //! [`RegisteredBuf::remote`] describes a range of the buffer for the peer as a
 //! [`RemoteMr`] (address, rkey, length). It travels in the endpoint message
-//! ([`crate::endpoint::connect_qp_server`] and [`crate::endpoint::connect_qp_client`] share
+//! ([`crate::connect::connect_qp_server`] and [`crate::connect::connect_qp_client`] share
 //! it) and the receiver narrows it with [`RemoteMr::slice`], which checks bounds.
 
 use super::{MemoryRegion, RemoteMr, Sge};

@@ -99,23 +99,23 @@
 )]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-pub mod barrier;
-pub mod clock;
+pub use rdma_direct_core::{barrier, clock, error, ffi, mmio, types, verbs, wire};
+pub use rdma_direct_providers as providers;
+
 pub mod cm;
 #[cfg(feature = "doctor")]
 pub mod doctor;
-pub mod endpoint;
-pub mod error;
-pub mod ffi;
-pub mod mmio;
 #[cfg(feature = "perf")]
 pub mod perf;
 pub mod prelude;
-pub mod types;
-pub mod verbs;
-pub mod wire;
-
-#[path = "../providers/mod.rs"]
-pub mod providers;
 
 pub use error::{Error, Result};
+
+/// Out-of-band endpoint exchange: the message, its codecs and the TCP exchange
+/// (`rdma-direct-core`), and any provider's QP connected over TCP in one call
+/// ([`endpoint::connect_qp_server`], [`endpoint::connect_qp_client`], from the providers
+/// crate).
+pub mod endpoint {
+    pub use rdma_direct_core::endpoint::*;
+    pub use rdma_direct_providers::connect::{connect_qp_client, connect_qp_server, Connection};
+}

@@ -16,8 +16,7 @@
 //!   after the loop. A deliberate `getpid` afterwards must raise the count by one: the
 //!   detector is shown to work in the same run.
 
-#[path = "../benches/rig/plain.rs"]
-mod plain;
+use rdma_direct_rig as plain;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -1,6 +1,6 @@
-//! Every mlx5 layout fact has one source, `src/wire/`: no provider, no part of the software
+//! Every mlx5 layout fact has one source, `src/core/wire/`: no provider, no part of the software
 //! device, no bench rig and no tool defines its own copy of an opcode, syndrome, flag bit,
-//! `MLX5_INVALID_LKEY` or CQE field offset, and `src/wire/` itself imports nothing from the
+//! `MLX5_INVALID_LKEY` or CQE field offset, and `src/core/wire/` itself imports nothing from the
 //! crate above it.
 //!
 //! The scan reads the source text (unit-test modules, after `#[cfg(test)]`, are skipped: a
@@ -225,7 +225,7 @@ fn no_provider_rig_or_tool_defines_its_own_layout_constant() {
     }
     assert!(
         bad.is_empty(),
-        "layout facts outside src/wire:\n{}",
+        "layout facts outside src/core/wire:\n{}",
         bad.join("\n")
     );
     for (k, hit) in allowed_hit.iter().enumerate() {
@@ -240,7 +240,7 @@ fn no_provider_rig_or_tool_defines_its_own_layout_constant() {
 #[test]
 fn wire_imports_nothing_above_it() {
     let mut files = Vec::new();
-    rust_files(&root().join("src/wire"), &mut files);
+    rust_files(&root().join("src/core/wire"), &mut files);
     assert!(!files.is_empty());
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
@@ -251,7 +251,7 @@ fn wire_imports_nothing_above_it() {
                 .any(|(at, _)| !line[at..].starts_with("crate::wire"));
             assert!(
                 !up && !line.contains("super::super::super"),
-                "{}:{}: src/wire is a leaf and may not use `{line}`",
+                "{}:{}: src/core/wire is a leaf and may not use `{line}`",
                 relative(&f),
                 i + 1
             );

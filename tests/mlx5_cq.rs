@@ -2,8 +2,7 @@
 //! wrap, selective signaling (`covered`), error syndromes, flushes, receive and SRQ wr_id
 //! mapping, purging the CQEs of reset or dropped QPs, scatter-to-CQE, 128-byte CQEs.
 
-#[path = "../benches/rig/plain.rs"]
-mod plain;
+use rdma_direct_rig as plain;
 
 use plain::{Cqe, Plain, PlainCq, PlainQp, PlainSrq};
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};

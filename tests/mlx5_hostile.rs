@@ -3,8 +3,7 @@
 //! named, and no request completes twice. Each CQE the poller cannot honour is dropped or
 //! reported as an error, and counted in `bogus_cqes`.
 
-#[path = "../benches/rig/plain.rs"]
-mod plain;
+use rdma_direct_rig as plain;
 
 use plain::{Cqe, Plain, PlainCq, PlainQp, PlainSrq};
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};

@@ -1,8 +1,7 @@
 //! mlx5 send queue on plain memory, the test playing the device: WQE bytes, doorbell record,
 //! doorbell / BlueFlame register, validation, queue-full and CQ-full accounting.
 
-#[path = "../benches/rig/plain.rs"]
-mod plain;
+use rdma_direct_rig as plain;
 
 use plain::{Plain, PlainCq, PlainQp};
 use rdma_direct::providers::mlx5::AddressVector;

@@ -3,8 +3,7 @@
 //! CQ), another plays the device and polls; every request must be accounted for exactly once,
 //! in order, through `wr_id` and `covered`.
 
-#[path = "../benches/rig/plain.rs"]
-mod plain;
+use rdma_direct_rig as plain;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

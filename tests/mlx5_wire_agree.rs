@@ -3,8 +3,7 @@
 //! from rdma-core's headers): for a deterministic spread of requests, both write the same
 //! bytes into identical rings, wrap-around included, and the receive/SRQ WQEs parse back.
 
-#[path = "../benches/rig/plain.rs"]
-mod plain;
+use rdma_direct_rig as plain;
 
 use plain::{Plain, PlainCq, PlainQp, PlainSrq};
 use rdma_direct::providers::mlx5::AddressVector;

@@ -1,7 +1,7 @@
 //! Queue memory in plain host memory, with the caller acting as the device: the bench and
-//! test rig of the mlx5 provider. Not part of the library: `benches/mlx5_hot.rs`,
-//! `src/bin/rdma-direct/bench.rs` and the mlx5 tests include this file with
-//! `#[path = ".../benches/rig/plain.rs"] mod plain;` and use the library's public API only.
+//! test rig of the mlx5 provider, a crate of its own (`rdma-direct-rig`) that the library does
+//! not depend on: `benches/mlx5_hot.rs`, the CLI's `bench` and the mlx5 tests use it, and it
+//! uses the providers' public API only.
 //!
 //! [`PlainCq`], [`PlainQp`] and [`PlainSrq`]
 //! allocate the rings, doorbell records and a BlueFlame area the way `mlx5dv_init_obj` would
@@ -12,28 +12,25 @@
 //! ([`PlainCq::push`]). [`PlainQp::complete_sends`] is a minimal device that answers every
 //! signaled WQE up to the send dbrec with a REQ CQE, without allocating.
 //!
-//! Every byte the rig writes or reads as the device goes through `rdma_direct::wire`: CQEs
+//! Every byte the rig writes or reads as the device goes through `rdma_direct_core::wire`: CQEs
 //! are emitted by [`CqeRepr::emit`], ctrl segments read through [`CtrlSeg`], offsets and bits
 //! by their `MLX5_*` names.
 //!
 //! Measurements on this memory are "measured on plain memory, not hardware".
 
-// Each includer uses a different part of the rig.
-#![allow(dead_code)]
-
 use std::alloc::Layout;
 use std::sync::Arc;
 
-use rdma_direct::mmio;
-use rdma_direct::providers::mlx5::{AddressVector, DvCq, DvQp, DvSrq, Mlx5Cq, Mlx5Qp, Owners};
-use rdma_direct::providers::{
-    Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, SendOp, SendWr, Sge,
-};
-use rdma_direct::wire::offset::{cqe64, srq_next};
-use rdma_direct::wire::{
+use rdma_direct_core::mmio;
+use rdma_direct_core::wire::offset::{cqe64, srq_next};
+use rdma_direct_core::wire::{
     Cqe64, CqeOpcode, CqeRepr, CtrlSeg, Syndrome, MLX5_CQE64_LEN, MLX5_CQE_FLAGS_GRH_PRESENT,
     MLX5_CQE_INVALID_OP_OWN, MLX5_CQE_OWNER_MASK, MLX5_CQE_REQ, MLX5_SEND_WQE_BB, MLX5_SND_DBR,
     MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
+};
+use rdma_direct_providers::mlx5::{AddressVector, DvCq, DvQp, DvSrq, Mlx5Cq, Mlx5Qp, Owners};
+use rdma_direct_providers::{
+    Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, SendOp, SendWr, Sge,
 };
 
 /// The plain-memory "device": every queue's memory is a [`Region`] (the queue holds it
@@ -227,7 +224,7 @@ impl PlainCq {
         let owner = ((self.pi & self.dv.cqe_cnt) != 0) as u8;
         self.mem.write(slot, &cqe.0[..cqe64::OP_OWN]);
         // The body is visible before the owner byte that validates it.
-        rdma_direct::barrier::to_device_store_barrier();
+        rdma_direct_core::barrier::to_device_store_barrier();
         let op_own = (cqe.0[cqe64::OP_OWN] & !MLX5_CQE_OWNER_MASK) | owner;
         self.mem.write(slot + cqe64::OP_OWN, &[op_own]);
         self.pi = self.pi.wrapping_add(1);
@@ -366,7 +363,7 @@ impl PlainQp {
 
 /// An SRQ in plain memory, its entries linked `0 -> 1 -> ... -> n-1`.
 pub struct PlainSrq {
-    /// The descriptor for [`rdma_direct::providers::mlx5::Mlx5Srq::from_dv`].
+    /// The descriptor for [`rdma_direct_providers::mlx5::Mlx5Srq::from_dv`].
     pub dv: DvSrq,
     /// Ring, then the dbrec.
     pub mem: Arc<Region>,

@@ -35,7 +35,7 @@ use super::{ConnectOpts, Provider};
 
 /// Connects two QPs of one device to each other (RESET → INIT → RTR → RTS on both): the
 /// loopback pair of tests, of a process talking to itself, of an example on the sim. Between
-/// processes use [`crate::endpoint::connect_qp_server`] / [`crate::endpoint::connect_qp_client`].
+/// processes use [`crate::connect::connect_qp_server`] / [`crate::connect::connect_qp_client`].
 pub fn connect_pair<P: Provider>(
     p: &mut P,
     a: &mut P::Qp,

@@ -70,12 +70,12 @@ impl RingWriter {
     #[inline]
     pub fn slot(&self, seq: u64) -> RemoteTarget {
         let index = seq % self.slots as u64;
-        // Inside the ring: index < slots and slots * slot_size <= ring.len().
-        RemoteTarget::checked(
-            self.ring.addr() + index * self.slot_size as u64,
-            self.ring.rkey(),
-            self.slot_size,
-        )
+        // Inside the ring: index < slots and slots * slot_size <= ring.len() (checked by
+        // `new`), so `sub` cannot refuse.
+        match self.ring.sub(index as u32 * self.slot_size, self.slot_size) {
+            Some(t) => t,
+            None => unreachable!("slot {index} outside a ring checked by RingWriter::new"),
+        }
     }
     /// Claims the next message: its sequence number and slot; `None` when the writer is
     /// `slots` ahead of the reader's acknowledgement (wait for [`RingWriter::ack`]).
@@ -182,7 +182,12 @@ mod tests {
 
     #[test]
     fn the_writer_stops_slots_ahead_and_resumes_on_ack() {
-        let ring = RemoteTarget::checked(0x10_000, 0x77, 4 * 64 + 10);
+        let window = crate::RemoteMr {
+            addr: 0x10_000,
+            len: 4 * 64 + 10,
+            rkey: 0x77,
+        };
+        let ring = window.target(0, window.len).unwrap();
         let mut w = RingWriter::new(ring, 64).unwrap();
         assert_eq!((w.slots(), w.room()), (4, 4));
         let got: Vec<_> = std::iter::from_fn(|| w.claim()).collect();

@@ -2,7 +2,7 @@
 //! with one stall deadline ([`wait_each`]).
 
 use crate::error::{Error, Result};
-use crate::providers::{Completion, CompletionQueue, Provider};
+use crate::{Completion, CompletionQueue, Provider};
 use std::borrow::BorrowMut;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};

@@ -1,8 +1,6 @@
 //! Per-QP accounting of send requests in flight, and receives kept posted.
 
-use crate::providers::{
-    Completion, PostListError, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge,
-};
+use crate::{Completion, PostListError, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge};
 
 /// How many send requests one QP has in flight, kept from its completions.
 ///

@@ -27,11 +27,11 @@ use std::os::fd::AsRawFd;
 use super::cq::Mlx5Cq;
 use crate::barrier::{wc_flush, wc_start};
 use crate::mmio;
-use crate::providers::{Completion, CompletionQueue};
 use crate::wire::{
     MLX5_CQ_ARM_DB, MLX5_CQ_ARM_SN_MASK, MLX5_CQ_ARM_SN_SHIFT, MLX5_CQ_CI_MASK, MLX5_CQ_DB_REQ_NOT,
     MLX5_CQ_DB_REQ_NOT_SOL, MLX5_CQ_DOORBELL,
 };
+use crate::{Completion, CompletionQueue};
 
 /// `mlx5_arm_cq`'s arithmetic: the arm word for `dbrec[1]` and the 64-bit UAR doorbell.
 #[inline]

@@ -157,7 +157,6 @@ use super::shared::{before, CqShared, QpShared, PURGE_ACTIVE};
 use super::Mlx5Device;
 use crate::barrier::from_device_load_barrier;
 use crate::mmio;
-use crate::providers::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
 use crate::wire::offset::{cqe64, ctrl, data, err_cqe};
 use crate::wire::{
     MLX5_CQE64_LEN, MLX5_CQE_FLAGS_GRH, MLX5_CQE_INVALID, MLX5_CQE_OPCODE_SHIFT,
@@ -174,6 +173,7 @@ use crate::wire::{
     MLX5_OPCODE_RDMA_READ, MLX5_OPCODE_RDMA_WRITE, MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_QPN_MASK,
     MLX5_SEND_WQE_BB, MLX5_SND_DBR, MLX5_WQE_CTRL_DS_MASK, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
 };
+use crate::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
 
 /// Error syndromes (CQE byte 55) as `WcStatus`, as libmlx5 maps them; unknown syndromes
 /// map to `GeneralErr`.

@@ -1,5 +1,5 @@
 //! Hardware glue: [`Mlx5Device`] implements [`Provider`] over the verbs control path
-//! ([`crate::verbs`]) and hands the queue memory `mlx5dv_init_obj` describes to the hot-path
+//! ([`rdma_direct_core::verbs`]) and hands the queue memory `mlx5dv_init_obj` describes to the hot-path
 //! types of this provider.
 //!
 //! - Opening refuses a device libmlx5 does not drive, *before* any `mlx5dv_*` call sees the
@@ -67,12 +67,12 @@ use crate::ffi::{
     self, ibv_pd, ibv_qp_init_attr_ex, ibv_td, mlx5dv_context, mlx5dv_cq, mlx5dv_obj, mlx5dv_qp,
     mlx5dv_qp_init_attr, mlx5dv_srq,
 };
-use crate::providers::{
+use crate::{
     Access, ConnectOpts, Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState, QpType,
     QueuePair,
 };
-use crate::verbs::{self, Context};
 use crate::{Error, Result};
+use rdma_direct_core::verbs::{self, Context};
 
 /// `MLX5DV_OBJ_AH`.
 const MLX5DV_OBJ_AH: u64 = 1 << 5;

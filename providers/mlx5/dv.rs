@@ -1,7 +1,7 @@
 //! The queue memory `mlx5dv_init_obj` hands out, as plain descriptors.
 //!
 //! On hardware these are filled from `struct mlx5dv_qp` / `mlx5dv_cq` / `mlx5dv_srq` (see
-//! [`crate::ffi`]); on the software device ([`crate::providers::sim`]) from the sim's own
+//! [`crate::ffi`]); on the software device ([`crate::sim`]) from the sim's own
 //! memory. The hot-path types of this provider are built from these descriptors only, so they
 //! cannot tell the two apart.
 //!

@@ -9,7 +9,7 @@
 //! | [`Mlx5Qp`] | a QP: [`Mlx5Sq`] + [`Mlx5Rq`], `set_state` from the control path |
 //! | [`Mlx5Sq`] | WQE writing, SQ accounting, doorbell / BlueFlame |
 //! | [`Mlx5Rq`], [`Mlx5Srq`] | receive WQEs, RQ / SRQ doorbell records |
-//! | [`Mlx5Cq`] | owner-bit polling, CQE → [`crate::providers::Completion`] |
+//! | [`Mlx5Cq`] | owner-bit polling, CQE → [`crate::Completion`] |
 //! | [`Owners`] | per device: what owns each queue's memory, the UD address handle type |
 //! | [`wqe`] | a request as the wire layer's [`crate::wire::SendWqe`] (tests, tools) |
 //!

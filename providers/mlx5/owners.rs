@@ -13,8 +13,8 @@
 //! handle does not compile:
 //!
 //! ```compile_fail
-//! use rdma_direct::providers::mlx5::{AddressVector, Mlx5Qp};
-//! use rdma_direct::providers::{QueuePair, SendQueue, SendWr, UdDest};
+//! use rdma_direct_providers::mlx5::{AddressVector, Mlx5Qp};
+//! use rdma_direct_providers::{QueuePair, SendQueue, SendWr, UdDest};
 //! // A hardware QP takes the hardware handle (`Mlx5Ah`), not a bare address vector.
 //! fn send(qp: &mut Mlx5Qp, ah: &AddressVector) {
 //!     let dest = UdDest { ah, remote_qpn: 1, remote_qkey: 1 };
@@ -25,9 +25,9 @@
 //! The same post on a device whose handle is the address vector compiles:
 //!
 //! ```
-//! use rdma_direct::providers::mlx5::{AddressVector, Mlx5Qp};
-//! use rdma_direct::providers::sim::SimDevice;
-//! use rdma_direct::providers::{QueuePair, SendQueue, SendWr, UdDest};
+//! use rdma_direct_providers::mlx5::{AddressVector, Mlx5Qp};
+//! use rdma_direct_providers::sim::SimDevice;
+//! use rdma_direct_providers::{QueuePair, SendQueue, SendWr, UdDest};
 //! fn send(qp: &mut Mlx5Qp<SimDevice>, ah: &AddressVector) {
 //!     let dest = UdDest { ah, remote_qpn: 1, remote_qkey: 1 };
 //!     let _ = qp.sq().post(SendWr::send(1, &[]).to(dest));

@@ -9,8 +9,8 @@
 
 use super::device::Mlx5Device;
 use crate::ffi::{self, ibv_pd, ibv_qp, ibv_qp_init_attr_ex, ibv_td, mlx5dv_qp_init_attr};
-use crate::verbs::{self, Context};
 use crate::{Error, Result};
+use rdma_direct_core::verbs::{self, Context};
 
 /// The raw objects of the probe.
 pub struct DvProbe {

@@ -13,12 +13,12 @@ use super::shared::{
 };
 use super::sq::Mlx5Sq;
 use super::{DoorbellMode, Mlx5Device};
+use crate::cq_room::{self, Need};
 use crate::mmio;
-use crate::providers::cq_room::{self, Need};
-use crate::providers::{QpCaps, QpConfig, QpState, QpType, QueuePair};
 use crate::wire::{
     MAX_DS, MLX5_QPN_MASK, MLX5_RCV_DBR, MLX5_SEND_WQE_BB, MLX5_SND_DBR, MLX5_WQE_DS_UNITS,
 };
+use crate::{QpCaps, QpConfig, QpState, QpType, QueuePair};
 
 /// An mlx5 queue pair (hardware or sim memory).
 pub struct Mlx5Qp<D: Owners = Mlx5Device> {
@@ -73,7 +73,7 @@ impl<D: Owners> Mlx5Qp<D> {
     /// `recv_cq: None` means the send CQ receives the receive completions too.
     ///
     /// This raw constructor (memory the caller brings) does not apply the CQ-room rule that
-    /// [`Provider::create_qp`](crate::providers::Provider::create_qp) applies on mlx5 and the
+    /// [`Provider::create_qp`](crate::Provider::create_qp) applies on mlx5 and the
     /// sim (`providers/cq_room.rs`): queues deeper than their CQ are accepted here, and a
     /// post that could overrun the CQ is then refused with `PostError::CqFull`.
     ///

@@ -26,9 +26,9 @@ use super::shared::{CqShared, QpShared, SrqShared};
 use super::Mlx5Device;
 use crate::barrier::to_device_store_barrier;
 use crate::mmio;
-use crate::providers::{PostError, QpState, QpType, RecvQueue, RecvWr, Rejected, Sge};
 use crate::wire::offset::{data, srq_next};
 use crate::wire::{MLX5_INVALID_LKEY, MLX5_RCV_DBR, MLX5_WQE_DS_UNITS as U, MLX5_WQE_INDEX_MASK};
+use crate::{PostError, QpState, QpType, RecvQueue, RecvWr, Rejected, Sge};
 
 /// Write data segments for `sges` at `p` (room for `max` segments), with the terminator.
 ///

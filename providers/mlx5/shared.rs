@@ -50,7 +50,7 @@ pub(crate) struct CqShared {
     pub polling: CachePadded<AtomicBool>,
     /// What the queues created on this CQ may have outstanding (control path: QP creation
     /// refuses a QP the CQ cannot absorb; see `providers/cq_room.rs`).
-    pub commit: crate::providers::cq_room::CqCommit,
+    pub commit: crate::cq_room::CqCommit,
     /// Set (once, for good) when the CQ went into error: the device reported an overrun or
     /// `IBV_EVENT_CQ_ERR` ([`CqShared::fail`]). Read by a poll that finds no CQE.
     pub error: AtomicBool,
@@ -296,7 +296,7 @@ pub(crate) struct SrqShared {
     pub stride: u32,
     /// Static CQ reservations: (CQ identity, QPs attached through it, what was committed on
     /// that CQ for the SRQ, see `providers/cq_room.rs`). Control path only.
-    pub cq_refs: std::sync::Mutex<Vec<(usize, u32, crate::providers::cq_room::Need)>>,
+    pub cq_refs: std::sync::Mutex<Vec<(usize, u32, crate::cq_room::Need)>>,
 }
 
 // SAFETY: `buf` points into SRQ memory the SRQ's owner keeps alive (held by the `Mlx5Srq` and

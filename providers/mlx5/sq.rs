@@ -87,9 +87,6 @@ use super::shared::{CqShared, QpShared, SqEntry, SqGates};
 use super::{DoorbellMode, Mlx5Device};
 use crate::barrier::{to_device_store_barrier, wc_flush, wc_start};
 use crate::mmio;
-use crate::providers::{
-    Payload, PostError, QpCaps, QpState, QpType, Rejected, SendFlags, SendOp, SendQueue, SendWr,
-};
 use crate::wire::offset::{av, ctrl as ctrl_off, data as data_off, raddr as raddr_off};
 use crate::wire::{
     MAX_DS, MLX5_AV_LEN, MLX5_EXTENDED_UD_AV, MLX5_INLINE_SEG, MLX5_OPCODE_ATOMIC_CS,
@@ -98,6 +95,9 @@ use crate::wire::{
     MLX5_SEND_WQE_BB, MLX5_SND_DBR, MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_CTRL_DS_MASK,
     MLX5_WQE_CTRL_FENCE, MLX5_WQE_CTRL_QPN_SHIFT, MLX5_WQE_CTRL_SOLICITED,
     MLX5_WQE_CTRL_WQE_INDEX_SHIFT, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
+};
+use crate::{
+    Payload, PostError, QpCaps, QpState, QpType, Rejected, SendFlags, SendOp, SendQueue, SendWr,
 };
 
 /// `fm_ce_se` by `SendFlags` bits (SIGNALED 1, FENCE 2, SOLICITED 4).

@@ -3,33 +3,11 @@
 //! scatter/gather entries convert both ways. For tests, tools and the device side; the hot
 //! path writes the same bytes by pointer without building these values.
 
-use crate::providers::{Payload, SendFlags, SendOp, SendWr, Sge};
 use crate::wire::{
     self, Opcode, SendWqe, MLX5_AV_LEN, MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_CTRL_FENCE,
     MLX5_WQE_CTRL_SOLICITED,
 };
-
-impl From<Sge> for wire::Sge {
-    #[inline]
-    fn from(s: Sge) -> wire::Sge {
-        wire::Sge {
-            addr: s.addr,
-            length: s.length,
-            lkey: s.lkey,
-        }
-    }
-}
-
-impl From<wire::Sge> for Sge {
-    #[inline]
-    fn from(s: wire::Sge) -> Sge {
-        Sge {
-            addr: s.addr,
-            length: s.length,
-            lkey: s.lkey,
-        }
-    }
-}
+use crate::{Payload, SendFlags, SendOp, SendWr};
 
 /// The `fm_ce_se` byte for a request's flags: SIGNALED to `MLX5_WQE_CTRL_CQ_UPDATE`, FENCE to
 /// `MLX5_WQE_CTRL_FENCE`, SOLICITED to `MLX5_WQE_CTRL_SOLICITED` (a queue that signals on its
@@ -111,6 +89,7 @@ pub fn send_wqe<'a, A>(
 mod tests {
     use super::*;
     use crate::wire::{emit_send_wqe, fm_ce_se, WQEBB_LEN};
+    use crate::Sge;
 
     #[test]
     fn send_requests_map_to_wqes() {

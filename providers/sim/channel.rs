@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::providers::mlx5::EventChannel;
+use crate::mlx5::EventChannel;
 
 /// A completion channel of the sim (see the module doc).
 #[derive(Debug)]

@@ -134,7 +134,7 @@ impl std::fmt::Debug for DevMem {
 ///
 /// # Safety
 /// `src..src+len` must be readable and `dst..dst+len` writable for the duration of the call
-/// (guaranteed by the registration contract of [`crate::providers::Provider::reg_mr`]).
+/// (guaranteed by the registration contract of [`crate::Provider::reg_mr`]).
 pub(crate) unsafe fn dma_copy(dst: *mut u8, src: *const u8, len: usize) {
     // SAFETY: the caller guarantees both ranges are valid; `copy` allows overlap (a WRITE
     // within one MR).

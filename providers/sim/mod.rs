@@ -5,7 +5,7 @@
 //! the memory `mlx5dv_init_obj` would — SQ and RQ rings (64-byte SQ stride, power-of-two
 //! counts), doorbell records, a UAR page with a BlueFlame register of two 256-byte halves per
 //! QP, CQ rings with every CQE initialised as libmlx5 and the kernel leave a new CQ buffer —
-//! as the descriptors of [`crate::providers::mlx5::dv`]. The production mlx5 provider runs on
+//! as the descriptors of [`crate::mlx5::dv`]. The production mlx5 provider runs on
 //! it unchanged: it cannot tell, and it has no sim-only branch.
 //!
 //! Words used here as rdma-core uses them: **qpn** (QP number), **lkey/rkey** (local/remote
@@ -18,7 +18,7 @@
 //! ## Choosing a mode
 //!
 //! - **Deterministic** ([`SimDevice::new`], the default): the device does nothing on its
-//!   own. [`Provider::progress`](crate::providers::Provider::progress) runs it until idle
+//!   own. [`Provider::progress`](crate::Provider::progress) runs it until idle
 //!   (every posted request executes, every CQE is written), as do [`SimDevice::process`] (one
 //!   pass) and [`SimDevice::run_until_idle`]. Every run is reproducible and single-threaded,
 //!   so tests, the examples, scenario runs and anything debugged step by step use it. A loop
@@ -94,7 +94,7 @@
 //! still alive, the engine keeps running for them on the device thread (started then if the
 //! device was in deterministic mode), which ends once the last object is dropped. Posts,
 //! rings and polls go on working as before; only the `SimDevice` methods (and so
-//! [`Provider::progress`](crate::providers::Provider::progress)) are gone with it.
+//! [`Provider::progress`](crate::Provider::progress)) are gone with it.
 //!
 //! ## A new CQ buffer: owner bit 0
 //!
@@ -472,7 +472,7 @@ impl SimDevice {
         &self,
         cq: &SimCq,
         ch: channel::SimChannel,
-    ) -> crate::Result<crate::providers::mlx5::CqWaiter<channel::SimChannel>> {
+    ) -> crate::Result<crate::mlx5::CqWaiter<channel::SimChannel>> {
         let mut e = self.shared.lock();
         let cqn = cq.cqn();
         let c = e
@@ -487,9 +487,9 @@ impl SimDevice {
         let uar = c.mem.ptr(c.uar_off);
         // SAFETY: `dbrec` and `uar` are the CQ's doorbell record and UAR stub in memory the
         // CQ's owner keeps alive; the waiter is used with that CQ only (its `wait` takes it).
-        let mut arm = unsafe { crate::providers::mlx5::CqArm::new(cqn, cq.dbrec(), uar) };
+        let mut arm = unsafe { crate::mlx5::CqArm::new(cqn, cq.dbrec(), uar) };
         arm.keep_alive(cq.keep_alive());
-        Ok(crate::providers::mlx5::CqWaiter::new(arm, ch))
+        Ok(crate::mlx5::CqWaiter::new(arm, ch))
     }
 
     /// The UAR stub of CQ `cqn` (its CQ doorbell is at `MLX5_CQ_DOORBELL`): what

@@ -1,10 +1,10 @@
-//! PD and MR of the sim, and the [`Provider`](crate::providers::Provider) implementation that
+//! PD and MR of the sim, and the [`Provider`](crate::Provider) implementation that
 //! puts the mlx5 hot-path types on sim memory.
 
 use std::sync::Arc;
 
 use super::{Shared, SimDevice};
-use crate::providers::{Access, MemoryRegion};
+use crate::{Access, MemoryRegion};
 
 /// A protection domain of the sim.
 #[derive(Debug)]
@@ -65,14 +65,14 @@ impl MemoryRegion for SimMr {
 
 impl SimDevice {
     /// A CQ whose CQEs carry the device clock's time of completion in `kind`'s format, with
-    /// its [`CqClock`](crate::providers::mlx5::CqClock) attached (free-running: the device's
+    /// its [`CqClock`](crate::mlx5::CqClock) attached (free-running: the device's
     /// clock-info page). Use it for both CQs of a QP.
     pub fn create_cq_ts(
         &mut self,
         cqe: u32,
         kind: crate::clock::TimestampKind,
     ) -> crate::Result<SimCq> {
-        use crate::providers::mlx5::CqClock;
+        use crate::mlx5::CqClock;
         let clock = match kind {
             crate::clock::TimestampKind::RealTime => CqClock::real_time(),
             crate::clock::TimestampKind::FreeRunning => {
@@ -126,8 +126,8 @@ impl SimDevice {
 }
 
 use crate::endpoint::Mtu;
-use crate::providers::mlx5::{AddressVector, Mlx5Cq, Mlx5Qp, Mlx5Srq, Owners};
-use crate::providers::{
+use crate::mlx5::{AddressVector, Mlx5Cq, Mlx5Qp, Mlx5Srq, Owners};
+use crate::{
     CompletionQueue, ConnectOpts, Provider, ProviderKind, QpConfig, QpEndpoint, QpState, QpType,
     QueuePair,
 };

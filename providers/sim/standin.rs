@@ -23,8 +23,8 @@ use libc::c_int;
 
 use super::{SimDevice, SimOwner, SimQpAttr};
 use crate::clock::TimestampKind;
-use crate::providers::{Access, QpCaps, QpConfig, QpState, QpType};
 use crate::Error;
+use crate::{Access, QpCaps, QpConfig, QpState, QpType};
 
 /// `struct standin_cq_desc`.
 #[repr(C)]
@@ -278,7 +278,7 @@ unsafe extern "C" fn cb_reg_mr(
             // it mapped until ibv_dereg_mr, which deregisters it here first (`cb_dereg_mr`).
             let mr =
                 unsafe { d.reg_sim_mr(&pd, addr as *mut u8, len as usize, Access(access & 0xf)) }?;
-            let k = crate::providers::MemoryRegion::lkey(&mr);
+            let k = crate::MemoryRegion::lkey(&mr);
             // The key lives until cb_dereg_mr (the SimMr would deregister on drop).
             std::mem::forget(mr);
             Ok(k)

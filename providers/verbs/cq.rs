@@ -7,9 +7,9 @@ use std::sync::Arc;
 use super::shared::{CqBudget, Route};
 use super::{POLL_BATCH, RECV_TAG};
 use crate::ffi::{self, ibv_wc};
-use crate::providers::CompletionQueue;
 use crate::types::{Completion, QpState, WcFlags, WcOpcode, WcStatus};
-use crate::verbs;
+use crate::CompletionQueue;
+use rdma_direct_core::verbs;
 
 /// A completion queue of the verbs provider.
 pub struct VerbsCq {

@@ -10,9 +10,9 @@ use super::shared::{commit_qp, CqBudget, CqCommits, SharedState, SqRing};
 use super::sq::VerbsSq;
 use crate::error::{Error, Result};
 use crate::ffi::{ibv_send_wr, ibv_sge};
-use crate::providers::{Provider, ProviderKind, QpEndpoint, QueuePair, RecvQueue, SendQueue};
 use crate::types::{Access, ConnectOpts, QpCaps, QpConfig, QpState, QpType};
-use crate::verbs::{self, AsyncEvent, Context};
+use crate::{Provider, ProviderKind, QpEndpoint, QueuePair, RecvQueue, SendQueue};
+use rdma_direct_core::verbs::{self, AsyncEvent, Context};
 
 /// The refusal of [`Provider::create_cq_ts`] on this provider: a plain `ibv_create_cq` CQ
 /// carries no timestamps, and rxe refuses `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`

@@ -5,7 +5,7 @@
 //! `qp.rs` (the queue pair), `shared.rs` (the bookkeeping a queue shares with the CQs it
 //! completes on).
 //!
-//! [`VerbsDevice`] implements [`Provider`] on top of the control path in [`crate::verbs`];
+//! [`VerbsDevice`] implements [`Provider`] on top of the control path in [`rdma_direct_core::verbs`];
 //! the data path goes through the context's ops table ([`crate::ffi::ops`]): `post_send`,
 //! `post_recv`, `post_srq_recv`, `poll_cq`. On rxe a post is a `write()` system call and the
 //! kernel does the work, so this path is for tests and portability, not for speed.
@@ -66,11 +66,11 @@
 //! big-endian into `ibv_send_wr.imm_data` (which verbs.h defines as network order), and
 //! `ibv_wc.imm_data` is converted back, so [`Completion::imm`] equals what was sent.
 //!
-//! [`Provider`]: crate::providers::Provider
-//! [`SendQueue::post`]: crate::providers::SendQueue::post
-//! [`SendQueue::ring`]: crate::providers::SendQueue::ring
-//! [`CompletionQueue::poll`]: crate::providers::CompletionQueue::poll
-//! [`QueuePair::caps`]: crate::providers::QueuePair::caps
+//! [`Provider`]: crate::Provider
+//! [`SendQueue::post`]: crate::SendQueue::post
+//! [`SendQueue::ring`]: crate::SendQueue::ring
+//! [`CompletionQueue::poll`]: crate::CompletionQueue::poll
+//! [`QueuePair::caps`]: crate::QueuePair::caps
 //! [`PostError::BadState`]: crate::types::PostError::BadState
 //! [`PostError::CqFull`]: crate::types::PostError::CqFull
 //! [`PostError::UdTooLarge`]: crate::types::PostError::UdTooLarge

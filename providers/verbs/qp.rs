@@ -4,9 +4,9 @@
 use super::rq::VerbsRq;
 use super::shared::CqCommits;
 use super::sq::VerbsSq;
-use crate::providers::QueuePair;
 use crate::types::{QpCaps, QpState, QpType};
-use crate::verbs;
+use crate::QueuePair;
+use rdma_direct_core::verbs;
 
 /// A queue pair of the verbs provider.
 pub struct VerbsQp {
@@ -21,7 +21,7 @@ pub struct VerbsQp {
 
 impl VerbsQp {
     /// The control-path QP (for queries; do not change its state behind this provider's
-    /// back: the state checks rely on [`Provider::connect`](crate::providers::Provider::connect) / [`Provider::to_error`](crate::providers::Provider::to_error)).
+    /// back: the state checks rely on [`Provider::connect`](crate::Provider::connect) / [`Provider::to_error`](crate::Provider::to_error)).
     pub fn inner(&self) -> &verbs::Qp {
         &self.qp
     }

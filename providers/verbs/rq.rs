@@ -9,9 +9,9 @@ use super::shared::{CqBudget, RecvRing, SharedState};
 use super::sq::RingError;
 use super::RECV_TAG;
 use crate::ffi::{self, ibv_recv_wr, ibv_sge};
-use crate::providers::RecvQueue;
 use crate::types::{PostError, QpState, QpType, RecvWr, Rejected};
-use crate::verbs;
+use crate::RecvQueue;
+use rdma_direct_core::verbs;
 
 /// Where a receive queue posts.
 #[derive(Clone, Copy)]

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::providers::cq_room::{self, Need};
+use crate::cq_room::{self, Need};
 use crate::types::QpState;
 
 /// The user's wr_ids of one SQ, indexed by our send sequence modulo `cap`.
@@ -81,7 +81,7 @@ pub(super) struct CqBudget {
     pub(super) used: AtomicU32,
     /// What the queues created on the CQ may hold (QP creation checks it against `cqe`; see
     /// `providers/cq_room.rs`).
-    pub(super) commit: crate::providers::cq_room::CqCommit,
+    pub(super) commit: crate::cq_room::CqCommit,
 }
 
 impl CqBudget {

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use super::shared::{CqBudget, SharedState, SqRing};
 use crate::ffi::{self, ibv_send_wr, ibv_sge};
-use crate::providers::SendQueue;
 use crate::types::{Payload, PostError, QpState, QpType, Rejected, SendFlags, SendOp, SendWr};
-use crate::verbs;
+use crate::SendQueue;
+use rdma_direct_core::verbs;
 
 /// The send queue of a [`VerbsQp`](super::VerbsQp).
 pub struct VerbsSq {

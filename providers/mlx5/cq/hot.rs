@@ -4,7 +4,7 @@
 //! registers. Every other CQE is left to `process`.
 
 use super::*;
-use crate::providers::mlx5::shared::{RqShared, SqDone, SqEntry};
+use crate::mlx5::shared::{RqShared, SqDone, SqEntry};
 use crate::wire::MLX5_CQE_RESP_SEND;
 use std::sync::atomic::AtomicU64;
 

@@ -20,8 +20,8 @@
 
 use super::{AsyncEvent, Engine};
 use crate::clock::TimestampKind;
-use crate::providers::QpState;
 use crate::wire::{self, Cqe64, CqeOpcode, CqeRepr, Syndrome};
+use crate::QpState;
 
 /// What goes into one CQE, before the owner bit is known.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 //! `recv` (or for the engine's own buffers), so every copy here stays inside memory the
 //! host registered or the engine owns.
 
-use crate::providers::sim::mem::dma_copy;
+use crate::sim::mem::dma_copy;
 
 /// A checked range of memory: `len` bytes at `ptr`.
 #[derive(Clone, Copy)]

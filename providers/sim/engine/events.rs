@@ -1,7 +1,7 @@
 //! What the device reports besides CQEs: asynchronous events and the engine's counters.
 //!
 //! Pure data. The engine appends events (CQ overrun, QP fatal) and bumps counters; the
-//! [`SimDevice`](crate::providers::sim::SimDevice) hands them out (`take_events`, `stats`).
+//! [`SimDevice`](crate::sim::SimDevice) hands them out (`take_events`, `stats`).
 /// Something the device reports outside the CQs (an `ibv_async_event`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AsyncEvent {

@@ -19,8 +19,8 @@ use super::dma::{gather_into, scatter_from, Span, EMPTY_SPAN};
 use super::fetch::{seg_len, Wqe, MAX_SEGS, MAX_WQE};
 use super::objects::QpCtx;
 use super::{stream, Engine};
-use crate::providers::{Access, QpState, QpType};
 use crate::wire;
+use crate::{Access, QpState, QpType};
 
 /// What happened to the WQE at the head of the SQ.
 pub(super) enum Step {

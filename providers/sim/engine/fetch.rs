@@ -15,8 +15,8 @@
 use super::dma::{Span, EMPTY_SPAN};
 use super::objects::QpCtx;
 use super::Engine;
-use crate::providers::QpType;
 use crate::wire::{self, DataItem, DatagramSeg};
+use crate::QpType;
 
 /// The largest WQE: `ds` is 6 bits, so 63 × 16 bytes, rounded up to whole WQEBBs (1024).
 pub(super) const MAX_WQE: usize =

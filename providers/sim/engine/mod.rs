@@ -86,8 +86,8 @@ pub(crate) use objects::{CqCtx, QpCtx, SrqCtx};
 
 use super::clock::SimClock;
 use super::fault::FaultInjector;
-use crate::providers::QpState;
 use crate::wire;
+use crate::QpState;
 use cqe::CqeFields;
 use execute::Step;
 use objects::MrEntry;

@@ -15,10 +15,10 @@ use std::sync::Arc;
 use super::cqe::Held;
 use super::fetch::MAX_SEGS;
 use super::{einval, Engine};
-use crate::providers::sim::fault::{FaultConfig, FaultInjector, FaultStats};
-use crate::providers::sim::mem::DevMem;
-use crate::providers::{Access, QpState, QpType};
+use crate::sim::fault::{FaultConfig, FaultInjector, FaultStats};
+use crate::sim::mem::DevMem;
 use crate::wire;
+use crate::{Access, QpState, QpType};
 
 /// Attributes the control path sets on a QP (the sim's `ibv_qp_attr`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub struct SimQpAttr {
     pub remote_qpn: u32,
     /// Path MTU in bytes (UD sends above it fail; RC/UC messages are not packetised).
     pub path_mtu: u32,
-    /// RNR retries (7 = forever); default 6, as [`crate::providers::ConnectOpts`].
+    /// RNR retries (7 = forever); default 6, as [`crate::ConnectOpts`].
     pub rnr_retry: u8,
     /// Transport retries (7 = forever).
     pub retry_cnt: u8,
@@ -73,7 +73,7 @@ pub(crate) struct CqCtx {
     pub(super) overrun: bool,
     /// The host's side of the CQ (the mlx5 provider's shared CQ state), told when the CQ
     /// goes into error, as the driver learns of `IBV_EVENT_CQ_ERR` (set by `create_cq`).
-    pub(crate) host: Option<std::sync::Weak<crate::providers::mlx5::shared::CqShared>>,
+    pub(crate) host: Option<std::sync::Weak<crate::mlx5::shared::CqShared>>,
     pub(super) held: VecDeque<Held>,
     /// What the CQEs carry in their timestamp field (`None`: zero).
     pub(super) ts: Option<crate::clock::TimestampKind>,
@@ -98,7 +98,7 @@ pub(crate) struct SrqCtx {
 pub(crate) struct QpCtx {
     /// The host's side of the QP (the mlx5 provider's shared QP state), told when the
     /// device moves the QP to ERR outside a CQE (`IBV_EVENT_QP_FATAL`; set by `create_qp`).
-    pub(crate) host: Option<std::sync::Weak<crate::providers::mlx5::shared::QpShared>>,
+    pub(crate) host: Option<std::sync::Weak<crate::mlx5::shared::QpShared>>,
     pub(super) qpn: u32,
     pub(super) qp_type: QpType,
     pub(super) pd: u32,
@@ -266,11 +266,11 @@ impl Engine {
         &mut self,
         pd: u32,
         qp_type: QpType,
-        caps: &crate::providers::QpCaps,
+        caps: &crate::QpCaps,
         send_cqn: u32,
         recv_cqn: u32,
         srqn: Option<u32>,
-    ) -> crate::Result<(u32, crate::providers::QpCaps, u32)> {
+    ) -> crate::Result<(u32, crate::QpCaps, u32)> {
         if !self.cqs.contains_key(&send_cqn) || !self.cqs.contains_key(&recv_cqn) {
             return Err(einval("sim create_qp", "unknown CQ"));
         }

@@ -8,8 +8,7 @@
 
 use std::time::Instant;
 
-#[path = "../../../benches/rig/plain.rs"]
-mod plain;
+use rdma_direct_rig as plain;
 
 #[path = "batching.rs"]
 mod batching;

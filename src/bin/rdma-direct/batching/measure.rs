@@ -18,7 +18,7 @@ use rdma_direct::providers::{
 };
 
 use super::options::{Config, Mode, Opts, PayloadKind, Where, MAX_INLINE};
-use crate::bench::plain;
+use rdma_direct_rig as plain;
 
 /// Send queue depth on devices.
 const DEPTH: u32 = 256;

@@ -2,11 +2,11 @@
 //! QP parameters, access flags, path MTU and post errors.
 //!
 //! These are plain values. The modules here import only `std`, each other and
-//! [`crate::error`]; everything else in the crate (control path, endpoint codec, providers,
-//! tools) builds on them, never the other way round. `tests/deps.rs` enforces it.
+//! [`crate::error`]; everything else in the workspace (control path, endpoint codec,
+//! providers, tools) builds on them, never the other way round. `tests/deps.rs` enforces it.
 //!
-//! The provider traits that consume these types are in [`crate::providers`], which also
-//! re-exports every name here.
+//! The provider traits that consume these types are in the providers crate
+//! (`rdma_direct::providers`), which also re-exports every name here.
 
 /// Declares a mirror of a C enum from one table of (variant, C value, name): the enum, plus
 /// a catch-all variant holding any value this crate does not know, `from_ibv`, `to_ibv`,

@@ -63,7 +63,7 @@
 //! the device side reads it back:
 //!
 //! ```
-//! use rdma_direct::wire::{self, fm_ce_se, DataItem, Opcode, Payload, SendWqe, WqeSize};
+//! use rdma_direct_core::wire::{self, fm_ce_se, DataItem, Opcode, Payload, SendWqe, WqeSize};
 //!
 //! let mut ring = vec![0u8; 8 * wire::WQEBB_LEN];
 //! let wqe = SendWqe {

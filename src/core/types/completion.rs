@@ -1,4 +1,4 @@
-//! Completions: what [`crate::providers::CompletionQueue::poll`] writes.
+//! Completions: what the providers' `CompletionQueue::poll` writes.
 //!
 //! [`WcStatus`] and [`WcOpcode`] carry the values of `enum ibv_wc_status` and
 //! `enum ibv_wc_opcode`, so a verbs completion converts with one `from_ibv` and the mlx5 and sim

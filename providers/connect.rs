@@ -10,11 +10,11 @@
 //! has one deadline (see [`crate::endpoint`]'s exchange). The TCP connection is handed back
 //! in the [`Connection`] for a later sync or an orderly teardown.
 
-use super::codec::{QpEndpoint, RemoteMr};
-use super::exchange::{exchange_client_by, exchange_server_by, sync_by, Deadline};
+use crate::endpoint::{exchange_client_by, exchange_server_by, sync_by, Deadline};
+use crate::endpoint::{QpEndpoint, RemoteMr};
 use crate::error::Result;
-use crate::providers::{Provider, QueuePair};
 use crate::types::{ConnectOpts, QpState};
+use crate::{Provider, QueuePair};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 

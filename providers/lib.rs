@@ -1,4 +1,12 @@
-//! The data-plane API and its providers.
+//! # rdma-direct-providers
+//!
+//! The data-plane API and its providers: the middle floor of rdma-direct. It builds on
+//! `rdma-direct-core` (wire layouts, vocabulary, FFI, control path, endpoint exchange), whose
+//! modules are imported at this crate's root so that `crate::wire`, `crate::types`, ... name
+//! them here as in the rest of the workspace. The one name both floors use is `verbs`:
+//! `crate::verbs` is the verbs *provider* (libibverbs post/poll); the control path it and the
+//! mlx5 provider build on is written out as `rdma_direct_core::verbs`. Embedders reach this
+//! crate as `rdma_direct::providers`.
 //!
 //! One hot loop, written once against these traits, runs on three providers:
 //!
@@ -25,7 +33,7 @@
 //! checker enforces it. Two live posters on one queue do not compile:
 //!
 //! ```compile_fail
-//! use rdma_direct::providers::{QueuePair, SendQueue, SendWr};
+//! use rdma_direct_providers::{QueuePair, SendQueue, SendWr};
 //! fn two_posters<Q: QueuePair>(qp: &mut Q) {
 //!     let a = qp.sq();
 //!     let b = qp.sq(); // second mutable borrow while `a` is alive
@@ -38,7 +46,7 @@
 //! typo):
 //!
 //! ```
-//! use rdma_direct::providers::{QueuePair, SendQueue, SendWr};
+//! use rdma_direct_providers::{QueuePair, SendQueue, SendWr};
 //! fn one_poster_at_a_time<Q: QueuePair>(qp: &mut Q) {
 //!     let _ = qp.sq().post(SendWr::send(1, &[]));
 //!     let _ = qp.sq().post(SendWr::send(2, &[]));
@@ -60,9 +68,19 @@
 //! The vocabulary the traits speak (work requests, completions, QP parameters, post errors)
 //! is defined in [`crate::types`] and re-exported here.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+// Without the `sim` feature the docs still name the sim (what that feature adds); those links
+// cannot resolve in that build, and only there are they allowed.
+#![cfg_attr(not(feature = "sim"), allow(rustdoc::broken_intra_doc_links))]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 use std::fmt;
 
+use rdma_direct_core::{barrier, clock, endpoint, error, ffi, mmio, types, wire};
+use rdma_direct_core::{Error, Result};
+
 pub mod buffer;
+pub mod connect;
 pub(crate) mod cq_room;
 pub mod flow;
 pub mod helpers;
@@ -107,7 +125,7 @@ pub trait MemoryRegion {
 
 /// The control-path MR is the memory region of the providers that register through
 /// libibverbs (mlx5 and verbs).
-impl MemoryRegion for crate::verbs::Mr {
+impl MemoryRegion for rdma_direct_core::verbs::Mr {
     fn addr(&self) -> u64 {
         self.as_mut_ptr() as u64
     }
@@ -279,7 +297,7 @@ impl fmt::Display for ProviderKind {
 /// queues of the QPs on it), QPs ([`Provider::create_qp`], in RESET), then the bring-up:
 /// [`Provider::endpoint`] describes a QP to its peer, [`Provider::connect`] takes it to RTS
 /// towards the peer's endpoint ([`flow::connect_pair`] for two QPs of one device,
-/// [`crate::endpoint::connect_qp_server`] / [`crate::endpoint::connect_qp_client`] between
+/// [`crate::connect::connect_qp_server`] / [`crate::connect::connect_qp_client`] between
 /// processes). From then on the data plane is the queues' own (`qp.sq()`, `qp.rq()`,
 /// `cq.poll`), with [`Provider::progress`] called between post and poll so the same loop also
 /// runs on the deterministic software device.

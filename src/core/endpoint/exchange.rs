@@ -51,13 +51,14 @@ fn read_exact_or(r: &mut impl Read, buf: &mut [u8], what: &str) -> Result<()> {
 
 /// One deadline for a whole exchange.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Deadline {
+pub struct Deadline {
     at: Instant,
     total: Duration,
 }
 
 impl Deadline {
-    pub(crate) fn after(total: Duration) -> Self {
+    /// A deadline `total` from now.
+    pub fn after(total: Duration) -> Self {
         Deadline {
             at: Instant::now() + total,
             total,
@@ -131,7 +132,7 @@ fn write_by(s: &mut TcpStream, b: &[u8], what: &str, dl: &Deadline) -> Result<()
 }
 
 /// Reads one endpoint message from a socket within `dl`.
-pub(crate) fn read_endpoint_by(s: &mut TcpStream, dl: &Deadline) -> Result<QpEndpoint> {
+pub fn read_endpoint_by(s: &mut TcpStream, dl: &Deadline) -> Result<QpEndpoint> {
     let mut b = [0u8; MAX_MESSAGE_LEN];
     read_exact_by(s, &mut b[..HEADER_LEN], "header", "endpoint", dl)?;
     let len = QpEndpoint::decode_header(&b[..HEADER_LEN])?;
@@ -146,7 +147,7 @@ pub(crate) fn read_endpoint_by(s: &mut TcpStream, dl: &Deadline) -> Result<QpEnd
 }
 
 /// Writes one endpoint message to a socket within `dl`.
-pub(crate) fn write_endpoint_by(s: &mut TcpStream, ep: &QpEndpoint, dl: &Deadline) -> Result<()> {
+pub fn write_endpoint_by(s: &mut TcpStream, ep: &QpEndpoint, dl: &Deadline) -> Result<()> {
     write_by(s, &ep.encode()?, "endpoint", dl)
 }
 
@@ -165,7 +166,7 @@ fn set_nodelay(s: &TcpStream) -> Result<()> {
 }
 
 /// Accepts one connection before `dl`.
-pub(crate) fn accept_by(listener: &TcpListener, dl: &Deadline) -> Result<TcpStream> {
+pub fn accept_by(listener: &TcpListener, dl: &Deadline) -> Result<TcpStream> {
     let (deadline, timeout) = (dl.at, dl.total);
     listener
         .set_nonblocking(true)
@@ -204,7 +205,7 @@ pub fn exchange_server(
     exchange_server_by(listener, local, &Deadline::after(timeout))
 }
 
-pub(crate) fn exchange_server_by(
+pub fn exchange_server_by(
     listener: &TcpListener,
     local: &QpEndpoint,
     dl: &Deadline,
@@ -226,7 +227,7 @@ pub fn exchange_client(
     exchange_client_by(addr, local, &Deadline::after(timeout))
 }
 
-pub(crate) fn exchange_client_by(
+pub fn exchange_client_by(
     addr: impl ToSocketAddrs,
     local: &QpEndpoint,
     dl: &Deadline,
@@ -269,7 +270,7 @@ pub fn sync(s: &mut TcpStream) -> Result<()> {
     sync_by(s, &Deadline::after(DEFAULT_TIMEOUT))
 }
 
-pub(crate) fn sync_by(s: &mut TcpStream, dl: &Deadline) -> Result<()> {
+pub fn sync_by(s: &mut TcpStream, dl: &Deadline) -> Result<()> {
     write_by(s, b"R", "sync", dl)?;
     let mut b = [0u8; 1];
     read_exact_by(s, &mut b, "sync byte", "sync", dl)?;

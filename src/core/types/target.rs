@@ -9,7 +9,7 @@
 //! [`crate::types::SendWr::cas_at`], [`crate::types::SendWr::faa_at`]) take the target whole.
 //!
 //! ```compile_fail
-//! use rdma_direct::types::{RemoteTarget, SendWr, Sge};
+//! use rdma_direct_core::types::{RemoteTarget, SendWr, Sge};
 //! fn swapped(sge: &[Sge], target: RemoteTarget, imm: u32) -> SendWr<'_, ()> {
 //!     SendWr::write_imm_to(1, sge, imm, target) // the immediate where the target goes
 //! }
@@ -18,7 +18,7 @@
 //! The same call with the arguments in their places compiles:
 //!
 //! ```
-//! use rdma_direct::types::{RemoteTarget, SendWr, Sge};
+//! use rdma_direct_core::types::{RemoteTarget, SendWr, Sge};
 //! fn in_place(sge: &[Sge], target: RemoteTarget, imm: u32) -> SendWr<'_, ()> {
 //!     SendWr::write_imm_to(1, sge, target, imm)
 //! }

@@ -117,7 +117,7 @@ impl QpConfig {
     /// (`create_qp` refuses a smaller one): with these defaults, 128 entries per queue.
     ///
     /// ```
-    /// use rdma_direct::types::{QpCaps, QpConfig, QpType};
+    /// use rdma_direct_core::types::{QpCaps, QpConfig, QpType};
     /// let cfg = QpConfig::new(QpType::Rc);
     /// let QpCaps { max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data } = cfg.caps;
     /// assert_eq!((max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data), (128, 128, 4, 4, 64));
