@@ -76,9 +76,11 @@ fn arm_bytes(arm_sn: u32, cons_index: u32, cqn: u32, solicited: bool) -> ([u8; 8
     let mut arm = unsafe { CqArm::new(cqn, dbrec.0.as_mut_ptr().cast(), uar.0.as_mut_ptr()) };
     // Only the low two bits of the event count reach the doorbell (sn = arm_sn & 3), so
     // counting arm_sn & 3 events gives the same bytes without billions of calls.
+    assert_eq!(arm.arm_sn(), 0, "a new CQ has received no event");
     for _ in 0..(arm_sn & 3) {
         arm.event_received();
     }
+    assert_eq!(arm.arm_sn(), arm_sn & 3, "each event taken counts once");
     arm.arm(cons_index, solicited);
     let mut d = [0u8; 8];
     d.copy_from_slice(&dbrec.0[..8]);
