@@ -21,8 +21,7 @@ use rdma_direct::wire::{
     cqe64_offset, cqe_owner_for, cqe_sw_owned, emit_recv_wqe, emit_send_wqe, emit_send_wqe_bb,
     emit_srq_wqe, fm_ce_se, parse_recv_wqe, parse_send_wqe, parse_srq_wqe, AtomicSeg, Cqe64,
     CqeOpcode, CqeRepr, CtrlSeg, DataItem, DataSeg, DatagramSeg, ErrCqe, InlineSeg, Opcode,
-    RaddrSeg, SendWqe, SrqNextSeg, Syndrome, WqeSize, AV_LEN, CQE_INLINE_SCATTER_32,
-    CQE_INLINE_SCATTER_64, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, WQEBB_LEN,
+    RaddrSeg, SendWqe, SrqNextSeg, Syndrome, WqeSize, MLX5_AV_LEN, MLX5_SEND_WQE_BB,
 };
 use rdma_direct::wire::{Payload, Sge};
 
@@ -301,8 +300,8 @@ fn sges_of(c: &Case) -> Vec<Sge> {
         .collect()
 }
 
-fn av_of(c: &Case) -> [u8; AV_LEN] {
-    let mut av = [0u8; AV_LEN];
+fn av_of(c: &Case) -> [u8; MLX5_AV_LEN] {
+    let mut av = [0u8; MLX5_AV_LEN];
     let mut v = DatagramSeg::new_unchecked(&mut av[..]);
     v.set_qkey(c.num("qkey") as u32);
     v.set_dqp_dct(c.num("dqpn") as u32, c.num("ext") == 1);
@@ -356,11 +355,11 @@ fn golden_wqes_match_byte_for_byte() {
         };
 
         // Encode into a 0xa5 ring and compare the whole ring with the golden one.
-        let mut golden = vec![0xa5u8; wqe_cnt * WQEBB_LEN];
+        let mut golden = vec![0xa5u8; wqe_cnt * MLX5_SEND_WQE_BB];
         for (off, unit) in &c.units {
             golden[*off..*off + 16].copy_from_slice(unit);
         }
-        let mut ring = vec![0xa5u8; wqe_cnt * WQEBB_LEN];
+        let mut ring = vec![0xa5u8; wqe_cnt * MLX5_SEND_WQE_BB];
         let size = emit_send_wqe(&mut ring, &wqe).unwrap_or_else(|e| panic!("{name}: {e}"));
         let want = WqeSize {
             ds: c.num("ds") as u8,
@@ -375,16 +374,16 @@ fn golden_wqes_match_byte_for_byte() {
             );
         }
         // The first unit sits at the slot of wqe_idx.
-        let slot_off = (usize::from(wqe_idx) % wqe_cnt) * WQEBB_LEN;
+        let slot_off = (usize::from(wqe_idx) % wqe_cnt) * MLX5_SEND_WQE_BB;
         assert_eq!(c.units[0].0, slot_off, "{name}");
         // The one-WQEBB fast path writes the same slot, or refuses a larger WQE.
-        let mut slot = [0xa5u8; WQEBB_LEN];
+        let mut slot = [0xa5u8; MLX5_SEND_WQE_BB];
         match emit_send_wqe_bb(&mut slot, &wqe) {
             Ok(s) => {
                 assert_eq!(s, want, "{name}: fast path size");
                 assert_eq!(
                     &slot[..],
-                    &golden[slot_off..slot_off + WQEBB_LEN],
+                    &golden[slot_off..slot_off + MLX5_SEND_WQE_BB],
                     "{name}: fast path"
                 );
             }
@@ -735,12 +734,31 @@ fn rust_const(name: &str) -> Option<u64> {
         "MLX5_WQE_CTRL_SOLICITED" => fm_ce_se::SOLICITED.into(),
         "MLX5_WQE_CTRL_FENCE" => fm_ce_se::FENCE.into(),
         "MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE" => fm_ce_se::SMALL_FENCE.into(),
-        "MLX5_INVALID_LKEY" => INVALID_LKEY.into(),
-        "MLX5_EXTENDED_UD_AV" => EXTENDED_UD_AV.into(),
-        "MLX5_INLINE_SEG" => INLINE_SEG.into(),
-        "MLX5_SEND_WQE_BB" => WQEBB_LEN as u64,
-        "MLX5_INLINE_SCATTER_32" => CQE_INLINE_SCATTER_32.into(),
-        "MLX5_INLINE_SCATTER_64" => CQE_INLINE_SCATTER_64.into(),
+        // What the views write for these, not the names (wire_named checks those).
+        "MLX5_INVALID_LKEY" => {
+            let mut b = [0u8; 16];
+            DataSeg::new_unchecked(&mut b).set_terminator();
+            DataSeg::new_unchecked(&b).lkey().into()
+        }
+        "MLX5_EXTENDED_UD_AV" => {
+            let mut b = [0u8; MLX5_AV_LEN];
+            DatagramSeg::new_unchecked(&mut b).set_dqp_dct(0, true);
+            DatagramSeg::new_unchecked(&b).dqp_dct().into()
+        }
+        "MLX5_INLINE_SEG" => {
+            let mut b = [0u8; 4];
+            InlineSeg::new_unchecked(&mut b).set_len(0);
+            InlineSeg::new_unchecked(&b).byte_count().into()
+        }
+        "MLX5_SEND_WQE_BB" => {
+            // The smallest ring the encoder takes is one WQEBB.
+            let fits = |n: usize| {
+                emit_send_wqe(&mut vec![0u8; n], &SendWqe::new(Opcode::Nop, 0, 0)).is_ok()
+            };
+            (1..=4096).find(|&n| fits(n)).unwrap() as u64
+        }
+        "MLX5_INLINE_SCATTER_32" => rdma_direct::wire::MLX5_INLINE_SCATTER_32.into(),
+        "MLX5_INLINE_SCATTER_64" => rdma_direct::wire::MLX5_INLINE_SCATTER_64.into(),
         _ => return None,
     })
 }
@@ -853,16 +871,32 @@ fn wire_offset(s: &str, m: &str) -> Option<usize> {
         ("mlx5_wqe_ctrl_seg", "opmod_idx_opcode") => ctrl::OPMOD_IDX_OPCODE,
         ("mlx5_wqe_ctrl_seg", "qpn_ds") => ctrl::QPN_DS,
         ("mlx5_wqe_ctrl_seg", "signature") => ctrl::SIGNATURE,
+        ("mlx5_wqe_ctrl_seg", "dci_stream_channel_id") => ctrl::DCI_STREAM_CHANNEL_ID,
         ("mlx5_wqe_ctrl_seg", "fm_ce_se") => ctrl::FM_CE_SE,
         ("mlx5_wqe_ctrl_seg", "imm") => ctrl::IMM,
         ("mlx5_wqe_raddr_seg", "raddr") => raddr::RADDR,
         ("mlx5_wqe_raddr_seg", "rkey") => raddr::RKEY,
+        ("mlx5_wqe_raddr_seg", "reserved") => raddr::RESERVED,
         ("mlx5_wqe_data_seg", "byte_count") => data::BYTE_COUNT,
         ("mlx5_wqe_data_seg", "lkey") => data::LKEY,
         ("mlx5_wqe_data_seg", "addr") => data::ADDR,
+        ("mlx5_wqe_inl_data_seg", "byte_count") => inline::BYTE_COUNT,
+        ("mlx5_wqe_atomic_seg", "swap_add") => atomic::SWAP_ADD,
+        ("mlx5_wqe_atomic_seg", "compare") => atomic::COMPARE,
         ("mlx5_wqe_srq_next_seg", "next_wqe_index") => srq_next::NEXT_WQE_INDEX,
+        ("mlx5_wqe_srq_next_seg", "signature") => srq_next::SIGNATURE,
+        ("mlx5_wqe_av", "key.qkey.qkey") => av::QKEY,
         ("mlx5_wqe_av", "key.dc_key") => av::KEY,
         ("mlx5_wqe_av", "dqp_dct") => av::DQP_DCT,
+        ("mlx5_wqe_av", "stat_rate_sl") => av::STAT_RATE_SL,
+        ("mlx5_wqe_av", "fl_mlid") => av::FL_MLID,
+        ("mlx5_wqe_av", "rlid") => av::RLID,
+        ("mlx5_wqe_av", "reserved0") => av::RESERVED0,
+        ("mlx5_wqe_av", "rmac") => av::RMAC,
+        ("mlx5_wqe_av", "tclass") => av::TCLASS,
+        ("mlx5_wqe_av", "hop_limit") => av::HOP_LIMIT,
+        ("mlx5_wqe_av", "grh_gid_fl") => av::GRH_GID_FL,
+        ("mlx5_wqe_av", "rgid") => av::RGID,
         ("mlx5_cqe64", "wqe_id") => cqe64::WQE_ID,
         ("mlx5_cqe64", "ml_path") => cqe64::ML_PATH,
         ("mlx5_cqe64", "slid") => cqe64::SLID,
@@ -879,6 +913,10 @@ fn wire_offset(s: &str, m: &str) -> Option<usize> {
         ("mlx5_err_cqe", "vendor_err_synd") => err_cqe::VENDOR_ERR_SYND,
         ("mlx5_err_cqe", "syndrome") => err_cqe::SYNDROME,
         ("mlx5_err_cqe", "s_wqe_opcode_qpn") => err_cqe::S_WQE_OPCODE_QPN,
+        // The error CQE's tail is the CQE's tail.
+        ("mlx5_err_cqe", "wqe_counter") => cqe64::WQE_COUNTER,
+        ("mlx5_err_cqe", "signature") => cqe64::SIGNATURE,
+        ("mlx5_err_cqe", "op_own") => cqe64::OP_OWN,
         _ => return None,
     })
 }
@@ -894,10 +932,12 @@ fn named_constants_and_offsets_match_the_header() {
         let w: Vec<&str> = line.split_whitespace().collect();
         match w[..] {
             ["field", s, m, off, _] => {
-                if let Some(got) = wire_offset(s, m) {
-                    assert_eq!(got, off.parse::<usize>().unwrap(), "offset of {s}.{m}");
-                    offsets += 1;
-                }
+                // Every field the header has is in the wire layer's one table of offsets,
+                // which the views derive their byte ranges from.
+                let got =
+                    wire_offset(s, m).unwrap_or_else(|| panic!("no wire::offset for {s}.{m}"));
+                assert_eq!(got, off.parse::<usize>().unwrap(), "offset of {s}.{m}");
+                offsets += 1;
             }
             ["const", name, v] => {
                 let got = wire_named(name).unwrap_or_else(|| panic!("no wire::{name}"));
@@ -907,5 +947,5 @@ fn named_constants_and_offsets_match_the_header() {
             _ => {}
         }
     }
-    assert_eq!((offsets, consts), (29, 42), "layout.txt entries checked");
+    assert_eq!((offsets, consts), (48, 42), "layout.txt entries checked");
 }

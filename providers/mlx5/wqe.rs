@@ -88,7 +88,7 @@ pub fn send_wqe<'a, A>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{emit_send_wqe, fm_ce_se, WQEBB_LEN};
+    use crate::wire::{emit_send_wqe, fm_ce_se, MLX5_SEND_WQE_BB};
     use crate::Sge;
 
     #[test]
@@ -164,7 +164,7 @@ mod tests {
             assert_eq!(w.fm_ce_se, fm_ce_se::FENCE | fm_ce_se::SOLICITED);
             assert_eq!(w.data, wire::Payload::Sges(&ws));
             // Every mapped request is one the encoder accepts.
-            let mut ring = vec![0u8; 4 * WQEBB_LEN];
+            let mut ring = vec![0u8; 4 * MLX5_SEND_WQE_BB];
             assert!(emit_send_wqe(&mut ring, &w).is_ok(), "{op:?}");
         }
         let wr = SendWr::<()>::send(1, &s).signaled();

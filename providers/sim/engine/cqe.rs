@@ -316,11 +316,11 @@ mod tests {
             wire::MLX5_CQE_INVALID
         );
         assert_eq!(
-            crate::wire::CQE_INVALID_OP_OWN,
+            wire::MLX5_CQE_INVALID_OP_OWN,
             wire::MLX5_CQE_INVALID << wire::MLX5_CQE_OPCODE_SHIFT
         );
         assert_eq!(
-            crate::wire::CQE_FLAGS_GRH & wire::MLX5_CQE_FLAGS_GRH_PRESENT,
+            wire::MLX5_CQE_FLAGS_GRH & wire::MLX5_CQE_FLAGS_GRH_PRESENT,
             wire::MLX5_CQE_FLAGS_GRH_PRESENT
         );
     }

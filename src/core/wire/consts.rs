@@ -45,6 +45,9 @@ pub const MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE: u8 = 0x20;
 /// `MLX5_WQE_CTRL_DS_MASK` (kernel `linux/mlx5/qp.h`): `ds`, the low 6 bits of `qpn_ds`
 /// (also the low 6 bits of ctrl byte 7).
 pub const MLX5_WQE_CTRL_DS_MASK: u32 = 0x3f;
+/// The largest `ds` a ctrl segment can say: all bits of [`MLX5_WQE_CTRL_DS_MASK`] (63
+/// 16-byte units).
+pub const MAX_DS: usize = MLX5_WQE_CTRL_DS_MASK as usize;
 /// `MLX5_WQE_CTRL_QPN_SHIFT`: `qpn_ds = qpn << 8 | ds`.
 pub const MLX5_WQE_CTRL_QPN_SHIFT: u32 = 8;
 /// `MLX5_WQE_CTRL_WQE_INDEX_SHIFT`: `opmod_idx_opcode = opmod << 24 | wqe_idx << 8 | opcode`.
@@ -118,6 +121,8 @@ pub const MLX5_CQE_OWNER_MASK: u8 = 0x01;
 pub const MLX5_CQE_SE_MASK: u8 = 0x02;
 /// `mlx5dv_get_cqe_format`: `(op_own >> 2) & 3`.
 pub const MLX5_CQE_FORMAT_SHIFT: u32 = 2;
+/// The two format bits after [`MLX5_CQE_FORMAT_SHIFT`] (`mlx5dv_get_cqe_format`'s `& 3`).
+pub const MLX5_CQE_FORMAT_MASK: u8 = 3;
 /// `mlx5dv_get_cqe_opcode`: `op_own >> 4`.
 pub const MLX5_CQE_OPCODE_SHIFT: u32 = 4;
 /// `MLX5_INLINE_SCATTER_32`: up to 32 received (or READ / atomic response) bytes are in
@@ -209,6 +214,8 @@ pub mod offset {
     pub mod ctrl {
         /// `opmod_idx_opcode` (`__be32`): opmod 0, wqe_idx 1-2, opcode 3.
         pub const OPMOD_IDX_OPCODE: usize = 0;
+        /// `wqe_idx` (`__be16`, bytes 1-2 of `opmod_idx_opcode`).
+        pub const WQE_IDX: usize = 1;
         /// The opcode byte (low byte of `opmod_idx_opcode`).
         pub const OPCODE: usize = 3;
         /// `qpn_ds` (`__be32`).
@@ -217,6 +224,8 @@ pub mod offset {
         pub const DS: usize = 7;
         /// `signature`.
         pub const SIGNATURE: usize = 8;
+        /// `dci_stream_channel_id` (`__be16`).
+        pub const DCI_STREAM_CHANNEL_ID: usize = 9;
         /// `fm_ce_se`.
         pub const FM_CE_SE: usize = 11;
         /// `imm` (`__be32`).
@@ -228,6 +237,8 @@ pub mod offset {
         pub const RADDR: usize = 0;
         /// `rkey` (`__be32`).
         pub const RKEY: usize = 8;
+        /// `reserved` (`__be32`, written as zero).
+        pub const RESERVED: usize = 12;
     }
     /// `struct mlx5_wqe_data_seg`.
     pub mod data {
@@ -238,17 +249,57 @@ pub mod offset {
         /// `addr` (`__be64`).
         pub const ADDR: usize = 8;
     }
+    /// `struct mlx5_wqe_atomic_seg`.
+    pub mod atomic {
+        /// `swap_add` (`__be64`): the swap value (CS) or the addend (FA).
+        pub const SWAP_ADD: usize = 0;
+        /// `compare` (`__be64`).
+        pub const COMPARE: usize = 8;
+    }
+    /// `struct mlx5_wqe_inl_data_seg`: the header of an inline segment.
+    pub mod inline {
+        /// `byte_count` (`__be32`): the data length | `MLX5_INLINE_SEG`.
+        pub const BYTE_COUNT: usize = 0;
+        /// The inline data, right after the header (`sizeof(struct mlx5_wqe_inl_data_seg)`).
+        pub const DATA: usize = super::super::MLX5_WQE_INLINE_SEG_LEN;
+    }
     /// `struct mlx5_wqe_av` (the datagram segment).
     pub mod av {
-        /// `key` (`__be64`; the qkey in its first 4 bytes).
+        /// `key` (`__be64`: `key.dc_key`; for UD, `key.qkey.qkey` is its first 4 bytes).
         pub const KEY: usize = 0;
+        /// `key.qkey.qkey` (`__be32`).
+        pub const QKEY: usize = 0;
         /// `dqp_dct` (`__be32`): destination QPN | `MLX5_EXTENDED_UD_AV`.
         pub const DQP_DCT: usize = 8;
+        /// `stat_rate_sl`.
+        pub const STAT_RATE_SL: usize = 12;
+        /// `fl_mlid`.
+        pub const FL_MLID: usize = 13;
+        /// `rlid` (`__be16`).
+        pub const RLID: usize = 14;
+        /// `reserved0` (4 bytes, written as zero).
+        pub const RESERVED0: usize = 16;
+        /// `rmac` (6 bytes).
+        pub const RMAC: usize = 20;
+        /// `tclass`.
+        pub const TCLASS: usize = 26;
+        /// `hop_limit`.
+        pub const HOP_LIMIT: usize = 27;
+        /// `grh_gid_fl` (`__be32`).
+        pub const GRH_GID_FL: usize = 28;
+        /// `rgid` (16 bytes).
+        pub const RGID: usize = 32;
     }
     /// `struct mlx5_wqe_srq_next_seg`.
     pub mod srq_next {
+        /// `rsvd0` (2 bytes, written as zero).
+        pub const RSVD0: usize = 0;
         /// `next_wqe_index` (`__be16`).
         pub const NEXT_WQE_INDEX: usize = 2;
+        /// `signature`.
+        pub const SIGNATURE: usize = 4;
+        /// `rsvd1` (11 bytes, written as zero, to the end of the unit).
+        pub const RSVD1: usize = 5;
     }
     /// `struct mlx5_cqe64`.
     pub mod cqe64 {

@@ -9,17 +9,8 @@ use super::consts::offset::{cqe64 as off, err_cqe as err_off};
 use super::consts::*;
 use super::{be16, be32, be64, put16, put32, put64, Field, Truncated};
 
-/// Length of a CQE in bytes.
-pub const CQE_LEN: usize = MLX5_CQE64_LEN;
-/// `op_own` of a fresh CQ slot: opcode INVALID, owner 0.
-pub const CQE_INVALID_OP_OWN: u8 = MLX5_CQE_INVALID_OP_OWN;
-/// `op_own` format bit: up to 32 received bytes are in CQE bytes 0-31 (`MLX5_INLINE_SCATTER_32`).
-pub const CQE_INLINE_SCATTER_32: u8 = MLX5_INLINE_SCATTER_32;
-/// `op_own` format bit: up to 64 received bytes are in the 64 bytes before the CQE, that is
-/// the first half of a 128-byte slot (`MLX5_INLINE_SCATTER_64`).
-pub const CQE_INLINE_SCATTER_64: u8 = MLX5_INLINE_SCATTER_64;
-/// Bits of the top byte of `flags_rqpn` that say a GRH is present (bits 28-29 of the word).
-pub const CQE_FLAGS_GRH: u8 = MLX5_CQE_FLAGS_GRH;
+/// The 4 bits of a CQE opcode (what is left of `op_own` after the shift).
+const OPCODE_MASK: u8 = u8::MAX >> MLX5_CQE_OPCODE_SHIFT;
 
 /// The CQE opcode (the top nibble of `op_own`). Unknown values are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,7 +45,7 @@ impl From<u8> for CqeOpcode {
     /// From the 4-bit opcode (`op_own >> 4`); higher bits are ignored.
     #[inline]
     fn from(v: u8) -> CqeOpcode {
-        match v & 0x0f {
+        match v & OPCODE_MASK {
             MLX5_CQE_REQ => CqeOpcode::Req,
             MLX5_CQE_RESP_WR_IMM => CqeOpcode::RespWrImm,
             MLX5_CQE_RESP_SEND => CqeOpcode::RespSend,
@@ -86,7 +77,7 @@ impl From<CqeOpcode> for u8 {
             CqeOpcode::ReqErr => MLX5_CQE_REQ_ERR,
             CqeOpcode::RespErr => MLX5_CQE_RESP_ERR,
             CqeOpcode::Invalid => MLX5_CQE_INVALID,
-            CqeOpcode::Unknown(other) => other & 0x0f,
+            CqeOpcode::Unknown(other) => other & OPCODE_MASK,
         }
     }
 }
@@ -273,7 +264,7 @@ macro_rules! cqe_common {
     ($name:ident) => {
         impl<T: AsRef<[u8]>> $name<T> {
             /// Length of the layout in bytes.
-            pub const LEN: usize = CQE_LEN;
+            pub const LEN: usize = MLX5_CQE64_LEN;
 
             /// Wraps `buffer` without checking its length (accessors panic if it is short).
             #[inline]
@@ -291,9 +282,9 @@ macro_rules! cqe_common {
             #[inline]
             pub fn check_len(&self) -> Result<(), Truncated> {
                 let got = self.buffer.as_ref().len();
-                if got < CQE_LEN {
+                if got < MLX5_CQE64_LEN {
                     Err(Truncated {
-                        needed: CQE_LEN,
+                        needed: MLX5_CQE64_LEN,
                         got,
                     })
                 } else {
@@ -313,7 +304,7 @@ macro_rules! cqe_common {
             /// The CQE opcode (`op_own >> 4`, as `mlx5dv_get_cqe_opcode`).
             #[inline]
             pub fn opcode(&self) -> CqeOpcode {
-                CqeOpcode::from(self.op_own() >> 4)
+                CqeOpcode::from(self.op_own() >> MLX5_CQE_OPCODE_SHIFT)
             }
             /// The owner bit (`op_own & 1`, as `mlx5dv_get_cqe_owner`).
             #[inline]
@@ -323,13 +314,13 @@ macro_rules! cqe_common {
             /// The solicited-event bit (`op_own >> 1 & 1`, as `mlx5dv_get_cqe_se`).
             #[inline]
             pub fn se(&self) -> bool {
-                self.op_own() & 2 != 0
+                self.op_own() & MLX5_CQE_SE_MASK != 0
             }
             /// The format bits (`op_own >> 2 & 3`, as `mlx5dv_get_cqe_format`); on responder
             /// CQEs these are the inline-scatter flags.
             #[inline]
             pub fn format(&self) -> u8 {
-                (self.op_own() >> 2) & 3
+                (self.op_own() >> MLX5_CQE_FORMAT_SHIFT) & MLX5_CQE_FORMAT_MASK
             }
             /// The top byte of `sop_drop_qpn`: the send WQE opcode on requester CQEs.
             #[inline]
@@ -358,25 +349,26 @@ macro_rules! cqe_common {
             /// Sets `op_own` from its parts.
             #[inline]
             pub fn set_op_own(&mut self, opcode: CqeOpcode, format: u8, se: bool, owner: bool) {
-                self.buffer.as_mut()[field::OP_OWN] = (u8::from(opcode) << 4)
-                    | ((format & 3) << 2)
-                    | (u8::from(se) << 1)
-                    | u8::from(owner);
+                let se = if se { MLX5_CQE_SE_MASK } else { 0 };
+                let owner = if owner { MLX5_CQE_OWNER_MASK } else { 0 };
+                self.buffer.as_mut()[field::OP_OWN] = (u8::from(opcode) << MLX5_CQE_OPCODE_SHIFT)
+                    | ((format & MLX5_CQE_FORMAT_MASK) << MLX5_CQE_FORMAT_SHIFT)
+                    | se
+                    | owner;
             }
             /// Flips only the owner bit (as `mlx5dv_set_cqe_owner`).
             #[inline]
             pub fn set_owner(&mut self, owner: bool) {
                 let b = &mut self.buffer.as_mut()[field::OP_OWN];
-                *b = (*b & !1) | u8::from(owner);
+                let owner = if owner { MLX5_CQE_OWNER_MASK } else { 0 };
+                *b = (*b & !MLX5_CQE_OWNER_MASK) | owner;
             }
             /// Sets `sop_drop_qpn`: the send WQE opcode and the 24-bit qpn.
             #[inline]
             pub fn set_sop_qpn(&mut self, s_wqe_opcode: u8, qpn: u32) {
-                put32(
-                    self.buffer.as_mut(),
-                    field::SOP_DROP_QPN,
-                    (u32::from(s_wqe_opcode) << 24) | (qpn & MLX5_QPN_MASK),
-                );
+                let b = self.buffer.as_mut();
+                put32(b, field::SOP_DROP_QPN, qpn & MLX5_QPN_MASK);
+                b[field::SOP_DROP_QPN.start] = s_wqe_opcode;
             }
             /// Sets the wqe_counter.
             #[inline]
@@ -416,7 +408,7 @@ impl<T: AsRef<[u8]>> Cqe64<T> {
     pub fn flags_rqpn(&self) -> u32 {
         be32(self.buffer.as_ref(), field::FLAGS_RQPN)
     }
-    /// The top byte of `flags_rqpn` (GRH bits: [`CQE_FLAGS_GRH`]).
+    /// The top byte of `flags_rqpn` (GRH bits: [`MLX5_CQE_FLAGS_GRH`]).
     #[inline]
     pub fn flags(&self) -> u8 {
         self.buffer.as_ref()[field::FLAGS_RQPN.start]
@@ -472,11 +464,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Cqe64<T> {
     /// Sets `flags_rqpn` from the flags byte and the 24-bit source QPN.
     #[inline]
     pub fn set_flags_rqpn(&mut self, flags: u8, src_qp: u32) {
-        put32(
-            self.buffer.as_mut(),
-            field::FLAGS_RQPN,
-            (u32::from(flags) << 24) | (src_qp & MLX5_QPN_MASK),
-        );
+        let b = self.buffer.as_mut();
+        put32(b, field::FLAGS_RQPN, src_qp & MLX5_QPN_MASK);
+        b[field::FLAGS_RQPN.start] = flags;
     }
     /// Sets `srqn_uidx`.
     #[inline]
@@ -569,7 +559,7 @@ pub struct CqeRepr {
     pub srqn: u32,
     /// Source QPN of a UD receive, 24 bits (non-error CQEs).
     pub src_qp: u32,
-    /// Top byte of `flags_rqpn` (GRH bits, [`CQE_FLAGS_GRH`]) (non-error CQEs).
+    /// Top byte of `flags_rqpn` (GRH bits, [`MLX5_CQE_FLAGS_GRH`]) (non-error CQEs).
     pub flags: u8,
     /// Source LID (non-error CQEs).
     pub slid: u16,
@@ -646,8 +636,8 @@ impl CqeRepr {
     /// caller that publishes to another thread adds its own release ordering).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, cqe: &mut Cqe64<T>) -> Result<(), Truncated> {
         cqe.check_len()?;
-        let b = &mut cqe.buffer.as_mut()[..CQE_LEN];
-        b[..56].fill(0);
+        let b = &mut cqe.buffer.as_mut()[..MLX5_CQE64_LEN];
+        b[..off::SOP_DROP_QPN].fill(0);
         if self.opcode.is_error() {
             let mut e = ErrCqe::new_unchecked(&mut *b);
             e.set_srqn(self.srqn);
@@ -680,7 +670,7 @@ impl CqeRepr {
 pub fn cqe64_offset(index: u32, cqe_cnt: u32, cqe_size: usize) -> usize {
     ((index & cqe_cnt.wrapping_sub(1)) as usize)
         .wrapping_mul(cqe_size)
-        .wrapping_add(cqe_size.saturating_sub(CQE_LEN))
+        .wrapping_add(cqe_size.saturating_sub(MLX5_CQE64_LEN))
 }
 
 /// The owner bit the device writes into the CQE at producer index `index`: the wrap parity
@@ -785,7 +775,7 @@ mod tests {
         let cnt = 8;
         // A fresh CQ: INVALID everywhere, never software-owned.
         for ci in 0..32 {
-            assert!(!cqe_sw_owned(CQE_INVALID_OP_OWN, ci, cnt));
+            assert!(!cqe_sw_owned(MLX5_CQE_INVALID_OP_OWN, ci, cnt));
         }
         // First lap: owner 0; second lap: owner 1; third: 0 again.
         assert!(cqe_sw_owned(0x00, 3, cnt));
@@ -829,7 +819,7 @@ mod tests {
             let mut cq = vec![0u8; cnt as usize * cqe_size];
             for i in 0..cnt {
                 let o = cqe64_offset(i, cnt, cqe_size);
-                cq[o + 63] = CQE_INVALID_OP_OWN;
+                cq[o + 63] = MLX5_CQE_INVALID_OP_OWN;
             }
             for start in [0u32, u32::MAX - 9] {
                 for k in 0..6 * cnt {
@@ -861,7 +851,7 @@ mod tests {
                 for i in 0..cnt {
                     let o = cqe64_offset(i, cnt, cqe_size);
                     cq[o..o + 64].fill(0);
-                    cq[o + 63] = CQE_INVALID_OP_OWN;
+                    cq[o + 63] = MLX5_CQE_INVALID_OP_OWN;
                 }
             }
         }

@@ -65,7 +65,7 @@
 //! ```
 //! use rdma_direct_core::wire::{self, fm_ce_se, DataItem, Opcode, Payload, SendWqe, WqeSize};
 //!
-//! let mut ring = vec![0u8; 8 * wire::WQEBB_LEN];
+//! let mut ring = vec![0u8; 8 * wire::MLX5_SEND_WQE_BB];
 //! let wqe = SendWqe {
 //!     fm_ce_se: fm_ce_se::CQ_UPDATE,
 //!     raddr: Some((0x7f00_0000_1000, 0x1234)),
@@ -92,16 +92,14 @@ mod wqe;
 pub use consts::*;
 pub use cqe::{
     cqe64_offset, cqe_owner_for, cqe_sw_owned, Cqe64, CqeOpcode, CqeRepr, ErrCqe, Syndrome,
-    CQE_FLAGS_GRH, CQE_INLINE_SCATTER_32, CQE_INLINE_SCATTER_64, CQE_INVALID_OP_OWN, CQE_LEN,
 };
 pub use seg::{
     fm_ce_se, AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineSeg, Opcode, RaddrSeg, SrqNextSeg,
-    AV_LEN, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, SEG_LEN,
 };
 pub use wqe::{
     emit_recv_wqe, emit_send_wqe, emit_send_wqe_bb, emit_srq_wqe, parse_recv_wqe, parse_send_wqe,
     parse_srq_wqe, wqe_size, DataItem, DataSegs, InlineData, ParsedWqe, Payload, RecvSges, SendWqe,
-    Sge, WqeError, WqeSize, MAX_DS, WQEBB_LEN,
+    Sge, WqeError, WqeSize,
 };
 
 /// A too-short buffer handed to a view's `new_checked`.
@@ -127,6 +125,11 @@ impl std::error::Error for Truncated {}
 
 /// A byte range of a layout.
 type Field = std::ops::Range<usize>;
+
+/// The `len` bytes of a field at offset `off` (an entry of [`offset`]).
+const fn at(off: usize, len: usize) -> Field {
+    off..off + len
+}
 
 #[inline(always)]
 fn be16(b: &[u8], f: Field) -> u16 {

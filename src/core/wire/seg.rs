@@ -1,19 +1,12 @@
 //! Send and receive WQE segments (`struct mlx5_wqe_*_seg` in `mlx5dv.h`).
+//!
+//! Each view's private `mod` of byte ranges is derived from [`super::offset`] (offset plus the
+//! C field's size), the one table of offsets, which `tests/golden_mlx5.rs` checks field by
+//! field against `mlx5dv.h` (`fixtures/mlx5/layout.txt`).
 
+use super::consts::offset as off;
 use super::consts::*;
-use super::{be16, be32, be64, put16, put32, put64, Field, Truncated};
-
-/// Length of a segment unit in bytes (the unit `ds` counts in).
-pub const SEG_LEN: usize = MLX5_WQE_DS_UNITS;
-/// Length of the datagram segment (`struct mlx5_wqe_av`): three units.
-pub const AV_LEN: usize = MLX5_AV_LEN;
-/// The lkey of the data segment that ends a receive WQE with fewer than max SGEs
-/// (`MLX5_INVALID_LKEY`).
-pub const INVALID_LKEY: u32 = MLX5_INVALID_LKEY;
-/// The bit of an inline segment's `byte_count` that marks it inline (`MLX5_INLINE_SEG`).
-pub const INLINE_SEG: u32 = MLX5_INLINE_SEG;
-/// The bit of the address vector's `dqp_dct` that marks an extended AV (`MLX5_EXTENDED_UD_AV`).
-pub const EXTENDED_UD_AV: u32 = MLX5_EXTENDED_UD_AV;
+use super::{at, be16, be32, be64, put16, put32, put64, Field, Truncated};
 
 /// The `fm_ce_se` byte of the ctrl segment (byte 11): fence mode, completion, solicited.
 /// Short names for the `MLX5_WQE_CTRL_*` constants.
@@ -172,15 +165,16 @@ macro_rules! view {
 }
 
 mod ctrl {
-    use super::Field;
-    pub const OPMOD: usize = 0;
-    pub const WQE_IDX: Field = 1..3;
-    pub const OPCODE: usize = 3;
-    pub const QPN_DS: Field = 4..8;
-    pub const SIGNATURE: usize = 8;
-    pub const DCI_STREAM: Field = 9..11;
-    pub const FM_CE_SE: usize = 11;
-    pub const IMM: Field = 12..16;
+    use super::{at, off::ctrl as o, Field};
+    pub const OPMOD: usize = o::OPMOD_IDX_OPCODE;
+    pub const WQE_IDX: Field = at(o::WQE_IDX, 2);
+    pub const OPCODE: usize = o::OPCODE;
+    pub const QPN_DS: Field = at(o::QPN_DS, 4);
+    pub const DS: usize = o::DS;
+    pub const SIGNATURE: usize = o::SIGNATURE;
+    pub const DCI_STREAM: Field = at(o::DCI_STREAM_CHANNEL_ID, 2);
+    pub const FM_CE_SE: usize = o::FM_CE_SE;
+    pub const IMM: Field = at(o::IMM, 4);
 }
 
 view!(
@@ -188,7 +182,7 @@ view!(
     /// 0 `opmod<<24 | wqe_idx<<8 | opcode`, 4 `qpn<<8 | ds`, 8 signature,
     /// 9 dci_stream_channel_id, 11 fm_ce_se, 12 imm.
     CtrlSeg,
-    SEG_LEN
+    MLX5_WQE_DS_UNITS
 );
 
 impl<T: AsRef<[u8]>> CtrlSeg<T> {
@@ -210,12 +204,12 @@ impl<T: AsRef<[u8]>> CtrlSeg<T> {
     /// The 24-bit QP number.
     #[inline]
     pub fn qpn(&self) -> u32 {
-        be32(self.buffer.as_ref(), ctrl::QPN_DS) >> 8
+        be32(self.buffer.as_ref(), ctrl::QPN_DS) >> MLX5_WQE_CTRL_QPN_SHIFT
     }
     /// The WQE size in 16-byte units (the whole byte 7; the device uses its low 6 bits).
     #[inline]
     pub fn ds(&self) -> u8 {
-        self.buffer.as_ref()[ctrl::QPN_DS.end - 1]
+        self.buffer.as_ref()[ctrl::DS]
     }
     /// Signature byte (8).
     #[inline]
@@ -243,8 +237,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> CtrlSeg<T> {
     /// Sets bytes 0-3: opmod, wqe_idx, opcode.
     #[inline]
     pub fn set_opmod_idx_opcode(&mut self, opmod: u8, wqe_idx: u16, opcode: Opcode) {
-        let v = (u32::from(opmod) << 24) | (u32::from(wqe_idx) << 8) | u32::from(u8::from(opcode));
-        put32(self.buffer.as_mut(), 0..4, v);
+        let b = self.buffer.as_mut();
+        b[ctrl::OPMOD] = opmod;
+        put16(b, ctrl::WQE_IDX, wqe_idx);
+        b[ctrl::OPCODE] = u8::from(opcode);
     }
     /// Sets bytes 4-7: the 24-bit qpn (higher bits dropped) and ds.
     #[inline]
@@ -252,7 +248,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> CtrlSeg<T> {
         put32(
             self.buffer.as_mut(),
             ctrl::QPN_DS,
-            (qpn << 8) | u32::from(ds),
+            (qpn << MLX5_WQE_CTRL_QPN_SHIFT) | u32::from(ds),
         );
     }
     /// Sets the signature byte.
@@ -278,17 +274,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> CtrlSeg<T> {
 }
 
 mod raddr {
-    use super::Field;
-    pub const RADDR: Field = 0..8;
-    pub const RKEY: Field = 8..12;
-    pub const RESERVED: Field = 12..16;
+    use super::{at, off::raddr as o, Field};
+    pub const RADDR: Field = at(o::RADDR, 8);
+    pub const RKEY: Field = at(o::RKEY, 4);
+    pub const RESERVED: Field = at(o::RESERVED, 4);
 }
 
 view!(
     /// The remote-address segment of RDMA and atomic WQEs (`struct mlx5_wqe_raddr_seg`):
     /// 0 raddr, 8 rkey, 12 reserved (zero).
     RaddrSeg,
-    SEG_LEN
+    MLX5_WQE_DS_UNITS
 );
 
 impl<T: AsRef<[u8]>> RaddrSeg<T> {
@@ -321,17 +317,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> RaddrSeg<T> {
 }
 
 mod data {
-    use super::Field;
-    pub const BYTE_COUNT: Field = 0..4;
-    pub const LKEY: Field = 4..8;
-    pub const ADDR: Field = 8..16;
+    use super::{at, off::data as o, Field};
+    pub const BYTE_COUNT: Field = at(o::BYTE_COUNT, 4);
+    pub const LKEY: Field = at(o::LKEY, 4);
+    pub const ADDR: Field = at(o::ADDR, 8);
 }
 
 view!(
     /// A data (scatter/gather) segment (`struct mlx5_wqe_data_seg`): 0 byte_count, 4 lkey,
     /// 8 addr.
     DataSeg,
-    SEG_LEN
+    MLX5_WQE_DS_UNITS
 );
 
 impl<T: AsRef<[u8]>> DataSeg<T> {
@@ -350,10 +346,10 @@ impl<T: AsRef<[u8]>> DataSeg<T> {
     pub fn addr(&self) -> u64 {
         be64(self.buffer.as_ref(), data::ADDR)
     }
-    /// True for the receive-WQE terminator (byte_count 0, lkey [`INVALID_LKEY`]).
+    /// True for the receive-WQE terminator (byte_count 0, lkey [`MLX5_INVALID_LKEY`]).
     #[inline]
     pub fn is_terminator(&self) -> bool {
-        self.byte_count() == 0 && self.lkey() == INVALID_LKEY
+        self.byte_count() == 0 && self.lkey() == MLX5_INVALID_LKEY
     }
 }
 
@@ -366,43 +362,49 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> DataSeg<T> {
         put32(b, data::LKEY, lkey);
         put64(b, data::ADDR, addr);
     }
-    /// Writes the receive-WQE terminator: byte_count 0, lkey [`INVALID_LKEY`], addr 0.
+    /// Writes the receive-WQE terminator: byte_count 0, lkey [`MLX5_INVALID_LKEY`], addr 0.
     #[inline]
     pub fn set_terminator(&mut self) {
-        self.set(0, INVALID_LKEY, 0);
+        self.set(0, MLX5_INVALID_LKEY, 0);
     }
+}
+
+mod inline {
+    use super::{at, off::inline as o, Field};
+    pub const BYTE_COUNT: Field = at(o::BYTE_COUNT, 4);
 }
 
 view!(
     /// The 4-byte header of an inline data segment (`struct mlx5_wqe_inl_data_seg`):
-    /// `byte_count = len | 0x80000000`; the data follows it, and the segment is padded to a
+    /// `byte_count = len | MLX5_INLINE_SEG`; the data follows it (at
+    /// [`offset::inline::DATA`](super::offset::inline::DATA)), and the segment is padded to a
     /// multiple of 16 bytes (the header counts).
     InlineSeg,
-    4
+    MLX5_WQE_INLINE_SEG_LEN
 );
 
 impl<T: AsRef<[u8]>> InlineSeg<T> {
     /// The raw header word.
     #[inline]
     pub fn byte_count(&self) -> u32 {
-        be32(self.buffer.as_ref(), 0..4)
+        be32(self.buffer.as_ref(), inline::BYTE_COUNT)
     }
     /// True when the inline bit is set.
     #[inline]
     pub fn is_inline(&self) -> bool {
-        self.byte_count() & INLINE_SEG != 0
+        self.byte_count() & MLX5_INLINE_SEG != 0
     }
     /// The inline data length (the header without its inline bit).
     #[inline]
     pub fn len(&self) -> u32 {
-        self.byte_count() & !INLINE_SEG
+        self.byte_count() & !MLX5_INLINE_SEG
     }
     /// True when the inline length is zero.
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Units (16 bytes) the whole segment takes: `align(len + 4, 16) / 16`.
+    /// Units (16 bytes) the whole segment takes: `align(len + header, 16) / 16`.
     #[inline]
     pub fn units(&self) -> usize {
         inline_units(self.len() as usize)
@@ -413,7 +415,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> InlineSeg<T> {
     /// Writes the header for `len` bytes of inline data (bit 31 set).
     #[inline]
     pub fn set_len(&mut self, len: u32) {
-        put32(self.buffer.as_mut(), 0..4, len | INLINE_SEG);
+        put32(
+            self.buffer.as_mut(),
+            inline::BYTE_COUNT,
+            len | MLX5_INLINE_SEG,
+        );
     }
 }
 
@@ -421,13 +427,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> InlineSeg<T> {
 #[inline(always)]
 #[allow(clippy::manual_div_ceil)] // div_ceil takes three more instructions on the post path
 pub(crate) const fn inline_units(len: usize) -> usize {
-    (len + 4 + SEG_LEN - 1) / SEG_LEN
+    (len + off::inline::DATA + MLX5_WQE_DS_UNITS - 1) / MLX5_WQE_DS_UNITS
 }
 
 mod atomic {
-    use super::Field;
-    pub const SWAP_ADD: Field = 0..8;
-    pub const COMPARE: Field = 8..16;
+    use super::{at, off::atomic as o, Field};
+    pub const SWAP_ADD: Field = at(o::SWAP_ADD, 8);
+    pub const COMPARE: Field = at(o::COMPARE, 8);
 }
 
 view!(
@@ -435,7 +441,7 @@ view!(
     /// Compare-and-swap puts the swap value in swap_add; fetch-add puts the addend there and
     /// zero in compare.
     AtomicSeg,
-    SEG_LEN
+    MLX5_WQE_DS_UNITS
 );
 
 impl<T: AsRef<[u8]>> AtomicSeg<T> {
@@ -462,19 +468,19 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicSeg<T> {
 }
 
 mod av {
-    use super::Field;
-    pub const KEY: Field = 0..8;
-    pub const QKEY: Field = 0..4;
-    pub const DQP_DCT: Field = 8..12;
-    pub const STAT_RATE_SL: usize = 12;
-    pub const FL_MLID: usize = 13;
-    pub const RLID: Field = 14..16;
-    pub const RESERVED0: Field = 16..20;
-    pub const RMAC: Field = 20..26;
-    pub const TCLASS: usize = 26;
-    pub const HOP_LIMIT: usize = 27;
-    pub const GRH_GID_FL: Field = 28..32;
-    pub const RGID: Field = 32..48;
+    use super::{at, off::av as o, Field};
+    pub const KEY: Field = at(o::KEY, 8);
+    pub const QKEY: Field = at(o::QKEY, 4);
+    pub const DQP_DCT: Field = at(o::DQP_DCT, 4);
+    pub const STAT_RATE_SL: usize = o::STAT_RATE_SL;
+    pub const FL_MLID: usize = o::FL_MLID;
+    pub const RLID: Field = at(o::RLID, 2);
+    pub const RESERVED0: Field = at(o::RESERVED0, 4);
+    pub const RMAC: Field = at(o::RMAC, 6);
+    pub const TCLASS: usize = o::TCLASS;
+    pub const HOP_LIMIT: usize = o::HOP_LIMIT;
+    pub const GRH_GID_FL: Field = at(o::GRH_GID_FL, 4);
+    pub const RGID: Field = at(o::RGID, 16);
 }
 
 view!(
@@ -483,7 +489,7 @@ view!(
     /// 13 fl_mlid, 14 rlid, 16 reserved, 20 rmac, 26 tclass, 27 hop_limit, 28 grh_gid_fl,
     /// 32 rgid.
     DatagramSeg,
-    AV_LEN
+    MLX5_AV_LEN
 );
 
 impl<T: AsRef<[u8]>> DatagramSeg<T> {
@@ -510,7 +516,7 @@ impl<T: AsRef<[u8]>> DatagramSeg<T> {
     /// True when bit 31 of `dqp_dct` marks an extended AV.
     #[inline]
     pub fn extended(&self) -> bool {
-        self.dqp_dct() & EXTENDED_UD_AV != 0
+        self.dqp_dct() & MLX5_EXTENDED_UD_AV != 0
     }
     /// Static rate and service level.
     #[inline]
@@ -572,7 +578,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> DatagramSeg<T> {
     /// Sets `dqp_dct` to `qpn` (24 bits) with the extended-AV bit when `extended`.
     #[inline]
     pub fn set_dqp_dct(&mut self, qpn: u32, extended: bool) {
-        let ext = if extended { EXTENDED_UD_AV } else { 0 };
+        let ext = if extended { MLX5_EXTENDED_UD_AV } else { 0 };
         put32(
             self.buffer.as_mut(),
             av::DQP_DCT,
@@ -627,18 +633,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> DatagramSeg<T> {
 }
 
 mod srq_next {
-    use super::Field;
-    pub const RSVD0: Field = 0..2;
-    pub const NEXT_WQE_INDEX: Field = 2..4;
-    pub const SIGNATURE: usize = 4;
-    pub const RSVD1: Field = 5..16;
+    use super::{at, off::srq_next as o, Field, MLX5_WQE_DS_UNITS};
+    pub const RSVD0: Field = at(o::RSVD0, 2);
+    pub const NEXT_WQE_INDEX: Field = at(o::NEXT_WQE_INDEX, 2);
+    pub const SIGNATURE: usize = o::SIGNATURE;
+    pub const RSVD1: Field = o::RSVD1..MLX5_WQE_DS_UNITS;
 }
 
 view!(
     /// The first unit of an SRQ WQE (`struct mlx5_wqe_srq_next_seg`): 0 reserved,
     /// 2 next_wqe_index, 4 signature, 5 reserved. Data segments follow it.
     SrqNextSeg,
-    SEG_LEN
+    MLX5_WQE_DS_UNITS
 );
 
 impl<T: AsRef<[u8]>> SrqNextSeg<T> {

@@ -8,11 +8,18 @@
 //! zero). `ds` counts all of these in 16-byte units; the WQE takes `ceil(ds / 4)` WQEBBs and
 //! runs on from the end of the ring to its start.
 
+use super::consts::offset;
+use super::consts::{
+    MAX_DS, MLX5_AV_LEN, MLX5_INLINE_SEG, MLX5_SEND_WQE_BB, MLX5_WQE_DS_UNITS,
+    MLX5_WQE_INLINE_SEG_LEN,
+};
 use super::seg::{
-    inline_units, AtomicSeg, CtrlSeg, DataSeg, InlineSeg, Opcode, RaddrSeg, SrqNextSeg, AV_LEN,
-    INLINE_SEG, SEG_LEN,
+    inline_units, AtomicSeg, CtrlSeg, DataSeg, InlineSeg, Opcode, RaddrSeg, SrqNextSeg,
 };
 use super::DatagramSeg;
+
+/// 16-byte units in a WQEBB.
+const UNITS_PER_BB: usize = MLX5_SEND_WQE_BB / MLX5_WQE_DS_UNITS;
 
 /// One data segment's worth of a scatter/gather list, in host order: `length` bytes at
 /// `addr` in the memory region of `lkey` (`struct mlx5_wqe_data_seg` before byte-swapping).
@@ -50,12 +57,8 @@ impl Payload<'_> {
     }
 }
 
-/// Length of a WQE basic block (`MLX5_SEND_WQE_BB`).
-pub const WQEBB_LEN: usize = 64;
-/// The largest `ds`: the ctrl segment's ds field is 6 bits (`MLX5_WQE_CTRL_DS_MASK`).
-pub const MAX_DS: usize = 63;
 /// The largest send ring: `wqe_idx` is 16 bits, so `wqe_cnt` is at most 65536.
-const MAX_RING: usize = 65536 * WQEBB_LEN;
+const MAX_RING: usize = 65536 * MLX5_SEND_WQE_BB;
 
 /// Why a WQE could not be encoded or parsed. Small and `Copy`: the hot path returns it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,7 +210,7 @@ pub struct SendWqe<'a> {
     pub atomic: Option<(u64, u64)>,
     /// The UD address vector, already filled (qkey, `dqp_dct = qpn | 0x80000000`, ...);
     /// `None` on connected QPs.
-    pub av: Option<&'a [u8; AV_LEN]>,
+    pub av: Option<&'a [u8; MLX5_AV_LEN]>,
     /// SGEs (zero-length ones are skipped) or inline bytes.
     pub data: Payload<'a>,
 }
@@ -232,10 +235,10 @@ impl<'a> SendWqe<'a> {
 
 #[inline(always)]
 fn check_ring(len: usize) -> Result<usize, WqeError> {
-    if !(WQEBB_LEN..=MAX_RING).contains(&len) || !len.is_power_of_two() {
+    if !(MLX5_SEND_WQE_BB..=MAX_RING).contains(&len) || !len.is_power_of_two() {
         return Err(WqeError::BadRing { len });
     }
-    Ok(len / WQEBB_LEN)
+    Ok(len / MLX5_SEND_WQE_BB)
 }
 
 /// The size `wqe` will take, after checking that its segments match its opcode. The SQ
@@ -248,7 +251,7 @@ pub fn wqe_size(wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
     }
     Ok(WqeSize {
         ds: ds as u8,
-        wqebbs: ds.div_ceil(4) as u8,
+        wqebbs: ds.div_ceil(UNITS_PER_BB) as u8,
     })
 }
 
@@ -292,7 +295,7 @@ fn wqe_units(wqe: &SendWqe<'_>) -> Result<usize, WqeError> {
         return Err(WqeError::SegmentsMismatch { opcode: op });
     }
     let av_units = if wqe.av.is_some() {
-        AV_LEN / SEG_LEN
+        MLX5_AV_LEN / MLX5_WQE_DS_UNITS
     } else {
         0
     };
@@ -313,12 +316,12 @@ struct Units<'r> {
 
 impl Units<'_> {
     #[inline(always)]
-    fn next(&mut self) -> &mut [u8; SEG_LEN] {
+    fn next(&mut self) -> &mut [u8; MLX5_WQE_DS_UNITS] {
         let o = self.off;
-        self.off = (o + SEG_LEN) & self.mask;
+        self.off = (o + MLX5_WQE_DS_UNITS) & self.mask;
         // `o` is a multiple of 16 below the ring length (a multiple of 64), so the range is
         // inside the ring and 16 long: neither the index nor the conversion can fail.
-        (&mut self.ring[o..o + SEG_LEN])
+        (&mut self.ring[o..o + MLX5_WQE_DS_UNITS])
             .try_into()
             .expect("16-byte unit")
     }
@@ -353,12 +356,12 @@ fn copy_small(dst: &mut [u8], src: &[u8]) {
 pub fn emit_send_wqe(ring: &mut [u8], wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
     let wqe_cnt = check_ring(ring.len())?;
     let ds = wqe_units(wqe)?;
-    if ds <= WQEBB_LEN / SEG_LEN {
+    if ds <= MLX5_SEND_WQE_BB / MLX5_WQE_DS_UNITS {
         // The common case, one WQEBB: a fixed-size slot, no wrap or bounds checks per unit.
-        let off = (usize::from(wqe.wqe_idx) * WQEBB_LEN) & (ring.len() - 1);
+        let off = (usize::from(wqe.wqe_idx) * MLX5_SEND_WQE_BB) & (ring.len() - 1);
         if let Some(Ok(slot)) = ring
-            .get_mut(off..off + WQEBB_LEN)
-            .map(<&mut [u8; WQEBB_LEN]>::try_from)
+            .get_mut(off..off + MLX5_SEND_WQE_BB)
+            .map(<&mut [u8; MLX5_SEND_WQE_BB]>::try_from)
         {
             let size = WqeSize {
                 ds: ds as u8,
@@ -371,7 +374,7 @@ pub fn emit_send_wqe(ring: &mut [u8], wqe: &SendWqe<'_>) -> Result<WqeSize, WqeE
     if ds > MAX_DS {
         return Err(WqeError::TooLarge { ds });
     }
-    let wqebbs = ds.div_ceil(4);
+    let wqebbs = ds.div_ceil(UNITS_PER_BB);
     if wqebbs > wqe_cnt {
         return Err(WqeError::DoesNotFitRing { wqebbs, wqe_cnt });
     }
@@ -392,13 +395,13 @@ pub fn emit_send_wqe(ring: &mut [u8], wqe: &SendWqe<'_>) -> Result<WqeSize, WqeE
 /// same as [`emit_send_wqe`]'s.
 #[inline]
 pub fn emit_send_wqe_bb(
-    slot: &mut [u8; WQEBB_LEN],
+    slot: &mut [u8; MLX5_SEND_WQE_BB],
     wqe: &SendWqe<'_>,
 ) -> Result<WqeSize, WqeError> {
     let ds = wqe_units(wqe)?;
-    if ds > WQEBB_LEN / SEG_LEN {
+    if ds > MLX5_SEND_WQE_BB / MLX5_WQE_DS_UNITS {
         return Err(WqeError::DoesNotFitRing {
-            wqebbs: ds.div_ceil(4),
+            wqebbs: ds.div_ceil(UNITS_PER_BB),
             wqe_cnt: 1,
         });
     }
@@ -418,12 +421,12 @@ fn write_wqe(ring: &mut [u8], wqe: &SendWqe<'_>, size: WqeSize) {
     let mut u = Units {
         ring,
         mask,
-        off: (usize::from(wqe.wqe_idx) * WQEBB_LEN) & mask,
+        off: (usize::from(wqe.wqe_idx) * MLX5_SEND_WQE_BB) & mask,
     };
 
     // Built in a register-sized local and stored whole: bytes 8-10 (signature, DCI stream)
     // are the zeros it starts with.
-    let mut ctrl = [0u8; SEG_LEN];
+    let mut ctrl = [0u8; MLX5_WQE_DS_UNITS];
     let mut c = CtrlSeg::new_unchecked(&mut ctrl);
     c.set_opmod_idx_opcode(wqe.opmod, wqe.wqe_idx, wqe.opcode);
     c.set_qpn_ds(wqe.qpn, size.ds);
@@ -432,7 +435,7 @@ fn write_wqe(ring: &mut [u8], wqe: &SendWqe<'_>, size: WqeSize) {
     *u.next() = ctrl;
 
     if let Some(av) = wqe.av {
-        for chunk in av.chunks_exact(SEG_LEN) {
+        for chunk in av.chunks_exact(MLX5_WQE_DS_UNITS) {
             u.next().copy_from_slice(chunk);
         }
     }
@@ -452,21 +455,23 @@ fn write_wqe(ring: &mut [u8], wqe: &SendWqe<'_>, size: WqeSize) {
             // Zero the unit, then the header and up to 12 bytes over it: the padding stays
             // zero.
             let unit = u.next();
-            *unit = [0u8; SEG_LEN];
-            InlineSeg::new_unchecked(&mut unit[..4]).set_len(bytes.len() as u32);
-            if bytes.len() <= SEG_LEN - 4 {
-                copy_small(&mut unit[4..], bytes);
+            *unit = [0u8; MLX5_WQE_DS_UNITS];
+            const DATA: usize = offset::inline::DATA;
+            InlineSeg::new_unchecked(&mut unit[..MLX5_WQE_INLINE_SEG_LEN])
+                .set_len(bytes.len() as u32);
+            if bytes.len() <= MLX5_WQE_DS_UNITS - DATA {
+                copy_small(&mut unit[DATA..], bytes);
             } else {
-                let (head, mut rest) = bytes.split_at(SEG_LEN - 4);
-                unit[4..].copy_from_slice(head);
-                while rest.len() >= SEG_LEN {
-                    let (chunk, tail) = rest.split_at(SEG_LEN);
+                let (head, mut rest) = bytes.split_at(MLX5_WQE_DS_UNITS - DATA);
+                unit[DATA..].copy_from_slice(head);
+                while rest.len() >= MLX5_WQE_DS_UNITS {
+                    let (chunk, tail) = rest.split_at(MLX5_WQE_DS_UNITS);
                     u.next().copy_from_slice(chunk);
                     rest = tail;
                 }
                 if !rest.is_empty() {
                     let unit = u.next();
-                    *unit = [0u8; SEG_LEN];
+                    *unit = [0u8; MLX5_WQE_DS_UNITS];
                     copy_small(unit, rest);
                 }
             }

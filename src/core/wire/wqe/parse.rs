@@ -63,12 +63,12 @@ impl<'a> Iterator for DataSegs<'a> {
         }
         let ring = self.ring;
         let mask = ring.len() - 1;
-        let unit = &ring[self.off..self.off + SEG_LEN];
+        let unit = &ring[self.off..self.off + MLX5_WQE_DS_UNITS];
         let d = DataSeg::new_unchecked(unit);
         let bc = d.byte_count();
-        let (item, units) = if bc & INLINE_SEG != 0 {
-            let len = (bc & !INLINE_SEG) as usize;
-            let start = self.off + 4;
+        let (item, units) = if bc & MLX5_INLINE_SEG != 0 {
+            let len = (bc & !MLX5_INLINE_SEG) as usize;
+            let start = self.off + offset::inline::DATA;
             let end = (start + len).min(ring.len());
             let first = &ring[start..end];
             let rest = (len - first.len()).min(ring.len());
@@ -87,7 +87,7 @@ impl<'a> Iterator for DataSegs<'a> {
         };
         let units = units.min(self.units_left);
         self.units_left -= units;
-        self.off = (self.off + units * SEG_LEN) & mask;
+        self.off = (self.off + units * MLX5_WQE_DS_UNITS) & mask;
         Some(item)
     }
 }
@@ -120,7 +120,7 @@ pub struct ParsedWqe<'a> {
     /// `(swap_add, compare)` of atomics.
     pub atomic: Option<(u64, u64)>,
     /// The address vector of a UD WQE (copied: it may wrap).
-    pub av: Option<[u8; AV_LEN]>,
+    pub av: Option<[u8; MLX5_AV_LEN]>,
     /// Number of data segments (an inline segment counts one).
     pub num_data: usize,
     /// Sum of the data segments' byte counts and inline lengths.
@@ -134,7 +134,7 @@ impl<'a> ParsedWqe<'a> {
         self.data.clone()
     }
     /// A view over the address vector, for UD WQEs.
-    pub fn av_seg(&self) -> Option<DatagramSeg<[u8; AV_LEN]>> {
+    pub fn av_seg(&self) -> Option<DatagramSeg<[u8; MLX5_AV_LEN]>> {
         self.av.map(DatagramSeg::new_unchecked)
     }
 }
@@ -149,8 +149,8 @@ struct ReadUnits<'r> {
 impl<'r> ReadUnits<'r> {
     fn next(&mut self) -> &'r [u8] {
         let o = self.off;
-        self.off = (o + SEG_LEN) & self.mask;
-        &self.ring[o..o + SEG_LEN]
+        self.off = (o + MLX5_WQE_DS_UNITS) & self.mask;
+        &self.ring[o..o + MLX5_WQE_DS_UNITS]
     }
 }
 
@@ -171,7 +171,7 @@ pub fn parse_send_wqe(
     let mut r = ReadUnits {
         ring,
         mask,
-        off: slot * WQEBB_LEN,
+        off: slot * MLX5_SEND_WQE_BB,
     };
     let c = CtrlSeg::new_unchecked(r.next());
     let ds = c.ds();
@@ -183,7 +183,7 @@ pub fn parse_send_wqe(
             ds: usize::from(ds),
         });
     }
-    let wqebbs = usize::from(ds).div_ceil(4);
+    let wqebbs = usize::from(ds).div_ceil(UNITS_PER_BB);
     if wqebbs > wqe_cnt {
         return Err(WqeError::DoesNotFitRing { wqebbs, wqe_cnt });
     }
@@ -200,11 +200,14 @@ pub fn parse_send_wqe(
     }
     // A NOP is a bare ctrl segment on every QP type; UD sends carry the address vector.
     let has_av = qp_is_ud && opcode != Opcode::Nop;
-    let needed = 1
-        + if has_av { AV_LEN / SEG_LEN } else { 0 }
-        + usize::from(opcode.has_raddr())
-        + usize::from(opcode.is_atomic())
-        + usize::from(opcode.is_atomic());
+    let needed =
+        1 + if has_av {
+            MLX5_AV_LEN / MLX5_WQE_DS_UNITS
+        } else {
+            0
+        } + usize::from(opcode.has_raddr())
+            + usize::from(opcode.is_atomic())
+            + usize::from(opcode.is_atomic());
     if usize::from(ds) < needed {
         return Err(WqeError::DsTooSmall { ds, needed });
     }
@@ -231,8 +234,8 @@ pub fn parse_send_wqe(
         },
     };
     if has_av {
-        let mut av = [0u8; AV_LEN];
-        for chunk in av.chunks_exact_mut(SEG_LEN) {
+        let mut av = [0u8; MLX5_AV_LEN];
+        for chunk in av.chunks_exact_mut(MLX5_WQE_DS_UNITS) {
             chunk.copy_from_slice(r.next());
         }
         p.av = Some(av);
@@ -255,12 +258,12 @@ pub fn parse_send_wqe(
     let mut left = data_units;
     let mut off = r.off;
     while left > 0 {
-        let bc = DataSeg::new_unchecked(&ring[off..off + SEG_LEN]).byte_count();
-        let units = if bc & INLINE_SEG != 0 {
+        let bc = DataSeg::new_unchecked(&ring[off..off + MLX5_WQE_DS_UNITS]).byte_count();
+        let units = if bc & MLX5_INLINE_SEG != 0 {
             if opcode.is_atomic() || opcode == Opcode::RdmaRead {
                 return Err(WqeError::InlineNotAllowed { opcode });
             }
-            let len = bc & !INLINE_SEG;
+            let len = bc & !MLX5_INLINE_SEG;
             let units = inline_units(len as usize);
             if units > left {
                 return Err(WqeError::BadInlineLength {
@@ -276,7 +279,7 @@ pub fn parse_send_wqe(
         };
         p.num_data += 1;
         left -= units;
-        off = (off + units * SEG_LEN) & mask;
+        off = (off + units * MLX5_WQE_DS_UNITS) & mask;
     }
     if opcode.is_atomic() && p.num_data != 1 {
         return Err(WqeError::SegmentsMismatch { opcode });

@@ -5,7 +5,7 @@ use super::*;
 
 #[inline]
 fn check_recv_slot(len: usize, n: usize, max_sge: usize) -> Result<(), WqeError> {
-    let needed = max_sge.saturating_mul(SEG_LEN);
+    let needed = max_sge.saturating_mul(MLX5_WQE_DS_UNITS);
     if len < needed {
         return Err(WqeError::SlotTooSmall { len, needed });
     }
@@ -17,7 +17,7 @@ fn check_recv_slot(len: usize, n: usize, max_sge: usize) -> Result<(), WqeError>
 
 #[inline]
 fn emit_scatter(slot: &mut [u8], sges: &[Sge], max_sge: usize) -> usize {
-    let mut units = slot.chunks_exact_mut(SEG_LEN);
+    let mut units = slot.chunks_exact_mut(MLX5_WQE_DS_UNITS);
     let mut n = 0;
     for (s, unit) in sges.iter().filter(|s| s.length != 0).zip(&mut units) {
         DataSeg::new_unchecked(unit).set(s.length, s.lkey, s.addr);
@@ -33,7 +33,7 @@ fn emit_scatter(slot: &mut [u8], sges: &[Sge], max_sge: usize) -> usize {
 
 /// Writes a receive WQE into `slot` (one RQ stride, at least `max_sge * 16` bytes): one data
 /// segment per SGE of non-zero length, then, when there are fewer than `max_sge`, the
-/// terminator (byte_count 0, lkey [`crate::wire::INVALID_LKEY`], addr 0). Units after the terminator
+/// terminator (byte_count 0, lkey [`crate::wire::MLX5_INVALID_LKEY`], addr 0). Units after the terminator
 /// are not written: the device stops there. Returns the number of data segments.
 #[inline]
 pub fn emit_recv_wqe(slot: &mut [u8], sges: &[Sge], max_sge: usize) -> Result<usize, WqeError> {
@@ -75,7 +75,7 @@ impl Iterator for RecvSges<'_> {
 pub fn parse_recv_wqe(slot: &[u8], max_sge: usize) -> Result<RecvSges<'_>, WqeError> {
     check_recv_slot(slot.len(), 0, max_sge)?;
     Ok(RecvSges {
-        units: slot.chunks_exact(SEG_LEN),
+        units: slot.chunks_exact(MLX5_WQE_DS_UNITS),
         left: max_sge,
     })
 }
@@ -91,24 +91,24 @@ pub fn emit_srq_wqe(
 ) -> Result<usize, WqeError> {
     let n = sges.iter().filter(|s| s.length != 0).count();
     check_srq_slot(slot.len(), n, max_sge)?;
-    let (next, rest) = slot.split_at_mut(SEG_LEN);
+    let (next, rest) = slot.split_at_mut(MLX5_WQE_DS_UNITS);
     SrqNextSeg::new_unchecked(next).set(next_wqe_index, 0);
     Ok(emit_scatter(rest, sges, max_sge))
 }
 
 #[inline]
 fn check_srq_slot(len: usize, n: usize, max_sge: usize) -> Result<(), WqeError> {
-    let needed = max_sge.saturating_add(1).saturating_mul(SEG_LEN);
+    let needed = max_sge.saturating_add(1).saturating_mul(MLX5_WQE_DS_UNITS);
     if len < needed {
         return Err(WqeError::SlotTooSmall { len, needed });
     }
-    check_recv_slot(len - SEG_LEN, n, max_sge)
+    check_recv_slot(len - MLX5_WQE_DS_UNITS, n, max_sge)
 }
 
 /// Reads an SRQ WQE from `slot`: its `next_wqe_index` and its scatter list.
 pub fn parse_srq_wqe(slot: &[u8], max_sge: usize) -> Result<(u16, RecvSges<'_>), WqeError> {
     check_srq_slot(slot.len(), 0, max_sge)?;
-    let (next, rest) = slot.split_at(SEG_LEN);
+    let (next, rest) = slot.split_at(MLX5_WQE_DS_UNITS);
     let sges = parse_recv_wqe(rest, max_sge)?;
     Ok((SrqNextSeg::new_unchecked(next).next_wqe_index(), sges))
 }

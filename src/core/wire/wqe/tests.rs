@@ -1,9 +1,9 @@
 //! Tests of the whole-WQE encoders and parsers.
 
-use super::super::{fm_ce_se, DatagramSeg, INVALID_LKEY};
+use super::super::{fm_ce_se, DatagramSeg, MLX5_INVALID_LKEY};
 use super::*;
 
-const RING: usize = 4 * WQEBB_LEN;
+const RING: usize = 4 * MLX5_SEND_WQE_BB;
 
 fn sge(addr: u64, length: u32, lkey: u32) -> Sge {
     Sge { addr, length, lkey }
@@ -168,7 +168,7 @@ fn atomics_take_four_units() {
 
 #[test]
 fn ud_send_carries_the_address_vector() {
-    let mut av = [0u8; AV_LEN];
+    let mut av = [0u8; MLX5_AV_LEN];
     let mut v = DatagramSeg::new_unchecked(&mut av);
     v.set_qkey(0x1111_1111);
     v.set_dqp_dct(0x42, true);
@@ -250,7 +250,7 @@ fn encoder_errors_write_nothing() {
         ..SendWqe::new(Opcode::RdmaWrite, 0, 1)
     };
     assert_eq!(wqe_size(&w), Ok(WqeSize { ds: 16, wqebbs: 4 }));
-    let mut small = vec![0xa5u8; 2 * WQEBB_LEN];
+    let mut small = vec![0xa5u8; 2 * MLX5_SEND_WQE_BB];
     assert_eq!(
         emit_send_wqe(&mut small, &w),
         Err(WqeError::DoesNotFitRing {
@@ -347,13 +347,13 @@ fn parser_errors() {
 
 #[test]
 fn recv_wqe_ends_with_the_terminator() {
-    let mut slot = vec![0xa5u8; 4 * SEG_LEN];
+    let mut slot = vec![0xa5u8; 4 * MLX5_WQE_DS_UNITS];
     let s = [sge(0x10, 100, 1), sge(0x20, 0, 2), sge(0x30, 300, 3)];
     assert_eq!(emit_recv_wqe(&mut slot, &s, 4), Ok(2));
     assert_eq!(DataSeg::new_unchecked(&slot[16..32]).addr(), 0x30);
     let t = DataSeg::new_unchecked(&slot[32..48]);
     assert!(t.is_terminator());
-    assert_eq!(t.lkey(), INVALID_LKEY);
+    assert_eq!(t.lkey(), MLX5_INVALID_LKEY);
     assert_eq!(
         &slot[32..48],
         &[0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]
@@ -362,7 +362,7 @@ fn recv_wqe_ends_with_the_terminator() {
     let back: Vec<Sge> = parse_recv_wqe(&slot, 4).unwrap().collect();
     assert_eq!(back, vec![s[0], s[2]]);
     // Exactly max SGEs: no terminator.
-    let mut slot = vec![0xa5u8; 2 * SEG_LEN];
+    let mut slot = vec![0xa5u8; 2 * MLX5_WQE_DS_UNITS];
     assert_eq!(emit_recv_wqe(&mut slot, &[s[0], s[2]], 2), Ok(2));
     assert_eq!(parse_recv_wqe(&slot, 2).unwrap().count(), 2);
     assert_eq!(
@@ -383,7 +383,7 @@ fn recv_wqe_ends_with_the_terminator() {
 
 #[test]
 fn srq_wqe_has_the_next_segment_first() {
-    let mut slot = vec![0xa5u8; 3 * SEG_LEN];
+    let mut slot = vec![0xa5u8; 3 * MLX5_WQE_DS_UNITS];
     assert_eq!(emit_srq_wqe(&mut slot, 0x0102, &[sge(5, 6, 7)], 2), Ok(1));
     assert_eq!(
         &slot[..16],
@@ -426,7 +426,7 @@ impl Rng {
 fn wqe_index_runs_past_0xffff() {
     // A free-running u32 producer index crosses the 16-bit wqe_idx wrap; slots and the
     // ctrl's wqe_idx follow it, WQEs of 1 and 2 WQEBBs alternate.
-    let mut ring = vec![0xa5u8; 8 * WQEBB_LEN];
+    let mut ring = vec![0xa5u8; 8 * MLX5_SEND_WQE_BB];
     let sges: Vec<Sge> = (0..5).map(|i| sge(i, 1, 1)).collect();
     let mut pi: u32 = 0xfff0;
     while pi < 0x1_0010 {
@@ -439,7 +439,7 @@ fn wqe_index_runs_past_0xffff() {
         let p = parse_send_wqe(&ring, pi, false).unwrap();
         assert_eq!(p.wqe_idx, pi as u16);
         assert_eq!(p.num_data, n);
-        let slot = (pi & 7) as usize * WQEBB_LEN;
+        let slot = (pi & 7) as usize * MLX5_SEND_WQE_BB;
         assert_eq!(
             CtrlSeg::new_unchecked(&ring[slot..slot + 16]).wqe_idx(),
             pi as u16
@@ -462,13 +462,13 @@ fn random_wqes_round_trip_and_touch_only_their_units() {
         Opcode::AtomicFa,
     ];
     let payload: Vec<u8> = (0..1024).map(|i| (i * 7 + 3) as u8).collect();
-    let mut av = [0u8; AV_LEN];
+    let mut av = [0u8; MLX5_AV_LEN];
     for (i, b) in av.iter_mut().enumerate() {
         *b = i as u8 ^ 0x5a;
     }
     for _ in 0..2000 {
         let wqe_cnt = 1usize << rng.below(5);
-        let ring_len = wqe_cnt * WQEBB_LEN;
+        let ring_len = wqe_cnt * MLX5_SEND_WQE_BB;
         let op = ops[rng.below(ops.len() as u64) as usize];
         let ud = matches!(op, Opcode::Send | Opcode::SendImm) && rng.below(4) == 0;
         let sges: Vec<Sge> = (0..rng.below(8))
@@ -508,11 +508,11 @@ fn random_wqes_round_trip_and_touch_only_their_units() {
         };
         assert_eq!(wqe_size(&wqe), Ok(size));
         // Exactly the ds units starting at the slot were written, wrapping.
-        let start = (usize::from(wqe.wqe_idx) & (wqe_cnt - 1)) * WQEBB_LEN;
+        let start = (usize::from(wqe.wqe_idx) & (wqe_cnt - 1)) * MLX5_SEND_WQE_BB;
         let mut written = vec![false; ring_len];
         for u in 0..usize::from(size.ds) {
-            let o = (start + u * SEG_LEN) % ring_len;
-            written[o..o + SEG_LEN].fill(true);
+            let o = (start + u * MLX5_WQE_DS_UNITS) % ring_len;
+            written[o..o + MLX5_WQE_DS_UNITS].fill(true);
         }
         for (i, &b) in ring.iter().enumerate() {
             if !written[i] {
@@ -556,9 +556,11 @@ fn garbage_rings_never_panic_the_parsers() {
     let mut parsed = 0;
     for round in 0..3000 {
         let wqe_cnt = 1usize << rng.below(4);
-        let mut ring: Vec<u8> = (0..wqe_cnt * WQEBB_LEN).map(|_| rng.next() as u8).collect();
+        let mut ring: Vec<u8> = (0..wqe_cnt * MLX5_SEND_WQE_BB)
+            .map(|_| rng.next() as u8)
+            .collect();
         let slot = rng.below(wqe_cnt as u64) as usize;
-        let c = &mut ring[slot * WQEBB_LEN..slot * WQEBB_LEN + SEG_LEN];
+        let c = &mut ring[slot * MLX5_SEND_WQE_BB..slot * MLX5_SEND_WQE_BB + MLX5_WQE_DS_UNITS];
         // Make about half of the ctrl segments plausible so the data walk is reached.
         if round % 2 == 0 {
             c[1..3].copy_from_slice(&(slot as u16).to_be_bytes());
@@ -609,16 +611,16 @@ fn one_wqebb_fast_path_writes_the_same_bytes() {
             },
             ..SendWqe::new(op, idx, 0x1234)
         };
-        let mut ring = vec![0xa5u8; 4 * WQEBB_LEN];
-        let mut slot = [0xa5u8; WQEBB_LEN];
+        let mut ring = vec![0xa5u8; 4 * MLX5_SEND_WQE_BB];
+        let mut slot = [0xa5u8; MLX5_SEND_WQE_BB];
         match (
             emit_send_wqe(&mut ring, &wqe),
             emit_send_wqe_bb(&mut slot, &wqe),
         ) {
             (Ok(a), Ok(b)) => {
                 assert_eq!(a, b);
-                let o = (usize::from(idx) & 3) * WQEBB_LEN;
-                assert_eq!(&ring[o..o + WQEBB_LEN], &slot[..]);
+                let o = (usize::from(idx) & 3) * MLX5_SEND_WQE_BB;
+                assert_eq!(&ring[o..o + MLX5_SEND_WQE_BB], &slot[..]);
             }
             (Ok(a), Err(e)) => {
                 assert!(a.wqebbs > 1, "{e}");
