@@ -730,10 +730,13 @@ fn rust_const(name: &str) -> Option<u64> {
         "MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR" => sy(Syndrome::RetryExc),
         "MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR" => sy(Syndrome::RnrRetryExc),
         "MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR" => sy(Syndrome::RemAbort),
-        "MLX5_WQE_CTRL_CQ_UPDATE" => fm_ce_se::CQ_UPDATE.into(),
-        "MLX5_WQE_CTRL_SOLICITED" => fm_ce_se::SOLICITED.into(),
-        "MLX5_WQE_CTRL_FENCE" => fm_ce_se::FENCE.into(),
-        "MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE" => fm_ce_se::SMALL_FENCE.into(),
+        // The request-flags map gives each bit alone.
+        "MLX5_WQE_CTRL_CQ_UPDATE" => fm_ce_se::of(fm_ce_se::FLAG_SIGNALED).into(),
+        "MLX5_WQE_CTRL_SOLICITED" => fm_ce_se::of(fm_ce_se::FLAG_SOLICITED).into(),
+        "MLX5_WQE_CTRL_FENCE" => fm_ce_se::of(fm_ce_se::FLAG_FENCE).into(),
+        "MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE" => {
+            rdma_direct::wire::MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE.into()
+        }
         // What the views write for these, not the names (wire_named checks those).
         "MLX5_INVALID_LKEY" => {
             let mut b = [0u8; 16];

@@ -192,12 +192,12 @@ fn run(qp_type: QpType, seed: u64, rounds: usize) {
         qp.sq().ring();
         // The same WQE through the wire encoder, into the shadow ring.
         let (opcode, imm, ra, atomic) = wire_op(&op);
-        let mut fm = wire::fm_ce_se::CQ_UPDATE;
+        let mut fm = wire::MLX5_WQE_CTRL_CQ_UPDATE;
         if flags.contains(SendFlags::SOLICITED) {
-            fm |= wire::fm_ce_se::SOLICITED;
+            fm |= wire::MLX5_WQE_CTRL_SOLICITED;
         }
         if flags.contains(SendFlags::FENCE) {
-            fm |= wire::fm_ce_se::FENCE;
+            fm |= wire::MLX5_WQE_CTRL_FENCE;
         }
         let mut wav = av;
         wav[0..4].copy_from_slice(&dest.remote_qkey.to_be_bytes());

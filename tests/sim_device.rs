@@ -181,7 +181,7 @@ fn rig(cqe: u32, rnr_retry: u8) -> Rig {
 
 fn write_wqe<'a>(qpn: u32, sge: &'a [Sge], raddr: u64, rkey: u32) -> SendWqe<'a> {
     SendWqe {
-        fm_ce_se: wire::fm_ce_se::CQ_UPDATE,
+        fm_ce_se: wire::MLX5_WQE_CTRL_CQ_UPDATE,
         raddr: Some((raddr, rkey)),
         data: Payload::Sges(sge),
         ..SendWqe::new(Opcode::RdmaWrite, 0, qpn)
@@ -444,7 +444,7 @@ fn inline_length_past_ds_is_loc_qp_op() {
     .unwrap();
     let data = [1u8; 8];
     let w = SendWqe {
-        fm_ce_se: wire::fm_ce_se::CQ_UPDATE,
+        fm_ce_se: wire::MLX5_WQE_CTRL_CQ_UPDATE,
         raddr: Some((mr.addr(), mr.rkey())),
         data: Payload::Inline(&data),
         ..SendWqe::new(Opcode::RdmaWrite, 0, r.qpn)
@@ -530,7 +530,7 @@ fn rnr_with_retries_fails_and_rnr_7_waits_for_a_receive() {
     .unwrap();
     let sge = [mr.sge(0, 8).into()];
     let send = SendWqe {
-        fm_ce_se: wire::fm_ce_se::CQ_UPDATE,
+        fm_ce_se: wire::MLX5_WQE_CTRL_CQ_UPDATE,
         data: Payload::Sges(&sge),
         ..SendWqe::new(Opcode::Send, 0, r.qpn)
     };
@@ -548,7 +548,7 @@ fn rnr_with_retries_fails_and_rnr_7_waits_for_a_receive() {
     .unwrap();
     let sge = [mr.sge(0, 8).into()];
     let send = SendWqe {
-        fm_ce_se: wire::fm_ce_se::CQ_UPDATE,
+        fm_ce_se: wire::MLX5_WQE_CTRL_CQ_UPDATE,
         data: Payload::Sges(&sge),
         ..SendWqe::new(Opcode::Send, 0, r.qpn)
     };

@@ -46,7 +46,7 @@ pub use qp::Mlx5Qp;
 pub use rq::{Mlx5Rq, Mlx5Srq};
 pub use sq::Mlx5Sq;
 pub use ts::{ClockInfoFeed, CqClock};
-pub use wqe::send_wqe;
+pub use wqe::{fm_ce_se_of, send_wqe, OpSegs};
 
 /// How `ring()` tells the device about staged WQEs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

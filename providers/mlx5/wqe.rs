@@ -1,35 +1,83 @@
-//! Data-plane requests as the wire layer's values: [`send_wqe`] maps a [`SendWr`] to the
-//! [`wire::SendWqe`] that describes the bytes [`super::Mlx5Sq`] writes for it, and the
-//! scatter/gather entries convert both ways. For tests, tools and the device side; the hot
-//! path writes the same bytes by pointer without building these values.
+//! Data-plane requests as the wire layer's values. The one map from a request's operation
+//! to its mlx5 opcode and segments ([`OpSegs::of`]) and from its flags to `fm_ce_se`
+//! ([`fm_ce_se_of`], over [`wire::fm_ce_se`]) live here, the one place that sees both the
+//! data-plane vocabulary and the wire layer (which imports nothing). [`send_wqe`] maps a
+//! [`SendWr`] to the [`wire::SendWqe`] that describes the bytes [`super::Mlx5Sq`] writes for
+//! it.
 
-use crate::wire::{
-    self, Opcode, SendWqe, MLX5_AV_LEN, MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_CTRL_FENCE,
-    MLX5_WQE_CTRL_SOLICITED,
-};
+use crate::wire::{self, fm_ce_se, Opcode, SendWqe, MLX5_AV_LEN};
 use crate::{Payload, SendFlags, SendOp, SendWr};
 
-/// The `fm_ce_se` byte for a request's flags: SIGNALED to `MLX5_WQE_CTRL_CQ_UPDATE`, FENCE to
-/// `MLX5_WQE_CTRL_FENCE`, SOLICITED to `MLX5_WQE_CTRL_SOLICITED` (a queue that signals on its
-/// own schedule ORs in CQ_UPDATE afterwards).
-#[inline]
-pub fn fm_ce_se_of(flags: SendFlags) -> u8 {
-    let mut fm = 0;
-    if flags.contains(SendFlags::SIGNALED) {
-        fm |= MLX5_WQE_CTRL_CQ_UPDATE;
-    }
-    if flags.contains(SendFlags::FENCE) {
-        fm |= MLX5_WQE_CTRL_FENCE;
-    }
-    if flags.contains(SendFlags::SOLICITED) {
-        fm |= MLX5_WQE_CTRL_SOLICITED;
-    }
-    fm
+// `SendFlags` bits are the wire layer's request-flag bits, so they index its table as they are.
+const _: () = assert!(
+    SendFlags::SIGNALED.0 == fm_ce_se::FLAG_SIGNALED
+        && SendFlags::FENCE.0 == fm_ce_se::FLAG_FENCE
+        && SendFlags::SOLICITED.0 == fm_ce_se::FLAG_SOLICITED
+);
+
+/// What a request's operation puts into its WQE: the opcode, the immediate (host order, 0
+/// without one), the raddr segment's `(raddr, rkey)` and the atomic segment's
+/// `(swap_add, compare)`. `CompareSwap` puts `swap` in swap_add and `compare` in compare;
+/// `FetchAdd` puts `add` in swap_add and 0 in compare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpSegs {
+    /// The WQE opcode.
+    pub opcode: Opcode,
+    /// The immediate, host order.
+    pub imm: u32,
+    /// `(raddr, rkey)` for RDMA and atomic opcodes.
+    pub raddr: Option<(u64, u32)>,
+    /// `(swap_add, compare)` for atomics.
+    pub atomic: Option<(u64, u64)>,
 }
 
-/// The WQE of a send request: opcode, immediate, `(raddr, rkey)`, atomic operands
-/// (`CompareSwap` puts `swap` in swap_add and `compare` in compare; `FetchAdd` puts `add` in
-/// swap_add and 0 in compare), `fm_ce_se` from its flags ([`fm_ce_se_of`]) and its payload.
+impl OpSegs {
+    /// The one map from [`SendOp`] to the mlx5 opcode (`MLX5_OPCODE_*`) and segments.
+    #[inline(always)]
+    pub fn of(op: SendOp) -> OpSegs {
+        let (opcode, imm, raddr, atomic) = match op {
+            SendOp::Send => (Opcode::Send, 0, None, None),
+            SendOp::SendImm { imm } => (Opcode::SendImm, imm, None, None),
+            SendOp::Write { raddr, rkey } => (Opcode::RdmaWrite, 0, Some((raddr, rkey)), None),
+            SendOp::WriteImm { raddr, rkey, imm } => {
+                (Opcode::RdmaWriteImm, imm, Some((raddr, rkey)), None)
+            }
+            SendOp::Read { raddr, rkey } => (Opcode::RdmaRead, 0, Some((raddr, rkey)), None),
+            SendOp::CompareSwap {
+                raddr,
+                rkey,
+                compare,
+                swap,
+            } => (
+                Opcode::AtomicCs,
+                0,
+                Some((raddr, rkey)),
+                Some((swap, compare)),
+            ),
+            SendOp::FetchAdd { raddr, rkey, add } => {
+                (Opcode::AtomicFa, 0, Some((raddr, rkey)), Some((add, 0)))
+            }
+        };
+        OpSegs {
+            opcode,
+            imm,
+            raddr,
+            atomic,
+        }
+    }
+}
+
+/// The `fm_ce_se` byte for a request's flags ([`wire::fm_ce_se::of`]): SIGNALED to
+/// `MLX5_WQE_CTRL_CQ_UPDATE`, FENCE to `MLX5_WQE_CTRL_FENCE`, SOLICITED to
+/// `MLX5_WQE_CTRL_SOLICITED` (a queue that signals on its own schedule ORs in CQ_UPDATE
+/// afterwards).
+#[inline(always)]
+pub fn fm_ce_se_of(flags: SendFlags) -> u8 {
+    fm_ce_se::of(flags.0)
+}
+
+/// The WQE of a send request: opcode, immediate and segments from its operation
+/// ([`OpSegs::of`]), `fm_ce_se` from its flags ([`fm_ce_se_of`]) and its payload.
 /// `wqe_idx` and `qpn` come from the queue; `av` is the filled address vector on UD QPs
 /// (`None` otherwise). The request's SGEs are copied into `sges` (cleared first), which the
 /// WQE borrows.
@@ -40,29 +88,12 @@ pub fn send_wqe<'a, A>(
     av: Option<&'a [u8; MLX5_AV_LEN]>,
     sges: &'a mut Vec<wire::Sge>,
 ) -> SendWqe<'a> {
-    let (opcode, imm, raddr, atomic) = match wr.op {
-        SendOp::Send => (Opcode::Send, 0, None, None),
-        SendOp::SendImm { imm } => (Opcode::SendImm, imm, None, None),
-        SendOp::Write { raddr, rkey } => (Opcode::RdmaWrite, 0, Some((raddr, rkey)), None),
-        SendOp::WriteImm { raddr, rkey, imm } => {
-            (Opcode::RdmaWriteImm, imm, Some((raddr, rkey)), None)
-        }
-        SendOp::Read { raddr, rkey } => (Opcode::RdmaRead, 0, Some((raddr, rkey)), None),
-        SendOp::CompareSwap {
-            raddr,
-            rkey,
-            compare,
-            swap,
-        } => (
-            Opcode::AtomicCs,
-            0,
-            Some((raddr, rkey)),
-            Some((swap, compare)),
-        ),
-        SendOp::FetchAdd { raddr, rkey, add } => {
-            (Opcode::AtomicFa, 0, Some((raddr, rkey)), Some((add, 0)))
-        }
-    };
+    let OpSegs {
+        opcode,
+        imm,
+        raddr,
+        atomic,
+    } = OpSegs::of(wr.op);
     sges.clear();
     let data = match wr.payload {
         Payload::Sges(s) => {
@@ -88,7 +119,10 @@ pub fn send_wqe<'a, A>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{emit_send_wqe, fm_ce_se, MLX5_SEND_WQE_BB};
+    use crate::wire::{
+        emit_send_wqe, MLX5_SEND_WQE_BB, MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_CTRL_FENCE,
+        MLX5_WQE_CTRL_SOLICITED,
+    };
     use crate::Sge;
 
     #[test]
@@ -161,7 +195,7 @@ mod tests {
                 (opcode, imm, raddr, atomic)
             );
             assert_eq!((w.wqe_idx, w.qpn), (0x1234, 0x56));
-            assert_eq!(w.fm_ce_se, fm_ce_se::FENCE | fm_ce_se::SOLICITED);
+            assert_eq!(w.fm_ce_se, MLX5_WQE_CTRL_FENCE | MLX5_WQE_CTRL_SOLICITED);
             assert_eq!(w.data, wire::Payload::Sges(&ws));
             // Every mapped request is one the encoder accepts.
             let mut ring = vec![0u8; 4 * MLX5_SEND_WQE_BB];
@@ -170,7 +204,7 @@ mod tests {
         let wr = SendWr::<()>::send(1, &s).signaled();
         assert_eq!(
             send_wqe(&wr, 0, 0, None, &mut buf).fm_ce_se,
-            fm_ce_se::CQ_UPDATE
+            MLX5_WQE_CTRL_CQ_UPDATE
         );
         let wr = SendWr::<()>::send(1, &[]).inline(b"abc");
         assert_eq!(

@@ -14,87 +14,34 @@
 //! send or receive side) leave in the order they were pushed, also when the fault injector
 //! holds some back.
 //!
-//! What a CQE says is a [`CqeFields`]; its bytes come from [`CqeRepr::emit`], and every
+//! What a CQE says is a [`CqeRepr`] (the wire layer's, owner bit and timestamp filled in here);
+//! its bytes come from [`CqeRepr::emit`], and every
 //! number (opcodes, syndromes, flag bits, offsets) is a `crate::wire` name: this module
 //! defines no mlx5 layout fact of its own.
 
 use super::{AsyncEvent, Engine};
 use crate::clock::TimestampKind;
-use crate::wire::{self, Cqe64, CqeOpcode, CqeRepr, Syndrome};
+use crate::wire::{self, Cqe64, CqeRepr};
 use crate::QpState;
 
-/// What goes into one CQE, before the owner bit is known.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct CqeFields {
-    /// CQE opcode (`MLX5_CQE_*`).
-    pub opcode: u8,
-    /// Local QPN.
-    pub qpn: u32,
-    /// Requester CQEs: the WQE opcode (top byte of `sop_drop_qpn`).
-    pub wqe_opcode: u8,
-    /// WQE counter (send: the WQE's index; receive: the RQ index or SRQ WQE index).
-    pub wqe_counter: u16,
-    /// Byte count.
-    pub byte_cnt: u32,
-    /// Immediate, as it travelled (big-endian bytes).
-    pub imm_be: [u8; 4],
-    /// Source QPN (responder).
-    pub src_qpn: u32,
-    /// A GRH is in the receive buffer (UD).
-    pub grh: bool,
-    /// SRQ number (responder with SRQ).
-    pub srqn: u32,
-    /// Solicited event (op_own bit 1).
-    pub se: bool,
-    /// Error CQEs: syndrome and vendor syndrome.
-    pub syndrome: u8,
-    /// Vendor syndrome.
-    pub vendor_syndrome: u8,
-    /// The CQE's timestamp field (set when the CQE is written, if its CQ carries time).
-    pub timestamp: u64,
-}
-
-impl CqeFields {
-    /// The bytes of the CQE (every byte written, through [`CqeRepr::emit`]) with the
-    /// given owner bit. The engine stores bytes 0..63 first and `op_own` last.
-    pub(crate) fn emit(&self, owner: bool) -> [u8; wire::MLX5_CQE64_LEN] {
-        let mut b = [0u8; wire::MLX5_CQE64_LEN];
-        let r = CqeRepr {
-            opcode: CqeOpcode::from(self.opcode),
-            owner,
-            se: self.se,
-            s_wqe_opcode: self.wqe_opcode,
-            qpn: self.qpn & wire::MLX5_QPN_MASK,
-            wqe_counter: self.wqe_counter,
-            byte_cnt: self.byte_cnt,
-            imm_inval_pkey: u32::from_be_bytes(self.imm_be),
-            srqn: self.srqn & wire::MLX5_QPN_MASK,
-            src_qp: self.src_qpn & wire::MLX5_QPN_MASK,
-            flags: if self.grh {
-                wire::MLX5_CQE_FLAGS_GRH_PRESENT
-            } else {
-                0
-            },
-            syndrome: Syndrome::from(self.syndrome),
-            vendor_syndrome: self.vendor_syndrome,
-            timestamp: self.timestamp,
-            ..CqeRepr::default()
-        };
-        r.emit(&mut Cqe64::new_unchecked(&mut b[..]))
-            .expect("a 64-byte buffer holds a CQE");
-        b
-    }
+/// The bytes of the CQE `r` describes (every byte written, through [`CqeRepr::emit`]). The
+/// engine stores bytes 0..63 first and `op_own` last.
+fn cqe_bytes(r: &CqeRepr) -> [u8; wire::MLX5_CQE64_LEN] {
+    let mut b = [0u8; wire::MLX5_CQE64_LEN];
+    r.emit(&mut Cqe64::new_unchecked(&mut b[..]))
+        .expect("a 64-byte buffer holds a CQE");
+    b
 }
 
 /// A CQE the fault injector holds back until engine pass `release_pass`.
 pub(super) struct Held {
-    pub(super) fields: CqeFields,
+    pub(super) fields: CqeRepr,
     pub(super) stream: u64,
     pub(super) release_pass: u64,
 }
 
 impl Engine {
-    pub(super) fn push_cqe(&mut self, cqn: u32, f: CqeFields, stream: u64, torn_ok: bool) {
+    pub(super) fn push_cqe(&mut self, cqn: u32, f: CqeRepr, stream: u64, torn_ok: bool) {
         let pass = self.stats.passes;
         let mut delay = 0;
         if let Some(fi) = self.fault.as_mut() {
@@ -214,7 +161,7 @@ impl Engine {
     }
 
     /// Write one CQE: body first, then `op_own` with a release store. Checks for overrun.
-    pub(super) fn write_cqe(&mut self, cqn: u32, mut f: CqeFields, torn_ok: bool) {
+    pub(super) fn write_cqe(&mut self, cqn: u32, mut f: CqeRepr, torn_ok: bool) {
         let spins = self.fault.as_ref().map_or(0, |f| f.cfg.torn_write_spins);
         let Some(cq) = self.cqs.get_mut(&cqn) else {
             return;
@@ -239,7 +186,8 @@ impl Engine {
             }
             Some(TimestampKind::RealTime) => self.clock.real_time_raw(),
         };
-        let bytes = f.emit(wire::cqe_owner_for(cq.pi, cq.cqe_cnt));
+        f.owner = wire::cqe_owner_for(cq.pi, cq.cqe_cnt);
+        let bytes = cqe_bytes(&f);
         let off = wire::cqe64_offset(cq.pi, cq.cqe_cnt, cq.cqe_size as usize);
         let op_own = wire::offset::cqe64::OP_OWN;
         cq.mem.write(off, &bytes[..op_own]);
@@ -251,15 +199,19 @@ impl Engine {
         cq.mem.store_u8_release(off + op_own, bytes[op_own]);
         cq.pi = cq.pi.wrapping_add(1);
         self.stats.cqes += 1;
-        let error = f.opcode == wire::MLX5_CQE_REQ_ERR || f.opcode == wire::MLX5_CQE_RESP_ERR;
-        super::arm::on_cqe(cqn, &mut cq.arm, f.se || error, &mut self.stats.events);
+        super::arm::on_cqe(
+            cqn,
+            &mut cq.arm,
+            f.se || f.opcode.is_error(),
+            &mut self.stats.events,
+        );
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::Opcode;
+    use crate::wire::{CqeOpcode, Opcode, Syndrome};
 
     #[test]
     fn the_wire_names_the_engine_matches_on_are_known_to_the_wire_enums() {
@@ -275,67 +227,33 @@ mod tests {
         ] {
             assert!(!matches!(Opcode::from(v), Opcode::Unknown(_)), "{v:#x}");
         }
-        assert_eq!(
-            u8::from(Syndrome::LocLen),
-            wire::MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR
-        );
-        assert_eq!(
-            u8::from(Syndrome::LocQpOp),
-            wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR
-        );
-        assert_eq!(
-            u8::from(Syndrome::LocProt),
-            wire::MLX5_CQE_SYNDROME_LOCAL_PROT_ERR
-        );
-        assert_eq!(
-            u8::from(Syndrome::WrFlush),
-            wire::MLX5_CQE_SYNDROME_WR_FLUSH_ERR
-        );
-        assert_eq!(
-            u8::from(Syndrome::RemInvReq),
-            wire::MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR
-        );
-        assert_eq!(
-            u8::from(Syndrome::RemAccess),
-            wire::MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR
-        );
-        assert_eq!(
-            u8::from(Syndrome::RemOp),
-            wire::MLX5_CQE_SYNDROME_REMOTE_OP_ERR
-        );
-        assert_eq!(
-            u8::from(Syndrome::RetryExc),
-            wire::MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR
-        );
-        assert_eq!(
-            u8::from(Syndrome::RnrRetryExc),
-            wire::MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR
-        );
-        assert_eq!(
-            u8::from(CqeOpcode::from(wire::MLX5_CQE_INVALID)),
-            wire::MLX5_CQE_INVALID
-        );
-        assert_eq!(
-            wire::MLX5_CQE_INVALID_OP_OWN,
-            wire::MLX5_CQE_INVALID << wire::MLX5_CQE_OPCODE_SHIFT
-        );
-        assert_eq!(
-            wire::MLX5_CQE_FLAGS_GRH & wire::MLX5_CQE_FLAGS_GRH_PRESENT,
-            wire::MLX5_CQE_FLAGS_GRH_PRESENT
-        );
+        for s in [
+            wire::MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR,
+            wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR,
+            wire::MLX5_CQE_SYNDROME_LOCAL_PROT_ERR,
+            wire::MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
+            wire::MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
+            wire::MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
+            wire::MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
+            wire::MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR,
+            wire::MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR,
+        ] {
+            assert!(!matches!(Syndrome::from(s), Syndrome::Unknown(_)), "{s:#x}");
+        }
     }
 
     #[test]
     fn requester_cqe_bytes() {
-        let f = CqeFields {
-            opcode: wire::MLX5_CQE_REQ,
+        let f = CqeRepr {
+            opcode: CqeOpcode::Req,
+            owner: true,
             qpn: 0x12_3456,
-            wqe_opcode: wire::MLX5_OPCODE_RDMA_READ,
+            s_wqe_opcode: wire::MLX5_OPCODE_RDMA_READ,
             wqe_counter: 0xbeef,
             byte_cnt: 0x0102_0304,
             ..Default::default()
         };
-        let b = f.emit(true);
+        let b = cqe_bytes(&f);
         assert_eq!(&b[44..48], &[1, 2, 3, 4]);
         assert_eq!(&b[56..60], &[0x10, 0x12, 0x34, 0x56]);
         assert_eq!(&b[60..62], &[0xbe, 0xef]);
@@ -345,16 +263,16 @@ mod tests {
 
     #[test]
     fn error_cqe_bytes() {
-        let f = CqeFields {
-            opcode: wire::MLX5_CQE_RESP_ERR,
+        let f = CqeRepr {
+            opcode: CqeOpcode::RespErr,
             qpn: 7,
-            syndrome: wire::MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR,
+            syndrome: Syndrome::LocLen,
             vendor_syndrome: 0x68,
             wqe_counter: 3,
             byte_cnt: 99, // not written on error CQEs
             ..Default::default()
         };
-        let b = f.emit(false);
+        let b = cqe_bytes(&f);
         assert_eq!(b[54], 0x68);
         assert_eq!(b[55], 0x01);
         assert_eq!(&b[44..48], &[0, 0, 0, 0]);
@@ -363,16 +281,17 @@ mod tests {
 
     #[test]
     fn responder_cqe_grh_and_imm() {
-        let f = CqeFields {
-            opcode: wire::MLX5_CQE_RESP_SEND_IMM,
+        let f = CqeRepr {
+            opcode: CqeOpcode::RespSendImm,
+            owner: true,
             qpn: 9,
-            src_qpn: 0xabcdef,
-            grh: true,
-            imm_be: [0xde, 0xad, 0xbe, 0xef],
+            src_qp: 0xabcdef,
+            flags: wire::MLX5_CQE_FLAGS_GRH_PRESENT,
+            imm_inval_pkey: 0xdead_beef,
             byte_cnt: 104,
             ..Default::default()
         };
-        let b = f.emit(true);
+        let b = cqe_bytes(&f);
         assert_eq!(&b[24..28], &[0x10, 0xab, 0xcd, 0xef]);
         assert_eq!(&b[36..40], &[0xde, 0xad, 0xbe, 0xef]);
         assert_eq!(b[63], 0x31);

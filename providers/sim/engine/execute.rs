@@ -14,12 +14,11 @@
 //! the QP to ERR; a blocked WQE (RNR or transport retry) stays at the head, the SQ index
 //! unchanged.
 
-use super::cqe::CqeFields;
 use super::dma::{gather_into, scatter_from, Span, EMPTY_SPAN};
 use super::fetch::{seg_len, Wqe, MAX_SEGS, MAX_WQE};
 use super::objects::QpCtx;
 use super::{stream, Engine};
-use crate::wire;
+use crate::wire::{self, CqeOpcode, CqeRepr, CtrlSeg, Opcode, Syndrome};
 use crate::{Access, QpState, QpType};
 
 /// What happened to the WQE at the head of the SQ.
@@ -125,7 +124,7 @@ impl Engine {
                 let head = ((q.sq_ci as usize) * wire::MLX5_SEND_WQE_BB) & (ring_len - 1);
                 self.fail_head(
                     qpn,
-                    buf[head + wire::offset::ctrl::OPCODE],
+                    CtrlSeg::new_unchecked(&buf[head..]).opcode(),
                     idx,
                     nbb,
                     s,
@@ -154,7 +153,7 @@ impl Engine {
         // Gather (or, for READ/atomics, scatter) list.
         let writes_local = matches!(
             w.opcode,
-            wire::MLX5_OPCODE_RDMA_READ | wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA
+            Opcode::RdmaRead | Opcode::AtomicCs | Opcode::AtomicFa
         );
         let mut local = [EMPTY_SPAN; MAX_SEGS];
         let mut nlocal = 0;
@@ -178,7 +177,7 @@ impl Engine {
         let local = &local[..nlocal];
         let len = w.len();
         let (resp, byte_cnt) = match (q.qp_type, w.opcode) {
-            (_, wire::MLX5_OPCODE_NOP) => (Resp::Ok, 0),
+            (_, Opcode::Nop) => (Resp::Ok, 0),
             (QpType::Ud, _) => {
                 if len > u64::from(q.attr.path_mtu) {
                     // A UD message never exceeds one MTU: local length error.
@@ -217,14 +216,14 @@ impl Engine {
                 q.retry_at = None;
                 q.sq_ci = q.sq_ci.wrapping_add(nbb);
                 let byte_cnt = match w.opcode {
-                    wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA => 8,
+                    Opcode::AtomicCs | Opcode::AtomicFa => 8,
                     _ => byte_cnt,
                 };
                 if w.signaled {
-                    let f = CqeFields {
-                        opcode: wire::MLX5_CQE_REQ,
+                    let f = CqeRepr {
+                        opcode: CqeOpcode::Req,
                         qpn,
-                        wqe_opcode: w.opcode,
+                        s_wqe_opcode: u8::from(w.opcode),
                         wqe_counter: w.idx,
                         byte_cnt,
                         ..Default::default()
@@ -293,7 +292,7 @@ impl Engine {
     pub(super) fn fail_head(
         &mut self,
         qpn: u32,
-        wqe_opcode: u8,
+        wqe_opcode: Opcode,
         idx: u16,
         nbb: u32,
         s: u8,
@@ -308,12 +307,12 @@ impl Engine {
         q.retry_left = None;
         q.retry_at = None;
         let cqn = q.send_cqn;
-        let f = CqeFields {
-            opcode: wire::MLX5_CQE_REQ_ERR,
+        let f = CqeRepr {
+            opcode: CqeOpcode::ReqErr,
             qpn,
-            wqe_opcode,
+            s_wqe_opcode: u8::from(wqe_opcode),
             wqe_counter: idx,
-            syndrome: s,
+            syndrome: Syndrome::from(s),
             ..Default::default()
         };
         self.push_cqe(cqn, f, stream(qpn, false), torn_ok);
@@ -328,12 +327,12 @@ impl Engine {
         let head = ((q.sq_ci as usize) * wire::MLX5_SEND_WQE_BB) & (ring_len - 1);
         q.sq_ci = q.sq_ci.wrapping_add(nbb);
         let cqn = q.send_cqn;
-        let f = CqeFields {
-            opcode: wire::MLX5_CQE_REQ_ERR,
+        let f = CqeRepr {
+            opcode: CqeOpcode::ReqErr,
             qpn,
-            wqe_opcode: buf[head + wire::offset::ctrl::OPCODE],
+            s_wqe_opcode: u8::from(CtrlSeg::new_unchecked(&buf[head..]).opcode()),
             wqe_counter: idx,
-            syndrome: wire::MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
+            syndrome: Syndrome::WrFlush,
             ..Default::default()
         };
         self.push_cqe(cqn, f, stream(qpn, false), torn_ok);
@@ -370,13 +369,11 @@ impl Engine {
         let len = w.len();
         // Remote checks first (the responder validates the RETH before touching anything).
         let remote = match w.opcode {
-            wire::MLX5_OPCODE_RDMA_WRITE | wire::MLX5_OPCODE_RDMA_WRITE_IMM => {
+            Opcode::RdmaWrite | Opcode::RdmaWriteImm => {
                 self.remote_span(p, w.raddr, len, w.rkey, Access::REMOTE_WRITE)
             }
-            wire::MLX5_OPCODE_RDMA_READ => {
-                self.remote_span(p, w.raddr, len, w.rkey, Access::REMOTE_READ)
-            }
-            wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA => {
+            Opcode::RdmaRead => self.remote_span(p, w.raddr, len, w.rkey, Access::REMOTE_READ),
+            Opcode::AtomicCs | Opcode::AtomicFa => {
                 if w.raddr % 8 != 0 {
                     // A misaligned atomic: the responder NAKs it as an invalid request.
                     self.responder_error(peer);
@@ -399,7 +396,7 @@ impl Engine {
             }
         };
         match w.opcode {
-            wire::MLX5_OPCODE_RDMA_WRITE => {
+            Opcode::RdmaWrite => {
                 // SAFETY: `remote` was checked against an MR of the responder's PD and
                 // `local` against MRs of the requester (or points into the WQE buffer); the
                 // registration contract keeps both valid.
@@ -407,20 +404,20 @@ impl Engine {
                 self.stats.bytes += len;
                 Resp::Ok
             }
-            wire::MLX5_OPCODE_RDMA_READ => {
+            Opcode::RdmaRead => {
                 // SAFETY: as above, direction reversed (local spans need LOCAL_WRITE, checked).
                 unsafe { scatter_from(remote, local) };
                 self.stats.bytes += len;
                 Resp::Ok
             }
-            wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA => {
+            Opcode::AtomicCs | Opcode::AtomicFa => {
                 let target = remote.ptr as *mut u64;
                 // SAFETY: `remote` is an 8-byte, 8-aligned range of a registered MR; the
                 // device's atomic is modelled as an unaligned-safe read-modify-write. The old
                 // value lands in host byte order (mlx5 with the kernel's atomic endian mode).
                 unsafe {
                     let old = std::ptr::read_volatile(target);
-                    let new = if w.opcode == wire::MLX5_OPCODE_ATOMIC_CS {
+                    let new = if w.opcode == Opcode::AtomicCs {
                         if old == w.compare {
                             w.swap_add
                         } else {
@@ -435,9 +432,7 @@ impl Engine {
                 self.stats.bytes += 8;
                 Resp::Ok
             }
-            wire::MLX5_OPCODE_SEND
-            | wire::MLX5_OPCODE_SEND_IMM
-            | wire::MLX5_OPCODE_RDMA_WRITE_IMM => {
+            Opcode::Send | Opcode::SendImm | Opcode::RdmaWriteImm => {
                 let r = self.consume_recv(qpn, peer, w, local, remote, None, torn_ok);
                 if !reliable && matches!(r, Resp::Rnr | Resp::Nak(_)) {
                     // UC has no acks: the requester never hears of the responder's trouble

@@ -15,7 +15,7 @@
 use super::dma::{Span, EMPTY_SPAN};
 use super::objects::QpCtx;
 use super::Engine;
-use crate::wire::{self, DataItem, DatagramSeg};
+use crate::wire::{self, DataItem, DatagramSeg, Opcode};
 use crate::QpType;
 
 /// The largest WQE: `ds` is 6 bits, so 63 × 16 bytes, rounded up to whole WQEBBs (1024).
@@ -26,7 +26,7 @@ pub(super) const MAX_SEGS: usize = 64;
 
 /// A parsed send WQE (from [`wire::parse_send_wqe`], plus what the device adds).
 pub(super) struct Wqe {
-    pub(super) opcode: u8,
+    pub(super) opcode: Opcode,
     pub(super) idx: u16,
     pub(super) signaled: bool,
     pub(super) solicited: bool,
@@ -176,19 +176,14 @@ impl Engine {
         if p.qpn != q.qpn || u32::from(p.wqe_idx) != q.sq_ci & wire::MLX5_WQE_INDEX_MASK {
             return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
         }
-        let opcode = u8::from(p.opcode);
+        let opcode = p.opcode;
         let ok_for_type = match q.qp_type {
             QpType::Rc => true,
             QpType::Uc => !matches!(
                 opcode,
-                wire::MLX5_OPCODE_RDMA_READ
-                    | wire::MLX5_OPCODE_ATOMIC_CS
-                    | wire::MLX5_OPCODE_ATOMIC_FA
+                Opcode::RdmaRead | Opcode::AtomicCs | Opcode::AtomicFa
             ),
-            QpType::Ud => matches!(
-                opcode,
-                wire::MLX5_OPCODE_NOP | wire::MLX5_OPCODE_SEND | wire::MLX5_OPCODE_SEND_IMM
-            ),
+            QpType::Ud => matches!(opcode, Opcode::Nop | Opcode::Send | Opcode::SendImm),
         };
         if !ok_for_type {
             return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
@@ -221,7 +216,7 @@ impl Engine {
         };
         let reads = matches!(
             opcode,
-            wire::MLX5_OPCODE_RDMA_READ | wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA
+            Opcode::RdmaRead | Opcode::AtomicCs | Opcode::AtomicFa
         );
         for item in p.data_segs() {
             match item {
@@ -249,10 +244,8 @@ impl Engine {
                 }
             }
         }
-        if matches!(
-            opcode,
-            wire::MLX5_OPCODE_ATOMIC_CS | wire::MLX5_OPCODE_ATOMIC_FA
-        ) && (w.nsegs != 1 || w.segs[0].1 != 8)
+        if matches!(opcode, Opcode::AtomicCs | Opcode::AtomicFa)
+            && (w.nsegs != 1 || w.segs[0].1 != 8)
         {
             return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
         }

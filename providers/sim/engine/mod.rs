@@ -87,8 +87,8 @@ pub(crate) use objects::{CqCtx, QpCtx, SrqCtx};
 use super::clock::SimClock;
 use super::fault::FaultInjector;
 use crate::wire;
+use crate::wire::{CqeOpcode, CqeRepr, Syndrome};
 use crate::QpState;
-use cqe::CqeFields;
 use execute::Step;
 use objects::MrEntry;
 
@@ -193,11 +193,11 @@ impl Engine {
             {
                 break;
             }
-            let f = CqeFields {
-                opcode: wire::MLX5_CQE_RESP_ERR,
+            let f = CqeRepr {
+                opcode: CqeOpcode::RespErr,
                 qpn,
                 wqe_counter: q.rq_ci as u16,
-                syndrome: wire::MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
+                syndrome: Syndrome::WrFlush,
                 ..Default::default()
             };
             q.rq_ci = q.rq_ci.wrapping_add(1);

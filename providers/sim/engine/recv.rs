@@ -12,12 +12,12 @@
 //! message then fails (the responder's error CQE names it); no byte is written past the
 //! receive's checked capacity.
 
-use super::cqe::CqeFields;
 use super::dma::{copy_list, gather_into, Span, EMPTY_SPAN};
 use super::execute::Resp;
 use super::fetch::{Wqe, MAX_SEGS, MAX_WQE};
 use super::{stream, Engine};
 use crate::wire;
+use crate::wire::{CqeOpcode, CqeRepr, Opcode, Syndrome};
 
 /// Where the receive for an incoming message comes from.
 #[derive(Clone, Copy)]
@@ -146,11 +146,11 @@ impl Engine {
         let mut spans = [EMPTY_SPAN; MAX_SEGS];
         let scanned = self.recv_spans(loc, peer, &mut spans);
         let counter = self.commit_recv(peer, loc);
-        let resp_err = |s: u8| CqeFields {
-            opcode: wire::MLX5_CQE_RESP_ERR,
+        let resp_err = |s: u8| CqeRepr {
+            opcode: CqeOpcode::RespErr,
             qpn: peer,
             wqe_counter: counter,
-            syndrome: s,
+            syndrome: Syndrome::from(s),
             srqn,
             ..Default::default()
         };
@@ -165,7 +165,7 @@ impl Engine {
             }
         };
         let grh = ud.is_some();
-        let needed = if w.opcode == wire::MLX5_OPCODE_RDMA_WRITE_IMM {
+        let needed = if w.opcode == Opcode::RdmaWriteImm {
             0
         } else {
             len + if grh { wire::IBV_GRH_LEN as u64 } else { 0 }
@@ -184,7 +184,7 @@ impl Engine {
         }
         let spans = &spans[..n];
         match w.opcode {
-            wire::MLX5_OPCODE_RDMA_WRITE_IMM => {
+            Opcode::RdmaWriteImm => {
                 // SAFETY: `remote` checked against the responder's MR, `local` against the
                 // requester's (or the WQE buffer).
                 unsafe { gather_into(local, remote) };
@@ -212,18 +212,26 @@ impl Engine {
         }
         self.stats.bytes += len;
         let (opcode, with_imm) = match w.opcode {
-            wire::MLX5_OPCODE_SEND => (wire::MLX5_CQE_RESP_SEND, false),
-            wire::MLX5_OPCODE_SEND_IMM => (wire::MLX5_CQE_RESP_SEND_IMM, true),
-            _ => (wire::MLX5_CQE_RESP_WR_IMM, true),
+            Opcode::Send => (CqeOpcode::RespSend, false),
+            Opcode::SendImm => (CqeOpcode::RespSendImm, true),
+            _ => (CqeOpcode::RespWrImm, true),
         };
-        let f = CqeFields {
+        let f = CqeRepr {
             opcode,
             qpn: peer,
             wqe_counter: counter,
             byte_cnt: (len + if grh { wire::IBV_GRH_LEN as u64 } else { 0 }) as u32,
-            imm_be: if with_imm { w.imm } else { [0; 4] },
-            src_qpn: qpn,
-            grh,
+            imm_inval_pkey: if with_imm {
+                u32::from_be_bytes(w.imm)
+            } else {
+                0
+            },
+            src_qp: qpn,
+            flags: if grh {
+                wire::MLX5_CQE_FLAGS_GRH_PRESENT
+            } else {
+                0
+            },
             srqn,
             se: w.solicited,
             ..Default::default()

@@ -67,7 +67,7 @@
 //!
 //! let mut ring = vec![0u8; 8 * wire::MLX5_SEND_WQE_BB];
 //! let wqe = SendWqe {
-//!     fm_ce_se: fm_ce_se::CQ_UPDATE,
+//!     fm_ce_se: fm_ce_se::of(fm_ce_se::FLAG_SIGNALED),
 //!     raddr: Some((0x7f00_0000_1000, 0x1234)),
 //!     data: Payload::Inline(b"8 bytes!"),
 //!     ..SendWqe::new(Opcode::RdmaWrite, 0xffff, 0x42)

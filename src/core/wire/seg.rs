@@ -8,18 +8,55 @@ use super::consts::offset as off;
 use super::consts::*;
 use super::{at, be16, be32, be64, put16, put32, put64, Field, Truncated};
 
-/// The `fm_ce_se` byte of the ctrl segment (byte 11): fence mode, completion, solicited.
-/// Short names for the `MLX5_WQE_CTRL_*` constants.
+/// The `fm_ce_se` byte of the ctrl segment (byte 11: fence mode, completion, solicited) of a
+/// request: the one map from a request's flags to the `MLX5_WQE_CTRL_*` bits.
+///
+/// A request's flags are given as a 3-bit set: [`FLAG_SIGNALED`](fm_ce_se::FLAG_SIGNALED)
+/// → `MLX5_WQE_CTRL_CQ_UPDATE`, [`FLAG_FENCE`](fm_ce_se::FLAG_FENCE) →
+/// `MLX5_WQE_CTRL_FENCE`, [`FLAG_SOLICITED`](fm_ce_se::FLAG_SOLICITED) →
+/// `MLX5_WQE_CTRL_SOLICITED`. The data-plane `SendFlags` uses the same bits (the mlx5
+/// provider asserts it at compile time), so its bits index [`BY_FLAGS`](fm_ce_se::BY_FLAGS)
+/// directly.
 pub mod fm_ce_se {
-    use super::super::consts;
-    /// Generate a CQE for this WQE (`MLX5_WQE_CTRL_CQ_UPDATE`).
-    pub const CQ_UPDATE: u8 = consts::MLX5_WQE_CTRL_CQ_UPDATE;
-    /// Solicited event at the responder (`MLX5_WQE_CTRL_SOLICITED`).
-    pub const SOLICITED: u8 = consts::MLX5_WQE_CTRL_SOLICITED;
-    /// Wait for earlier READs and atomics (`MLX5_WQE_CTRL_FENCE`).
-    pub const FENCE: u8 = consts::MLX5_WQE_CTRL_FENCE;
-    /// Initiator small fence (`MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE`).
-    pub const SMALL_FENCE: u8 = consts::MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE;
+    use super::super::consts::{
+        MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_CTRL_FENCE, MLX5_WQE_CTRL_SOLICITED,
+    };
+    /// The request is signaled: its WQE generates a CQE.
+    pub const FLAG_SIGNALED: u8 = 1 << 0;
+    /// The request waits for earlier READs and atomics.
+    pub const FLAG_FENCE: u8 = 1 << 1;
+    /// The responder raises a solicited event.
+    pub const FLAG_SOLICITED: u8 = 1 << 2;
+    /// All three flags.
+    pub const FLAGS: u8 = FLAG_SIGNALED | FLAG_FENCE | FLAG_SOLICITED;
+
+    /// `fm_ce_se` for every set of flags, indexed by the set.
+    pub const BY_FLAGS: [u8; 8] = {
+        let mut t = [0u8; 8];
+        let mut i = 0;
+        while i < t.len() {
+            let f = i as u8;
+            let mut v = 0;
+            if f & FLAG_SIGNALED != 0 {
+                v |= MLX5_WQE_CTRL_CQ_UPDATE;
+            }
+            if f & FLAG_FENCE != 0 {
+                v |= MLX5_WQE_CTRL_FENCE;
+            }
+            if f & FLAG_SOLICITED != 0 {
+                v |= MLX5_WQE_CTRL_SOLICITED;
+            }
+            t[i] = v;
+            i += 1;
+        }
+        t
+    };
+
+    /// `fm_ce_se` for the set `flags` (bits outside [`FLAGS`] are ignored).
+    #[inline(always)]
+    pub const fn of(flags: u8) -> u8 {
+        BY_FLAGS[(flags & FLAGS) as usize]
+    }
 }
 
 /// A send WQE opcode (the low byte of the ctrl segment). Unknown values are kept.
@@ -684,7 +721,7 @@ mod tests {
         c.set_qpn_ds(0x12_3456, 3);
         c.set_signature(0);
         c.set_dci_stream_channel_id(0);
-        c.set_fm_ce_se(fm_ce_se::CQ_UPDATE | fm_ce_se::FENCE);
+        c.set_fm_ce_se(fm_ce_se::of(fm_ce_se::FLAG_SIGNALED | fm_ce_se::FLAG_FENCE));
         c.set_imm(0xdead_beef);
         assert_eq!(
             b,
@@ -798,6 +835,17 @@ mod tests {
         SrqNextSeg::new_unchecked(&mut b).set(0x1234, 0);
         assert_eq!(b, [0, 0, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(SrqNextSeg::new_unchecked(&b).next_wqe_index(), 0x1234);
+    }
+
+    #[test]
+    fn fm_ce_se_of_each_flag_set() {
+        use fm_ce_se::{of, FLAG_FENCE as F, FLAG_SIGNALED as S, FLAG_SOLICITED as E};
+        assert_eq!(of(0), 0);
+        assert_eq!(of(S), 0x08);
+        assert_eq!(of(F), 0x80);
+        assert_eq!(of(E), 0x02);
+        assert_eq!(of(S | F | E), 0x8a);
+        assert_eq!(of(0xf8 | S), 0x08, "bits outside the set are ignored");
     }
 
     #[test]

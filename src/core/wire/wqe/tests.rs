@@ -14,7 +14,7 @@ fn inline_write_of_8_bytes_writes_three_units() {
     let mut ring = vec![0xa5u8; RING];
     let data = [1, 2, 3, 4, 5, 6, 7, 8];
     let wqe = SendWqe {
-        fm_ce_se: fm_ce_se::CQ_UPDATE,
+        fm_ce_se: fm_ce_se::of(fm_ce_se::FLAG_SIGNALED),
         raddr: Some((0x1122_3344_5566_7788, 0xaabb_ccdd)),
         data: Payload::Inline(&data),
         ..SendWqe::new(Opcode::RdmaWrite, 1, 0x00_0abc)
@@ -600,7 +600,7 @@ fn one_wqebb_fast_path_writes_the_same_bytes() {
         let wqe = SendWqe {
             raddr: op.has_raddr().then_some((rng.next(), 5)),
             atomic: op.is_atomic().then_some((rng.next(), 0)),
-            fm_ce_se: fm_ce_se::CQ_UPDATE,
+            fm_ce_se: fm_ce_se::of(fm_ce_se::FLAG_SIGNALED),
             imm: rng.next() as u32,
             data: if op.is_atomic() {
                 Payload::Sges(&old)
