@@ -430,6 +430,9 @@ fn rust_layout() -> BTreeMap<String, i64> {
     off!("mlx5dv_srq.tail", mlx5dv_srq, tail);
     off!("mlx5dv_srq.comp_mask", mlx5dv_srq, comp_mask);
     off!("mlx5dv_srq.srqn", mlx5dv_srq, srqn);
+    size!(mlx5dv_ah);
+    off!("mlx5dv_ah.av", mlx5dv_ah, av);
+    off!("mlx5dv_ah.comp_mask", mlx5dv_ah, comp_mask);
     size!(mlx5dv_obj);
     off!("mlx5dv_obj.qp.in", mlx5dv_obj, qp.r#in);
     off!("mlx5dv_obj.qp.out", mlx5dv_obj, qp.out);
@@ -562,6 +565,7 @@ fn rust_layout() -> BTreeMap<String, i64> {
     val!(MLX5DV_OBJ_QP);
     val!(MLX5DV_OBJ_CQ);
     val!(MLX5DV_OBJ_SRQ);
+    val!(MLX5DV_OBJ_AH);
     val!(MLX5DV_SRQ_MASK_SRQN);
     val!(MLX5DV_CONTEXT_FLAGS_CQE_V1);
     val!(MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW);

@@ -51,7 +51,6 @@
 //! self-loop in `tests/mlx5_device.rs`. `rdma-direct selftest -d mlx5_0` checks each on a
 //! user's machine.
 
-use std::ffi::c_void;
 use std::sync::Arc;
 
 use super::cq::Mlx5Cq;
@@ -64,8 +63,8 @@ use crate::wire::MLX5_WQE_DS_UNITS;
 /// A data segment, in the `u32` units of the SRQ stride.
 const U: u32 = MLX5_WQE_DS_UNITS as u32;
 use crate::ffi::{
-    self, ibv_pd, ibv_qp_init_attr_ex, ibv_td, mlx5dv_context, mlx5dv_cq, mlx5dv_obj, mlx5dv_qp,
-    mlx5dv_qp_init_attr, mlx5dv_srq,
+    self, ibv_pd, ibv_qp_init_attr_ex, ibv_td, mlx5dv_ah, mlx5dv_context, mlx5dv_cq, mlx5dv_obj,
+    mlx5dv_qp, mlx5dv_qp_init_attr, mlx5dv_srq, MLX5DV_OBJ_AH,
 };
 use crate::{
     Access, ConnectOpts, Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState, QpType,
@@ -73,16 +72,6 @@ use crate::{
 };
 use crate::{Error, Result};
 use rdma_direct_core::verbs::{self, Context};
-
-/// `MLX5DV_OBJ_AH`.
-const MLX5DV_OBJ_AH: u64 = 1 << 5;
-
-/// `struct mlx5dv_ah`.
-#[repr(C)]
-struct Mlx5dvAh {
-    av: *mut u8,
-    comp_mask: u64,
-}
 
 /// An mlx5 device opened for the direct hot path.
 pub struct Mlx5Device {
@@ -684,13 +673,10 @@ impl Provider for Mlx5Device {
         opts: &ConnectOpts,
     ) -> Result<Mlx5Ah> {
         let ah = verbs::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)?;
-        let mut out = Mlx5dvAh {
-            av: std::ptr::null_mut(),
-            comp_mask: 0,
-        };
+        let mut out = mlx5dv_ah::zeroed();
         let mut obj = mlx5dv_obj::zeroed();
-        obj.ah.r#in = ah.as_ptr().cast::<c_void>();
-        obj.ah.out = (&mut out as *mut Mlx5dvAh).cast::<c_void>();
+        obj.ah.r#in = ah.as_ptr();
+        obj.ah.out = &mut out;
         init_obj(self.mlx5, &mut obj, MLX5DV_OBJ_AH, "mlx5dv_init_obj(AH)")?;
         if out.av.is_null() {
             return Err(Error::verb(

@@ -271,6 +271,8 @@ pub const MLX5DV_OBJ_QP: u64 = 1 << 0;
 pub const MLX5DV_OBJ_CQ: u64 = 1 << 1;
 /// `enum mlx5dv_obj_type`.
 pub const MLX5DV_OBJ_SRQ: u64 = 1 << 2;
+/// `enum mlx5dv_obj_type`.
+pub const MLX5DV_OBJ_AH: u64 = 1 << 5;
 
 // ---------------------------------------------------------------------------------------------
 // Structs (verbs.h).
@@ -1194,6 +1196,17 @@ pub struct mlx5dv_srq {
 /// `mlx5dv_srq.comp_mask` bit: fill `srqn`.
 pub const MLX5DV_SRQ_MASK_SRQN: u64 = 1 << 0;
 
+/// `struct mlx5dv_ah`: what `mlx5dv_init_obj(MLX5DV_OBJ_AH)` says of an address handle.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct mlx5dv_ah {
+    /// The 48-byte address vector (`struct mlx5_wqe_av`) libmlx5 filled for the AH; UD sends
+    /// copy it into their WQEs. Valid while the AH lives.
+    pub av: *mut u8,
+    /// Which optional fields are valid (none are read).
+    pub comp_mask: u64,
+}
+
 /// One `{ in, out }` pair of `struct mlx5dv_obj`.
 #[repr(C)]
 pub struct mlx5dv_obj_pair<I, O> {
@@ -1225,8 +1238,8 @@ pub struct mlx5dv_obj {
     pub rwq: mlx5dv_obj_pair<c_void, c_void>,
     /// DM (unused).
     pub dm: mlx5dv_obj_pair<c_void, c_void>,
-    /// AH (unused).
-    pub ah: mlx5dv_obj_pair<c_void, c_void>,
+    /// AH.
+    pub ah: mlx5dv_obj_pair<ibv_ah, mlx5dv_ah>,
     /// PD (unused).
     pub pd: mlx5dv_obj_pair<c_void, c_void>,
 }
@@ -1288,6 +1301,7 @@ zeroed_ctor!(
     mlx5dv_qp,
     mlx5dv_cq,
     mlx5dv_srq,
+    mlx5dv_ah,
     mlx5dv_obj,
     mlx5dv_context,
 );
@@ -1375,6 +1389,8 @@ mod layout {
     const_assert_eq!(offset_of!(mlx5dv_cq, cqn), 32);
     const_assert_eq!(size_of::<mlx5dv_srq>(), 48);
     const_assert_eq!(offset_of!(mlx5dv_srq, srqn), 40);
+    const_assert_eq!(size_of::<mlx5dv_ah>(), 16);
+    const_assert_eq!(offset_of!(mlx5dv_ah, comp_mask), 8);
     const_assert_eq!(size_of::<mlx5dv_obj>(), 112);
     const_assert_eq!(size_of::<mlx5dv_context>(), MLX5DV_CONTEXT_SIZE);
 
