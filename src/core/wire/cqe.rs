@@ -685,9 +685,38 @@ pub fn cqe_owner_for(index: u32, cqe_cnt: u32) -> bool {
 /// after this returns true, behind the from-device load barrier.
 #[inline]
 pub fn cqe_sw_owned(op_own: u8, ci: u32, cqe_cnt: u32) -> bool {
-    (op_own >> MLX5_CQE_OPCODE_SHIFT) != MLX5_CQE_INVALID
-        && ((op_own & MLX5_CQE_OWNER_MASK) != 0) == cqe_owner_for(ci, cqe_cnt)
+    cqe_sw_owned_x(op_own ^ cqe_parity(ci, cqe_cnt))
 }
+
+/// The owner bit software expects at consumer index `ci`, as its `op_own` bit: 0 or
+/// `MLX5_CQE_OWNER_MASK`. XORed into `op_own` it leaves `x` whose owner bit is 0 exactly when
+/// the owner matches; [`cqe_sw_owned_x`] and [`CQE_PLAIN_OWNED_MASK`] test that `x`. A poller
+/// keeps it for a whole lap of the ring (it flips where `ci` wraps).
+#[inline(always)]
+pub const fn cqe_parity(ci: u32, cqe_cnt: u32) -> u8 {
+    if ci & cqe_cnt != 0 {
+        MLX5_CQE_OWNER_MASK
+    } else {
+        0
+    }
+}
+
+/// [`cqe_sw_owned`] from `x = op_own ^ cqe_parity(ci, cqe_cnt)`, in one compare: `x` rotated
+/// right by one has the owner mismatch in bit 7 and the opcode in bits 3..6, so it is below
+/// `MLX5_CQE_INVALID << 3` exactly when the owner matches and the opcode is not INVALID.
+#[inline(always)]
+pub const fn cqe_sw_owned_x(x: u8) -> bool {
+    x.rotate_right(1) < (MLX5_CQE_INVALID << (MLX5_CQE_OPCODE_SHIFT - 1))
+}
+// The rotation above needs the owner bit at bit 0 and INVALID the largest opcode.
+const _: () = assert!(MLX5_CQE_OWNER_MASK == 1 && MLX5_CQE_INVALID == 0x0f);
+
+/// The `op_own` bits a plain CQE is recognised on, in `x = op_own ^ cqe_parity(..)`: the
+/// opcode, the scatter (format) bits and the owner bit (not the solicited bit).
+/// `x & CQE_PLAIN_OWNED_MASK == 0`: a software-owned successful requester CQE with no
+/// scattered data; `(x ^ (MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT)) & CQE_PLAIN_OWNED_MASK
+/// == 0`: the same for an incoming SEND.
+pub const CQE_PLAIN_OWNED_MASK: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK;
 
 #[cfg(test)]
 mod tests {
@@ -787,6 +816,25 @@ mod tests {
         // Past u32 wrap the parity keeps alternating.
         assert!(cqe_owner_for(u32::MAX, cnt));
         assert!(!cqe_owner_for(u32::MAX.wrapping_add(1), cnt));
+    }
+
+    #[test]
+    fn the_one_compare_and_the_plain_mask_agree_with_the_rule() {
+        for cnt in [1u32, 8, 1 << 15] {
+            for ci in [0, 1, cnt - 1, cnt, cnt + 1, 2 * cnt, u32::MAX] {
+                for op_own in 0..=255u8 {
+                    let x = op_own ^ cqe_parity(ci, cnt);
+                    let rule = (op_own >> MLX5_CQE_OPCODE_SHIFT) != MLX5_CQE_INVALID
+                        && (op_own & 1 != 0) == (ci & cnt != 0);
+                    assert_eq!(cqe_sw_owned_x(x), rule, "op_own {op_own:#x} ci {ci}");
+                    assert_eq!(cqe_sw_owned(op_own, ci, cnt), rule);
+                    let plain_req = rule
+                        && op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_REQ
+                        && op_own & (MLX5_INLINE_SCATTER_32 | MLX5_INLINE_SCATTER_64) == 0;
+                    assert_eq!(x & CQE_PLAIN_OWNED_MASK == 0, plain_req, "{op_own:#x}");
+                }
+            }
+        }
     }
 
     #[test]
