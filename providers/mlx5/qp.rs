@@ -16,7 +16,7 @@ use super::{DoorbellMode, Mlx5Device};
 use crate::cq_room::{self, Need};
 use crate::mmio;
 use crate::wire::{
-    MAX_DS, MLX5_QPN_MASK, MLX5_RCV_DBR, MLX5_SEND_WQE_BB, MLX5_SND_DBR, MLX5_WQE_DS_UNITS,
+    offset, MAX_DS, MLX5_QPN_MASK, MLX5_RCV_DBR, MLX5_SEND_WQE_BB, MLX5_SND_DBR, MLX5_WQE_DS_UNITS,
 };
 use crate::{QpCaps, QpConfig, QpState, QpType, QueuePair};
 
@@ -168,7 +168,7 @@ impl<D: Owners> Mlx5Qp<D> {
                 return Err(bad(format!("rq_wqe_cnt {} > 65536", dv.rq_wqe_cnt)));
             }
         }
-        if granted.max_inline_data > (MAX_DS * MLX5_WQE_DS_UNITS - 4) as u32 {
+        if granted.max_inline_data > (MAX_DS * MLX5_WQE_DS_UNITS - offset::inline::DATA) as u32 {
             return Err(bad(format!(
                 "max_inline_data {} does not fit a WQE",
                 granted.max_inline_data

@@ -166,7 +166,9 @@ pub(crate) const SIM_GID_PREFIX: [u8; 4] = [0xfd, 0x73, 0x69, 0x6d];
 /// processes differ in their first QPN unless their ids differ by a multiple of 255 (the
 /// GID tells them apart regardless).
 fn identity(pid: u32, n: u32) -> (u32, [u8; 16]) {
-    let qpn_base = ((pid.wrapping_add(n) % 0xff) << 16) | 0x100;
+    /// Where in its 64 Ki range a device's QP numbers start.
+    const QPN_RANGE_START: u32 = 0x100;
+    let qpn_base = ((pid.wrapping_add(n) % 0xff) << 16) | QPN_RANGE_START;
     let mut gid = [0u8; 16];
     gid[..4].copy_from_slice(&SIM_GID_PREFIX);
     gid[8..12].copy_from_slice(&pid.to_be_bytes());

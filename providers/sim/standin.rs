@@ -276,8 +276,14 @@ unsafe extern "C" fn cb_reg_mr(
             let pd = super::SimPd::from_raw(pdn);
             // SAFETY: the stand-in's caller registered this memory with ibv_reg_mr and keeps
             // it mapped until ibv_dereg_mr, which deregisters it here first (`cb_dereg_mr`).
-            let mr =
-                unsafe { d.reg_sim_mr(&pd, addr as *mut u8, len as usize, Access(access & 0xf)) }?;
+            let mr = unsafe {
+                d.reg_sim_mr(
+                    &pd,
+                    addr as *mut u8,
+                    len as usize,
+                    Access(access & Access::ALL.0),
+                )
+            }?;
             let k = crate::MemoryRegion::lkey(&mr);
             // The key lives until cb_dereg_mr (the SimMr would deregister on drop).
             std::mem::forget(mr);

@@ -455,7 +455,9 @@ impl Engine {
         }
         // IBA: a Q_Key with its high-order bit set in the request means "use the sending
         // QP's own Q_Key". A mismatch drops the datagram silently.
-        let qkey = if w.qkey & 0x8000_0000 != 0 {
+        /// The high-order bit of a request's Q_Key (IBA): use the sending QP's own Q_Key.
+        const QKEY_USE_OWN: u32 = 0x8000_0000;
+        let qkey = if w.qkey & QKEY_USE_OWN != 0 {
             self.qps.get(&qpn).map_or(0, |q| q.attr.qkey)
         } else {
             w.qkey

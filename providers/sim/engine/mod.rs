@@ -120,6 +120,12 @@ fn einval(context: &'static str, detail: impl Into<String>) -> crate::Error {
     }
 }
 
+/// The first CQ number a device hands out (any non-zero start works; distinct ranges for CQs
+/// and SRQs make a mixed-up number visible in a trace).
+const FIRST_CQN: u32 = 0x40;
+/// The first SRQ number a device hands out.
+const FIRST_SRQN: u32 = 0x20;
+
 impl Engine {
     /// An engine with no objects whose QPNs start at `qpn_base` and whose port has `gid`.
     pub(crate) fn new(qpn_base: u32, gid: [u8; 16], clock: Arc<SimClock>) -> Engine {
@@ -132,8 +138,8 @@ impl Engine {
             next_key: 0x1000,
             next_qpn: qpn_base,
             gid,
-            next_cqn: 0x40,
-            next_srqn: 0x20,
+            next_cqn: FIRST_CQN,
+            next_srqn: FIRST_SRQN,
             fault: None,
             events: Vec::new(),
             stats: EngineStats::default(),

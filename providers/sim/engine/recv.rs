@@ -246,10 +246,12 @@ impl Engine {
 /// 64) with the device port's `gid` as source and destination: a sim device has one port
 /// and datagrams never leave it, so every datagram is a loopback.
 pub(super) fn make_grh(payload: u32, gid: &[u8; 16]) -> [u8; wire::IBV_GRH_LEN] {
+    /// The GRH next-header value of an IBA transport header.
+    const NEXT_HEADER_IBA: u8 = 0x1b;
     let mut g = [0u8; wire::IBV_GRH_LEN];
     g[0] = 0x60;
     g[4..6].copy_from_slice(&((payload + 12 + 8 + 4) as u16).to_be_bytes());
-    g[6] = 0x1b;
+    g[6] = NEXT_HEADER_IBA;
     g[7] = 64;
     g[8..24].copy_from_slice(gid);
     g[24..40].copy_from_slice(gid);
