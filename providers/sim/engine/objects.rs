@@ -239,8 +239,9 @@ impl Engine {
         // Free list: entry i links to i + 1 (`next_wqe_index` of the next segment).
         for i in 0..cnt {
             let next = ((i + 1) & (cnt - 1)) as u16;
-            let off = i as usize * stride as usize + wire::offset::srq_next::NEXT_WQE_INDEX;
-            mem.write(off, &next.to_be_bytes());
+            let mut unit = [0u8; wire::MLX5_WQE_DS_UNITS];
+            wire::SrqNextSeg::new_unchecked(&mut unit[..]).set(next, 0);
+            mem.write(i as usize * stride as usize, &unit);
         }
         let srqn = self.next_srqn;
         self.next_srqn += 1;

@@ -59,7 +59,7 @@ impl Engine {
         spans: &mut [Span; MAX_SEGS],
     ) -> Result<(usize, u64), u8> {
         let mut wqe = [0u8; MAX_WQE];
-        let (mem, off, stride, first, pd) = match loc {
+        let (mem, off, stride, srq, pd) = match loc {
             RecvLoc::Rq { ci } => {
                 let p = &self.qps[&peer];
                 let slot = (ci & (p.rq_cnt - 1)) as usize;
@@ -67,7 +67,7 @@ impl Engine {
                     &p.mem,
                     p.rq_off + slot * p.rq_stride as usize,
                     p.rq_stride as usize,
-                    0,
+                    false,
                     p.pd,
                 )
             }
@@ -77,8 +77,7 @@ impl Engine {
                     &s.mem,
                     usize::from(index) * s.stride as usize,
                     s.stride as usize,
-                    // The data segments follow the SRQ's next segment (one unit).
-                    wire::MLX5_WQE_DS_UNITS,
+                    true,
                     s.pd,
                 )
             }
@@ -87,10 +86,16 @@ impl Engine {
         mem.read(off, &mut wqe[..stride]);
         let mut n = 0;
         let mut cap = 0u64;
-        let slot = &wqe[first..stride];
+        let slot = &wqe[..stride];
+        let units = slot.len() / wire::MLX5_WQE_DS_UNITS;
         // A receive WQE we cannot read as one is a local QP operation error on the responder.
-        let sges = wire::parse_recv_wqe(slot, slot.len() / wire::MLX5_WQE_DS_UNITS)
-            .map_err(|_| wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR)?;
+        let sges = if srq {
+            // The SRQ's next segment, then the data segments.
+            wire::parse_srq_wqe(slot, units.saturating_sub(1)).map(|(_, sges)| sges)
+        } else {
+            wire::parse_recv_wqe(slot, units)
+        }
+        .map_err(|_| wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR)?;
         for sge in sges {
             if sge.length == 0 || n == MAX_SEGS {
                 continue;
@@ -113,11 +118,10 @@ impl Engine {
             }
             RecvLoc::Srq { srqn, index } => {
                 if let Some(s) = self.srqs.get_mut(&srqn) {
-                    let mut nb = [0u8; 2];
-                    let off = usize::from(index) * s.stride as usize
-                        + wire::offset::srq_next::NEXT_WQE_INDEX;
-                    s.mem.read(off, &mut nb);
-                    s.cur = u16::from_be_bytes(nb) & (s.wqe_cnt - 1) as u16;
+                    let mut unit = [0u8; wire::MLX5_WQE_DS_UNITS];
+                    s.mem.read(usize::from(index) * s.stride as usize, &mut unit);
+                    let next = wire::SrqNextSeg::new_unchecked(&unit[..]).next_wqe_index();
+                    s.cur = next & (s.wqe_cnt - 1) as u16;
                     s.consumed = s.consumed.wrapping_add(1);
                 }
                 index
