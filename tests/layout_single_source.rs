@@ -473,7 +473,9 @@ fn layout_values() -> BTreeMap<u64, Vec<String>> {
         let module = chunk.split_whitespace().next().unwrap_or("");
         for (v, name) in literal_consts(chunk) {
             if v >= 16 {
-                m.entry(v).or_default().push(format!("offset::{module}::{name}"));
+                m.entry(v)
+                    .or_default()
+                    .push(format!("offset::{module}::{name}"));
             }
         }
     }

@@ -119,7 +119,8 @@ impl Engine {
             RecvLoc::Srq { srqn, index } => {
                 if let Some(s) = self.srqs.get_mut(&srqn) {
                     let mut unit = [0u8; wire::MLX5_WQE_DS_UNITS];
-                    s.mem.read(usize::from(index) * s.stride as usize, &mut unit);
+                    s.mem
+                        .read(usize::from(index) * s.stride as usize, &mut unit);
                     let next = wire::SrqNextSeg::new_unchecked(&unit[..]).next_wqe_index();
                     s.cur = next & (s.wqe_cnt - 1) as u16;
                     s.consumed = s.consumed.wrapping_add(1);

@@ -32,7 +32,7 @@
 //! | both | CQE views | [`Cqe64`], [`ErrCqe`], [`cqe64_offset`], [`cqe_owner_for`], [`cqe_sw_owned`], and for pollers [`cqe_parity`], [`cqe_sw_owned_x`], [`CQE_PLAIN_OWNED_MASK`] |
 //! | both | named numbers | every `MLX5_*` layout constant of `mlx5dv.h` the crate uses ([`MLX5_OPCODE_SEND`], [`MLX5_CQE_REQ`], [`MLX5_CQE_SYNDROME_WR_FLUSH_ERR`], ...), field offsets in [`offset`] |
 //! | both | enums keeping unknown values | [`Opcode`], [`CqeOpcode`], [`Syndrome`] |
-//! | host | send WQE encoder | [`SendWqe`] with its [`Payload`] of [`Sge`]s, [`wqe_size`], [`emit_send_wqe`] (whole ring, wraps), [`emit_send_wqe_bb`] (one WQEBB, fast path) |
+//! | host | send WQE encoder | [`SendWqe`] with its [`Payload`] of [`Sge`]s, [`wqe_size`], [`emit_send_wqe`] (whole ring, wraps) |
 //! | host | receive / SRQ WQEs | [`emit_recv_wqe`], [`emit_srq_wqe`] |
 //! | device | send WQE parser | [`parse_send_wqe`] → [`ParsedWqe`], [`DataSegs`] of [`DataItem`] |
 //! | device | receive / SRQ parsers | [`parse_recv_wqe`], [`parse_srq_wqe`] → [`RecvSges`] |
@@ -98,9 +98,9 @@ pub use seg::{
     fm_ce_se, AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineSeg, Opcode, RaddrSeg, SrqNextSeg,
 };
 pub use wqe::{
-    emit_recv_wqe, emit_send_wqe, emit_send_wqe_bb, emit_srq_wqe, parse_recv_wqe, parse_send_wqe,
-    parse_srq_wqe, wqe_size, DataItem, DataSegs, InlineData, ParsedWqe, Payload, RecvSges, SendWqe,
-    Sge, WqeError, WqeSize,
+    emit_recv_wqe, emit_send_wqe, emit_srq_wqe, parse_recv_wqe, parse_send_wqe, parse_srq_wqe,
+    wqe_size, DataItem, DataSegs, InlineData, ParsedWqe, Payload, RecvSges, SendWqe, Sge, WqeError,
+    WqeSize,
 };
 
 /// A too-short buffer handed to a view's `new_checked`.

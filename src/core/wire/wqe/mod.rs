@@ -386,33 +386,6 @@ pub fn emit_send_wqe(ring: &mut [u8], wqe: &SendWqe<'_>) -> Result<WqeSize, WqeE
     Ok(size)
 }
 
-/// Encodes `wqe` into one WQEBB, `slot` (the ring slot of `wqe.wqe_idx`, which the caller
-/// picked). The fast path for the small WQEs a latency-bound sender posts: it cannot wrap,
-/// so the slot is a fixed-size array and the writes need no bounds or wrap checks. The WQE
-/// must fit one WQEBB (`ds <= 4`: ctrl + raddr + inline of up to 28 bytes, ctrl + inline of
-/// up to 44, SENDs with up to 3 SGEs, WRITE/READ with up to 2, atomics, UD without data);
-/// anything larger is refused with `DoesNotFitRing` and nothing is written. The bytes are the
-/// same as [`emit_send_wqe`]'s.
-#[inline]
-pub fn emit_send_wqe_bb(
-    slot: &mut [u8; MLX5_SEND_WQE_BB],
-    wqe: &SendWqe<'_>,
-) -> Result<WqeSize, WqeError> {
-    let ds = wqe_units(wqe)?;
-    if ds > MLX5_SEND_WQE_BB / MLX5_WQE_DS_UNITS {
-        return Err(WqeError::DoesNotFitRing {
-            wqebbs: ds.div_ceil(UNITS_PER_BB),
-            wqe_cnt: 1,
-        });
-    }
-    let size = WqeSize {
-        ds: ds as u8,
-        wqebbs: 1,
-    };
-    write_wqe(&mut slot[..], wqe, size);
-    Ok(size)
-}
-
 /// Writes `wqe` of `size` (checked against the ring) into `ring`, a power of two of at least
 /// 64 bytes.
 #[inline(always)]
