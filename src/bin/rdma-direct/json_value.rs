@@ -45,7 +45,7 @@ impl Value {
         }
     }
     /// The string, if this is one.
-    #[allow(dead_code)] // reader API; the tests use it
+    #[cfg(test)]
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::Str(s) => Some(s),

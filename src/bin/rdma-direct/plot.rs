@@ -7,8 +7,8 @@
 //! - The x axis is log2 ([`XKind::Bytes`]: ticks at every power of two, labelled 2, 4, ...,
 //!   512, 1K, ..., 8M; [`XKind::Count`]: 1, 2, 4, ..., 64). Labels are thinned to every
 //!   second, third, ... power only when they would not fit side by side.
-//! - The y axis is linear or log10 ([`YScale::Auto`] picks log when every value is positive and
-//!   the largest is at least 20 times the smallest), ticks at 1, 2, 5 x 10^k.
+//! - The y axis is log10 when every value is positive and the largest is at least 20 times
+//!   the smallest, else linear (from 0 when no value is negative); ticks at 1, 2, 5 x 10^k.
 //! - Each series is a `<g class="series">` holding its optional band (a shaded polygon from
 //!   each point's `band.0` to `band.1`, class `band`), one `<polyline class="line">` and one
 //!   marker (class `pt`, with a `<title>` tooltip) per point drawn. Points with a non-finite
@@ -38,25 +38,12 @@ const COLORS: [&str; 8] = [
 ];
 
 /// What the log2 x axis counts.
-#[allow(dead_code)] // Count: for batch-size sweeps
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum XKind {
     /// Message sizes in bytes: labels 2, 4, ..., 512, 1K, ..., 8M.
     Bytes,
     /// Counts (batch sizes): labels 1, 2, 4, ..., 64 (1K, ... beyond 512).
     Count,
-}
-
-/// How the y axis is scaled.
-#[allow(dead_code)] // Linear and Log: for callers that force a scale
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum YScale {
-    /// Log when all values are positive and span a factor of 20 or more, else linear.
-    Auto,
-    /// Linear, from 0 when no value is negative.
-    Linear,
-    /// Log10.
-    Log,
 }
 
 /// One point: `x` (a size or count), `y`, and an optional band `(low, high)` drawn shaded
@@ -93,8 +80,6 @@ pub struct Chart {
     pub x_kind: XKind,
     /// Y axis label with unit, e.g. `latency t_typical [µs]`.
     pub y_label: String,
-    /// Y scale.
-    pub y_scale: YScale,
     /// Legend entry for the bands, e.g. `shaded: t_min..p99`; `None` when no band is drawn.
     pub band_label: Option<String>,
     /// The lines.
@@ -199,15 +184,11 @@ struct YAxis {
 }
 
 impl YAxis {
-    fn new(values: &[f64], scale: YScale) -> YAxis {
+    fn new(values: &[f64]) -> YAxis {
         let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
         let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
         let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let log = match scale {
-            YScale::Log => true,
-            YScale::Linear => false,
-            YScale::Auto => !finite.is_empty() && min > 0.0 && max / min >= 20.0,
-        };
+        let log = !finite.is_empty() && min > 0.0 && max / min >= 20.0;
         if log {
             let pos: Vec<f64> = finite.iter().copied().filter(|v| *v > 0.0).collect();
             let (mut lo, mut hi) = (
@@ -468,7 +449,7 @@ fn panel(s: &mut String, c: &Chart) {
             }
         }
     }
-    let yax = YAxis::new(&ys, c.y_scale);
+    let yax = YAxis::new(&ys);
     let left = {
         let widest = yax
             .ticks
@@ -819,7 +800,6 @@ pub(crate) mod tests {
             x_label: "message size [bytes]".into(),
             x_kind: XKind::Bytes,
             y_label: "latency t_typical [µs]".into(),
-            y_scale: YScale::Auto,
             band_label: Some("shaded: t_min..p99".into()),
             series: (0..n_series)
                 .map(|s| Series {
@@ -921,7 +901,7 @@ pub(crate) mod tests {
 
     #[test]
     fn y_scale_follows_the_data() {
-        let wide = YAxis::new(&[0.5, 800.0], YScale::Auto);
+        let wide = YAxis::new(&[0.5, 800.0]);
         assert!(wide.log);
         assert!(wide.lo < 0.5 && wide.hi > 800.0);
         let labels: Vec<&str> = wide
@@ -934,23 +914,20 @@ pub(crate) mod tests {
             labels.contains(&"1") && labels.contains(&"100"),
             "{labels:?}"
         );
-        let narrow = YAxis::new(&[3.0, 7.5], YScale::Auto);
+        let narrow = YAxis::new(&[3.0, 7.5]);
         assert!(!narrow.log);
         assert_eq!(narrow.lo, 0.0);
         assert!(narrow.hi > 7.5);
         let l: Vec<&str> = narrow.ticks.iter().map(|t| t.1.as_str()).collect();
         assert_eq!(l, ["0", "2", "4", "6", "8"]);
-        let small = YAxis::new(&[0.01, 0.025], YScale::Linear);
+        let small = YAxis::new(&[0.01, 0.025]);
         assert!(
             small.ticks.iter().any(|t| t.1 == "0.005"),
             "{:?}",
             small.ticks
         );
-        assert!(
-            !YAxis::new(&[0.0, 100.0], YScale::Auto).log,
-            "zero forces linear"
-        );
-        let flat = YAxis::new(&[5.0, 5.0], YScale::Auto);
+        assert!(!YAxis::new(&[0.0, 100.0]).log, "zero forces linear");
+        let flat = YAxis::new(&[5.0, 5.0]);
         assert!(flat.hi > flat.lo);
     }
 
@@ -993,18 +970,10 @@ pub(crate) mod tests {
                     ],
                 },
             ],
-            y_scale: YScale::Log,
             title: "x".repeat(500),
             ..lat_chart(0)
         };
-        for c in [
-            odd.clone(),
-            Chart {
-                y_scale: YScale::Auto,
-                ..odd.clone()
-            },
-            lat_chart(0),
-        ] {
+        for c in [odd.clone(), lat_chart(0)] {
             let svg = render(&[c]);
             check_xml(&svg).unwrap();
         }

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use crate::plot::{self, Chart, Point, Series, XKind, YScale};
+use crate::plot::{self, Chart, Point, Series, XKind};
 use crate::results::{self, Rows, RunFile};
 
 const HELP: &str = "\
@@ -281,8 +281,8 @@ pub fn charts(
     let mut iters: Vec<u64> = Vec::new();
     for r in runs {
         let it = match &r.rows {
-            Rows::Lat(p) => p.iter().map(|p| p.iterations).collect::<Vec<_>>(),
-            Rows::Bw(p) => p.iter().map(|p| p.iterations).collect(),
+            Rows::Lat(p) => p.iter().map(|p| p.iters).collect::<Vec<_>>(),
+            Rows::Bw(p) => p.iter().map(|p| p.iters).collect(),
         };
         for i in it {
             if !iters.contains(&i) {
@@ -337,7 +337,6 @@ pub fn charts(
                 x_label: "message size [bytes]".to_string(),
                 x_kind: XKind::Bytes,
                 y_label: y_label.to_string(),
-                y_scale: YScale::Auto,
                 band_label: band_label.map(str::to_string),
                 series,
             }
@@ -367,7 +366,7 @@ fn points(rows: &Rows, m: Metric) -> Vec<Point> {
             .map(|p| Point {
                 x: p.bytes as f64,
                 y: if m == Metric::Rate {
-                    p.msg_rate
+                    p.msg_rate_mpps
                 } else {
                     p.bw_avg
                 },
@@ -390,7 +389,7 @@ pub fn svg(
 mod tests {
     use super::*;
     use crate::plot::tests::check_xml;
-    use crate::results::{BwPoint, LatPoint};
+    use rdma_direct::perf::stats::{BwRow, BwUnit, Histogram, LatRow};
 
     fn lat(tool: &str, provider: &str, sizes: &[u64], base: f64) -> RunFile {
         let mut r = RunFile::new(
@@ -403,9 +402,9 @@ mod tests {
                     .iter()
                     .map(|&b| {
                         let t = base + b as f64 / 1000.0;
-                        LatPoint {
+                        LatRow {
                             bytes: b,
-                            iterations: 1000,
+                            iters: 1000,
                             t_min: t * 0.9,
                             t_max: t * 3.0,
                             t_typical: t,
@@ -415,7 +414,7 @@ mod tests {
                             p99_9: t * 2.0,
                             p99_99: None,
                             p99_999: None,
-                            histogram: vec![],
+                            hist: Histogram::EMPTY,
                         }
                     })
                     .collect(),
@@ -431,12 +430,13 @@ mod tests {
             "sim",
             "sim0",
             "RC",
-            Rows::Bw(vec![BwPoint {
+            Rows::Bw(vec![BwRow {
                 bytes: 64,
-                iterations: 5000,
+                iters: 5000,
                 bw_peak: 100.0,
                 bw_avg: 90.0,
-                msg_rate: 1.4,
+                msg_rate_mpps: 1.4,
+                unit: BwUnit::MiBps,
             }]),
         )
     }

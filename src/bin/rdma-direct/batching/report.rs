@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use super::measure::Stat;
 use super::options::{Config, Opts, Where};
 use crate::json_value::Value;
-use crate::plot::{self, Chart, Point, Series, XKind, YScale};
+use crate::plot::{self, Chart, Point, Series, XKind};
 
 pub(super) fn series_name(o: &Opts, c: &Config) -> String {
     let mut s = format!("{}, {}", c.mode.name(), c.signal.name());
@@ -211,7 +211,6 @@ pub(super) fn charts(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Vec<Chart> {
             x_label: "batch size [WQEs per doorbell]".into(),
             x_kind: XKind::Count,
             y_label: "message rate [Mpps]".into(),
-            y_scale: YScale::Auto,
             band_label: band_label.clone(),
             series: mk(&|p| (p.mpps(), (1e3 / p.p90, 1e3 / p.p10))),
         },
@@ -221,7 +220,6 @@ pub(super) fn charts(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Vec<Chart> {
             x_label: "batch size [WQEs per doorbell]".into(),
             x_kind: XKind::Count,
             y_label: "time per WQE [ns]".into(),
-            y_scale: YScale::Auto,
             band_label,
             series: mk(&|p| (p.med, (p.p10, p.p90))),
         },

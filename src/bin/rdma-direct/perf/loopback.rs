@@ -58,7 +58,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::super::args::parse;
-    use super::super::result_file;
     use super::super::results;
     use super::*;
     use rdma_direct::perf::stats::BwUnit;
@@ -147,7 +146,7 @@ mod tests {
             .unwrap()
             .info()
             .clone();
-        let f = result_file(
+        let f = results::from_report(
             &c.params,
             &Report {
                 info,

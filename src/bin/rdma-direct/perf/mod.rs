@@ -16,7 +16,7 @@ mod two_process;
 
 use std::io::IsTerminal;
 
-use rdma_direct::perf::{Params, Report, Row, TX_DEPTH};
+use rdma_direct::perf::{Params, Report, TX_DEPTH};
 use rdma_direct::providers::{Provider, ProviderKind};
 
 use super::provider::{self, Job};
@@ -101,7 +101,7 @@ fn write_files(cli: &Cli, report: &Report) -> Result<(), String> {
     if cli.json.is_none() && cli.svg.is_none() {
         return Ok(());
     }
-    let file = result_file(&cli.params, report, cli.histogram);
+    let file = results::from_report(&cli.params, report, cli.histogram);
     if let Some(p) = &cli.json {
         results::write_file(p, &file)?;
     }
@@ -110,29 +110,6 @@ fn write_files(cli: &Cli, report: &Report) -> Result<(), String> {
         std::fs::write(p, svg).map_err(|e| format!("{}: {e}", p.display()))?;
     }
     Ok(())
-}
-
-/// The result file of a run, with the deeper percentiles and (with `--histogram`) the
-/// histogram of every latency row.
-pub fn result_file(o: &Params, report: &Report, histogram: bool) -> results::RunFile {
-    let mut f = results::from_report(o, report);
-    if let results::Rows::Lat(points) = &mut f.rows {
-        for (pt, row) in points.iter_mut().zip(&report.rows) {
-            if let Row::Lat(r) = row {
-                pt.p99_99 = r.p99_99;
-                pt.p99_999 = r.p99_999;
-                if histogram {
-                    pt.histogram = r
-                        .hist
-                        .buckets()
-                        .into_iter()
-                        .map(|(lo, hi, count)| results::Bucket { lo, hi, count })
-                        .collect();
-                }
-            }
-        }
-    }
-    f
 }
 
 /// The run, generic over the provider.

@@ -48,6 +48,8 @@ mod write;
 
 use std::path::Path;
 
+use rdma_direct::perf::stats::{BwRow, LatRow};
+
 use crate::json_value::Value;
 
 pub use report::from_report;
@@ -55,68 +57,15 @@ pub use report::from_report;
 /// The tool name written in `"tool"`.
 pub const TOOL: &str = "rdma-direct";
 
-/// One latency row (microseconds).
-#[derive(Clone, Debug, PartialEq)]
-pub struct LatPoint {
-    /// Message size.
-    pub bytes: u64,
-    /// Iterations run.
-    pub iterations: u64,
-    /// Smallest sample.
-    pub t_min: f64,
-    /// Second-largest raw sample (perftest's rule).
-    pub t_max: f64,
-    /// Median.
-    pub t_typical: f64,
-    /// Mean.
-    pub t_avg: f64,
-    /// Population standard deviation.
-    pub t_stdev: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// 99.9th percentile.
-    pub p99_9: f64,
-    /// 99.99th percentile, when the sample count allows.
-    pub p99_99: Option<f64>,
-    /// 99.999th percentile, when the sample count allows.
-    pub p99_999: Option<f64>,
-    /// Histogram buckets, empty when none was taken.
-    pub histogram: Vec<Bucket>,
-}
-
-/// One histogram bucket: `count` samples in `[lo, hi)` microseconds.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Bucket {
-    /// Lower edge, microseconds.
-    pub lo: f64,
-    /// Upper edge, microseconds.
-    pub hi: f64,
-    /// Samples in the bucket.
-    pub count: u64,
-}
-
-/// One bandwidth row.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BwPoint {
-    /// Message size.
-    pub bytes: u64,
-    /// Iterations run.
-    pub iterations: u64,
-    /// Peak bandwidth, MiB/s.
-    pub bw_peak: f64,
-    /// Average bandwidth, MiB/s.
-    pub bw_avg: f64,
-    /// Message rate, millions per second.
-    pub msg_rate: f64,
-}
-
-/// The rows of a run: all latency or all bandwidth.
+/// The rows of a run: all latency or all bandwidth. They are the rows `perf` measures
+/// ([`LatRow`], [`BwRow`]); in a file the bandwidth is always in MiB/s (`unit` reads
+/// [`BwUnit::MiBps`](rdma_direct::perf::stats::BwUnit::MiBps)) and a latency row's histogram is empty when none was taken.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Rows {
     /// A latency test.
-    Lat(Vec<LatPoint>),
+    Lat(Vec<LatRow>),
     /// A bandwidth test.
-    Bw(Vec<BwPoint>),
+    Bw(Vec<BwRow>),
 }
 
 impl Rows {
@@ -159,7 +108,6 @@ pub struct RunFile {
 
 impl RunFile {
     /// A run of this crate's tool and version with no options yet.
-    #[allow(dead_code)] // for perf --json
     pub fn new(test: &str, provider: &str, device: &str, transport: &str, rows: Rows) -> RunFile {
         RunFile {
             tool: TOOL.to_string(),
@@ -188,7 +136,6 @@ pub fn read_file(path: &Path) -> Result<RunFile, String> {
 }
 
 /// Write `run` to `path` ([`RunFile::to_json`]); errors start with the path.
-#[allow(dead_code)] // for perf --json
 pub fn write_file(path: &Path, run: &RunFile) -> Result<(), String> {
     std::fs::write(path, run.to_json()).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -196,17 +143,22 @@ pub fn write_file(path: &Path, run: &RunFile) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rdma_direct::perf::stats::{BwUnit, Histogram};
 
     fn lat_run() -> RunFile {
+        // 2^19 ns = 524.288 us: bucket 19 is [524.288, 1048.576) us.
+        let mut hist = Histogram::EMPTY;
+        hist.counts[19] = 99_990;
+        hist.counts[20] = 8;
         let mut r = RunFile::new(
             "write_lat",
             "sim",
             "sim0",
             "RC",
             Rows::Lat(vec![
-                LatPoint {
+                LatRow {
                     bytes: 2,
-                    iterations: 1000,
+                    iters: 1000,
                     t_min: 0.412,
                     t_max: 3.5,
                     t_typical: 0.5,
@@ -216,11 +168,11 @@ mod tests {
                     p99_9: 2.0,
                     p99_99: None,
                     p99_999: None,
-                    histogram: vec![],
+                    hist: Histogram::EMPTY,
                 },
-                LatPoint {
+                LatRow {
                     bytes: 8_388_608,
-                    iterations: 100_000,
+                    iters: 100_000,
                     t_min: 700.0,
                     t_max: 1e4,
                     t_typical: 712.25,
@@ -230,18 +182,7 @@ mod tests {
                     p99_9: 900.0,
                     p99_99: Some(950.5),
                     p99_999: Some(999.0),
-                    histogram: vec![
-                        Bucket {
-                            lo: 512.0,
-                            hi: 1024.0,
-                            count: 99_990,
-                        },
-                        Bucket {
-                            lo: 1024.0,
-                            hi: 2048.0,
-                            count: 8,
-                        },
-                    ],
+                    hist,
                 },
             ]),
         );
@@ -282,7 +223,9 @@ mod tests {
             "stable bytes"
         );
         assert!(text.contains("\"t_stdev\": null"));
-        assert!(text.contains("\"histogram\": [[512, 1024, 99990], [1024, 2048, 8]]"));
+        assert!(
+            text.contains("\"histogram\": [[524.288, 1048.576, 99990], [1048.576, 2097.152, 8]]")
+        );
     }
 
     #[test]
@@ -292,12 +235,13 @@ mod tests {
             "verbs",
             "rxe0",
             "UC",
-            Rows::Bw(vec![BwPoint {
+            Rows::Bw(vec![BwRow {
                 bytes: 65536,
-                iterations: 5000,
+                iters: 5000,
                 bw_peak: 1234.5,
                 bw_avg: 1000.25,
-                msg_rate: 0.016004,
+                msg_rate_mpps: 0.016004,
+                unit: BwUnit::MiBps,
             }]),
         );
         let text = r.to_json();
@@ -350,11 +294,17 @@ mod tests {
         assert!(RunFile::from_text(&bad)
             .unwrap_err()
             .contains("units.latency"));
-        let bad = ok.replacen("[512, 1024, 99990]", "[512, 1024]", 1);
+        let bad = ok.replacen("[524.288, 1048.576, 99990]", "[524.288, 1048.576]", 1);
         let e = RunFile::from_text(&bad).unwrap_err();
         assert_eq!(
             e,
             "results[1].histogram[0]: expected [lo_usec, hi_usec, count]"
+        );
+        let bad = ok.replacen("[524.288, 1048.576, 99990]", "[512, 1024, 99990]", 1);
+        let e = RunFile::from_text(&bad).unwrap_err();
+        assert!(
+            e.starts_with("results[1].histogram[0]: [512, 1024] is not a log2 bucket"),
+            "{e}"
         );
         let bad = ok.replacen("\"device\": \"sim0\",\n", "", 1);
         assert_eq!(RunFile::from_text(&bad).unwrap_err(), "\"device\": missing");

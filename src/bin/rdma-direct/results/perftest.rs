@@ -5,7 +5,9 @@
 use crate::json_value::Value;
 
 use super::read::Obj;
-use super::{BwPoint, LatPoint, Rows, RunFile};
+use rdma_direct::perf::stats::{BwRow, BwUnit, Histogram, LatRow};
+
+use super::{Rows, RunFile};
 
 /// A perftest `--out_json` document (parsed by [`crate::json_value::parse_relaxed`]) as a
 /// one-row run.
@@ -54,11 +56,11 @@ pub fn from_perftest(v: &Value) -> Result<RunFile, String> {
         }
     }
     let bytes = res.u64("MsgSize")?;
-    let iterations = res.u64("n_iterations")?;
+    let iters = res.u64("n_iterations")?;
     let rows = if lat {
-        Rows::Lat(vec![LatPoint {
+        Rows::Lat(vec![LatRow {
             bytes,
-            iterations,
+            iters,
             t_min: res.f64("t_min")?,
             t_max: res.f64("t_max")?,
             t_typical: res.f64("t_typical")?,
@@ -68,15 +70,16 @@ pub fn from_perftest(v: &Value) -> Result<RunFile, String> {
             p99_9: res.f64("percentile_99.9")?,
             p99_99: None,
             p99_999: None,
-            histogram: Vec::new(),
+            hist: Histogram::EMPTY,
         }])
     } else {
-        Rows::Bw(vec![BwPoint {
+        Rows::Bw(vec![BwRow {
             bytes,
-            iterations,
+            iters,
             bw_peak: res.f64("BW_peak")?,
             bw_avg: res.f64("BW_average")?,
-            msg_rate: res.f64("MsgRate")?,
+            msg_rate_mpps: res.f64("MsgRate")?,
+            unit: BwUnit::MiBps,
         }])
     };
     let mut options: Vec<(String, Value)> = Vec::new();
@@ -131,7 +134,7 @@ mod tests {
             panic!("not latency")
         };
         assert_eq!(rows.len(), 1);
-        assert_eq!((rows[0].bytes, rows[0].iterations), (2, 1000));
+        assert_eq!((rows[0].bytes, rows[0].iters), (2, 1000));
         assert_eq!(
             [rows[0].t_min, rows[0].t_typical, rows[0].p99, rows[0].p99_9],
             [19.73, 24.95, 41.02, 61.27]
@@ -162,7 +165,7 @@ mod tests {
             panic!("not bandwidth")
         };
         assert_eq!(
-            (b[0].bw_peak, b[0].bw_avg, b[0].msg_rate),
+            (b[0].bw_peak, b[0].bw_avg, b[0].msg_rate_mpps),
             (298.41, 291.07, 0.004657)
         );
         assert!(bw
@@ -193,12 +196,13 @@ mod tests {
         assert_eq!((r.test.as_str(), r.transport.as_str()), ("send_bw", "UC"));
         assert_eq!(
             r.rows,
-            Rows::Bw(vec![BwPoint {
+            Rows::Bw(vec![BwRow {
                 bytes: 65536,
-                iterations: 5000,
+                iters: 5000,
                 bw_peak: 11000.12,
                 bw_avg: 10987.65,
-                msg_rate: 0.175803
+                msg_rate_mpps: 0.175803,
+                unit: BwUnit::MiBps,
             }])
         );
         assert!(r.options.contains(&("post_list".into(), Value::Bool(true))));

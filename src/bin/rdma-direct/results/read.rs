@@ -6,7 +6,9 @@
 use crate::json_value::{self as json, Value};
 
 use super::perftest::from_perftest;
-use super::{Bucket, BwPoint, LatPoint, Rows, RunFile};
+use rdma_direct::perf::stats::{BwRow, BwUnit, Histogram, LatRow, HIST_BUCKETS};
+
+use super::{Rows, RunFile};
 
 impl RunFile {
     /// Read a result file's text: this tool's schema, or perftest's `--out_json` (either
@@ -162,12 +164,13 @@ fn from_value(v: &Value) -> Result<RunFile, String> {
             let mut rows = Vec::with_capacity(rows_v.len());
             for (i, r) in rows_v.iter().enumerate() {
                 let r = Obj::new(r, format!("results[{i}]"))?;
-                rows.push(BwPoint {
+                rows.push(BwRow {
                     bytes: r.u64("bytes")?,
-                    iterations: r.u64("iterations")?,
+                    iters: r.u64("iterations")?,
                     bw_peak: r.f64("bw_peak")?,
                     bw_avg: r.f64("bw_avg")?,
-                    msg_rate: r.f64("msg_rate")?,
+                    msg_rate_mpps: r.f64("msg_rate")?,
+                    unit: BwUnit::MiBps,
                 });
             }
             Rows::Bw(rows)
@@ -190,8 +193,8 @@ fn from_value(v: &Value) -> Result<RunFile, String> {
     })
 }
 
-fn lat_point(r: &Obj<'_>) -> Result<LatPoint, String> {
-    let mut histogram = Vec::new();
+fn lat_point(r: &Obj<'_>) -> Result<LatRow, String> {
+    let mut hist = Histogram::EMPTY;
     if let Some(h) = r.v.get("histogram") {
         let at = r.name("histogram");
         let Value::Arr(h) = h else {
@@ -200,19 +203,20 @@ fn lat_point(r: &Obj<'_>) -> Result<LatPoint, String> {
         for (j, b) in h.iter().enumerate() {
             let bad = || format!("{at}[{j}]: expected [lo_usec, hi_usec, count]");
             let Value::Arr(t) = b else { return Err(bad()) };
-            match t.as_slice() {
-                [lo, hi, c] => histogram.push(Bucket {
-                    lo: lo.as_f64().ok_or_else(bad)?,
-                    hi: hi.as_f64().ok_or_else(bad)?,
-                    count: c.as_u64().ok_or_else(bad)?,
-                }),
-                _ => return Err(bad()),
-            }
+            let [lo, hi, c] = t.as_slice() else {
+                return Err(bad());
+            };
+            let (lo, hi) = (lo.as_f64().ok_or_else(bad)?, hi.as_f64().ok_or_else(bad)?);
+            let count = c.as_u64().ok_or_else(bad)?;
+            let k = log2_bucket(lo, hi).ok_or_else(|| {
+                format!("{at}[{j}]: [{lo}, {hi}] is not a log2 bucket (2^k to 2^(k+1) ns, in microseconds)")
+            })?;
+            hist.counts[k] += count;
         }
     }
-    Ok(LatPoint {
+    Ok(LatRow {
         bytes: r.u64("bytes")?,
-        iterations: r.u64("iterations")?,
+        iters: r.u64("iterations")?,
         t_min: r.f64("t_min")?,
         t_max: r.f64("t_max")?,
         t_typical: r.f64("t_typical")?,
@@ -222,6 +226,19 @@ fn lat_point(r: &Obj<'_>) -> Result<LatPoint, String> {
         p99_9: r.f64("p99_9")?,
         p99_99: r.opt_f64("p99_99")?,
         p99_999: r.opt_f64("p99_999")?,
-        histogram,
+        hist,
+    })
+}
+
+/// The [`Histogram`] bucket whose edges in microseconds are `lo` and `hi` (what
+/// [`Histogram::buckets`] writes), or `None` when they are not one.
+fn log2_bucket(lo: f64, hi: f64) -> Option<usize> {
+    (0..HIST_BUCKETS).find(|&k| {
+        let lo_k = if k == 0 {
+            0.0
+        } else {
+            (1u64 << k) as f64 / 1000.0
+        };
+        lo == lo_k && hi == (1u64 << (k + 1)) as f64 / 1000.0
     })
 }

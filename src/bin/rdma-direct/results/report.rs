@@ -1,36 +1,27 @@
 //! From a measurement to a file: [`from_report`] turns what `perf` measured into a
 //! [`RunFile`], bandwidth converted to MiB/s, the run's options under perftest's long names.
 
-use rdma_direct::perf::stats::BwUnit;
+use rdma_direct::perf::stats::{BwRow, BwUnit, Histogram, LatRow};
 use rdma_direct::perf::{Params, Report, Row};
 
 use crate::json_value::Value;
 
-use super::{BwPoint, LatPoint, Rows, RunFile};
+use super::{Rows, RunFile};
 
-/// The file of a finished measurement: `o` is what was asked, `r` what ran. The options are
-/// perftest's knobs under their long names (`iterations`, `inline`, `post_list`, `cq_mod`,
-/// `port`, `gid_index`), what the run set up (`threads`, `mtu`, `max_inline`) and
+/// The file of a finished measurement: `o` is what was asked, `r` what ran; `histogram`
+/// keeps each latency row's histogram (`perf --histogram`), else it is left out. The options
+/// are perftest's knobs under their long names (`iterations`, `inline`, `post_list`,
+/// `cq_mod`, `port`, `gid_index`), what the run set up (`threads`, `mtu`, `max_inline`) and
 /// `table_unit` (the bandwidth unit the table printed; the file always holds MiB/s).
-#[allow(dead_code)] // for perf --json
-pub fn from_report(o: &Params, r: &Report) -> RunFile {
+pub fn from_report(o: &Params, r: &Report, histogram: bool) -> RunFile {
     let lat = r
         .rows
         .iter()
-        .filter_map(|row| match row {
-            Row::Lat(l) => Some(LatPoint {
-                bytes: l.bytes,
-                iterations: l.iters,
-                t_min: l.t_min,
-                t_max: l.t_max,
-                t_typical: l.t_typical,
-                t_avg: l.t_avg,
-                t_stdev: l.t_stdev,
-                p99: l.p99,
-                p99_9: l.p99_9,
-                p99_99: None,
-                p99_999: None,
-                histogram: Vec::new(),
+        .filter_map(|row| match *row {
+            Row::Lat(l) if histogram => Some(l),
+            Row::Lat(l) => Some(LatRow {
+                hist: Histogram::EMPTY,
+                ..l
             }),
             Row::Bw(_) => None,
         })
@@ -38,15 +29,14 @@ pub fn from_report(o: &Params, r: &Report) -> RunFile {
     let bw = r
         .rows
         .iter()
-        .filter_map(|row| match row {
+        .filter_map(|row| match *row {
             Row::Bw(b) => {
                 let to_mib = b.unit.bytes_per_unit() / BwUnit::MiBps.bytes_per_unit();
-                Some(BwPoint {
-                    bytes: b.bytes,
-                    iterations: b.iters,
+                Some(BwRow {
                     bw_peak: b.bw_peak * to_mib,
                     bw_avg: b.bw_avg * to_mib,
-                    msg_rate: b.msg_rate_mpps,
+                    unit: BwUnit::MiBps,
+                    ..b
                 })
             }
             Row::Lat(_) => None,
@@ -103,7 +93,7 @@ mod tests {
         o.unit = BwUnit::Gbps;
         let mut p = SimDevice::new();
         let rep = perf::run(&mut p, &o).unwrap();
-        let f = from_report(&o, &rep);
+        let f = from_report(&o, &rep, false);
         assert_eq!(
             (f.test.as_str(), f.provider.as_str(), f.transport.as_str()),
             ("write_bw", "sim", "RC")
@@ -125,7 +115,7 @@ mod tests {
         let mut o = Params::new(Test::SendLat);
         o.iters = 20;
         let rep = perf::run(&mut SimDevice::new(), &o).unwrap();
-        let f = from_report(&o, &rep);
+        let f = from_report(&o, &rep, false);
         let (Rows::Lat(got), Row::Lat(want)) = (&f.rows, rep.rows[0]) else {
             panic!("not latency")
         };

@@ -4,7 +4,9 @@
 
 use crate::json_value::{self as json, Value};
 
-use super::{BwPoint, LatPoint, Rows, RunFile};
+use rdma_direct::perf::stats::{BwRow, LatRow};
+
+use super::{Rows, RunFile};
 
 impl RunFile {
     /// The file's text: the schema of the module doc, one row per line, ending in a newline.
@@ -50,12 +52,12 @@ impl RunFile {
     }
 }
 
-fn lat_json(p: &LatPoint) -> String {
+fn lat_json(p: &LatRow) -> String {
     let n = json::num;
     let mut s = format!(
         "{{\"bytes\": {}, \"iterations\": {}, \"t_min\": {}, \"t_max\": {}, \"t_typical\": {}, \"t_avg\": {}, \"t_stdev\": {}, \"p99\": {}, \"p99_9\": {}",
         p.bytes,
-        p.iterations,
+        p.iters,
         n(p.t_min),
         n(p.t_max),
         n(p.t_typical),
@@ -70,13 +72,14 @@ fn lat_json(p: &LatPoint) -> String {
     if let Some(v) = p.p99_999 {
         s.push_str(&format!(", \"p99_999\": {}", n(v)));
     }
-    if !p.histogram.is_empty() {
+    let buckets = p.hist.buckets();
+    if !buckets.is_empty() {
         s.push_str(", \"histogram\": [");
-        for (i, b) in p.histogram.iter().enumerate() {
+        for (i, (lo, hi, count)) in buckets.into_iter().enumerate() {
             if i > 0 {
                 s.push_str(", ");
             }
-            s.push_str(&format!("[{}, {}, {}]", n(b.lo), n(b.hi), b.count));
+            s.push_str(&format!("[{}, {}, {count}]", n(lo), n(hi)));
         }
         s.push(']');
     }
@@ -84,14 +87,14 @@ fn lat_json(p: &LatPoint) -> String {
     s
 }
 
-fn bw_json(p: &BwPoint) -> String {
+fn bw_json(p: &BwRow) -> String {
     let n = json::num;
     format!(
         "{{\"bytes\": {}, \"iterations\": {}, \"bw_peak\": {}, \"bw_avg\": {}, \"msg_rate\": {}}}",
         p.bytes,
-        p.iterations,
+        p.iters,
         n(p.bw_peak),
         n(p.bw_avg),
-        n(p.msg_rate)
+        n(p.msg_rate_mpps)
     )
 }
