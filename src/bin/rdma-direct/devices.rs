@@ -45,14 +45,62 @@ pub fn run(args: &[String]) -> i32 {
 }
 
 /// Says plainly, on one line of stderr, that there is no RDMA device but the software one,
-/// and why where it can tell (`err`: what listing the devices returned).
+/// and why ([`why_no_device`]).
 pub fn note_no_devices(err: Option<&Error>) {
-    let why = match err {
+    let why = why_no_device(err, "libibverbs lists no device");
+    eprintln!("rdma-direct: no RDMA device but the software device {SIM_DEVICE}: {why}");
+}
+
+/// Why there is no RDMA device: a missing libibverbs (`err`, what listing the devices
+/// returned) first, else [`no_device_reason`], else `err` itself, else `otherwise`.
+pub fn why_no_device(err: Option<&Error>, otherwise: &str) -> String {
+    match err {
         Some(e @ Error::LibraryMissing { .. }) => e.to_string(),
         Some(e) => no_device_reason().unwrap_or_else(|| e.to_string()),
-        None => no_device_reason().unwrap_or_else(|| "libibverbs lists no device".into()),
-    };
-    eprintln!("rdma-direct: no RDMA device but the software device {SIM_DEVICE}: {why}");
+        None => no_device_reason().unwrap_or_else(|| otherwise.to_string()),
+    }
+}
+
+/// The device and port options `info` and `doctor` share: `-d DEV` (`--ib-dev DEV`,
+/// `-dDEV`) and `-i PORT` (`--ib-port PORT`, 1 or more).
+#[derive(Default)]
+pub struct DevPort {
+    /// `-d`: only this device.
+    pub dev: Option<String>,
+    /// `-i`: only this port.
+    pub port: Option<u8>,
+}
+
+impl DevPort {
+    /// Takes `a` (and its value from `rest`) when it is one of these options: `Ok(true)`;
+    /// `Ok(false)` for any other argument.
+    pub fn take(
+        &mut self,
+        a: &str,
+        rest: &mut std::slice::Iter<'_, String>,
+    ) -> Result<bool, String> {
+        match a {
+            "-d" | "--ib-dev" => {
+                self.dev = Some(rest.next().ok_or("-d needs a device name")?.clone())
+            }
+            "-i" | "--ib-port" => {
+                let p = rest.next().ok_or("-i needs a port number")?;
+                let port = p.parse().ok().filter(|&p: &u8| p > 0);
+                self.port = Some(port.ok_or(format!("bad port '{p}'"))?);
+            }
+            s if s.starts_with("-d") && s.len() > 2 => self.dev = Some(s[2..].to_string()),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The devices of `list` that `-d` names: all of them without `-d`, none when it names
+    /// another.
+    pub fn chosen<'a>(&self, list: &'a [Device]) -> Vec<&'a Device> {
+        list.iter()
+            .filter(|d| self.dev.as_ref().is_none_or(|n| *n == d.name))
+            .collect()
+    }
 }
 
 /// The most specific reason this host has no RDMA device, and what to do: a kernel built

@@ -4,6 +4,7 @@
 //! saw and, for `[warn]`/`[FAIL]`, the fix; or one JSON object with `--json`. Exit status 0
 //! without a `[FAIL]`, 1 with one or without any device.
 
+use super::devices::{why_no_device, DevPort};
 use super::json;
 use rdma_direct::doctor::{self, Finding, HostFacts, Level, Section, Sysfs};
 use rdma_direct::endpoint::Mtu;
@@ -25,16 +26,15 @@ exit status: 0 no FAIL, 1 some FAIL (or no device), 2 bad arguments
 ";
 
 struct Opts {
-    dev: Option<String>,
-    port: Option<u8>,
+    /// `-d`, `-i`.
+    at: DevPort,
     peer_mtu: Option<Mtu>,
     json: bool,
 }
 
 fn parse(args: &[String]) -> Result<Option<Opts>, String> {
     let mut o = Opts {
-        dev: None,
-        port: None,
+        at: DevPort::default(),
         peer_mtu: None,
         json: false,
     };
@@ -43,16 +43,6 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
         match a.as_str() {
             "-h" | "--help" => return Ok(None),
             "--json" => o.json = true,
-            "-d" | "--ib-dev" => o.dev = Some(it.next().ok_or("-d needs a device name")?.clone()),
-            "-i" | "--ib-port" => {
-                let p = it.next().ok_or("-i needs a port number")?;
-                o.port = Some(
-                    p.parse()
-                        .ok()
-                        .filter(|&p: &u8| p > 0)
-                        .ok_or(format!("bad port '{p}'"))?,
-                );
-            }
             "--peer-mtu" => {
                 let m = it.next().ok_or("--peer-mtu needs an MTU in bytes")?;
                 o.peer_mtu = Some(
@@ -62,7 +52,7 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
                         .ok_or(format!("bad MTU '{m}' (256, 512, 1024, 2048 or 4096)"))?,
                 );
             }
-            s if s.starts_with("-d") && s.len() > 2 => o.dev = Some(s[2..].to_string()),
+            other if o.at.take(other, &mut it)? => {}
             other => return Err(format!("unexpected argument '{other}'")),
         }
     }
@@ -79,10 +69,10 @@ pub fn run(args: &[String]) -> i32 {
     let mut sections = Vec::new();
     let mut code = 0;
 
-    if o.dev.as_deref() == Some(super::provider::SIM_DEVICE) {
+    if o.at.dev.as_deref() == Some(super::provider::SIM_DEVICE) {
         return finish(sim_sections(&host), &o, 0);
     }
-    if let Some(name) = &o.dev {
+    if let Some(name) = &o.at.dev {
         // The diagnosis every command gives for a device that is not there; the checks
         // below still run and say what they can of the host.
         if let Err(e) = super::provider::find_device(name) {
@@ -95,16 +85,13 @@ pub fn run(args: &[String]) -> i32 {
         Ok(_) => return finish(no_device_sections(&host, None), &o, 1),
         Err(e) => return finish(no_device_sections(&host, Some(&e)), &o, 1),
     };
-    let chosen: Vec<&Device> = match &o.dev {
-        Some(name) => match devices.iter().find(|d| &d.name == name) {
-            Some(d) => vec![d],
-            // Said above, in the words every command uses.
-            None => return finish(no_device_sections(&host, None), &o, 1),
-        },
-        None => devices.iter().collect(),
-    };
+    let chosen = o.at.chosen(&devices);
+    if chosen.is_empty() {
+        // `-d` names another device: said above, in the words every command uses.
+        return finish(no_device_sections(&host, None), &o, 1);
+    }
     for d in chosen {
-        let ports = Context::open(&d.name).and_then(|ctx| doctor::probe_device(&ctx, o.port));
+        let ports = Context::open(&d.name).and_then(|ctx| doctor::probe_device(&ctx, o.at.port));
         match ports {
             Ok(ports) => {
                 for p in ports {
@@ -124,22 +111,25 @@ pub fn run(args: &[String]) -> i32 {
 /// Without a device, the host-only checks still run, after a FAIL line that says why (the
 /// reason every command gives; `err`: what listing the devices returned).
 fn no_device_sections(host: &HostFacts, err: Option<&rdma_direct::Error>) -> Vec<Section> {
-    let missing_lib = err.filter(|e| matches!(e, rdma_direct::Error::LibraryMissing { .. }));
-    let reason = match missing_lib {
-        Some(e) => Some(e.to_string()),
-        None => super::devices::no_device_reason(),
-    };
-    let why = reason.unwrap_or_else(|| {
+    // A listing error other than a missing library is not the reason: the kernel's is.
+    let err = err.filter(|e| matches!(e, rdma_direct::Error::LibraryMissing { .. }));
+    let why = why_no_device(
+        err,
         "libibverbs lists no device although the kernel has RDMA: check the driver \
-         (`rdma link`) and the permissions of /dev/infiniband"
-            .to_string()
-    });
-    let mut findings = vec![Finding {
+         (`rdma link`) and the permissions of /dev/infiniband",
+    );
+    let device = Finding {
         level: Level::Fail,
         check: "device",
         saw: "no usable RDMA device".to_string(),
         fix: Some(why),
-    }];
+    };
+    host_sections(device, host)
+}
+
+/// One section, "host": `device` (what stands for the device checks), then the host's.
+fn host_sections(device: Finding, host: &HostFacts) -> Vec<Section> {
+    let mut findings = vec![device];
     findings.extend(doctor::check_host(host));
     vec![Section {
         title: "host".to_string(),
@@ -152,7 +142,7 @@ fn no_device_sections(host: &HostFacts, err: Option<&rdma_direct::Error>) -> Vec
 /// `-d sim0`: the software device has no link, MTU, PCIe slot or NUMA node to check; the
 /// host's checks run.
 fn sim_sections(host: &HostFacts) -> Vec<Section> {
-    let mut findings = vec![Finding {
+    let device = Finding {
         level: Level::Skip,
         check: "device",
         saw: format!(
@@ -161,14 +151,8 @@ fn sim_sections(host: &HostFacts) -> Vec<Section> {
             super::provider::SIM_DEVICE
         ),
         fix: None,
-    }];
-    findings.extend(doctor::check_host(host));
-    vec![Section {
-        title: "host".to_string(),
-        device: None,
-        port: None,
-        findings,
-    }]
+    };
+    host_sections(device, host)
 }
 
 fn finish(sections: Vec<Section>, o: &Opts, code: i32) -> i32 {

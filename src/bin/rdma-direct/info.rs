@@ -4,7 +4,7 @@
 //! is listed after the hardware, marked as software; `-d sim0` (or `--provider sim`) shows it
 //! alone.
 
-use super::devices::note_no_devices;
+use super::devices::{note_no_devices, DevPort};
 use super::provider::{self, Choice, DeviceFacts, SIM_DEVICE};
 use rdma_direct::verbs::{self, Context, Device, DeviceAttr, PortAttr};
 
@@ -20,16 +20,15 @@ usage: rdma-direct info [-d DEV] [-i PORT] [-v] [--provider P]
 ";
 
 struct Opts {
-    dev: Option<String>,
-    port: Option<u8>,
+    /// `-d`, `-i`.
+    at: DevPort,
     verbose: bool,
     provider: Choice,
 }
 
 fn parse(args: &[String]) -> Result<Option<Opts>, String> {
     let mut o = Opts {
-        dev: None,
-        port: None,
+        at: DevPort::default(),
         verbose: false,
         provider: Choice::Auto,
     };
@@ -41,19 +40,7 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             "--provider" => {
                 o.provider = Choice::parse(it.next().ok_or("--provider needs a value")?)?;
             }
-            "-d" | "--ib-dev" => {
-                o.dev = Some(it.next().ok_or("-d needs a device name")?.clone());
-            }
-            "-i" | "--ib-port" => {
-                let p = it.next().ok_or("-i needs a port number")?;
-                o.port = Some(
-                    p.parse()
-                        .ok()
-                        .filter(|&p: &u8| p > 0)
-                        .ok_or(format!("bad port '{p}'"))?,
-                );
-            }
-            s if s.starts_with("-d") && s.len() > 2 => o.dev = Some(s[2..].to_string()),
+            other if o.at.take(other, &mut it)? => {}
             other => return Err(format!("unexpected argument '{other}'")),
         }
     }
@@ -65,10 +52,10 @@ pub fn run(args: &[String]) -> i32 {
         Ok(o) => o,
         Err(status) => return status,
     };
-    let sim_only = o.dev.as_deref() == Some(SIM_DEVICE)
+    let sim_only = o.at.dev.as_deref() == Some(SIM_DEVICE)
         || o.provider == Choice::Force(rdma_direct::providers::ProviderKind::Sim);
     if sim_only {
-        if let Some(d) = o.dev.as_deref().filter(|d| *d != SIM_DEVICE) {
+        if let Some(d) = o.at.dev.as_deref().filter(|d| *d != SIM_DEVICE) {
             eprintln!("rdma-direct info: --provider sim shows the software device; not '{d}'");
             return 2;
         }
@@ -80,7 +67,7 @@ pub fn run(args: &[String]) -> i32 {
             }
         };
     }
-    if let Some(name) = &o.dev {
+    if let Some(name) = &o.at.dev {
         if let Err(e) = provider::find_device(name) {
             eprintln!("rdma-direct info: {e}");
             return 1;
@@ -92,18 +79,14 @@ pub fn run(args: &[String]) -> i32 {
         Ok(l) => (l, None),
         Err(e) => (Vec::new(), Some(e)),
     };
-    let chosen: Vec<&Device> = match &o.dev {
-        Some(name) => list.iter().filter(|d| &d.name == name).collect(),
-        None => list.iter().collect(),
-    };
     let mut code = 0;
-    for d in chosen {
+    for d in o.at.chosen(&list) {
         if let Err(e) = print_device(d, &o) {
             eprintln!("rdma-direct info: {}: {e}", d.name);
             code = 1;
         }
     }
-    if o.dev.is_none() {
+    if o.at.dev.is_none() {
         if !list.is_empty() {
             println!();
         }
@@ -124,9 +107,9 @@ pub fn run(args: &[String]) -> i32 {
 fn print_sim(o: &Opts) -> rdma_direct::Result<()> {
     use rdma_direct::providers::sim::SimDevice;
     use rdma_direct::providers::{ConnectOpts, Provider, QpConfig, QpType};
-    if matches!(o.port, Some(p) if p != 1) {
+    if matches!(o.at.port, Some(p) if p != 1) {
         return Err(rdma_direct::Error::NotFound {
-            what: format!("port {}", o.port.unwrap_or(0)),
+            what: format!("port {}", o.at.port.unwrap_or(0)),
             hint: format!("{SIM_DEVICE} has one port (1)"),
         });
     }
@@ -186,7 +169,7 @@ fn print_device(d: &Device, o: &Opts) -> rdma_direct::Result<()> {
     if o.verbose {
         print_device_verbose(&a);
     }
-    let ports: Vec<u8> = match o.port {
+    let ports: Vec<u8> = match o.at.port {
         Some(p) if p <= a.phys_port_cnt => vec![p],
         Some(p) => {
             return Err(rdma_direct::Error::NotFound {
