@@ -31,18 +31,21 @@ pub use window::{RecvReplenisher, SendWindow, SendWindows};
 
 #[cfg(doc)]
 use super::Completion;
-use super::{ConnectOpts, Provider};
+use super::{ConnectOpts, Provider, QpEndpoint};
 
 /// Connects two QPs of one device to each other (RESET → INIT → RTR → RTS on both): the
-/// loopback pair of tests, of a process talking to itself, of an example on the sim. Between
-/// processes use [`crate::connect::connect_qp_server`] / [`crate::connect::connect_qp_client`].
+/// loopback pair of tests, of a process talking to itself, of an example on the sim. Returns
+/// the endpoints `a` and `b` were connected with (QPN, PSN, GID: what a tool prints), in that
+/// order. Between processes use [`crate::connect::connect_qp_server`] /
+/// [`crate::connect::connect_qp_client`].
 pub fn connect_pair<P: Provider>(
     p: &mut P,
     a: &mut P::Qp,
     b: &mut P::Qp,
     opts: &ConnectOpts,
-) -> crate::Result<()> {
+) -> crate::Result<(QpEndpoint, QpEndpoint)> {
     let (ea, eb) = (p.endpoint(a, opts)?, p.endpoint(b, opts)?);
     p.connect(a, &ea, &eb, opts)?;
-    p.connect(b, &eb, &ea, opts)
+    p.connect(b, &eb, &ea, opts)?;
+    Ok((ea, eb))
 }

@@ -9,12 +9,13 @@
 
 use std::time::Instant;
 
+use rdma_direct::providers::flow::connect_pair;
 use rdma_direct::providers::mlx5::{Mlx5Device, Mlx5Qp, Owners};
 use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::verbs::VerbsDevice;
 use rdma_direct::providers::{
-    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpCaps, QpConfig,
-    QpType, QueuePair, SendQueue, SendWr,
+    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Pages, Provider, QpCaps,
+    QpConfig, QpType, QueuePair, RegisteredBuf, SendQueue, SendWr,
 };
 
 use super::options::{Config, Mode, Opts, PayloadKind, Where, MAX_INLINE};
@@ -251,16 +252,14 @@ struct Bed<P: Provider> {
     ccq: P::Cq,
     sqp: P::Qp,
     _scq: P::Cq,
-    cmr: P::Mr,
-    smr: P::Mr,
+    /// The client's memory (the WRITEs' source) and the server's (their target).
+    cmem: RegisteredBuf<P::Mr>,
+    smem: RegisteredBuf<P::Mr>,
     _pd: P::Pd,
-    _mem: (Vec<u64>, Vec<u64>),
 }
 
 fn bed<P: Target>(p: &mut P, o: &Opts, inline: u32, max_size: u32) -> rdma_direct::Result<Bed<P>> {
-    let words = (max_size as usize).div_ceil(8).max(8);
-    let mut m0 = vec![0u64; words];
-    let mut m1 = vec![0u64; words];
+    let len = (max_size as usize).max(64);
     let pd = p.alloc_pd()?;
     let caps = QpCaps {
         max_send_wr: DEPTH,
@@ -284,24 +283,17 @@ fn bed<P: Target>(p: &mut P, o: &Opts, inline: u32, max_size: u32) -> rdma_direc
     let mut scq = p.create_cq(2 * DEPTH)?;
     let mut cqp = p.create_qp(&pd, &mut ccq, None, None, &cfg)?;
     let mut sqp = p.create_qp(&pd, &mut scq, None, None, &cfg)?;
-    // SAFETY: both vectors outlive the MRs (field `_mem`, dropped last) and are not moved
-    // (moving a Vec does not move its heap buffer).
-    let cmr = unsafe { p.reg_mr(&pd, m0.as_mut_ptr() as *mut u8, words * 8, Access::ALL) }?;
-    // SAFETY: as above.
-    let smr = unsafe { p.reg_mr(&pd, m1.as_mut_ptr() as *mut u8, words * 8, Access::ALL) }?;
-    let ce = p.endpoint(&cqp, &copts)?;
-    let se = p.endpoint(&sqp, &copts)?;
-    p.connect(&mut cqp, &ce, &se, &copts)?;
-    p.connect(&mut sqp, &se, &ce, &copts)?;
+    let cmem = p.alloc_buf(&pd, len, Access::ALL, Pages::Normal)?;
+    let smem = p.alloc_buf(&pd, len, Access::ALL, Pages::Normal)?;
+    connect_pair(p, &mut cqp, &mut sqp, &copts)?;
     Ok(Bed {
         cqp,
         ccq,
         sqp,
         _scq: scq,
-        cmr,
-        smr,
+        cmem,
+        smem,
         _pd: pd,
-        _mem: (m0, m1),
     })
 }
 
@@ -315,9 +307,9 @@ fn device_sample<P: Target>(
     total: u32,
     data: &[u8],
 ) -> Result<f64, String> {
-    let raddr = b.smr.addr();
-    let rkey = b.smr.rkey();
-    let sges = [b.cmr.sge(0, c.size)];
+    let raddr = b.smem.addr();
+    let rkey = b.smem.rkey();
+    let sges = [b.cmem.mr().sge(0, c.size)];
     let mut wcs = [Completion::EMPTY; 32];
     let (mut posted, mut done) = (0u32, 0u32);
     let t0 = Instant::now();

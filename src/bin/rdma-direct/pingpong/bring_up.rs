@@ -5,13 +5,13 @@
 
 use std::net::Ipv6Addr;
 
-use memmap2::MmapMut;
 use rdma_direct::endpoint::PingpongMsg;
-use rdma_direct::providers::{Access, ConnectOpts, Provider, QpCaps, QpConfig, QpEndpoint};
+use rdma_direct::providers::{
+    Access, ConnectOpts, Pages, Provider, QpCaps, QpConfig, QpEndpoint, RegisteredBuf,
+};
 use rdma_direct::Result;
 
 use super::args::Args;
-use super::io_err;
 
 /// rc_pingpong's address line: `  local address:  LID 0x0000, QPN 0x000100, ...`.
 fn dest_line(which: &str, lid: u16, qpn: u32, psn: u32, gid: &[u8; 16]) -> String {
@@ -49,23 +49,20 @@ pub(super) fn connect_opts(a: &Args) -> ConnectOpts {
 }
 
 /// One end's resources, as rc_pingpong's `pp_init_ctx`. Field order is drop order: the QP
-/// before its CQ, the MR before the PD, the memory last.
+/// before its CQ, the registered buffer before the PD.
 pub(super) struct End<P: Provider> {
     pub(super) qp: P::Qp,
     pub(super) cq: P::Cq,
-    pub(super) mr: P::Mr,
+    /// `size` bytes of page-aligned memory, registered for local write (rc_pingpong's buffer,
+    /// filled with 0x7b as its is).
+    pub(super) buf: RegisteredBuf<P::Mr>,
     pub(super) _pd: P::Pd,
-    pub(super) _buf: MmapMut,
 }
 
 pub(super) fn open_end<P: Provider>(p: &mut P, a: &Args) -> Result<End<P>> {
-    let page = 4096;
-    let mut buf =
-        MmapMut::map_anon(a.size.div_ceil(page) * page).map_err(|e| io_err("mmap buffer", e))?;
-    buf.fill(0x7b);
     let pd = p.alloc_pd()?;
-    // SAFETY: `buf` is kept in the end next to `mr` and dropped after it (field order).
-    let mr = unsafe { p.reg_mr(&pd, buf.as_mut_ptr(), a.size, Access::LOCAL_WRITE)? };
+    let mut buf = p.alloc_buf(&pd, a.size, Access::LOCAL_WRITE, Pages::Normal)?;
+    buf.as_mut_slice().fill(0x7b);
     let mut cq = p.create_cq(a.rx_depth + 1)?;
     let cfg = QpConfig {
         qp_type: a.qp_type,
@@ -82,9 +79,8 @@ pub(super) fn open_end<P: Provider>(p: &mut P, a: &Args) -> Result<End<P>> {
     Ok(End {
         qp,
         cq,
-        mr,
+        buf,
         _pd: pd,
-        _buf: buf,
     })
 }
 

@@ -48,7 +48,7 @@ impl Flow {
             rcnt: 0,
             iters: a.iters,
             rx_depth: a.rx_depth,
-            sge: [end.mr.sge(0, a.size as u32)],
+            sge: [end.buf.mr().sge(0, a.size as u32)],
             stamps: measure.then(|| Vec::with_capacity(a.iters as usize + 1)),
         }
     }

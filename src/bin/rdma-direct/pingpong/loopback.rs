@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use rdma_direct::providers::flow::connect_pair;
 use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::{Completion, Provider};
 use rdma_direct::Result;
@@ -60,10 +61,7 @@ fn loopback<P: Provider>(
     let opts = connect_opts(a);
     let mut client = open_end(p, a)?;
     let mut server = open_end(p, a)?;
-    let ce = p.endpoint(&client.qp, &opts)?;
-    let se = p.endpoint(&server.qp, &opts)?;
-    p.connect(&mut server.qp, &se, &ce, &opts)?;
-    p.connect(&mut client.qp, &ce, &se, &opts)?;
+    let (ce, se) = connect_pair(p, &mut client.qp, &mut server.qp, &opts)?;
     let mut cf = Flow::new(&client, a, true);
     let mut sf = Flow::new(&server, a, false);
     cf.fill(&mut client.qp)?;

@@ -9,8 +9,8 @@ use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Device, Mlx5Qp, Own
 use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::verbs::VerbsDevice;
 use rdma_direct::providers::{
-    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, ProviderKind,
-    QpConfig, QpType, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, WcOpcode,
+    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Pages, Provider, ProviderKind,
+    QpConfig, QpType, QueuePair, RecvQueue, RecvWr, RegisteredBuf, SendQueue, SendWr, WcOpcode,
 };
 use rdma_direct::verbs::{Context, Device, PortState};
 
@@ -283,13 +283,12 @@ fn verbs(l: &mut Ladder, name: &str, gid: Option<u8>) {
 }
 
 /// What the data rungs share: a registered buffer, one CQ and a self-connected RC QP.
-/// Fields drop in order: the QP before its CQ, the MR before its buffer.
+/// Fields drop in order: the QP before its CQ, the registered buffer before its PD.
 struct Bed<P: Provider> {
     qp: P::Qp,
     cq: P::Cq,
-    mr: P::Mr,
+    buf: RegisteredBuf<P::Mr>,
     pd: P::Pd,
-    buf: Vec<u8>,
 }
 
 /// Doorbell modes, where the provider has them (the mlx5 hot path, on hardware or the sim).
@@ -356,17 +355,16 @@ fn data_rungs<P: Modes>(
     opts: &ConnectOpts,
     mid: impl FnOnce(&mut Ladder, &P) -> Option<Option<u32>>,
 ) -> Option<Bed<P>> {
-    let (pd, mr, buf) = l.rung(
+    let (pd, buf) = l.rung(
         "PD and MR",
         "ibv_alloc_pd, ibv_reg_mr of 64 KiB (local write, remote read/write/atomic)",
         || {
             let pd = p.alloc_pd().map_err(|e| e.to_string())?;
-            let mut buf = vec![0u8; 64 << 10];
-            // SAFETY: `buf` is moved into the Bed with the MR and dropped after it.
-            let mr = unsafe { p.reg_mr(&pd, buf.as_mut_ptr(), buf.len(), Access::ALL) }
+            let buf = p
+                .alloc_buf(&pd, 64 << 10, Access::ALL, Pages::Normal)
                 .map_err(|e| e.to_string())?;
-            let seen = format!("lkey {:#x}", mr.lkey());
-            Ok(((pd, mr, buf), seen))
+            let seen = format!("lkey {:#x}", buf.lkey());
+            Ok(((pd, buf), seen))
         },
     )?;
     let mut cq = l.rung("CQ", "a CQ of 256 entries", || {
@@ -390,16 +388,10 @@ fn data_rungs<P: Modes>(
         },
     )?;
     let qpn = qp.qpn();
-    let mut b: Bed<P> = Bed {
-        qp,
-        cq,
-        mr,
-        pd,
-        buf,
-    };
+    let mut b: Bed<P> = Bed { qp, cq, buf, pd };
     let mut all: Vec<Completion> = Vec::new();
-    let base = MemoryRegion::addr(&b.mr);
-    let rkey = MemoryRegion::rkey(&b.mr);
+    let base = b.buf.addr();
+    let rkey = b.buf.rkey();
     l.rung(
         "WRITE, doorbell",
         "one inline RDMA WRITE rung with the 8-byte doorbell (verbs: one ibv_post_send) lands byte for byte",
@@ -414,10 +406,10 @@ fn data_rungs<P: Modes>(
             expect_op(&c[0], WcOpcode::RdmaWrite, 0, qpn)
                 .or_else(|_| expect_op(&c[0], WcOpcode::RdmaWrite, data.len() as u32, qpn))?;
             all.extend_from_slice(&c);
-            if b.buf[..data.len()] != data {
+            if b.buf.as_slice()[..data.len()] != data {
                 return Err(format!(
                     "the CQE came but the bytes did not: {:?}",
-                    &b.buf[..16]
+                    &b.buf.as_slice()[..16]
                 ));
             }
             Ok((
@@ -461,7 +453,7 @@ fn data_rungs<P: Modes>(
                 P::set_mode(&mut b.qp, DoorbellMode::Auto);
                 let c = poll(p, &mut b.cq, 1)?;
                 all.extend_from_slice(&c);
-                if b.buf[64..112] != data {
+                if b.buf.as_slice()[64..112] != data {
                     return Err("the CQE came but the bytes did not".into());
                 }
                 Ok(((), format!("bf.size {size}")))
@@ -472,7 +464,7 @@ fn data_rungs<P: Modes>(
         "SEND/RECV",
         "an inline SEND into a posted receive: both CQEs, the bytes",
         || {
-            let sge = [b.mr.sge(1024, 64)];
+            let sge = [b.buf.mr().sge(1024, 64)];
             b.qp.rq()
                 .post_recv(RecvWr::new(3, &sge))
                 .map_err(|e| format!("post_recv: {e}"))?;
@@ -485,15 +477,15 @@ fn data_rungs<P: Modes>(
             let recv = c.iter().find(|c| c.wr_id == 3).ok_or("no receive CQE")?;
             expect_op(recv, WcOpcode::Recv, 16, qpn)?;
             all.extend_from_slice(&c);
-            if &b.buf[1024..1040] != b"ping pong ladder" {
+            if &b.buf.as_slice()[1024..1040] != b"ping pong ladder" {
                 return Err("the receive CQE came but the bytes did not".into());
             }
             Ok(((), "16 bytes received".to_string()))
         },
     )?;
     l.rung("READ", "an RDMA READ of 16 bytes lands", || {
-        b.buf[2048..2064].copy_from_slice(b"read me back....");
-        let sge = [b.mr.sge(3072, 16)];
+        b.buf.as_mut_slice()[2048..2064].copy_from_slice(b"read me back....");
+        let sge = [b.buf.mr().sge(3072, 16)];
         b.qp.sq()
             .post(SendWr::read(5, &sge, base + 2048, rkey).signaled())
             .map_err(|e| format!("post: {e}"))?;
@@ -501,7 +493,7 @@ fn data_rungs<P: Modes>(
         let c = poll(p, &mut b.cq, 1)?;
         expect_op(&c[0], WcOpcode::RdmaRead, 16, qpn)?;
         all.extend_from_slice(&c);
-        if &b.buf[3072..3088] != b"read me back...." {
+        if &b.buf.as_slice()[3072..3088] != b"read me back...." {
             return Err("the CQE came but the bytes did not".into());
         }
         Ok(((), "16 bytes read".to_string()))
@@ -510,9 +502,10 @@ fn data_rungs<P: Modes>(
         "atomics",
         "fetch-and-add then compare-and-swap: old values in host order, the new value in memory",
         || {
-            let off = 4096 - (b.buf.as_ptr() as usize + 4096) % 8;
-            b.buf[off..off + 8].copy_from_slice(&10u64.to_ne_bytes());
-            let old = [b.mr.sge(off + 64, 8)];
+            // 8-byte aligned, as atomics need: the buffer is page-aligned.
+            let off = 4096;
+            b.buf.as_mut_slice()[off..off + 8].copy_from_slice(&10u64.to_ne_bytes());
+            let old = [b.buf.mr().sge(off + 64, 8)];
             b.qp.sq()
                 .post(SendWr::faa(6, &old, base + off as u64, rkey, 5).signaled())
                 .map_err(|e| format!("post: {e}"))?;
@@ -520,8 +513,9 @@ fn data_rungs<P: Modes>(
             let c = poll(p, &mut b.cq, 1)?;
             expect_op(&c[0], WcOpcode::FetchAdd, 8, qpn)?;
             all.extend_from_slice(&c);
-            let got = u64::from_ne_bytes(b.buf[off + 64..off + 72].try_into().expect("8"));
-            let now = u64::from_ne_bytes(b.buf[off..off + 8].try_into().expect("8"));
+            let got =
+                u64::from_ne_bytes(b.buf.as_slice()[off + 64..off + 72].try_into().expect("8"));
+            let now = u64::from_ne_bytes(b.buf.as_slice()[off..off + 8].try_into().expect("8"));
             if (got, now) != (10, 15) {
                 return Err(format!(
                     "fetch-and-add: old {got} (10 expected), now {now} (15)"
@@ -534,8 +528,9 @@ fn data_rungs<P: Modes>(
             let c = poll(p, &mut b.cq, 1)?;
             expect_op(&c[0], WcOpcode::CompSwap, 8, qpn)?;
             all.extend_from_slice(&c);
-            let got = u64::from_ne_bytes(b.buf[off + 64..off + 72].try_into().expect("8"));
-            let now = u64::from_ne_bytes(b.buf[off..off + 8].try_into().expect("8"));
+            let got =
+                u64::from_ne_bytes(b.buf.as_slice()[off + 64..off + 72].try_into().expect("8"));
+            let now = u64::from_ne_bytes(b.buf.as_slice()[off..off + 8].try_into().expect("8"));
             if (got, now) != (15, 99) {
                 return Err(format!(
                     "compare-and-swap: old {got} (15 expected), now {now} (99)"
@@ -591,7 +586,7 @@ where
     let mut qp = self_connected(p, bed, &mut cq, opts)?;
     qp.sq()
         .post(
-            SendWr::write(9, &[], bed.mr.addr() + 8192 + 64, bed.mr.rkey())
+            SendWr::write(9, &[], bed.buf.addr() + 8192 + 64, bed.buf.rkey())
                 .inline(b"stamp")
                 .signaled(),
         )
@@ -634,7 +629,7 @@ where
     P::Qp: Send + 'static,
     W: FnMut(&mut P::Cq, &mut [Completion]) -> rdma_direct::Result<usize>,
 {
-    let (addr, rkey) = (bed.mr.addr() + 8192, bed.mr.rkey());
+    let (addr, rkey) = (bed.buf.addr() + 8192, bed.buf.rkey());
     let poster = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(20));
         let r = qp
