@@ -8,38 +8,38 @@
 //! message it was posted beside ends the next size in `LOC_LEN_ERR`). Nothing
 //! here is timed.
 
-use memmap2::MmapMut;
-
+use crate::providers::flow::connect_pair;
 use crate::providers::{
-    Access, ConnectOpts, MemoryRegion, Provider, QpCaps, QpConfig, QpEndpoint, QpType, QueuePair,
-    RecvQueue, RecvWr,
+    Access, ConnectOpts, MemoryRegion, Pages, Provider, QpCaps, QpConfig, QpEndpoint, QpType,
+    QueuePair, RecvQueue, RecvWr, RegisteredBuf,
 };
-use crate::{Error, Result};
+use crate::Result;
 
 use super::params::GRH;
 use super::pingpong::RECV_WRID;
 use super::{perr, Params, RX_DEPTH, TX_DEPTH};
 
-/// One side: its QP, CQ, MR, and buffer halves (`[0, half)` outgoing, `[half, 2 half)`
-/// incoming).
+/// One side: its QP, CQ and registered buffer, in halves (`[0, half)` outgoing,
+/// `[half, 2 half)` incoming). Field order is drop order: the QP before its CQ and its memory.
 pub(super) struct Side<P: Provider> {
     pub(super) qp: P::Qp,
     pub(super) cq: P::Cq,
-    pub(super) mr: P::Mr,
+    pub(super) buf: RegisteredBuf<P::Mr>,
+    /// What the QP was connected with.
     pub(super) ep: QpEndpoint,
+    /// The start of `buf`, for the loops' volatile reads and writes of the last byte.
     pub(super) base: *mut u8,
     /// Receives still posted (SEND tests).
     pub(super) routs: u32,
 }
 
-/// Everything a run sets up. Field order is drop order: AHs and QPs (inside the sides)
-/// before the PD, the memory last.
+/// Everything a run sets up. Field order is drop order: AHs, then the sides (QPs, CQs and
+/// memory), the PD last.
 pub(super) struct Bed<P: Provider> {
     pub(super) ahs: Option<(P::Ah, P::Ah)>,
     pub(super) client: Side<P>,
     pub(super) server: Side<P>,
     _pd: P::Pd,
-    _mem: (MmapMut, MmapMut),
     pub(super) half: usize,
     /// The length of every receive: the run's largest message (plus the GRH on UD).
     pub(super) recv_len: u32,
@@ -51,14 +51,6 @@ pub(super) fn setup<P: Provider>(p: &mut P, o: &Params, max_size: u32) -> Result
     let grh = if o.qp_type == QpType::Ud { GRH } else { 0 };
     // Each half holds one message (plus the GRH on UD), 64-byte aligned.
     let half = ((max_size + grh) as usize).next_multiple_of(64).max(64);
-    let map = || {
-        MmapMut::map_anon(2 * half).map_err(|e| Error::Io {
-            context: format!("perf: mmap of {} B", 2 * half),
-            kind: e.kind(),
-            detail: e.to_string(),
-        })
-    };
-    let (mut m0, mut m1) = (map()?, map()?);
     let pd = p.alloc_pd()?;
     let send = o.test.is_send();
     let caps = QpCaps {
@@ -74,7 +66,7 @@ pub(super) fn setup<P: Provider>(p: &mut P, o: &Params, max_size: u32) -> Result
         sq_sig_all: false,
     };
     let copts = connect_opts(o);
-    let mk = |p: &mut P, m: &mut MmapMut| -> Result<Side<P>> {
+    let mk = |p: &mut P| -> Result<(P::Qp, P::Cq, RegisteredBuf<P::Mr>)> {
         let cqe = caps.max_send_wr + caps.max_recv_wr + 1;
         let mut cq = if o.hw_ts {
             p.create_cq_ts(cqe)?
@@ -82,25 +74,21 @@ pub(super) fn setup<P: Provider>(p: &mut P, o: &Params, max_size: u32) -> Result
             p.create_cq(cqe)?
         };
         let qp = p.create_qp(&pd, &mut cq, None, None, &cfg)?;
-        let base = m.as_mut_ptr();
-        // SAFETY: `base` points to the `2 * half` bytes of the anonymous mapping `m`, which
-        // the bed keeps (field `_mem`, dropped last) until after the MR is dropped.
-        let mr = unsafe { p.reg_mr(&pd, base, 2 * half, Access::ALL) }?;
-        let ep = p.endpoint(&qp, &copts)?;
-        Ok(Side {
-            qp,
-            cq,
-            mr,
-            ep,
-            base,
-            routs: 0,
-        })
+        let buf = p.alloc_buf(&pd, 2 * half, Access::ALL, Pages::Normal)?;
+        Ok((qp, cq, buf))
     };
-    let mut client = mk(p, &mut m0)?;
-    let mut server = mk(p, &mut m1)?;
-    let (ce, se) = (client.ep, server.ep);
-    p.connect(&mut client.qp, &ce, &se, &copts)?;
-    p.connect(&mut server.qp, &se, &ce, &copts)?;
+    let (mut cqp, ccq, cbuf) = mk(p)?;
+    let (mut sqp, scq, sbuf) = mk(p)?;
+    let (ce, se) = connect_pair(p, &mut cqp, &mut sqp, &copts)?;
+    let side = |qp: P::Qp, cq: P::Cq, mut buf: RegisteredBuf<P::Mr>, ep| Side::<P> {
+        qp,
+        cq,
+        base: buf.as_mut_slice().as_mut_ptr(),
+        buf,
+        ep,
+        routs: 0,
+    };
+    let (client, server) = (side(cqp, ccq, cbuf, ce), side(sqp, scq, sbuf, se));
     let ahs = if o.qp_type == QpType::Ud {
         Some((
             p.create_ah(&pd, &se, &copts)?,
@@ -120,7 +108,6 @@ pub(super) fn setup<P: Provider>(p: &mut P, o: &Params, max_size: u32) -> Result
         client,
         server,
         _pd: pd,
-        _mem: (m0, m1),
         half,
         recv_len: max_size + grh,
         max_inline,
@@ -149,7 +136,7 @@ fn connect_opts(o: &Params) -> ConnectOpts {
 
 /// Post receives until the queue holds [`RX_DEPTH`] (one ring).
 pub(super) fn refill_recvs<P: Provider>(s: &mut Side<P>, half: usize, len: u32) -> Result<()> {
-    let sge = [s.mr.sge(half, len)];
+    let sge = [s.buf.mr().sge(half, len)];
     let rq = s.qp.rq();
     let mut added = 0;
     while s.routs < RX_DEPTH {

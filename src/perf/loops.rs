@@ -79,13 +79,13 @@ where
     let use_inline = size <= o.inline && !o.test.is_read_like();
     // Every receive takes the run's largest message (see the bed's doc).
     let recv_len = bed.recv_len;
-    let (c_rkey, s_rkey) = (bed.client.mr.rkey(), bed.server.mr.rkey());
+    let (c_rkey, s_rkey) = (bed.client.buf.rkey(), bed.server.buf.rkey());
     let (c_base, s_base) = (bed.client.base as usize, bed.server.base as usize);
     let (c_qpn, s_qpn) = (bed.client.ep.qpn, bed.server.ep.qpn);
-    let c_src = [bed.client.mr.sge(0, size)];
-    let s_src = [bed.server.mr.sge(0, size)];
+    let c_src = [bed.client.buf.mr().sge(0, size)];
+    let s_src = [bed.server.buf.mr().sge(0, size)];
     // READ lands in the client's incoming half; the atomic's old value too (8 bytes).
-    let c_dst = [bed.client.mr.sge(half, size)];
+    let c_dst = [bed.client.buf.mr().sge(half, size)];
     let last = size as usize - 1;
     // The incoming bytes start at 0: the first expected value is 1.
     for at in [c_base + half + last, s_base + half + last] {
@@ -131,7 +131,7 @@ where
                     Kind::Send
                 },
                 src: c_src,
-                recv: [cl.mr.sge(half, recv_len)],
+                recv: [cl.buf.mr().sge(half, recv_len)],
                 inline: inline.clone(),
                 out_last: c_base + last,
                 in_last: c_base + half + last,
@@ -155,7 +155,7 @@ where
                     Kind::Send
                 },
                 src: s_src,
-                recv: [sv.mr.sge(half, recv_len)],
+                recv: [sv.buf.mr().sge(half, recv_len)],
                 inline,
                 out_last: s_base + last,
                 in_last: s_base + half + last,
@@ -271,10 +271,10 @@ pub(super) fn bw_loop<P: Provider>(
     let pl = o.post_list as usize;
     let cq_mod = o.cq_mod as usize;
     let use_inline = size <= o.inline && !o.test.is_read_like();
-    let s_rkey = bed.server.mr.rkey();
+    let s_rkey = bed.server.buf.rkey();
     let s_base = bed.server.base as u64;
-    let c_src = [bed.client.mr.sge(0, size)];
-    let c_dst = [bed.client.mr.sge(half, size)];
+    let c_src = [bed.client.buf.mr().sge(0, size)];
+    let c_dst = [bed.client.buf.mr().sge(half, size)];
     // Inline payload: copied into the WQE at post time, so ordinary memory will do.
     let inline_bytes = vec![0u8; if use_inline { size as usize } else { 0 }];
     let dest = bed.ahs.as_ref().map(|(to_s, _)| UdDest {

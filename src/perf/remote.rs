@@ -49,16 +49,14 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use memmap2::MmapMut;
-
 use super::pingpong::{read_byte, write_byte, Waiter};
 use super::stats::{self, BwRow};
 use super::wire::{BwReport, KeyMsg, Side, Wire, CYCLE_BUFFER};
 use super::{bad_opt, perr, Clock, Info, Params, Row, Test, RX_DEPTH, TX_DEPTH};
 use crate::endpoint::{Mtu, QpEndpoint};
 use crate::providers::{
-    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpCaps, QpConfig,
-    QpType, QueuePair, RecvQueue, RecvWr, SendOp, SendQueue, SendWr,
+    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Pages, Provider, QpCaps,
+    QpConfig, QpType, QueuePair, RecvQueue, RecvWr, SendOp, SendQueue, SendWr,
 };
 use crate::{Error, Result};
 
@@ -163,12 +161,6 @@ pub fn run<P: Provider, S: Read + Write>(
     }
     let max_size = *o.sizes.iter().max().ok_or_else(|| bad_opt("no size"))?;
     let half = (max_size.max(CYCLE_BUFFER) as usize).next_multiple_of(64);
-    let mut mem = MmapMut::map_anon(2 * half).map_err(|e| Error::Io {
-        context: format!("perf: mmap of {} B", 2 * half),
-        kind: e.kind(),
-        detail: e.to_string(),
-    })?;
-    let base = mem.as_mut_ptr() as usize;
     let send = o.test.is_send();
     let pd = p.alloc_pd()?;
     let caps = QpCaps {
@@ -193,9 +185,9 @@ pub fn run<P: Provider, S: Read + Write>(
             qp.caps().max_inline_data
         )));
     }
-    // SAFETY: `mem` (2 * half bytes) outlives the MR: both live until this function returns,
-    // and the MR is declared after it, so it is dropped first.
-    let mr = unsafe { p.reg_mr(&pd, base as *mut u8, 2 * half, Access::ALL) }?;
+    // Outgoing half `[0, half)`, incoming half `[half, 2 half)`; it lives until the run ends.
+    let mut buf = p.alloc_buf(&pd, 2 * half, Access::ALL, Pages::Normal)?;
+    let base = buf.as_mut_slice().as_mut_ptr() as usize;
     let read_like = o.test.is_read_like();
     let mut copts = ConnectOpts {
         port: o.port,
@@ -212,7 +204,7 @@ pub fn run<P: Provider, S: Read + Write>(
         out_reads: if read_like { OUT_READS } else { 1 },
         qpn: local.qpn,
         psn: local.psn,
-        rkey: mr.rkey(),
+        rkey: buf.rkey(),
         vaddr: (base + half) as u64,
         gid: (use_gid || local.lid == 0).then_some(local.gid),
         srqn: 0,
@@ -291,7 +283,7 @@ pub fn run<P: Provider, S: Read + Write>(
         rcq: &mut rcq,
         out: base,
         inc: base + half,
-        lkey_sge: |off: usize, len: u32| mr.sge(off, len),
+        lkey_sge: |off: usize, len: u32| buf.mr().sge(off, len),
         raddr: rem.vaddr,
         rkey: rem.rkey,
         posted_recvs: 0,
@@ -386,10 +378,9 @@ pub fn run<P: Provider, S: Read + Write>(
     }
     // The CM id first: destroying a connected id sends the peer its DREQ.
     drop(cm_conn);
-    // The QP before the MR, the MR before the memory it covers.
+    // The QP before the memory registered for it.
     drop(qp);
-    drop(mr);
-    drop(mem);
+    drop(buf);
     Ok(())
 }
 
