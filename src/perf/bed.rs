@@ -47,6 +47,13 @@ pub(super) struct Bed<P: Provider> {
     pub(super) mtu: u32,
 }
 
+/// A side before it is connected: its QP, CQ and memory.
+type Parts<P> = (
+    <P as Provider>::Qp,
+    <P as Provider>::Cq,
+    RegisteredBuf<<P as Provider>::Mr>,
+);
+
 pub(super) fn setup<P: Provider>(p: &mut P, o: &Params, max_size: u32) -> Result<Bed<P>> {
     let grh = if o.qp_type == QpType::Ud { GRH } else { 0 };
     // Each half holds one message (plus the GRH on UD), 64-byte aligned.
@@ -66,7 +73,7 @@ pub(super) fn setup<P: Provider>(p: &mut P, o: &Params, max_size: u32) -> Result
         sq_sig_all: false,
     };
     let copts = connect_opts(o);
-    let mk = |p: &mut P| -> Result<(P::Qp, P::Cq, RegisteredBuf<P::Mr>)> {
+    let mk = |p: &mut P| -> Result<Parts<P>> {
         let cqe = caps.max_send_wr + caps.max_recv_wr + 1;
         let mut cq = if o.hw_ts {
             p.create_cq_ts(cqe)?
