@@ -4,17 +4,158 @@
 //! draws one line per config with one marker per batch size in two panels; bad options are
 //! refused with a message, never a panic. (Structure only: no figure is asserted.)
 
-#[allow(dead_code)]
-#[path = "../src/bin/rdma-direct/json.rs"]
-mod json;
-#[allow(dead_code)]
-#[path = "../src/bin/rdma-direct/json_value.rs"]
-mod json_value;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use json_value::Value;
+/// A JSON value, read by [`parse`]: just what this test needs of the file the binary writes
+/// (the test shares no code with the CLI, so a fault in the CLI's writer cannot hide itself).
+#[derive(Debug, PartialEq)]
+enum Value {
+    Null,
+    Bool(bool),
+    Num(f64),
+    Str(String),
+    Arr(Vec<Value>),
+    Obj(Vec<(String, Value)>),
+}
+
+impl Value {
+    fn get(&self, key: &str) -> Option<&Value> {
+        match self {
+            Value::Obj(kv) => kv.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Num(v) => Some(*v),
+            _ => None,
+        }
+    }
+    fn as_u64(&self) -> Option<u64> {
+        self.as_f64()
+            .filter(|v| *v >= 0.0 && v.fract() == 0.0)
+            .map(|v| v as u64)
+    }
+}
+
+/// RFC 8259 JSON without `\u` escapes (the batching file has none); `None` when the text
+/// is not that.
+fn parse(text: &str) -> Option<Value> {
+    let mut r = Reader {
+        b: text.as_bytes(),
+        i: 0,
+    };
+    let v = r.value()?;
+    r.ws();
+    (r.i == r.b.len()).then_some(v)
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Reader<'_> {
+    fn ws(&mut self) {
+        while self.b.get(self.i).is_some_and(u8::is_ascii_whitespace) {
+            self.i += 1;
+        }
+    }
+    /// Skips white space, then takes `c` if it comes next.
+    fn eat(&mut self, c: u8) -> bool {
+        self.ws();
+        let hit = self.b.get(self.i) == Some(&c);
+        self.i += usize::from(hit);
+        hit
+    }
+    fn value(&mut self) -> Option<Value> {
+        self.ws();
+        let rest = &self.b[self.i..];
+        for (word, v) in [
+            ("null", Value::Null),
+            ("true", Value::Bool(true)),
+            ("false", Value::Bool(false)),
+        ] {
+            if rest.starts_with(word.as_bytes()) {
+                self.i += word.len();
+                return Some(v);
+            }
+        }
+        match rest.first()? {
+            b'"' => self.string().map(Value::Str),
+            b'[' => {
+                self.i += 1;
+                let mut a = Vec::new();
+                if !self.eat(b']') {
+                    loop {
+                        a.push(self.value()?);
+                        if self.eat(b']') {
+                            break;
+                        }
+                        self.eat(b',').then_some(())?;
+                    }
+                }
+                Some(Value::Arr(a))
+            }
+            b'{' => {
+                self.i += 1;
+                let mut kv = Vec::new();
+                if !self.eat(b'}') {
+                    loop {
+                        self.ws();
+                        let k = self.string()?;
+                        self.eat(b':').then_some(())?;
+                        kv.push((k, self.value()?));
+                        if self.eat(b'}') {
+                            break;
+                        }
+                        self.eat(b',').then_some(())?;
+                    }
+                }
+                Some(Value::Obj(kv))
+            }
+            _ => {
+                let n = rest
+                    .iter()
+                    .take_while(|c| b"+-.eE0123456789".contains(c))
+                    .count();
+                let v = std::str::from_utf8(&rest[..n]).ok()?.parse().ok()?;
+                self.i += n;
+                Some(Value::Num(v))
+            }
+        }
+    }
+    fn string(&mut self) -> Option<String> {
+        (self.b.get(self.i) == Some(&b'"')).then_some(())?;
+        let mut out = Vec::new();
+        self.i += 1;
+        loop {
+            match *self.b.get(self.i)? {
+                b'"' => break,
+                b'\\' => {
+                    self.i += 1;
+                    out.push(match *self.b.get(self.i)? {
+                        b'n' => b'\n',
+                        b't' => b'\t',
+                        c @ (b'"' | b'\\' | b'/') => c,
+                        _ => return None,
+                    });
+                }
+                c => out.push(c),
+            }
+            self.i += 1;
+        }
+        self.i += 1;
+        String::from_utf8(out).ok()
+    }
+}
 
 /// The binary cargo built; elsewhere `RDMA_DIRECT_BIN` or `rdma-direct` on PATH.
 fn exe() -> String {
@@ -92,7 +233,7 @@ fn sweep(provider: &str, describe: &str) {
         .collect();
     assert_eq!(rows.len(), 12, "{out}");
 
-    let v = json_value::parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+    let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
     assert_eq!(
         v.get("tool").and_then(Value::as_str),
         Some("rdma-direct bench batching")

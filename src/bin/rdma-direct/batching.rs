@@ -42,16 +42,10 @@
 //! - [`explain`]: `--explain`, the costs derived from the curve;
 //! - [`callgrind`]: `--instructions`, instructions per WQE under callgrind.
 
-// `bench.rs` loads this file with `#[path]`, so the parts are named by path too.
-#[path = "batching/callgrind.rs"]
 mod callgrind;
-#[path = "batching/explain.rs"]
 mod explain;
-#[path = "batching/measure.rs"]
 mod measure;
-#[path = "batching/options.rs"]
 mod options;
-#[path = "batching/report.rs"]
 mod report;
 
 use crate::plot;

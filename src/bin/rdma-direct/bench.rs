@@ -10,9 +10,6 @@ use std::time::Instant;
 
 use rdma_direct_rig as plain;
 
-#[path = "batching.rs"]
-mod batching;
-
 use plain::{BenchOp, Loopback};
 use rdma_direct::providers::mlx5::{AddressVector, DoorbellMode, Mlx5Sq};
 use rdma_direct::providers::{
@@ -442,7 +439,7 @@ pub fn run(args: &[String]) -> i32 {
             }
             Err(e) => crate::usage_error(&format!("bench {which}"), &e),
         },
-        "batching" => batching::run(rest),
+        "batching" => crate::batching::run(rest),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");
             0

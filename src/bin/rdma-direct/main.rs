@@ -1,5 +1,6 @@
 //! `rdma-direct`: the command-line tool.
 
+mod batching;
 mod bench;
 mod devices;
 mod doctor;
