@@ -164,7 +164,7 @@ pub struct RecvReplenisher {
     stride: u64,
     slots: u32,
     /// Slots to (re)post, at most `slots` (the capacity reserved at construction).
-    pending: Vec<u32>,
+    to_post: Vec<u32>,
 }
 
 impl RecvReplenisher {
@@ -175,7 +175,7 @@ impl RecvReplenisher {
             first: None,
             stride: 0,
             slots,
-            pending: (0..slots).rev().collect(),
+            to_post: (0..slots).rev().collect(),
         }
     }
     /// `slots` receives, slot `i` into `first.length` bytes at `first.addr + i * stride`
@@ -200,7 +200,7 @@ impl RecvReplenisher {
     }
     /// Receives posted now (slots minus those consumed and not yet replenished).
     pub fn posted(&self) -> u32 {
-        self.slots - self.pending.len() as u32
+        self.slots - self.to_post.len() as u32
     }
     /// The SGE of slot `i` (`None` for receives without buffers).
     #[inline]
@@ -223,9 +223,9 @@ impl RecvReplenisher {
             && c.opcode.is_recv()
             && c.wr_id < self.slots as u64
             && self.qpn.is_none_or(|q| q == c.qp_num)
-            && self.pending.len() < self.slots as usize;
+            && self.to_post.len() < self.slots as usize;
         if mine {
-            self.pending.push(c.wr_id as u32);
+            self.to_post.push(c.wr_id as u32);
         }
         mine
     }
@@ -234,7 +234,7 @@ impl RecvReplenisher {
     /// error says why.
     pub fn replenish<R: RecvQueue>(&mut self, rq: &mut R) -> crate::Result<u32> {
         let mut n = 0;
-        while let Some(&slot) = self.pending.last() {
+        while let Some(&slot) = self.to_post.last() {
             let sge = self.sge(slot);
             let sges = match &sge {
                 Some(s) => std::slice::from_ref(s),
@@ -244,7 +244,7 @@ impl RecvReplenisher {
                 rq.ring();
                 return Err(r.into());
             }
-            self.pending.pop();
+            self.to_post.pop();
             n += 1;
         }
         if n > 0 {

@@ -14,7 +14,7 @@ use crate::providers::{
 use crate::{Error, Result};
 
 /// Signaled WRITEs an end may have outstanding before it waits for them.
-pub(super) const WRITE_PENDING: u32 = 32;
+pub(super) const MAX_WRITES_OUTSTANDING: u32 = 32;
 /// In send_lat, every this many sends is signaled (and the last one).
 pub(super) const SEND_SIGNAL_EVERY: u32 = 64;
 /// wr_id of every receive.
@@ -129,7 +129,7 @@ pub(super) struct End<'a, Q: QueuePair, C: CompletionQueue> {
     /// Messages per run (to signal the last send).
     pub(super) iters: u32,
     /// Signaled sends not yet completed.
-    pub(super) pending: u32,
+    pub(super) outstanding: u32,
     /// Receives posted and not yet completed.
     pub(super) routs: u32,
     /// Receives polled while reaping sends, not yet consumed by [`End::wait`].
@@ -178,10 +178,11 @@ impl<Q: QueuePair, C: CompletionQueue> End<'_, Q, C> {
         }
         sq.ring();
         if signaled {
-            self.pending += 1;
+            self.outstanding += 1;
         }
         // Reap what has completed; wait only when too many are outstanding.
-        self.reap(WRITE_PENDING, None, w, progress).map(|_| ())
+        self.reap(MAX_WRITES_OUTSTANDING, None, w, progress)
+            .map(|_| ())
     }
 
     /// Wait for message `i` from the peer.
@@ -223,8 +224,8 @@ impl<Q: QueuePair, C: CompletionQueue> End<'_, Q, C> {
         }
     }
 
-    /// Poll the CQ: count send completions off `pending`; with `recv`, wait until one receive
-    /// has completed (and note it), else until at most `keep` sends are pending.
+    /// Poll the CQ: count send completions off `outstanding`; with `recv`, wait until one receive
+    /// has completed (and note it), else until at most `keep` sends are outstanding.
     fn reap(
         &mut self,
         keep: u32,
@@ -261,8 +262,8 @@ impl<Q: QueuePair, C: CompletionQueue> End<'_, Q, C> {
                         _ => self.early += 1,
                     }
                 } else {
-                    self.pending = self
-                        .pending
+                    self.outstanding = self
+                        .outstanding
                         .checked_sub(1)
                         .ok_or_else(|| perr(format!("unexpected send completion {}", c.wr_id)))?;
                 }
@@ -272,7 +273,7 @@ impl<Q: QueuePair, C: CompletionQueue> End<'_, Q, C> {
             }
             let done = match recv.as_deref() {
                 Some(got) => *got,
-                None => self.pending <= keep,
+                None => self.outstanding <= keep,
             };
             if done {
                 return Ok(());
