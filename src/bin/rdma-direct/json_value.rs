@@ -1,10 +1,13 @@
 //! A small JSON reader and writer for result files (no dependencies).
 //!
 //! Contract:
-//! - [`parse`] reads RFC 8259 JSON into a [`Value`]; [`parse_relaxed`] also reads what
-//!   perftest 4.5 writes with `--out_json`: bare keys (`t_min: 1.23,`), bare values
+//! - [`parse`] reads a JSON object or array into a [`Value`], and also what perftest 4.5
+//!   writes with `--out_json` (not JSON): bare keys (`t_min: 1.23,`), bare values
 //!   (`Connection_type: RC,`: the text up to the next `,`, newline, `}` or `]`, trimmed; a
-//!   number when it reads as one) and a trailing comma before `}` or `]`.
+//!   number when it reads as one) and a trailing comma before `}` or `]`. It checks what the
+//!   result files need, not every rule of RFC 8259: a malformed number reads as a string
+//!   (which the result reader then refuses, naming the field), `\u` surrogate pairs are not
+//!   read.
 //! - Neither ever panics, whatever the input: malformed text, a truncated file, nesting deeper
 //!   than [`MAX_DEPTH`] give a [`JsonError`] with the 1-based line and column where reading
 //!   stopped.
@@ -153,41 +156,50 @@ impl fmt::Display for JsonError {
 
 impl std::error::Error for JsonError {}
 
-/// Parse strict JSON: one value, then only whitespace.
+/// Read a JSON document, or perftest 4.5's `--out_json` dialect (see the module doc): an
+/// object or an array, then only white space.
 pub fn parse(text: &str) -> Result<Value, JsonError> {
-    Parser::new(text, false).document()
-}
-
-/// Parse JSON or perftest 4.5's `--out_json` dialect (see the module doc).
-pub fn parse_relaxed(text: &str) -> Result<Value, JsonError> {
-    Parser::new(text, true).document()
+    let mut p = Parser {
+        s: text,
+        b: text.as_bytes(),
+        i: 0,
+        depth: 0,
+    };
+    p.ws();
+    if !matches!(p.peek(), Some(b'{' | b'[')) {
+        return Err(p.err(
+            p.i,
+            format!("{} where '{{' or '[' was expected", p.describe()),
+        ));
+    }
+    let v = p.value()?;
+    p.ws();
+    if p.i < p.b.len() {
+        return Err(p.err(
+            p.i,
+            format!("{} after the end of the document", p.describe()),
+        ));
+    }
+    Ok(v)
 }
 
 struct Parser<'a> {
     s: &'a str,
     b: &'a [u8],
     i: usize,
-    relaxed: bool,
     depth: usize,
 }
 
-impl<'a> Parser<'a> {
-    fn new(s: &'a str, relaxed: bool) -> Self {
-        Parser {
-            s,
-            b: s.as_bytes(),
-            i: 0,
-            relaxed,
-            depth: 0,
-        }
-    }
-
+impl Parser<'_> {
     /// The file ended inside the `what` (object, array, string) opened at byte `open`.
     fn eof_inside(&self, what: &str, open: usize) -> JsonError {
-        let opened = self.err(open, "").pos();
+        let opened = self.err(open, "");
         self.err(
             self.i,
-            format!("unexpected end of file inside the {what} opened at {opened}"),
+            format!(
+                "unexpected end of file inside the {what} opened at line {}, column {}",
+                opened.line, opened.col
+            ),
         )
     }
 
@@ -223,169 +235,86 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn document(mut self) -> Result<Value, JsonError> {
-        self.ws();
-        let v = self.value()?;
-        self.ws();
-        if self.i < self.b.len() {
-            return Err(self.err(
-                self.i,
-                format!("{} after the end of the document", self.describe()),
-            ));
-        }
-        Ok(v)
-    }
-
     fn value(&mut self) -> Result<Value, JsonError> {
         match self.peek() {
             None => Err(self.err(self.i, "unexpected end of file: a value was expected")),
-            Some(b'{') => self.nested(Self::object),
-            Some(b'[') => self.nested(Self::array),
+            Some(b'{' | b'[') if self.depth >= MAX_DEPTH => {
+                Err(self.err(self.i, format!("nested deeper than {MAX_DEPTH} levels")))
+            }
+            Some(open @ (b'{' | b'[')) => {
+                self.depth += 1;
+                let v = self.list(open == b'{');
+                self.depth -= 1;
+                v
+            }
             Some(b'"') => self.string().map(Value::Str),
-            Some(b'-' | b'0'..=b'9') if !self.relaxed => self.number(),
-            Some(b't') if self.word("true") => Ok(Value::Bool(true)),
-            Some(b'f') if self.word("false") => Ok(Value::Bool(false)),
-            Some(b'n') if self.word("null") => Ok(Value::Null),
-            Some(_) if self.relaxed => self.bare_value(),
-            Some(_) => Err(self.err(
-                self.i,
-                format!("{} where a value was expected", self.describe()),
-            )),
+            Some(_) => self.bare_value(),
         }
     }
 
-    fn nested(&mut self, f: fn(&mut Self) -> Result<Value, JsonError>) -> Result<Value, JsonError> {
-        if self.depth >= MAX_DEPTH {
-            return Err(self.err(self.i, format!("nested deeper than {MAX_DEPTH} levels")));
-        }
-        self.depth += 1;
-        let v = f(self);
-        self.depth -= 1;
-        v
-    }
-
-    /// A literal, only when it is not the start of a longer bare word.
-    fn word(&mut self, w: &str) -> bool {
-        let end = self.i + w.len();
-        if self.b.get(self.i..end) != Some(w.as_bytes()) {
-            return false;
-        }
-        if self.relaxed
-            && !matches!(
-                self.b.get(end),
-                None | Some(b',' | b'}' | b']' | b'\n' | b'\r' | b' ' | b'\t')
-            )
-        {
-            return false;
-        }
-        self.i = end;
-        true
-    }
-
-    fn object(&mut self) -> Result<Value, JsonError> {
+    /// An object (`{"key": value, ...}`, keys quoted or bare) or an array (`[value, ...]`),
+    /// a trailing comma allowed.
+    fn list(&mut self, object: bool) -> Result<Value, JsonError> {
+        let (what, close) = if object {
+            ("object", b'}')
+        } else {
+            ("array", b']')
+        };
         let open = self.i;
         self.i += 1;
-        let mut kv = Vec::new();
+        let (mut kv, mut items) = (Vec::new(), Vec::new());
         loop {
             self.ws();
             match self.peek() {
-                Some(b'}') => {
-                    if !kv.is_empty() && !self.relaxed {
-                        return Err(self.err(self.i, "trailing comma before '}'"));
-                    }
+                None => return Err(self.eof_inside(what, open)),
+                Some(c) if c == close => {
                     self.i += 1;
-                    return Ok(Value::Obj(kv));
+                    return Ok(if object {
+                        Value::Obj(kv)
+                    } else {
+                        Value::Arr(items)
+                    });
                 }
-                None => return Err(self.eof_inside("object", open)),
                 _ => {}
             }
-            let key = match self.peek() {
-                Some(b'"') => self.string()?,
-                Some(_) if self.relaxed => self.bare_key()?,
-                _ => {
+            if object {
+                let key = match self.peek() {
+                    Some(b'"') => self.string()?,
+                    _ => self.bare_key()?,
+                };
+                self.ws();
+                if self.peek() != Some(b':') {
                     return Err(self.err(
                         self.i,
-                        format!("{} where a quoted key was expected", self.describe()),
-                    ))
+                        format!(
+                            "{} where ':' after key \"{key}\" was expected",
+                            self.describe()
+                        ),
+                    ));
                 }
-            };
-            self.ws();
-            if self.peek() != Some(b':') {
-                return Err(self.err(
-                    self.i,
-                    format!(
-                        "{} where ':' after key \"{key}\" was expected",
-                        self.describe()
-                    ),
-                ));
+                self.i += 1;
+                self.ws();
+                kv.push((key, self.value()?));
+            } else {
+                items.push(self.value()?);
             }
-            self.i += 1;
-            self.ws();
-            let v = self.value()?;
-            kv.push((key, v));
             self.ws();
             match self.peek() {
                 Some(b',') => self.i += 1,
-                Some(b'}') => {
-                    self.i += 1;
-                    return Ok(Value::Obj(kv));
-                }
-                None => return Err(self.eof_inside("object", open)),
+                Some(c) if c == close => {}
+                None => return Err(self.eof_inside(what, open)),
                 _ => {
                     return Err(self.err(
                         self.i,
-                        format!("{} where ',' or '}}' was expected", self.describe()),
+                        format!(
+                            "{} where ',' or '{}' was expected",
+                            self.describe(),
+                            close as char
+                        ),
                     ))
                 }
             }
         }
-    }
-
-    fn array(&mut self) -> Result<Value, JsonError> {
-        let open = self.i;
-        self.i += 1;
-        let mut a = Vec::new();
-        loop {
-            self.ws();
-            match self.peek() {
-                Some(b']') => {
-                    if !a.is_empty() && !self.relaxed {
-                        return Err(self.err(self.i, "trailing comma before ']'"));
-                    }
-                    self.i += 1;
-                    return Ok(Value::Arr(a));
-                }
-                None => return Err(self.eof_inside("array", open)),
-                _ => {}
-            }
-            a.push(self.value()?);
-            self.ws();
-            match self.peek() {
-                Some(b',') => self.i += 1,
-                Some(b']') => {
-                    self.i += 1;
-                    return Ok(Value::Arr(a));
-                }
-                None => return Err(self.eof_inside("array", open)),
-                _ => {
-                    return Err(self.err(
-                        self.i,
-                        format!("{} where ',' or ']' was expected", self.describe()),
-                    ))
-                }
-            }
-        }
-    }
-
-    fn hex4(&mut self) -> Result<u32, JsonError> {
-        let h = self
-            .s
-            .get(self.i..self.i + 4)
-            .filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit()))
-            .ok_or_else(|| self.err(self.i, "\\u must be followed by 4 hex digits"))?;
-        let v = u32::from_str_radix(h, 16).map_err(|_| self.err(self.i, "bad \\u escape"))?;
-        self.i += 4;
-        Ok(v)
     }
 
     fn string(&mut self) -> Result<String, JsonError> {
@@ -410,45 +339,25 @@ impl<'a> Parser<'a> {
                 }
                 Some(b'\\') => {
                     self.i += 1;
-                    let e = self.peek();
-                    self.i += 1;
-                    match e {
-                        Some(b'"') => out.push('"'),
-                        Some(b'\\') => out.push('\\'),
-                        Some(b'/') => out.push('/'),
-                        Some(b'b') => out.push('\u{8}'),
-                        Some(b'f') => out.push('\u{c}'),
-                        Some(b'n') => out.push('\n'),
-                        Some(b'r') => out.push('\r'),
-                        Some(b't') => out.push('\t'),
-                        Some(b'u') => {
-                            let hi = self.hex4()?;
-                            let c = if (0xD800..0xDC00).contains(&hi) {
-                                if self.b.get(self.i..self.i + 2) != Some(b"\\u") {
-                                    return Err(self.err(self.i, "unpaired UTF-16 surrogate"));
-                                }
-                                self.i += 2;
-                                let lo = self.hex4()?;
-                                if !(0xDC00..0xE000).contains(&lo) {
-                                    return Err(self.err(self.i, "unpaired UTF-16 surrogate"));
-                                }
-                                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                            } else {
-                                hi
-                            };
-                            match char::from_u32(c) {
-                                Some(c) => out.push(c),
-                                None => return Err(self.err(self.i, "unpaired UTF-16 surrogate")),
-                            }
-                        }
+                    let c = match self.peek() {
+                        Some(b'"') => '"',
+                        Some(b'\\') => '\\',
+                        Some(b'/') => '/',
+                        Some(b'b') => '\u{8}',
+                        Some(b'f') => '\u{c}',
+                        Some(b'n') => '\n',
+                        Some(b'r') => '\r',
+                        Some(b't') => '\t',
+                        Some(b'u') => self.unicode_escape()?,
                         _ => {
-                            self.i -= 1;
                             return Err(self.err(
                                 self.i,
                                 format!("{} is not a string escape", self.describe()),
-                            ));
+                            ))
                         }
-                    }
+                    };
+                    self.i += 1;
+                    out.push(c);
                 }
                 Some(_) => {
                     return Err(self.err(
@@ -460,49 +369,26 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn number(&mut self) -> Result<Value, JsonError> {
-        let start = self.i;
-        let digits = |p: &mut Self| {
-            let s = p.i;
-            while let Some(b'0'..=b'9') = p.peek() {
-                p.i += 1;
-            }
-            p.i - s
-        };
-        if self.peek() == Some(b'-') {
-            self.i += 1;
-        }
-        let int_start = self.i;
-        let n = digits(self);
-        if n == 0 {
-            return Err(self.err(self.i, "a digit was expected"));
-        }
-        if n > 1 && self.b[int_start] == b'0' {
-            return Err(self.err(int_start, "leading zero in a number"));
-        }
-        if self.peek() == Some(b'.') {
-            self.i += 1;
-            if digits(self) == 0 {
-                return Err(self.err(self.i, "a digit was expected after '.'"));
-            }
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.i += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.i += 1;
-            }
-            if digits(self) == 0 {
-                return Err(self.err(self.i, "a digit was expected in the exponent"));
-            }
-        }
-        let text = self.s.get(start..self.i).unwrap_or("");
-        match text.parse::<f64>() {
-            Ok(v) if v.is_finite() => Ok(Value::Num(v)),
-            _ => Err(self.err(start, format!("number {text} is out of range"))),
-        }
+    /// `\uXXXX` with `self.i` at the `u`, left at the last digit. Surrogate pairs are not
+    /// read: result files are ASCII but for what a user typed into an option.
+    fn unicode_escape(&mut self) -> Result<char, JsonError> {
+        let hex = self
+            .s
+            .get(self.i + 1..self.i + 5)
+            .filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit()));
+        let c = hex
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+            .ok_or_else(|| self.err(self.i, "\\u must be followed by 4 hex digits"))?;
+        self.i += 4;
+        char::from_u32(c).ok_or_else(|| {
+            self.err(
+                self.i,
+                "a \\u escape of a UTF-16 surrogate is not read here",
+            )
+        })
     }
 
-    /// Relaxed: a key is the text up to ':' (trimmed), on one line.
+    /// A key without quotes (perftest 4.5): the text up to ':' (trimmed), on one line.
     fn bare_key(&mut self) -> Result<String, JsonError> {
         let start = self.i;
         while let Some(c) = self.peek() {
@@ -524,8 +410,9 @@ impl<'a> Parser<'a> {
         Ok(k.to_string())
     }
 
-    /// Relaxed: a value is the text up to ',', newline, '}' or ']' (trimmed); a number when
-    /// the whole of it reads as a JSON number.
+    /// A value that is not a string, object or array: the text up to ',', newline, '}' or
+    /// ']' (trimmed). `true`, `false`, `null` and finite numbers are what they say; any other
+    /// text is a string (perftest 4.5's bare values, `Connection_type: RC,`).
     fn bare_value(&mut self) -> Result<Value, JsonError> {
         let start = self.i;
         while let Some(c) = self.peek() {
@@ -535,25 +422,23 @@ impl<'a> Parser<'a> {
             self.i += 1;
         }
         let t = self.s.get(start..self.i).unwrap_or("").trim();
-        if t.is_empty() {
-            return Err(self.err(
-                start,
-                format!("{} where a value was expected", self.describe()),
-            ));
-        }
-        let mut p = Parser::new(t, false);
-        if let Ok(v @ Value::Num(_)) = p.number() {
-            if p.i == t.len() {
-                return Ok(v);
+        Ok(match t {
+            "" => {
+                return Err(self.err(
+                    start,
+                    format!("{} where a value was expected", self.describe()),
+                ))
             }
-        }
-        Ok(Value::Str(t.to_string()))
-    }
-}
-
-impl JsonError {
-    fn pos(&self) -> String {
-        format!("line {}, column {}", self.line, self.col)
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            "null" => Value::Null,
+            _ => match t.parse::<f64>() {
+                Ok(v) if v.is_finite() && t.bytes().all(|c| b"+-.eE0123456789".contains(&c)) => {
+                    Value::Num(v)
+                }
+                _ => Value::Str(t.to_string()),
+            },
+        })
     }
 }
 
@@ -563,8 +448,9 @@ mod tests {
 
     #[test]
     fn values_and_escapes() {
-        let v = parse(r#" {"a": [1, -2.5e3, true, false, null], "s": "q\"\\\/\n\u00e9\ud83d\ude00", "e": {}} "#)
-            .unwrap();
+        let v =
+            parse(r#" {"a": [1, -2.5e3, true, false, null], "s": "q\"\\\/\n\u00e9😀", "e": {}} "#)
+                .unwrap();
         assert_eq!(
             v.get("a"),
             Some(&Value::Arr(vec![
@@ -614,20 +500,22 @@ mod tests {
                 .contains("end of file inside the array opened at line 1, column 7"),
             "{e}"
         );
-        let e = parse("[1,]").unwrap_err();
-        assert!(e.msg.contains("trailing comma"), "{e}");
-        let e = parse("01").unwrap_err();
-        assert!(e.msg.contains("leading zero"), "{e}");
-        let e = parse("1e999").unwrap_err();
-        assert!(e.msg.contains("out of range"), "{e}");
+        let e = parse("1").unwrap_err();
+        assert!(e.msg.contains("where '{' or '[' was expected"), "{e}");
+        // Not JSON numbers: strings, which the result reader refuses by field.
+        let v = parse("[1e999, 2x, -]").unwrap();
+        assert_eq!(
+            v,
+            Value::Arr(["1e999", "2x", "-"].map(|s| Value::Str(s.into())).into())
+        );
         let e = parse("{} x").unwrap_err();
         assert!(e.msg.contains("after the end"), "{e}");
-        let e = parse("\"a\nb\"").unwrap_err();
+        let e = parse("[\"a\nb\"]").unwrap_err();
         assert!(e.msg.contains("control character"), "{e}");
-        let e = parse("\"\\ud800x\"").unwrap_err();
+        let e = parse("[\"\\ud800x\"]").unwrap_err();
         assert!(e.msg.contains("surrogate"), "{e}");
-        let e = parse("\"é\" ü").unwrap_err();
-        assert_eq!((e.line, e.col), (1, 5), "columns count characters");
+        let e = parse("[\"é\"] ü").unwrap_err();
+        assert_eq!((e.line, e.col), (1, 7), "columns count characters");
     }
 
     #[test]
@@ -650,7 +538,6 @@ mod tests {
         for end in 0..doc.len() {
             if let Some(t) = doc.get(..end) {
                 assert!(parse(t).is_err(), "prefix of {end} bytes parsed");
-                let _ = parse_relaxed(t);
             }
         }
         // Deterministic pseudo-random garbage, including bytes sliced mid-character.
@@ -664,14 +551,13 @@ mod tests {
             }
             let s = String::from_utf8_lossy(&bytes);
             let _ = parse(&s);
-            let _ = parse_relaxed(&s);
         }
     }
 
     #[test]
-    fn relaxed_reads_perftest_4_5_dialect() {
+    fn reads_perftest_4_5_dialect() {
         let t = "{\ntest_info: {\ntest: RDMA_Write_Latency_Test,\nDevice: \"rxe0\",\nTX_depth : 1,\n PCIe_relax_order: Unsupported,\nTest with events: Using_rxe0_comp0,\n},\nresults: {\nMsgSize: 2,\npercentile_99.9: 30.10,\nname: 2x,\n},\n}\n";
-        let v = parse_relaxed(t).unwrap();
+        let v = parse(t).unwrap();
         let ti = v.get("test_info").unwrap();
         assert_eq!(
             ti.get("test").and_then(Value::as_str),
@@ -687,6 +573,5 @@ mod tests {
         let r = v.get("results").unwrap();
         assert_eq!(r.get("percentile_99.9").and_then(Value::as_f64), Some(30.1));
         assert_eq!(r.get("name").and_then(Value::as_str), Some("2x"));
-        assert!(parse(t).is_err(), "strict mode refuses bare keys");
     }
 }

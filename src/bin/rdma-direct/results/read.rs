@@ -15,15 +15,7 @@ impl RunFile {
     /// dialect). Errors say where (line and column, or row and field) but not which file; see
     /// [`read_file`](super::read_file).
     pub fn from_text(text: &str) -> Result<RunFile, String> {
-        let v = match json::parse(text) {
-            Ok(v) => v,
-            Err(strict) => match json::parse_relaxed(text) {
-                Ok(v) if v.get("test_info").is_some() => v,
-                // Report the reading that got further: it is the one that matches the file.
-                Err(relaxed) if relaxed.offset > strict.offset => return Err(relaxed.to_string()),
-                _ => return Err(strict.to_string()),
-            },
-        };
+        let v = json::parse(text).map_err(|e| e.to_string())?;
         if v.get("test_info").is_some() {
             return from_perftest(&v);
         }
