@@ -106,17 +106,18 @@ impl Flow {
 
     /// One turn of rc_pingpong's loop: poll the CQ once and react to every completion.
     /// Returns whether anything completed.
-    pub(super) fn step<Q: QueuePair, C: CompletionQueue>(
+    pub(super) fn step<P: Provider>(
         &mut self,
-        qp: &mut Q,
-        cq: &mut C,
+        p: &mut P,
+        qp: &mut P::Qp,
+        cq: &mut P::Cq,
         wc: &mut [Completion],
         who: &str,
     ) -> Result<bool> {
         let n = cq.poll(wc);
         for (i, c) in wc[..n].iter().enumerate() {
             if !c.is_ok() {
-                let drained = self.drain(cq, &wc[i..n]);
+                let drained = self.drain(p, cq, &wc[i..n]);
                 return Err(fail(format!(
                     "{who}failed status {} ({}) for wr_id {} (vendor_err {:#x}) after {} sends \
                      and {} receives completed; {drained}",

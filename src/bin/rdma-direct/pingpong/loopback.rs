@@ -79,8 +79,8 @@ fn loopback<P: Provider>(
     let start = Instant::now();
     cf.start(&mut client.qp)?;
     while !cf.done() || !sf.done() {
-        let c = cf.step(&mut client.qp, &mut client.cq, &mut wc, "client: ")?;
-        let s = sf.step(&mut server.qp, &mut server.cq, &mut wc, "server: ")?;
+        let c = cf.step(p, &mut client.qp, &mut client.cq, &mut wc, "client: ")?;
+        let s = sf.step(p, &mut server.qp, &mut server.cq, &mut wc, "server: ")?;
         if c || s {
             stall.progressed();
         } else {
@@ -129,6 +129,32 @@ mod tests {
             assert!(out.contains("2560 bytes in "), "{out}");
             assert!(out.contains("20 iters in "), "{out}");
             assert_eq!(dev.stats().wqes, 40, "{c}: {out}");
+        }
+    }
+
+    /// A failed send ends the run with the drain's line: every request outstanding at the
+    /// error completed (the send with its error, the receives flushed), none lost.
+    #[test]
+    fn a_failed_send_is_drained_and_counted() {
+        use rdma_direct::providers::sim::FaultConfig;
+        let a = parse_args(&args("-s 64 -n 20 -r 4")).unwrap().unwrap();
+        let mut dev = SimDevice::new();
+        dev.set_faults(Some(FaultConfig {
+            seed: 1,
+            error_ppm: 1_000_000,
+            ..FaultConfig::default()
+        }));
+        let e = loopback(&mut dev, &a, &mut |_| Ok(()))
+            .unwrap_err()
+            .to_string();
+        for want in [
+            "client: failed status",
+            "drain: 5 outstanding at the first error (1 send, 4 receives): ",
+            "1 RETRY_EXC_ERR",
+            "4 WR_FLUSH_ERR",
+            "0 without a completion",
+        ] {
+            assert!(e.contains(want), "{want}: {e}");
         }
     }
 }

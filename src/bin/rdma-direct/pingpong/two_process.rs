@@ -126,7 +126,7 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
         flow.start(&mut end.qp)?;
     }
     while !flow.done() {
-        if flow.step(&mut end.qp, &mut end.cq, &mut wc, "")? {
+        if flow.step(p, &mut end.qp, &mut end.cq, &mut wc, "")? {
             stall.progressed();
         } else {
             p.progress();
