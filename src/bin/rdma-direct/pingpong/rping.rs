@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use rdma_direct::cm;
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Pages, Provider, QpConfig,
-    QpType, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr,
+    QpType, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, WcStatus,
 };
 use rdma_direct::Result;
 
@@ -122,7 +122,9 @@ impl<P: Provider> End<'_, P> {
     }
 
     /// Waits for a completion of `wr_id` (other kinds are counted for later); a receive must
-    /// carry exactly 16 bytes. The peer's disconnect ends the wait with `Ok(false)`.
+    /// carry exactly 16 bytes. The peer's disconnect ends the wait with `Ok(false)`, and so
+    /// does a flushed request once it was seen (the disconnect moved the QP to ERR: what was
+    /// outstanding is flushed, not failed).
     fn wait(&mut self, wr_id: u64, what: &str) -> Result<bool> {
         let t0 = Instant::now();
         let mut wc = [Completion::EMPTY; 8];
@@ -134,6 +136,10 @@ impl<P: Provider> End<'_, P> {
             let n = self.cq.poll(&mut wc);
             for c in &wc[..n] {
                 if !c.is_ok() {
+                    let gone = self.conn.as_ref().is_some_and(|c| c.is_disconnected());
+                    if gone && c.status == WcStatus::WrFlushErr {
+                        return Ok(false);
+                    }
                     return Err(fail(format!(
                         "rping: {} completion of wr_id {} failed while waiting for {what}",
                         c.status, c.wr_id
@@ -327,7 +333,9 @@ pub(super) fn run<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
                 e.buf.get_mut(SEND_AT, INFO)?.fill(0);
                 let sge = [e.buf.sge(SEND_AT, INFO)?];
                 e.post(SendWr::send(WR_SEND, &sge))?;
-                e.wait(WR_SEND, "our go-ahead's completion")?;
+                if !e.wait(WR_SEND, "our go-ahead's completion")? {
+                    break;
+                }
                 if !e.wait(WR_RECV, "the client's sink advertisement")? {
                     break;
                 }
@@ -343,10 +351,14 @@ pub(super) fn run<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
                 if !e.wait(WR_RDMA, "our RDMA WRITE to the client's sink")? {
                     break;
                 }
+                // The ping is served: the client's buffer came back in its sink. The client
+                // may disconnect as soon as the go-ahead lands, before its completion here.
+                pings += 1;
                 let sge = [e.buf.sge(SEND_AT, INFO)?];
                 e.post(SendWr::send(WR_SEND, &sge))?;
-                e.wait(WR_SEND, "our go-ahead's completion")?;
-                pings += 1;
+                if !e.wait(WR_SEND, "our go-ahead's completion")? {
+                    break;
+                }
             }
             out += &format!(
                 "server: {pings} pings served, the client disconnected ({:.2} s)\n",
