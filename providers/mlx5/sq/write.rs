@@ -10,40 +10,17 @@ use super::check::Plan;
 use super::Mlx5Sq;
 use crate::mlx5::owners::Owners;
 use crate::mlx5::shared::SqEntry;
+use crate::wire::fm_ce_se;
 use crate::wire::offset::{
     atomic, av, ctrl as ctrl_off, data as data_off, inline, raddr as raddr_off,
 };
 use crate::wire::{
     MLX5_AV_LEN, MLX5_EXTENDED_UD_AV, MLX5_INLINE_SEG, MLX5_SEND_WQE_BB, MLX5_WQE_CTRL_CQ_UPDATE,
-    MLX5_WQE_CTRL_FENCE, MLX5_WQE_CTRL_QPN_SHIFT, MLX5_WQE_CTRL_SOLICITED,
-    MLX5_WQE_CTRL_WQE_INDEX_SHIFT, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
+    MLX5_WQE_CTRL_QPN_SHIFT, MLX5_WQE_CTRL_WQE_INDEX_SHIFT, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
 };
-use crate::{Payload, SendFlags, SendWr};
+use crate::{Payload, SendWr};
 
-/// `fm_ce_se` by `SendFlags` bits (SIGNALED 1, FENCE 2, SOLICITED 4).
-pub(super) const FM_CE_SE: [u8; 8] = {
-    let mut t = [0u8; 8];
-    let mut i = 0;
-    while i < 8 {
-        let mut v = 0;
-        if i & 1 != 0 {
-            v |= MLX5_WQE_CTRL_CQ_UPDATE;
-        }
-        if i & 2 != 0 {
-            v |= MLX5_WQE_CTRL_FENCE;
-        }
-        if i & 4 != 0 {
-            v |= MLX5_WQE_CTRL_SOLICITED;
-        }
-        t[i] = v;
-        i += 1;
-    }
-    t
-};
-
-// The table above is indexed by these bit values.
-const _: () =
-    assert!(SendFlags::SIGNALED.0 == 1 && SendFlags::FENCE.0 == 2 && SendFlags::SOLICITED.0 == 4);
+// (`SendFlags` bits index `wire::fm_ce_se`: asserted in `wqe.rs`.)
 
 /// Segment writer over the ring: 16-byte segments, wrapping at the ring end.
 /// Bit position of the opcode byte in the little-endian u64 of ctrl bytes 0..8.
@@ -139,7 +116,7 @@ impl<D: Owners> Mlx5Sq<D> {
     /// The flags of the next WQE: the request's own, sq_sig_all, and the `signal_every` rule.
     #[inline(always)]
     pub(super) fn fm_for(&mut self, flags: u8) -> u8 {
-        let mut fm = FM_CE_SE[(flags & 7) as usize] | self.sig_all_fm;
+        let mut fm = fm_ce_se::of(flags) | self.sig_all_fm;
         if self.signal_every != 0 {
             self.since_signal += 1;
             if fm & MLX5_WQE_CTRL_CQ_UPDATE == 0 && self.since_signal >= self.signal_every {
@@ -196,7 +173,7 @@ impl<D: Owners> Mlx5Sq<D> {
         let ctrl = self.ctrl_fast[remote.is_some() as usize * 2 + has_data as usize]
             | imm_op
             | u64::from(((pi & MLX5_WQE_INDEX_MASK) << MLX5_WQE_CTRL_WQE_INDEX_SHIFT).to_be());
-        let fm = u64::from(FM_CE_SE[(flags & 7) as usize]) << FM_CE_SE_BIT;
+        let fm = u64::from(fm_ce_se::of(flags)) << FM_CE_SE_BIT;
         // The slot times 8: twice that is its entry's offset in `wqes` (16 bytes an entry), 8
         // times that the WQE's in the ring (64 bytes a WQEBB). One shift serves both
         // addresses (x86 scales an index by 2 or 8 for free).
