@@ -126,42 +126,6 @@ const ALLOWED: &[(&str, &str, &str, &str)] = &[
         "switched by the hot-path change",
     ),
     (
-        "providers/mlx5/sq.rs",
-        "pointer offset",
-        "seg.add(8)",
-        "switched by the hot-path change",
-    ),
-    (
-        "providers/mlx5/sq.rs",
-        "pointer offset",
-        "seg.add(4)",
-        "switched by the hot-path change",
-    ),
-    (
-        "providers/mlx5/sq.rs",
-        "offset arithmetic",
-        "MAX_DS * MLX5_WQE_DS_UNITS - 4",
-        "switched by the hot-path change",
-    ),
-    (
-        "providers/mlx5/sq.rs",
-        "offset arithmetic",
-        "raddr_off::RKEY + 4",
-        "switched by the hot-path change",
-    ),
-    (
-        "providers/mlx5/sq.rs",
-        "pointer offset",
-        "a.add(8)",
-        "switched by the hot-path change",
-    ),
-    (
-        "providers/mlx5/sq.rs",
-        "pointer offset",
-        "p.add(4)",
-        "switched by the hot-path change",
-    ),
-    (
         "benches/rig/plain.rs",
         "ownership",
         "& !MLX5_CQE_OWNER_MASK) | owner",

@@ -3,6 +3,7 @@
 //! send WQE (nothing covered) or the RQ's oldest receive, with the queues' positions in
 //! registers. Every other CQE is left to `process`.
 
+use super::send_run::{Req, SendWalk};
 use super::*;
 use crate::mlx5::shared::{RqShared, SqDone, SqEntry};
 use crate::wire::MLX5_CQE_RESP_SEND;
@@ -32,8 +33,6 @@ pub(super) const REQ_LEN: [u32; 256] = {
 /// the atomics follow it): below it `byte_len` is 0.
 pub(super) const REQ_OP_WITH_LEN: u32 = MLX5_OPCODE_RDMA_READ as u32;
 
-/// Bytes 1..5 of the little-endian u64 of CQE bytes 56..63: the qpn and the wqe_counter.
-const HOT_MATCH_MASK: u64 = 0x0000_ffff_ffff_ff00;
 /// Bytes 1..3 of the little-endian u32 of CQE bytes 56..59: the qpn.
 const QPN_MATCH_MASK: u32 = 0xffff_ff00;
 /// `op_own` bits a short-way CQE is checked on: opcode, scatter bits, owner (not SE).
@@ -68,6 +67,28 @@ fn put_ok(slot: &mut Completion, wr_id: u64, opcode: WcOpcode, len_qpn: u64) {
         ..Completion::EMPTY
     };
     set_len_qpn(slot, len_qpn);
+}
+
+/// CQE bytes 56..59 XOR `tag` (the qpn as bits 8..31 of the little-endian u32 of bytes
+/// 56..59), and the `wqe_counter`, of a successful requester CQE: for the QP of `tag` the
+/// qpn bytes XOR to zero, leaving the send WQE opcode (at most 0xff); another QP's CQE gives
+/// more.
+///
+/// # Safety
+/// `cqe` is a CQE of this CQ (64-byte aligned, inside the ring), seen software-owned, and
+/// the load barrier after its owner byte has run.
+#[inline(always)]
+unsafe fn req_word(cqe: *const u8, tag: u32) -> (usize, u16) {
+    // Bytes 56..59 as they lie in memory: sop (the WQE opcode), qpn (big-endian).
+    // SAFETY: a 4-aligned word of the CQE (the caller's contract).
+    let w = (u32::from_le(unsafe {
+        core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
+    }) ^ tag) as usize;
+    // SAFETY: the 2-aligned wqe_counter field of the CQE.
+    let wc = u16::from_be(unsafe {
+        core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16)
+    });
+    (w, wc)
 }
 
 /// Set `byte_len` and `qp_num` of `slot` from [`len_qpn`]'s word, in one store.
@@ -165,13 +186,6 @@ pub(super) fn avail_at(dbrec: *const u32, ci: u32) -> u32 {
     // `alive` when the side was taken, under `CqShared::polling`).
     let db = unsafe { (*(dbrec.add(MLX5_SND_DBR) as *const AtomicU32)).load(Ordering::Acquire) };
     u32::from_be(db).wrapping_sub(ci) & MLX5_WQE_INDEX_MASK
-}
-
-/// [`avail_at`] out of line, for the short way's rare re-reads.
-#[cold]
-#[inline(never)]
-fn read_avail(dbrec: *const u32, ci: u32) -> u32 {
-    avail_at(dbrec, ci)
 }
 
 /// Published receives not yet completed (`head - tail`).
@@ -439,6 +453,8 @@ impl<D: Owners> Mlx5Cq<D> {
                 }) ^ tag) as usize;
                 // The rest of a requester CQE with `byte_len` (an expression): the checks
                 // against the send queue, the completion, the positions.
+                // (`Mlx5Cq::req_cqe` inline, kept apart for this loop's register allocation:
+                // see the `send_run` module doc.)
                 macro_rules! send_cqe {
                     ($byte_len:expr) => {{
                         // The WQE named must be the oldest outstanding one.
@@ -611,9 +627,14 @@ impl<D: Owners> Mlx5Cq<D> {
         // parity).
         let (req_own, resp_own) = (parity, RESP_PLAIN | parity);
         let (tag, qpn) = (h.tag, h.qpn);
-        let (wqes, sq_mask) = (h.wqes, h.mask);
+        let lq0 = len_qpn(0, qpn);
+        let mut walk = SendWalk {
+            wqes: h.wqes,
+            mask: h.mask,
+            sci: h.sci,
+            avail: h.avail,
+        };
         let (rwrid, rmask) = (h.rwrid, h.rmask);
-        let (mut sci, mut avail) = (h.sci, h.avail);
         let (mut tail, mut ravail) = (h.tail, h.ravail);
         let start = cqe;
         for slot_out in out[..m].iter_mut() {
@@ -622,54 +643,15 @@ impl<D: Owners> Mlx5Cq<D> {
             if SQ && own == req_own {
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
-                // Bytes 56..63 in one load, as they lie in memory: sop (byte 0), qpn (bytes
-                // 1..3, big-endian), wqe_counter (bytes 4..5, big-endian), signature, op_own.
-                // SAFETY: 8-aligned 8 bytes inside the CQE (CQEs are 64-byte aligned).
-                let w = u64::from_le(unsafe {
-                    core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u64)
-                });
-                // The QP is the hot one and the WQE named is the oldest outstanding one:
-                // bytes 1..5 equal the qpn and the expected counter (no byte swaps).
-                let want = u64::from(tag) | u64::from((sci as u16).to_be()) << 32;
-                if (w ^ want) & HOT_MATCH_MASK != 0 {
-                    break;
+                // SAFETY: `cqe` is a CQE of this CQ, seen software-owned, after the barrier.
+                let (w, wc) = unsafe { req_word(cqe, tag) };
+                // SAFETY: `slot_out` is a whole `Completion` of `out`; `walk.wqes` has
+                // `walk.mask + 1` entries (the hot QP's, taken with the side).
+                match unsafe { self.req_cqe_op::<false>(&mut walk, cqe, w, wc, slot_out, lq0, qpn) }
+                {
+                    Req::Done => {}
+                    Req::Stop | Req::Last => break,
                 }
-                // Something must be outstanding before the ring is read (a stray CQE is not).
-                if avail == 0 {
-                    avail = read_avail(h.dbrec, sci);
-                    if avail == 0 {
-                        break;
-                    }
-                }
-                let slot = (sci & sq_mask) as usize;
-                // The WQE's entry: its size as the poster recorded it and its wr_id.
-                // SAFETY: `wqes` has `sq_mask + 1` entries; `slot` is masked.
-                let e = unsafe { &*wqes.add(slot) };
-                let nbb = e.nbb.load(Ordering::Relaxed);
-                // The whole WQE must be below the published producer position.
-                if nbb.wrapping_sub(1) >= avail {
-                    avail = read_avail(h.dbrec, sci);
-                    if nbb.wrapping_sub(1) >= avail {
-                        break;
-                    }
-                }
-                let op = w as u8;
-                let byte_len = if op == MLX5_OPCODE_RDMA_READ {
-                    // SAFETY: byte_cnt is a 4-aligned word of the CQE.
-                    unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
-                } else {
-                    REQ_LEN[op as usize]
-                };
-                *slot_out = Completion {
-                    wr_id: e.wr_id.load(Ordering::Relaxed),
-                    status: WcStatus::Success,
-                    opcode: REQ_OPCODE[op as usize],
-                    byte_len,
-                    qp_num: qpn,
-                    ..Completion::EMPTY
-                };
-                sci = sci.wrapping_add(nbb);
-                avail -= nbb;
             } else if RQ && own == resp_own {
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
@@ -712,7 +694,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // Receives completed in this run (one each); the others were sends.
         let rn = if RQ { tail.wrapping_sub(h.tail) } else { 0 };
         if SQ {
-            (h.sci, h.avail, h.sn) = (sci, avail, h.sn + (k as u32 - rn));
+            (h.sci, h.avail, h.sn) = (walk.sci, walk.avail, h.sn + (k as u32 - rn));
         }
         if RQ {
             (h.tail, h.ravail, h.rn) = (tail, ravail, h.rn + rn);

@@ -4,9 +4,17 @@
 //! CQ remembers CQE bytes 56..59 (opcode and qpn) of the last CQE it took (`hot_want`): a
 //! CQE with the same word is one compare; the WQE's size and wr_id are the poster's record
 //! (`SqShared::wqes`, one entry); a completion is four stores (`put_req`).
+//!
+//! The requester-CQE path itself (the checks against the send queue, the completion, the
+//! positions) is [`Mlx5Cq::req_cqe`], which this run and the general loop's
+//! (`run_sides`, `hot.rs`) take. The two-sided loop of `run_short` (requester and receive
+//! CQEs of one QP alternating) keeps its own inline copy of it: through `req_cqe` its
+//! send CQEs measured 3 to 8 instructions more each (`mixed16` 47.6 -> 50.8..55.5 per
+//! CQE, `benches/compare.sh`), from register spills in that larger loop.
 
 use super::hot::{avail_at, len_qpn, PLAIN_MASK, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
 use super::*;
+use crate::mlx5::shared::SqEntry;
 
 /// `opcode` and `status` of a [`Completion`] side by side (they are, 16-aligned), so a
 /// successful requester completion takes them from [`REQ_OK`] in one 16-byte copy.
@@ -75,6 +83,119 @@ pub(super) unsafe fn put_req(slot: *mut Completion, wr_id: u64, len_qpn: u64, op
 #[inline(never)]
 fn cold_path() {}
 
+/// The send side of a short-way run: the hot QP's `SqShared::wqes` and its mask, the retired
+/// WQEBB position `sci`, and `avail`, the published producer position minus `sci` as last
+/// read (the poster's only grows).
+#[derive(Clone, Copy)]
+pub(super) struct SendWalk {
+    pub(super) wqes: *const SqEntry,
+    pub(super) mask: u32,
+    pub(super) sci: u32,
+    pub(super) avail: u32,
+}
+
+/// `byte_len` of a successful requester completion of send WQE opcode `w` (at least READ,
+/// at most 0xff): READ's from the CQE's byte count, the atomics' 8.
+///
+/// # Safety
+/// `cqe` is a CQE of this CQ, seen software-owned, read after the load barrier.
+#[inline(always)]
+pub(super) unsafe fn req_len(cqe: *const u8, w: usize) -> u32 {
+    if w == MLX5_OPCODE_RDMA_READ as usize {
+        // SAFETY: byte_cnt is a 4-aligned word of the CQE (the caller's contract).
+        unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
+    } else {
+        REQ_LEN[w & 0xff]
+    }
+}
+
+/// What [`Mlx5Cq::req_cqe`] did with a requester CQE.
+pub(super) enum Req {
+    /// Completed; the run goes on.
+    Done,
+    /// Not taken (nothing changed): the run stops before it.
+    Stop,
+    /// Completed, and nothing more is published: the run stops after it.
+    Last,
+}
+
+impl<D: Owners> Mlx5Cq<D> {
+    /// The requester-CQE path of the short way, the one both runs take (the send-only run
+    /// below, the two-sided loop of `hot.rs`): the CQE's `wqe_counter` `wc` must name the
+    /// oldest outstanding WQE (`s.sci`), and the WQE, as large as the poster recorded it,
+    /// must lie wholly below the published producer position (`s.avail`, read again through
+    /// the hot QP when it does not reach); then the completion (`put_req`: `wr_id`, `lq` =
+    /// `byte_len` and `qp_num`, `opst`) at `slot` and the positions. An entry is read only
+    /// while a request is known published (a stray CQE stops the run; `process` drops it).
+    /// `ALONE`: the send side runs alone and keeps `s.avail > 0` between CQEs (read again
+    /// when it reaches 0: [`Req::Last`] when still 0); else `s.avail` may be 0 on entry.
+    ///
+    /// # Safety
+    /// `slot` points to a whole, writable `Completion`; `s.wqes` has `s.mask + 1` entries.
+    #[inline(always)]
+    pub(super) unsafe fn req_cqe<const ALONE: bool>(
+        &self,
+        s: &mut SendWalk,
+        wc: u16,
+        slot: *mut Completion,
+        lq: u64,
+        opst: &OpStatus,
+    ) -> Req {
+        if wc != s.sci as u16 {
+            return Req::Stop;
+        }
+        if !ALONE && s.avail == 0 {
+            s.avail = self.reread_avail(s.sci);
+            if s.avail == 0 {
+                return Req::Stop;
+            }
+        }
+        // (The counter is `sci`'s low 16 bits; the ring has at most 32768 WQEBBs.)
+        // SAFETY: the caller's contract; the index is masked.
+        let e = unsafe { &*s.wqes.add((u32::from(wc) & s.mask) as usize) };
+        let (nbb, wr_id) = (
+            e.nbb.load(Ordering::Relaxed),
+            e.wr_id.load(Ordering::Relaxed),
+        );
+        // The whole WQE below the published producer position and more published after it:
+        // one compare (`avail` is at most 0xffff and `nbb` at most 16 or `NO_WQE`, all
+        // positive as `i32`).
+        // Both sides: `avail` may reach 0, so a WQE up to the position as last read passes.
+        let below = if ALONE {
+            s.avail as i32 > nbb as i32
+        } else {
+            nbb <= s.avail
+        };
+        if below {
+            // SAFETY: the caller's contract.
+            unsafe { put_req(slot, wr_id, lq, *opst) };
+            s.sci = s.sci.wrapping_add(nbb);
+            s.avail -= nbb;
+            return Req::Done;
+        }
+        cold_path();
+        // Past the published position as last read, or (alone) the last WQE published: look
+        // at the position again.
+        s.avail = self.reread_avail(s.sci);
+        if nbb > s.avail {
+            return Req::Stop;
+        }
+        // SAFETY: the caller's contract.
+        unsafe { put_req(slot, wr_id, lq, *opst) };
+        s.sci = s.sci.wrapping_add(nbb);
+        s.avail -= nbb;
+        // Alone: nothing more known outstanding, look at the published position again
+        // before the next CQE may read an entry.
+        if ALONE && s.avail == 0 {
+            s.avail = self.reread_avail(s.sci);
+            if s.avail == 0 {
+                return Req::Last;
+            }
+        }
+        Req::Done
+    }
+}
+
 impl<D: Owners> Mlx5Cq<D> {
     /// [`Self::run_short`] with the send side alone: a stream of requester CQEs of the hot
     /// QP, each completing its oldest outstanding WQE. Kept apart from the two-sided loop
@@ -97,11 +218,11 @@ impl<D: Owners> Mlx5Cq<D> {
             return 0;
         }
         let sq = &qp.sq;
-        let mut sci = sq.done.ci.load(Ordering::Relaxed);
+        let sci = sq.done.ci.load(Ordering::Relaxed);
         // WQEBBs published and not retired: kept above 0 between CQEs (re-read at the
         // published position when it reaches 0), so an entry is read only for an
         // outstanding request (a stray CQE goes to `process`, which drops it).
-        let mut avail = avail_at(qp.dbrec, sci);
+        let avail = avail_at(qp.dbrec, sci);
         if avail == 0 {
             return 0;
         }
@@ -137,57 +258,12 @@ impl<D: Owners> Mlx5Cq<D> {
         // length each) are taken one by one; another QP stops the run.
         let mut want = self.hot_want.get();
         let mut opst = REQ_OK[want as u8 as usize];
-        // The rest of a requester CQE completing with `lq` (`byte_len` and `qp_num`) and
-        // `opst`: the checks against the send queue, the completion, the positions.
-        macro_rules! send_cqe {
-            ($wc:expr, $lq:expr, $opst:expr) => {{
-                // The WQE named must be the oldest outstanding one.
-                if $wc != sci as u16 {
-                    break;
-                }
-                // (The counter is `sci`'s low 16 bits; the ring has at most 32768 WQEBBs.)
-                let slot = (u32::from($wc) & sq_mask) as usize;
-                // The WQE's entry: its size as the poster recorded it (`avail > 0` here) and
-                // its wr_id.
-                // SAFETY: `wqes` has `sq_mask + 1` entries and `slot` is masked.
-                let e = unsafe { &*wqes.add(slot) };
-                let (nbb, wr_id) = (
-                    e.nbb.load(Ordering::Relaxed),
-                    e.wr_id.load(Ordering::Relaxed),
-                );
-                // The whole WQE below the published producer position and more published
-                // after it: one compare (`avail` is at most 0xffff and `nbb` at most 16 or
-                // `NO_WQE`, all positive as `i32`).
-                if avail as i32 > nbb as i32 {
-                    // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`).
-                    unsafe { put_req(out_end.wrapping_offset(off).cast(), wr_id, $lq, $opst) };
-                    sci = sci.wrapping_add(nbb);
-                    avail -= nbb;
-                } else {
-                    cold_path();
-                    // Past the published position as last read, or the last WQE published:
-                    // look at the position again (the poster's only grows).
-                    avail = self.reread_avail(sci);
-                    if nbb > avail {
-                        break;
-                    }
-                    // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`).
-                    unsafe { put_req(out_end.wrapping_offset(off).cast(), wr_id, $lq, $opst) };
-                    sci = sci.wrapping_add(nbb);
-                    avail -= nbb;
-                    // Nothing more known outstanding: look at the published position again
-                    // before the next CQE may read an entry.
-                    if avail == 0 {
-                        avail = self.reread_avail(sci);
-                        if avail == 0 {
-                            off += C as isize;
-                            break;
-                        }
-                    }
-                }
-                off += C as isize;
-            }};
-        }
+        let mut walk = SendWalk {
+            wqes,
+            mask: sq_mask,
+            sci,
+            avail,
+        };
         // At least one CQE (`m > 0`: the caller saw the first one, before the ring's end).
         loop {
             let cqe = cqe_end.wrapping_offset(off << scale(BIG));
@@ -207,6 +283,26 @@ impl<D: Owners> Mlx5Cq<D> {
             let wc = u16::from_be(unsafe {
                 core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16)
             });
+            // A requester CQE completing with `byte_len` / `qp_num` `$lq` and `$opst`
+            // ([`Self::req_cqe`]) at `out_end + off`.
+            macro_rules! take {
+                ($lq:expr, $opst:expr) => {{
+                    let slot = out_end.wrapping_offset(off).cast();
+                    // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`);
+                    // `wqes` has `sq_mask + 1` entries.
+                    match unsafe { self.req_cqe::<true>(&mut walk, wc, slot, $lq, &$opst) } {
+                        Req::Done => off += C as isize,
+                        Req::Stop => break,
+                        Req::Last => {
+                            off += C as isize;
+                            break;
+                        }
+                    }
+                    if off == 0 {
+                        break;
+                    }
+                }};
+            }
             if word != want {
                 // Not the common case (once per opcode change): its values stay out of the
                 // loop's registers.
@@ -217,13 +313,28 @@ impl<D: Owners> Mlx5Cq<D> {
                     if w > 0xff {
                         break;
                     }
-                    let len = if w == u32::from(MLX5_OPCODE_RDMA_READ) {
-                        // SAFETY: byte_cnt is a 4-aligned word of the CQE.
-                        unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
-                    } else {
-                        REQ_LEN[w as usize]
+                    // SAFETY: the CQE is software-owned, read after the barrier.
+                    let len = unsafe { req_len(cqe, w as usize) };
+                    let slot = out_end.wrapping_offset(off).cast();
+                    let step;
+                    // SAFETY: as in `take!`.
+                    (step, walk) = unsafe {
+                        self.req_cqe_apart::<true>(
+                            walk,
+                            wc,
+                            slot,
+                            len_qpn(len, qpn),
+                            REQ_OK[w as usize],
+                        )
                     };
-                    send_cqe!(wc, len_qpn(len, qpn), REQ_OK[w as usize]);
+                    match step {
+                        Req::Done => off += C as isize,
+                        Req::Stop => break,
+                        Req::Last => {
+                            off += C as isize;
+                            break;
+                        }
+                    }
                     if off == 0 {
                         break;
                     }
@@ -232,10 +343,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 want = word;
                 opst = REQ_OK[w as usize];
             }
-            send_cqe!(wc, lq, opst);
-            if off == 0 {
-                break;
-            }
+            take!(lq, opst);
         }
         self.hot_want.set(want);
         // (`off` is a multiple of `C`, at most 0.)
@@ -244,9 +352,66 @@ impl<D: Owners> Mlx5Cq<D> {
             // The QP loaded again (not kept in a register across the loop).
             // SAFETY: as above; `hot_qp` is a plain field of `self`.
             let qp = unsafe { &*core::ptr::read_volatile(&self.hot_qp) };
-            qp.sq.done.retire(sci, k as u32);
+            qp.sq.done.retire(walk.sci, k as u32);
         }
         k
+    }
+
+    /// A successful requester CQE with `wqe_counter` `wc` and bytes 56..59 XOR the hot QP's
+    /// tag `w` (the send WQE opcode for the hot QP, more for another: [`Req::Stop`]):
+    /// [`Self::req_cqe`], inline for an opcode without a byte length (one compare checks
+    /// the QP too; completing with `lq0`: `byte_len` 0 and the qpn), out of line for the
+    /// others.
+    ///
+    /// # Safety
+    /// As [`Self::req_cqe`]; `cqe` is the CQE, seen software-owned, after the load barrier.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn req_cqe_op<const ALONE: bool>(
+        &self,
+        s: &mut SendWalk,
+        cqe: *const u8,
+        w: usize,
+        wc: u16,
+        slot: *mut Completion,
+        lq0: u64,
+        qpn: u32,
+    ) -> Req {
+        if w < REQ_OP_WITH_LEN as usize {
+            // SAFETY: the caller's contract.
+            return unsafe { self.req_cqe::<ALONE>(s, wc, slot, lq0, &REQ_OK[w]) };
+        }
+        if w > 0xff {
+            return Req::Stop;
+        }
+        // SAFETY: the caller's contract.
+        let lq = len_qpn(unsafe { req_len(cqe, w) }, qpn);
+        // SAFETY: the caller's contract.
+        let (step, next) = unsafe { self.req_cqe_apart::<ALONE>(*s, wc, slot, lq, REQ_OK[w]) };
+        *s = next;
+        step
+    }
+
+    /// [`Self::req_cqe`] out of line, for CQEs of an opcode with a byte length (READ,
+    /// atomics): the walk by value, so the run's stays in registers. (Inlined, the two calls
+    /// of a run would be merged into one with its operands chosen per CQE: measured 6
+    /// instructions a CQE more.)
+    ///
+    /// # Safety
+    /// As [`Self::req_cqe`].
+    #[cold]
+    #[inline(never)]
+    pub(super) unsafe fn req_cqe_apart<const ALONE: bool>(
+        &self,
+        mut s: SendWalk,
+        wc: u16,
+        slot: *mut Completion,
+        lq: u64,
+        opst: OpStatus,
+    ) -> (Req, SendWalk) {
+        // SAFETY: the caller's contract.
+        let step = unsafe { self.req_cqe::<ALONE>(&mut s, wc, slot, lq, &opst) };
+        (step, s)
     }
 
     /// [`avail_at`] for the hot QP, out of line: the short way's rare re-reads of the
