@@ -385,9 +385,10 @@ fn drain_fault<P: Provider>(
             d.other += u64::from(c.covered);
         }
     }
-    if qp.state() != QpState::Err {
-        let _ = p.to_error(qp);
-    }
+    // Also when the device failed the QP already: on rxe 6.1 the transition flushes the
+    // receives posted after the device failed it (before its error completion was polled),
+    // which would otherwise never complete.
+    let _ = p.to_error(qp);
     let mut wc = [Completion::EMPTY; 32];
     let mut last = std::time::Instant::now();
     let mut batch = rest.len();

@@ -13,6 +13,7 @@ use crate::ffi::{ibv_send_wr, ibv_sge};
 use crate::types::{Access, ConnectOpts, QpCaps, QpConfig, QpState, QpType};
 use crate::{Provider, ProviderKind, QpEndpoint, QueuePair, RecvQueue, SendQueue};
 use rdma_direct_core::verbs::{self, AsyncEvent, Context};
+use std::sync::Weak;
 
 /// The refusal of [`Provider::create_cq_ts`] on this provider: a plain `ibv_create_cq` CQ
 /// carries no timestamps, and rxe refuses `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`
@@ -28,13 +29,66 @@ pub struct VerbsDevice {
     pub(super) ctx: Context,
     /// `IBV_EVENT_CQ_ERR` events seen by [`VerbsDevice::check_async`].
     pub(super) cq_errors: u32,
+    /// What async events are applied to (control path only).
+    pub(super) objects: Objects,
+}
+
+/// The CQs and QPs of a device by their `ibv_cq *` / `ibv_qp *` address (what an async
+/// event names), held weakly: an event about an object already dropped is ignored.
+#[derive(Default)]
+pub(super) struct Objects {
+    /// (address, kernel handle, budget).
+    cqs: Vec<(usize, u32, Weak<CqBudget>)>,
+    qps: Vec<(usize, Weak<SharedState>)>,
+}
+
+impl Objects {
+    pub(super) fn add_cq(&mut self, ptr: usize, handle: u32, b: &Arc<CqBudget>) {
+        self.cqs.retain(|c| c.2.strong_count() > 0);
+        self.cqs.push((ptr, handle, Arc::downgrade(b)));
+    }
+    pub(super) fn add_qp(&mut self, ptr: usize, st: &Arc<SharedState>) {
+        self.qps.retain(|q| q.1.strong_count() > 0);
+        self.qps.push((ptr, Arc::downgrade(st)));
+    }
+    /// Apply one event: a CQ in error fails it and its QPs; a QP fatal, request or access
+    /// error puts the QP in ERR (posts refused, `state()` ERR). Returns whether it applied to
+    /// a live object of ours.
+    pub(super) fn apply(&self, ev: &AsyncEvent) -> bool {
+        use verbs::{AsyncElement, AsyncEventKind as K};
+        match (ev.kind, ev.element) {
+            (K::CqErr, AsyncElement::Cq(p)) => {
+                self.cqs
+                    .iter()
+                    .filter(|c| c.0 == p)
+                    .filter_map(|c| c.2.upgrade().map(|b| (c.1, b)))
+                    .map(|(h, b)| b.fail(h))
+                    .count()
+                    > 0
+            }
+            (K::QpFatal | K::QpReqErr | K::QpAccessErr, AsyncElement::Qp { ptr, .. }) => {
+                self.qps
+                    .iter()
+                    .filter(|q| q.0 == ptr)
+                    .filter_map(|q| q.1.upgrade())
+                    .map(|st| st.set(QpState::Err))
+                    .count()
+                    > 0
+            }
+            _ => false,
+        }
+    }
 }
 
 impl VerbsDevice {
     /// Open the verbs device `name` (`rxe0`, `mlx5_0`, ...).
     pub fn open(name: &str) -> Result<VerbsDevice> {
         let ctx = Context::open(name)?;
-        Ok(VerbsDevice { ctx, cq_errors: 0 })
+        Ok(VerbsDevice {
+            ctx,
+            cq_errors: 0,
+            objects: Objects::default(),
+        })
     }
 
     /// The control-path context.
@@ -43,14 +97,20 @@ impl VerbsDevice {
     }
 
     /// Read pending asynchronous events without blocking (a system call each: control path
-    /// only). Returns them; `IBV_EVENT_CQ_ERR` (a CQ overrun: completions were lost) is also
-    /// counted in [`VerbsDevice::cq_errors`].
+    /// only) and apply them: `IBV_EVENT_CQ_ERR` (a CQ overrun or a device fault: completions
+    /// were lost) fails the CQ and every QP on it — their posts are refused with
+    /// `PostError::CqError` naming the CQ, `state()` says ERR, a reconnect is refused, and
+    /// the CQ's `poll` reports it once as a completion flagged `WcFlags::CQ_ERROR` after what
+    /// it still holds; it is also counted in [`VerbsDevice::cq_errors`]. `QP_FATAL`,
+    /// `QP_REQ_ERR` and `QP_ACCESS_ERR` put the QP in ERR (posts refused with `BadState`).
+    /// Returns the events.
     pub fn check_async(&mut self) -> Result<Vec<AsyncEvent>> {
         let mut v = Vec::new();
         while let Some(ev) = self.ctx.poll_async_event()? {
             if ev.kind == verbs::AsyncEventKind::CqErr {
                 self.cq_errors += 1;
             }
+            self.objects.apply(&ev);
             v.push(ev);
         }
         Ok(v)
@@ -100,12 +160,17 @@ impl Provider for VerbsDevice {
     fn create_cq(&mut self, cqe: u32) -> Result<VerbsCq> {
         let cq = verbs::Cq::new(&self.ctx, cqe)?;
         let raw = cq.as_ptr();
+        // Our budget is what was asked: the device may grant more, never less.
+        let budget = Arc::new(CqBudget::new(cqe));
+        // SAFETY: `raw` is the live CQ `cq` owns; `handle` is plain data set at creation.
+        let handle = unsafe { (*raw).handle };
+        self.objects.add_cq(raw as usize, handle, &budget);
         Ok(VerbsCq {
             cq,
             raw,
-            // Our budget is what was asked: the device may grant more, never less.
-            budget: Arc::new(CqBudget::new(cqe)),
+            budget,
             routes: Vec::new(),
+            error_reported: false,
         })
     }
 
@@ -194,6 +259,7 @@ impl Provider for VerbsDevice {
         let sge = caps.max_send_sge.max(1);
         let ring = Arc::new(SqRing::new(cap));
         let state = Arc::new(SharedState::new());
+        let sq_gen = super::shared::next_gen();
         let sq = VerbsSq {
             qp: raw,
             qp_type: cfg.qp_type,
@@ -205,6 +271,7 @@ impl Provider for VerbsDevice {
             ring: ring.clone(),
             budget: send_cq.budget.clone(),
             next_seq: 0,
+            gen_bits: u64::from(sq_gen) << super::SEND_GEN_SHIFT,
             wrs: (0..cap).map(|_| ibv_send_wr::zeroed()).collect(),
             sges: vec![ibv_sge::default(); (cap * sge) as usize].into_boxed_slice(),
             inline: vec![0u8; (cap * caps.max_inline_data) as usize].into_boxed_slice(),
@@ -213,11 +280,12 @@ impl Provider for VerbsDevice {
             signal_every: 0,
             since_signal: 0,
         };
-        let (mut rq, rq_ring, charged) = match srq {
+        let (mut rq, rq_ring, charged, rq_gen) = match srq {
             Some(s) => (
                 VerbsRecv::new(RecvTarget::None, cfg.qp_type, 0, 0),
                 s.q.ring.clone(),
                 false,
+                s.q.gen,
             ),
             None => {
                 let r = VerbsRecv::new(
@@ -226,22 +294,31 @@ impl Provider for VerbsDevice {
                     caps.max_recv_wr,
                     caps.max_recv_sge,
                 );
-                let ring = r.ring.clone();
-                (r, ring, true)
+                let (ring, gen) = (r.ring.clone(), r.gen);
+                (r, ring, true, gen)
             }
         };
         rq.state = state.clone();
+        self.objects.add_qp(raw as usize, &state);
+        send_cq.budget.add_qp(&state);
+        if let Some(r) = &recv_cq {
+            r.budget.add_qp(&state);
+        }
+        let cqs = [
+            Some(send_cq.budget.clone()),
+            recv_cq.as_ref().map(|r| r.budget.clone()),
+        ];
         let qpn = qp.qpn();
         match recv_cq {
             Some(rcq) => {
                 if charged {
                     rq.budget = Some(rcq.budget.clone());
                 }
-                let r = rcq.route_mut(qpn);
+                let r = rcq.route_mut(qpn, sq_gen, rq_gen);
                 r.rq = Some(rq_ring);
                 r.rq_charged = charged;
                 r.state = Some(state.clone());
-                let r = send_cq.route_mut(qpn);
+                let r = send_cq.route_mut(qpn, sq_gen, rq_gen);
                 r.sq = Some(ring);
                 r.state = Some(state);
             }
@@ -249,7 +326,7 @@ impl Provider for VerbsDevice {
                 if charged {
                     rq.budget = Some(send_cq.budget.clone());
                 }
-                let r = send_cq.route_mut(qpn);
+                let r = send_cq.route_mut(qpn, sq_gen, rq_gen);
                 r.sq = Some(ring);
                 r.rq = Some(rq_ring);
                 r.rq_charged = charged;
@@ -259,9 +336,10 @@ impl Provider for VerbsDevice {
         Ok(VerbsQp {
             sq,
             rq,
-            qp,
+            qp: std::mem::ManuallyDrop::new(qp),
             caps,
             _cq_commits: cq_commits,
+            cqs,
         })
     }
 
@@ -291,6 +369,39 @@ impl Provider for VerbsDevice {
         remote: &QpEndpoint,
         opts: &ConnectOpts,
     ) -> Result<()> {
+        if let Some(h) = qp.sq.state.cq_error() {
+            return Err(Error::InvalidArgument {
+                context: "connect",
+                detail: format!(
+                    "QP {:#x}: its CQ (handle {h}) went into error (IBV_EVENT_CQ_ERR: \
+                     completions were lost); a reset does not revive it: destroy the QP and \
+                     the CQ and create new ones",
+                    qp.qpn()
+                ),
+            });
+        }
+        // A reconnect goes through RESET. rxe does not take a QP's completions out of its CQ
+        // at a reset, so a reset with requests outstanding could leave their CQEs to be
+        // polled as the new connection's: refused until each has ended (in ERR every
+        // outstanding request is flushed, so a drain gets there).
+        let now = qp.qp.query_state().unwrap_or(QpState::Err);
+        if now != QpState::Reset {
+            let (sends, recvs) = (qp.sq.outstanding(), qp.rq.own_outstanding());
+            if sends + recvs > 0 {
+                return Err(Error::InvalidArgument {
+                    context: "connect",
+                    detail: format!(
+                        "QP {:#x} is in {now} with {sends} sends and {recvs} receives \
+                         outstanding; a reconnect resets it, and their completions may still \
+                         reach the CQ: move it to ERR (to_error), poll until each has completed \
+                         or flushed, then connect (or drop it and create a new QP)",
+                        qp.qpn()
+                    ),
+                });
+            }
+            qp.qp.to_reset()?;
+            qp.set_state(QpState::Reset);
+        }
         let r = qp.qp.connect(local, remote, opts);
         // Whatever happened, the state is the one libibverbs knows now.
         let s = qp.qp.query_state().unwrap_or(QpState::Err);
@@ -303,7 +414,10 @@ impl Provider for VerbsDevice {
     /// Move `qp` to ERR. Requests still staged (posted, not rung) are flushed like
     /// everything else outstanding, so every request posted comes back: staged receives are
     /// rung just before the transition (rxe 6.1 does not flush receives posted in ERR),
-    /// staged sends just after it (rxe flushes those without running them).
+    /// staged sends just after it (rxe flushes those without running them). On a QP the
+    /// device already failed it is a transition all the same (ERR to ERR), which runs rxe's
+    /// flush again: receives posted after the device failed the QP, before its error
+    /// completion was polled (which rxe 6.1 leaves unflushed), are flushed then.
     fn to_error(&mut self, qp: &mut VerbsQp) -> Result<()> {
         qp.rq.ring();
         qp.qp.to_err()?;
@@ -319,5 +433,70 @@ impl Provider for VerbsDevice {
         opts: &ConnectOpts,
     ) -> Result<verbs::Ah> {
         verbs::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::PostError;
+    use verbs::{AsyncElement, AsyncEventKind};
+
+    /// What `check_async` does with the events, without a device: a CQ error fails the CQ
+    /// and every QP on it for good; a QP fatal fails that QP; an event about something else
+    /// (or something dropped) changes nothing.
+    #[test]
+    fn async_events_fail_what_they_name() {
+        let mut o = Objects::default();
+        let (cq, other_cq) = (Arc::new(CqBudget::new(8)), Arc::new(CqBudget::new(8)));
+        o.add_cq(0x1000, 7, &cq);
+        o.add_cq(0x2000, 9, &other_cq);
+        let (a, b, c) = (
+            Arc::new(SharedState::new()),
+            Arc::new(SharedState::new()),
+            Arc::new(SharedState::new()),
+        );
+        for (ptr, st) in [(0xa0, &a), (0xb0, &b), (0xc0, &c)] {
+            st.set(QpState::Rts);
+            o.add_qp(ptr, st);
+        }
+        cq.add_qp(&a);
+        cq.add_qp(&b);
+        other_cq.add_qp(&c);
+        let ev = |kind, element| AsyncEvent { kind, element };
+
+        assert!(!o.apply(&ev(AsyncEventKind::CqErr, AsyncElement::Cq(0x3000))));
+        assert!(o.apply(&ev(AsyncEventKind::CqErr, AsyncElement::Cq(0x1000))));
+        assert_eq!(cq.error(), Some(7));
+        assert_eq!(other_cq.error(), None);
+        for st in [&a, &b] {
+            assert_eq!(st.get(), QpState::Err);
+            assert!(matches!(st.refusal(), PostError::CqError { cqn: 7 }));
+            // A reset (the control path setting the state) does not revive it.
+            st.set(QpState::Rts);
+            assert_eq!(st.get(), QpState::Err);
+        }
+        assert_eq!(c.get(), QpState::Rts);
+        // A QP created on a CQ already in error is failed at once.
+        let d = Arc::new(SharedState::new());
+        cq.add_qp(&d);
+        assert!(matches!(d.refusal(), PostError::CqError { cqn: 7 }));
+
+        let qp_ev = |ptr| ev(AsyncEventKind::QpFatal, AsyncElement::Qp { ptr, qpn: 0x11 });
+        assert!(o.apply(&qp_ev(0xc0)));
+        assert_eq!(c.get(), QpState::Err);
+        assert!(matches!(
+            c.refusal(),
+            PostError::BadState {
+                state: QpState::Err
+            }
+        ));
+        // Not a CQ error: the next connect may bring it back.
+        c.set(QpState::Rts);
+        assert_eq!(c.get(), QpState::Rts);
+        // Dropped objects are not reached.
+        drop(c);
+        assert!(!o.apply(&qp_ev(0xc0)));
+        assert!(!o.apply(&ev(AsyncEventKind::PortErr, AsyncElement::Port(1))));
     }
 }

@@ -29,10 +29,10 @@
 //!   ([`PostError::BadState`]). The state is the one this provider last set, or ERR once a
 //!   completion with an error status arrived for the QP (an error completion means the QP
 //!   went to ERR). Between the device moving a QP to ERR and that completion being polled,
-//!   sends are still accepted and rxe flushes them. **Known gap:** a *receive* posted in that
-//!   window is never flushed by rxe 6.1 (it does not flush receives posted in ERR), so it
-//!   never completes; poll the CQ (which records the ERR) before posting receives to a QP
-//!   that may have failed.
+//!   sends are still accepted and rxe flushes them. A *receive* posted in that window is not
+//!   flushed by rxe 6.1 on its own (it does not flush receives posted in ERR); `to_error`
+//!   (ERR to ERR) runs rxe's flush again and they come back flushed, so a recovery that
+//!   moves the QP to ERR before draining it sees every receive end.
 //! - **Depth**: rxe grants a larger SQ than asked (64 → 127). The limits enforced are the
 //!   *requested* `max_send_wr`, `max_recv_wr`, SGE counts and inline size (never more than
 //!   granted), so code behaves the same on every provider; [`QueuePair::caps`] reports them.
@@ -54,11 +54,34 @@
 //!   serve several QPs: the ring is found by `qp_num`.
 //! - **Receives** get a tagged `wr_id` too (bit 63 set, the slot below it), since a flushed
 //!   receive carries no reliable opcode; the user's wr_id comes back from the slot.
+//! - **Generations**: every QP and SRQ gets a generation number (process-wide, 23 bits) that
+//!   is carried in each of its `wr_id`s, and a CQ finds a completion's rings by QPN *and*
+//!   generation: rxe hands a destroyed QP's number to the next QP at once, and completions
+//!   of the destroyed one still in the CQ must not be taken for the new one's. (Receives
+//!   through an SRQ carry the SRQ's generation; a QPN reused on the same SRQ and CQ goes to
+//!   the newest QP.)
 //! - **UD**: a send larger than the path MTU is refused ([`PostError::UdTooLarge`]): rxe
 //!   reports success and sends nothing. Receives carry a 40-byte GRH first.
-//! - **Async events**: a CQ overrun only shows up as `IBV_EVENT_CQ_ERR` on the async event
-//!   fd. Reading it is a system call, so `poll` does not: call [`VerbsDevice::check_async`]
-//!   on the control path (or whenever a quiet CQ looks suspicious).
+//! - **Async events**: a CQ overrun (or a device fault) only shows up as `IBV_EVENT_CQ_ERR`
+//!   on the async event fd. Reading it is a system call, so `poll` does not: call
+//!   [`VerbsDevice::check_async`] on the control path (or whenever a quiet CQ looks
+//!   suspicious). It applies what it reads: a CQ in error fails every QP on it (posts refused
+//!   with [`PostError::CqError`] naming the CQ's kernel handle, `state()` ERR, a reconnect
+//!   refused) and the CQ's `poll` returns one completion flagged `WcFlags::CQ_ERROR` once it
+//!   is empty; `QP_FATAL`, `QP_REQ_ERR` and `QP_ACCESS_ERR` put their QP in ERR (posts
+//!   refused with `BadState` until a reconnect). The device finds the objects by the address
+//!   the event names, held weakly (a registry filled at creation, control path only).
+//! - **Reconnect**: `connect` on a QP past RESET resets it first. rxe does not take a QP's
+//!   completions out of its CQ at a reset, so the reconnect is refused (EINVAL-like
+//!   `InvalidArgument` naming the sends and receives outstanding) until every request has
+//!   ended: `to_error`, poll the flushes, then connect. With nothing outstanding nothing of
+//!   the old connection is left in the CQ (each completion retires at least one request).
+//! - **Drop**: dropping a QP destroys it first (rxe writes nothing of it afterwards), then
+//!   marks it: its completions still in a CQ are retired and not returned by `poll` (as on
+//!   mlx5 and the sim), and the CQ entries its outstanding requests held stay reserved until
+//!   that CQ's first poll that finds it empty and began after the destroy (then nothing of the
+//!   QP can be left in it): a post meanwhile may be refused with `CqFull`, one poll frees the
+//!   room.
 //!
 //! ## Immediate data
 //!
@@ -73,6 +96,7 @@
 //! [`QueuePair::caps`]: crate::QueuePair::caps
 //! [`PostError::BadState`]: crate::types::PostError::BadState
 //! [`PostError::CqFull`]: crate::types::PostError::CqFull
+//! [`PostError::CqError`]: crate::types::PostError::CqError
 //! [`PostError::UdTooLarge`]: crate::types::PostError::UdTooLarge
 //! [`Completion::covered`]: crate::types::Completion::covered
 //! [`Completion::covered_from`]: crate::types::Completion::covered_from
@@ -93,8 +117,15 @@ pub use qp::VerbsQp;
 pub use rq::{VerbsRecv, VerbsRq, VerbsSrq};
 pub use sq::{RingError, VerbsSq};
 
-/// Bit 63 of a libibverbs `wr_id`: set on receives (the slot index is below it), clear on
-/// sends (our free-running send sequence).
+/// Bit 63 of a libibverbs `wr_id`: set on receives (the queue's generation at bit 32, the
+/// slot index below it), clear on sends (the QP's generation at bit 40, the low 40 bits of
+/// our free-running send sequence below it).
 const RECV_TAG: u64 = 1 << 63;
+/// Where a send's generation starts in its `wr_id`; below it, the sequence's low bits.
+const SEND_GEN_SHIFT: u32 = 40;
+/// Where a receive's generation starts in its `wr_id`; below it, the slot.
+const RECV_GEN_SHIFT: u32 = 32;
+/// The generation's bits (23: fits above a send's 40 sequence bits, below bit 63).
+const GEN_MASK: u64 = (1 << 23) - 1;
 /// How many `ibv_wc` one `ibv_poll_cq` call may return (an on-stack array).
 const POLL_BATCH: usize = 32;

@@ -1,8 +1,12 @@
 //! The queue pair: its send queue, its receive queue, the control-path QP, and the limits
 //! this provider enforces.
 
+use std::mem::ManuallyDrop;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
 use super::rq::VerbsRq;
-use super::shared::CqCommits;
+use super::shared::{CqBudget, CqCommits};
 use super::sq::VerbsSq;
 use crate::types::{QpCaps, QpState, QpType};
 use crate::QueuePair;
@@ -13,10 +17,33 @@ pub struct VerbsQp {
     // The queues hold raw pointers into `qp`: declared first, dropped first.
     pub(super) sq: VerbsSq,
     pub(super) rq: VerbsRq,
-    pub(super) qp: verbs::Qp,
+    /// Destroyed first in `drop` (see there).
+    pub(super) qp: ManuallyDrop<verbs::Qp>,
     pub(super) caps: QpCaps,
     /// What the QP committed on its CQs (given back at drop).
     pub(super) _cq_commits: CqCommits,
+    /// The CQs this QP completes on (one or two), told at drop.
+    pub(super) cqs: [Option<Arc<CqBudget>>; 2],
+}
+
+/// Dropping a QP destroys it (`ibv_destroy_qp`: rxe produces no completion for it after
+/// that) and discards what it still had: the completions of it already in a CQ are not
+/// returned by `poll` (as on mlx5 and the sim), and the CQ entries its outstanding requests
+/// hold stay reserved until its CQ next polls empty (then none of its completions can be
+/// left in the CQ), so a CQ never overruns across a drop.
+impl Drop for VerbsQp {
+    fn drop(&mut self) {
+        self.sq.ring.end.store(self.sq.next_seq, Ordering::Release);
+        self.sq.state.dropped.store(true, Ordering::Release);
+        // SAFETY: `self.qp` is dropped exactly once, here, and not used after: the queues'
+        // raw pointers into it are not dereferenced by their own drops.
+        unsafe { ManuallyDrop::drop(&mut self.qp) };
+        // Destroyed: from now on an empty poll of each CQ means nothing of this QP is left.
+        self.sq.state.destroyed.store(true, Ordering::Release);
+        for b in self.cqs.iter().flatten() {
+            b.dropped.fetch_add(1, Ordering::AcqRel);
+        }
+    }
 }
 
 impl VerbsQp {

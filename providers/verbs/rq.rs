@@ -38,6 +38,10 @@ pub struct VerbsRecv {
     pub(super) sges: Box<[ibv_sge]>,
     pub(super) staged: u32,
     pub(super) ring_error: Option<RingError>,
+    /// This queue's generation (see the module doc, "Generations").
+    pub(super) gen: u32,
+    /// `gen`, shifted into place in a receive's `wr_id`.
+    pub(super) gen_bits: u64,
 }
 
 /// The receive queue of a [`VerbsQp`](super::VerbsQp).
@@ -49,7 +53,10 @@ unsafe impl Send for VerbsRecv {}
 
 impl VerbsRecv {
     pub(super) fn new(target: RecvTarget, qp_type: QpType, cap: u32, max_sge: u32) -> VerbsRecv {
+        let gen = super::shared::next_gen();
         VerbsRecv {
+            gen,
+            gen_bits: u64::from(gen) << super::RECV_GEN_SHIFT,
             target,
             qp_type,
             state: Arc::new(SharedState::new()),
@@ -67,6 +74,15 @@ impl VerbsRecv {
     /// Receives outstanding.
     pub fn outstanding(&self) -> u32 {
         self.ring.outstanding.load(Ordering::Acquire)
+    }
+
+    /// Receives outstanding on this QP's own receive queue (0 for a QP on an SRQ, whose
+    /// receives belong to the SRQ).
+    pub(super) fn own_outstanding(&self) -> u32 {
+        match self.target {
+            RecvTarget::Qp(_) => self.outstanding(),
+            _ => 0,
+        }
     }
 }
 
@@ -87,9 +103,7 @@ impl RecvQueue for VerbsRecv {
                     QpState::Init | QpState::Rtr | QpState::Rts
                 ) =>
             {
-                return reject(PostError::BadState {
-                    state: self.state.get(),
-                })
+                return reject(self.state.refusal())
             }
             _ => {}
         }
@@ -138,7 +152,7 @@ impl RecvQueue for VerbsRecv {
             unsafe { self.sges.as_mut_ptr().add(base) }
         };
         let e = &mut self.wrs[i];
-        e.wr_id = RECV_TAG | u64::from(slot);
+        e.wr_id = RECV_TAG | self.gen_bits | u64::from(slot);
         e.next = std::ptr::null_mut();
         e.sg_list = sg_list;
         e.num_sge = wr.sges.len() as libc::c_int;
@@ -175,7 +189,7 @@ impl RecvQueue for VerbsRecv {
             };
             let mut first_wr_id = 0;
             for k in first..self.staged as usize {
-                let slot = (self.wrs[k].wr_id & !RECV_TAG) as usize;
+                let slot = self.wrs[k].wr_id as u32 as usize;
                 if let Some(w) = self.ring.take(slot) {
                     if k == first {
                         first_wr_id = w;

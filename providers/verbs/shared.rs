@@ -4,7 +4,7 @@
 //! used from different threads.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::cq_room::{self, Need};
 use crate::types::QpState;
@@ -22,6 +22,9 @@ pub(super) struct SqRing {
     pub(super) wr_ids: Box<[AtomicU64]>,
     /// Sequence of the oldest outstanding request.
     pub(super) retired: AtomicU64,
+    /// The SQ's `next_seq` when its QP was dropped (set then; what is still outstanding of a
+    /// dropped QP is `end - retired`).
+    pub(super) end: AtomicU64,
 }
 
 impl SqRing {
@@ -30,6 +33,7 @@ impl SqRing {
             cap: u64::from(cap),
             wr_ids: (0..cap).map(|_| AtomicU64::new(0)).collect(),
             retired: AtomicU64::new(0),
+            end: AtomicU64::new(0),
         }
     }
     #[inline]
@@ -82,7 +86,33 @@ pub(super) struct CqBudget {
     /// What the queues created on the CQ may hold (QP creation checks it against `cqe`; see
     /// `providers/cq_room.rs`).
     pub(super) commit: crate::cq_room::CqCommit,
+    /// `ERROR_SET | handle` once the device reported the CQ in error (`IBV_EVENT_CQ_ERR`,
+    /// read by `VerbsDevice::check_async`); 0 before.
+    pub(super) error: AtomicU64,
+    /// The states of the QPs created on this CQ (send or receive side), failed with it.
+    /// Control path only.
+    pub(super) qps: Mutex<Vec<Weak<SharedState>>>,
+    /// QPs on this CQ dropped (destroyed) whose CQ entries are still reserved: the CQ's next
+    /// poll that finds it empty gives back what their completions did not (see
+    /// `VerbsCq::sweep_dropped`).
+    pub(super) dropped: AtomicU32,
 }
+
+/// The next generation handed to a QP or SRQ (see the module doc, "Generations").
+static NEXT_GEN: AtomicU32 = AtomicU32::new(1);
+
+/// A fresh generation (never 0; wraps after 2^23 - 1).
+pub(super) fn next_gen() -> u32 {
+    loop {
+        let g = NEXT_GEN.fetch_add(1, Ordering::Relaxed) & super::GEN_MASK as u32;
+        if g != 0 {
+            return g;
+        }
+    }
+}
+
+/// Set in `CqBudget::error` / `SharedState::cq_err` above the CQ's kernel handle.
+pub(super) const ERROR_SET: u64 = 1 << 32;
 
 impl CqBudget {
     /// The budget of a CQ of `cqe` entries (what was asked: the device may grant more).
@@ -91,6 +121,38 @@ impl CqBudget {
             cqe,
             used: AtomicU32::new(0),
             commit: Default::default(),
+            error: AtomicU64::new(0),
+            qps: Mutex::new(Vec::new()),
+            dropped: AtomicU32::new(0),
+        }
+    }
+
+    /// The CQ's kernel handle if the device reported it in error.
+    #[inline]
+    pub(super) fn error(&self) -> Option<u32> {
+        let e = self.error.load(Ordering::Acquire);
+        (e & ERROR_SET != 0).then_some(e as u32)
+    }
+
+    /// Record a QP created on this CQ (failed with it). Control path.
+    pub(super) fn add_qp(&self, st: &Arc<SharedState>) {
+        let mut v = self.qps.lock().unwrap_or_else(|p| p.into_inner());
+        v.retain(|w| w.strong_count() > 0);
+        v.push(Arc::downgrade(st));
+        if let Some(h) = self.error() {
+            st.fail_cq(h);
+        }
+    }
+
+    /// The device reported this CQ (kernel handle `handle`) in error: it and every QP on it
+    /// fail (their posts are refused naming the CQ, their state is ERR, a reset does not
+    /// revive them). Control path.
+    pub(super) fn fail(&self, handle: u32) {
+        self.error
+            .store(ERROR_SET | u64::from(handle), Ordering::Release);
+        let v = self.qps.lock().unwrap_or_else(|p| p.into_inner());
+        for st in v.iter().filter_map(Weak::upgrade) {
+            st.fail_cq(handle);
         }
     }
 
@@ -210,28 +272,75 @@ impl Drop for CqCommits {
 /// How a CQ finds the rings of a QP that completes on it.
 pub(super) struct Route {
     pub(super) qpn: u32,
+    /// The QP's generation (its sends' `wr_id`s carry it).
+    pub(super) sq_gen: u32,
+    /// The generation its receives carry: the QP's, or its SRQ's.
+    pub(super) rq_gen: u32,
     pub(super) sq: Option<Arc<SqRing>>,
     pub(super) rq: Option<Arc<RecvRing>>,
     /// The receives of `rq` were charged to this CQ's budget (own RQ, not an SRQ).
     pub(super) rq_charged: bool,
     /// The QP's state, set to ERR when an error completion arrives.
     pub(super) state: Option<Arc<SharedState>>,
+    /// The QP was seen destroyed before the poll in progress began (set by `poll` itself).
+    pub(super) sweepable: bool,
 }
 
 /// A QP state shared by its queues (readers on every post) and the CQs it completes on
-/// (which record ERR when an error completion arrives). Written by the control path too.
-pub(super) struct SharedState(AtomicU32);
+/// (which record ERR when an error completion arrives). Written by the control path too
+/// (the transitions, and the async events `VerbsDevice::check_async` reads).
+pub(super) struct SharedState {
+    state: AtomicU32,
+    /// `ERROR_SET | handle` of a CQ of this QP that the device reported in error; 0 before.
+    cq_err: AtomicU64,
+    /// The QP was destroyed: completions of it still in a CQ are discarded, and a CQ that
+    /// polls empty gives back the entries still reserved for it.
+    pub(super) dropped: AtomicBool,
+    /// Set once the QP is destroyed (after `dropped`): the device writes nothing more of it.
+    pub(super) destroyed: AtomicBool,
+}
 
 impl SharedState {
     pub(super) fn new() -> SharedState {
-        SharedState(AtomicU32::new(QpState::Reset.to_ibv()))
+        SharedState {
+            state: AtomicU32::new(QpState::Reset.to_ibv()),
+            cq_err: AtomicU64::new(0),
+            dropped: AtomicBool::new(false),
+            destroyed: AtomicBool::new(false),
+        }
     }
     #[inline]
     pub(super) fn get(&self) -> QpState {
-        QpState::from_ibv(self.0.load(Ordering::Acquire))
+        QpState::from_ibv(self.state.load(Ordering::Acquire))
     }
+    /// Set the state; a QP whose CQ is in error stays in ERR.
     pub(super) fn set(&self, s: QpState) {
-        self.0.store(s.to_ibv(), Ordering::Release);
+        let s = if self.cq_error().is_some() {
+            QpState::Err
+        } else {
+            s
+        };
+        self.state.store(s.to_ibv(), Ordering::Release);
+    }
+    /// The kernel handle of this QP's CQ in error, if one is.
+    #[inline]
+    pub(super) fn cq_error(&self) -> Option<u32> {
+        let e = self.cq_err.load(Ordering::Acquire);
+        (e & ERROR_SET != 0).then_some(e as u32)
+    }
+    /// A CQ of this QP went into error: the QP is failed for good.
+    pub(super) fn fail_cq(&self, handle: u32) {
+        self.cq_err
+            .store(ERROR_SET | u64::from(handle), Ordering::Release);
+        self.set(QpState::Err);
+    }
+    /// Why a post to a QP not in a postable state is refused: its CQ's error first.
+    #[inline]
+    pub(super) fn refusal(&self) -> crate::types::PostError {
+        match self.cq_error() {
+            Some(cqn) => crate::types::PostError::CqError { cqn },
+            None => crate::types::PostError::BadState { state: self.get() },
+        }
     }
 }
 

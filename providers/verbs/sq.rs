@@ -25,6 +25,8 @@ pub struct VerbsSq {
     pub(super) budget: Arc<CqBudget>,
     /// Next send sequence to hand out (free running).
     pub(super) next_seq: u64,
+    /// This QP's generation, shifted into place in a send's `wr_id`.
+    pub(super) gen_bits: u64,
     /// Preallocated staging: one WR per slot, `max_sge` SGEs per slot, `max_inline` bytes
     /// per slot. Entries `0..staged` form the linked list the next `ring` posts.
     pub(super) wrs: Box<[ibv_send_wr]>,
@@ -40,6 +42,9 @@ pub struct VerbsSq {
 }
 
 pub use crate::types::RingError;
+
+/// The send sequence's bits in a `wr_id` (below the generation).
+pub(super) const SEQ_MASK: u64 = (1 << super::SEND_GEN_SHIFT) - 1;
 
 // SAFETY: `qp` is the QP owned by the VerbsQp this queue belongs to; verbs objects may be used
 // from any thread and `&mut self` keeps one producer.
@@ -117,9 +122,8 @@ impl VerbsSq {
                 mtu: self.mtu,
             });
         }
-        let state = self.state.get();
-        if state != QpState::Rts {
-            return Err(PostError::BadState { state });
+        if self.state.get() != QpState::Rts {
+            return Err(self.state.refusal());
         }
         Ok(())
     }
@@ -217,7 +221,7 @@ impl SendQueue for VerbsSq {
             unsafe { self.sges.as_mut_ptr().add(sge_base) }
         };
         let e = &mut self.wrs[i];
-        e.wr_id = seq;
+        e.wr_id = self.gen_bits | (seq & SEQ_MASK);
         e.next = std::ptr::null_mut();
         e.sg_list = sg_list;
         e.num_sge = num_sge as libc::c_int;
