@@ -320,6 +320,9 @@ struct Drain {
     other: u64,
     missing: u64,
     secs: f64,
+    /// `to_error` calls again after a second without completions.
+    kicks: u32,
+    note: String,
 }
 
 impl std::fmt::Display for Drain {
@@ -327,7 +330,7 @@ impl std::fmt::Display for Drain {
         write!(
             f,
             "failed status {} ({}); drain: outstanding={} sends={} receives={} first_error={} \
-             flushed={} other={} missing={} in {:.2} s",
+             flushed={} other={} missing={} in {:.2} s (to_error again: {}){}",
             self.first.map_or("none".into(), |s| format!("{s:?}")),
             self.what,
             self.sends + self.recvs,
@@ -337,7 +340,9 @@ impl std::fmt::Display for Drain {
             self.flushed,
             self.other,
             self.missing,
-            self.secs
+            self.secs,
+            self.kicks,
+            self.note
         )
     }
 }
@@ -376,6 +381,8 @@ fn drain_fault<P: Provider>(
         other: 0,
         missing: 0,
         secs: 0.0,
+        kicks: 0,
+        note: String::new(),
     };
     if let Some(c) = first {
         if is_recv(c) {
@@ -388,7 +395,9 @@ fn drain_fault<P: Provider>(
     // Also when the device failed the QP already: on rxe 6.1 the transition flushes the
     // receives posted after the device failed it (before its error completion was polled),
     // which would otherwise never complete.
-    let _ = p.to_error(qp);
+    if let Err(e) = p.to_error(qp) {
+        d.note = format!(" (to_error: {e})");
+    }
     let mut wc = [Completion::EMPTY; 32];
     let mut last = std::time::Instant::now();
     let mut batch = rest.len();
@@ -401,6 +410,12 @@ fn drain_fault<P: Provider>(
         };
         if n == 0 {
             p.progress();
+            // Nothing for a second with requests still out: move the QP to ERR once more
+            // (counted; rxe runs its flush again).
+            if last.elapsed() > Duration::from_secs(1) * (d.kicks + 1) && d.kicks < 3 {
+                d.kicks += 1;
+                let _ = p.to_error(qp);
+            }
             continue;
         }
         last = std::time::Instant::now();
@@ -569,8 +584,13 @@ fn receiver<P: Provider>(mut p: P, port: u16, gid: u8, state: Option<&str>) -> R
                         Ok(()) => {
                             k.qp.rq().ring();
                             recvs += 1;
+                            if let Some(e) = k.qp.rq().take_ring_error() {
+                                // Not given to the device: the provider took them back.
+                                recvs -= u64::from(e.count);
+                                refused = Some(format!("ring: {e}"));
+                            }
                         }
-                        Err(r) if post_fault(&r.error) => refused = Some(r.error),
+                        Err(r) if post_fault(&r.error) => refused = Some(r.error.to_string()),
                         Err(r) => return Err(r.error.into()),
                     }
                 }
@@ -589,7 +609,7 @@ fn receiver<P: Provider>(mut p: P, port: u16, gid: u8, state: Option<&str>) -> R
                                 k.qp.sq().ring();
                                 sends += 1;
                             }
-                            Err(r) if post_fault(&r.error) => refused = Some(r.error),
+                            Err(r) if post_fault(&r.error) => refused = Some(r.error.to_string()),
                             Err(r) => return Err(r.error.into()),
                         }
                     }
@@ -843,8 +863,12 @@ fn gateway<P: Provider>(mut p: P, host: &str, port: u16, gid: u8, total: u64) ->
                             Ok(()) => {
                                 k.qp.rq().ring();
                                 recvs += 1;
+                                if let Some(e) = k.qp.rq().take_ring_error() {
+                                    recvs -= u64::from(e.count);
+                                    refused = Some(format!("ring: {e}"));
+                                }
                             }
-                            Err(r) if post_fault(&r.error) => refused = Some(r.error),
+                            Err(r) if post_fault(&r.error) => refused = Some(r.error.to_string()),
                             Err(r) => return Err(r.error.into()),
                         }
                     }
