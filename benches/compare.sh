@@ -54,13 +54,13 @@ walltime() {
 printf '%-10s %6s %9s %11s %7s %9s %11s %7s\n' workload n "C Ir/op" "Rust Ir/op" ratio \
     "C ns/op" "Rust ns/op" ratio
 json=()
-for w in single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mixed16 lone16 rt; do
+for w in single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mixed16 poll16_one rt; do
     # "fast" (our WRITE-inline fast path) and "single_wrs" (generic post of requests read
     # from an array) compare with the same single-post C writer. recv16 and mixed16 count
     # one poll per round of 16 CQEs (cg_round16 on both sides).
     cw_name=$w fn=$w
     if [ "$w" = fast ] || [ "$w" = single_wrs ]; then cw_name=single fn=single; fi
-    if [ "$w" = recv16 ] || [ "$w" = mixed16 ] || [ "$w" = lone16 ]; then fn=round16; fi
+    if [ "$w" = recv16 ] || [ "$w" = mixed16 ] || [ "$w" = poll16_one ]; then fn=round16; fi
     # one (Mlx5Cq::poll_one) compares with the C poller's one-per-call poll1.
     if [ "$w" = one ]; then cw_name=poll1 fn=poll1; fi
     cfn=$fn
@@ -68,7 +68,7 @@ for w in single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mixed16 lo
     if [ "$w" = rt ]; then cfn='rt_*'; fi
     c=$(count "$OUT/c.$w" "cg_$cfn" "$OUT/ref_writer" "$cw_name" "$N")
     rfn=$w
-    if [ "$w" = recv16 ] || [ "$w" = mixed16 ] || [ "$w" = lone16 ]; then rfn=round16; fi
+    if [ "$w" = recv16 ] || [ "$w" = mixed16 ] || [ "$w" = poll16_one ]; then rfn=round16; fi
     # rt (the order round trip) counts its post and its two polls (cg_rt_post, cg_rt_poll on
     # both sides), per round trip.
     if [ "$w" = rt ]; then rfn=rt_; fi
@@ -95,7 +95,7 @@ echo "# poll1: per CQE, one per poll (a one-slot slice); one: the same through p
 echo "# poll0: per poll of an empty CQ (16 slots);"
 echo "# recv16: receive CQEs (receive wr_id), 16 per poll;"
 echo "# mixed16: send and receive CQEs alternating, 16 per poll;"
-echo "# lone16: per poll of 16 slots that finds one requester CQE;"
+echo "# poll16_one: per poll of 16 slots that finds one requester CQE;"
 echo "# rt: the order round trip, per trip: one inline 8-byte WRITE WITH IMMEDIATE posted (generic"
 echo "# post) and rung, its requester CQE and the peer's receive CQE (RESP_WR_IMM) polled one per"
 echo "# call (poll_one; the Rust bench re-posts the receive outside the count). C: benches/c."

@@ -4,7 +4,7 @@
 //!
 //! `cargo bench --bench mlx5_hot` prints the tables; `BENCH_RUNS` / `BENCH_WARMUP` tune the
 //! repetitions. `mlx5_hot --callgrind <workload> <n>` (single, single_wrs, fast, batch32,
-//! poll16, poll1, one, poll0, recv16, mixed16, lone16, rt) runs one workload for
+//! poll16, poll1, one, poll0, recv16, mixed16, poll16_one, rt) runs one workload for
 //! `benches/compare.sh` (instructions counted by callgrind inside `cg_*` functions only).
 
 mod harness;
@@ -377,7 +377,7 @@ fn callgrind(kind: &str, n: u32) {
             println!("polled {}", cg_poll0(&mut lb.cq, n as usize, &mut out));
         }
         "recv16" => println!("polled {}", rounds(&mut lb, n, 0)),
-        "lone16" => {
+        "poll16_one" => {
             // One signaled SEND completed per round, each polled with 16 slots.
             let mut out = [Completion::EMPTY; 16];
             let mut got = 0;
@@ -397,7 +397,7 @@ fn callgrind(kind: &str, n: u32) {
         other => {
             eprintln!(
                 "unknown callgrind workload {other}: single | single_wrs | fast | batch32 | \
-                 poll16 | poll1 | one | poll0 | recv16 | mixed16 | lone16 | rt"
+                 poll16 | poll1 | one | poll0 | recv16 | mixed16 | poll16_one | rt"
             );
             std::process::exit(2);
         }

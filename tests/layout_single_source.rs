@@ -76,60 +76,44 @@ const ALLOWED: &[(&str, &str, &str, &str)] = &[
         "0x9e37_79b9",
         "a 24-bit PSN",
     ),
-    // The hot path (CQ poller, SQ writer, plain-memory rig): switched by the hot-path change.
+    // The CQ poller's own forms of the ownership rule where wire's measured dearer in the
+    // compare.sh rows (`poll16` 35.2 -> 35.3, `mixed16` 47.6 -> 47.7), a receive-kind test, a
+    // 64-bit timestamp read as two words, and the rig's owner write (the device side).
     (
         "providers/mlx5/cq.rs",
         "ownership",
         "((op_own & MLX5_CQE_OWNER_MASK) != 0) == ((ci & dv.cqe_cnt) != 0)",
-        "switched by the hot-path change",
-    ),
-    (
-        "providers/mlx5/cq.rs",
-        "ownership",
-        "const_assert_eq!(MLX5_CQE_OWNER_MASK, 1)",
-        "switched by the hot-path change",
-    ),
-    (
-        "providers/mlx5/cq.rs",
-        "ownership",
-        "const PM: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK",
-        "switched by the hot-path change",
+        "the poller's form, kept for its measured cost; same rule as wire's (tests there)",
     ),
     (
         "providers/mlx5/cq.rs",
         "ownership",
         "((op_own & MLX5_CQE_OWNER_MASK) != 0) != ((ci & self.dv.cqe_cnt) != 0)",
-        "switched by the hot-path change",
+        "the poller's form, kept for its measured cost; same rule as wire's (tests there)",
     ),
     (
         "providers/mlx5/cq.rs",
         "hex",
         "x & !(0xf0 | 0x02) == 0",
-        "switched by the hot-path change",
+        "the poller's form, kept for its measured cost; same rule as wire's (tests there)",
     ),
     (
         "providers/mlx5/cq.rs",
         "offset arithmetic",
         "cqe64::TIMESTAMP + 4",
-        "switched by the hot-path change",
-    ),
-    (
-        "providers/mlx5/cq/hot.rs",
-        "ownership",
-        "PLAIN_MASK: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK",
-        "switched by the hot-path change",
+        "the poller's form, kept for its measured cost; same rule as wire's (tests there)",
     ),
     (
         "providers/mlx5/cq/hot.rs",
         "ownership",
         "op_own & MLX5_CQE_OWNER_MASK != parity",
-        "switched by the hot-path change",
+        "the poller's form, kept for its measured cost; same rule as wire's (tests there)",
     ),
     (
         "benches/rig/plain.rs",
         "ownership",
         "& !MLX5_CQE_OWNER_MASK) | owner",
-        "switched by the hot-path change",
+        "the poller's form, kept for its measured cost; same rule as wire's (tests there)",
     ),
 ];
 

@@ -125,7 +125,7 @@ fn requester_opcodes_and_byte_len() {
     let c = poll_all(&mut cq);
     assert_eq!(c[0].opcode, WcOpcode::RdmaWrite);
     assert_eq!((c[1].opcode, c[1].byte_len), (WcOpcode::RdmaRead, 8));
-    // The QP is the hot one now: a run of every requester opcode on the short way, each
+    // The QP is the hot one now: a run of every requester opcode on the fast path, each
     // opcode change and each byte length taken right.
     let wrs = [
         SendWr::send(3, &SGE),
@@ -467,7 +467,7 @@ fn dropped_qp_cqes_are_purged_and_its_qpn_can_return() {
     assert_eq!(cq.bogus_cqes(), 1);
 }
 
-/// The short way remembers the last CQE word (opcode and qpn) it took; after another QP
+/// The fast path remembers the last CQE word (opcode and qpn) it took; after another QP
 /// became the hot one, a CQE of the first QP with that same word must still go to the first
 /// QP, even when its `wqe_counter` equals the hot QP's oldest outstanding WQE.
 #[test]
@@ -483,7 +483,7 @@ fn a_cqe_of_the_previous_hot_qp_completes_its_own_request() {
     };
     let ids = |c: Vec<Completion>| c.iter().map(|c| (c.qp_num, c.wr_id)).collect::<Vec<_>>();
     post(&mut a, &[0xa0, 0xa1]);
-    // The first poll maps qp a; the second takes its CQE on the short way.
+    // The first poll maps qp a; the second takes its CQE on the fast path.
     d.push(&Cqe::req(0x73, 0, 0x0a, 0));
     assert_eq!(ids(poll_all(&mut cq)), [(0x73, 0xa0)]);
     d.push(&Cqe::req(0x73, 1, 0x0a, 0));
@@ -503,9 +503,9 @@ fn a_cqe_of_the_previous_hot_qp_completes_its_own_request() {
 }
 
 /// A poll of 16 slots that finds one CQE (the next not written) takes the single-CQE way;
-/// a lone CQE that way cannot take (it covers unsignaled requests) still completes them all.
+/// a single CQE that way cannot take (it covers unsignaled requests) still completes them all.
 #[test]
-fn a_lone_cqe_in_a_poll_of_many_slots() {
+fn a_single_cqe_in_a_poll_of_many_slots() {
     let (mut cq, mut d) = cq(16, 64);
     let (mut qp, _dq) = qp_on(&mut cq, 0x75, None);
     qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
@@ -525,7 +525,7 @@ fn a_lone_cqe_in_a_poll_of_many_slots() {
             "{c:?}"
         );
     }
-    // Two unsignaled requests, then a signaled one: its lone CQE covers them.
+    // Two unsignaled requests, then a signaled one: its single CQE covers them.
     for wr in [
         SendWr::send(6, &SGE),
         SendWr::send(7, &SGE),
@@ -547,7 +547,7 @@ fn a_lone_cqe_in_a_poll_of_many_slots() {
 }
 
 /// `Completion` is 8-aligned: a caller's buffer at 8 mod 16 takes every path's stores (the
-/// short way's 16-byte stores are unaligned ones), nothing written beside it.
+/// fast path's 16-byte stores are unaligned ones), nothing written beside it.
 #[test]
 fn completions_land_in_a_buffer_aligned_to_8_only() {
     let (mut cq, mut d) = cq(64, 64);
@@ -568,8 +568,8 @@ fn completions_land_in_a_buffer_aligned_to_8_only() {
         std::slice::from_raw_parts_mut(p, 16)
     };
     let mut id = 0u64;
-    // First a poll that makes the QP hot, then runs of 16, 5 and 1 (the send-only run, its
-    // end at a drained queue, the lone CQE).
+    // First a poll that makes the QP hot, then runs of 16, 5 and 1 (the requester-only run, its
+    // end at a drained queue, the single CQE).
     for batch in [1u16, 16, 5, 1] {
         for _ in 0..batch {
             qp.sq().post(SendWr::send(id + 1, &SGE).signaled()).unwrap();

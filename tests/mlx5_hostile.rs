@@ -126,7 +126,7 @@ fn a_64_byte_scatter_on_64_byte_cqes_copies_nothing() {
 }
 
 /// Requester CQEs while nothing is outstanding (before any post, and the same CQE again
-/// after its request completed, on the short way and off it) are dropped and counted; the
+/// after its request completed, on the fast path and off it) are dropped and counted; the
 /// next real completion still maps to its own request.
 #[test]
 fn stray_requester_cqes_are_dropped_and_nothing_completes_twice() {
@@ -138,7 +138,7 @@ fn stray_requester_cqes_are_dropped_and_nothing_completes_twice() {
     qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
     qp.sq().ring();
     d.push(&Cqe::req(0x33, 0, 0x0a, 0));
-    // The same again in the same poll (the short way sees the QP now) and in the next one.
+    // The same again in the same poll (the fast path sees the QP now) and in the next one.
     d.push(&Cqe::req(0x33, 0, 0x0a, 0));
     let out = poll_all(&mut cq);
     assert_eq!(out.len(), 1);
@@ -154,10 +154,10 @@ fn stray_requester_cqes_are_dropped_and_nothing_completes_twice() {
     assert_eq!((out.len(), out[0].wr_id), (1, 2));
 }
 
-/// A lone requester CQE naming qpn 0xffffff while the CQ knows no QP yet (the one-slot short
+/// A single requester CQE naming qpn 0xffffff while the CQ knows no QP yet (the one-slot short
 /// way compares the CQE with the hot QP's number): dropped and counted, nothing completes.
 #[test]
-fn a_lone_cqe_of_qpn_ffffff_without_a_hot_qp_is_dropped() {
+fn a_single_cqe_of_qpn_ffffff_without_a_hot_qp_is_dropped() {
     let (mut cq, mut d) = cq(16, 64);
     let (mut qp, _dq) = qp_on(&mut cq, 0x34, None);
     qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
@@ -194,7 +194,7 @@ fn an_srq_entry_completes_once() {
     assert_eq!(cq.bogus_cqes(), 1);
 }
 
-/// The short way (runs of plain CQEs of the QP the last CQE named, its queues' positions in
+/// The fast path (runs of plain CQEs of the QP the last CQE named, its queues' positions in
 /// registers): sends and receives interleaved in one poll, across the ring's wrap, each
 /// complete once with their own wr_id, length, source QP and GRH flag; then a receive CQE
 /// with no receive outstanding and a send CQE naming a WQE not posted are dropped and
@@ -263,7 +263,7 @@ fn short_way_runs_complete_each_request_once() {
     }
     assert_eq!(cq.bogus_cqes(), 0);
     // Nothing outstanding: a receive CQE and a send CQE, after a good send CQE in the same
-    // poll (so both meet the short way), are dropped and counted.
+    // poll (so both meet the fast path), are dropped and counted.
     qp.sq().post(SendWr::send(9, &SGE).signaled()).unwrap();
     qp.sq().ring();
     d.push(&Cqe::req(0x55, send, 0x0a, 0));
@@ -317,7 +317,7 @@ fn send_runs_wrap_the_ring_and_the_counter() {
     }
 }
 
-/// The short way takes a send CQE only when the whole WQE it names is below the producer
+/// The fast path takes a send CQE only when the whole WQE it names is below the producer
 /// position the poster published: a WQE written but not rung is not taken there; the general
 /// path drops it (counted) and each request still completes once. WQE sizes come from what
 /// the poster recorded, not from the ring (which the device reads): a ctrl segment whose ds

@@ -202,7 +202,7 @@ fn poll_ts_gives_each_completion_its_own_time_on_both_paths() {
     use rdma_direct::providers::{RecvQueue, RecvWr};
     let mut r = rig(SimClockConfig::default(), TimestampKind::FreeRunning);
     // Receives on the peer, SENDs from us. The first round's polls map the QP (the general
-    // path); in the second each CQ knows it, and the poll starts with the short way.
+    // path); in the second each CQ knows it, and the poll starts with the fast path.
     for round in 0..2u64 {
         for i in 4 * round..4 * round + 4 {
             let sge = [r.mr.sge(32, 8)];

@@ -14,7 +14,7 @@
  *   ref_writer recv16 N    responder CQEs, one poll of 16 per round (cg_round16); wr_id from
  *                          the receive queue's wr_id array at its tail, byte_len from the CQE
  *   ref_writer mixed16 N   requester and responder CQEs alternating, as above
- *   ref_writer lone16 N    N polls of 16 slots, each finding one requester CQE (written
+ *   ref_writer poll16_one N    N polls of 16 slots, each finding one requester CQE (written
  *                          before the call): the busy poller's case when completions
  *                          trickle in
  *   ref_writer rt N        N order round trips: one inline WRITE WITH IMMEDIATE posted (cg_rt_post),
@@ -344,7 +344,7 @@ int main(int argc, char **argv)
 		struct wc out[16];
 		cq2_new(&cq);
 		printf("polled %u\n", cg_poll0(&cq, n, out));
-	} else if (!strcmp(kind, "lone16")) {
+	} else if (!strcmp(kind, "poll16_one")) {
 		struct cq2 cq;
 		struct wc out[16];
 		unsigned got = 0;
@@ -410,7 +410,7 @@ int main(int argc, char **argv)
 		}
 		printf("polled %u\n", got);
 	} else {
-		fprintf(stderr, "usage: ref_writer single|batch32|poll16|poll1|poll0|recv16|mixed16|lone16|rt [n]\n");
+		fprintf(stderr, "usage: ref_writer single|batch32|poll16|poll1|poll0|recv16|mixed16|poll16_one|rt [n]\n");
 		return 2;
 	}
 	return 0;

@@ -7,7 +7,7 @@
 //!   and its owner bit equals `(ci & cqe_cnt) != 0` (the wrap parity). The body is read only
 //!   after that check, behind [`from_device_load_barrier`], with volatile loads (never `&`
 //!   into CQ memory). With 128-byte CQEs the 64-byte CQE is the second half of the slot.
-//! - After a batch: the barrier of "The short way" below, then `dbrec[0] = be32(ci & 0xffffff)`
+//! - After a batch: the barrier of "The fast path" below, then `dbrec[0] = be32(ci & 0xffffff)`
 //!   once.
 //!
 //! ## Mapping a CQE to a request
@@ -88,10 +88,10 @@
 //! on it (`providers/cq_room.rs`), so for QPs made there the refusal comes only while CQEs
 //! of a reset or dropped QP still sit unpolled in the ring (see above).
 //!
-//! ## The short way
+//! ## The fast path
 //!
 //! Successful CQEs without scattered data of the QP the last CQE named (the hot QP) take a
-//! short way without the QP table, the purge logic or the walk (`cq/hot.rs`):
+//! fast path without the QP table, the purge logic or the walk (`cq/hot.rs`):
 //!
 //! - a requester CQE (opcode REQ) that completes the oldest outstanding send WQE (nothing
 //!   covered: selective signaling off, or every WR signaled);
@@ -105,7 +105,7 @@
 //! the QP's doorbell record (re-read only when a WQE seems past it); a receive against the
 //! RQ head the poster published. The queues' positions sit in registers (`Hot`, each side
 //! taken once per poll at its first CQE, when the QP has no purge pending and is alive) and
-//! are published when the short way ends or before any CQE goes to `process`. A single
+//! are published when the fast path ends or before any CQE goes to `process`. A single
 //! requester CQE (a poll of one slot, [`Mlx5Cq::poll_one`], or a CQE with no software-owned
 //! CQE after it) goes through `process_req`, nothing to set up: the hot QP and an opcode
 //! without a byte length in one compare, the QP's liveness and purge, the oldest
@@ -160,9 +160,8 @@ use crate::mmio;
 use crate::wire::offset::{cqe64, ctrl, data, err_cqe};
 use crate::wire::{
     MLX5_CQE64_LEN, MLX5_CQE_FLAGS_GRH, MLX5_CQE_INVALID, MLX5_CQE_OPCODE_SHIFT,
-    MLX5_CQE_OWNER_MASK, MLX5_CQE_REQ, MLX5_CQE_REQ_ERR, MLX5_CQE_REQ_PLAIN_MASK,
-    MLX5_CQE_RESP_ERR, MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM,
-    MLX5_CQE_SYNDROME_BAD_RESP_ERR, MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR,
+    MLX5_CQE_OWNER_MASK, MLX5_CQE_REQ, MLX5_CQE_REQ_ERR, MLX5_CQE_RESP_ERR, MLX5_CQE_RESP_SEND_IMM,
+    MLX5_CQE_RESP_WR_IMM, MLX5_CQE_SYNDROME_BAD_RESP_ERR, MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR,
     MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR,
     MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, MLX5_CQE_SYNDROME_MW_BIND_ERR,
     MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
@@ -242,10 +241,8 @@ const NO_HOT_TAG: u64 = 1 << 32;
 /// owner matches and the opcode is below INVALID (15).
 #[inline(always)]
 const fn owned(x: u8) -> bool {
-    x.rotate_right(1) < (MLX5_CQE_INVALID << (MLX5_CQE_OPCODE_SHIFT - 1))
+    crate::wire::cqe_sw_owned_x(x)
 }
-static_assertions::const_assert_eq!(MLX5_CQE_OWNER_MASK, 1);
-static_assertions::const_assert_eq!(MLX5_CQE_INVALID, 15);
 
 /// The `op_own` bits that say the data is in the CQE (scatter to CQE).
 const INLINE_SCATTER: u8 = MLX5_INLINE_SCATTER_32 | MLX5_INLINE_SCATTER_64;
@@ -300,7 +297,7 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     /// (the WQE opcode) exactly for a CQE of the hot QP, and never when there is none.
     hot_tag: u64,
     /// CQE bytes 56..59 (WQE opcode and qpn, as a little-endian u32) of the last CQE the
-    /// send-only run took, where the next run starts (see `run_sq`). Always names the hot
+    /// requester-only run took, where the next run starts (see `run_sq`). Always names the hot
     /// QP: set to its number with opcode 0 whenever `hot_qpn` changes.
     hot_want: core::cell::Cell<u32>,
     shared: Arc<CqShared>,
@@ -467,7 +464,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let parity = self.cur_par;
         // Software-owned, a plain requester CQE (opcode REQ) or a plain receive (RESP_SEND),
         // no scattered data: one test each.
-        const PM: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK;
+        const PM: u8 = crate::wire::CQE_PLAIN_OWNED_MASK;
         const RESP_PLAIN: u8 = crate::wire::MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT;
         let x = op_own ^ parity;
         // Software-owned and not plain: the general loop (below). Not software-owned: empty.
@@ -500,7 +497,7 @@ impl<D: Owners> Mlx5Cq<D> {
         } else {
             0
         };
-        // The CQEs a run of the short way took, if one ran.
+        // The CQEs a run of the fast path took, if one ran.
         let run = if plain_req {
             if out.len() == 1 || (peek && !owned(y)) {
                 // A single requester CQE: the single-CQE way, with nothing to set up
@@ -560,14 +557,14 @@ impl<D: Owners> Mlx5Cq<D> {
         start_ci: u32,
         mut released: u32,
     ) -> usize {
-        // The short way for the hot QP, taken at its first CQE (see `run_hot`).
+        // The fast path for the hot QP, taken at its first CQE (see `run_hot`).
         let mut hot = Hot::new(self.hot_qpn, self.hot_qp);
         while n < out.len() {
             if self.hot_qpn != u32::MAX {
                 let h = &mut hot;
                 let k = self.run_hot(h, ci, &mut out[n..]);
                 if TS {
-                    // One completion per CQE on the short way; the slots are still ours
+                    // One completion per CQE on the fast path; the slots are still ours
                     // (the dbrec store comes last).
                     for j in 0..k {
                         ts[n + j] = self.cqe_timestamp_at(ci.wrapping_add(j as u32));
@@ -595,7 +592,7 @@ impl<D: Owners> Mlx5Cq<D> {
             }
             // Orders the owner-bit load above before the loads of the CQE body below.
             from_device_load_barrier();
-            // `process` reads and retires either queue: publish what the short way did; it
+            // `process` reads and retires either queue: publish what the fast path did; it
             // is taken again (for the QP `process` maps, which becomes the hot one) after.
             hot.flush();
             self.ci = ci;
@@ -657,7 +654,7 @@ impl<D: Owners> Mlx5Cq<D> {
         debug_assert_eq!(cqe, cqe_ptr(&self.dv, ci));
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
         let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ self.cur_par;
-        const PM: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK;
+        const PM: u8 = crate::wire::CQE_PLAIN_OWNED_MASK;
         if x & PM != 0 {
             if !owned(x) {
                 // Nothing in the ring: a CQ in error is reported here as in `poll`.

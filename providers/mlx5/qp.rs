@@ -9,7 +9,7 @@ use super::dv::DvQp;
 use super::owners::Owners;
 use super::rq::{Mlx5Rq, Mlx5Srq};
 use super::shared::{
-    CqShared, QpShared, RqShared, SqGates, SqShared, SrqShared, CQ_ERROR_SET, PURGE_ACTIVE,
+    CqShared, QpShared, RqShared, SqFastLimit, SqShared, SrqShared, CQ_ERROR_SET, PURGE_ACTIVE,
 };
 use super::sq::Mlx5Sq;
 use super::{DoorbellMode, Mlx5Device};
@@ -243,7 +243,7 @@ impl<D: Owners> Mlx5Qp<D> {
             stale_recv: AtomicU32::new(0),
             alive: AtomicBool::new(true),
             failed: AtomicBool::new(false),
-            gates: SqGates::new(),
+            fast_limit: SqFastLimit::new(),
             send_cq: send_shared.clone(),
             recv_cq: recv_shared.clone(),
         });

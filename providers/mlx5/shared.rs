@@ -227,24 +227,24 @@ impl SqShared {
     }
 }
 
-/// The fast-path gate of a send queue: an inline WRITE / SEND of at most 12 bytes takes the
+/// The fast-path limit of a send queue: an inline WRITE / SEND of at most 12 bytes takes the
 /// one-WQEBB fast path while the producer index `pi < fast_end` (unsigned; 0 = closed). The
 /// poster sets it to its posting budget's limit when the QP allows the fast path (RC / UC,
 /// `max_inline_data >= 12`, no `signal_every`) and that limit does not wrap past `u32::MAX`,
 /// else to 0; the poller zeroes it right after it sets `QpShared::failed`, so the one load
 /// the fast path makes anyway covers the budget, the QP type and state, the inline cap and a
 /// failed QP (refused posts go the general way, which checks `failed`). Both sides use
-/// `SeqCst` for the flag and the gate when they write (a Dekker pair: the poster stores the
-/// gate, then loads `failed` and zeroes it if set; the poller stores `failed`, then zeroes
-/// the gate), so a failed QP never keeps an open gate; the fast path reads it `Relaxed`.
+/// `SeqCst` for the flag and the limit when they write (a Dekker pair: the poster stores the
+/// limit, then loads `failed` and zeroes it if set; the poller stores `failed`, then zeroes
+/// the limit), so a failed QP never keeps an open limit; the fast path reads it `Relaxed`.
 /// Written at each budget refill (one per up to 256 WQEBBs posted) and on control-path events.
-pub(crate) struct SqGates {
+pub(crate) struct SqFastLimit {
     pub fast_end: AtomicU32,
 }
 
-impl SqGates {
-    pub fn new() -> SqGates {
-        SqGates {
+impl SqFastLimit {
+    pub fn new() -> SqFastLimit {
+        SqFastLimit {
             fast_end: AtomicU32::new(0),
         }
     }
@@ -370,8 +370,8 @@ pub(crate) struct QpShared {
     /// `CQ_ERROR_SET | cqn` once a CQ this QP completes on went into error (0: none); the
     /// reason posts are refused with, and why a reset does not revive the QP.
     pub cq_error: AtomicU32,
-    /// The send queue's fast-path gates, read on every post (see `sq.rs`).
-    pub gates: SqGates,
+    /// The send queue's fast-path limit, read on every post (see `sq.rs`).
+    pub fast_limit: SqFastLimit,
     /// The CQs (to give back reservations on reset/drop).
     pub send_cq: std::sync::Arc<CqShared>,
     pub recv_cq: std::sync::Arc<CqShared>,
@@ -383,7 +383,7 @@ impl QpShared {
     /// completion.
     pub fn fail(&self) {
         if !self.failed.swap(true, Ordering::SeqCst) {
-            self.gates.close();
+            self.fast_limit.close();
         }
     }
 

@@ -3,7 +3,7 @@
 //! This file holds the queue's state, its control-path setters and the post paths
 //! ([`SendQueue`]); one job each in the files below it: `check.rs` (validation of a request
 //! into the WQE's plan), `write.rs` (the WQE writers and the poster's record), `budget.rs`
-//! (the posting budget and the fast-path gate), `ring.rs` (doorbell and BlueFlame).
+//! (the posting budget and the fast-path limit), `ring.rs` (doorbell and BlueFlame).
 //!
 //! ## Indices
 //!
@@ -49,15 +49,15 @@
 //! adds to), so the fast path counts nothing.
 //!
 //! An error completion moves the QP to ERR behind the poster's back: the poller sets
-//! `QpShared::failed` and closes the fast-path gate ([`SqGates`]), which the fast path
+//! `QpShared::failed` and closes the fast-path limit ([`SqFastLimit`]), which the fast path
 //! reads anyway; the general path checks `failed` and refuses with `BadState`.
 //!
 //! ## Fast path
 //!
 //! An inline WRITE or SEND (no UD destination) of at most 12 bytes fits one WQEBB (ctrl,
 //! [raddr,] one inline segment), which never wraps. [`SendQueue::post`] writes it with 64-bit
-//! stores from precomputed parts when `pi < SqGates::fast_end` (one load, one compare, besides
-//! `len <= 12`). The gate is the budget's `limit`, published whenever `limit` changes, when
+//! stores from precomputed parts when `pi < SqFastLimit::fast_end` (one load, one compare, besides
+//! `len <= 12`). The limit is the budget's `limit`, published whenever `limit` changes, when
 //! the QP allows the fast path at all (RC / UC, `max_inline_data >= 12`, no `signal_every`)
 //! and `pi..limit` does not wrap past `u32::MAX`, else 0 (the wrap happens once per 2^32
 //! WQEBBs; until the next refill those posts go the general way); the poller zeroes it when
@@ -97,7 +97,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::owners::Owners;
-use super::shared::{CqShared, QpShared, SqEntry, SqGates};
+use super::shared::{CqShared, QpShared, SqEntry, SqFastLimit};
 use super::{DoorbellMode, Mlx5Device};
 use crate::wire::{
     MLX5_OPCODE_RDMA_WRITE, MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_OPCODE_SEND, MLX5_QPN_MASK,
@@ -139,9 +139,9 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     /// adds to it (the fast path writes one-WQEBB WQEs), so counting costs the fast path
     /// nothing.
     bb_extra: u32,
-    /// `QpShared::gates` (`shared` keeps it alive): the fast path is open while
-    /// `pi < fast_end` (see [`SqGates`]).
-    gates: *const SqGates,
+    /// `QpShared::fast_limit` (`shared` keeps it alive): the fast path is open while
+    /// `pi < fast_end` (see [`SqFastLimit`]).
+    fast_limit: *const SqFastLimit,
     /// The fast path's ctrl segment bytes 0..8 less the WQE index, by
     /// `[2 * is_write + has_data]`: `be32(opcode)` in the low half (opmod 0), `be32(qpn << 8
     /// | ds)` in the high half; the WQE ORs in `be32(wqe_idx << 8)`.
@@ -178,7 +178,7 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     bf_min_ds: u32,
     bf_max_ds: u32,
     /// The QP allows the fast path (RC / UC, `max_inline_data >= FAST_INLINE_MAX`, no
-    /// `signal_every`): `SqGates::fast_end` follows `limit`, else it stays 0.
+    /// `signal_every`): `SqFastLimit::fast_end` follows `limit`, else it stays 0.
     fast_ok: bool,
     /// CQ entries held beyond `limit - pi` (see the module doc).
     cq_extra: u32,
@@ -260,7 +260,7 @@ impl<D: Owners> Mlx5Sq<D> {
             ctrl_fm: 0,
             last_ctrl: 0,
             wqes: shared.sq.wqes.as_ptr(),
-            gates: &shared.gates,
+            fast_limit: &shared.fast_limit,
             dbrec_sq: dv.dbrec.wrapping_add(MLX5_SND_DBR),
             bf_cur: bf_reg,
             bf_flip: (bf_reg as usize) ^ (bf_reg as usize + bf_size as usize),
@@ -330,7 +330,7 @@ impl<D: Owners> Mlx5Sq<D> {
         let sq = &self.shared.sq;
         sq.done.ci.store(0, Ordering::Relaxed);
         sq.done.retired.store(0, Ordering::Relaxed);
-        // Reopen the fast-path gates a failure closed (the caller cleared `failed`).
+        // Reopen the fast-path limit a failure closed (the caller cleared `failed`).
         self.update_fast_limits();
     }
 
@@ -461,8 +461,8 @@ impl<D: Owners> SendQueue for Mlx5Sq<D> {
     }
     #[inline(always)]
     fn post<'a>(&mut self, wr: SendWr<'a, D::Ah>) -> Result<(), Rejected<SendWr<'a, D::Ah>>> {
-        // Small inline WRITEs and SENDs (one WQEBB) take the fast path while its gate is open:
-        // same checks (folded into the gate, see `SqGates`), same bytes. Anything else, and
+        // Small inline WRITEs and SENDs (one WQEBB) take the fast path while its limit allows it:
+        // same checks (folded into the limit, see `SqFastLimit`), same bytes. Anything else, and
         // the post that finds the budget empty, goes the general way (which refills it).
         if let (Payload::Inline(data), None) = (wr.payload, wr.ud) {
             let fast_op = matches!(wr.op, SendOp::Write { .. } | SendOp::Send);

@@ -1,4 +1,4 @@
-//! The short way of the CQ (see "The short way" in `cq.rs`): successful CQEs without
+//! The fast path of the CQ (see "The fast path" in `cq.rs`): successful CQEs without
 //! scattered data of the QP the last CQE named, each completing that QP's oldest outstanding
 //! send WQE (nothing covered) or the RQ's oldest receive, with the queues' positions in
 //! registers. Every other CQE is left to `process`.
@@ -36,8 +36,8 @@ pub(super) const REQ_OP_WITH_LEN: u32 = MLX5_OPCODE_RDMA_READ as u32;
 /// Bytes 1..3 of the little-endian u32 of CQE bytes 56..59: the qpn.
 const QPN_MATCH_MASK: u32 = 0xffff_ff00;
 /// `op_own` bits a short-way CQE is checked on: opcode, scatter bits, owner (not SE).
-pub(super) const PLAIN_MASK: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK;
-/// `op_own` of a plain incoming SEND with owner bit 0 (the receive short way).
+pub(super) const PLAIN_MASK: u8 = crate::wire::CQE_PLAIN_OWNED_MASK;
+/// `op_own` of a plain incoming SEND with owner bit 0 (the receive fast path).
 pub(super) const RESP_PLAIN: u8 = MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT;
 
 /// `byte_len` and `qp_num` of a [`Completion`] as the one 8-byte word they share in memory
@@ -132,7 +132,7 @@ unsafe fn recv_completion(cqe: *const u8, wr_id: u64, qpn: u32) -> Completion {
     }
 }
 
-/// A side of the short way: not looked at yet this poll, ready, or not available.
+/// A side of the fast path: not looked at yet this poll, ready, or not available.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Side {
     Untried,
@@ -140,7 +140,7 @@ enum Side {
     Off,
 }
 
-/// The hot QP's queues on the short way, copied out of its `QpShared` (each side when its
+/// The hot QP's queues on the fast path, copied out of its `QpShared` (each side when its
 /// first CQE comes, once per poll) so the per-CQE work touches registers and the rings only.
 /// Positions reached are published by [`Hot::flush`].
 pub(super) struct Hot {
@@ -198,7 +198,7 @@ fn ravail_at(rq: *const RqShared, tail: u32) -> u32 {
         .wrapping_sub(tail)
 }
 
-/// [`ravail_at`] out of line, for the short way's rare re-reads.
+/// [`ravail_at`] out of line, for the fast path's rare re-reads.
 #[cold]
 #[inline(never)]
 fn read_ravail(rq: *const RqShared, tail: u32) -> u32 {
@@ -206,7 +206,7 @@ fn read_ravail(rq: *const RqShared, tail: u32) -> u32 {
 }
 
 impl Hot {
-    /// The short way for the CQ's hot QP (`hot_qpn`, `hot_qp`); its sides are taken when
+    /// The fast path for the CQ's hot QP (`hot_qpn`, `hot_qp`); its sides are taken when
     /// their first CQE comes.
     #[inline(always)]
     pub(super) fn new(qpn: u32, qp: *const QpShared) -> Hot {
@@ -304,7 +304,7 @@ impl Hot {
 }
 
 impl<D: Owners> Mlx5Cq<D> {
-    /// The hot QP's doorbell record (the short way's rare re-reads of the published producer
+    /// The hot QP's doorbell record (the fast path's rare re-reads of the published producer
     /// position go through `self`, so its loop keeps fewer values live).
     #[inline(always)]
     pub(super) fn hot_dbrec(&self) -> *const u32 {
@@ -352,7 +352,7 @@ impl<D: Owners> Mlx5Cq<D> {
         self.run_short::<SQ, RQ, BIG, P>(ci, cqe, out)
     }
 
-    /// The short way at the start of a poll whose first CQE (`cqe`, at `ci`, owner bit `P`:
+    /// The fast path at the start of a poll whose first CQE (`cqe`, at `ci`, owner bit `P`:
     /// the parity of `ci`) is a plain CQE of a side this instance runs (`SQ`: requester,
     /// `RQ`: receive; `BIG`: 128-byte CQEs). Takes the hot QP's sides itself (purge,
     /// liveness, positions straight into registers; 0 when one is not available), runs the
@@ -575,7 +575,7 @@ impl<D: Owners> Mlx5Cq<D> {
         k
     }
 
-    /// The short way from position `ci` (software-owned or not): fills `out` from its start
+    /// The fast path from position `ci` (software-owned or not): fills `out` from its start
     /// and returns how many, stopping at the ring's end (the owner parity flips there), at a
     /// CQE that is not software-owned (`h.idle`), or at the first CQE it does not take:
     /// `poll` hands that one to [`Self::process`], which handles every case. A requester CQE
@@ -602,7 +602,7 @@ impl<D: Owners> Mlx5Cq<D> {
             (true, false) => self.run_sides::<true, false>(h, ci, out),
             (false, true) => self.run_sides::<false, true>(h, ci, out),
             (true, true) => self.run_sides::<true, true>(h, ci, out),
-            // Nothing for the short way: `poll` looks at the CQE itself.
+            // Nothing for the fast path: `poll` looks at the CQE itself.
             (false, false) => 0,
         }
     }

@@ -1,6 +1,6 @@
 //! The general path of the CQ: one CQE of any kind (`process`), mapped to its QP through
 //! the CQ's table, with purge marks, liveness, error syndromes and scatter-to-CQE; what the
-//! short ways leave. The module doc of `cq.rs` states the contract.
+//! fast paths leave. The module doc of `cq.rs` states the contract.
 
 use super::*;
 
@@ -72,7 +72,7 @@ impl<D: Owners> Mlx5Cq<D> {
         if err {
             // The device moved the QP to ERR: its queues refuse posts from now on.
             if !qp.failed.swap(true, Ordering::SeqCst) {
-                qp.gates.close();
+                qp.fast_limit.close();
             }
             // SAFETY: see above; the word holds hw syndrome, type, vendor syndrome, syndrome.
             let w = unsafe { be32_at(cqe, err_cqe::HW_ERR_SYND) };

@@ -1,5 +1,5 @@
 //! The requester side of the CQ: send completions. The module doc of `cq.rs` states the
-//! contract (mapping `wqe_counter`, covered requests, the short way, scatter by the WQE's
+//! contract (mapping `wqe_counter`, covered requests, the fast path, scatter by the WQE's
 //! own opcode, retire after the copy).
 
 use super::*;

@@ -1,4 +1,4 @@
-//! The send-only run of the short way (see "The short way" in `cq.rs`): a stream of
+//! The requester-only run of the fast path (see "The fast path" in `cq.rs`): a stream of
 //! successful requester CQEs of the hot QP, each completing its oldest outstanding WQE,
 //! kept apart from the two-sided loop of `hot.rs` so that its state fits in registers. The
 //! CQ remembers CQE bytes 56..59 (opcode and qpn) of the last CQE it took (`hot_want`): a
@@ -120,7 +120,7 @@ pub(super) enum Req {
 }
 
 impl<D: Owners> Mlx5Cq<D> {
-    /// The requester-CQE path of the short way, the one both runs take (the send-only run
+    /// The requester-CQE path of the fast path, the one both runs take (the requester-only run
     /// below, the two-sided loop of `hot.rs`): the CQE's `wqe_counter` `wc` must name the
     /// oldest outstanding WQE (`s.sci`), and the WQE, as large as the poster recorded it,
     /// must lie wholly below the published producer position (`s.avail`, read again through
@@ -414,7 +414,7 @@ impl<D: Owners> Mlx5Cq<D> {
         (step, s)
     }
 
-    /// [`avail_at`] for the hot QP, out of line: the short way's rare re-reads of the
+    /// [`avail_at`] for the hot QP, out of line: the fast path's rare re-reads of the
     /// published producer position (the QP is loaded here, not kept live in the loop).
     #[cold]
     #[inline(never)]

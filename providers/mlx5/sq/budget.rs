@@ -1,6 +1,6 @@
 //! The posting budget (see "Posting budget" in the `sq` module doc): `limit - pi` WQEBBs a
 //! post may take without looking at shared state, refilled from the consumer index, the
-//! outstanding-request count and the CQ's reservation; the fast-path gate that follows it.
+//! outstanding-request count and the CQ's reservation; the fast-path limit that follows it.
 
 use std::sync::atomic::Ordering;
 
@@ -10,7 +10,7 @@ use crate::{PostError, QpState, QpType};
 
 impl<D: Owners> Mlx5Sq<D> {
     /// Whether the QP allows the fast path (QP type, inline cap, `signal_every`), then the
-    /// gate.
+    /// limit.
     pub(super) fn update_fast_limits(&mut self) {
         self.fast_ok = self.signal_every == 0
             && self.qp_type != QpType::Ud
@@ -18,8 +18,8 @@ impl<D: Owners> Mlx5Sq<D> {
         self.publish_limit();
     }
 
-    /// The fast-path gate after `limit` or `fast_ok` changed (see
-    /// [`SqGates`](super::SqGates)): `limit` when the fast path is allowed and `pi..limit`
+    /// The fast-path limit after `limit` or `fast_ok` changed (see
+    /// [`SqFastLimit`](super::SqFastLimit)): `limit` when the fast path is allowed and `pi..limit`
     /// does not wrap, else closed.
     #[inline(never)]
     pub(super) fn publish_limit(&mut self) {
@@ -28,9 +28,9 @@ impl<D: Owners> Mlx5Sq<D> {
         } else {
             0
         };
-        let g = &self.shared.gates;
+        let g = &self.shared.fast_limit;
         g.fast_end.store(end, Ordering::SeqCst);
-        // The poller may have failed the QP meanwhile (see `SqGates`).
+        // The poller may have failed the QP meanwhile (see `SqFastLimit`).
         if self.shared.failed.load(Ordering::SeqCst) {
             g.close();
         }
@@ -111,17 +111,17 @@ impl<D: Owners> Mlx5Sq<D> {
         self.pi.wrapping_sub(self.bb_extra)
     }
 
-    /// The fast path may take an inline payload of `len` bytes now: the gate is open for
-    /// `pi` (budget, QP type and state, inline cap; see [`SqGates`](super::SqGates)) and the
+    /// The fast path may take an inline payload of `len` bytes now: the limit allows it for
+    /// `pi` (budget, QP type and state, inline cap; see [`SqFastLimit`](super::SqFastLimit)) and the
     /// payload fits one inline segment.
     #[inline(always)]
     pub(super) fn fast_open(&self, len: usize) -> bool {
-        // SAFETY: `gates` points into `shared`, which this queue holds.
-        let end = unsafe { (*self.gates).fast_end.load(Ordering::Relaxed) };
+        // SAFETY: `fast_limit` points into `shared`, which this queue holds.
+        let end = unsafe { (*self.fast_limit).fast_end.load(Ordering::Relaxed) };
         self.pi < end && len <= FAST_INLINE_MAX as usize
     }
 
-    /// The gate was shut for a fast-path request of `len` bytes: when only the budget ran
+    /// The limit refused for a fast-path request of `len` bytes: when only the budget ran
     /// out, refill it for this request (one WQEBB) and say so; the caller then writes it on
     /// the fast path. Otherwise (or when the refill is refused) false: the general path
     /// takes the request and finds the same refusal, if any.

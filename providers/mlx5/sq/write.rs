@@ -155,7 +155,7 @@ impl<D: Owners> Mlx5Sq<D> {
     /// [`FAST_INLINE_MAX`](super::FAST_INLINE_MAX) bytes, the caller having checked
     /// [`Self::fast_open`]. Same bytes as [`Self::write_wqe`]; no wrap (one WQEBB never
     /// wraps). (Or after
-    /// [`Self::fast_refill`], when the gate stays shut only because `pi..limit` wraps.)
+    /// [`Self::fast_refill`], when the limit stays below `pi` only because `pi..limit` wraps.)
     #[inline(always)]
     pub(super) fn fast_inline(
         &mut self,
@@ -179,7 +179,7 @@ impl<D: Owners> Mlx5Sq<D> {
         // addresses (x86 scales an index by 2 or 8 for free).
         let slot8 = (pi << 3 & self.mask8) as usize;
         // SAFETY: the WQE is one WQEBB at `pi & mask` inside the SQ ring (64-aligned, the ring
-        // is a multiple of 64), and it is free: the gate (`fast_open`) covered it.
+        // is a multiple of 64), and it is free: the limit (`fast_open`) covered it.
         unsafe {
             let w = self.buf.add(slot8 * (MLX5_SEND_WQE_BB / 8));
             core::ptr::write(w as *mut u64, ctrl);
