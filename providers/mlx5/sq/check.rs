@@ -6,12 +6,9 @@
 use super::write::inline_ds;
 use super::Mlx5Sq;
 use crate::mlx5::owners::Owners;
+use crate::mlx5::OpSegs;
 use crate::wire::offset::inline;
-use crate::wire::{
-    MAX_DS, MLX5_OPCODE_ATOMIC_CS, MLX5_OPCODE_ATOMIC_FA, MLX5_OPCODE_RDMA_READ,
-    MLX5_OPCODE_RDMA_WRITE, MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_OPCODE_SEND, MLX5_OPCODE_SEND_IMM,
-    MLX5_WQE_DS_UNITS,
-};
+use crate::wire::{MAX_DS, MLX5_OPCODE_RDMA_READ, MLX5_WQE_DS_UNITS};
 use crate::{Payload, PostError, QpType, SendOp, SendWr};
 
 /// A checked request decoded once: what the WQE needs.
@@ -67,29 +64,16 @@ impl<D: Owners> Mlx5Sq<D> {
     /// checked by the budget, [`Self::take`].)
     #[inline(always)]
     pub(super) fn check(&self, wr: &SendWr<'_, D::Ah>) -> Result<Plan, PostError> {
-        // One pass over the op: opcode, immediate, remote segment, atomic operands.
-        let mut p = match wr.op {
-            SendOp::Send => Plan::new(MLX5_OPCODE_SEND, 0),
-            SendOp::SendImm { imm } => Plan::new(MLX5_OPCODE_SEND_IMM, imm),
-            SendOp::Write { raddr, rkey } => {
-                Plan::new(MLX5_OPCODE_RDMA_WRITE, 0).remote(raddr, rkey)
-            }
-            SendOp::WriteImm { raddr, rkey, imm } => {
-                Plan::new(MLX5_OPCODE_RDMA_WRITE_IMM, imm).remote(raddr, rkey)
-            }
-            SendOp::Read { raddr, rkey } => Plan::new(MLX5_OPCODE_RDMA_READ, 0).remote(raddr, rkey),
-            SendOp::CompareSwap {
-                raddr,
-                rkey,
-                compare,
-                swap,
-            } => Plan::new(MLX5_OPCODE_ATOMIC_CS, 0)
-                .remote(raddr, rkey)
-                .atomic(swap, compare),
-            SendOp::FetchAdd { raddr, rkey, add } => Plan::new(MLX5_OPCODE_ATOMIC_FA, 0)
-                .remote(raddr, rkey)
-                .atomic(add, 0),
-        };
+        // The op through the one SendOp -> opcode map: opcode, immediate, remote segment,
+        // atomic operands.
+        let o = OpSegs::of(wr.op);
+        let mut p = Plan::new(u8::from(o.opcode), o.imm);
+        if let Some((raddr, rkey)) = o.raddr {
+            p = p.remote(raddr, rkey);
+        }
+        if let Some((swap_add, compare)) = o.atomic {
+            p = p.atomic(swap_add, compare);
+        }
         if self.qp_type != QpType::Rc || wr.ud.is_some() {
             p.ds += self.check_transport(wr)?;
         }
