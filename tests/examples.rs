@@ -151,5 +151,19 @@ fn reconnect_survives_peer_restarts_and_counts_what_was_lost() {
 
 #[test]
 fn reconnect_has_no_unsafe() {
-    assert_no_unsafe("reconnect", include_str!("../examples/reconnect.rs"));
+    for (file, src) in [
+        ("main.rs", include_str!("../examples/reconnect/main.rs")),
+        ("sim.rs", include_str!("../examples/reconnect/sim.rs")),
+        ("link.rs", include_str!("../examples/reconnect/link.rs")),
+        (
+            "receiver.rs",
+            include_str!("../examples/reconnect/receiver.rs"),
+        ),
+        (
+            "gateway.rs",
+            include_str!("../examples/reconnect/gateway.rs"),
+        ),
+    ] {
+        assert_no_unsafe(&format!("reconnect/{file}"), src);
+    }
 }
