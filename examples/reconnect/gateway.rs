@@ -81,7 +81,9 @@ pub(super) fn gateway<P: Provider>(
                 connected_at.elapsed().as_secs_f64()
             );
         }
-        if resume > total || resume % BATCH != 0 {
+        // The receiver counts orders, not batches: after a fault it may hold part of a batch
+        // (the first short batch below realigns the stream).
+        if resume > total {
             return Err(proto(format!(
                 "the receiver resumes at {resume} of {total}"
             )));
@@ -114,10 +116,12 @@ pub(super) fn gateway<P: Provider>(
             if credited == total {
                 break None;
             }
-            // Post while the window allows.
-            while posted < total && posted + BATCH - credited <= RING {
+            // Post while the window allows: whole batches, and after a resume inside a batch
+            // the rest of that batch first (the receiver confirms at batch boundaries).
+            while posted < total && posted + (BATCH - posted % BATCH) - credited <= RING {
+                let len = (BATCH - posted % BATCH) as usize;
                 let mut sges = [[Sge::default()]; BATCH as usize];
-                for (i, sge) in sges.iter_mut().enumerate() {
+                for (i, sge) in sges.iter_mut().enumerate().take(len) {
                     let seq = posted + i as u64;
                     let slot = (seq % RING) as usize;
                     orders
@@ -126,11 +130,11 @@ pub(super) fn gateway<P: Provider>(
                     *sge = [orders.sge(slot * ORDER, ORDER)?];
                 }
                 let mut batch = SendBatch::<_, { BATCH as usize }>::new();
-                for (i, sge) in sges.iter().enumerate() {
+                for (i, sge) in sges.iter().enumerate().take(len) {
                     let seq = posted + i as u64;
                     let at = ring.target((seq % RING) * ORDER as u64, ORDER as u64)?;
                     let wr = SendWr::write_imm_to(seq, sge, at, seq as u32);
-                    let _ = batch.push(wr.signaled_if(i as u64 == BATCH - 1));
+                    let _ = batch.push(wr.signaled_if(i == len - 1));
                 }
                 if let Err(e) = k.qp.sq().post_list(batch.as_slice()) {
                     if post_fault(&e.error) && e.index == 0 {
@@ -148,8 +152,8 @@ pub(super) fn gateway<P: Provider>(
                     return Err(e.into());
                 }
                 k.qp.sq().ring();
-                sends += BATCH;
-                posted += BATCH;
+                sends += len as u64;
+                posted += len as u64;
             }
             if sends == 0 && !hb_out && last.elapsed() >= HEARTBEAT {
                 let at = ring.target(RING * ORDER as u64, 8)?;
