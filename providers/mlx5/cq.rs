@@ -737,110 +737,12 @@ impl<D: Owners> Mlx5Cq<D> {
         shared.polling.store(false, Ordering::Release);
     }
 
-    /// Poll as [`CompletionQueue::poll`], and give each completion's time in ns: `ns[i]` is
-    /// the timestamp of the CQE that gave `out[i]`, converted with the CQ's clock (see
-    /// [`Mlx5Cq::set_clock`]; refresh its clock info with [`Mlx5Cq::clock_mut`] at least
-    /// once per kernel refresh period). At most `min(out.len(), ns.len())` completions. A
-    /// CQ without a clock gives the raw values (zero on a CQ not created for timestamps).
-    /// The plain `poll` does not read timestamps at all.
-    pub fn poll_ts(&mut self, out: &mut [Completion], ns: &mut [u64]) -> usize {
-        let m = out.len().min(ns.len());
-        let n = self.poll_inner::<true>(&mut out[..m], &mut ns[..m]);
-        if let Some(c) = self.clock.as_deref() {
-            for t in &mut ns[..n] {
-                *t = c.to_ns(*t);
-            }
-        }
-        n
-    }
-
-    /// Declare that this CQ's CQEs carry timestamps in `clock`'s format (the CQ must have
-    /// been created so; see `ts.rs`).
-    pub fn set_clock(&mut self, clock: super::ts::CqClock) {
-        self.clock = Some(Box::new(clock));
-    }
-    /// The CQ's timestamp format and clock info, if it carries timestamps.
-    pub fn clock(&self) -> Option<&super::ts::CqClock> {
-        self.clock.as_deref()
-    }
-    /// As [`Mlx5Cq::clock`], to refresh the clock info.
-    pub fn clock_mut(&mut self) -> Option<&mut super::ts::CqClock> {
-        self.clock.as_deref_mut()
-    }
-    /// The raw timestamp field of the CQE at position `pos` (free-running, as `ci`). A
-    /// consumed CQE keeps its bytes until the device reuses its slot, so right after a poll
-    /// `ci() - k` is the `k`-th last CQE consumed. Cold path (tests, tools).
-    pub fn cqe_timestamp_at(&self, pos: u32) -> u64 {
-        let cqe = cqe_ptr(&self.dv, pos);
-        // SAFETY: `cqe` is a 64-byte CQE of this CQ (from_dv's contract); bytes 48..56 are
-        // inside it and 4-aligned.
-        let (hi, lo) = unsafe {
-            (
-                be32_at(cqe, cqe64::TIMESTAMP),
-                be32_at(cqe, cqe64::TIMESTAMP + 4),
-            )
-        };
-        (u64::from(hi) << 32) | u64::from(lo)
-    }
-    /// [`Mlx5Cq::cqe_timestamp_at`] in ns with the CQ's clock; `None` when the CQ carries no
-    /// timestamps.
-    pub fn cqe_timestamp_ns_at(&self, pos: u32) -> Option<u64> {
-        let c = self.clock.as_deref()?;
-        Some(c.to_ns(self.cqe_timestamp_at(pos)))
-    }
     /// What keeps the CQ memory alive (on hardware the verbs CQ).
     pub fn owner(&self) -> &D::Cq {
         &self.owner
     }
     pub(crate) fn shared(&self) -> &Arc<CqShared> {
         &self.shared
-    }
-
-    /// Register a QP (control path). A dead entry with the same qpn (a dropped QP whose
-    /// number the device reused) hands its purge marks on.
-    pub(crate) fn register(&mut self, qp: &Arc<QpShared>, send: bool, recv: bool) {
-        self.hot_qpn = u32::MAX;
-        self.hot_tag = NO_HOT_TAG;
-        let mut i = 0;
-        while i < self.entries.len() {
-            let e = &self.entries[i];
-            if e.qpn == qp.qpn && !e.qp.alive.load(Ordering::Acquire) {
-                for (old, new) in [
-                    (&e.qp.purge_send, &qp.purge_send),
-                    (&e.qp.purge_recv, &qp.purge_recv),
-                ] {
-                    let m = old.load(Ordering::Acquire);
-                    if m != 0 {
-                        new.store(m, Ordering::Release);
-                    }
-                }
-                for (old, new) in [
-                    (&e.qp.stale_send, &qp.stale_send),
-                    (&e.qp.stale_recv, &qp.stale_recv),
-                ] {
-                    new.fetch_add(old.swap(0, Ordering::AcqRel), Ordering::AcqRel);
-                }
-                self.entries.swap_remove(i);
-            } else if !e.qp.alive.load(Ordering::Acquire) && self.purge_done(e) {
-                self.entries.swap_remove(i);
-            } else {
-                i += 1;
-            }
-        }
-        if let Some(e) = self.entries.iter_mut().find(|e| Arc::ptr_eq(&e.qp, qp)) {
-            e.send |= send;
-            e.recv |= recv;
-            return;
-        }
-        self.entries.push(Entry {
-            qpn: qp.qpn,
-            qp: qp.clone(),
-            send,
-            recv,
-        });
-        self.last = 0;
-        self.hot_qpn = u32::MAX;
-        self.hot_tag = NO_HOT_TAG;
     }
 
     fn purge_done(&self, e: &Entry) -> bool {
@@ -896,8 +798,10 @@ impl<D: Owners> CompletionQueue for Mlx5Cq<D> {
     }
 }
 
+mod clock;
 mod hot;
 mod process;
+mod table;
 use process::scatter_from_cqe;
 mod send_run;
 use hot::Hot;
