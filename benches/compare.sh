@@ -54,7 +54,8 @@ walltime() {
 printf '%-10s %6s %9s %11s %7s %9s %11s %7s\n' workload n "C Ir/op" "Rust Ir/op" ratio \
     "C ns/op" "Rust ns/op" ratio
 json=()
-for w in single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mixed16 poll16_one rt; do
+for w in single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mixed16 poll16_one rt \
+    ded_one ded_poll0 ded16_one ded_rt; do
     # "fast" (our WRITE-inline fast path) and "single_wrs" (generic post of requests read
     # from an array) compare with the same single-post C writer. recv16 and mixed16 count
     # one poll per round of 16 CQEs (cg_round16 on both sides).
@@ -63,15 +64,23 @@ for w in single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mixed16 po
     if [ "$w" = recv16 ] || [ "$w" = mixed16 ] || [ "$w" = poll16_one ]; then fn=round16; fi
     # one (Mlx5Cq::poll_one) compares with the C poller's one-per-call poll1.
     if [ "$w" = one ]; then cw_name=poll1 fn=poll1; fi
+    # The dedicated pair's rows (ded_*) compare with the same C pollers as their plain rows.
+    case $w in
+        ded_one) cw_name=poll1 fn=poll1 ;;
+        ded_poll0) cw_name=poll0 fn=poll0 ;;
+        ded16_one) cw_name=poll16_one fn=round16 ;;
+        ded_rt) cw_name=rt ;;
+    esac
     cfn=$fn
     if [ "$w" = single_wrs ] || [ "$w" = fast ]; then cfn=single; fi
-    if [ "$w" = rt ]; then cfn='rt_*'; fi
+    if [ "$w" = rt ] || [ "$w" = ded_rt ]; then cfn='rt_*'; fi
     c=$(count "$OUT/c.$w" "cg_$cfn" "$OUT/ref_writer" "$cw_name" "$N")
     rfn=$w
     if [ "$w" = recv16 ] || [ "$w" = mixed16 ] || [ "$w" = poll16_one ]; then rfn=round16; fi
     # rt (the order round trip) counts its post and its two polls (cg_rt_post, cg_rt_poll on
     # both sides), per round trip.
     if [ "$w" = rt ]; then rfn=rt_; fi
+    if [ "$w" = ded_rt ]; then rfn=ded_rt_; fi
     r=$(count "$OUT/r.$w" "*cg_$rfn*" "$RUST_BIN" --callgrind "$w" "$N")
     read -r cper rper ratio < <(awk -v c="$c" -v r="$r" -v n="$N" \
         'BEGIN { printf "%.1f %.1f %.2f\n", c / n, r / n, (r / n) / (c / n) }')
@@ -99,6 +108,8 @@ echo "# poll16_one: per poll of 16 slots that finds one requester CQE;"
 echo "# rt: the order round trip, per trip: one inline 8-byte WRITE WITH IMMEDIATE posted (generic"
 echo "# post) and rung, its requester CQE and the peer's receive CQE (RESP_WR_IMM) polled one per"
 echo "# call (poll_one; the Rust bench re-posts the receive outside the count). C: benches/c."
+echo "# ded_*: one, poll0, poll16_one and rt on a QP and the CQ it alone completes into, owned"
+echo "# together (Mlx5Dedicated), against the same C rows."
 echo "# ns/op: median of $RUNS runs of 1000 posts inside each program, best of 3; noisy on"
 echo "# shared cores: instructions are the exact figure. Plain memory, not hardware."
 (IFS=,; echo "JSON {\"bench\":\"compare\",\"results\":[${json[*]}]}")

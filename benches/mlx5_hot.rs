@@ -4,7 +4,8 @@
 //!
 //! `cargo bench --bench mlx5_hot` prints the tables; `BENCH_RUNS` / `BENCH_WARMUP` tune the
 //! repetitions. `mlx5_hot --callgrind <workload> <n>` (single, single_wrs, fast, batch32,
-//! poll16, poll1, one, poll0, recv16, mixed16, poll16_one, rt) runs one workload for
+//! poll16, poll1, one, poll0, recv16, mixed16, poll16_one, rt, ded_one, ded_poll0, ded16_one,
+//! ded_rt) runs one workload for
 //! `benches/compare.sh` (instructions counted by callgrind inside `cg_*` functions only).
 
 mod harness;
@@ -230,6 +231,135 @@ fn cg_poll0(
     got
 }
 
+/// The QP and CQ owned together ([`Mlx5Dedicated`]: the CQ serves one QP).
+type Ded = rdma_direct::providers::mlx5::Mlx5Dedicated<Plain>;
+
+/// Callgrind workload: poll `n` CQEs with the dedicated pair's `poll_one`.
+#[inline(never)]
+fn cg_ded_one(ded: &mut Ded, n: usize) -> usize {
+    let mut out = Completion::EMPTY;
+    let mut got = 0;
+    while got < n {
+        if !ded.poll_one(&mut out) {
+            break;
+        }
+        got += 1;
+    }
+    black_box(&out);
+    got
+}
+
+/// Callgrind workload: `n` polls of the dedicated pair's empty CQ, 16 slots each.
+#[inline(never)]
+fn cg_ded_poll0(ded: &mut Ded, n: usize, out: &mut [Completion; 16]) -> usize {
+    let mut got = 0;
+    for _ in 0..n {
+        got += ded.poll(out);
+    }
+    got
+}
+
+/// Callgrind workload: one poll of 16 slots of the dedicated pair (finding one CQE).
+#[inline(never)]
+fn cg_ded16_one(ded: &mut Ded, out: &mut [Completion; 16]) -> usize {
+    ded.poll(out)
+}
+
+/// Callgrind workload, the order round trip's post on the dedicated pair (as `cg_rt_post`).
+#[inline(never)]
+fn cg_ded_rt_post(ded: &mut Ded, id: u64, data: &[u8; 8]) {
+    let wr = SendWr::write_imm(id, &[], 0x10_0000, 7, 0x1234)
+        .inline(data)
+        .signaled();
+    let sq = ded.sq();
+    let _ = sq.post(wr);
+    sq.ring();
+}
+
+/// Callgrind workload, the order round trip's polls on the dedicated pair (as `cg_rt_poll`).
+#[inline(never)]
+fn cg_ded_rt_poll(ded: &mut Ded, out: &mut [Completion; 2]) -> usize {
+    let [a, b] = out;
+    usize::from(ded.poll_one(a)) + usize::from(ded.poll_one(b))
+}
+
+/// The dedicated-pair workloads (`ded_*`): the same rounds as `one`, `poll0`, `poll16_one` and
+/// `rt`, on the QP and CQ owned together.
+fn callgrind_dedicated(kind: &str, n: u32) {
+    let mut lb = Loopback::new(4096);
+    lb.qp.set_doorbell_mode(DoorbellMode::Doorbell);
+    let payload = 0x0102_0304_0506_0708u64.to_ne_bytes();
+    let sge: [Sge; 1] = lb.sge(8);
+    let wr = |i: u64| lb.wr(BenchOp::Send, &sge, &payload, i).signaled();
+    let wrs: Vec<_> = (0..u64::from(n)).map(wr).collect();
+    let mut l = lb.into_dedicated();
+    match kind {
+        "ded_one" => {
+            for wr in &wrs {
+                l.ded.sq().post(*wr).expect("fits");
+            }
+            l.ded.sq().ring();
+            l.dev.complete_sends(&mut l.dcq);
+            println!("polled {}", cg_ded_one(&mut l.ded, n as usize));
+        }
+        "ded_poll0" => {
+            let mut out = [Completion::EMPTY; 16];
+            println!("polled {}", cg_ded_poll0(&mut l.ded, n as usize, &mut out));
+        }
+        "ded16_one" => {
+            let mut out = [Completion::EMPTY; 16];
+            let mut got = 0;
+            for wr in &wrs {
+                l.ded.sq().post(*wr).expect("fits");
+                l.ded.sq().ring();
+                l.dev.complete_sends(&mut l.dcq);
+                let k = cg_ded16_one(&mut l.ded, &mut out);
+                assert_eq!(k, 1, "a round polls its one CQE");
+                got += k;
+            }
+            black_box(&out);
+            println!("polled {got}");
+        }
+        _ => {
+            let mut out = [Completion::EMPTY; 2];
+            let mut got = 0;
+            for i in 0..n {
+                l.ded
+                    .rq()
+                    .post_recv(RecvWr {
+                        wr_id: u64::from(i),
+                        sges: &sge,
+                    })
+                    .expect("fits");
+                l.ded.rq().ring();
+                cg_ded_rt_post(&mut l.ded, u64::from(i), &payload);
+                l.dev.complete_sends(&mut l.dcq);
+                l.dcq.push(&plain::Cqe::resp(
+                    MLX5_CQE_RESP_WR_IMM,
+                    0x4242,
+                    i as u16,
+                    8,
+                    0x1234,
+                ));
+                let k = cg_ded_rt_poll(&mut l.ded, &mut out);
+                assert_eq!(k, 2, "a round trip polls its two CQEs");
+                assert_eq!(
+                    (out[0].wr_id, out[0].opcode, out[1].wr_id, out[1].imm),
+                    (
+                        u64::from(i),
+                        rdma_direct::providers::WcOpcode::RdmaWrite,
+                        u64::from(i),
+                        0x1234
+                    ),
+                    "{out:?}"
+                );
+                got += k;
+            }
+            println!("round trips {n}, completions {got}");
+        }
+    }
+}
+
 /// Callgrind workload: one poll of up to 16 CQEs (the `recv16` and `mixed16` rounds: the
 /// receives and sends are posted and the CQEs written outside it).
 #[inline(never)]
@@ -394,10 +524,15 @@ fn callgrind(kind: &str, n: u32) {
             println!("polled {got}");
         }
         "mixed16" => println!("polled {}", rounds(&mut lb, n, 8)),
+        "ded_one" | "ded_poll0" | "ded16_one" | "ded_rt" => {
+            drop(lb);
+            callgrind_dedicated(kind, n)
+        }
         other => {
             eprintln!(
                 "unknown callgrind workload {other}: single | single_wrs | fast | batch32 | \
-                 poll16 | poll1 | one | poll0 | recv16 | mixed16 | poll16_one | rt"
+                 poll16 | poll1 | one | poll0 | recv16 | mixed16 | poll16_one | rt | ded_one | \
+                 ded_poll0 | ded16_one | ded_rt"
             );
             std::process::exit(2);
         }

@@ -23,7 +23,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use plain::{Cqe, Plain, PlainCq, PlainQp, PlainSrq};
-use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Qp, Mlx5Srq};
+use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Dedicated, Mlx5Qp, Mlx5Srq};
 use rdma_direct::providers::{
     Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, QueuePair, RecvQueue, RecvWr,
     SendOp, SendQueue, SendWr, Sge,
@@ -91,6 +91,10 @@ struct Rig {
     dcq: PlainCq,
     _dsrq: PlainSrq,
     _dsrq_qp: PlainQp,
+    /// A QP and the CQ it alone completes into, owned together, with its device sides.
+    ded: Mlx5Dedicated<Plain>,
+    dded: PlainQp,
+    ddcq: PlainCq,
     buf: Vec<u8>,
 }
 
@@ -128,7 +132,16 @@ fn rig() -> Rig {
         )
     }
     .unwrap();
-    for q in [&mut qp, &mut srq_qp] {
+    let dded = PlainQp::new(QPN + 2, 64, 64, 32, 256);
+    let ddcq = PlainCq::new(2, 256, 64);
+    // SAFETY: as above.
+    let mut dcq2 = unsafe { Mlx5Cq::<Plain>::from_dv(ddcq.dv, ddcq.owner()) }.unwrap();
+    // SAFETY: as above.
+    let mut ded_qp = unsafe {
+        Mlx5Qp::<Plain>::from_dv(dded.dv, &cfg, caps, &mut dcq2, None, None, dded.owner())
+    }
+    .unwrap();
+    for q in [&mut qp, &mut srq_qp, &mut ded_qp] {
         q.set_state(QpState::Init);
         q.set_state(QpState::Rtr);
         q.set_state(QpState::Rts);
@@ -142,6 +155,9 @@ fn rig() -> Rig {
         dcq,
         _dsrq: dsrq,
         _dsrq_qp: dsrq_qp,
+        ded: Mlx5Dedicated::new(ded_qp, dcq2).unwrap(),
+        dded,
+        ddcq,
         buf: vec![0u8; 4096],
     }
 }
@@ -219,6 +235,57 @@ fn hot_loop(r: &mut Rig, iters: u32) -> u64 {
         }
     }
     let _ = &r.srq_qp;
+    seen + dedicated_round_trips(r, iters)
+}
+
+/// The dedicated pair's loop: an inline WRITE WITH IMMEDIATE and a receive per round, their
+/// CQEs polled one at a time (`poll_one`) or 16 slots at a time, alternately.
+fn dedicated_round_trips(r: &mut Rig, iters: u32) -> u64 {
+    let mut seen = 0u64;
+    let sge = [Sge {
+        addr: r.buf.as_mut_ptr() as u64,
+        length: 8,
+        lkey: 1,
+    }];
+    let payload = [9u8; 8];
+    for i in 0..iters {
+        let id = u64::from(i);
+        r.ded
+            .rq()
+            .post_recv(RecvWr {
+                wr_id: id,
+                sges: &sge,
+            })
+            .unwrap();
+        r.ded.rq().ring();
+        let sq = r.ded.sq();
+        sq.post(
+            SendWr::write_imm(id, &[], 0x1000, 2, 5)
+                .inline(&payload)
+                .signaled(),
+        )
+        .unwrap();
+        sq.ring();
+        r.dded.complete_sends(&mut r.ddcq);
+        r.ddcq.push(&Cqe::resp(1, QPN + 2, 0, 8, 5));
+        if i % 2 == 0 {
+            let mut one = Completion::EMPTY;
+            while r.ded.poll_one(&mut one) {
+                assert!(one.is_ok() && one.wr_id == id);
+                seen += 1;
+            }
+        } else {
+            let mut out = [Completion::EMPTY; 16];
+            let n = r.ded.poll(&mut out);
+            assert!(out[..n].iter().all(|c| c.is_ok() && c.wr_id == id));
+            seen += n as u64;
+        }
+    }
+    assert_eq!(
+        seen,
+        2 * u64::from(iters),
+        "both CQEs of every round polled"
+    );
     seen
 }
 

@@ -92,12 +92,6 @@ const ALLOWED: &[(&str, &str, &str, &str)] = &[
         "the poller's form, kept for its measured cost; same rule as wire's (tests there)",
     ),
     (
-        "providers/mlx5/cq.rs",
-        "hex",
-        "x & !(0xf0 | 0x02) == 0",
-        "the poller's form, kept for its measured cost; same rule as wire's (tests there)",
-    ),
-    (
         "providers/mlx5/cq/hot.rs",
         "ownership",
         "op_own & MLX5_CQE_OWNER_MASK != parity",

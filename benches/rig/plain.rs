@@ -28,7 +28,9 @@ use rdma_direct_core::wire::{
     MLX5_CQE_INVALID_OP_OWN, MLX5_CQE_OWNER_MASK, MLX5_CQE_REQ, MLX5_SEND_WQE_BB, MLX5_SND_DBR,
     MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
 };
-use rdma_direct_providers::mlx5::{AddressVector, DvCq, DvQp, DvSrq, Mlx5Cq, Mlx5Qp, Owners};
+use rdma_direct_providers::mlx5::{
+    AddressVector, DvCq, DvQp, DvSrq, Mlx5Cq, Mlx5Dedicated, Mlx5Qp, Owners,
+};
 use rdma_direct_providers::{
     Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, SendOp, SendWr, Sge,
 };
@@ -442,6 +444,17 @@ impl BenchOp {
     }
 }
 
+/// [`Loopback`] with its QP and CQ as one [`Mlx5Dedicated`].
+pub struct DedicatedLoopback {
+    /// The QP and its CQ under test.
+    pub ded: Mlx5Dedicated<Plain>,
+    /// Device side of the QP.
+    pub dev: PlainQp,
+    /// Device side of the CQ.
+    pub dcq: PlainCq,
+    _buf: Vec<u64>,
+}
+
 /// A QP and CQ on plain memory with the caller as the device, for benches: post runs of
 /// requests, then let the "device" complete them and poll.
 pub struct Loopback {
@@ -524,6 +537,19 @@ impl Loopback {
                 },
                 &sge[..],
             ),
+        }
+    }
+
+    /// The same QP and CQ owned together as an [`Mlx5Dedicated`] (the CQ serves this QP
+    /// alone), with the device sides; the buffer comes along so SGEs made by [`Self::sge`]
+    /// stay valid.
+    pub fn into_dedicated(self) -> DedicatedLoopback {
+        let ded = Mlx5Dedicated::new(self.qp, self.cq).expect("the loopback CQ serves one QP");
+        DedicatedLoopback {
+            ded,
+            dev: self.dev,
+            dcq: self.dcq,
+            _buf: self.buf,
         }
     }
 

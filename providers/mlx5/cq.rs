@@ -666,7 +666,7 @@ impl<D: Owners> Mlx5Cq<D> {
             // A successful receive without scattered data (opcode RESP_WR_IMM, RESP_SEND or
             // RESP_SEND_IMM; no scatter bits, owner bit matched).
             let op = x >> MLX5_CQE_OPCODE_SHIFT;
-            if x & !(0xf0 | 0x02) == 0
+            if x & crate::wire::CQE_UNSCATTERED_OWNED_MASK == 0
                 && (MLX5_CQE_RESP_WR_IMM..=MLX5_CQE_RESP_SEND_IMM).contains(&op)
             {
                 return self.poll_one_recv(out, ci, cqe, op);
@@ -717,6 +717,14 @@ impl<D: Owners> Mlx5Cq<D> {
     /// next CQE's address is one stride on, or the ring's first at the wrap (parity flips).
     #[inline(always)]
     pub(super) fn finish_one(&mut self, shared: &CqShared, ci: u32, cqe: *const u8) {
+        self.advance_one(shared, ci, cqe);
+        shared.polling.store(false, Ordering::Release);
+    }
+
+    /// [`Self::finish_one`] without the polling handshake's end: `ci` one on, the next CQE's
+    /// address, the CQ doorbell record, the published `ci`, one CQ entry given back.
+    #[inline(always)]
+    pub(super) fn advance_one(&mut self, shared: &CqShared, ci: u32, cqe: *const u8) {
         let next = ci.wrapping_add(1);
         self.ci = next;
         if next & self.slot_mask != 0 {
@@ -734,7 +742,6 @@ impl<D: Owners> Mlx5Cq<D> {
         unsafe { mmio::write32(self.dv.dbrec, (next & MLX5_CQ_CI_MASK).to_be()) };
         shared.ci.store(next, Ordering::Release);
         shared.release(1);
-        shared.polling.store(false, Ordering::Release);
     }
 
     /// What keeps the CQ memory alive (on hardware the verbs CQ).
@@ -799,6 +806,9 @@ impl<D: Owners> CompletionQueue for Mlx5Cq<D> {
 }
 
 mod clock;
+mod dedicated;
+pub(crate) use dedicated::{Took, CLOSED};
+pub(crate) use hot::len_qpn;
 mod hot;
 mod process;
 mod table;

@@ -26,6 +26,7 @@
 
 pub mod arm;
 pub mod cq;
+mod dedicated;
 pub mod device;
 pub mod dv;
 mod owners;
@@ -39,6 +40,7 @@ pub mod wqe;
 
 pub use arm::{arm_doorbell, CqArm, CqWaiter, EventChannel};
 pub use cq::{syndrome_status, Mlx5Cq};
+pub use dedicated::{Mlx5Dedicated, NotDedicated};
 pub use device::{BfregMode, Mlx5Ah, Mlx5Device, QpOwner};
 pub use dv::{AddressVector, DvCq, DvQp, DvSrq};
 pub use owners::Owners;

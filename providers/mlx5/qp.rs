@@ -371,6 +371,12 @@ impl<D: Owners> Mlx5Qp<D> {
         &self.shared
     }
 
+    /// The send queue, read only (the dedicated poll reads the poster's view of it).
+    #[inline(always)]
+    pub(crate) fn sq_ref(&self) -> &Mlx5Sq<D> {
+        &self.sq
+    }
+
     /// What keeps the QP memory alive (on hardware the verbs QP).
     pub(crate) fn owner_mut(&mut self) -> &mut D::Qp {
         &mut self.owner

@@ -97,7 +97,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::owners::Owners;
-use super::shared::{CqShared, QpShared, SqEntry, SqFastLimit};
+use super::shared::{CqShared, QpShared, SqDone, SqEntry, SqFastLimit};
 use super::{DoorbellMode, Mlx5Device};
 use crate::wire::{
     MLX5_OPCODE_RDMA_WRITE, MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_OPCODE_SEND, MLX5_QPN_MASK,
@@ -332,6 +332,15 @@ impl<D: Owners> Mlx5Sq<D> {
         sq.done.retired.store(0, Ordering::Relaxed);
         // Reopen the fast-path limit a failure closed (the caller cleared `failed`).
         self.update_fast_limits();
+    }
+
+    /// What the poll of a CQ this queue alone completes into reads of it
+    /// ([`super::Mlx5Dedicated`]): the poster's records (`SqShared::wqes`) and their mask, the
+    /// producer position at the last doorbell (the one the device may complete up to), and
+    /// the poller's retired positions.
+    #[inline(always)]
+    pub(crate) fn dedicated_view(&self) -> (*const SqEntry, u32, u32, &SqDone) {
+        (self.wqes, self.mask, self.rung_pi, &self.shared.sq.done)
     }
 
     /// The QP's state as this queue sees it: the one the control path last set, or ERR once

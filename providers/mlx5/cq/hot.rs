@@ -43,7 +43,7 @@ pub(super) const RESP_PLAIN: u8 = MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT;
 /// `byte_len` and `qp_num` of a [`Completion`] as the one 8-byte word they share in memory
 /// (adjacent fields, the pair 8-aligned), for [`put_ok`].
 #[inline(always)]
-pub(super) const fn len_qpn(byte_len: u32, qpn: u32) -> u64 {
+pub(crate) const fn len_qpn(byte_len: u32, qpn: u32) -> u64 {
     if cfg!(target_endian = "little") {
         (qpn as u64) << 32 | byte_len as u64
     } else {

@@ -718,6 +718,11 @@ const _: () = assert!(MLX5_CQE_OWNER_MASK == 1 && MLX5_CQE_INVALID == 0x0f);
 /// == 0`: the same for an incoming SEND.
 pub const CQE_PLAIN_OWNED_MASK: u8 = MLX5_CQE_REQ_PLAIN_MASK | MLX5_CQE_OWNER_MASK;
 
+/// [`CQE_PLAIN_OWNED_MASK`] without the opcode: `x & CQE_UNSCATTERED_OWNED_MASK == 0` says the
+/// owner matches and no data is scattered into the CQE, whatever the opcode (a receive
+/// poller then checks the opcode itself).
+pub const CQE_UNSCATTERED_OWNED_MASK: u8 = CQE_PLAIN_OWNED_MASK & !(0x0f << MLX5_CQE_OPCODE_SHIFT);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -832,6 +837,13 @@ mod tests {
                         && op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_REQ
                         && op_own & (MLX5_INLINE_SCATTER_32 | MLX5_INLINE_SCATTER_64) == 0;
                     assert_eq!(x & CQE_PLAIN_OWNED_MASK == 0, plain_req, "{op_own:#x}");
+                    let unscattered = (op_own & 1 != 0) == (ci & cnt != 0)
+                        && op_own & (MLX5_INLINE_SCATTER_32 | MLX5_INLINE_SCATTER_64) == 0;
+                    assert_eq!(
+                        x & CQE_UNSCATTERED_OWNED_MASK == 0,
+                        unscattered,
+                        "{op_own:#x}"
+                    );
                 }
             }
         }

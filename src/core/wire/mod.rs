@@ -29,7 +29,7 @@
 //! | side | what | items |
 //! |---|---|---|
 //! | both | segment views | [`CtrlSeg`], [`RaddrSeg`], [`DataSeg`], [`InlineSeg`], [`AtomicSeg`], [`DatagramSeg`], [`SrqNextSeg`], [`fm_ce_se`] |
-//! | both | CQE views | [`Cqe64`], [`ErrCqe`], [`cqe64_offset`], [`cqe_owner_for`], [`cqe_sw_owned`], and for pollers [`cqe_parity`], [`cqe_sw_owned_x`], [`CQE_PLAIN_OWNED_MASK`] |
+//! | both | CQE views | [`Cqe64`], [`ErrCqe`], [`cqe64_offset`], [`cqe_owner_for`], [`cqe_sw_owned`], and for pollers [`cqe_parity`], [`cqe_sw_owned_x`], [`CQE_PLAIN_OWNED_MASK`], [`CQE_UNSCATTERED_OWNED_MASK`] |
 //! | both | named numbers | every `MLX5_*` layout constant of `mlx5dv.h` the crate uses ([`MLX5_OPCODE_SEND`], [`MLX5_CQE_REQ`], [`MLX5_CQE_SYNDROME_WR_FLUSH_ERR`], ...), field offsets in [`offset`] |
 //! | both | enums keeping unknown values | [`Opcode`], [`CqeOpcode`], [`Syndrome`] |
 //! | host | send WQE encoder | [`SendWqe`] with its [`Payload`] of [`Sge`]s, [`wqe_size`], [`emit_send_wqe`] (whole ring, wraps) |
@@ -92,7 +92,7 @@ mod wqe;
 pub use consts::*;
 pub use cqe::{
     cqe64_offset, cqe_owner_for, cqe_parity, cqe_sw_owned, cqe_sw_owned_x, Cqe64, CqeOpcode,
-    CqeRepr, ErrCqe, Syndrome, CQE_PLAIN_OWNED_MASK,
+    CqeRepr, ErrCqe, Syndrome, CQE_PLAIN_OWNED_MASK, CQE_UNSCATTERED_OWNED_MASK,
 };
 pub use seg::{
     fm_ce_se, AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineSeg, Opcode, RaddrSeg, SrqNextSeg,

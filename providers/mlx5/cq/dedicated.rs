@@ -1,0 +1,156 @@
+//! The poll of a CQ that one QP alone completes into, for [`Mlx5Dedicated`], which owns
+//! both.
+//!
+//! Owning both changes what a poll must guard against: no other thread can drop the QP, reset
+//! it or register another QP with the CQ while the poll runs (each takes `&mut` of the pair),
+//! so the polling handshake (`CqShared::polling`), the QP's liveness and its purge marks need
+//! no check per CQE. [`Mlx5Dedicated`] closes the way (its `tag` names no QP) whenever it
+//! hands out its QP for the control path, and opens it again only once no purge is pending.
+//! What a CQE must still prove, the same as in [`Mlx5Cq::poll_one`]'s requester case:
+//!
+//! - it is software-owned, a successful requester CQE without scattered data (one test of
+//!   `op_own`), read behind the load barrier;
+//! - it names the QP, with a WQE opcode that carries no byte length (one compare of CQE
+//!   bytes 56..59 with the tag);
+//! - it completes the oldest outstanding WQE (`wqe_counter` equal to the retired position);
+//! - that WQE, at the size the poster recorded, lies below the producer position of the last
+//!   doorbell (read from the send queue itself: the poster is the caller);
+//! - the wr_id is the poster's record, never the ring the device reads.
+//!
+//! Anything else is [`Took::Other`]: the caller takes the general poll, which handles every
+//! case. A CQ in error with nothing in its ring is `Other` too (the general poll reports it).
+//!
+//! [`Mlx5Dedicated`]: crate::mlx5::Mlx5Dedicated
+
+use super::send_run::{put_req, REQ_OK};
+use super::*;
+use crate::mlx5::sq::Mlx5Sq;
+
+/// What [`Mlx5Cq::take_dedicated`] found at `ci`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Took {
+    /// One completion written, `ci` one on.
+    One,
+    /// Nothing in the ring (and the CQ not in error).
+    Empty,
+    /// A CQE this way does not take (or a CQ in error): nothing changed.
+    Other,
+}
+
+impl<D: Owners> Mlx5Cq<D> {
+    /// Take the CQE at `ci` if it is a plain requester CQE that completes the oldest
+    /// outstanding WQE of `sq`, the one queue that completes into this CQ (the module doc
+    /// says what is checked). `tag`: the QP's number as CQE bytes 57..59 hold it (`hot_tag`'s
+    /// form), or [`NO_HOT_TAG`] to take nothing; `len_qpn`: the completion's `byte_len` and
+    /// `qp_num` word for this QP.
+    ///
+    /// The caller owns the QP of `sq` and this CQ together and has checked that no other QP
+    /// completes here and that the QP has no purge pending (else `tag` is [`NO_HOT_TAG`]).
+    #[inline(always)]
+    pub(crate) fn take_dedicated(
+        &mut self,
+        sq: &Mlx5Sq<D>,
+        tag: u64,
+        len_qpn: u64,
+        out: &mut Completion,
+    ) -> Took {
+        use super::hot::REQ_OP_WITH_LEN;
+        let ci = self.ci;
+        let cqe = self.cur;
+        debug_assert_eq!(cqe, cqe_ptr(&self.dv, ci));
+        // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+        let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ self.cur_par;
+        if x & crate::wire::CQE_PLAIN_OWNED_MASK != 0 {
+            if !owned(x) && !self.shared.error.load(Ordering::Relaxed) {
+                return Took::Empty;
+            }
+            return Took::Other;
+        }
+        // Orders the owner-bit load above before the loads of the CQE body below.
+        from_device_load_barrier();
+        // SAFETY: `cqe` is a 64-byte CQE of this CQ; sop_drop_qpn is 4-aligned.
+        let w = u64::from(u32::from_le(unsafe {
+            core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
+        })) ^ tag;
+        if w >= u64::from(REQ_OP_WITH_LEN) {
+            return Took::Other;
+        }
+        let (wqes, mask, rung, done) = sq.dedicated_view();
+        let sci = done.ci.load(Ordering::Relaxed);
+        // SAFETY: the 2-aligned wqe_counter field of the CQE.
+        let wc = unsafe { core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16) };
+        if u16::from_be(wc) != sci as u16 {
+            return Took::Other;
+        }
+        // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps
+        // alive); the index is masked.
+        let e = unsafe { &*wqes.add((sci & mask) as usize) };
+        // The recorded size is at least 1 (or `NO_WQE`), so this also says the WQE was rung.
+        let nbb = e.nbb.load(Ordering::Relaxed);
+        if nbb > rung.wrapping_sub(sci) {
+            return Took::Other;
+        }
+        // SAFETY: `out` is a whole, writable `Completion`.
+        unsafe {
+            put_req(
+                out,
+                e.wr_id.load(Ordering::Relaxed),
+                len_qpn,
+                REQ_OK[w as usize],
+            )
+        };
+        done.retire(sci.wrapping_add(nbb), 1);
+        // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
+        let shared = unsafe { &*Arc::as_ptr(&self.shared) };
+        self.advance_one(shared, ci, cqe);
+        Took::One
+    }
+
+    /// [`Self::take_dedicated`] for a successful receive CQE without scattered data (SEND,
+    /// SEND or RDMA WRITE WITH IMMEDIATE) of the hot QP's RQ: [`Self::process_recv`] without
+    /// the polling handshake (same caller contract).
+    #[inline(always)]
+    pub(crate) fn take_dedicated_recv(&mut self, out: &mut Completion) -> Took {
+        let ci = self.ci;
+        let cqe = self.cur;
+        // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+        let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ self.cur_par;
+        let op = x >> MLX5_CQE_OPCODE_SHIFT;
+        if x & crate::wire::CQE_UNSCATTERED_OWNED_MASK != 0
+            || !(MLX5_CQE_RESP_WR_IMM..=MLX5_CQE_RESP_SEND_IMM).contains(&op)
+        {
+            return Took::Other;
+        }
+        // Orders the owner-bit load above before the loads of the CQE body below.
+        from_device_load_barrier();
+        if !self.process_recv(cqe, op, out) {
+            return Took::Other;
+        }
+        // SAFETY: as in `take_dedicated`.
+        let shared = unsafe { &*Arc::as_ptr(&self.shared) };
+        self.advance_one(shared, ci, cqe);
+        Took::One
+    }
+
+    /// True when the CQE at `ci` is software-owned (a poll would find it).
+    #[inline(always)]
+    pub(crate) fn next_ready(&self) -> bool {
+        // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+        owned(unsafe { mmio::read8(self.cur.add(cqe64::OP_OWN)) } ^ self.cur_par)
+    }
+
+    /// The QPs registered with this CQ: one, `qp`, with its send side here (and no other,
+    /// dropped or alive)?
+    pub(crate) fn serves_only(&self, qp: &Arc<QpShared>) -> bool {
+        matches!(&self.entries[..], [e] if Arc::ptr_eq(&e.qp, qp) && e.send)
+    }
+
+    /// The purge marks of the one QP have been passed (see `process`): the dedicated way may
+    /// take its CQEs.
+    pub(crate) fn purge_passed(&self) -> bool {
+        self.entries.first().is_some_and(|e| self.purge_done(e))
+    }
+}
+
+/// The tag of no QP (the dedicated way takes nothing).
+pub(crate) const CLOSED: u64 = NO_HOT_TAG;

@@ -1,0 +1,368 @@
+//! `Mlx5Dedicated` (a QP and the CQ it alone completes into, owned together) on plain memory,
+//! the test writing CQEs as the device would: every poll gives what the CQ's general poll
+//! gives a twin (completions field for field, consumer index, doorbell record, dropped
+//! count), hostile CQEs included; what it refuses to own; a reset's stale CQEs never complete
+//! a new request.
+
+use rdma_direct_rig as plain;
+
+use plain::{Cqe, Plain, PlainCq, PlainQp};
+use rdma_direct::providers::mlx5::{AddressVector, Mlx5Cq, Mlx5Dedicated, Mlx5Qp};
+use rdma_direct::providers::{
+    Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, QueuePair, RecvQueue, RecvWr,
+    SendQueue, SendWr, Sge, WcStatus,
+};
+use rdma_direct::wire::{MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM};
+
+fn caps() -> QpCaps {
+    QpCaps {
+        max_send_wr: 16,
+        max_recv_wr: 8,
+        max_send_sge: 2,
+        max_recv_sge: 2,
+        max_inline_data: 64,
+    }
+}
+
+fn cq(cqe_cnt: u32, cqe_size: u32) -> (Mlx5Cq<Plain>, PlainCq) {
+    let d = PlainCq::new(3, cqe_cnt, cqe_size);
+    // SAFETY: plain memory kept alive by the owner; used only by this CQ and the test.
+    (
+        unsafe { Mlx5Cq::<Plain>::from_dv(d.dv, d.owner()) }.unwrap(),
+        d,
+    )
+}
+
+fn qp_on(
+    cq: &mut Mlx5Cq<Plain>,
+    recv_cq: Option<&mut Mlx5Cq<Plain>>,
+    qpn: u32,
+) -> (Mlx5Qp<Plain>, PlainQp) {
+    let d = PlainQp::new(qpn, 16, 8, 32, 0);
+    let cfg = QpConfig::new(QpType::Rc);
+    // SAFETY: as above.
+    let mut qp =
+        unsafe { Mlx5Qp::<Plain>::from_dv(d.dv, &cfg, caps(), cq, recv_cq, None, d.owner()) }
+            .unwrap();
+    for s in [QpState::Init, QpState::Rtr, QpState::Rts] {
+        qp.set_state(s);
+    }
+    (qp, d)
+}
+
+const SGE: [Sge; 1] = [Sge {
+    addr: 0x1000,
+    length: 8,
+    lkey: 1,
+}];
+
+/// A dedicated pair and a twin QP on a CQ of its own polled the general way, each with its
+/// device side.
+struct Twins {
+    ded: Mlx5Dedicated<Plain>,
+    dd: PlainCq,
+    _dq: PlainQp,
+    qp: Mlx5Qp<Plain>,
+    cq: Mlx5Cq<Plain>,
+    td: PlainCq,
+    _tq: PlainQp,
+}
+
+fn twins(cqe_cnt: u32, size: u32, qpn: u32) -> Twins {
+    let (mut c1, dd) = cq(cqe_cnt, size);
+    let (q1, dq) = qp_on(&mut c1, None, qpn);
+    let (mut cq, td) = cq(cqe_cnt, size);
+    let (qp, tq) = qp_on(&mut cq, None, qpn);
+    Twins {
+        ded: Mlx5Dedicated::new(q1, c1).unwrap(),
+        dd,
+        _dq: dq,
+        qp,
+        cq,
+        td,
+        _tq: tq,
+    }
+}
+
+impl Twins {
+    fn post(&mut self, wrs: &[SendWr<'static, AddressVector>], ring: bool) {
+        for wr in wrs {
+            self.ded.sq().post(*wr).unwrap();
+            self.qp.sq().post(*wr).unwrap();
+        }
+        if ring {
+            self.ded.sq().ring();
+            self.qp.sq().ring();
+        }
+    }
+    fn recv(&mut self, wr_id: u64) {
+        for rq in [self.ded.rq(), self.qp.rq()] {
+            rq.post_recv(RecvWr { wr_id, sges: &SGE }).unwrap();
+            rq.ring();
+        }
+    }
+    fn push(&mut self, c: &Cqe) {
+        self.dd.push(c);
+        self.td.push(c);
+    }
+    /// `poll_one` on the pair against a one-slot `poll` on the twin until both are empty;
+    /// the (wr_id, status) pairs polled.
+    fn drain_one(&mut self, what: &str) -> Vec<(u64, WcStatus)> {
+        let mut seen = Vec::new();
+        loop {
+            let mut one = Completion::EMPTY;
+            let mut slot = [Completion::EMPTY];
+            let got1 = self.ded.poll_one(&mut one);
+            let got2 = self.cq.poll(&mut slot) == 1;
+            assert_eq!(got1, got2, "{what}");
+            if !got1 {
+                break;
+            }
+            assert_eq!(format!("{one:?}"), format!("{:?}", slot[0]), "{what}");
+            seen.push((one.wr_id, one.status));
+        }
+        self.same_state(what);
+        seen
+    }
+    /// 16-slot polls on both until empty, compared poll by poll.
+    fn drain16(&mut self, what: &str) -> Vec<(u64, WcStatus)> {
+        let mut seen = Vec::new();
+        loop {
+            let mut a = [Completion::EMPTY; 16];
+            let mut b = [Completion::EMPTY; 16];
+            let n1 = self.ded.poll(&mut a);
+            let n2 = self.cq.poll(&mut b);
+            assert_eq!(n1, n2, "{what}");
+            if n1 == 0 {
+                break;
+            }
+            assert_eq!(
+                format!("{:?}", &a[..n1]),
+                format!("{:?}", &b[..n2]),
+                "{what}"
+            );
+            seen.extend(a[..n1].iter().map(|c| (c.wr_id, c.status)));
+        }
+        self.same_state(what);
+        seen
+    }
+    fn same_state(&self, what: &str) {
+        let c = self.ded.cq();
+        assert_eq!(
+            (c.ci(), self.dd.dbrec_ci(), c.bogus_cqes(), c.reserved()),
+            (
+                self.cq.ci(),
+                self.td.dbrec_ci(),
+                self.cq.bogus_cqes(),
+                self.cq.reserved()
+            ),
+            "{what}"
+        );
+    }
+}
+
+/// The requester CQEs of every kind, one per poll: each opcode (the dedicated way for SEND
+/// and WRITE, the general one for READ and atomics), a covered request, a CQE of a WQE
+/// written but not rung (dropped) and then rung, a CQE naming another QP (dropped), a CQE
+/// naming a WQE that is not the oldest (dropped), the ring's wrap (4 entries: the owner
+/// parity flips every fourth CQE), an error and its flush; 64- and 128-byte CQEs; then a
+/// reset and a reconnect.
+#[test]
+fn poll_one_gives_what_the_general_poll_gives() {
+    for size in [64, 128] {
+        let mut t = twins(4, size, 0x81);
+        assert!(t.ded.is_open());
+        let mut ids = Vec::new();
+        let mut pos = 0u16;
+        for round in 0..6u64 {
+            let op = [0x0a, 0x08, 0x09, 0x0a, 0x10, 0x12][round as usize];
+            let wr = match op {
+                0x08 => SendWr::write(round, &SGE, 0x10, 1),
+                0x09 => SendWr::write_imm(round, &SGE, 0x10, 1, 7),
+                0x10 => SendWr::read(round, &SGE, 0x10, 1),
+                0x12 => SendWr::faa(round, &SGE, 0x10, 1, 1),
+                _ => SendWr::send(round, &SGE),
+            };
+            t.post(&[wr.signaled()], true);
+            t.push(&Cqe::req(0x81, pos, op, 5));
+            pos += 1;
+            ids.extend(t.drain_one("opcodes"));
+        }
+        // Two unsignaled, one signaled: one CQE covers them.
+        t.post(
+            &[
+                SendWr::send(20, &SGE),
+                SendWr::send(21, &SGE),
+                SendWr::send(22, &SGE).signaled(),
+            ],
+            true,
+        );
+        t.push(&Cqe::req(0x81, pos + 2, 0x0a, 0));
+        pos += 3;
+        ids.extend(t.drain_one("covered"));
+        // Written, not rung: its CQE is dropped; after the ring a CQE takes it.
+        t.post(&[SendWr::send(30, &SGE).signaled()], false);
+        t.push(&Cqe::req(0x81, pos, 0x0a, 0));
+        ids.extend(t.drain_one("not rung"));
+        t.post(&[], true);
+        // Another QP's number, then a WQE that is not the oldest: both dropped.
+        t.push(&Cqe::req(0x82, pos, 0x0a, 0));
+        t.push(&Cqe::req(0x81, pos + 1, 0x0a, 0));
+        ids.extend(t.drain_one("hostile"));
+        t.push(&Cqe::req(0x81, pos, 0x0a, 0));
+        pos += 1;
+        ids.extend(t.drain_one("rung"));
+        // Plain requester CQEs across the ring's wraps.
+        for id in 40..47u64 {
+            t.post(&[SendWr::send(id, &SGE).signaled()], true);
+            t.push(&Cqe::req(0x81, pos, 0x0a, 0));
+            pos += 1;
+            ids.extend(t.drain_one("wrap"));
+        }
+        // An error, then the flush of the next request.
+        t.post(
+            &[
+                SendWr::send(50, &SGE).signaled(),
+                SendWr::send(51, &SGE).signaled(),
+            ],
+            true,
+        );
+        t.push(&Cqe::err(0x0d, 0x81, pos, 0x04, 0));
+        t.push(&Cqe::err(0x0d, 0x81, pos + 1, 0x05, 0));
+        ids.extend(t.drain_one("error"));
+        let wr_ids: Vec<u64> = ids.iter().map(|s| s.0).collect();
+        assert_eq!(
+            wr_ids,
+            [0, 1, 2, 3, 4, 5, 22, 30, 40, 41, 42, 43, 44, 45, 46, 50, 51],
+            "size {size}"
+        );
+        assert_eq!(ids[15].1, WcStatus::LocProtErr);
+        assert_eq!(ids[16].1, WcStatus::WrFlushErr);
+        assert_eq!(t.ded.cq().bogus_cqes(), 3);
+        // Error polled: posts refused, on the pair as on the QP.
+        assert!(t.ded.sq().post(SendWr::send(60, &SGE)).is_err());
+        assert_eq!(t.ded.state(), QpState::Err);
+    }
+}
+
+/// Receives one per poll (SEND, SEND WITH IMMEDIATE, WRITE WITH IMMEDIATE with GRH and source
+/// QP), one with no receive posted (dropped), mixed with requester CQEs, and the same rounds
+/// with 16-slot polls, including bursts that the general poll takes after the first CQE.
+#[test]
+fn receives_and_bursts_match_the_general_poll() {
+    let mut t = twins(8, 64, 0x91);
+    let mut seen = Vec::new();
+    let mut spos = 0u16;
+    let mut rpos = 0u16;
+    for round in 0..24u32 {
+        let kind = round % 6;
+        let cqe = match kind {
+            0 => Cqe::resp(2, 0x91, rpos, 10 + round, 0),
+            1 => Cqe::resp(MLX5_CQE_RESP_SEND_IMM, 0x91, rpos, 20, 0xabcd_0000 | round),
+            2 => Cqe::resp(MLX5_CQE_RESP_WR_IMM, 0x91, rpos, 30, 0x1234_0000 | round)
+                .with_src(0x77, true),
+            3 => Cqe::resp(MLX5_CQE_RESP_WR_IMM, 0x91, rpos, 8, 1),
+            _ => Cqe::req(0x91, spos, 0x0a, 0),
+        };
+        match kind {
+            0..=2 => {
+                t.recv(500 + u64::from(round));
+                rpos += 1;
+            }
+            3 => {}
+            _ => {
+                t.post(&[SendWr::send(u64::from(round), &SGE).signaled()], true);
+                spos += 1;
+            }
+        }
+        t.push(&cqe);
+        if round < 12 {
+            seen.extend(t.drain_one(&format!("round {round}")));
+        } else {
+            seen.extend(t.drain16(&format!("round {round}")));
+        }
+    }
+    assert_eq!(seen.len(), 20, "{seen:?}");
+    assert_eq!(t.ded.cq().bogus_cqes(), 4);
+    // Bursts: 6 CQEs at once (sends and receives mixed), polled 16 slots at a time; then
+    // three at once one per poll.
+    for burst in 0..3u64 {
+        for k in 0..6u64 {
+            if k % 2 == 0 {
+                t.post(
+                    &[SendWr::send(1000 + 10 * burst + k, &SGE).signaled()],
+                    true,
+                );
+                t.push(&Cqe::req(0x91, spos, 0x0a, 0));
+                spos += 1;
+            } else {
+                t.recv(2000 + 10 * burst + k);
+                t.push(&Cqe::resp(2, 0x91, rpos, 4, 0));
+                rpos += 1;
+            }
+        }
+        let got = if burst == 2 {
+            t.drain_one("burst, one per poll")
+        } else {
+            t.drain16("burst")
+        };
+        assert_eq!(got.len(), 6);
+    }
+    assert!(t.ded.is_open());
+}
+
+/// The pair refuses a CQ another QP also uses, and a QP whose send side completes elsewhere,
+/// handing both back with the reason; the parts come back apart, consistent.
+#[test]
+fn refuses_what_it_cannot_own() {
+    let (mut shared_cq, _d) = cq(16, 64);
+    let (a, _da) = qp_on(&mut shared_cq, None, 0x21);
+    let (b, _db) = qp_on(&mut shared_cq, None, 0x22);
+    let e = Mlx5Dedicated::new(a, shared_cq).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("Mlx5Dedicated::new") && text.contains("serves other QPs"),
+        "{text}"
+    );
+    assert_eq!(e.qp.qpn(), 0x21);
+    drop(b);
+
+    let (mut send_cq, _ds) = cq(16, 64);
+    let (mut recv_cq, _dr) = cq(16, 64);
+    let (qp, _dq) = qp_on(&mut send_cq, Some(&mut recv_cq), 0x23);
+    let e = Mlx5Dedicated::new(qp, recv_cq).unwrap_err();
+    assert!(e.to_string().contains("sends into another CQ"), "{e}");
+    // The send CQ with its receives elsewhere is fine.
+    let ded = Mlx5Dedicated::new(e.qp, send_cq).unwrap();
+    let (qp, cq) = ded.into_parts();
+    assert_eq!((qp.qpn(), cq.ci()), (0x23, 0));
+}
+
+/// A reset with an unpolled CQE leaves it in the ring; the reconnected QP's first WQE has the
+/// same `wqe_counter` (0). The stale CQE is discarded, never completes the new request, and
+/// the way reopens once it is gone.
+#[test]
+fn a_reset_s_stale_cqe_never_completes_a_new_request() {
+    let mut t = twins(8, 64, 0x31);
+    t.post(&[SendWr::send(1, &SGE).signaled()], true);
+    t.push(&Cqe::req(0x31, 0, 0x0a, 0));
+    for s in [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts] {
+        t.ded.qp_mut().set_state(s);
+        t.qp.set_state(s);
+    }
+    assert!(!t.ded.is_open(), "handing the QP out closes the way");
+    t.post(&[SendWr::send(2, &SGE).signaled()], true);
+    let mut one = Completion::EMPTY;
+    assert!(!t.ded.poll_one(&mut one), "the stale CQE completes nothing");
+    assert!(t.cq.poll(&mut [Completion::EMPTY]) == 0);
+    t.same_state("stale discarded");
+    t.push(&Cqe::req(0x31, 0, 0x0a, 0));
+    assert_eq!(t.drain_one("after the reset"), [(2, WcStatus::Success)]);
+    assert!(
+        t.ded.is_open(),
+        "the way reopens once the stale CQE is gone"
+    );
+    t.post(&[SendWr::send(3, &SGE).signaled()], true);
+    t.push(&Cqe::req(0x31, 1, 0x0a, 0));
+    assert_eq!(t.drain_one("open again"), [(3, WcStatus::Success)]);
+}
