@@ -84,7 +84,12 @@
 //! its whole size once per CQ it may complete into. A post that would exceed `cqe_cnt` is
 //! refused with `PostError::CqFull`. A send queue reserves its entries ahead, as a posting
 //! budget (see `sq.rs`), which [`Mlx5Cq::reserved`] counts too. The poller gives the entries
-//! back once per batch. `Provider::create_qp` refuses a QP unless the CQ absorbs every queue
+//! back without a read-modify-write: a CQE gives back its request's entry when the poll
+//! publishes `ci`, and the rare CQE that gives back none or more than one (an SRQ receive, a
+//! stale or stray CQE, a completion covering unsignaled requests) moves a poller-written
+//! count, `CqShared::unreleased`, stored before `ci`; posters compute the entries in use as
+//! `reserved - (ci - unreleased)`, reading the poller's side first so it never runs ahead of
+//! them. `Provider::create_qp` refuses a QP unless the CQ absorbs every queue
 //! on it (`providers/cq_room.rs`), so for QPs made there the refusal comes only while CQEs
 //! of a reset or dropped QP still sit unpolled in the ring (see above).
 //!
@@ -312,6 +317,8 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     pub(crate) owner: Arc<D::Cq>,
     /// The CQ's error (`CqShared::error`) was reported by a poll.
     error_reported: bool,
+    /// `CqShared::unreleased` as this poller last stored it.
+    unreleased: u32,
 }
 
 // SAFETY: `cqe0` points into the CQ memory `owner` keeps alive (like `dv`, which is `Send`);
@@ -376,6 +383,7 @@ impl<D: Owners> Mlx5Cq<D> {
             shared: Arc::new(CqShared {
                 dv,
                 reserved: CachePadded::new(0.into()),
+                unreleased: CachePadded::new(0.into()),
                 ci: CachePadded::new(0.into()),
                 polling: CachePadded::new(false.into()),
                 commit: Default::default(),
@@ -383,6 +391,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 qps: Default::default(),
             }),
             error_reported: false,
+            unreleased: 0,
             entries: Vec::with_capacity(8),
             last: 0,
             bogus: 0,
@@ -432,7 +441,7 @@ impl<D: Owners> Mlx5Cq<D> {
     /// CQ entries currently spoken for by posted requests and by send queues' posting
     /// budgets (see the module doc).
     pub fn reserved(&self) -> u32 {
-        self.shared.reserved.load(Ordering::Relaxed)
+        self.shared.in_use()
     }
     /// CQEs dropped because they named no registered QP or no outstanding WQE.
     pub fn bogus_cqes(&self) -> u64 {
@@ -634,8 +643,16 @@ impl<D: Owners> Mlx5Cq<D> {
             from_device_load_barrier();
             // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
             unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
+            // Entries given back: one per CQE is what `ci` says; the difference, if any,
+            // goes to `unreleased` first (see `CqShared::unreleased`).
+            let consumed = ci.wrapping_sub(start_ci);
+            if released != consumed {
+                self.unreleased = self
+                    .unreleased
+                    .wrapping_add(consumed.wrapping_sub(released));
+                shared.unreleased.store(self.unreleased, Ordering::Release);
+            }
             shared.ci.store(ci, Ordering::Release);
-            shared.release(released);
         }
         shared.polling.store(false, Ordering::Release);
     }
@@ -740,8 +757,8 @@ impl<D: Owners> Mlx5Cq<D> {
         from_device_load_barrier();
         // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
         unsafe { mmio::write32(self.dv.dbrec, (next & MLX5_CQ_CI_MASK).to_be()) };
+        // Its request's entry given back with `ci` (see `CqShared::unreleased`).
         shared.ci.store(next, Ordering::Release);
-        shared.release(1);
     }
 
     /// What keeps the CQ memory alive (on hardware the verbs CQ).

@@ -358,10 +358,10 @@ impl<D: Owners> Mlx5Qp<D> {
         };
         let send = self.sq.outstanding();
         let give = keep(&sh.stale_send, req, send) + self.sq.take_cq_budget();
-        sh.send_cq.release(give);
+        sh.send_cq.give_back(give);
         if self.srq.is_none() {
             let recv = self.rq.outstanding();
-            sh.recv_cq.release(keep(&sh.stale_recv, resp, recv));
+            sh.recv_cq.give_back(keep(&sh.stale_recv, resp, recv));
         }
         resp
     }
@@ -434,7 +434,7 @@ fn reserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>, room: Option<&str>) -> 
         return Err(bad(format!(
             "the receive CQ ({} entries, {} spoken for) has no room for the SRQ's {} receives",
             cq.dv.cqe_cnt,
-            cq.reserved.load(Ordering::Relaxed),
+            cq.in_use(),
             srq.wqe_cnt
         )));
     }
@@ -459,7 +459,7 @@ fn unreserve_srq(srq: &Arc<SrqShared>, cq: &Arc<CqShared>, stale: u32, held: &At
                 .saturating_sub(held.load(Ordering::Acquire))
                 .min(srq.wqe_cnt);
             held.fetch_add(fresh, Ordering::AcqRel);
-            cq.release(srq.wqe_cnt - fresh);
+            cq.give_back(srq.wqe_cnt - fresh);
             cq.commit.release(need);
         }
     }

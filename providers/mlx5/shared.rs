@@ -32,15 +32,27 @@ pub(crate) fn before(a: u32, b: u32) -> bool {
 pub(crate) struct CqShared {
     /// The CQ's memory (read by a QP's reset/drop to find the last software-owned CQE).
     pub dv: DvCq,
-    /// CQ entries spoken for: posted requests (every send WR, signaled or not, and every RQ
-    /// receive) not yet retired, the posting budgets send queues hold (see `sq.rs`), plus the
-    /// static reservations of attached SRQs.
-    /// Incremented by posters (any thread), decremented by the poller once per poll batch.
+    /// CQ entries taken (free-running, wrapping): by posted requests (every send WR,
+    /// signaled or not, and every RQ receive), the posting budgets send queues hold and the
+    /// static reservations of attached SRQs; less what the control path gave back (the
+    /// requests of a reset or dropped QP). Posters (any thread) and the control path change
+    /// it with read-modify-writes; the poller never writes it: the entries it gives back are
+    /// counted by `ci` and `unreleased` ([`CqShared::given_back`]). In use: `reserved -
+    /// given_back`.
     // Padded: the posters' read-modify-writes must not bounce the line of `ci` or `polling`.
     pub reserved: CachePadded<AtomicU32>,
     /// The poller's consumer index, published after each batch (`Release`).
     // Padded: written by the poller only; posters' writes to `reserved` leave it alone.
     pub ci: CachePadded<AtomicU32>,
+    /// The CQEs the poller consumed that gave back no CQ entry (an SRQ's receive, a stale or
+    /// stray CQE), less the entries CQEs gave back beyond their own one (the unsignaled
+    /// requests a completion covers); free-running, wrapping. Written by the poller only,
+    /// before the `ci` it goes with: the poller has given back `ci - unreleased` entries.
+    /// A poll whose every CQE gives back exactly its request's entry (every fast path)
+    /// leaves it alone, so giving entries back costs a poll nothing beyond publishing `ci`:
+    /// no read-modify-write, no lock.
+    // Padded: the posters read it with `ci`; `polling` is stored twice per poll.
+    pub unreleased: CachePadded<AtomicU32>,
     /// True while a poll that found CQEs runs (set `SeqCst` before it reads any QP's memory,
     /// cleared `Release` at its end). A dropped QP waits for it to clear after marking itself
     /// dead (`alive`, `SeqCst`), so the poller never reads a QP's ring or doorbell record
@@ -72,12 +84,30 @@ impl CqShared {
             qp.fail();
         }
     }
-    /// Reserve one entry; false (and nothing reserved) when the CQ could overrun.
+    /// The entries the poller has given back (free-running): `ci - unreleased`. `ci` is read
+    /// first: the `unreleased` read after it is at least as new as the one stored with it,
+    /// so the count is never ahead of the poller (a newer `unreleased` only understates it).
+    #[inline(always)]
+    pub fn given_back(&self) -> u32 {
+        let ci = self.ci.load(Ordering::Acquire);
+        ci.wrapping_sub(self.unreleased.load(Ordering::Acquire))
+    }
+
+    /// Entries in use now (taken and not given back).
+    pub fn in_use(&self) -> u32 {
+        let given = self.given_back();
+        self.reserved.load(Ordering::Acquire).wrapping_sub(given)
+    }
+
+    /// Reserve `n` entries; false (and nothing reserved) when the CQ could overrun. What the
+    /// poller gave back is read before the reservation, so it is never newer than the
+    /// reservations it accounts for and the entries in use are never understated.
     #[inline(always)]
     pub fn try_reserve(&self, n: u32) -> bool {
         let cap = self.dv.cqe_cnt;
-        let prev = self.reserved.fetch_add(n, Ordering::Relaxed);
-        if prev.wrapping_add(n) > cap {
+        let given = self.given_back();
+        let prev = self.reserved.fetch_add(n, Ordering::AcqRel);
+        if prev.wrapping_add(n).wrapping_sub(given) > cap {
             self.reserved.fetch_sub(n, Ordering::Relaxed);
             return false;
         }
@@ -87,28 +117,30 @@ impl CqShared {
     /// left). Used by a send queue to take a posting budget at once (see `sq.rs`).
     pub fn grab(&self, want: u32) -> u32 {
         let cap = self.dv.cqe_cnt;
-        let mut cur = self.reserved.load(Ordering::Relaxed);
+        let given = self.given_back();
+        let mut cur = self.reserved.load(Ordering::Acquire);
         loop {
-            let take = cap.saturating_sub(cur).min(want);
+            let take = cap.saturating_sub(cur.wrapping_sub(given)).min(want);
             if take == 0 {
                 return 0;
             }
             match self.reserved.compare_exchange_weak(
                 cur,
-                cur + take,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
+                cur.wrapping_add(take),
+                Ordering::AcqRel,
+                Ordering::Acquire,
             ) {
                 Ok(_) => return take,
                 Err(now) => cur = now,
             }
         }
     }
-    /// Give `n` entries back.
-    #[inline(always)]
-    pub fn release(&self, n: u32) {
+    /// Give `n` entries back on the control path (requests of a reset or dropped QP that
+    /// will never complete, an SRQ's reservation); the poller gives its own back through
+    /// `ci` and `unreleased`.
+    pub fn give_back(&self, n: u32) {
         if n != 0 {
-            self.reserved.fetch_sub(n, Ordering::Relaxed);
+            self.reserved.fetch_sub(n, Ordering::AcqRel);
         }
     }
     /// The CQEs the device has written for QP `qpn` and the poller has not consumed yet:

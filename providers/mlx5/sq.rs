@@ -35,7 +35,8 @@
 //!
 //! where `cq_extra` counts entries held beyond the budget (a WQE of `n` WQEBBs uses `n` budget
 //! WQEBBs but one CQ entry; the rest stays held). The poller gives an entry back per retired
-//! WR, a reset or drop gives back the budget too. So `reserved <= cqe_cnt` still guarantees
+//! WR (see `cq.rs`, "CQ overrun"), a reset or drop gives back the budget too. So the entries
+//! in use never exceeding `cqe_cnt` still guarantees
 //! that the CQEs of everything posted fit the CQ. Entries are taken only while fewer than
 //! `max_send_wr` requests are outstanding and never beyond that count, so an SQ holds at
 //! most `max_send_wr` entries; QP creation refuses a QP whose CQs cannot absorb the sum of
