@@ -85,7 +85,8 @@ for w in single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mixed16 po
     read -r cper rper ratio < <(awk -v c="$c" -v r="$r" -v n="$N" \
         'BEGIN { printf "%.1f %.1f %.2f\n", c / n, r / n, (r / n) / (c / n) }')
     cw=null rw=null tratio=null
-    if [ "$w" = single ] || [ "$w" = fast ] || [ "$w" = batch32 ]; then
+    if [ "$w" = single ] || [ "$w" = fast ] || [ "$w" = batch32 ] || [ "$w" = one ] ||
+        [ "$w" = ded_one ]; then
         # C and Rust alternate, so both see the same machine load.
         cw=$(walltime "$OUT/ref_writer" time "$cw_name" 1000 "$RUNS")
         rw=$(walltime "$RUST_BIN" --time "$w" 1000 "$RUNS")
@@ -110,6 +111,7 @@ echo "# post) and rung, its requester CQE and the peer's receive CQE (RESP_WR_IM
 echo "# call (poll_one; the Rust bench re-posts the receive outside the count). C: benches/c."
 echo "# ded_*: one, poll0, poll16_one and rt on a QP and the CQ it alone completes into, owned"
 echo "# together (Mlx5Dedicated), against the same C rows."
-echo "# ns/op: median of $RUNS runs of 1000 posts inside each program, best of 3; noisy on"
+echo "# ns/op: median of $RUNS runs of 1000 posts (CQEs for one, ded_one: C poll1) inside each"
+echo "# program, best of 3; noisy on"
 echo "# shared cores: instructions are the exact figure. Plain memory, not hardware."
 (IFS=,; echo "JSON {\"bench\":\"compare\",\"results\":[${json[*]}]}")

@@ -539,12 +539,16 @@ fn callgrind(kind: &str, n: u32) {
     }
 }
 
-/// `--time <single|fast|batch32> <n> <runs>`: the median wall time per post of `runs` runs
+/// `--time <single|fast|batch32|one|ded_one> <n> <runs>`: the median wall time per post (per
+/// CQE for `one` and `ded_one`, see `time_polls`) of `runs` runs
 /// of the callgrind workload (`n` posts each), for `benches/compare.sh`'s side-by-side with
 /// the C writer. Between runs (untimed) one signaled WRITE retires everything and the CQ is
 /// drained.
 fn time_workload(kind: &str, n: u32, runs: usize) -> f64 {
     let n = n.clamp(1, 4000);
+    if kind == "one" || kind == "ded_one" {
+        return time_polls(kind, n, runs);
+    }
     let mut lb = Loopback::new(4096);
     lb.qp.set_doorbell_mode(DoorbellMode::Doorbell);
     let payload = 0x0102_0304_0506_0708u64.to_ne_bytes();
@@ -577,6 +581,75 @@ fn time_workload(kind: &str, n: u32, runs: usize) -> f64 {
         assert_eq!(lb.drain(), 1);
         if r >= 5 {
             per.push(d.as_nanos() as f64 / f64::from(n));
+        }
+    }
+    per.sort_by(|a, b| a.total_cmp(b));
+    per[per.len() / 2]
+}
+
+/// `--time <one|ded_one> <n> <runs>`: the median wall time per CQE of `runs` runs of `n`
+/// requester CQEs polled with `poll_one` (the CQ's, or the dedicated pair's); before each run
+/// (untimed) `n` signaled SENDs are posted and the device completes them.
+fn time_polls(kind: &str, n: u32, runs: usize) -> f64 {
+    let mut lb = Loopback::new(4096);
+    lb.qp.set_doorbell_mode(DoorbellMode::Doorbell);
+    let payload = [0u8; 8];
+    let sge: [Sge; 1] = lb.sge(8);
+    let wrs: Vec<_> = (0..u64::from(n))
+        .map(|i| lb.wr(BenchOp::Send, &sge, &payload, i).signaled())
+        .collect();
+    // One run: post and complete (untimed), then poll (timed).
+    fn run<Q: QueuePair>(
+        qp: &mut Q,
+        wrs: &[SendWr<'_, AddressVector>],
+        complete: impl FnOnce(),
+        poll: impl FnOnce(&mut Q) -> usize,
+    ) -> Duration
+    where
+        Q::Sq: SendQueue<Ah = AddressVector>,
+    {
+        for wr in wrs {
+            qp.sq().post(*wr).expect("the run fits");
+        }
+        qp.sq().ring();
+        complete();
+        let t = Instant::now();
+        let got = poll(qp);
+        let d = t.elapsed();
+        assert_eq!(got, wrs.len(), "every CQE polled");
+        d
+    }
+    let mut per: Vec<f64> = Vec::with_capacity(runs);
+    if kind == "ded_one" {
+        let mut l = lb.into_dedicated();
+        for r in 0..runs + 5 {
+            let (dev, dcq) = (&mut l.dev, &mut l.dcq);
+            let d = run(
+                &mut l.ded,
+                &wrs,
+                || {
+                    dev.complete_sends(dcq);
+                },
+                |ded| cg_ded_one(ded, n as usize),
+            );
+            if r >= 5 {
+                per.push(d.as_nanos() as f64 / f64::from(n));
+            }
+        }
+    } else {
+        for r in 0..runs + 5 {
+            let (dev, dcq, cq) = (&mut lb.dev, &mut lb.dcq, &mut lb.cq);
+            let d = run(
+                &mut lb.qp,
+                &wrs,
+                || {
+                    dev.complete_sends(dcq);
+                },
+                |_| cg_one(cq, n as usize),
+            );
+            if r >= 5 {
+                per.push(d.as_nanos() as f64 / f64::from(n));
+            }
         }
     }
     per.sort_by(|a, b| a.total_cmp(b));

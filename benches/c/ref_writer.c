@@ -295,6 +295,38 @@ static double time_posts(const char *kind, unsigned n, unsigned runs)
 	return per[runs / 2];
 }
 
+/* Median ns per CQE over `runs` runs of `n` requester CQEs polled one per call (cg_poll1); the
+ * CQEs of each run are written (untimed) at the positions the poller reaches next, with the
+ * owner bit of their lap. */
+static double time_polls(unsigned n, unsigned runs)
+{
+	struct cq2 cq;
+	struct wc out[1];
+	double *per = calloc(runs, sizeof(double));
+	cq2_new(&cq);
+	for (unsigned r = 0; r < runs + 5; r++) {
+		struct timespec t0, t1;
+		unsigned got;
+		for (unsigned i = cq.ci; i < cq.ci + n; i++) {
+			struct mlx5_cqe64 *c = (void *)(cq.buf + (i & (CQE_CNT - 1)) * 64);
+			c->sop_drop_qpn = htobe32(0x0a004242);
+			c->wqe_counter = htobe16(i);
+			c->op_own = MLX5_CQE_REQ << 4 | !!(i & CQE_CNT);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		got = cg_poll1(&cq, n, out);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (got != n) {
+			fprintf(stderr, "ref_writer time poll1: polled %u of %u\n", got, n);
+			exit(1);
+		}
+		if (r >= 5)
+			per[r - 5] = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n;
+	}
+	qsort(per, runs, sizeof(double), cmp_double);
+	return per[runs / 2];
+}
+
 int main(int argc, char **argv)
 {
 	const char *kind = argc > 1 ? argv[1] : "single";
@@ -305,7 +337,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "ref_writer time: 1 <= N <= 4000, RUNS >= 1\n");
 			return 2;
 		}
-		printf("%.2f\n", time_posts(argv[2], n, runs));
+		if (!strcmp(argv[2], "poll1"))
+			printf("%.2f\n", time_polls(n, runs));
+		else
+			printf("%.2f\n", time_posts(argv[2], n, runs));
 		return 0;
 	}
 	unsigned n = argc > 2 ? (unsigned)atoi(argv[2]) : 4000;
