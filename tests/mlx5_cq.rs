@@ -1060,3 +1060,93 @@ fn poll_one_receives_match_a_one_slot_poll() {
     );
     assert_eq!(seen[0], (500, WcOpcode::Recv, 0, WcFlags(0), 0, 10));
 }
+
+/// A QP whose sends complete into one CQ and receives into another: a CQE of the other side
+/// written into either (only a lying device writes one) is dropped and counted, whatever way
+/// the poll takes it (one slot, `poll_one`, a burst the runs take), and completes nothing;
+/// the CQEs of the right sides complete as usual.
+#[test]
+fn a_cqe_of_the_side_that_completes_elsewhere_is_dropped() {
+    use rdma_direct::wire::MLX5_CQE_RESP_SEND;
+    let (mut scq, mut ds) = cq(32, 64);
+    let (mut rcq, mut dr) = cq(32, 64);
+    let d = PlainQp::new(0x61, 16, 8, 32, 0);
+    let cfg = QpConfig::new(QpType::Rc);
+    // SAFETY: plain memory kept alive by the owner; used only by this QP and the test.
+    let mut qp = unsafe {
+        Mlx5Qp::<Plain>::from_dv(
+            d.dv,
+            &cfg,
+            caps(),
+            &mut scq,
+            Some(&mut rcq),
+            None,
+            d.owner(),
+        )
+    }
+    .unwrap();
+    for s in [QpState::Init, QpState::Rtr, QpState::Rts] {
+        qp.set_state(s);
+    }
+    let mut spos = 0u16;
+    let mut rpos = 0u16;
+    for round in 0..3u64 {
+        // Two sends and two receives outstanding; the device writes the right CQEs and, in
+        // each CQ, CQEs of the other side naming the same positions.
+        for k in 0..2u64 {
+            qp.sq()
+                .post(SendWr::send(100 * round + k, &SGE).signaled())
+                .unwrap();
+            qp.rq()
+                .post_recv(RecvWr {
+                    wr_id: 100 * round + 50 + k,
+                    sges: &SGE,
+                })
+                .unwrap();
+        }
+        qp.sq().ring();
+        qp.rq().ring();
+        for k in 0..2u16 {
+            ds.push(&Cqe::resp(MLX5_CQE_RESP_SEND, 0x61, rpos + k, 8, 0));
+            ds.push(&Cqe::req(0x61, spos + k, 0x0a, 0));
+            dr.push(&Cqe::req(0x61, spos + k, 0x0a, 0));
+            dr.push(&Cqe::resp(MLX5_CQE_RESP_SEND, 0x61, rpos + k, 8, 0));
+        }
+        spos += 2;
+        rpos += 2;
+        let mut got_s = Vec::new();
+        let mut got_r = Vec::new();
+        match round {
+            0 => {
+                let mut one = Completion::EMPTY;
+                while scq.poll_one(&mut one) {
+                    got_s.push(one.wr_id);
+                }
+                while rcq.poll_one(&mut one) {
+                    got_r.push(one.wr_id);
+                }
+            }
+            1 => {
+                let mut slot = [Completion::EMPTY];
+                while scq.poll(&mut slot) == 1 {
+                    got_s.push(slot[0].wr_id);
+                }
+                while rcq.poll(&mut slot) == 1 {
+                    got_r.push(slot[0].wr_id);
+                }
+            }
+            _ => {
+                got_s.extend(poll_all(&mut scq).iter().map(|c| c.wr_id));
+                got_r.extend(poll_all(&mut rcq).iter().map(|c| c.wr_id));
+            }
+        }
+        let b = 100 * round;
+        assert_eq!(got_s, [b, b + 1], "round {round}: sends");
+        assert_eq!(got_r, [b + 50, b + 51], "round {round}: receives");
+        assert_eq!(
+            (scq.bogus_cqes(), rcq.bogus_cqes()),
+            (2 * (round + 1), 2 * (round + 1)),
+            "round {round}"
+        );
+    }
+}

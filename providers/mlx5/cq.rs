@@ -300,7 +300,14 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     /// The hot QP's number as CQE bytes 57..59 hold it (bits 8..31 of the little-endian u32
     /// of bytes 56..59), or [`NO_HOT_TAG`]: XORed with that u32 it leaves at most 0xff
     /// (the WQE opcode) exactly for a CQE of the hot QP, and never when there is none.
+    /// Requester CQEs are checked against it; `NO_HOT_TAG` when the hot QP's send side
+    /// does not complete into this CQ (a lying device's CQE then matches nothing).
     hot_tag: u64,
+    /// The same for responder CQEs: `NO_HOT_TAG` unless its receive side completes here.
+    hot_rtag: u64,
+    /// The hot QP's sides that complete into this CQ (`HOT_SEND`, `HOT_RECV`): the runs take
+    /// only those.
+    hot_sides: u8,
     /// CQE bytes 56..59 (WQE opcode and qpn, as a little-endian u32) of the last CQE the
     /// requester-only run took, where the next run starts (see `run_sq`). Always names the hot
     /// QP: set to its number with opcode 0 whenever `hot_qpn` changes.
@@ -379,6 +386,8 @@ impl<D: Owners> Mlx5Cq<D> {
             hot_qpn: u32::MAX,
             hot_qp: core::ptr::null(),
             hot_tag: NO_HOT_TAG,
+            hot_rtag: NO_HOT_TAG,
+            hot_sides: 0,
             hot_want: core::cell::Cell::new(0),
             shared: Arc::new(CqShared {
                 dv,
@@ -567,7 +576,7 @@ impl<D: Owners> Mlx5Cq<D> {
         mut released: u32,
     ) -> usize {
         // The fast path for the hot QP, taken at its first CQE (see `run_hot`).
-        let mut hot = Hot::new(self.hot_qpn, self.hot_qp);
+        let mut hot = Hot::new(self.hot_qpn, self.hot_qp, self.hot_sides);
         while n < out.len() {
             if self.hot_qpn != u32::MAX {
                 let h = &mut hot;
@@ -609,7 +618,7 @@ impl<D: Owners> Mlx5Cq<D> {
             let mut rel = 0;
             let got = self.process(cqe, op_own, &mut out[n], &mut rel) as usize;
             released += rel;
-            hot = Hot::new(self.hot_qpn, self.hot_qp);
+            hot = Hot::new(self.hot_qpn, self.hot_qp, self.hot_sides);
             if TS && got == 1 {
                 ts[n] = self.cqe_timestamp_at(ci);
             }
@@ -780,26 +789,37 @@ impl<D: Owners> Mlx5Cq<D> {
     fn lookup(&mut self, qpn: u32) -> Option<usize> {
         if let Some(e) = self.entries.get(self.last) {
             if e.qpn == qpn {
-                if self.hot_qpn != qpn {
-                    self.hot_want.set(qpn.to_be());
-                }
-                self.hot_qpn = qpn;
-                self.hot_tag = u64::from(qpn.to_be());
-                self.hot_qp = Arc::as_ptr(&e.qp);
+                self.set_hot(self.last);
                 return Some(self.last);
             }
         }
         let i = self.entries.iter().position(|e| e.qpn == qpn)?;
         self.last = i;
+        self.set_hot(i);
+        Some(i)
+    }
+
+    /// Make entry `i` the hot QP, with the sides of it that complete here.
+    #[inline(always)]
+    fn set_hot(&mut self, i: usize) {
+        let e = &self.entries[i];
+        let qpn = e.qpn;
         if self.hot_qpn != qpn {
             self.hot_want.set(qpn.to_be());
         }
         self.hot_qpn = qpn;
-        self.hot_tag = u64::from(qpn.to_be());
-        self.hot_qp = Arc::as_ptr(&self.entries[i].qp);
-        Some(i)
+        let tag = u64::from(qpn.to_be());
+        self.hot_tag = if e.send { tag } else { NO_HOT_TAG };
+        self.hot_rtag = if e.recv { tag } else { NO_HOT_TAG };
+        self.hot_sides = if e.send { HOT_SEND } else { 0 } | if e.recv { HOT_RECV } else { 0 };
+        self.hot_qp = Arc::as_ptr(&e.qp);
     }
 }
+
+/// [`Mlx5Cq`]'s `hot_sides`: the hot QP's send side completes into this CQ.
+const HOT_SEND: u8 = 1;
+/// [`Mlx5Cq`]'s `hot_sides`: its receive side does.
+const HOT_RECV: u8 = 2;
 
 impl<D: Owners> CompletionQueue for Mlx5Cq<D> {
     #[inline]

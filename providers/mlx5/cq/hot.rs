@@ -209,13 +209,20 @@ impl Hot {
     /// The fast path for the CQ's hot QP (`hot_qpn`, `hot_qp`); its sides are taken when
     /// their first CQE comes.
     #[inline(always)]
-    pub(super) fn new(qpn: u32, qp: *const QpShared) -> Hot {
+    pub(super) fn new(qpn: u32, qp: *const QpShared, sides: u8) -> Hot {
+        let side = |bit: u8| {
+            if sides & bit != 0 {
+                Side::Untried
+            } else {
+                Side::Off
+            }
+        };
         Hot {
             tag: qpn.to_be(),
             qpn,
             qp,
-            sq: Side::Untried,
-            rq: Side::Untried,
+            sq: side(super::HOT_SEND),
+            rq: side(super::HOT_RECV),
             idle: false,
             wqes: core::ptr::null(),
             mask: 0,
@@ -377,6 +384,12 @@ impl<D: Owners> Mlx5Cq<D> {
         let qp = unsafe { &*self.hot_qp };
         // `alive` as in `process` (`SeqCst`, see `CqShared::polling`).
         if !qp.alive.load(Ordering::SeqCst) {
+            return 0;
+        }
+        // Each side taken completes into this CQ.
+        if (SQ && self.hot_sides & super::HOT_SEND == 0)
+            || (RQ && self.hot_sides & super::HOT_RECV == 0)
+        {
             return 0;
         }
         // Send side: no purge pending, a ring.

@@ -27,6 +27,13 @@ impl<D: Owners> Mlx5Cq<D> {
             return false;
         };
         let is_req = opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR;
+        // A CQE of a side of the QP that does not complete into this CQ (only a lying device
+        // writes one): its queue belongs to another poller; dropped and counted.
+        let side = if is_req { HOT_SEND } else { HOT_RECV };
+        if self.hot_sides & side == 0 {
+            self.bogus += 1;
+            return false;
+        }
         // SAFETY: the entry's `Arc` keeps the `QpShared` alive; entries change only in
         // `register` (`&mut self`, never during a poll). Not borrowed from `self`, so the
         // poller's counters stay writable below.

@@ -87,12 +87,13 @@ impl<D: Owners> Mlx5Cq<D> {
     /// it. Called with `shared.polling` set, after the load barrier.
     #[inline(always)]
     pub(super) fn process_recv(&self, cqe: *const u8, opcode: u8, out: *mut Completion) -> bool {
-        // Bytes 57..59 (the qpn) against the hot QP's (`hot_tag`: no hot QP matches nothing).
+        // Bytes 57..59 (the qpn) against the hot QP's (`hot_rtag`: no hot QP, or one whose
+        // receives do not complete here, matches nothing).
         // SAFETY: `cqe` is a 64-byte CQE of this CQ; sop_drop_qpn is 4-aligned.
         let w = u64::from(u32::from_le(unsafe {
             core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
         }));
-        if (w ^ self.hot_tag) > 0xff {
+        if (w ^ self.hot_rtag) > 0xff {
             return false;
         }
         // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by

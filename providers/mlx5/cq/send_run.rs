@@ -214,7 +214,10 @@ impl<D: Owners> Mlx5Cq<D> {
         let qp = unsafe { &*self.hot_qp };
         // `alive` as in `process` (`SeqCst`, see `CqShared::polling`); no purge pending. (The
         // run reads the QP's entries, never its ring.)
-        if !qp.alive.load(Ordering::SeqCst) || qp.purge_send.load(Ordering::Relaxed) != 0 {
+        if !qp.alive.load(Ordering::SeqCst)
+            || qp.purge_send.load(Ordering::Relaxed) != 0
+            || self.hot_sides & super::HOT_SEND == 0
+        {
             return 0;
         }
         let sq = &qp.sq;

@@ -9,6 +9,8 @@ impl<D: Owners> Mlx5Cq<D> {
     pub(crate) fn register(&mut self, qp: &Arc<QpShared>, send: bool, recv: bool) {
         self.hot_qpn = u32::MAX;
         self.hot_tag = NO_HOT_TAG;
+        self.hot_rtag = NO_HOT_TAG;
+        self.hot_sides = 0;
         let mut i = 0;
         while i < self.entries.len() {
             let e = &self.entries[i];
@@ -49,5 +51,7 @@ impl<D: Owners> Mlx5Cq<D> {
         self.last = 0;
         self.hot_qpn = u32::MAX;
         self.hot_tag = NO_HOT_TAG;
+        self.hot_rtag = NO_HOT_TAG;
+        self.hot_sides = 0;
     }
 }
