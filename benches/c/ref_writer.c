@@ -20,9 +20,12 @@
  *   ref_writer rt N        N order round trips: one inline WRITE WITH IMMEDIATE posted (cg_rt_post),
  *                          its requester CQE and the peer's receive CQE polled one per call
  *                          (cg_rt_poll); the CQEs written in between
- *   ref_writer time single|batch32 N RUNS
- *                          wall time: RUNS runs of N posts, prints the median ns per post
- *                          (the same writer functions; for benches/compare.sh's side-by-side)
+ *   ref_writer time single|batch32|single_rec|poll1 N RUNS
+ *                          wall time: RUNS runs of N posts (poll1: N CQEs), prints the median
+ *                          ns per post (per CQE); the same functions, for benches/compare.sh's
+ *                          side-by-side. single_rec is single plus a 16-byte wr_id and size
+ *                          record per WQE (what rdma-direct's poster keeps for its poller):
+ *                          a measurement of that record's cost, not a compared workload
  *
  * Counted by callgrind inside the cg_* functions only (benches/compare.sh).
  */
@@ -95,6 +98,26 @@ __attribute__((noinline)) void cg_single(struct sq *sq, unsigned n, const void *
 {
 	for (unsigned i = 0; i < n; i++)
 		ring(sq, write_inline8(sq, 0x100000, 7, data, 0));
+}
+
+/* What rdma-direct's poster keeps per WQE for its poller: wr_id and size, 16 bytes. */
+struct rec {
+	uint64_t wr_id;
+	uint32_t nbb;
+	uint32_t pad;
+};
+static struct rec recs[SQ_WQE_CNT];
+
+/* cg_single plus the poster's record of each WQE (a measurement of what the record costs,
+ * not a workload compare.sh counts). */
+__attribute__((noinline)) void cg_single_rec(struct sq *sq, unsigned n, const void *data)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct rec *r = &recs[sq->pi & (SQ_WQE_CNT - 1)];
+		r->wr_id = i;
+		r->nbb = 1;
+		ring(sq, write_inline8(sq, 0x100000, 7, data, 0));
+	}
 }
 
 __attribute__((noinline)) void cg_batch32(struct sq *sq, unsigned n, const void *data)
@@ -285,6 +308,8 @@ static double time_posts(const char *kind, unsigned n, unsigned runs)
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (!strcmp(kind, "single"))
 			cg_single(&sq, n, &payload);
+		else if (!strcmp(kind, "single_rec"))
+			cg_single_rec(&sq, n, &payload);
 		else
 			cg_batch32(&sq, n, &payload);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
