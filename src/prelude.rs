@@ -71,7 +71,7 @@ pub use crate::providers::flow::{
     SendWindows,
 };
 pub use crate::providers::helpers::{drain, local_cpus, pin_current_thread, poll_wait};
-pub use crate::providers::mlx5::Mlx5Device;
+pub use crate::providers::mlx5::{Mlx5Dedicated, Mlx5Device};
 #[cfg(feature = "sim")]
 pub use crate::providers::sim::{SimCq, SimDevice, SimQp};
 pub use crate::providers::verbs::VerbsDevice;
