@@ -295,7 +295,11 @@ impl Engine {
         if caps.max_inline_data > 512 {
             return Err(einval(
                 "sim create_qp",
-                format!("max_inline_data {} above 512", caps.max_inline_data),
+                format!(
+                    "max_inline_data {} above the sim's 512 bytes of inline data per WQE: \
+                     ask for at most 512 (perftest's -I)",
+                    caps.max_inline_data
+                ),
             ));
         }
         if srqn.is_none() && (caps.max_recv_wr == 0 || caps.max_recv_wr > 1 << 14) {

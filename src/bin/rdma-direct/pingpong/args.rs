@@ -200,14 +200,16 @@ pub(super) fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, S
         // cannot apply.
         if let Some(h) = &a.host {
             return Err(format!(
-                "HOST '{h}': without -d both ends run on the software mlx5 device in this \
-                 process, which no other process can reach; a peer on a host needs -d DEV"
+                "HOST '{h}': on the software mlx5 device (sim0: no -d, or -d sim0) both ends \
+                 run in this process, which no other process can reach; a peer on a host \
+                 needs -d DEV of an RDMA device"
             ));
         }
         if a.port.is_some() {
             return Err(
-                "-p: without -d both ends run in this process and exchange no TCP message; \
-                 the TCP port is for -d DEV"
+                "-p: on the software mlx5 device (sim0: no -d, or -d sim0) both ends run in \
+                 this process and exchange no TCP message; the TCP port is for -d DEV of an \
+                 RDMA device"
                     .into(),
             );
         }
