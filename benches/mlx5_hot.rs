@@ -320,44 +320,89 @@ fn callgrind_dedicated(kind: &str, n: u32) {
             black_box(&out);
             println!("polled {got}");
         }
-        _ => {
-            let mut out = [Completion::EMPTY; 2];
-            let mut got = 0;
-            for i in 0..n {
-                l.ded
-                    .rq()
-                    .post_recv(RecvWr {
-                        wr_id: u64::from(i),
-                        sges: &sge,
-                    })
-                    .expect("fits");
-                l.ded.rq().ring();
-                cg_ded_rt_post(&mut l.ded, u64::from(i), &payload);
-                l.dev.complete_sends(&mut l.dcq);
-                l.dcq.push(&plain::Cqe::resp(
-                    MLX5_CQE_RESP_WR_IMM,
-                    0x4242,
-                    i as u16,
-                    8,
-                    0x1234,
-                ));
-                let k = cg_ded_rt_poll(&mut l.ded, &mut out);
-                assert_eq!(k, 2, "a round trip polls its two CQEs");
-                assert_eq!(
-                    (out[0].wr_id, out[0].opcode, out[1].wr_id, out[1].imm),
-                    (
-                        u64::from(i),
-                        rdma_direct::providers::WcOpcode::RdmaWrite,
-                        u64::from(i),
-                        0x1234
-                    ),
-                    "{out:?}"
-                );
-                got += k;
-            }
-            println!("round trips {n}, completions {got}");
-        }
+        _ => rt_rounds(&mut l, n, &sge, &payload),
     }
+}
+
+/// A QP and CQ the order round trip runs on (`rt`: the general CQ; `ded_rt`: the dedicated
+/// pair), with the device sides.
+trait RoundTrip {
+    fn recv(&mut self, wr: RecvWr<'_>);
+    /// The counted post (`cg_rt_post` or `cg_ded_rt_post`).
+    fn post(&mut self, id: u64, data: &[u8; 8]);
+    /// The counted polls (`cg_rt_poll` or `cg_ded_rt_poll`).
+    fn poll(&mut self, out: &mut [Completion; 2]) -> usize;
+    fn device(&mut self) -> (&mut plain::PlainQp, &mut plain::PlainCq);
+}
+
+impl RoundTrip for Loopback {
+    fn recv(&mut self, wr: RecvWr<'_>) {
+        self.qp.rq().post_recv(wr).expect("fits");
+        self.qp.rq().ring();
+    }
+    fn post(&mut self, id: u64, data: &[u8; 8]) {
+        cg_rt_post(self.qp.sq(), id, data);
+    }
+    fn poll(&mut self, out: &mut [Completion; 2]) -> usize {
+        cg_rt_poll(&mut self.cq, out)
+    }
+    fn device(&mut self) -> (&mut plain::PlainQp, &mut plain::PlainCq) {
+        (&mut self.dev, &mut self.dcq)
+    }
+}
+
+impl RoundTrip for plain::DedicatedLoopback {
+    fn recv(&mut self, wr: RecvWr<'_>) {
+        self.ded.rq().post_recv(wr).expect("fits");
+        self.ded.rq().ring();
+    }
+    fn post(&mut self, id: u64, data: &[u8; 8]) {
+        cg_ded_rt_post(&mut self.ded, id, data);
+    }
+    fn poll(&mut self, out: &mut [Completion; 2]) -> usize {
+        cg_ded_rt_poll(&mut self.ded, out)
+    }
+    fn device(&mut self) -> (&mut plain::PlainQp, &mut plain::PlainCq) {
+        (&mut self.dev, &mut self.dcq)
+    }
+}
+
+/// `n` order round trips: the QP's own RQ plays the peer's (a receive posted, not counted),
+/// the WRITE WITH IMMEDIATE posted, the device's requester CQE and the receive CQE, both
+/// polled and checked.
+fn rt_rounds(t: &mut impl RoundTrip, n: u32, sge: &[Sge; 1], payload: &[u8; 8]) {
+    let mut out = [Completion::EMPTY; 2];
+    let mut got = 0;
+    for i in 0..n {
+        t.recv(RecvWr {
+            wr_id: u64::from(i),
+            sges: sge,
+        });
+        t.post(u64::from(i), payload);
+        let (dev, dcq) = t.device();
+        dev.complete_sends(dcq);
+        dcq.push(&plain::Cqe::resp(
+            MLX5_CQE_RESP_WR_IMM,
+            0x4242,
+            i as u16,
+            8,
+            0x1234,
+        ));
+        let k = t.poll(&mut out);
+        assert_eq!(k, 2, "a round trip polls its two CQEs");
+        assert_eq!(
+            (out[0].wr_id, out[0].opcode, out[1].wr_id, out[1].imm),
+            (
+                u64::from(i),
+                rdma_direct::providers::WcOpcode::RdmaWrite,
+                u64::from(i),
+                0x1234
+            ),
+            "{out:?}"
+        );
+        got += k;
+    }
+    println!("round trips {n}, completions {got}");
 }
 
 /// Callgrind workload: one poll of up to 16 CQEs (the `recv16` and `mixed16` rounds: the
@@ -463,45 +508,7 @@ fn callgrind(kind: &str, n: u32) {
             lb.dev.complete_sends(&mut lb.dcq);
             println!("polled {}", cg_one(&mut lb.cq, n as usize));
         }
-        "rt" => {
-            // The QP's own RQ plays the peer's: a receive posted (not counted), the WRITE WITH
-            // IMMEDIATE posted, the device's requester CQE and the receive CQE, both polled.
-            let mut out = [Completion::EMPTY; 2];
-            let mut got = 0;
-            for i in 0..n {
-                lb.qp
-                    .rq()
-                    .post_recv(RecvWr {
-                        wr_id: u64::from(i),
-                        sges: &sge,
-                    })
-                    .expect("fits");
-                lb.qp.rq().ring();
-                cg_rt_post(lb.qp.sq(), u64::from(i), &payload);
-                lb.dev.complete_sends(&mut lb.dcq);
-                lb.dcq.push(&plain::Cqe::resp(
-                    MLX5_CQE_RESP_WR_IMM,
-                    0x4242,
-                    i as u16,
-                    8,
-                    0x1234,
-                ));
-                let k = cg_rt_poll(&mut lb.cq, &mut out);
-                assert_eq!(k, 2, "a round trip polls its two CQEs");
-                assert_eq!(
-                    (out[0].wr_id, out[0].opcode, out[1].wr_id, out[1].imm),
-                    (
-                        u64::from(i),
-                        rdma_direct::providers::WcOpcode::RdmaWrite,
-                        u64::from(i),
-                        0x1234
-                    ),
-                    "{out:?}"
-                );
-                got += k;
-            }
-            println!("round trips {n}, completions {got}");
-        }
+        "rt" => rt_rounds(&mut lb, n, &sge, &payload),
         "poll0" => {
             let mut out = [Completion::EMPTY; 16];
             println!("polled {}", cg_poll0(&mut lb.cq, n as usize, &mut out));

@@ -12,22 +12,11 @@ use rdma_direct::providers::{
 };
 
 fn caps() -> QpCaps {
-    QpCaps {
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        max_send_sge: 2,
-        max_recv_sge: 2,
-        max_inline_data: 64,
-    }
+    plain::test_caps()
 }
 
 fn cq(cqe_cnt: u32, cqe_size: u32) -> (Mlx5Cq<Plain>, PlainCq) {
-    let d = PlainCq::new(3, cqe_cnt, cqe_size);
-    // SAFETY: plain memory kept alive by the owner; used only by this CQ and the test.
-    (
-        unsafe { Mlx5Cq::<Plain>::from_dv(d.dv, d.owner()) }.unwrap(),
-        d,
-    )
+    plain::test_cq(cqe_cnt, cqe_size)
 }
 
 fn qp_on(
@@ -35,15 +24,7 @@ fn qp_on(
     qpn: u32,
     srq: Option<&mut Mlx5Srq<Plain>>,
 ) -> (Mlx5Qp<Plain>, PlainQp) {
-    let d = PlainQp::new(qpn, 16, if srq.is_some() { 0 } else { 8 }, 32, 0);
-    let cfg = QpConfig::new(QpType::Rc);
-    // SAFETY: as above.
-    let mut qp =
-        unsafe { Mlx5Qp::<Plain>::from_dv(d.dv, &cfg, caps(), cq, None, srq, d.owner()) }.unwrap();
-    qp.set_state(QpState::Init);
-    qp.set_state(QpState::Rtr);
-    qp.set_state(QpState::Rts);
-    (qp, d)
+    plain::test_qp(cq, None, qpn, srq)
 }
 
 const SGE: [Sge; 1] = [Sge {
@@ -1070,24 +1051,7 @@ fn a_cqe_of_the_side_that_completes_elsewhere_is_dropped() {
     use rdma_direct::wire::MLX5_CQE_RESP_SEND;
     let (mut scq, mut ds) = cq(32, 64);
     let (mut rcq, mut dr) = cq(32, 64);
-    let d = PlainQp::new(0x61, 16, 8, 32, 0);
-    let cfg = QpConfig::new(QpType::Rc);
-    // SAFETY: plain memory kept alive by the owner; used only by this QP and the test.
-    let mut qp = unsafe {
-        Mlx5Qp::<Plain>::from_dv(
-            d.dv,
-            &cfg,
-            caps(),
-            &mut scq,
-            Some(&mut rcq),
-            None,
-            d.owner(),
-        )
-    }
-    .unwrap();
-    for s in [QpState::Init, QpState::Rtr, QpState::Rts] {
-        qp.set_state(s);
-    }
+    let (mut qp, _d) = plain::test_qp(&mut scq, Some(&mut rcq), 0x61, None);
     let mut spos = 0u16;
     let mut rpos = 0u16;
     for round in 0..3u64 {

@@ -9,46 +9,20 @@ use rdma_direct_rig as plain;
 use plain::{Cqe, Plain, PlainCq, PlainQp};
 use rdma_direct::providers::mlx5::{AddressVector, Mlx5Cq, Mlx5Dedicated, Mlx5Qp};
 use rdma_direct::providers::{
-    Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, QueuePair, RecvQueue, RecvWr,
-    SendQueue, SendWr, Sge, WcStatus,
+    Completion, CompletionQueue, QpState, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge,
+    WcStatus,
 };
 use rdma_direct::wire::{MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM};
-
-fn caps() -> QpCaps {
-    QpCaps {
-        max_send_wr: 16,
-        max_recv_wr: 8,
-        max_send_sge: 2,
-        max_recv_sge: 2,
-        max_inline_data: 64,
-    }
-}
-
-fn cq(cqe_cnt: u32, cqe_size: u32) -> (Mlx5Cq<Plain>, PlainCq) {
-    let d = PlainCq::new(3, cqe_cnt, cqe_size);
-    // SAFETY: plain memory kept alive by the owner; used only by this CQ and the test.
-    (
-        unsafe { Mlx5Cq::<Plain>::from_dv(d.dv, d.owner()) }.unwrap(),
-        d,
-    )
-}
 
 fn qp_on(
     cq: &mut Mlx5Cq<Plain>,
     recv_cq: Option<&mut Mlx5Cq<Plain>>,
     qpn: u32,
 ) -> (Mlx5Qp<Plain>, PlainQp) {
-    let d = PlainQp::new(qpn, 16, 8, 32, 0);
-    let cfg = QpConfig::new(QpType::Rc);
-    // SAFETY: as above.
-    let mut qp =
-        unsafe { Mlx5Qp::<Plain>::from_dv(d.dv, &cfg, caps(), cq, recv_cq, None, d.owner()) }
-            .unwrap();
-    for s in [QpState::Init, QpState::Rtr, QpState::Rts] {
-        qp.set_state(s);
-    }
-    (qp, d)
+    plain::test_qp(cq, recv_cq, qpn, None)
 }
+
+use plain::test_cq as cq;
 
 const SGE: [Sge; 1] = [Sge {
     addr: 0x1000,

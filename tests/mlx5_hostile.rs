@@ -8,27 +8,11 @@ use rdma_direct_rig as plain;
 use plain::{Cqe, Plain, PlainCq, PlainQp, PlainSrq};
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
 use rdma_direct::providers::{
-    Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, QueuePair, RecvQueue, RecvWr,
-    SendQueue, SendWr, Sge, WcStatus,
+    Completion, CompletionQueue, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge, WcStatus,
 };
 
-fn caps() -> QpCaps {
-    QpCaps {
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        max_send_sge: 2,
-        max_recv_sge: 2,
-        max_inline_data: 64,
-    }
-}
-
 fn cq(cqe_cnt: u32, cqe_size: u32) -> (Mlx5Cq<Plain>, PlainCq) {
-    let d = PlainCq::new(3, cqe_cnt, cqe_size);
-    // SAFETY: plain memory kept alive by the owner; used only by this CQ and the test.
-    (
-        unsafe { Mlx5Cq::<Plain>::from_dv(d.dv, d.owner()) }.unwrap(),
-        d,
-    )
+    plain::test_cq(cqe_cnt, cqe_size)
 }
 
 fn qp_on(
@@ -36,15 +20,7 @@ fn qp_on(
     qpn: u32,
     srq: Option<&mut Mlx5Srq<Plain>>,
 ) -> (Mlx5Qp<Plain>, PlainQp) {
-    let d = PlainQp::new(qpn, 16, if srq.is_some() { 0 } else { 8 }, 32, 0);
-    let cfg = QpConfig::new(QpType::Rc);
-    // SAFETY: as above.
-    let mut qp =
-        unsafe { Mlx5Qp::<Plain>::from_dv(d.dv, &cfg, caps(), cq, None, srq, d.owner()) }.unwrap();
-    qp.set_state(QpState::Init);
-    qp.set_state(QpState::Rtr);
-    qp.set_state(QpState::Rts);
-    (qp, d)
+    plain::test_qp(cq, None, qpn, srq)
 }
 
 const SGE: [Sge; 1] = [Sge {

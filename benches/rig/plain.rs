@@ -29,7 +29,7 @@ use rdma_direct_core::wire::{
     MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
 };
 use rdma_direct_providers::mlx5::{
-    AddressVector, DvCq, DvQp, DvSrq, Mlx5Cq, Mlx5Dedicated, Mlx5Qp, Owners,
+    AddressVector, DvCq, DvQp, DvSrq, Mlx5Cq, Mlx5Dedicated, Mlx5Qp, Mlx5Srq, Owners,
 };
 use rdma_direct_providers::{
     Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, SendOp, SendWr, Sge,
@@ -575,4 +575,45 @@ impl Loopback {
             total += n as u32;
         }
     }
+}
+
+/// The caps the mlx5 tests give their QPs: 16 requests each way, 2 SGEs, 64 bytes inline.
+pub fn test_caps() -> QpCaps {
+    QpCaps {
+        max_send_wr: 16,
+        max_recv_wr: 16,
+        max_send_sge: 2,
+        max_recv_sge: 2,
+        max_inline_data: 64,
+    }
+}
+
+/// An mlx5 CQ (CQN 3) of `cqe_cnt` CQEs of `cqe_size` bytes over plain memory, with its device
+/// side.
+pub fn test_cq(cqe_cnt: u32, cqe_size: u32) -> (Mlx5Cq<Plain>, PlainCq) {
+    let d = PlainCq::new(3, cqe_cnt, cqe_size);
+    // SAFETY: plain memory kept alive by the owner; used only by this CQ and its device side.
+    let cq = unsafe { Mlx5Cq::<Plain>::from_dv(d.dv, d.owner()) }.expect("plain CQ");
+    (cq, d)
+}
+
+/// An RC QP `qpn` in RTS over plain memory ([`test_caps`]; a 16-WQEBB SQ, an 8-entry RQ unless
+/// it receives from `srq`): sends complete into `cq`, receives into `recv_cq` (`None`: `cq`
+/// too). With its device side.
+pub fn test_qp(
+    cq: &mut Mlx5Cq<Plain>,
+    recv_cq: Option<&mut Mlx5Cq<Plain>>,
+    qpn: u32,
+    srq: Option<&mut Mlx5Srq<Plain>>,
+) -> (Mlx5Qp<Plain>, PlainQp) {
+    let d = PlainQp::new(qpn, 16, if srq.is_some() { 0 } else { 8 }, 32, 0);
+    let cfg = QpConfig::new(QpType::Rc);
+    // SAFETY: as in `test_cq`.
+    let mut qp =
+        unsafe { Mlx5Qp::<Plain>::from_dv(d.dv, &cfg, test_caps(), cq, recv_cq, srq, d.owner()) }
+            .expect("plain QP");
+    for s in [QpState::Init, QpState::Rtr, QpState::Rts] {
+        qp.set_state(s);
+    }
+    (qp, d)
 }
