@@ -35,11 +35,11 @@ const SGE: [Sge; 1] = [Sge {
 struct Twins {
     ded: Mlx5Dedicated<Plain>,
     dd: PlainCq,
-    _dq: PlainQp,
+    dq: PlainQp,
     qp: Mlx5Qp<Plain>,
     cq: Mlx5Cq<Plain>,
     td: PlainCq,
-    _tq: PlainQp,
+    tq: PlainQp,
 }
 
 fn twins(cqe_cnt: u32, size: u32, qpn: u32) -> Twins {
@@ -50,11 +50,11 @@ fn twins(cqe_cnt: u32, size: u32, qpn: u32) -> Twins {
     Twins {
         ded: Mlx5Dedicated::new(q1, c1).unwrap(),
         dd,
-        _dq: dq,
+        dq,
         qp,
         cq,
         td,
-        _tq: tq,
+        tq,
     }
 }
 
@@ -339,4 +339,105 @@ fn a_reset_s_stale_cqe_never_completes_a_new_request() {
     t.post(&[SendWr::send(3, &SGE).signaled()], true);
     t.push(&Cqe::req(0x31, 1, 0x0a, 0));
     assert_eq!(t.drain_one("open again"), [(3, WcStatus::Success)]);
+}
+
+/// A seeded random walk over both twins, held equal after every step: sends (signaled or
+/// not, rung or not), receives, the device's CQEs for them, hostile CQEs (another QP, a WQE
+/// that is not the oldest, a receive with none posted, an error on a random WQE), resets and
+/// reconnects with CQEs still in the ring, and polls of one and of 16 slots.
+#[test]
+fn a_random_walk_keeps_the_pair_equal_to_the_general_poll() {
+    use rdma_direct::wire::MLX5_CQE_RESP_SEND;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut t = twins(64, 64, 0x51);
+    let (mut id, mut rposted, mut rdone, mut polled) = (0u64, 0u16, 0u16, 0usize);
+    for step in 0..20_000u32 {
+        let what = format!("step {step}");
+        // What the device has written and nobody has polled yet: hostile CQEs only while
+        // the ring has room for them beside every request the posts reserved.
+        let in_ring = t.dd.pi.wrapping_sub(t.ded.cq().ci());
+        match next(9) {
+            0 | 1 => {
+                let k = 1 + next(3);
+                for j in 0..k {
+                    id += 1;
+                    let wr = SendWr::send(id, &SGE);
+                    let wr = if j == k - 1 || next(2) == 0 {
+                        wr.signaled()
+                    } else {
+                        wr
+                    };
+                    let a = t.ded.sq().post(wr).map_err(|r| r.error);
+                    let b = t.qp.sq().post(wr).map_err(|r| r.error);
+                    assert_eq!(format!("{a:?}"), format!("{b:?}"), "{what}");
+                }
+                if next(5) != 0 {
+                    t.ded.sq().ring();
+                    t.qp.sq().ring();
+                }
+            }
+            2 => {
+                id += 1;
+                let a = t.ded.rq().post_recv(RecvWr {
+                    wr_id: id,
+                    sges: &SGE,
+                });
+                let b = t.qp.rq().post_recv(RecvWr {
+                    wr_id: id,
+                    sges: &SGE,
+                });
+                assert_eq!(a.is_ok(), b.is_ok(), "{what}");
+                if a.is_ok() {
+                    rposted = rposted.wrapping_add(1);
+                }
+                t.ded.rq().ring();
+                t.qp.rq().ring();
+            }
+            3 => {
+                let a = t.dq.complete_sends(&mut t.dd);
+                let b = t.tq.complete_sends(&mut t.td);
+                assert_eq!(a, b, "{what}");
+            }
+            4 if rdone != rposted => {
+                t.push(&Cqe::resp(MLX5_CQE_RESP_SEND, 0x51, rdone, 8, 0));
+                rdone = rdone.wrapping_add(1);
+            }
+            5 if in_ring < 8 => {
+                let c = match next(10) {
+                    0..=2 => Cqe::req(0x52, next(16) as u16, 0x0a, 0),
+                    3..=5 => Cqe::req(0x51, next(1 << 16) as u16, 0x0a, 0),
+                    6..=8 => Cqe::resp(MLX5_CQE_RESP_SEND, 0x51, rdone.wrapping_add(7), 8, 0),
+                    // An error (the QP goes to ERR until the next reset).
+                    _ => Cqe::err(0x0d, 0x51, next(1 << 16) as u16, 0x05, 0),
+                };
+                t.push(&c);
+            }
+            6 if next(8) == 0 => {
+                for s in [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts] {
+                    t.ded.qp_mut().set_state(s);
+                    t.qp.set_state(s);
+                }
+                // The device starts the queues again from zero too.
+                t.dq.dev_sq_pi = 0;
+                t.tq.dev_sq_pi = 0;
+                (rposted, rdone) = (0, 0);
+            }
+            7 => polled += t.drain_one(&what).len(),
+            _ => polled += t.drain16(&what).len(),
+        }
+        t.same_state(&what);
+    }
+    polled += t.drain16("the end").len();
+    assert!(polled > 4000, "the walk completed requests ({polled})");
+    eprintln!(
+        "random walk: {polled} completions, {} CQEs dropped",
+        t.ded.cq().bogus_cqes()
+    );
+    assert!(t.ded.cq().bogus_cqes() > 100, "hostile CQEs were dropped");
 }
