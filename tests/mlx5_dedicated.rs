@@ -301,15 +301,33 @@ fn refuses_what_it_cannot_own() {
     assert_eq!(e.qp.qpn(), 0x21);
     drop(b);
 
-    let (mut send_cq, _ds) = cq(16, 64);
-    let (mut recv_cq, _dr) = cq(16, 64);
+    let (mut send_cq, mut ds) = cq(16, 64);
+    let (mut recv_cq, mut dr) = cq(16, 64);
     let (qp, _dq) = qp_on(&mut send_cq, Some(&mut recv_cq), 0x23);
     let e = Mlx5Dedicated::new(qp, recv_cq).unwrap_err();
     assert!(e.to_string().contains("sends into another CQ"), "{e}");
+    let mut recv_cq = e.cq;
     // The send CQ with its receives elsewhere is fine.
-    let ded = Mlx5Dedicated::new(e.qp, send_cq).unwrap();
+    let mut ded = Mlx5Dedicated::new(e.qp, send_cq).unwrap();
+    // A receive CQE written into the pair's CQ (a lying device) completes nothing there; the
+    // receive completes on its own CQ.
+    ded.rq()
+        .post_recv(RecvWr {
+            wr_id: 9,
+            sges: &SGE,
+        })
+        .unwrap();
+    ded.rq().ring();
+    let lie = Cqe::resp(MLX5_CQE_RESP_WR_IMM, 0x23, 0, 8, 1);
+    ds.push(&lie);
+    let mut c = Completion::EMPTY;
+    assert!(!ded.poll_one(&mut c), "{c:?}");
+    assert_eq!(ded.cq().bogus_cqes(), 1);
+    dr.push(&lie);
+    assert!(recv_cq.poll_one(&mut c));
+    assert_eq!((c.wr_id, c.imm), (9, 1));
     let (qp, cq) = ded.into_parts();
-    assert_eq!((qp.qpn(), cq.ci()), (0x23, 0));
+    assert_eq!((qp.qpn(), cq.ci()), (0x23, 1));
 }
 
 /// A reset with an unpolled CQE leaves it in the ring; the reconnected QP's first WQE has the
