@@ -7,6 +7,7 @@
 #
 #   benches/compare.sh [n]      n posts / CQEs per callgrind workload (default 4000, max 4000)
 #   RUNS=301                    timed runs per measurement
+#   ROWS="recv16 mixed16"       only these workloads (default: all)
 #
 # Needs gcc, the rdma-core headers (libibverbs-dev: infiniband/mlx5dv.h) and valgrind.
 set -euo pipefail
@@ -54,8 +55,8 @@ walltime() {
 printf '%-10s %6s %9s %11s %7s %9s %11s %7s\n' workload n "C Ir/op" "Rust Ir/op" ratio \
     "C ns/op" "Rust ns/op" ratio
 json=()
-for w in single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mixed16 poll16_one rt \
-    ded_one ded_poll0 ded16_one ded_rt; do
+for w in ${ROWS:-single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mixed16 poll16_one rt \
+    ded_one ded_poll0 ded16_one ded_rt}; do
     # "fast" (our WRITE-inline fast path) and "single_wrs" (generic post of requests read
     # from an array) compare with the same single-post C writer. recv16 and mixed16 count
     # one poll per round of 16 CQEs (cg_round16 on both sides).

@@ -401,6 +401,65 @@ fn stray_cqes_starting_a_run_are_dropped() {
     assert!(poll_all(&mut cq).is_empty());
 }
 
+/// A receive run of the hot QP with more receive CQEs than receives posted (64- and 128-byte
+/// CQEs, across the ring's wrap): the posted ones complete in order, each field from its
+/// CQE; the rest are dropped and counted; receives posted after complete as usual.
+#[test]
+fn a_receive_run_ends_at_the_last_posted_receive() {
+    use rdma_direct::providers::WcOpcode;
+    use rdma_direct::wire::MLX5_CQE_RESP_SEND;
+    for cqe_size in [64, 128] {
+        let (mut cq, mut d) = cq(8, cqe_size);
+        let (mut qp, _dq) = qp_on(&mut cq, 0x6a, None);
+        let post = |qp: &mut Mlx5Qp<Plain>, id: u64| {
+            qp.rq()
+                .post_recv(RecvWr {
+                    wr_id: id,
+                    sges: &SGE,
+                })
+                .unwrap();
+            qp.rq().ring();
+        };
+        // A first receive maps the QP; from then on it is the hot one.
+        post(&mut qp, 1);
+        d.push(&Cqe::resp(MLX5_CQE_RESP_SEND, 0x6a, 0, 8, 0));
+        assert_eq!(poll_all(&mut cq)[0].wr_id, 1);
+        // Three receives, five CQEs (the ring's wrap after the seventh slot).
+        for id in 2..5 {
+            post(&mut qp, id);
+        }
+        for k in 0..5u32 {
+            d.push(&Cqe::resp(
+                MLX5_CQE_RESP_SEND,
+                0x6a,
+                1 + k as u16,
+                10 + k,
+                0,
+            ));
+        }
+        let got = poll_all(&mut cq);
+        let want: Vec<Completion> = (0..3u32)
+            .map(|k| Completion {
+                wr_id: 2 + u64::from(k),
+                opcode: WcOpcode::Recv,
+                byte_len: 10 + k,
+                qp_num: 0x6a,
+                ..Completion::EMPTY
+            })
+            .collect();
+        assert_eq!(got, want, "{cqe_size}-byte CQEs");
+        assert_eq!(cq.bogus_cqes(), 2, "{cqe_size}-byte CQEs");
+        assert!(poll_all(&mut cq).is_empty());
+        post(&mut qp, 5);
+        post(&mut qp, 6);
+        d.push(&Cqe::resp(MLX5_CQE_RESP_SEND, 0x6a, 4, 8, 0));
+        d.push(&Cqe::resp(MLX5_CQE_RESP_SEND, 0x6a, 5, 8, 0));
+        let ids: Vec<u64> = poll_all(&mut cq).iter().map(|c| c.wr_id).collect();
+        assert_eq!(ids, [5, 6], "{cqe_size}-byte CQEs");
+        assert_eq!(cq.bogus_cqes(), 2);
+    }
+}
+
 /// A run of requester CQEs of the hot QP with every length rule: WRITE and SEND report 0
 /// bytes, READ the CQE's byte count, WRITE WITH IMM 0; a two-WQEBB WQE (a 64-byte inline
 /// SEND) advances the position by two.

@@ -125,10 +125,11 @@
 //! of sides, CQE size and owner parity, so it keeps none of them in a register. The QP
 //! number and the WQE opcode come from one 4-byte load (bytes 56..59 XOR the QP's number
 //! leave the opcode; one compare checks the QP and that the opcode carries no byte length),
-//! the `wqe_counter` from a 2-byte one. With one side the count of published, not completed
-//! requests is kept above zero between CQEs (re-read at the published position when it
-//! reaches zero, before the next CQE may read the ring); with both it is checked before each
-//! CQE of its side. The run publishes what it reached; the general loop above takes over
+//! the `wqe_counter` from a 2-byte one. With the send side alone the count of published, not
+//! retired WQEBBs is kept above zero between CQEs (re-read at the published position when it
+//! reaches zero, before the next CQE may read the ring); with the receive side alone the run
+//! takes at most as many CQEs as receives are published and not completed; with both each
+//! count is checked before each CQE of its side. The run publishes what it reached; the general loop above takes over
 //! at the CQE where it stopped, if that one is software-owned.
 //!
 //! A stream of requester CQEs alone (`run_sq`, `cq/send_run.rs`) is tighter still: the CQ
@@ -138,6 +139,11 @@
 //! `status` from a table by WQE opcode; the zero tail). Another opcode of the hot QP takes an
 //! out-of-line branch (READ and atomics, which carry a byte length, are taken there one by
 //! one); another QP ends the run.
+//!
+//! A stream of receive CQEs alone (`run_rq`, `cq/recv_run.rs`) is bounded up front by the
+//! receives published (no count per CQE), addresses the CQE and the completion by one index,
+//! and keeps the QP out of its loop: its state fits in registers, whatever crate names the
+//! device type the CQ is instantiated with.
 //!
 //! The CQ keeps the address of the CQE at `ci` and its owner parity (`cur`, `cur_par`), set
 //! at the end of every poll that moved `ci`: a poll starts with two loads and one test.
@@ -850,6 +856,7 @@ mod hot;
 mod process;
 mod table;
 use process::scatter_from_cqe;
+mod recv_run;
 mod send_run;
 use hot::Hot;
 mod req;

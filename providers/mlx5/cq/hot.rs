@@ -34,7 +34,7 @@ pub(super) const REQ_LEN: [u32; 256] = {
 pub(super) const REQ_OP_WITH_LEN: u32 = MLX5_OPCODE_RDMA_READ as u32;
 
 /// Bytes 1..3 of the little-endian u32 of CQE bytes 56..59: the qpn.
-const QPN_MATCH_MASK: u32 = 0xffff_ff00;
+pub(super) const QPN_MATCH_MASK: u32 = 0xffff_ff00;
 /// `op_own` bits a short-way CQE is checked on: opcode, scatter bits, owner (not SE).
 pub(super) const PLAIN_MASK: u8 = crate::wire::CQE_PLAIN_OWNED_MASK;
 /// `op_own` of a plain incoming SEND with owner bit 0 (the receive fast path).
@@ -111,7 +111,7 @@ fn set_len_qpn(slot: &mut Completion, len_qpn: u64) {
 /// `cqe` is a CQE of this CQ (64-byte aligned, inside the ring), seen software-owned, and
 /// the load barrier after its owner byte has run.
 #[inline(always)]
-unsafe fn recv_completion(cqe: *const u8, wr_id: u64, qpn: u32) -> Completion {
+pub(super) unsafe fn recv_completion(cqe: *const u8, wr_id: u64, qpn: u32) -> Completion {
     // SAFETY: 4-aligned words of the CQE (the caller's contract).
     let (byte_len, frq) = unsafe {
         (
@@ -377,6 +377,9 @@ impl<D: Owners> Mlx5Cq<D> {
     ) -> usize {
         if SQ && !RQ {
             return self.run_sq::<BIG, P>(ci, cqe, out);
+        }
+        if RQ && !SQ {
+            return self.run_rq::<BIG, P>(ci, cqe, out);
         }
         // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by
         // `lookup`, cleared by `register`, the only place entries go), which holds an `Arc`;
