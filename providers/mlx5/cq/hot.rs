@@ -41,7 +41,7 @@ pub(super) const PLAIN_MASK: u8 = crate::wire::CQE_PLAIN_OWNED_MASK;
 pub(super) const RESP_PLAIN: u8 = MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT;
 
 /// `byte_len` and `qp_num` of a [`Completion`] as the one 8-byte word they share in memory
-/// (adjacent fields, the pair 8-aligned), for [`put_ok`].
+/// (adjacent fields, the pair 8-aligned), for one store of the two.
 #[inline(always)]
 pub(crate) const fn len_qpn(byte_len: u32, qpn: u32) -> u64 {
     if cfg!(target_endian = "little") {
@@ -55,19 +55,6 @@ static_assertions::const_assert_eq!(
     core::mem::offset_of!(Completion, byte_len) + 4
 );
 static_assertions::const_assert_eq!(core::mem::offset_of!(Completion, byte_len) % 8, 0);
-
-/// Store a successful completion of `wr_id`, `opcode`, and `byte_len` / `qp_num` as
-/// [`len_qpn`] gives them (one store for the two; the rest as [`Completion::EMPTY`]).
-#[inline(always)]
-fn put_ok(slot: &mut Completion, wr_id: u64, opcode: WcOpcode, len_qpn: u64) {
-    *slot = Completion {
-        wr_id,
-        status: WcStatus::Success,
-        opcode,
-        ..Completion::EMPTY
-    };
-    set_len_qpn(slot, len_qpn);
-}
 
 /// CQE bytes 56..59 XOR `tag` (the qpn as bits 8..31 of the little-endian u32 of bytes
 /// 56..59), and the `wqe_counter`, of a successful requester CQE: for the QP of `tag` the
@@ -361,12 +348,13 @@ impl<D: Owners> Mlx5Cq<D> {
 
     /// The fast path at the start of a poll whose first CQE (`cqe`, at `ci`, owner bit `P`:
     /// the parity of `ci`) is a plain CQE of a side this instance runs (`SQ`: requester,
-    /// `RQ`: receive; `BIG`: 128-byte CQEs). Takes the hot QP's sides itself (purge,
-    /// liveness, positions straight into registers; 0 when one is not available), runs the
-    /// loop of [`Self::run_sides`] and publishes the positions reached. Fills `out` from its
-    /// start and returns how many; it stops as `run_sides` does, and `poll` goes on with the
-    /// general loop when the CQE it stopped at is software-owned.
-    // The owner parity and the CQE size are constants of the instance, so the loop keeps
+    /// `RQ`: receive; `BIG`: 128-byte CQEs): the requester-only run ([`Self::run_sq`]), the
+    /// receive-only run ([`Self::run_rq`]) or the two-sided one ([`Self::run_mixed`]). Each
+    /// takes the hot QP's sides itself (purge, liveness, positions straight into registers;
+    /// 0 when one is not available) and publishes the positions reached. Fills `out` from
+    /// its start and returns how many; `poll` goes on with the general loop when the CQE a
+    /// run stopped at is software-owned.
+    // The owner parity and the CQE size are constants of the instance, so a loop keeps
     // neither in a register.
     #[inline(always)]
     pub(super) fn run_short<const SQ: bool, const RQ: bool, const BIG: bool, const P: u8>(
@@ -375,74 +363,71 @@ impl<D: Owners> Mlx5Cq<D> {
         cqe: *const u8,
         out: &mut [Completion],
     ) -> usize {
-        if SQ && !RQ {
-            return self.run_sq::<BIG, P>(ci, cqe, out);
+        match (SQ, RQ) {
+            (true, false) => self.run_sq::<BIG, P>(ci, cqe, out),
+            (false, true) => self.run_rq::<BIG, P>(ci, cqe, out),
+            _ => self.run_mixed::<BIG, P>(ci, cqe, out),
         }
-        if RQ && !SQ {
-            return self.run_rq::<BIG, P>(ci, cqe, out);
-        }
+    }
+
+    /// The two-sided run: requester and receive CQEs of the hot QP in any order, each
+    /// completing its side's oldest outstanding request. It stops at the ring's end, at the
+    /// end of `out`, or at the first CQE it does not take (see [`Self::run_hot`] for which
+    /// it takes).
+    #[inline(always)]
+    fn run_mixed<const BIG: bool, const P: u8>(
+        &self,
+        ci: u32,
+        cqe: *const u8,
+        out: &mut [Completion],
+    ) -> usize {
         // SAFETY: `hot_qp` is the `QpShared` of an entry of `entries` (set with `hot_qpn` by
         // `lookup`, cleared by `register`, the only place entries go), which holds an `Arc`;
         // the caller checked `hot_qpn` is set.
         let qp = unsafe { &*self.hot_qp };
-        // `alive` as in `process` (`SeqCst`, see `CqShared::polling`).
-        if !qp.alive.load(Ordering::SeqCst) {
-            return 0;
-        }
-        // Each side taken completes into this CQ.
-        if (SQ && self.hot_sides & super::HOT_SEND == 0)
-            || (RQ && self.hot_sides & super::HOT_RECV == 0)
+        // `alive` as in `process` (`SeqCst`, see `CqShared::polling`); both sides complete
+        // into this CQ; send side: no purge pending, a ring.
+        const BOTH: u8 = super::HOT_SEND | super::HOT_RECV;
+        if !qp.alive.load(Ordering::SeqCst)
+            || self.hot_sides & BOTH != BOTH
+            || qp.purge_send.load(Ordering::Relaxed) != 0
+            || qp.sq_buf.is_null()
         {
-            return 0;
-        }
-        // Send side: no purge pending, a ring.
-        if SQ && (qp.purge_send.load(Ordering::Relaxed) != 0 || qp.sq_buf.is_null()) {
             return 0;
         }
         // Receive side: an RQ (SRQ completions go to `process`), no purge pending.
         let rq = match &qp.rq {
-            Some(rq) if RQ && qp.srq.is_none() && qp.purge_recv.load(Ordering::Relaxed) == 0 => {
+            Some(rq) if qp.srq.is_none() && qp.purge_recv.load(Ordering::Relaxed) == 0 => {
                 rq as *const RqShared
             }
-            _ if RQ => return 0,
-            _ => core::ptr::null(),
+            _ => return 0,
         };
         let sq = &qp.sq;
-        let dbrec = qp.dbrec;
-        let mut sci = if SQ {
-            sq.done.ci.load(Ordering::Relaxed)
-        } else {
-            0
-        };
-        // WQEBBs published and not retired, receives published and not completed: a CQE is
-        // taken only while one is outstanding on its side, so nothing is read from a ring
-        // before a request is known to be there (a stray CQE goes to `process`, which drops
-        // it). With one side the count is kept above 0 between CQEs (checked at the start
-        // and after each CQE); with both, before each CQE of the side.
-        let mut avail = if SQ { avail_at(dbrec, sci) } else { 0 };
-        let tail0 = if RQ {
-            // SAFETY: `rq` is the hot QP's `RqShared` (taken above).
-            unsafe { &*rq }.tail.load(Ordering::Relaxed)
-        } else {
-            0
-        };
+        let sci = sq.done.ci.load(Ordering::Relaxed);
+        // WQEBBs published and not retired, receives published and not completed, each
+        // checked before a CQE of its side: nothing is read from a ring before a request is
+        // known to be there (a stray CQE goes to `process`, which drops it).
+        let avail = avail_at(qp.dbrec, sci);
+        // SAFETY: `rq` is the hot QP's `RqShared` (taken above).
+        let tail0 = unsafe { &*rq }.tail.load(Ordering::Relaxed);
         let mut tail = tail0;
-        let mut ravail = if RQ { ravail_at(rq, tail) } else { 0 };
-        if (SQ && !RQ && avail == 0) || (RQ && !SQ && ravail == 0) {
-            return 0;
-        }
+        let mut ravail = ravail_at(rq, tail);
         // Up to the ring's end: one owner parity for all of them.
         let cnt = self.dv.cqe_cnt;
         let m = out.len().min((cnt - (ci & (cnt - 1))) as usize);
         let qpn = self.hot_qpn;
         let tag = qpn.to_be();
-        let (wqes, sq_mask) = (sq.wqes.as_ptr(), sq.mask);
-        let (rwrid, rmask) = if RQ {
+        let lq0 = len_qpn(0, qpn);
+        let mut walk = SendWalk {
+            wqes: sq.wqes.as_ptr(),
+            mask: sq.mask,
+            sci,
+            avail,
+        };
+        let (rwrid, rmask) = {
             // SAFETY: as above.
             let r = unsafe { &*rq };
             (r.wrid.as_ptr(), r.mask)
-        } else {
-            (core::ptr::null(), 0)
         };
         const C: usize = core::mem::size_of::<Completion>();
         let base = out.as_mut_ptr();
@@ -458,84 +443,19 @@ impl<D: Owners> Mlx5Cq<D> {
             // SAFETY: byte 63 of a CQE of this CQ (`cqe` is the one of `ci`; fewer than `m`
             // slots on, before the ring's end).
             let own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } & PLAIN_MASK;
-            if SQ && own == P {
+            if own == P {
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
-                // Bytes 56..59 as they lie in memory: sop (the WQE opcode), qpn
-                // (big-endian). The qpn bytes XOR the hot QP's to zero, leaving the opcode.
-                // SAFETY: a 4-aligned word of the CQE (CQEs are 64-byte aligned).
-                let w = (u32::from_le(unsafe {
-                    core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
-                }) ^ tag) as usize;
-                // The rest of a requester CQE with `byte_len` (an expression): the checks
-                // against the send queue, the completion, the positions.
-                // (`Mlx5Cq::req_cqe` inline, kept apart for this loop's register allocation:
-                // see the `send_run` module doc.)
-                macro_rules! send_cqe {
-                    ($byte_len:expr) => {{
-                        // The WQE named must be the oldest outstanding one.
-                        // SAFETY: the 2-aligned wqe_counter field of the CQE.
-                        let wc = unsafe {
-                            core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16)
-                        };
-                        if u16::from_be(wc) != sci as u16 {
-                            break;
-                        }
-                        if RQ && avail == 0 {
-                            avail = avail_at(self.hot_dbrec(), sci);
-                            if avail == 0 {
-                                break;
-                            }
-                        }
-                        // (`wc` is `sci`'s low 16 bits; the ring has at most 32768 WQEBBs.)
-                        let slot = (u32::from(u16::from_be(wc)) & sq_mask) as usize;
-                        // The WQE's entry: its size as the poster recorded it (`avail > 0`
-                        // here) and its wr_id.
-                        // SAFETY: `wqes` has `sq_mask + 1` entries; `slot` is masked.
-                        let e = unsafe { &*wqes.add(slot) };
-                        let nbb = e.nbb.load(Ordering::Relaxed);
-                        // The whole WQE must be below the published producer position.
-                        if nbb > avail {
-                            avail = avail_at(self.hot_dbrec(), sci);
-                            if nbb > avail {
-                                break;
-                            }
-                        }
-                        put_ok(
-                            slot_out,
-                            e.wr_id.load(Ordering::Relaxed),
-                            REQ_OPCODE[w],
-                            len_qpn($byte_len, qpn),
-                        );
-                        sci = sci.wrapping_add(nbb);
-                        avail -= nbb;
-                        off += C;
-                        // Send side alone: nothing more known outstanding, look at the
-                        // published position again before the next CQE may read an entry.
-                        if !RQ && avail == 0 {
-                            avail = avail_at(self.hot_dbrec(), sci);
-                            if avail == 0 {
-                                break;
-                            }
-                        }
-                    }};
+                // SAFETY: `cqe` is a CQE of this CQ, seen software-owned, after the barrier.
+                let (w, wc) = unsafe { req_word(cqe, tag) };
+                // SAFETY: `slot_out` is a whole `Completion` of `out`; `walk.wqes` has
+                // `walk.mask + 1` entries (the hot QP's, taken above).
+                match unsafe { self.req_cqe_op::<false>(&mut walk, cqe, w, wc, slot_out, lq0, qpn) }
+                {
+                    Req::Done => off += C,
+                    Req::Stop | Req::Last => break,
                 }
-                // One compare for an opcode without a byte length (SEND, WRITE, ...) of the
-                // hot QP (bits 8..31 zero); `w` is then the opcode.
-                if w < REQ_OP_WITH_LEN as usize {
-                    send_cqe!(0);
-                } else {
-                    if w > 0xff {
-                        break;
-                    }
-                    send_cqe!(if w == MLX5_OPCODE_RDMA_READ as usize {
-                        // SAFETY: byte_cnt is a 4-aligned word of the CQE.
-                        unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
-                    } else {
-                        REQ_LEN[w]
-                    });
-                }
-            } else if RQ && own == RESP_PLAIN | P {
+            } else if own == RESP_PLAIN | P {
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
                 // SAFETY: a 4-aligned word of the CQE (bytes 56..59: sop, qpn).
@@ -545,7 +465,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 if (w ^ tag) & QPN_MATCH_MASK != 0 {
                     break;
                 }
-                if SQ && ravail == 0 {
+                if ravail == 0 {
                     ravail = ravail_at(rq, tail);
                     if ravail == 0 {
                         break;
@@ -557,34 +477,27 @@ impl<D: Owners> Mlx5Cq<D> {
                 let c = unsafe { recv_completion(cqe, wr_id, qpn) };
                 let byte_len = c.byte_len;
                 *slot_out = c;
-                // `byte_len` and `qp_num` in one store beside the send side; alone, the
-                // receive loop is shorter with the two stores (the merge takes an `or`).
-                if SQ {
-                    set_len_qpn(slot_out, len_qpn(byte_len, qpn));
-                }
+                // `byte_len` and `qp_num` in one store.
+                set_len_qpn(slot_out, len_qpn(byte_len, qpn));
                 tail = tail.wrapping_add(1);
                 ravail -= 1;
                 off += C;
-                // Receive side alone: as for the send side above.
-                if !SQ && ravail == 0 {
-                    ravail = ravail_at(rq, tail);
-                    if ravail == 0 {
-                        break;
-                    }
-                }
             } else {
                 break;
             }
         }
         let k = off / C;
         // Receives completed in this run (one each); the others were sends.
-        let rn = if RQ { tail.wrapping_sub(tail0) } else { 0 };
-        if SQ && k as u32 != rn {
+        let rn = tail.wrapping_sub(tail0);
+        if k as u32 != rn {
             // The QP again through `self` (one value kept across the loop, not two).
             // SAFETY: as above.
-            unsafe { &*self.hot_qp }.sq.done.retire(sci, k as u32 - rn);
+            unsafe { &*self.hot_qp }
+                .sq
+                .done
+                .retire(walk.sci, k as u32 - rn);
         }
-        if RQ && rn != 0 {
+        if rn != 0 {
             // SAFETY: as above.
             unsafe { &*rq }.tail.store(tail, Ordering::Release);
         }

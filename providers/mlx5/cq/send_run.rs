@@ -6,11 +6,14 @@
 //! (`SqShared::wqes`, one entry); a completion is four stores (`put_req`).
 //!
 //! The requester-CQE path itself (the checks against the send queue, the completion, the
-//! positions) is [`Mlx5Cq::req_cqe`], which this run and the general loop's
-//! (`run_sides`, `hot.rs`) take. The two-sided loop of `run_short` (requester and receive
-//! CQEs of one QP alternating) keeps its own inline copy of it: through `req_cqe` its
-//! send CQEs measured 3 to 8 instructions more each (`mixed16` 47.6 -> 50.8..55.5 per
-//! CQE, `benches/compare.sh`), from register spills in that larger loop.
+//! positions) is written once, [`Mlx5Cq::req_cqe`], and inlined into every loop of the fast
+//! path: this run, the two-sided run (`run_mixed`, `hot.rs`) and the general loop's
+//! (`run_sides`). What keeps the loops' state in registers: no call on any path of a loop's
+//! body but this run's out-of-line branch for READ and atomics ([`Mlx5Cq::req_cqe_apart`]);
+//! the re-reads of the published producer position are inline too. A call makes every value
+//! live across it leave the registers a call may overwrite, on every iteration: with the
+//! re-reads and the READ path as calls, the two-sided run took 3 to 8 instructions more per
+//! send CQE (`mixed16`, `benches/compare.sh`).
 
 use super::hot::{avail_at, len_qpn, PLAIN_MASK, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
 use super::*;
@@ -120,11 +123,12 @@ pub(super) enum Req {
 }
 
 impl<D: Owners> Mlx5Cq<D> {
-    /// The requester-CQE path of the fast path, the one both runs take (the requester-only run
-    /// below, the two-sided loop of `hot.rs`): the CQE's `wqe_counter` `wc` must name the
-    /// oldest outstanding WQE (`s.sci`), and the WQE, as large as the poster recorded it,
-    /// must lie wholly below the published producer position (`s.avail`, read again through
-    /// the hot QP when it does not reach); then the completion (`put_req`: `wr_id`, `lq` =
+    /// The requester-CQE path of the fast path, the one every run takes (the requester-only
+    /// run below, the two-sided run and the general loop of `hot.rs`): the CQE's
+    /// `wqe_counter` `wc` must name the oldest outstanding WQE (`s.sci`), and the WQE, as
+    /// large as the poster recorded it, must lie wholly below the published producer
+    /// position (`s.avail`, read again through the hot QP when it does not reach); then the
+    /// completion (`put_req`: `wr_id`, `lq` =
     /// `byte_len` and `qp_num`, `opst`) at `slot` and the positions. An entry is read only
     /// while a request is known published (a stray CQE stops the run; `process` drops it).
     /// `ALONE`: the send side runs alone and keeps `s.avail > 0` between CQEs (read again
@@ -173,7 +177,6 @@ impl<D: Owners> Mlx5Cq<D> {
             s.avail -= nbb;
             return Req::Done;
         }
-        cold_path();
         // Past the published position as last read, or (alone) the last WQE published: look
         // at the position again.
         s.avail = self.reread_avail(s.sci);
@@ -362,9 +365,9 @@ impl<D: Owners> Mlx5Cq<D> {
 
     /// A successful requester CQE with `wqe_counter` `wc` and bytes 56..59 XOR the hot QP's
     /// tag `w` (the send WQE opcode for the hot QP, more for another: [`Req::Stop`]):
-    /// [`Self::req_cqe`], inline for an opcode without a byte length (one compare checks
-    /// the QP too; completing with `lq0`: `byte_len` 0 and the qpn), out of line for the
-    /// others.
+    /// [`Self::req_cqe`] (one compare checks the QP and an opcode without a byte length,
+    /// completing with `lq0`: `byte_len` 0 and the qpn; READ and atomics with theirs). For
+    /// the two-sided loops: both paths inline.
     ///
     /// # Safety
     /// As [`Self::req_cqe`]; `cqe` is the CQE, seen software-owned, after the load barrier.
@@ -390,13 +393,11 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: the caller's contract.
         let lq = len_qpn(unsafe { req_len(cqe, w) }, qpn);
         // SAFETY: the caller's contract.
-        let (step, next) = unsafe { self.req_cqe_apart::<ALONE>(*s, wc, slot, lq, REQ_OK[w]) };
-        *s = next;
-        step
+        unsafe { self.req_cqe::<ALONE>(s, wc, slot, lq, &REQ_OK[w]) }
     }
 
-    /// [`Self::req_cqe`] out of line, for CQEs of an opcode with a byte length (READ,
-    /// atomics): the walk by value, so the run's stays in registers. (Inlined, the two calls
+    /// [`Self::req_cqe`] out of line, for the requester-only run's CQEs of an opcode with a
+    /// byte length (READ, atomics): the walk by value, so the run's stays in registers. (Inlined, the two calls
     /// of a run would be merged into one with its operands chosen per CQE: measured 6
     /// instructions a CQE more.)
     ///
@@ -417,10 +418,12 @@ impl<D: Owners> Mlx5Cq<D> {
         (step, s)
     }
 
-    /// [`avail_at`] for the hot QP, out of line: the fast path's rare re-reads of the
-    /// published producer position (the QP is loaded here, not kept live in the loop).
-    #[cold]
-    #[inline(never)]
+    /// [`avail_at`] for the hot QP: the fast path's re-reads of the published producer
+    /// position (rare: when a WQE seems past it, or nothing more is known outstanding). The
+    /// QP is loaded here, not kept live across a loop. Inline, not a call: a call would make
+    /// every value live across it leave the registers a call may overwrite (the requester-only
+    /// run's `OpStatus` among them, a vector register), in the loop's every iteration.
+    #[inline(always)]
     fn reread_avail(&self, sci: u32) -> u32 {
         avail_at(self.hot_dbrec(), sci)
     }
