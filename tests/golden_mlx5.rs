@@ -21,7 +21,7 @@ use rdma_direct::wire::{
     cqe64_offset, cqe_owner_for, cqe_sw_owned, emit_recv_wqe, emit_send_wqe, emit_srq_wqe,
     fm_ce_se, parse_recv_wqe, parse_send_wqe, parse_srq_wqe, AtomicSeg, Cqe64, CqeOpcode, CqeRepr,
     CtrlSeg, DataItem, DataSeg, DatagramSeg, ErrCqe, InlineSeg, Opcode, RaddrSeg, SendWqe,
-    SrqNextSeg, Syndrome, WqeSize, MLX5_AV_LEN, MLX5_SEND_WQE_BB,
+    SrqNextSeg, Syndrome, UdAv, WqeSize, MLX5_AV_LEN, MLX5_SEND_WQE_BB,
 };
 use rdma_direct::wire::{Payload, Sge};
 
@@ -347,7 +347,11 @@ fn golden_wqes_match_byte_for_byte() {
             imm: c.num("imm") as u32,
             raddr,
             atomic,
-            av: av.as_ref(),
+            ud: av.as_ref().map(|av| UdAv {
+                av,
+                qkey: c.num("qkey") as u32,
+                dqpn: c.num("dqpn") as u32,
+            }),
             data: match &inline {
                 Some(b) => Payload::Inline(b),
                 None => Payload::Sges(&sges),

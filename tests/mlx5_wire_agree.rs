@@ -6,7 +6,7 @@
 use rdma_direct_rig as plain;
 
 use plain::{Plain, PlainCq, PlainQp, PlainSrq};
-use rdma_direct::providers::mlx5::AddressVector;
+use rdma_direct::providers::mlx5::{send_wqe, AddressVector};
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
 use rdma_direct::providers::{
     Completion, CompletionQueue, Payload, QpCaps, QpConfig, QpState, QpType, QueuePair, RecvQueue,
@@ -199,9 +199,6 @@ fn run(qp_type: QpType, seed: u64, rounds: usize) {
         if flags.contains(SendFlags::FENCE) {
             fm |= wire::MLX5_WQE_CTRL_FENCE;
         }
-        let mut wav = av;
-        wav[0..4].copy_from_slice(&dest.remote_qkey.to_be_bytes());
-        wav[8..12].copy_from_slice(&(dest.remote_qpn | 0x8000_0000).to_be_bytes());
         // The same scatter list as the wire layer's type.
         let wire_sges: Vec<wire::Sge> = match payload {
             Payload::Sges(s) => s.iter().map(|&s| s.into()).collect(),
@@ -220,11 +217,11 @@ fn run(qp_type: QpType, seed: u64, rounds: usize) {
             imm,
             raddr: ra,
             atomic,
-            av: if qp_type == QpType::Ud {
-                Some(&wav)
-            } else {
-                None
-            },
+            ud: (qp_type == QpType::Ud).then_some(wire::UdAv {
+                av: &av,
+                qkey: dest.remote_qkey,
+                dqpn: dest.remote_qpn,
+            }),
             data,
         };
         let size = wire::emit_send_wqe(&mut shadow, &w).unwrap();
@@ -234,6 +231,22 @@ fn run(qp_type: QpType, seed: u64, rounds: usize) {
             "round {round}: {op:?} payload {payload:?} (wqebbs {})",
             size.wqebbs
         );
+        // The WQE the send queue's validation starts from (`mlx5::send_wqe`, the provider's
+        // SGEs borrowed as they are) encodes to the same bytes.
+        let mut own = vec![0u8; WQE_CNT as usize * 64];
+        let before = own.clone();
+        let mine = send_wqe(&wr, pi as u16, QPN, wr.ud.map(|d| &d.ah.0));
+        assert_eq!(
+            wire::emit_send_wqe(&mut own, &mine),
+            Ok(size),
+            "round {round}"
+        );
+        let slot = (pi % WQE_CNT) as usize * 64;
+        for u in 0..usize::from(size.ds) {
+            let o = (slot + u * 16) % own.len();
+            assert_eq!(own[o..o + 16], shadow[o..o + 16], "round {round}: unit {u}");
+        }
+        assert_ne!(own, before, "round {round}");
         // The device side parses it back.
         let ring = dev.mem.read(0, WQE_CNT as usize * 64);
         let parsed = wire::parse_send_wqe(&ring, pi, qp_type == QpType::Ud).unwrap();

@@ -1,9 +1,10 @@
 //! The send queue: WQE writing, accounting, doorbell and BlueFlame.
 //!
 //! This file holds the queue's state, its control-path setters and the post paths
-//! ([`SendQueue`]); one job each in the files below it: `check.rs` (validation of a request
-//! into the WQE's plan), `write.rs` (the WQE writers and the poster's record), `budget.rs`
-//! (the posting budget and the fast-path limit), `ring.rs` (doorbell and BlueFlame).
+//! ([`SendQueue`]); one job each in the files below it: `check.rs` (validation of the WQE
+//! that describes a request, a `wire::SendWqe`), `write.rs` (the WQE writers and the
+//! poster's record), `budget.rs` (the posting budget and the fast-path limit), `ring.rs`
+//! (doorbell and BlueFlame).
 //!
 //! ## Indices
 //!
@@ -398,11 +399,11 @@ impl<D: Owners> Mlx5Sq<D> {
         if self.failed() {
             return Err(self.shared.failed_error());
         }
-        let plan = match self.check(wr) {
-            Ok(p) => p,
+        let (wqe, ds) = match self.check(wr) {
+            Ok(c) => c,
             Err(e) => return Err(self.refusal(e)),
         };
-        let nbb = plan.ds.div_ceil(DS_PER_BB);
+        let nbb = ds.div_ceil(DS_PER_BB);
         if nbb > self.wqe_cnt {
             return Err(self.refusal(PostError::QueueFull {
                 capacity: self.caps.max_send_wr,
@@ -410,8 +411,8 @@ impl<D: Owners> Mlx5Sq<D> {
         }
         self.take(nbb)?;
         self.bb_extra = self.bb_extra.wrapping_add(nbb - 1);
-        let fm = self.fm_for(wr.flags.0);
-        let ctrl = self.write_wqe(wr, &plan, fm);
+        let fm = self.fm_for(wqe.fm_ce_se);
+        let ctrl = self.write_wqe(&wqe, ds, fm);
         self.record(wr.wr_id, ctrl, nbb);
         Ok(())
     }
@@ -450,10 +451,18 @@ impl<D: Owners> Mlx5Sq<D> {
                 }
             }
         }
-        match self.post_general(&wr) {
+        match self.post_general_apart(&wr) {
             Ok(()) => Ok(()),
             Err(error) => Err(reject(wr, error)),
         }
+    }
+
+    /// [`Self::post_general`] out of line: `post_slow`'s refill-and-write-fast path (the
+    /// common one there) then keeps the general path's frame and register saves out of its
+    /// own.
+    #[inline(never)]
+    fn post_general_apart(&mut self, wr: &SendWr<'_, D::Ah>) -> Result<(), PostError> {
+        self.post_general(wr)
     }
 }
 

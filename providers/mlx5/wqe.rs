@@ -3,10 +3,10 @@
 //! ([`fm_ce_se_of`], over [`wire::fm_ce_se`]) live here, the one place that sees both the
 //! data-plane vocabulary and the wire layer (which imports nothing). [`send_wqe`] maps a
 //! [`SendWr`] to the [`wire::SendWqe`] that describes the bytes [`super::Mlx5Sq`] writes for
-//! it.
+//! it: the send queue's validation starts from it and its writer writes it.
 
-use crate::wire::{self, fm_ce_se, Opcode, SendWqe, MLX5_AV_LEN};
-use crate::{Payload, SendFlags, SendOp, SendWr};
+use crate::wire::{self, fm_ce_se, Opcode, SendWqe, UdAv, MLX5_AV_LEN};
+use crate::{Payload, SendFlags, SendOp, SendWr, Sge};
 
 // `SendFlags` bits are the wire layer's request-flag bits, so they index its table as they are.
 const _: () = assert!(
@@ -77,29 +77,34 @@ pub fn fm_ce_se_of(flags: SendFlags) -> u8 {
 }
 
 /// The WQE of a send request: opcode, immediate and segments from its operation
-/// ([`OpSegs::of`]), `fm_ce_se` from its flags ([`fm_ce_se_of`]) and its payload.
-/// `wqe_idx` and `qpn` come from the queue; `av` is the filled address vector on UD QPs
-/// (`None` otherwise). The request's SGEs are copied into `sges` (cleared first), which the
-/// WQE borrows.
+/// ([`OpSegs::of`]), `fm_ce_se` from its flags ([`fm_ce_se_of`]; a queue that signals on
+/// its own schedule ORs in CQ_UPDATE when it writes), the UD destination and the payload as
+/// the request has them (nothing copied). `wqe_idx` and `qpn` come from the queue; `av` is
+/// the address vector of the request's address handle on UD QPs (`None` otherwise). This is
+/// what [`super::Mlx5Sq`]'s validation produces and its writer writes.
+#[inline(always)]
 pub fn send_wqe<'a, A>(
     wr: &SendWr<'a, A>,
     wqe_idx: u16,
     qpn: u32,
     av: Option<&'a [u8; MLX5_AV_LEN]>,
-    sges: &'a mut Vec<wire::Sge>,
-) -> SendWqe<'a> {
+) -> SendWqe<'a, Sge> {
     let OpSegs {
         opcode,
         imm,
         raddr,
         atomic,
     } = OpSegs::of(wr.op);
-    sges.clear();
+    let ud = match (av, wr.ud) {
+        (Some(av), Some(d)) => Some(UdAv {
+            av,
+            qkey: d.remote_qkey,
+            dqpn: d.remote_qpn,
+        }),
+        _ => None,
+    };
     let data = match wr.payload {
-        Payload::Sges(s) => {
-            sges.extend(s.iter().map(|&s| wire::Sge::from(s)));
-            wire::Payload::Sges(&sges[..])
-        }
+        Payload::Sges(s) => wire::Payload::Sges(s),
         Payload::Inline(b) => wire::Payload::Inline(b),
     };
     SendWqe {
@@ -111,7 +116,7 @@ pub fn send_wqe<'a, A>(
         imm,
         raddr,
         atomic,
-        av,
+        ud,
         data,
     }
 }
@@ -123,7 +128,6 @@ mod tests {
         emit_send_wqe, MLX5_SEND_WQE_BB, MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_CTRL_FENCE,
         MLX5_WQE_CTRL_SOLICITED,
     };
-    use crate::Sge;
 
     #[test]
     fn send_requests_map_to_wqes() {
@@ -132,7 +136,6 @@ mod tests {
             length: 8,
             lkey: 1,
         }];
-        let ws = [wire::Sge::from(s[0])];
         let cases = [
             (SendOp::Send, Opcode::Send, 0, None, None),
             (SendOp::SendImm { imm: 7 }, Opcode::SendImm, 7, None, None),
@@ -185,32 +188,27 @@ mod tests {
                 Some((5, 0)),
             ),
         ];
-        let mut buf = Vec::new();
         for (op, opcode, imm, raddr, atomic) in cases {
             let wr =
                 SendWr::<()>::new(1, op, &s).with_flags(SendFlags::FENCE | SendFlags::SOLICITED);
-            let w = send_wqe(&wr, 0x1234, 0x56, None, &mut buf);
+            let w = send_wqe(&wr, 0x1234, 0x56, None);
             assert_eq!(
                 (w.opcode, w.imm, w.raddr, w.atomic),
                 (opcode, imm, raddr, atomic)
             );
             assert_eq!((w.wqe_idx, w.qpn), (0x1234, 0x56));
             assert_eq!(w.fm_ce_se, MLX5_WQE_CTRL_FENCE | MLX5_WQE_CTRL_SOLICITED);
-            assert_eq!(w.data, wire::Payload::Sges(&ws));
+            assert_eq!(w.data, wire::Payload::Sges(&s));
             // Every mapped request is one the encoder accepts.
             let mut ring = vec![0u8; 4 * MLX5_SEND_WQE_BB];
             assert!(emit_send_wqe(&mut ring, &w).is_ok(), "{op:?}");
         }
         let wr = SendWr::<()>::send(1, &s).signaled();
-        assert_eq!(
-            send_wqe(&wr, 0, 0, None, &mut buf).fm_ce_se,
-            MLX5_WQE_CTRL_CQ_UPDATE
-        );
+        assert_eq!(send_wqe(&wr, 0, 0, None).fm_ce_se, MLX5_WQE_CTRL_CQ_UPDATE);
         let wr = SendWr::<()>::send(1, &[]).inline(b"abc");
         assert_eq!(
-            send_wqe(&wr, 0, 0, None, &mut buf).data,
+            send_wqe(&wr, 0, 0, None).data,
             wire::Payload::Inline(b"abc")
         );
-        assert_eq!(Sge::from(ws[0]), s[0]);
     }
 }

@@ -1,84 +1,33 @@
-//! Validation of a send request against the QP (type, caps, op rules) and its decoding into a
-//! [`Plan`]: what the WQE needs (opcode, immediate, remote and atomic operands, size in
-//! 16-byte units). Writes nothing; the QP state is checked by the posting budget
-//! (`budget.rs`).
+//! Validation of a send request against the QP (type, caps, op rules), starting from the
+//! WQE that describes it ([`send_wqe`]: opcode, immediate, remote and atomic operands, UD
+//! destination, data) and giving it back with its size in 16-byte units. Writes nothing; the
+//! QP state is checked by the posting budget (`budget.rs`).
 
 use super::write::inline_ds;
 use super::Mlx5Sq;
 use crate::mlx5::owners::Owners;
-use crate::mlx5::OpSegs;
+use crate::mlx5::send_wqe;
 use crate::wire::offset::inline;
-use crate::wire::{MAX_DS, MLX5_OPCODE_RDMA_READ, MLX5_WQE_DS_UNITS};
-use crate::{Payload, PostError, QpType, SendOp, SendWr};
+use crate::wire::{SendWqe, MAX_DS, MLX5_WQE_DS_UNITS};
+use crate::{Payload, PostError, QpType, SendOp, SendWr, Sge};
 
-/// A checked request decoded once: what the WQE needs.
-#[derive(Clone, Copy)]
-pub(super) struct Plan {
-    pub(super) opcode: u8,
-    pub(super) imm: u32,
-    pub(super) has_remote: bool,
-    pub(super) has_atomic: bool,
-    pub(super) raddr: u64,
-    pub(super) rkey: u32,
-    pub(super) swap_add: u64,
-    pub(super) compare: u64,
-    /// Size in 16-byte units.
-    pub(super) ds: u32,
-}
-
-impl Plan {
-    #[inline(always)]
-    pub(super) fn new(opcode: u8, imm: u32) -> Plan {
-        Plan {
-            opcode,
-            imm,
-            has_remote: false,
-            has_atomic: false,
-            raddr: 0,
-            rkey: 0,
-            swap_add: 0,
-            compare: 0,
-            ds: 1,
-        }
-    }
-    #[inline(always)]
-    pub(super) fn remote(mut self, raddr: u64, rkey: u32) -> Plan {
-        self.has_remote = true;
-        self.raddr = raddr;
-        self.rkey = rkey;
-        self.ds += 1;
-        self
-    }
-    #[inline(always)]
-    pub(super) fn atomic(mut self, swap_add: u64, compare: u64) -> Plan {
-        self.has_atomic = true;
-        self.swap_add = swap_add;
-        self.compare = compare;
-        self.ds += 1;
-        self
-    }
-}
+/// A checked request: its WQE and the WQE's size in 16-byte units.
+pub(super) type Checked<'a> = (SendWqe<'a, Sge>, u32);
 
 impl<D: Owners> Mlx5Sq<D> {
-    /// Validate `wr` and decode it into what the WQE needs. Writes nothing. (The QP state is
-    /// checked by the budget, [`Self::take`].)
+    /// Validate `wr` and give back its WQE (at the producer position) and the WQE's size.
+    /// Writes nothing. (The QP state is checked by the budget, [`Self::take`].)
     #[inline(always)]
-    pub(super) fn check(&self, wr: &SendWr<'_, D::Ah>) -> Result<Plan, PostError> {
-        // The op through the one SendOp -> opcode map: opcode, immediate, remote segment,
-        // atomic operands.
-        let o = OpSegs::of(wr.op);
-        let mut p = Plan::new(u8::from(o.opcode), o.imm);
-        if let Some((raddr, rkey)) = o.raddr {
-            p = p.remote(raddr, rkey);
-        }
-        if let Some((swap_add, compare)) = o.atomic {
-            p = p.atomic(swap_add, compare);
-        }
+    pub(super) fn check<'a>(&self, wr: &SendWr<'a, D::Ah>) -> Result<Checked<'a>, PostError> {
+        let w = send_wqe(wr, self.pi as u16, self.qpn, wr.ud.map(|d| D::av(d.ah)));
+        // The ctrl segment, the raddr and atomic segments (the rest below).
+        let mut ds = 1 + u32::from(w.raddr.is_some()) + u32::from(w.atomic.is_some());
         if self.qp_type != QpType::Rc || wr.ud.is_some() {
-            p.ds += self.check_transport(wr)?;
+            ds += self.check_transport(wr)?;
         }
-        if p.opcode >= MLX5_OPCODE_RDMA_READ {
-            return self.check_read_like(wr, p);
+        if wr.op.is_read_like() {
+            ds += self.check_read_like(wr, w.raddr, w.atomic.is_some())?;
+            return Ok((w, ds));
         }
         match wr.payload {
             Payload::Inline(data) => {
@@ -88,7 +37,7 @@ impl<D: Owners> Mlx5Sq<D> {
                         max: self.caps.max_inline_data,
                     });
                 }
-                p.ds += inline_ds(data.len());
+                ds += inline_ds(data.len());
             }
             Payload::Sges(sges) => {
                 if sges.len() > self.caps.max_send_sge as usize {
@@ -97,10 +46,10 @@ impl<D: Owners> Mlx5Sq<D> {
                         max: self.caps.max_send_sge,
                     });
                 }
-                p.ds += sges.iter().filter(|s| s.length != 0).count() as u32;
+                ds += sges.iter().filter(|s| s.length != 0).count() as u32;
             }
         }
-        if p.ds > MAX_DS as u32 {
+        if ds > MAX_DS as u32 {
             // The ctrl segment's ds field has 6 bits.
             return Err(PostError::InlineTooLarge {
                 len: wr.payload.len().min(u32::MAX as usize) as u32,
@@ -110,7 +59,7 @@ impl<D: Owners> Mlx5Sq<D> {
                     .min((MAX_DS * MLX5_WQE_DS_UNITS - inline::DATA) as u32),
             });
         }
-        Ok(p)
+        Ok((w, ds))
     }
 
     /// UC / UD rules, and a destination given to a connected QP. Returns the extra segments
@@ -153,20 +102,23 @@ impl<D: Owners> Mlx5Sq<D> {
     }
 
     /// READ and atomics: local buffers only (no inline), READ not empty, atomics 8-byte
-    /// aligned with one 8-byte SGE.
+    /// aligned (`raddr`, the raddr segment's) with one 8-byte SGE. Returns the data
+    /// segments' units.
     #[inline(never)]
     pub(super) fn check_read_like(
         &self,
         wr: &SendWr<'_, D::Ah>,
-        mut p: Plan,
-    ) -> Result<Plan, PostError> {
+        raddr: Option<(u64, u32)>,
+        atomic: bool,
+    ) -> Result<u32, PostError> {
         let sges = match wr.payload {
             Payload::Inline(_) => return Err(PostError::InlineNotAllowed),
             Payload::Sges(s) => s,
         };
-        if p.has_atomic {
-            if p.raddr % 8 != 0 {
-                return Err(PostError::AtomicMisaligned { raddr: p.raddr });
+        if atomic {
+            let raddr = raddr.map_or(0, |(raddr, _)| raddr);
+            if raddr % 8 != 0 {
+                return Err(PostError::AtomicMisaligned { raddr });
             }
             let len = wr.payload.len();
             if sges.len() != 1 || len != 8 {
@@ -174,8 +126,7 @@ impl<D: Owners> Mlx5Sq<D> {
                     len: len.min(u32::MAX as usize) as u32,
                 });
             }
-            p.ds += 1;
-            return Ok(p);
+            return Ok(1);
         }
         if wr.payload.is_empty() {
             return Err(PostError::ZeroLengthRead);
@@ -186,7 +137,6 @@ impl<D: Owners> Mlx5Sq<D> {
                 max: self.caps.max_send_sge,
             });
         }
-        p.ds += sges.iter().filter(|s| s.length != 0).count() as u32;
-        Ok(p)
+        Ok(sges.iter().filter(|s| s.length != 0).count() as u32)
     }
 }

@@ -6,7 +6,6 @@
 
 use std::sync::atomic::Ordering;
 
-use super::check::Plan;
 use super::Mlx5Sq;
 use crate::mlx5::owners::Owners;
 use crate::mlx5::shared::SqEntry;
@@ -15,10 +14,11 @@ use crate::wire::offset::{
     atomic, av, ctrl as ctrl_off, data as data_off, inline, raddr as raddr_off,
 };
 use crate::wire::{
-    MLX5_AV_LEN, MLX5_EXTENDED_UD_AV, MLX5_INLINE_SEG, MLX5_SEND_WQE_BB, MLX5_WQE_CTRL_CQ_UPDATE,
-    MLX5_WQE_CTRL_QPN_SHIFT, MLX5_WQE_CTRL_WQE_INDEX_SHIFT, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
+    Payload, SendWqe, MLX5_AV_LEN, MLX5_EXTENDED_UD_AV, MLX5_INLINE_SEG, MLX5_QPN_MASK,
+    MLX5_SEND_WQE_BB, MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_CTRL_QPN_SHIFT,
+    MLX5_WQE_CTRL_WQE_INDEX_SHIFT, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
 };
-use crate::{Payload, SendWr};
+use crate::Sge;
 
 // (`SendFlags` bits index `wire::fm_ce_se`: asserted in `wqe.rs`.)
 
@@ -113,10 +113,11 @@ pub(super) fn inline_ds(len: usize) -> u32 {
 }
 
 impl<D: Owners> Mlx5Sq<D> {
-    /// The flags of the next WQE: the request's own, sq_sig_all, and the `signal_every` rule.
+    /// The flags of the next WQE: the request's own (`fm`, its `fm_ce_se` byte), sq_sig_all,
+    /// and the `signal_every` rule.
     #[inline(always)]
-    pub(super) fn fm_for(&mut self, flags: u8) -> u8 {
-        let mut fm = fm_ce_se::of(flags) | self.sig_all_fm;
+    pub(super) fn fm_for(&mut self, fm: u8) -> u8 {
+        let mut fm = fm | self.sig_all_fm;
         if self.signal_every != 0 {
             self.since_signal += 1;
             if fm & MLX5_WQE_CTRL_CQ_UPDATE == 0 && self.since_signal >= self.signal_every {
@@ -222,10 +223,11 @@ impl<D: Owners> Mlx5Sq<D> {
         self.pi = pi.wrapping_add(1);
     }
 
-    /// Write the WQE of `wr` (already checked and decoded into `p`) at `pi`; returns the
-    /// first 8 bytes of its ctrl segment.
+    /// Write the checked WQE `w` of `ds` 16-byte units at `pi` with flags `fm` (in place of
+    /// `w.fm_ce_se`: the queue's signaling applied); returns the first 8 bytes of its ctrl
+    /// segment.
     #[inline(always)]
-    pub(super) fn write_wqe(&mut self, wr: &SendWr<'_, D::Ah>, p: &Plan, fm: u8) -> u64 {
+    pub(super) fn write_wqe(&mut self, w: &SendWqe<'_, Sge>, ds: u32, fm: u8) -> u64 {
         let off = (self.pi & self.mask) as usize * MLX5_SEND_WQE_BB;
         let mut c = Cursor {
             buf: self.buf,
@@ -236,15 +238,15 @@ impl<D: Owners> Mlx5Sq<D> {
         // All segment writes below: each `c.seg()` pointer is a 16-byte segment inside the SQ
         // ring (offsets are masked by the ring size, a multiple of 64), and the WQEBBs it lies
         // in are free (`room` checked), so the device is not reading them.
-        let ctrl0 = self.ctrl0(p.opcode, p.ds);
+        let ctrl0 = self.ctrl0(u8::from(w.opcode), ds);
         // SAFETY: as just said, for the ctrl segment (64-aligned: a WQE starts a WQEBB).
         unsafe {
             core::ptr::write(ctrl as *mut u64, ctrl0);
             // signature, dci stream channel id (2 bytes), fm_ce_se
             put32(ctrl.add(ctrl_off::SIGNATURE), fm as u32);
-            put32(ctrl.add(ctrl_off::IMM), p.imm);
+            put32(ctrl.add(ctrl_off::IMM), w.imm);
         }
-        if let Some(ud) = wr.ud {
+        if let Some(ud) = w.ud {
             const U: usize = MLX5_WQE_DS_UNITS;
             const _: () = assert!(MLX5_AV_LEN == 3 * U);
             let av0 = c.seg();
@@ -253,32 +255,35 @@ impl<D: Owners> Mlx5Sq<D> {
             // SAFETY: see above; the 48-byte address vector spans three segments, each
             // written separately because the ring may wrap between them.
             unsafe {
-                let av = D::av(ud.ah);
+                let av = ud.av;
                 core::ptr::copy_nonoverlapping(av.as_ptr(), av0, U);
                 core::ptr::copy_nonoverlapping(av.as_ptr().add(U), av1, U);
                 core::ptr::copy_nonoverlapping(av.as_ptr().add(2 * U), av2, U);
-                put32(av0.add(av::KEY), ud.remote_qkey);
-                put32(av0.add(av::DQP_DCT), ud.remote_qpn | MLX5_EXTENDED_UD_AV);
+                put32(av0.add(av::QKEY), ud.qkey);
+                put32(
+                    av0.add(av::DQP_DCT),
+                    ud.dqpn & MLX5_QPN_MASK | MLX5_EXTENDED_UD_AV,
+                );
             }
         }
-        if p.has_remote {
+        if let Some((raddr, rkey)) = w.raddr {
             let r = c.seg();
             // SAFETY: see above.
             unsafe {
-                put64(r.add(raddr_off::RADDR), p.raddr);
-                put32(r.add(raddr_off::RKEY), p.rkey);
+                put64(r.add(raddr_off::RADDR), raddr);
+                put32(r.add(raddr_off::RKEY), rkey);
                 put32(r.add(raddr_off::RESERVED), 0);
             }
-            if p.has_atomic {
+            if let Some((swap_add, compare)) = w.atomic {
                 let a = c.seg();
                 // SAFETY: see above.
                 unsafe {
-                    put64(a.add(atomic::SWAP_ADD), p.swap_add);
-                    put64(a.add(atomic::COMPARE), p.compare);
+                    put64(a.add(atomic::SWAP_ADD), swap_add);
+                    put64(a.add(atomic::COMPARE), compare);
                 }
             }
         }
-        match wr.payload {
+        match w.data {
             Payload::Sges(sges) => {
                 for s in sges.iter().filter(|s| s.length != 0) {
                     let d = c.seg();

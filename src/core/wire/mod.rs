@@ -99,8 +99,8 @@ pub use seg::{
 };
 pub use wqe::{
     emit_recv_wqe, emit_send_wqe, emit_srq_wqe, parse_recv_wqe, parse_send_wqe, parse_srq_wqe,
-    wqe_size, DataItem, DataSegs, InlineData, ParsedWqe, Payload, RecvSges, SendWqe, Sge, WqeError,
-    WqeSize,
+    wqe_size, DataItem, DataSegs, InlineData, ParsedWqe, Payload, RecvSges, SendWqe, Sge, UdAv,
+    WqeError, WqeSize,
 };
 
 /// A too-short buffer handed to a view's `new_checked`.

@@ -60,26 +60,29 @@ pub mod fm_ce_se {
 }
 
 /// A send WQE opcode (the low byte of the ctrl segment). Unknown values are kept.
+// Each known variant's discriminant is its opcode byte, so `u8::from` is the tag itself
+// (one compare for `Unknown`), not a table: the send queue's writer converts on every post.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
 pub enum Opcode {
     /// `MLX5_OPCODE_NOP` 0x00.
-    Nop,
+    Nop = MLX5_OPCODE_NOP,
     /// `MLX5_OPCODE_RDMA_WRITE` 0x08.
-    RdmaWrite,
+    RdmaWrite = MLX5_OPCODE_RDMA_WRITE,
     /// `MLX5_OPCODE_RDMA_WRITE_IMM` 0x09.
-    RdmaWriteImm,
+    RdmaWriteImm = MLX5_OPCODE_RDMA_WRITE_IMM,
     /// `MLX5_OPCODE_SEND` 0x0a.
-    Send,
+    Send = MLX5_OPCODE_SEND,
     /// `MLX5_OPCODE_SEND_IMM` 0x0b.
-    SendImm,
+    SendImm = MLX5_OPCODE_SEND_IMM,
     /// `MLX5_OPCODE_RDMA_READ` 0x10.
-    RdmaRead,
+    RdmaRead = MLX5_OPCODE_RDMA_READ,
     /// `MLX5_OPCODE_ATOMIC_CS` 0x11.
-    AtomicCs,
+    AtomicCs = MLX5_OPCODE_ATOMIC_CS,
     /// `MLX5_OPCODE_ATOMIC_FA` 0x12.
-    AtomicFa,
+    AtomicFa = MLX5_OPCODE_ATOMIC_FA,
     /// Any other value.
-    Unknown(u8),
+    Unknown(u8) = 0xff,
 }
 
 impl From<u8> for Opcode {

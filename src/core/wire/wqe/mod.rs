@@ -34,20 +34,22 @@ pub struct Sge {
     pub lkey: u32,
 }
 
-/// The data of a send WQE: data segments or inline bytes.
+/// The data of a send WQE: data segments or inline bytes. The list's entries are [`Sge`]s
+/// or any type that converts into one (a provider's own scatter/gather type, borrowed as it
+/// is).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Payload<'a> {
+pub enum Payload<'a, S = Sge> {
     /// One data segment per entry of non-zero length.
-    Sges(&'a [Sge]),
+    Sges(&'a [S]),
     /// One inline segment carrying these bytes.
     Inline(&'a [u8]),
 }
 
-impl Payload<'_> {
+impl<S: Copy + Into<Sge>> Payload<'_, S> {
     /// Total length in bytes.
     pub fn len(&self) -> usize {
         match self {
-            Payload::Sges(s) => s.iter().map(|s| s.length as usize).sum(),
+            Payload::Sges(s) => s.iter().map(|&s| s.into().length as usize).sum(),
             Payload::Inline(b) => b.len(),
         }
     }
@@ -188,9 +190,23 @@ pub struct WqeSize {
     pub wqebbs: u8,
 }
 
-/// A send WQE to encode: borrowed, `Copy`, nothing allocated.
+/// The datagram segment of a UD send: the destination's address vector as its address
+/// handle holds it, and the remote QP's qkey and number, which the WQE carries in the
+/// vector's `key` and `dqp_dct` (`dqpn | MLX5_EXTENDED_UD_AV`) in place of the handle's.
 #[derive(Debug, Clone, Copy)]
-pub struct SendWqe<'a> {
+pub struct UdAv<'a> {
+    /// The 48-byte `struct mlx5_wqe_av` of the address handle.
+    pub av: &'a [u8; MLX5_AV_LEN],
+    /// The remote QP's qkey.
+    pub qkey: u32,
+    /// The remote QP's number (24 bits).
+    pub dqpn: u32,
+}
+
+/// A send WQE: what the mlx5 provider's validation produces and its writer writes, and what
+/// [`emit_send_wqe`] encodes. Borrowed, `Copy`, nothing allocated.
+#[derive(Debug, Clone, Copy)]
+pub struct SendWqe<'a, S = Sge> {
     /// Opcode.
     pub opcode: Opcode,
     /// Opcode modifier (ctrl byte 0); 0 for the opcodes here.
@@ -208,11 +224,10 @@ pub struct SendWqe<'a> {
     pub raddr: Option<(u64, u32)>,
     /// `(swap_add, compare)` for atomics, else `None`.
     pub atomic: Option<(u64, u64)>,
-    /// The UD address vector, already filled (qkey, `dqp_dct = qpn | 0x80000000`, ...);
-    /// `None` on connected QPs.
-    pub av: Option<&'a [u8; MLX5_AV_LEN]>,
+    /// The UD destination; `None` on connected QPs.
+    pub ud: Option<UdAv<'a>>,
     /// SGEs (zero-length ones are skipped) or inline bytes.
-    pub data: Payload<'a>,
+    pub data: Payload<'a, S>,
 }
 
 impl<'a> SendWqe<'a> {
@@ -227,7 +242,7 @@ impl<'a> SendWqe<'a> {
             imm: 0,
             raddr: None,
             atomic: None,
-            av: None,
+            ud: None,
             data: Payload::Sges(&[]),
         }
     }
@@ -244,7 +259,7 @@ fn check_ring(len: usize) -> Result<usize, WqeError> {
 /// The size `wqe` will take, after checking that its segments match its opcode. The SQ
 /// calls this to check free space before writing anything.
 #[inline]
-pub fn wqe_size(wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
+pub fn wqe_size<S: Copy + Into<Sge>>(wqe: &SendWqe<'_, S>) -> Result<WqeSize, WqeError> {
     let ds = wqe_units(wqe)?;
     if ds > MAX_DS {
         return Err(WqeError::TooLarge { ds });
@@ -258,7 +273,7 @@ pub fn wqe_size(wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
 /// `ds` of `wqe` after checking its segments against its opcode, not yet against
 /// [`MAX_DS`].
 #[inline(always)]
-fn wqe_units(wqe: &SendWqe<'_>) -> Result<usize, WqeError> {
+fn wqe_units<S: Copy + Into<Sge>>(wqe: &SendWqe<'_, S>) -> Result<usize, WqeError> {
     let op = wqe.opcode;
     if let Opcode::Unknown(v) = op {
         return Err(WqeError::UnknownOpcode(v));
@@ -266,14 +281,15 @@ fn wqe_units(wqe: &SendWqe<'_>) -> Result<usize, WqeError> {
     let ud_ok = matches!(op, Opcode::Send | Opcode::SendImm);
     if op.has_raddr() != wqe.raddr.is_some()
         || op.is_atomic() != wqe.atomic.is_some()
-        || (wqe.av.is_some() && !ud_ok)
+        || (wqe.ud.is_some() && !ud_ok)
     {
         return Err(WqeError::SegmentsMismatch { opcode: op });
     }
     let data_units = match wqe.data {
         Payload::Sges(sges) => {
-            let n = sges.iter().filter(|s| s.length != 0).count();
-            if op.is_atomic() && (n != 1 || sges.iter().any(|s| s.length != 0 && s.length != 8)) {
+            let len = |&s: &S| s.into().length;
+            let n = sges.iter().filter(|s| len(s) != 0).count();
+            if op.is_atomic() && (n != 1 || sges.iter().any(|s| len(s) != 0 && len(s) != 8)) {
                 return Err(WqeError::BadAtomicSge);
             }
             n
@@ -294,7 +310,7 @@ fn wqe_units(wqe: &SendWqe<'_>) -> Result<usize, WqeError> {
     if op == Opcode::Nop && data_units != 0 {
         return Err(WqeError::SegmentsMismatch { opcode: op });
     }
-    let av_units = if wqe.av.is_some() {
+    let av_units = if wqe.ud.is_some() {
         MLX5_AV_LEN / MLX5_WQE_DS_UNITS
     } else {
         0
@@ -353,7 +369,10 @@ fn copy_small(dst: &mut [u8], src: &[u8]) {
 /// byte of the `ds` units it uses (ctrl bytes 8-11 and inline padding as zero) and nothing
 /// else. Returns the size; on error nothing is written.
 #[inline]
-pub fn emit_send_wqe(ring: &mut [u8], wqe: &SendWqe<'_>) -> Result<WqeSize, WqeError> {
+pub fn emit_send_wqe<S: Copy + Into<Sge>>(
+    ring: &mut [u8],
+    wqe: &SendWqe<'_, S>,
+) -> Result<WqeSize, WqeError> {
     let wqe_cnt = check_ring(ring.len())?;
     let ds = wqe_units(wqe)?;
     if ds <= MLX5_SEND_WQE_BB / MLX5_WQE_DS_UNITS {
@@ -389,7 +408,7 @@ pub fn emit_send_wqe(ring: &mut [u8], wqe: &SendWqe<'_>) -> Result<WqeSize, WqeE
 /// Writes `wqe` of `size` (checked against the ring) into `ring`, a power of two of at least
 /// 64 bytes.
 #[inline(always)]
-fn write_wqe(ring: &mut [u8], wqe: &SendWqe<'_>, size: WqeSize) {
+fn write_wqe<S: Copy + Into<Sge>>(ring: &mut [u8], wqe: &SendWqe<'_, S>, size: WqeSize) {
     let mask = ring.len() - 1;
     let mut u = Units {
         ring,
@@ -407,7 +426,12 @@ fn write_wqe(ring: &mut [u8], wqe: &SendWqe<'_>, size: WqeSize) {
     c.set_imm(wqe.imm);
     *u.next() = ctrl;
 
-    if let Some(av) = wqe.av {
+    if let Some(ud) = wqe.ud {
+        // The handle's vector with the qkey (the first 4 bytes of `key`; the other 4 as the
+        // handle has them) and `dqp_dct` of this destination.
+        let mut av = *ud.av;
+        av[offset::av::QKEY..offset::av::QKEY + 4].copy_from_slice(&ud.qkey.to_be_bytes());
+        DatagramSeg::new_unchecked(&mut av[..]).set_dqp_dct(ud.dqpn, true);
         for chunk in av.chunks_exact(MLX5_WQE_DS_UNITS) {
             u.next().copy_from_slice(chunk);
         }
@@ -420,7 +444,11 @@ fn write_wqe(ring: &mut [u8], wqe: &SendWqe<'_>, size: WqeSize) {
     }
     match wqe.data {
         Payload::Sges(sges) => {
-            for s in sges.iter().filter(|s| s.length != 0) {
+            for s in sges
+                .iter()
+                .map(|&s| -> Sge { s.into() })
+                .filter(|s| s.length != 0)
+            {
                 DataSeg::new_unchecked(u.next()).set(s.length, s.lkey, s.addr);
             }
         }

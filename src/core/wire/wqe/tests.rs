@@ -175,8 +175,16 @@ fn ud_send_carries_the_address_vector() {
     v.set_rgid([9; 16]);
     let mut ring = vec![0xa5u8; RING];
     let s = [sge(0x100, 64, 3)];
+    // The handle's vector says another destination: the WQE carries the request's.
+    let mut handle = av;
+    DatagramSeg::new_unchecked(&mut handle).set_dqp_dct(0x99, true);
+    handle[..4].copy_from_slice(&[7; 4]);
     let wqe = SendWqe {
-        av: Some(&av),
+        ud: Some(UdAv {
+            av: &handle,
+            qkey: 0x1111_1111,
+            dqpn: 0x42,
+        }),
         data: Payload::Sges(&s),
         ..SendWqe::new(Opcode::Send, 0, 0x77)
     };
@@ -494,7 +502,11 @@ fn random_wqes_round_trip_and_touch_only_their_units() {
             imm: rng.next() as u32,
             raddr: op.has_raddr().then(|| (rng.next(), rng.next() as u32)),
             atomic: op.is_atomic().then(|| (rng.next(), rng.next())),
-            av: ud.then_some(&av),
+            ud: ud.then_some(UdAv {
+                av: &av,
+                qkey: rng.next() as u32,
+                dqpn: rng.next() as u32 & 0xff_ffff,
+            }),
             data,
         };
         let mut ring = vec![0xa5u8; ring_len];
@@ -527,6 +539,12 @@ fn random_wqes_round_trip_and_touch_only_their_units() {
         assert_eq!((p.ds, p.wqebbs), (size.ds, size.wqebbs));
         assert_eq!((p.raddr, p.atomic), (wqe.raddr, wqe.atomic));
         assert_eq!(p.av.is_some(), ud);
+        if let (Some(seg), Some(u)) = (p.av_seg(), wqe.ud) {
+            assert_eq!(
+                (seg.qkey(), seg.dqpn(), seg.extended()),
+                (u.qkey, u.dqpn, true)
+            );
+        }
         match data {
             Payload::Inline(b) => {
                 let got: Vec<u8> = p
