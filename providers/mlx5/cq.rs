@@ -120,17 +120,19 @@
 //! other CQE goes to `process`.
 //!
 //! A poll whose first CQE is a plain one (requester or receive) while a hot QP is known
-//! starts with `run_short` instead: the sides the first two CQEs need (a stream of one kind,
-//! or a mixed one) are taken straight into registers, and the loop is instantiated per set
-//! of sides, CQE size and owner parity, so it keeps none of them in a register. The QP
-//! number and the WQE opcode come from one 4-byte load (bytes 56..59 XOR the QP's number
-//! leave the opcode; one compare checks the QP and that the opcode carries no byte length),
-//! the `wqe_counter` from a 2-byte one. With the send side alone the count of published, not
-//! retired WQEBBs is kept above zero between CQEs (re-read at the published position when it
-//! reaches zero, before the next CQE may read the ring); with the receive side alone the run
-//! takes at most as many CQEs as receives are published and not completed; with both each
-//! count is checked before each CQE of its side. The run publishes what it reached; the general loop above takes over
-//! at the CQE where it stopped, if that one is software-owned.
+//! starts with `run_short` instead: by the first two CQEs, the requester-only run
+//! (`run_sq`), the receive-only run (`run_rq`) or the two-sided one (`run_mixed`,
+//! `cq/hot.rs`). Each takes its sides straight into registers and is instantiated per CQE
+//! size and owner parity, so it keeps neither in a register. The QP number and the WQE
+//! opcode come from one 4-byte load (bytes 56..59 XOR the QP's number leave the opcode; one
+//! compare checks the QP and that the opcode carries no byte length), the `wqe_counter` from
+//! a 2-byte one. With the send side alone the count of published, not retired WQEBBs is
+//! kept above zero between CQEs (re-read at the published position when it reaches zero,
+//! before the next CQE may read the ring); with the receive side alone the run takes at
+//! most as many CQEs as receives are published and not completed; with both each count is
+//! checked before each CQE of its side. A run publishes what it reached; the general loop
+//! above takes over at the CQE where it stopped, if that one is software-owned. Every loop
+//! takes a requester CQE through the one requester-CQE path, `req_cqe` (`cq/send_run.rs`).
 //!
 //! A stream of requester CQEs alone (`run_sq`, `cq/send_run.rs`) is tighter still: the CQ
 //! remembers bytes 56..59 of the last CQE it took (opcode and qpn; reset to the hot QP's

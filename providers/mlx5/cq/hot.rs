@@ -302,7 +302,7 @@ impl<D: Owners> Mlx5Cq<D> {
     /// position go through `self`, so its loop keeps fewer values live).
     #[inline(always)]
     pub(super) fn hot_dbrec(&self) -> *const u32 {
-        // SAFETY: as in `run_short`: `hot_qp` is held by an entry of `entries`.
+        // SAFETY: as in `run_mixed`: `hot_qp` is held by an entry of `entries`.
         unsafe { &*self.hot_qp }.dbrec
     }
 

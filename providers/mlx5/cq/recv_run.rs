@@ -24,7 +24,7 @@ impl<D: Owners> Mlx5Cq<D> {
         cqe: *const u8,
         out: &mut [Completion],
     ) -> usize {
-        // SAFETY: as in `run_short`: `hot_qp` is held by an entry of `entries`.
+        // SAFETY: as in `run_mixed`: `hot_qp` is held by an entry of `entries`.
         let qp = unsafe { &*self.hot_qp };
         // `alive` as in `process` (`SeqCst`, see `CqShared::polling`); the receive side
         // completes into this CQ.

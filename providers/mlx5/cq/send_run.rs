@@ -213,7 +213,7 @@ impl<D: Owners> Mlx5Cq<D> {
         cqe: *const u8,
         out: &mut [Completion],
     ) -> usize {
-        // SAFETY: as in `run_short`.
+        // SAFETY: as in `run_mixed`.
         let qp = unsafe { &*self.hot_qp };
         // `alive` as in `process` (`SeqCst`, see `CqShared::polling`); no purge pending. (The
         // run reads the QP's entries, never its ring.)
