@@ -389,7 +389,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // into this CQ; send side: no purge pending, a ring.
         const BOTH: u8 = super::HOT_SEND | super::HOT_RECV;
         if !qp.alive.load(Ordering::SeqCst)
-            || self.hot_sides & BOTH != BOTH
+            || self.hot_sides != BOTH
             || qp.purge_send.load(Ordering::Relaxed) != 0
             || qp.sq_buf.is_null()
         {
