@@ -375,12 +375,12 @@ fn a_random_walk_keeps_the_pair_equal_to_the_general_poll() {
     };
     let mut t = twins(64, 64, 0x51);
     let (mut id, mut rposted, mut rdone, mut polled) = (0u64, 0u16, 0u16, 0usize);
-    for step in 0..20_000u32 {
+    for step in 0..30_000u32 {
         let what = format!("step {step}");
         // What the device has written and nobody has polled yet: hostile CQEs only while
         // the ring has room for them beside every request the posts reserved.
         let in_ring = t.dd.pi.wrapping_sub(t.ded.cq().ci());
-        match next(9) {
+        match next(10) {
             0 | 1 => {
                 let k = 1 + next(3);
                 for j in 0..k {
@@ -447,6 +447,15 @@ fn a_random_walk_keeps_the_pair_equal_to_the_general_poll() {
                 (rposted, rdone) = (0, 0);
             }
             7 => polled += t.drain_one(&what).len(),
+            8 => {
+                // The pair's CQ polled the general way (what a CqWaiter does).
+                let mut a = [Completion::EMPTY; 4];
+                let mut b = [Completion::EMPTY; 4];
+                let n = t.ded.cq_mut().poll(&mut a);
+                assert_eq!(n, t.cq.poll(&mut b), "{what}");
+                assert_eq!(format!("{:?}", &a[..n]), format!("{:?}", &b[..n]), "{what}");
+                polled += n;
+            }
             _ => polled += t.drain16(&what).len(),
         }
         t.same_state(&what);

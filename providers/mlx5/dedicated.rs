@@ -15,7 +15,9 @@
 //! The way is closed whenever [`Mlx5Dedicated::qp_mut`] hands the QP out (the control path:
 //! connect, reset, error), since a reset leaves stale CQEs behind, and opens again at a
 //! general poll that finds the QP's purge marks passed (its stale CQEs discarded).
-//! [`Mlx5Dedicated::into_parts`] gives the QP and the CQ back, consistent.
+//! [`Mlx5Dedicated::into_parts`] gives the QP and the CQ back, consistent;
+//! [`Mlx5Dedicated::cq_mut`] lends the CQ to what polls it the general way (a
+//! [`super::CqWaiter`] sleeping on its completion events).
 //!
 //! On the sim (the same code as on a ConnectX NIC), an order SENT inline and its two
 //! completions:
@@ -180,6 +182,12 @@ impl<D: Owners> Mlx5Dedicated<D> {
     /// The CQ (read only).
     pub fn cq(&self) -> &Mlx5Cq<D> {
         &self.cq
+    }
+
+    /// The CQ for what takes it mutably (a [`super::CqWaiter`]'s `wait`, which arms it and
+    /// polls it the general way). A general poll keeps the pair's way as it is.
+    pub fn cq_mut(&mut self) -> &mut Mlx5Cq<D> {
+        &mut self.cq
     }
 
     /// True while the dedicated way is open (no purge pending).
