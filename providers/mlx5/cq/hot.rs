@@ -29,6 +29,19 @@ pub(super) const REQ_LEN: [u32; 256] = {
     t
 };
 
+/// Bytes of a [`Completion`]: the short runs step a CQE and its completion with one index.
+pub(super) const COMPLETION: usize = core::mem::size_of::<Completion>();
+
+/// The CQE stride over the completion stride, as a shift: 64-byte CQEs (`big` false) are one
+/// completion apart, 128-byte ones two.
+pub(super) const fn cqe_scale(big: bool) -> usize {
+    if big {
+        1
+    } else {
+        0
+    }
+}
+
 /// The lowest send WQE opcode whose successful completion has a byte length (RDMA READ;
 /// the atomics follow it): below it `byte_len` is 0.
 pub(super) const REQ_OP_WITH_LEN: u32 = MLX5_OPCODE_RDMA_READ as u32;

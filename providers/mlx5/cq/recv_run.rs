@@ -48,15 +48,6 @@ impl<D: Owners> Mlx5Cq<D> {
         if m == 0 {
             return 0;
         }
-        const C: usize = core::mem::size_of::<Completion>();
-        // CQE stride over completion stride.
-        const fn scale(big: bool) -> usize {
-            if big {
-                1
-            } else {
-                0
-            }
-        }
         let qpn = self.hot_qpn;
         let tag = qpn.to_be();
         let (rwrid, rmask) = (rq.wrid.as_ptr(), rq.mask);
@@ -64,11 +55,11 @@ impl<D: Owners> Mlx5Cq<D> {
         // `out_end + off`, the CQE at `cqe_end + (off << scale)`. One induction variable for
         // both, which reaches 0 at the end.
         let out_end = out.as_mut_ptr().wrapping_add(m) as *mut u8;
-        let cqe_end = cqe.wrapping_add((m * C) << scale(BIG));
-        let mut off = -((m * C) as isize);
+        let cqe_end = cqe.wrapping_add((m * super::hot::COMPLETION) << super::hot::cqe_scale(BIG));
+        let mut off = -((m * super::hot::COMPLETION) as isize);
         let mut tail = tail0;
         loop {
-            let cqe = cqe_end.wrapping_offset(off << scale(BIG));
+            let cqe = cqe_end.wrapping_offset(off << super::hot::cqe_scale(BIG));
             // SAFETY: byte 63 of a CQE of this CQ (`cqe` is one of the `m` from `ci`, before
             // the ring's end).
             if unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } & PLAIN_MASK != RESP_PLAIN | P {
@@ -90,7 +81,7 @@ impl<D: Owners> Mlx5Cq<D> {
             // SAFETY: a software-owned CQE of this CQ, read after the barrier above.
             *slot = unsafe { recv_completion(cqe, wr_id, qpn) };
             tail = tail.wrapping_add(1);
-            off += C as isize;
+            off += super::hot::COMPLETION as isize;
             if off == 0 {
                 break;
             }

@@ -232,15 +232,6 @@ impl<D: Owners> Mlx5Cq<D> {
         if avail == 0 {
             return 0;
         }
-        const C: usize = core::mem::size_of::<Completion>();
-        // CQE stride over completion stride.
-        const fn scale(big: bool) -> usize {
-            if big {
-                1
-            } else {
-                0
-            }
-        }
         // Up to the ring's end: one owner parity for all of them.
         let cnt = self.dv.cqe_cnt;
         let m = out.len().min((cnt - (ci & (cnt - 1))) as usize);
@@ -252,8 +243,8 @@ impl<D: Owners> Mlx5Cq<D> {
         // `out_end + off`, the CQE at `cqe_end + (off << scale)`. One induction variable for
         // both, which reaches 0 at the end.
         let out_end = out.as_mut_ptr().wrapping_add(m) as *mut u8;
-        let cqe_end = cqe.wrapping_add((m * C) << scale(BIG));
-        let mut off = -((m * C) as isize);
+        let cqe_end = cqe.wrapping_add((m * super::hot::COMPLETION) << super::hot::cqe_scale(BIG));
+        let mut off = -((m * super::hot::COMPLETION) as isize);
         // The loop below takes a first CQE before it tests `off`: the caller's `out` is not
         // empty and `ci`'s slot is before the ring's end.
         debug_assert!(m > 0);
@@ -272,7 +263,7 @@ impl<D: Owners> Mlx5Cq<D> {
         };
         // At least one CQE (`m > 0`: the caller saw the first one, before the ring's end).
         loop {
-            let cqe = cqe_end.wrapping_offset(off << scale(BIG));
+            let cqe = cqe_end.wrapping_offset(off << super::hot::cqe_scale(BIG));
             // SAFETY: byte 63 of a CQE of this CQ (`cqe` is one of the `m` from `ci`, before
             // the ring's end).
             if unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } & PLAIN_MASK != P {
@@ -297,10 +288,10 @@ impl<D: Owners> Mlx5Cq<D> {
                     // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`);
                     // `wqes` has `sq_mask + 1` entries.
                     match unsafe { self.req_cqe::<true>(&mut walk, wc, slot, $lq, &$opst) } {
-                        Req::Done => off += C as isize,
+                        Req::Done => off += super::hot::COMPLETION as isize,
                         Req::Stop => break,
                         Req::Last => {
-                            off += C as isize;
+                            off += super::hot::COMPLETION as isize;
                             break;
                         }
                     }
@@ -334,10 +325,10 @@ impl<D: Owners> Mlx5Cq<D> {
                         )
                     };
                     match step {
-                        Req::Done => off += C as isize,
+                        Req::Done => off += super::hot::COMPLETION as isize,
                         Req::Stop => break,
                         Req::Last => {
-                            off += C as isize;
+                            off += super::hot::COMPLETION as isize;
                             break;
                         }
                     }
@@ -353,7 +344,7 @@ impl<D: Owners> Mlx5Cq<D> {
         }
         self.hot_want.set(want);
         // (`off` is a multiple of `C`, at most 0.)
-        let k = (m as isize + (off >> C.trailing_zeros())) as usize;
+        let k = (m as isize + (off >> super::hot::COMPLETION.trailing_zeros())) as usize;
         if k != 0 {
             // The QP loaded again (not kept in a register across the loop).
             // SAFETY: as above; `hot_qp` is a plain field of `self`.
