@@ -150,6 +150,12 @@
 //! The CQ keeps the address of the CQE at `ci` and its owner parity (`cur`, `cur_par`), set
 //! at the end of every poll that moved `ci`: a poll starts with two loads and one test.
 //!
+//! A CQ that one QP alone completes into, owned together with it
+//! ([`Mlx5Dedicated`](super::Mlx5Dedicated)), has a way of its own for that QP's plain
+//! requester CQEs (`cq/dedicated.rs`): no polling handshake, QP lookup, liveness or purge
+//! check, since nothing can happen to the QP or the CQ while the pair polls; every other CQE
+//! goes through the ways above.
+//!
 //! After the last CQE of a poll the consumer index goes to the CQ doorbell record once. The
 //! CQE loads must be complete before that store hands the slots back: on x86_64 a store never
 //! passes an earlier load (a compiler barrier suffices); on aarch64 that takes `dsb ld`.
