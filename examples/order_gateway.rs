@@ -1,7 +1,8 @@
 //! An order gateway: 64-byte orders RDMA-WRITTEN WITH IMMEDIATE into the peer's ring, 16 per
 //! doorbell with one signaled request per batch, the peer echoing each batch back the same
-//! way; checks that every order arrived whole and prints round-trip percentiles. No `unsafe`
-//! anywhere.
+//! way; checks that every order arrived whole and prints round-trip percentiles. Each side is
+//! a QP that owns its CQ (`Provider::own_pair`: on mlx5 and the sim its poll takes the
+//! dedicated way). No `unsafe` anywhere.
 //!
 //! ```text
 //! cargo run --release --example order_gateway                         # one process, two QPs on the sim
@@ -23,8 +24,9 @@ const RING: usize = 64; // slots per ring; a multiple of BATCH
 const STALL: Duration = Duration::from_secs(5);
 
 struct Side<P: Provider> {
-    qp: P::Qp,
-    cq: P::Cq,
+    /// The QP and the CQ it alone completes into, owned together (on mlx5 and the sim its
+    /// poll takes the dedicated way).
+    pair: P::Pair,
     buf: RegisteredBuf<P::Mr>,
     /// Receive completions polled but not yet waited for.
     recvd: usize,
@@ -41,8 +43,7 @@ fn side<P: Provider>(p: &mut P, pd: &P::Pd) -> Result<Side<P>> {
     cfg.caps.max_recv_wr = RING as u32;
     let qp = p.create_qp(pd, &mut cq, None, None, &cfg)?;
     Ok(Side {
-        qp,
-        cq,
+        pair: p.own_pair(qp, cq)?,
         buf,
         recvd: 0,
         sent: 0,
@@ -52,11 +53,11 @@ fn side<P: Provider>(p: &mut P, pd: &P::Pd) -> Result<Side<P>> {
 /// Keeps `RING` receives posted (WRITE WITH IMMEDIATE consumes one each, zero SGEs).
 fn post_receives<P: Provider>(s: &mut Side<P>, n: usize) -> Result<()> {
     for i in 0..n {
-        s.qp.rq().post_recv(RecvWr::new(i as u64, &[]))?;
+        s.pair.rq().post_recv(RecvWr::new(i as u64, &[]))?;
     }
-    s.qp.rq().ring();
+    s.pair.rq().ring();
     // Only a verbs device can refuse a doorbell; a refused batch would never complete.
-    match s.qp.rq().take_ring_error() {
+    match s.pair.rq().take_ring_error() {
         Some(e) => Err(e.into()),
         None => Ok(()),
     }
@@ -78,8 +79,8 @@ fn send_batch<P: Provider>(s: &mut Side<P>, peer: RemoteMr, seq: u64) -> Result<
         let wr = SendWr::write_imm_to(seq + i as u64, sge, at, slot as u32);
         let _ = batch.push(wr.signaled_if(i == BATCH - 1));
     }
-    s.qp.sq().post_list(batch.as_slice())?;
-    match s.qp.sq().take_ring_error() {
+    s.pair.sq().post_list(batch.as_slice())?;
+    match s.pair.sq().take_ring_error() {
         Some(e) => Err(e.into()),
         None => Ok(()),
     }
@@ -97,7 +98,7 @@ fn wait<P: Provider>(p: &mut P, s: &mut Side<P>, recvs: usize, sends: usize) -> 
     while s.recvd < recvs || s.sent < sends {
         // Busy-polls, reading the clock only every so many empty polls: a clock read can be
         // a system call (e.g. with the HPET clock source of an emulated guest).
-        let n = poll_wait(p, &mut s.cq, &mut wc, STALL).map_err(|e| Error::Unsupported {
+        let n = poll_wait(p, &mut s.pair, &mut wc, STALL).map_err(|e| Error::Unsupported {
             what: format!(
                 "stalled: {} receives and {} sends missing: {e}",
                 recvs - s.recvd.min(recvs),
@@ -154,9 +155,12 @@ fn on_sim(rounds: usize) -> Result<()> {
     let mut a = side(&mut p, &pd)?;
     let mut b = side(&mut p, &pd)?;
     let opts = ConnectOpts::default();
-    let (ea, eb) = (p.endpoint(&a.qp, &opts)?, p.endpoint(&b.qp, &opts)?);
-    p.connect(&mut a.qp, &ea, &eb, &opts)?;
-    p.connect(&mut b.qp, &eb, &ea, &opts)?;
+    let (ea, eb) = (
+        p.endpoint(a.pair.qp(), &opts)?,
+        p.endpoint(b.pair.qp(), &opts)?,
+    );
+    p.connect(a.pair.qp_mut(), &ea, &eb, &opts)?;
+    p.connect(b.pair.qp_mut(), &eb, &ea, &opts)?;
     let (ring_a, ring_b) = (
         a.buf.remote(RING * ORDER, RING * ORDER)?,
         b.buf.remote(RING * ORDER, RING * ORDER)?,
@@ -204,11 +208,11 @@ fn on_device<P: Provider>(
     };
     let timeout = Duration::from_secs(30);
     let mut conn = match host {
-        Some(h) => connect_qp_client(&mut p, &mut s.qp, (h, port), &opts, share, timeout)?,
+        Some(h) => connect_qp_client(&mut p, s.pair.qp_mut(), (h, port), &opts, share, timeout)?,
         None => {
             let l = std::net::TcpListener::bind(("0.0.0.0", port))
                 .map_err(|e| Error::io("bind", &e))?;
-            connect_qp_server(&mut p, &mut s.qp, &l, &opts, share, timeout)?
+            connect_qp_server(&mut p, s.pair.qp_mut(), &l, &opts, share, timeout)?
         }
     };
     let peer = conn.remote_mr().ok_or(Error::Protocol {

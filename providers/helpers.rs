@@ -23,11 +23,11 @@ fn stalled(missing: usize, stall: Duration) -> Error {
     }
 }
 
-/// Busy-polls `cq` into `out` until at least one completion arrives (returns how many), or
-/// nothing arrived for `stall` (an error).
-pub fn poll_wait<P: Provider>(
+/// Busy-polls `cq` (a CQ of `p`'s, or a pair of `p`'s that owns its CQ) into `out` until at
+/// least one completion arrives (returns how many), or nothing arrived for `stall` (an error).
+pub fn poll_wait<P: Provider, C: CompletionQueue>(
     p: &mut P,
-    cq: &mut P::Cq,
+    cq: &mut C,
     out: &mut [Completion],
     stall: Duration,
 ) -> Result<usize> {
@@ -49,9 +49,9 @@ pub fn poll_wait<P: Provider>(
 /// Polls `cq` until `expected` completions arrived, handing each to `each`; an error when
 /// nothing arrives for `stall`. Use it before teardown, with the number of signaled
 /// requests (and receives) still outstanding, so no QP is destroyed under the device.
-pub fn drain<P: Provider>(
+pub fn drain<P: Provider, C: CompletionQueue>(
     p: &mut P,
-    cq: &mut P::Cq,
+    cq: &mut C,
     expected: usize,
     stall: Duration,
     mut each: impl FnMut(&Completion),

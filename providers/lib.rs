@@ -85,12 +85,14 @@ pub(crate) mod cq_room;
 pub mod flow;
 pub mod helpers;
 pub mod mlx5;
+pub mod pair;
 pub mod verbs;
 
 #[cfg(feature = "sim")]
 pub mod sim;
 
 pub use self::buffer::{Pages, RegisteredBuf};
+pub use self::pair::{OwnedPair, SideBySide};
 pub use crate::endpoint::{QpEndpoint, RemoteMr};
 pub use crate::types::{
     Access, Completion, ConnectOpts, Mtu, Payload, PostError, PostListError, QpCaps, QpConfig,
@@ -320,6 +322,10 @@ pub trait Provider {
     /// Address handle (UD), created by [`Provider::create_ah`] and named in [`UdDest`]; any
     /// thread may send with it.
     type Ah: Send + Sync;
+    /// A QP owned together with the CQ it alone completes into ([`pair`]): on mlx5 and the sim
+    /// its poll takes a way of its own.
+    type Pair: OwnedPair<Qp = Self::Qp, Cq = Self::Cq>
+        + QueuePair<Sq = <Self::Qp as QueuePair>::Sq, Rq = <Self::Qp as QueuePair>::Rq>;
 
     /// Which provider this is.
     fn kind(&self) -> ProviderKind;
@@ -382,6 +388,9 @@ pub trait Provider {
         srq: Option<&mut Self::Srq>,
         cfg: &QpConfig,
     ) -> crate::Result<Self::Qp>;
+    /// Own `qp` and `cq` together ([`pair`]). mlx5 and the sim refuse (EINVAL, naming the
+    /// fix) a CQ another QP uses or a QP that sends into another CQ; verbs checks nothing.
+    fn own_pair(&mut self, qp: Self::Qp, cq: Self::Cq) -> crate::Result<Self::Pair>;
     /// What a peer needs to connect to `qp` (PSN chosen by the provider).
     fn endpoint(&self, qp: &Self::Qp, opts: &ConnectOpts) -> crate::Result<QpEndpoint>;
     /// RESET → INIT → RTR → RTS towards `remote` (UD: `remote` is ignored beyond its MTU).

@@ -76,9 +76,10 @@ pub use crate::providers::mlx5::{Mlx5Dedicated, Mlx5Device};
 pub use crate::providers::sim::{SimCq, SimDevice, SimQp};
 pub use crate::providers::verbs::VerbsDevice;
 pub use crate::providers::{
-    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, Pages, PostError,
-    PostListError, Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState, QpType,
-    QueuePair, RecvQueue, RecvWr, RegisteredBuf, Rejected, RemoteMr, RemoteTarget, RingError,
-    SendBatch, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
+    Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, OwnedPair, Pages,
+    PostError, PostListError, Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState,
+    QpType, QueuePair, RecvQueue, RecvWr, RegisteredBuf, Rejected, RemoteMr, RemoteTarget,
+    RingError, SendBatch, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode,
+    WcStatus,
 };
 pub use crate::{Error, Result};

@@ -468,3 +468,65 @@ fn a_random_walk_keeps_the_pair_equal_to_the_general_poll() {
     );
     assert!(t.ded.cq().bogus_cqes() > 100, "hostile CQEs were dropped");
 }
+
+/// `Provider::own_pair` on the sim: a QP and a CQ of its own become the dedicated pair; a CQ
+/// another QP uses is refused with EINVAL naming the fix; generic code reaches the pair's QP
+/// for the control path and polls the pair as a CQ.
+#[test]
+fn own_pair_through_the_provider_trait() {
+    use rdma_direct::providers::flow::connect_pair;
+    use rdma_direct::providers::sim::SimDevice;
+    use rdma_direct::providers::{
+        Access, ConnectOpts, OwnedPair, Pages, Provider, QpConfig, QpType,
+    };
+
+    fn pairs<P: Provider>(p: &mut P, pd: &P::Pd) -> rdma_direct::Result<(P::Pair, P::Pair)> {
+        let cfg = QpConfig::new(QpType::Rc);
+        let (mut ca, mut cb) = (p.create_cq(256)?, p.create_cq(256)?);
+        let qa = p.create_qp(pd, &mut ca, None, None, &cfg)?;
+        let qb = p.create_qp(pd, &mut cb, None, None, &cfg)?;
+        let (mut a, mut b) = (p.own_pair(qa, ca)?, p.own_pair(qb, cb)?);
+        connect_pair(p, a.qp_mut(), b.qp_mut(), &ConnectOpts::default())?;
+        Ok((a, b))
+    }
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let (mut a, mut b) = pairs(&mut dev, &pd).unwrap();
+    let inbox = dev
+        .alloc_buf(&pd, 64, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    b.rq()
+        .post_recv(RecvWr {
+            wr_id: 5,
+            sges: &[inbox.sge(0, 64).unwrap()],
+        })
+        .unwrap();
+    b.rq().ring();
+    a.sq()
+        .post(SendWr::send(4, &[]).inline(b"order").signaled())
+        .unwrap();
+    a.sq().ring();
+    let (mut sent, mut got) = (Completion::EMPTY, Completion::EMPTY);
+    let (mut s, mut g) = (false, false);
+    for _ in 0..10_000 {
+        dev.progress();
+        s |= a.poll_one(&mut sent);
+        g |= b.poll_one(&mut got);
+        if s && g {
+            break;
+        }
+    }
+    assert!(s && g, "both completions arrived");
+    assert!(sent.is_ok() && got.is_ok(), "{sent:?} {got:?}");
+    assert_eq!((sent.wr_id, got.wr_id, got.byte_len), (4, 5, 5));
+    assert_eq!(inbox.get(0, 5).unwrap(), b"order");
+
+    // A CQ two QPs use: refused, naming the fix.
+    let cfg = QpConfig::new(QpType::Rc);
+    let mut cq = dev.create_cq(512).unwrap();
+    let q1 = dev.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
+    let _q2 = dev.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
+    let e = dev.own_pair(q1, cq).unwrap_err();
+    assert_eq!(e.errno(), Some(libc::EINVAL), "{e}");
+    assert!(e.to_string().contains("give the QP a CQ of its own"), "{e}");
+}

@@ -118,10 +118,7 @@ impl<D: Owners> Mlx5Dedicated<D> {
     pub fn new(qp: Mlx5Qp<D>, cq: Mlx5Cq<D>) -> Result<Self, Box<NotDedicated<D>>> {
         let refuse = |detail: String, qp, cq| {
             Err(Box::new(NotDedicated {
-                reason: crate::Error::InvalidArgument {
-                    context: "Mlx5Dedicated::new",
-                    detail,
-                },
+                reason: crate::Error::verb("Mlx5Dedicated::new", libc::EINVAL, detail),
                 qp,
                 cq,
             }))
@@ -305,5 +302,22 @@ impl<D: Owners> QueuePair for Mlx5Dedicated<D> {
     #[inline]
     fn queues(&mut self) -> (&mut Mlx5Sq<D>, &mut Mlx5Rq) {
         self.qp.queues()
+    }
+}
+
+impl<D: Owners> crate::OwnedPair for Mlx5Dedicated<D> {
+    type Qp = Mlx5Qp<D>;
+    type Cq = Mlx5Cq<D>;
+    fn qp(&self) -> &Mlx5Qp<D> {
+        Mlx5Dedicated::qp(self)
+    }
+    fn qp_mut(&mut self) -> &mut Mlx5Qp<D> {
+        Mlx5Dedicated::qp_mut(self)
+    }
+    fn cq_mut(&mut self) -> &mut Mlx5Cq<D> {
+        Mlx5Dedicated::cq_mut(self)
+    }
+    fn into_parts(self) -> (Mlx5Qp<D>, Mlx5Cq<D>) {
+        Mlx5Dedicated::into_parts(self)
     }
 }

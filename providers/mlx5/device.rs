@@ -433,6 +433,7 @@ impl Provider for Mlx5Device {
     type Srq = Mlx5Srq;
     type Qp = Mlx5Qp;
     type Ah = Mlx5Ah;
+    type Pair = super::Mlx5Dedicated;
 
     fn kind(&self) -> ProviderKind {
         ProviderKind::Mlx5
@@ -623,6 +624,10 @@ impl Provider for Mlx5Device {
         h.qps.retain(|(_, w)| w.strong_count() > 0);
         h.qps.push((qp.qpn(), Arc::downgrade(qp.shared())));
         Ok(qp)
+    }
+
+    fn own_pair(&mut self, qp: Mlx5Qp, cq: Mlx5Cq) -> Result<super::Mlx5Dedicated> {
+        super::Mlx5Dedicated::new(qp, cq).map_err(|e| e.reason)
     }
 
     fn endpoint(&self, qp: &Mlx5Qp, opts: &ConnectOpts) -> Result<QpEndpoint> {

@@ -165,6 +165,7 @@ impl Provider for SimDevice {
     type Srq = SimSrq;
     type Qp = SimQp;
     type Ah = AddressVector;
+    type Pair = crate::mlx5::Mlx5Dedicated<SimDevice>;
 
     fn kind(&self) -> ProviderKind {
         ProviderKind::Sim
@@ -236,6 +237,14 @@ impl Provider for SimDevice {
             q.host = Some(Arc::downgrade(qp.shared()));
         }
         Ok(qp)
+    }
+
+    fn own_pair(
+        &mut self,
+        qp: SimQp,
+        cq: SimCq,
+    ) -> crate::Result<crate::mlx5::Mlx5Dedicated<SimDevice>> {
+        crate::mlx5::Mlx5Dedicated::new(qp, cq).map_err(|e| e.reason)
     }
 
     fn endpoint(&self, qp: &SimQp, opts: &ConnectOpts) -> crate::Result<QpEndpoint> {

@@ -129,6 +129,7 @@ impl Provider for VerbsDevice {
     type Srq = VerbsSrq;
     type Qp = VerbsQp;
     type Ah = verbs::Ah;
+    type Pair = crate::SideBySide<VerbsQp, VerbsCq>;
 
     fn kind(&self) -> ProviderKind {
         ProviderKind::Verbs
@@ -341,6 +342,14 @@ impl Provider for VerbsDevice {
             _cq_commits: cq_commits,
             cqs,
         })
+    }
+
+    fn own_pair(
+        &mut self,
+        qp: VerbsQp,
+        cq: VerbsCq,
+    ) -> Result<crate::SideBySide<VerbsQp, VerbsCq>> {
+        Ok(crate::SideBySide::new(qp, cq))
     }
 
     fn endpoint(&self, qp: &VerbsQp, opts: &ConnectOpts) -> Result<QpEndpoint> {
