@@ -19,7 +19,9 @@
 //! Dispatch is static: code is generic over [`Provider`] and the queue traits. [`flow`] holds
 //! the glue of a message loop built on those traits (send windows, receive replenishers, ring
 //! slots and credits, waits over several CQs, `connect_pair`), and [`helpers`] the busy-poll
-//! with a stall deadline, the drain before teardown and thread pinning.
+//! with a stall deadline, the drain before teardown and thread pinning. [`pair`] is a QP
+//! owned together with the CQ it alone completes into ([`Provider::own_pair`]), the layout
+//! whose poll the mlx5 provider shortens.
 //!
 //! ## Posting and doorbells
 //!
