@@ -432,6 +432,20 @@ fn rkey_out_of_bounds_is_rem_access() {
     );
 }
 
+/// A zero-length RDMA WRITE carries no address or rkey the responder checks (IBA C9-88, as
+/// rxe): with an rkey that names nothing it completes.
+#[test]
+fn a_zero_length_write_checks_no_rkey() {
+    let mut r = rig(16, 7);
+    r.sq.post(write_wqe(r.qpn, &[], 0, 0xdead), false);
+    r.sq.doorbell();
+    r.dev.run_until_idle();
+    let c = r.cq.drain();
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].opcode, CqeOpcode::Req, "{:?}", c[0]);
+    assert_eq!(r.dev.qp_state(r.peer), Some(QpState::Rts));
+}
+
 #[test]
 fn inline_length_past_ds_is_loc_qp_op() {
     let mut r = rig(16, 7);

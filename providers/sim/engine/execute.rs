@@ -369,6 +369,11 @@ impl Engine {
         let len = w.len();
         // Remote checks first (the responder validates the RETH before touching anything).
         let remote = match w.opcode {
+            // A zero-length RDMA READ or WRITE carries no address or rkey the responder checks
+            // (IBA C9-88; rxe does the same).
+            Opcode::RdmaWrite | Opcode::RdmaWriteImm | Opcode::RdmaRead if len == 0 => {
+                Ok(EMPTY_SPAN)
+            }
             Opcode::RdmaWrite | Opcode::RdmaWriteImm => {
                 self.remote_span(p, w.raddr, len, w.rkey, Access::REMOTE_WRITE)
             }

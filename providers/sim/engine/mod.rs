@@ -17,7 +17,8 @@
 //!    QP type cannot do → `LOC_QP_OP`; an lkey that is unknown, of another PD, does not cover
 //!    the SGE, or lacks LOCAL_WRITE where the device writes → `LOC_PROT`; on the responder
 //!    an rkey that is unknown, of another PD, out of bounds or without the access right (on
-//!    the MR or the QP) → requester `REM_ACCESS`; a SEND longer than the receive → responder
+//!    the MR or the QP) → requester `REM_ACCESS` (a zero-length RDMA READ or WRITE has no
+//!    address or rkey to check, IBA C9-88, as rxe); a SEND longer than the receive → responder
 //!    `LOC_LEN`, requester `REM_INV_REQ`; no receive posted → RNR (see below).
 //!    A misaligned atomic is a requester `REM_INV_REQ`; a receive WQE with a bad lkey is
 //!    responder `LOC_PROT` and requester `REM_OP`.
