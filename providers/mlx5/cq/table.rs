@@ -1,5 +1,5 @@
-//! The CQ's QP table on the control path: registering a QP (the poller's lookup and purge
-//! checks stay beside the poll in `cq.rs`).
+//! The CQ's QP table: registering a QP (control path), and the poller's lookup of the QP a
+//! CQE names (the hot QP and the sides of it that complete here) and its purge check.
 
 use super::*;
 
@@ -54,4 +54,46 @@ impl<D: Owners> Mlx5Cq<D> {
         self.hot_rtag = NO_HOT_TAG;
         self.hot_sides = 0;
     }
+
+    pub(super) fn purge_done(&self, e: &Entry) -> bool {
+        [&e.qp.purge_send, &e.qp.purge_recv].iter().all(|m| {
+            let m = m.load(Ordering::Acquire);
+            m == 0 || !before(self.ci, m as u32)
+        })
+    }
+
+    #[inline(always)]
+    pub(super) fn lookup(&mut self, qpn: u32) -> Option<usize> {
+        if let Some(e) = self.entries.get(self.last) {
+            if e.qpn == qpn {
+                self.set_hot(self.last);
+                return Some(self.last);
+            }
+        }
+        let i = self.entries.iter().position(|e| e.qpn == qpn)?;
+        self.last = i;
+        self.set_hot(i);
+        Some(i)
+    }
+
+    /// Make entry `i` the hot QP, with the sides of it that complete here.
+    #[inline(always)]
+    fn set_hot(&mut self, i: usize) {
+        let e = &self.entries[i];
+        let qpn = e.qpn;
+        if self.hot_qpn != qpn {
+            self.hot_want.set(qpn.to_be());
+        }
+        self.hot_qpn = qpn;
+        let tag = u64::from(qpn.to_be());
+        self.hot_tag = if e.send { tag } else { NO_HOT_TAG };
+        self.hot_rtag = if e.recv { tag } else { NO_HOT_TAG };
+        self.hot_sides = if e.send { HOT_SEND } else { 0 } | if e.recv { HOT_RECV } else { 0 };
+        self.hot_qp = Arc::as_ptr(&e.qp);
+    }
 }
+
+/// [`Mlx5Cq`]'s `hot_sides`: the hot QP's send side completes into this CQ.
+pub(super) const HOT_SEND: u8 = 1;
+/// [`Mlx5Cq`]'s `hot_sides`: its receive side does.
+pub(super) const HOT_RECV: u8 = 2;
