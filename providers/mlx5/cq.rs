@@ -263,6 +263,18 @@ const fn owned(x: u8) -> bool {
     crate::wire::cqe_sw_owned_x(x)
 }
 
+/// `*v`, read where this call stands: the compiler neither moves the read earlier nor reuses
+/// an earlier read of the same field. For a value a single-CQE way needs only at its end
+/// (`ci`, the CQE address, the completion's `len_qpn` word): read at the top, it would hold
+/// a register across the CQE's checks, and a caller that inlines the way then saves
+/// callee-saved registers on every call (measured on `ded16_one`: 73 -> 64 instructions
+/// with the reads here and the stores at the end of `advance_one`).
+#[inline(always)]
+fn late<T: Copy>(v: &T) -> T {
+    // SAFETY: `v` is a reference: valid, aligned, initialised.
+    unsafe { core::ptr::read_volatile(v) }
+}
+
 /// The `op_own` bits that say the data is in the CQE (scatter to CQE).
 const INLINE_SCATTER: u8 = MLX5_INLINE_SCATTER_32 | MLX5_INLINE_SCATTER_64;
 

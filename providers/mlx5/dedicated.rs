@@ -207,7 +207,7 @@ impl<D: Owners> Mlx5Dedicated<D> {
     pub fn poll_one(&mut self, out: &mut Completion) -> bool {
         match self
             .cq
-            .take_dedicated(self.qp.sq_ref(), self.tag, self.len_qpn, out)
+            .take_dedicated(self.qp.sq_ref(), self.tag, &self.len_qpn, out)
         {
             Took::One => true,
             Took::Empty => false,
@@ -236,7 +236,7 @@ impl<D: Owners> Mlx5Dedicated<D> {
         };
         match self
             .cq
-            .take_dedicated(self.qp.sq_ref(), self.tag, self.len_qpn, first)
+            .take_dedicated(self.qp.sq_ref(), self.tag, &self.len_qpn, first)
         {
             Took::One if rest.is_empty() || !self.cq.next_ready() => 1,
             Took::One => 1 + self.poll_slow(rest),

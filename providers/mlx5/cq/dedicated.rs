@@ -42,7 +42,7 @@ impl<D: Owners> Mlx5Cq<D> {
     /// outstanding WQE of `sq`, the one queue that completes into this CQ (the module doc
     /// says what is checked). `tag`: the QP's number as CQE bytes 57..59 hold it (`hot_tag`'s
     /// form), or [`NO_HOT_TAG`] to take nothing; `len_qpn`: the completion's `byte_len` and
-    /// `qp_num` word for this QP.
+    /// `qp_num` word for this QP (by reference: read at the end, see [`late`]).
     ///
     /// The caller owns the QP of `sq` and this CQ together and has checked that no other QP
     /// completes here and that the QP has no purge pending (else `tag` is [`NO_HOT_TAG`]).
@@ -51,13 +51,11 @@ impl<D: Owners> Mlx5Cq<D> {
         &mut self,
         sq: &Mlx5Sq<D>,
         tag: u64,
-        len_qpn: u64,
+        len_qpn: &u64,
         out: &mut Completion,
     ) -> Took {
         use super::hot::REQ_OP_WITH_LEN;
-        let ci = self.ci;
         let cqe = self.cur;
-        debug_assert_eq!(cqe, cqe_ptr(&self.dv, ci));
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
         let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ self.cur_par;
         if x & crate::wire::CQE_PLAIN_OWNED_MASK != 0 {
@@ -95,13 +93,15 @@ impl<D: Owners> Mlx5Cq<D> {
             put_req(
                 out,
                 e.wr_id.load(Ordering::Relaxed),
-                len_qpn,
+                late(len_qpn),
                 REQ_OK[w as usize],
             )
         };
         done.retire(sci.wrapping_add(nbb), 1);
         // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
         let shared = unsafe { &*Arc::as_ptr(&self.shared) };
+        let (ci, cqe) = (late(&self.ci), late(&self.cur));
+        debug_assert_eq!(cqe, cqe_ptr(&self.dv, ci));
         self.advance_one(shared, ci, cqe);
         Took::One
     }

@@ -87,17 +87,19 @@ impl<D: Owners> Mlx5Cq<D> {
     }
 
     /// [`Self::finish_one`] without the polling handshake's end: `ci` one on, the next CQE's
-    /// address, the CQ doorbell record, the published `ci`, one CQ entry given back.
+    /// address, the CQ doorbell record, the published `ci`, one CQ entry given back. `ci` and
+    /// the address are stored last, so a caller that reads them next (`next_ready`) has them
+    /// in registers; the parity is read where it flips (see [`late`]).
     #[inline(always)]
     pub(super) fn advance_one(&mut self, shared: &CqShared, ci: u32, cqe: *const u8) {
         let next = ci.wrapping_add(1);
-        self.ci = next;
-        if next & self.slot_mask != 0 {
-            self.cur = cqe.wrapping_add(self.cqe_stride);
+        let cur = if next & self.slot_mask != 0 {
+            cqe.wrapping_add(self.cqe_stride)
         } else {
-            self.cur = self.cqe0;
-            self.cur_par ^= 1;
-        }
+            super::send_run::cold_path();
+            self.cur_par = late(&self.cur_par) ^ 1;
+            self.cqe0
+        };
         // As in `finish`.
         #[cfg(target_arch = "x86_64")]
         crate::barrier::to_device_store_barrier();
@@ -107,5 +109,7 @@ impl<D: Owners> Mlx5Cq<D> {
         unsafe { mmio::write32(self.dv.dbrec, (next & MLX5_CQ_CI_MASK).to_be()) };
         // Its request's entry given back with `ci` (see `CqShared::unreleased`).
         shared.ci.store(next, Ordering::Release);
+        self.ci = next;
+        self.cur = cur;
     }
 }

@@ -84,7 +84,7 @@ pub(super) unsafe fn put_req(slot: *mut Completion, wr_id: u64, len_qpn: u64, op
 /// loop's values in registers and spills around that branch instead).
 #[cold]
 #[inline(never)]
-fn cold_path() {}
+pub(super) fn cold_path() {}
 
 /// The send side of a short-way run: the hot QP's `SqShared::wqes` and its mask, the retired
 /// WQEBB position `sci`, and `avail`, the published producer position minus `sci` as last
