@@ -1,7 +1,9 @@
 /*
  * Reference: the least a C writer does for the same work as benches/mlx5_hot.rs's callgrind
  * workloads, with rdma-core's mlx5dv.h definitions, on plain memory. No validation, no
- * accounting, no wr_id tracking: a lower bound to compare instruction counts with.
+ * accounting, no wr_id tracking: a lower bound to compare instruction counts with. Two
+ * workloads (*_same) instead do in C what rdma-direct's code guarantees, check for check: what
+ * those guarantees cost in C.
  *
  *   ref_writer single N    N single inline 8-byte RDMA WRITEs, 8-byte doorbell each
  *   ref_writer batch32 N   the same in batches of 32, one doorbell per batch
@@ -20,7 +22,12 @@
  *   ref_writer rt N        N order round trips: one inline WRITE WITH IMMEDIATE posted (cg_rt_post),
  *                          its requester CQE and the peer's receive CQE polled one per call
  *                          (cg_rt_poll); the CQEs written in between
- *   ref_writer time single|batch32|single_rec|poll1 N RUNS
+ *   ref_writer single_same N   cg_single with the guarantees rdma-direct's post and ring
+ *                          keep (cg_single_same below): not a lower bound, the same work
+ *   ref_writer batch32_same N  cg_batch32 with the same guarantees (cg_batch32_same)
+ *   ref_writer poll1_same N    cg_poll1 with the checks of rdma-direct's dedicated poll
+ *                          (cg_poll1_same below), one CQE per call
+ *   ref_writer time single|batch32|single_rec|single_same|batch32_same|poll1 N RUNS
  *                          wall time: RUNS runs of N posts (poll1: N CQEs), prints the median
  *                          ns per post (per CQE); the same functions, for benches/compare.sh's
  *                          side-by-side. single_rec is single plus a 16-byte wr_id and size
@@ -272,6 +279,149 @@ __attribute__((noinline)) unsigned cg_rt_poll(struct cq2 *cq, struct wc *out)
 	return got;
 }
 
+/* cg_single with what rdma-direct's SendQueue::post and ring keep per post: the posting
+ * budget in one compare against a limit another thread (the poller) may lower, read through a
+ * pointer; the poster's record (wr_id, size) for its poller; the doorbell value kept for ring;
+ * ring's test of the WQEBBs staged since the last doorbell (the 8-byte doorbell above the
+ * BlueFlame size, nothing when none). */
+struct sq_same {
+	struct sq sq;
+	const volatile uint32_t *limit; /* posts while pi < *limit */
+	struct rec *recs;
+	uint32_t rung_pi;
+	uint32_t bf_bbs;
+	uint64_t last_ctrl;
+};
+
+__attribute__((noinline)) unsigned cg_single_same(struct sq_same *s, unsigned n,
+						  const void *data)
+{
+	unsigned i = 0;
+
+	for (; i < n; i++) {
+		struct rec *r;
+		uint32_t staged;
+
+		if (s->sq.pi >= *s->limit)
+			break; /* rdma-direct: the general path refills or refuses */
+		r = &s->recs[s->sq.pi & (SQ_WQE_CNT - 1)];
+		r->wr_id = i;
+		r->nbb = 1;
+		s->last_ctrl = write_inline8(&s->sq, 0x100000, 7, data, 0);
+		staged = s->sq.pi - s->rung_pi;
+		if (staged > s->bf_bbs) {
+			s->rung_pi = s->sq.pi;
+			ring(&s->sq, s->last_ctrl);
+		} else if (staged) {
+			break; /* BlueFlame copy: off in this workload */
+		}
+	}
+	return i;
+}
+
+/* cg_batch32 with the same guarantees as cg_single_same: per post the budget compare, the
+ * record and the doorbell value kept; per doorbell the staged test. */
+__attribute__((noinline)) unsigned cg_batch32_same(struct sq_same *s, unsigned n,
+						   const void *data)
+{
+	unsigned i = 0;
+
+	while (i < n) {
+		for (unsigned k = 0; k < 32 && i < n; k++, i++) {
+			struct rec *r;
+
+			if (s->sq.pi >= *s->limit)
+				return i;
+			r = &s->recs[s->sq.pi & (SQ_WQE_CNT - 1)];
+			r->wr_id = i;
+			r->nbb = 1;
+			s->last_ctrl = write_inline8(&s->sq, 0x100000, 7, data, 0);
+		}
+		if (s->sq.pi - s->rung_pi > s->bf_bbs) {
+			s->rung_pi = s->sq.pi;
+			ring(&s->sq, s->last_ctrl);
+		}
+	}
+	return i;
+}
+
+/* cg_poll1 with the checks rdma-direct's dedicated poll (a QP and the CQ it alone completes
+ * into) makes per CQE: a plain requester CQE of this QP (owner, opcode, no scatter, then the
+ * QP number and a WQE opcode without byte length in one compare); it completes the oldest
+ * outstanding WQE (wqe_counter equal to the send queue's retired position); that WQE, at its
+ * recorded size, lies below the last doorbell; wr_id from the poster's record. The whole
+ * 64-byte completion written; the send queue's retired position and count, the dbrec and the
+ * ci posters read (CQ accounting) updated. Anything else: 0 (rdma-direct: the general poll). */
+struct wc64 {
+	uint64_t wr_id;
+	uint32_t byte_len, qpn;
+	uint32_t opcode, status;
+	uint64_t covered_from;
+	uint32_t covered, imm, src_qp, vendor_err, flags, pad[3];
+};
+
+struct cq_same {
+	uint8_t *buf;
+	uint32_t ci;
+	uint32_t tag; /* sop_drop_qpn as read: the QP number, big-endian, in bytes 1..3 */
+	volatile uint32_t *dbrec;
+	volatile uint32_t *pub_ci;
+	struct rec *recs;
+	uint32_t sq_ci, sq_retired; /* the send queue's retired position and count */
+	uint32_t rung; /* the send queue's producer position at its last doorbell */
+	uint64_t len_qpn;
+};
+
+static const uint32_t req_opcode[16] = { [MLX5_OPCODE_RDMA_WRITE] = 1, [MLX5_OPCODE_RDMA_WRITE_IMM] = 1,
+					 [MLX5_OPCODE_SEND] = 2, [MLX5_OPCODE_SEND_IMM] = 2 };
+
+static inline int poll_same(struct cq_same *cq, struct wc64 *out)
+{
+	struct mlx5_cqe64 *cqe = (void *)(cq->buf + (cq->ci & (CQE_CNT - 1)) * 64);
+	uint8_t op_own = *(volatile uint8_t *)&cqe->op_own;
+	uint32_t w, sci, nbb;
+	struct rec *r;
+
+	/* requester, no scatter bits, owner of ci's lap */
+	if ((op_own & 0xfd) != (MLX5_CQE_REQ << 4 | !!(cq->ci & CQE_CNT)))
+		return 0;
+	load_barrier();
+	w = cqe->sop_drop_qpn ^ cq->tag; /* the WQE opcode in the low byte when the QP matches */
+	if (w >= 16)
+		return 0;
+	sci = cq->sq_ci;
+	if (be16toh(cqe->wqe_counter) != (uint16_t)sci)
+		return 0;
+	r = &cq->recs[sci & (SQ_WQE_CNT - 1)];
+	nbb = r->nbb;
+	if (nbb > cq->rung - sci)
+		return 0;
+	out->wr_id = r->wr_id;
+	memcpy(&out->byte_len, &cq->len_qpn, 8);
+	out->opcode = req_opcode[w];
+	out->status = 0;
+	memset(&out->covered_from, 0, 40);
+	cq->sq_ci = sci + nbb;
+	cq->sq_retired++;
+	cq->ci++;
+	to_device_barrier();
+	cq->dbrec[0] = htobe32(cq->ci & 0xffffff);
+	*cq->pub_ci = cq->ci;
+	return 1;
+}
+
+__attribute__((noinline)) unsigned cg_poll1_same(struct cq_same *cq, unsigned n, struct wc64 *out)
+{
+	unsigned got = 0;
+
+	while (got < n) {
+		if (!poll_same(cq, out))
+			break;
+		got++;
+	}
+	return got;
+}
+
 /* A new CQ for the cq2 pollers: CQE_CNT 64-byte CQEs (every op_own 0xf0, the rest zero), its
  * dbrec and the queues' wr_id arrays (zero). */
 static void cq2_new(struct cq2 *cq)
@@ -308,7 +458,21 @@ static double time_posts(const char *kind, unsigned n, unsigned runs)
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (!strcmp(kind, "single"))
 			cg_single(&sq, n, &payload);
-		else if (!strcmp(kind, "single_rec"))
+		else if (!strcmp(kind, "single_same") || !strcmp(kind, "batch32_same")) {
+			static volatile uint32_t limit;
+			struct sq_same same = { .sq = sq, .limit = &limit, .recs = recs };
+			unsigned done;
+			/* the run's posts within the budget; the positions go on from the last run */
+			same.rung_pi = sq.pi;
+			limit = sq.pi + n;
+			if (!strcmp(kind, "single_same"))
+				done = cg_single_same(&same, n, &payload);
+			else
+				done = cg_batch32_same(&same, n, &payload);
+			if (done != n)
+				exit(1);
+			sq = same.sq;
+		} else if (!strcmp(kind, "single_rec"))
 			cg_single_rec(&sq, n, &payload);
 		else
 			cg_batch32(&sq, n, &payload);
@@ -386,6 +550,42 @@ int main(int argc, char **argv)
 		else
 			cg_batch32(&sq, n, &payload);
 		printf("posted %u\n", sq.pi);
+	} else if (!strcmp(kind, "single_same") || !strcmp(kind, "batch32_same")) {
+		static volatile uint32_t limit = SQ_WQE_CNT;
+		struct sq_same s = {0};
+		s.sq.buf = aligned_alloc(4096, SQ_WQE_CNT * 64);
+		s.sq.dbrec = aligned_alloc(64, 64);
+		s.sq.bf = aligned_alloc(4096, 512);
+		s.sq.bf_size = 256;
+		s.sq.qpn = 0x4242;
+		memset(s.sq.buf, 0, SQ_WQE_CNT * 64);
+		s.limit = &limit;
+		s.recs = recs;
+		if (!strcmp(kind, "single_same"))
+			printf("posted %u\n", cg_single_same(&s, n, &payload));
+		else
+			printf("posted %u\n", cg_batch32_same(&s, n, &payload));
+	} else if (!strcmp(kind, "poll1_same")) {
+		static volatile uint32_t dbrec, pub_ci;
+		struct cq_same cq = {0};
+		struct wc64 out[1];
+		cq.buf = aligned_alloc(4096, CQE_CNT * 64);
+		memset(cq.buf, 0, CQE_CNT * 64);
+		for (unsigned i = 0; i < CQE_CNT; i++) {
+			struct mlx5_cqe64 *c = (void *)(cq.buf + i * 64);
+			c->op_own = i < n ? MLX5_CQE_REQ << 4 : 0xf0;
+			c->sop_drop_qpn = htobe32(MLX5_OPCODE_SEND << 24 | 0x4242);
+			c->wqe_counter = htobe16(i);
+		}
+		for (unsigned i = 0; i < SQ_WQE_CNT; i++)
+			recs[i].wr_id = i, recs[i].nbb = 1;
+		cq.tag = htobe32(0x4242);
+		cq.dbrec = &dbrec;
+		cq.pub_ci = &pub_ci;
+		cq.recs = recs;
+		cq.rung = n;
+		cq.len_qpn = (uint64_t)0x4242 << 32;
+		printf("polled %u\n", cg_poll1_same(&cq, n, out));
 	} else if (!strcmp(kind, "poll16")) {
 		struct cq cq = {0};
 		struct wc out[16];
