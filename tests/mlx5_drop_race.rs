@@ -5,11 +5,15 @@
 //! catches: a drop that deadlocks against the poller, a poller that panics or faults on CQEs
 //! of dropped QPs, lost accounting. What it does not reliably catch: the protocol's own race
 //! window is a few instructions wide; with the wait removed, 200 rounds still passed here. The
-//! protocol's correctness rests on the SeqCst pairing argued in `CqShared::polling`.
+//! protocol's correctness rests on the pairing argued in `CqShared::polling` and
+//! providers/mlx5/handshake.rs (whose unit test runs the store-buffer litmus test on it). The
+//! test runs with the process's choice of barrier, and again in a child process with
+//! `RDMA_DIRECT_MEMBARRIER=0` (the `SeqCst` stores).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use rdma_direct::providers::mlx5::{poll_barrier, PollBarrier};
 use rdma_direct::providers::sim::{SimDevice, SimQp};
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpCaps, QpConfig,
@@ -26,6 +30,18 @@ fn connect_pair(dev: &mut SimDevice, a: &mut SimQp, b: &mut SimQp) {
 
 #[test]
 fn dropping_qps_while_their_cq_is_polled_on_another_thread() {
+    let want = match std::env::var("RDMA_DIRECT_MEMBARRIER").as_deref() {
+        Ok("0") => Some(PollBarrier::SeqCst),
+        _ => None,
+    };
+    if let Some(want) = want {
+        assert_eq!(
+            poll_barrier(),
+            want,
+            "RDMA_DIRECT_MEMBARRIER=0 chooses the SeqCst stores"
+        );
+    }
+    println!("poll barrier: {:?}", poll_barrier());
     let rounds: u32 = std::env::var("RDMA_DIRECT_DROP_RACE_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -116,4 +132,30 @@ fn dropping_qps_while_their_cq_is_polled_on_another_thread() {
     }
     println!("{rounds} rounds, {total_polled} completions polled while QPs were dropped");
     assert!(total_polled > 0, "the poller saw traffic");
+}
+
+/// The same test in a child process that chose the `SeqCst` stores (the choice is made once
+/// per process, at its first CQ).
+#[test]
+fn dropping_qps_with_the_seqcst_handshake() {
+    if std::env::var_os("RDMA_DIRECT_MEMBARRIER").is_some() {
+        return; // the child: the test above runs there
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "dropping_qps_while_their_cq_is_polled_on_another_thread",
+            "--nocapture",
+        ])
+        .env("RDMA_DIRECT_MEMBARRIER", "0")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("poll barrier: SeqCst"), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
 }

@@ -318,6 +318,9 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     /// position `ci`: set with `ci` at the end of every poll that moved it, so a poll starts
     /// with two loads (no address arithmetic).
     cur_par: u8,
+    /// The process polls with the light side of the polling handshake
+    /// ([`super::handshake`]: `PollBarrier::Membarrier`).
+    light: bool,
     cur: *const u8,
     /// The QP of the last CQE mapped (qpn, and its entry's `QpShared`, kept alive by
     /// `entries`; `u32::MAX`: none). Reset whenever `entries` changes.
@@ -408,6 +411,7 @@ impl<D: Owners> Mlx5Cq<D> {
             cqe_stride: dv.cqe_size as usize,
             slot_mask: dv.cqe_cnt - 1,
             cur_par: 0,
+            light: super::handshake::poll_barrier() == super::handshake::PollBarrier::Membarrier,
             cur: dv.buf.wrapping_add(dv.cqe_size as usize - MLX5_CQE64_LEN),
             hot_qpn: u32::MAX,
             hot_qp: core::ptr::null(),
@@ -528,7 +532,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
         let shared = unsafe { &*shared };
         // From here on QP memory is read (see `CqShared::polling`).
-        shared.polling.store(true, Ordering::SeqCst);
+        super::handshake::enter_poll(&shared.polling, self.light);
         let (mut n, mut ci, mut released) = (0, start_ci, 0u32);
         // The next CQE, when there is a slot for it and it is before the ring's end: not
         // written yet, the first CQE is a single one (completions trickling in); a plain CQE of

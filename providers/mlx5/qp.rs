@@ -471,11 +471,10 @@ impl<D: Owners> Drop for Mlx5Qp<D> {
         // memory (`owner`) is freed below (see `CqShared::polling`). From here on the poller
         // drops this QP's CQEs without reading its memory.
         self.shared.alive.store(false, Ordering::SeqCst);
-        for cq in [&self.shared.send_cq, &self.shared.recv_cq] {
-            while cq.polling.load(Ordering::SeqCst) {
-                std::hint::spin_loop();
-            }
-        }
+        super::handshake::wait_for_polls([
+            &self.shared.send_cq.polling,
+            &self.shared.recv_cq.polling,
+        ]);
         // SAFETY: `owner` is dropped exactly once, here, and not used after (`owner_mut`
         // needs `&mut self`). Destroying the QP stops the device writing CQEs for it, so
         // what `forget_outstanding` counts in the rings is final.

@@ -53,11 +53,13 @@ pub(crate) struct CqShared {
     /// no read-modify-write, no lock.
     // Padded: the posters read it with `ci`; `polling` is stored twice per poll.
     pub unreleased: CachePadded<AtomicU32>,
-    /// True while a poll that found CQEs runs (set `SeqCst` before it reads any QP's memory,
-    /// cleared `Release` at its end). A dropped QP waits for it to clear after marking itself
-    /// dead (`alive`, `SeqCst`), so the poller never reads a QP's ring or doorbell record
-    /// after its memory is freed: either the poller sees `alive == false`, or the dropper
-    /// sees the poll running and waits (the two `SeqCst` accesses cannot both miss).
+    /// True while a poll that found CQEs runs (set before it reads any QP's memory, cleared
+    /// `Release` at its end). A dropped QP waits for it to clear after marking itself dead
+    /// (`alive`, `SeqCst`), so the poller never reads a QP's ring or doorbell record after
+    /// its memory is freed: either the poller sees `alive == false`, or the dropper sees the
+    /// poll running and waits. The two sides cannot both miss: `SeqCst` stores on both, or a
+    /// plain store behind a compiler barrier in the poll and `membarrier` in the drop
+    /// (`mlx5/handshake.rs`, chosen once per process).
     // Padded: stored twice per poll; it must not share a line with the posters' `reserved`.
     pub polling: CachePadded<AtomicBool>,
     /// What the queues created on this CQ may have outstanding (control path: QP creation

@@ -42,7 +42,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // for the end of the poll, not reloaded from `self` after the barriers).
         let shared = unsafe { &*Arc::as_ptr(&self.shared) };
         // From here on QP memory is read (see `CqShared::polling`).
-        shared.polling.store(true, Ordering::SeqCst);
+        crate::mlx5::handshake::enter_poll(&shared.polling, self.light);
         // Orders the owner-bit load above before the loads of the CQE body below.
         from_device_load_barrier();
         if self.process_req(cqe, out) {
@@ -61,7 +61,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: as in `poll_one`.
         let shared = unsafe { &*Arc::as_ptr(&self.shared) };
         // From here on QP memory is read (see `CqShared::polling`).
-        shared.polling.store(true, Ordering::SeqCst);
+        crate::mlx5::handshake::enter_poll(&shared.polling, self.light);
         // Orders the owner-bit load above before the loads of the CQE body below.
         from_device_load_barrier();
         if self.process_recv(cqe, opcode, out) {
