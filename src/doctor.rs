@@ -43,8 +43,8 @@ mod inputs;
 
 pub use checks::{
     check_caps, check_host, check_link, check_memlock, check_mtu, check_numa, check_pcie,
-    check_port, format_cpulist, parse_cpulist, pcie_lane_gbps, pitfalls, port_netdev,
-    roce_mtu_for_netdev, MEMLOCK_WARN_BYTES, ROCE_HEADER_BYTES,
+    check_poll_barrier, check_port, format_cpulist, parse_cpulist, pcie_lane_gbps, pitfalls,
+    port_netdev, roce_mtu_for_netdev, MEMLOCK_WARN_BYTES, ROCE_HEADER_BYTES,
 };
 pub use inputs::{
     parse_memlock_limit, probe_device, probe_inline, DeviceCaps, HostFacts, MemlockLimit,

@@ -9,6 +9,7 @@ use rdma_direct::doctor::{
 };
 use rdma_direct::endpoint::Mtu;
 use rdma_direct::ffi;
+use rdma_direct::providers::mlx5::PollBarrier;
 use rdma_direct::verbs::{LinkLayer, PortAttr, PortState};
 use std::path::PathBuf;
 use std::process::Command;
@@ -95,6 +96,7 @@ fn host() -> HostFacts {
         euid: 1000,
         cap_ipc_lock: false,
         allowed_cpus: (0..8).collect(),
+        poll_barrier: PollBarrier::Membarrier,
     }
 }
 
@@ -388,6 +390,23 @@ fn small_cq_no_atomics_no_inline() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+fn the_poll_barrier_is_reported_and_the_seqcst_fallback_warns_with_the_fix() {
+    let mut h = host();
+    let f = doctor::check_poll_barrier(&h);
+    assert_eq!((f.check, f.level), ("poll barrier", Level::Ok));
+    assert!(f.saw.contains("takes no locked instruction"), "{}", f.saw);
+    h.poll_barrier = PollBarrier::SeqCst;
+    let f = doctor::check_poll_barrier(&h);
+    assert_eq!(f.level, Level::Warn);
+    assert!(f.saw.contains("locked instruction"), "{}", f.saw);
+    assert!(f.fix.unwrap().contains("4.16"));
+    // Both lists carry it: the host's alone and every port's.
+    assert!(doctor::check_host(&h)
+        .iter()
+        .any(|f| f.check == "poll barrier"));
+}
+
+#[test]
 fn memlock_64_kib_for_a_user_warns_with_the_largest_registration() {
     let mut h = host();
     h.memlock = Some(MemlockLimit {
@@ -469,6 +488,7 @@ fn host_facts_from_a_fake_proc() {
             euid: 1001,
             cap_ipc_lock: false,
             allowed_cpus: vec![0, 1, 2, 3, 8],
+            poll_barrier: rdma_direct::providers::mlx5::poll_barrier(),
         }
     );
     t.file("proc/self/status", "CapEff:\t0000000000004000\n");
@@ -698,6 +718,7 @@ fn whole_walk_is_in_the_troubleshooting_order() {
             "atomics",
             "message size",
             "memlock",
+            "poll barrier",
             "numa",
             "pcie width",
             "pcie speed",

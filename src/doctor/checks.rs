@@ -32,15 +32,35 @@ pub fn check_port(
     out.extend(check_mtu(sys, p, peer_mtu));
     out.extend(check_caps(&p.attr, &p.caps));
     out.push(check_memlock(host));
+    out.push(check_poll_barrier(host));
     out.push(check_numa(sys, &p.device, &host.allowed_cpus));
     out.extend(check_pcie(sys, &p.device, p.attr.rate_gbps()));
     out.extend(pitfalls());
     out
 }
 
-/// Checks that need no device: the locked-memory limit.
+/// Checks that need no device: the locked-memory limit, the poll's barrier.
 pub fn check_host(host: &HostFacts) -> Vec<Finding> {
-    vec![check_memlock(host)]
+    vec![check_memlock(host), check_poll_barrier(host)]
+}
+
+/// The polling handshake's barrier this process chose (providers/mlx5/handshake.rs): light
+/// polls with `membarrier`, or a locked instruction in every poll that finds completions.
+pub fn check_poll_barrier(h: &HostFacts) -> Finding {
+    match h.poll_barrier {
+        crate::providers::mlx5::PollBarrier::Membarrier => Finding::ok(
+            "poll barrier",
+            "membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) registered: an mlx5 poll that finds \
+             completions takes no locked instruction; a QP's drop makes one system call",
+        ),
+        crate::providers::mlx5::PollBarrier::SeqCst => Finding::warn(
+            "poll barrier",
+            "no membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), or RDMA_DIRECT_MEMBARRIER=0: every \
+             mlx5 poll that finds completions takes a locked instruction (about 6 ns a poll)",
+            "a kernel of 4.16 or later, membarrier allowed by the seccomp profile (containers: \
+             add it to the allowed system calls), RDMA_DIRECT_MEMBARRIER unset",
+        ),
+    }
 }
 
 fn is_ib(l: LinkLayer) -> bool {

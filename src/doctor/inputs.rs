@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use crate::error::Result;
+use crate::providers::mlx5::PollBarrier;
 use crate::providers::{QpCaps, QpConfig, QpType};
 use crate::verbs::{Context, Cq, DeviceAttr, Pd, PortAttr, Qp};
 
@@ -119,6 +120,9 @@ pub struct HostFacts {
     pub cap_ipc_lock: bool,
     /// The CPUs this process may run on (its affinity mask), ascending; empty if unknown.
     pub allowed_cpus: Vec<u32>,
+    /// How this process's mlx5 polls order their handshake with a QP's drop (chosen once
+    /// per process: [`crate::providers::mlx5::poll_barrier`]).
+    pub poll_barrier: PollBarrier,
 }
 
 impl HostFacts {
@@ -153,6 +157,7 @@ impl HostFacts {
             allowed_cpus: field("Cpus_allowed_list:")
                 .and_then(parse_cpulist)
                 .unwrap_or_default(),
+            poll_barrier: crate::providers::mlx5::poll_barrier(),
         }
     }
 
