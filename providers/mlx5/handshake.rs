@@ -21,7 +21,7 @@
 //! then reads false. Either the drop waits, or the poll sees the QP dead: the same guarantee
 //! as two `SeqCst` accesses, at one system call per drop.
 //!
-//! Where it is not offered (a kernel before 4.14, a seccomp filter, an emulator without the
+//! Where it is not offered (a kernel before 4.16, a seccomp filter, an emulator without the
 //! call), both sides keep `SeqCst` stores. The choice is made once per process, at the first
 //! CQ, and never changes, so every poll and every drop agree on it. `RDMA_DIRECT_MEMBARRIER=0`
 //! in the environment chooses the `SeqCst` stores.
@@ -41,6 +41,7 @@ pub enum PollBarrier {
 
 /// Linux's `membarrier` commands (include/uapi/linux/membarrier.h).
 const MEMBARRIER_CMD_QUERY: libc::c_int = 0;
+const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
 const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
 const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
 
@@ -105,16 +106,27 @@ pub(crate) fn wait_for_polls(cqs: [&AtomicBool; 2]) {
 /// The drop's barrier between its store and its load: `membarrier` when the poll's side is
 /// light, nothing more otherwise (its `SeqCst` store and load are the barrier).
 fn drop_barrier() {
-    if poll_barrier() == PollBarrier::Membarrier {
-        // Registered and tried at the choice; it cannot fail after that. Should it, the
-        // call is repeated: going on without it could free QP memory a poll still reads.
-        // SAFETY: as in `choose`.
-        while unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) }
-            != 0
-        {
-            std::thread::yield_now();
-        }
+    if poll_barrier() != PollBarrier::Membarrier {
+        return;
     }
+    let call = |cmd: libc::c_int| {
+        // SAFETY: as in `choose`.
+        unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0, 0) == 0 }
+    };
+    // Registered and tried at the choice (a forked child keeps the registration), so the
+    // first call does it. Should it fail, register again and repeat; then the global
+    // command, which needs no registration and orders every thread of every process (slow,
+    // one RCU grace period). Going on without a barrier could free QP memory a poll still
+    // reads, so the last resort waits long enough for any store to have drained (a
+    // scheduler tick), which no known kernel ever gets to.
+    if call(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+        || (call(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)
+            && call(MEMBARRIER_CMD_PRIVATE_EXPEDITED))
+        || call(MEMBARRIER_CMD_GLOBAL)
+    {
+        return;
+    }
+    std::thread::sleep(std::time::Duration::from_millis(10));
 }
 
 #[cfg(test)]
