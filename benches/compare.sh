@@ -35,8 +35,10 @@ RUST_BIN=$(cat "$OUT/bin")
 count() {
     local out=$1 pat=$2
     shift 2
+    # A workload that fails (the C *_same ones exit 1 when they did fewer ops than asked)
+    # stops the script: a count per op over fewer ops would mislead.
     valgrind --tool=callgrind --callgrind-out-file="$out" --toggle-collect="$pat" "$@" \
-        >/dev/null 2>&1
+        >/dev/null 2>&1 || { echo "compare.sh: workload failed: $*" >&2; return 1; }
     sed -n 's/^summary: *//p' "$out"
 }
 
@@ -80,7 +82,7 @@ for w in ${ROWS:-single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mi
     cfn=$fn
     if [ "$w" = single_wrs ] || [ "$w" = fast ]; then cfn=single; fi
     if [ "$w" = rt ] || [ "$w" = ded_rt ]; then cfn='rt_*'; fi
-    c=$(count "$OUT/c.$w" "cg_$cfn" "$OUT/ref_writer" "$cw_name" "$N")
+    c=$(count "$OUT/c.$w" "cg_$cfn" "$OUT/ref_writer" "$cw_name" "$N") || exit 1
     rfn=$w
     if [ "$w" = recv16 ] || [ "$w" = mixed16 ] || [ "$w" = poll16_one ]; then rfn=round16; fi
     # rt (the order round trip) counts its post and its two polls (cg_rt_post, cg_rt_poll on
@@ -89,7 +91,7 @@ for w in ${ROWS:-single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mi
     if [ "$w" = ded_rt ]; then rfn=ded_rt_; fi
     rw_name=$w
     case $w in single_eq | batch32_eq | ded_one_eq) rw_name=${w%_eq} rfn=${w%_eq} ;; esac
-    r=$(count "$OUT/r.$w" "*cg_$rfn*" "$RUST_BIN" --callgrind "$rw_name" "$N")
+    r=$(count "$OUT/r.$w" "*cg_$rfn*" "$RUST_BIN" --callgrind "$rw_name" "$N") || exit 1
     read -r cper rper ratio < <(awk -v c="$c" -v r="$r" -v n="$N" \
         'BEGIN { printf "%.1f %.1f %.2f\n", c / n, r / n, (r / n) / (c / n) }')
     cw=null rw=null tratio=null
