@@ -4,6 +4,7 @@
 
 use rdma_direct_rig as plain;
 
+use plain::{poll_all, qp_on, test_cq as cq, TEST_SGE as SGE};
 use plain::{Cqe, Plain, PlainCq, PlainQp, PlainSrq};
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
 use rdma_direct::providers::{
@@ -13,30 +14,6 @@ use rdma_direct::providers::{
 
 fn caps() -> QpCaps {
     plain::test_caps()
-}
-
-fn cq(cqe_cnt: u32, cqe_size: u32) -> (Mlx5Cq<Plain>, PlainCq) {
-    plain::test_cq(cqe_cnt, cqe_size)
-}
-
-fn qp_on(
-    cq: &mut Mlx5Cq<Plain>,
-    qpn: u32,
-    srq: Option<&mut Mlx5Srq<Plain>>,
-) -> (Mlx5Qp<Plain>, PlainQp) {
-    plain::test_qp(cq, None, qpn, srq)
-}
-
-const SGE: [Sge; 1] = [Sge {
-    addr: 0x1000,
-    length: 8,
-    lkey: 1,
-}];
-
-fn poll_all(cq: &mut Mlx5Cq<Plain>) -> Vec<Completion> {
-    let mut out = [Completion::EMPTY; 16];
-    let n = cq.poll(&mut out);
-    out[..n].to_vec()
 }
 
 #[test]

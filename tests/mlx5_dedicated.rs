@@ -9,8 +9,7 @@ use rdma_direct_rig as plain;
 use plain::{Cqe, Plain, PlainCq, PlainQp};
 use rdma_direct::providers::mlx5::{AddressVector, Mlx5Cq, Mlx5Dedicated, Mlx5Qp};
 use rdma_direct::providers::{
-    Completion, CompletionQueue, QpState, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge,
-    WcStatus,
+    Completion, CompletionQueue, QpState, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, WcStatus,
 };
 use rdma_direct::wire::{MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM};
 
@@ -22,13 +21,7 @@ fn qp_on(
     plain::test_qp(cq, recv_cq, qpn, None)
 }
 
-use plain::test_cq as cq;
-
-const SGE: [Sge; 1] = [Sge {
-    addr: 0x1000,
-    length: 8,
-    lkey: 1,
-}];
+use plain::{test_cq as cq, TEST_SGE as SGE};
 
 /// A dedicated pair and a twin QP on a CQ of its own polled the general way, each with its
 /// device side.

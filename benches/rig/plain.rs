@@ -588,6 +588,29 @@ pub fn test_caps() -> QpCaps {
     }
 }
 
+/// The SGE the mlx5 tests post (8 bytes at 0x1000, lkey 1: plain memory checks no key).
+pub const TEST_SGE: [Sge; 1] = [Sge {
+    addr: 0x1000,
+    length: 8,
+    lkey: 1,
+}];
+
+/// One poll of up to 16 completions, as a vector.
+pub fn poll_all(cq: &mut Mlx5Cq<Plain>) -> Vec<Completion> {
+    let mut out = [Completion::EMPTY; 16];
+    let n = cq.poll(&mut out);
+    out[..n].to_vec()
+}
+
+/// [`test_qp`] whose receives complete into `cq` too.
+pub fn qp_on(
+    cq: &mut Mlx5Cq<Plain>,
+    qpn: u32,
+    srq: Option<&mut Mlx5Srq<Plain>>,
+) -> (Mlx5Qp<Plain>, PlainQp) {
+    test_qp(cq, None, qpn, srq)
+}
+
 /// An mlx5 CQ (CQN 3) of `cqe_cnt` CQEs of `cqe_size` bytes over plain memory, with its device
 /// side.
 pub fn test_cq(cqe_cnt: u32, cqe_size: u32) -> (Mlx5Cq<Plain>, PlainCq) {
