@@ -13,6 +13,8 @@
 //! the rules of `rules()`, and the tests after it prove each rule fires on a forbidden import
 //! and stays quiet on allowed ones.
 
+mod common;
+
 use std::collections::BTreeSet;
 
 const ALLOWED: [&str; 4] = ["libc", "memmap2", "crossbeam-utils", "static_assertions"];
@@ -360,97 +362,6 @@ fn normalise(mut t: Vec<String>) -> Vec<String> {
     t
 }
 
-/// The text with comments blanked out (newlines kept), and string and char literals blanked
-/// too unless `keep_strings`.
-fn strip(src: &str, keep_strings: bool) -> String {
-    let b = src.as_bytes();
-    let mut out = b.to_vec();
-    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
-        for c in &mut out[from..to] {
-            if *c != b'\n' {
-                *c = b' ';
-            }
-        }
-    };
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    let mut i = 0;
-    while i < b.len() {
-        if b[i..].starts_with(b"//") {
-            let end = b[i..]
-                .iter()
-                .position(|&c| c == b'\n')
-                .map_or(b.len(), |p| i + p);
-            blank(&mut out, i, end);
-            i = end;
-        } else if b[i..].starts_with(b"/*") {
-            let (mut depth, mut j) = (1, i + 2);
-            while j < b.len() && depth > 0 {
-                if b[j..].starts_with(b"/*") {
-                    depth += 1;
-                    j += 2;
-                } else if b[j..].starts_with(b"*/") {
-                    depth -= 1;
-                    j += 2;
-                } else {
-                    j += 1;
-                }
-            }
-            blank(&mut out, i, j);
-            i = j;
-        } else if b[i] == b'r' && (i == 0 || !ident(b[i - 1])) && {
-            let h = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
-            b.get(i + 1 + h) == Some(&b'"')
-        } {
-            let h = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
-            let close: Vec<u8> = std::iter::once(b'"')
-                .chain(std::iter::repeat_n(b'#', h))
-                .collect();
-            let start = i + 2 + h;
-            let end = b[start..]
-                .windows(close.len())
-                .position(|w| w == close.as_slice())
-                .map_or(b.len(), |p| start + p + close.len());
-            if !keep_strings {
-                blank(&mut out, i, end);
-            }
-            i = end;
-        } else if b[i] == b'"' {
-            let mut j = i + 1;
-            while j < b.len() && b[j] != b'"' {
-                j += if b[j] == b'\\' { 2 } else { 1 };
-            }
-            let end = (j + 1).min(b.len());
-            if !keep_strings {
-                blank(&mut out, i, end);
-            }
-            i = end;
-        } else if b[i] == b'\'' {
-            // A char literal ('x', '\n', '\u{..}'), or a lifetime ('a), left alone.
-            let end = if b.get(i + 1) == Some(&b'\\') {
-                b[i + 2..]
-                    .iter()
-                    .position(|&c| c == b'\'')
-                    .map(|p| i + 2 + p + 1)
-            } else {
-                let ch = src[i + 1..].chars().next().map_or(1, char::len_utf8);
-                (b.get(i + 1 + ch) == Some(&b'\'')).then_some(i + 2 + ch)
-            };
-            match end {
-                Some(e) => {
-                    if !keep_strings {
-                        blank(&mut out, i, e);
-                    }
-                    i = e;
-                }
-                None => i += 1,
-            }
-        } else {
-            i += 1;
-        }
-    }
-    String::from_utf8(out).expect("blanking keeps UTF-8 boundaries")
-}
-
 /// Byte ranges of the bodies of inline modules (`mod name { ... }`), with their names.
 fn inline_modules(code: &str) -> Vec<(usize, usize, String)> {
     let b = code.as_bytes();
@@ -622,7 +533,7 @@ fn raw_paths(code: &str) -> Vec<RawPath> {
 /// through `crate`, `super` and the workspace's crate names; a CLI file's paths through
 /// `rdma_direct::` only (its own modules are not the library's).
 fn targets(file: &str, src: &str) -> Vec<Vec<String>> {
-    let code = strip(src, false);
+    let code = common::strip_rust(src, false);
     let floor = floor_of(file);
     let module = module_of(file);
     let inline = inline_modules(&code);
@@ -664,7 +575,7 @@ fn targets(file: &str, src: &str) -> Vec<Vec<String>> {
 
 /// Library files that pull in a CLI file (`#[path = ".../bin/..."]`, `include!`).
 fn includes_cli(src: &str) -> bool {
-    let code = strip(src, true);
+    let code = common::strip_rust(src, true);
     code.lines().any(|l| {
         let l = l.replace(' ', "");
         (l.contains("#[path=") || l.contains("include!(") || l.contains("include_str!("))
@@ -891,4 +802,24 @@ fn paths_resolve_through_groups_supers_crates_and_inline_modules() {
     );
     let core: Vec<String> = core.iter().map(|t| t.join("::")).collect();
     assert_eq!(core, ["ffi::ibv_qp", "verbs::Pd"]);
+}
+
+#[test]
+fn the_source_stripper_blanks_what_is_not_code() {
+    let src = "let a = '\\''; let b = '\"'; // x \"y\"\nlet c = \"use q::r\"; /* use s /* t */ */ let d: &'static str = r#\"z\"#; let e = 'é';\n";
+    let code = common::strip_rust(src, false);
+    // Same length and lines; only the code words are left.
+    assert_eq!(code.len(), src.len());
+    assert_eq!(code.lines().count(), 2);
+    let words: Vec<&str> = code.split_whitespace().collect();
+    assert_eq!(
+        words,
+        [
+            "let", "a", "=", ";", "let", "b", "=", ";", "let", "c", "=", ";", "let", "d:",
+            "&'static", "str", "=", ";", "let", "e", "=", ";"
+        ]
+    );
+    // Kept strings: the literals stay, comments still go.
+    let kept = common::strip_rust(src, true);
+    assert!(kept.contains("\"use q::r\"") && kept.contains("'\\''") && !kept.contains("/*"));
 }

@@ -58,6 +58,8 @@
 //! commit was then dropped. The other rules (pointer offset, offset arithmetic, opcode
 //! literal, const, CQE bytes) are shown failing on planted text by `each_rule_finds_its_copy`.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -185,100 +187,6 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The text with comments, string literals and char literals blanked (newlines kept).
-fn strip(src: &str) -> String {
-    let b = src.as_bytes();
-    let mut out = b.to_vec();
-    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
-        for c in &mut out[from..to] {
-            if *c != b'\n' {
-                *c = b' ';
-            }
-        }
-    };
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    let mut i = 0;
-    while i < b.len() {
-        if b[i..].starts_with(b"//") {
-            let end = b[i..]
-                .iter()
-                .position(|&c| c == b'\n')
-                .map_or(b.len(), |p| i + p);
-            blank(&mut out, i, end);
-            i = end;
-        } else if b[i..].starts_with(b"/*") {
-            let (mut depth, mut j) = (1, i + 2);
-            while j < b.len() && depth > 0 {
-                if b[j..].starts_with(b"/*") {
-                    depth += 1;
-                    j += 2;
-                } else if b[j..].starts_with(b"*/") {
-                    depth -= 1;
-                    j += 2;
-                } else {
-                    j += 1;
-                }
-            }
-            blank(&mut out, i, j.min(b.len()));
-            i = j;
-        } else if b[i] == b'r' && (i == 0 || !ident(b[i - 1])) && {
-            let mut j = i + 1;
-            while j < b.len() && b[j] == b'#' {
-                j += 1;
-            }
-            j < b.len() && b[j] == b'"'
-        } {
-            // Raw string r#"..."#.
-            let mut j = i + 1;
-            let mut hashes = 0;
-            while b[j] == b'#' {
-                hashes += 1;
-                j += 1;
-            }
-            j += 1;
-            let close: Vec<u8> = std::iter::once(b'"')
-                .chain(std::iter::repeat_n(b'#', hashes))
-                .collect();
-            let end = b[j..]
-                .windows(close.len())
-                .position(|w| w == close.as_slice())
-                .map_or(b.len(), |p| j + p + close.len());
-            blank(&mut out, i, end);
-            i = end;
-        } else if b[i] == b'"' {
-            let mut j = i + 1;
-            while j < b.len() && b[j] != b'"' {
-                j += if b[j] == b'\\' { 2 } else { 1 };
-            }
-            let end = (j + 1).min(b.len());
-            blank(&mut out, i, end);
-            i = end;
-        } else if b[i] == b'\'' {
-            // A char literal ('a', '\n', '\''), not a lifetime ('a without a closing quote).
-            let end = if b.get(i + 1) == Some(&b'\\') {
-                b[i + 2..]
-                    .iter()
-                    .position(|&c| c == b'\'')
-                    .map(|p| i + 2 + p + 1)
-            } else if b.get(i + 2) == Some(&b'\'') {
-                Some(i + 3)
-            } else {
-                None
-            };
-            match end {
-                Some(e) => {
-                    blank(&mut out, i, e);
-                    i = e;
-                }
-                None => i += 1,
-            }
-        } else {
-            i += 1;
-        }
-    }
-    String::from_utf8(out).expect("blanking keeps UTF-8 (only ASCII replaced)")
-}
-
 /// Blanks every item under `#[cfg(test)]`: from the attribute to the end of the item (its
 /// matching `}`, or its `;`).
 fn drop_test_items(code: &str) -> String {
@@ -398,7 +306,7 @@ fn lex(code: &str) -> Vec<(usize, Tok)> {
 /// every small number a program writes.
 fn layout_values() -> BTreeMap<u64, Vec<String>> {
     let text = std::fs::read_to_string(root().join("src/core/wire/consts.rs")).unwrap();
-    let code = drop_test_items(&strip(&text));
+    let code = drop_test_items(&common::strip_rust(&text, false));
     let at = code.find("pub mod offset").expect("wire::offset");
     let mut m: BTreeMap<u64, Vec<String>> = BTreeMap::new();
     for (v, name) in literal_consts(&code[..at]) {
@@ -465,7 +373,7 @@ fn findings(
     data_plane: bool,
     values: &BTreeMap<u64, Vec<String>>,
 ) -> Vec<(usize, &'static str, String)> {
-    let code = drop_test_items(&strip(text));
+    let code = drop_test_items(&common::strip_rust(text, false));
     let lines: Vec<&str> = code.lines().collect();
     let line_of = |l: usize| lines.get(l - 1).copied().unwrap_or("");
     let toks = lex(&code);
@@ -713,7 +621,7 @@ fn no_provider_bench_or_tool_keeps_its_own_layout_fact() {
     for (f, data_plane) in &files {
         let rel = relative(f);
         let text = std::fs::read_to_string(f).unwrap();
-        let code = drop_test_items(&strip(&text));
+        let code = drop_test_items(&common::strip_rust(&text, false));
         let lines: Vec<&str> = code.lines().collect();
         for (line, rule, why) in findings(&text, *data_plane, &values) {
             let src = lines.get(line - 1).copied().unwrap_or("");
@@ -746,7 +654,7 @@ fn wire_imports_nothing_above_it() {
     rust_files(&root().join("src/core/wire"), &mut files);
     assert!(!files.is_empty());
     for f in files {
-        let text = strip(&std::fs::read_to_string(&f).unwrap());
+        let text = common::strip_rust(&std::fs::read_to_string(&f).unwrap(), false);
         for (i, line) in text.lines().enumerate() {
             let up = line
                 .match_indices("crate::")

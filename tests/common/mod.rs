@@ -29,3 +29,95 @@ pub fn gid_index() -> Option<u8> {
         .ok()
         .and_then(|s| s.parse().ok())
 }
+
+/// Rust source with its comments blanked (newlines kept), and its string and char literals
+/// blanked too unless `keep_strings`: what the source-reading tests (tests/deps.rs,
+/// tests/layout_single_source.rs) match code against.
+pub fn strip_rust(src: &str, keep_strings: bool) -> String {
+    let b = src.as_bytes();
+    let mut out = b.to_vec();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for c in &mut out[from..to] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    };
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"//") {
+            let end = b[i..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .map_or(b.len(), |p| i + p);
+            blank(&mut out, i, end);
+            i = end;
+        } else if b[i..].starts_with(b"/*") {
+            let (mut depth, mut j) = (1, i + 2);
+            while j < b.len() && depth > 0 {
+                if b[j..].starts_with(b"/*") {
+                    depth += 1;
+                    j += 2;
+                } else if b[j..].starts_with(b"*/") {
+                    depth -= 1;
+                    j += 2;
+                } else {
+                    j += 1;
+                }
+            }
+            blank(&mut out, i, j);
+            i = j;
+        } else if b[i] == b'r' && (i == 0 || !ident(b[i - 1])) && {
+            let h = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+            b.get(i + 1 + h) == Some(&b'"')
+        } {
+            let h = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+            let close: Vec<u8> = std::iter::once(b'"')
+                .chain(std::iter::repeat_n(b'#', h))
+                .collect();
+            let start = i + 2 + h;
+            let end = b[start..]
+                .windows(close.len())
+                .position(|w| w == close.as_slice())
+                .map_or(b.len(), |p| start + p + close.len());
+            if !keep_strings {
+                blank(&mut out, i, end);
+            }
+            i = end;
+        } else if b[i] == b'"' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != b'"' {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            let end = (j + 1).min(b.len());
+            if !keep_strings {
+                blank(&mut out, i, end);
+            }
+            i = end;
+        } else if b[i] == b'\'' {
+            // A char literal ('x', '\n', '\u{..}'), or a lifetime ('a), left alone.
+            let end = if b.get(i + 1) == Some(&b'\\') {
+                // The escaped character is at i + 2 (a quote or backslash too: '\'', '\\').
+                b.get(i + 3..)
+                    .and_then(|r| r.iter().position(|&c| c == b'\''))
+                    .map(|p| i + 3 + p + 1)
+            } else {
+                let ch = src[i + 1..].chars().next().map_or(1, char::len_utf8);
+                (b.get(i + 1 + ch) == Some(&b'\'')).then_some(i + 2 + ch)
+            };
+            match end {
+                Some(e) => {
+                    if !keep_strings {
+                        blank(&mut out, i, e);
+                    }
+                    i = e;
+                }
+                None => i += 1,
+            }
+        } else {
+            i += 1;
+        }
+    }
+    String::from_utf8(out).expect("blanking keeps UTF-8 boundaries")
+}
