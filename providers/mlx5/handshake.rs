@@ -82,15 +82,11 @@ pub(crate) fn enter_poll(polling: &AtomicBool, light: bool) {
         polling.store(true, Ordering::Relaxed);
         compiler_fence(Ordering::SeqCst);
     } else {
-        seqcst_side();
+        // The rare side: the light one falls through, no jump.
+        super::cold_path();
         polling.store(true, Ordering::SeqCst);
     }
 }
-
-/// Marks the `SeqCst` side as the rare one: the light side falls through, no jump.
-#[cold]
-#[inline(never)]
-fn seqcst_side() {}
 
 /// The drop's side, after its `SeqCst` store of the QP's `alive`: the barrier the poll's
 /// side left out, then wait until no poll that may have seen the QP alive runs on `cqs`.

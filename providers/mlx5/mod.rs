@@ -64,3 +64,10 @@ pub enum DoorbellMode {
     #[default]
     Auto,
 }
+
+/// Marks the branch that calls it as rarely taken: the code falls through to the common case
+/// and the register allocator keeps that case's values in registers, spilling around the
+/// call instead.
+#[cold]
+#[inline(never)]
+pub(crate) fn cold_path() {}

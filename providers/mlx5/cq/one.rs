@@ -96,7 +96,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let cur = if next & self.slot_mask != 0 {
             cqe.wrapping_add(self.cqe_stride)
         } else {
-            super::send_run::cold_path();
+            crate::mlx5::cold_path();
             self.cur_par = late(&self.cur_par) ^ 1;
             self.cqe0
         };

@@ -17,6 +17,7 @@
 
 use super::hot::{avail_at, len_qpn, PLAIN_MASK, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
 use super::*;
+use crate::mlx5::cold_path;
 use crate::mlx5::shared::SqEntry;
 
 /// `opcode` and `status` of a [`Completion`] side by side (they are, 16-aligned), so a
@@ -79,12 +80,6 @@ pub(super) unsafe fn put_req(slot: *mut Completion, wr_id: u64, len_qpn: u64, op
         p.add(TAIL).cast::<[u128; 2]>().write_unaligned([0; 2]);
     }
 }
-
-/// Marks the branch that calls it as rarely taken (the register allocator then keeps the
-/// loop's values in registers and spills around that branch instead).
-#[cold]
-#[inline(never)]
-pub(super) fn cold_path() {}
 
 /// The send side of a short-way run: the hot QP's `SqShared::wqes` and its mask, the retired
 /// WQEBB position `sci`, and `avail`, the published producer position minus `sci` as last
