@@ -11,7 +11,7 @@
 //! it is [`SideBySide`]: the QP and the CQ held together, polled as before; libibverbs' poll
 //! has no cheaper way to take, and `own_pair` checks nothing.
 
-use crate::{Completion, CompletionQueue, QpCaps, QpState, QpType, QueuePair};
+use crate::{Completion, CompletionQueue, QueuePair};
 
 #[cfg(doc)]
 use crate::Provider;
@@ -48,31 +48,43 @@ impl<Q, C> SideBySide<Q, C> {
     }
 }
 
-impl<Q: QueuePair, C: CompletionQueue> QueuePair for SideBySide<Q, C> {
-    type Sq = Q::Sq;
-    type Rq = Q::Rq;
-    fn qpn(&self) -> u32 {
-        self.qp.qpn()
-    }
-    fn qp_type(&self) -> QpType {
-        self.qp.qp_type()
-    }
-    fn state(&self) -> QpState {
-        self.qp.state()
-    }
-    fn caps(&self) -> QpCaps {
-        self.qp.caps()
-    }
-    fn sq(&mut self) -> &mut Q::Sq {
-        self.qp.sq()
-    }
-    fn rq(&mut self) -> &mut Q::Rq {
-        self.qp.rq()
-    }
-    fn queues(&mut self) -> (&mut Q::Sq, &mut Q::Rq) {
-        self.qp.queues()
-    }
+/// `QueuePair` for a type that holds its QP in a field, every method forwarded to it:
+/// `forward_queue_pair!([generics] Type, field, SqType, RqType)`.
+macro_rules! forward_queue_pair {
+    ([$($gen:tt)*] $ty:ty, $qp:ident, $sq:ty, $rq:ty) => {
+        impl<$($gen)*> $crate::QueuePair for $ty {
+            type Sq = $sq;
+            type Rq = $rq;
+            fn qpn(&self) -> u32 {
+                self.$qp.qpn()
+            }
+            fn qp_type(&self) -> $crate::QpType {
+                self.$qp.qp_type()
+            }
+            fn state(&self) -> $crate::QpState {
+                self.$qp.state()
+            }
+            fn caps(&self) -> $crate::QpCaps {
+                self.$qp.caps()
+            }
+            #[inline]
+            fn sq(&mut self) -> &mut $sq {
+                self.$qp.sq()
+            }
+            #[inline]
+            fn rq(&mut self) -> &mut $rq {
+                self.$qp.rq()
+            }
+            #[inline]
+            fn queues(&mut self) -> (&mut $sq, &mut $rq) {
+                self.$qp.queues()
+            }
+        }
+    };
 }
+pub(crate) use forward_queue_pair;
+
+forward_queue_pair!([Q: QueuePair, C: CompletionQueue] SideBySide<Q, C>, qp, Q::Sq, Q::Rq);
 
 impl<Q: QueuePair, C: CompletionQueue> CompletionQueue for SideBySide<Q, C> {
     fn poll(&mut self, out: &mut [Completion]) -> usize {

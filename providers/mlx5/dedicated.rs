@@ -65,7 +65,7 @@ use std::sync::Arc;
 use super::cq::{Took, CLOSED};
 use super::owners::Owners;
 use super::{Mlx5Cq, Mlx5Device, Mlx5Qp, Mlx5Rq, Mlx5Sq};
-use crate::{Completion, CompletionQueue, QpCaps, QpState, QpType, QueuePair};
+use crate::{Completion, CompletionQueue, QueuePair};
 
 /// A QP and the CQ it alone completes into (see the module doc).
 pub struct Mlx5Dedicated<D: Owners = Mlx5Device> {
@@ -276,34 +276,7 @@ impl<D: Owners> CompletionQueue for Mlx5Dedicated<D> {
     }
 }
 
-impl<D: Owners> QueuePair for Mlx5Dedicated<D> {
-    type Sq = Mlx5Sq<D>;
-    type Rq = Mlx5Rq;
-    fn qpn(&self) -> u32 {
-        self.qp.qpn()
-    }
-    fn qp_type(&self) -> QpType {
-        self.qp.qp_type()
-    }
-    fn state(&self) -> QpState {
-        self.qp.state()
-    }
-    fn caps(&self) -> QpCaps {
-        self.qp.caps()
-    }
-    #[inline]
-    fn sq(&mut self) -> &mut Mlx5Sq<D> {
-        self.qp.sq()
-    }
-    #[inline]
-    fn rq(&mut self) -> &mut Mlx5Rq {
-        self.qp.rq()
-    }
-    #[inline]
-    fn queues(&mut self) -> (&mut Mlx5Sq<D>, &mut Mlx5Rq) {
-        self.qp.queues()
-    }
-}
+crate::pair::forward_queue_pair!([D: Owners] Mlx5Dedicated<D>, qp, Mlx5Sq<D>, Mlx5Rq);
 
 impl<D: Owners> crate::OwnedPair for Mlx5Dedicated<D> {
     type Qp = Mlx5Qp<D>;
