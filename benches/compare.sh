@@ -57,13 +57,13 @@ walltime() {
 printf '%-10s %6s %9s %11s %7s %9s %11s %7s\n' workload n "C Ir/op" "Rust Ir/op" ratio \
     "C ns/op" "Rust ns/op" ratio
 json=()
-for w in ${ROWS:-single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mixed16 poll16_one rt \
+for w in ${ROWS:-single single_wrs fast now batch32 poll16 poll1 one poll0 recv16 mixed16 poll16_one rt \
     ded_one ded_poll0 ded16_one ded_rt single_eq batch32_eq ded_one_eq}; do
     # "fast" (our WRITE-inline fast path) and "single_wrs" (generic post of requests read
     # from an array) compare with the same single-post C writer. recv16 and mixed16 count
     # one poll per round of 16 CQEs (cg_round16 on both sides).
     cw_name=$w fn=$w
-    if [ "$w" = fast ] || [ "$w" = single_wrs ]; then cw_name=single fn=single; fi
+    if [ "$w" = fast ] || [ "$w" = single_wrs ] || [ "$w" = now ]; then cw_name=single fn=single; fi
     if [ "$w" = recv16 ] || [ "$w" = mixed16 ] || [ "$w" = poll16_one ]; then fn=round16; fi
     # one (Mlx5Cq::poll_one) compares with the C poller's one-per-call poll1.
     if [ "$w" = one ]; then cw_name=poll1 fn=poll1; fi
@@ -80,7 +80,7 @@ for w in ${ROWS:-single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mi
         ded_one_eq) cw_name=poll1_same fn=poll1_same ;;
     esac
     cfn=$fn
-    if [ "$w" = single_wrs ] || [ "$w" = fast ]; then cfn=single; fi
+    if [ "$w" = single_wrs ] || [ "$w" = fast ] || [ "$w" = now ]; then cfn=single; fi
     if [ "$w" = rt ] || [ "$w" = ded_rt ]; then cfn='rt_*'; fi
     c=$(count "$OUT/c.$w" "cg_$cfn" "$OUT/ref_writer" "$cw_name" "$N") || exit 1
     rfn=$w
@@ -95,7 +95,7 @@ for w in ${ROWS:-single single_wrs fast batch32 poll16 poll1 one poll0 recv16 mi
     read -r cper rper ratio < <(awk -v c="$c" -v r="$r" -v n="$N" \
         'BEGIN { printf "%.1f %.1f %.2f\n", c / n, r / n, (r / n) / (c / n) }')
     cw=null rw=null tratio=null
-    if [ "$w" = single ] || [ "$w" = fast ] || [ "$w" = batch32 ] || [ "$w" = one ] ||
+    if [ "$w" = single ] || [ "$w" = fast ] || [ "$w" = now ] || [ "$w" = batch32 ] || [ "$w" = one ] ||
         [ "$w" = ded_one ] || [ "$w" = single_eq ] || [ "$w" = batch32_eq ]; then
         # C and Rust alternate, so both see the same machine load.
         cw=$(walltime "$OUT/ref_writer" time "$cw_name" 1000 "$RUNS")
@@ -110,6 +110,7 @@ done
 echo "# single: one inline 8-byte RDMA WRITE through the generic SendQueue::post + 8-byte"
 echo "# doorbell, the request built in the loop (as the C writer gets its inputs as arguments);"
 echo "# single_wrs: the same with requests read from an array; fast: Mlx5Sq::post_write_inline;"
+echo "# now: the single request through SendQueue::post_and_ring (post and doorbell in one call);"
 echo "# batch32: generic post, one doorbell per 32 (per WQE); poll16: per CQE at batch 16;"
 echo "# poll1: per CQE, one per poll (a one-slot slice); one: the same through poll_one;"
 echo "# poll0: per poll of an empty CQ (16 slots);"

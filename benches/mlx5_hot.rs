@@ -106,6 +106,16 @@ fn cg_single(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>, n: u32, data:
     }
 }
 
+/// Callgrind workload: the same requests through `SendQueue::post_and_ring` (post and
+/// 8-byte doorbell in one call).
+#[inline(never)]
+fn cg_now(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>, n: u32, data: &[u8; 8]) {
+    for i in 0..n {
+        let wr = SendWr::write(u64::from(i), &[], 0x10_0000, 7).inline(data);
+        let _ = sq.post_and_ring(wr);
+    }
+}
+
 /// Callgrind workload: the same, the requests read from a prepared array (every field a
 /// run-time value: op, payload kind and length, flags).
 #[inline(never)]
@@ -479,6 +489,10 @@ fn callgrind(kind: &str, n: u32) {
             cg_fast(lb.qp.sq(), n, &payload);
             println!("posted {} staged {}", n, lb.qp.sq().staged());
         }
+        "now" => {
+            cg_now(lb.qp.sq(), n, &payload);
+            println!("posted {} staged {}", n, lb.qp.sq().staged());
+        }
         "poll16" => {
             for i in 0..n as u64 {
                 let wr = lb.wr(BenchOp::Send, &sge, &payload, i).signaled();
@@ -537,7 +551,7 @@ fn callgrind(kind: &str, n: u32) {
         }
         other => {
             eprintln!(
-                "unknown callgrind workload {other}: single | single_wrs | fast | batch32 | \
+                "unknown callgrind workload {other}: single | single_wrs | fast | now | batch32 | \
                  poll16 | poll1 | one | poll0 | recv16 | mixed16 | poll16_one | rt | ded_one | \
                  ded_poll0 | ded16_one | ded_rt"
             );
@@ -570,9 +584,12 @@ fn time_workload(kind: &str, n: u32, runs: usize) -> f64 {
             "single" => cg_single(lb.qp.sq(), n, &payload),
             "single_wrs" => cg_single_wrs(lb.qp.sq(), &wrs),
             "fast" => cg_fast(lb.qp.sq(), n, &payload),
+            "now" => cg_now(lb.qp.sq(), n, &payload),
             "batch32" => cg_batch32(lb.qp.sq(), n, &payload),
             other => {
-                eprintln!("unknown timed workload {other}: single | single_wrs | fast | batch32");
+                eprintln!(
+                    "unknown timed workload {other}: single | single_wrs | fast | now | batch32"
+                );
                 std::process::exit(2);
             }
         }

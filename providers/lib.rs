@@ -160,6 +160,20 @@ pub trait SendQueue {
     fn post<'a>(&mut self, wr: SendWr<'a, Self::Ah>) -> Result<(), Rejected<SendWr<'a, Self::Ah>>>;
     /// Publish everything staged with one doorbell. Ringing with nothing staged does nothing.
     fn ring(&mut self);
+    /// [`SendQueue::post`] then [`SendQueue::ring`] in one call: the request and whatever was
+    /// staged before it go out with one doorbell. A refused request is handed back as `post`
+    /// hands it back, and what was staged before it is rung all the same. On mlx5 a small
+    /// inline WRITE or SEND posted with nothing staged and BlueFlame off (the one-message
+    /// case) rings without the staged count's test, the doorbell value kept in a register.
+    #[inline(always)]
+    fn post_and_ring<'a>(
+        &mut self,
+        wr: SendWr<'a, Self::Ah>,
+    ) -> Result<(), Rejected<SendWr<'a, Self::Ah>>> {
+        let r = self.post(wr);
+        self.ring();
+        r
+    }
     /// Post each request, then ring once. On a refusal, the requests before it are staged and
     /// rung; the error names the refused index and hands back the unposted rest.
     fn post_list<'s, 'a>(

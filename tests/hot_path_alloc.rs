@@ -197,6 +197,10 @@ fn hot_loop(r: &mut Rig, iters: u32) -> u64 {
         // Single-WQE post: BlueFlame in Auto mode.
         sq.post(SendWr::send(id + 4, &sge).signaled()).unwrap();
         sq.ring();
+        // Post and doorbell in one call: the one-message way with the doorbell, the
+        // general way with BlueFlame.
+        sq.post_and_ring(SendWr::write(id + 7, &[], 0x1000, 2).inline(&payload))
+            .unwrap();
         r.qp.rq()
             .post_recv(RecvWr {
                 wr_id: id + 5,

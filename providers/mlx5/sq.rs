@@ -117,6 +117,51 @@ const DS_PER_BB: u32 = (MLX5_SEND_WQE_BB / MLX5_WQE_DS_UNITS) as u32;
 /// Most CQ entries a send queue takes into its posting budget at once.
 const CQ_BUDGET_MAX: u32 = 256;
 
+/// `pi` at the last doorbell and the BlueFlame span, side by side in one aligned 8-byte
+/// word, so that "nothing staged and BlueFlame off" is one compare of the word with `pi`
+/// ([`Rung::idle_db`]).
+#[repr(C, align(8))]
+struct Rung {
+    /// `pi` at the last doorbell (nothing staged when equal).
+    pi: u32,
+    /// Staged WQEBBs up to this many go through [`Mlx5Sq::ring_bf`], which may use BlueFlame
+    /// for a single WQE (0: BlueFlame off; else the WQEBBs of the largest BlueFlame WQE).
+    bf_bbs: u32,
+}
+
+impl Rung {
+    /// Nothing is staged at `pi` and BlueFlame is off: the word equals `pi` widened, its
+    /// `bf_bbs` half zero.
+    #[inline(always)]
+    fn idle_db(&self, pi: u32) -> bool {
+        // SAFETY: `Rung` is two initialised `u32`s, 8 bytes without padding, 8-aligned
+        // (`repr(C, align(8))`): one `u64` read of its own bytes.
+        let word = unsafe { *(self as *const Rung as *const u64) };
+        word == Rung { pi, bf_bbs: 0 }.word()
+    }
+
+    /// Store both halves with one 8-byte store. A 4-byte store of `pi` read back by
+    /// [`Self::idle_db`]'s 8-byte load cannot be forwarded from the store buffer: with that,
+    /// a post and doorbell in one call took 7.1 ns instead of 3.2 (x86_64, plain memory).
+    /// `ring` still stores `pi` alone (a whole store there costs four instructions more per
+    /// ring): the first `post_and_ring` after a `ring` pays that stall once.
+    #[inline(always)]
+    fn set(&mut self, pi: u32, bf_bbs: u32) {
+        // SAFETY: as in `idle_db`; the word written is two `u32`s in memory order.
+        unsafe { *(self as *mut Rung as *mut u64) = Rung { pi, bf_bbs }.word() };
+    }
+
+    /// The two halves as one `u64`, in memory order.
+    #[inline(always)]
+    fn word(self) -> u64 {
+        if cfg!(target_endian = "little") {
+            u64::from(self.pi) | u64::from(self.bf_bbs) << 32
+        } else {
+            u64::from(self.pi) << 32 | u64::from(self.bf_bbs)
+        }
+    }
+}
+
 /// The send queue of an [`super::Mlx5Qp`].
 // `repr(C, align(64))`: the fields keep the order written, so every field a post or ring
 // touches lies in the first two cache lines (checked below) and no cold field sits among them.
@@ -134,8 +179,8 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     /// Posting budget as a limit on `pi` (see the module doc): `limit - pi` WQEBBs may be
     /// posted without looking at shared state. Equal to `pi` when the QP is not in RTS.
     limit: u32,
-    /// `pi` at the last doorbell (nothing staged when equal).
-    rung_pi: u32,
+    /// `pi` at the last doorbell and the BlueFlame span, one 8-byte word (see [`Rung`]).
+    rung: Rung,
     /// WQEBBs beyond the first of every WQE written (free-running): `pi - bb_extra` requests
     /// were posted, `pi - bb_extra - SqDone::retired` are outstanding. Only the general path
     /// adds to it (the fast path writes one-WQEBB WQEs), so counting costs the fast path
@@ -150,7 +195,8 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     ctrl_fast: [u64; 4],
     /// The ctrl segment's bytes 8..16 for `fm_ce_se` 0: `sq_sig_all`'s CQ_UPDATE at byte 11.
     ctrl_fm: u64,
-    /// First 8 bytes of the last WQE's ctrl segment: the 8-byte doorbell.
+    /// First 8 bytes of the last staged WQE's ctrl segment: the 8-byte doorbell (meaningful
+    /// while something is staged; `post_and_ring` rings its WQE without storing it).
     last_ctrl: u64,
     /// The `wqes` array of [`SqShared`], by first WQEBB (`shared` keeps it alive).
     wqes: *const SqEntry,
@@ -159,9 +205,6 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     /// The BlueFlame half the next doorbell goes to, and the XOR that flips to the other.
     bf_cur: *mut u8,
     bf_flip: usize,
-    /// Staged WQEBBs up to this many go through [`Self::ring_bf`], which may use BlueFlame
-    /// for a single WQE (0: BlueFlame off; else the WQEBBs of the largest BlueFlame WQE).
-    bf_bbs: u32,
     // --- Cold: slow path, control path. ---
     wqe_cnt: u32,
     /// Ring size in bytes minus one (for wrapping byte offsets).
@@ -198,7 +241,7 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
 }
 
 // The hot fields end within the first 128 bytes.
-const _: () = assert!(core::mem::offset_of!(Mlx5Sq, bf_bbs) < 128);
+const _: () = assert!(core::mem::offset_of!(Mlx5Sq, bf_flip) + 8 <= 128);
 const _: () = assert!(MLX5_OPCODE_RDMA_WRITE_IMM == MLX5_OPCODE_RDMA_WRITE | 1);
 
 // SAFETY: the raw pointers point into this QP's rings, dbrec and bfreg, which the QP's owner
@@ -212,7 +255,8 @@ impl<D: Owners> std::fmt::Debug for Mlx5Sq<D> {
             .field("qpn", &self.qpn)
             .field("wqe_cnt", &self.wqe_cnt)
             .field("pi", &self.pi)
-            .field("rung_pi", &self.rung_pi)
+            .field("rung_pi", &self.rung.pi)
+            .field("bf_bbs", &self.rung.bf_bbs)
             .finish_non_exhaustive()
     }
 }
@@ -256,7 +300,7 @@ impl<D: Owners> Mlx5Sq<D> {
             mask8: (dv.sq_wqe_cnt - 1) << 3,
             pi: 0,
             limit: 0,
-            rung_pi: 0,
+            rung: Rung { pi: 0, bf_bbs: 0 },
             bb_extra: 0,
             ctrl_fast,
             ctrl_fm: 0,
@@ -266,7 +310,6 @@ impl<D: Owners> Mlx5Sq<D> {
             dbrec_sq: dv.dbrec.wrapping_add(MLX5_SND_DBR),
             bf_cur: bf_reg,
             bf_flip: (bf_reg as usize) ^ (bf_reg as usize + bf_size as usize),
-            bf_bbs: 0,
             wqe_cnt: dv.sq_wqe_cnt,
             byte_mask: dv.sq_wqe_cnt as usize * MLX5_SEND_WQE_BB - 1,
             qpn,
@@ -325,7 +368,7 @@ impl<D: Owners> Mlx5Sq<D> {
         self.pi = 0;
         self.limit = 0;
         self.cq_extra = 0;
-        self.rung_pi = 0;
+        self.rung.pi = 0;
         self.bb_extra = 0;
         self.since_signal = 0;
         self.bf_cur = self.bf_reg;
@@ -342,7 +385,7 @@ impl<D: Owners> Mlx5Sq<D> {
     /// the poller's retired positions.
     #[inline(always)]
     pub(crate) fn dedicated_view(&self) -> (*const SqEntry, u32, u32, &SqDone) {
-        (self.wqes, self.mask, self.rung_pi, &self.shared.sq.done)
+        (self.wqes, self.mask, self.rung.pi, &self.shared.sq.done)
     }
 
     /// The QP's state as this queue sees it: the one the control path last set, or ERR once
@@ -508,11 +551,46 @@ impl<D: Owners> SendQueue for Mlx5Sq<D> {
     }
 
     #[inline(always)]
+    fn post_and_ring<'a>(
+        &mut self,
+        wr: SendWr<'a, D::Ah>,
+    ) -> Result<(), Rejected<SendWr<'a, D::Ah>>> {
+        // The one-message case: nothing staged and BlueFlame off (one compare, see `Rung`),
+        // a request the fast path takes. One WQEBB is then staged, more than `bf_bbs` (0):
+        // `ring` would write the 8-byte doorbell, which goes out here with the ctrl word
+        // still in a register.
+        if let (Payload::Inline(data), None) = (wr.payload, wr.ud) {
+            let fast_op = matches!(wr.op, SendOp::Write { .. } | SendOp::Send);
+            if fast_op && self.rung.idle_db(self.pi) && self.fast_open(data.len()) {
+                let remote = match wr.op {
+                    SendOp::Write { raddr, rkey } => Some((raddr, rkey)),
+                    _ => None,
+                };
+                let ctrl = self.fast_inline_wqe(wr.wr_id, remote, None, data, wr.flags.0);
+                self.ring_db(ctrl, true);
+                return Ok(());
+            }
+            // WRITE WITH IMMEDIATE apart, as in `post`.
+            if let SendOp::WriteImm { raddr, rkey, imm } = wr.op {
+                if self.rung.idle_db(self.pi) && self.fast_open(data.len()) {
+                    let remote = Some((raddr, rkey));
+                    let ctrl = self.fast_inline_wqe(wr.wr_id, remote, Some(imm), data, wr.flags.0);
+                    self.ring_db(ctrl, true);
+                    return Ok(());
+                }
+            }
+        }
+        let r = self.post(wr);
+        self.ring();
+        r
+    }
+
+    #[inline(always)]
     fn ring(&mut self) {
         // One compare for the common case: more WQEBBs staged than a BlueFlame WQE has (with
         // BlueFlame off, `bf_bbs` is 0: anything staged) is the 8-byte doorbell.
-        let staged = self.pi.wrapping_sub(self.rung_pi);
-        if staged > self.bf_bbs {
+        let staged = self.pi.wrapping_sub(self.rung.pi);
+        if staged > self.rung.bf_bbs {
             self.ring_doorbell(staged, false);
         } else if staged != 0 {
             self.ring_doorbell(staged, true);
@@ -529,6 +607,6 @@ impl<D: Owners> SendQueue for Mlx5Sq<D> {
     }
 
     fn staged(&self) -> u32 {
-        self.shared.wqes_between(self.rung_pi, self.pi).unwrap_or(0)
+        self.shared.wqes_between(self.rung.pi, self.pi).unwrap_or(0)
     }
 }

@@ -53,11 +53,9 @@ fn wait_one<P: Provider>(
 }
 
 fn post_one<P: Provider>(s: &mut Side<P>, wr: SendWr<'_, P::Ah>) -> Result<()> {
-    let sq = s.qp.sq();
-    if let Err(r) = sq.post(wr) {
+    if let Err(r) = s.qp.sq().post_and_ring(wr) {
         return Err(perr(format!("post {}: {}", wr.op.name(), r.error)));
     }
-    sq.ring();
     Ok(())
 }
 

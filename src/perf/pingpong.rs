@@ -172,11 +172,9 @@ impl<Q: QueuePair, C: CompletionQueue> End<'_, Q, C> {
         if let Some(d) = self.dest {
             wr = wr.to(d);
         }
-        let sq = self.qp.sq();
-        if let Err(r) = sq.post(wr) {
+        if let Err(r) = self.qp.sq().post_and_ring(wr) {
             return Err(perr(format!("post {}: {}", wr.op.name(), r.error)));
         }
-        sq.ring();
         if signaled {
             self.outstanding += 1;
         }

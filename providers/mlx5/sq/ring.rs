@@ -23,14 +23,47 @@ impl<D: Owners> Mlx5Sq<D> {
             DoorbellMode::BlueFlame => (1, max),
             DoorbellMode::Auto => (2, max),
         };
-        self.bf_bbs = self.bf_max_ds.div_ceil(DS_PER_BB);
+        self.rung.bf_bbs = self.bf_max_ds.div_ceil(DS_PER_BB);
     }
 
     /// Publish the `staged_bbs` (> 0) staged WQEBBs: dbrec, then the 8-byte doorbell, or,
     /// when `maybe_bf`, [`Self::ring_bf`].
     #[inline(always)]
     pub(super) fn ring_doorbell(&mut self, staged_bbs: u32, maybe_bf: bool) {
-        self.rung_pi = self.pi;
+        if maybe_bf {
+            self.publish_pi(false);
+            self.ring_bf(staged_bbs);
+            return;
+        }
+        self.ring_db(self.last_ctrl, false);
+    }
+
+    /// Publish everything staged with the 8-byte doorbell `ctrl` (the first 8 bytes of the
+    /// last staged WQE's ctrl segment). `idle_db`: the caller found `Rung::idle_db` true (see
+    /// `publish_pi`).
+    #[inline(always)]
+    pub(super) fn ring_db(&mut self, ctrl: u64, idle_db: bool) {
+        self.publish_pi(idle_db);
+        // Orders the dbrec store before the write-combining store to the bfreg.
+        wc_start();
+        // SAFETY: `bf_cur` is this QP's 8-aligned doorbell register half (or the sink).
+        unsafe { mmio::write64(self.bf_cur as *mut u64, ctrl) };
+        // Pushes the WC store out before anything later.
+        wc_flush();
+        self.bf_cur = (self.bf_cur as usize ^ self.bf_flip) as *mut u8;
+    }
+
+    /// Nothing staged from here on; the WQEs written, then the send dbrec. `idle_db` (the
+    /// caller knows `rung.bf_bbs` is 0): `rung` is stored whole, so the next
+    /// `post_and_ring`'s 8-byte load of it is forwarded from this store; else `rung.pi`
+    /// alone, one store and no load of `bf_bbs` on `ring`'s path.
+    #[inline(always)]
+    fn publish_pi(&mut self, idle_db: bool) {
+        if idle_db {
+            self.rung.set(self.pi, 0);
+        } else {
+            self.rung.pi = self.pi;
+        }
         // Orders the WQE stores before the dbrec store the device may act on.
         to_device_store_barrier();
         // SAFETY: `dbrec_sq` is the QP's 4-aligned send doorbell record (`dbrec[1]`), host
@@ -39,17 +72,6 @@ impl<D: Owners> Mlx5Sq<D> {
             (*(self.dbrec_sq as *const AtomicU32))
                 .store((self.pi & MLX5_WQE_INDEX_MASK).to_be(), Ordering::Release)
         };
-        if maybe_bf {
-            self.ring_bf(staged_bbs);
-            return;
-        }
-        // Orders the dbrec store before the write-combining store to the bfreg.
-        wc_start();
-        // SAFETY: `bf_cur` is this QP's 8-aligned doorbell register half (or the sink).
-        unsafe { mmio::write64(self.bf_cur as *mut u64, self.last_ctrl) };
-        // Pushes the WC store out before anything later.
-        wc_flush();
-        self.bf_cur = (self.bf_cur as usize ^ self.bf_flip) as *mut u8;
     }
 
     /// The doorbell when BlueFlame may be used: a BlueFlame copy of a single staged WQE whose

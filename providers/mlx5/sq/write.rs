@@ -166,6 +166,20 @@ impl<D: Owners> Mlx5Sq<D> {
         data: &[u8],
         flags: u8,
     ) {
+        self.last_ctrl = self.fast_inline_wqe(wr_id, remote, imm, data, flags);
+    }
+
+    /// [`Self::fast_inline`] less the store of `last_ctrl`: returns the ctrl segment's first
+    /// 8 bytes for a doorbell rung at once ([`super::SendQueue::post_and_ring`]).
+    #[inline(always)]
+    pub(super) fn fast_inline_wqe(
+        &mut self,
+        wr_id: u64,
+        remote: Option<(u64, u32)>,
+        imm: Option<u32>,
+        data: &[u8],
+        flags: u8,
+    ) -> u64 {
         let len = data.len();
         let has_data = len != 0;
         let pi = self.pi;
@@ -219,8 +233,8 @@ impl<D: Owners> Mlx5Sq<D> {
             e.wr_id.store(wr_id, Ordering::Relaxed);
             e.nbb.store(1, Ordering::Relaxed);
         }
-        self.last_ctrl = ctrl;
         self.pi = pi.wrapping_add(1);
+        ctrl
     }
 
     /// Write the checked WQE `w` of `ds` 16-byte units at `pi` with flags `fm` (in place of
