@@ -12,7 +12,7 @@
 //!   WQE starts at WQEBB `pi & (wqe_cnt - 1)`; the ctrl segment carries `pi & 0xffff`.
 //! - `ci` (in [`SqShared`], written by the poller): WQEBBs before it are retired and may be
 //!   overwritten; the oldest outstanding WQE starts there. Free WQEBBs = `wqe_cnt - (pi - ci)`.
-//! - `rung_pi` (poster): `pi` at the last doorbell; nothing is staged when equal.
+//! - `rung.pi` (poster): `pi` at the last doorbell; nothing is staged when equal.
 //! - `limit` (poster): the posting budget, see below; `pi <= limit <= ci + wqe_cnt`.
 //!
 //! The poster records each WQE's wr_id and size (WQEBBs) in `SqShared::wqes[first WQEBB]`
@@ -84,6 +84,11 @@
 //! doorbell (the first 8 bytes of the last WQE's ctrl segment, kept from when it was
 //! written) or a BlueFlame copy of the single staged WQE, to the current BlueFlame half;
 //! [`wc_flush`]; the half toggles (`bf_size` apart).
+//!
+//! [`SendQueue::post_and_ring`] is `post` then `ring`, except that a request the fast path
+//! takes, with nothing staged and BlueFlame off, is written and rung with the ctrl word kept
+//! in a register: "nothing staged, BlueFlame off" is one compare of `pi` with the 8-byte
+//! `rung` word (`rung_pi` and `bf_bbs` side by side, see [`Rung`]).
 //!
 //! [`to_device_store_barrier`]: crate::barrier::to_device_store_barrier
 //! [`wc_start`]: crate::barrier::wc_start
