@@ -58,7 +58,7 @@ printf '%-10s %6s %9s %11s %7s %9s %11s %7s\n' workload n "C Ir/op" "Rust Ir/op"
     "C ns/op" "Rust ns/op" ratio
 json=()
 for w in ${ROWS:-single single_wrs fast now batch32 poll16 poll1 one poll0 recv16 mixed16 poll16_one rt \
-    ded_one ded_poll0 ded16_one ded_rt single_eq batch32_eq ded_one_eq}; do
+    ded_one ded_poll0 ded16_one ded_rt single_eq batch32_eq ded_one_eq one_eq}; do
     # "fast" (our WRITE-inline fast path) and "single_wrs" (generic post of requests read
     # from an array) compare with the same single-post C writer. recv16 and mixed16 count
     # one poll per round of 16 CQEs (cg_round16 on both sides).
@@ -78,6 +78,7 @@ for w in ${ROWS:-single single_wrs fast now batch32 poll16 poll1 one poll0 recv1
         single_eq) cw_name=single_same fn=single_same ;;
         batch32_eq) cw_name=batch32_same fn=batch32_same ;;
         ded_one_eq) cw_name=poll1_same fn=poll1_same ;;
+        one_eq) cw_name=one_same fn=one_same ;;
     esac
     cfn=$fn
     if [ "$w" = single_wrs ] || [ "$w" = fast ] || [ "$w" = now ]; then cfn=single; fi
@@ -90,7 +91,7 @@ for w in ${ROWS:-single single_wrs fast now batch32 poll16 poll1 one poll0 recv1
     if [ "$w" = rt ]; then rfn=rt_; fi
     if [ "$w" = ded_rt ]; then rfn=ded_rt_; fi
     rw_name=$w
-    case $w in single_eq | batch32_eq | ded_one_eq) rw_name=${w%_eq} rfn=${w%_eq} ;; esac
+    case $w in single_eq | batch32_eq | ded_one_eq | one_eq) rw_name=${w%_eq} rfn=${w%_eq} ;; esac
     r=$(count "$OUT/r.$w" "*cg_$rfn*" "$RUST_BIN" --callgrind "$rw_name" "$N") || exit 1
     read -r cper rper ratio < <(awk -v c="$c" -v r="$r" -v n="$N" \
         'BEGIN { printf "%.1f %.1f %.2f\n", c / n, r / n, (r / n) / (c / n) }')
@@ -122,9 +123,10 @@ echo "# post) and rung, its requester CQE and the peer's receive CQE (RESP_WR_IM
 echo "# call (poll_one; the Rust bench re-posts the receive outside the count). C: benches/c."
 echo "# ded_*: one, poll0, poll16_one and rt on a QP and the CQ it alone completes into, owned"
 echo "# together (Mlx5Dedicated), against the same C rows."
-echo "# single_eq, batch32_eq, ded_one_eq: the Rust rows against C that keeps the same guarantees"
-echo "# (budget compare, wr_id record, staged test; the pair's CQE checks, whole completion,"
-echo "# retire and CQ accounting): what those cost in C, not a lower bound."
+echo "# single_eq, batch32_eq, ded_one_eq, one_eq: the Rust rows against C that keeps the same"
+echo "# guarantees (budget compare, wr_id record, staged test; the pair's CQE checks, whole"
+echo "# completion, retire and CQ accounting; one_eq also the shared CQ's polling flag, liveness,"
+echo "# purge and the producer position from the QP's dbrec): what those cost in C, not a lower bound."
 echo "# ns/op: median of $RUNS runs of 1000 posts (CQEs for one, ded_one: C poll1) inside each"
 echo "# program, best of 3; noisy on"
 echo "# shared cores: instructions are the exact figure. Plain memory, not hardware."

@@ -27,6 +27,9 @@
  *   ref_writer batch32_same N  cg_batch32 with the same guarantees (cg_batch32_same)
  *   ref_writer poll1_same N    cg_poll1 with the checks of rdma-direct's dedicated poll
  *                          (cg_poll1_same below), one CQE per call
+ *   ref_writer one_same N      the same with the checks of poll_one on a CQ that QPs share
+ *                          (cg_one_same below): the polling flag, liveness, purge, the
+ *                          producer position from the QP's dbrec
  *   ref_writer time single|batch32|single_rec|single_same|batch32_same|poll1 N RUNS
  *                          wall time: RUNS runs of N posts (poll1: N CQEs), prints the median
  *                          ns per post (per CQE); the same functions, for benches/compare.sh's
@@ -422,6 +425,90 @@ __attribute__((noinline)) unsigned cg_poll1_same(struct cq_same *cq, unsigned n,
 	return got;
 }
 
+/* cg_poll1_same on a CQ that QPs share, with the checks rdma-direct's poll_one makes there:
+ * the polling flag set (a plain store; the QP drop's fence makes it enough) before any QP
+ * state is read and cleared after; the hot QP's record found by the tag compare; its purge
+ * mark and liveness; its retired position and count in its own shared state; the published
+ * producer position read from the QP's send dbrec (the poster is another thread). */
+struct qp_shared {
+	volatile uint32_t purge_send;
+	volatile uint8_t alive;
+	uint32_t sq_ci, sq_retired;
+	struct rec *recs;
+	volatile uint32_t *dbrec; /* [1]: the send counter, big-endian */
+};
+
+struct cq_shared_same {
+	uint8_t *buf;
+	uint32_t ci;
+	uint32_t tag;
+	struct qp_shared *hot;
+	volatile uint8_t *polling;
+	volatile uint32_t *dbrec;
+	volatile uint32_t *pub_ci;
+	uint64_t len_qpn;
+};
+
+static inline int poll_shared_same(struct cq_shared_same *cq, struct wc64 *out)
+{
+	struct mlx5_cqe64 *cqe = (void *)(cq->buf + (cq->ci & (CQE_CNT - 1)) * 64);
+	uint8_t op_own = *(volatile uint8_t *)&cqe->op_own;
+	struct qp_shared *qp;
+	uint32_t w, sci, nbb, posted;
+	struct rec *r;
+
+	if ((op_own & 0xfd) != (MLX5_CQE_REQ << 4 | !!(cq->ci & CQE_CNT)))
+		return 0;
+	*cq->polling = 1;
+	to_device_barrier();
+	load_barrier();
+	w = cqe->sop_drop_qpn ^ cq->tag;
+	if (w >= 16)
+		goto other;
+	qp = cq->hot;
+	if (qp->purge_send || !qp->alive)
+		goto other;
+	sci = qp->sq_ci;
+	if (be16toh(cqe->wqe_counter) != (uint16_t)sci)
+		goto other;
+	posted = (be32toh(qp->dbrec[1]) - sci) & 0xffff;
+	r = &qp->recs[sci & (SQ_WQE_CNT - 1)];
+	nbb = r->nbb;
+	if (nbb > posted)
+		goto other;
+	out->wr_id = r->wr_id;
+	memcpy(&out->byte_len, &cq->len_qpn, 8);
+	out->opcode = req_opcode[w];
+	out->status = 0;
+	memset(&out->covered_from, 0, 40);
+	qp->sq_ci = sci + nbb;
+	qp->sq_retired++;
+	cq->ci++;
+	to_device_barrier();
+	cq->dbrec[0] = htobe32(cq->ci & 0xffffff);
+	*cq->pub_ci = cq->ci;
+	to_device_barrier();
+	*cq->polling = 0;
+	return 1;
+other:
+	to_device_barrier();
+	*cq->polling = 0;
+	return 0;
+}
+
+__attribute__((noinline)) unsigned cg_one_same(struct cq_shared_same *cq, unsigned n,
+					       struct wc64 *out)
+{
+	unsigned got = 0;
+
+	while (got < n) {
+		if (!poll_shared_same(cq, out))
+			break;
+		got++;
+	}
+	return got;
+}
+
 /* A new CQ for the cq2 pollers: CQE_CNT 64-byte CQEs (every op_own 0xf0, the rest zero), its
  * dbrec and the queues' wr_id arrays (zero). */
 static void cq2_new(struct cq2 *cq)
@@ -587,6 +674,33 @@ int main(int argc, char **argv)
 		cq.rung = n;
 		cq.len_qpn = (uint64_t)0x4242 << 32;
 		unsigned got = cg_poll1_same(&cq, n, out);
+		printf("polled %u\n", got);
+		if (got != n)
+			return 1; /* a check refused a CQE: the count per CQE would mislead */
+	} else if (!strcmp(kind, "one_same")) {
+		static volatile uint32_t dbrec, pub_ci, qp_dbrec[2];
+		static volatile uint8_t polling;
+		struct qp_shared qp = { .alive = 1, .recs = recs, .dbrec = qp_dbrec };
+		struct cq_shared_same cq = {0};
+		struct wc64 out[1];
+		cq.buf = aligned_alloc(4096, CQE_CNT * 64);
+		memset(cq.buf, 0, CQE_CNT * 64);
+		for (unsigned i = 0; i < CQE_CNT; i++) {
+			struct mlx5_cqe64 *c = (void *)(cq.buf + i * 64);
+			c->op_own = i < n ? MLX5_CQE_REQ << 4 : 0xf0;
+			c->sop_drop_qpn = htobe32(MLX5_OPCODE_SEND << 24 | 0x4242);
+			c->wqe_counter = htobe16(i);
+		}
+		for (unsigned i = 0; i < SQ_WQE_CNT; i++)
+			recs[i].wr_id = i, recs[i].nbb = 1;
+		qp_dbrec[1] = htobe32(n & 0xffff);
+		cq.tag = htobe32(0x4242);
+		cq.hot = &qp;
+		cq.polling = &polling;
+		cq.dbrec = &dbrec;
+		cq.pub_ci = &pub_ci;
+		cq.len_qpn = (uint64_t)0x4242 << 32;
+		unsigned got = cg_one_same(&cq, n, out);
 		printf("polled %u\n", got);
 		if (got != n)
 			return 1; /* a check refused a CQE: the count per CQE would mislead */
