@@ -503,22 +503,14 @@ impl<D: Owners> Mlx5Cq<D> {
         if out.is_empty() {
             return 0;
         }
-        let cnt = self.dv.cqe_cnt;
-        let first = start_ci & self.slot_mask;
         let cqe = self.cur;
         debug_assert_eq!(cqe, cqe_ptr(&self.dv, start_ci));
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
         let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
         let parity = self.cur_par;
-        // Software-owned, a plain requester CQE (opcode REQ) or a plain receive (RESP_SEND),
-        // no scattered data: one test each.
-        const PM: u8 = crate::wire::CQE_PLAIN_OWNED_MASK;
-        const RESP_PLAIN: u8 = crate::wire::MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT;
         let x = op_own ^ parity;
-        // Software-owned and not plain: the general loop (below). Not software-owned: empty.
-        let plain_req = x & PM == 0;
-        let plain_resp = !plain_req && (x ^ RESP_PLAIN) & PM == 0;
-        if !plain_req && !plain_resp && !owned(x) {
+        // Not software-owned: empty, one test (the busy-poll case).
+        if !owned(x) {
             // Nothing in the ring: the one place a CQ in error is reported (see
             // `WcFlags::CQ_ERROR`); one flag load on the empty poll only.
             if self.shared.error.load(Ordering::Relaxed) {
@@ -526,6 +518,14 @@ impl<D: Owners> Mlx5Cq<D> {
             }
             return 0;
         }
+        let cnt = self.dv.cqe_cnt;
+        let first = start_ci & self.slot_mask;
+        // A plain requester CQE (opcode REQ) or a plain receive (RESP_SEND), no scattered
+        // data: one test each; any other software-owned CQE: the general loop (below).
+        const PM: u8 = crate::wire::CQE_PLAIN_OWNED_MASK;
+        const RESP_PLAIN: u8 = crate::wire::MLX5_CQE_RESP_SEND << MLX5_CQE_OPCODE_SHIFT;
+        let plain_req = x & PM == 0;
+        let plain_resp = !plain_req && (x ^ RESP_PLAIN) & PM == 0;
         // The shared state by address, kept for the end of the poll (not reloaded from `self`
         // after the barriers).
         let shared: *const CqShared = Arc::as_ptr(&self.shared);
