@@ -46,7 +46,8 @@ impl<D: Owners> Mlx5Cq<D> {
         // Orders the owner-bit load above before the loads of the CQE body below.
         from_device_load_barrier();
         if self.process_req(cqe, out) {
-            self.finish_one(shared, ci, cqe);
+            // `ci` read again here, not held in a register across the checks (see `late`).
+            self.finish_one(shared, late(&self.ci), late(&self.cur));
             return true;
         }
         shared.polling.store(false, Ordering::Release);
