@@ -46,8 +46,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // Orders the owner-bit load above before the loads of the CQE body below.
         from_device_load_barrier();
         if self.process_req(cqe, out) {
-            // `ci` read again here, not held in a register across the checks (see `late`).
-            self.finish_one(shared, late(&self.ci), late(&self.cur));
+            self.finish_one(shared, ci, cqe);
             return true;
         }
         shared.polling.store(false, Ordering::Release);
