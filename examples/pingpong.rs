@@ -58,8 +58,7 @@ fn post_recv<P: Provider>(s: &mut Side<P>) -> Result<()> {
 
 fn send<P: Provider>(s: &mut Side<P>) -> Result<()> {
     let from = [s.buf.sge(0, MSG)?];
-    s.qp.sq().post(SendWr::send(0, &from).signaled())?;
-    s.qp.sq().ring();
+    s.qp.sq().post_and_ring(SendWr::send(0, &from).signaled())?;
     match s.qp.sq().take_ring_error() {
         Some(e) => Err(e.into()),
         None => Ok(()),

@@ -88,9 +88,8 @@ impl Flow {
             s.push(Instant::now());
         }
         let sq = qp.sq();
-        sq.post(SendWr::send(SEND_WRID, &self.sge).signaled())
+        sq.post_and_ring(SendWr::send(SEND_WRID, &self.sge).signaled())
             .map_err(|r| fail(format!("post send: {}", r.error)))?;
-        sq.ring();
         if let Some(e) = sq.take_ring_error() {
             return Err(fail(format!("post send: {e}")));
         }
