@@ -487,6 +487,7 @@ impl SimDevice {
             })?;
         c.arm.channel = Some(Arc::clone(&ch.wr));
         let uar = c.mem.ptr(c.uar_off);
+        e.any_channel = true;
         // SAFETY: `dbrec` and `uar` are the CQ's doorbell record and UAR stub in memory the
         // CQ's owner keeps alive; the waiter is used with that CQ only (its `wait` takes it).
         let mut arm = unsafe { crate::mlx5::CqArm::new(cqn, cq.dbrec(), uar) };
@@ -520,6 +521,7 @@ impl SimDevice {
                 detail: format!("CQ {cqn:#x} is not a CQ of this device"),
             })?;
         c.arm.channel = Some(Arc::new(fd));
+        e.any_channel = true;
         Ok(())
     }
 

@@ -37,6 +37,9 @@ pub(crate) struct ArmState {
 impl Engine {
     /// Look at every CQ's arm doorbell; fire those armed behind their producer index.
     pub(super) fn poll_arms(&mut self) -> usize {
+        if !self.any_channel {
+            return 0;
+        }
         let mut work = 0;
         for (&cqn, cq) in self.cqs.iter_mut() {
             if cq.arm.channel.is_none() {

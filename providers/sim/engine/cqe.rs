@@ -54,6 +54,7 @@ impl Engine {
             return;
         };
         if delay > 0 || !cq.held.is_empty() {
+            self.maybe_held = true;
             cq.held.push_back(Held {
                 fields: f,
                 stream,
@@ -67,6 +68,9 @@ impl Engine {
     /// Release held CQEs that are due, keeping each queue's order; with the reorder fault,
     /// a due CQE may overtake older ones of *other* queues.
     pub(super) fn release_held(&mut self, torn_ok: bool) -> usize {
+        if !self.maybe_held {
+            return 0;
+        }
         let pass = self.stats.passes;
         let cqns: Vec<u32> = self
             .cqs
@@ -110,6 +114,7 @@ impl Engine {
                 n += 1;
             }
         }
+        self.maybe_held = self.cqs.values().any(|c| !c.held.is_empty());
         n
     }
 

@@ -112,6 +112,12 @@ pub(crate) struct Engine {
     order: Vec<u32>,
     /// The device clock (CQE timestamps).
     pub(crate) clock: Arc<SimClock>,
+    /// Some CQ may hold CQEs back (the fault injector's delay): set when one is held,
+    /// cleared by a release that finds none left. While clear, a pass skips the CQs' scans.
+    maybe_held: bool,
+    /// Some CQ has had a completion channel (events): until then a pass does not look at
+    /// the CQs' arm words.
+    pub(crate) any_channel: bool,
 }
 
 fn einval(context: &'static str, detail: impl Into<String>) -> crate::Error {
@@ -146,6 +152,8 @@ impl Engine {
             stats: EngineStats::default(),
             order: Vec::new(),
             clock,
+            maybe_held: false,
+            any_channel: false,
         }
     }
 
@@ -177,7 +185,7 @@ impl Engine {
         work += self.poll_arms();
         // CQEs still held by the fault injector are work to come: a caller running "until
         // idle" keeps going until they are out.
-        if self.cqs.values().any(|c| !c.held.is_empty()) {
+        if self.maybe_held && self.cqs.values().any(|c| !c.held.is_empty()) {
             work += 1;
         }
         work
