@@ -10,8 +10,8 @@ use rdma_direct_rig as plain;
 use plain::{Cqe, Plain, PlainCq, PlainQp};
 use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Qp};
 use rdma_direct::providers::{
-    Completion, CompletionQueue, PostError, QpCaps, QpConfig, QpState, QpType, QueuePair,
-    SendFlags, SendQueue, SendWr, Sge,
+    Completion, CompletionQueue, PostError, QpCaps, QpState, QpType, QueuePair, SendFlags,
+    SendQueue, SendWr, Sge,
 };
 
 const QPN: u32 = 0x0012_3456;
@@ -31,23 +31,10 @@ fn rig(qp_type: QpType, sq_wqe_cnt: u32, cqe_cnt: u32, bf_size: u32) -> Rig {
         max_recv_sge: 2,
         max_inline_data: 200,
     };
-    let dev = PlainQp::new(QPN, sq_wqe_cnt, 16, 32, bf_size);
-    dev.mem.fill(0, sq_wqe_cnt as usize * 64, 0xa5);
     let dcq = PlainCq::new(7, cqe_cnt, 64);
     // SAFETY: the plain memory lives as long as the owners; only these objects use it.
     let mut cq = unsafe { Mlx5Cq::<Plain>::from_dv(dcq.dv, dcq.owner()) }.unwrap();
-    let cfg = QpConfig {
-        qp_type,
-        caps,
-        sq_sig_all: false,
-    };
-    // SAFETY: as above.
-    let mut qp =
-        unsafe { Mlx5Qp::<Plain>::from_dv(dev.dv, &cfg, caps, &mut cq, None, None, dev.owner()) }
-            .unwrap();
-    for s in [QpState::Init, QpState::Rtr, QpState::Rts] {
-        qp.set_state(s);
-    }
+    let (qp, dev) = plain::send_qp(&mut cq, QPN, qp_type, sq_wqe_cnt, bf_size, caps);
     Rig { qp, cq, dev, dcq }
 }
 

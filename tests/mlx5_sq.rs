@@ -7,8 +7,8 @@ use plain::{Plain, PlainCq, PlainQp};
 use rdma_direct::providers::mlx5::AddressVector;
 use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Qp};
 use rdma_direct::providers::{
-    Completion, CompletionQueue, PostError, QpCaps, QpConfig, QpState, QpType, QueuePair,
-    RecvQueue, RecvWr, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcStatus,
+    Completion, CompletionQueue, PostError, QpCaps, QpState, QpType, QueuePair, RecvQueue, RecvWr,
+    SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcStatus,
 };
 
 const QPN: u32 = 0x00ab_cdef;
@@ -35,24 +35,10 @@ fn rig_with(qp_type: QpType, sq_wqe_cnt: u32, cqe_cnt: u32, bf_size: u32) -> Rig
 }
 
 fn rig_caps(qp_type: QpType, sq_wqe_cnt: u32, cqe_cnt: u32, bf_size: u32, caps: QpCaps) -> Rig {
-    let dev = PlainQp::new(QPN, sq_wqe_cnt, 16, 32, bf_size);
-    // Fill the SQ with 0xa5 so unwritten bytes show.
-    dev.mem.fill(0, sq_wqe_cnt as usize * 64, 0xa5);
     let dcq = PlainCq::new(7, cqe_cnt, 64);
     // SAFETY: the plain memory lives as long as the owners; only these objects use it.
     let mut cq = unsafe { Mlx5Cq::<Plain>::from_dv(dcq.dv, dcq.owner()) }.unwrap();
-    let cfg = QpConfig {
-        qp_type,
-        caps,
-        sq_sig_all: false,
-    };
-    // SAFETY: as above.
-    let mut qp =
-        unsafe { Mlx5Qp::<Plain>::from_dv(dev.dv, &cfg, caps, &mut cq, None, None, dev.owner()) }
-            .unwrap();
-    qp.set_state(QpState::Init);
-    qp.set_state(QpState::Rtr);
-    qp.set_state(QpState::Rts);
+    let (qp, dev) = plain::send_qp(&mut cq, QPN, qp_type, sq_wqe_cnt, bf_size, caps);
     Rig { qp, cq, dev, dcq }
 }
 

@@ -522,6 +522,25 @@ static void cq2_new(struct cq2 *cq)
 		memset(cq->buf + i * 64, 0, 63), cq->buf[i * 64 + 63] = 0xf0;
 }
 
+/* For the *_same pollers: a CQ ring of CQE_CNT 64-byte CQEs whose first n are successful
+ * requester CQEs of SENDs of QP 0x4242, one per WQE in order (the rest hardware-owned), and
+ * the poster's records of those WQEs (wr_id i, one WQEBB each). */
+static uint8_t *req_cqes_recorded(unsigned n)
+{
+	uint8_t *buf = aligned_alloc(4096, CQE_CNT * 64);
+
+	memset(buf, 0, CQE_CNT * 64);
+	for (unsigned i = 0; i < CQE_CNT; i++) {
+		struct mlx5_cqe64 *c = (void *)(buf + i * 64);
+		c->op_own = i < n ? MLX5_CQE_REQ << 4 : 0xf0;
+		c->sop_drop_qpn = htobe32(MLX5_OPCODE_SEND << 24 | 0x4242);
+		c->wqe_counter = htobe16(i);
+	}
+	for (unsigned i = 0; i < SQ_WQE_CNT; i++)
+		recs[i].wr_id = i, recs[i].nbb = 1;
+	return buf;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -657,16 +676,7 @@ int main(int argc, char **argv)
 		static volatile uint32_t dbrec, pub_ci;
 		struct cq_same cq = {0};
 		struct wc64 out[1];
-		cq.buf = aligned_alloc(4096, CQE_CNT * 64);
-		memset(cq.buf, 0, CQE_CNT * 64);
-		for (unsigned i = 0; i < CQE_CNT; i++) {
-			struct mlx5_cqe64 *c = (void *)(cq.buf + i * 64);
-			c->op_own = i < n ? MLX5_CQE_REQ << 4 : 0xf0;
-			c->sop_drop_qpn = htobe32(MLX5_OPCODE_SEND << 24 | 0x4242);
-			c->wqe_counter = htobe16(i);
-		}
-		for (unsigned i = 0; i < SQ_WQE_CNT; i++)
-			recs[i].wr_id = i, recs[i].nbb = 1;
+		cq.buf = req_cqes_recorded(n);
 		cq.tag = htobe32(0x4242);
 		cq.dbrec = &dbrec;
 		cq.pub_ci = &pub_ci;
@@ -683,16 +693,7 @@ int main(int argc, char **argv)
 		struct qp_shared qp = { .alive = 1, .recs = recs, .dbrec = qp_dbrec };
 		struct cq_shared_same cq = {0};
 		struct wc64 out[1];
-		cq.buf = aligned_alloc(4096, CQE_CNT * 64);
-		memset(cq.buf, 0, CQE_CNT * 64);
-		for (unsigned i = 0; i < CQE_CNT; i++) {
-			struct mlx5_cqe64 *c = (void *)(cq.buf + i * 64);
-			c->op_own = i < n ? MLX5_CQE_REQ << 4 : 0xf0;
-			c->sop_drop_qpn = htobe32(MLX5_OPCODE_SEND << 24 | 0x4242);
-			c->wqe_counter = htobe16(i);
-		}
-		for (unsigned i = 0; i < SQ_WQE_CNT; i++)
-			recs[i].wr_id = i, recs[i].nbb = 1;
+		cq.buf = req_cqes_recorded(n);
 		qp_dbrec[1] = htobe32(n & 0xffff);
 		cq.tag = htobe32(0x4242);
 		cq.hot = &qp;

@@ -640,3 +640,30 @@ pub fn test_qp(
     }
     (qp, d)
 }
+
+/// A QP `qpn` of `qp_type` in RTS over plain memory with `caps`, for the send queue's tests:
+/// a `sq_wqe_cnt`-WQEBB SQ filled with 0xa5 (unwritten bytes show), a 16-entry RQ, BlueFlame
+/// halves of `bf_size` bytes; sends and receives complete into `cq`. With its device side.
+pub fn send_qp(
+    cq: &mut Mlx5Cq<Plain>,
+    qpn: u32,
+    qp_type: QpType,
+    sq_wqe_cnt: u32,
+    bf_size: u32,
+    caps: QpCaps,
+) -> (Mlx5Qp<Plain>, PlainQp) {
+    let d = PlainQp::new(qpn, sq_wqe_cnt, 16, 32, bf_size);
+    d.mem.fill(0, sq_wqe_cnt as usize * MLX5_SEND_WQE_BB, 0xa5);
+    let cfg = QpConfig {
+        qp_type,
+        caps,
+        sq_sig_all: false,
+    };
+    // SAFETY: as in `test_cq`.
+    let mut qp = unsafe { Mlx5Qp::<Plain>::from_dv(d.dv, &cfg, caps, cq, None, None, d.owner()) }
+        .expect("plain QP");
+    for s in [QpState::Init, QpState::Rtr, QpState::Rts] {
+        qp.set_state(s);
+    }
+    (qp, d)
+}
