@@ -7,7 +7,7 @@
 
 use rdma_direct_rig as plain;
 
-use plain::{Cqe, Plain, PlainCq, PlainQp};
+use plain::{Cqe, Plain, PlainCq, PlainQp, Rng};
 use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Qp};
 use rdma_direct::providers::{
     Completion, CompletionQueue, PostError, QpCaps, QpState, QpType, QueuePair, SendFlags,
@@ -36,36 +36,6 @@ fn rig(qp_type: QpType, sq_wqe_cnt: u32, cqe_cnt: u32, bf_size: u32) -> Rig {
     let mut cq = unsafe { Mlx5Cq::<Plain>::from_dv(dcq.dv, dcq.owner()) }.unwrap();
     let (qp, dev) = plain::send_qp(&mut cq, QPN, qp_type, sq_wqe_cnt, bf_size, caps);
     Rig { qp, cq, dev, dcq }
-}
-
-/// What a poster and the device can observe of a rig.
-type Seen = (Vec<u8>, [u32; 2], u32, u32, u32, u32, u32);
-
-fn observe(r: &mut Rig, wqe_cnt: u32) -> Seen {
-    let mut bytes = r.dev.mem.read(0, wqe_cnt as usize * 64);
-    bytes.extend(r.dev.bf(0));
-    bytes.extend(r.dev.bf(1));
-    let sq = r.qp.sq();
-    let (pi, staged, free, budget) = (sq.pi(), sq.staged(), sq.free_slots(), sq.cq_budget());
-    (
-        bytes,
-        r.dev.dbrec(),
-        pi,
-        staged,
-        free,
-        budget,
-        r.cq.reserved(),
-    )
-}
-
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
 }
 
 #[test]
@@ -166,7 +136,10 @@ fn post_and_ring_is_post_then_ring() {
                     }
                 }
             }
-            let (oa, ob) = (observe(&mut a, wqe_cnt), observe(&mut b, wqe_cnt));
+            let (oa, ob) = (
+                plain::sq_seen(&a.dev, &mut a.qp, &a.cq, wqe_cnt),
+                plain::sq_seen(&b.dev, &mut b.qp, &b.cq, wqe_cnt),
+            );
             if let Some(i) = (0..oa.0.len()).find(|&i| oa.0[i] != ob.0[i]) {
                 panic!(
                     "seed {seed} step {step}: ring/BlueFlame byte {i}: {:#04x} vs {:#04x}",

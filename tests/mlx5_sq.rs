@@ -3,7 +3,7 @@
 
 use rdma_direct_rig as plain;
 
-use plain::{Plain, PlainCq, PlainQp};
+use plain::{Plain, PlainCq, PlainQp, Rng};
 use rdma_direct::providers::mlx5::AddressVector;
 use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Qp};
 use rdma_direct::providers::{
@@ -553,35 +553,9 @@ fn a_small_inline_cap_keeps_small_inline_posts_working_and_refuses_larger_ones()
 }
 
 /// xorshift, deterministic.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// Everything a poster and a poller can observe of a rig, for comparing two of them.
-fn observe(r: &mut Rig) -> (Vec<u8>, [u32; 2], u32, u32, u32, u32, u32) {
-    let ring = r.dev.mem.read(0, 32 * 64);
-    let bf = r.dev.bf(0);
-    let bf1 = r.dev.bf(1);
-    let mut ring = ring;
-    ring.extend(bf);
-    ring.extend(bf1);
-    let sq = r.qp.sq();
-    let (pi, staged, free, budget) = (sq.pi(), sq.staged(), sq.free_slots(), sq.cq_budget());
-    (
-        ring,
-        r.dev.dbrec(),
-        pi,
-        staged,
-        free,
-        budget,
-        r.cq.reserved(),
-    )
+fn observe(r: &mut Rig) -> plain::SqSeen {
+    plain::sq_seen(&r.dev, &mut r.qp, &r.cq, 32)
 }
 
 #[test]

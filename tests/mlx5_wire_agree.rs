@@ -5,7 +5,7 @@
 
 use rdma_direct_rig as plain;
 
-use plain::{Plain, PlainCq, PlainQp, PlainSrq};
+use plain::{Plain, PlainCq, PlainQp, PlainSrq, Rng};
 use rdma_direct::providers::mlx5::{send_wqe, AddressVector};
 use rdma_direct::providers::mlx5::{Mlx5Cq, Mlx5Qp, Mlx5Srq};
 use rdma_direct::providers::{
@@ -18,19 +18,6 @@ const QPN: u32 = 0x0012_3456;
 const WQE_CNT: u32 = 16;
 
 /// A tiny deterministic generator (xorshift).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 fn caps() -> QpCaps {
     QpCaps {
         max_send_wr: 16,
@@ -104,7 +91,7 @@ fn run(qp_type: QpType, seed: u64, rounds: usize) {
     for round in 0..rounds {
         let sges: Vec<Sge> = (0..rng.below(5))
             .map(|k| Sge {
-                addr: rng.next(),
+                addr: rng.next_u64(),
                 length: if rng.below(4) == 0 {
                     0
                 } else {
@@ -113,43 +100,43 @@ fn run(qp_type: QpType, seed: u64, rounds: usize) {
                 lkey: 0x100 + k as u32,
             })
             .collect();
-        let raddr = rng.next() & !7;
-        let rkey = rng.next() as u32;
+        let raddr = rng.next_u64() & !7;
+        let rkey = rng.next_u64() as u32;
         let op = if qp_type == QpType::Ud {
             match rng.below(2) {
                 0 => SendOp::Send,
                 _ => SendOp::SendImm {
-                    imm: rng.next() as u32,
+                    imm: rng.next_u64() as u32,
                 },
             }
         } else {
             match rng.below(7) {
                 0 => SendOp::Send,
                 1 => SendOp::SendImm {
-                    imm: rng.next() as u32,
+                    imm: rng.next_u64() as u32,
                 },
                 2 => SendOp::Write { raddr, rkey },
                 3 => SendOp::WriteImm {
                     raddr,
                     rkey,
-                    imm: rng.next() as u32,
+                    imm: rng.next_u64() as u32,
                 },
                 4 => SendOp::Read { raddr, rkey },
                 5 => SendOp::CompareSwap {
                     raddr,
                     rkey,
-                    compare: rng.next(),
-                    swap: rng.next(),
+                    compare: rng.next_u64(),
+                    swap: rng.next_u64(),
                 },
                 _ => SendOp::FetchAdd {
                     raddr,
                     rkey,
-                    add: rng.next(),
+                    add: rng.next_u64(),
                 },
             }
         };
         let atomic_sge = [Sge {
-            addr: rng.next(),
+            addr: rng.next_u64(),
             length: 8,
             lkey: 9,
         }];
@@ -173,7 +160,7 @@ fn run(qp_type: QpType, seed: u64, rounds: usize) {
         let dest = UdDest {
             ah: &ah,
             remote_qpn: rng.below(1 << 24) as u32,
-            remote_qkey: rng.next() as u32,
+            remote_qkey: rng.next_u64() as u32,
         };
         let mut wr = SendWr {
             wr_id: round as u64,

@@ -32,7 +32,8 @@ use rdma_direct_providers::mlx5::{
     AddressVector, DvCq, DvQp, DvSrq, Mlx5Cq, Mlx5Dedicated, Mlx5Qp, Mlx5Srq, Owners,
 };
 use rdma_direct_providers::{
-    Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, SendOp, SendWr, Sge,
+    Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, QueuePair, SendOp, SendQueue,
+    SendWr, Sge,
 };
 
 /// The plain-memory "device": every queue's memory is a [`Region`] (the queue holds it
@@ -666,4 +667,37 @@ pub fn send_qp(
         qp.set_state(s);
     }
     (qp, d)
+}
+
+/// A seeded xorshift generator for the tests' random walks (the same seed, the same walk).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 bits (the seed must not be 0).
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// A value in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
+
+/// What a poster and the device can observe of a send queue and its CQ, for holding two
+/// equal: the ring's first `wqebbs` WQEBBs and both BlueFlame halves, the dbrec, and the
+/// queue's producer index, staged count, free slots and posting budget, and the CQ's
+/// reservations.
+pub type SqSeen = (Vec<u8>, [u32; 2], u32, u32, u32, u32, u32);
+
+/// See [`SqSeen`].
+pub fn sq_seen(dev: &PlainQp, qp: &mut Mlx5Qp<Plain>, cq: &Mlx5Cq<Plain>, wqebbs: u32) -> SqSeen {
+    let mut bytes = dev.mem.read(0, wqebbs as usize * MLX5_SEND_WQE_BB);
+    bytes.extend(dev.bf(0));
+    bytes.extend(dev.bf(1));
+    let sq = qp.sq();
+    let (pi, staged, free, budget) = (sq.pi(), sq.staged(), sq.free_slots(), sq.cq_budget());
+    (bytes, dev.dbrec(), pi, staged, free, budget, cq.reserved())
 }
