@@ -56,7 +56,7 @@
 //! the `final` edit that covers it.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::providers::{PostError, Provider, ProviderKind, QpType, WcOpcode, WcStatus};
 
@@ -684,9 +684,9 @@ pub fn run_file<P: Provider>(
     run_scenario(p, &sc, opts).map_err(RunError::Failed)
 }
 
-/// Parse every scenario `paths` name: a file as itself, a directory as its `*.scn` files
-/// (sorted by name), in the order given. Stops at the first file that does not parse.
-pub fn load_paths<I>(paths: I) -> Result<Vec<Scenario>, ParseError>
+/// The scenario files `paths` name: a file as itself, a directory as its `*.scn` files
+/// (sorted by name), in the order given. A path that is neither is an error naming it.
+pub fn files<I>(paths: I) -> Result<Vec<PathBuf>, ParseError>
 where
     I: IntoIterator,
     I::Item: AsRef<Path>,
@@ -695,17 +695,32 @@ where
     for p in paths {
         let p = p.as_ref();
         if p.is_dir() {
-            out.extend(load_dir(p)?);
+            out.extend(dir_files(p)?);
+        } else if p.is_file() {
+            out.push(p.to_path_buf());
         } else {
-            out.push(load_file(p)?);
+            return Err(ParseError {
+                file: p.display().to_string(),
+                line: 0,
+                msg: "no such file or directory".into(),
+            });
         }
     }
     Ok(out)
 }
 
-/// Parse every `*.scn` file of `dir`, sorted by file name.
-pub fn load_dir(dir: impl AsRef<Path>) -> Result<Vec<Scenario>, ParseError> {
-    let dir = dir.as_ref();
+/// Parse every scenario `paths` name ([`files`]). Stops at the first file that does not
+/// parse.
+pub fn load_paths<I>(paths: I) -> Result<Vec<Scenario>, ParseError>
+where
+    I: IntoIterator,
+    I::Item: AsRef<Path>,
+{
+    files(paths)?.iter().map(load_file).collect()
+}
+
+/// The `*.scn` files of `dir`, sorted by name.
+fn dir_files(dir: &Path) -> Result<Vec<PathBuf>, ParseError> {
     let rd = std::fs::read_dir(dir).map_err(|e| ParseError {
         file: dir.display().to_string(),
         line: 0,
@@ -724,11 +739,12 @@ pub fn load_dir(dir: impl AsRef<Path>) -> Result<Vec<Scenario>, ParseError> {
         }
     }
     paths.sort();
-    let mut out = Vec::with_capacity(paths.len());
-    for p in paths {
-        out.push(load_file(&p)?);
-    }
-    Ok(out)
+    Ok(paths)
+}
+
+/// Parse every `*.scn` file of `dir`, sorted by file name.
+pub fn load_dir(dir: impl AsRef<Path>) -> Result<Vec<Scenario>, ParseError> {
+    dir_files(dir.as_ref())?.iter().map(load_file).collect()
 }
 
 /// Parse one scenario file.

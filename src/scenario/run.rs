@@ -865,65 +865,16 @@ impl<'s, P: Provider> Runner<'s, P> {
             })
     }
 
-    /// Check one arrived completion against the group.
-    fn take(
-        &mut self,
-        ci: usize,
-        c: &Completion,
-        group: &[&ExpectCqe],
-        owners: &[Owner],
-        matched: &mut [bool],
-    ) -> Result<(), Failure> {
-        let Some(k) = (0..group.len()).find(|&k| !matched[k] && group[k].wr_id == c.wr_id) else {
-            let pending: Vec<String> = group
-                .iter()
-                .zip(matched.iter())
-                .filter(|(_, m)| !**m)
-                .map(|(e, _)| fmt_expect(e, self.sc))
-                .collect();
-            let waiting = if pending.is_empty() {
-                // It came in the same poll as the group's last expected completion.
-                let all: Vec<String> = group.iter().map(|e| fmt_expect(e, self.sc)).collect();
-                format!(
-                    "nothing more: every completion of this group had arrived ({})",
-                    all.join("; ")
-                )
-            } else {
-                pending.join("; ")
-            };
-            return Err(self.fail(
-                group[0].line,
-                "expect",
-                format!(
-                    "unexpected completion: {}\n  (QP {}; waiting for: {waiting})",
-                    fmt_cqe(c),
-                    self.qp_name_of(c.qp_num),
-                ),
-            ));
-        };
-        let e = group[k];
-        let owner = owners[k];
-        // Order within one queue (none inside an any-order block).
-        if let Some(j) = (0..k)
-            .find(|&j| !matched[j] && owners[j] == owner && !(e.any_order && group[j].any_order))
-        {
-            return Err(self.fail(
-                e.line,
-                "expect",
-                format!(
-                    "out of order on one queue: got {} before {}",
-                    fmt_cqe(c),
-                    fmt_expect(group[j], self.sc)
-                ),
-            ));
-        }
+    /// What differs between completion `c` (polled from CQ `ci`) and expectation `e` of a
+    /// request of queue `owner`: its CQ, QP and fields (not the accounting).
+    fn field_errs(&self, ci: usize, c: &Completion, e: &ExpectCqe, owner: Owner) -> Vec<String> {
         let mut errs: Vec<String> = Vec::new();
         // Which QP and CQ.
         let want_qp = match (e.qp, owner) {
             (Some(q), _) => q,
             (None, Owner::Sq(q)) | (None, Owner::Recv(RecvTarget::Qp(q))) => q,
             (None, Owner::Recv(RecvTarget::Srq(_))) => {
-                return Err(self.fail(e.line, "expect", "SRQ receive without qp="))
+                return vec!["an SRQ receive expected without qp= (the parser requires it)".into()]
             }
         };
         let want_cq = match owner {
@@ -987,6 +938,92 @@ impl<'s, P: Provider> Runner<'s, P> {
                 }
             }
         }
+        errs
+    }
+
+    /// Which expectation of `group` completion `c` answers: the unmatched one with its wr_id;
+    /// inside an any-order block, for a receive of an SRQ whose wr_id the block lists, the
+    /// first unmatched expectation of the block on that SRQ whose fields all agree (which
+    /// receive of an SRQ a sender's message lands in depends on the arrival order).
+    fn pick(
+        &self,
+        ci: usize,
+        c: &Completion,
+        group: &[&ExpectCqe],
+        owners: &[Owner],
+        matched: &[bool],
+    ) -> Option<usize> {
+        let n = group.len();
+        let exact = (0..n).find(|&k| !matched[k] && group[k].wr_id == c.wr_id);
+        let Some(o @ Owner::Recv(RecvTarget::Srq(_))) = self.owner.get(&c.wr_id).copied() else {
+            return exact;
+        };
+        let in_block = |j: usize| group[j].any_order && owners[j] == o;
+        if !(0..n).any(|j| in_block(j) && group[j].wr_id == c.wr_id) {
+            return exact;
+        }
+        let cands: Vec<usize> = (0..n).filter(|&j| !matched[j] && in_block(j)).collect();
+        cands
+            .iter()
+            .copied()
+            .find(|&j| self.field_errs(ci, c, group[j], owners[j]).is_empty())
+            .or(exact.filter(|k| cands.contains(k)))
+            .or(cands.first().copied())
+    }
+
+    /// Check one arrived completion against the group.
+    fn take(
+        &mut self,
+        ci: usize,
+        c: &Completion,
+        group: &[&ExpectCqe],
+        owners: &[Owner],
+        matched: &mut [bool],
+    ) -> Result<(), Failure> {
+        let Some(k) = self.pick(ci, c, group, owners, matched) else {
+            let pending: Vec<String> = group
+                .iter()
+                .zip(matched.iter())
+                .filter(|(_, m)| !**m)
+                .map(|(e, _)| fmt_expect(e, self.sc))
+                .collect();
+            let waiting = if pending.is_empty() {
+                // It came in the same poll as the group's last expected completion.
+                let all: Vec<String> = group.iter().map(|e| fmt_expect(e, self.sc)).collect();
+                format!(
+                    "nothing more: every completion of this group had arrived ({})",
+                    all.join("; ")
+                )
+            } else {
+                pending.join("; ")
+            };
+            return Err(self.fail(
+                group[0].line,
+                "expect",
+                format!(
+                    "unexpected completion: {}\n  (QP {}; waiting for: {waiting})",
+                    fmt_cqe(c),
+                    self.qp_name_of(c.qp_num),
+                ),
+            ));
+        };
+        let e = group[k];
+        let owner = owners[k];
+        // Order within one queue (none inside an any-order block).
+        if let Some(j) = (0..k)
+            .find(|&j| !matched[j] && owners[j] == owner && !(e.any_order && group[j].any_order))
+        {
+            return Err(self.fail(
+                e.line,
+                "expect",
+                format!(
+                    "out of order on one queue: got {} before {}",
+                    fmt_cqe(c),
+                    fmt_expect(group[j], self.sc)
+                ),
+            ));
+        }
+        let mut errs = self.field_errs(ci, c, e, owner);
         // Accounting.
         match owner {
             Owner::Sq(q) => {
