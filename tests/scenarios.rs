@@ -43,6 +43,8 @@ fn every_scenario_parses() {
         "cq_full",
         "error_flush",
         "send_too_long",
+        "srq_any_order",
+        "counted_writes",
     ] {
         assert!(
             names.contains(&want),

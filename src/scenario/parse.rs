@@ -191,12 +191,12 @@ impl Parser {
             "srq" => self.srq(line, &args)?,
             "qp" => self.qp(line, &args)?,
             "set" => {
-                let e = self.edit(line, &args, None, false)?;
-                self.sc.sets.push(e);
+                let e = self.edits(line, &args, None, false)?;
+                self.sc.sets.extend(e);
             }
             "final" => {
-                let e = self.edit(line, &args, variant, true)?;
-                self.sc.finals.push(e);
+                let e = self.edits(line, &args, variant, true)?;
+                self.sc.finals.extend(e);
             }
             "connect" => self.connect(line, &args)?,
             "post" => self.post(line, &args, variant)?,
@@ -505,6 +505,72 @@ impl Parser {
                 self.sc.bufs[buf].name
             )),
         }
+    }
+
+    /// A `set`/`final` line, `repeat=N step=S` unrolled: repetition `i` edits the range
+    /// (and a `copy=` source) `i * S` bytes further, a counted `u64=V+i*K` / `u32=` writes
+    /// `V + i * K`.
+    fn edits(
+        &mut self,
+        line: usize,
+        args: &[&str],
+        variant: Option<String>,
+        is_final: bool,
+    ) -> PResult<Vec<Edit>> {
+        let (mut repeat, mut step) = (1u32, 0usize);
+        let mut main: Vec<&str> = Vec::new();
+        for a in args {
+            match a.split_once('=') {
+                Some(("repeat", v)) => repeat = parse_range_u32(v, 1, MAX_REPEAT, "repeat")?,
+                Some(("step", v)) => step = parse_usize(v)?,
+                _ => main.push(a),
+            }
+        }
+        if repeat > 1 && step == 0 {
+            return Err(
+                "repeat= on a set/final line needs step= (the bytes each repetition edits)".into(),
+            );
+        }
+        let counted = match main.get(1).and_then(|w| w.split_once('=')) {
+            Some((k @ ("u64" | "u32"), v)) if v.contains("+i") => {
+                let (base, per) = parse_counted_u64(v)?;
+                if repeat < 2 {
+                    return Err(format!(
+                        "{k}=V+i counts with the repetition: it needs repeat= of at least 2"
+                    ));
+                }
+                Some((k, base, per))
+            }
+            _ => None,
+        };
+        let mut out = Vec::with_capacity(repeat as usize);
+        for i in 0..repeat as usize {
+            let what;
+            let args_i: Vec<&str> = match counted {
+                Some((k, base, per)) => {
+                    let v = base
+                        .checked_add(
+                            (i as u64)
+                                .checked_mul(per)
+                                .ok_or("counted value overflows")?,
+                        )
+                        .ok_or("counted value overflows")?;
+                    what = format!("{k}={v}");
+                    vec![main[0], what.as_str()]
+                }
+                None => main.clone(),
+            };
+            let mut e = self.edit(line, &args_i, variant.clone(), is_final)?;
+            let shift = i.checked_mul(step).ok_or("repeat × step overflows")?;
+            e.range.off = e.range.off.checked_add(shift).ok_or("offset overflows")?;
+            self.check_in(e.range.buf, e.range.off, e.range.len)?;
+            if let EditKind::Copy(src) = &mut e.kind {
+                src.off = src.off.checked_add(shift).ok_or("offset overflows")?;
+                self.check_in(src.buf, src.off, src.len)?;
+            }
+            out.push(e);
+        }
+        Ok(out)
     }
 
     fn edit(
@@ -1086,6 +1152,18 @@ pub(crate) fn parse_u64(s: &str) -> PResult<u64> {
         .ok_or_else(|| format!("number '{s}' overflows"))
 }
 
+/// [`parse_counted_u32`] for 64-bit values.
+fn parse_counted_u64(s: &str) -> PResult<(u64, u64)> {
+    match s.split_once("+i") {
+        None => Ok((parse_u64(s)?, 0)),
+        Some((base, "")) => Ok((parse_u64(base)?, 1)),
+        Some((base, rest)) => match rest.strip_prefix('*') {
+            Some(k) => Ok((parse_u64(base)?, parse_u64(k)?)),
+            None => Err(format!("'{s}': a counted value is V, V+i or V+i*K")),
+        },
+    }
+}
+
 /// A value that may count with a repetition: `V`, `V+i` or `V+i*K` (`i` = 0, 1, ...).
 /// Returns (V, K).
 fn parse_counted_u32(s: &str) -> PResult<(u32, u32)> {
@@ -1424,6 +1502,11 @@ expect[!sim] wr=12 SUCCESS RECV
                 "only expect lines",
             ),
             ("qp a rc\nexpect[rxe] any-order {", "not the block"),
+            ("buf s 64\nfinal s:8 u64=1 repeat=2", "needs step="),
+            ("buf s 64\nfinal s:8 u64=1+i", "repeat= of at least 2"),
+            ("buf s 64\nfinal s:8 u64=1+i repeat=9 step=8", "outside"),
+            ("buf s 64\nbuf t 64\nfinal s:8 copy=t+60 repeat=2 step=8", "outside"),
+            ("buf s 64\nfinal s:4 u32=0xffffffff+i repeat=2 step=4", "does not fit in 32 bits"),
             ("buf s 8\nqp a rc\npost a send_imm wr=1 sge=s:8 imm=1+i", "repeat= of at least 2"),
             ("buf s 8\nqp a rc\npost a send_imm wr=1 sge=s:4 imm=1+j repeat=2", "bad number"),
             ("buf s 8\nqp a rc\npost a send_imm wr=1 sge=s:4 imm=1+ix2 repeat=2", "V+i*K"),

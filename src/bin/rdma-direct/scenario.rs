@@ -119,9 +119,7 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
                 }
                 o.timeout = Duration::from_secs(secs);
             }
-            f if f.starts_with('-') && f.len() > 1 => {
-                return Err(format!("unknown option '{f}'"))
-            }
+            f if f.starts_with('-') && f.len() > 1 => return Err(format!("unknown option '{f}'")),
             _ => o.paths.push(PathBuf::from(arg)),
         }
     }
@@ -242,12 +240,8 @@ fn run_all(
         }
         for &mode in modes {
             let mut job = RunOne { sc: &sc, o, mode };
-            let ran = provider::open_and_run(
-                kind,
-                o.dev.as_deref(),
-                mode == Mode::Thread,
-                &mut job,
-            );
+            let ran =
+                provider::open_and_run(kind, o.dev.as_deref(), mode == Mode::Thread, &mut job);
             let ok = match &ran {
                 Ok(r) => r.result.is_ok(),
                 Err(_) => false,
@@ -271,7 +265,11 @@ fn run_all(
             None => "no .scn file found".to_string(),
         };
         if o.json {
-            writeln!(out, "{{\"result\":\"none\",\"error\":{}}}", json::string(&why))?;
+            writeln!(
+                out,
+                "{{\"result\":\"none\",\"error\":{}}}",
+                json::string(&why)
+            )?;
         } else {
             writeln!(out, "scenarios: none run: {why}")?;
         }
@@ -396,9 +394,11 @@ mod tests {
 
     #[test]
     fn the_command_line() {
-        let o = parse(&args("a.scn dir --keep-going --json --mode=all -x 3 --timeout 5"))
-            .unwrap()
-            .unwrap();
+        let o = parse(&args(
+            "a.scn dir --keep-going --json --mode=all -x 3 --timeout 5",
+        ))
+        .unwrap()
+        .unwrap();
         assert_eq!(o.paths, [PathBuf::from("a.scn"), PathBuf::from("dir")]);
         assert!(o.keep_going && o.json);
         assert_eq!(o.modes, [Mode::Deterministic, Mode::Thread]);
@@ -417,7 +417,9 @@ mod tests {
             assert!(e.contains(why), "{bad:?}: {e}");
         }
         // -d sim0 is the software device, as no -d.
-        let o = parse(&args("a.scn -d sim0 --mode thread")).unwrap().unwrap();
+        let o = parse(&args("a.scn -d sim0 --mode thread"))
+            .unwrap()
+            .unwrap();
         assert_eq!(o.dev, None);
     }
 }
