@@ -15,7 +15,7 @@
 //!   never panics.
 //! - [`RunOpts::for_provider`] picks the options for an opened provider: its tags (which
 //!   `[tag]` lines apply), the GID index to connect through.
-//! - [`run_scenario`] runs a parsed scenario on any [`Provider`](crate::providers::Provider)
+//! - [`run_scenario`] runs a parsed scenario on any [`Provider`]
 //!   and returns a [`Report`] or a [`Failure`] listing every [`Mismatch`] with its line;
 //!   [`run_file`] parses and runs in one call.
 //! - [`run_scenario_split`] runs one side of a scenario in each of two processes (requester
