@@ -323,6 +323,34 @@ fn counted_repeats_fail_at_their_lines() {
     assert!(fl.mismatches[7].detail.contains("bytes 16..17"), "{fl}");
 }
 
+/// `state QP STATE` lines: the fixture of a wrong rkey checks both QPs in RTS after
+/// `connect` and in ERR after their error completions; claiming the responder still in RTS
+/// fails at that line.
+#[test]
+fn qp_state_lines() {
+    let fixture = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios/wrong_rkey_flush.scn"),
+    )
+    .unwrap();
+    assert!(fixture.contains("state a RTS\nstate b RTS\n"));
+    let wrong = fixture.replace("state b ERR", "state b RTS");
+    let lines: Vec<&str> = wrong.lines().collect();
+    let line = lines.iter().rposition(|l| *l == "state b RTS").unwrap() + 1;
+    let d = tmpdir("state");
+    let f = write(&d, "state.scn", &wrong);
+    let opts = RunOpts::new(ProviderKind::Sim, "sim0");
+    match run_file(&mut SimDevice::new(), &f, &opts) {
+        Err(RunError::Failed(fl)) => {
+            assert_eq!(fl.line(), line, "{fl}");
+            assert!(
+                fl.to_string().contains("QP 'b' is ERR, expected RTS"),
+                "{fl}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// `[sim]` lines apply on the sim only, `[!sim]` everywhere else: swapping two tagged
 /// expectations makes the sim run fail.
 #[test]

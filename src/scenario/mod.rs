@@ -44,6 +44,8 @@
 //!   been retired exactly once.
 //! - `post` lines that expect a rejection get exactly that [`PostError`] kind back, with the
 //!   request handed back unchanged (same `wr_id`).
+//! - `state QP STATE` lines: the QP's [`QueuePair::state`](crate::providers::QueuePair::state)
+//!   (as `connect`/`error` set it, or ERR once an error completion of the QP was polled).
 //! - Staging: before each `ring`, the SQ reports as many staged requests as were posted since
 //!   the last `ring`.
 //! - Every byte of every buffer at the end equals the expected image (the initial fill with
@@ -58,7 +60,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::providers::{PostError, Provider, ProviderKind, QpType, WcOpcode, WcStatus};
+use crate::providers::{PostError, Provider, ProviderKind, QpState, QpType, WcOpcode, WcStatus};
 
 mod parse;
 mod run;
@@ -475,6 +477,14 @@ pub enum StepKind {
     RingRecv(RecvTarget),
     /// Move a QP to ERR.
     ToError(usize),
+    /// The QP's state as its provider reports it (as set by `connect`/`error`, or ERR once
+    /// an error completion of the QP was polled) must be this.
+    State {
+        /// QP index.
+        qp: usize,
+        /// The state.
+        state: QpState,
+    },
     /// Wait for these completions (consecutive `expect` lines).
     Expect(Vec<ExpectCqe>),
 }

@@ -138,7 +138,14 @@ impl Parser {
             self.variant_lines.push(line);
             if !matches!(
                 kw,
-                "post" | "post_recv" | "ring" | "ring_recv" | "error" | "expect" | "final"
+                "post"
+                    | "post_recv"
+                    | "ring"
+                    | "ring_recv"
+                    | "error"
+                    | "expect"
+                    | "final"
+                    | "state"
             ) {
                 return Err(format!(
                     "'{kw}' takes no [variant]: only steps and 'final' lines may differ by provider"
@@ -214,6 +221,18 @@ impl Parser {
                 self.push(line, variant, StepKind::ToError(q));
             }
             "expect" => self.expect(line, &args, variant)?,
+            "state" => {
+                let [q, st] = args[..] else {
+                    return Err("usage: state QP RESET|INIT|RTR|RTS|SQD|SQE|ERR".into());
+                };
+                let qp = self.qp_ref(q)?;
+                let state = QpState::from_name(st)
+                    .filter(|s| !matches!(s, QpState::Unknown(_)))
+                    .ok_or_else(|| {
+                        format!("unknown QP state '{st}' (RESET, INIT, RTR, RTS, SQD, SQE, ERR)")
+                    })?;
+                self.push(line, variant, StepKind::State { qp, state });
+            }
             other => return Err(format!("unknown keyword '{other}'")),
         }
         Ok(())
@@ -1502,6 +1521,9 @@ expect[!sim] wr=12 SUCCESS RECV
                 "only expect lines",
             ),
             ("qp a rc\nexpect[rxe] any-order {", "not the block"),
+            ("qp a rc\nstate a", "usage: state QP"),
+            ("qp a rc\nstate a BROKEN", "unknown QP state"),
+            ("qp a rc\nstate nope RTS", "not declared"),
             ("buf s 64\nfinal s:8 u64=1 repeat=2", "needs step="),
             ("buf s 64\nfinal s:8 u64=1+i", "repeat= of at least 2"),
             ("buf s 64\nfinal s:8 u64=1+i repeat=9 step=8", "outside"),

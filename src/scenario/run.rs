@@ -492,6 +492,7 @@ impl<'s, P: Provider> Runner<'s, P> {
             StepKind::Post(ps) if !self.own_qp(ps.qp) => Ok(()),
             StepKind::PostRecv(rs) if !self.own_recv(rs.target) => Ok(()),
             StepKind::Ring(q) | StepKind::ToError(q) if !self.own_qp(*q) => Ok(()),
+            StepKind::State { qp, .. } if !self.own_qp(*qp) => Ok(()),
             StepKind::RingRecv(t) if !self.own_recv(*t) => Ok(()),
             StepKind::Expect(group) => {
                 let Some(s) = &self.split else {
@@ -560,6 +561,20 @@ impl<'s, P: Provider> Runner<'s, P> {
                     .map_err(|e| self.fail(line, "error", e.to_string()))?;
             }
             StepKind::Expect(group) => self.expect(p, group)?,
+            StepKind::State { qp, state } => {
+                let got = self.qps[*qp].state();
+                if got != *state {
+                    let f = self.fail(
+                        line,
+                        "state",
+                        format!("QP '{}' is {got}, expected {state}", self.sc.qps[*qp].name),
+                    );
+                    if !self.opts.keep_going {
+                        return Err(f);
+                    }
+                    self.recorded.extend(f.mismatches);
+                }
+            }
         }
         Ok(())
     }
