@@ -14,6 +14,7 @@ mod plot;
 mod plotcmd;
 mod provider;
 mod results;
+mod scenario;
 mod selftest;
 mod table;
 
@@ -38,6 +39,8 @@ commands:
                        first that fails with what to send back (--json for a report)
   events [-d DEV]      print asynchronous events live (CQ error, QP fatal, port
                        changes, ...); a demonstration on the sim without -d
+  scenario PATH... [-d DEV]  run .scn transfer scenarios (files or directories), one
+                       PASS/FAIL line each (see `scenario --help`)
   --version            the version
   help                 this text
 
@@ -172,6 +175,7 @@ fn main() {
         "bench" => bench::run(rest),
         "plot" => plotcmd::run(rest),
         "selftest" => selftest::run(rest),
+        "scenario" => scenario::run(rest),
         "--version" | "-V" | "version" => {
             println!("rdma-direct {}", env!("CARGO_PKG_VERSION"));
             0
