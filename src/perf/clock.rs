@@ -6,11 +6,12 @@
 
 use std::time::Instant;
 
-/// The clock of the measured loops: the time-stamp counter on x86-64 (as perftest's
-/// `get_cycles`), [`Instant`] elsewhere. Stamps are raw ticks; [`Clock::to_ns`] turns them
-/// into nanoseconds since the start with the tick rate measured against [`Instant`] over the
-/// whole run (perftest takes the rate from the CPU's MHz instead). Reading `Instant` in the
-/// loop would cost an emulated HPET access per stamp in the TCG guest (microseconds).
+/// The clock of the measured loops: the crate's tick source (`crate::tsc`: the time-stamp
+/// counter on x86-64, as perftest's `get_cycles`, [`Instant`] elsewhere). Stamps are raw
+/// ticks; [`Clock::to_ns`] turns them into nanoseconds since the start with the tick rate
+/// measured against [`Instant`] over the whole run (perftest takes the rate from the CPU's
+/// MHz instead). Reading `Instant` in the loop would cost an emulated HPET access per stamp
+/// in the TCG guest (microseconds).
 pub(super) struct Clock {
     t0: Instant,
     tick0: u64,
@@ -35,19 +36,7 @@ impl Clock {
 
     #[inline]
     pub(super) fn ticks(&self) -> u64 {
-        #[cfg(target_arch = "x86_64")]
-        {
-            // SAFETY: RDTSC has no memory effects and exists on every x86-64 CPU; it is only
-            // `unsafe` on older toolchains.
-            #[allow(unused_unsafe)]
-            unsafe {
-                std::arch::x86_64::_rdtsc()
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            self.t0.elapsed().as_nanos() as u64
-        }
+        crate::tsc::now()
     }
 
     /// Rewrite `stamps` (ticks) as nanoseconds since [`Clock::start`]. Call once, right after
