@@ -18,7 +18,8 @@
 //! files are read below a [`Sysfs`] root. A spinning thread allocates nothing and makes no
 //! system call while it measures. The percentiles and the histogram are of the
 //! interruptions only (not of every loop iteration); `count` equals the histogram's total.
-//! A CPU that cannot be pinned is still measured (wherever the thread ran) and says so.
+//! CPUs this process may not run on are refused; one that still cannot be pinned (it went
+//! offline meanwhile) is measured wherever its thread ran and says so.
 //!
 //! Lives behind the `doctor` feature, beside the tuning checks ([`crate::doctor::latency`]).
 
@@ -229,13 +230,28 @@ impl CpuNoise {
 }
 
 /// Runs the spinning threads (see the module doc) and attributes what they saw. Errors: no
-/// CPU to run on, a zero duration, a thread that could not be started.
+/// CPU to run on, a CPU this process may not run on, a zero duration, a thread that could
+/// not be started.
 pub fn measure(sys: &Sysfs, cfg: &Config) -> Result<Report> {
+    let allowed = HostFacts::read(sys).allowed_cpus;
     let cpus = if cfg.cpus.is_empty() {
-        HostFacts::read(sys).allowed_cpus
+        allowed.clone()
     } else {
         cfg.cpus.clone()
     };
+    if let Some(c) = cpus
+        .iter()
+        .find(|c| !allowed.is_empty() && !allowed.contains(c))
+    {
+        return Err(Error::InvalidArgument {
+            context: "jitter",
+            detail: format!(
+                "CPU {c} is not one this process may run on (allowed: {}; offline, or outside \
+                 its cpuset or taskset)",
+                crate::doctor::format_cpulist(&allowed)
+            ),
+        });
+    }
     if cpus.is_empty() {
         return Err(Error::InvalidArgument {
             context: "jitter",

@@ -1383,8 +1383,8 @@ fn latency_walk_default_cpu_and_verdict() {
     assert_eq!(f0[0].level, Warn);
     assert_eq!(
         latency::latency_verdict(0, &f0),
-        "CPU 0 is not ready: first fix irq affinity (for IRQ in 5; do echo <the other CPUs> > \
-         /proc/irq/$IRQ/smp_affinity_list; done)"
+        "CPU 0 is not ready: first fix irq affinity: for IRQ in 5; do echo <the other CPUs> > \
+         /proc/irq/$IRQ/smp_affinity_list; done"
     );
 
     // The device's local CPUs, not 0 when there is a choice; else the last allowed CPU.

@@ -79,6 +79,15 @@ fn bad_configurations_are_refused_with_the_reason() {
         e,
         "jitter: invalid argument: the duration is 0: give a positive duration"
     );
+    let far = Config {
+        cpus: vec![4095],
+        ..Config::default()
+    };
+    let e = noise::measure(&sys, &far).unwrap_err().to_string();
+    assert!(
+        e.contains("CPU 4095 is not one this process may run on"),
+        "{e}"
+    );
     // A tree with no /proc/self/status: no CPU list to default to.
     let empty = Sysfs::new(std::env::temp_dir().join("rdma-direct-noise-no-such-root"));
     let e = noise::measure(&empty, &Config::default())

@@ -101,7 +101,7 @@ pub fn latency_verdict(cpu: u32, findings: &[Finding]) -> String {
     match first {
         None => format!("CPU {cpu} is ready for a polling loop"),
         Some(f) => format!(
-            "CPU {cpu} is not ready: first fix {} ({})",
+            "CPU {cpu} is not ready: first fix {}: {}",
             f.check,
             f.fix.as_deref().unwrap_or("")
         ),
