@@ -220,7 +220,8 @@ impl CpuNoise {
         let mut out = format!("most likely: {}", causes.join("; "));
         if accounted < s.count {
             out.push_str(&format!(
-                "; {} of {} interruptions have no counted cause (hypervisor exits, SMIs)",
+                "; {} of {} interruptions have no counted cause (hypervisor exits, SMIs, stalls \
+                 of the CPU itself)",
                 s.count - accounted,
                 s.count
             ));

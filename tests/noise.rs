@@ -201,7 +201,7 @@ fn attribution_names_the_nic_the_tick_and_preemption() {
         quiet.likely(),
         "most likely: osnoise irq local_timer (50 times, 90 us); IRQ LOC Local timer \
          interrupts (50); softirq TIMER (50); 30 of 80 interruptions have no counted cause \
-         (hypervisor exits, SMIs)"
+         (hypervisor exits, SMIs, stalls of the CPU itself)"
     );
 
     // No counter moved at all.
