@@ -44,6 +44,12 @@ impl Rate {
         Rate { t0, tick0: now() }
     }
 
+    /// The tick at [`Rate::start`].
+    #[cfg_attr(not(feature = "perf"), allow(dead_code))]
+    pub(crate) fn tick0(&self) -> u64 {
+        self.tick0
+    }
+
     /// Nanoseconds per tick since [`Rate::start`] (0 if no tick has passed).
     pub(crate) fn ns_per_tick(&self) -> f64 {
         let ticks = now().wrapping_sub(self.tick0);
