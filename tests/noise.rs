@@ -242,3 +242,72 @@ fn device_irqs_from_msi_irqs_or_why_not() {
     assert!(e.contains("no RDMA device 'nope'"), "{e}");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn osnoise_session_says_why_not_or_takes_and_puts_back_the_tracer() {
+    use rdma_direct::noise::osnoise::Session;
+    let root = std::env::temp_dir().join(format!("rdma-direct-osnoise-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let t = root.join("sys/kernel/tracing");
+    let put = |rel: &str, v: &str| {
+        let p = t.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, v).unwrap();
+    };
+    let get = |rel: &str| std::fs::read_to_string(t.join(rel)).unwrap();
+    let sys = Sysfs::new(&root);
+    let why = |sys: &Sysfs| Session::start(sys, &[0, 1]).unwrap_err();
+    assert!(
+        why(&sys).starts_with("tracefs is not mounted"),
+        "{}",
+        why(&sys)
+    );
+    put("available_tracers", "blk function nop\n");
+    assert_eq!(
+        why(&sys),
+        "the kernel has no osnoise tracer (/sys/kernel/tracing/available_tracers: blk function \
+         nop; it needs Linux 5.14+ with CONFIG_OSNOISE_TRACER)"
+    );
+    put("available_tracers", "timerlat osnoise function nop\n");
+    put("current_tracer", "function\n");
+    assert_eq!(
+        why(&sys),
+        "the tracer 'function' is in use (/sys/kernel/tracing/current_tracer): not taking it over"
+    );
+    put("current_tracer", "nop\n");
+    put("osnoise/options", "DEFAULTS PANIC_ON_STOP\n");
+    assert!(why(&sys).contains("cannot run without its own workload"));
+    put(
+        "osnoise/options",
+        "DEFAULTS OSNOISE_WORKLOAD PANIC_ON_STOP\n",
+    );
+    put("trace", "old contents\n");
+    std::fs::create_dir_all(t.join("events/osnoise")).unwrap();
+
+    let s = Session::start(&sys, &[0, 1]).expect("the tracer is free");
+    assert_eq!(get("current_tracer"), "osnoise");
+    assert_eq!(get("osnoise/options"), "NO_OSNOISE_WORKLOAD");
+    assert_eq!(get("osnoise/cpus"), "0-1");
+    assert_eq!(get("events/osnoise/enable"), "1");
+    assert_eq!(get("trace"), "", "the buffer is cleared before the run");
+    // What the kernel would have recorded meanwhile.
+    put(
+        "trace",
+        "  x-1 [001] d.h.. 1.0: irq_noise: local_timer:236 start 1.0 duration 2000 ns\n",
+    );
+    let got = s.finish();
+    assert_eq!(
+        got,
+        vec![NoiseSource {
+            cpu: 1,
+            kind: "irq".into(),
+            name: "local_timer".into(),
+            count: 1,
+            total_ns: 2000,
+        }]
+    );
+    assert_eq!(get("current_tracer"), "nop");
+    assert_eq!(get("events/osnoise/enable"), "0");
+    assert_eq!(get("osnoise/options"), "OSNOISE_WORKLOAD");
+    let _ = std::fs::remove_dir_all(&root);
+}
