@@ -15,6 +15,7 @@
 //! | barriers, MMIO | [`barrier`], [`mmio`] | one named barrier per purpose, volatile device-memory access | yes, fenced |
 //! | data plane | [`providers`] | the provider traits and the three providers: `mlx5` (direct WQE writing), `verbs` (libibverbs post/poll, e.g. on rxe), `sim` (software mlx5 device) | providers only |
 //! | diagnostics | [`doctor`] | the troubleshooting order (link, MTU, caps, memlock, NUMA/affinity, PCIe) as checks returning findings | none |
+//! | host noise | [`noise`], [`doctor::latency`] | spinning threads that measure how often and how long each CPU is taken away, with what the kernel counted meanwhile; the tuning checks for the polling core | `sched_setaffinity` only |
 //! | measurement | [`perf`] | perftest-style latency / bandwidth runs over any provider, returning perftest's statistics | none |
 //! | fixture tests | [`scenario`] | `.scn` transfer scenarios parsed and run on any provider, every mismatch with its file line | registers the runner's own buffers |
 //!
@@ -112,11 +113,15 @@ pub use rdma_direct_providers as providers;
 pub mod cm;
 #[cfg(feature = "doctor")]
 pub mod doctor;
+#[cfg(feature = "doctor")]
+pub mod noise;
 #[cfg(feature = "perf")]
 pub mod perf;
 pub mod prelude;
 #[cfg(feature = "scenario")]
 pub mod scenario;
+#[cfg(any(feature = "perf", feature = "doctor"))]
+mod tsc;
 
 pub use error::{Error, Result};
 

@@ -308,6 +308,25 @@ const ROWS: &[Row] = &[
     r("doctor -i x", 2, "bad port 'x'"),
     r("doctor -d", 2, "-d needs a device name"),
     r("doctor --bogus", 2, "unexpected argument '--bogus'"),
+    r("doctor --latency --cpu 0", 0, "latency: CPU 0"),
+    r("doctor --latency --cpu 0 --json", 0, "\"verdict\":\"CPU 0 is"),
+    r("doctor --latency --cpu x", 2, "--cpu: 'x' is not a number"),
+    r("doctor --latency --cpu", 2, "--cpu needs a CPU number"),
+    r("doctor --cpu 0", 2, "--cpu is for --latency"),
+    // ---- jitter (runs of 20 ms)
+    r("jitter --help", 0, "usage: rdma-direct jitter"),
+    r("jitter -c 0 -D 0.02", 0, "cpu 0:"),
+    r("jitter -c 0 -D 0.02 --threshold 1000000000", 0, "quiet"),
+    r("jitter -c 0 -D 0.02 --json {tmp}/j.json --svg {tmp}/j.svg", 0, "wrote"),
+    r("jitter -c 4095 -D 0.02", 1, "CPU 4095 is not one this process may run on"),
+    r("jitter -c x", 2, "-c: 'x' is not a CPU list"),
+    r("jitter -c", 2, "-c needs a value"),
+    r("jitter -D 0", 2, "-D: 0 is out of range"),
+    r("jitter -D x", 2, "-D: 'x' is not a number of seconds"),
+    r("jitter --threshold 0", 2, "--threshold 0: every gap"),
+    r("jitter --json {tmp}/no/such/dir/j.json", 2, "the directory does not exist"),
+    r("jitter --bogus", 2, "unknown option '--bogus'"),
+    r("jitter extra", 2, "unexpected argument 'extra'"),
 ];
 
 /// The binary cargo built.

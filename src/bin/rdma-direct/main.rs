@@ -6,6 +6,7 @@ mod devices;
 mod doctor;
 mod events;
 mod info;
+mod jitter;
 mod json;
 mod json_value;
 mod perf;
@@ -34,7 +35,9 @@ commands:
   bench <name> [opts]  hot-path benchmarks (see `rdma-direct bench --help`)
   plot FILE.json... --svg OUT   curves of perf/perftest result files (see `plot --help`)
   doctor [-d DEV]      walk the troubleshooting order: link, MTU, caps, memlock,
-                       NUMA/CPU affinity, PCIe width
+                       NUMA/CPU affinity, PCIe width; --latency: the polling core's tuning
+  jitter [-c CPUS]     host noise: how often and how long each CPU is taken from a
+                       spinning thread, and by what (interrupts, softirqs, other tasks)
   selftest [-d DEV]    the first-light ladder: small real operations, stopping at the
                        first that fails with what to send back (--json for a report)
   events [-d DEV]      print asynchronous events live (CQ error, QP fatal, port
@@ -171,6 +174,7 @@ fn main() {
         "pingpong" => pingpong::run(rest),
         "perf" => perf::run(rest),
         "doctor" => doctor::run(rest),
+        "jitter" => jitter::run(rest),
         "events" => events::run(rest),
         "bench" => bench::run(rest),
         "plot" => plotcmd::run(rest),
