@@ -230,7 +230,7 @@ fn real_time_stamps_are_seconds_and_nanoseconds_of_the_wall_clock() {
         let (_, raw, _) = one(&mut r);
         let t = rdma_direct::clock::RealTime::from_raw(raw);
         assert!(t.is_normalized());
-        assert_eq!(raw, (want / NSEC_PER_SEC) << 32 | want % NSEC_PER_SEC);
+        assert_eq!(raw, ((want / NSEC_PER_SEC) << 32) | (want % NSEC_PER_SEC));
         assert_eq!(r.cq.clock().unwrap().to_ns(raw), t.as_ns());
         assert_eq!(t.as_ns(), want, "message {i}");
     }
