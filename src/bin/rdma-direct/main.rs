@@ -1,4 +1,13 @@
 //! `rdma-direct`: the command-line tool.
+//!
+//! The entry point is C's `main`, not Rust's: Rust's start-up would point a closed stdout at
+//! /dev/null (the output lost and nothing said, where out.rs reports it) and ignore SIGPIPE.
+
+#![no_main]
+
+// First: the output macros (`out!`, `outln!`, `err!`, `errln!`) every module below prints with.
+#[macro_use]
+mod out;
 
 mod batching;
 mod bench;
@@ -15,6 +24,7 @@ mod plotcmd;
 mod provider;
 mod results;
 mod selftest;
+mod stop;
 mod table;
 
 const USAGE: &str = "\
@@ -52,7 +62,7 @@ fn options_or_exit<O>(cmd: &str, usage: &str, parsed: Result<Option<O>, String>)
     match parsed {
         Ok(Some(o)) => Ok(o),
         Ok(None) => {
-            print!("{usage}");
+            out!("{usage}");
             Err(0)
         }
         Err(e) => Err(usage_error(cmd, &e)),
@@ -62,7 +72,7 @@ fn options_or_exit<O>(cmd: &str, usage: &str, parsed: Result<Option<O>, String>)
 /// A bad command line: one line on stderr, `rdma-direct CMD: PROBLEM`, and where the options
 /// are listed (the usage itself would bury the line). Returns the exit status, 2.
 fn usage_error(cmd: &str, problem: &str) -> i32 {
-    eprintln!("rdma-direct {cmd}: {problem} (`rdma-direct {cmd} --help` lists the options)");
+    errln!("rdma-direct {cmd}: {problem} (`rdma-direct {cmd} --help` lists the options)");
     2
 }
 
@@ -149,10 +159,18 @@ fn flag_value(
     }
 }
 
-fn main() {
+/// The process's entry point (see the crate doc): the tool, with a panic ending it with
+/// status 101 as Rust's start-up would (never unwinding into C).
+#[no_mangle]
+extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    std::panic::catch_unwind(tool).unwrap_or(101)
+}
+
+/// The command line's command, run; exits through [`out::finish`].
+fn tool() -> i32 {
     // A reader that goes away (`rdma-direct devices | head -1`) ends the tool quietly, as it
-    // ends C tools, instead of `println!` panicking on EPIPE: Rust ignores SIGPIPE by default.
-    // SAFETY: restoring the default disposition of one signal, before any thread is started;
+    // ends C tools; SIGPIPE keeps its default action (see out.rs for the other failures).
+    // SAFETY: setting the default disposition of one signal, before any thread is started;
     // no handler is installed.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
@@ -160,6 +178,11 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let cmd = args.get(1).map(String::as_str).unwrap_or("help");
     let rest = if args.len() > 2 { &args[2..] } else { &[][..] };
+    out::start(match cmd {
+        "devices" | "info" | "pingpong" | "perf" | "doctor" | "events" | "bench" | "plot"
+        | "selftest" => cmd,
+        _ => "",
+    });
     // With RDMA_DIRECT_LIBIBVERBS naming tests/standin's library, the sim is its device.
     let _ = rdma_direct::providers::sim::standin::attach_if_standin();
     let code = match cmd {
@@ -173,21 +196,21 @@ fn main() {
         "plot" => plotcmd::run(rest),
         "selftest" => selftest::run(rest),
         "--version" | "-V" | "version" => {
-            println!("rdma-direct {}", env!("CARGO_PKG_VERSION"));
+            outln!("rdma-direct {}", env!("CARGO_PKG_VERSION"));
             0
         }
         "help" | "-h" | "--help" => {
-            print!("{USAGE}");
+            out!("{USAGE}");
             0
         }
         other => {
-            eprintln!(
+            errln!(
                 "rdma-direct: unknown command '{other}' (`rdma-direct help` lists the commands)"
             );
             2
         }
     };
-    std::process::exit(code);
+    out::finish(stop::exit_code(code));
 }
 
 #[cfg(test)]

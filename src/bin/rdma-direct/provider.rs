@@ -174,7 +174,7 @@ pub fn select(cmd: &str, choice: Choice, dev: Option<&str>) -> Result<(ProviderK
     let facts = match dev {
         Some(d) => {
             if let Err(e) = find_device(d) {
-                eprintln!("rdma-direct {cmd}: {e}");
+                errln!("rdma-direct {cmd}: {e}");
                 return Err(1);
             }
             Some(DeviceFacts::read(d))
@@ -184,7 +184,7 @@ pub fn select(cmd: &str, choice: Choice, dev: Option<&str>) -> Result<(ProviderK
     match choose(choice, facts.as_ref()) {
         Ok(kind) => Ok((kind, reason(choice, kind, facts.as_ref()))),
         Err(e) => {
-            eprintln!("rdma-direct {cmd}: {e}");
+            errln!("rdma-direct {cmd}: {e}");
             Err(2)
         }
     }

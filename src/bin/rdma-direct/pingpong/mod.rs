@@ -86,11 +86,11 @@ pub fn run(args: &[String]) -> i32 {
     match res {
         Ok(text) => {
             // The first line names the provider; how it was chosen closes the output.
-            println!("{text}provider choice: {why}");
+            outln!("{text}provider choice: {why}");
             0
         }
         Err(e) => {
-            eprintln!("rdma-direct pingpong: {e}");
+            errln!("rdma-direct pingpong: {e}");
             1
         }
     }

@@ -116,11 +116,11 @@ impl Ladder {
                 Outcome::NotApplicable => "n/a ",
             };
             if r.outcome != Outcome::Fail {
-                println!("  [{n:2}] {mark} {:<28} {}", r.name, r.happened);
+                outln!("  [{n:2}] {mark} {:<28} {}", r.name, r.happened);
             } else {
-                println!("  [{n:2}] {mark} {}", r.name);
-                println!("       expected: {}", r.expected);
-                println!("       happened: {}", r.happened);
+                outln!("  [{n:2}] {mark} {}", r.name);
+                outln!("       expected: {}", r.expected);
+                outln!("       happened: {}", r.happened);
             }
         }
         self.rungs.push(r);
@@ -187,7 +187,7 @@ pub fn run(args: &[String]) -> i32 {
     };
     let name = o.dev.clone().unwrap_or_else(|| "sim0".into());
     if !o.json {
-        println!("rdma-direct selftest: {name}, provider {why}");
+        outln!("rdma-direct selftest: {name}, provider {why}");
     }
     let mut ladder = Ladder::new(o.json);
     rungs::climb(&mut ladder, kind, o.dev.as_deref(), o.gid_index);
@@ -203,20 +203,20 @@ pub fn run(args: &[String]) -> i32 {
         .count();
     let failed = ladder.rungs.iter().position(|r| r.outcome == Outcome::Fail);
     if o.json {
-        println!("{}", to_json(&name, &why, &ladder.rungs, failed));
+        outln!("{}", to_json(&name, &why, &ladder.rungs, failed));
     } else {
         match failed {
-            None => println!(
+            None => outln!(
                 "selftest: all {} rungs passed ({passed} run, {na} not applicable)",
                 ladder.rungs.len()
             ),
             Some(i) => {
-                println!(
+                outln!(
                     "selftest: stopped at rung {} ({}) after {passed} passed",
                     i + 1,
                     ladder.rungs[i].name
                 );
-                println!("{}", SEND_BACK.replace("DEV", &name));
+                outln!("{}", SEND_BACK.replace("DEV", &name));
             }
         }
     }
