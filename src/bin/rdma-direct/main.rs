@@ -3,7 +3,8 @@
 //! The entry point is C's `main`, not Rust's: Rust's start-up would point a closed stdout at
 //! /dev/null (the output lost and nothing said, where out.rs reports it) and ignore SIGPIPE.
 
-#![no_main]
+// (Not in the unit-test build, whose harness brings its own main.)
+#![cfg_attr(not(test), no_main)]
 
 // First: the output macros (`out!`, `outln!`, `err!`, `errln!`) every module below prints with.
 #[macro_use]
@@ -161,12 +162,14 @@ fn flag_value(
 
 /// The process's entry point (see the crate doc): the tool, with a panic ending it with
 /// status 101 as Rust's start-up would (never unwinding into C).
+#[cfg(not(test))]
 #[no_mangle]
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     std::panic::catch_unwind(tool).unwrap_or(101)
 }
 
 /// The command line's command, run; exits through [`out::finish`].
+#[cfg_attr(test, allow(dead_code))]
 fn tool() -> i32 {
     // A reader that goes away (`rdma-direct devices | head -1`) ends the tool quietly, as it
     // ends C tools; SIGPIPE keeps its default action (see out.rs for the other failures).
