@@ -149,6 +149,8 @@ const ROWS: &[Row] = &[
     r("perf send_bw -n 1000", 0, "BW average"),
     r("perf read_bw -n 1000", 0, "BW average"),
     r("perf write_lat -d sim0 -n 20", 0, "Device          : sim0"),
+    r("perf write_lat -d sim0 -n 20", 0, "(auto: no -d or -d sim0,"),
+    r("perf write_lat -d sim0 127.0.0.1", 2, "on the software mlx5 device (no -d, or -d sim0)"),
     r("perf write_lat --provider sim -n 20", 0, "sim0"),
     r("perf write_lat --loopback -n 20", 0, "t_typical[usec]"),
     r("perf write_lat -n 4", 0, "t_typical[usec]"),
@@ -204,8 +206,8 @@ const ROWS: &[Row] = &[
     r("perf write_lat -x 1", 2, "one GID (index 0)"),
     r("perf write_lat -x 256", 2, "-x: 256 is out of range (at most 255)"),
     r("perf write_lat -p 19000", 2, "the TCP port is for -d DEV"),
-    r("perf write_lat somehost", 2, "HOST 'somehost': without -d"),
-    r("perf write_lat -d sim0 somehost", 2, "HOST 'somehost': without -d"),
+    r("perf write_lat somehost", 2, "HOST 'somehost': on the software mlx5 device"),
+    r("perf write_lat -d sim0 somehost", 2, "HOST 'somehost': on the software mlx5 device"),
     r("perf write_lat -d mlx5_9", 1, NO_DEV),
     r("perf write_lat -d mlx5_9 --loopback", 1, NO_DEV),
     r("perf write_lat -d mlx5_9 somehost", 1, NO_DEV),
@@ -300,6 +302,13 @@ const ROWS: &[Row] = &[
     r("events -d mlx5_9", 1, NO_DEV),
     r("events --bogus", 2, "unknown option '--bogus'"),
     r("events extra", 2, "unexpected argument 'extra'"),
+    // ---- selftest (-d sim0 is the software device, as everywhere)
+    r("selftest", 0, "selftest: all 19 rungs passed"),
+    r("selftest -d sim0", 0, "selftest: all 19 rungs passed"),
+    r("selftest --ib-dev sim0 --json", 0, "\"device\":\"sim0\""),
+    r("selftest -d mlx5_9", 1, NO_DEV),
+    r("selftest -d", 2, "-d needs a value"),
+    r("selftest --bogus", 2, "unknown option '--bogus'"),
     // ---- doctor (no device on the host: the checks of the host still run)
     r("doctor --help", 0, "usage: rdma-direct doctor"),
     r("doctor --peer-mtu 1500", 2, "bad MTU '1500'"),
@@ -496,4 +505,29 @@ fn a_closed_pipe_ends_the_tool_quietly() {
     let st = child.wait().expect("wait");
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(st.signal(), Some(libc::SIGPIPE), "{st:?}: {err}");
+}
+
+/// `selftest --json` is what a user sends back: it prints one document even when the device
+/// is not there (the ladder stopped at its list rung, with the diagnosis), exit status 1.
+#[test]
+fn selftest_json_is_a_document_even_without_the_device() {
+    let args: Vec<String> = ["selftest", "-d", "mlx5_9", "--json"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let (code, out, err) = run(&args).expect("run");
+    assert_eq!(code, Some(1), "{err}");
+    let doc = out.trim();
+    assert!(
+        doc.starts_with('{') && doc.ends_with('}') && !doc.contains('\n'),
+        "{out}"
+    );
+    assert!(doc.starts_with("{\"device\":\"mlx5_9\","), "{doc}");
+    assert!(doc.contains("\"stopped_at\":2,"), "{doc}");
+    assert!(
+        doc.contains("\"name\":\"list\",\"result\":\"fail\""),
+        "{doc}"
+    );
+    assert!(doc.contains(NO_DEV), "{doc}");
+    assert!(err.is_empty(), "{err}");
 }

@@ -158,7 +158,7 @@ pub fn choose(choice: Choice, dev: Option<&DeviceFacts>) -> Result<ProviderKind,
 pub fn reason(choice: Choice, kind: ProviderKind, dev: Option<&DeviceFacts>) -> String {
     match (choice, dev) {
         (Choice::Force(_), _) => format!("{kind} (forced by --provider)"),
-        (Choice::Auto, None) => format!("{kind} (auto: no -d, the software device)"),
+        (Choice::Auto, None) => format!("{kind} (auto: no -d or -d sim0, the software device)"),
         (Choice::Auto, Some(d)) if kind == ProviderKind::Mlx5 => {
             format!("{kind} (auto: {} is an mlx5 device)", d.name)
         }

@@ -230,13 +230,15 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         // The software device lives in this process: no peer can reach it.
         if let Some(h) = &host {
             return Err(format!(
-                "HOST '{h}': without -d the software mlx5 device runs client and server in \
-                 this process, which no other process can reach; a peer needs -d DEV"
+                "HOST '{h}': on the software mlx5 device (no -d, or -d sim0) client and \
+                 server run in this process, which no other process can reach; a peer needs \
+                 -d DEV"
             ));
         }
         if port.is_some() {
             return Err(
-                "-p: without -d client and server run in this process and exchange no TCP \
+                "-p: on the software device (no -d, or -d sim0) client and server run in this \
+                 process and exchange no TCP \
                  message; the TCP port is for -d DEV"
                     .into(),
             );
