@@ -1,6 +1,7 @@
 //! Loopback: both ends on one provider (the software mlx5 device, with its device thread, for
 //! `rdma-direct pingpong` without `-d`; any device with `-d DEV --loopback`), connected to each other and driven by one thread that
-//! alternates between them; returns the text to print (provider, address lines, results).
+//! alternates between them; prints the provider and address lines before the run (flushed)
+//! and returns the result text.
 
 use std::time::{Duration, Instant};
 
@@ -66,12 +67,14 @@ fn loopback<P: Provider>(
     let mut sf = Flow::new(&server, a, false);
     cf.fill(&mut client.qp)?;
     sf.fill(&mut server.qp)?;
-    let mut out = format!(
-        "provider: {}\n",
-        table::provider_label(p.kind(), p.device_name())
+    // The provider and address lines go out now, before the run (as rc_pingpong's).
+    out!(
+        "provider: {}\n{}{}",
+        table::provider_label(p.kind(), p.device_name()),
+        ep_line("local", &ce),
+        ep_line("remote", &se)
     );
-    out.push_str(&ep_line("local", &ce));
-    out.push_str(&ep_line("remote", &se));
+    crate::out::flush();
     ready(p)?;
 
     let mut wc = [Completion::EMPTY; 16];
@@ -94,7 +97,7 @@ fn loopback<P: Provider>(
         }
     }
     let end = Instant::now();
-    out.push_str(&results(
+    Ok(results(
         a,
         end.duration_since(start),
         cf.stamps.as_deref().unwrap_or(&[]),
@@ -104,8 +107,7 @@ fn loopback<P: Provider>(
         } else {
             ""
         },
-    ));
-    Ok(out)
+    ))
 }
 
 #[cfg(test)]
