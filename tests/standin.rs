@@ -1076,3 +1076,54 @@ fn stale_cqes_of_a_destroyed_qp_never_surface_on_a_dv_owned_cq() {
     );
     assert_eq!(more, 0, "{:?}", &out[..more]);
 }
+
+/// Two processes on the stand-in (server and client, pingpong or perf) are refused in one
+/// line before any exchange: its devices live in each process, so the two ends would wait on
+/// each other forever (they did, silently). Loopback on the same device still runs.
+#[test]
+fn two_processes_on_the_standin_are_refused_in_one_line() {
+    use std::io::Read;
+    let dir = standin_or_skip!();
+    for args in [
+        "pingpong -d mlx5_0",
+        "pingpong -d mlx5_0 127.0.0.1",
+        "pingpong -d rxe_standin0 -g 0 127.0.0.1",
+        "perf write_lat -d mlx5_0",
+        "perf write_bw -d mlx5_0 127.0.0.1",
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+            .args(args.split(' '))
+            .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
+            .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
+            .env_remove("RDMA_DIRECT_STANDIN_FAULT")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A liveness bound only: the refusal comes at once; a hang is killed and fails.
+        let t0 = std::time::Instant::now();
+        let st = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break Some(st);
+            }
+            if t0.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        let mut err = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+        let st = st.unwrap_or_else(|| panic!("{args}: still waiting after 60 s: {err}"));
+        assert_eq!(st.code(), Some(1), "{args}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args}: {err}");
+        assert!(
+            err.contains("is a device of the stand-in libibverbs") && err.contains("--loopback"),
+            "{args}: {err}"
+        );
+    }
+    let s = cli(dir, &["pingpong", "-d", "mlx5_0", "--loopback", "-n", "20"]);
+    assert!(s.contains("20 iters in"), "{s}");
+}

@@ -59,6 +59,11 @@ pub fn run(args: &[String]) -> i32 {
         out: &mut print,
         progress: std::io::stderr().is_terminal() && cli.params.sizes.len() > 1,
     };
+    if let (Some(d), false) = (&cli.device, cli.mode == Mode::Loopback) {
+        if let Err(status) = provider::refuse_two_processes_on_standin(&format!("perf {name}"), d) {
+            return status;
+        }
+    }
     // A loopback sweep stops cleanly at Ctrl-C (the library drives a two-process run's
     // loop: Ctrl-C ends it, its --json file holding the sizes done).
     let _armed =

@@ -77,6 +77,11 @@ pub fn run(args: &[String]) -> i32 {
         Ok(k) => k,
         Err(status) => return status,
     };
+    if let (Some(d), false) = (&a.dev, kind == ProviderKind::Sim || a.loopback) {
+        if let Err(status) = provider::refuse_two_processes_on_standin("pingpong", d) {
+            return status;
+        }
+    }
     let res = match kind {
         ProviderKind::Sim => on_the_sim(&a),
         _ if a.loopback => provider::open_and_run(kind, a.dev.as_deref(), false, &mut Loopback(&a)),
