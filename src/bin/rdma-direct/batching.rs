@@ -93,6 +93,15 @@ pub fn run(args: &[String]) -> i32 {
             }
         };
     }
+    let device_thread = match o.at {
+        Where::Plain => false,
+        Where::Sim => true,
+        Where::Verbs | Where::Mlx5 => {
+            crate::cpu_room::device_thread(rdma_direct::providers::ProviderKind::Mlx5)
+        }
+    };
+    let (busy, what) = crate::cpu_room::busy(1, device_thread);
+    crate::cpu_room::warn("bench batching", busy, what);
     // Ctrl-C ends the sweep after the round being measured; the points keep their samples.
     let armed = crate::stop::Armed::new();
     out!("{}", header(&o));

@@ -430,6 +430,8 @@ pub fn run(args: &[String]) -> i32 {
                         return 1;
                     }
                 }
+                // Plain memory: the one thread is the poster and the "device".
+                crate::cpu_room::warn(&format!("bench {which}"), 1, "the benchmark's thread");
                 if which == "post" {
                     bench_post(&o)
                 } else {

@@ -12,6 +12,7 @@ mod out;
 
 mod batching;
 mod bench;
+mod cpu_room;
 mod devices;
 mod doctor;
 mod events;

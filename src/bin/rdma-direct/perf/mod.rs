@@ -18,7 +18,7 @@ mod two_process;
 
 use std::io::IsTerminal;
 
-use rdma_direct::perf::{Info, Params, Report, Row, TX_DEPTH};
+use rdma_direct::perf::{Info, Params, Report, Row, Test, TX_DEPTH};
 use rdma_direct::providers::{Provider, ProviderKind};
 
 use super::provider::{self, Job};
@@ -49,7 +49,27 @@ pub fn run(args: &[String]) -> i32 {
         Ok(k) => k,
         Err(status) => return status,
     };
+    if let (Some(d), false) = (&cli.device, cli.mode == Mode::Loopback) {
+        if let Err(status) = provider::refuse_two_processes_on_standin(&format!("perf {name}"), d) {
+            return status;
+        }
+    }
+    let pollers = if cli.mode == Mode::Loopback
+        && matches!(cli.params.test, Test::WriteLat | Test::SendLat)
+        && rdma_direct::perf::two_threads(kind, &cli.params)
+    {
+        2
+    } else {
+        1
+    };
+    let (busy, what) = crate::cpu_room::busy(pollers, crate::cpu_room::device_thread(kind));
+    // The busy-threads warning goes out with the first text of a run that started (the
+    // header, or a server's wait), not before a refusal.
+    let mut warned = false;
     let mut print = |s: &str| {
+        if !std::mem::replace(&mut warned, true) {
+            crate::cpu_room::warn(&format!("perf {name}"), busy, what);
+        }
         out!("{s}");
         crate::out::flush();
     };
@@ -59,11 +79,6 @@ pub fn run(args: &[String]) -> i32 {
         out: &mut print,
         progress: std::io::stderr().is_terminal() && cli.params.sizes.len() > 1,
     };
-    if let (Some(d), false) = (&cli.device, cli.mode == Mode::Loopback) {
-        if let Err(status) = provider::refuse_two_processes_on_standin(&format!("perf {name}"), d) {
-            return status;
-        }
-    }
     // A loopback sweep stops cleanly at Ctrl-C (the library drives a two-process run's
     // loop: Ctrl-C ends it, its --json file holding the sizes done).
     let _armed =

@@ -75,6 +75,7 @@ fn loopback<P: Provider>(
         ep_line("remote", &se)
     );
     crate::out::flush();
+    super::warn_busy(p.kind());
     ready(p)?;
 
     let mut wc = [Completion::EMPTY; 16];

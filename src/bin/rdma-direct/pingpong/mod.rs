@@ -101,6 +101,13 @@ pub fn run(args: &[String]) -> i32 {
     }
 }
 
+/// The busy-threads warning ([`super::cpu_room`]) of a run on `kind`, printed once the run
+/// is set up (after its address lines), not before a refusal.
+fn warn_busy(kind: ProviderKind) {
+    let (busy, what) = super::cpu_room::busy(1, super::cpu_room::device_thread(kind));
+    super::cpu_room::warn("pingpong", busy, what);
+}
+
 fn io_err(ctx: &str, e: std::io::Error) -> Error {
     Error::io(ctx.to_string(), &e)
 }

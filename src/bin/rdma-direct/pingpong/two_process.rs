@@ -118,6 +118,7 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
     };
     out!("{}", msg_line("remote", &rem));
     crate::out::flush();
+    super::warn_busy(p.kind());
 
     let mut wc = [Completion::EMPTY; 16];
     let mut stall = Stall::new();
