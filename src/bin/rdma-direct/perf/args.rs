@@ -111,7 +111,9 @@ fn perftest_unsupported(flag: &str) -> Option<&'static str> {
         "--dont_xchg_versions" => "the version exchange is always made (perftest 4.5 needs it)",
         "-o" | "--outs" => "outstanding READs are fixed at 16 (announced in the exchange)",
         "--report_both" | "--report-per-port" => "per-port reports change the exchange",
-        "-e" | "--events" => "completion events are not used; the queues are polled",
+        "-e" | "--events" | "--use_event" => {
+            "completion events are not used; the queues are polled"
+        }
         "-m" | "--mtu" => "the MTU is the port's active MTU, negotiated with the peer",
         _ => return None,
     })

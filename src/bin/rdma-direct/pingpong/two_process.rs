@@ -124,10 +124,17 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
     let mut stall = Stall::new();
     let start = Instant::now();
     if a.host.is_some() {
-        flow.start(&mut end.qp)?;
+        flow.start(&mut end.qp, end.buf.as_mut_slice())?;
     }
     while !flow.done() {
-        if flow.step(p, &mut end.qp, &mut end.cq, &mut wc, "")? {
+        if flow.step(
+            p,
+            &mut end.qp,
+            &mut end.cq,
+            end.buf.as_mut_slice(),
+            &mut wc,
+            "",
+        )? {
             stall.progressed();
         } else {
             p.progress();
