@@ -22,8 +22,8 @@ const LIMIT: Duration = Duration::from_secs(120);
 /// One command line per command (and the help texts), each making its command print.
 /// `{tmp}`: a scratch directory; `{fx}`: the fixtures.
 const COMMANDS: &[&str] = &[
-    "",
     "help",
+    "help perf",
     "--help",
     "--version",
     "devices",

@@ -42,7 +42,11 @@ const NO_DEV: &str = "no RDMA device 'mlx5_9'";
 
 const ROWS: &[Row] = &[
     // ---- the top level
-    r("", 0, "usage: rdma-direct <command>"),
+    r("", 2, "rdma-direct: which command? (`rdma-direct help` lists the commands)"),
+    r("help perf", 0, "usage: rdma-direct perf"),
+    r("help pingpong", 0, "usage: rdma-direct pingpong"),
+    r("help frobnicate", 2, "unknown command 'frobnicate'"),
+    r("perf write_lat --json /proc/x.json", 1, "(no file can be created there)"),
     r("help", 0, "commands:"),
     r("--help", 0, "commands:"),
     r("-h", 0, "commands:"),
@@ -155,6 +159,7 @@ const ROWS: &[Row] = &[
     r("perf read_bw -n 1000", 0, "BW average"),
     r("perf write_lat -d sim0 -n 20", 0, "Device          : sim0"),
     r("perf write_lat --use_event", 2, "--use_event: completion events are not used"),
+    r("perf send_bw -c UD -s 8192 -n 1000", 2, "UD: 8192 B does not fit the path MTU of 4096 B"),
     r("perf write_lat -d sim0 -n 20", 0, "(auto: no -d or -d sim0,"),
     r("perf write_lat -d sim0 127.0.0.1", 2, "on the software mlx5 device (no -d, or -d sim0)"),
     r("perf write_lat --provider sim -n 20", 0, "sim0"),
@@ -244,6 +249,7 @@ const ROWS: &[Row] = &[
     r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg /proc/version", 1, "/proc/version"),
     r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg {tmp}/garbage.json/p.svg", 1, "Not a directory"),
     r("plot {tmp}/garbage.json --svg {tmp}/p.svg", 1, "garbage.json"),
+    r("plot {tmp}/bench.json --svg {tmp}/p.svg", 1, "this is a `bench` result file"),
     r("plot {tmp}/truncated.json --svg {tmp}/p.svg", 1, "truncated.json"),
     r("plot {tmp}/binary.json --svg {tmp}/p.svg", 1, "binary.json"),
     r("plot {tmp}/empty.json --svg {tmp}/p.svg", 1, "empty.json"),
@@ -339,8 +345,12 @@ fn scratch() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/perftest/ib_write_lat_rxe0_2.json"),
     )
     .expect("fixture");
-    let files: [(&str, Vec<u8>); 4] = [
+    let files: [(&str, Vec<u8>); 5] = [
         ("garbage.json", b"this is not json at all".to_vec()),
+        (
+            "bench.json",
+            br#"{"tool":"rdma-direct bench batching","version":"0.1.0","configs":[]}"#.to_vec(),
+        ),
         ("truncated.json", good.as_bytes()[..good.len() / 2].to_vec()),
         ("binary.json", (0..=255u8).cycle().take(600).collect()),
         ("empty.json", Vec::new()),

@@ -99,8 +99,12 @@ fn check_output(flag: &str, path: &std::path::Path) -> Result<(), String> {
             Ok(())
         }
         Err(e) => {
+            let dir_missing = path
+                .parent()
+                .is_some_and(|d| !d.as_os_str().is_empty() && !d.is_dir());
             let hint = match e.kind() {
-                std::io::ErrorKind::NotFound => " (the directory does not exist)",
+                std::io::ErrorKind::NotFound if dir_missing => " (the directory does not exist)",
+                std::io::ErrorKind::NotFound => " (no file can be created there)",
                 std::io::ErrorKind::PermissionDenied => " (not writable)",
                 _ => "",
             };
@@ -180,8 +184,18 @@ fn tool() -> i32 {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let args: Vec<String> = std::env::args().collect();
-    let cmd = args.get(1).map(String::as_str).unwrap_or("help");
+    let Some(cmd) = args.get(1).map(String::as_str) else {
+        out::start("");
+        errln!("rdma-direct: which command? (`rdma-direct help` lists the commands)");
+        out::finish(2);
+    };
     let rest = if args.len() > 2 { &args[2..] } else { &[][..] };
+    // `help CMD` is `CMD --help`.
+    let help_of = ["--help".to_string()];
+    let (cmd, rest) = match (cmd, rest.first()) {
+        ("help", Some(c)) if rest.len() == 1 => (c.as_str(), &help_of[..]),
+        _ => (cmd, rest),
+    };
     out::start(match cmd {
         "devices" | "info" | "pingpong" | "perf" | "doctor" | "events" | "bench" | "plot"
         | "selftest" => cmd,

@@ -86,6 +86,12 @@ pub fn run(args: &[String]) -> i32 {
     let sim_thread = kind == ProviderKind::Sim;
     let report = match provider::open_and_run(kind, cli.device.as_deref(), sim_thread, &mut job) {
         Ok(r) => r,
+        // Options the device cannot honour (found once it is open: its MTU, its inline
+        // limit): a bad command line, status 2.
+        Err(rdma_direct::Error::InvalidArgument {
+            context: "perf",
+            detail,
+        }) => return crate::usage_error(&format!("perf {name}"), &detail),
         Err(e) => {
             errln!("rdma-direct perf {name}: {e}");
             return 1;
