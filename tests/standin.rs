@@ -10,7 +10,7 @@
 #![cfg(feature = "cli")]
 
 use std::ffi::{c_char, c_int, c_long, c_ulong, c_void, CString};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -32,18 +32,24 @@ fn standin() -> Option<&'static PathBuf> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        // The build goes under cargo's target directory (CARGO_TARGET_DIR honoured), never
+        // into the source tree: CARGO_TARGET_TMPDIR is its `tmp`.
+        let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .expect("CARGO_TARGET_TMPDIR has a parent")
+            .to_path_buf();
         let mut build = Command::new(root.join("tests/standin/build"));
         // Cross-built for aarch64 (.ci/run's qemu-aarch64 stage): the same headers, the
         // cross compiler the stage links with.
         match std::env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER") {
             Ok(cc) if cfg!(target_arch = "aarch64") => {
                 build
-                    .arg(root.join("target/standin-aarch64"))
+                    .arg(target.join("standin-aarch64"))
                     .env("CC", cc)
                     .env("STANDIN_CFLAGS", "-idirafter /usr/include");
             }
             _ => {
-                build.arg(root.join("target/standin"));
+                build.arg(target.join("standin"));
             }
         }
         let out = build.output().expect("running tests/standin/build");
