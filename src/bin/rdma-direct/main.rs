@@ -51,7 +51,7 @@ commands:
   events [-d DEV]      print asynchronous events live (CQ error, QP fatal, port
                        changes, ...); a demonstration on the sim without -d
   --version            the version
-  help                 this text
+  help [COMMAND]       this text, or COMMAND's options (as COMMAND --help)
 
 Providers (--provider on pingpong, perf, info): auto picks the direct mlx5 path on an mlx5
 device, libibverbs (verbs) on any other, the software mlx5 device (sim) without -d.
