@@ -1133,3 +1133,30 @@ fn two_processes_on_the_standin_are_refused_in_one_line() {
     let s = cli(dir, &["pingpong", "-d", "mlx5_0", "--loopback", "-n", "20"]);
     assert!(s.contains("20 iters in"), "{s}");
 }
+
+/// `events -d DEV` watches until Ctrl-C, but a stdout it cannot write ends the watch at once
+/// with the one failure line and status 1 (it waited for events no one could read).
+#[test]
+fn events_on_a_full_stdout_ends_the_watch() {
+    let dir = standin_or_skip!();
+    let out = Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+        .args(["events", "-d", "mlx5_0"])
+        .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
+        .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
+        .env_remove("RDMA_DIRECT_STANDIN_FAULT")
+        .stdout(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.trim_end()
+            .ends_with("cannot write to stdout: No space left on device (os error 28) (the results printed are lost)"),
+        "{err}"
+    );
+}

@@ -79,7 +79,8 @@ fn live(name: &str, count: u64) -> i32 {
     };
     outln!("{name}: waiting for asynchronous events (Ctrl-C to stop)");
     let mut seen = 0;
-    while seen < count {
+    // A stdout that cannot be written ends the watch (out.rs reports it).
+    while seen < count && !crate::out::stdout_failed() {
         match ctx.poll_async_event() {
             Ok(Some(ev)) => {
                 outln!("{name}: {ev}");
