@@ -713,7 +713,7 @@ fn selftest_on_the_sim_passes_every_rung_that_applies() {
     let (rc, s) = selftest(None, None, &[]);
     assert_eq!(rc, 0, "{s}");
     assert!(
-        s.contains("selftest: all 19 rungs passed (12 run, 7 not applicable)"),
+        s.contains("selftest: no rung failed: 12 passed, 7 not applicable (of 19)"),
         "{s}"
     );
     assert!(s.contains("[18] ok   arm and wake"), "{s}");
@@ -728,10 +728,7 @@ fn selftest_on_the_standin_passes_every_rung() {
         s.contains("provider mlx5 (auto: mlx5_0 is an mlx5 device)"),
         "{s}"
     );
-    assert!(
-        s.contains("selftest: all 19 rungs passed (19 run, 0 not applicable)"),
-        "{s}"
-    );
+    assert!(s.contains("selftest: all 19 rungs passed\n"), "{s}");
     let (rc, j) = selftest(Some(dir), None, &["-d", "mlx5_0", "--json"]);
     assert_eq!(rc, 0, "{j}");
     assert!(

@@ -223,8 +223,9 @@ pub fn run(args: &[String]) -> i32 {
         outln!("{}", to_json(&name, &why, &ladder.rungs, failed));
     } else {
         match failed {
+            None if na == 0 => outln!("selftest: all {passed} rungs passed"),
             None => outln!(
-                "selftest: all {} rungs passed ({passed} run, {na} not applicable)",
+                "selftest: no rung failed: {passed} passed, {na} not applicable (of {})",
                 ladder.rungs.len()
             ),
             Some(i) => {
