@@ -42,8 +42,8 @@ impl Armed {
         for sig in CAUGHT {
             // SAFETY: a zeroed sigaction is a valid value (empty mask, no flags); the
             // handler only stores an atomic or restores the default action (both
-            // async-signal-safe). No SA_RESTART: a blocking read ends with EINTR, and the
-            // std wrappers that retry it come back to the sweep's next check.
+            // async-signal-safe). std's I/O retries a call the signal interrupted, so the
+            // run goes on and the sweep sees the flag at its next size.
             unsafe {
                 let mut sa: libc::sigaction = std::mem::zeroed();
                 sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
