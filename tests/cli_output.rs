@@ -52,6 +52,8 @@ const COMMANDS: &[&str] = &[
     "bench batching --help",
     "plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg {tmp}/p.svg",
     "plot --help",
+    "scenario {fx}/scenarios/atomics.scn",
+    "scenario --help",
 ];
 
 /// How the child's stdout is set up.

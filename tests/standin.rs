@@ -24,8 +24,6 @@ use rdma_direct::providers::{
 };
 use rdma_direct::Error;
 
-mod scenario;
-
 /// The directory holding the stand-in libraries, with the loader pointed at them; `None`
 /// (after printing "skipped: ...") when they cannot be built here.
 fn standin() -> Option<&'static PathBuf> {
@@ -893,15 +891,15 @@ fn every_fixture_scenario_passes_through_mlx5_device() {
     standin_or_skip!();
     use rdma_direct::providers::ProviderKind;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
-    let all = scenario::load_dir(&dir).expect("the scenarios parse");
+    let all = rdma_direct::scenario::load_dir(&dir).expect("the scenarios parse");
     assert!(all.len() >= 19, "{} scenarios", all.len());
     let mut p = Mlx5Device::open("mlx5_0").unwrap();
     let ctx = p.context().as_ptr();
     let v0 = thread_violations();
-    let opts = scenario::RunOpts::new(ProviderKind::Mlx5);
+    let opts = rdma_direct::scenario::RunOpts::new(ProviderKind::Mlx5, "mlx5_0");
     let mut failures = Vec::new();
     for sc in &all {
-        match scenario::run_scenario(&mut p, sc, &opts) {
+        match rdma_direct::scenario::run_scenario(&mut p, sc, &opts) {
             Ok(r) => println!(
                 "scenario {:<24} PASS on mlx5_0 (stand-in): {} completions",
                 r.name, r.completions

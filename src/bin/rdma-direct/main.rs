@@ -25,6 +25,7 @@ mod plot;
 mod plotcmd;
 mod provider;
 mod results;
+mod scenario;
 mod selftest;
 mod stop;
 mod table;
@@ -50,6 +51,8 @@ commands:
                        first that fails with what to send back (--json for a report)
   events [-d DEV]      print asynchronous events live (CQ error, QP fatal, port
                        changes, ...); a demonstration on the sim without -d
+  scenario PATH... [-d DEV]  run .scn transfer scenarios (files or directories), one
+                       PASS/FAIL line each (see `scenario --help`)
   --version            the version
   help [COMMAND]       this text, or COMMAND's options (as COMMAND --help)
 
@@ -198,7 +201,7 @@ fn tool() -> i32 {
     };
     out::start(match cmd {
         "devices" | "info" | "pingpong" | "perf" | "doctor" | "events" | "bench" | "plot"
-        | "selftest" => cmd,
+        | "selftest" | "scenario" => cmd,
         _ => "",
     });
     // With RDMA_DIRECT_LIBIBVERBS naming tests/standin's library, the sim is its device.
@@ -213,6 +216,7 @@ fn tool() -> i32 {
         "bench" => bench::run(rest),
         "plot" => plotcmd::run(rest),
         "selftest" => selftest::run(rest),
+        "scenario" => scenario::run(rest),
         "--version" | "-V" | "version" => {
             outln!("rdma-direct {}", env!("CARGO_PKG_VERSION"));
             0

@@ -117,6 +117,31 @@ pub fn flush() {
     }
 }
 
+/// Stdout as an [`io::Write`], for code that writes through one (`scenario`'s lines): the
+/// same failure handling as [`stdout`] (the first failure is kept and reported by
+/// [`finish`]); a failed write also returns its error, so the writer's loop ends.
+pub struct Stdout;
+
+impl Write for Stdout {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        if stdout_failed() {
+            return Err(io::Error::other("stdout failed before"));
+        }
+        io::stdout().lock().write(b).inspect_err(|e| {
+            failed_out(io::Error::new(e.kind(), e.to_string()));
+        })
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if stdout_failed() {
+            return Err(io::Error::other("stdout failed before"));
+        }
+        io::stdout().lock().flush().inspect_err(|e| {
+            failed_out(io::Error::new(e.kind(), e.to_string()));
+        })
+    }
+}
+
 /// Write `args` to stderr (unbuffered, as `eprint!`); a failure is dropped (module doc).
 pub fn stderr(args: fmt::Arguments<'_>) {
     if io::stderr().lock().write_fmt(args).is_err() {
