@@ -100,7 +100,7 @@ pub fn run(args: &[String]) -> i32 {
         // The diagnosis every command gives for a device that is not there; the checks
         // below still run and say what they can of the host.
         if let Err(e) = super::provider::find_device(name) {
-            eprintln!("rdma-direct doctor: {e}");
+            errln!("rdma-direct doctor: {e}");
         }
     }
     let devices = match Device::list() {
@@ -124,7 +124,7 @@ pub fn run(args: &[String]) -> i32 {
                 }
             }
             Err(e) => {
-                eprintln!("rdma-direct doctor: {}: {e}", d.name);
+                errln!("rdma-direct doctor: {}: {e}", d.name);
                 code = 1;
             }
         }
@@ -220,9 +220,9 @@ fn latency(sys: &Sysfs, host: &HostFacts, o: &Opts) -> i32 {
 
 fn finish(sections: Vec<Section>, o: &Opts, code: i32) -> i32 {
     if o.json {
-        print!("{}", render_json(&sections));
+        out!("{}", render_json(&sections));
     } else {
-        print!("{}", render_text(&sections));
+        out!("{}", render_text(&sections));
     }
     if doctor::count(&sections, Level::Fail) > 0 {
         1

@@ -186,7 +186,7 @@ pub fn run(args: &[String]) -> i32 {
     let files = match scenario::files(&o.paths) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("rdma-direct scenario: {e}");
+            errln!("rdma-direct scenario: {e}");
             return 1;
         }
     };
@@ -196,11 +196,13 @@ pub fn run(args: &[String]) -> i32 {
     } else {
         &[Mode::Deterministic]
     };
-    let mut out = io::stdout().lock();
+    let mut out = crate::out::Stdout;
     match run_all(&mut out, &o, kind, modes, &files, only.as_deref()) {
         Ok(status) => status,
+        // The failure line is the tool's (out.rs), at its end.
+        Err(_) if crate::out::stdout_failed() => 1,
         Err(e) => {
-            eprintln!("rdma-direct scenario: writing the results: {e}");
+            errln!("rdma-direct scenario: writing the results: {e}");
             1
         }
     }
