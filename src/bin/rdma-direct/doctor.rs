@@ -191,7 +191,7 @@ fn latency(sys: &Sysfs, host: &HostFacts, o: &Opts) -> i32 {
         .cpu
         .or_else(|| doctor::latency::default_cpu(sys, dev, &host.allowed_cpus))
     else {
-        eprintln!(
+        errln!(
             "rdma-direct doctor: this process's CPU list is unreadable: name the CPU with --cpu"
         );
         return 1;
@@ -214,7 +214,7 @@ fn latency(sys: &Sysfs, host: &HostFacts, o: &Opts) -> i32 {
     } else {
         format!("{}{verdict}\n", render_text(&sections))
     };
-    print!("{out}");
+    out!("{out}");
     i32::from(doctor::count(&sections, Level::Fail) > 0)
 }
 

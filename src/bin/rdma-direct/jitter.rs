@@ -107,7 +107,7 @@ pub fn run(args: &[String]) -> i32 {
     let report = match noise::measure(&Sysfs::system(), &o.cfg) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("rdma-direct jitter: {e}");
+            errln!("rdma-direct jitter: {e}");
             return 1;
         }
     };
@@ -122,13 +122,13 @@ pub fn run(args: &[String]) -> i32 {
             match std::fs::write(p, text) {
                 Ok(()) => out.push_str(&format!("wrote {}\n", p.display())),
                 Err(e) => {
-                    eprintln!("rdma-direct jitter: {}: {e}", p.display());
+                    errln!("rdma-direct jitter: {}: {e}", p.display());
                     code = 1;
                 }
             }
         }
     }
-    print!("{out}");
+    out!("{out}");
     code
 }
 
