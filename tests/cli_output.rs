@@ -10,11 +10,10 @@
 
 mod common;
 
-use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Longest a command may run (debug build, busy machine); a hang is killed and fails.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -134,24 +133,8 @@ fn run(args: &[String], sink: Sink) -> Result<(ExitStatus, String), String> {
         }
     }
     let mut child = cmd.spawn().map_err(|e| format!("spawn: {e}"))?;
-    let mut err = child.stderr.take().expect("stderr");
-    let t_err = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = err.read_to_end(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().map_err(|e| format!("wait: {e}"))? {
-            break st;
-        }
-        if start.elapsed() > LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("still running after {LIMIT:?}: killed (a hang)"));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let t_err = common::drain(child.stderr.take().expect("stderr"));
+    let status = common::wait_or_kill(&mut child, LIMIT)?;
     let err = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).into_owned();
     Ok((status, err))
 }

@@ -15,10 +15,12 @@
 //! device" diagnosis. `{tmp}` is a scratch directory (with the garbage, truncated and binary
 //! files `plot` is given), `{fx}` the fixtures directory.
 
+mod common;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Longest a row may run (debug build, busy 2-core machine). The limit is enforced by
 /// killing the child, not by asserting timings.
@@ -392,30 +394,9 @@ fn run(args: &[String]) -> Result<(Option<i32>, String, String), String> {
         .spawn()
         .map_err(|e| format!("spawn: {e}"))?;
     // Drain both pipes on their own threads, so a chatty child never blocks on a full pipe.
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let t_out = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = out.read_to_end(&mut s);
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = err.read_to_end(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().map_err(|e| format!("wait: {e}"))? {
-            break st;
-        }
-        if start.elapsed() > LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("still running after {LIMIT:?}: killed (a hang)"));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let t_out = common::drain(child.stdout.take().expect("stdout"));
+    let t_err = common::drain(child.stderr.take().expect("stderr"));
+    let status = common::wait_or_kill(&mut child, LIMIT)?;
     let out = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).into_owned();
     let err = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).into_owned();
     Ok((status.code(), out, err))

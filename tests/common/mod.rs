@@ -121,3 +121,34 @@ pub fn strip_rust(src: &str, keep_strings: bool) -> String {
     }
     String::from_utf8(out).expect("blanking keeps UTF-8 boundaries")
 }
+
+/// Read all of `r` on a thread of its own (so a chatty child never blocks on a full pipe).
+#[allow(dead_code)]
+pub fn drain<R: std::io::Read + Send + 'static>(mut r: R) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = r.read_to_end(&mut s);
+        s
+    })
+}
+
+/// Wait for `child`, killing it after `limit`: its status, or why it failed to end by itself.
+/// The limit only turns a hang into a failure; it times nothing.
+#[allow(dead_code)]
+pub fn wait_or_kill(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> Result<std::process::ExitStatus, String> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().map_err(|e| format!("wait: {e}"))? {
+            return Ok(st);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("still running after {limit:?}: killed (a hang)"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
