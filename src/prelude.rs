@@ -13,7 +13,7 @@
 //!   [`MemoryRegion`];
 //! - work requests and completions: [`SendWr`], [`SendOp`], [`SendFlags`], [`Sge`],
 //!   [`UdDest`], [`RecvWr`], [`Completion`], [`WcStatus`], [`WcOpcode`], [`WcFlags`],
-//!   [`PostError`], [`Rejected`], [`PostListError`], [`RingError`], [`SendBatch`];
+//!   [`PostError`], [`Rejected`], [`PostListError`], [`RingError`], [`RingVerb`], [`SendBatch`];
 //! - registered memory: [`RegisteredBuf`] (from [`Provider::alloc_buf`]), [`Pages`],
 //!   [`RemoteMr`] (a window the peer may access) and [`RemoteTarget`] (a range of it,
 //!   bounds-checked once, for the typed WRITE / READ / atomic constructors);
@@ -79,7 +79,7 @@ pub use crate::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, OwnedPair, Pages,
     PostError, PostListError, Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState,
     QpType, QueuePair, RecvQueue, RecvWr, RegisteredBuf, Rejected, RemoteMr, RemoteTarget,
-    RingError, SendBatch, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode,
-    WcStatus,
+    RingError, RingVerb, SendBatch, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags,
+    WcOpcode, WcStatus,
 };
 pub use crate::{Error, Result};
