@@ -88,6 +88,7 @@ pub mod flow;
 pub mod helpers;
 pub mod mlx5;
 pub mod pair;
+pub mod recover;
 pub mod verbs;
 
 #[cfg(feature = "sim")]

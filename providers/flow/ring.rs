@@ -77,6 +77,19 @@ impl RingWriter {
             None => unreachable!("slot {index} outside a ring checked by RingWriter::new"),
         }
     }
+    /// The index (`0..slots`) of message `seq`'s slot: what an immediate carries when the
+    /// reader is to find the message by its slot.
+    #[inline]
+    pub const fn slot_index(&self, seq: u64) -> u32 {
+        (seq % self.slots as u64) as u32
+    }
+    /// Starts the stream again at message `seq`, every message before it acknowledged: after
+    /// a reconnect, at the sequence both sides agreed on (the reader's
+    /// [`RingReader::expected`], exchanged out of band). The ring's geometry is kept.
+    pub fn reset(&mut self, seq: u64) {
+        self.next = seq;
+        self.acked = seq;
+    }
     /// Claims the next message: its sequence number and slot; `None` when the writer is
     /// `slots` ahead of the reader's acknowledgement (wait for [`RingWriter::ack`]).
     #[inline]
@@ -165,6 +178,12 @@ impl RingReader {
         } else {
             None
         }
+    }
+    /// Starts reading again at message `seq` (see [`RingWriter::reset`]), every message
+    /// before it counted as read and acknowledged.
+    pub fn reset(&mut self, seq: u64) {
+        self.next = seq;
+        self.acked = seq;
     }
     /// Acknowledges everything read so far now (e.g. before going quiet); `None` when
     /// nothing is unacknowledged.

@@ -46,6 +46,11 @@ impl SendWindow {
     pub const fn room(&self) -> u32 {
         self.depth.saturating_sub(self.in_flight)
     }
+    /// Nothing in flight any more: after every request ended (a drain after a fault,
+    /// [`crate::recover`]) or a reset of the QP, before it carries requests again.
+    pub fn reset(&mut self) {
+        self.in_flight = 0;
+    }
     /// Counts `n` requests posted (by the caller's own `post` / `post_list`).
     #[inline]
     pub fn posted(&mut self, n: u32) {
@@ -152,7 +157,10 @@ impl SendWindows {
 /// Keeps `slots` receives posted on one receive queue (or SRQ): each consumed receive is
 /// posted again, all of those of one poll with one doorbell.
 ///
-/// Receive `i` (`0 <= i < slots`) has wr_id `i` and, with [`RecvReplenisher::with_buffers`],
+/// Receive `i` (`0 <= i < slots`) has wr_id `id_base + i` (`id_base` 0 unless
+/// [`RecvReplenisher::with_id_base`] set it: a base above the send ids tells a flushed receive
+/// from a flushed send on a CQ both complete into, where only the wr_id of an error
+/// completion is meaningful) and, with [`RecvReplenisher::with_buffers`],
 /// scatters into `first.length` bytes at `first.addr + i * stride`; with
 /// [`RecvReplenisher::new`] it has no SGE, which is all a WRITE WITH IMMEDIATE needs. The
 /// loop: [`RecvReplenisher::fill`] once, then per poll [`RecvReplenisher::consumed`] on each
@@ -160,6 +168,7 @@ impl SendWindows {
 #[derive(Clone, Debug)]
 pub struct RecvReplenisher {
     qpn: Option<u32>,
+    id_base: u64,
     first: Option<Sge>,
     stride: u64,
     slots: u32,
@@ -172,6 +181,7 @@ impl RecvReplenisher {
     pub fn new(slots: u32) -> RecvReplenisher {
         RecvReplenisher {
             qpn: None,
+            id_base: 0,
             first: None,
             stride: 0,
             slots,
@@ -193,6 +203,25 @@ impl RecvReplenisher {
     pub fn for_qp(mut self, qpn: u32) -> RecvReplenisher {
         self.qpn = Some(qpn);
         self
+    }
+    /// Receive wr_ids are `id_base + slot` (see the type's doc). The base is the caller's
+    /// choice (e.g. `1 << 63`, with send ids below it); `id_base + slots` must not overflow
+    /// (it saturates, and the slots past `u64::MAX` are then never recognised).
+    pub fn with_id_base(mut self, id_base: u64) -> RecvReplenisher {
+        self.id_base = id_base;
+        self
+    }
+    /// Whether `wr_id` is one of this replenisher's receives (whatever the completion's
+    /// status: this is how a flushed receive is recognised).
+    #[inline]
+    pub fn owns(&self, wr_id: u64) -> bool {
+        wr_id >= self.id_base && wr_id - self.id_base < self.slots as u64
+    }
+    /// Every receive gone (its QP was reset, or every receive ended in a flush that a drain
+    /// polled): the next [`RecvReplenisher::fill`] posts all `slots` again. Allocates nothing.
+    pub fn reset(&mut self) {
+        self.to_post.clear();
+        self.to_post.extend((0..self.slots).rev());
     }
     /// How many receives are kept posted.
     pub const fn slots(&self) -> u32 {
@@ -221,11 +250,11 @@ impl RecvReplenisher {
     pub fn consumed(&mut self, c: &Completion) -> bool {
         let mine = c.is_ok()
             && c.opcode.is_recv()
-            && c.wr_id < self.slots as u64
+            && self.owns(c.wr_id)
             && self.qpn.is_none_or(|q| q == c.qp_num)
             && self.to_post.len() < self.slots as usize;
         if mine {
-            self.to_post.push(c.wr_id as u32);
+            self.to_post.push((c.wr_id - self.id_base) as u32);
         }
         mine
     }
@@ -240,7 +269,7 @@ impl RecvReplenisher {
                 Some(s) => std::slice::from_ref(s),
                 None => &[],
             };
-            if let Err(r) = rq.post_recv(RecvWr::new(slot as u64, sges)) {
+            if let Err(r) = rq.post_recv(RecvWr::new(self.id_base + slot as u64, sges)) {
                 rq.ring();
                 return Err(r.into());
             }
