@@ -16,8 +16,17 @@
 //! **[`Recovery::recover`], step by step** (it runs only on a fault; it allocates nothing:
 //! its list of failed requests was reserved by [`Recovery::new`] for a whole send queue):
 //!
-//! 1. moves the QP to ERR ([`Provider::to_error`]; a QP the device already failed is fine):
-//!    every request still outstanding is flushed;
+//! 1. posts a *marker* (a signaled zero-length RDMA WRITE, wr_id [`MARKER_WR_ID`], which
+//!    needs no remote address) while the QP is still in RTS, then moves the QP to ERR
+//!    ([`Provider::to_error`]; a QP the device already failed is fine): every request still
+//!    outstanding is flushed. Unsignaled sends that executed before the move get no
+//!    completion and no flush of their own (verbs behave so); a send queue ends its requests
+//!    in post order, and every flush has a completion, so when the marker's completion
+//!    (flushed or not) arrives, every send before it not reported yet has executed: they
+//!    count as completed, whatever the marker's `covered` says. The marker needs one free
+//!    slot in the send queue: keep the window one below the QP's depth
+//!    ([`Recovery::send_window`]). A QP the device already failed needs no marker (its
+//!    error completion covered what ran before it) and refuses it, which is fine;
 //! 2. polls until **every outstanding request has ended**, counted per request, not per
 //!    completion: a send completion ends `1 + covered` requests ([`Completion::covered`]:
 //!    the unsignaled ones before it it retires), a receive completion one. The sends
@@ -51,7 +60,13 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::flow::{RecvReplenisher, SendWindow};
-use crate::{Completion, CompletionQueue, Provider, QueuePair, WcStatus};
+use crate::{
+    Completion, CompletionQueue, Provider, QpState, QueuePair, SendQueue, SendWr, WcStatus,
+};
+
+/// The wr_id of the recovery's marker (step 1 of the module doc); the application's own send
+/// ids must not use it.
+pub const MARKER_WR_ID: u64 = u64::MAX;
 
 /// What a link's recovery works on besides the QP: the CQ its sends complete into and,
 /// when its receives complete elsewhere, that one; its flow helpers.
@@ -101,6 +116,12 @@ impl Recovery {
         }
     }
 
+    /// The send window of `qp` for a link this helper recovers: the QP's send depth less the
+    /// one slot the marker needs.
+    pub fn send_window<Q: QueuePair>(qp: &Q) -> SendWindow {
+        SendWindow::with_depth(qp.qpn(), qp.caps().max_send_wr.saturating_sub(1))
+    }
+
     /// The wr_ids of the sends of the last recovery that did not complete successfully, in
     /// completion order: the failed one first, then the flushed ones.
     pub fn failed(&self) -> &[u64] {
@@ -131,10 +152,15 @@ impl Recovery {
             mut recvs,
         } = link;
         let qpn = qp.qpn();
+        let mut marker = false;
+        if qp.state() == QpState::Rts {
+            let wr = SendWr::write(MARKER_WR_ID, &[], 0, 0).signaled();
+            marker = qp.sq().post_and_ring(wr).is_ok();
+        }
         p.to_error(qp)?;
         self.failed.clear();
         let mut r = Report::default();
-        let mut sends = u64::from(window.in_flight());
+        let mut sends = u64::from(window.in_flight()) + u64::from(marker);
         let mut rcv = recvs.as_ref().map_or(0, |x| u64::from(x.posted()));
         let mut wc = [Completion::EMPTY; 32];
         let mut last = Instant::now();
@@ -159,6 +185,12 @@ impl Recovery {
                         } else {
                             r.recvs_flushed += 1;
                         }
+                        continue;
+                    }
+                    if c.wr_id == MARKER_WR_ID && marker {
+                        // Not the application's; every send before it has ended (step 1).
+                        r.sends_completed += sends.saturating_sub(1);
+                        sends = 0;
                         continue;
                     }
                     let ended = 1 + u64::from(c.covered);

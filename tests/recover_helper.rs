@@ -24,6 +24,10 @@ enum Fault {
     ResponderErr,
     /// The responder QP and its CQ are dropped; a new one takes their place.
     PeerRestart,
+    /// The application gives the link up mid-stream (a deadline of its own passed) and
+    /// recovers at once, its CQ unpolled: the drain then sees successful completions that
+    /// cover unsignaled requests as well as flushes.
+    Abandon,
 }
 
 struct Ledger {
@@ -41,6 +45,14 @@ struct Ledger {
 impl Ledger {
     /// Ends the requests `c` reports; false for a failed send (the QP is in ERR).
     fn end(&mut self, c: &Completion) -> bool {
+        if c.wr_id == rdma_direct::providers::recover::MARKER_WR_ID {
+            // The helper's own request, posted after every one of ours: what has no
+            // completion of its own by now executed without one.
+            for id in self.posted.drain(..) {
+                self.completed[id as usize] += 1;
+            }
+            return true;
+        }
         if c.wr_id >= RECV_BASE {
             self.recv_ends += 1;
             return true;
@@ -98,7 +110,7 @@ fn stream(threaded: bool, fault: Fault, faults: u32) {
     let ((mut a, mut ca), (b, cb)) = pair(&mut dev, &pd);
     let mut peer = Some((b, cb));
     a.sq().set_signal_every(4);
-    let mut window = SendWindow::new(&a);
+    let mut window = Recovery::send_window(&a);
     let mut recvs = RecvReplenisher::new(RECVS).with_id_base(RECV_BASE);
     recvs.fill(a.rq()).unwrap();
     let mut rec = Recovery::new(&window, LIVENESS);
@@ -113,6 +125,8 @@ fn stream(threaded: bool, fault: Fault, faults: u32) {
         .map(|i| i * ORDERS / (u64::from(faults) + 1))
         .collect();
     let mut sent = 0u64;
+    // The receive completions counted when the current connection began.
+    let mut recv_ends_at_fault = 0;
     let mut recoveries = 0;
     let mut wc = [Completion::EMPTY; 32];
     let deadline = Instant::now() + LIVENESS;
@@ -141,20 +155,30 @@ fn stream(threaded: bool, fault: Fault, faults: u32) {
         }
         a.sq().try_ring().unwrap();
         // The fault, once the stream is in flight.
+        let mut fail = false;
         if fault_at.get(recoveries) == Some(&sent) {
             let (b, _) = peer.as_mut().unwrap();
             match fault {
                 Fault::ResponderErr => dev.to_error(b).unwrap(),
                 Fault::PeerRestart => peer = None,
+                Fault::Abandon => {
+                    // Some of the stream executes (and completes) before the give-up.
+                    if !threaded {
+                        dev.process();
+                    }
+                    fail = true;
+                }
             }
             sent += 1; // once per fault
         }
-        dev.progress();
-        let n = ca.poll(&mut wc);
-        let mut fail = false;
-        for c in &wc[..n] {
-            window.retire(c);
-            fail |= !l.end(c);
+        if !fail {
+            dev.progress();
+            let n = ca.poll(&mut wc);
+            for c in &wc[..n] {
+                window.retire(c);
+                recvs.consumed(c);
+                fail |= !l.end(c);
+            }
         }
         if !fail {
             continue;
@@ -175,6 +199,7 @@ fn stream(threaded: bool, fault: Fault, faults: u32) {
         }
         let mut seen = Vec::new();
         let failed_before = l.failed.len();
+        let recv_ends_before = recv_ends_at_fault;
         let report = rec
             .recover(
                 &mut dev,
@@ -198,7 +223,9 @@ fn stream(threaded: bool, fault: Fault, faults: u32) {
             l.end(c);
         }
         assert!(l.posted.is_empty(), "left unended: {:?}", l.posted);
-        assert_eq!(report.recvs_flushed, u64::from(RECVS));
+        // Every receive ended, here or in the loop's last poll.
+        assert_eq!(l.recv_ends - recv_ends_before, u64::from(RECVS));
+        assert!(report.recvs_flushed <= u64::from(RECVS));
         assert_eq!(report.sends_failed as usize, rec.failed().len());
         // The helper lists the failures among the completions it polled (those this loop
         // polled before calling it are its own), in order.
@@ -214,13 +241,16 @@ fn stream(threaded: bool, fault: Fault, faults: u32) {
         );
         peer = Some((b, cb));
         recoveries += 1;
+        recv_ends_at_fault = l.recv_ends;
     }
     assert_eq!(recoveries, faults as usize, "every fault was noticed");
     assert!(
         l.completed.iter().all(|&n| n == 1),
         "an order completed twice"
     );
-    assert!(!l.failed.is_empty());
+    if fault != Fault::Abandon {
+        assert!(!l.failed.is_empty(), "a fault failed no request");
+    }
     // Every receive ended once per recovery (flushed); none is outstanding in the ledger.
     assert_eq!(l.recv_ends, u64::from(RECVS) * u64::from(faults));
 }
@@ -233,6 +263,16 @@ fn recover_after_the_responder_fails_mid_stream_manual_progress() {
 #[test]
 fn recover_after_the_responder_fails_mid_stream_device_thread() {
     stream(true, Fault::ResponderErr, 2);
+}
+
+#[test]
+fn recover_when_the_application_gives_up_mid_stream_manual_progress() {
+    stream(false, Fault::Abandon, 3);
+}
+
+#[test]
+fn recover_when_the_application_gives_up_mid_stream_device_thread() {
+    stream(true, Fault::Abandon, 3);
 }
 
 #[test]
@@ -271,4 +311,52 @@ fn drain_counts_requests_not_completions() {
         (got[0].wr_id, got[0].covered, got[0].covered_from),
         (2, 2, 0)
     );
+}
+
+/// A send queue full to the last slot: the marker cannot be posted, so the drain rests on
+/// counting `1 + covered` per completion alone (32 signaled completions end 128 requests).
+#[test]
+fn recover_with_a_full_send_queue_counts_requests_by_covered() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 64).unwrap();
+    let ((mut a, mut ca), (mut b, _cb)) = pair(&mut dev, &pd);
+    a.sq().set_signal_every(4);
+    let mut window = SendWindow::new(&a);
+    let depth = window.depth();
+    for id in 0..u64::from(depth) {
+        a.sq()
+            .post(SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"x"))
+            .unwrap();
+    }
+    window.posted(depth);
+    a.sq().ring();
+    dev.process();
+    let mut rec = Recovery::new(&window, Duration::from_secs(5));
+    let mut seen = Vec::new();
+    let report = rec
+        .recover(
+            &mut dev,
+            &mut a,
+            LinkQueues {
+                send_cq: &mut ca,
+                recv_cq: None,
+                window: &mut window,
+                recvs: None,
+            },
+            |c| seen.push(*c),
+            |p, a| {
+                let o = ConnectOpts::default();
+                let (ea, eb) = (p.endpoint(a, &o)?, p.endpoint(&b, &o)?);
+                p.connect(a, &ea, &eb, &o)?;
+                p.connect(&mut b, &eb, &ea, &o)
+            },
+        )
+        .unwrap();
+    assert_eq!(seen.len(), depth as usize / 4, "no marker: {seen:?}");
+    assert!(seen.iter().all(|c| c.is_ok() && c.covered == 3));
+    assert_eq!(report.sends_completed, u64::from(depth));
+    assert_eq!((report.sends_failed, rec.failed().len()), (0, 0));
+    assert_eq!(window.in_flight(), 0);
 }

@@ -245,6 +245,34 @@ mod tests {
     }
 
     #[test]
+    fn writer_and_reader_restart_at_an_agreed_sequence() {
+        let window = crate::RemoteMr {
+            addr: 0x10_000,
+            len: 4 * 64,
+            rkey: 0x77,
+        };
+        let mut w = RingWriter::new(window.target(0, window.len).unwrap(), 64).unwrap();
+        let mut r = RingReader::new(4, 64, 2).unwrap();
+        for _ in 0..3 {
+            w.claim().unwrap();
+        }
+        assert_eq!(r.consume(), None);
+        // The link failed after the reader read one message: both resume at 1.
+        w.reset(r.expected());
+        r.reset(r.expected());
+        assert_eq!((w.written(), w.acked(), w.room()), (1, 1, 4));
+        let (seq, t) = w.claim().unwrap();
+        assert_eq!((seq, w.slot_index(seq), t.addr()), (1, 1, 0x10_040));
+        assert_eq!((r.expected(), r.next_offset()), (1, 64));
+        assert_eq!(
+            r.flush_ack(),
+            None,
+            "everything before 1 counts as acknowledged"
+        );
+        assert_eq!(w.slot_index(6), 2);
+    }
+
+    #[test]
     fn the_reader_acknowledges_every_n_and_on_flush() {
         let mut r = RingReader::new(4, 64, 2).unwrap();
         assert_eq!((r.next_offset(), r.consume()), (0, None));

@@ -174,6 +174,9 @@ pub struct RecvReplenisher {
     slots: u32,
     /// Slots to (re)post, at most `slots` (the capacity reserved at construction).
     to_post: Vec<u32>,
+    /// Receives that ended in error (flushed: the QP is in ERR), not posted again until
+    /// [`RecvReplenisher::reset`].
+    failed: u32,
 }
 
 impl RecvReplenisher {
@@ -186,6 +189,7 @@ impl RecvReplenisher {
             stride: 0,
             slots,
             to_post: (0..slots).rev().collect(),
+            failed: 0,
         }
     }
     /// `slots` receives, slot `i` into `first.length` bytes at `first.addr + i * stride`
@@ -220,6 +224,7 @@ impl RecvReplenisher {
     /// Every receive gone (its QP was reset, or every receive ended in a flush that a drain
     /// polled): the next [`RecvReplenisher::fill`] posts all `slots` again. Allocates nothing.
     pub fn reset(&mut self) {
+        self.failed = 0;
         self.to_post.clear();
         self.to_post.extend((0..self.slots).rev());
     }
@@ -227,9 +232,10 @@ impl RecvReplenisher {
     pub const fn slots(&self) -> u32 {
         self.slots
     }
-    /// Receives posted now (slots minus those consumed and not yet replenished).
+    /// Receives posted now (slots minus those consumed and not yet replenished, and minus
+    /// those that ended in error).
     pub fn posted(&self) -> u32 {
-        self.slots - self.to_post.len() as u32
+        self.slots - self.to_post.len() as u32 - self.failed
     }
     /// The SGE of slot `i` (`None` for receives without buffers).
     #[inline]
@@ -245,9 +251,17 @@ impl RecvReplenisher {
     }
     /// Notes a receive consumed if `c` is a successful receive completion of this
     /// replenisher's slots (and QP, see [`RecvReplenisher::for_qp`]); false otherwise. A
-    /// failed completion is never re-posted: its QP is in ERR.
+    /// failed completion of one of its receives (recognised by its wr_id alone) is never
+    /// re-posted, its QP being in ERR: it is counted as no longer posted (false is returned)
+    /// until [`RecvReplenisher::reset`].
     #[inline]
     pub fn consumed(&mut self, c: &Completion) -> bool {
+        if !c.is_ok() {
+            if self.owns(c.wr_id) && self.qpn.is_none_or(|q| q == c.qp_num) && self.posted() > 0 {
+                self.failed += 1;
+            }
+            return false;
+        }
         let mine = c.is_ok()
             && c.opcode.is_recv()
             && self.owns(c.wr_id)
@@ -283,5 +297,57 @@ impl RecvReplenisher {
             }
         }
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{WcOpcode, WcStatus};
+
+    fn recv(wr_id: u64, status: WcStatus) -> Completion {
+        Completion {
+            wr_id,
+            status,
+            opcode: WcOpcode::Recv,
+            qp_num: 7,
+            ..Completion::EMPTY
+        }
+    }
+
+    #[test]
+    fn tagged_receives_are_recognised_flushed_and_reset() {
+        let base = 1 << 63;
+        let mut r = RecvReplenisher::new(3).with_id_base(base).for_qp(7);
+        // Posted as if by `fill`.
+        r.to_post.clear();
+        assert_eq!(r.posted(), 3);
+        assert!(r.owns(base) && r.owns(base + 2));
+        assert!(!r.owns(2) && !r.owns(base + 3) && !r.owns(u64::MAX));
+        assert!(!r.consumed(&recv(1, WcStatus::Success)), "an untagged id");
+        assert!(r.consumed(&recv(base + 1, WcStatus::Success)));
+        assert_eq!((r.posted(), r.to_post.as_slice()), (2, &[1][..]));
+        // A flush, whatever its opcode says: gone, not to be posted again.
+        let mut flushed = recv(base + 2, WcStatus::WrFlushErr);
+        flushed.opcode = WcOpcode::Send;
+        assert!(!r.consumed(&flushed));
+        assert_eq!((r.posted(), r.to_post.len()), (1, 1));
+        // Another QP's flush is not ours.
+        assert!(!r.consumed(&Completion {
+            qp_num: 8,
+            ..recv(base, WcStatus::WrFlushErr)
+        }));
+        assert_eq!(r.posted(), 1);
+        r.reset();
+        assert_eq!((r.posted(), r.to_post.as_slice()), (0, &[2, 1, 0][..]));
+    }
+
+    #[test]
+    fn a_window_reset_empties_it() {
+        let mut w = SendWindow::with_depth(5, 8);
+        w.posted(6);
+        assert_eq!(w.room(), 2);
+        w.reset();
+        assert_eq!((w.in_flight(), w.room()), (0, 8));
     }
 }
