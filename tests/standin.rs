@@ -888,6 +888,11 @@ fn a_refused_doorbell_on_verbs_is_returned_by_the_call_that_rings() {
         "{e}"
     );
     assert_eq!(a.rq().take_ring_error(), None);
+    // The replenisher keeps the receives the doorbell took back, to post again.
+    let mut r = rdma_direct::providers::flow::RecvReplenisher::new(3);
+    let e = r.fill(a.rq()).unwrap_err();
+    assert!(e.to_string().contains("ibv_post_recv: EOPNOTSUPP"), "{e}");
+    assert_eq!(r.posted(), 0, "none of the three is posted, none is lost");
 }
 
 /// `perf` on the verbs provider names the refused verb and errno at once (not after a stall).

@@ -273,30 +273,48 @@ impl RecvReplenisher {
         mine
     }
     /// Posts the consumed receives again and rings once; returns how many were posted. On a
-    /// refusal the ones before it are rung, the rest stay pending for the next call, and the
-    /// error says why.
+    /// refusal of a post the ones before it are rung, the rest stay pending for the next
+    /// call, and the error says why; a doorbell the device refuses (verbs) takes receives
+    /// back, and those stay pending too (nothing is lost).
     pub fn replenish<R: RecvQueue>(&mut self, rq: &mut R) -> crate::Result<u32> {
+        // Slots are posted from the end of `to_post` and dropped from it only once rung.
+        let total = self.to_post.len();
         let mut n = 0;
-        while let Some(&slot) = self.to_post.last() {
+        let mut refused = None;
+        for i in (0..total).rev() {
+            let slot = self.to_post[i];
             let sge = self.sge(slot);
             let sges = match &sge {
                 Some(s) => std::slice::from_ref(s),
                 None => &[],
             };
             if let Err(r) = rq.post_recv(RecvWr::new(self.id_base + slot as u64, sges)) {
-                rq.ring();
-                return Err(r.into());
+                refused = Some(r.error);
+                break;
             }
-            self.to_post.pop();
             n += 1;
         }
-        if n > 0 {
-            rq.ring();
-            if let Some(e) = rq.take_ring_error() {
-                return Err(e.into());
+        if n == 0 {
+            return match refused {
+                Some(e) => Err(e.into()),
+                None => Ok(0),
+            };
+        }
+        match rq.try_ring() {
+            Ok(()) => {
+                self.to_post.truncate(total - n);
+                match refused {
+                    Some(e) => Err(e.into()),
+                    None => Ok(n as u32),
+                }
+            }
+            Err(e) => {
+                // The newest `count` staged (the last posted here) were taken back.
+                let back = (e.count as usize).min(n);
+                self.to_post.truncate(total - (n - back));
+                Err(e.into())
             }
         }
-        Ok(n)
     }
 }
 
