@@ -9,9 +9,8 @@
 //! died or became unreachable ends the oldest outstanding request in `RETRY_EXC_ERR` within
 //! `ConnectOpts::retry_budget` on every provider (mlx5, rxe, the sim); any completion that is
 //! not a success ([`Completion::is_ok`]) means the QP is in ERR. A link with nothing in flight
-//! notices nothing: send a probe (a zero-length WRITE, signaled) when it has been quiet for
-//! longer than the application can afford, and its completion (or its error) answers within
-//! the same bound.
+//! notices nothing: [`probe`] it when it has been quiet for longer than the application can
+//! afford, and the probe's completion (success, or the error) answers within the same bound.
 //!
 //! **[`Recovery::recover`], step by step** (it runs only on a fault; it allocates nothing:
 //! its list of failed requests was reserved by [`Recovery::new`] for a whole send queue):
@@ -67,6 +66,27 @@ use crate::{
 /// The wr_id of the recovery's marker (step 1 of the module doc); the application's own send
 /// ids must not use it.
 pub const MARKER_WR_ID: u64 = u64::MAX;
+
+/// The wr_id of a liveness [`probe`]; the application's own send ids must not use it.
+pub const PROBE_WR_ID: u64 = u64::MAX - 1;
+
+/// Sends a liveness probe on `qp`: a signaled zero-length RDMA WRITE (it needs no remote
+/// address or rkey and writes nothing), wr_id [`PROBE_WR_ID`], counted in `window` (its
+/// completion retires it there like any other). A live peer acknowledges it; a dead one
+/// lets it end in `RETRY_EXC_ERR` within `ConnectOpts::retry_budget`, and that error starts
+/// a recovery like any other (the probe is never listed in [`Recovery::failed`]). Send one
+/// when the link has been idle (nothing in flight) longer than the application tolerates.
+/// Allocates nothing; refused as a post is (the request handed back as its error).
+pub fn probe<Q: QueuePair>(
+    qp: &mut Q,
+    window: &mut SendWindow,
+) -> core::result::Result<(), crate::PostError> {
+    qp.sq()
+        .post_and_ring(SendWr::write(PROBE_WR_ID, &[], 0, 0).signaled())
+        .map_err(|r| r.error)?;
+    window.posted(1);
+    Ok(())
+}
 
 /// What a link's recovery works on besides the QP: the CQ its sends complete into and,
 /// when its receives complete elsewhere, that one; its flow helpers.
@@ -197,6 +217,10 @@ impl Recovery {
                     sends = sends.saturating_sub(ended);
                     if c.is_ok() {
                         r.sends_completed += ended;
+                    } else if c.wr_id == PROBE_WR_ID {
+                        // Not the application's: what it covers ran, it is not listed.
+                        r.sends_completed += ended - 1;
+                        r.first_error.get_or_insert((c.wr_id, c.status));
                     } else {
                         // The covered ones ran before the failed one (module doc, step 3).
                         r.sends_completed += ended - 1;

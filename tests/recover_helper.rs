@@ -360,3 +360,83 @@ fn recover_with_a_full_send_queue_counts_requests_by_covered() {
     assert_eq!((report.sends_failed, rec.failed().len()), (0, 0));
     assert_eq!(window.in_flight(), 0);
 }
+
+/// An idle link notices its dead peer only by a probe: on a live link the probe completes;
+/// after the peer's drop it ends in RETRY_EXC_ERR (the defaults), and the recovery does not
+/// list it as an application request.
+fn probe_finds_a_dead_peer(threaded: bool) {
+    let mut dev = SimDevice::new();
+    if threaded {
+        dev.start_device_thread().unwrap();
+    }
+    let pd = dev.alloc_pd().unwrap();
+    let ((mut a, mut ca), (b, cb)) = pair(&mut dev, &pd);
+    let mut window = Recovery::send_window(&a);
+    let mut wc = [Completion::EMPTY];
+    let mut one = |dev: &mut SimDevice, ca: &mut SimCq| {
+        let t = Instant::now();
+        while ca.poll(&mut wc) == 0 {
+            assert!(t.elapsed() < LIVENESS, "the probe never ended");
+            dev.progress();
+        }
+        wc[0]
+    };
+    probe(&mut a, &mut window).unwrap();
+    let c = one(&mut dev, &mut ca);
+    assert_eq!(
+        (c.wr_id, c.status),
+        (
+            rdma_direct::providers::recover::PROBE_WR_ID,
+            WcStatus::Success
+        )
+    );
+    assert!(window.retire(&c));
+    drop((b, cb));
+    probe(&mut a, &mut window).unwrap();
+    let c = one(&mut dev, &mut ca);
+    assert_eq!(
+        (c.wr_id, c.status),
+        (
+            rdma_direct::providers::recover::PROBE_WR_ID,
+            WcStatus::RetryExcErr
+        )
+    );
+    window.retire(&c);
+    let mut cb = dev.create_cq(256).unwrap();
+    let mut b = dev
+        .create_qp(&pd, &mut cb, None, None, &QpConfig::new(QpType::Rc))
+        .unwrap();
+    let mut rec = Recovery::new(&window, LIVENESS);
+    rec.recover(
+        &mut dev,
+        &mut a,
+        LinkQueues {
+            send_cq: &mut ca,
+            recv_cq: None,
+            window: &mut window,
+            recvs: None,
+        },
+        |_| {},
+        |p, a| {
+            let o = ConnectOpts::default();
+            let (ea, eb) = (p.endpoint(a, &o)?, p.endpoint(&b, &o)?);
+            p.connect(a, &ea, &eb, &o)?;
+            p.connect(&mut b, &eb, &ea, &o)
+        },
+    )
+    .unwrap();
+    assert!(rec.failed().is_empty());
+    probe(&mut a, &mut window).unwrap();
+    let c = one(&mut dev, &mut ca);
+    assert_eq!(c.status, WcStatus::Success, "the new peer answers");
+}
+
+#[test]
+fn a_probe_finds_a_dead_peer_manual_progress() {
+    probe_finds_a_dead_peer(false);
+}
+
+#[test]
+fn a_probe_finds_a_dead_peer_device_thread() {
+    probe_finds_a_dead_peer(true);
+}
