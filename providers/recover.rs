@@ -115,7 +115,7 @@ pub struct Report {
     pub recvs_completed: u64,
     /// Receives flushed.
     pub recvs_flushed: u64,
-    /// How long the drain and the reconnect took.
+    /// How long the drain (and with `recover` the reconnect) took.
     pub elapsed: Duration,
 }
 
@@ -155,8 +155,8 @@ impl Recovery {
         &mut self,
         p: &mut P,
         qp: &mut P::Qp,
-        link: LinkQueues<'_, C>,
-        mut each: impl FnMut(&Completion),
+        mut link: LinkQueues<'_, C>,
+        each: impl FnMut(&Completion),
         reconnect: F,
     ) -> Result<Report>
     where
@@ -165,11 +165,35 @@ impl Recovery {
         F: FnOnce(&mut P, &mut P::Qp) -> Result<()>,
     {
         let t0 = Instant::now();
+        let mut r = self.drain(p, qp, &mut link, each)?;
+        reconnect(p, qp)?;
+        if let Some(x) = link.recvs {
+            x.fill(qp.rq())?;
+        }
+        r.elapsed = t0.elapsed();
+        Ok(r)
+    }
+
+    /// Steps 1 to 4 of the module doc alone: `qp` to ERR, every outstanding request drained
+    /// and accounted, the window and receives reset; no reconnect. For a link that goes on
+    /// with new QPs (destroy this one after), or one the application reconnects itself.
+    pub fn drain<P, C>(
+        &mut self,
+        p: &mut P,
+        qp: &mut P::Qp,
+        link: &mut LinkQueues<'_, C>,
+        mut each: impl FnMut(&Completion),
+    ) -> Result<Report>
+    where
+        P: Provider,
+        C: CompletionQueue,
+    {
+        let t0 = Instant::now();
         let LinkQueues {
             send_cq: send,
-            recv_cq: mut recv,
+            recv_cq: recv,
             window,
-            mut recvs,
+            recvs,
         } = link;
         let qpn = qp.qpn();
         let mut marker = false;
@@ -188,7 +212,7 @@ impl Recovery {
         while sends + rcv > 0 {
             p.progress();
             let mut seen = 0;
-            for (cq, recv_cq) in [(Some(&mut *send), false), (recv.as_deref_mut(), true)] {
+            for (cq, recv_cq) in [(Some(&mut **send), false), (recv.as_deref_mut(), true)] {
                 let Some(cq) = cq else { continue };
                 let n = cq.poll(&mut wc);
                 seen += n;
@@ -260,10 +284,6 @@ impl Recovery {
         window.reset();
         if let Some(x) = recvs.as_deref_mut() {
             x.reset();
-        }
-        reconnect(p, qp)?;
-        if let Some(x) = recvs {
-            x.fill(qp.rq())?;
         }
         r.elapsed = t0.elapsed();
         Ok(r)
