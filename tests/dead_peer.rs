@@ -160,3 +160,57 @@ fn the_error_arrives_after_exactly_retry_cnt_plus_one_tries() {
         assert_eq!(opts.retry_budget(), per_try * (u32::from(retry_cnt) + 1));
     }
 }
+
+/// The defaults against a live peer: no false failure over a long stream on the device
+/// thread (the ACK timeout never fires while the peer answers). `cargo test` runs 20,000
+/// requests; `RDMA_DIRECT_LIVE_REQUESTS=1000000 cargo test --release --test dead_peer` the
+/// long run.
+#[test]
+fn a_live_peer_never_fails_with_the_defaults() {
+    let total: u64 = std::env::var("RDMA_DIRECT_LIVE_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev
+        .alloc_buf(&pd, 4096, Access::ALL, Pages::Normal)
+        .unwrap();
+    let dst = buf.remote(0, 4096).unwrap();
+    let ((mut a, mut ca), (_b, _cb)) = pair(&mut dev, &pd, &ConnectOpts::default());
+    a.sq().set_signal_every(32);
+    let mut window = SendWindow::new(&a);
+    let (mut posted, mut done) = (0u64, 0u64);
+    let mut wc = [Completion::EMPTY; 32];
+    let mut last = Instant::now();
+    while done < total {
+        while window.room() > 0 && posted < total {
+            let mut wr = SendWr::write(posted, &[], dst.addr, dst.rkey).inline(b"order");
+            if posted + 1 == total {
+                wr = wr.signaled();
+            }
+            a.sq().post(wr).unwrap();
+            window.posted(1);
+            posted += 1;
+        }
+        a.sq().ring();
+        let n = ca.poll(&mut wc);
+        for c in &wc[..n] {
+            assert!(
+                c.is_ok(),
+                "request {} failed against a live peer: {c:?}",
+                c.wr_id
+            );
+            window.retire(c);
+            done += 1 + u64::from(c.covered);
+        }
+        if n > 0 {
+            last = Instant::now();
+        } else {
+            assert!(last.elapsed() < LIVENESS, "stalled at {done} of {total}");
+            std::thread::yield_now();
+        }
+    }
+    assert_eq!((done, window.in_flight()), (total, 0));
+}
