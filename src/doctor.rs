@@ -32,6 +32,8 @@
 //!
 //! ## Layout
 //!
+//! [`latency`] holds the tuning checks for the CPU that will poll (`doctor --latency`).
+//!
 //! This file holds the findings ([`Level`], [`Finding`]) and their grouping ([`Section`]);
 //! the inputs and their probes are in `inputs`, the checks in `checks`, both re-exported
 //! here.
@@ -40,6 +42,7 @@
 
 mod checks;
 mod inputs;
+pub mod latency;
 
 pub use checks::{
     check_caps, check_host, check_link, check_memlock, check_mtu, check_numa, check_pcie,

@@ -15,7 +15,9 @@
 //! | barriers, MMIO | [`barrier`], [`mmio`] | one named barrier per purpose, volatile device-memory access | yes, fenced |
 //! | data plane | [`providers`] | the provider traits and the three providers: `mlx5` (direct WQE writing), `verbs` (libibverbs post/poll, e.g. on rxe), `sim` (software mlx5 device) | providers only |
 //! | diagnostics | [`doctor`] | the troubleshooting order (link, MTU, caps, memlock, NUMA/affinity, PCIe) as checks returning findings | none |
+//! | host noise | [`noise`], [`doctor::latency`] | spinning threads that measure how often and how long each CPU is taken away, with what the kernel counted meanwhile; the tuning checks for the polling core | `sched_setaffinity` only |
 //! | measurement | [`perf`] | perftest-style latency / bandwidth runs over any provider, returning perftest's statistics | none |
+//! | fixture tests | [`scenario`] | `.scn` transfer scenarios parsed and run on any provider, every mismatch with its file line | registers the runner's own buffers |
 //!
 //! [`prelude`] holds the names an embedding program needs (devices, provider traits, work
 //! requests, completions) in one `use`. The library parses no command line and prints
@@ -26,7 +28,8 @@
 //! The default build is the whole tool. `default-features = false` builds the data plane
 //! alone (wire, types, ffi, the control path, the `mlx5` and `verbs` providers, the endpoint
 //! exchange); `sim` adds the software device, `perf` the measurement runs, `doctor` the
-//! checks, and `cli` (the default) all three plus the `rdma-direct` binary. The guide below
+//! checks, `scenario` the fixture-scenario runner, and `cli` (the default) all four plus the
+//! `rdma-direct` binary. The guide below
 //! runs on the sim.
 //!
 //! ## Guide
@@ -154,7 +157,12 @@
 // Without the default features the docs still name the sim, perf and doctor (what the full
 // build adds); those links cannot resolve in that build, and only there are they allowed.
 #![cfg_attr(
-    not(all(feature = "sim", feature = "perf", feature = "doctor")),
+    not(all(
+        feature = "sim",
+        feature = "perf",
+        feature = "doctor",
+        feature = "scenario"
+    )),
     allow(rustdoc::broken_intra_doc_links)
 )]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -165,9 +173,15 @@ pub use rdma_direct_providers as providers;
 pub mod cm;
 #[cfg(feature = "doctor")]
 pub mod doctor;
+#[cfg(feature = "doctor")]
+pub mod noise;
 #[cfg(feature = "perf")]
 pub mod perf;
 pub mod prelude;
+#[cfg(feature = "scenario")]
+pub mod scenario;
+#[cfg(any(feature = "perf", feature = "doctor"))]
+mod tsc;
 
 pub use error::{Error, Result};
 

@@ -42,7 +42,11 @@ const NO_DEV: &str = "no RDMA device 'mlx5_9'";
 
 const ROWS: &[Row] = &[
     // ---- the top level
-    r("", 0, "usage: rdma-direct <command>"),
+    r("", 2, "rdma-direct: which command? (`rdma-direct help` lists the commands)"),
+    r("help perf", 0, "usage: rdma-direct perf"),
+    r("help pingpong", 0, "usage: rdma-direct pingpong"),
+    r("help frobnicate", 2, "unknown command 'frobnicate'"),
+    r("perf write_lat --json /proc/x.json", 1, "(no file can be created there)"),
     r("help", 0, "commands:"),
     r("--help", 0, "commands:"),
     r("-h", 0, "commands:"),
@@ -118,6 +122,11 @@ const ROWS: &[Row] = &[
     r("pingpong -n many", 2, "-n: 'many' is not a number"),
     r("pingpong -c UD", 2, "'UD' is not RC or UC"),
     r("pingpong -c", 2, "-c needs a value"),
+    r("pingpong -c -n 10", 2, "ibv_rc_pingpong's -c is --chk"),
+    r("pingpong --chk -n 20", 0, "20 iters in"),
+    r("pingpong -c UC --chk -n 20", 0, "20 iters in"),
+    r("pingpong -e", 2, "-e: not supported: sleeping on completion events"),
+    r("pingpong --events", 2, "--events: not supported"),
     r("pingpong -m 1500", 2, "MTU 1500 is not 256"),
     r("pingpong -m 0", 2, "MTU 0 is not 256"),
     r("pingpong -r 1", 2, "rx-depth 1 out of range"),
@@ -149,6 +158,10 @@ const ROWS: &[Row] = &[
     r("perf send_bw -n 1000", 0, "BW average"),
     r("perf read_bw -n 1000", 0, "BW average"),
     r("perf write_lat -d sim0 -n 20", 0, "Device          : sim0"),
+    r("perf write_lat --use_event", 2, "--use_event: completion events are not used"),
+    r("perf send_bw -c UD -s 8192 -n 1000", 2, "UD: 8192 B does not fit the path MTU of 4096 B"),
+    r("perf write_lat -d sim0 -n 20", 0, "(auto: no -d or -d sim0,"),
+    r("perf write_lat -d sim0 127.0.0.1", 2, "on the software mlx5 device (no -d, or -d sim0)"),
     r("perf write_lat --provider sim -n 20", 0, "sim0"),
     r("perf write_lat --loopback -n 20", 0, "t_typical[usec]"),
     r("perf write_lat -n 4", 0, "t_typical[usec]"),
@@ -204,8 +217,8 @@ const ROWS: &[Row] = &[
     r("perf write_lat -x 1", 2, "one GID (index 0)"),
     r("perf write_lat -x 256", 2, "-x: 256 is out of range (at most 255)"),
     r("perf write_lat -p 19000", 2, "the TCP port is for -d DEV"),
-    r("perf write_lat somehost", 2, "HOST 'somehost': without -d"),
-    r("perf write_lat -d sim0 somehost", 2, "HOST 'somehost': without -d"),
+    r("perf write_lat somehost", 2, "HOST 'somehost': on the software mlx5 device"),
+    r("perf write_lat -d sim0 somehost", 2, "HOST 'somehost': on the software mlx5 device"),
     r("perf write_lat -d mlx5_9", 1, NO_DEV),
     r("perf write_lat -d mlx5_9 --loopback", 1, NO_DEV),
     r("perf write_lat -d mlx5_9 somehost", 1, NO_DEV),
@@ -236,6 +249,7 @@ const ROWS: &[Row] = &[
     r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg /proc/version", 1, "/proc/version"),
     r("plot {fx}/perftest/ib_write_lat_rxe0_2.json --svg {tmp}/garbage.json/p.svg", 1, "Not a directory"),
     r("plot {tmp}/garbage.json --svg {tmp}/p.svg", 1, "garbage.json"),
+    r("plot {tmp}/bench.json --svg {tmp}/p.svg", 1, "this is a `bench` result file"),
     r("plot {tmp}/truncated.json --svg {tmp}/p.svg", 1, "truncated.json"),
     r("plot {tmp}/binary.json --svg {tmp}/p.svg", 1, "binary.json"),
     r("plot {tmp}/empty.json --svg {tmp}/p.svg", 1, "empty.json"),
@@ -300,6 +314,13 @@ const ROWS: &[Row] = &[
     r("events -d mlx5_9", 1, NO_DEV),
     r("events --bogus", 2, "unknown option '--bogus'"),
     r("events extra", 2, "unexpected argument 'extra'"),
+    // ---- selftest (-d sim0 is the software device, as everywhere)
+    r("selftest", 0, "selftest: no rung failed: 12 passed, 7 not applicable (of 19)"),
+    r("selftest -d sim0", 0, "selftest: no rung failed: 12 passed"),
+    r("selftest --ib-dev sim0 --json", 0, "\"device\":\"sim0\""),
+    r("selftest -d mlx5_9", 1, NO_DEV),
+    r("selftest -d", 2, "-d needs a value"),
+    r("selftest --bogus", 2, "unknown option '--bogus'"),
     // ---- doctor (no device on the host: the checks of the host still run)
     r("doctor --help", 0, "usage: rdma-direct doctor"),
     r("doctor --peer-mtu 1500", 2, "bad MTU '1500'"),
@@ -308,6 +329,25 @@ const ROWS: &[Row] = &[
     r("doctor -i x", 2, "bad port 'x'"),
     r("doctor -d", 2, "-d needs a device name"),
     r("doctor --bogus", 2, "unexpected argument '--bogus'"),
+    r("doctor --latency --cpu 0", 0, "latency: CPU 0"),
+    r("doctor --latency --cpu 0 --json", 0, "\"verdict\":\"CPU 0 is"),
+    r("doctor --latency --cpu x", 2, "--cpu: 'x' is not a number"),
+    r("doctor --latency --cpu", 2, "--cpu needs a CPU number"),
+    r("doctor --cpu 0", 2, "--cpu is for --latency"),
+    // ---- jitter (runs of 20 ms)
+    r("jitter --help", 0, "usage: rdma-direct jitter"),
+    r("jitter -c 0 -D 0.02", 0, "cpu 0:"),
+    r("jitter -c 0 -D 0.02 --threshold 1000000000", 0, "quiet"),
+    r("jitter -c 0 -D 0.02 --json {tmp}/j.json --svg {tmp}/j.svg", 0, "wrote"),
+    r("jitter -c 4095 -D 0.02", 1, "CPU 4095 is not one this process may run on"),
+    r("jitter -c x", 2, "-c: 'x' is not a CPU list"),
+    r("jitter -c", 2, "-c needs a value"),
+    r("jitter -D 0", 2, "-D: 0 is out of range"),
+    r("jitter -D x", 2, "-D: 'x' is not a number of seconds"),
+    r("jitter --threshold 0", 2, "--threshold 0: every gap"),
+    r("jitter --json {tmp}/no/such/dir/j.json", 2, "the directory does not exist"),
+    r("jitter --bogus", 2, "unknown option '--bogus'"),
+    r("jitter extra", 2, "unexpected argument 'extra'"),
 ];
 
 /// The binary cargo built.
@@ -324,8 +364,12 @@ fn scratch() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/perftest/ib_write_lat_rxe0_2.json"),
     )
     .expect("fixture");
-    let files: [(&str, Vec<u8>); 4] = [
+    let files: [(&str, Vec<u8>); 5] = [
         ("garbage.json", b"this is not json at all".to_vec()),
+        (
+            "bench.json",
+            br#"{"tool":"rdma-direct bench batching","version":"0.1.0","configs":[]}"#.to_vec(),
+        ),
         ("truncated.json", good.as_bytes()[..good.len() / 2].to_vec()),
         ("binary.json", (0..=255u8).cycle().take(600).collect()),
         ("empty.json", Vec::new()),
@@ -496,4 +540,29 @@ fn a_closed_pipe_ends_the_tool_quietly() {
     let st = child.wait().expect("wait");
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(st.signal(), Some(libc::SIGPIPE), "{st:?}: {err}");
+}
+
+/// `selftest --json` is what a user sends back: it prints one document even when the device
+/// is not there (the ladder stopped at its list rung, with the diagnosis), exit status 1.
+#[test]
+fn selftest_json_is_a_document_even_without_the_device() {
+    let args: Vec<String> = ["selftest", "-d", "mlx5_9", "--json"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let (code, out, err) = run(&args).expect("run");
+    assert_eq!(code, Some(1), "{err}");
+    let doc = out.trim();
+    assert!(
+        doc.starts_with('{') && doc.ends_with('}') && !doc.contains('\n'),
+        "{out}"
+    );
+    assert!(doc.starts_with("{\"device\":\"mlx5_9\","), "{doc}");
+    assert!(doc.contains("\"stopped_at\":2,"), "{doc}");
+    assert!(
+        doc.contains("\"name\":\"list\",\"result\":\"fail\""),
+        "{doc}"
+    );
+    assert!(doc.contains(NO_DEV), "{doc}");
+    assert!(err.is_empty(), "{err}");
 }

@@ -1,10 +1,10 @@
 //! An embedder's build of the data plane alone: `default-features = false` compiles wire,
 //! types, ffi, the verbs control path, the mlx5 and verbs providers and the endpoint exchange,
-//! and nothing of the tools (the `sim`, `perf`, `doctor` and `cli` features).
+//! and nothing of the tools (the `sim`, `perf`, `doctor`, `scenario` and `cli` features).
 //!
 //! The test builds the library that way into its own target directory and reads the symbols
 //! the compiler emitted (`nm -C` on the facade's rlib and the floors' rlibs it was built on):
-//! no function of `perf`, `doctor` or the sim may be there, and the data plane's own
+//! no function of `perf`, `doctor`, `scenario` or the sim may be there, and the data plane's own
 //! functions must be (so the check cannot pass on an empty or unreadable archive). Neither the
 //! binary nor the bench rig may be built at all.
 
@@ -97,6 +97,7 @@ fn no_default_features_builds_the_data_plane_and_nothing_else() {
     for absent in [
         "rdma_direct::perf::",
         "rdma_direct::doctor::",
+        "rdma_direct::scenario::",
         "rdma_direct_providers::sim::",
     ] {
         let hits: Vec<&str> = syms

@@ -953,3 +953,447 @@ fn cli_on_the_software_device_checks_the_host_only() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// ---- doctor --latency: the polling core's tuning checks on fake trees ----
+
+use rdma_direct::doctor::latency::{
+    self, check_cstates, check_governor, check_irq_affinity, check_irqbalance, check_isolated,
+    check_nohz_full, check_rcu_nocbs, check_smt, check_swap, check_thp, check_timer_migration,
+};
+
+fn finding(level: Level, check: &'static str, saw: &str, fix: Option<&str>) -> Finding {
+    Finding {
+        level,
+        check,
+        saw: saw.into(),
+        fix: fix.map(String::from),
+    }
+}
+
+#[test]
+fn latency_isolation_tick_and_rcu_from_the_command_line() {
+    let t = Tree::new("lat-cmdline");
+    let sys = t.sys();
+    let tuned = "ro isolcpus=managed_irq,domain,2-3 nohz_full=2-3";
+    assert_eq!(
+        check_isolated(&sys, tuned, 3),
+        finding(Level::Ok, "isolcpus", "CPU 3 isolated (isolcpus 2-3)", None)
+    );
+    assert_eq!(
+        check_isolated(&sys, "ro quiet", 3),
+        finding(
+            Level::Warn,
+            "isolcpus",
+            "CPU 3 is not isolated (isolcpus: none): the scheduler may run other tasks on it",
+            Some(
+                "kernel parameter isolcpus=3 (or keep other tasks off it with a cpuset: \
+                 systemctl set-property --runtime user.slice AllowedCPUs=<the others>)"
+            )
+        )
+    );
+    // The sysfs mirror counts when the command line says nothing.
+    t.file("sys/devices/system/cpu/isolated", "1,3\n");
+    assert_eq!(check_isolated(&sys, "ro", 3).level, Level::Ok);
+    assert_eq!(check_isolated(&sys, "ro", 2).level, Level::Warn);
+
+    assert_eq!(
+        check_nohz_full(&sys, tuned, 2),
+        finding(Level::Ok, "nohz_full", "CPU 2 in nohz_full", None)
+    );
+    assert_eq!(
+        check_nohz_full(&sys, tuned, 1),
+        finding(
+            Level::Warn,
+            "nohz_full",
+            "CPU 1 not in nohz_full: the timer tick interrupts it 100-1000 times a second",
+            Some("kernel parameter nohz_full=1")
+        )
+    );
+    assert_eq!(
+        check_rcu_nocbs("rcu_nocbs=1-7", 1),
+        finding(Level::Ok, "rcu_nocbs", "CPU 1 in rcu_nocbs", None)
+    );
+    assert_eq!(
+        check_rcu_nocbs(tuned, 2),
+        finding(
+            Level::Ok,
+            "rcu_nocbs",
+            "CPU 2 in nohz_full, which offloads its RCU callbacks",
+            None
+        )
+    );
+    assert_eq!(
+        check_rcu_nocbs(tuned, 0),
+        finding(
+            Level::Warn,
+            "rcu_nocbs",
+            "CPU 0 runs its own RCU callbacks (not in rcu_nocbs or nohz_full)",
+            Some("kernel parameter rcu_nocbs=0")
+        )
+    );
+}
+
+#[test]
+fn latency_irq_affinity_fails_on_the_nics_irqs() {
+    let t = Tree::new("lat-irq");
+    let sys = t.sys();
+    assert_eq!(
+        check_irq_affinity(&sys, 1, None),
+        finding(
+            Level::Skip,
+            "irq affinity",
+            "/proc/irq cannot be read",
+            None
+        )
+    );
+    t.file("sys/devices/system/cpu/online", "0-3\n")
+        .file("proc/irq/24/smp_affinity_list", "0-3\n")
+        .file("proc/irq/24/effective_affinity_list", "0\n")
+        .file("proc/irq/36/smp_affinity_list", "0-3\n")
+        .file("proc/irq/98/smp_affinity_list", "1\n")
+        .file("proc/irq/99/smp_affinity_list", "2\n")
+        .file("sys/class/infiniband/mlx5_0/device/msi_irqs/98", "msix")
+        .file("sys/class/infiniband/mlx5_0/device/msi_irqs/99", "msix");
+    assert_eq!(
+        check_irq_affinity(&sys, 1, Some("mlx5_0")),
+        finding(
+            Level::Fail,
+            "irq affinity",
+            "the RDMA device's IRQs 98 may land on CPU 1; mlx5_0's IRQs 98-99",
+            Some("for IRQ in 98; do echo 0,2-3 > /proc/irq/$IRQ/smp_affinity_list; done")
+        )
+    );
+    // Not the NIC's: a warn (24 goes to CPU 0 only, by its effective affinity).
+    assert_eq!(
+        check_irq_affinity(&sys, 3, Some("mlx5_0")),
+        finding(
+            Level::Warn,
+            "irq affinity",
+            "1 IRQs may land on CPU 3 (36); mlx5_0's IRQs 98-99",
+            Some("for IRQ in 36; do echo 0-2 > /proc/irq/$IRQ/smp_affinity_list; done")
+        )
+    );
+    t.file("proc/irq/36/smp_affinity_list", "0\n");
+    assert_eq!(
+        check_irq_affinity(&sys, 3, None),
+        finding(
+            Level::Ok,
+            "irq affinity",
+            "no IRQ may land on CPU 3; no -d: the RDMA device's IRQs not known",
+            None
+        )
+    );
+}
+
+#[test]
+fn latency_irqbalance_and_timer_migration() {
+    let t = Tree::new("lat-irqbalance");
+    let sys = t.sys();
+    t.file("proc/1/comm", "systemd\n");
+    assert_eq!(
+        check_irqbalance(&sys, "", 2),
+        finding(Level::Ok, "irqbalance", "not running", None)
+    );
+    t.file("proc/812/comm", "irqbalance\n");
+    assert_eq!(
+        check_irqbalance(&sys, "", 2),
+        finding(
+            Level::Warn,
+            "irqbalance",
+            "running, and free to move IRQs onto CPU 2",
+            Some(
+                "IRQBALANCE_BANNED_CPULIST=2 in /etc/default/irqbalance (or \
+                 /etc/sysconfig/irqbalance) and restart it, or systemctl stop irqbalance"
+            )
+        )
+    );
+    assert_eq!(
+        check_irqbalance(&sys, "nohz_full=2", 2).saw,
+        "running; it leaves CPU 2 alone (isolcpus/nohz_full)"
+    );
+    t.file(
+        "etc/sysconfig/irqbalance",
+        "# comment\nIRQBALANCE_BANNED_CPULIST=\"2-3\"\n",
+    );
+    assert_eq!(
+        check_irqbalance(&sys, "", 2),
+        finding(
+            Level::Ok,
+            "irqbalance",
+            "running, CPU 2 in IRQBALANCE_BANNED_CPULIST",
+            None
+        )
+    );
+
+    assert_eq!(check_timer_migration(&sys).level, Level::Skip);
+    t.file("proc/sys/kernel/timer_migration", "1\n");
+    assert_eq!(
+        check_timer_migration(&sys),
+        finding(
+            Level::Warn,
+            "timer migration",
+            "kernel.timer_migration = 1: idle CPUs' timers move to busy ones",
+            Some("sysctl kernel.timer_migration=0")
+        )
+    );
+    t.file("proc/sys/kernel/timer_migration", "0\n");
+    assert_eq!(check_timer_migration(&sys).level, Level::Ok);
+}
+
+#[test]
+fn latency_governor_and_cstates() {
+    let t = Tree::new("lat-power");
+    let sys = t.sys();
+    assert_eq!(
+        check_governor(&sys, 1),
+        finding(
+            Level::Skip,
+            "governor",
+            "no cpufreq for CPU 1 (a virtual machine, or the frequency is not under the \
+             kernel's control)",
+            None
+        )
+    );
+    t.file(
+        "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
+        "powersave\n",
+    )
+    .file("sys/devices/system/cpu/intel_pstate/no_turbo", "0\n");
+    assert_eq!(
+        check_governor(&sys, 1),
+        finding(
+            Level::Warn,
+            "governor",
+            "CPU 1 governor powersave, turbo on",
+            Some("cpupower -c 1 frequency-set -g performance")
+        )
+    );
+    t.file(
+        "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
+        "performance\n",
+    );
+    assert_eq!(
+        check_governor(&sys, 1),
+        finding(
+            Level::Ok,
+            "governor",
+            "CPU 1 governor performance, turbo on",
+            None
+        )
+    );
+
+    assert_eq!(check_cstates(&sys, 1).level, Level::Skip);
+    let st = "sys/devices/system/cpu/cpu1/cpuidle";
+    t.file(
+        "sys/devices/system/cpu/cpuidle/current_driver",
+        "intel_idle\n",
+    )
+    .file(&format!("{st}/state0/name"), "POLL\n")
+    .file(&format!("{st}/state0/latency"), "0\n")
+    .file(&format!("{st}/state0/disable"), "0\n")
+    .file(&format!("{st}/state1/name"), "C1\n")
+    .file(&format!("{st}/state1/latency"), "2\n")
+    .file(&format!("{st}/state1/disable"), "0\n")
+    .file(&format!("{st}/state2/name"), "C6\n")
+    .file(&format!("{st}/state2/latency"), "133\n")
+    .file(&format!("{st}/state2/disable"), "0\n");
+    assert_eq!(
+        check_cstates(&sys, 1),
+        finding(
+            Level::Warn,
+            "c-states",
+            "idle driver intel_idle; POLL 0 us, C1 2 us, C6 133 us: deep states enabled (C6)",
+            Some(
+                "cpupower -c 1 idle-set -D 10 (or kernel parameters intel_idle.max_cstate=1 \
+                 processor.max_cstate=1, or hold /dev/cpu_dma_latency open with 0)"
+            )
+        )
+    );
+    t.file(&format!("{st}/state2/disable"), "1\n");
+    assert_eq!(
+        check_cstates(&sys, 1),
+        finding(
+            Level::Ok,
+            "c-states",
+            "idle driver intel_idle; POLL 0 us, C1 2 us, C6 133 us (disabled)",
+            None
+        )
+    );
+}
+
+#[test]
+fn latency_smt_thp_and_swap() {
+    let t = Tree::new("lat-mem");
+    let sys = t.sys();
+    assert_eq!(check_smt(&sys, "", 2).level, Level::Skip);
+    t.file(
+        "sys/devices/system/cpu/cpu2/topology/thread_siblings_list",
+        "2,6\n",
+    )
+    .file(
+        "sys/devices/system/cpu/cpu3/topology/thread_siblings_list",
+        "3\n",
+    );
+    assert_eq!(
+        check_smt(&sys, "", 2),
+        finding(
+            Level::Warn,
+            "smt sibling",
+            "CPU 2's SMT sibling 6 is online and not isolated: it shares the core",
+            Some("echo 0 > /sys/devices/system/cpu/cpu6/online (or kernel parameter nosmt)")
+        )
+    );
+    assert_eq!(
+        check_smt(&sys, "isolcpus=2,6", 2).saw,
+        "CPU 2's SMT sibling 6 online and isolated"
+    );
+    assert_eq!(check_smt(&sys, "isolcpus=2,6", 2).level, Level::Ok);
+    t.file("sys/devices/system/cpu/cpu6/online", "0\n");
+    assert_eq!(
+        check_smt(&sys, "", 2),
+        finding(
+            Level::Ok,
+            "smt sibling",
+            "CPU 2 has no online SMT sibling",
+            None
+        )
+    );
+    assert_eq!(check_smt(&sys, "", 3).level, Level::Ok);
+
+    let thp = "sys/kernel/mm/transparent_hugepage";
+    assert_eq!(check_thp(&sys).level, Level::Skip);
+    t.file(&format!("{thp}/enabled"), "[always] madvise never\n")
+        .file(
+            &format!("{thp}/defrag"),
+            "always defer defer+madvise [madvise] never\n",
+        );
+    assert_eq!(
+        check_thp(&sys),
+        finding(
+            Level::Warn,
+            "thp",
+            "enabled always, defrag madvise: khugepaged and page faults may stall on compaction",
+            Some(
+                "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled (or kernel \
+                 parameter transparent_hugepage=madvise)"
+            )
+        )
+    );
+    t.file(&format!("{thp}/enabled"), "always [madvise] never\n")
+        .file(
+            &format!("{thp}/defrag"),
+            "[always] defer defer+madvise madvise never\n",
+        );
+    assert_eq!(
+        check_thp(&sys).fix.as_deref(),
+        Some("echo defer+madvise > /sys/kernel/mm/transparent_hugepage/defrag")
+    );
+    t.file(
+        &format!("{thp}/defrag"),
+        "always defer [defer+madvise] madvise never\n",
+    );
+    assert_eq!(
+        check_thp(&sys),
+        finding(
+            Level::Ok,
+            "thp",
+            "enabled madvise, defrag defer+madvise",
+            None
+        )
+    );
+
+    assert_eq!(check_swap(&sys).level, Level::Skip);
+    let header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
+    t.file("proc/swaps", header);
+    assert_eq!(
+        check_swap(&sys),
+        finding(Level::Ok, "swap", "no swap", None)
+    );
+    t.file(
+        "proc/swaps",
+        &format!("{header}/dev/sda2  partition\t8388604\t\t0\t\t-2\n"),
+    );
+    assert_eq!(
+        check_swap(&sys),
+        finding(
+            Level::Warn,
+            "swap",
+            "swap on /dev/sda2: an idle page of the engine may be swapped out and fault back \
+             in on the hot path",
+            Some("swapoff -a, or mlockall(MCL_CURRENT | MCL_FUTURE) in the engine")
+        )
+    );
+}
+
+#[test]
+fn latency_walk_default_cpu_and_verdict() {
+    let t = Tree::new("lat-walk");
+    let sys = t.sys();
+    t.file("proc/cmdline", "ro isolcpus=3 nohz_full=3 -- isolcpus=1")
+        .file("proc/irq/5/smp_affinity_list", "0\n")
+        .file("proc/sys/kernel/timer_migration", "0\n")
+        .file("proc/swaps", "Filename Type Size Used Priority\n")
+        .file(
+            "sys/devices/system/cpu/cpu3/cpufreq/scaling_governor",
+            "performance\n",
+        )
+        .file("sys/devices/system/cpu/cpufreq/boost", "0\n")
+        .file(
+            "sys/devices/system/cpu/cpu3/topology/thread_siblings_list",
+            "3\n",
+        )
+        .file(
+            "sys/kernel/mm/transparent_hugepage/enabled",
+            "always [madvise] never\n",
+        )
+        .file("sys/class/infiniband/mlx5_0/device/local_cpulist", "0-3\n")
+        .file("sys/class/infiniband/mlx5_0/device/msi_irqs/5", "msix");
+    let f = latency::check_latency(&sys, 3, Some("mlx5_0"), &host());
+    let names: Vec<&str> = f.iter().map(|f| f.check).collect();
+    assert_eq!(
+        names,
+        [
+            "isolcpus",
+            "nohz_full",
+            "rcu_nocbs",
+            "irq affinity",
+            "irqbalance",
+            "timer migration",
+            "governor",
+            "c-states",
+            "smt sibling",
+            "thp",
+            "swap",
+            "memlock"
+        ]
+    );
+    let levels: Vec<Level> = f.iter().map(|f| f.level).collect();
+    use Level::*;
+    assert_eq!(
+        levels,
+        [Ok, Ok, Ok, Ok, Ok, Ok, Ok, Skip, Ok, Ok, Ok, Ok],
+        "{f:#?}"
+    );
+    assert_eq!(
+        latency::latency_verdict(3, &f),
+        "CPU 3 is ready for a polling loop"
+    );
+    // CPU 0: the NIC's IRQ 5 goes there (the FAIL comes first in the verdict, after warns).
+    let f0 = latency::check_latency(&sys, 0, Some("mlx5_0"), &host());
+    assert_eq!(f0[0].level, Warn);
+    assert_eq!(
+        latency::latency_verdict(0, &f0),
+        "CPU 0 is not ready: first fix irq affinity: for IRQ in 5; do echo <the other CPUs> > \
+         /proc/irq/$IRQ/smp_affinity_list; done"
+    );
+
+    // The device's local CPUs, not 0 when there is a choice; else the last allowed CPU.
+    assert_eq!(
+        latency::default_cpu(&sys, Some("mlx5_0"), &[0, 1, 2]),
+        Some(1)
+    );
+    assert_eq!(latency::default_cpu(&sys, Some("mlx5_0"), &[0]), Some(0));
+    assert_eq!(latency::default_cpu(&sys, None, &[0, 1, 2]), Some(2));
+    assert_eq!(latency::default_cpu(&sys, Some("nope"), &[4, 5]), Some(5));
+    assert_eq!(latency::default_cpu(&sys, None, &[]), None);
+}

@@ -110,7 +110,7 @@ fn perf_on_the_sim_names_its_provider_and_writes_files_beside_the_table() {
     let so = text(&out.stdout);
     assert!(out.status.success(), "{so}{}", text(&out.stderr));
     assert!(
-        so.contains(" Provider choice : sim (auto: no -d, the software device)"),
+        so.contains(" Provider choice : sim (auto: no -d or -d sim0, the software device)"),
         "{so}"
     );
     assert!(!so.lines().any(|l| l.trim_start().starts_with('{')), "{so}");

@@ -10,8 +10,8 @@
 //! per alternative, after checking that every option it shows is in the command's `--help`.
 //!
 //! Running ([`shorten`]): files the line writes go to a scratch directory (never over the
-//! repository's plots), `-n` of perf and pingpong is capped at 20 and a batching sweep gets
-//! few samples. Each line must exit 0 (`doctor` 1 on a host without RDMA, where its device
+//! repository's plots), `-n` of perf and pingpong is capped at 20, jitter spins for 50 ms
+//! (`-D 0.05`) and a batching sweep gets few samples. Each line must exit 0 (`doctor` 1 on a host without RDMA, where its device
 //! check fails) without a panic.
 
 use std::path::{Path, PathBuf};
@@ -151,10 +151,14 @@ fn shorten(form: &[String], dir: &Path) -> Vec<String> {
         } else if a == "-n" && matches!(form[0].as_str(), "perf" | "pingpong") {
             let n: u32 = it.next().and_then(|n| n.parse().ok()).unwrap_or(20);
             v.push(n.min(20).to_string());
+        } else if a == "-D" && form[0] == "jitter" {
+            it.next();
+            v.push("0.05".into());
         }
     }
     let has_n = v.iter().any(|a| a == "-n");
     match v.first().map(String::as_str) {
+        Some("jitter") if !v.iter().any(|a| a == "-D") => v.extend(["-D".into(), "0.05".into()]),
         Some("perf" | "pingpong") if !has_n => v.extend(["-n".into(), "20".into()]),
         Some("bench") if v.get(1).map(String::as_str) == Some("batching") => {
             v.extend(["-r", "3", "-w", "1", "-n", "64"].map(String::from))

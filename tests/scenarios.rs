@@ -1,13 +1,12 @@
-//! The fixture scenarios of `fixtures/scenarios/`.
+//! The fixture scenarios of `fixtures/scenarios/`, through the library's runner
+//! (`rdma_direct::scenario`) as a team's own test crate would call it.
 //!
 //! - `every_scenario_parses` (host): all files parse, and every scenario listed below is there.
 //! - `every_scenario_passes_on_verbs_device` (device, `#[ignore]`): each scenario runs on the
 //!   verbs fallback provider opened on `RDMA_DIRECT_DEVICE` (rxe0 in the guest); any
 //!   completion or byte mismatch fails with the runner's diff.
 
-mod scenario;
-
-use scenario::{load_dir, Scenario};
+use rdma_direct::scenario::{self, load_dir, Scenario};
 
 fn scenario_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios")
@@ -44,6 +43,8 @@ fn every_scenario_parses() {
         "cq_full",
         "error_flush",
         "send_too_long",
+        "srq_any_order",
+        "counted_writes",
     ] {
         assert!(
             names.contains(&want),
@@ -63,7 +64,7 @@ mod common;
 #[ignore = "device test: needs RDMA_DIRECT_DEVICE (rxe0 in the guest, tests/guest/run)"]
 fn every_scenario_passes_on_verbs_device() {
     use rdma_direct::providers::verbs::VerbsDevice;
-    use rdma_direct::providers::{Provider, ProviderKind};
+    use rdma_direct::providers::Provider;
     use scenario::{run_scenario, RunOpts};
 
     let dev = common::device();
@@ -71,7 +72,7 @@ fn every_scenario_passes_on_verbs_device() {
         Ok(p) => p,
         Err(e) => panic!("cannot open {dev}: {e}"),
     };
-    let mut opts = RunOpts::new(ProviderKind::Verbs);
+    let mut opts = RunOpts::new(p.kind(), p.device_name());
     opts.gid_index = match common::gid_index() {
         Some(g) => g,
         None => p
@@ -92,7 +93,7 @@ fn every_scenario_passes_on_verbs_device() {
                 "scenario {:<24} PASS on {} ({}): {} posted, {} rejected, {} completions, {} bytes checked, {:?}",
                 r.name,
                 p.device_name(),
-                opts.variant,
+                opts.tags.join(","),
                 r.posted,
                 r.rejected,
                 r.completions,
@@ -129,7 +130,7 @@ fn every_scenario_passes_on_verbs_device() {
 #[ignore = "two-process device test: needs RDMA_DIRECT_SCENARIO_SIDE and a peer process"]
 fn split_scenarios_across_hosts() {
     use rdma_direct::providers::verbs::VerbsDevice;
-    use rdma_direct::providers::{Provider, ProviderKind};
+    use rdma_direct::providers::Provider;
     use scenario::split::{plan, Link, Side};
     use scenario::{run_scenario_split, RunOpts};
     use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -153,7 +154,7 @@ fn split_scenarios_across_hosts() {
         Ok(p) => p,
         Err(e) => panic!("cannot open {dev}: {e}"),
     };
-    let mut opts = RunOpts::new(ProviderKind::Verbs);
+    let mut opts = RunOpts::new(p.kind(), p.device_name());
     opts.gid_index = match common::gid_index() {
         Some(g) => g,
         None => p

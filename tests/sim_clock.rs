@@ -1,16 +1,18 @@
 //! The sim's device clock through the production mlx5 path: CQs created to carry timestamps
 //! get the time of completion in the CQE's timestamp field; converted with the device's
-//! clock info it agrees with the host's wall clock, across the counter's wrap, and goes wrong
-//! exactly when the clock-info copy is staler than the bound `docs/timestamps.md` states.
+//! clock info it is the host's wall clock at the completion, across the counter's wrap, and
+//! goes wrong exactly when the clock-info copy is staler than the bound `docs/timestamps.md`
+//! states.
 //!
-//! Stated bound: a converted timestamp lies within [`HOST_BOUND_NS`] (1 ms) of the host's
-//! `CLOCK_REALTIME` read around the completion. The conversion itself is off by at most
-//! the rounding of `mult` (3.7 ns per second of distance from the clock info's pair at
-//! 156.25 MHz) plus one cycle; the rest of the allowance is for NTP slewing the host's wall
-//! clock against its monotonic clock, which drives the sim's counter.
+//! The tests that check values run the device on a clock they move themselves
+//! ([`SimTime::Manual`]): host time passes only when a test says so, so every stamp must
+//! convert to a wall-clock time the test knows to the nanosecond, up to the conversion's own
+//! rounding ([`ROUNDING_NS`]). Nothing here depends on how fast the host runs (an emulated or
+//! loaded host stalls between two clock reads for milliseconds). One test runs on the host's
+//! clocks and checks order only: stamps never go back and never precede the device.
 
 use rdma_direct::clock::{TimestampKind, MLX5_CYCLES_MASK, NSEC_PER_SEC};
-use rdma_direct::providers::sim::clock::SimClockConfig;
+use rdma_direct::providers::sim::clock::{SimClockConfig, SimTime};
 use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::sim::{SimCq as Mlx5Cq, SimQp as Mlx5Qp};
 use rdma_direct::providers::{
@@ -18,7 +20,21 @@ use rdma_direct::providers::{
     QueuePair, SendQueue, SendWr,
 };
 
-const HOST_BOUND_NS: u64 = 1_000_000;
+/// How far a converted stamp may lie from the wall-clock time it was taken at: one counter
+/// cycle of truncation (6.4 ns at 156.25 MHz) plus the rounding of `mult` (3.7 ns per second
+/// of distance from the clock info's pair; the tests keep host time within a second of it).
+const ROUNDING_NS: u64 = 12;
+
+/// The manual clock's wall clock at creation (2023-11-14, in ns since the epoch).
+const WALL0: u64 = 1_700_000_000_000_000_000;
+
+fn manual(start_cycles: u64) -> SimClockConfig {
+    SimClockConfig {
+        start_cycles,
+        time: SimTime::Manual { realtime_ns: WALL0 },
+        ..SimClockConfig::default()
+    }
+}
 
 fn host_ns() -> u64 {
     std::time::SystemTime::now()
@@ -92,59 +108,85 @@ fn one(r: &mut Rig) -> (u64, u64, u64) {
     )
 }
 
-fn assert_near(ns: u64, before: u64, after: u64, what: &str) {
+/// `ns` is the wall-clock time `want`, to the conversion's rounding.
+fn assert_exact(ns: u64, want: u64, what: &str) {
     assert!(
-        ns + HOST_BOUND_NS >= before && ns <= after + HOST_BOUND_NS,
-        "{what}: {ns} not within {HOST_BOUND_NS} ns of [{before}, {after}]"
+        ns.abs_diff(want) <= ROUNDING_NS,
+        "{what}: {ns} is {} ns from {want} (rounding allows {ROUNDING_NS})",
+        ns as i128 - want as i128
     );
 }
 
 #[test]
-fn free_running_stamps_convert_to_host_time_and_never_go_back() {
-    let mut r = rig(SimClockConfig::default(), TimestampKind::FreeRunning);
+fn free_running_stamps_convert_to_the_wall_clock_of_their_completion() {
+    let mut r = rig(manual(0), TimestampKind::FreeRunning);
     let mut last = (0, 0);
-    for i in 0..50 {
-        let (before, raw, after) = one(&mut r);
+    for i in 0..50u64 {
+        // Uneven steps: a stamp must follow host time, not a count of messages.
+        r.dev.clock().pass(1_000 + i * 12_345).unwrap();
+        let want = r.dev.clock().wall_ns();
+        let (_, raw, _) = one(&mut r);
         assert!(raw <= MLX5_CYCLES_MASK);
         let ns = r.cq.clock().unwrap().to_ns(raw);
         assert_eq!(r.cq.cqe_timestamp_ns_at(r.cq.ci() - 1), Some(ns));
-        assert_near(ns, before, after, &format!("message {i}"));
-        assert!(raw >= last.0 && ns >= last.1, "message {i} went back");
+        assert_exact(ns, want, &format!("message {i}"));
+        assert!(raw > last.0 && ns > last.1, "message {i} did not move on");
         last = (raw, ns);
     }
 }
 
 #[test]
+fn stamps_on_host_time_never_go_back_nor_precede_the_device() {
+    let before = host_ns();
+    let mut r = rig(SimClockConfig::default(), TimestampKind::FreeRunning);
+    let after = host_ns();
+    // The clock info's pair is the host's wall clock read while the device was made.
+    let born = r.dev.clock().clock_info().nsec;
+    assert!(
+        before <= born && born <= after,
+        "{born} outside [{before}, {after}]"
+    );
+    let mut last = (0, born);
+    for i in 0..50 {
+        let (_, raw, _) = one(&mut r);
+        let ns = r.cq.clock().unwrap().to_ns(raw);
+        assert!(raw >= last.0 && ns >= last.1, "message {i} went back");
+        last = (raw, ns);
+    }
+    // Host time is not the test's to move.
+    assert!(r.dev.clock().pass(1).is_err());
+}
+
+#[test]
 fn conversion_holds_across_the_counter_wrap() {
     // One second of counter before the 41-bit wrap.
-    let khz = 156_250;
-    let second = u64::from(khz) * 1000;
+    let second = u64::from(SimClockConfig::default().khz) * 1000;
     let mut r = rig(
-        SimClockConfig {
-            khz,
-            start_cycles: MLX5_CYCLES_MASK - second,
-        },
+        manual(MLX5_CYCLES_MASK - second),
         TimestampKind::FreeRunning,
     );
-    let (b1, raw1, a1) = one(&mut r);
+    r.dev.clock().pass(700_000).unwrap();
+    let want1 = r.dev.clock().wall_ns();
+    let (_, raw1, _) = one(&mut r);
     let ns1 = r.cq.clock().unwrap().to_ns(raw1);
-    assert_near(ns1, b1, a1, "before the wrap");
-    // Two seconds of device time: past the wrap.
+    assert_exact(ns1, want1, "before the wrap");
+    // Two seconds of device time the host did not see: past the wrap.
     r.dev.clock().advance(2 * second);
-    let (b2, raw2, a2) = one(&mut r);
+    r.dev.clock().pass(300_000).unwrap();
+    let want2 = r.dev.clock().wall_ns() + 2 * NSEC_PER_SEC;
+    let (_, raw2, _) = one(&mut r);
     assert!(
         raw2 < raw1,
         "the counter wrapped: {raw2:#x} after {raw1:#x}"
     );
     let ns2 = r.cq.clock().unwrap().to_ns(raw2);
     assert!(ns2 > ns1);
-    let skew = 2 * NSEC_PER_SEC;
-    assert_near(ns2, b2 + skew, a2 + skew, "after the wrap");
+    assert_exact(ns2, want2, "after the wrap");
 }
 
 #[test]
 fn a_stale_clock_info_copy_is_exact_within_the_bound_and_wrong_past_it() {
-    let mut r = rig(SimClockConfig::default(), TimestampKind::FreeRunning);
+    let mut r = rig(manual(0), TimestampKind::FreeRunning);
     let copy = match r.cq.clock().unwrap().format() {
         rdma_direct::clock::TimestampFormat::FreeRunning(i) => i,
         f => panic!("{f:?}"),
@@ -153,39 +195,44 @@ fn a_stale_clock_info_copy_is_exact_within_the_bound_and_wrong_past_it() {
     let period = r.dev.clock().refresh_period_cycles();
     assert!(period < copy.max_delta_cycles());
     r.dev.clock().advance(period);
-    let (b, raw, a) = one(&mut r);
+    r.dev.clock().pass(5_000).unwrap();
     let skew = copy.cycles_to_ns(period);
+    let want = r.dev.clock().wall_ns() + skew;
+    let (_, raw, _) = one(&mut r);
     let ns = r.cq.clock().unwrap().to_ns(raw);
-    assert_near(ns, b + skew, a + skew, "one refresh period stale");
+    assert_exact(ns, want, "one refresh period stale");
     // The device refreshed its page when it stamped the CQE; our copy is still the old one.
     assert!(r.dev.clock().clock_info().last_cycles != copy.last_cycles);
     // Past the bound (at 156.25 MHz the 64-bit product wraps first): the stale copy puts
     // the completion far in its past, and nothing in the value tells.
     let far = copy.max_delta_cycles();
     r.dev.clock().advance(far);
-    let (b, raw, a) = one(&mut r);
-    let skew = skew + copy.cycles_to_ns(far);
+    r.dev.clock().pass(5_000).unwrap();
+    let want = r.dev.clock().wall_ns() + skew + copy.cycles_to_ns(far);
+    let (_, raw, _) = one(&mut r);
     let stale = r.cq.clock().unwrap().to_ns(raw);
     assert!(
-        stale + 1000 * NSEC_PER_SEC < b + skew,
-        "stale copy: {stale} should land well before {}",
-        b + skew
+        stale + 1000 * NSEC_PER_SEC < want,
+        "stale copy: {stale} should land well before {want}"
     );
     // Refreshed, it is right again.
     r.cq.clock_mut().unwrap().refresh().unwrap();
     let ns = r.cq.clock().unwrap().to_ns(raw);
-    assert_near(ns, b + skew, a + skew, "refreshed");
+    assert_exact(ns, want, "refreshed");
 }
 
 #[test]
-fn real_time_stamps_are_seconds_and_nanoseconds_of_host_time() {
-    let mut r = rig(SimClockConfig::default(), TimestampKind::RealTime);
-    for _ in 0..10 {
-        let (before, raw, after) = one(&mut r);
+fn real_time_stamps_are_seconds_and_nanoseconds_of_the_wall_clock() {
+    let mut r = rig(manual(0), TimestampKind::RealTime);
+    for i in 0..10 {
+        r.dev.clock().pass(999_999_937 * (i % 3)).unwrap();
+        let want = r.dev.clock().wall_ns();
+        let (_, raw, _) = one(&mut r);
         let t = rdma_direct::clock::RealTime::from_raw(raw);
         assert!(t.is_normalized());
+        assert_eq!(raw, ((want / NSEC_PER_SEC) << 32) | (want % NSEC_PER_SEC));
         assert_eq!(r.cq.clock().unwrap().to_ns(raw), t.as_ns());
-        assert_near(t.as_ns(), before, after, "real time");
+        assert_eq!(t.as_ns(), want, "message {i}");
     }
 }
 
@@ -200,7 +247,7 @@ fn cqs_without_timestamps_write_zero() {
 #[test]
 fn poll_ts_gives_each_completion_its_own_time_on_both_paths() {
     use rdma_direct::providers::{RecvQueue, RecvWr};
-    let mut r = rig(SimClockConfig::default(), TimestampKind::FreeRunning);
+    let mut r = rig(manual(0), TimestampKind::FreeRunning);
     // Receives on the peer, SENDs from us. The first round's polls map the QP (the general
     // path); in the second each CQ knows it, and the poll starts with the fast path.
     for round in 0..2u64 {
@@ -216,14 +263,16 @@ fn poll_ts_gives_each_completion_its_own_time_on_both_paths() {
                 .unwrap();
         }
         r.peer.0.rq().ring();
-        let before = host_ns();
+        // Each SEND completes (on both sides) at its own wall-clock time.
+        let mut want = [0u64; 4];
         for i in 4 * round..4 * round + 4 {
             let sge = [r.mr.sge(0, 8)];
+            r.dev.clock().pass(2_500 + 1_000 * i).unwrap();
+            want[(i - 4 * round) as usize] = r.dev.clock().wall_ns();
             r.qp.sq().post(SendWr::send(i, &sge).signaled()).unwrap();
             r.qp.sq().ring();
             r.dev.progress();
         }
-        let after = host_ns();
         for (cq, base) in [(&mut r.cq, 0u64), (&mut r.peer.1, 100)] {
             let mut out = [Completion::EMPTY; 8];
             let mut ns = [0u64; 8];
@@ -234,10 +283,7 @@ fn poll_ts_gives_each_completion_its_own_time_on_both_paths() {
                 assert!(out[i].is_ok());
                 let pos = cq.ci() - (n - i) as u32;
                 assert_eq!(Some(ns[i]), cq.cqe_timestamp_ns_at(pos));
-                assert_near(ns[i], before, after, "poll_ts");
-                if i > 0 {
-                    assert!(ns[i] >= ns[i - 1]);
-                }
+                assert_exact(ns[i], want[i], "poll_ts");
             }
             // A short ns slice limits the poll.
             assert_eq!(cq.poll_ts(&mut out, &mut []), 0);

@@ -5,9 +5,7 @@
 
 use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::ProviderKind;
-mod scenario;
-
-use scenario::{load_dir, run_scenario, RunOpts, Scenario};
+use rdma_direct::scenario::{load_dir, run_scenario, RunOpts, Scenario};
 
 fn all() -> Vec<Scenario> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
@@ -15,7 +13,7 @@ fn all() -> Vec<Scenario> {
 }
 
 fn run_all(threaded: bool, cqe_size: u32) {
-    let mut opts = RunOpts::new(ProviderKind::Sim);
+    let mut opts = RunOpts::new(ProviderKind::Sim, "sim0");
     opts.poll_timeout = std::time::Duration::from_secs(20);
     opts.settle = std::time::Duration::from_millis(if threaded { 20 } else { 1 });
     let only = std::env::var("RDMA_DIRECT_SCENARIO").ok();

@@ -315,7 +315,9 @@ fn ring_wrap_soak() {
     let wrapped = wqebbs >> 16;
     // Single-WQE posts went out as BlueFlame copies; the device compared each with the ring.
     let st = dev.stats();
-    assert!(st.bf_copies > 1000, "BlueFlame path exercised: {st:?}");
+    // The mix sends several percent of its requests alone, as copies (154 of 2,000 in a short
+    // run); more than one in 60 of any run's length is asked.
+    assert!(st.bf_copies > ops / 60, "BlueFlame path exercised: {st:?}");
     assert_eq!(
         st.bf_mismatches, 0,
         "a BlueFlame copy differed from its WQE: {st:?}"

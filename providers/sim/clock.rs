@@ -20,12 +20,20 @@
 //!   does not refresh, which is how a test makes the page stale.
 //! - Real-time mode: [`SimClock::real_time_raw`] is the host's `CLOCK_REALTIME` as the
 //!   device's real-time CQE format, `seconds << 32 | nanoseconds` ([`RealTime`]).
+//! - Host time comes from the host's clocks ([`SimTime::Host`], the default) or from a clock
+//!   the owner moves ([`SimTime::Manual`]): there the wall clock starts at the given
+//!   nanoseconds and both it and the monotonic time driving the counter move only by
+//!   [`SimClock::pass`], together. A test then knows to the nanosecond what every stamp
+//!   must convert to, whatever the host's load or emulation does to its clocks.
 //!
 //! Agreement with the host: between refreshes a timestamp converted with the page is the
 //! creation-time wall clock plus the monotonic time elapsed, less the rounding of `mult`
 //! (`khz2mult` rounds; at 156.25 MHz 3.7 ns short per second) and one cycle (6.4 ns) of
 //! counter truncation. The host's wall clock may itself be slewed by NTP against the
-//! monotonic clock (at most 500 ppm by adjtimex), so the tests allow 1 ms.
+//! monotonic clock (at most 500 ppm by adjtimex), and the pair's two readings at creation
+//! are two calls apart (a loaded or emulated host may stall between them for milliseconds),
+//! so on host time only the order of stamps is exact; with [`SimTime::Manual`] the
+//! conversion is exact to the rounding above.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -42,6 +50,8 @@ pub struct SimClockConfig {
     pub khz: u32,
     /// Counter value at creation (taken within the mask).
     pub start_cycles: u64,
+    /// Where host time comes from.
+    pub time: SimTime,
 }
 
 impl Default for SimClockConfig {
@@ -49,8 +59,22 @@ impl Default for SimClockConfig {
         SimClockConfig {
             khz: 156_250,
             start_cycles: 0,
+            time: SimTime::Host,
         }
     }
+}
+
+/// The host time a sim clock follows (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimTime {
+    /// The host's monotonic clock drives the counter; the wall clock is `CLOCK_REALTIME`.
+    Host,
+    /// A clock the owner moves with [`SimClock::pass`]; its wall clock starts at
+    /// `realtime_ns` (nanoseconds since the Unix epoch).
+    Manual {
+        /// The wall clock at creation.
+        realtime_ns: u64,
+    },
 }
 
 /// The device clock (see the module doc).
@@ -58,6 +82,10 @@ impl Default for SimClockConfig {
 pub struct SimClock {
     khz: u32,
     origin: Instant,
+    /// `Some(wall clock at creation)` for [`SimTime::Manual`].
+    manual: Option<u64>,
+    /// Nanoseconds of manual host time passed (unused on host time).
+    passed: AtomicU64,
     start_cycles: u64,
     skew: AtomicU64,
     /// `last_cycles` of the page's latest update (read without the seqlock by the refresher).
@@ -76,9 +104,14 @@ impl SimClock {
     /// A clock per `cfg`; refuses a frequency `khz2mult` cannot scale.
     pub fn new(cfg: SimClockConfig) -> crate::Result<SimClock> {
         let start = cfg.start_cycles & MLX5_CYCLES_MASK;
+        let manual = match cfg.time {
+            SimTime::Host => None,
+            SimTime::Manual { realtime_ns } => Some(realtime_ns),
+        };
+        let wall0 = manual.unwrap_or_else(realtime_ns);
         let info = (1..=4_000_000)
             .contains(&cfg.khz)
-            .then(|| ClockInfo::for_device_khz(cfg.khz, realtime_ns(), start))
+            .then(|| ClockInfo::for_device_khz(cfg.khz, wall0, start))
             .flatten()
             .ok_or_else(|| crate::Error::InvalidArgument {
                 context: "SimClock::new",
@@ -88,6 +121,8 @@ impl SimClock {
         Ok(SimClock {
             khz: cfg.khz,
             origin: Instant::now(),
+            manual,
+            passed: AtomicU64::new(0),
             start_cycles: start,
             skew: AtomicU64::new(0),
             page_cycles: AtomicU64::new(start),
@@ -105,9 +140,39 @@ impl SimClock {
         self.khz
     }
 
+    /// Monotonic host nanoseconds since creation.
+    fn elapsed_ns(&self) -> u128 {
+        match self.manual {
+            None => self.origin.elapsed().as_nanos(),
+            Some(_) => u128::from(self.passed.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Let `ns` nanoseconds of host time pass on a [`SimTime::Manual`] clock (the counter
+    /// runs that long at its frequency and the wall clock moves as much); refused on host
+    /// time, which passes by itself.
+    pub fn pass(&self, ns: u64) -> crate::Result<()> {
+        if self.manual.is_none() {
+            return Err(crate::Error::InvalidArgument {
+                context: "SimClock::pass",
+                detail: "the clock follows host time (SimTime::Host); only a SimTime::Manual clock is moved by hand".into(),
+            });
+        }
+        self.passed.fetch_add(ns, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The host's wall clock as this clock sees it, in nanoseconds since the Unix epoch.
+    pub fn wall_ns(&self) -> u64 {
+        match self.manual {
+            None => realtime_ns(),
+            Some(wall0) => wall0.wrapping_add(self.passed.load(Ordering::Relaxed)),
+        }
+    }
+
     /// The free-running counter now (within the 41-bit mask).
     pub fn cycles(&self) -> u64 {
-        let ns = self.origin.elapsed().as_nanos();
+        let ns = self.elapsed_ns();
         let run = (ns * u128::from(self.khz) / 1_000_000) as u64;
         self.start_cycles
             .wrapping_add(run)
@@ -117,7 +182,7 @@ impl SimClock {
 
     /// The real-time clock now, in the real-time CQE format (`seconds << 32 | ns`).
     pub fn real_time_raw(&self) -> u64 {
-        RealTime::from_ns(realtime_ns()).map_or(0, RealTime::to_raw)
+        RealTime::from_ns(self.wall_ns()).map_or(0, RealTime::to_raw)
     }
 
     /// Jump the counter `cycles` forward without refreshing the clock info.
@@ -183,9 +248,30 @@ mod tests {
         }
         assert!(SimClock::new(SimClockConfig {
             khz: 0,
-            start_cycles: 0
+            ..SimClockConfig::default()
         })
         .is_err());
+    }
+
+    #[test]
+    fn a_manual_clock_moves_only_when_told() {
+        let c = SimClock::new(SimClockConfig {
+            time: SimTime::Manual {
+                realtime_ns: 5_000_000_000,
+            },
+            ..SimClockConfig::default()
+        })
+        .unwrap();
+        assert_eq!((c.cycles(), c.wall_ns()), (0, 5_000_000_000));
+        assert_eq!(c.clock_info().nsec, 5_000_000_000);
+        // One millisecond at 156.25 MHz is 156 250 cycles.
+        c.pass(1_000_000).unwrap();
+        assert_eq!((c.cycles(), c.wall_ns()), (156_250, 5_001_000_000));
+        assert_eq!(c.real_time_raw(), 5 << 32 | 1_000_000);
+        c.advance(10);
+        assert_eq!((c.cycles(), c.wall_ns()), (156_260, 5_001_000_000));
+        let host = SimClock::new(SimClockConfig::default()).unwrap();
+        assert!(host.pass(1).is_err());
     }
 
     #[test]

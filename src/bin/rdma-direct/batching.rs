@@ -28,6 +28,9 @@
 //!   all configurations alike); each sample times many batches (about a thousand WQEs on
 //!   plain memory), so the clock read costs well under 1 % of a sample. Per point: median, p10, p90, min, max of ns/WQE, and
 //!   the message rate of the median.
+//! - Ctrl-C (or SIGTERM) ends the sweep after the round being measured (at least one
+//!   recorded): the tables and files are written with the samples taken, a note says so, and
+//!   the tool exits 130 (143).
 //! - Output: one perftest-style table per configuration with the provider named and the line
 //!   "plain-memory and sim figures are not hardware figures"; `--json FILE` (one object,
 //!   every point with its spread); `--svg FILE` (message rate and ns/WQE against the batch
@@ -65,57 +68,80 @@ pub fn run(args: &[String]) -> i32 {
     // made or kept.
     if let Some(d) = &o.device {
         if let Err(e) = crate::provider::find_device(d) {
-            eprintln!("rdma-direct bench batching: {e}");
+            errln!("rdma-direct bench batching: {e}");
             return 1;
         }
     }
     for (flag, path) in [("--json", &o.json), ("--svg", &o.svg)] {
         if let Some(p) = path {
             if let Err(e) = crate::check_output(flag, std::path::Path::new(p)) {
-                eprintln!("rdma-direct bench batching: {e}");
+                errln!("rdma-direct bench batching: {e}");
                 return 1;
             }
         }
     }
     if o.instructions {
-        print!("{}", header(&o));
+        out!("{}", header(&o));
         return match instructions(&o) {
             Ok(t) => {
-                print!("{t}");
+                out!("{t}");
                 0
             }
             Err(e) => {
-                eprintln!("rdma-direct bench batching: {e}");
+                errln!("rdma-direct bench batching: {e}");
                 1
             }
         };
     }
-    print!("{}", header(&o));
+    let device_thread = match o.at {
+        Where::Plain => false,
+        Where::Sim => true,
+        Where::Verbs | Where::Mlx5 => {
+            crate::cpu_room::device_thread(rdma_direct::providers::ProviderKind::Mlx5)
+        }
+    };
+    let (busy, what) = crate::cpu_room::busy(1, device_thread);
+    crate::cpu_room::warn("bench batching", busy, what);
+    // Ctrl-C ends the sweep after the round being measured; the points keep their samples.
+    let armed = crate::stop::Armed::new();
+    out!("{}", header(&o));
+    crate::out::flush();
     let res = match sweep(&o) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("rdma-direct bench batching ({}): {e}", o.at.name());
+            errln!("rdma-direct bench batching ({}): {e}", o.at.name());
             return 1;
         }
     };
+    drop(armed);
+    if let Some(sig) = crate::stop::signal() {
+        let taken = res.iter().flat_map(|(_, p)| p).map(|p| p.reps).min();
+        errln!(
+            "rdma-direct bench batching: interrupted ({}) after {} of {} rounds; every point \
+             keeps the samples taken (text and result files)",
+            crate::stop::name(sig),
+            taken.unwrap_or(0),
+            o.reps
+        );
+    }
     for (c, pts) in &res {
-        print!("{}", table(&o, c, pts));
+        out!("{}", table(&o, c, pts));
     }
     if o.at == Where::Sim && res.iter().flat_map(|(_, p)| p).any(|p| p.med > 1000.0) {
-        println!(
+        outln!(
             " note: some points took over 1 µs per WQE: the device thread and this thread \
              shared a core (a busy machine), so those figures show the scheduler, not the \
              doorbell path. The sim needs two idle cores."
         );
     }
     if o.explain {
-        print!("{}", explain(&o, &res));
+        out!("{}", explain(&o, &res));
     }
     let write = |path: &str, text: String, what: &str| -> bool {
         match std::fs::write(path, text) {
             Ok(()) => true,
             Err(e) => {
-                eprintln!("rdma-direct bench batching: writing the {what} to {path}: {e}");
+                errln!("rdma-direct bench batching: writing the {what} to {path}: {e}");
                 false
             }
         }

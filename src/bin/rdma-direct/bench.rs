@@ -173,7 +173,7 @@ fn table(size: u32, iters: u32, samples: &mut [f64], total_ns: f64) -> Stats {
     let avg = kept.iter().sum::<f64>() / n as f64;
     let var = kept.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n as f64;
     let pct = |p: f64| kept[((p * n as f64).ceil() as usize).min(n - 1)];
-    println!(" provider: mlx5 (plain memory, not hardware: this program plays the device)");
+    outln!(" provider: mlx5 (plain memory, not hardware: this program plays the device)");
     // perftest's table rule (the perf tables'): each cell in its title's width, two spaces
     // between cells, no trailing blanks.
     let titles = [
@@ -202,8 +202,8 @@ fn table(size: u32, iters: u32, samples: &mut [f64], total_ns: f64) -> Stats {
         format!("{:.3}", iters as f64 / total_ns * 1e3),
     ];
     let header: Vec<String> = titles.iter().map(|t| t.to_string()).collect();
-    println!("{}", super::table::table_line(&titles, &header));
-    println!("{}", super::table::table_line(&titles, &cells));
+    outln!("{}", super::table::table_line(&titles, &header));
+    outln!("{}", super::table::table_line(&titles, &cells));
     Stats {
         t_min: kept[0],
         t_max,
@@ -290,7 +290,7 @@ fn bench_post(o: &Opts) {
         let done = post_sample(sq, &wrs, o.batch as usize);
         let ns = t.elapsed().as_nanos() as f64;
         if let Err(e) = done {
-            eprintln!("rdma-direct bench: post refused: {e}");
+            errln!("rdma-direct bench: post refused: {e}");
             std::process::exit(1);
         }
         total += ns;
@@ -298,7 +298,7 @@ fn bench_post(o: &Opts) {
         counts.push(wrs.len() as u32);
     }
     lb.drain();
-    println!(
+    outln!(
         " mlx5 post+ring: {} {} B, {} per doorbell, {} — plain memory, not hardware",
         o.op.name(),
         o.size,
@@ -320,7 +320,7 @@ fn bench_post(o: &Opts) {
             batches * o.batch
         );
         if let Err(e) = write_json(path, &head, &mut counts, &st) {
-            eprintln!("rdma-direct bench: {e}");
+            errln!("rdma-direct bench: {e}");
             std::process::exit(1);
         }
     }
@@ -360,7 +360,7 @@ fn bench_poll(o: &Opts) {
         for _ in 0..n {
             let wr = lb.wr(BenchOp::Send, &sge, &payload, id).signaled();
             if lb.qp.sq().post(wr).is_err() {
-                eprintln!("rdma-direct bench: could not stage the completions to poll");
+                errln!("rdma-direct bench: could not stage the completions to poll");
                 std::process::exit(1);
             }
             id += 1;
@@ -383,7 +383,7 @@ fn bench_poll(o: &Opts) {
             }
             let ns = t.elapsed().as_nanos() as f64;
             if k == 0 {
-                eprintln!("rdma-direct bench: CQ ran dry after {got} of {n}");
+                errln!("rdma-direct bench: CQ ran dry after {got} of {n}");
                 std::process::exit(1);
             }
             total += ns;
@@ -393,7 +393,7 @@ fn bench_poll(o: &Opts) {
         }
         done += n;
     }
-    println!(
+    outln!(
         " mlx5 poll: {} completions per poll call — plain memory, not hardware",
         o.batch
     );
@@ -404,7 +404,7 @@ fn bench_poll(o: &Opts) {
             o.batch, o.iters
         );
         if let Err(e) = write_json(path, &head, &mut counts, &st) {
-            eprintln!("rdma-direct bench: {e}");
+            errln!("rdma-direct bench: {e}");
             std::process::exit(1);
         }
     }
@@ -418,7 +418,7 @@ pub fn run(args: &[String]) -> i32 {
         }
     };
     if matches!(which, "post" | "poll") && rest.iter().any(|a| a == "-h" || a == "--help") {
-        print!("{USAGE}");
+        out!("{USAGE}");
         return 0;
     }
     match which {
@@ -426,10 +426,12 @@ pub fn run(args: &[String]) -> i32 {
             Ok(o) => {
                 if let Some(p) = &o.json {
                     if let Err(e) = crate::check_output("--json", std::path::Path::new(p)) {
-                        eprintln!("rdma-direct bench {which}: {e}");
+                        errln!("rdma-direct bench {which}: {e}");
                         return 1;
                     }
                 }
+                // Plain memory: the one thread is the poster and the "device".
+                crate::cpu_room::warn(&format!("bench {which}"), 1, "the benchmark's thread");
                 if which == "post" {
                     bench_post(&o)
                 } else {
@@ -441,7 +443,7 @@ pub fn run(args: &[String]) -> i32 {
         },
         "batching" => crate::batching::run(rest),
         "-h" | "--help" | "help" => {
-            print!("{USAGE}");
+            out!("{USAGE}");
             0
         }
         other => crate::usage_error(

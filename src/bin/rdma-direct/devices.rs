@@ -13,7 +13,7 @@ const USAGE: &str = "usage: rdma-direct devices\n\nLists RDMA devices and their 
 pub fn run(args: &[String]) -> i32 {
     if let Some(a) = args.first() {
         if a == "-h" || a == "--help" {
-            print!("{USAGE}");
+            out!("{USAGE}");
             return 0;
         }
         let what = if a.starts_with('-') {
@@ -35,12 +35,12 @@ pub fn run(args: &[String]) -> i32 {
             Vec::new()
         }
     };
-    println!("    {:<16}\t   node GUID", "device");
-    println!("    {:<16}\t----------------", "------");
+    outln!("    {:<16}\t   node GUID", "device");
+    outln!("    {:<16}\t----------------", "------");
     for d in &list {
-        println!("    {:<16}\t{:016x}", d.name, d.node_guid);
+        outln!("    {:<16}\t{:016x}", d.name, d.node_guid);
     }
-    println!("    {SIM_DEVICE:<16}\t(software mlx5 device in this process, not hardware)");
+    outln!("    {SIM_DEVICE:<16}\t(software mlx5 device in this process, not hardware)");
     0
 }
 
@@ -48,7 +48,7 @@ pub fn run(args: &[String]) -> i32 {
 /// and why ([`why_no_device`]).
 pub fn note_no_devices(err: Option<&Error>) {
     let why = why_no_device(err, "libibverbs lists no device");
-    eprintln!("rdma-direct: no RDMA device but the software device {SIM_DEVICE}: {why}");
+    errln!("rdma-direct: no RDMA device but the software device {SIM_DEVICE}: {why}");
 }
 
 /// Why there is no RDMA device: a missing libibverbs (`err`, what listing the devices

@@ -2,7 +2,9 @@
 //! (link, MTU, QP caps, memlock, NUMA/CPU affinity, PCIe) of [`rdma_direct::doctor`], printed
 //! one line per finding: `[ ok ]`, `[warn]`, `[FAIL]` or `[skip]`, the check's name, what it
 //! saw and, for `[warn]`/`[FAIL]`, the fix; or one JSON object with `--json`. Exit status 0
-//! without a `[FAIL]`, 1 with one or without any device.
+//! without a `[FAIL]`, 1 with one or without any device. With `--latency [--cpu N]`: the
+//! tuning checks of [`rdma_direct::doctor::latency`] for the CPU that will poll instead, in
+//! the same form, and the verdict (ready, or the first thing to fix).
 
 use super::devices::{why_no_device, DevPort};
 use super::json;
@@ -12,6 +14,7 @@ use rdma_direct::verbs::{Context, Device};
 
 const USAGE: &str = "\
 usage: rdma-direct doctor [-d DEV] [-i PORT] [--peer-mtu N] [--json]
+       rdma-direct doctor --latency [-d DEV] [--cpu N] [--json]
 
 Walks the troubleshooting order for each device and port: physical link, MTU, QP caps,
 locked-memory limit, NUMA/CPU affinity, PCIe width and speed. One line per check:
@@ -21,6 +24,11 @@ locked-memory limit, NUMA/CPU affinity, PCIe width and speed. One line per check
   -i, --ib-port PORT  only this port (default: all)
   --peer-mtu N        the peer's active MTU in bytes (256..4096), to compare with ours
   --json              one JSON object instead of the text report
+  --latency           the tuning checks for the CPU that will poll instead: isolcpus,
+                      nohz_full, rcu_nocbs, IRQ affinity (DEV's IRQs: FAIL), irqbalance,
+                      timer migration, governor, C-states, SMT sibling, THP, swap, memlock
+  --cpu N             with --latency: that CPU (default: one of DEV's local CPUs, else the
+                      last CPU this process may run on)
 
 exit status: 0 no FAIL, 1 some FAIL (or no device), 2 bad arguments
 ";
@@ -30,6 +38,9 @@ struct Opts {
     at: DevPort,
     peer_mtu: Option<Mtu>,
     json: bool,
+    /// `--latency`, `--cpu`.
+    latency: bool,
+    cpu: Option<u32>,
 }
 
 fn parse(args: &[String]) -> Result<Option<Opts>, String> {
@@ -37,12 +48,19 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
         at: DevPort::default(),
         peer_mtu: None,
         json: false,
+        latency: false,
+        cpu: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "-h" | "--help" => return Ok(None),
             "--json" => o.json = true,
+            "--latency" => o.latency = true,
+            "--cpu" => {
+                let v = it.next().ok_or("--cpu needs a CPU number")?;
+                o.cpu = Some(crate::number("--cpu", v)?);
+            }
             "--peer-mtu" => {
                 let m = it.next().ok_or("--peer-mtu needs an MTU in bytes")?;
                 o.peer_mtu = Some(
@@ -56,6 +74,9 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             other => return Err(format!("unexpected argument '{other}'")),
         }
     }
+    if o.cpu.is_some() && !o.latency {
+        return Err("--cpu is for --latency".into());
+    }
     Ok(Some(o))
 }
 
@@ -66,6 +87,9 @@ pub fn run(args: &[String]) -> i32 {
     };
     let host = HostFacts::probe();
     let sys = Sysfs::system();
+    if o.latency {
+        return latency(&sys, &host, &o);
+    }
     let mut sections = Vec::new();
     let mut code = 0;
 
@@ -76,7 +100,7 @@ pub fn run(args: &[String]) -> i32 {
         // The diagnosis every command gives for a device that is not there; the checks
         // below still run and say what they can of the host.
         if let Err(e) = super::provider::find_device(name) {
-            eprintln!("rdma-direct doctor: {e}");
+            errln!("rdma-direct doctor: {e}");
         }
     }
     let devices = match Device::list() {
@@ -100,7 +124,7 @@ pub fn run(args: &[String]) -> i32 {
                 }
             }
             Err(e) => {
-                eprintln!("rdma-direct doctor: {}: {e}", d.name);
+                errln!("rdma-direct doctor: {}: {e}", d.name);
                 code = 1;
             }
         }
@@ -155,11 +179,50 @@ fn sim_sections(host: &HostFacts) -> Vec<Section> {
     host_sections(device, host)
 }
 
+/// `--latency`: the polling CPU's tuning checks as one section, then the verdict (text: a
+/// last line; JSON: a `verdict` field).
+fn latency(sys: &Sysfs, host: &HostFacts, o: &Opts) -> i32 {
+    // The software device has no IRQs.
+    let dev =
+        o.at.dev
+            .as_deref()
+            .filter(|d| *d != super::provider::SIM_DEVICE);
+    let Some(cpu) = o
+        .cpu
+        .or_else(|| doctor::latency::default_cpu(sys, dev, &host.allowed_cpus))
+    else {
+        errln!(
+            "rdma-direct doctor: this process's CPU list is unreadable: name the CPU with --cpu"
+        );
+        return 1;
+    };
+    let findings = doctor::latency::check_latency(sys, cpu, dev, host);
+    let verdict = doctor::latency::latency_verdict(cpu, &findings);
+    let sections = vec![Section {
+        title: format!(
+            "latency: CPU {cpu}{}",
+            dev.map_or(String::new(), |d| format!(" ({d})"))
+        ),
+        device: dev.map(String::from),
+        port: None,
+        findings,
+    }];
+    let out = if o.json {
+        let j = render_json(&sections);
+        let j = j.trim_end().strip_suffix('}').unwrap_or(&j);
+        format!("{j},\"verdict\":{}}}\n", json::string(&verdict))
+    } else {
+        format!("{}{verdict}\n", render_text(&sections))
+    };
+    out!("{out}");
+    i32::from(doctor::count(&sections, Level::Fail) > 0)
+}
+
 fn finish(sections: Vec<Section>, o: &Opts, code: i32) -> i32 {
     if o.json {
-        print!("{}", render_json(&sections));
+        out!("{}", render_json(&sections));
     } else {
-        print!("{}", render_text(&sections));
+        out!("{}", render_text(&sections));
     }
     if doctor::count(&sections, Level::Fail) > 0 {
         1

@@ -61,7 +61,7 @@ pub fn run(args: &[String]) -> i32 {
         Some(name) => {
             // The diagnosis every command gives for a device that is not there.
             if let Err(e) = find_device(name) {
-                eprintln!("rdma-direct events: {e}");
+                errln!("rdma-direct events: {e}");
                 return 1;
             }
             live(name, count.unwrap_or(u64::MAX))
@@ -73,16 +73,17 @@ fn live(name: &str, count: u64) -> i32 {
     let ctx = match Context::open(name) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("rdma-direct events: {e}");
+            errln!("rdma-direct events: {e}");
             return 1;
         }
     };
-    println!("{name}: waiting for asynchronous events (Ctrl-C to stop)");
+    outln!("{name}: waiting for asynchronous events (Ctrl-C to stop)");
     let mut seen = 0;
-    while seen < count {
+    // A stdout that cannot be written ends the watch (out.rs reports it).
+    while seen < count && !crate::out::stdout_failed() {
         match ctx.poll_async_event() {
             Ok(Some(ev)) => {
-                println!("{name}: {ev}");
+                outln!("{name}: {ev}");
                 seen += 1;
             }
             Ok(None) => {
@@ -95,7 +96,7 @@ fn live(name: &str, count: u64) -> i32 {
                 unsafe { libc::poll(&mut p, 1, -1) };
             }
             Err(e) => {
-                eprintln!("rdma-direct events: {e}");
+                errln!("rdma-direct events: {e}");
                 return 1;
             }
         }
@@ -105,13 +106,13 @@ fn live(name: &str, count: u64) -> i32 {
 
 fn print_sim(ev: &AsyncEvent) {
     let (kind, what) = ev.describe();
-    println!("sim0: {kind} {what}");
+    outln!("sim0: {kind} {what}");
 }
 
 /// The sim raises one event of each kind; the first `count` are printed (all without one).
 fn sim_demo(count: Option<u64>) -> i32 {
-    println!("provider: sim (software mlx5 device; not hardware)");
-    println!("sim0: raising one event of each kind");
+    outln!("provider: sim (software mlx5 device; not hardware)");
+    outln!("sim0: raising one event of each kind");
     let dev = SimDevice::new();
     for ev in [
         AsyncEvent::PortActive { port: 1 },

@@ -56,20 +56,20 @@ pub fn run(args: &[String]) -> i32 {
         || o.provider == Choice::Force(rdma_direct::providers::ProviderKind::Sim);
     if sim_only {
         if let Some(d) = o.at.dev.as_deref().filter(|d| *d != SIM_DEVICE) {
-            eprintln!("rdma-direct info: --provider sim shows the software device; not '{d}'");
+            errln!("rdma-direct info: --provider sim shows the software device; not '{d}'");
             return 2;
         }
         return match print_sim(&o) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("rdma-direct info: {SIM_DEVICE}: {e}");
+                errln!("rdma-direct info: {SIM_DEVICE}: {e}");
                 1
             }
         };
     }
     if let Some(name) = &o.at.dev {
         if let Err(e) = provider::find_device(name) {
-            eprintln!("rdma-direct info: {e}");
+            errln!("rdma-direct info: {e}");
             return 1;
         }
     }
@@ -82,20 +82,20 @@ pub fn run(args: &[String]) -> i32 {
     let mut code = 0;
     for d in o.at.chosen(&list) {
         if let Err(e) = print_device(d, &o) {
-            eprintln!("rdma-direct info: {}: {e}", d.name);
+            errln!("rdma-direct info: {}: {e}", d.name);
             code = 1;
         }
     }
     if o.at.dev.is_none() {
         if !list.is_empty() {
-            println!();
+            outln!();
         }
         match print_sim(&o) {
             // Only the software device: a note says why there is no other.
             Ok(()) if list.is_empty() => note_no_devices(listing_error.as_ref()),
             Ok(()) => {}
             Err(e) => {
-                eprintln!("rdma-direct info: {SIM_DEVICE}: {e}");
+                errln!("rdma-direct info: {SIM_DEVICE}: {e}");
                 code = 1;
             }
         }
@@ -119,52 +119,52 @@ fn print_sim(o: &Opts) -> rdma_direct::Result<()> {
     let mut cq = dev.create_cq(256)?;
     let qp = dev.create_qp(&pd, &mut cq, None, None, &QpConfig::new(QpType::Rc))?;
     let ep = dev.endpoint(&qp, &ConnectOpts::default())?;
-    println!("hca_id:\t{}", dev.device_name());
-    println!("\ttransport:\t\t\tsoftware (not hardware)");
-    println!(
+    outln!("hca_id:\t{}", dev.device_name());
+    outln!("\ttransport:\t\t\tsoftware (not hardware)");
+    outln!(
         "\tprovider:\t\t\tsim: the direct mlx5 path against a software mlx5 device in the \
          calling process (no other process can reach it; perf/pingpong without -d)"
     );
-    println!("\tphys_port_cnt:\t\t\t1");
-    println!("\t\tport:\t1");
-    println!("\t\t\tstate:\t\t\tPORT_ACTIVE (4)");
-    println!(
+    outln!("\tphys_port_cnt:\t\t\t1");
+    outln!("\t\tport:\t1");
+    outln!("\t\t\tstate:\t\t\tPORT_ACTIVE (4)");
+    outln!(
         "\t\t\tactive_mtu:\t\t{} ({})",
         ep.mtu.bytes(),
         ep.mtu as u32
     );
-    println!("\t\t\tGID[  0]:\t\t{}", std::net::Ipv6Addr::from(ep.gid));
+    outln!("\t\t\tGID[  0]:\t\t{}", std::net::Ipv6Addr::from(ep.gid));
     Ok(())
 }
 
 fn print_device(d: &Device, o: &Opts) -> rdma_direct::Result<()> {
     let ctx = Context::open(&d.name)?;
     let a = ctx.query_device()?;
-    println!("hca_id:\t{}", d.name);
-    println!(
+    outln!("hca_id:\t{}", d.name);
+    outln!(
         "\ttransport:\t\t\t{} ({})",
         d.transport_str(),
         d.transport_type
     );
     if !a.fw_ver.is_empty() {
-        println!("\tfw_ver:\t\t\t\t{}", a.fw_ver);
+        outln!("\tfw_ver:\t\t\t\t{}", a.fw_ver);
     }
-    println!("\tnode_guid:\t\t\t{}", verbs::format_guid(a.node_guid));
-    println!(
+    outln!("\tnode_guid:\t\t\t{}", verbs::format_guid(a.node_guid));
+    outln!(
         "\tsys_image_guid:\t\t\t{}",
         verbs::format_guid(a.sys_image_guid)
     );
-    println!("\tvendor_id:\t\t\t0x{:04x}", a.vendor_id);
-    println!("\tvendor_part_id:\t\t\t{}", a.vendor_part_id);
-    println!("\thw_ver:\t\t\t\t0x{:X}", a.hw_ver);
-    println!("\tphys_port_cnt:\t\t\t{}", a.phys_port_cnt);
+    outln!("\tvendor_id:\t\t\t0x{:04x}", a.vendor_id);
+    outln!("\tvendor_part_id:\t\t\t{}", a.vendor_part_id);
+    outln!("\thw_ver:\t\t\t\t0x{:X}", a.hw_ver);
+    outln!("\tphys_port_cnt:\t\t\t{}", a.phys_port_cnt);
     let facts = DeviceFacts::read(&d.name);
     match provider::choose(o.provider, Some(&facts)) {
-        Ok(k) => println!(
+        Ok(k) => outln!(
             "\tprovider:\t\t\t{}",
             provider::reason(o.provider, k, Some(&facts))
         ),
-        Err(e) => println!("\tprovider:\t\t\trefused: {e}"),
+        Err(e) => outln!("\tprovider:\t\t\trefused: {e}"),
     }
     if o.verbose {
         print_device_verbose(&a);
@@ -187,32 +187,32 @@ fn print_device(d: &Device, o: &Opts) -> rdma_direct::Result<()> {
 }
 
 fn print_device_verbose(a: &DeviceAttr) {
-    println!("\tmax_mr_size:\t\t\t0x{:x}", a.max_mr_size);
-    println!("\tpage_size_cap:\t\t\t0x{:x}", a.page_size_cap);
-    println!("\tmax_qp:\t\t\t\t{}", a.max_qp);
-    println!("\tmax_qp_wr:\t\t\t{}", a.max_qp_wr);
-    println!("\tdevice_cap_flags:\t\t0x{:08x}", a.device_cap_flags);
-    println!("\tmax_sge:\t\t\t{}", a.max_sge);
-    println!("\tmax_sge_rd:\t\t\t{}", a.max_sge_rd);
-    println!("\tmax_cq:\t\t\t\t{}", a.max_cq);
-    println!("\tmax_cqe:\t\t\t{}", a.max_cqe);
-    println!("\tmax_mr:\t\t\t\t{}", a.max_mr);
-    println!("\tmax_pd:\t\t\t\t{}", a.max_pd);
-    println!("\tmax_qp_rd_atom:\t\t\t{}", a.max_qp_rd_atom);
-    println!("\tmax_res_rd_atom:\t\t{}", a.max_res_rd_atom);
-    println!("\tmax_qp_init_rd_atom:\t\t{}", a.max_qp_init_rd_atom);
-    println!(
+    outln!("\tmax_mr_size:\t\t\t0x{:x}", a.max_mr_size);
+    outln!("\tpage_size_cap:\t\t\t0x{:x}", a.page_size_cap);
+    outln!("\tmax_qp:\t\t\t\t{}", a.max_qp);
+    outln!("\tmax_qp_wr:\t\t\t{}", a.max_qp_wr);
+    outln!("\tdevice_cap_flags:\t\t0x{:08x}", a.device_cap_flags);
+    outln!("\tmax_sge:\t\t\t{}", a.max_sge);
+    outln!("\tmax_sge_rd:\t\t\t{}", a.max_sge_rd);
+    outln!("\tmax_cq:\t\t\t\t{}", a.max_cq);
+    outln!("\tmax_cqe:\t\t\t{}", a.max_cqe);
+    outln!("\tmax_mr:\t\t\t\t{}", a.max_mr);
+    outln!("\tmax_pd:\t\t\t\t{}", a.max_pd);
+    outln!("\tmax_qp_rd_atom:\t\t\t{}", a.max_qp_rd_atom);
+    outln!("\tmax_res_rd_atom:\t\t{}", a.max_res_rd_atom);
+    outln!("\tmax_qp_init_rd_atom:\t\t{}", a.max_qp_init_rd_atom);
+    outln!(
         "\tatomic_cap:\t\t\t{} ({})",
         a.atomic_cap_str(),
         a.atomic_cap
     );
-    println!("\tmax_mw:\t\t\t\t{}", a.max_mw);
-    println!("\tmax_ah:\t\t\t\t{}", a.max_ah);
-    println!("\tmax_srq:\t\t\t{}", a.max_srq);
-    println!("\tmax_srq_wr:\t\t\t{}", a.max_srq_wr);
-    println!("\tmax_srq_sge:\t\t\t{}", a.max_srq_sge);
-    println!("\tmax_pkeys:\t\t\t{}", a.max_pkeys);
-    println!("\tlocal_ca_ack_delay:\t\t{}", a.local_ca_ack_delay);
+    outln!("\tmax_mw:\t\t\t\t{}", a.max_mw);
+    outln!("\tmax_ah:\t\t\t\t{}", a.max_ah);
+    outln!("\tmax_srq:\t\t\t{}", a.max_srq);
+    outln!("\tmax_srq_wr:\t\t\t{}", a.max_srq_wr);
+    outln!("\tmax_srq_sge:\t\t\t{}", a.max_srq_sge);
+    outln!("\tmax_pkeys:\t\t\t{}", a.max_pkeys);
+    outln!("\tlocal_ca_ack_delay:\t\t{}", a.local_ca_ack_delay);
 }
 
 fn mtu_str(raw: u32) -> String {
@@ -249,36 +249,37 @@ fn speed_str(code: u8) -> String {
 }
 
 fn print_port(ctx: &Context, p: u8, pa: &PortAttr, verbose: bool) -> rdma_direct::Result<()> {
-    println!("\t\tport:\t{p}");
-    println!("\t\t\tstate:\t\t\t{} ({})", pa.state, pa.state.to_ibv());
-    println!("\t\t\tmax_mtu:\t\t{}", mtu_str(pa.max_mtu_raw));
-    println!("\t\t\tactive_mtu:\t\t{}", mtu_str(pa.active_mtu_raw));
-    println!("\t\t\tsm_lid:\t\t\t{}", pa.sm_lid);
-    println!("\t\t\tport_lid:\t\t{}", pa.lid);
-    println!("\t\t\tport_lmc:\t\t0x{:02x}", pa.lmc);
-    println!("\t\t\tlink_layer:\t\t{}", pa.link_layer);
+    outln!("\t\tport:\t{p}");
+    outln!("\t\t\tstate:\t\t\t{} ({})", pa.state, pa.state.to_ibv());
+    outln!("\t\t\tmax_mtu:\t\t{}", mtu_str(pa.max_mtu_raw));
+    outln!("\t\t\tactive_mtu:\t\t{}", mtu_str(pa.active_mtu_raw));
+    outln!("\t\t\tsm_lid:\t\t\t{}", pa.sm_lid);
+    outln!("\t\t\tport_lid:\t\t{}", pa.lid);
+    outln!("\t\t\tport_lmc:\t\t0x{:02x}", pa.lmc);
+    outln!("\t\t\tlink_layer:\t\t{}", pa.link_layer);
     match pa.rate_gbps() {
-        Some(r) => println!(
+        Some(r) => outln!(
             "\t\t\trate:\t\t\t{r} Gb/sec ({} x {} Gb/sec)",
             pa.width_lanes().unwrap_or(0),
             pa.lane_gbps().unwrap_or(0.0)
         ),
-        None => println!(
+        None => outln!(
             "\t\t\trate:\t\t\tunknown (width code {}, speed code {})",
-            pa.active_width, pa.active_speed
+            pa.active_width,
+            pa.active_speed
         ),
     }
     if verbose {
-        println!("\t\t\tmax_msg_sz:\t\t0x{:x}", pa.max_msg_sz);
-        println!("\t\t\tport_cap_flags:\t\t0x{:08x}", pa.port_cap_flags);
-        println!("\t\t\tmax_vl_num:\t\t{}", vl_str(pa.max_vl_num));
-        println!("\t\t\tsm_sl:\t\t\t{}", pa.sm_sl);
-        println!("\t\t\tpkey_tbl_len:\t\t{}", pa.pkey_tbl_len);
-        println!("\t\t\tgid_tbl_len:\t\t{}", pa.gid_tbl_len);
-        println!("\t\t\tsubnet_timeout:\t\t{}", pa.subnet_timeout);
-        println!("\t\t\tactive_width:\t\t{}", width_str(pa.active_width));
-        println!("\t\t\tactive_speed:\t\t{}", speed_str(pa.active_speed));
-        println!(
+        outln!("\t\t\tmax_msg_sz:\t\t0x{:x}", pa.max_msg_sz);
+        outln!("\t\t\tport_cap_flags:\t\t0x{:08x}", pa.port_cap_flags);
+        outln!("\t\t\tmax_vl_num:\t\t{}", vl_str(pa.max_vl_num));
+        outln!("\t\t\tsm_sl:\t\t\t{}", pa.sm_sl);
+        outln!("\t\t\tpkey_tbl_len:\t\t{}", pa.pkey_tbl_len);
+        outln!("\t\t\tgid_tbl_len:\t\t{}", pa.gid_tbl_len);
+        outln!("\t\t\tsubnet_timeout:\t\t{}", pa.subnet_timeout);
+        outln!("\t\t\tactive_width:\t\t{}", width_str(pa.active_width));
+        outln!("\t\t\tactive_speed:\t\t{}", speed_str(pa.active_speed));
+        outln!(
             "\t\t\tphys_state:\t\t{} ({})",
             pa.phys_state_str(),
             pa.phys_state
@@ -286,7 +287,7 @@ fn print_port(ctx: &Context, p: u8, pa: &PortAttr, verbose: bool) -> rdma_direct
     }
     let gids = ctx.gid_table(p)?;
     if gids.is_empty() {
-        println!("\t\t\tGID table:\t\tempty");
+        outln!("\t\t\tGID table:\t\tempty");
     }
     for g in gids {
         // The address form ibv_devinfo prints (inet_ntop): fe80::..., ::ffff:127.0.0.1.
@@ -295,7 +296,7 @@ fn print_port(ctx: &Context, p: u8, pa: &PortAttr, verbose: bool) -> rdma_direct
         if let Some(n) = &g.netdev {
             line.push_str(&format!(", {n}"));
         }
-        println!("{line}");
+        outln!("{line}");
     }
     Ok(())
 }

@@ -1,11 +1,23 @@
 //! `rdma-direct`: the command-line tool.
+//!
+//! The entry point is C's `main`, not Rust's: Rust's start-up would point a closed stdout at
+//! /dev/null (the output lost and nothing said, where out.rs reports it) and ignore SIGPIPE.
+
+// (Not in the unit-test build, whose harness brings its own main.)
+#![cfg_attr(not(test), no_main)]
+
+// First: the output macros (`out!`, `outln!`, `err!`, `errln!`) every module below prints with.
+#[macro_use]
+mod out;
 
 mod batching;
 mod bench;
+mod cpu_room;
 mod devices;
 mod doctor;
 mod events;
 mod info;
+mod jitter;
 mod json;
 mod json_value;
 mod perf;
@@ -14,7 +26,9 @@ mod plot;
 mod plotcmd;
 mod provider;
 mod results;
+mod scenario;
 mod selftest;
+mod stop;
 mod table;
 
 const USAGE: &str = "\
@@ -33,13 +47,17 @@ commands:
   bench <name> [opts]  hot-path benchmarks (see `rdma-direct bench --help`)
   plot FILE.json... --svg OUT   curves of perf/perftest result files (see `plot --help`)
   doctor [-d DEV]      walk the troubleshooting order: link, MTU, caps, memlock,
-                       NUMA/CPU affinity, PCIe width
+                       NUMA/CPU affinity, PCIe width; --latency: the polling core's tuning
+  jitter [-c CPUS]     host noise: how often and how long each CPU is taken from a
+                       spinning thread, and by what (interrupts, softirqs, other tasks)
   selftest [-d DEV]    the first-light ladder: small real operations, stopping at the
                        first that fails with what to send back (--json for a report)
   events [-d DEV]      print asynchronous events live (CQ error, QP fatal, port
                        changes, ...); a demonstration on the sim without -d
+  scenario PATH... [-d DEV]  run .scn transfer scenarios (files or directories), one
+                       PASS/FAIL line each (see `scenario --help`)
   --version            the version
-  help                 this text
+  help [COMMAND]       this text, or COMMAND's options (as COMMAND --help)
 
 Providers (--provider on pingpong, perf, info): auto picks the direct mlx5 path on an mlx5
 device, libibverbs (verbs) on any other, the software mlx5 device (sim) without -d.
@@ -52,7 +70,7 @@ fn options_or_exit<O>(cmd: &str, usage: &str, parsed: Result<Option<O>, String>)
     match parsed {
         Ok(Some(o)) => Ok(o),
         Ok(None) => {
-            print!("{usage}");
+            out!("{usage}");
             Err(0)
         }
         Err(e) => Err(usage_error(cmd, &e)),
@@ -62,7 +80,7 @@ fn options_or_exit<O>(cmd: &str, usage: &str, parsed: Result<Option<O>, String>)
 /// A bad command line: one line on stderr, `rdma-direct CMD: PROBLEM`, and where the options
 /// are listed (the usage itself would bury the line). Returns the exit status, 2.
 fn usage_error(cmd: &str, problem: &str) -> i32 {
-    eprintln!("rdma-direct {cmd}: {problem} (`rdma-direct {cmd} --help` lists the options)");
+    errln!("rdma-direct {cmd}: {problem} (`rdma-direct {cmd} --help` lists the options)");
     2
 }
 
@@ -87,8 +105,12 @@ fn check_output(flag: &str, path: &std::path::Path) -> Result<(), String> {
             Ok(())
         }
         Err(e) => {
+            let dir_missing = path
+                .parent()
+                .is_some_and(|d| !d.as_os_str().is_empty() && !d.is_dir());
             let hint = match e.kind() {
-                std::io::ErrorKind::NotFound => " (the directory does not exist)",
+                std::io::ErrorKind::NotFound if dir_missing => " (the directory does not exist)",
+                std::io::ErrorKind::NotFound => " (no file can be created there)",
                 std::io::ErrorKind::PermissionDenied => " (not writable)",
                 _ => "",
             };
@@ -149,17 +171,42 @@ fn flag_value(
     }
 }
 
-fn main() {
+/// The process's entry point (see the crate doc): the tool, with a panic ending it with
+/// status 101 as Rust's start-up would (never unwinding into C).
+#[cfg(not(test))]
+#[no_mangle]
+extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    std::panic::catch_unwind(tool).unwrap_or(101)
+}
+
+/// The command line's command, run; exits through [`out::finish`].
+#[cfg_attr(test, allow(dead_code))]
+fn tool() -> i32 {
     // A reader that goes away (`rdma-direct devices | head -1`) ends the tool quietly, as it
-    // ends C tools, instead of `println!` panicking on EPIPE: Rust ignores SIGPIPE by default.
-    // SAFETY: restoring the default disposition of one signal, before any thread is started;
+    // ends C tools; SIGPIPE keeps its default action (see out.rs for the other failures).
+    // SAFETY: setting the default disposition of one signal, before any thread is started;
     // no handler is installed.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let args: Vec<String> = std::env::args().collect();
-    let cmd = args.get(1).map(String::as_str).unwrap_or("help");
+    let Some(cmd) = args.get(1).map(String::as_str) else {
+        out::start("");
+        errln!("rdma-direct: which command? (`rdma-direct help` lists the commands)");
+        out::finish(2);
+    };
     let rest = if args.len() > 2 { &args[2..] } else { &[][..] };
+    // `help CMD` is `CMD --help`.
+    let help_of = ["--help".to_string()];
+    let (cmd, rest) = match (cmd, rest.first()) {
+        ("help", Some(c)) if rest.len() == 1 => (c.as_str(), &help_of[..]),
+        _ => (cmd, rest),
+    };
+    out::start(match cmd {
+        "devices" | "info" | "pingpong" | "perf" | "doctor" | "events" | "bench" | "plot"
+        | "selftest" | "scenario" => cmd,
+        _ => "",
+    });
     // With RDMA_DIRECT_LIBIBVERBS naming tests/standin's library, the sim is its device.
     let _ = rdma_direct::providers::sim::standin::attach_if_standin();
     let code = match cmd {
@@ -168,26 +215,28 @@ fn main() {
         "pingpong" => pingpong::run(rest),
         "perf" => perf::run(rest),
         "doctor" => doctor::run(rest),
+        "jitter" => jitter::run(rest),
         "events" => events::run(rest),
         "bench" => bench::run(rest),
         "plot" => plotcmd::run(rest),
         "selftest" => selftest::run(rest),
+        "scenario" => scenario::run(rest),
         "--version" | "-V" | "version" => {
-            println!("rdma-direct {}", env!("CARGO_PKG_VERSION"));
+            outln!("rdma-direct {}", env!("CARGO_PKG_VERSION"));
             0
         }
         "help" | "-h" | "--help" => {
-            print!("{USAGE}");
+            out!("{USAGE}");
             0
         }
         other => {
-            eprintln!(
+            errln!(
                 "rdma-direct: unknown command '{other}' (`rdma-direct help` lists the commands)"
             );
             2
         }
     };
-    std::process::exit(code);
+    out::finish(stop::exit_code(code));
 }
 
 #[cfg(test)]

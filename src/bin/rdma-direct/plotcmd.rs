@@ -87,7 +87,7 @@ pub fn run(args: &[String]) -> i32 {
     while let Some(a) = it.next() {
         match a.as_str() {
             "-h" | "--help" => {
-                print!("{HELP}");
+                out!("{HELP}");
                 return 0;
             }
             "--svg" | "--title" | "--metric" => {
@@ -120,7 +120,7 @@ pub fn run(args: &[String]) -> i32 {
         return usage("no result files given".into());
     }
     if let Err(e) = crate::check_output("--svg", Path::new(&out)) {
-        eprintln!("rdma-direct plot: {e}");
+        errln!("rdma-direct plot: {e}");
         return 1;
     }
     let mut runs = Vec::with_capacity(files.len());
@@ -128,7 +128,7 @@ pub fn run(args: &[String]) -> i32 {
         match results::read_file(Path::new(f)) {
             Ok(r) => runs.push(r),
             Err(e) => {
-                eprintln!("rdma-direct plot: {e}");
+                errln!("rdma-direct plot: {e}");
                 return 1;
             }
         }
@@ -137,7 +137,7 @@ pub fn run(args: &[String]) -> i32 {
         .iter()
         .position(|r| r.rows.kind() != runs[0].rows.kind())
     {
-        eprintln!(
+        errln!(
             "rdma-direct plot: cannot mix latency and bandwidth results in one plot: {} is {} ({}), {} is {} ({}); plot them separately",
             files[0],
             runs[0].test,
@@ -160,16 +160,16 @@ pub fn run(args: &[String]) -> i32 {
     let doc = match svg(&runs, metric, title.as_deref()) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("rdma-direct plot: {e}");
+            errln!("rdma-direct plot: {e}");
             return 2;
         }
     };
     if let Err(e) = std::fs::write(&out, doc) {
-        eprintln!("rdma-direct plot: {out}: {e}");
+        errln!("rdma-direct plot: {out}: {e}");
         return 1;
     }
     let curves = groups(&runs).len();
-    println!(
+    outln!(
         "wrote {out}: {curves} curve{} from {} file{}",
         if curves == 1 { "" } else { "s" },
         runs.len(),

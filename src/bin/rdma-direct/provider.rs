@@ -158,7 +158,7 @@ pub fn choose(choice: Choice, dev: Option<&DeviceFacts>) -> Result<ProviderKind,
 pub fn reason(choice: Choice, kind: ProviderKind, dev: Option<&DeviceFacts>) -> String {
     match (choice, dev) {
         (Choice::Force(_), _) => format!("{kind} (forced by --provider)"),
-        (Choice::Auto, None) => format!("{kind} (auto: no -d, the software device)"),
+        (Choice::Auto, None) => format!("{kind} (auto: no -d or -d sim0, the software device)"),
         (Choice::Auto, Some(d)) if kind == ProviderKind::Mlx5 => {
             format!("{kind} (auto: {} is an mlx5 device)", d.name)
         }
@@ -174,7 +174,7 @@ pub fn select(cmd: &str, choice: Choice, dev: Option<&str>) -> Result<(ProviderK
     let facts = match dev {
         Some(d) => {
             if let Err(e) = find_device(d) {
-                eprintln!("rdma-direct {cmd}: {e}");
+                errln!("rdma-direct {cmd}: {e}");
                 return Err(1);
             }
             Some(DeviceFacts::read(d))
@@ -184,10 +184,30 @@ pub fn select(cmd: &str, choice: Choice, dev: Option<&str>) -> Result<(ProviderK
     match choose(choice, facts.as_ref()) {
         Ok(kind) => Ok((kind, reason(choice, kind, facts.as_ref()))),
         Err(e) => {
-            eprintln!("rdma-direct {cmd}: {e}");
+            errln!("rdma-direct {cmd}: {e}");
             Err(2)
         }
     }
+}
+
+/// Two processes (server and client) on `dev` when `dev` is a device of tests/standin's
+/// libibverbs: refused in one line before any exchange (`Err` the exit status, 1), as the
+/// software device refuses a HOST. The stand-in's devices are the sim behind a libibverbs of
+/// this process, so a peer process has its own and the two would wait on each other forever.
+pub fn refuse_two_processes_on_standin(cmd: &str, dev: &str) -> Result<(), i32> {
+    if !matches!(
+        rdma_direct::providers::sim::standin::attach_if_standin(),
+        Ok(true)
+    ) {
+        return Ok(());
+    }
+    errln!(
+        "rdma-direct {cmd}: {dev} is a device of the stand-in libibverbs \
+         (RDMA_DIRECT_LIBIBVERBS): it lives in this process, so no other process can reach it \
+         and two processes would wait on each other forever; run both ends here with \
+         --loopback, or unset RDMA_DIRECT_LIBIBVERBS for a real device"
+    );
+    Err(1)
 }
 
 /// Check that the RDMA device `name` exists. The one "no such device" diagnosis every

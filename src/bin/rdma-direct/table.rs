@@ -73,7 +73,8 @@ pub fn table_line<S: AsRef<str>>(titles: &[S], cells: &[String]) -> String {
     s
 }
 
-/// The latency table's header line.
+/// The latency table's header line (perftest's nine columns).
+#[cfg(test)]
 pub fn lat_header() -> String {
     let titles: Vec<String> = LAT_COLUMNS.iter().map(|t| t.to_string()).collect();
     table_line(&LAT_COLUMNS, &titles)
@@ -97,6 +98,14 @@ fn lat_titles(deep: usize) -> Vec<String> {
 /// The latency table's header line for a run of `iters` iterations.
 pub fn lat_header_for(iters: u32) -> String {
     let t = lat_titles(deep_columns(iters));
+    table_line(&t, &t)
+}
+
+/// The latency table's header line for the row `r`: the same columns as [`lat_line`] of `r`
+/// (the deep percentiles the row has).
+pub fn lat_header_of(r: &LatRow) -> String {
+    let deep = usize::from(r.p99_99.is_some()) + usize::from(r.p99_999.is_some());
+    let t = lat_titles(deep);
     table_line(&t, &t)
 }
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The fixture scenarios (fixtures/scenarios/*.scn) across the link: the requester side of
 # each on guest a, the responder side on guest b, two processes in lockstep (the scenario
-# runner's two-process mode, tests/scenario/split.rs, driven by the ignored test
+# runner's two-process mode, src/scenario/split.rs, driven by the ignored test
 # split_scenarios_across_hosts of tests/scenarios.rs). Each side checks its own completions
 # (status, opcode, length, immediate, order, nothing lost or extra) and every byte of its own
 # buffers. Scenarios that cannot split are listed with the reason (for example a UD QP,

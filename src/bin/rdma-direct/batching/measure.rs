@@ -51,6 +51,13 @@ impl Stat {
     }
 }
 
+/// Whether the sweep ends before `round`: a stop was asked for ([`crate::stop`]: Ctrl-C, a
+/// failed stdout) and every point has at least one recorded sample. The points then carry
+/// the samples taken ([`Stat::reps`], the `samples` of the JSON).
+fn stop_after(o: &Opts, round: u32) -> bool {
+    round > o.warmup && crate::stop::requested()
+}
+
 /// Sorted samples (ns/WQE) into a [`Stat`].
 fn summarize(batch: u32, wqes: u32, mut ns: Vec<f64>) -> Stat {
     ns.sort_by(|a, b| a.total_cmp(b));
@@ -184,6 +191,9 @@ fn plain_sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
         }
     }
     for round in 0..o.warmup + o.reps {
+        if stop_after(o, round) {
+            break;
+        }
         for p in pts.iter_mut() {
             // Each point has its own queues: untimed samples over the whole SQ and CQ ring
             // bring them back into the cache the other points used, as a steady stream of
@@ -386,6 +396,9 @@ fn device_sweep<P: Target>(p: &mut P, o: &Opts) -> Result<Vec<(Config, Vec<Stat>
     }
     // Round-robin over the points, as on plain memory.
     for round in 0..o.warmup + o.reps {
+        if stop_after(o, round) {
+            break;
+        }
         for (c, batch, ns, dev) in pts.iter_mut() {
             P::set_mode(&mut b.cqp, c.mode);
             let total = o.sample_wqes(*batch);

@@ -29,7 +29,7 @@ pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
         c.signal.name(),
         c.payload.name(),
         c.size,
-        o.reps,
+        taken(o, pts),
         o.wqes,
         o.warmup
     );
@@ -168,18 +168,24 @@ pub(super) fn json(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
     t
 }
 
+/// The samples each point holds: `--reps`, fewer when a stop cut the sweep short.
+fn taken(o: &Opts, pts: &[Stat]) -> u32 {
+    pts.iter().map(|p| p.reps).min().unwrap_or(o.reps)
+}
+
 pub(super) fn charts(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Vec<Chart> {
+    let reps = res.iter().map(|(_, p)| taken(o, p)).min().unwrap_or(o.reps);
     let sub = if o.at.hardware() {
         format!(
             "{} — median of {} samples",
             o.at.describe(o.device.as_deref()),
-            o.reps
+            reps
         )
     } else {
         format!(
             "{} — median of {} samples; not hardware figures",
             o.at.describe(None),
-            o.reps
+            reps
         )
     };
     let band = res.len() <= plot::MAX_BANDS;

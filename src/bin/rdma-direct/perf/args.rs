@@ -111,7 +111,9 @@ fn perftest_unsupported(flag: &str) -> Option<&'static str> {
         "--dont_xchg_versions" => "the version exchange is always made (perftest 4.5 needs it)",
         "-o" | "--outs" => "outstanding READs are fixed at 16 (announced in the exchange)",
         "--report_both" | "--report-per-port" => "per-port reports change the exchange",
-        "-e" | "--events" => "completion events are not used; the queues are polled",
+        "-e" | "--events" | "--use_event" => {
+            "completion events are not used; the queues are polled"
+        }
         "-m" | "--mtu" => "the MTU is the port's active MTU, negotiated with the peer",
         _ => return None,
     })
@@ -230,13 +232,15 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         // The software device lives in this process: no peer can reach it.
         if let Some(h) = &host {
             return Err(format!(
-                "HOST '{h}': without -d the software mlx5 device runs client and server in \
-                 this process, which no other process can reach; a peer needs -d DEV"
+                "HOST '{h}': on the software mlx5 device (no -d, or -d sim0) client and \
+                 server run in this process, which no other process can reach; a peer needs \
+                 -d DEV"
             ));
         }
         if port.is_some() {
             return Err(
-                "-p: without -d client and server run in this process and exchange no TCP \
+                "-p: on the software device (no -d, or -d sim0) client and server run in this \
+                 process and exchange no TCP \
                  message; the TCP port is for -d DEV"
                     .into(),
             );

@@ -1,12 +1,15 @@
 //! Loopback (`--loopback`, the only mode of the software device): client and server QPs in
 //! this process; [`report`] measures every size, handing the header and each table line to
-//! its output as they are produced, and returns the report.
+//! its output as they are produced (and the rows so far to `--json`'s file), and returns the
+//! report. A stop asked for ([`crate::stop`]: Ctrl-C, a failed stdout) ends the sweep after
+//! the size being measured, with a note: the report holds the sizes done.
 
 use rdma_direct::perf::{Report, Run};
 use rdma_direct::providers::Provider;
 
 use super::super::table;
 use super::args::Cli;
+use super::keep;
 use super::text::{header, nic_text, progress, row_text, table_header};
 
 /// Loopback: measure `cli.params` on `p`, handing the text to `out` as it is produced
@@ -41,6 +44,12 @@ where
         out(&row_text(&row, cli.histogram));
         rows.push(row);
         nic.extend(run.nic_time());
+        keep(cli, &info, &rows);
+        if crate::stop::requested() && rows.len() < n {
+            progress(prog, n, n, 0);
+            crate::stop::note(&format!("perf {}", o.test.name()), rows.len(), n);
+            break;
+        }
         progress(
             prog,
             rows.len(),

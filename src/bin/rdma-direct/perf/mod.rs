@@ -1,8 +1,10 @@
 //! `rdma-direct perf <test> [options] [HOST]`: perftest's flags in, perftest's header and
 //! table out. The measurement is [`rdma_direct::perf`]'s; this module parses the command line,
 //! chooses and opens the provider ([`super::provider`]), and prints the header and one table
-//! line per size as it is measured. Result files (`--json FILE`, `--svg FILE`) are written
-//! after the table; nothing but the table goes to stdout.
+//! line per size as it is measured. `--json FILE` is rewritten after each size and both
+//! result files (`--json FILE`, `--svg FILE`) after the table; nothing but the table goes to
+//! stdout. Ctrl-C during a loopback sweep ends it after the current size, keeping the sizes
+//! done in the text and both files (exit status 130, [`crate::stop`]).
 //!
 //! Modes: with `-d DEV` and no HOST this process is perftest's **server** (waits on TCP port
 //! `-p`, 18515); with a HOST it is the **client**; the peer is this tool or perftest's
@@ -16,7 +18,7 @@ mod two_process;
 
 use std::io::IsTerminal;
 
-use rdma_direct::perf::{Params, Report, TX_DEPTH};
+use rdma_direct::perf::{Info, Params, Report, Row, Test, TX_DEPTH};
 use rdma_direct::providers::{Provider, ProviderKind};
 
 use super::provider::{self, Job};
@@ -35,23 +37,41 @@ pub fn run(args: &[String]) -> i32 {
     for (flag, path) in [("--json", &cli.json), ("--svg", &cli.svg)] {
         if let Some(p) = path {
             if let Err(e) = crate::check_output(flag, p) {
-                eprintln!("rdma-direct perf {name}: {e}");
+                errln!("rdma-direct perf {name}: {e}");
                 return 1;
             }
         }
     }
     if let Some(note) = short_run_note(&cli.params) {
-        eprintln!("rdma-direct perf {name}: note: {note}");
+        errln!("rdma-direct perf {name}: note: {note}");
     }
     let (kind, why) = match provider::select("perf", cli.provider, cli.device.as_deref()) {
         Ok(k) => k,
         Err(status) => return status,
     };
+    if let (Some(d), false) = (&cli.device, cli.mode == Mode::Loopback) {
+        if let Err(status) = provider::refuse_two_processes_on_standin(&format!("perf {name}"), d) {
+            return status;
+        }
+    }
+    let pollers = if cli.mode == Mode::Loopback
+        && matches!(cli.params.test, Test::WriteLat | Test::SendLat)
+        && rdma_direct::perf::two_threads(kind, &cli.params)
+    {
+        2
+    } else {
+        1
+    };
+    let (busy, what) = crate::cpu_room::busy(pollers, crate::cpu_room::device_thread(kind));
+    // The busy-threads warning goes out with the first text of a run that started (the
+    // header, or a server's wait), not before a refusal.
+    let mut warned = false;
     let mut print = |s: &str| {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(s.as_bytes());
-        let _ = out.flush();
+        if !std::mem::replace(&mut warned, true) {
+            crate::cpu_room::warn(&format!("perf {name}"), busy, what);
+        }
+        out!("{s}");
+        crate::out::flush();
     };
     let mut job = PerfJob {
         cli: &cli,
@@ -59,18 +79,28 @@ pub fn run(args: &[String]) -> i32 {
         out: &mut print,
         progress: std::io::stderr().is_terminal() && cli.params.sizes.len() > 1,
     };
+    // A loopback sweep stops cleanly at Ctrl-C (the library drives a two-process run's
+    // loop: Ctrl-C ends it, its --json file holding the sizes done).
+    let _armed =
+        (cli.mode == Mode::Loopback && cli.params.sizes.len() > 1).then(crate::stop::Armed::new);
     let sim_thread = kind == ProviderKind::Sim;
     let report = match provider::open_and_run(kind, cli.device.as_deref(), sim_thread, &mut job) {
         Ok(r) => r,
+        // Options the device cannot honour (found once it is open: its MTU, its inline
+        // limit): a bad command line, status 2.
+        Err(rdma_direct::Error::InvalidArgument {
+            context: "perf",
+            detail,
+        }) => return crate::usage_error(&format!("perf {name}"), &detail),
         Err(e) => {
-            eprintln!("rdma-direct perf {name}: {e}");
+            errln!("rdma-direct perf {name}: {e}");
             return 1;
         }
     };
     match write_files(&cli, &report) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("rdma-direct perf {name}: {e}");
+            errln!("rdma-direct perf {name}: {e}");
             1
         }
     }
@@ -110,6 +140,19 @@ fn write_files(cli: &Cli, report: &Report) -> Result<(), String> {
         std::fs::write(p, svg).map_err(|e| format!("{}: {e}", p.display()))?;
     }
     Ok(())
+}
+
+/// After each measured size: `--json`'s file rewritten with the rows so far, so a run that is
+/// killed keeps them (a failure here is reported by the final write, [`write_files`]).
+fn keep(cli: &Cli, info: &Info, rows: &[Row]) {
+    if let Some(p) = &cli.json {
+        let r = Report {
+            info: info.clone(),
+            rows: rows.to_vec(),
+            nic: Vec::new(),
+        };
+        let _ = results::write_file(p, &results::from_report(&cli.params, &r, cli.histogram));
+    }
 }
 
 /// The run, generic over the provider.

@@ -14,9 +14,9 @@ use super::super::table;
 pub(super) fn progress(on: bool, k: usize, n: usize, size: u32) {
     if on {
         if k < n {
-            eprint!("\r  perf: {k}/{n} sizes done, measuring {size} B ...   ");
+            err!("\r  perf: {k}/{n} sizes done, measuring {size} B ...   ");
         } else {
-            eprint!("\r{:60}\r", "");
+            err!("\r{:60}\r", "");
         }
     }
 }

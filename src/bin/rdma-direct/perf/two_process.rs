@@ -2,7 +2,8 @@
 //! (connects to HOST); the peer is this tool or perftest's `ib_<test>`. The exchange and the
 //! run are [`rdma_direct::perf::remote`]'s; this prints the header once the QPs are up, a table
 //! line per row (the peer's report for the bandwidth rows the server side does not measure),
-//! and returns the report.
+//! hands the rows so far to `--json`'s file after each (a run killed midway keeps the sizes
+//! done), and returns the report.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -17,7 +18,7 @@ use rdma_direct::providers::Provider;
 
 use super::super::table;
 use super::text::{header, progress, row_text, table_header};
-use super::{Mode, PerfJob};
+use super::{keep, Mode, PerfJob};
 
 /// Two processes: this side of perftest's model (see the module doc).
 pub(super) fn two_process<P: Provider>(
@@ -100,6 +101,9 @@ where
         Event::Row(r) => {
             out(&row_text(&r, cli.histogram));
             rows.push(r);
+            if let Some(i) = &info {
+                keep(cli, i, &rows);
+            }
             progress(
                 prog,
                 rows.len(),
@@ -118,6 +122,9 @@ where
             });
             out(&row_text(&row, false));
             rows.push(row);
+            if let Some(i) = &info {
+                keep(cli, i, &rows);
+            }
         }
     })?;
     out(&format!("{}\n", table::RULE));

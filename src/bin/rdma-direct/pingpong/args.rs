@@ -20,7 +20,10 @@ usage: rdma-direct pingpong [-d DEV] [options] [HOST]
   -g, --gid-idx IDX     local GID index; without it no GRH is used (needed on RoCE)
   -s, --size BYTES      message size (default 4096, at most 1 GiB)
   -n, --iters N         iterations (default 1000)
-  -c, --connection T    RC or UC (default RC)
+  -c, --connection T    RC or UC (default RC; perftest's -c, not ibv_rc_pingpong's)
+      --chk             check every message received: each carries its sequence number
+                        in every byte (a peer that echoes what it received passes)
+  -e, --events          not supported: the CQ is polled
   -p, --port PORT       TCP port (default 18515)
       --loopback        with -d: both ends on DEV in this process, connected to each
                         other (no HOST, no -p); without -d it is always so
@@ -64,6 +67,8 @@ pub(super) struct Args {
     pub(super) loopback: bool,
     /// `-R`: connect by address through the RDMA CM and speak rping's protocol.
     pub(super) rdma_cm: bool,
+    /// `--chk`: every message carries its sequence number in every byte, checked on receipt.
+    pub(super) chk: bool,
 }
 
 impl Default for Args {
@@ -84,6 +89,7 @@ impl Default for Args {
             host: None,
             provider: Choice::Auto,
             loopback: false,
+            chk: false,
             rdma_cm: false,
         }
     }
@@ -120,11 +126,25 @@ pub(super) fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, S
                 })?;
             }
             "-c" | "--connection" => {
-                a.qp_type = match val()?.to_ascii_uppercase().as_str() {
+                let v = val()?;
+                a.qp_type = match v.to_ascii_uppercase().as_str() {
                     "RC" => QpType::Rc,
                     "UC" => QpType::Uc,
+                    _ if v.starts_with('-') => {
+                        return Err(format!(
+                            "{flag}: '{v}' is not RC or UC: -c takes the connection type here \
+                             (perftest's -c); ibv_rc_pingpong's -c is --chk"
+                        ))
+                    }
                     other => return Err(format!("{flag}: '{other}' is not RC or UC")),
                 }
+            }
+            "--chk" => a.chk = true,
+            "-e" | "--events" => {
+                return Err(format!(
+                    "{flag}: not supported: sleeping on completion events; the CQ is polled \
+                     (`rdma-direct events` shows a device's event channel at work)"
+                ))
             }
             "--loopback" => a.loopback = true,
             s if s.starts_with('-') => return Err(format!("unknown option '{s}'")),

@@ -36,6 +36,15 @@ pub(super) struct Flow {
     pub(super) sge: [Sge; 1],
     /// Send times of the measuring end (preallocated; nothing grows in the loop).
     pub(super) stamps: Option<Vec<Instant>>,
+    /// `--chk`: messages carry [`chk_byte`] of their sequence number, checked on receipt.
+    pub(super) chk: bool,
+    /// The message size: the bytes of the buffer a message fills.
+    len: usize,
+}
+
+/// The byte every byte of message `seq` (0-based, per direction) holds with `--chk`.
+pub(super) fn chk_byte(seq: u32) -> u8 {
+    (seq % 251) as u8
 }
 
 impl Flow {
@@ -50,6 +59,8 @@ impl Flow {
             rx_depth: a.rx_depth,
             sge: [end.buf.mr().sge(0, a.size as u32)],
             stamps: measure.then(|| Vec::with_capacity(a.iters as usize + 1)),
+            chk: a.chk,
+            len: a.size,
         }
     }
 
@@ -83,7 +94,11 @@ impl Flow {
         Ok(())
     }
 
-    fn send<Q: QueuePair>(&mut self, qp: &mut Q) -> Result<()> {
+    /// Post the next send of `buf` (this end's buffer, which the receives also target).
+    fn send<Q: QueuePair>(&mut self, qp: &mut Q, buf: &mut [u8]) -> Result<()> {
+        if self.chk {
+            buf[..self.len].fill(chk_byte(self.scnt));
+        }
         if let Some(s) = &mut self.stamps {
             s.push(Instant::now());
         }
@@ -99,17 +114,20 @@ impl Flow {
     }
 
     /// The client's first send.
-    pub(super) fn start<Q: QueuePair>(&mut self, qp: &mut Q) -> Result<()> {
-        self.send(qp)
+    pub(super) fn start<Q: QueuePair>(&mut self, qp: &mut Q, buf: &mut [u8]) -> Result<()> {
+        self.send(qp, buf)
     }
 
-    /// One turn of rc_pingpong's loop: poll the CQ once and react to every completion.
-    /// Returns whether anything completed.
+    /// One turn of rc_pingpong's loop: poll the CQ once and react to every completion
+    /// (`buf`: this end's buffer, checked on receipt with `--chk`). Returns whether anything
+    /// completed.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn step<P: Provider>(
         &mut self,
         p: &mut P,
         qp: &mut P::Qp,
         cq: &mut P::Cq,
+        buf: &mut [u8],
         wc: &mut [Completion],
         who: &str,
     ) -> Result<bool> {
@@ -134,6 +152,16 @@ impl Flow {
                     self.souts -= 1;
                 }
                 RECV_WRID => {
+                    if self.chk {
+                        let want = chk_byte(self.rcnt);
+                        if let Some(at) = buf[..self.len].iter().position(|&b| b != want) {
+                            return Err(fail(format!(
+                                "{who}--chk: message {} holds {:#04x} at byte {at}, expected \
+                                 {want:#04x} in every byte (is the peer this tool with --chk?)",
+                                self.rcnt, buf[at]
+                            )));
+                        }
+                    }
                     self.routs -= 1;
                     if self.routs <= 1 {
                         self.fill(qp)?;
@@ -144,7 +172,7 @@ impl Flow {
             }
             self.pending &= !c.wr_id;
             if self.scnt < self.iters && self.pending == 0 {
-                self.send(qp)?;
+                self.send(qp, buf)?;
             }
         }
         Ok(n > 0)

@@ -1,6 +1,7 @@
 //! Loopback: both ends on one provider (the software mlx5 device, with its device thread, for
 //! `rdma-direct pingpong` without `-d`; any device with `-d DEV --loopback`), connected to each other and driven by one thread that
-//! alternates between them; returns the text to print (provider, address lines, results).
+//! alternates between them; prints the provider and address lines before the run (flushed)
+//! and returns the result text.
 
 use std::time::{Duration, Instant};
 
@@ -66,21 +67,38 @@ fn loopback<P: Provider>(
     let mut sf = Flow::new(&server, a, false);
     cf.fill(&mut client.qp)?;
     sf.fill(&mut server.qp)?;
-    let mut out = format!(
-        "provider: {}\n",
-        table::provider_label(p.kind(), p.device_name())
+    // The provider and address lines go out now, before the run (as rc_pingpong's).
+    out!(
+        "provider: {}\n{}{}",
+        table::provider_label(p.kind(), p.device_name()),
+        ep_line("local", &ce),
+        ep_line("remote", &se)
     );
-    out.push_str(&ep_line("local", &ce));
-    out.push_str(&ep_line("remote", &se));
+    crate::out::flush();
+    super::warn_busy(p.kind());
     ready(p)?;
 
     let mut wc = [Completion::EMPTY; 16];
     let mut stall = Stall::new();
     let start = Instant::now();
-    cf.start(&mut client.qp)?;
+    cf.start(&mut client.qp, client.buf.as_mut_slice())?;
     while !cf.done() || !sf.done() {
-        let c = cf.step(p, &mut client.qp, &mut client.cq, &mut wc, "client: ")?;
-        let s = sf.step(p, &mut server.qp, &mut server.cq, &mut wc, "server: ")?;
+        let c = cf.step(
+            p,
+            &mut client.qp,
+            &mut client.cq,
+            client.buf.as_mut_slice(),
+            &mut wc,
+            "client: ",
+        )?;
+        let s = sf.step(
+            p,
+            &mut server.qp,
+            &mut server.cq,
+            server.buf.as_mut_slice(),
+            &mut wc,
+            "server: ",
+        )?;
         if c || s {
             stall.progressed();
         } else {
@@ -94,7 +112,7 @@ fn loopback<P: Provider>(
         }
     }
     let end = Instant::now();
-    out.push_str(&results(
+    Ok(results(
         a,
         end.duration_since(start),
         cf.stamps.as_deref().unwrap_or(&[]),
@@ -104,8 +122,7 @@ fn loopback<P: Provider>(
         } else {
             ""
         },
-    ));
-    Ok(out)
+    ))
 }
 
 #[cfg(test)]
@@ -130,6 +147,60 @@ mod tests {
             assert!(out.contains("20 iters in "), "{out}");
             assert_eq!(dev.stats().wqes, 40, "{c}: {out}");
         }
+    }
+
+    /// `--chk`: messages carrying their sequence number pass; a client that does not write
+    /// it (rc_pingpong's constant 0x7b buffer) is caught by the checking server at the
+    /// first message, named. (A peer without `--chk` that echoes what it received passes a
+    /// checking client: the round trip returned the bytes sent.)
+    #[test]
+    fn chk_checks_every_message() {
+        let a = parse_args(&args("-s 64 -n 20 -r 4 --chk"))
+            .unwrap()
+            .unwrap();
+        assert!(a.chk);
+        let mut dev = SimDevice::new();
+        let out = loopback(&mut dev, &a, &mut |_| Ok(())).expect("--chk on both ends");
+        assert!(out.contains("20 iters in "), "{out}");
+
+        let mut dev = SimDevice::new();
+        let mut client = open_end(&mut dev, &a).unwrap();
+        let mut server = open_end(&mut dev, &a).unwrap();
+        connect_pair(&mut dev, &mut client.qp, &mut server.qp, &connect_opts(&a)).unwrap();
+        let mut cf = Flow::new(&client, &a, true);
+        cf.chk = false;
+        let mut sf = Flow::new(&server, &a, false);
+        cf.fill(&mut client.qp).unwrap();
+        sf.fill(&mut server.qp).unwrap();
+        let mut wc = [Completion::EMPTY; 16];
+        cf.start(&mut client.qp, client.buf.as_mut_slice()).unwrap();
+        let e = loop {
+            assert!(!sf.done(), "the run ended unchecked");
+            cf.step(
+                &mut dev,
+                &mut client.qp,
+                &mut client.cq,
+                client.buf.as_mut_slice(),
+                &mut wc,
+                "client: ",
+            )
+            .unwrap();
+            if let Err(e) = sf.step(
+                &mut dev,
+                &mut server.qp,
+                &mut server.cq,
+                server.buf.as_mut_slice(),
+                &mut wc,
+                "server: ",
+            ) {
+                break e.to_string();
+            }
+            dev.progress();
+        };
+        assert!(
+            e.contains("server: --chk: message 0 holds 0x7b at byte 0, expected 0x00"),
+            "{e}"
+        );
     }
 
     /// A failed send ends the run with the drain's line: every request outstanding at the

@@ -77,6 +77,11 @@ pub fn run(args: &[String]) -> i32 {
         Ok(k) => k,
         Err(status) => return status,
     };
+    if let (Some(d), false) = (&a.dev, kind == ProviderKind::Sim || a.loopback) {
+        if let Err(status) = provider::refuse_two_processes_on_standin("pingpong", d) {
+            return status;
+        }
+    }
     let res = match kind {
         ProviderKind::Sim => on_the_sim(&a),
         _ if a.loopback => provider::open_and_run(kind, a.dev.as_deref(), false, &mut Loopback(&a)),
@@ -86,14 +91,21 @@ pub fn run(args: &[String]) -> i32 {
     match res {
         Ok(text) => {
             // The first line names the provider; how it was chosen closes the output.
-            println!("{text}provider choice: {why}");
+            outln!("{text}provider choice: {why}");
             0
         }
         Err(e) => {
-            eprintln!("rdma-direct pingpong: {e}");
+            errln!("rdma-direct pingpong: {e}");
             1
         }
     }
+}
+
+/// The busy-threads warning ([`super::cpu_room`]) of a run on `kind`, printed once the run
+/// is set up (after its address lines), not before a refusal.
+fn warn_busy(kind: ProviderKind) {
+    let (busy, what) = super::cpu_room::busy(1, super::cpu_room::device_thread(kind));
+    super::cpu_room::warn("pingpong", busy, what);
 }
 
 fn io_err(ctx: &str, e: std::io::Error) -> Error {

@@ -54,7 +54,7 @@ fn latency_block(bytes: u64, iters: u32, samples: &[u64]) -> String {
     match stats::lat_row(bytes, u64::from(iters), samples, 2) {
         Ok(r) => format!(
             "latency (half round trip: consecutive sends of the measuring end, halved):\n{}\n{}\n",
-            table::lat_header(),
+            table::lat_header_of(&r),
             table::lat_line(&r)
         ),
         Err(e) => format!("latency: no table ({e})\n"),
@@ -80,5 +80,26 @@ mod tests {
             ["2", "10", "1.00", "9.00", "4.50", "4.50", "2.29", "9.00", "9.00"]
         );
         assert!(latency_block(2, 2, &[1000, 2000]).contains("no table"));
+    }
+
+    /// The header has the row's columns at every count around the deep percentiles'
+    /// thresholds (10 000 and 100 000 kept samples): `-n 10003` printed 10 values under 9
+    /// titles.
+    #[test]
+    fn header_and_row_have_the_same_columns_at_every_count() {
+        for n in (9_990..10_010).chain(99_990..100_010) {
+            let s: Vec<u64> = (0..u64::from(n)).map(|k| 1000 + k % 977).collect();
+            let t = latency_block(8, n, &s);
+            let lines: Vec<&str> = t.lines().collect();
+            let titles = lines[1].matches("[usec]").count() + 2;
+            let cells = lines[2].split_whitespace().count();
+            assert_eq!(titles, cells, "-n {n}:\n{t}");
+            // Each cell starts under its title.
+            for title in ["99.9% percentile[usec]", "99.99% percentile[usec]"] {
+                if let Some(at) = lines[1].find(title) {
+                    assert_ne!(&lines[2][at..at + 1], " ", "-n {n}:\n{t}");
+                }
+            }
+        }
     }
 }

@@ -71,12 +71,12 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
         local.gid = [0; 16];
     }
     let mine = PingpongMsg::from_endpoint(&local);
-    print!(
+    out!(
         "provider: {}\n{}",
         table::provider_label(p.kind(), p.device_name()),
         msg_line("local", &mine)
     );
-    let _ = std::io::stdout().flush();
+    crate::out::flush();
     let mut flow = Flow::new(&end, a, true);
 
     // The exchange, and the bring-up at the point rc_pingpong does it. Our receives are
@@ -116,17 +116,25 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
             rem
         }
     };
-    print!("{}", msg_line("remote", &rem));
-    let _ = std::io::stdout().flush();
+    out!("{}", msg_line("remote", &rem));
+    crate::out::flush();
+    super::warn_busy(p.kind());
 
     let mut wc = [Completion::EMPTY; 16];
     let mut stall = Stall::new();
     let start = Instant::now();
     if a.host.is_some() {
-        flow.start(&mut end.qp)?;
+        flow.start(&mut end.qp, end.buf.as_mut_slice())?;
     }
     while !flow.done() {
-        if flow.step(p, &mut end.qp, &mut end.cq, &mut wc, "")? {
+        if flow.step(
+            p,
+            &mut end.qp,
+            &mut end.cq,
+            end.buf.as_mut_slice(),
+            &mut wc,
+            "",
+        )? {
             stall.progressed();
         } else {
             p.progress();

@@ -132,7 +132,15 @@ pub fn read_file(path: &Path) -> Result<RunFile, String> {
             e.utf8_error().valid_up_to()
         )
     })?;
-    RunFile::from_text(&text).map_err(|e| format!("{}: {e}", path.display()))
+    RunFile::from_text(&text).map_err(|e| {
+        // `bench` writes files of its own schema, which a missing "kind" reveals first.
+        let hint = if text.contains("\"tool\":\"rdma-direct bench") {
+            " (this is a `bench` result file, not a perf run: `bench batching --svg` draws it)"
+        } else {
+            ""
+        };
+        format!("{}: {e}{hint}", path.display())
+    })
 }
 
 /// Write `run` to `path` ([`RunFile::to_json`]); errors start with the path.

@@ -10,8 +10,10 @@
 //! and the clock-info page → arm and wake through a completion channel → teardown in
 //! libmlx5's order. Without `-d` the ladder runs on the software mlx5 device (`sim`); on a
 //! device that is not mlx5 (rxe) the verbs provider runs it. Rungs that do not apply (the
-//! mlx5-only ones there) are marked `n/a` with the reason. Exit status: 0 when no rung
-//! failed, 1 at the first failure, 2 for bad options.
+//! mlx5-only ones there) are marked `n/a` with the reason. `-d sim0` is the software device
+//! (as everywhere). `--json` always prints one document: a device that is not there is the
+//! ladder stopped at its list rung with the diagnosis. Exit status: 0 when no rung failed,
+//! 1 at the first failure, 2 for bad options.
 
 mod dv;
 mod rungs;
@@ -21,7 +23,7 @@ use super::json;
 const USAGE: &str = "\
 usage: rdma-direct selftest [-d DEV] [-x GID_INDEX] [--json]
   the first-light ladder: each rung a small real operation, stopping at the first failure
-  -d DEV          the device (default: the software mlx5 device, sim)
+  -d DEV          the device (default, and -d sim0: the software mlx5 device)
   -x GID_INDEX    the GID to self-connect through (default: the first non-zero one)
   --json          one JSON object on stdout (for a bug report) instead of the table
 ";
@@ -116,11 +118,11 @@ impl Ladder {
                 Outcome::NotApplicable => "n/a ",
             };
             if r.outcome != Outcome::Fail {
-                println!("  [{n:2}] {mark} {:<28} {}", r.name, r.happened);
+                outln!("  [{n:2}] {mark} {:<28} {}", r.name, r.happened);
             } else {
-                println!("  [{n:2}] {mark} {}", r.name);
-                println!("       expected: {}", r.expected);
-                println!("       happened: {}", r.happened);
+                outln!("  [{n:2}] {mark} {}", r.name);
+                outln!("       expected: {}", r.expected);
+                outln!("       happened: {}", r.happened);
             }
         }
         self.rungs.push(r);
@@ -177,20 +179,35 @@ pub fn run(args: &[String]) -> i32 {
         Ok(o) => o,
         Err(status) => return status,
     };
-    let (kind, why) = match super::provider::select(
-        "selftest",
-        super::provider::Choice::Auto,
-        o.dev.as_deref(),
-    ) {
-        Ok(k) => k,
-        Err(status) => return status,
-    };
-    let name = o.dev.clone().unwrap_or_else(|| "sim0".into());
-    if !o.json {
-        println!("rdma-direct selftest: {name}, provider {why}");
-    }
+    let name = o
+        .dev
+        .clone()
+        .unwrap_or_else(|| super::provider::SIM_DEVICE.into());
+    let dev = super::provider::device_arg(o.dev.clone());
     let mut ladder = Ladder::new(o.json);
-    rungs::climb(&mut ladder, kind, o.dev.as_deref(), o.gid_index);
+    let why = match dev.as_deref().map(super::provider::find_device) {
+        // `--json` always gives a document: a device that is not there is the ladder
+        // stopping at its list rung, with the diagnosis.
+        Some(Err(e)) if o.json => {
+            rungs::missing(&mut ladder, &e);
+            "none (no such device)".to_string()
+        }
+        _ => {
+            let (kind, why) = match super::provider::select(
+                "selftest",
+                super::provider::Choice::Auto,
+                dev.as_deref(),
+            ) {
+                Ok(k) => k,
+                Err(status) => return status,
+            };
+            if !o.json {
+                outln!("rdma-direct selftest: {name}, provider {why}");
+            }
+            rungs::climb(&mut ladder, kind, dev.as_deref(), o.gid_index);
+            why
+        }
+    };
     let passed = ladder
         .rungs
         .iter()
@@ -203,20 +220,21 @@ pub fn run(args: &[String]) -> i32 {
         .count();
     let failed = ladder.rungs.iter().position(|r| r.outcome == Outcome::Fail);
     if o.json {
-        println!("{}", to_json(&name, &why, &ladder.rungs, failed));
+        outln!("{}", to_json(&name, &why, &ladder.rungs, failed));
     } else {
         match failed {
-            None => println!(
-                "selftest: all {} rungs passed ({passed} run, {na} not applicable)",
+            None if na == 0 => outln!("selftest: all {passed} rungs passed"),
+            None => outln!(
+                "selftest: no rung failed: {passed} passed, {na} not applicable (of {})",
                 ladder.rungs.len()
             ),
             Some(i) => {
-                println!(
+                outln!(
                     "selftest: stopped at rung {} ({}) after {passed} passed",
                     i + 1,
                     ladder.rungs[i].name
                 );
-                println!("{}", SEND_BACK.replace("DEV", &name));
+                outln!("{}", SEND_BACK.replace("DEV", &name));
             }
         }
     }

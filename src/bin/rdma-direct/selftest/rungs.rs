@@ -28,6 +28,17 @@ pub fn climb(l: &mut Ladder, kind: ProviderKind, dev: Option<&str>, gid: Option<
     }
 }
 
+/// The ladder for a device that is not there (`-d mlx5_0` on a host without it): libibverbs
+/// loaded, then the list rung failing with `why` (the one "no RDMA device" diagnosis).
+pub fn missing(l: &mut Ladder, why: &str) {
+    l.rung(
+        "load libraries",
+        "libibverbs.so.1 loads and exports every entry point used",
+        || loaded(false),
+    );
+    l.rung::<()>("list", E_LIST, || Err(why.to_string()));
+}
+
 const E_LOAD: &str = "libibverbs.so.1 and libmlx5.so.1 load and export every entry point used";
 const E_LIST: &str = "ibv_get_device_list names the device";
 const E_OPEN: &str = "ibv_open_device, mlx5dv_is_supported true, mlx5dv_query_device 0";

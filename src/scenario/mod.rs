@@ -1,16 +1,30 @@
-//! Declarative transfer scenarios (`fixtures/scenarios/*.scn`) and their runner: test
-//! support, not part of the library. A test binary includes it with `mod scenario;`
-//! (`tests/scenarios.rs` on a verbs device, `tests/sim_scenarios.rs` on the sim); it uses
-//! only the library's public API.
+//! Declarative transfer scenarios (`.scn` files) and their runner, as a product: a team
+//! writes its own scenarios and runs them on the software mlx5 device, on rxe or any verbs
+//! device, on mlx5 hardware, or through the stand-in libibverbs, with
+//! `rdma-direct scenario FILE...` or from its own test crate with [`run_file`]. Behind the
+//! `scenario` feature (part of the default `cli` build).
 //!
 //! A scenario is a small text file: the QPs, CQs, SRQs and buffers it needs, a sequence of
 //! posts, doorbells and expected completions, and the expected final contents of every
-//! buffer. The file format is documented in `fixtures/scenarios/README.md`; [`parse`] reads
-//! one file (line-numbered errors, never a panic), [`load_dir`] reads a directory, and
-//! [`run_scenario`] executes a scenario on any [`Provider`](rdma_direct::providers::Provider):
-//! the verbs fallback on rxe, the software mlx5 device, or mlx5 hardware.
-//! [`run_scenario_split`] runs one side of a scenario in each of two processes (requester
-//! and responder on two hosts); [`split`] says which scenarios can and why not the others.
+//! buffer. The format is documented in `fixtures/scenarios/README.md` of the repository.
+//!
+//! ## The API
+//!
+//! - [`load_file`] / [`load_paths`] / [`parse`] read files (a directory stands for its
+//!   `*.scn` files, sorted). Every error is a [`ParseError`] naming `file:line`; bad input
+//!   never panics.
+//! - [`RunOpts::for_provider`] picks the options for an opened provider: its tags (which
+//!   `[tag]` lines apply), the GID index to connect through.
+//! - [`run_scenario`] runs a parsed scenario on any [`Provider`]
+//!   and returns a [`Report`] or a [`Failure`] listing every [`Mismatch`] with its line;
+//!   [`run_file`] parses and runs in one call.
+//! - [`run_scenario_split`] runs one side of a scenario in each of two processes (requester
+//!   and responder on two hosts); [`split`] says which scenarios can and why not the others.
+//!
+//! The runner allocates, registers and creates everything a scenario declares and destroys
+//! it before returning, so one provider can run many scenarios in a row. It reads no
+//! environment variable and prints nothing: the caller decides what to run and how to show
+//! the result.
 //!
 //! ## What the runner checks
 //!
@@ -19,37 +33,40 @@
 //!   immediate (host order), GRH flag and source QP; on the CQ and with the `qp_num` of the
 //!   queue its request was posted to.
 //! - Order: completions of one queue (one SQ, one RQ, one SRQ) arrive in the order the file
-//!   lists them; completions of different queues may interleave in any order (the spec orders
-//!   nothing across queues, and an SQ and an RQ sharing a CQ are different queues).
+//!   lists them, except inside an `expect any-order { ... }` block; completions of different
+//!   queues may interleave in any order (the spec orders nothing across queues, and an SQ and
+//!   an RQ sharing a CQ are different queues).
 //! - Selective signaling: the runner keeps its own list of outstanding send requests per SQ;
 //!   a send completion must cover exactly the unsignaled requests still outstanding before it
-//!   ([`Completion::covered`](rdma_direct::providers::Completion::covered) and `covered_from`).
+//!   ([`Completion::covered`](crate::providers::Completion::covered) and `covered_from`).
 //! - Nothing is lost and nothing is extra: after the last step no further completion may
 //!   arrive within [`RunOpts::settle`], and every request posted (and not rejected) must have
 //!   been retired exactly once.
 //! - `post` lines that expect a rejection get exactly that [`PostError`] kind back, with the
 //!   request handed back unchanged (same `wr_id`).
+//! - `state QP STATE` lines: the QP's [`QueuePair::state`](crate::providers::QueuePair::state)
+//!   (as `connect`/`error` set it, or ERR once an error completion of the QP was polled).
 //! - Staging: before each `ring`, the SQ reports as many staged requests as were posted since
 //!   the last `ring`.
 //! - Every byte of every buffer at the end equals the expected image (the initial fill with
 //!   the file's `final` edits applied), except ranges marked `any`.
 //!
-//! Any mismatch is a [`Failure`] naming the scenario, the file line and step, expected vs got
-//! and, for bytes, the first differing offset with a hex window.
-
-#![allow(dead_code)]
+//! A run stops at the first mismatch unless [`RunOpts::keep_going`]: then a completion that
+//! arrived with wrong fields is recorded and the run goes on (a timeout, an unexpected
+//! completion or a setup error still end it). The final byte check always reports every
+//! differing range of every buffer (up to [`MAX_RANGES`] per buffer), each with the line of
+//! the `final` edit that covers it.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use rdma_direct::providers::{PostError, ProviderKind, QpType, WcOpcode, WcStatus};
+use crate::providers::{PostError, Provider, ProviderKind, QpState, QpType, WcOpcode, WcStatus};
 
 mod parse;
 mod run;
 pub mod split;
 
 pub use parse::parse;
-#[allow(unused_imports)] // the split runner is used by tests/scenarios.rs only
 pub use run::{run_scenario, run_scenario_split};
 
 /// A parsed scenario file.
@@ -136,7 +153,7 @@ pub struct BufDecl {
     pub size: usize,
     /// Initial fill.
     pub fill: Fill,
-    /// MR access flags ([`rdma_direct::providers::Access`] bits).
+    /// MR access flags ([`crate::providers::Access`] bits).
     pub access: u32,
     /// Declaring line.
     pub line: usize,
@@ -331,8 +348,11 @@ pub struct PostStep {
     pub remote: Option<(usize, usize)>,
     /// Use a deliberately wrong rkey.
     pub bad_rkey: bool,
-    /// Immediate (host order).
+    /// Immediate (host order) of the first request; request `i` of a repeat gets
+    /// `imm + i * imm_step` (`imm=V+i*K`).
     pub imm: u32,
+    /// What the immediate grows by per repetition.
+    pub imm_step: u32,
     /// CAS compare.
     pub compare: u64,
     /// CAS swap.
@@ -428,6 +448,9 @@ pub struct ExpectCqe {
     pub covered: Option<u32>,
     /// Only for this variant (`expect[rxe]`).
     pub variant: Option<String>,
+    /// Inside an `expect any-order { ... }` block: no order against the block's other
+    /// completions of its queue.
+    pub any_order: bool,
     /// File line.
     pub line: usize,
 }
@@ -454,6 +477,14 @@ pub enum StepKind {
     RingRecv(RecvTarget),
     /// Move a QP to ERR.
     ToError(usize),
+    /// The QP's state as its provider reports it (as set by `connect`/`error`, or ERR once
+    /// an error completion of the QP was polled) must be this.
+    State {
+        /// QP index.
+        qp: usize,
+        /// The state.
+        state: QpState,
+    },
     /// Wait for these completions (consecutive `expect` lines).
     Expect(Vec<ExpectCqe>),
 }
@@ -495,9 +526,9 @@ impl std::error::Error for ParseError {}
 /// How to run scenarios.
 #[derive(Clone, Debug)]
 pub struct RunOpts {
-    /// Which `[variant]` lines apply: `rxe` for the verbs provider, `mlx5` for mlx5 and the
-    /// sim (which models mlx5).
-    pub variant: String,
+    /// What the provider is, as `[tag]` lines name it ([`RunOpts::for_provider`]): a line
+    /// tagged `[t]` applies when `t` is in this list (`[!t]`: when it is not; `[a,b]`: both).
+    pub tags: Vec<String>,
     /// GID index for the loopback connections.
     pub gid_index: u8,
     /// Port.
@@ -506,28 +537,65 @@ pub struct RunOpts {
     pub poll_timeout: std::time::Duration,
     /// How long the runner watches for extra completions after the last step.
     pub settle: std::time::Duration,
+    /// Record a completion that arrived with wrong fields and go on, so one run reports
+    /// every such mismatch (see the module doc).
+    pub keep_going: bool,
 }
 
 impl RunOpts {
-    /// Defaults for a provider kind: variant, GID index 0, port 1, 10 s per expect group,
-    /// 50 ms settle.
-    pub fn new(kind: ProviderKind) -> RunOpts {
+    /// Defaults for a provider kind on device `device`: the tags [`tags_for`] gives, GID
+    /// index 0, port 1, 10 s per expect group, 50 ms settle, stop at the first mismatch.
+    pub fn new(kind: ProviderKind, device: &str) -> RunOpts {
         RunOpts {
-            variant: match kind {
-                ProviderKind::Verbs => "rxe",
-                ProviderKind::Mlx5 | ProviderKind::Sim => "mlx5",
-            }
-            .to_string(),
+            tags: tags_for(kind, device),
             gid_index: 0,
             port: 1,
             poll_timeout: std::time::Duration::from_secs(10),
             settle: std::time::Duration::from_millis(50),
+            keep_going: false,
         }
     }
-    /// True when a line tagged `variant` applies.
-    pub fn applies(&self, variant: &Option<String>) -> bool {
-        variant.as_deref().is_none_or(|v| v == self.variant)
+
+    /// Defaults for the opened provider `p` ([`RunOpts::new`]), with the GID index a
+    /// loopback connection on port 1 goes through: on a device, its default
+    /// ([`Context::default_gid_index`](crate::verbs::Context::default_gid_index), the
+    /// first RoCE v2 IPv4 entry); on the software device, 0.
+    pub fn for_provider<P: Provider>(p: &P) -> crate::Result<RunOpts> {
+        let mut o = RunOpts::new(p.kind(), p.device_name());
+        if p.kind() != ProviderKind::Sim {
+            let ctx = crate::verbs::Context::open(p.device_name())?;
+            o.gid_index = ctx.default_gid_index(o.port)?;
+        }
+        Ok(o)
     }
+
+    /// True when a line tagged `variant` applies (untagged lines always do).
+    pub fn applies(&self, variant: &Option<String>) -> bool {
+        variant.as_deref().is_none_or(|v| {
+            v.split(',').all(|t| match t.strip_prefix('!') {
+                Some(not) => !self.tags.iter().any(|x| x == not),
+                None => self.tags.iter().any(|x| x == t),
+            })
+        })
+    }
+}
+
+/// The tags a provider answers to: the software device `sim` and `mlx5` (it models mlx5)
+/// and its name; the mlx5 provider `mlx5` and the device name; the verbs provider `verbs`,
+/// the device name, and `rxe` on an rxe device (name `rxe*`) or `mlx5` on an mlx5 one
+/// (`mlx5*`: the completions are the NIC's, whichever library polls them).
+pub fn tags_for(kind: ProviderKind, device: &str) -> Vec<String> {
+    let mut t: Vec<&str> = match kind {
+        ProviderKind::Sim => vec!["sim", "mlx5"],
+        ProviderKind::Mlx5 => vec!["mlx5"],
+        ProviderKind::Verbs if device.starts_with("rxe") => vec!["verbs", "rxe"],
+        ProviderKind::Verbs if device.starts_with("mlx5") => vec!["verbs", "mlx5"],
+        ProviderKind::Verbs => vec!["verbs"],
+    };
+    if !device.is_empty() && !t.contains(&device) {
+        t.push(device);
+    }
+    t.into_iter().map(str::to_string).collect()
 }
 
 /// A scenario that passed.
@@ -547,14 +615,14 @@ pub struct Report {
     pub elapsed: std::time::Duration,
 }
 
-/// A scenario that failed: where and why.
+/// Most differing ranges reported per buffer (the count of differing bytes is always
+/// exact).
+pub const MAX_RANGES: usize = 16;
+
+/// One thing that did not go as the file says.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Failure {
-    /// Scenario name.
-    pub scenario: String,
-    /// File.
-    pub file: String,
-    /// Line of the step that failed (0: setup or the end checks).
+pub struct Mismatch {
+    /// Line of the step or `final` edit concerned (0: setup or the end checks).
     pub line: usize,
     /// The step, e.g. `expect`, `post`, `final buffers`.
     pub step: String,
@@ -562,21 +630,107 @@ pub struct Failure {
     pub detail: String,
 }
 
+/// A scenario that failed: every mismatch found, in the order found (at least one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// Scenario name.
+    pub scenario: String,
+    /// File.
+    pub file: String,
+    /// What went wrong, where.
+    pub mismatches: Vec<Mismatch>,
+}
+
+impl Failure {
+    /// The first mismatch's line (0 when there is none).
+    pub fn line(&self) -> usize {
+        self.mismatches.first().map_or(0, |m| m.line)
+    }
+}
+
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "scenario '{}' FAILED at {}:{} ({}):\n{}",
-            self.scenario, self.file, self.line, self.step, self.detail
-        )
+        let n = self.mismatches.len();
+        write!(f, "scenario '{}' FAILED", self.scenario)?;
+        if n > 1 {
+            write!(f, " ({n} mismatches)")?;
+        }
+        for m in &self.mismatches {
+            write!(f, "\n{}:{} ({}):\n{}", self.file, m.line, m.step, m.detail)?;
+        }
+        Ok(())
     }
 }
 
 impl std::error::Error for Failure {}
 
-/// Parse every `*.scn` file of `dir`, sorted by file name.
-pub fn load_dir(dir: impl AsRef<Path>) -> Result<Vec<Scenario>, ParseError> {
-    let dir = dir.as_ref();
+/// Why [`run_file`] did not pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunError {
+    /// The file could not be read or parsed.
+    Parse(ParseError),
+    /// The scenario ran and something did not match.
+    Failed(Failure),
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Parse(e) => e.fmt(f),
+            RunError::Failed(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// Parse the scenario file at `path` and run it on `p`.
+pub fn run_file<P: Provider>(
+    p: &mut P,
+    path: impl AsRef<Path>,
+    opts: &RunOpts,
+) -> Result<Report, RunError> {
+    let sc = load_file(path).map_err(RunError::Parse)?;
+    run_scenario(p, &sc, opts).map_err(RunError::Failed)
+}
+
+/// The scenario files `paths` name: a file as itself, a directory as its `*.scn` files
+/// (sorted by name), in the order given. A path that is neither is an error naming it.
+pub fn files<I>(paths: I) -> Result<Vec<PathBuf>, ParseError>
+where
+    I: IntoIterator,
+    I::Item: AsRef<Path>,
+{
+    let mut out = Vec::new();
+    for p in paths {
+        let p = p.as_ref();
+        if p.is_dir() {
+            out.extend(dir_files(p)?);
+        } else if p.is_file() {
+            out.push(p.to_path_buf());
+        } else {
+            return Err(ParseError {
+                file: p.display().to_string(),
+                line: 0,
+                msg: "no such file or directory".into(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Parse every scenario `paths` name ([`files`]). Stops at the first file that does not
+/// parse.
+pub fn load_paths<I>(paths: I) -> Result<Vec<Scenario>, ParseError>
+where
+    I: IntoIterator,
+    I::Item: AsRef<Path>,
+{
+    files(paths)?.iter().map(load_file).collect()
+}
+
+/// The `*.scn` files of `dir`, sorted by name.
+fn dir_files(dir: &Path) -> Result<Vec<PathBuf>, ParseError> {
     let rd = std::fs::read_dir(dir).map_err(|e| ParseError {
         file: dir.display().to_string(),
         line: 0,
@@ -595,11 +749,12 @@ pub fn load_dir(dir: impl AsRef<Path>) -> Result<Vec<Scenario>, ParseError> {
         }
     }
     paths.sort();
-    let mut out = Vec::with_capacity(paths.len());
-    for p in paths {
-        out.push(load_file(&p)?);
-    }
-    Ok(out)
+    Ok(paths)
+}
+
+/// Parse every `*.scn` file of `dir`, sorted by file name.
+pub fn load_dir(dir: impl AsRef<Path>) -> Result<Vec<Scenario>, ParseError> {
+    dir_files(dir.as_ref())?.iter().map(load_file).collect()
 }
 
 /// Parse one scenario file.
@@ -654,7 +809,7 @@ mod tests {
                 qp_type: QpType::Uc,
             },
             PostError::BadState {
-                state: rdma_direct::providers::QpState::Init,
+                state: crate::providers::QpState::Init,
             },
             PostError::CqError { cqn: 0x40 },
             PostError::UdDest,

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use super::*;
-use rdma_direct::providers::Access;
+use crate::providers::Access;
 
 /// Largest buffer a scenario may declare (a typo must not allocate the machine away).
 const MAX_BUF: usize = 64 << 20;
@@ -35,6 +35,8 @@ pub fn parse(file: &str, default_name: &str, text: &str) -> Result<Scenario, Par
         wrs: HashMap::new(),
         expected: HashMap::new(),
         variant_lines: Vec::new(),
+        block: None,
+        new_group: false,
     };
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
@@ -76,14 +78,51 @@ struct Parser {
     expected: HashMap<u64, Vec<Option<String>>>,
     /// Lines with a `[variant]` tag (they need a `differs` line).
     variant_lines: Vec<usize>,
+    /// The open `expect any-order {` block: its line and whether it has an expect yet.
+    block: Option<(usize, bool)>,
+    /// The next `expect` starts a new group (after a block closed).
+    new_group: bool,
+}
+
+/// The kinds of device a tag can tell apart, for [`overlap`].
+const SIM: u8 = 1;
+const MLX5_HW: u8 = 2;
+const RXE: u8 = 4;
+const OTHER_VERBS: u8 = 8;
+const ANY: u8 = SIM | MLX5_HW | RXE | OTHER_VERBS;
+
+/// The kinds of device a tag term names (see [`super::tags_for`]): `sim`, `mlx5` (the sim
+/// and hardware), `verbs` (any device through libibverbs), `rxe`; a device name by its
+/// prefix (`sim0`, `mlx5_*`, `rxe*`), any other name any device.
+fn kinds_of(term: &str) -> u8 {
+    match term {
+        "sim" => SIM,
+        "mlx5" => SIM | MLX5_HW,
+        "verbs" => MLX5_HW | RXE | OTHER_VERBS,
+        "rxe" => RXE,
+        d if d.starts_with("sim") => SIM,
+        d if d.starts_with("mlx5") => MLX5_HW,
+        d if d.starts_with("rxe") => RXE,
+        _ => MLX5_HW | RXE | OTHER_VERBS,
+    }
+}
+
+/// The kinds of device a whole tag (`a,!b`: every term holds) may apply on. Conservative: a
+/// named device counts as every kind it could be.
+fn kinds(tag: &Option<String>) -> u8 {
+    let Some(t) = tag else { return ANY };
+    t.split(',')
+        .fold(ANY, |k, term| match term.strip_prefix('!') {
+            // `!mlx5_0` still leaves other mlx5 devices: only whole kinds are excluded.
+            Some(not) if matches!(not, "sim" | "mlx5" | "verbs" | "rxe") => k & !kinds_of(not),
+            Some(_) => k,
+            None => k & kinds_of(term),
+        })
 }
 
 /// Two variant tags can both apply in one run.
 fn overlap(a: &Option<String>, b: &Option<String>) -> bool {
-    match (a, b) {
-        (Some(x), Some(y)) => x == y,
-        _ => true,
-    }
+    kinds(a) & kinds(b) != 0
 }
 
 impl Parser {
@@ -99,7 +138,14 @@ impl Parser {
             self.variant_lines.push(line);
             if !matches!(
                 kw,
-                "post" | "post_recv" | "ring" | "ring_recv" | "error" | "expect" | "final"
+                "post"
+                    | "post_recv"
+                    | "ring"
+                    | "ring_recv"
+                    | "error"
+                    | "expect"
+                    | "final"
+                    | "state"
             ) {
                 return Err(format!(
                     "'{kw}' takes no [variant]: only steps and 'final' lines may differ by provider"
@@ -108,7 +154,33 @@ impl Parser {
         }
         let args: Vec<&str> = toks.collect();
         let rest = text[head.len()..].trim();
+        if let Some((open, _)) = self.block {
+            match kw {
+                "}" if args.is_empty() => {
+                    if self.block != Some((open, true)) {
+                        return Err(format!("the any-order block of line {open} is empty"));
+                    }
+                    self.block = None;
+                    self.new_group = true;
+                    return Ok(());
+                }
+                "expect" if args.last() != Some(&"{") => {}
+                _ => {
+                    return Err(format!(
+                        "only expect lines may stand in the any-order block of line {open} \
+                         (close it with '}}')"
+                    ))
+                }
+            }
+        }
         match kw {
+            "expect" if args == ["any-order", "{"] => {
+                if variant.is_some() {
+                    return Err("tag the block's expect lines, not the block".into());
+                }
+                self.block = Some((line, false));
+            }
+            "}" => return Err("'}' without an open 'expect any-order {' block".into()),
             "name" => {
                 let n = one_arg(&args, "name NAME")?;
                 check_ident(n)?;
@@ -126,12 +198,12 @@ impl Parser {
             "srq" => self.srq(line, &args)?,
             "qp" => self.qp(line, &args)?,
             "set" => {
-                let e = self.edit(line, &args, None, false)?;
-                self.sc.sets.push(e);
+                let e = self.edits(line, &args, None, false)?;
+                self.sc.sets.extend(e);
             }
             "final" => {
-                let e = self.edit(line, &args, variant, true)?;
-                self.sc.finals.push(e);
+                let e = self.edits(line, &args, variant, true)?;
+                self.sc.finals.extend(e);
             }
             "connect" => self.connect(line, &args)?,
             "post" => self.post(line, &args, variant)?,
@@ -149,12 +221,27 @@ impl Parser {
                 self.push(line, variant, StepKind::ToError(q));
             }
             "expect" => self.expect(line, &args, variant)?,
+            "state" => {
+                let [q, st] = args[..] else {
+                    return Err("usage: state QP RESET|INIT|RTR|RTS|SQD|SQE|ERR".into());
+                };
+                let qp = self.qp_ref(q)?;
+                let state = QpState::from_name(st)
+                    .filter(|s| !matches!(s, QpState::Unknown(_)))
+                    .ok_or_else(|| {
+                        format!("unknown QP state '{st}' (RESET, INIT, RTR, RTS, SQD, SQE, ERR)")
+                    })?;
+                self.push(line, variant, StepKind::State { qp, state });
+            }
             other => return Err(format!("unknown keyword '{other}'")),
         }
         Ok(())
     }
 
     fn finish(mut self) -> Result<Scenario, (usize, String)> {
+        if let Some((open, _)) = self.block {
+            return Err((open, "the any-order block is never closed with '}'".into()));
+        }
         if self.sc.qps.is_empty() {
             return Err((0, "no 'qp' line: a scenario needs at least one QP".into()));
         }
@@ -439,6 +526,72 @@ impl Parser {
         }
     }
 
+    /// A `set`/`final` line, `repeat=N step=S` unrolled: repetition `i` edits the range
+    /// (and a `copy=` source) `i * S` bytes further, a counted `u64=V+i*K` / `u32=` writes
+    /// `V + i * K`.
+    fn edits(
+        &mut self,
+        line: usize,
+        args: &[&str],
+        variant: Option<String>,
+        is_final: bool,
+    ) -> PResult<Vec<Edit>> {
+        let (mut repeat, mut step) = (1u32, 0usize);
+        let mut main: Vec<&str> = Vec::new();
+        for a in args {
+            match a.split_once('=') {
+                Some(("repeat", v)) => repeat = parse_range_u32(v, 1, MAX_REPEAT, "repeat")?,
+                Some(("step", v)) => step = parse_usize(v)?,
+                _ => main.push(a),
+            }
+        }
+        if repeat > 1 && step == 0 {
+            return Err(
+                "repeat= on a set/final line needs step= (the bytes each repetition edits)".into(),
+            );
+        }
+        let counted = match main.get(1).and_then(|w| w.split_once('=')) {
+            Some((k @ ("u64" | "u32"), v)) if v.contains("+i") => {
+                let (base, per) = parse_counted_u64(v)?;
+                if repeat < 2 {
+                    return Err(format!(
+                        "{k}=V+i counts with the repetition: it needs repeat= of at least 2"
+                    ));
+                }
+                Some((k, base, per))
+            }
+            _ => None,
+        };
+        let mut out = Vec::with_capacity(repeat as usize);
+        for i in 0..repeat as usize {
+            let what;
+            let args_i: Vec<&str> = match counted {
+                Some((k, base, per)) => {
+                    let v = base
+                        .checked_add(
+                            (i as u64)
+                                .checked_mul(per)
+                                .ok_or("counted value overflows")?,
+                        )
+                        .ok_or("counted value overflows")?;
+                    what = format!("{k}={v}");
+                    vec![main[0], what.as_str()]
+                }
+                None => main.clone(),
+            };
+            let mut e = self.edit(line, &args_i, variant.clone(), is_final)?;
+            let shift = i.checked_mul(step).ok_or("repeat × step overflows")?;
+            e.range.off = e.range.off.checked_add(shift).ok_or("offset overflows")?;
+            self.check_in(e.range.buf, e.range.off, e.range.len)?;
+            if let EditKind::Copy(src) = &mut e.kind {
+                src.off = src.off.checked_add(shift).ok_or("offset overflows")?;
+                self.check_in(src.buf, src.off, src.len)?;
+            }
+            out.push(e);
+        }
+        Ok(out)
+    }
+
     fn edit(
         &mut self,
         line: usize,
@@ -597,6 +750,7 @@ impl Parser {
             remote: None,
             bad_rkey: false,
             imm: 0,
+            imm_step: 0,
             compare: 0,
             swap: 0,
             add: 0,
@@ -652,7 +806,7 @@ impl Parser {
                 "rkey" if v == "bad" => p.bad_rkey = true,
                 "rkey" => return Err("rkey= only takes 'bad' (a deliberately wrong key)".into()),
                 "imm" => {
-                    p.imm = parse_u32(v)?;
+                    (p.imm, p.imm_step) = parse_counted_u32(v)?;
                     have_imm = true;
                 }
                 "compare" => {
@@ -703,6 +857,11 @@ impl Parser {
         }
         if p.dest.is_some() && self.sc.qps[qp].qp_type != QpType::Ud && p.reject.is_none() {
             return Err("dest= is for UD QPs (or a post with reject=ud_dest)".into());
+        }
+        if p.imm_step != 0 && p.repeat < 2 {
+            return Err(
+                "imm=V+i counts with the repetition: it needs repeat= of at least 2".into(),
+            );
         }
         if p.signal == Signal::Last && p.repeat < 2 {
             return Err("signal=last needs repeat= of at least 2".into());
@@ -792,8 +951,11 @@ impl Parser {
             grh: false,
             covered: None,
             variant: variant.clone(),
+            any_order: self.block.is_some(),
             line,
         };
+        let mut repeat = 1u32;
+        let mut imm_step = 0u32;
         let mut have_wr = false;
         let mut have_status = false;
         for a in args {
@@ -808,7 +970,12 @@ impl Parser {
                         have_wr = true;
                     }
                     "len" => e.len = Some(parse_u32(v)?),
-                    "imm" => e.imm = Some(parse_u32(v)?),
+                    "imm" => {
+                        let (base, step) = parse_counted_u32(v)?;
+                        e.imm = Some(base);
+                        imm_step = step;
+                    }
+                    "repeat" => repeat = parse_range_u32(v, 1, MAX_REPEAT, "repeat")?,
                     "qp" => e.qp = Some(self.qp_ref(v)?),
                     "src_qp" => e.src_qp = Some(self.qp_ref(v)?),
                     "covered" => e.covered = Some(parse_u32(v)?),
@@ -830,8 +997,29 @@ impl Parser {
             }
         }
         if !have_wr || !have_status {
-            return Err("usage: expect wr=N STATUS [OPCODE] [len=N] [imm=V] [qp=Q] [src_qp=Q] [grh] [covered=N]".into());
+            return Err("usage: expect wr=N STATUS [OPCODE] [len=N] [imm=V] [qp=Q] [src_qp=Q] [grh] [covered=N] [repeat=N]".into());
         }
+        if imm_step != 0 && repeat < 2 {
+            return Err(
+                "imm=V+i counts with the repetition: it needs repeat= of at least 2".into(),
+            );
+        }
+        // `repeat=N` stands for N lines: wr=ID+i, imm=V+i*K.
+        for i in 0..repeat {
+            let mut one = e.clone();
+            one.wr_id = e
+                .wr_id
+                .checked_add(u64::from(i))
+                .ok_or("wr_id overflows with this repeat")?;
+            one.imm = e.imm.map(|v| v.wrapping_add(i.wrapping_mul(imm_step)));
+            self.expect_one(line, one, &variant)?;
+        }
+        Ok(())
+    }
+
+    /// One expectation (after `repeat=` is unrolled), checked against the posts so far and
+    /// added to its group.
+    fn expect_one(&mut self, line: usize, e: ExpectCqe, variant: &Option<String>) -> PResult<()> {
         if e.status == WcStatus::Success {
             if e.opcode.is_none() {
                 return Err("a SUCCESS expectation needs its opcode".into());
@@ -849,7 +1037,7 @@ impl Parser {
             .ok_or_else(|| format!("wr={} was not posted before this line", e.wr_id))?;
         let (_, target) = posts
             .iter()
-            .find(|(v, _)| overlap(v, &variant))
+            .find(|(v, _)| overlap(v, variant))
             .ok_or_else(|| format!("wr={} was not posted for this variant", e.wr_id))?;
         match *target {
             WrTarget::Recv(RecvTarget::Srq(_)) if e.qp.is_none() => {
@@ -873,19 +1061,21 @@ impl Parser {
             _ => {}
         }
         let seen = self.expected.entry(e.wr_id).or_default();
-        if seen.iter().any(|v| overlap(v, &variant)) {
+        if seen.iter().any(|v| overlap(v, variant)) {
             return Err(format!("wr={} is already expected", e.wr_id));
         }
-        seen.push(variant);
-        // Consecutive expect lines form one group.
-        if let Some(Step {
-            kind: StepKind::Expect(group),
-            ..
-        }) = self.sc.steps.last_mut()
-        {
-            group.push(e);
-        } else {
-            self.push(line, None, StepKind::Expect(vec![e]));
+        seen.push(variant.clone());
+        // Consecutive expect lines form one group; an any-order block is a group of its own.
+        let fresh = match &mut self.block {
+            Some((_, started)) => !std::mem::replace(started, true),
+            None => std::mem::take(&mut self.new_group),
+        };
+        match self.sc.steps.last_mut() {
+            Some(Step {
+                kind: StepKind::Expect(group),
+                ..
+            }) if !fresh => group.push(e),
+            _ => self.push(line, None, StepKind::Expect(vec![e])),
         }
         Ok(())
     }
@@ -909,15 +1099,22 @@ fn split_variant(head: &str) -> PResult<(&str, Option<String>)> {
         Some((kw, rest)) => {
             let v = rest
                 .strip_suffix(']')
-                .ok_or_else(|| format!("'{head}': a variant is written KEYWORD[name]"))?;
-            if v.is_empty()
-                || !v
-                    .bytes()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-            {
-                return Err(format!(
-                    "bad variant name '{v}' (lowercase letters and digits)"
-                ));
+                .ok_or_else(|| format!("'{head}': a variant is written KEYWORD[tag]"))?;
+            for term in v.split(',') {
+                let name = term.strip_prefix('!').unwrap_or(term);
+                if name.is_empty()
+                    || !name
+                        .bytes()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+                {
+                    return Err(format!(
+                        "bad variant tag '{v}' (names of lowercase letters, digits and '_', \
+                         '!' for not, ',' for and: sim, mlx5, verbs, rxe or a device name)"
+                    ));
+                }
+            }
+            if kinds(&Some(v.to_string())) == 0 {
+                return Err(format!("tag '{v}' applies on no device"));
             }
             Ok((kw, Some(v.to_string())))
         }
@@ -972,6 +1169,31 @@ pub(crate) fn parse_u64(s: &str) -> PResult<u64> {
     .map_err(|_| format!("bad number '{s}'"))?;
     v.checked_mul(mult)
         .ok_or_else(|| format!("number '{s}' overflows"))
+}
+
+/// [`parse_counted_u32`] for 64-bit values.
+fn parse_counted_u64(s: &str) -> PResult<(u64, u64)> {
+    match s.split_once("+i") {
+        None => Ok((parse_u64(s)?, 0)),
+        Some((base, "")) => Ok((parse_u64(base)?, 1)),
+        Some((base, rest)) => match rest.strip_prefix('*') {
+            Some(k) => Ok((parse_u64(base)?, parse_u64(k)?)),
+            None => Err(format!("'{s}': a counted value is V, V+i or V+i*K")),
+        },
+    }
+}
+
+/// A value that may count with a repetition: `V`, `V+i` or `V+i*K` (`i` = 0, 1, ...).
+/// Returns (V, K).
+fn parse_counted_u32(s: &str) -> PResult<(u32, u32)> {
+    match s.split_once("+i") {
+        None => Ok((parse_u32(s)?, 0)),
+        Some((base, "")) => Ok((parse_u32(base)?, 1)),
+        Some((base, rest)) => match rest.strip_prefix('*') {
+            Some(k) => Ok((parse_u32(base)?, parse_u32(k)?)),
+            None => Err(format!("'{s}': a counted value is V, V+i or V+i*K")),
+        },
+    }
 }
 
 fn parse_u32(s: &str) -> PResult<u32> {
@@ -1135,6 +1357,83 @@ final dst+16 copy=src+4:100
         assert_eq!(sc.finals[0].range.off, 16);
     }
 
+    /// Counted immediates, `repeat=` on expect lines, an any-order block as a group of its
+    /// own, and tags that exclude each other expecting one wr twice.
+    #[test]
+    fn second_edition_forms() {
+        let text = "\
+buf s 4096
+buf d 4096
+differs the sim and rxe report it differently
+qp a rc
+qp b rc
+connect a b
+post_recv b wr=10 sge=d:64 repeat=4 step=64
+ring_recv b
+post a send_imm wr=1 sge=s:64 imm=0x100+i*2 repeat=4 step=64 signal=last
+ring a
+expect wr=4 SUCCESS SEND covered=3
+expect any-order {
+expect wr=10 SUCCESS RECV len=64 imm=0x100+i*2 repeat=2
+expect wr=12 SUCCESS RECV len=64 imm=0x104+i repeat=2
+}
+expect[sim] wr=12 SUCCESS RECV
+expect[!sim] wr=12 SUCCESS RECV
+";
+        // The two tagged lines after the block would expect wr=12 twice: refused. Without
+        // them, the file parses.
+        let e = err(text);
+        assert!(e.msg.contains("already expected"), "{e}");
+        assert_eq!(e.line, 16);
+        let text = text.replace(
+            "expect[sim] wr=12 SUCCESS RECV\nexpect[!sim] wr=12 SUCCESS RECV\n",
+            "",
+        );
+        let sc = parse("t.scn", "t", &text).unwrap();
+        let StepKind::Post(p) = &sc.steps[3].kind else {
+            panic!("{:?}", sc.steps[3])
+        };
+        assert_eq!((p.imm, p.imm_step, p.repeat), (0x100, 2, 4));
+        let groups: Vec<Vec<(u64, Option<u32>, bool)>> = sc
+            .steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StepKind::Expect(g) => {
+                    Some(g.iter().map(|e| (e.wr_id, e.imm, e.any_order)).collect())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            groups,
+            vec![
+                vec![(4, None, false)],
+                vec![
+                    (10, Some(0x100), true),
+                    (11, Some(0x102), true),
+                    (12, Some(0x104), true),
+                    (13, Some(0x105), true)
+                ]
+            ]
+        );
+        // Tags that cannot both apply may each expect the same request.
+        for (a, b, ok) in [
+            ("sim", "!sim", true),
+            ("mlx5,!sim", "sim", true),
+            ("rxe", "mlx5", true),
+            ("verbs", "sim", true),
+            ("verbs", "mlx5", false), // mlx5 hardware through libibverbs is both
+            ("mlx5_0", "mlx5", false),
+            ("rxe0", "sim", true),
+        ] {
+            let t = format!(
+                "buf s 64\ndiffers x\nqp a rc\nqp b rc\nconnect a b\npost a send wr=1 sge=s:8 signaled\nring a\nexpect[{a}] wr=1 SUCCESS SEND\nexpect[{b}] wr=1 SUCCESS SEND\n"
+            );
+            let got = parse("t.scn", "t", &t);
+            assert_eq!(got.is_ok(), ok, "[{a}] and [{b}]: {got:?}");
+        }
+    }
+
     #[test]
     fn errors_name_the_line() {
         let bad = GOOD.replace("ring a\n", "ring nosuch\n");
@@ -1207,6 +1506,36 @@ final dst+16 copy=src+4:100
             ("qp a rc\npost[RXE] a send wr=1", "bad variant"),
             ("qp a rc\npost[rxe a send wr=1", "variant is written"),
             ("qp a rc\nfrobnicate", "unknown keyword"),
+            ("qp a rc\npost[sim,!mlx5] a send wr=1", "applies on no device"),
+            ("qp a rc\npost[rxe,!verbs] a send wr=1", "applies on no device"),
+            ("qp a rc\npost[sim,] a send wr=1", "bad variant"),
+            ("qp a rc\nexpect any-order {", "never closed"),
+            ("qp a rc\nexpect any-order {\n}", "is empty"),
+            ("qp a rc\n}", "without an open"),
+            (
+                "qp a rc\nexpect any-order {\nring a\n}",
+                "only expect lines",
+            ),
+            (
+                "qp a rc\nexpect any-order {\nexpect any-order {",
+                "only expect lines",
+            ),
+            ("qp a rc\nexpect[rxe] any-order {", "not the block"),
+            ("qp a rc\nstate a", "usage: state QP"),
+            ("qp a rc\nstate a BROKEN", "unknown QP state"),
+            ("qp a rc\nstate nope RTS", "not declared"),
+            ("buf s 64\nfinal s:8 u64=1 repeat=2", "needs step="),
+            ("buf s 64\nfinal s:8 u64=1+i", "repeat= of at least 2"),
+            ("buf s 64\nfinal s:8 u64=1+i repeat=9 step=8", "outside"),
+            ("buf s 64\nbuf t 64\nfinal s:8 copy=t+60 repeat=2 step=8", "outside"),
+            ("buf s 64\nfinal s:4 u32=0xffffffff+i repeat=2 step=4", "does not fit in 32 bits"),
+            ("buf s 8\nqp a rc\npost a send_imm wr=1 sge=s:8 imm=1+i", "repeat= of at least 2"),
+            ("buf s 8\nqp a rc\npost a send_imm wr=1 sge=s:4 imm=1+j repeat=2", "bad number"),
+            ("buf s 8\nqp a rc\npost a send_imm wr=1 sge=s:4 imm=1+ix2 repeat=2", "V+i*K"),
+            (
+                "buf s 64\nqp a rc\nqp b rc\nconnect a b\npost_recv b wr=1 sge=s:8 repeat=2 step=8\nexpect wr=1 SUCCESS RECV repeat=3",
+                "wr=3 was not posted",
+            ),
             ("qp a rc\nqp b uc\nconnect a b", "different types"),
             ("qp a rc\nconnect a a", "two different"),
             ("qp a rc\nconnect a nope", "not declared"),

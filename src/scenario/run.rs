@@ -11,8 +11,8 @@ use memmap2::MmapMut;
 
 use super::split::{Link, Plan, Side};
 use super::*;
-use rdma_direct::endpoint::{connect_qp_client, connect_qp_server};
-use rdma_direct::providers::{
+use crate::endpoint::{connect_qp_client, connect_qp_server};
+use crate::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Payload, Provider, QpCaps,
     QpConfig, QueuePair, RecvQueue, RecvWr, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest,
     WcFlags,
@@ -37,14 +37,17 @@ pub fn run_scenario<P: Provider>(
 ) -> Result<Report, Failure> {
     let start = Instant::now();
     let mut r = Runner::setup(p, sc, opts)?;
-    for step in &sc.steps {
-        if opts.applies(&step.variant) {
-            r.step(p, step)?;
+    let res = (|| {
+        for step in &sc.steps {
+            if opts.applies(&step.variant) {
+                r.step(p, step)?;
+            }
         }
-    }
-    r.settle(p)?;
-    r.check_accounting()?;
-    let bytes_checked = r.check_buffers()?;
+        r.settle(p)?;
+        r.check_accounting()?;
+        r.check_buffers()
+    })();
+    let bytes_checked = r.conclude(res)?;
     Ok(Report {
         name: sc.name.clone(),
         posted: r.posted,
@@ -78,16 +81,19 @@ pub fn run_scenario_split<P: Provider>(
         plan: plan.clone(),
         peer_bufs,
     });
-    for (i, step) in sc.steps.iter().enumerate() {
-        link.meet(i as u32)
-            .map_err(|e| r.fail(step.line, "split: lockstep", e))?;
-        if opts.applies(&step.variant) {
-            r.step_split(p, step, link)?;
+    let res = (|| {
+        for (i, step) in sc.steps.iter().enumerate() {
+            link.meet(i as u32)
+                .map_err(|e| r.fail(step.line, "split: lockstep", e))?;
+            if opts.applies(&step.variant) {
+                r.step_split(p, step, link)?;
+            }
         }
-    }
-    r.settle(p)?;
-    r.check_accounting()?;
-    let bytes_checked = r.check_buffers()?;
+        r.settle(p)?;
+        r.check_accounting()?;
+        r.check_buffers()
+    })();
+    let bytes_checked = r.conclude(res)?;
     // Neither side tears down while the other still polls.
     link.meet(u32::MAX)
         .map_err(|e| r.fail(0, "split: end", e))?;
@@ -129,7 +135,7 @@ struct Runner<'s, P: Provider> {
     qp_cq: Vec<(usize, usize)>,
     qkey: u32,
     /// Each connected QP's endpoint and the options it was connected with (for AHs).
-    eps: Vec<Option<(rdma_direct::providers::QpEndpoint, ConnectOpts)>>,
+    eps: Vec<Option<(crate::providers::QpEndpoint, ConnectOpts)>>,
     /// Outstanding send requests per QP, in post order: (wr_id, signaled).
     sq_out: Vec<VecDeque<(u64, bool)>>,
     /// Outstanding receives per queue.
@@ -143,6 +149,8 @@ struct Runner<'s, P: Provider> {
     completions: u32,
     /// Two-process mode (`None`: both sides in this process).
     split: Option<SplitState>,
+    /// Mismatches recorded under [`RunOpts::keep_going`].
+    recorded: Vec<Mismatch>,
 }
 
 fn two_mut<T>(v: &mut [T], i: usize, j: usize) -> (&mut T, &mut T) {
@@ -209,13 +217,14 @@ fn fmt_expect(e: &ExpectCqe, sc: &Scenario) -> String {
     s
 }
 
-/// A hex window of `bytes` around `at`.
-fn hex_window(bytes: &[u8], at: usize) -> String {
+/// A hex window of `bytes` from a little before `at` to a little after `end` (at most 32
+/// bytes), the bytes of `at..end` in brackets.
+fn hex_window(bytes: &[u8], at: usize, end: usize) -> String {
     let start = at.saturating_sub(8) & !7;
-    let end = (start + 24).min(bytes.len());
+    let stop = (end + 8).min(start + 32).min(bytes.len()).max(at + 1);
     let mut s = format!("{start:#08x}:");
-    for (i, b) in bytes[start..end].iter().enumerate() {
-        if start + i == at {
+    for (i, b) in bytes[start..stop].iter().enumerate() {
+        if (at..end).contains(&(start + i)) {
             let _ = write!(s, " [{b:02x}]");
         } else {
             let _ = write!(s, " {b:02x}");
@@ -224,14 +233,56 @@ fn hex_window(bytes: &[u8], at: usize) -> String {
     s
 }
 
+/// Bytes compared (those `care` marks) and the half-open ranges where `got` differs from
+/// `want`.
+fn diff_ranges(got: &[u8], want: &[u8], care: &[bool]) -> (u64, Vec<(usize, usize)>) {
+    let mut n = 0u64;
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for k in 0..want.len() {
+        if !care[k] {
+            continue;
+        }
+        n += 1;
+        if got[k] != want[k] {
+            match ranges.last_mut() {
+                Some(r) if r.1 == k => r.1 = k + 1,
+                _ => ranges.push((k, k + 1)),
+            }
+        }
+    }
+    (n, ranges)
+}
+
 impl<'s, P: Provider> Runner<'s, P> {
     fn fail(&self, line: usize, step: &str, detail: impl Into<String>) -> Failure {
         Failure {
             scenario: self.sc.name.clone(),
             file: self.sc.file.clone(),
-            line,
-            step: step.to_string(),
-            detail: detail.into(),
+            mismatches: vec![Mismatch {
+                line,
+                step: step.to_string(),
+                detail: detail.into(),
+            }],
+        }
+    }
+
+    /// The run's end: `res` (the steps' outcome), with the mismatches recorded under
+    /// [`RunOpts::keep_going`] before it.
+    fn conclude<T>(&mut self, res: Result<T, Failure>) -> Result<T, Failure> {
+        let recorded = std::mem::take(&mut self.recorded);
+        match res {
+            Ok(v) if recorded.is_empty() => Ok(v),
+            Ok(_) => Err(Failure {
+                scenario: self.sc.name.clone(),
+                file: self.sc.file.clone(),
+                mismatches: recorded,
+            }),
+            Err(mut f) => {
+                let mut all = recorded;
+                all.append(&mut f.mismatches);
+                f.mismatches = all;
+                Err(f)
+            }
         }
     }
 
@@ -239,9 +290,11 @@ impl<'s, P: Provider> Runner<'s, P> {
         let fail = |line: usize, step: &str, detail: String| Failure {
             scenario: sc.name.clone(),
             file: sc.file.clone(),
-            line,
-            step: step.to_string(),
-            detail,
+            mismatches: vec![Mismatch {
+                line,
+                step: step.to_string(),
+                detail,
+            }],
         };
         // Initial images: fill, then the `set` lines in order.
         let mut initial: Vec<Vec<u8>> = sc
@@ -354,6 +407,7 @@ impl<'s, P: Provider> Runner<'s, P> {
             rejected: 0,
             completions: 0,
             split: None,
+            recorded: Vec::new(),
         })
     }
 
@@ -438,6 +492,7 @@ impl<'s, P: Provider> Runner<'s, P> {
             StepKind::Post(ps) if !self.own_qp(ps.qp) => Ok(()),
             StepKind::PostRecv(rs) if !self.own_recv(rs.target) => Ok(()),
             StepKind::Ring(q) | StepKind::ToError(q) if !self.own_qp(*q) => Ok(()),
+            StepKind::State { qp, .. } if !self.own_qp(*qp) => Ok(()),
             StepKind::RingRecv(t) if !self.own_recv(*t) => Ok(()),
             StepKind::Expect(group) => {
                 let Some(s) = &self.split else {
@@ -506,6 +561,20 @@ impl<'s, P: Provider> Runner<'s, P> {
                     .map_err(|e| self.fail(line, "error", e.to_string()))?;
             }
             StepKind::Expect(group) => self.expect(p, group)?,
+            StepKind::State { qp, state } => {
+                let got = self.qps[*qp].state();
+                if got != *state {
+                    let f = self.fail(
+                        line,
+                        "state",
+                        format!("QP '{}' is {got}, expected {state}", self.sc.qps[*qp].name),
+                    );
+                    if !self.opts.keep_going {
+                        return Err(f);
+                    }
+                    self.recorded.extend(f.mismatches);
+                }
+            }
         }
         Ok(())
     }
@@ -557,15 +626,12 @@ impl<'s, P: Provider> Runner<'s, P> {
                 }
                 None => (0, 0),
             };
+            let imm = ps.imm.wrapping_add((i as u32).wrapping_mul(ps.imm_step));
             let op = match ps.op {
                 PostOp::Send => SendOp::Send,
-                PostOp::SendImm => SendOp::SendImm { imm: ps.imm },
+                PostOp::SendImm => SendOp::SendImm { imm },
                 PostOp::Write => SendOp::Write { raddr, rkey },
-                PostOp::WriteImm => SendOp::WriteImm {
-                    raddr,
-                    rkey,
-                    imm: ps.imm,
-                },
+                PostOp::WriteImm => SendOp::WriteImm { raddr, rkey, imm },
                 PostOp::Read => SendOp::Read { raddr, rkey },
                 PostOp::Cas => SendOp::CompareSwap {
                     raddr,
@@ -814,54 +880,16 @@ impl<'s, P: Provider> Runner<'s, P> {
             })
     }
 
-    /// Check one arrived completion against the group.
-    fn take(
-        &mut self,
-        ci: usize,
-        c: &Completion,
-        group: &[&ExpectCqe],
-        owners: &[Owner],
-        matched: &mut [bool],
-    ) -> Result<(), Failure> {
-        let Some(k) = (0..group.len()).find(|&k| !matched[k] && group[k].wr_id == c.wr_id) else {
-            let pending: Vec<String> = group
-                .iter()
-                .zip(matched.iter())
-                .filter(|(_, m)| !**m)
-                .map(|(e, _)| fmt_expect(e, self.sc))
-                .collect();
-            return Err(self.fail(
-                group[0].line,
-                "expect",
-                format!(
-                    "unexpected completion: {}\n  (QP {}; waiting for: {})",
-                    fmt_cqe(c),
-                    self.qp_name_of(c.qp_num),
-                    pending.join("; ")
-                ),
-            ));
-        };
-        let e = group[k];
-        let owner = owners[k];
-        // Order within one queue.
-        if let Some(j) = (0..k).find(|&j| !matched[j] && owners[j] == owner) {
-            return Err(self.fail(
-                e.line,
-                "expect",
-                format!(
-                    "out of order on one queue: got {} before {}",
-                    fmt_cqe(c),
-                    fmt_expect(group[j], self.sc)
-                ),
-            ));
-        }
+    /// What differs between completion `c` (polled from CQ `ci`) and expectation `e` of a
+    /// request of queue `owner`: its CQ, QP and fields (not the accounting).
+    fn field_errs(&self, ci: usize, c: &Completion, e: &ExpectCqe, owner: Owner) -> Vec<String> {
         let mut errs: Vec<String> = Vec::new();
         // Which QP and CQ.
         let want_qp = match (e.qp, owner) {
             (Some(q), _) => q,
             (None, Owner::Sq(q)) | (None, Owner::Recv(RecvTarget::Qp(q))) => q,
             (None, Owner::Recv(RecvTarget::Srq(_))) => {
-                return Err(self.fail(e.line, "expect", "SRQ receive without qp="))
+                return vec!["an SRQ receive expected without qp= (the parser requires it)".into()]
             }
         };
         let want_cq = match owner {
@@ -910,7 +938,7 @@ impl<'s, P: Provider> Runner<'s, P> {
             }
             // Only a UD receive buffer holds the GRH; on RC/UC over RoCE the flag is set
             // (rxe, mlx5) but means nothing to the receiver.
-            let ud = self.sc.qps[want_qp].qp_type == rdma_direct::providers::QpType::Ud;
+            let ud = self.sc.qps[want_qp].qp_type == crate::providers::QpType::Ud;
             if is_recv && ud && c.flags.contains(WcFlags::GRH) != e.grh {
                 errs.push(format!(
                     "GRH flag {}, expected {}",
@@ -925,6 +953,92 @@ impl<'s, P: Provider> Runner<'s, P> {
                 }
             }
         }
+        errs
+    }
+
+    /// Which expectation of `group` completion `c` answers: the unmatched one with its wr_id;
+    /// inside an any-order block, for a receive of an SRQ whose wr_id the block lists, the
+    /// first unmatched expectation of the block on that SRQ whose fields all agree (which
+    /// receive of an SRQ a sender's message lands in depends on the arrival order).
+    fn pick(
+        &self,
+        ci: usize,
+        c: &Completion,
+        group: &[&ExpectCqe],
+        owners: &[Owner],
+        matched: &[bool],
+    ) -> Option<usize> {
+        let n = group.len();
+        let exact = (0..n).find(|&k| !matched[k] && group[k].wr_id == c.wr_id);
+        let Some(o @ Owner::Recv(RecvTarget::Srq(_))) = self.owner.get(&c.wr_id).copied() else {
+            return exact;
+        };
+        let in_block = |j: usize| group[j].any_order && owners[j] == o;
+        if !(0..n).any(|j| in_block(j) && group[j].wr_id == c.wr_id) {
+            return exact;
+        }
+        let cands: Vec<usize> = (0..n).filter(|&j| !matched[j] && in_block(j)).collect();
+        cands
+            .iter()
+            .copied()
+            .find(|&j| self.field_errs(ci, c, group[j], owners[j]).is_empty())
+            .or(exact.filter(|k| cands.contains(k)))
+            .or(cands.first().copied())
+    }
+
+    /// Check one arrived completion against the group.
+    fn take(
+        &mut self,
+        ci: usize,
+        c: &Completion,
+        group: &[&ExpectCqe],
+        owners: &[Owner],
+        matched: &mut [bool],
+    ) -> Result<(), Failure> {
+        let Some(k) = self.pick(ci, c, group, owners, matched) else {
+            let pending: Vec<String> = group
+                .iter()
+                .zip(matched.iter())
+                .filter(|(_, m)| !**m)
+                .map(|(e, _)| fmt_expect(e, self.sc))
+                .collect();
+            let waiting = if pending.is_empty() {
+                // It came in the same poll as the group's last expected completion.
+                let all: Vec<String> = group.iter().map(|e| fmt_expect(e, self.sc)).collect();
+                format!(
+                    "nothing more: every completion of this group had arrived ({})",
+                    all.join("; ")
+                )
+            } else {
+                pending.join("; ")
+            };
+            return Err(self.fail(
+                group[0].line,
+                "expect",
+                format!(
+                    "unexpected completion: {}\n  (QP {}; waiting for: {waiting})",
+                    fmt_cqe(c),
+                    self.qp_name_of(c.qp_num),
+                ),
+            ));
+        };
+        let e = group[k];
+        let owner = owners[k];
+        // Order within one queue (none inside an any-order block).
+        if let Some(j) = (0..k)
+            .find(|&j| !matched[j] && owners[j] == owner && !(e.any_order && group[j].any_order))
+        {
+            return Err(self.fail(
+                e.line,
+                "expect",
+                format!(
+                    "out of order on one queue: got {} before {}",
+                    fmt_cqe(c),
+                    fmt_expect(group[j], self.sc)
+                ),
+            ));
+        }
+        let mut errs = self.field_errs(ci, c, e, owner);
         // Accounting.
         match owner {
             Owner::Sq(q) => {
@@ -968,7 +1082,7 @@ impl<'s, P: Provider> Runner<'s, P> {
             }
         }
         if !errs.is_empty() {
-            return Err(self.fail(
+            let f = self.fail(
                 e.line,
                 "expect",
                 format!(
@@ -977,7 +1091,12 @@ impl<'s, P: Provider> Runner<'s, P> {
                     fmt_cqe(c),
                     errs.join("\n  - ")
                 ),
-            ));
+            );
+            if !self.opts.keep_going {
+                return Err(f);
+            }
+            // Recorded; the completion counts as the one expected, and the run goes on.
+            self.recorded.extend(f.mismatches);
         }
         matched[k] = true;
         self.completions += 1;
@@ -1054,6 +1173,7 @@ impl<'s, P: Provider> Runner<'s, P> {
             }
         }
         let mut checked = 0u64;
+        let mut mismatches = Vec::new();
         for (i, b) in self.sc.bufs.iter().enumerate() {
             // Split: the other side's buffers are checked there.
             if let Some(s) = &self.split {
@@ -1062,43 +1182,50 @@ impl<'s, P: Provider> Runner<'s, P> {
                 }
             }
             let got: &[u8] = &self.mem[i];
-            let want = &expected[i];
-            let care = &care[i];
-            let mut first = None;
-            let mut ndiff = 0usize;
-            for k in 0..b.size {
-                if care[k] {
-                    checked += 1;
-                    if got[k] != want[k] {
-                        ndiff += 1;
-                        first.get_or_insert(k);
-                    }
-                }
-            }
-            if let Some(at) = first {
+            let (n, ranges) = diff_ranges(got, &expected[i], &care[i]);
+            checked += n;
+            let ndiff: usize = ranges.iter().map(|&(a, b)| b - a).sum();
+            let shown = ranges.len().min(MAX_RANGES);
+            for (k, &(at, end)) in ranges.iter().take(MAX_RANGES).enumerate() {
+                // The last `final` edit covering the range's first byte, else the buffer.
                 let line = self
                     .sc
                     .finals
                     .iter()
                     .filter(|e| {
-                        e.range.buf == i && e.range.off <= at && at < e.range.off + e.range.len
+                        self.opts.applies(&e.variant)
+                            && e.range.buf == i
+                            && e.range.off <= at
+                            && at < e.range.off + e.range.len
                     })
                     .map(|e| e.line)
                     .next_back()
                     .unwrap_or(b.line);
-                return Err(self.fail(
+                let more = if k + 1 == shown && ranges.len() > shown {
+                    format!("\n  ({} more ranges not shown)", ranges.len() - shown)
+                } else {
+                    String::new()
+                };
+                mismatches.push(Mismatch {
                     line,
-                    "final buffers",
-                    format!(
-                        "buffer '{}': {ndiff} byte(s) differ, first at offset {at} ({at:#x}): expected {:#04x}, got {:#04x}\n  expected {}\n  got      {}",
+                    step: "final buffers".to_string(),
+                    detail: format!(
+                        "buffer '{}': bytes {at}..{end} ({at:#x}..{end:#x}, {} B) differ ({ndiff} B in {} range(s) in all)\n  expected {}\n  got      {}{more}",
                         b.name,
-                        want[at],
-                        got[at],
-                        hex_window(want, at),
-                        hex_window(got, at)
+                        end - at,
+                        ranges.len(),
+                        hex_window(&expected[i], at, end),
+                        hex_window(got, at, end)
                     ),
-                ));
+                });
             }
+        }
+        if !mismatches.is_empty() {
+            return Err(Failure {
+                scenario: self.sc.name.clone(),
+                file: self.sc.file.clone(),
+                mismatches,
+            });
         }
         Ok(checked)
     }
@@ -1138,10 +1265,30 @@ mod tests {
     fn hex_window_marks_the_byte() {
         let b: Vec<u8> = (0..40).collect();
         assert_eq!(
-            hex_window(&b, 17),
-            "0x000008: 08 09 0a 0b 0c 0d 0e 0f 10 [11] 12 13 14 15 16 17 18 19 1a 1b 1c 1d 1e 1f"
+            hex_window(&b, 17, 18),
+            "0x000008: 08 09 0a 0b 0c 0d 0e 0f 10 [11] 12 13 14 15 16 17 18 19"
         );
-        assert_eq!(hex_window(&b[..3], 0), "0x000000: [00] 01 02");
+        assert_eq!(
+            hex_window(&b, 9, 11),
+            "0x000000: 00 01 02 03 04 05 06 07 08 [09] [0a] 0b 0c 0d 0e 0f 10 11 12"
+        );
+        assert_eq!(hex_window(&b[..3], 0, 1), "0x000000: [00] 01 02");
+    }
+
+    #[test]
+    fn every_differing_range_is_found() {
+        let want = [0u8; 12];
+        let mut got = want;
+        got[1] = 1;
+        got[2] = 1;
+        got[5] = 9;
+        got[11] = 3;
+        let mut care = [true; 12];
+        care[5] = false; // an `any` byte
+        assert_eq!(
+            diff_ranges(&got, &want, &care),
+            (11, vec![(1, 3), (11, 12)])
+        );
     }
 
     #[test]

@@ -19,8 +19,8 @@
 //! number on the control connection, so a receive the file posts before a send is posted on
 //! B before A sends. Each side executes only the steps of its own queues: posts, rings, the
 //! `error` moves and the expected completions of its queues. A `connect` brings each side's
-//! QP up towards the peer's with [`rdma_direct::endpoint::connect_qp_server`] (B) /
-//! [`rdma_direct::endpoint::connect_qp_client`] (A). Remote addresses and rkeys of RDMA
+//! QP up towards the peer's with [`crate::endpoint::connect_qp_server`] (B) /
+//! [`crate::endpoint::connect_qp_client`] (A). Remote addresses and rkeys of RDMA
 //! WRITE/READ/atomics are the peer's buffers (their addresses and rkeys are exchanged after
 //! setup). At the end each side checks the final bytes of its own buffers (those of neither
 //! side hold their initial image in both) and both sides meet once more, so that neither

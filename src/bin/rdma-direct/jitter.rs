@@ -1,0 +1,545 @@
+//! `rdma-direct jitter [-c CPUS] [-D SECONDS] [--threshold NS] [-d DEV] [--no-osnoise]
+//! [--json FILE] [--svg FILE]`: host noise per CPU, measured by
+//! [`rdma_direct::noise::measure`] and printed here: a table (count, p99, p99.9, max of the
+//! interruptions), each CPU's log2 histogram and what its interruptions most likely were;
+//! the whole report as JSON with `--json`, the histograms as an SVG plot with `--svg`.
+//! Exit status 0 after a run, 1 when the run could not be made, 2 on bad arguments.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rdma_direct::doctor::{format_cpulist, parse_cpulist, Sysfs};
+use rdma_direct::noise::{self, Config, CpuNoise, Report};
+
+use super::json;
+use super::plot::{self, Chart, Point, Series, XKind};
+
+const USAGE: &str = "\
+usage: rdma-direct jitter [-c CPUS] [-D SECONDS] [--threshold NS] [-d DEV] [--no-osnoise]
+                          [--json FILE] [--svg FILE]
+
+One spinning thread per CPU reads the time-stamp counter in a tight loop; every gap above
+the threshold is an interruption. Per CPU: their count, p99, p99.9 and maximum, a log2
+histogram, and what the kernel counted on that CPU meanwhile (interrupts by name, softirqs,
+steal time, the thread's context switches, the osnoise tracer's sources where it is
+available), summed up as what the interruptions most likely were.
+
+  -c, --cpus CPUS     the CPUs, as a list: 0,1 or 2-5,8 (default: those this process may
+                      run on)
+  -D, --duration S    seconds to measure on each CPU, all at once (default 5; 0.05 is fine)
+  --threshold NS      a gap above NS nanoseconds is an interruption (default: 10 x the
+                      loop's smallest gap, at least 100 ns)
+  -d, --ib-dev DEV    name this RDMA device's IRQs as the NIC's
+  --no-osnoise        do not take the kernel's osnoise tracer even when it is free
+  --json FILE         the whole report as JSON
+  --svg FILE          the histograms as a plot
+
+exit status: 0 measured, 1 the measurement could not run, 2 bad arguments
+";
+
+struct Opts {
+    cfg: Config,
+    json: Option<PathBuf>,
+    svg: Option<PathBuf>,
+}
+
+/// `-D`'s seconds: a positive decimal number.
+fn seconds(v: &str) -> Result<Duration, String> {
+    let s: f64 = v
+        .parse()
+        .map_err(|_| format!("-D: '{v}' is not a number of seconds"))?;
+    if !(s > 0.0 && s <= 86_400.0) {
+        return Err(format!(
+            "-D: {v} is out of range (above 0, at most 86400 seconds)"
+        ));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+fn parse(args: &[String]) -> Result<Option<Opts>, String> {
+    let mut o = Opts {
+        cfg: Config::default(),
+        json: None,
+        svg: None,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (flag, attached) = crate::split_flag(a);
+        let mut val = || crate::flag_value(flag, attached, &mut it);
+        match flag {
+            "-h" | "--help" => return Ok(None),
+            "-c" | "--cpus" => {
+                let v = val()?;
+                o.cfg.cpus = parse_cpulist(&v)
+                    .filter(|l| !l.is_empty())
+                    .ok_or(format!("{flag}: '{v}' is not a CPU list (0,1 or 2-5,8)"))?;
+                o.cfg.cpus.dedup();
+            }
+            "-D" | "--duration" => o.cfg.duration = seconds(&val()?)?,
+            "--threshold" => {
+                let n: u64 = crate::number(flag, &val()?)?;
+                if n == 0 {
+                    return Err("--threshold 0: every gap would be an interruption".into());
+                }
+                o.cfg.threshold_ns = Some(n);
+            }
+            "-d" | "--ib-dev" => o.cfg.device = Some(val()?),
+            "--no-osnoise" => o.cfg.osnoise = false,
+            "--json" => o.json = Some(PathBuf::from(val()?)),
+            "--svg" => o.svg = Some(PathBuf::from(val()?)),
+            other if other.starts_with('-') => return Err(format!("unknown option '{other}'")),
+            other => return Err(format!("unexpected argument '{other}'")),
+        }
+    }
+    for (flag, p) in [("--json", &o.json), ("--svg", &o.svg)] {
+        if let Some(p) = p {
+            crate::check_output(flag, p)?;
+        }
+    }
+    Ok(Some(o))
+}
+
+pub fn run(args: &[String]) -> i32 {
+    let o = match crate::options_or_exit("jitter", USAGE, parse(args)) {
+        Ok(o) => o,
+        Err(status) => return status,
+    };
+    let report = match noise::measure(&Sysfs::system(), &o.cfg) {
+        Ok(r) => r,
+        Err(e) => {
+            errln!("rdma-direct jitter: {e}");
+            return 1;
+        }
+    };
+    let mut out = render_text(&report, o.cfg.threshold_ns.is_some());
+    let files = [
+        (&o.json, render_json(&report)),
+        (&o.svg, render_svg(&report)),
+    ];
+    let mut code = 0;
+    for (path, text) in files {
+        if let Some(p) = path {
+            match std::fs::write(p, text) {
+                Ok(()) => out.push_str(&format!("wrote {}\n", p.display())),
+                Err(e) => {
+                    errln!("rdma-direct jitter: {}: {e}", p.display());
+                    code = 1;
+                }
+            }
+        }
+    }
+    out!("{out}");
+    code
+}
+
+/// `850 ns`, `12.3 us`, `1.23 ms`, `1.20 s`.
+fn dur(ns: u64) -> String {
+    let n = ns as f64;
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1} us", n / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2} ms", n / 1e6)
+    } else {
+        format!("{:.2} s", n / 1e9)
+    }
+}
+
+/// The text report: a header, the table, then per CPU its histogram and attribution.
+fn render_text(r: &Report, fixed_threshold: bool) -> String {
+    let mut s = format!(
+        "jitter: CPUs {}, {:.3} s each, threshold {}\n",
+        format_cpulist(&r.cpus.iter().map(|c| c.spin.cpu).collect::<Vec<_>>()),
+        r.duration.as_secs_f64(),
+        if fixed_threshold {
+            "as given"
+        } else {
+            "10 x the loop's smallest gap, at least 100 ns"
+        }
+    );
+    s.push_str(&format!(
+        "{:>4} {:>12} {:>8} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}\n",
+        "cpu", "loops", "min gap", "threshold", "count", "lost", "p99", "p99.9", "max"
+    ));
+    for c in &r.cpus {
+        let p = &c.spin;
+        s.push_str(&format!(
+            "{:>4} {:>12} {:>8} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}\n",
+            p.cpu,
+            p.loops,
+            format!("{:.1} ns", p.min_gap_ns),
+            dur(p.threshold_ns),
+            p.count,
+            dur(p.lost_ns),
+            dur(p.percentile(99.0)),
+            dur(p.percentile(99.9)),
+            dur(p.max_ns)
+        ));
+    }
+    for c in &r.cpus {
+        s.push_str(&cpu_detail(c));
+    }
+    match &r.nic_irqs {
+        Some(Ok(v)) => s.push_str(&format!("NIC IRQs: {}\n", format_cpulist(v))),
+        Some(Err(e)) => s.push_str(&format!("NIC IRQs: not found: {e}\n")),
+        None => {}
+    }
+    match &r.osnoise {
+        Ok(()) => s.push_str("osnoise: traced\n"),
+        Err(why) => s.push_str(&format!("osnoise: {why}\n")),
+    }
+    s
+}
+
+/// One CPU's histogram (bars scaled to the largest bucket) and attribution.
+fn cpu_detail(c: &CpuNoise) -> String {
+    let p = &c.spin;
+    let mut s = format!("cpu {}:\n", p.cpu);
+    if let Some(e) = &p.pin_error {
+        s.push_str(&format!("  not pinned: {e}\n"));
+    }
+    let buckets = p.hist.nonempty();
+    let top = buckets.iter().map(|b| b.1).max().unwrap_or(1);
+    for (lo, n) in &buckets {
+        let bar = ((*n as f64 / top as f64) * 40.0).ceil() as usize;
+        s.push_str(&format!(
+            "  {:>10} .. {:>10} {:>9} {}\n",
+            dur(*lo),
+            dur(lo.saturating_mul(2).saturating_sub(1)),
+            n,
+            "#".repeat(bar.max(1))
+        ));
+    }
+    let list = |v: Vec<String>| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    s.push_str(&format!(
+        "  irqs: {}\n",
+        list(
+            c.irqs
+                .iter()
+                .take(6)
+                .map(|i| format!(
+                    "{}{} {} {}",
+                    if i.nic { "NIC " } else { "" },
+                    i.key,
+                    i.desc,
+                    i.count
+                ))
+                .collect()
+        )
+    ));
+    s.push_str(&format!(
+        "  softirqs: {}\n",
+        list(
+            c.softirqs
+                .iter()
+                .take(6)
+                .map(|i| format!("{} {}", i.key, i.count))
+                .collect()
+        )
+    ));
+    s.push_str(&format!(
+        "  context switches: {}; steal: {}\n",
+        p.ctx.map_or("unknown".to_string(), |x| format!(
+            "{} voluntary, {} involuntary",
+            x.voluntary, x.involuntary
+        )),
+        c.steal_ns.map_or("unknown".to_string(), dur)
+    ));
+    s.push_str(&format!("  {}\n", c.likely()));
+    s
+}
+
+fn opt_num(v: Option<u64>) -> String {
+    v.map_or("null".to_string(), |n| n.to_string())
+}
+
+/// The JSON report, one line (see the README's jitter section for the fields).
+fn render_json(r: &Report) -> String {
+    let cpus: Vec<String> = r.cpus.iter().map(cpu_json).collect();
+    let nic = match &r.nic_irqs {
+        None => "null".to_string(),
+        Some(Ok(v)) => format!(
+            "[{}]",
+            v.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        ),
+        Some(Err(e)) => format!("{{\"error\":{}}}", json::string(e)),
+    };
+    format!(
+        "{{\"duration_s\":{},\"nic_irqs\":{nic},\"osnoise\":{},\"cpus\":[{}]}}\n",
+        r.duration.as_secs_f64(),
+        match &r.osnoise {
+            Ok(()) => "\"traced\"".to_string(),
+            Err(why) => json::string(why),
+        },
+        cpus.join(",")
+    )
+}
+
+fn cpu_json(c: &CpuNoise) -> String {
+    let p = &c.spin;
+    let hist: Vec<String> = p
+        .hist
+        .nonempty()
+        .iter()
+        .map(|(lo, n)| {
+            format!(
+                "{{\"from_ns\":{lo},\"to_ns\":{},\"count\":{n}}}",
+                lo.saturating_mul(2).saturating_sub(1)
+            )
+        })
+        .collect();
+    let counted = |v: &[noise::Counted], irq: bool| -> String {
+        let items: Vec<String> = v
+            .iter()
+            .map(|i| {
+                if irq {
+                    format!(
+                        "{{\"irq\":{},\"desc\":{},\"nic\":{},\"count\":{}}}",
+                        json::string(&i.key),
+                        json::string(&i.desc),
+                        i.nic,
+                        i.count
+                    )
+                } else {
+                    format!(
+                        "{{\"name\":{},\"count\":{}}}",
+                        json::string(&i.key),
+                        i.count
+                    )
+                }
+            })
+            .collect();
+        format!("[{}]", items.join(","))
+    };
+    let osn: Vec<String> = c
+        .osnoise
+        .iter()
+        .map(|n| {
+            format!(
+                "{{\"kind\":{},\"name\":{},\"count\":{},\"total_ns\":{}}}",
+                json::string(&n.kind),
+                json::string(&n.name),
+                n.count,
+                n.total_ns
+            )
+        })
+        .collect();
+    format!(
+        "{{\"cpu\":{},\"pin_error\":{},\"loops\":{},\"spun_ns\":{},\"min_gap_ns\":{:.1},\
+         \"threshold_ns\":{},\"count\":{},\"lost_ns\":{},\"p99_ns\":{},\"p999_ns\":{},\
+         \"max_ns\":{},\"histogram\":[{}],\"ctx_switches\":{},\"steal_ns\":{},\"irqs\":{},\
+         \"softirqs\":{},\"osnoise\":[{}],\"likely\":{}}}",
+        p.cpu,
+        p.pin_error
+            .as_deref()
+            .map_or("null".to_string(), json::string),
+        p.loops,
+        p.spun_ns,
+        p.min_gap_ns,
+        p.threshold_ns,
+        p.count,
+        p.lost_ns,
+        p.percentile(99.0),
+        p.percentile(99.9),
+        p.max_ns,
+        hist.join(","),
+        p.ctx.map_or("null".to_string(), |x| format!(
+            "{{\"voluntary\":{},\"involuntary\":{}}}",
+            x.voluntary, x.involuntary
+        )),
+        opt_num(c.steal_ns),
+        counted(&c.irqs, true),
+        counted(&c.softirqs, false),
+        osn.join(","),
+        json::string(&c.likely())
+    )
+}
+
+/// The histograms as one chart: a line per CPU, x the bucket's lowest duration (log2), y
+/// the interruptions in it.
+fn render_svg(r: &Report) -> String {
+    let series = r
+        .cpus
+        .iter()
+        .map(|c| Series {
+            name: format!(
+                "CPU {} ({} interruptions, max {})",
+                c.spin.cpu,
+                c.spin.count,
+                dur(c.spin.max_ns)
+            ),
+            points: c
+                .spin
+                .hist
+                .nonempty()
+                .into_iter()
+                .map(|(lo, n)| Point {
+                    x: lo as f64,
+                    y: n as f64,
+                    band: None,
+                })
+                .collect(),
+        })
+        .collect();
+    plot::render(&[Chart {
+        title: "host noise: interruptions of a spinning thread, per CPU".to_string(),
+        subtitle: format!(
+            "{:.3} s per CPU; a gap above the threshold is an interruption",
+            r.duration.as_secs_f64()
+        ),
+        x_label: "interruption duration [ns, log2 buckets; 1K = 1024]".to_string(),
+        x_kind: XKind::Bytes,
+        y_label: "interruptions in the bucket".to_string(),
+        band_label: None,
+        series,
+    }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_arguments() {
+        assert_eq!(dur(850), "850 ns");
+        assert_eq!(dur(12_345), "12.3 us");
+        assert_eq!(dur(1_234_567), "1.23 ms");
+        assert_eq!(dur(1_200_000_000), "1.20 s");
+        assert_eq!(seconds("0.05"), Ok(Duration::from_millis(50)));
+        assert!(seconds("0").unwrap_err().contains("out of range"));
+        assert!(seconds("x").unwrap_err().contains("not a number"));
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let o = parse(&args(&[
+            "-c",
+            "0-1,3",
+            "-D",
+            "2",
+            "--threshold=500",
+            "-d",
+            "mlx5_0",
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(o.cfg.cpus, vec![0, 1, 3]);
+        assert_eq!(o.cfg.duration, Duration::from_secs(2));
+        assert_eq!(o.cfg.threshold_ns, Some(500));
+        assert_eq!(o.cfg.device.as_deref(), Some("mlx5_0"));
+        assert_eq!(
+            parse(&args(&["-c", "1-0"])).err().unwrap(),
+            "-c: '1-0' is not a CPU list (0,1 or 2-5,8)"
+        );
+        assert_eq!(
+            parse(&args(&["--threshold", "0"])).err().unwrap(),
+            "--threshold 0: every gap would be an interruption"
+        );
+        assert!(parse(&args(&["-h"])).unwrap().is_none());
+    }
+
+    fn report() -> Report {
+        use rdma_direct::noise::{Counted, CtxSwitches, Histogram, Spin};
+        let mut hist = Histogram::default();
+        for g in [150, 180, 5000] {
+            hist.add(g);
+        }
+        Report {
+            cpus: vec![CpuNoise {
+                spin: Spin {
+                    cpu: 1,
+                    pin_error: None,
+                    loops: 1000,
+                    spun_ns: 20_000_000,
+                    min_gap_ns: 12.5,
+                    threshold_ns: 125,
+                    count: 3,
+                    lost_ns: 5330,
+                    max_ns: 5000,
+                    hist,
+                    gaps_ns: vec![150, 5000, 180],
+                    ctx: Some(CtxSwitches {
+                        voluntary: 0,
+                        involuntary: 1,
+                    }),
+                },
+                irqs: vec![Counted {
+                    key: "98".into(),
+                    desc: "PCI-MSIX-0000:3b:00.0 0-edge mlx5_comp0".into(),
+                    nic: true,
+                    count: 2,
+                }],
+                softirqs: vec![],
+                steal_ns: Some(0),
+                osnoise: vec![],
+            }],
+            duration: Duration::from_millis(20),
+            nic_irqs: Some(Ok(vec![98, 99])),
+            osnoise: Err("not available: tracefs is not mounted".into()),
+        }
+    }
+
+    #[test]
+    fn text_report() {
+        assert_eq!(
+            render_text(&report(), false),
+            "jitter: CPUs 1, 0.020 s each, threshold 10 x the loop's smallest gap, at least \
+             100 ns\n \
+             cpu        loops  min gap threshold     count       lost        p99      p99.9        max\n   \
+             1         1000  12.5 ns    125 ns         3     5.3 us     5.0 us     5.0 us     5.0 us\n\
+             cpu 1:\n      \
+             128 ns ..     255 ns         2 ########################################\n      \
+             4.1 us ..     8.2 us         1 ####################\n  \
+             irqs: NIC 98 PCI-MSIX-0000:3b:00.0 0-edge mlx5_comp0 2\n  \
+             softirqs: none\n  \
+             context switches: 0 voluntary, 1 involuntary; steal: 0 ns\n  \
+             most likely: another task took this CPU (1 involuntary context switches: a \
+             process shares the CPU); the NIC's IRQ 98 PCI-MSIX-0000:3b:00.0 0-edge \
+             mlx5_comp0 (2)\n\
+             NIC IRQs: 98-99\n\
+             osnoise: not available: tracefs is not mounted\n"
+        );
+    }
+
+    #[test]
+    fn json_report_reads_back() {
+        let v = crate::json_value::parse(&render_json(&report())).unwrap();
+        assert_eq!(v.get("duration_s").and_then(|d| d.as_f64()), Some(0.02));
+        assert_eq!(
+            v.get("osnoise").and_then(|d| d.as_str()),
+            Some("not available: tracefs is not mounted")
+        );
+        let crate::json_value::Value::Arr(cpus) = v.get("cpus").unwrap() else {
+            panic!("cpus is an array")
+        };
+        let c = &cpus[0];
+        let n = |k: &str| c.get(k).and_then(|x| x.as_u64());
+        assert_eq!(n("cpu"), Some(1));
+        assert_eq!(n("count"), Some(3));
+        assert_eq!(n("p99_ns"), Some(5000));
+        assert_eq!(n("max_ns"), Some(5000));
+        let crate::json_value::Value::Arr(h) = c.get("histogram").unwrap() else {
+            panic!("histogram is an array")
+        };
+        let buckets: Vec<(u64, u64, u64)> = h
+            .iter()
+            .map(|b| {
+                let f = |k: &str| b.get(k).and_then(|x| x.as_u64()).unwrap();
+                (f("from_ns"), f("to_ns"), f("count"))
+            })
+            .collect();
+        assert_eq!(buckets, [(128, 255, 2), (4096, 8191, 1)]);
+        let crate::json_value::Value::Arr(irqs) = c.get("irqs").unwrap() else {
+            panic!("irqs is an array")
+        };
+        assert_eq!(
+            irqs[0].get("nic"),
+            Some(&crate::json_value::Value::Bool(true))
+        );
+        assert!(render_svg(&report()).contains("CPU 1 (3 interruptions, max 5.0 us)"));
+    }
+}
