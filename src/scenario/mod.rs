@@ -815,7 +815,7 @@ mod tests {
             PostError::UdDest,
             PostError::UdTooLarge { len: 2, mtu: 1 },
             PostError::Device {
-                verb: rdma_direct::providers::RingVerb::PostSend,
+                verb: crate::providers::RingVerb::PostSend,
                 errno: 22,
                 count: 1,
             },
