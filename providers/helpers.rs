@@ -46,9 +46,13 @@ pub fn poll_wait<P: Provider, C: CompletionQueue>(
     }
 }
 
-/// Polls `cq` until `expected` completions arrived, handing each to `each`; an error when
-/// nothing arrives for `stall`. Use it before teardown, with the number of signaled
-/// requests (and receives) still outstanding, so no QP is destroyed under the device.
+/// Polls `cq` until `expected` **requests** ended, handing each completion to `each`; an
+/// error when nothing arrives for `stall`. A completion ends `1 + covered` requests (its own
+/// and the unsignaled ones before it it retires, [`Completion::covered`]; a receive and a
+/// flush end their own), so `expected` is what was posted and not yet retired (a
+/// [`crate::flow::SendWindow::in_flight`] plus the receives posted), whatever was signaled.
+/// Use it before teardown, or after moving a QP to ERR ([`crate::recover`]), so no request
+/// is left under the device.
 pub fn drain<P: Provider, C: CompletionQueue>(
     p: &mut P,
     cq: &mut C,
@@ -59,10 +63,13 @@ pub fn drain<P: Provider, C: CompletionQueue>(
     let mut wc = [Completion::EMPTY; 32];
     let mut left = expected;
     while left > 0 {
+        // At most `left` completions: each ends at least one request.
         let n =
             poll_wait(p, cq, &mut wc[..left.min(32)], stall).map_err(|_| stalled(left, stall))?;
-        wc[..n].iter().for_each(&mut each);
-        left -= n;
+        for c in &wc[..n] {
+            each(c);
+            left = left.saturating_sub(1 + c.covered as usize);
+        }
     }
     Ok(())
 }

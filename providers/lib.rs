@@ -88,6 +88,7 @@ pub mod flow;
 pub mod helpers;
 pub mod mlx5;
 pub mod pair;
+pub mod recover;
 pub mod verbs;
 
 #[cfg(feature = "sim")]
@@ -98,8 +99,8 @@ pub use self::pair::{OwnedPair, SideBySide};
 pub use crate::endpoint::{QpEndpoint, RemoteMr};
 pub use crate::types::{
     Access, Completion, ConnectOpts, Mtu, Payload, PostError, PostListError, QpCaps, QpConfig,
-    QpState, QpType, RecvWr, Rejected, RemoteTarget, RingError, SendBatch, SendFlags, SendOp,
-    SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
+    QpState, QpType, RecvWr, Rejected, RemoteTarget, RingError, RingVerb, SendBatch, SendFlags,
+    SendOp, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
 };
 
 /// A registered memory region.
@@ -159,43 +160,66 @@ pub trait SendQueue {
     /// Stage one request. It is not visible to the device until [`SendQueue::ring`].
     fn post<'a>(&mut self, wr: SendWr<'a, Self::Ah>) -> Result<(), Rejected<SendWr<'a, Self::Ah>>>;
     /// Publish everything staged with one doorbell. Ringing with nothing staged does nothing.
+    /// Only the verbs provider can refuse a doorbell (`ibv_post_send` returning an errno):
+    /// use [`SendQueue::try_ring`] (or `post_and_ring`, `post_list`) there to get the refusal
+    /// at the call; after a bare `ring` it waits in [`SendQueue::take_ring_error`].
     fn ring(&mut self);
-    /// [`SendQueue::post`] then [`SendQueue::ring`] in one call: the request and whatever was
-    /// staged before it go out with one doorbell. A refused request is handed back as `post`
-    /// hands it back, and what was staged before it is rung all the same. On mlx5 a small
-    /// inline WRITE or SEND posted with nothing staged and BlueFlame off (the one-message
-    /// case) rings without the staged count's test, the doorbell value kept in a register.
+    /// [`SendQueue::ring`], and the device's refusal, if any, returned at once: the
+    /// [`RingError`] names the verb, the errno, what to do, and which requests were taken back
+    /// (the newest `count` staged, from `first_wr_id`: none of them reaches the device or
+    /// completes). mlx5 and the sim never refuse (always `Ok`).
+    #[inline(always)]
+    fn try_ring(&mut self) -> Result<(), RingError> {
+        self.ring();
+        match self.take_ring_error() {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+    /// [`SendQueue::post`] then [`SendQueue::try_ring`] in one call: the request and whatever
+    /// was staged before it go out with one doorbell. A refused request is handed back as
+    /// `post` hands it back, and what was staged before it is rung all the same. A doorbell
+    /// the device refuses (verbs only) comes back here too, as [`PostError::Device`] with the
+    /// request: then the `count` newest staged requests (this one among them when `post` had
+    /// taken it) were taken back. On mlx5 a small inline WRITE or SEND posted with nothing
+    /// staged and BlueFlame off (the one-message case) rings without the staged count's
+    /// test, the doorbell value kept in a register.
     #[inline(always)]
     fn post_and_ring<'a>(
         &mut self,
         wr: SendWr<'a, Self::Ah>,
     ) -> Result<(), Rejected<SendWr<'a, Self::Ah>>> {
         let r = self.post(wr);
-        self.ring();
-        r
+        match self.try_ring() {
+            Ok(()) => r,
+            Err(e) => Err(Rejected {
+                wr,
+                error: e.into(),
+            }),
+        }
     }
     /// Post each request, then ring once. On a refusal, the requests before it are staged and
-    /// rung; the error names the refused index and hands back the unposted rest.
+    /// rung; the error names the refused index and hands back the unposted rest. A doorbell
+    /// the device refuses (verbs only) is returned the same way, as [`PostError::Device`]:
+    /// `index` is then the first request of the list taken back (`rest` the ones not posted;
+    /// when the refusal also took back requests staged before the list, `index` is 0 and the
+    /// error's `count` exceeds `rest.len()`).
     fn post_list<'s, 'a>(
         &mut self,
         wrs: &'s [SendWr<'a, Self::Ah>],
     ) -> Result<(), PostListError<'s, SendWr<'a, Self::Ah>>> {
+        let mut stop = None;
         for (i, wr) in wrs.iter().enumerate() {
             if let Err(r) = self.post(*wr) {
-                self.ring();
-                return Err(PostListError {
-                    index: i,
-                    error: r.error,
-                    rest: &wrs[i..],
-                });
+                stop = Some((i, r.error));
+                break;
             }
         }
-        self.ring();
-        Ok(())
+        list_outcome(wrs, stop, self.try_ring())
     }
-    /// The error of the last [`SendQueue::ring`] the device refused, if any (cleared by this
-    /// call). Only the verbs provider can refuse a doorbell; mlx5 and the sim always return
-    /// `None`. Check it after a ring where a lost batch matters.
+    /// The error of the last bare [`SendQueue::ring`] the device refused, if any (cleared by
+    /// this call). Only the verbs provider can refuse a doorbell; mlx5 and the sim always
+    /// return `None`. [`SendQueue::try_ring`] returns it at the call instead.
     fn take_ring_error(&mut self) -> Option<RingError> {
         None
     }
@@ -211,23 +235,29 @@ pub trait RecvQueue {
     fn post_recv<'a>(&mut self, wr: RecvWr<'a>) -> Result<(), Rejected<RecvWr<'a>>>;
     /// Publish everything staged.
     fn ring(&mut self);
-    /// Post each, then ring once; on a refusal as [`SendQueue::post_list`].
+    /// As [`SendQueue::try_ring`] (`ibv_post_recv` on the verbs provider).
+    #[inline(always)]
+    fn try_ring(&mut self) -> Result<(), RingError> {
+        self.ring();
+        match self.take_ring_error() {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+    /// Post each, then ring once; on a refusal (of a post or of the doorbell) as
+    /// [`SendQueue::post_list`].
     fn post_recv_list<'s, 'a>(
         &mut self,
         wrs: &'s [RecvWr<'a>],
     ) -> Result<(), PostListError<'s, RecvWr<'a>>> {
+        let mut stop = None;
         for (i, wr) in wrs.iter().enumerate() {
             if let Err(r) = self.post_recv(*wr) {
-                self.ring();
-                return Err(PostListError {
-                    index: i,
-                    error: r.error,
-                    rest: &wrs[i..],
-                });
+                stop = Some((i, r.error));
+                break;
             }
         }
-        self.ring();
-        Ok(())
+        list_outcome(wrs, stop, self.try_ring())
     }
     /// As [`SendQueue::take_ring_error`].
     fn take_ring_error(&mut self) -> Option<RingError> {
@@ -235,6 +265,27 @@ pub trait RecvQueue {
     }
     /// How many more receives fit.
     fn free_slots(&self) -> u32;
+}
+
+/// What a post list ends with: `stop` is the first request `post` refused (the ones before it
+/// staged), `rung` what the doorbell that followed said. A refused doorbell took back the
+/// `count` newest staged requests; it wins over a post's refusal (it lost more).
+fn list_outcome<W>(
+    wrs: &[W],
+    stop: Option<(usize, PostError)>,
+    rung: Result<(), RingError>,
+) -> Result<(), PostListError<'_, W>> {
+    let staged = stop.map_or(wrs.len(), |(i, _)| i);
+    let (index, error) = match (rung, stop) {
+        (Err(e), _) => (staged.saturating_sub(e.count as usize), e.into()),
+        (Ok(()), Some((i, error))) => (i, error),
+        (Ok(()), None) => return Ok(()),
+    };
+    Err(PostListError {
+        index,
+        error,
+        rest: &wrs[index..],
+    })
 }
 
 /// A completion queue: one consumer (`&mut self`).

@@ -86,6 +86,66 @@
 //! }
 //! ```
 //!
+//! ### When a link fails
+//!
+//! A peer that dies is noticed with the default [`ConnectOpts`](types::ConnectOpts): the
+//! oldest outstanding request ends in `RETRY_EXC_ERR` within
+//! [`ConnectOpts::retry_budget`](types::ConnectOpts::retry_budget) (4.096 µs × 2^timeout ×
+//! (retry_cnt + 1) = 0.47 s), the rest flushed, on mlx5, rxe and the sim. An RC QP in ERR comes
+//! back through RESET → INIT → RTR → RTS ([`Provider::connect`](providers::Provider::connect)
+//! does the whole walk) once every request on it has ended; [`providers::recover`] does it
+//! all: QP to ERR, every outstanding request drained and counted, the failed ones listed, the
+//! flow helpers reset, reconnected:
+//!
+//! ```
+//! use rdma_direct::prelude::*;
+//!
+//! fn main() -> Result<()> {
+//!     let mut dev = SimDevice::new();
+//!     let pd = dev.alloc_pd()?;
+//!     let mem = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal)?;
+//!     let to = mem.remote(0, 64)?;
+//!     let (mut ca, mut cb) = (dev.create_cq(256)?, dev.create_cq(256)?);
+//!     let cfg = QpConfig::new(QpType::Rc);
+//!     let mut a = dev.create_qp(&pd, &mut ca, None, None, &cfg)?;
+//!     let mut b = dev.create_qp(&pd, &mut cb, None, None, &cfg)?;
+//!     let opts = ConnectOpts::default();
+//!     connect_pair(&mut dev, &mut a, &mut b, &opts)?;
+//!     let mut window = Recovery::send_window(&a); // one slot kept for the drain's marker
+//!     let mut recovery = Recovery::new(&window, 4 * opts.retry_budget());
+//!
+//!     dev.to_error(&mut b)?; // the peer fails
+//!     for order in 1..=3 {
+//!         let wr = SendWr::write(order, &[], to.addr, to.rkey).inline(b"buy!");
+//!         a.sq().post_and_ring(wr.signaled())?;
+//!         window.posted(1);
+//!     }
+//!     let mut wc = [Completion::EMPTY];
+//!     while ca.poll(&mut wc) == 0 {
+//!         dev.progress();
+//!     }
+//!     window.retire(&wc[0]);
+//!     assert_eq!((wc[0].wr_id, wc[0].is_ok()), (1, false)); // order 1 failed
+//!
+//!     // Both ends recover (the peer would do it in its own process).
+//!     let report = recovery.recover(
+//!         &mut dev,
+//!         &mut a,
+//!         LinkQueues { send_cq: &mut ca, recv_cq: None, window: &mut window, recvs: None },
+//!         |_| {}, // every completion the drain polls
+//!         |p, a| {
+//!             let (ea, eb) = (p.endpoint(a, &opts)?, p.endpoint(&b, &opts)?);
+//!             p.connect(a, &ea, &eb, &opts)?;
+//!             p.connect(&mut b, &eb, &ea, &opts)
+//!         },
+//!     )?;
+//!     assert_eq!(recovery.failed(), [2, 3]); // flushed: to send again, with order 1
+//!     assert_eq!((report.sends_failed, window.in_flight()), (2, 0));
+//!     assert_eq!(a.state(), QpState::Rts);
+//!     Ok(())
+//! }
+//! ```
+//!
 //! `examples/order_gateway.rs` is the same pattern as a measured round trip, on the sim or
 //! between two processes over a device; `examples/fanout.rs` writes into N peers' rings with
 //! the glue of [`providers::flow`] (send windows, receive replenishers, ring credits, a wait

@@ -13,7 +13,7 @@
 //!   [`MemoryRegion`];
 //! - work requests and completions: [`SendWr`], [`SendOp`], [`SendFlags`], [`Sge`],
 //!   [`UdDest`], [`RecvWr`], [`Completion`], [`WcStatus`], [`WcOpcode`], [`WcFlags`],
-//!   [`PostError`], [`Rejected`], [`PostListError`], [`RingError`], [`SendBatch`];
+//!   [`PostError`], [`Rejected`], [`PostListError`], [`RingError`], [`RingVerb`], [`SendBatch`];
 //! - registered memory: [`RegisteredBuf`] (from [`Provider::alloc_buf`]), [`Pages`],
 //!   [`RemoteMr`] (a window the peer may access) and [`RemoteTarget`] (a range of it,
 //!   bounds-checked once, for the typed WRITE / READ / atomic constructors);
@@ -28,6 +28,9 @@
 //!   (receives kept posted), [`RingWriter`] / [`RingReader`] (slots and credits of a ring in
 //!   the peer's memory), [`poll_any`] / [`wait_each`] (several CQs, one stall deadline),
 //!   [`connect_pair`] (two QPs of one device);
+//! - after a fault ([`crate::providers::recover`]): [`Recovery`] (QP to ERR, every
+//!   outstanding request drained and accounted, the flow helpers reset, reconnected),
+//!   [`LinkQueues`], [`RecoveryReport`], [`probe`] (a liveness probe for an idle link);
 //! - [`Error`] and [`Result`].
 //!
 //! A program written against the traits runs on every device. Two RC QPs on the software
@@ -72,6 +75,7 @@ pub use crate::providers::flow::{
 };
 pub use crate::providers::helpers::{drain, local_cpus, pin_current_thread, poll_wait};
 pub use crate::providers::mlx5::{Mlx5Dedicated, Mlx5Device};
+pub use crate::providers::recover::{probe, LinkQueues, Recovery, Report as RecoveryReport};
 #[cfg(feature = "sim")]
 pub use crate::providers::sim::{SimCq, SimDevice, SimQp};
 pub use crate::providers::verbs::VerbsDevice;
@@ -79,7 +83,7 @@ pub use crate::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Mtu, OwnedPair, Pages,
     PostError, PostListError, Provider, ProviderKind, QpCaps, QpConfig, QpEndpoint, QpState,
     QpType, QueuePair, RecvQueue, RecvWr, RegisteredBuf, Rejected, RemoteMr, RemoteTarget,
-    RingError, SendBatch, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags, WcOpcode,
-    WcStatus,
+    RingError, RingVerb, SendBatch, SendFlags, SendOp, SendQueue, SendWr, Sge, UdDest, WcFlags,
+    WcOpcode, WcStatus,
 };
 pub use crate::{Error, Result};

@@ -55,6 +55,7 @@ fn errors_display_and_compose_with_question_mark() {
     let err = post_in_fn().unwrap_err();
     assert_eq!(err.to_string(), "post refused: zero-length RDMA READ");
     let ring = RingError {
+        verb: RingVerb::PostSend,
         errno: libc::EINVAL,
         first_wr_id: 9,
         count: 2,
@@ -62,7 +63,9 @@ fn errors_display_and_compose_with_question_mark() {
     let err: Error = ring.into();
     assert_eq!(
         err.to_string(),
-        "doorbell refused by the device (EINVAL): 2 requests from wr_id 9 taken back"
+        "ibv_post_send: EINVAL: 2 requests from wr_id 9 refused and taken back (not posted, no \
+         completion); the device rejected a request's shape (SGE count, inline size, opcode or \
+         QP state): check it against the QP's caps"
     );
 }
 

@@ -372,3 +372,84 @@ mod reconnect {
         );
     }
 }
+
+/// A dropped peer QP, with the default `ConnectOpts` (retry_cnt 6: rxe retries forever at
+/// 7): a signaled WRITE ends in RETRY_EXC_ERR, the one after it is flushed, and the recovery
+/// helper drains, lists the flushed one and reconnects to a new peer that takes the WRITE.
+#[test]
+#[ignore = "device test: needs RDMA_DIRECT_DEVICE (rxe0 in the guest)"]
+fn rxe_a_dropped_peer_ends_in_retry_exc_with_the_defaults_and_recovers() {
+    use rdma_direct::prelude::{
+        Access, Completion, CompletionQueue, LinkQueues, Pages, Recovery, WcStatus,
+    };
+    let dev = common::device();
+    let mut p = VerbsDevice::open(&dev).unwrap_or_else(|e| panic!("open {dev}: {e}"));
+    let gid_index = common::gid_index().unwrap_or_else(|| {
+        p.context()
+            .default_gid_index(1)
+            .unwrap_or_else(|e| panic!("{e}"))
+    });
+    let opts = ConnectOpts {
+        gid_index,
+        ..ConnectOpts::default()
+    };
+    assert_eq!(opts.retry_cnt, 6);
+    let pd = p.alloc_pd().unwrap();
+    let buf = p.alloc_buf(&pd, 4096, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 4096).unwrap();
+    let (mut cq, mut pcq) = (p.create_cq(256).unwrap(), p.create_cq(256).unwrap());
+    let cfg = QpConfig::new(QpType::Rc);
+    let mut a = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
+    let mut b = p.create_qp(&pd, &mut pcq, None, None, &cfg).unwrap();
+    rdma_direct::providers::flow::connect_pair(&mut p, &mut a, &mut b, &opts).unwrap();
+    let mut window = Recovery::send_window(&a);
+    let mut rec = Recovery::new(&window, Duration::from_secs(30));
+    drop(b);
+    let write = |id: u64| SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"order");
+    a.sq().post_and_ring(write(1).signaled()).unwrap();
+    a.sq().post_and_ring(write(2).signaled()).unwrap();
+    window.posted(2);
+    let mut wc = [Completion::EMPTY];
+    let t = std::time::Instant::now();
+    while cq.poll(&mut wc) == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no completion: the dead peer went unnoticed"
+        );
+        std::thread::yield_now();
+    }
+    window.retire(&wc[0]);
+    assert_eq!((wc[0].wr_id, wc[0].status), (1, WcStatus::RetryExcErr));
+    let mut b2 = p.create_qp(&pd, &mut pcq, None, None, &cfg).unwrap();
+    let report = rec
+        .recover(
+            &mut p,
+            &mut a,
+            LinkQueues {
+                send_cq: &mut cq,
+                recv_cq: None,
+                window: &mut window,
+                recvs: None,
+            },
+            |_| {},
+            |p, a| {
+                let (ea, eb) = (p.endpoint(a, &opts)?, p.endpoint(&b2, &opts)?);
+                p.connect(a, &ea, &eb, &opts)?;
+                p.connect(&mut b2, &eb, &ea, &opts)
+            },
+        )
+        .unwrap();
+    assert_eq!(rec.failed(), [2]);
+    assert_eq!(report.sends_failed, 1);
+    a.sq().post_and_ring(write(2).signaled()).unwrap();
+    let t = std::time::Instant::now();
+    while cq.poll(&mut wc) == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the resent WRITE never completed"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!((wc[0].wr_id, wc[0].status), (2, WcStatus::Success));
+    assert_eq!(&buf.as_slice()[..5], b"order");
+}

@@ -823,9 +823,105 @@ fn pingpong_loopback_on_mlx5_0_picks_mlx5_and_a_refused_doorbell_is_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("post receive: doorbell refused by the device (EOPNOTSUPP)"),
+        err.contains("post receive: ibv_post_recv: EOPNOTSUPP"),
         "{err}"
     );
+}
+
+/// The stand-in's non-mlx5 device refuses every `ibv_post_send` / `ibv_post_recv`
+/// (EOPNOTSUPP): the call that rings returns the refusal with the verb, the errno and which
+/// requests were taken back; nothing waits in `take_ring_error` afterwards.
+#[test]
+fn a_refused_doorbell_on_verbs_is_returned_by_the_call_that_rings() {
+    use rdma_direct::providers::verbs::VerbsDevice;
+    use rdma_direct::providers::{PostError, RingError, RingVerb};
+    let _dir = standin_or_skip!();
+    let mut p = VerbsDevice::open("rxe_standin0").unwrap();
+    let pd = p.alloc_pd().unwrap();
+    let mut cq = p.create_cq(512).unwrap();
+    let cfg = QpConfig::new(QpType::Rc);
+    let mut a = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
+    let mut b = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
+    rdma_direct::providers::flow::connect_pair(&mut p, &mut a, &mut b, &ConnectOpts::default())
+        .unwrap();
+    let refused = |first_wr_id, count| RingError {
+        verb: RingVerb::PostSend,
+        errno: libc::EOPNOTSUPP,
+        first_wr_id,
+        count,
+    };
+    let free = a.sq().free_slots();
+    // post_and_ring hands the request back with the device's refusal.
+    let w = SendWr::send(7, &[]).inline(b"x").signaled();
+    let r = a.sq().post_and_ring(w).unwrap_err();
+    assert_eq!(r.wr.wr_id, 7);
+    assert_eq!(r.error, refused(7, 1).into());
+    assert!(
+        r.to_string()
+            .contains("ibv_post_send: EOPNOTSUPP: 1 requests refused"),
+        "{r}"
+    );
+    // try_ring after posts: every staged request came back, and the queue has its room.
+    a.sq().post(SendWr::send(8, &[]).inline(b"x")).unwrap();
+    a.sq().post(SendWr::send(9, &[]).inline(b"x")).unwrap();
+    assert_eq!(a.sq().try_ring(), Err(refused(8, 2)));
+    assert_eq!(a.sq().take_ring_error(), None);
+    assert_eq!(a.sq().free_slots(), free);
+    // post_list: the whole list back, from index 0.
+    let wrs: Vec<_> = (10..13)
+        .map(|i| SendWr::send(i, &[]).inline(b"x"))
+        .collect();
+    let e = a.sq().post_list(&wrs).unwrap_err();
+    assert_eq!((e.index, e.rest.len()), (0, 3));
+    assert_eq!(e.error, refused(10, 3).into());
+    // Receives: the same through ibv_post_recv.
+    let recvs = [RecvWr::new(20, &[])];
+    let e = a.rq().post_recv_list(&recvs).unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            PostError::Device {
+                verb: RingVerb::PostRecv,
+                errno: libc::EOPNOTSUPP,
+                count: 1
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(a.rq().take_ring_error(), None);
+    // The replenisher keeps the receives the doorbell took back, to post again.
+    let mut r = rdma_direct::providers::flow::RecvReplenisher::new(3);
+    let e = r.fill(a.rq()).unwrap_err();
+    assert!(e.to_string().contains("ibv_post_recv: EOPNOTSUPP"), "{e}");
+    assert_eq!(r.posted(), 0, "none of the three is posted, none is lost");
+}
+
+/// `perf` on the verbs provider names the refused verb and errno at once (not after a stall).
+#[test]
+fn perf_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
+    let dir = standin_or_skip!();
+    let out = Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+        .args([
+            "perf",
+            "write_lat",
+            "-d",
+            "mlx5_0",
+            "--loopback",
+            "--provider",
+            "verbs",
+        ])
+        .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
+        .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
+        .env_remove("RDMA_DIRECT_STANDIN_FAULT")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("post WRITE: ibv_post_send: EOPNOTSUPP"),
+        "{err}"
+    );
+    assert!(!err.contains("no progress"), "{err}");
 }
 
 #[test]

@@ -17,9 +17,13 @@
 //!
 //! Error completions: the helpers count what completions retire, successful or not, but on
 //! an error only `wr_id`, `qp_num` and `vendor_err` are meaningful (rxe reports opcode SEND
-//! there), so a flushed receive on a CQ shared by send and receive queues cannot be told
-//! from a flushed send. Check each completion first ([`Completion::check`]) and treat an
-//! error as the end of that QP.
+//! there), so on a CQ shared by send and receive queues a flushed receive is told from a
+//! flushed send by its wr_id alone: give the receives an id base above the send ids
+//! ([`RecvReplenisher::with_id_base`], [`RecvReplenisher::owns`]). Check each completion
+//! first ([`Completion::check`]) and treat an error as the end of that QP until it is
+//! recovered ([`crate::recover`]: drained, the helpers reset — [`SendWindow::reset`],
+//! [`RecvReplenisher::reset`], [`RingWriter::reset`] / [`RingReader::reset`] — and
+//! reconnected).
 
 mod ring;
 mod wait;

@@ -77,6 +77,19 @@ impl RingWriter {
             None => unreachable!("slot {index} outside a ring checked by RingWriter::new"),
         }
     }
+    /// The index (`0..slots`) of message `seq`'s slot: what an immediate carries when the
+    /// reader is to find the message by its slot.
+    #[inline]
+    pub const fn slot_index(&self, seq: u64) -> u32 {
+        (seq % self.slots as u64) as u32
+    }
+    /// Starts the stream again at message `seq`, every message before it acknowledged: after
+    /// a reconnect, at the sequence both sides agreed on (the reader's
+    /// [`RingReader::expected`], exchanged out of band). The ring's geometry is kept.
+    pub fn reset(&mut self, seq: u64) {
+        self.next = seq;
+        self.acked = seq;
+    }
     /// Claims the next message: its sequence number and slot; `None` when the writer is
     /// `slots` ahead of the reader's acknowledgement (wait for [`RingWriter::ack`]).
     #[inline]
@@ -166,6 +179,12 @@ impl RingReader {
             None
         }
     }
+    /// Starts reading again at message `seq` (see [`RingWriter::reset`]), every message
+    /// before it counted as read and acknowledged.
+    pub fn reset(&mut self, seq: u64) {
+        self.next = seq;
+        self.acked = seq;
+    }
     /// Acknowledges everything read so far now (e.g. before going quiet); `None` when
     /// nothing is unacknowledged.
     pub fn flush_ack(&mut self) -> Option<u64> {
@@ -223,6 +242,34 @@ mod tests {
         assert!(!far.ack_low32(9), "beyond what was written");
         assert!(RingWriter::new(ring, 300).is_err());
         assert!(RingWriter::new(ring, 0).is_err());
+    }
+
+    #[test]
+    fn writer_and_reader_restart_at_an_agreed_sequence() {
+        let window = crate::RemoteMr {
+            addr: 0x10_000,
+            len: 4 * 64,
+            rkey: 0x77,
+        };
+        let mut w = RingWriter::new(window.target(0, window.len).unwrap(), 64).unwrap();
+        let mut r = RingReader::new(4, 64, 2).unwrap();
+        for _ in 0..3 {
+            w.claim().unwrap();
+        }
+        assert_eq!(r.consume(), None);
+        // The link failed after the reader read one message: both resume at 1.
+        w.reset(r.expected());
+        r.reset(r.expected());
+        assert_eq!((w.written(), w.acked(), w.room()), (1, 1, 4));
+        let (seq, t) = w.claim().unwrap();
+        assert_eq!((seq, w.slot_index(seq), t.addr()), (1, 1, 0x10_040));
+        assert_eq!((r.expected(), r.next_offset()), (1, 64));
+        assert_eq!(
+            r.flush_ack(),
+            None,
+            "everything before 1 counts as acknowledged"
+        );
+        assert_eq!(w.slot_index(6), 2);
     }
 
     #[test]

@@ -46,6 +46,11 @@ impl SendWindow {
     pub const fn room(&self) -> u32 {
         self.depth.saturating_sub(self.in_flight)
     }
+    /// Nothing in flight any more: after every request ended (a drain after a fault,
+    /// [`crate::recover`]) or a reset of the QP, before it carries requests again.
+    pub fn reset(&mut self) {
+        self.in_flight = 0;
+    }
     /// Counts `n` requests posted (by the caller's own `post` / `post_list`).
     #[inline]
     pub fn posted(&mut self, n: u32) {
@@ -152,7 +157,10 @@ impl SendWindows {
 /// Keeps `slots` receives posted on one receive queue (or SRQ): each consumed receive is
 /// posted again, all of those of one poll with one doorbell.
 ///
-/// Receive `i` (`0 <= i < slots`) has wr_id `i` and, with [`RecvReplenisher::with_buffers`],
+/// Receive `i` (`0 <= i < slots`) has wr_id `id_base + i` (`id_base` 0 unless
+/// [`RecvReplenisher::with_id_base`] set it: a base above the send ids tells a flushed receive
+/// from a flushed send on a CQ both complete into, where only the wr_id of an error
+/// completion is meaningful) and, with [`RecvReplenisher::with_buffers`],
 /// scatters into `first.length` bytes at `first.addr + i * stride`; with
 /// [`RecvReplenisher::new`] it has no SGE, which is all a WRITE WITH IMMEDIATE needs. The
 /// loop: [`RecvReplenisher::fill`] once, then per poll [`RecvReplenisher::consumed`] on each
@@ -160,11 +168,15 @@ impl SendWindows {
 #[derive(Clone, Debug)]
 pub struct RecvReplenisher {
     qpn: Option<u32>,
+    id_base: u64,
     first: Option<Sge>,
     stride: u64,
     slots: u32,
     /// Slots to (re)post, at most `slots` (the capacity reserved at construction).
     to_post: Vec<u32>,
+    /// Receives that ended in error (flushed: the QP is in ERR), not posted again until
+    /// [`RecvReplenisher::reset`].
+    failed: u32,
 }
 
 impl RecvReplenisher {
@@ -172,10 +184,12 @@ impl RecvReplenisher {
     pub fn new(slots: u32) -> RecvReplenisher {
         RecvReplenisher {
             qpn: None,
+            id_base: 0,
             first: None,
             stride: 0,
             slots,
             to_post: (0..slots).rev().collect(),
+            failed: 0,
         }
     }
     /// `slots` receives, slot `i` into `first.length` bytes at `first.addr + i * stride`
@@ -194,13 +208,34 @@ impl RecvReplenisher {
         self.qpn = Some(qpn);
         self
     }
+    /// Receive wr_ids are `id_base + slot` (see the type's doc). The base is the caller's
+    /// choice (e.g. `1 << 63`, with send ids below it); `id_base + slots` must not overflow
+    /// (it saturates, and the slots past `u64::MAX` are then never recognised).
+    pub fn with_id_base(mut self, id_base: u64) -> RecvReplenisher {
+        self.id_base = id_base;
+        self
+    }
+    /// Whether `wr_id` is one of this replenisher's receives (whatever the completion's
+    /// status: this is how a flushed receive is recognised).
+    #[inline]
+    pub fn owns(&self, wr_id: u64) -> bool {
+        wr_id >= self.id_base && wr_id - self.id_base < self.slots as u64
+    }
+    /// Every receive gone (its QP was reset, or every receive ended in a flush that a drain
+    /// polled): the next [`RecvReplenisher::fill`] posts all `slots` again. Allocates nothing.
+    pub fn reset(&mut self) {
+        self.failed = 0;
+        self.to_post.clear();
+        self.to_post.extend((0..self.slots).rev());
+    }
     /// How many receives are kept posted.
     pub const fn slots(&self) -> u32 {
         self.slots
     }
-    /// Receives posted now (slots minus those consumed and not yet replenished).
+    /// Receives posted now (slots minus those consumed and not yet replenished, and minus
+    /// those that ended in error).
     pub fn posted(&self) -> u32 {
-        self.slots - self.to_post.len() as u32
+        self.slots - self.to_post.len() as u32 - self.failed
     }
     /// The SGE of slot `i` (`None` for receives without buffers).
     #[inline]
@@ -216,43 +251,121 @@ impl RecvReplenisher {
     }
     /// Notes a receive consumed if `c` is a successful receive completion of this
     /// replenisher's slots (and QP, see [`RecvReplenisher::for_qp`]); false otherwise. A
-    /// failed completion is never re-posted: its QP is in ERR.
+    /// failed completion of one of its receives (recognised by its wr_id alone) is never
+    /// re-posted, its QP being in ERR: it is counted as no longer posted (false is returned)
+    /// until [`RecvReplenisher::reset`].
     #[inline]
     pub fn consumed(&mut self, c: &Completion) -> bool {
+        if !c.is_ok() {
+            if self.owns(c.wr_id) && self.qpn.is_none_or(|q| q == c.qp_num) && self.posted() > 0 {
+                self.failed += 1;
+            }
+            return false;
+        }
         let mine = c.is_ok()
             && c.opcode.is_recv()
-            && c.wr_id < self.slots as u64
+            && self.owns(c.wr_id)
             && self.qpn.is_none_or(|q| q == c.qp_num)
             && self.to_post.len() < self.slots as usize;
         if mine {
-            self.to_post.push(c.wr_id as u32);
+            self.to_post.push((c.wr_id - self.id_base) as u32);
         }
         mine
     }
     /// Posts the consumed receives again and rings once; returns how many were posted. On a
-    /// refusal the ones before it are rung, the rest stay pending for the next call, and the
-    /// error says why.
+    /// refusal of a post the ones before it are rung, the rest stay pending for the next
+    /// call, and the error says why; a doorbell the device refuses (verbs) takes receives
+    /// back, and those stay pending too (nothing is lost).
     pub fn replenish<R: RecvQueue>(&mut self, rq: &mut R) -> crate::Result<u32> {
+        // Slots are posted from the end of `to_post` and dropped from it only once rung.
+        let total = self.to_post.len();
         let mut n = 0;
-        while let Some(&slot) = self.to_post.last() {
+        let mut refused = None;
+        for i in (0..total).rev() {
+            let slot = self.to_post[i];
             let sge = self.sge(slot);
             let sges = match &sge {
                 Some(s) => std::slice::from_ref(s),
                 None => &[],
             };
-            if let Err(r) = rq.post_recv(RecvWr::new(slot as u64, sges)) {
-                rq.ring();
-                return Err(r.into());
+            if let Err(r) = rq.post_recv(RecvWr::new(self.id_base + slot as u64, sges)) {
+                refused = Some(r.error);
+                break;
             }
-            self.to_post.pop();
             n += 1;
         }
-        if n > 0 {
-            rq.ring();
-            if let Some(e) = rq.take_ring_error() {
-                return Err(e.into());
+        if n == 0 {
+            return match refused {
+                Some(e) => Err(e.into()),
+                None => Ok(0),
+            };
+        }
+        match rq.try_ring() {
+            Ok(()) => {
+                self.to_post.truncate(total - n);
+                match refused {
+                    Some(e) => Err(e.into()),
+                    None => Ok(n as u32),
+                }
+            }
+            Err(e) => {
+                // The newest `count` staged (the last posted here) were taken back.
+                let back = (e.count as usize).min(n);
+                self.to_post.truncate(total - (n - back));
+                Err(e.into())
             }
         }
-        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{WcOpcode, WcStatus};
+
+    fn recv(wr_id: u64, status: WcStatus) -> Completion {
+        Completion {
+            wr_id,
+            status,
+            opcode: WcOpcode::Recv,
+            qp_num: 7,
+            ..Completion::EMPTY
+        }
+    }
+
+    #[test]
+    fn tagged_receives_are_recognised_flushed_and_reset() {
+        let base = 1 << 63;
+        let mut r = RecvReplenisher::new(3).with_id_base(base).for_qp(7);
+        // Posted as if by `fill`.
+        r.to_post.clear();
+        assert_eq!(r.posted(), 3);
+        assert!(r.owns(base) && r.owns(base + 2));
+        assert!(!r.owns(2) && !r.owns(base + 3) && !r.owns(u64::MAX));
+        assert!(!r.consumed(&recv(1, WcStatus::Success)), "an untagged id");
+        assert!(r.consumed(&recv(base + 1, WcStatus::Success)));
+        assert_eq!((r.posted(), r.to_post.as_slice()), (2, &[1][..]));
+        // A flush, whatever its opcode says: gone, not to be posted again.
+        let mut flushed = recv(base + 2, WcStatus::WrFlushErr);
+        flushed.opcode = WcOpcode::Send;
+        assert!(!r.consumed(&flushed));
+        assert_eq!((r.posted(), r.to_post.len()), (1, 1));
+        // Another QP's flush is not ours.
+        assert!(!r.consumed(&Completion {
+            qp_num: 8,
+            ..recv(base, WcStatus::WrFlushErr)
+        }));
+        assert_eq!(r.posted(), 1);
+        r.reset();
+        assert_eq!((r.posted(), r.to_post.as_slice()), (0, &[2, 1, 0][..]));
+    }
+
+    #[test]
+    fn a_window_reset_empties_it() {
+        let mut w = SendWindow::with_depth(5, 8);
+        w.posted(6);
+        assert_eq!(w.room(), 2);
+        w.reset();
+        assert_eq!((w.in_flight(), w.room()), (0, 8));
     }
 }

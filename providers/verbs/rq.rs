@@ -200,6 +200,7 @@ impl RecvQueue for VerbsRecv {
                 }
             }
             self.ring_error = Some(RingError {
+                verb: crate::types::RingVerb::PostRecv,
                 errno: rc,
                 first_wr_id,
                 count: self.staged - first as u32,

@@ -320,6 +320,7 @@ impl SendQueue for VerbsSq {
             let count = self.staged - first;
             let first_seq = self.next_seq - u64::from(count);
             self.ring_error = Some(RingError {
+                verb: crate::types::RingVerb::PostSend,
                 errno: rc,
                 first_wr_id: self.ring.slot(first_seq).load(Ordering::Relaxed),
                 count,

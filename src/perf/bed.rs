@@ -158,7 +158,7 @@ pub(super) fn refill_recvs<P: Provider>(s: &mut Side<P>, half: usize, len: u32) 
         added += 1;
     }
     if added > 0 {
-        rq.ring();
+        rq.try_ring().map_err(|e| perr(format!("post_recv: {e}")))?;
     }
     Ok(())
 }

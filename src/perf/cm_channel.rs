@@ -81,7 +81,7 @@ fn post_recvs<Q: QueuePair, M: crate::providers::MemoryRegion>(
             .post_recv(RecvWr::new(i as u64, &sge))
             .map_err(|r| r.error)?;
     }
-    qp.rq().ring();
+    qp.rq().try_ring()?;
     Ok(())
 }
 
@@ -175,7 +175,7 @@ impl<P: Provider> CmChannel<P> {
                         .rq()
                         .post_recv(RecvWr::new(c.wr_id, &sge))
                         .map_err(|r| io::Error::other(r.error))?;
-                    self.qp.rq().ring();
+                    self.qp.rq().try_ring().map_err(io::Error::other)?;
                 }
                 hit |= done(c);
             }
@@ -219,7 +219,7 @@ impl<P: Provider> Write for CmChannel<P> {
             .sq()
             .post(SendWr::send(WR_SEND, &sge).signaled())
             .map_err(|r| io::Error::other(r.error))?;
-        self.qp.sq().ring();
+        self.qp.sq().try_ring().map_err(io::Error::other)?;
         self.poll_until("a SEND's completion", |c| c.wr_id == WR_SEND)?;
         Ok(b.len())
     }

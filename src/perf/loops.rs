@@ -327,7 +327,9 @@ pub(super) fn bw_loop<P: Provider>(
                     return Err(perr(format!("post {} #{k}: {}", op.name(), r.error)));
                 }
             }
-            sq.ring();
+            if let Err(e) = sq.try_ring() {
+                return Err(perr(format!("post {}: {e}", op.name())));
+            }
             scnt = end;
         }
         if o.test == Test::SendBw {

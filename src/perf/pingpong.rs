@@ -307,10 +307,13 @@ impl<Q: QueuePair, C: CompletionQueue> End<'_, Q, C> {
             n += 1;
             added += 1;
         }
-        if added > 0 {
-            rq.ring();
-        }
         self.routs = n;
+        if added > 0 {
+            if let Err(e) = rq.try_ring() {
+                self.routs -= e.count.min(self.routs);
+                return Err(perr(format!("post_recv: {e}")));
+            }
+        }
         Ok(())
     }
 }

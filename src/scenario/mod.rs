@@ -814,7 +814,11 @@ mod tests {
             PostError::CqError { cqn: 0x40 },
             PostError::UdDest,
             PostError::UdTooLarge { len: 2, mtu: 1 },
-            PostError::Device { errno: 22 },
+            PostError::Device {
+                verb: crate::providers::RingVerb::PostSend,
+                errno: 22,
+                count: 1,
+            },
         ];
         let names: Vec<_> = all.iter().map(post_error_name).collect();
         assert_eq!(names, POST_ERROR_NAMES);

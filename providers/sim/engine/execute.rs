@@ -267,10 +267,9 @@ impl Engine {
                     let t = std::time::Duration::from_nanos(4096 << q.attr.timeout.min(31));
                     q.retry_at = Some(std::time::Instant::now() + t);
                 }
-                if q.attr.retry_cnt >= 7 {
-                    return Step::Blocked { retried: false };
-                }
-                let left = q.retry_left.get_or_insert(q.attr.retry_cnt);
+                // mlx5 counts every retry_cnt down, 7 included (only rnr_retry 7 is
+                // "forever"): a dead peer always ends in RETRY_EXC.
+                let left = q.retry_left.get_or_insert(q.attr.retry_cnt.min(7));
                 if *left == 0 {
                     self.fail_head(
                         qpn,

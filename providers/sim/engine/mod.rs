@@ -36,10 +36,11 @@
 //! 4. **Errors** write an error CQE, move the QP to ERR; every later WQE (signaled or not) and
 //!    every posted receive then gets one `WR_FLUSH` CQE.
 //!
-//! RNR and transport retries are counted in passes: with `rnr_retry` (`retry_cnt`) below 7 a
-//! blocked WQE is retried on that many further passes and then fails with `RNR_RETRY_EXC`
-//! (`RETRY_EXC`); 7 means forever: the WQE stays at the head of the queue until a receive
-//! (a ready peer) appears. In deterministic mode a pass is the RNR timer and the ACK
+//! RNR and transport retries are counted in passes: with `rnr_retry` below 7 a WQE blocked
+//! by RNR is retried on that many further passes and then fails with `RNR_RETRY_EXC`;
+//! `rnr_retry` 7 means forever: the WQE stays at the head of the queue until a receive
+//! appears. A WQE whose RC peer is gone is retried `retry_cnt` times (7 included: seven
+//! retries, as mlx5; rxe alone retries forever at 7) and then fails with `RETRY_EXC`. In deterministic mode a pass is the RNR timer and the ACK
 //! timeout; with the device thread the requester waits the responder's `min_rnr_timer`
 //! (IBA encoding) or its own `4.096 µs × 2^timeout` before each retry, as hardware does.
 //!

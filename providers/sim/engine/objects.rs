@@ -29,7 +29,7 @@ pub struct SimQpAttr {
     pub path_mtu: u32,
     /// RNR retries (7 = forever); default 6, as [`crate::ConnectOpts`].
     pub rnr_retry: u8,
-    /// Transport retries (7 = forever).
+    /// Transport retries (7 = seven retries, as mlx5; default 6, as [`crate::ConnectOpts`]).
     pub retry_cnt: u8,
     /// Minimal RNR NAK timer this QP asks its requesters to wait (IBA encoding, 12 = 0.64 ms).
     pub min_rnr_timer: u8,
@@ -47,7 +47,7 @@ impl Default for SimQpAttr {
             remote_qpn: 0,
             path_mtu: 1024,
             rnr_retry: 6,
-            retry_cnt: 7,
+            retry_cnt: 6,
             min_rnr_timer: 12,
             timeout: 14,
             access: Access::LOCAL_WRITE,

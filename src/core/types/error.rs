@@ -76,10 +76,17 @@ pub enum PostError {
         /// MTU in bytes.
         mtu: u32,
     },
-    /// The device (libibverbs) refused the post with this errno.
+    /// The device (libibverbs' `ibv_post_send` / `ibv_post_recv`, verbs provider only)
+    /// refused the doorbell that would have submitted the request: the requests it names
+    /// were taken back, never reach the device and produce no completion.
     Device {
-        /// errno.
+        /// The verb that refused.
+        verb: RingVerb,
+        /// Its errno.
         errno: i32,
+        /// How many requests it took back: the newest staged, the request handed back with
+        /// this error among them (see `post_and_ring` and `post_list`).
+        count: u32,
     },
 }
 
@@ -141,13 +148,13 @@ impl fmt::Display for PostError {
             PostError::UdTooLarge { len, mtu } => {
                 write!(f, "UD send of {len} B exceeds the path MTU of {mtu} B")
             }
-            PostError::Device { errno } => {
-                write!(
-                    f,
-                    "device refused the post: {}",
-                    crate::error::errno_name(errno)
-                )
-            }
+            PostError::Device { verb, errno, count } => write!(
+                f,
+                "{verb}: {}: {count} requests refused and taken back (not posted, no \
+                 completion); {}",
+                crate::error::errno_name(errno),
+                post_errno_hint(errno)
+            ),
         }
     }
 }
@@ -226,8 +233,14 @@ impl<W> From<PostListError<'_, W>> for Box<dyn std::error::Error + Send + Sync> 
 /// refused requests and every one staged after them were taken back: they never reach the
 /// device and produce no completion. mlx5 and the sim write the doorbell themselves and never
 /// fail here.
+///
+/// It reaches the caller at the call that rings: [`crate::types`]'s users get it from
+/// `try_ring`, `post_and_ring` and `post_list` (as [`PostError::Device`]) of the provider
+/// traits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RingError {
+    /// The verb that refused.
+    pub verb: RingVerb,
     /// The errno libibverbs returned.
     pub errno: i32,
     /// wr_id of the first request taken back.
@@ -240,11 +253,60 @@ impl fmt::Display for RingError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "doorbell refused by the device ({}): {} requests from wr_id {} taken back",
+            "{}: {}: {} requests from wr_id {} refused and taken back (not posted, no \
+             completion); {}",
+            self.verb,
             crate::error::errno_name(self.errno),
             self.count,
-            self.first_wr_id
+            self.first_wr_id,
+            post_errno_hint(self.errno)
         )
+    }
+}
+
+impl From<RingError> for PostError {
+    fn from(e: RingError) -> Self {
+        PostError::Device {
+            verb: e.verb,
+            errno: e.errno,
+            count: e.count,
+        }
+    }
+}
+
+/// The libibverbs verb behind a refused doorbell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingVerb {
+    /// `ibv_post_send`.
+    PostSend,
+    /// `ibv_post_recv` (or `ibv_post_srq_recv`).
+    PostRecv,
+}
+
+impl fmt::Display for RingVerb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RingVerb::PostSend => "ibv_post_send",
+            RingVerb::PostRecv => "ibv_post_recv",
+        })
+    }
+}
+
+/// What an errno of `ibv_post_send` / `ibv_post_recv` means and what to do about it.
+pub fn post_errno_hint(errno: i32) -> &'static str {
+    match errno {
+        libc::EOPNOTSUPP => {
+            "the device does not support this opcode or flag: use another provider or opcode \
+             (rdma-direct info lists the device's capabilities)"
+        }
+        libc::ENOMEM => {
+            "the device's queue has no room: poll completions, then post the requests again"
+        }
+        libc::EINVAL => {
+            "the device rejected a request's shape (SGE count, inline size, opcode or QP \
+             state): check it against the QP's caps"
+        }
+        _ => "see the device's provider for what this errno means on a post",
     }
 }
 

@@ -86,7 +86,7 @@ mod wr;
 
 pub use access::Access;
 pub use completion::{Completion, WcFlags, WcOpcode, WcStatus};
-pub use error::{PostError, PostListError, Rejected, RingError};
+pub use error::{post_errno_hint, PostError, PostListError, Rejected, RingError, RingVerb};
 pub use qp::{ConnectOpts, Mtu, QpCaps, QpConfig, QpState, QpType};
 pub use target::RemoteTarget;
 pub use wr::{Payload, RecvWr, SendBatch, SendFlags, SendOp, SendWr, Sge, UdDest};

@@ -133,7 +133,28 @@ impl QpConfig {
 }
 
 /// Parameters of the RESET → INIT → RTR → RTS bring-up (defaults are `ibv_rc_pingpong`'s,
-/// except `rnr_retry`: 6, finite, where `ibv_rc_pingpong` retries forever with 7).
+/// except `retry_cnt` and `rnr_retry`: 6 each, finite, where `ibv_rc_pingpong` uses 7).
+///
+/// **A dead peer is noticed with the defaults, on every provider.** A request the peer never
+/// acknowledges (the peer QP destroyed, its host gone, the link down) is sent
+/// `retry_cnt + 1` times, each followed by the local ACK timeout `4.096 µs × 2^timeout`;
+/// then the oldest outstanding request completes with `RETRY_EXC_ERR` and the rest of the
+/// queue is flushed (`WR_FLUSH_ERR`). The bound is
+/// [`ConnectOpts::retry_budget`] = `4.096 µs × 2^timeout × (retry_cnt + 1)`: with the defaults
+/// (timeout 14, retry_cnt 6) 67.1 ms × 7 = 0.47 s. Per provider: mlx5 hardware counts
+/// `retry_cnt` retries for every value 0..=7 (7 = seven retries; the timer may run up to
+/// about twice the nominal value; `timeout` 0 disables the timer there: never use it);
+/// **rxe retries forever when `retry_cnt` is 7** (its completer never counts 7 down), which
+/// is why the default is 6; the sim counts as mlx5 does (7 = seven retries), waiting the
+/// timeout between tries on its device thread and one device pass per try under manual
+/// progress (`progress`).
+///
+/// ```
+/// use rdma_direct_core::types::ConnectOpts;
+/// let o = ConnectOpts::default();
+/// assert_eq!((o.timeout, o.retry_cnt, o.rnr_retry), (14, 6, 6));
+/// assert_eq!(o.retry_budget().as_micros(), 469_762); // 4.096 µs × 16384 × 7
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectOpts {
     /// Local port (1-based).
@@ -144,7 +165,9 @@ pub struct ConnectOpts {
     pub path_mtu: Option<Mtu>,
     /// Local ACK timeout exponent (4.096 µs × 2^timeout).
     pub timeout: u8,
-    /// Transport retries (0..=7; 7 retries forever on rxe).
+    /// Transport retries (0..=7): how many times a request the peer does not acknowledge is
+    /// sent again before it completes with `RETRY_EXC_ERR`. Default 6; 7 retries forever on
+    /// rxe (seven times on mlx5 and the sim). See the bound above.
     pub retry_cnt: u8,
     /// RNR retries (0..=7) of a SEND or WRITE WITH IMM that finds no receive posted at the
     /// peer. Default **6**: the requester retries 6 times, each after the responder's
@@ -176,7 +199,7 @@ impl Default for ConnectOpts {
             gid_index: 0,
             path_mtu: None,
             timeout: 14,
-            retry_cnt: 7,
+            retry_cnt: 6,
             rnr_retry: 6,
             min_rnr_timer: 12,
             max_rd_atomic: 1,
@@ -188,6 +211,17 @@ impl Default for ConnectOpts {
                 | Access::REMOTE_ATOMIC,
             qkey: 0x1111_1111,
         }
+    }
+}
+
+impl ConnectOpts {
+    /// How long a request the peer never acknowledges takes to end in `RETRY_EXC_ERR`:
+    /// `4.096 µs × 2^timeout × (retry_cnt + 1)` (the nominal bound; hardware timers may run
+    /// late by up to the same again). `retry_cnt` 7 on rxe retries forever: the bound does
+    /// not hold there (see the type's doc).
+    pub fn retry_budget(&self) -> std::time::Duration {
+        let per_try = 4096u64 << self.timeout.min(31);
+        std::time::Duration::from_nanos(per_try * (u64::from(self.retry_cnt.min(7)) + 1))
     }
 }
 

@@ -33,11 +33,9 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
     /// Post one signaled request and ring.
     pub(super) fn post(&mut self, wr: SendWr<'_, <Q::Sq as SendQueue>::Ah>) -> Result<()> {
         let sq = self.qp.sq();
-        if let Err(r) = sq.post(wr) {
-            sq.ring();
+        if let Err(r) = sq.post_and_ring(wr) {
             return Err(perr(format!("post {}: {}", wr.op.name(), r.error)));
         }
-        sq.ring();
         Ok(())
     }
 

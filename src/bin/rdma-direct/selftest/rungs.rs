@@ -410,9 +410,8 @@ fn data_rungs<P: Modes>(
             let db = P::set_mode(&mut b.qp, DoorbellMode::Doorbell);
             let data = *b"first light, 8B";
             b.qp.sq()
-                .post(SendWr::write(1, &[], base, rkey).inline(&data).signaled())
+                .post_and_ring(SendWr::write(1, &[], base, rkey).inline(&data).signaled())
                 .map_err(|e| format!("post: {e}"))?;
-            b.qp.sq().ring();
             let c = poll(p, &mut b.cq, 1)?;
             expect_op(&c[0], WcOpcode::RdmaWrite, 0, qpn)
                 .or_else(|_| expect_op(&c[0], WcOpcode::RdmaWrite, data.len() as u32, qpn))?;
@@ -454,13 +453,12 @@ fn data_rungs<P: Modes>(
                 P::set_mode(&mut b.qp, DoorbellMode::BlueFlame);
                 let data = [0xbfu8; 48];
                 b.qp.sq()
-                    .post(
+                    .post_and_ring(
                         SendWr::write(2, &[], base + 64, rkey)
                             .inline(&data)
                             .signaled(),
                     )
                     .map_err(|e| format!("post: {e}"))?;
-                b.qp.sq().ring();
                 P::set_mode(&mut b.qp, DoorbellMode::Auto);
                 let c = poll(p, &mut b.cq, 1)?;
                 all.extend_from_slice(&c);
@@ -479,11 +477,12 @@ fn data_rungs<P: Modes>(
             b.qp.rq()
                 .post_recv(RecvWr::new(3, &sge))
                 .map_err(|e| format!("post_recv: {e}"))?;
-            b.qp.rq().ring();
+            b.qp.rq()
+                .try_ring()
+                .map_err(|e| format!("post_recv: {e}"))?;
             b.qp.sq()
-                .post(SendWr::send(4, &[]).inline(b"ping pong ladder").signaled())
+                .post_and_ring(SendWr::send(4, &[]).inline(b"ping pong ladder").signaled())
                 .map_err(|e| format!("post: {e}"))?;
-            b.qp.sq().ring();
             let c = poll(p, &mut b.cq, 2)?;
             let recv = c.iter().find(|c| c.wr_id == 3).ok_or("no receive CQE")?;
             expect_op(recv, WcOpcode::Recv, 16, qpn)?;
@@ -498,9 +497,8 @@ fn data_rungs<P: Modes>(
         b.buf.as_mut_slice()[2048..2064].copy_from_slice(b"read me back....");
         let sge = [b.buf.mr().sge(3072, 16)];
         b.qp.sq()
-            .post(SendWr::read(5, &sge, base + 2048, rkey).signaled())
+            .post_and_ring(SendWr::read(5, &sge, base + 2048, rkey).signaled())
             .map_err(|e| format!("post: {e}"))?;
-        b.qp.sq().ring();
         let c = poll(p, &mut b.cq, 1)?;
         expect_op(&c[0], WcOpcode::RdmaRead, 16, qpn)?;
         all.extend_from_slice(&c);
@@ -518,9 +516,8 @@ fn data_rungs<P: Modes>(
             b.buf.as_mut_slice()[off..off + 8].copy_from_slice(&10u64.to_ne_bytes());
             let old = [b.buf.mr().sge(off + 64, 8)];
             b.qp.sq()
-                .post(SendWr::faa(6, &old, base + off as u64, rkey, 5).signaled())
+                .post_and_ring(SendWr::faa(6, &old, base + off as u64, rkey, 5).signaled())
                 .map_err(|e| format!("post: {e}"))?;
-            b.qp.sq().ring();
             let c = poll(p, &mut b.cq, 1)?;
             expect_op(&c[0], WcOpcode::FetchAdd, 8, qpn)?;
             all.extend_from_slice(&c);
@@ -533,9 +530,8 @@ fn data_rungs<P: Modes>(
                 ));
             }
             b.qp.sq()
-                .post(SendWr::cas(7, &old, base + off as u64, rkey, 15, 99).signaled())
+                .post_and_ring(SendWr::cas(7, &old, base + off as u64, rkey, 15, 99).signaled())
                 .map_err(|e| format!("post: {e}"))?;
-            b.qp.sq().ring();
             let c = poll(p, &mut b.cq, 1)?;
             expect_op(&c[0], WcOpcode::CompSwap, 8, qpn)?;
             all.extend_from_slice(&c);
@@ -596,13 +592,12 @@ where
 {
     let mut qp = self_connected(p, bed, &mut cq, opts)?;
     qp.sq()
-        .post(
+        .post_and_ring(
             SendWr::write(9, &[], bed.buf.addr() + 8192 + 64, bed.buf.rkey())
                 .inline(b"stamp")
                 .signaled(),
         )
         .map_err(|e| format!("post: {e}"))?;
-    qp.sq().ring();
     let (mut out, mut ns) = ([Completion::EMPTY; 2], [0u64; 2]);
     let t = Instant::now();
     loop {
@@ -645,8 +640,7 @@ where
         std::thread::sleep(Duration::from_millis(20));
         let r = qp
             .sq()
-            .post(SendWr::write(8, &[], addr, rkey).inline(b"wake").signaled())
-            .map(|()| qp.sq().ring())
+            .post_and_ring(SendWr::write(8, &[], addr, rkey).inline(b"wake").signaled())
             .map_err(|e| e.to_string());
         (qp, r)
     });

@@ -1,0 +1,291 @@
+//! Recovery of an RC link after a fault, owned by the library so an embedder does not write
+//! the drain-and-tally glue again.
+//!
+//! A *link* here is one RC QP, the CQ its sends complete into (and the CQ of its receives,
+//! when that is another one), the [`SendWindow`] counting its sends in flight and, when the
+//! application keeps receives posted, the [`RecvReplenisher`] doing it.
+//!
+//! **Noticing a fault.** With the default [`ConnectOpts`](crate::ConnectOpts) a peer that
+//! died or became unreachable ends the oldest outstanding request in `RETRY_EXC_ERR` within
+//! `ConnectOpts::retry_budget` on every provider (mlx5, rxe, the sim); any completion that is
+//! not a success ([`Completion::is_ok`]) means the QP is in ERR. A link with nothing in flight
+//! notices nothing: [`probe`] it when it has been quiet for longer than the application can
+//! afford, and the probe's completion (success, or the error) answers within the same bound.
+//!
+//! **[`Recovery::recover`], step by step** (it runs only on a fault; it allocates nothing:
+//! its list of failed requests was reserved by [`Recovery::new`] for a whole send queue):
+//!
+//! 1. posts a *marker* (a signaled zero-length RDMA WRITE, wr_id [`MARKER_WR_ID`], which
+//!    needs no remote address) while the QP is still in RTS, then moves the QP to ERR
+//!    ([`Provider::to_error`]; a QP the device already failed is fine): every request still
+//!    outstanding is flushed. Unsignaled sends that executed before the move get no
+//!    completion and no flush of their own (verbs behave so); a send queue ends its requests
+//!    in post order, and every flush has a completion, so when the marker's completion
+//!    (flushed or not) arrives, every send before it not reported yet has executed: they
+//!    count as completed, whatever the marker's `covered` says. The marker needs one free
+//!    slot in the send queue: keep the window one below the QP's depth
+//!    ([`Recovery::send_window`]). A QP the device already failed needs no marker (its
+//!    error completion covered what ran before it) and refuses it, which is fine;
+//! 2. polls until **every outstanding request has ended**, counted per request, not per
+//!    completion: a send completion ends `1 + covered` requests ([`Completion::covered`]:
+//!    the unsignaled ones before it it retires), a receive completion one. The sends
+//!    outstanding are the window's [`SendWindow::in_flight`], the receives the replenisher's
+//!    [`RecvReplenisher::posted`]. A receive is told from a send by the CQ it completes on
+//!    (a separate receive CQ) or, on a CQ both share, by its wr_id
+//!    ([`RecvReplenisher::owns`]: give it an id base above the send ids); only `wr_id`,
+//!    `qp_num` and `vendor_err` of an error completion are meaningful, so nothing else is
+//!    read. Completions of other QPs on a shared CQ are handed on, not counted;
+//! 3. records, in the order they completed (RC completes a queue in post order), the wr_ids
+//!    of the sends that did **not** complete successfully ([`Recovery::failed`]): the one
+//!    that failed and those flushed after it. Unsignaled sends an error completion covers
+//!    executed before the failed one (RC ends requests in order; the error names the oldest
+//!    one the peer did not acknowledge) and count as completed;
+//! 4. resets the window (nothing in flight) and the replenisher (every slot to post again);
+//! 5. calls the application's `reconnect(p, qp)`: the endpoint exchange with the peer over
+//!    its own path (TCP as [`crate::connect`], rdma_cm, or in one process
+//!    [`crate::flow::connect_pair`]), then [`Provider::connect`], which takes a QP in ERR
+//!    through RESET → INIT → RTR → RTS (a new PSN; the peer does the same with its own QP);
+//! 6. posts every receive again ([`RecvReplenisher::fill`]).
+//!
+//! Every completion polled during the drain, successful or not, is handed to the caller's
+//! `each` first, in poll order, so an acknowledgement that arrived just before the fault is
+//! not lost. The ring helpers ([`crate::flow::RingWriter`], [`crate::flow::RingReader`])
+//! carry the application's stream position, which only the two ends together can agree on:
+//! reset them after `recover` with [`crate::flow::RingWriter::reset`] at the sequence the
+//! reader reports. A drain that sees nothing for `stall` (a device that never flushes) is an
+//! error naming what is still outstanding; the QP stays in ERR and the helpers unchanged.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::flow::{RecvReplenisher, SendWindow};
+use crate::{
+    Completion, CompletionQueue, Provider, QpState, QueuePair, SendQueue, SendWr, WcStatus,
+};
+
+/// The wr_id of the recovery's marker (step 1 of the module doc); the application's own send
+/// ids must not use it.
+pub const MARKER_WR_ID: u64 = u64::MAX;
+
+/// The wr_id of a liveness [`probe`]; the application's own send ids must not use it.
+pub const PROBE_WR_ID: u64 = u64::MAX - 1;
+
+/// Sends a liveness probe on `qp`: a signaled zero-length RDMA WRITE (it needs no remote
+/// address or rkey and writes nothing), wr_id [`PROBE_WR_ID`], counted in `window` (its
+/// completion retires it there like any other). A live peer acknowledges it; a dead one
+/// lets it end in `RETRY_EXC_ERR` within `ConnectOpts::retry_budget`, and that error starts
+/// a recovery like any other (the probe is never listed in [`Recovery::failed`]). Send one
+/// when the link has been idle (nothing in flight) longer than the application tolerates.
+/// Allocates nothing; refused as a post is (the request handed back as its error).
+pub fn probe<Q: QueuePair>(
+    qp: &mut Q,
+    window: &mut SendWindow,
+) -> core::result::Result<(), crate::PostError> {
+    qp.sq()
+        .post_and_ring(SendWr::write(PROBE_WR_ID, &[], 0, 0).signaled())
+        .map_err(|r| r.error)?;
+    window.posted(1);
+    Ok(())
+}
+
+/// What a link's recovery works on besides the QP: the CQ its sends complete into and,
+/// when its receives complete elsewhere, that one; its flow helpers.
+pub struct LinkQueues<'a, C> {
+    /// The send CQ (and the receive CQ when `recv_cq` is `None`).
+    pub send_cq: &'a mut C,
+    /// A separate receive CQ, if any.
+    pub recv_cq: Option<&'a mut C>,
+    /// The QP's sends in flight.
+    pub window: &'a mut SendWindow,
+    /// The receives kept posted, if the application posts any.
+    pub recvs: Option<&'a mut RecvReplenisher>,
+}
+
+/// What the drain of one recovery saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// The first send that failed and how (`None` when the fault was not a send's: the QP
+    /// moved to ERR here with nothing failing on its own).
+    pub first_error: Option<(u64, WcStatus)>,
+    /// Sends ended successfully during the drain (covered ones included).
+    pub sends_completed: u64,
+    /// Sends that did not complete successfully (the length of [`Recovery::failed`]).
+    pub sends_failed: u64,
+    /// Receives that completed successfully during the drain.
+    pub recvs_completed: u64,
+    /// Receives flushed.
+    pub recvs_flushed: u64,
+    /// How long the drain (and with `recover` the reconnect) took.
+    pub elapsed: Duration,
+}
+
+/// The recovery helper of one link: [`Recovery::recover`] (see the module doc).
+#[derive(Clone, Debug)]
+pub struct Recovery {
+    failed: Vec<u64>,
+    stall: Duration,
+}
+
+impl Recovery {
+    /// A helper for a link whose send queue holds up to `window.depth()` requests; a drain
+    /// that sees no completion for `stall` is an error (a few times the retry budget).
+    pub fn new(window: &SendWindow, stall: Duration) -> Recovery {
+        Recovery {
+            failed: Vec::with_capacity(window.depth() as usize),
+            stall,
+        }
+    }
+
+    /// The send window of `qp` for a link this helper recovers: the QP's send depth less the
+    /// one slot the marker needs.
+    pub fn send_window<Q: QueuePair>(qp: &Q) -> SendWindow {
+        SendWindow::with_depth(qp.qpn(), qp.caps().max_send_wr.saturating_sub(1))
+    }
+
+    /// The wr_ids of the sends of the last recovery that did not complete successfully, in
+    /// completion order: the failed one first, then the flushed ones.
+    pub fn failed(&self) -> &[u64] {
+        &self.failed
+    }
+
+    /// Moves `qp` to ERR, drains every outstanding request, resets the link's window and
+    /// receives, reconnects through `reconnect` and posts the receives again (see the module
+    /// doc). `each` sees every completion polled meanwhile.
+    pub fn recover<P, C, F>(
+        &mut self,
+        p: &mut P,
+        qp: &mut P::Qp,
+        mut link: LinkQueues<'_, C>,
+        each: impl FnMut(&Completion),
+        reconnect: F,
+    ) -> Result<Report>
+    where
+        P: Provider,
+        C: CompletionQueue,
+        F: FnOnce(&mut P, &mut P::Qp) -> Result<()>,
+    {
+        let t0 = Instant::now();
+        let mut r = self.drain(p, qp, &mut link, each)?;
+        reconnect(p, qp)?;
+        if let Some(x) = link.recvs {
+            x.fill(qp.rq())?;
+        }
+        r.elapsed = t0.elapsed();
+        Ok(r)
+    }
+
+    /// Steps 1 to 4 of the module doc alone: `qp` to ERR, every outstanding request drained
+    /// and accounted, the window and receives reset; no reconnect. For a link that goes on
+    /// with new QPs (destroy this one after), or one the application reconnects itself.
+    pub fn drain<P, C>(
+        &mut self,
+        p: &mut P,
+        qp: &mut P::Qp,
+        link: &mut LinkQueues<'_, C>,
+        mut each: impl FnMut(&Completion),
+    ) -> Result<Report>
+    where
+        P: Provider,
+        C: CompletionQueue,
+    {
+        let t0 = Instant::now();
+        let LinkQueues {
+            send_cq: send,
+            recv_cq: recv,
+            window,
+            recvs,
+        } = link;
+        let qpn = qp.qpn();
+        let mut marker = false;
+        if qp.state() == QpState::Rts {
+            let wr = SendWr::write(MARKER_WR_ID, &[], 0, 0).signaled();
+            marker = qp.sq().post_and_ring(wr).is_ok();
+        }
+        p.to_error(qp)?;
+        self.failed.clear();
+        let mut r = Report::default();
+        let mut sends = u64::from(window.in_flight()) + u64::from(marker);
+        let mut rcv = recvs.as_ref().map_or(0, |x| u64::from(x.posted()));
+        let mut wc = [Completion::EMPTY; 32];
+        let mut last = Instant::now();
+        let mut kicked = last;
+        while sends + rcv > 0 {
+            p.progress();
+            let mut seen = 0;
+            for (cq, recv_cq) in [(Some(&mut **send), false), (recv.as_deref_mut(), true)] {
+                let Some(cq) = cq else { continue };
+                let n = cq.poll(&mut wc);
+                seen += n;
+                for c in &wc[..n] {
+                    each(c);
+                    if c.qp_num != qpn {
+                        continue;
+                    }
+                    let is_recv = recv_cq || recvs.as_ref().is_some_and(|x| x.owns(c.wr_id));
+                    if is_recv {
+                        rcv = rcv.saturating_sub(1);
+                        if c.is_ok() {
+                            r.recvs_completed += 1;
+                        } else {
+                            r.recvs_flushed += 1;
+                        }
+                        continue;
+                    }
+                    if c.wr_id == MARKER_WR_ID && marker {
+                        // Not the application's; every send before it has ended (step 1).
+                        r.sends_completed += sends.saturating_sub(1);
+                        sends = 0;
+                        continue;
+                    }
+                    let ended = 1 + u64::from(c.covered);
+                    sends = sends.saturating_sub(ended);
+                    if c.is_ok() {
+                        r.sends_completed += ended;
+                    } else if c.wr_id == PROBE_WR_ID {
+                        // Not the application's: what it covers ran, it is not listed.
+                        r.sends_completed += ended - 1;
+                        r.first_error.get_or_insert((c.wr_id, c.status));
+                    } else {
+                        // The covered ones ran before the failed one (module doc, step 3).
+                        r.sends_completed += ended - 1;
+                        r.sends_failed += 1;
+                        r.first_error.get_or_insert((c.wr_id, c.status));
+                        if self.failed.len() < self.failed.capacity() {
+                            self.failed.push(c.wr_id);
+                        }
+                    }
+                }
+            }
+            let now = Instant::now();
+            if seen > 0 {
+                last = now;
+                continue;
+            }
+            if now.duration_since(last) >= self.stall {
+                return Err(Error::Io {
+                    context: "recover".into(),
+                    kind: std::io::ErrorKind::TimedOut,
+                    detail: format!(
+                        "QP {qpn:#x} in ERR: {sends} sends and {rcv} receives still outstanding \
+                         after {:.1} s without a completion (a CQ polled elsewhere? a device \
+                         that does not flush?)",
+                        self.stall.as_secs_f64()
+                    ),
+                });
+            }
+            // rxe does not flush receives posted after the device failed the QP and before
+            // its error completion was polled; moving the QP to ERR again does.
+            if now.duration_since(kicked) >= Duration::from_secs(1) {
+                kicked = now;
+                p.to_error(qp)?;
+            }
+            std::thread::yield_now();
+        }
+        window.reset();
+        if let Some(x) = recvs.as_deref_mut() {
+            x.reset();
+        }
+        r.elapsed = t0.elapsed();
+        Ok(r)
+    }
+}

@@ -1,0 +1,476 @@
+//! The recovery helper (`providers::recover`) on the sim, with an independent ledger: an order
+//! stream of RDMA WRITEs with selective signaling (one signaled in four) and receives kept
+//! posted on the same CQ (tagged ids), a fault injected mid-stream (the responder QP moved to
+//! ERR, or dropped and replaced as a restarted peer would be), `Recovery::recover`, the
+//! failed orders sent again. The ledger is the post order of every request: each completion
+//! must end exactly the `1 + covered` oldest posted requests, its own wr_id the last of them,
+//! so every request ends exactly once (completed or failed); after a recovery none is left;
+//! at the end every order completed exactly once. Manual progress and the device thread.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use rdma_direct::prelude::*;
+use rdma_direct::providers::sim::SimPd;
+
+const ORDERS: u64 = 2_000;
+const RECVS: u32 = 4;
+const RECV_BASE: u64 = 1 << 63;
+const LIVENESS: Duration = Duration::from_secs(60);
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    /// The responder QP is moved to ERR (and comes back through a reconnect).
+    ResponderErr,
+    /// The responder QP and its CQ are dropped; a new one takes their place.
+    PeerRestart,
+    /// The application gives the link up mid-stream (a deadline of its own passed) and
+    /// recovers at once, its CQ unpolled: the drain then sees successful completions that
+    /// cover unsignaled requests as well as flushes.
+    Abandon,
+}
+
+struct Ledger {
+    /// Send wr_ids in post order, not yet ended.
+    posted: VecDeque<u64>,
+    /// How many times each order completed successfully.
+    completed: Vec<u32>,
+    /// Orders to send (again): failed ones go back here.
+    todo: VecDeque<u64>,
+    /// Every failed send, in the order the ledger saw them.
+    failed: Vec<u64>,
+    recv_ends: u64,
+}
+
+impl Ledger {
+    /// Ends the requests `c` reports; false for a failed send (the QP is in ERR).
+    fn end(&mut self, c: &Completion) -> bool {
+        if c.wr_id == rdma_direct::providers::recover::MARKER_WR_ID {
+            // The helper's own request, posted after every one of ours: what has no
+            // completion of its own by now executed without one.
+            for id in self.posted.drain(..) {
+                self.completed[id as usize] += 1;
+            }
+            return true;
+        }
+        if c.wr_id >= RECV_BASE {
+            self.recv_ends += 1;
+            return true;
+        }
+        let k = 1 + c.covered as usize;
+        assert!(
+            self.posted.len() >= k,
+            "{c:?} ends {k} requests, {} outstanding",
+            self.posted.len()
+        );
+        let ended: Vec<u64> = self.posted.drain(..k).collect();
+        assert_eq!(
+            *ended.last().unwrap(),
+            c.wr_id,
+            "{c:?} is not the next: {ended:?}"
+        );
+        if c.covered > 0 {
+            assert_eq!(ended[0], c.covered_from, "{c:?}");
+        }
+        // The covered ones ran before this one (RC ends requests in order).
+        for &id in &ended[..k - 1] {
+            self.completed[id as usize] += 1;
+        }
+        if c.is_ok() {
+            self.completed[c.wr_id as usize] += 1;
+            true
+        } else {
+            self.failed.push(c.wr_id);
+            self.todo.push_back(c.wr_id);
+            false
+        }
+    }
+}
+
+fn pair(dev: &mut SimDevice, pd: &SimPd) -> ((SimQp, SimCq), (SimQp, SimCq)) {
+    let mut ca = dev.create_cq(256).unwrap();
+    let mut cb = dev.create_cq(256).unwrap();
+    let c = QpConfig::new(QpType::Rc);
+    let mut a = dev.create_qp(pd, &mut ca, None, None, &c).unwrap();
+    let mut b = dev.create_qp(pd, &mut cb, None, None, &c).unwrap();
+    connect_pair(dev, &mut a, &mut b, &ConnectOpts::default()).unwrap();
+    ((a, ca), (b, cb))
+}
+
+fn stream(threaded: bool, fault: Fault, faults: u32) {
+    let mut dev = SimDevice::new();
+    if threaded {
+        dev.start_device_thread().unwrap();
+    }
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev
+        .alloc_buf(&pd, 4096, Access::ALL, Pages::Normal)
+        .unwrap();
+    let dst = buf.remote(0, 4096).unwrap();
+    let ((mut a, mut ca), (b, cb)) = pair(&mut dev, &pd);
+    let mut peer = Some((b, cb));
+    a.sq().set_signal_every(4);
+    let mut window = Recovery::send_window(&a);
+    let mut recvs = RecvReplenisher::new(RECVS).with_id_base(RECV_BASE);
+    recvs.fill(a.rq()).unwrap();
+    let mut rec = Recovery::new(&window, LIVENESS);
+    let mut l = Ledger {
+        posted: VecDeque::new(),
+        completed: vec![0; ORDERS as usize],
+        todo: (0..ORDERS).collect(),
+        failed: Vec::new(),
+        recv_ends: 0,
+    };
+    let fault_at: Vec<u64> = (1..=u64::from(faults))
+        .map(|i| i * ORDERS / (u64::from(faults) + 1))
+        .collect();
+    let mut sent = 0u64;
+    // The receive completions counted when the current connection began.
+    let mut recv_ends_at_fault = 0;
+    let mut recoveries = 0;
+    let mut wc = [Completion::EMPTY; 32];
+    let deadline = Instant::now() + LIVENESS;
+    while l.completed.contains(&0) {
+        assert!(
+            Instant::now() < deadline,
+            "stalled: {} outstanding",
+            l.posted.len()
+        );
+        // Post what the window allows.
+        while window.room() > 0 {
+            let Some(id) = l.todo.pop_front() else { break };
+            let bytes = id.to_le_bytes();
+            let mut wr = SendWr::write(id, &[], dst.addr, dst.rkey).inline(&bytes);
+            if l.todo.is_empty() {
+                // The stream's tail: nothing after it would retire it.
+                wr = wr.signaled();
+            }
+            a.sq().post(wr).unwrap();
+            window.posted(1);
+            l.posted.push_back(id);
+            sent += 1;
+            if fault_at.get(recoveries) == Some(&sent) {
+                break;
+            }
+        }
+        a.sq().try_ring().unwrap();
+        // The fault, once the stream is in flight.
+        let mut fail = false;
+        if fault_at.get(recoveries) == Some(&sent) {
+            let (b, _) = peer.as_mut().unwrap();
+            match fault {
+                Fault::ResponderErr => dev.to_error(b).unwrap(),
+                Fault::PeerRestart => peer = None,
+                Fault::Abandon => {
+                    // Some of the stream executes (and completes) before the give-up.
+                    if !threaded {
+                        dev.process();
+                    }
+                    fail = true;
+                }
+            }
+            sent += 1; // once per fault
+        }
+        if !fail {
+            dev.progress();
+            let n = ca.poll(&mut wc);
+            for c in &wc[..n] {
+                window.retire(c);
+                recvs.consumed(c);
+                fail |= !l.end(c);
+            }
+        }
+        if !fail {
+            continue;
+        }
+        // Recover: the responder first (a new one after a restart), then this side.
+        let (mut b, cb) = match peer.take() {
+            Some(x) => x,
+            None => {
+                let mut cb = dev.create_cq(256).unwrap();
+                let b = dev
+                    .create_qp(&pd, &mut cb, None, None, &QpConfig::new(QpType::Rc))
+                    .unwrap();
+                (b, cb)
+            }
+        };
+        if b.state() != QpState::Reset {
+            dev.to_error(&mut b).unwrap();
+        }
+        let mut seen = Vec::new();
+        let failed_before = l.failed.len();
+        let recv_ends_before = recv_ends_at_fault;
+        let report = rec
+            .recover(
+                &mut dev,
+                &mut a,
+                LinkQueues {
+                    send_cq: &mut ca,
+                    recv_cq: None,
+                    window: &mut window,
+                    recvs: Some(&mut recvs),
+                },
+                |c| seen.push(*c),
+                |p, a| {
+                    let o = ConnectOpts::default();
+                    let (ea, eb) = (p.endpoint(a, &o)?, p.endpoint(&b, &o)?);
+                    p.connect(a, &ea, &eb, &o)?;
+                    p.connect(&mut b, &eb, &ea, &o)
+                },
+            )
+            .unwrap();
+        for c in &seen {
+            l.end(c);
+        }
+        assert!(l.posted.is_empty(), "left unended: {:?}", l.posted);
+        // Every receive ended, here or in the loop's last poll.
+        assert_eq!(l.recv_ends - recv_ends_before, u64::from(RECVS));
+        assert!(report.recvs_flushed <= u64::from(RECVS));
+        assert_eq!(report.sends_failed as usize, rec.failed().len());
+        // The helper lists the failures among the completions it polled (those this loop
+        // polled before calling it are its own), in order.
+        assert_eq!(
+            rec.failed(),
+            &l.failed[failed_before..],
+            "the failed list is what the ledger saw fail during the drain, in order"
+        );
+        assert!(l.failed.len() > failed_before || report.first_error.is_none());
+        assert_eq!(
+            (window.in_flight(), recvs.posted(), a.state()),
+            (0, RECVS, QpState::Rts)
+        );
+        peer = Some((b, cb));
+        recoveries += 1;
+        recv_ends_at_fault = l.recv_ends;
+    }
+    assert_eq!(recoveries, faults as usize, "every fault was noticed");
+    assert!(
+        l.completed.iter().all(|&n| n == 1),
+        "an order completed twice"
+    );
+    if fault != Fault::Abandon {
+        assert!(!l.failed.is_empty(), "a fault failed no request");
+    }
+    // Every receive ended once per recovery (flushed); none is outstanding in the ledger.
+    assert_eq!(l.recv_ends, u64::from(RECVS) * u64::from(faults));
+}
+
+#[test]
+fn recover_after_the_responder_fails_mid_stream_manual_progress() {
+    stream(false, Fault::ResponderErr, 3);
+}
+
+#[test]
+fn recover_after_the_responder_fails_mid_stream_device_thread() {
+    stream(true, Fault::ResponderErr, 2);
+}
+
+#[test]
+fn recover_when_the_application_gives_up_mid_stream_manual_progress() {
+    stream(false, Fault::Abandon, 3);
+}
+
+#[test]
+fn recover_when_the_application_gives_up_mid_stream_device_thread() {
+    stream(true, Fault::Abandon, 3);
+}
+
+#[test]
+fn recover_after_a_peer_restart_manual_progress() {
+    stream(false, Fault::PeerRestart, 3);
+}
+
+#[test]
+fn recover_after_a_peer_restart_device_thread() {
+    stream(true, Fault::PeerRestart, 1);
+}
+
+/// `drain` counts requests: three WRITEs, one signaled completion covering two, end with one
+/// completion.
+#[test]
+fn drain_counts_requests_not_completions() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 64).unwrap();
+    let ((mut a, mut ca), _peer) = pair(&mut dev, &pd);
+    a.sq().set_signal_every(3);
+    for id in 0..3 {
+        a.sq()
+            .post(SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"x"))
+            .unwrap();
+    }
+    a.sq().ring();
+    let mut got = Vec::new();
+    drain(&mut dev, &mut ca, 3, Duration::from_secs(10), |c| {
+        got.push(*c)
+    })
+    .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].wr_id, got[0].covered, got[0].covered_from),
+        (2, 2, 0)
+    );
+}
+
+/// A send queue full to the last slot: the marker cannot be posted, so the drain rests on
+/// counting `1 + covered` per completion alone (32 signaled completions end 128 requests).
+#[test]
+fn recover_with_a_full_send_queue_counts_requests_by_covered() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 64).unwrap();
+    let ((mut a, mut ca), (mut b, _cb)) = pair(&mut dev, &pd);
+    a.sq().set_signal_every(4);
+    let mut window = SendWindow::new(&a);
+    let depth = window.depth();
+    for id in 0..u64::from(depth) {
+        a.sq()
+            .post(SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"x"))
+            .unwrap();
+    }
+    window.posted(depth);
+    a.sq().ring();
+    dev.process();
+    let mut rec = Recovery::new(&window, Duration::from_secs(5));
+    let mut seen = Vec::new();
+    let report = rec
+        .recover(
+            &mut dev,
+            &mut a,
+            LinkQueues {
+                send_cq: &mut ca,
+                recv_cq: None,
+                window: &mut window,
+                recvs: None,
+            },
+            |c| seen.push(*c),
+            |p, a| {
+                let o = ConnectOpts::default();
+                let (ea, eb) = (p.endpoint(a, &o)?, p.endpoint(&b, &o)?);
+                p.connect(a, &ea, &eb, &o)?;
+                p.connect(&mut b, &eb, &ea, &o)
+            },
+        )
+        .unwrap();
+    assert_eq!(seen.len(), depth as usize / 4, "no marker: {seen:?}");
+    assert!(seen.iter().all(|c| c.is_ok() && c.covered == 3));
+    assert_eq!(report.sends_completed, u64::from(depth));
+    assert_eq!((report.sends_failed, rec.failed().len()), (0, 0));
+    assert_eq!(window.in_flight(), 0);
+}
+
+/// An idle link notices its dead peer only by a probe: on a live link the probe completes;
+/// after the peer's drop it ends in RETRY_EXC_ERR (the defaults), and the recovery does not
+/// list it as an application request.
+fn probe_finds_a_dead_peer(threaded: bool) {
+    let mut dev = SimDevice::new();
+    if threaded {
+        dev.start_device_thread().unwrap();
+    }
+    let pd = dev.alloc_pd().unwrap();
+    let ((mut a, mut ca), (b, cb)) = pair(&mut dev, &pd);
+    let mut window = Recovery::send_window(&a);
+    let mut wc = [Completion::EMPTY];
+    let mut one = |dev: &mut SimDevice, ca: &mut SimCq| {
+        let t = Instant::now();
+        while ca.poll(&mut wc) == 0 {
+            assert!(t.elapsed() < LIVENESS, "the probe never ended");
+            dev.progress();
+        }
+        wc[0]
+    };
+    probe(&mut a, &mut window).unwrap();
+    let c = one(&mut dev, &mut ca);
+    assert_eq!(
+        (c.wr_id, c.status),
+        (
+            rdma_direct::providers::recover::PROBE_WR_ID,
+            WcStatus::Success
+        )
+    );
+    assert!(window.retire(&c));
+    drop((b, cb));
+    probe(&mut a, &mut window).unwrap();
+    let c = one(&mut dev, &mut ca);
+    assert_eq!(
+        (c.wr_id, c.status),
+        (
+            rdma_direct::providers::recover::PROBE_WR_ID,
+            WcStatus::RetryExcErr
+        )
+    );
+    window.retire(&c);
+    let mut cb = dev.create_cq(256).unwrap();
+    let mut b = dev
+        .create_qp(&pd, &mut cb, None, None, &QpConfig::new(QpType::Rc))
+        .unwrap();
+    let mut rec = Recovery::new(&window, LIVENESS);
+    rec.recover(
+        &mut dev,
+        &mut a,
+        LinkQueues {
+            send_cq: &mut ca,
+            recv_cq: None,
+            window: &mut window,
+            recvs: None,
+        },
+        |_| {},
+        |p, a| {
+            let o = ConnectOpts::default();
+            let (ea, eb) = (p.endpoint(a, &o)?, p.endpoint(&b, &o)?);
+            p.connect(a, &ea, &eb, &o)?;
+            p.connect(&mut b, &eb, &ea, &o)
+        },
+    )
+    .unwrap();
+    assert!(rec.failed().is_empty());
+    probe(&mut a, &mut window).unwrap();
+    let c = one(&mut dev, &mut ca);
+    assert_eq!(c.status, WcStatus::Success, "the new peer answers");
+}
+
+#[test]
+fn a_probe_finds_a_dead_peer_manual_progress() {
+    probe_finds_a_dead_peer(false);
+}
+
+#[test]
+fn a_probe_finds_a_dead_peer_device_thread() {
+    probe_finds_a_dead_peer(true);
+}
+
+/// `drain` alone: the link goes on with a new QP; the old one is left in ERR with nothing
+/// outstanding, every request accounted (the flushed ones listed in post order).
+#[test]
+fn drain_alone_leaves_the_qp_in_err_with_everything_accounted() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 64).unwrap();
+    let ((mut a, mut ca), (b, cb)) = pair(&mut dev, &pd);
+    drop((b, cb));
+    a.sq().set_signal_every(4);
+    let mut window = Recovery::send_window(&a);
+    for id in 0..10 {
+        a.sq()
+            .post(SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"x"))
+            .unwrap();
+    }
+    window.posted(10);
+    a.sq().ring();
+    let mut rec = Recovery::new(&window, LIVENESS);
+    let mut link = LinkQueues {
+        send_cq: &mut ca,
+        recv_cq: None,
+        window: &mut window,
+        recvs: None,
+    };
+    let report = rec.drain(&mut dev, &mut a, &mut link, |_| {}).unwrap();
+    // Nothing ran before the move to ERR (manual progress): all ten flushed and listed.
+    assert_eq!(rec.failed(), (0..10).collect::<Vec<_>>().as_slice());
+    assert_eq!(report.first_error, Some((0, WcStatus::WrFlushErr)));
+    assert_eq!((report.sends_failed, report.sends_completed), (10, 0));
+    assert_eq!((window.in_flight(), a.state()), (0, QpState::Err));
+}
