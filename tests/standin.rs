@@ -858,7 +858,7 @@ fn a_refused_doorbell_on_verbs_is_returned_by_the_call_that_rings() {
     assert_eq!(r.error, refused(7, 1).into());
     assert!(
         r.to_string()
-            .contains("ibv_post_send: EOPNOTSUPP: 1 requests refused"),
+            .contains("ibv_post_send: EOPNOTSUPP: 1 request refused"),
         "{r}"
     );
     // try_ring after posts: every staged request came back, and the queue has its room.

@@ -150,9 +150,10 @@ impl fmt::Display for PostError {
             }
             PostError::Device { verb, errno, count } => write!(
                 f,
-                "{verb}: {}: {count} requests refused and taken back (not posted, no \
+                "{verb}: {}: {count} request{} refused and taken back (not posted, no \
                  completion); {}",
                 crate::error::errno_name(errno),
+                if count == 1 { "" } else { "s" },
                 post_errno_hint(errno)
             ),
         }

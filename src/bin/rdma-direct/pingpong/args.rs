@@ -31,8 +31,9 @@ usage: rdma-direct pingpong [-d DEV] [options] [HOST]
   -r, --rx-depth N      receives kept posted (default 500)
   -l, --sl SL           service level (default 0)
   -u, --timeout T       local ACK timeout exponent: 4.096 us x 2^T (default 14, 0..31)
-      --retry-cnt N     transport retries before RETRY_EXC_ERR (default 7, 0..7; rxe
-                        retries forever at 7); also --retry_count
+      --retry-cnt N     transport retries before RETRY_EXC_ERR (default 6, 0..7; rxe
+                        retries forever at 7, so a dead peer is never noticed there);
+                        also --retry_count
   -R, --rdma_cm         connect by address through the RDMA CM (HOST: the server's IP
                         address; -p: CM port, default 7174) and speak rping's protocol
                         (READ of the client's buffer, WRITE back, verified byte for byte);
@@ -85,7 +86,9 @@ impl Default for Args {
             rx_depth: 500,
             sl: 0,
             timeout: 14,
-            retry_cnt: 7,
+            // ibv_rc_pingpong's 7, less one: the library's default, so a dead peer ends the
+            // run on every provider (see `ConnectOpts::retry_cnt`).
+            retry_cnt: rdma_direct::providers::ConnectOpts::default().retry_cnt,
             host: None,
             provider: Choice::Auto,
             loopback: false,

@@ -97,7 +97,7 @@ mod tests {
     fn retry_count_and_timeout_reach_the_bring_up() {
         let d = parse_args(&args("-d rxe0")).unwrap().unwrap();
         let o = connect_opts(&d);
-        assert_eq!((o.timeout, o.retry_cnt), (14, 7));
+        assert_eq!((o.timeout, o.retry_cnt), (14, 6));
         for s in [
             "-d rxe0 --retry-cnt 1 -u 12",
             "-d rxe0 --retry_count=1 --timeout=12",
@@ -109,7 +109,7 @@ mod tests {
             assert_eq!(
                 ConnectOpts {
                     timeout: 14,
-                    retry_cnt: 7,
+                    retry_cnt: 6,
                     ..o
                 },
                 connect_opts(&d),
