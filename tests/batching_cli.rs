@@ -2,7 +2,8 @@
 //! and says the figures are not hardware figures; `--json` holds one config per doorbell
 //! mode x signaling period with one point per batch size, each with its spread; `--svg`
 //! draws one line per config with one marker per batch size in two panels; bad options are
-//! refused with a message, never a panic. (Structure only: no figure is asserted.)
+//! refused with a message, never a panic. (Structure only: no timing is asserted; the PCIe
+//! counts per message, which do not depend on timing, are checked against hand counts.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -327,9 +328,110 @@ fn bad_options_are_refused_with_a_reason() {
             "plain memory only",
         ),
         (&["--bogus"][..], "unknown option"),
+        (&["--pcie", "gen9x8"][..], "--pcie: PCIe link"),
+        (&["--pcie", "gen3x8,mps=100"][..], "power of two"),
     ] {
         let (code, _, err) = batching(args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
     }
+}
+
+/// Every point carries the PCIe transactions per message: BlueFlame vs doorbell, inline vs
+/// gathered, signaling every 1 and 16, batch 1 and 64, counted by hand (64 requests per
+/// sample: signaling every 16 signals 4 of them).
+fn pcie_counts(provider: &str) {
+    let d = scratch(&format!("pcie-{provider}"));
+    let js = d.join("p.json");
+    let (code, out, err) = batching(&[
+        "--provider",
+        provider,
+        "-l",
+        "1,64",
+        "-m",
+        "db8,bf-single",
+        "-Q",
+        "1,16",
+        "-p",
+        "inline,sge",
+        "-s",
+        "8",
+        "-r",
+        "1",
+        "-w",
+        "0",
+        "-n",
+        "64",
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("Link[Mpps]") && out.contains("bound"), "{out}");
+    let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+    let Some(Value::Arr(configs)) = v.get("configs") else {
+        panic!("no configs: {v:?}");
+    };
+    assert_eq!(configs.len(), 8);
+    for c in configs {
+        let mode = c.get("mode").and_then(Value::as_str).unwrap();
+        let signal = c.get("signal").and_then(Value::as_str).unwrap();
+        let payload = c.get("payload").and_then(Value::as_str).unwrap();
+        let Some(Value::Arr(points)) = c.get("points") else {
+            panic!("no points: {c:?}");
+        };
+        for p in points {
+            let b = p.get("batch").and_then(Value::as_u64).unwrap();
+            let pcie = p.get("pcie").expect("pcie counts on every point");
+            let per = pcie.get("per_message").expect("per_message");
+            let f = |k: &str| per.get(k).and_then(Value::as_f64).unwrap();
+            let ctx = format!("{mode}/{signal}/{payload}/b{b}: {per:?}");
+            // libmlx5's rule puts a single WQE of ds 3 (ctrl, raddr, data) in BlueFlame.
+            let bf = mode == "bf-single" && b == 1;
+            let (db, bfc, reads) = if bf {
+                (0.0, 1.0, 0.0)
+            } else {
+                (1.0 / b as f64, 0.0, 1.0 / b as f64)
+            };
+            assert_eq!(f("mmio_doorbell_8B"), db, "{ctx}");
+            assert_eq!(f("mmio_blueflame_64B"), bfc, "{ctx}");
+            assert_eq!(f("wqe_dma_reads"), reads, "{ctx}");
+            assert_eq!(
+                f("wqe_dma_read_wqebbs"),
+                if bf { 0.0 } else { 1.0 },
+                "{ctx}"
+            );
+            assert_eq!(f("dbrec_updates"), 1.0 / b as f64, "{ctx}");
+            let gathered = if payload == "sge" { 1.0 } else { 0.0 };
+            assert_eq!(f("payload_dma_reads"), gathered, "{ctx}");
+            assert_eq!(f("payload_dma_read_bytes"), 8.0 * gathered, "{ctx}");
+            let cqes = if signal == "1" { 1.0 } else { 4.0 / 64.0 };
+            assert_eq!(f("cqe_dma_writes"), cqes, "{ctx}");
+            assert_eq!(f("responder_payload_writes"), 1.0, "{ctx}");
+            assert_eq!(f("responder_payload_bytes"), 8.0, "{ctx}");
+            let link = pcie.get("link").expect("link");
+            let lf = |k: &str| link.get(k).and_then(Value::as_f64).unwrap();
+            if bf && signal == "1" && payload == "inline" {
+                // One 64-B BlueFlame write down, one 64-B CQE write up: 24 + 64 each way.
+                assert_eq!(
+                    (lf("requester_bytes_down"), lf("requester_bytes_up")),
+                    (88.0, 88.0)
+                );
+                let mpps = 8e9 * 8.0 * 128.0 / 130.0 / 8.0 / 88.0 / 1e6;
+                assert!((lf("link_mpps") - mpps).abs() < 1e-6, "{link:?}");
+            }
+            let bound = pcie.get("bound").and_then(Value::as_str).unwrap();
+            assert!(["cpu", "sim", "link"].contains(&bound), "{bound}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn plain_memory_points_carry_pcie_counts() {
+    pcie_counts("plain");
+}
+
+#[test]
+fn sim_points_carry_pcie_counts() {
+    pcie_counts("sim");
 }

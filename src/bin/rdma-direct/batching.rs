@@ -53,7 +53,7 @@ use callgrind::instructions;
 use explain::explain;
 use measure::sweep;
 use options::{parse, Where, USAGE};
-use report::{charts, header, json, table};
+use report::{charts, header, json, pcie_note, table};
 
 /// `rdma-direct bench batching ...`. Returns the exit code.
 pub fn run(args: &[String]) -> i32 {
@@ -91,6 +91,7 @@ pub fn run(args: &[String]) -> i32 {
         };
     }
     print!("{}", header(&o));
+    let host = rdma_direct::perf::host::Host::read();
     let res = match sweep(&o) {
         Ok(r) => r,
         Err(e) => {
@@ -100,6 +101,9 @@ pub fn run(args: &[String]) -> i32 {
     };
     for (c, pts) in &res {
         print!("{}", table(&o, c, pts));
+    }
+    if res.iter().flat_map(|(_, p)| p).any(|p| p.pcie.is_some()) {
+        print!("{}", pcie_note(&o));
     }
     if o.at == Where::Sim && res.iter().flat_map(|(_, p)| p).any(|p| p.med > 1000.0) {
         println!(
@@ -122,7 +126,8 @@ pub fn run(args: &[String]) -> i32 {
     };
     let mut ok = true;
     if let Some(f) = &o.json {
-        ok &= write(f, json(&o, &res), "JSON");
+        let load_after = rdma_direct::perf::host::load_average();
+        ok &= write(f, json(&o, &res, &host, load_after), "JSON");
     }
     if let Some(f) = &o.svg {
         ok &= write(f, plot::render(&charts(&o, &res)), "SVG");

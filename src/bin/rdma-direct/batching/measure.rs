@@ -9,6 +9,7 @@
 
 use std::time::Instant;
 
+use rdma_direct::pcie::Counts;
 use rdma_direct::providers::flow::connect_pair;
 use rdma_direct::providers::mlx5::{Mlx5Device, Mlx5Qp, Owners};
 use rdma_direct::providers::sim::SimDevice;
@@ -43,6 +44,8 @@ pub struct Stat {
     pub(super) db_per_s: f64,
     /// WQEs per doorbell the device saw (sim only).
     pub(super) dev_wqes_per_db: Option<f64>,
+    /// What a ConnectX would move over PCIe for this point's requests (mlx5 providers).
+    pub(super) pcie: Option<Counts>,
 }
 
 impl Stat {
@@ -68,7 +71,65 @@ fn summarize(batch: u32, wqes: u32, mut ns: Vec<f64>) -> Stat {
         max: ns[n - 1],
         db_per_s: 1e9 / (med * batch as f64),
         dev_wqes_per_db: None,
+        pcie: None,
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// PCIe counts
+
+/// Requests the PCIe tap follows per point (whole batches): the counts per message repeat
+/// with the batch and the signaling period, so a sample longer than this adds nothing.
+const TAP_MAX: u32 = 4096;
+
+/// What a ConnectX would move over PCIe for one point: the point's post sequence (its
+/// requests, batches, signaling, doorbell mode, payload) replayed once, untimed, on a
+/// plain-memory queue with the rig's PCIe tap reading what the mlx5 provider wrote at every
+/// ring. The sim and a ConnectX run the same provider code, so the counts hold for them too.
+/// The ring is sized to the replay (drained after each batch), so a fetch split by the ring's
+/// end is counted where the replay wraps, not where the measured run did.
+pub(super) fn pcie_counts(o: &Opts, c: &Config, batch: u32) -> Result<Counts, String> {
+    let total = o.sample_wqes(batch).min(TAP_MAX / batch * batch);
+    let mut lb = plain::Loopback::new(total.next_power_of_two().max(64));
+    lb.qp.set_doorbell_mode(c.mode.doorbell());
+    let mut tap = plain::tap::Tap::new(&lb.dev, 16, 64);
+    let sge = lb.sge(c.size);
+    let data = vec![0x5au8; c.size.min(MAX_INLINE) as usize];
+    let op = match c.payload {
+        PayloadKind::Inline => plain::BenchOp::WriteInline,
+        PayloadKind::Sge => plain::BenchOp::Write,
+    };
+    let mut i = 0u32;
+    while i < total {
+        for _ in 0..batch {
+            let mut wr = lb.wr(op, &sge, &data, u64::from(i));
+            if c.signal.wants(i, batch, total) {
+                wr = wr.signaled();
+            }
+            if let Err(r) = lb.qp.sq().post(wr) {
+                return Err(format!("PCIe tap: post refused: {}", r.error));
+            }
+            i += 1;
+        }
+        tap.arm(&lb.dev);
+        lb.qp.sq().ring();
+        tap.observe(&lb.dev)?;
+        lb.drain();
+    }
+    Ok(tap.counts())
+}
+
+/// Attach the PCIe counts to every point of an mlx5 provider's sweep.
+fn with_pcie(
+    o: &Opts,
+    mut res: Vec<(Config, Vec<Stat>)>,
+) -> Result<Vec<(Config, Vec<Stat>)>, String> {
+    for (c, pts) in res.iter_mut() {
+        for p in pts.iter_mut() {
+            p.pcie = Some(pcie_counts(o, c, p.batch)?);
+        }
+    }
+    Ok(res)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -421,7 +482,7 @@ fn device_sweep<P: Target>(p: &mut P, o: &Opts) -> Result<Vec<(Config, Vec<Stat>
 
 pub(super) fn sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
     match o.at {
-        Where::Plain => plain_sweep(o),
+        Where::Plain => with_pcie(o, plain_sweep(o)?),
         Where::Sim => {
             let mut p = SimDevice::new();
             // Device-thread mode: a thread plays the HCA, polling doorbells, as hardware
@@ -429,7 +490,7 @@ pub(super) fn sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
             p.start_device_thread().map_err(|e| e.to_string())?;
             let r = device_sweep(&mut p, o);
             p.stop_device_thread();
-            r
+            with_pcie(o, r?)
         }
         Where::Verbs => {
             let dev = o.device.as_deref().unwrap_or_default();
@@ -439,7 +500,7 @@ pub(super) fn sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
         Where::Mlx5 => {
             let dev = o.device.as_deref().unwrap_or_default();
             let mut p = Mlx5Device::open(dev).map_err(|e| e.to_string())?;
-            device_sweep(&mut p, o)
+            with_pcie(o, device_sweep(&mut p, o)?)
         }
     }
 }
