@@ -435,3 +435,48 @@ fn plain_memory_points_carry_pcie_counts() {
 fn sim_points_carry_pcie_counts() {
     pcie_counts("sim");
 }
+
+/// `--explain` with two signaling periods prints the least-squares per-completion cost with
+/// its interval and the residuals (it used to print a clamped "0.00 ns per completion").
+#[test]
+fn explain_prints_a_fitted_per_completion_cost_with_an_interval() {
+    for q in ["1,2", "1,4"] {
+        let (code, out, err) = batching(&[
+            "-m",
+            "db8",
+            "-Q",
+            q,
+            "-l",
+            "1,4,16",
+            "-r",
+            "3",
+            "-w",
+            "1",
+            "-n",
+            "64",
+            "--explain",
+        ]);
+        assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+        let fit = out
+            .lines()
+            .find(|l| l.contains("Least-squares fit of t = w + d/b + c·q over the 6 points"))
+            .unwrap_or_else(|| panic!("no fit line:\n{out}"));
+        assert!(
+            fit.contains("ns per doorbell") && fit.contains("(95 % intervals)"),
+            "{fit}"
+        );
+        assert!(out.contains("Residuals: rms"), "{out}");
+        let line = out
+            .lines()
+            .find(|l| l.contains("Completion handling:"))
+            .unwrap_or_else(|| panic!("no completion line:\n{out}"));
+        // "<c> ± <h> ns per completion polled": a number, then its interval.
+        let after = line.split("Completion handling: ").nth(1).unwrap();
+        let mut words = after.split_whitespace();
+        let c: f64 = words.next().unwrap().parse().expect("a number");
+        assert!(c.is_finite(), "{line}");
+        assert_eq!(words.next(), Some("±"), "{line}");
+        let h: f64 = words.next().unwrap().parse().expect("an interval");
+        assert!(h >= 0.0, "{line}");
+    }
+}
