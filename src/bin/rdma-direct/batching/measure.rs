@@ -86,11 +86,13 @@ const TAP_MAX: u32 = 4096;
 /// requests, batches, signaling, doorbell mode, payload) replayed once, untimed, on a
 /// plain-memory queue with the rig's PCIe tap reading what the mlx5 provider wrote at every
 /// ring. The sim and a ConnectX run the same provider code, so the counts hold for them too.
-/// The ring is sized to the replay (drained after each batch), so a fetch split by the ring's
-/// end is counted where the replay wraps, not where the measured run did.
+/// The ring holds the whole replay (drained after each batch), so a fetch split by the ring's
+/// end (one more read per wrap) is counted where the replay wraps, not where the measured
+/// run did.
 pub(super) fn pcie_counts(o: &Opts, c: &Config, batch: u32) -> Result<Counts, String> {
     let total = o.sample_wqes(batch).min(TAP_MAX / batch * batch);
-    let mut lb = plain::Loopback::new(total.next_power_of_two().max(64));
+    // Room for the replay with WQEs of up to 4 WQEBBs (inline payloads up to MAX_INLINE).
+    let mut lb = plain::Loopback::new((4 * total).next_power_of_two().max(256));
     lb.qp.set_doorbell_mode(c.mode.doorbell());
     let mut tap = plain::tap::Tap::new(&lb.dev, 16, 64);
     let sge = lb.sge(c.size);
