@@ -28,11 +28,19 @@
 //!   all configurations alike); each sample times many batches (about a thousand WQEs on
 //!   plain memory), so the clock read costs well under 1 % of a sample. Per point: median, p10, p90, min, max of ns/WQE, and
 //!   the message rate of the median.
+//! - PCIe (mlx5 providers: plain, sim, mlx5): every point carries what a ConnectX would move
+//!   over PCIe per message (8-byte doorbells, 64-byte BlueFlame chunks, WQE and payload
+//!   fetches, CQE writes, responder writes), counted by replaying the point's post sequence
+//!   through the rig's PCIe tap (`benches/rig/tap.rs`: what the mlx5 provider wrote, ring by
+//!   ring), and the rate a PCIe link allows for it (`rdma_direct::pcie`, `--pcie LINK`,
+//!   default gen3x8; the JSON adds every Gen3-5 x8/x16 preset), with the bound that binds.
 //! - Output: one perftest-style table per configuration with the provider named and the line
 //!   "plain-memory and sim figures are not hardware figures"; `--json FILE` (one object,
-//!   every point with its spread); `--svg FILE` (message rate and ns/WQE against the batch
-//!   size, log2 axis, one line per configuration); `--explain` derives the per-doorbell and
-//!   per-WQE costs from the measured curve and says where they go.
+//!   the host (CPU, governor, kernel, load before and after) and the command line, every
+//!   point with its spread and PCIe counts); `--svg FILE` (message rate and ns/WQE against
+//!   the batch size, log2 axis, one line per configuration); `--explain` fits
+//!   `t = w + d/b + c·q` by least squares over the curves (per WQE, per doorbell, per
+//!   completion, with 95 % intervals and residuals) and says where the cost goes.
 //!
 //! A child module of `bench.rs` (`bench batching`), so it shares that module's copy of the
 //! plain-memory rig. This file is the entry ([`run`]); the parts:
