@@ -280,6 +280,39 @@ fn sweep(provider: &str, describe: &str) {
         names,
         ["db8/1", "db8/batch", "bf-single/1", "bf-single/batch"]
     );
+    // The host and the command line; the least-squares model per doorbell mode (-Q 1,batch:
+    // every WR keeps q at 1 while b varies, so the per-completion term is identified).
+    let host = v.get("host").expect("host metadata");
+    let Some(Value::Arr(argv)) = host.get("command_line") else {
+        panic!("no command line: {host:?}");
+    };
+    assert!(
+        argv.iter().any(|a| a.as_str() == Some("--explain")),
+        "{argv:?}"
+    );
+    assert!(host.get("kernel").is_some() && host.get("load_1min_after").is_some());
+    let Some(Value::Arr(fits)) = v.get("fits") else {
+        panic!("no fits: {v:?}");
+    };
+    assert_eq!(fits.len(), 2);
+    for f in fits {
+        assert_eq!(
+            f.get("model").and_then(Value::as_str),
+            Some("t = w + d/b + c*q")
+        );
+        let coef = f.get("coefficients").expect("coefficients");
+        for k in ["w_ns_per_wqe", "d_ns_per_doorbell", "c_ns_per_completion"] {
+            let ci = coef
+                .get(k)
+                .and_then(|c| c.get("ci95"))
+                .and_then(Value::as_f64);
+            assert!(ci.is_some_and(|h| h >= 0.0), "{k}: {coef:?}");
+        }
+        let Some(Value::Arr(r)) = f.get("residuals") else {
+            panic!("no residuals: {f:?}");
+        };
+        assert_eq!(r.len(), 6, "one residual per point of the mode's curves");
+    }
 
     let s = std::fs::read_to_string(&svg).unwrap();
     assert!(s.starts_with("<?xml") && s.trim_end().ends_with("</svg>"));

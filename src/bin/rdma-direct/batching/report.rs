@@ -7,6 +7,7 @@
 
 use std::fmt::Write as _;
 
+use super::explain::{completions_per_wqe, model_fit};
 use super::measure::Stat;
 use super::options::{Config, Opts, Where};
 use crate::json_value::Value;
@@ -237,10 +238,66 @@ pub(super) fn json(
         ("op".into(), s("RDMA WRITE")),
         ("host".into(), host_json(o, host, load_after)),
         ("configs".into(), Value::Arr(configs)),
+        ("fits".into(), fits_json(o, res)),
     ]);
     let mut t = v.to_json();
     t.push('\n');
     t
+}
+
+/// The least-squares model per doorbell mode (see `explain::model_fit`): coefficients, 95 %
+/// half-widths, residuals per point.
+fn fits_json(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Value {
+    let n = Value::Num;
+    let fits = o
+        .modes
+        .iter()
+        .filter_map(|&m| {
+            let mf = model_fit(res, m)?;
+            let f = &mf.fit;
+            let names = ["w_ns_per_wqe", "d_ns_per_doorbell", "c_ns_per_completion"];
+            let coef = names
+                .iter()
+                .zip(&f.coef)
+                .enumerate()
+                .map(|(j, (k, v))| {
+                    let ci = f.ci95.as_ref().map_or(Value::Null, |c| n(c[j]));
+                    (
+                        k.to_string(),
+                        Value::Obj(vec![("value".into(), n(*v)), ("ci95".into(), ci)]),
+                    )
+                })
+                .collect();
+            let residuals = mf
+                .rows
+                .iter()
+                .zip(&f.residuals)
+                .map(|((c, p), r)| {
+                    Value::Obj(vec![
+                        ("name".into(), Value::Str(series_name(o, c))),
+                        ("batch".into(), n(f64::from(p.batch))),
+                        ("completions_per_wqe".into(), n(completions_per_wqe(c, p))),
+                        ("residual_ns".into(), n(*r)),
+                    ])
+                })
+                .collect();
+            Some(Value::Obj(vec![
+                ("mode".into(), Value::Str(m.name().into())),
+                (
+                    "model".into(),
+                    Value::Str(if mf.per_completion {
+                        "t = w + d/b + c*q".into()
+                    } else {
+                        "t = w + d/b".into()
+                    }),
+                ),
+                ("coefficients".into(), Value::Obj(coef)),
+                ("residual_rms_ns".into(), n(f.rms())),
+                ("residuals".into(), Value::Arr(residuals)),
+            ]))
+        })
+        .collect();
+    Value::Arr(fits)
 }
 
 /// The note under the tables of an mlx5 provider's sweep: what the PCIe columns mean.
