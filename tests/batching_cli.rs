@@ -439,6 +439,11 @@ fn pcie_counts(provider: &str) {
             assert_eq!(f("payload_dma_read_bytes"), 8.0 * gathered, "{ctx}");
             let cqes = if signal == "1" { 1.0 } else { 4.0 / 64.0 };
             assert_eq!(f("cqe_dma_writes"), cqes, "{ctx}");
+            if provider == "sim" {
+                // The sim device wrote as many CQEs as the replay counted.
+                let dev = p.get("device_cqes_per_wqe").and_then(Value::as_f64);
+                assert_eq!(dev, Some(cqes), "{ctx}");
+            }
             assert_eq!(f("responder_payload_writes"), 1.0, "{ctx}");
             assert_eq!(f("responder_payload_bytes"), 8.0, "{ctx}");
             let link = pcie.get("link").expect("link");

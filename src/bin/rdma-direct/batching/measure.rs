@@ -44,6 +44,8 @@ pub struct Stat {
     pub(super) db_per_s: f64,
     /// WQEs per doorbell the device saw (sim only).
     pub(super) dev_wqes_per_db: Option<f64>,
+    /// CQEs the device wrote per WQE (sim only): a check of the PCIe replay's CQE count.
+    pub(super) dev_cqes_per_wqe: Option<f64>,
     /// What a ConnectX would move over PCIe for this point's requests (mlx5 providers).
     pub(super) pcie: Option<Counts>,
 }
@@ -71,6 +73,7 @@ fn summarize(batch: u32, wqes: u32, mut ns: Vec<f64>) -> Stat {
         max: ns[n - 1],
         db_per_s: 1e9 / (med * batch as f64),
         dev_wqes_per_db: None,
+        dev_cqes_per_wqe: None,
         pcie: None,
     }
 }
@@ -278,8 +281,8 @@ fn plain_sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
 trait Target: Provider {
     /// Apply the doorbell mode (mlx5 queues); verbs has none.
     fn set_mode(qp: &mut Self::Qp, m: Mode);
-    /// (doorbells seen, WQEs consumed) by the device, when it counts them.
-    fn counters(&self) -> Option<(u64, u64)> {
+    /// (doorbells seen, WQEs consumed, CQEs written) by the device, when it counts them.
+    fn counters(&self) -> Option<(u64, u64, u64)> {
         None
     }
 }
@@ -292,9 +295,9 @@ impl Target for SimDevice {
     fn set_mode(qp: &mut Mlx5Qp<SimDevice>, m: Mode) {
         set_mlx5_mode(qp, m)
     }
-    fn counters(&self) -> Option<(u64, u64)> {
+    fn counters(&self) -> Option<(u64, u64, u64)> {
         let s = self.stats();
-        Some((s.doorbells, s.wqes))
+        Some((s.doorbells, s.wqes, s.cqes))
     }
 }
 
@@ -440,16 +443,18 @@ fn device_sweep<P: Target>(p: &mut P, o: &Opts) -> Result<Vec<(Config, Vec<Stat>
     };
     let mut b = bed(p, o, inline, max_size).map_err(|e| e.to_string())?;
     let data = vec![0x5au8; max_size.min(MAX_INLINE) as usize];
-    // (config, batch, ns/WQE samples, device WQEs per doorbell samples)
-    let mut pts: Vec<(Config, u32, Vec<f64>, Vec<f64>)> = Vec::new();
+    // (config, batch, ns/WQE samples, device WQEs per doorbell samples, device CQEs per
+    // WQE samples)
+    type Samples = (Config, u32, Vec<f64>, Vec<f64>, Vec<f64>);
+    let mut pts: Vec<Samples> = Vec::new();
     for c in o.configs() {
         for &batch in &o.batches {
-            pts.push((c, batch, Vec::new(), Vec::new()));
+            pts.push((c, batch, Vec::new(), Vec::new(), Vec::new()));
         }
     }
     // Round-robin over the points, as on plain memory.
     for round in 0..o.warmup + o.reps {
-        for (c, batch, ns, dev) in pts.iter_mut() {
+        for (c, batch, ns, dev, cqes) in pts.iter_mut() {
             P::set_mode(&mut b.cqp, c.mode);
             let total = o.sample_wqes(*batch);
             let data = &data[..c.size.min(MAX_INLINE) as usize];
@@ -457,20 +462,25 @@ fn device_sweep<P: Target>(p: &mut P, o: &Opts) -> Result<Vec<(Config, Vec<Stat>
             let t = device_sample(p, &mut b, c, *batch, total, data)?;
             if round >= o.warmup {
                 ns.push(t / total as f64);
-                if let (Some((d0, w0)), Some((d1, w1))) = (before, p.counters()) {
+                if let (Some((d0, w0, c0)), Some((d1, w1, c1))) = (before, p.counters()) {
                     if d1 > d0 {
                         dev.push((w1 - w0) as f64 / (d1 - d0) as f64);
                     }
+                    cqes.push((c1 - c0) as f64 / f64::from(total));
                 }
             }
         }
     }
     let mut res: Vec<(Config, Vec<Stat>)> = Vec::new();
-    for (c, batch, ns, mut dev) in pts {
+    for (c, batch, ns, mut dev, mut cqes) in pts {
         let mut st = summarize(batch, o.sample_wqes(batch), ns);
         if !dev.is_empty() {
             dev.sort_by(|a, b| a.total_cmp(b));
             st.dev_wqes_per_db = Some(dev[dev.len() / 2]);
+        }
+        if !cqes.is_empty() {
+            cqes.sort_by(|a, b| a.total_cmp(b));
+            st.dev_cqes_per_wqe = Some(cqes[cqes.len() / 2]);
         }
         match res.last_mut() {
             Some((k, v)) if *k == c => v.push(st),

@@ -210,6 +210,9 @@ pub(super) fn json(
                     if let Some(d) = p.dev_wqes_per_db {
                         kv.push(("device_wqes_per_doorbell".to_string(), n(d)));
                     }
+                    if let Some(d) = p.dev_cqes_per_wqe {
+                        kv.push(("device_cqes_per_wqe".to_string(), n(d)));
+                    }
                     if let Some(k) = p.pcie {
                         kv.push(("pcie".to_string(), pcie_json(o, p, &k)));
                     }
