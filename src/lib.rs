@@ -167,7 +167,7 @@
 )]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-pub use rdma_direct_core::{barrier, clock, error, ffi, mmio, types, verbs, wire};
+pub use rdma_direct_core::{barrier, clock, error, ffi, mmio, pcie, types, verbs, wire};
 pub use rdma_direct_providers as providers;
 
 pub mod cm;

@@ -82,11 +82,13 @@
 //! parts are re-exported here: `params` (what to measure: [`Test`], [`Params`], the limits),
 //! `report` (what a run returns: [`Row`], [`Info`], [`Report`], [`NicTime`]), `bed` (the
 //! QPs and memory of a run), `loops` (the measured loops), `clock` (their clock) and
-//! `pingpong` (the two-sided latency tests' ends).
+//! `pingpong` (the two-sided latency tests' ends); [`host`] says what machine a report ran on; [`fit`] fits cost models by least squares.
 
 mod bed;
 mod clock;
 pub mod cm_channel;
+pub mod fit;
+pub mod host;
 mod loops;
 mod params;
 mod pingpong;

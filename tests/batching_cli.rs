@@ -2,7 +2,8 @@
 //! and says the figures are not hardware figures; `--json` holds one config per doorbell
 //! mode x signaling period with one point per batch size, each with its spread; `--svg`
 //! draws one line per config with one marker per batch size in two panels; bad options are
-//! refused with a message, never a panic. (Structure only: no figure is asserted.)
+//! refused with a message, never a panic. (Structure only: no timing is asserted; the PCIe
+//! counts per message, which do not depend on timing, are checked against hand counts.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -279,6 +280,39 @@ fn sweep(provider: &str, describe: &str) {
         names,
         ["db8/1", "db8/batch", "bf-single/1", "bf-single/batch"]
     );
+    // The host and the command line; the least-squares model per doorbell mode (-Q 1,batch:
+    // every WR keeps q at 1 while b varies, so the per-completion term is identified).
+    let host = v.get("host").expect("host metadata");
+    let Some(Value::Arr(argv)) = host.get("command_line") else {
+        panic!("no command line: {host:?}");
+    };
+    assert!(
+        argv.iter().any(|a| a.as_str() == Some("--explain")),
+        "{argv:?}"
+    );
+    assert!(host.get("kernel").is_some() && host.get("load_1min_after").is_some());
+    let Some(Value::Arr(fits)) = v.get("fits") else {
+        panic!("no fits: {v:?}");
+    };
+    assert_eq!(fits.len(), 2);
+    for f in fits {
+        assert_eq!(
+            f.get("model").and_then(Value::as_str),
+            Some("t = w + d/b + c*q")
+        );
+        let coef = f.get("coefficients").expect("coefficients");
+        for k in ["w_ns_per_wqe", "d_ns_per_doorbell", "c_ns_per_completion"] {
+            let ci = coef
+                .get(k)
+                .and_then(|c| c.get("ci95"))
+                .and_then(Value::as_f64);
+            assert!(ci.is_some_and(|h| h >= 0.0), "{k}: {coef:?}");
+        }
+        let Some(Value::Arr(r)) = f.get("residuals") else {
+            panic!("no residuals: {f:?}");
+        };
+        assert_eq!(r.len(), 6, "one residual per point of the mode's curves");
+    }
 
     let s = std::fs::read_to_string(&svg).unwrap();
     assert!(s.starts_with("<?xml") && s.trim_end().ends_with("</svg>"));
@@ -327,9 +361,160 @@ fn bad_options_are_refused_with_a_reason() {
             "plain memory only",
         ),
         (&["--bogus"][..], "unknown option"),
+        (&["--pcie", "gen9x8"][..], "--pcie: PCIe link"),
+        (&["--pcie", "gen3x8,mps=100"][..], "power of two"),
     ] {
         let (code, _, err) = batching(args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+/// Every point carries the PCIe transactions per message: BlueFlame vs doorbell, inline vs
+/// gathered, signaling every 1 and 16, batch 1 and 64, counted by hand (64 requests per
+/// sample: signaling every 16 signals 4 of them).
+fn pcie_counts(provider: &str) {
+    let d = scratch(&format!("pcie-{provider}"));
+    let js = d.join("p.json");
+    let (code, out, err) = batching(&[
+        "--provider",
+        provider,
+        "-l",
+        "1,64",
+        "-m",
+        "db8,bf-single",
+        "-Q",
+        "1,16",
+        "-p",
+        "inline,sge",
+        "-s",
+        "8",
+        "-r",
+        "1",
+        "-w",
+        "0",
+        "-n",
+        "64",
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("Link[Mpps]") && out.contains("bound"), "{out}");
+    let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+    let Some(Value::Arr(configs)) = v.get("configs") else {
+        panic!("no configs: {v:?}");
+    };
+    assert_eq!(configs.len(), 8);
+    for c in configs {
+        let mode = c.get("mode").and_then(Value::as_str).unwrap();
+        let signal = c.get("signal").and_then(Value::as_str).unwrap();
+        let payload = c.get("payload").and_then(Value::as_str).unwrap();
+        let Some(Value::Arr(points)) = c.get("points") else {
+            panic!("no points: {c:?}");
+        };
+        for p in points {
+            let b = p.get("batch").and_then(Value::as_u64).unwrap();
+            let pcie = p.get("pcie").expect("pcie counts on every point");
+            let per = pcie.get("per_message").expect("per_message");
+            let f = |k: &str| per.get(k).and_then(Value::as_f64).unwrap();
+            let ctx = format!("{mode}/{signal}/{payload}/b{b}: {per:?}");
+            // libmlx5's rule puts a single WQE of ds 3 (ctrl, raddr, data) in BlueFlame.
+            let bf = mode == "bf-single" && b == 1;
+            let (db, bfc, reads) = if bf {
+                (0.0, 1.0, 0.0)
+            } else {
+                (1.0 / b as f64, 0.0, 1.0 / b as f64)
+            };
+            assert_eq!(f("mmio_doorbell_8B"), db, "{ctx}");
+            assert_eq!(f("mmio_blueflame_64B"), bfc, "{ctx}");
+            assert_eq!(f("wqe_dma_reads"), reads, "{ctx}");
+            assert_eq!(
+                f("wqe_dma_read_wqebbs"),
+                if bf { 0.0 } else { 1.0 },
+                "{ctx}"
+            );
+            assert_eq!(f("dbrec_updates"), 1.0 / b as f64, "{ctx}");
+            let gathered = if payload == "sge" { 1.0 } else { 0.0 };
+            assert_eq!(f("payload_dma_reads"), gathered, "{ctx}");
+            assert_eq!(f("payload_dma_read_bytes"), 8.0 * gathered, "{ctx}");
+            let cqes = if signal == "1" { 1.0 } else { 4.0 / 64.0 };
+            assert_eq!(f("cqe_dma_writes"), cqes, "{ctx}");
+            if provider == "sim" {
+                // The sim device wrote as many CQEs as the replay counted.
+                let dev = p.get("device_cqes_per_wqe").and_then(Value::as_f64);
+                assert_eq!(dev, Some(cqes), "{ctx}");
+            }
+            assert_eq!(f("responder_payload_writes"), 1.0, "{ctx}");
+            assert_eq!(f("responder_payload_bytes"), 8.0, "{ctx}");
+            let link = pcie.get("link").expect("link");
+            let lf = |k: &str| link.get(k).and_then(Value::as_f64).unwrap();
+            if bf && signal == "1" && payload == "inline" {
+                // One 64-B BlueFlame write down, one 64-B CQE write up: 24 + 64 each way.
+                assert_eq!(
+                    (lf("requester_bytes_down"), lf("requester_bytes_up")),
+                    (88.0, 88.0)
+                );
+                let mpps = 8e9 * 8.0 * 128.0 / 130.0 / 8.0 / 88.0 / 1e6;
+                assert!((lf("link_mpps") - mpps).abs() < 1e-6, "{link:?}");
+            }
+            let bound = pcie.get("bound").and_then(Value::as_str).unwrap();
+            assert!(["cpu", "sim", "link"].contains(&bound), "{bound}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn plain_memory_points_carry_pcie_counts() {
+    pcie_counts("plain");
+}
+
+#[test]
+fn sim_points_carry_pcie_counts() {
+    pcie_counts("sim");
+}
+
+/// `--explain` with two signaling periods prints the least-squares per-completion cost with
+/// its interval and the residuals (it used to print a clamped "0.00 ns per completion").
+#[test]
+fn explain_prints_a_fitted_per_completion_cost_with_an_interval() {
+    for q in ["1,2", "1,4"] {
+        let (code, out, err) = batching(&[
+            "-m",
+            "db8",
+            "-Q",
+            q,
+            "-l",
+            "1,4,16",
+            "-r",
+            "3",
+            "-w",
+            "1",
+            "-n",
+            "64",
+            "--explain",
+        ]);
+        assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+        let fit = out
+            .lines()
+            .find(|l| l.contains("Least-squares fit of t = w + d/b + c·q over the 6 points"))
+            .unwrap_or_else(|| panic!("no fit line:\n{out}"));
+        assert!(
+            fit.contains("ns per doorbell") && fit.contains("(95 % intervals)"),
+            "{fit}"
+        );
+        assert!(out.contains("Residuals: rms"), "{out}");
+        let line = out
+            .lines()
+            .find(|l| l.contains("Completion handling:"))
+            .unwrap_or_else(|| panic!("no completion line:\n{out}"));
+        // "<c> ± <h> ns per completion polled": a number, then its interval.
+        let after = line.split("Completion handling: ").nth(1).unwrap();
+        let mut words = after.split_whitespace();
+        let c: f64 = words.next().unwrap().parse().expect("a number");
+        assert!(c.is_finite(), "{line}");
+        assert_eq!(words.next(), Some("±"), "{line}");
+        let h: f64 = words.next().unwrap().parse().expect("an interval");
+        assert!(h >= 0.0, "{line}");
     }
 }

@@ -291,9 +291,9 @@ fn rules() -> Vec<Rule> {
 
 /// The core modules, named at the root of the core crate and imported at the providers
 /// crate's root (`crate::wire` in a provider file is the core's `wire`).
-const CORE: [&str; 11] = [
-    "barrier", "clock", "endpoint", "error", "ffi", "mmio", "types", "verbs", "wire", "Error",
-    "Result",
+const CORE: [&str; 12] = [
+    "barrier", "clock", "endpoint", "error", "ffi", "mmio", "pcie", "types", "verbs", "wire",
+    "Error", "Result",
 ];
 
 /// Which crate a file belongs to.

@@ -18,6 +18,8 @@
 //!
 //! Measurements on this memory are "measured on plain memory, not hardware".
 
+pub mod tap;
+
 use std::alloc::Layout;
 use std::sync::Arc;
 

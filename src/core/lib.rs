@@ -12,6 +12,7 @@
 //! | [`verbs`] | devices, ports, GIDs, PD, MR, CQ, SRQ, QP and their state machine through libibverbs | wraps ffi |
 //! | [`endpoint`] | the out-of-band endpoint message and its exchange over TCP, rc_pingpong's text format | none |
 //! | [`clock`] | the NIC clock: its page, the cycles-to-nanoseconds conversion | reads device memory |
+//! | [`pcie`] | a PCIe link model: NIC transactions to bytes on the link and a link-bound message rate | none |
 //! | [`barrier`], [`mmio`] | one named barrier per purpose, volatile device-memory access | yes, fenced |
 //!
 //! The dependency rule (enforced by `tests/deps.rs` of the workspace): `wire` imports nothing
@@ -26,6 +27,7 @@ pub mod endpoint;
 pub mod error;
 pub mod ffi;
 pub mod mmio;
+pub mod pcie;
 pub mod types;
 pub mod verbs;
 pub mod wire;

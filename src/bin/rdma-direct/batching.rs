@@ -31,11 +31,19 @@
 //! - Ctrl-C (or SIGTERM) ends the sweep after the round being measured (at least one
 //!   recorded): the tables and files are written with the samples taken, a note says so, and
 //!   the tool exits 130 (143).
+//! - PCIe (mlx5 providers: plain, sim, mlx5): every point carries what a ConnectX would move
+//!   over PCIe per message (8-byte doorbells, 64-byte BlueFlame chunks, WQE and payload
+//!   fetches, CQE writes, responder writes), counted by replaying the point's post sequence
+//!   through the rig's PCIe tap (`benches/rig/tap.rs`: what the mlx5 provider wrote, ring by
+//!   ring), and the rate a PCIe link allows for it (`rdma_direct::pcie`, `--pcie LINK`,
+//!   default gen3x8; the JSON adds every Gen3-5 x8/x16 preset), with the bound that binds.
 //! - Output: one perftest-style table per configuration with the provider named and the line
 //!   "plain-memory and sim figures are not hardware figures"; `--json FILE` (one object,
-//!   every point with its spread); `--svg FILE` (message rate and ns/WQE against the batch
-//!   size, log2 axis, one line per configuration); `--explain` derives the per-doorbell and
-//!   per-WQE costs from the measured curve and says where they go.
+//!   the host (CPU, governor, kernel, load before and after) and the command line, every
+//!   point with its spread and PCIe counts); `--svg FILE` (message rate and ns/WQE against
+//!   the batch size, log2 axis, one line per configuration); `--explain` fits
+//!   `t = w + d/b + c·q` by least squares over the curves (per WQE, per doorbell, per
+//!   completion, with 95 % intervals and residuals) and says where the cost goes.
 //!
 //! A child module of `bench.rs` (`bench batching`), so it shares that module's copy of the
 //! plain-memory rig. This file is the entry ([`run`]); the parts:
@@ -56,7 +64,7 @@ use callgrind::instructions;
 use explain::explain;
 use measure::sweep;
 use options::{parse, Where, USAGE};
-use report::{charts, header, json, table};
+use report::{charts, header, json, pcie_note, table};
 
 /// `rdma-direct bench batching ...`. Returns the exit code.
 pub fn run(args: &[String]) -> i32 {
@@ -106,6 +114,7 @@ pub fn run(args: &[String]) -> i32 {
     let armed = crate::stop::Armed::new();
     out!("{}", header(&o));
     crate::out::flush();
+    let host = rdma_direct::perf::host::Host::read();
     let res = match sweep(&o) {
         Ok(r) => r,
         Err(e) => {
@@ -126,6 +135,9 @@ pub fn run(args: &[String]) -> i32 {
     }
     for (c, pts) in &res {
         out!("{}", table(&o, c, pts));
+    }
+    if res.iter().flat_map(|(_, p)| p).any(|p| p.pcie.is_some()) {
+        out!("{}", pcie_note(&o));
     }
     if o.at == Where::Sim && res.iter().flat_map(|(_, p)| p).any(|p| p.med > 1000.0) {
         outln!(
@@ -148,7 +160,8 @@ pub fn run(args: &[String]) -> i32 {
     };
     let mut ok = true;
     if let Some(f) = &o.json {
-        ok &= write(f, json(&o, &res), "JSON");
+        let load_after = rdma_direct::perf::host::load_average();
+        ok &= write(f, json(&o, &res, &host, load_after), "JSON");
     }
     if let Some(f) = &o.svg {
         ok &= write(f, plot::render(&charts(&o, &res)), "SVG");

@@ -2,8 +2,11 @@
 //! curve, and where they go.
 //!
 //! Contract: a pure function of the options and the measured points; it fits
-//! `t(b) = w + d / b` per configuration and returns its text; it measures nothing but the
-//! cost of a fence pair on this machine, for comparison.
+//! `t = w + d/b + c·q` (ns per WQE against the batch `b` and the completions per WQE `q`) by
+//! least squares over every point of the first doorbell mode's curves ([`model_fit`], with
+//! `rdma_direct::perf::fit`), prints the coefficients with 95 % intervals and the residuals,
+//! and returns its text; it measures nothing but the cost of a fence pair on this machine,
+//! for comparison. It never clamps: a coefficient the data make negative is printed as such.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -11,17 +14,68 @@ use std::time::Instant;
 use super::measure::Stat;
 use super::options::{Config, Mode, Opts, Signal, Where};
 use super::report::series_name;
+use rdma_direct::perf::fit::{least_squares, Fit};
 
-/// Fit `t(b) = w + d / b` through the smallest and the largest batch: `d` the cost per
-/// doorbell, `w` the cost per WQE that batching cannot remove.
-fn fit(pts: &[Stat]) -> Option<(f64, f64)> {
-    let (a, z) = (pts.first()?, pts.last()?);
-    if a.batch == z.batch {
-        return None;
+/// Completions per WQE at a point: the signaled requests of a sample over its requests.
+pub(super) fn completions_per_wqe(c: &Config, p: &Stat) -> f64 {
+    let signaled = (0..p.wqes)
+        .filter(|&i| c.signal.wants(i, p.batch, p.wqes))
+        .count();
+    signaled as f64 / f64::from(p.wqes.max(1))
+}
+
+/// The least-squares fit of `t = w + d/b + c·q` (ns per WQE; `b` the batch, `q` completions
+/// per WQE) over every point of the curves `res` holds for doorbell mode `m` (first payload
+/// and size only, so the points share one cost per WQE). Without two signaling periods whose
+/// `q` differ the per-completion term cannot be told apart: then `t = w + d/b` is fitted and
+/// the third coefficient is `None`.
+pub(super) struct ModelFit {
+    pub(super) fit: Fit,
+    pub(super) per_completion: bool,
+    /// (config, point) of each row, for naming residuals.
+    pub(super) rows: Vec<(Config, Stat)>,
+}
+
+pub(super) fn model_fit(res: &[(Config, Vec<Stat>)], m: Mode) -> Option<ModelFit> {
+    let first = res.iter().find(|(c, _)| c.mode == m)?.0;
+    let rows: Vec<(Config, Stat)> = res
+        .iter()
+        .filter(|(c, _)| c.mode == m && c.payload == first.payload && c.size == first.size)
+        .flat_map(|(c, pts)| pts.iter().map(move |p| (*c, *p)))
+        .collect();
+    let with_q: Vec<(Vec<f64>, f64)> = rows
+        .iter()
+        .map(|(c, p)| {
+            (
+                vec![1.0, 1.0 / f64::from(p.batch), completions_per_wqe(c, p)],
+                p.med,
+            )
+        })
+        .collect();
+    if let Some(fit) = least_squares(&with_q) {
+        return Some(ModelFit {
+            fit,
+            per_completion: true,
+            rows,
+        });
     }
-    let (ia, iz) = (1.0 / a.batch as f64, 1.0 / z.batch as f64);
-    let d = (a.med - z.med) / (ia - iz);
-    Some((z.med - d * iz, d))
+    let without: Vec<(Vec<f64>, f64)> = with_q
+        .into_iter()
+        .map(|(x, y)| (x[..2].to_vec(), y))
+        .collect();
+    least_squares(&without).map(|fit| ModelFit {
+        fit,
+        per_completion: false,
+        rows,
+    })
+}
+
+/// `v ± h` with the interval when the fit has one.
+fn pm(f: &Fit, j: usize) -> String {
+    match &f.ci95 {
+        Some(ci) => format!("{:.2} ± {:.2}", f.coef[j], ci[j]),
+        None => format!("{:.2} (exact fit, no interval)", f.coef[j]),
+    }
 }
 
 fn find(res: &[(Config, Vec<Stat>)], f: impl Fn(&Config) -> bool) -> Option<&(Config, Vec<Stat>)> {
@@ -52,50 +106,69 @@ pub(super) fn explain(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
     );
     let base = |m: Mode, sig: Signal| find(res, |c| c.mode == m && c.signal == sig);
     let first_mode = o.modes[0];
-    // Per doorbell vs per WQE, from the curve with the fewest completions.
-    // A fixed signaling period keeps the completions per WQE constant across the curve;
-    // "once per batch" would put one completion into every doorbell's share.
-    let lean = o
-        .signals
-        .iter()
-        .find(|&&g| matches!(g, Signal::Every(n) if n > 1))
-        .or_else(|| o.signals.first())
-        .and_then(|&g| base(first_mode, g))
-        .or_else(|| res.first());
-    if let Some((c, pts)) = lean {
-        if let Some((w, d)) = fit(pts).filter(|&(w, d)| w > 0.0 && d >= 0.0) {
-            let _ = writeln!(
+    let model = model_fit(res, first_mode);
+    match &model {
+        Some(mf) => {
+            let f = &mf.fit;
+            let _ = write!(
                 s,
-                " - Fitting t(b) = w + d/b to the {} curve ({}): w = {:.2} ns per WQE, \
-                 d = {:.2} ns per doorbell.",
-                c.mode.name(),
-                c.signal.name(),
-                w,
-                d
+                " - Least-squares fit of t = w + d/b{} over the {} points of the {} curves \
+                 (t: median ns per WQE, b: batch{}): w = {} ns per WQE, d = {} ns per \
+                 doorbell",
+                if mf.per_completion { " + c·q" } else { "" },
+                mf.rows.len(),
+                first_mode.name(),
+                if mf.per_completion {
+                    ", q: completions per WQE"
+                } else {
+                    ""
+                },
+                pm(f, 0),
+                pm(f, 1)
             );
-            if c.signal == Signal::PerBatch {
+            if mf.per_completion {
+                let _ = write!(s, ", c = {} ns per completion polled", pm(f, 2));
+            }
+            let _ = writeln!(s, " (95 % intervals).");
+            if let Some((i, r)) = f.worst() {
+                let (c, p) = &mf.rows[i];
                 let _ = writeln!(
                     s,
-                    "   (Signaled once per batch, d includes one completion per doorbell.)"
+                    "   Residuals: rms {:.2} ns; the largest {:+.2} ns at batch {} ({}).",
+                    f.rms(),
+                    r,
+                    p.batch,
+                    c.signal.name()
                 );
             }
+            if !mf.per_completion {
+                let _ = writeln!(
+                    s,
+                    "   (No per-completion term: it needs two -Q periods whose completions per \
+                     WQE differ, e.g. -Q 1,16.)"
+                );
+            }
+            let (w, d) = (f.coef[0], f.coef[1]);
+            let bmax = res
+                .iter()
+                .flat_map(|(_, p)| p)
+                .map(|p| p.batch)
+                .max()
+                .unwrap_or(1) as f64;
+            if w > 0.0 && d > 0.0 {
+                let _ = writeln!(
+                    s,
+                    "   At batch 1 the doorbell is {:.0} % of w + d; at batch {} it is {:.0} %.",
+                    100.0 * d / (w + d),
+                    bmax,
+                    100.0 * (d / bmax) / (w + d / bmax)
+                );
+            }
+        }
+        None => {
             let _ = writeln!(
                 s,
-                "   At batch 1 the doorbell is {:.0} % of the cost; at batch {} it is {:.0} %.",
-                100.0 * d / (w + d).max(1e-9),
-                pts.last().map_or(0, |p| p.batch),
-                {
-                    let b = pts.last().map_or(1, |p| p.batch) as f64;
-                    100.0 * (d / b) / (w + d / b).max(1e-9)
-                }
-            );
-        } else {
-            let _ = writeln!(
-                s,
-                " - The {} curve ({}) does not fall as w + d/b: too noisy to split into a \
-                 per-WQE and a per-doorbell cost (a busy machine? more -r, -n).",
-                c.mode.name(),
-                c.signal.name()
+                " - Too few points to fit t = w + d/b (two batch sizes at least, -l)."
             );
         }
     }
@@ -189,26 +262,45 @@ pub(super) fn explain(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
             );
         }
     }
-    // Completion handling: every-WR signaling vs the sparsest, at the largest batch.
-    let every = base(first_mode, Signal::Every(1));
-    let sparse = o
-        .signals
-        .iter()
-        .rev()
-        .find(|&&g| g != Signal::Every(1))
-        .and_then(|&g| base(first_mode, g));
-    if let (Some((_, e)), Some((c, sp))) = (every, sparse) {
-        if let (Some(a), Some(b)) = (e.last(), sp.last()) {
+    // Completion handling: the fitted per-completion cost, or, without a fit, every-WR
+    // signaling against the sparsest at the largest batch divided by the difference in
+    // completions per WQE.
+    match &model {
+        Some(mf) if mf.per_completion => {
             let _ = writeln!(
                 s,
-                " - Completion handling: at batch {} signaling every WR costs {:.2} ns/WQE, \
-                 {} {:.2}: about {:.2} ns per completion polled.",
-                a.batch,
-                a.med,
-                c.signal.name(),
-                b.med,
-                (a.med - b.med).max(0.0)
+                " - Completion handling: {} ns per completion polled (the fit's c, 95 % \
+                 interval).",
+                pm(&mf.fit, 2)
             );
+        }
+        _ => {
+            let every = base(first_mode, Signal::Every(1));
+            let sparse = o
+                .signals
+                .iter()
+                .rev()
+                .find(|&&g| g != Signal::Every(1))
+                .and_then(|&g| base(first_mode, g));
+            if let (Some((ce, e)), Some((cs, sp))) = (every, sparse) {
+                if let (Some(a), Some(b)) = (e.last(), sp.last()) {
+                    let dq = completions_per_wqe(ce, a) - completions_per_wqe(cs, b);
+                    if dq > 0.0 {
+                        let _ = writeln!(
+                            s,
+                            " - Completion handling: at batch {} signaling every WR costs {:.2} \
+                             ns/WQE, {} {:.2}, {:.3} fewer completions per WQE: about {:.2} ns \
+                             per completion polled (two points, no interval).",
+                            a.batch,
+                            a.med,
+                            cs.signal.name(),
+                            b.med,
+                            dq,
+                            (a.med - b.med) / dq
+                        );
+                    }
+                }
+            }
         }
     }
     s

@@ -9,6 +9,7 @@
 
 use std::time::Instant;
 
+use rdma_direct::pcie::Counts;
 use rdma_direct::providers::flow::connect_pair;
 use rdma_direct::providers::mlx5::{Mlx5Device, Mlx5Qp, Owners};
 use rdma_direct::providers::sim::SimDevice;
@@ -43,6 +44,10 @@ pub struct Stat {
     pub(super) db_per_s: f64,
     /// WQEs per doorbell the device saw (sim only).
     pub(super) dev_wqes_per_db: Option<f64>,
+    /// CQEs the device wrote per WQE (sim only): a check of the PCIe replay's CQE count.
+    pub(super) dev_cqes_per_wqe: Option<f64>,
+    /// What a ConnectX would move over PCIe for this point's requests (mlx5 providers).
+    pub(super) pcie: Option<Counts>,
 }
 
 impl Stat {
@@ -75,7 +80,68 @@ fn summarize(batch: u32, wqes: u32, mut ns: Vec<f64>) -> Stat {
         max: ns[n - 1],
         db_per_s: 1e9 / (med * batch as f64),
         dev_wqes_per_db: None,
+        dev_cqes_per_wqe: None,
+        pcie: None,
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// PCIe counts
+
+/// Requests the PCIe tap follows per point (whole batches): the counts per message repeat
+/// with the batch and the signaling period, so a sample longer than this adds nothing.
+const TAP_MAX: u32 = 4096;
+
+/// What a ConnectX would move over PCIe for one point: the point's post sequence (its
+/// requests, batches, signaling, doorbell mode, payload) replayed once, untimed, on a
+/// plain-memory queue with the rig's PCIe tap reading what the mlx5 provider wrote at every
+/// ring. The sim and a ConnectX run the same provider code, so the counts hold for them too.
+/// The ring holds the whole replay (drained after each batch), so a fetch split by the ring's
+/// end (one more read per wrap) is counted where the replay wraps, not where the measured
+/// run did.
+pub(super) fn pcie_counts(o: &Opts, c: &Config, batch: u32) -> Result<Counts, String> {
+    let total = o.sample_wqes(batch).min(TAP_MAX / batch * batch);
+    // Room for the replay with WQEs of up to 4 WQEBBs (inline payloads up to MAX_INLINE).
+    let mut lb = plain::Loopback::new((4 * total).next_power_of_two().max(256));
+    lb.qp.set_doorbell_mode(c.mode.doorbell());
+    let mut tap = plain::tap::Tap::new(&lb.dev, 16, 64);
+    let sge = lb.sge(c.size);
+    let data = vec![0x5au8; c.size.min(MAX_INLINE) as usize];
+    let op = match c.payload {
+        PayloadKind::Inline => plain::BenchOp::WriteInline,
+        PayloadKind::Sge => plain::BenchOp::Write,
+    };
+    let mut i = 0u32;
+    while i < total {
+        for _ in 0..batch {
+            let mut wr = lb.wr(op, &sge, &data, u64::from(i));
+            if c.signal.wants(i, batch, total) {
+                wr = wr.signaled();
+            }
+            if let Err(r) = lb.qp.sq().post(wr) {
+                return Err(format!("PCIe tap: post refused: {}", r.error));
+            }
+            i += 1;
+        }
+        tap.arm(&lb.dev);
+        lb.qp.sq().ring();
+        tap.observe(&lb.dev)?;
+        lb.drain();
+    }
+    Ok(tap.counts())
+}
+
+/// Attach the PCIe counts to every point of an mlx5 provider's sweep.
+fn with_pcie(
+    o: &Opts,
+    mut res: Vec<(Config, Vec<Stat>)>,
+) -> Result<Vec<(Config, Vec<Stat>)>, String> {
+    for (c, pts) in res.iter_mut() {
+        for p in pts.iter_mut() {
+            p.pcie = Some(pcie_counts(o, c, p.batch)?);
+        }
+    }
+    Ok(res)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -225,8 +291,8 @@ fn plain_sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
 trait Target: Provider {
     /// Apply the doorbell mode (mlx5 queues); verbs has none.
     fn set_mode(qp: &mut Self::Qp, m: Mode);
-    /// (doorbells seen, WQEs consumed) by the device, when it counts them.
-    fn counters(&self) -> Option<(u64, u64)> {
+    /// (doorbells seen, WQEs consumed, CQEs written) by the device, when it counts them.
+    fn counters(&self) -> Option<(u64, u64, u64)> {
         None
     }
 }
@@ -239,9 +305,9 @@ impl Target for SimDevice {
     fn set_mode(qp: &mut Mlx5Qp<SimDevice>, m: Mode) {
         set_mlx5_mode(qp, m)
     }
-    fn counters(&self) -> Option<(u64, u64)> {
+    fn counters(&self) -> Option<(u64, u64, u64)> {
         let s = self.stats();
-        Some((s.doorbells, s.wqes))
+        Some((s.doorbells, s.wqes, s.cqes))
     }
 }
 
@@ -387,11 +453,13 @@ fn device_sweep<P: Target>(p: &mut P, o: &Opts) -> Result<Vec<(Config, Vec<Stat>
     };
     let mut b = bed(p, o, inline, max_size).map_err(|e| e.to_string())?;
     let data = vec![0x5au8; max_size.min(MAX_INLINE) as usize];
-    // (config, batch, ns/WQE samples, device WQEs per doorbell samples)
-    let mut pts: Vec<(Config, u32, Vec<f64>, Vec<f64>)> = Vec::new();
+    // (config, batch, ns/WQE samples, device WQEs per doorbell samples, device CQEs per
+    // WQE samples)
+    type Samples = (Config, u32, Vec<f64>, Vec<f64>, Vec<f64>);
+    let mut pts: Vec<Samples> = Vec::new();
     for c in o.configs() {
         for &batch in &o.batches {
-            pts.push((c, batch, Vec::new(), Vec::new()));
+            pts.push((c, batch, Vec::new(), Vec::new(), Vec::new()));
         }
     }
     // Round-robin over the points, as on plain memory.
@@ -399,7 +467,7 @@ fn device_sweep<P: Target>(p: &mut P, o: &Opts) -> Result<Vec<(Config, Vec<Stat>
         if stop_after(o, round) {
             break;
         }
-        for (c, batch, ns, dev) in pts.iter_mut() {
+        for (c, batch, ns, dev, cqes) in pts.iter_mut() {
             P::set_mode(&mut b.cqp, c.mode);
             let total = o.sample_wqes(*batch);
             let data = &data[..c.size.min(MAX_INLINE) as usize];
@@ -407,20 +475,25 @@ fn device_sweep<P: Target>(p: &mut P, o: &Opts) -> Result<Vec<(Config, Vec<Stat>
             let t = device_sample(p, &mut b, c, *batch, total, data)?;
             if round >= o.warmup {
                 ns.push(t / total as f64);
-                if let (Some((d0, w0)), Some((d1, w1))) = (before, p.counters()) {
+                if let (Some((d0, w0, c0)), Some((d1, w1, c1))) = (before, p.counters()) {
                     if d1 > d0 {
                         dev.push((w1 - w0) as f64 / (d1 - d0) as f64);
                     }
+                    cqes.push((c1 - c0) as f64 / f64::from(total));
                 }
             }
         }
     }
     let mut res: Vec<(Config, Vec<Stat>)> = Vec::new();
-    for (c, batch, ns, mut dev) in pts {
+    for (c, batch, ns, mut dev, mut cqes) in pts {
         let mut st = summarize(batch, o.sample_wqes(batch), ns);
         if !dev.is_empty() {
             dev.sort_by(|a, b| a.total_cmp(b));
             st.dev_wqes_per_db = Some(dev[dev.len() / 2]);
+        }
+        if !cqes.is_empty() {
+            cqes.sort_by(|a, b| a.total_cmp(b));
+            st.dev_cqes_per_wqe = Some(cqes[cqes.len() / 2]);
         }
         match res.last_mut() {
             Some((k, v)) if *k == c => v.push(st),
@@ -434,7 +507,7 @@ fn device_sweep<P: Target>(p: &mut P, o: &Opts) -> Result<Vec<(Config, Vec<Stat>
 
 pub(super) fn sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
     match o.at {
-        Where::Plain => plain_sweep(o),
+        Where::Plain => with_pcie(o, plain_sweep(o)?),
         Where::Sim => {
             let mut p = SimDevice::new();
             // Device-thread mode: a thread plays the HCA, polling doorbells, as hardware
@@ -442,7 +515,7 @@ pub(super) fn sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
             p.start_device_thread().map_err(|e| e.to_string())?;
             let r = device_sweep(&mut p, o);
             p.stop_device_thread();
-            r
+            with_pcie(o, r?)
         }
         Where::Verbs => {
             let dev = o.device.as_deref().unwrap_or_default();
@@ -452,7 +525,7 @@ pub(super) fn sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
         Where::Mlx5 => {
             let dev = o.device.as_deref().unwrap_or_default();
             let mut p = Mlx5Device::open(dev).map_err(|e| e.to_string())?;
-            device_sweep(&mut p, o)
+            with_pcie(o, device_sweep(&mut p, o)?)
         }
     }
 }

@@ -6,6 +6,7 @@
 //! ...) with a message naming the option, and fills in each provider's defaults; nothing
 //! here measures or prints.
 
+use rdma_direct::pcie::Link;
 use rdma_direct::providers::mlx5::DoorbellMode;
 
 pub(super) const USAGE: &str = "\
@@ -23,8 +24,9 @@ doorbell, for every doorbell mode x signaling period x payload x size.
   -x, --gid-index N    GID index (default 0; RoCE on rxe needs the IPv4-mapped one)
   -l, --batches LIST   batch sizes, e.g. 1,2,4 (default 1,2,4,8,16,32,64; each 1..=64)
   -m, --modes LIST     doorbell modes: db8, bf-single (default both; mlx5 providers only)
-  -Q, --signal LIST    signaling periods: 1 (every request), 16, batch (once per batch);
-                       default 1,16,batch. The last request of a sample is always signaled
+  -Q, --signal LIST    signaling periods: any N >= 1 (every N-th request; 1 every request)
+                       or batch (once per batch); default 1,16,batch. The last request
+                       of a sample is always signaled
   -p, --payload LIST   inline, sge (default inline)
   -s, --size LIST      message sizes in bytes (default 8; inline at most 128)
   -r, --reps N         samples per point (default: plain 101, sim 9, verbs/mlx5 5)
@@ -33,6 +35,9 @@ doorbell, for every doorbell mode x signaling period x payload x size.
       --json FILE      write the results as JSON
       --svg FILE       plot message rate and ns/WQE against the batch size
       --explain        say where the cost per WQE goes, from the measured curve
+      --pcie LINK      PCIe link for the link-bound rate (mlx5 providers): gen3x8 (default),
+                       gen3x16, gen4x8, gen4x16, gen5x8, gen5x16; overrides after commas:
+                       mps=N, mrrs=N, rcb=N (bytes), addr32
       --instructions   plain only: instructions per WQE under callgrind (needs valgrind)
   -h, --help           this text
 
@@ -186,6 +191,10 @@ pub struct Opts {
     pub(super) svg: Option<String>,
     pub(super) explain: bool,
     pub(super) instructions: bool,
+    /// The link the PCIe model's rate is reported for.
+    pub(super) pcie: Link,
+    /// The command line, for the JSON.
+    pub(super) argv: Vec<String>,
 }
 
 fn list<T>(flag: &str, v: &str, f: impl Fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
@@ -216,6 +225,8 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
         svg: None,
         explain: false,
         instructions: false,
+        pcie: Link::preset("gen3x8")?,
+        argv: args.to_vec(),
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -292,6 +303,7 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             "--json" => o.json = Some(val()?),
             "--svg" => o.svg = Some(val()?),
             "--explain" => o.explain = true,
+            "--pcie" => o.pcie = Link::parse(&val()?).map_err(|e| format!("--pcie: {e}"))?,
             "--instructions" => o.instructions = true,
             other => return Err(format!("unknown option '{other}'")),
         }

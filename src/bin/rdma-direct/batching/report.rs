@@ -7,10 +7,13 @@
 
 use std::fmt::Write as _;
 
+use super::explain::{completions_per_wqe, model_fit};
 use super::measure::Stat;
 use super::options::{Config, Opts, Where};
 use crate::json_value::Value;
 use crate::plot::{self, Chart, Point, Series, XKind};
+use rdma_direct::pcie::{Counts, Link, Traffic};
+use rdma_direct::perf::host::Host;
 
 pub(super) fn series_name(o: &Opts, c: &Config) -> String {
     let mut s = format!("{}, {}", c.mode.name(), c.signal.name());
@@ -18,6 +21,26 @@ pub(super) fn series_name(o: &Opts, c: &Config) -> String {
         let _ = write!(s, ", {} {} B", c.payload.name(), c.size);
     }
     s
+}
+
+/// The PCIe model at a point on `link`: (requester traffic, responder traffic, the message
+/// rate the busier of the two links allows in Mpps).
+pub(super) fn link_bound(link: &Link, p: &Stat) -> Option<(Traffic, Traffic, f64)> {
+    let c = p.pcie?;
+    let (req, resp) = (link.requester(&c), link.responder(&c));
+    Some((req, resp, req.rate(link).min(resp.rate(link)) / 1e6))
+}
+
+/// Which bound sets the rate: the measured one ("cpu" on plain memory, the device thread on
+/// the sim) or the link's.
+fn binds(o: &Opts, measured_mpps: f64, link_mpps: f64) -> &'static str {
+    if link_mpps < measured_mpps {
+        "link"
+    } else if o.at == Where::Sim {
+        "sim"
+    } else {
+        "cpu"
+    }
 }
 
 pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
@@ -49,6 +72,14 @@ pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
     if o.at == Where::Sim {
         let _ = write!(s, " {:<12}", "WQE/db-seen");
     }
+    let pcie = pts.iter().any(|p| p.pcie.is_some());
+    if pcie {
+        let _ = write!(
+            s,
+            " {:<9} {:<9} {:<12} {:<12} {:<5}",
+            "MMIO/msg", "DMA/msg", "PCIe[B dn/up]", "Link[Mpps]", "bound"
+        );
+    }
     s.push('\n');
     for p in pts {
         let _ = write!(
@@ -66,6 +97,19 @@ pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
         );
         if let Some(d) = p.dev_wqes_per_db {
             let _ = write!(s, " {d:<12.2}");
+        }
+        if let (Some(k), Some((req, _, mpps))) = (p.pcie, link_bound(&o.pcie, p)) {
+            let mmio = k.per_message(k.doorbells + k.bf_chunks);
+            let dma = k.per_message(k.wqe_reads + k.payload_reads + k.cqe_writes + k.resp_writes);
+            let _ = write!(
+                s,
+                " {:<9.3} {:<9.3} {:<12} {:<12.1} {:<5}",
+                mmio,
+                dma,
+                format!("{:.1}/{:.1}", req.down, req.up),
+                mpps,
+                binds(o, p.mpps(), mpps)
+            );
         }
         s.push('\n');
     }
@@ -109,7 +153,35 @@ fn title(o: &Opts) -> String {
     format!("Doorbell batching: RDMA WRITE — {what}")
 }
 
-pub(super) fn json(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
+/// The host and the run, for the JSON: `host` read before the sweep, `load_after` after it.
+fn host_json(o: &Opts, host: &Host, load_after: Option<f64>) -> Value {
+    let opt_s = |v: &Option<String>| v.clone().map(Value::Str).unwrap_or(Value::Null);
+    let opt_n = |v: Option<f64>| v.map(Value::Num).unwrap_or(Value::Null);
+    Value::Obj(vec![
+        ("cpu_model".into(), opt_s(&host.cpu_model)),
+        ("cpus".into(), opt_n(host.cpus.map(|n| n as f64))),
+        ("governor".into(), opt_s(&host.governor)),
+        ("kernel".into(), opt_s(&host.kernel)),
+        ("load_1min_before".into(), opt_n(host.load)),
+        ("load_1min_after".into(), opt_n(load_after)),
+        (
+            "command_line".into(),
+            Value::Arr(
+                std::iter::once("rdma-direct bench batching".to_string())
+                    .chain(o.argv.iter().cloned())
+                    .map(Value::Str)
+                    .collect(),
+            ),
+        ),
+    ])
+}
+
+pub(super) fn json(
+    o: &Opts,
+    res: &[(Config, Vec<Stat>)],
+    host: &Host,
+    load_after: Option<f64>,
+) -> String {
     let s = |t: &str| Value::Str(t.to_string());
     let n = Value::Num;
     let configs = res
@@ -138,6 +210,12 @@ pub(super) fn json(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
                     if let Some(d) = p.dev_wqes_per_db {
                         kv.push(("device_wqes_per_doorbell".to_string(), n(d)));
                     }
+                    if let Some(d) = p.dev_cqes_per_wqe {
+                        kv.push(("device_cqes_per_wqe".to_string(), n(d)));
+                    }
+                    if let Some(k) = p.pcie {
+                        kv.push(("pcie".to_string(), pcie_json(o, p, &k)));
+                    }
                     Value::Obj(kv)
                 })
                 .collect();
@@ -161,7 +239,9 @@ pub(super) fn json(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
         ),
         ("hardware".into(), Value::Bool(o.at.hardware())),
         ("op".into(), s("RDMA WRITE")),
+        ("host".into(), host_json(o, host, load_after)),
         ("configs".into(), Value::Arr(configs)),
+        ("fits".into(), fits_json(o, res)),
     ]);
     let mut t = v.to_json();
     t.push('\n');
@@ -171,6 +251,148 @@ pub(super) fn json(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
 /// The samples each point holds: `--reps`, fewer when a stop cut the sweep short.
 fn taken(o: &Opts, pts: &[Stat]) -> u32 {
     pts.iter().map(|p| p.reps).min().unwrap_or(o.reps)
+}
+
+/// The least-squares model per doorbell mode (see `explain::model_fit`): coefficients, 95 %
+/// half-widths, residuals per point.
+fn fits_json(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Value {
+    let n = Value::Num;
+    let fits = o
+        .modes
+        .iter()
+        .filter_map(|&m| {
+            let mf = model_fit(res, m)?;
+            let f = &mf.fit;
+            let names = ["w_ns_per_wqe", "d_ns_per_doorbell", "c_ns_per_completion"];
+            let coef = names
+                .iter()
+                .zip(&f.coef)
+                .enumerate()
+                .map(|(j, (k, v))| {
+                    let ci = f.ci95.as_ref().map_or(Value::Null, |c| n(c[j]));
+                    (
+                        k.to_string(),
+                        Value::Obj(vec![("value".into(), n(*v)), ("ci95".into(), ci)]),
+                    )
+                })
+                .collect();
+            let residuals = mf
+                .rows
+                .iter()
+                .zip(&f.residuals)
+                .map(|((c, p), r)| {
+                    Value::Obj(vec![
+                        ("name".into(), Value::Str(series_name(o, c))),
+                        ("batch".into(), n(f64::from(p.batch))),
+                        ("completions_per_wqe".into(), n(completions_per_wqe(c, p))),
+                        ("residual_ns".into(), n(*r)),
+                    ])
+                })
+                .collect();
+            Some(Value::Obj(vec![
+                ("mode".into(), Value::Str(m.name().into())),
+                (
+                    "model".into(),
+                    Value::Str(if mf.per_completion {
+                        "t = w + d/b + c*q".into()
+                    } else {
+                        "t = w + d/b".into()
+                    }),
+                ),
+                ("coefficients".into(), Value::Obj(coef)),
+                ("residual_rms_ns".into(), n(f.rms())),
+                ("residuals".into(), Value::Arr(residuals)),
+            ]))
+        })
+        .collect();
+    Value::Arr(fits)
+}
+
+/// The note under the tables of an mlx5 provider's sweep: what the PCIe columns mean.
+pub(super) fn pcie_note(o: &Opts) -> String {
+    let l = &o.pcie;
+    format!(
+        " PCIe columns, per message, counted from what the mlx5 provider wrote (replayed on \
+         plain memory):\n   MMIO = 8-B doorbells + 64-B BlueFlame chunks; DMA = WQE fetches \
+         + payload fetches + CQE writes + responder payload writes;\n   PCIe = requester-link \
+         bytes host-to-device/device-to-host; Link = the rate a {} link allows (MPS {}, MRRS \
+         {},\n   read completions of {} B; model and sources: rdma_direct::pcie); bound = \
+         the lower of Link and the measured rate.\n",
+        l.name(),
+        l.mps,
+        l.mrrs,
+        l.rcb
+    )
+}
+
+/// Link presets reported in the JSON beside the chosen link.
+const PRESETS: [&str; 6] = [
+    "gen3x8", "gen3x16", "gen4x8", "gen4x16", "gen5x8", "gen5x16",
+];
+
+/// A point's PCIe counts (per message), its traffic on `--pcie`'s link, the link-bound rate
+/// on every preset, and which bound binds.
+fn pcie_json(o: &Opts, p: &Stat, k: &Counts) -> Value {
+    let n = Value::Num;
+    let per = |x: u64| n(k.per_message(x));
+    let counts = vec![
+        ("mmio_doorbell_8B".to_string(), per(k.doorbells)),
+        ("mmio_blueflame_64B".to_string(), per(k.bf_chunks)),
+        ("dbrec_updates".to_string(), per(k.dbrec_updates)),
+        ("wqe_dma_reads".to_string(), per(k.wqe_reads)),
+        ("wqe_dma_read_wqebbs".to_string(), per(k.wqe_read_bbs)),
+        ("payload_dma_reads".to_string(), per(k.payload_reads)),
+        (
+            "payload_dma_read_bytes".to_string(),
+            per(k.payload_read_bytes),
+        ),
+        ("cqe_dma_writes".to_string(), per(k.cqe_writes)),
+        ("cqe_bytes".to_string(), n(f64::from(k.cqe_size))),
+        ("responder_payload_writes".to_string(), per(k.resp_writes)),
+        (
+            "responder_payload_bytes".to_string(),
+            per(k.resp_write_bytes),
+        ),
+        (
+            "responder_recv_wqe_reads".to_string(),
+            per(k.recv_wqe_reads),
+        ),
+        ("responder_cqe_writes".to_string(), per(k.resp_cqe_writes)),
+    ];
+    let mut kv = vec![
+        ("messages_counted".to_string(), n(k.messages as f64)),
+        ("per_message".to_string(), Value::Obj(counts)),
+    ];
+    if let Some((req, resp, mpps)) = link_bound(&o.pcie, p) {
+        kv.push((
+            "link".to_string(),
+            Value::Obj(vec![
+                ("name".into(), Value::Str(o.pcie.name())),
+                ("mps".into(), n(f64::from(o.pcie.mps))),
+                ("mrrs".into(), n(f64::from(o.pcie.mrrs))),
+                ("read_completion_bytes".into(), n(f64::from(o.pcie.rcb))),
+                ("addr64".into(), Value::Bool(o.pcie.addr64)),
+                ("requester_bytes_down".into(), n(req.down)),
+                ("requester_bytes_up".into(), n(req.up)),
+                ("responder_bytes_down".into(), n(resp.down)),
+                ("responder_bytes_up".into(), n(resp.up)),
+                ("link_mpps".into(), n(mpps)),
+            ]),
+        ));
+        kv.push((
+            "bound".to_string(),
+            Value::Str(binds(o, p.mpps(), mpps).to_string()),
+        ));
+    }
+    let presets = PRESETS
+        .iter()
+        .filter_map(|name| {
+            let l = Link::preset(name).ok()?;
+            Some((name.to_string(), n(link_bound(&l, p)?.2)))
+        })
+        .collect();
+    kv.push(("link_mpps_presets".to_string(), Value::Obj(presets)));
+    Value::Obj(kv)
 }
 
 pub(super) fn charts(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Vec<Chart> {
