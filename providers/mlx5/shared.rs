@@ -182,17 +182,25 @@ pub(crate) struct SqEntry {
     pub wr_id: AtomicU64,
     /// WQEBBs of the WQE (its ctrl segment's `ds` rounded up to 64 bytes).
     pub nbb: AtomicU32,
-    _pad: u32,
+    /// Requests posted up to and including this one (free-running, from 0 at the queue's
+    /// creation and at each reset), libmlx5's `wqe_head`: a completion naming this WQE
+    /// retires `seq` minus the oldest outstanding WQE's `seq`, plus one, requests. An entry
+    /// left from an earlier lap has a `seq` at most the requests retired (its WQE was), below
+    /// the oldest outstanding one's, so a CQE naming it (a WQEBB inside a later WQE) fails
+    /// the count check. 0 where no WQE started since the last reset.
+    pub seq: AtomicU32,
 }
 static_assertions::const_assert_eq!(core::mem::size_of::<SqEntry>(), 16);
 
 /// Send-queue tracking, indexed by the first WQEBB of each WQE (`position & mask`).
 ///
-/// The poster records `wqes[i]` (wr_id and size) for the WQE starting at WQEBB `i` before it
-/// rings; the poller reads it for the WQE a requester CQE names (`wqe_counter`). The poster
-/// does not touch an entry or the ring while its WQE is outstanding: the size gives the
-/// retired position, and stepping by the sizes from the oldest outstanding WQE to the one
-/// named counts the unsignaled requests it covers ([`QpShared::wqes_between`]). The producer
+/// The poster records `wqes[i]` (wr_id, size and running request count) for the WQE
+/// starting at WQEBB `i` before it rings; the poller reads it for the WQE a requester CQE
+/// names (`wqe_counter`). The poster does not touch an entry or the ring while its WQE is
+/// outstanding: the size gives the retired position, and the difference of the running
+/// counts ([`SqEntry::seq`]) of the WQE named and the oldest outstanding one counts the
+/// unsignaled requests it covers in O(1) (the general path steps by the sizes instead,
+/// [`QpShared::wqes_between`], and checks the same). The producer
 /// position the poller checks a `wqe_counter` against is the one the poster published in the
 /// doorbell record.
 // `repr(C)`: `done` (poller-written) stays after the fields the poster reads.
@@ -237,6 +245,16 @@ impl SqShared {
         unsafe { self.wqes.get_unchecked((pos & self.mask) as usize) }
     }
 
+    /// Forget every WQE recorded (at a reset, when the request count starts again from 0):
+    /// no entry's `seq` can then pass for a WQE posted after it.
+    pub fn clear(&self) {
+        for e in self.wqes.iter() {
+            e.wr_id.store(0, Ordering::Relaxed);
+            e.nbb.store(NO_WQE, Ordering::Relaxed);
+            e.seq.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// wr_id of the WQE starting at WQEBB position `pos`.
     #[inline(always)]
     pub fn wrid_at(&self, pos: u32) -> u64 {
@@ -249,7 +267,7 @@ impl SqShared {
                 .map(|_| SqEntry {
                     wr_id: AtomicU64::new(0),
                     nbb: AtomicU32::new(NO_WQE),
-                    _pad: 0,
+                    seq: AtomicU32::new(0),
                 })
                 .collect(),
             mask: wqe_cnt - 1,

@@ -15,10 +15,10 @@
 //! - `rung.pi` (poster): `pi` at the last doorbell; nothing is staged when equal.
 //! - `limit` (poster): the posting budget, see below; `pi <= limit <= ci + wqe_cnt`.
 //!
-//! The poster records each WQE's wr_id and size (WQEBBs) in `SqShared::wqes[first WQEBB]`
-//! (one 16-byte entry) before it rings; the poller reads both there, and counts the
-//! unsignaled WQEs a completion covers by stepping through the recorded sizes from `ci`;
-//! there is no per-WQE sequence number to maintain at post time.
+//! The poster records each WQE's wr_id, size (WQEBBs) and the running count of requests
+//! posted up to it (`seq`, libmlx5's `wqe_head`) in `SqShared::wqes[first WQEBB]` (one
+//! 16-byte entry) before it rings; the poller reads them there, and counts the unsignaled
+//! WQEs a completion covers as the difference of two entries' `seq` (O(1), see `cq.rs`).
 //!
 //! ## Posting budget (one check per post)
 //!
@@ -380,6 +380,8 @@ impl<D: Owners> Mlx5Sq<D> {
         let sq = &self.shared.sq;
         sq.done.ci.store(0, Ordering::Relaxed);
         sq.done.retired.store(0, Ordering::Relaxed);
+        // The request count starts again from 0: no entry left may pass for a new WQE.
+        sq.clear();
         // Reopen the fast-path limit a failure closed (the caller cleared `failed`).
         self.update_fast_limits();
     }

@@ -78,7 +78,18 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: the 2-aligned wqe_counter field of the CQE.
         let wc = unsafe { core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16) };
         if u16::from_be(wc) != sci as u16 {
-            return Took::Other;
+            // A later WQE: a completion covering unsignaled requests.
+            let lq = late(len_qpn);
+            return self.take_dedicated_covered(
+                wqes,
+                mask,
+                rung,
+                done,
+                u16::from_be(wc),
+                w,
+                lq,
+                out,
+            );
         }
         // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps
         // alive); the index is masked.
@@ -104,6 +115,51 @@ impl<D: Owners> Mlx5Cq<D> {
         debug_assert_eq!(cqe, cqe_ptr(&self.dv, ci));
         self.advance_one(shared, ci, cqe);
         Took::One
+    }
+
+    /// [`Self::take_dedicated`] for a CQE naming a WQE past the oldest outstanding one
+    /// (`wqe_counter` `wc`, WQE opcode `w` without a byte length): the checks and the count
+    /// of [`Self::req_cqe_covered`], against the producer position of the last doorbell
+    /// (`rung`). Out of line: the common case keeps its registers.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn take_dedicated_covered(
+        &mut self,
+        wqes: *const crate::mlx5::shared::SqEntry,
+        mask: u32,
+        rung: u32,
+        done: &crate::mlx5::shared::SqDone,
+        wc: u16,
+        w: u64,
+        lq: u64,
+        out: &mut Completion,
+    ) -> Took {
+        use super::send_run::{Req, SendWalk};
+        let sci = done.ci.load(Ordering::Relaxed);
+        // What was rung and not retired (the poster is the caller: a re-read finds no more).
+        let avail = rung.wrapping_sub(sci) & MLX5_WQE_INDEX_MASK;
+        let mut walk = SendWalk {
+            wqes,
+            mask,
+            sci,
+            avail,
+            cov: 0,
+        };
+        // SAFETY: `out` is a whole, writable `Completion`; `wqes` has `mask + 1` entries (the
+        // queue's `SqShared::wqes`, which it keeps alive).
+        let op = &REQ_OK[w as usize];
+        match unsafe { self.req_cqe_covered::<false>(&mut walk, wc, out, lq, op, |_| avail) } {
+            Req::Stop => Took::Other,
+            Req::Done | Req::Last => {
+                done.retire(walk.sci, walk.cov + 1);
+                self.give_back(walk.cov);
+                // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
+                let shared = unsafe { &*Arc::as_ptr(&self.shared) };
+                let (ci, cqe) = (self.ci, self.cur);
+                self.advance_one(shared, ci, cqe);
+                Took::One
+            }
+        }
     }
 
     /// [`Self::take_dedicated`] for a successful receive CQE without scattered data (SEND,

@@ -436,6 +436,7 @@ impl<D: Owners> Mlx5Cq<D> {
             mask: sq.mask,
             sci,
             avail,
+            cov: 0,
         };
         let (rwrid, rmask) = {
             // SAFETY: as above.
@@ -508,7 +509,10 @@ impl<D: Owners> Mlx5Cq<D> {
             unsafe { &*self.hot_qp }
                 .sq
                 .done
-                .retire(walk.sci, k as u32 - rn);
+                .retire(walk.sci, k as u32 - rn + walk.cov);
+            if walk.cov != 0 {
+                self.give_back(walk.cov);
+            }
         }
         if rn != 0 {
             // SAFETY: as above.
@@ -575,6 +579,7 @@ impl<D: Owners> Mlx5Cq<D> {
             mask: h.mask,
             sci: h.sci,
             avail: h.avail,
+            cov: 0,
         };
         let (rwrid, rmask) = (h.rwrid, h.rmask);
         let (mut tail, mut ravail) = (h.tail, h.ravail);
@@ -636,7 +641,10 @@ impl<D: Owners> Mlx5Cq<D> {
         // Receives completed in this run (one each); the others were sends.
         let rn = if RQ { tail.wrapping_sub(h.tail) } else { 0 };
         if SQ {
-            (h.sci, h.avail, h.sn) = (walk.sci, walk.avail, h.sn + (k as u32 - rn));
+            (h.sci, h.avail, h.sn) = (walk.sci, walk.avail, h.sn + (k as u32 - rn) + walk.cov);
+            if walk.cov != 0 {
+                self.give_back(walk.cov);
+            }
         }
         if RQ {
             (h.tail, h.ravail, h.rn) = (tail, ravail, h.rn + rn);

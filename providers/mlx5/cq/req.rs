@@ -132,7 +132,8 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: the 2-aligned wqe_counter field of the CQE.
         let wc = unsafe { core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16) };
         if u16::from_be(wc) != ci as u16 {
-            return false;
+            // A later WQE: a completion covering unsignaled requests.
+            return self.process_req_covered(qp, ci, u16::from_be(wc), w as usize, out);
         }
         // Published WQEBBs not yet retired (see `process`).
         let posted = super::hot::avail_at(qp.dbrec, ci);
@@ -157,6 +158,43 @@ impl<D: Owners> Mlx5Cq<D> {
         };
         sq.done.retire(ci.wrapping_add(nbb), 1);
         true
+    }
+
+    /// [`Self::process_req`] for a CQE naming a WQE past the oldest outstanding one (at WQEBB
+    /// position `ci` of `qp`, the hot QP, alive, no purge pending): `wqe_counter` `wc`, WQE
+    /// opcode `w` (no byte length). The checks and the count of
+    /// [`Self::req_cqe_covered`]; false (nothing changed) when they fail. Out of line: the
+    /// one-CQE way keeps its registers for the common case.
+    #[inline(never)]
+    fn process_req_covered(
+        &self,
+        qp: &QpShared,
+        ci: u32,
+        wc: u16,
+        w: usize,
+        out: *mut Completion,
+    ) -> bool {
+        use super::send_run::{Req, SendWalk, REQ_OK};
+        let sq = &qp.sq;
+        let mut walk = SendWalk {
+            wqes: sq.wqes.as_ptr(),
+            mask: sq.mask,
+            sci: ci,
+            avail: super::hot::avail_at(qp.dbrec, ci),
+            cov: 0,
+        };
+        let lq = super::hot::len_qpn(0, self.hot_qpn);
+        // SAFETY: `out` is a whole, writable `Completion` (the caller's); `wqes` has
+        // `mask + 1` entries.
+        let reread = |sci| super::hot::avail_at(qp.dbrec, sci);
+        match unsafe { self.req_cqe_covered::<false>(&mut walk, wc, out, lq, &REQ_OK[w], reread) } {
+            Req::Stop => false,
+            Req::Done | Req::Last => {
+                sq.done.retire(walk.sci, walk.cov + 1);
+                self.give_back(walk.cov);
+                true
+            }
+        }
     }
 
     /// Scatter-to-CQE for a requester CQE: the WQE's own opcode and data segments, read back

@@ -90,6 +90,9 @@ pub(super) struct SendWalk {
     pub(super) mask: u32,
     pub(super) sci: u32,
     pub(super) avail: u32,
+    /// Unsignaled requests the completions of this walk covered (retired beyond one per
+    /// completion; see [`Mlx5Cq::req_cqe_covered`]).
+    pub(super) cov: u32,
 }
 
 /// `byte_len` of a successful requester completion of send WQE opcode `w` (at least READ,
@@ -141,7 +144,11 @@ impl<D: Owners> Mlx5Cq<D> {
         opst: &OpStatus,
     ) -> Req {
         if wc != s.sci as u16 {
-            return Req::Stop;
+            // A later WQE: the completion covers unsignaled requests before it.
+            // SAFETY: the caller's contract.
+            return unsafe {
+                self.req_cqe_covered::<ALONE>(s, wc, slot, lq, opst, |sci| self.reread_avail(sci))
+            };
         }
         if !ALONE && s.avail == 0 {
             s.avail = self.reread_avail(s.sci);
@@ -191,6 +198,121 @@ impl<D: Owners> Mlx5Cq<D> {
             }
         }
         Req::Done
+    }
+}
+
+impl<D: Owners> Mlx5Cq<D> {
+    /// [`Self::req_cqe`] for a CQE whose `wqe_counter` `wc` names a WQE past the oldest
+    /// outstanding one (selective signaling): the requests from the oldest outstanding WQE up
+    /// to the one named retire at once, counted from the poster's running counts
+    /// ([`SqEntry::seq`]), not by a walk. The checks: the WQE named lies below the published
+    /// producer position (read again when it does not seem to) before any entry is read; the
+    /// count of the WQEs before it since the oldest outstanding (`seq` of the one named minus
+    /// the oldest's) is at least 1 and at most its distance in WQEBBs, which an entry left
+    /// from an earlier lap or a reset (a WQEBB inside a later WQE) fails; the whole WQE at its
+    /// recorded size lies below the published position. Anything else is [`Req::Stop`],
+    /// nothing changed: `process` takes the CQE and drops it as it does today. `reread`
+    /// gives the published producer position again as a distance from a retired position.
+    ///
+    /// # Safety
+    /// As [`Self::req_cqe`].
+    #[inline(always)]
+    pub(super) unsafe fn req_cqe_covered<const ALONE: bool>(
+        &self,
+        s: &mut SendWalk,
+        wc: u16,
+        slot: *mut Completion,
+        lq: u64,
+        opst: &OpStatus,
+        reread: impl Fn(u32) -> u32,
+    ) -> Req {
+        // WQEBBs from the oldest outstanding WQE to the one named (1..=0xffff).
+        let dist = u32::from(wc.wrapping_sub(s.sci as u16));
+        if dist >= s.avail {
+            s.avail = reread(s.sci);
+            if dist >= s.avail {
+                return Req::Stop;
+            }
+        }
+        // Both published (the oldest outstanding one at `sci`, `dist < avail`).
+        // SAFETY: the caller's contract; the indices are masked.
+        let (e, o) = unsafe {
+            (
+                &*s.wqes.add((u32::from(wc) & s.mask) as usize),
+                &*s.wqes.add((s.sci & s.mask) as usize),
+            )
+        };
+        let covered = e
+            .seq
+            .load(Ordering::Relaxed)
+            .wrapping_sub(o.seq.load(Ordering::Relaxed));
+        if covered.wrapping_sub(1) >= dist {
+            return Req::Stop;
+        }
+        let nbb = e.nbb.load(Ordering::Relaxed);
+        // `nbb` is at most 16 or `NO_WQE`: no overflow.
+        let used = dist + nbb;
+        if used > s.avail {
+            s.avail = reread(s.sci);
+            if used > s.avail {
+                return Req::Stop;
+            }
+        }
+        let from = o.wr_id.load(Ordering::Relaxed);
+        // SAFETY: the caller's contract.
+        unsafe {
+            put_req_covered(
+                slot,
+                e.wr_id.load(Ordering::Relaxed),
+                lq,
+                *opst,
+                from,
+                covered,
+            )
+        };
+        s.sci = s.sci.wrapping_add(used);
+        s.avail -= used;
+        s.cov += covered;
+        if ALONE && s.avail == 0 {
+            s.avail = reread(s.sci);
+            if s.avail == 0 {
+                return Req::Last;
+            }
+        }
+        Req::Done
+    }
+
+    /// Give back `n` CQ entries beyond one per CQE consumed (the requests covered
+    /// completions retired): `CqShared::unreleased` moves down, stored before the poll's
+    /// `ci` (the requests are retired already; see `CqShared::unreleased`).
+    #[inline(always)]
+    pub(super) fn give_back(&self, n: u32) {
+        let u = self.unreleased.get().wrapping_sub(n);
+        self.unreleased.set(u);
+        self.shared.unreleased.store(u, Ordering::Release);
+    }
+}
+
+/// [`put_req`] for a completion covering `covered` (at least 1) unsignaled requests, the
+/// oldest with wr_id `from`.
+///
+/// # Safety
+/// As [`put_req`].
+#[inline(always)]
+pub(super) unsafe fn put_req_covered(
+    slot: *mut Completion,
+    wr_id: u64,
+    len_qpn: u64,
+    opst: OpStatus,
+    from: u64,
+    covered: u32,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { put_req(slot, wr_id, len_qpn, opst) };
+    // SAFETY: the caller's contract; `covered_from` and `covered` are fields of `*slot`.
+    unsafe {
+        (*slot).covered_from = from;
+        (*slot).covered = covered;
     }
 }
 
@@ -255,6 +377,7 @@ impl<D: Owners> Mlx5Cq<D> {
             mask: sq_mask,
             sci,
             avail,
+            cov: 0,
         };
         // At least one CQE (`m > 0`: the caller saw the first one, before the ring's end).
         loop {
@@ -344,7 +467,10 @@ impl<D: Owners> Mlx5Cq<D> {
             // The QP loaded again (not kept in a register across the loop).
             // SAFETY: as above; `hot_qp` is a plain field of `self`.
             let qp = unsafe { &*core::ptr::read_volatile(&self.hot_qp) };
-            qp.sq.done.retire(walk.sci, k as u32);
+            qp.sq.done.retire(walk.sci, k as u32 + walk.cov);
+            if walk.cov != 0 {
+                self.give_back(walk.cov);
+            }
         }
         k
     }

@@ -140,8 +140,11 @@ impl<D: Owners> Mlx5Sq<D> {
         let e = unsafe { &*self.wqes.add(i) };
         e.wr_id.store(wr_id, Ordering::Relaxed);
         e.nbb.store(nbb, Ordering::Relaxed);
-        self.last_ctrl = ctrl;
         self.pi = self.pi.wrapping_add(nbb);
+        // The requests posted with this one (`bb_extra` already counts its WQEBBs beyond the
+        // first).
+        e.seq.store(self.posted(), Ordering::Relaxed);
+        self.last_ctrl = ctrl;
     }
 
     /// The first 8 bytes of a ctrl segment at `pi`: opmod 0, `wqe_idx`, opcode, qpn, ds.
@@ -232,6 +235,11 @@ impl<D: Owners> Mlx5Sq<D> {
             let e = &*((self.wqes as *const u8).add(slot8 * 2) as *const SqEntry);
             e.wr_id.store(wr_id, Ordering::Relaxed);
             e.nbb.store(1, Ordering::Relaxed);
+            // The requests posted with this one (see `SqEntry::seq`).
+            e.seq.store(
+                pi.wrapping_add(1).wrapping_sub(self.bb_extra),
+                Ordering::Relaxed,
+            );
         }
         self.pi = pi.wrapping_add(1);
         ctrl
