@@ -145,9 +145,9 @@ impl<D: Owners> Mlx5Cq<D> {
             avail,
             cov: 0,
         };
+        let op = &REQ_OK[w as usize];
         // SAFETY: `out` is a whole, writable `Completion`; `wqes` has `mask + 1` entries (the
         // queue's `SqShared::wqes`, which it keeps alive).
-        let op = &REQ_OK[w as usize];
         match unsafe { self.req_cqe_covered::<false>(&mut walk, wc, out, lq, op, |_| avail) } {
             Req::Stop => Took::Other,
             Req::Done | Req::Last => {

@@ -184,9 +184,9 @@ impl<D: Owners> Mlx5Cq<D> {
             cov: 0,
         };
         let lq = super::hot::len_qpn(0, self.hot_qpn);
+        let reread = |sci| super::hot::avail_at(qp.dbrec, sci);
         // SAFETY: `out` is a whole, writable `Completion` (the caller's); `wqes` has
         // `mask + 1` entries.
-        let reread = |sci| super::hot::avail_at(qp.dbrec, sci);
         match unsafe { self.req_cqe_covered::<false>(&mut walk, wc, out, lq, &REQ_OK[w], reread) } {
             Req::Stop => false,
             Req::Done | Req::Last => {
