@@ -175,32 +175,49 @@ impl CqShared {
 /// WQEBBs (at most 0xffff), as a `u32` and as an `i32`, so the poller's size checks fail it.
 pub(crate) const NO_WQE: u32 = 0x4000_0000;
 
-/// What the poster records for the WQE starting at a WQEBB, before it rings: its wr_id and
-/// its size. 16 bytes, so one scaled index addresses both (and the WQE: 4 times that).
+/// What the poster records for the WQE starting at a WQEBB, before it rings: its wr_id, its
+/// size and the running count that makes a covered completion O(1). 16 bytes, so one scaled
+/// index addresses the entry (and the WQE: 4 times that).
 #[repr(C, align(16))]
 pub(crate) struct SqEntry {
     pub wr_id: AtomicU64,
-    /// WQEBBs of the WQE (its ctrl segment's `ds` rounded up to 64 bytes).
-    pub nbb: AtomicU32,
-    /// Requests posted up to and including this one (free-running, from 0 at the queue's
-    /// creation and at each reset), libmlx5's `wqe_head`: a completion naming this WQE
-    /// retires `seq` minus the oldest outstanding WQE's `seq`, plus one, requests. An entry
-    /// left from an earlier lap has a `seq` at most the requests retired (its WQE was), below
-    /// the oldest outstanding one's, so a CQE naming it (a WQEBB inside a later WQE) fails
-    /// the count check. 0 where no WQE started since the last reset.
-    pub seq: AtomicU32,
+    /// [`SqEntry::size_word`]: in the low half the WQE's WQEBBs (its ctrl segment's `ds`
+    /// rounded up to 64 bytes; [`NO_WQE`] where no WQE starts), in the high half the WQEBBs
+    /// beyond the first of every WQE posted before it since the queue's creation or reset
+    /// (free-running, the poster's `bb_extra` then): libmlx5's `wqe_head` in another form,
+    /// since the requests posted before a WQE are its position minus that count. Between two
+    /// WQEs, their positions' distance less their counts' difference is the WQEs from the
+    /// first up to the second. One word, so the one-WQEBB fast path writes it with one store
+    /// of a value the queue keeps ready.
+    pub size: AtomicU64,
+}
+
+impl SqEntry {
+    /// The `size` word of a WQE of `nbb` WQEBBs with `extra` WQEBBs beyond the first of the
+    /// WQEs before it.
+    #[inline(always)]
+    pub const fn size_word(nbb: u32, extra: u32) -> u64 {
+        (extra as u64) << 32 | nbb as u64
+    }
+    /// The WQE's WQEBBs ([`NO_WQE`] where none starts).
+    #[inline(always)]
+    pub fn nbb(&self) -> u32 {
+        self.size.load(Ordering::Relaxed) as u32
+    }
 }
 static_assertions::const_assert_eq!(core::mem::size_of::<SqEntry>(), 16);
 
 /// Send-queue tracking, indexed by the first WQEBB of each WQE (`position & mask`).
 ///
-/// The poster records `wqes[i]` (wr_id, size and running request count) for the WQE
-/// starting at WQEBB `i` before it rings; the poller reads it for the WQE a requester CQE
-/// names (`wqe_counter`). The poster does not touch an entry or the ring while its WQE is
-/// outstanding: the size gives the retired position, and the difference of the running
-/// counts ([`SqEntry::seq`]) of the WQE named and the oldest outstanding one counts the
-/// unsignaled requests it covers in O(1) (the general path steps by the sizes instead,
-/// [`QpShared::wqes_between`], and checks the same). The producer
+/// The poster records `wqes[i]` (wr_id, size and running count, [`SqEntry`]) for the WQE
+/// starting at WQEBB `i` before it rings, and marks the other WQEBBs of a larger WQE
+/// [`NO_WQE`]; the poller reads the entry of the WQE a requester CQE names (`wqe_counter`).
+/// The poster does not touch an entry or the ring while its WQE is outstanding. So every
+/// WQEBB between the retired and the published position holds either the entry of a WQE
+/// starting there or `NO_WQE`, never an entry of an earlier lap: the size gives the retired
+/// position, and the running counts of the WQE named and of the oldest outstanding one count
+/// the unsignaled requests it covers in O(1) (the general path steps by the sizes instead,
+/// [`QpShared::wqes_between`]). The producer
 /// position the poller checks a `wqe_counter` against is the one the poster published in the
 /// doorbell record.
 // `repr(C)`: `done` (poller-written) stays after the fields the poster reads.
@@ -245,16 +262,6 @@ impl SqShared {
         unsafe { self.wqes.get_unchecked((pos & self.mask) as usize) }
     }
 
-    /// Forget every WQE recorded (at a reset, when the request count starts again from 0):
-    /// no entry's `seq` can then pass for a WQE posted after it.
-    pub fn clear(&self) {
-        for e in self.wqes.iter() {
-            e.wr_id.store(0, Ordering::Relaxed);
-            e.nbb.store(NO_WQE, Ordering::Relaxed);
-            e.seq.store(0, Ordering::Relaxed);
-        }
-    }
-
     /// wr_id of the WQE starting at WQEBB position `pos`.
     #[inline(always)]
     pub fn wrid_at(&self, pos: u32) -> u64 {
@@ -266,8 +273,7 @@ impl SqShared {
             wqes: (0..wqe_cnt)
                 .map(|_| SqEntry {
                     wr_id: AtomicU64::new(0),
-                    nbb: AtomicU32::new(NO_WQE),
-                    seq: AtomicU32::new(0),
+                    size: AtomicU64::new(NO_WQE as u64),
                 })
                 .collect(),
             mask: wqe_cnt - 1,
@@ -456,7 +462,7 @@ impl QpShared {
     /// or outstanding one.
     #[inline(always)]
     pub fn nbb_at(&self, pos: u32) -> u32 {
-        self.sq.at(pos).nbb.load(Ordering::Relaxed)
+        self.sq.at(pos).nbb()
     }
 
     /// How many WQEs start in `[from, to)`, stepping by their recorded sizes (see

@@ -95,7 +95,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // alive); the index is masked.
         let e = unsafe { &*wqes.add((sci & mask) as usize) };
         // The recorded size is at least 1 (or `NO_WQE`), so this also says the WQE was rung.
-        let nbb = e.nbb.load(Ordering::Relaxed);
+        let nbb = e.nbb();
         if nbb > rung.wrapping_sub(sci) {
             return Took::Other;
         }

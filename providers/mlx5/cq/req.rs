@@ -142,7 +142,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // to `process`, which drops it). The entry is our own memory, never the ring.
         // SAFETY: `wqes` has `mask + 1` entries; the index is masked.
         let e = unsafe { sq.wqes.get_unchecked((ci & sq.mask) as usize) };
-        let nbb = e.nbb.load(Ordering::Relaxed);
+        let nbb = e.nbb();
         // The whole WQE must be below the published producer position.
         if nbb > posted {
             return false;
@@ -165,7 +165,7 @@ impl<D: Owners> Mlx5Cq<D> {
     /// opcode `w` (no byte length). The checks and the count of
     /// [`Self::req_cqe_covered`]; false (nothing changed) when they fail. Out of line: the
     /// one-CQE way keeps its registers for the common case.
-    #[inline(never)]
+    #[inline(always)]
     fn process_req_covered(
         &self,
         qp: &QpShared,

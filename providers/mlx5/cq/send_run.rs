@@ -159,10 +159,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // (The counter is `sci`'s low 16 bits; the ring has at most 32768 WQEBBs.)
         // SAFETY: the caller's contract; the index is masked.
         let e = unsafe { &*s.wqes.add((u32::from(wc) & s.mask) as usize) };
-        let (nbb, wr_id) = (
-            e.nbb.load(Ordering::Relaxed),
-            e.wr_id.load(Ordering::Relaxed),
-        );
+        let (nbb, wr_id) = (e.nbb(), e.wr_id.load(Ordering::Relaxed));
         // The whole WQE below the published producer position and more published after it:
         // one compare (`avail` is at most 0xffff and `nbb` at most 16 or `NO_WQE`, all
         // positive as `i32`).
@@ -205,12 +202,11 @@ impl<D: Owners> Mlx5Cq<D> {
     /// [`Self::req_cqe`] for a CQE whose `wqe_counter` `wc` names a WQE past the oldest
     /// outstanding one (selective signaling): the requests from the oldest outstanding WQE up
     /// to the one named retire at once, counted from the poster's running counts
-    /// ([`SqEntry::seq`]), not by a walk. The checks: the WQE named lies below the published
+    /// ([`SqEntry::size`]), not by a walk. The checks: the WQE named lies below the published
     /// producer position (read again when it does not seem to) before any entry is read; the
-    /// count of the WQEs before it since the oldest outstanding (`seq` of the one named minus
-    /// the oldest's) is at least 1 and at most its distance in WQEBBs, which an entry left
-    /// from an earlier lap or a reset (a WQEBB inside a later WQE) fails; the whole WQE at its
-    /// recorded size lies below the published position. Anything else is [`Req::Stop`],
+    /// count of the WQEs before it is at least 1 and at most its distance in WQEBBs; a WQE
+    /// starts there (a WQEBB inside a larger WQE is marked `NO_WQE` by the poster) and lies
+    /// wholly below the published position. Anything else is [`Req::Stop`],
     /// nothing changed: `process` takes the CQE and drops it as it does today. `reread`
     /// gives the published producer position again as a distance from a retired position.
     ///
@@ -242,15 +238,19 @@ impl<D: Owners> Mlx5Cq<D> {
                 &*s.wqes.add((s.sci & s.mask) as usize),
             )
         };
-        let covered = e
-            .seq
-            .load(Ordering::Relaxed)
-            .wrapping_sub(o.seq.load(Ordering::Relaxed));
+        // The WQEs from the oldest outstanding one up to (not including) the one named: the
+        // distance less the WQEBBs beyond the first of those WQEs (the difference of the
+        // running counts). At least 1 and at most the distance, else no WQE starts there.
+        let size = e.size.load(Ordering::Relaxed);
+        let skipped =
+            ((size >> 32) as u32).wrapping_sub((o.size.load(Ordering::Relaxed) >> 32) as u32);
+        let covered = dist.wrapping_sub(skipped);
         if covered.wrapping_sub(1) >= dist {
             return Req::Stop;
         }
-        let nbb = e.nbb.load(Ordering::Relaxed);
-        // `nbb` is at most 16 or `NO_WQE`: no overflow.
+        let nbb = size as u32;
+        // `nbb` is at most 16 or `NO_WQE` (a WQEBB inside a larger WQE): no overflow, and
+        // `NO_WQE` fails the check below.
         let used = dist + nbb;
         if used > s.avail {
             s.avail = reread(s.sci);

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use super::Mlx5Sq;
 use crate::mlx5::owners::Owners;
-use crate::mlx5::shared::SqEntry;
+use crate::mlx5::shared::{SqEntry, NO_WQE};
 use crate::wire::fm_ce_se;
 use crate::wire::offset::{
     atomic, av, ctrl as ctrl_off, data as data_off, inline, raddr as raddr_off,
@@ -139,12 +139,20 @@ impl<D: Owners> Mlx5Sq<D> {
         // with `wqe_cnt - 1`.
         let e = unsafe { &*self.wqes.add(i) };
         e.wr_id.store(wr_id, Ordering::Relaxed);
-        e.nbb.store(nbb, Ordering::Relaxed);
-        self.pi = self.pi.wrapping_add(nbb);
-        // The requests posted with this one (`bb_extra` already counts its WQEBBs beyond the
-        // first).
-        e.seq.store(self.posted(), Ordering::Relaxed);
+        e.size
+            .store(SqEntry::size_word(nbb, self.bb_extra()), Ordering::Relaxed);
+        // The WQE's other WQEBBs start no WQE (an entry of an earlier lap there would pass for
+        // one).
+        for k in 1..nbb {
+            let j = (self.pi.wrapping_add(k) & self.mask) as usize;
+            // SAFETY: as above.
+            unsafe { &*self.wqes.add(j) }
+                .size
+                .store(u64::from(NO_WQE), Ordering::Relaxed);
+        }
+        self.one_bb = self.one_bb.wrapping_add(u64::from(nbb - 1) << 32);
         self.last_ctrl = ctrl;
+        self.pi = self.pi.wrapping_add(nbb);
     }
 
     /// The first 8 bytes of a ctrl segment at `pi`: opmod 0, `wqe_idx`, opcode, qpn, ds.
@@ -234,12 +242,8 @@ impl<D: Owners> Mlx5Sq<D> {
             // is masked with `wqe_cnt - 1`.
             let e = &*((self.wqes as *const u8).add(slot8 * 2) as *const SqEntry);
             e.wr_id.store(wr_id, Ordering::Relaxed);
-            e.nbb.store(1, Ordering::Relaxed);
-            // The requests posted with this one (see `SqEntry::seq`).
-            e.seq.store(
-                pi.wrapping_add(1).wrapping_sub(self.bb_extra),
-                Ordering::Relaxed,
-            );
+            // One WQEBB, and the running count (see `one_bb`).
+            e.size.store(self.one_bb, Ordering::Relaxed);
         }
         self.pi = pi.wrapping_add(1);
         ctrl
