@@ -353,9 +353,6 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     pub(crate) owner: Arc<D::Cq>,
     /// The CQ's error (`CqShared::error`) was reported by a poll.
     error_reported: bool,
-    /// `CqShared::unreleased` as this poller last stored it (a `Cell`: the fast path's runs,
-    /// which take `&self`, move it for covered completions).
-    unreleased: core::cell::Cell<u32>,
 }
 
 // SAFETY: `cqe0` points into the CQ memory `owner` keeps alive (like `dv`, which is `Send`);
@@ -431,7 +428,6 @@ impl<D: Owners> Mlx5Cq<D> {
                 qps: Default::default(),
             }),
             error_reported: false,
-            unreleased: core::cell::Cell::new(0),
             entries: Vec::with_capacity(8),
             last: 0,
             bogus: 0,
@@ -687,11 +683,11 @@ impl<D: Owners> Mlx5Cq<D> {
             // goes to `unreleased` first (see `CqShared::unreleased`).
             let consumed = ci.wrapping_sub(start_ci);
             if released != consumed {
-                let u = self
+                // Written by this poller only: its own last store.
+                let u = shared
                     .unreleased
-                    .get()
+                    .load(Ordering::Relaxed)
                     .wrapping_add(consumed.wrapping_sub(released));
-                self.unreleased.set(u);
                 shared.unreleased.store(u, Ordering::Release);
             }
             shared.ci.store(ci, Ordering::Release);

@@ -245,6 +245,14 @@ pub(crate) struct SqDone {
 }
 
 impl SqDone {
+    /// Poller side: requests up to WQEBB position `ci` are retired, `retired` of them in all
+    /// (free-running).
+    #[inline(always)]
+    pub fn retire_to(&self, ci: u32, retired: u32) {
+        self.ci.store(ci, Ordering::Release);
+        self.retired.store(retired, Ordering::Release);
+    }
+
     /// Poller side: requests up to WQEBB position `ci` are retired, `n` more of them.
     #[inline(always)]
     pub fn retire(&self, ci: u32, n: u32) {

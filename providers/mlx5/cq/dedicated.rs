@@ -79,17 +79,9 @@ impl<D: Owners> Mlx5Cq<D> {
         let wc = unsafe { core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16) };
         if u16::from_be(wc) != sci as u16 {
             // A later WQE: a completion covering unsignaled requests.
-            let lq = late(len_qpn);
-            return self.take_dedicated_covered(
-                wqes,
-                mask,
-                rung,
-                done,
-                u16::from_be(wc),
-                w,
-                lq,
-                out,
-            );
+            let wc = u16::from_be(wc);
+            let at = (sci, wc);
+            return self.take_dedicated_covered(wqes, mask, rung, done, at, w, len_qpn, out);
         }
         // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps
         // alive); the index is masked.
@@ -118,10 +110,11 @@ impl<D: Owners> Mlx5Cq<D> {
     }
 
     /// [`Self::take_dedicated`] for a CQE naming a WQE past the oldest outstanding one
-    /// (`wqe_counter` `wc`, WQE opcode `w` without a byte length): the checks and the count
+    /// (`wqe_counter` `wc`; the retired position `sci`; WQE opcode `w` without a byte length):
+    /// the checks and the count
     /// of [`Self::req_cqe_covered`], against the producer position of the last doorbell
-    /// (`rung`). Out of line: the common case keeps its registers.
-    #[inline(never)]
+    /// (`rung`).
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn take_dedicated_covered(
         &mut self,
@@ -129,37 +122,52 @@ impl<D: Owners> Mlx5Cq<D> {
         mask: u32,
         rung: u32,
         done: &crate::mlx5::shared::SqDone,
-        wc: u16,
+        (sci, wc): (u32, u16),
         w: u64,
-        lq: u64,
+        len_qpn: &u64,
         out: &mut Completion,
     ) -> Took {
-        use super::send_run::{Req, SendWalk};
-        let sci = done.ci.load(Ordering::Relaxed);
-        // What was rung and not retired (the poster is the caller: a re-read finds no more).
-        let avail = rung.wrapping_sub(sci) & MLX5_WQE_INDEX_MASK;
-        let mut walk = SendWalk {
-            wqes,
-            mask,
-            sci,
-            avail,
-            cov: 0,
-        };
-        let op = &REQ_OK[w as usize];
-        // SAFETY: `out` is a whole, writable `Completion`; `wqes` has `mask + 1` entries (the
-        // queue's `SqShared::wqes`, which it keeps alive).
-        match unsafe { self.req_cqe_covered::<false>(&mut walk, wc, out, lq, op, |_| avail) } {
-            Req::Stop => Took::Other,
-            Req::Done | Req::Last => {
-                done.retire(walk.sci, walk.cov + 1);
-                self.give_back(walk.cov);
-                // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
-                let shared = unsafe { &*Arc::as_ptr(&self.shared) };
-                let (ci, cqe) = (self.ci, self.cur);
-                self.advance_one(shared, ci, cqe);
-                Took::One
-            }
+        use super::send_run::put_req_covered;
+        let dist = u32::from(wc.wrapping_sub(sci as u16));
+        // Rung and not retired.
+        let posted = rung.wrapping_sub(sci);
+        if dist >= posted {
+            return Took::Other;
         }
+        // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps
+        // alive); the indices are masked. Both WQEs were rung.
+        let (e, o) = unsafe {
+            (
+                &*wqes.add((sci.wrapping_add(dist) & mask) as usize),
+                &*wqes.add((sci & mask) as usize),
+            )
+        };
+        let size = e.size.load(Ordering::Relaxed);
+        let retired = done.retired.load(Ordering::Relaxed);
+        let covered = super::req::covered_since(sci.wrapping_add(dist), size, retired);
+        // `nbb` at most 16 or `NO_WQE` (fails the check): no overflow.
+        let used = dist + size as u32;
+        if covered.wrapping_sub(1) >= dist || used > posted {
+            return Took::Other;
+        }
+        // SAFETY: `out` is a whole, writable `Completion`.
+        unsafe {
+            put_req_covered(
+                out,
+                e.wr_id.load(Ordering::Relaxed),
+                late(len_qpn),
+                REQ_OK[w as usize],
+                o.wr_id.load(Ordering::Relaxed),
+                covered,
+            )
+        };
+        done.retire_to(sci.wrapping_add(used), retired.wrapping_add(covered + 1));
+        // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
+        let shared = unsafe { &*Arc::as_ptr(&self.shared) };
+        super::send_run::give_back(shared, covered);
+        let (ci, cqe) = (late(&self.ci), late(&self.cur));
+        self.advance_one(shared, ci, cqe);
+        Took::One
     }
 
     /// [`Self::take_dedicated`] for a successful receive CQE without scattered data (SEND,

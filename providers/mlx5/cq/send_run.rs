@@ -55,6 +55,8 @@ const TAIL: usize = core::mem::offset_of!(Completion, covered_from);
 static_assertions::const_assert_eq!(TAIL, 32);
 static_assertions::const_assert_eq!(core::mem::size_of::<Completion>(), 64);
 static_assertions::const_assert_eq!(core::mem::offset_of!(Completion, wr_id), 0);
+static_assertions::const_assert_eq!(core::mem::offset_of!(Completion, covered), TAIL + 8);
+static_assertions::const_assert_eq!(core::mem::offset_of!(Completion, imm), TAIL + 12);
 
 /// Store a successful requester completion at `slot` in four stores: `wr_id`; `byte_len`
 /// and `qp_num` as [`len_qpn`] gives them; `opcode` and `status` ([`REQ_OK`]); zero for
@@ -238,13 +240,9 @@ impl<D: Owners> Mlx5Cq<D> {
                 &*s.wqes.add((s.sci & s.mask) as usize),
             )
         };
-        // The WQEs from the oldest outstanding one up to (not including) the one named: the
-        // distance less the WQEBBs beyond the first of those WQEs (the difference of the
-        // running counts). At least 1 and at most the distance, else no WQE starts there.
+        // At least 1 and at most the distance, else no WQE starts there.
         let size = e.size.load(Ordering::Relaxed);
-        let skipped =
-            ((size >> 32) as u32).wrapping_sub((o.size.load(Ordering::Relaxed) >> 32) as u32);
-        let covered = dist.wrapping_sub(skipped);
+        let covered = super::req::covered_of(dist, size, o.size.load(Ordering::Relaxed));
         if covered.wrapping_sub(1) >= dist {
             return Req::Stop;
         }
@@ -287,10 +285,16 @@ impl<D: Owners> Mlx5Cq<D> {
     /// `ci` (the requests are retired already; see `CqShared::unreleased`).
     #[inline(always)]
     pub(super) fn give_back(&self, n: u32) {
-        let u = self.unreleased.get().wrapping_sub(n);
-        self.unreleased.set(u);
-        self.shared.unreleased.store(u, Ordering::Release);
+        give_back(&self.shared, n);
     }
+}
+
+/// [`Mlx5Cq::give_back`] with the CQ's shared state at hand.
+#[inline(always)]
+pub(super) fn give_back(shared: &CqShared, n: u32) {
+    // Written by the poller only: its own last store.
+    let u = shared.unreleased.load(Ordering::Relaxed).wrapping_sub(n);
+    shared.unreleased.store(u, Ordering::Release);
 }
 
 /// [`put_req`] for a completion covering `covered` (at least 1) unsignaled requests, the
@@ -307,12 +311,22 @@ pub(super) unsafe fn put_req_covered(
     from: u64,
     covered: u32,
 ) {
-    // SAFETY: the caller's contract.
-    unsafe { put_req(slot, wr_id, len_qpn, opst) };
-    // SAFETY: the caller's contract; `covered_from` and `covered` are fields of `*slot`.
+    let p = slot as *mut u8;
+    // SAFETY: the caller's contract; as in `put_req`, then the tail: `covered_from`, then
+    // `covered` with a zero `imm` (adjacent, as `len_qpn` pairs two fields), then zero through the padding (integers, `WcFlags(0)`).
     unsafe {
-        (*slot).covered_from = from;
-        (*slot).covered = covered;
+        p.cast::<u64>().write(wr_id);
+        p.add(core::mem::offset_of!(Completion, byte_len))
+            .cast::<u64>()
+            .write(len_qpn);
+        p.add(core::mem::offset_of!(Completion, opcode))
+            .cast::<OpStatus>()
+            .write_unaligned(opst);
+        p.add(TAIL).cast::<u64>().write(from);
+        p.add(TAIL + 8)
+            .cast::<u64>()
+            .write(super::hot::len_qpn(covered, 0));
+        p.add(TAIL + 16).cast::<u128>().write_unaligned(0);
     }
 }
 
