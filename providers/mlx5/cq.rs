@@ -549,7 +549,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 // (without a hot QP its tag matches no CQE).
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
-                if self.process_req(cqe, &mut out[0]) {
+                if self.process_req::<false>(cqe, &mut out[0]) {
                     if TS {
                         ts[0] = self.cqe_timestamp_at(ci);
                     }

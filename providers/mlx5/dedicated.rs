@@ -216,10 +216,19 @@ impl<D: Owners> Mlx5Dedicated<D> {
     }
 
     /// [`Self::poll_one`]'s other cases: a plain receive of the QP's RQ without the
-    /// handshake, else the CQ's `poll_one`.
+    /// handshake, a completion covering unsignaled requests the same way, else the CQ's
+    /// `poll_one`.
     #[inline(never)]
     fn poll_one_slow(&mut self, out: &mut Completion) -> bool {
         if self.cq.take_dedicated_recv(out) == Took::One {
+            return true;
+        }
+        // A completion covering unsignaled requests.
+        if self
+            .cq
+            .take_dedicated_covered(self.qp.sq_ref(), self.tag, &self.len_qpn, out)
+            == Took::One
+        {
             return true;
         }
         let got = self.cq.poll_one(out);

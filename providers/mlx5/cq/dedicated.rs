@@ -78,10 +78,9 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: the 2-aligned wqe_counter field of the CQE.
         let wc = unsafe { core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16) };
         if u16::from_be(wc) != sci as u16 {
-            // A later WQE: a completion covering unsignaled requests.
-            let wc = u16::from_be(wc);
-            let at = (sci, wc);
-            return self.take_dedicated_covered(wqes, mask, rung, done, at, w, len_qpn, out);
+            // A later WQE (a completion covering unsignaled requests): the caller's slow way
+            // takes it ([`Self::take_dedicated_covered`]).
+            return Took::Other;
         }
         // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps
         // alive); the index is masked.
@@ -109,29 +108,46 @@ impl<D: Owners> Mlx5Cq<D> {
         Took::One
     }
 
-    /// [`Self::take_dedicated`] for a CQE naming a WQE past the oldest outstanding one
-    /// (`wqe_counter` `wc`; the retired position `sci`; WQE opcode `w` without a byte length):
-    /// the checks and the count
-    /// of [`Self::req_cqe_covered`], against the producer position of the last doorbell
-    /// (`rung`).
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn take_dedicated_covered(
+    /// [`Self::take_dedicated`] for a CQE naming a WQE past the oldest outstanding one (a
+    /// completion covering unsignaled requests), the same caller contract: the same checks of
+    /// the CQE, then those and the count of [`Self::req_cqe_covered`] against the producer
+    /// position of the last doorbell. Out of line (the pair's slow way calls it): the common
+    /// case keeps its registers.
+    #[inline(never)]
+    pub(crate) fn take_dedicated_covered(
         &mut self,
-        wqes: *const crate::mlx5::shared::SqEntry,
-        mask: u32,
-        rung: u32,
-        done: &crate::mlx5::shared::SqDone,
-        (sci, wc): (u32, u16),
-        w: u64,
+        sq: &Mlx5Sq<D>,
+        tag: u64,
         len_qpn: &u64,
         out: &mut Completion,
     ) -> Took {
+        use super::hot::REQ_OP_WITH_LEN;
+        let cqe = self.cur;
+        // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+        let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ self.cur_par;
+        if x & crate::wire::CQE_PLAIN_OWNED_MASK != 0 {
+            return Took::Other;
+        }
+        // Orders the owner-bit load above before the loads of the CQE body below.
+        from_device_load_barrier();
+        // SAFETY: as in `take_dedicated`.
+        let w = u64::from(u32::from_le(unsafe {
+            core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
+        })) ^ tag;
+        if w >= u64::from(REQ_OP_WITH_LEN) {
+            return Took::Other;
+        }
+        let (wqes, mask, rung, done) = sq.dedicated_view();
+        let sci = done.ci.load(Ordering::Relaxed);
+        // SAFETY: the 2-aligned wqe_counter field of the CQE.
+        let wc = u16::from_be(unsafe {
+            core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16)
+        });
         use super::send_run::put_req_covered;
         let dist = u32::from(wc.wrapping_sub(sci as u16));
         // Rung and not retired.
         let posted = rung.wrapping_sub(sci);
-        if dist >= posted {
+        if dist == 0 || dist >= posted {
             return Took::Other;
         }
         // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps

@@ -125,7 +125,11 @@ impl<D: Owners> Mlx5Cq<D> {
     /// stores; gives back one CQ entry. Called with `shared.polling` set, after the load
     /// barrier.
     #[inline(always)]
-    pub(super) fn process_req(&self, cqe: *const u8, out: *mut Completion) -> bool {
+    pub(super) fn process_req<const COVERED: bool>(
+        &self,
+        cqe: *const u8,
+        out: *mut Completion,
+    ) -> bool {
         use super::hot::{len_qpn, REQ_OP_WITH_LEN};
         use super::send_run::{put_req, REQ_OK};
         // Bytes 56..59 as they lie in memory: sop (the WQE opcode), qpn (big-endian). The qpn
@@ -152,8 +156,9 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: the 2-aligned wqe_counter field of the CQE.
         let wc = unsafe { core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16) };
         if u16::from_be(wc) != ci as u16 {
-            // A later WQE: a completion covering unsignaled requests.
-            return self.process_req_covered(qp, ci, u16::from_be(wc), w as usize, out);
+            // A later WQE: a completion covering unsignaled requests (`poll_one`; a poll's
+            // general loop takes it on its fast path, `run_hot`).
+            return COVERED && self.process_req_covered(qp, ci, u16::from_be(wc), w as usize, out);
         }
         // Published WQEBBs not yet retired (see `process`).
         let posted = super::hot::avail_at(qp.dbrec, ci);
