@@ -1,6 +1,7 @@
 //! The requester-only run of the fast path (see "The fast path" in `cq.rs`): a stream of
-//! successful requester CQEs of the hot QP, each completing its oldest outstanding WQE,
-//! kept apart from the two-sided loop of `hot.rs` so that its state fits in registers. The
+//! successful requester CQEs of the hot QP, each completing its oldest outstanding WQE or a
+//! later one (covering the unsignaled ones before it, [`Mlx5Cq::req_cqe_covered`]), kept
+//! apart from the two-sided loop of `hot.rs` so that its state fits in registers. The
 //! CQ remembers CQE bytes 56..59 (opcode and qpn) of the last CQE it took (`hot_want`): a
 //! CQE with the same word is one compare; the WQE's size and wr_id are the poster's record
 //! (`SqShared::wqes`, one entry); a completion is four stores (`put_req`).
@@ -125,7 +126,8 @@ pub(super) enum Req {
 impl<D: Owners> Mlx5Cq<D> {
     /// The requester-CQE path of the fast path, the one every run takes (the requester-only
     /// run below, the two-sided run and the general loop of `hot.rs`): the CQE's
-    /// `wqe_counter` `wc` must name the oldest outstanding WQE (`s.sci`), and the WQE, as
+    /// `wqe_counter` `wc` names the oldest outstanding WQE (`s.sci`; a later one goes to
+    /// [`Self::req_cqe_covered`]), and the WQE, as
     /// large as the poster recorded it, must lie wholly below the published producer
     /// position (`s.avail`, read again through the hot QP when it does not reach); then the
     /// completion (`put_req`: `wr_id`, `lq` =
