@@ -351,6 +351,9 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     /// requester-only run took, where the next run starts (see `run_sq`). Always names the hot
     /// QP: set to its number with opcode 0 whenever `hot_qpn` changes.
     hot_want: core::cell::Cell<u32>,
+    /// Requests the fast path's covered completions covered in the run under way (beyond one
+    /// per completion), taken by the run's end (`take_covered`, `cq/send_run.rs`).
+    covered: core::cell::Cell<u32>,
     shared: Arc<CqShared>,
     entries: Vec<Entry>,
     /// Index into `entries` of the last hit.
@@ -427,6 +430,7 @@ impl<D: Owners> Mlx5Cq<D> {
             hot_rtag: NO_HOT_TAG,
             hot_sides: 0,
             hot_want: core::cell::Cell::new(0),
+            covered: core::cell::Cell::new(0),
             shared: Arc::new(CqShared {
                 dv,
                 reserved: CachePadded::new(0.into()),

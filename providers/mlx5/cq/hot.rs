@@ -437,7 +437,6 @@ impl<D: Owners> Mlx5Cq<D> {
             mask: sq.mask,
             sci,
             avail,
-            cov: 0,
         };
         let (rwrid, rmask) = {
             // SAFETY: as above.
@@ -510,9 +509,10 @@ impl<D: Owners> Mlx5Cq<D> {
             unsafe { &*self.hot_qp }
                 .sq
                 .done
-                .retire(walk.sci, k as u32 - rn + walk.cov);
-            if walk.cov != 0 {
-                self.give_back(walk.cov);
+                .retire(walk.sci, k as u32 - rn + self.covered.get());
+            let cov = self.take_covered();
+            if cov != 0 {
+                self.give_back(cov);
             }
         }
         if rn != 0 {
@@ -581,7 +581,6 @@ impl<D: Owners> Mlx5Cq<D> {
             mask: h.mask,
             sci: h.sci,
             avail: h.avail,
-            cov: 0,
         };
         let (rwrid, rmask) = (h.rwrid, h.rmask);
         let (mut tail, mut ravail) = (h.tail, h.ravail);
@@ -643,9 +642,10 @@ impl<D: Owners> Mlx5Cq<D> {
         // Receives completed in this run (one each); the others were sends.
         let rn = if RQ { tail.wrapping_sub(h.tail) } else { 0 };
         if SQ {
-            (h.sci, h.avail, h.sn) = (walk.sci, walk.avail, h.sn + (k as u32 - rn) + walk.cov);
-            if walk.cov != 0 {
-                self.give_back(walk.cov);
+            let cov = self.take_covered();
+            (h.sci, h.avail, h.sn) = (walk.sci, walk.avail, h.sn + (k as u32 - rn) + cov);
+            if cov != 0 {
+                self.give_back(cov);
             }
         }
         if RQ {

@@ -93,9 +93,6 @@ pub(super) struct SendWalk {
     pub(super) mask: u32,
     pub(super) sci: u32,
     pub(super) avail: u32,
-    /// Unsignaled requests the completions of this walk covered (retired beyond one per
-    /// completion; see [`Mlx5Cq::req_cqe_covered`]).
-    pub(super) cov: u32,
 }
 
 /// `byte_len` of a successful requester completion of send WQE opcode `w` (at least READ,
@@ -272,7 +269,8 @@ impl<D: Owners> Mlx5Cq<D> {
         };
         s.sci = s.sci.wrapping_add(used);
         s.avail -= used;
-        s.cov += covered;
+        // Kept in the CQ, not the walk: the loops' registers stay theirs.
+        self.covered.set(self.covered.get() + covered);
         if ALONE && s.avail == 0 {
             s.avail = reread(s.sci);
             if s.avail == 0 {
@@ -280,6 +278,17 @@ impl<D: Owners> Mlx5Cq<D> {
             }
         }
         Req::Done
+    }
+
+    /// The requests the fast path's covered completions covered since the last call
+    /// (see [`Self::req_cqe_covered`]), and the count back to 0.
+    #[inline(always)]
+    pub(super) fn take_covered(&self) -> u32 {
+        let n = self.covered.get();
+        if n != 0 {
+            self.covered.set(0);
+        }
+        n
     }
 
     /// Give back `n` CQ entries beyond one per CQE consumed (the requests covered
@@ -393,7 +402,6 @@ impl<D: Owners> Mlx5Cq<D> {
             mask: sq_mask,
             sci,
             avail,
-            cov: 0,
         };
         // At least one CQE (`m > 0`: the caller saw the first one, before the ring's end).
         loop {
@@ -483,9 +491,10 @@ impl<D: Owners> Mlx5Cq<D> {
             // The QP loaded again (not kept in a register across the loop).
             // SAFETY: as above; `hot_qp` is a plain field of `self`.
             let qp = unsafe { &*core::ptr::read_volatile(&self.hot_qp) };
-            qp.sq.done.retire(walk.sci, k as u32 + walk.cov);
-            if walk.cov != 0 {
-                self.give_back(walk.cov);
+            let cov = self.take_covered();
+            qp.sq.done.retire(walk.sci, k as u32 + cov);
+            if cov != 0 {
+                self.give_back(cov);
             }
         }
         k
