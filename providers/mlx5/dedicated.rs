@@ -223,7 +223,14 @@ impl<D: Owners> Mlx5Dedicated<D> {
         if self.cq.take_dedicated_recv(out) == Took::One {
             return true;
         }
-        // A completion covering unsignaled requests.
+        self.poll_one_rest(out)
+    }
+
+    /// [`Self::poll_one_slow`] past the receive: a completion covering unsignaled requests
+    /// the pair's way, else the CQ's `poll_one`. Out of line: the receive keeps its
+    /// registers.
+    #[inline(never)]
+    fn poll_one_rest(&mut self, out: &mut Completion) -> bool {
         if self
             .cq
             .take_dedicated_covered(self.qp.sq_ref(), self.tag, &self.len_qpn, out)
