@@ -58,7 +58,7 @@ printf '%-10s %6s %9s %11s %7s %9s %11s %7s\n' workload n "C Ir/op" "Rust Ir/op"
     "C ns/op" "Rust ns/op" ratio
 json=()
 for w in ${ROWS:-single single_wrs fast now batch32 poll16 poll1 one poll0 recv16 mixed16 poll16_one rt \
-    ded_one ded_poll0 ded16_one ded_rt single_eq batch32_eq ded_one_eq one_eq}; do
+    ded_one ded_poll0 ded16_one ded_rt single_eq batch32_eq ded_one_eq one_eq cover16 every1 cover_one}; do
     # "fast" (our WRITE-inline fast path) and "single_wrs" (generic post of requests read
     # from an array) compare with the same single-post C writer. recv16 and mixed16 count
     # one poll per round of 16 CQEs (cg_round16 on both sides).
@@ -82,6 +82,9 @@ for w in ${ROWS:-single single_wrs fast now batch32 poll16 poll1 one poll0 recv1
     esac
     cfn=$fn
     if [ "$w" = single_wrs ] || [ "$w" = fast ] || [ "$w" = now ]; then cfn=single; fi
+    # cover16 and every1 count their post and their poll (cg_<row>_post, cg_<row>_poll on both
+    # sides), per WQE.
+    if [ "$w" = cover16 ] || [ "$w" = every1 ]; then cfn="${w}_*"; fi
     if [ "$w" = rt ] || [ "$w" = ded_rt ]; then cfn='rt_*'; fi
     c=$(count "$OUT/c.$w" "cg_$cfn" "$OUT/ref_writer" "$cw_name" "$N") || exit 1
     rfn=$w
@@ -97,7 +100,8 @@ for w in ${ROWS:-single single_wrs fast now batch32 poll16 poll1 one poll0 recv1
         'BEGIN { printf "%.1f %.1f %.2f\n", c / n, r / n, (r / n) / (c / n) }')
     cw=null rw=null tratio=null
     if [ "$w" = single ] || [ "$w" = fast ] || [ "$w" = now ] || [ "$w" = batch32 ] || [ "$w" = one ] ||
-        [ "$w" = ded_one ] || [ "$w" = single_eq ] || [ "$w" = batch32_eq ]; then
+        [ "$w" = ded_one ] || [ "$w" = single_eq ] || [ "$w" = batch32_eq ] ||
+        [ "$w" = cover16 ] || [ "$w" = every1 ] || [ "$w" = cover_one ]; then
         # C and Rust alternate, so both see the same machine load.
         cw=$(walltime "$OUT/ref_writer" time "$cw_name" 1000 "$RUNS")
         rw=$(walltime "$RUST_BIN" --time "$rw_name" 1000 "$RUNS")
@@ -127,6 +131,12 @@ echo "# single_eq, batch32_eq, ded_one_eq, one_eq: the Rust rows against C that 
 echo "# guarantees (budget compare, wr_id record, staged test; the pair's CQE checks, whole"
 echo "# completion, retire and CQ accounting; one_eq also the shared CQ's polling flag, liveness,"
 echo "# purge and the producer position from the QP's dbrec): what those cost in C, not a lower bound."
+echo "# cover16: selective signaling, rounds of 32 inline 8-byte WRITEs (generic post), one signaled"
+echo "# per 16, one doorbell, the round's 2 CQEs (each covering 15) polled 16 slots at a time:"
+echo "# post + ring + poll per WQE; every1: the same rounds, every WQE signaled (32 CQEs);"
+echo "# cover_one: per CQE, each covering 15 unsignaled SENDs, polled with poll_one. C: the same"
+echo "# guarantees as the *_same workloads plus a per-slot running count (libmlx5's wqe_head)"
+echo "# and the covered checks. ns for cover16 / every1: the post and poll sides timed per round."
 echo "# ns/op: median of $RUNS runs of 1000 posts (CQEs for one, ded_one: C poll1) inside each"
 echo "# program, best of 3; noisy on"
 echo "# shared cores: instructions are the exact figure. Plain memory, not hardware."

@@ -5,7 +5,7 @@
 //! `cargo bench --bench mlx5_hot` prints the tables; `BENCH_RUNS` / `BENCH_WARMUP` tune the
 //! repetitions. `mlx5_hot --callgrind <workload> <n>` (single, single_wrs, fast, batch32,
 //! poll16, poll1, one, poll0, recv16, mixed16, poll16_one, rt, ded_one, ded_poll0, ded16_one,
-//! ded_rt) runs one workload for
+//! ded_rt, cover16, every1, cover_one) runs one workload for
 //! `benches/compare.sh` (instructions counted by callgrind inside `cg_*` functions only).
 
 mod harness;
@@ -239,6 +239,147 @@ fn cg_poll0(
         got += cq.poll(out);
     }
     got
+}
+
+/// Selective signaling, the post side: 32 inline 8-byte WRITEs (generic `post`, built in
+/// the loop), every `period`-th signaled, one doorbell.
+#[inline(always)]
+fn sig_post(
+    sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>,
+    base: u64,
+    period: u32,
+    data: &[u8; 8],
+) {
+    for k in 0..32u32 {
+        let wr = SendWr::write(base + u64::from(k), &[], 0x10_0000, 7)
+            .inline(data)
+            .signaled_if(k % period == period - 1);
+        let _ = sq.post(wr);
+    }
+    sq.ring();
+}
+
+/// Selective signaling, the poll side: polls of 16 slots until the `want` CQEs of a round
+/// came.
+#[inline(always)]
+fn sig_poll(
+    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>,
+    want: usize,
+    out: &mut [Completion; 16],
+) -> usize {
+    let mut got = 0;
+    while got < want {
+        let k = cq.poll(out);
+        if k == 0 {
+            break;
+        }
+        got += k;
+    }
+    got
+}
+
+/// Callgrind workload `cover16`, post side: a round of 32 WQEs, one signaled per 16.
+#[inline(never)]
+fn cg_cover16_post(
+    sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>,
+    base: u64,
+    data: &[u8; 8],
+) {
+    sig_post(sq, base, 16, data)
+}
+
+/// Callgrind workload `cover16`, poll side: the round's 2 CQEs, each covering 15.
+#[inline(never)]
+fn cg_cover16_poll(
+    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>,
+    out: &mut [Completion; 16],
+) -> usize {
+    sig_poll(cq, 2, out)
+}
+
+/// Callgrind workload `every1`, post side: the same round, every WQE signaled.
+#[inline(never)]
+fn cg_every1_post(sq: &mut rdma_direct::providers::mlx5::Mlx5Sq<Plain>, base: u64, data: &[u8; 8]) {
+    sig_post(sq, base, 1, data)
+}
+
+/// Callgrind workload `every1`, poll side: the round's 32 CQEs.
+#[inline(never)]
+fn cg_every1_poll(
+    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>,
+    out: &mut [Completion; 16],
+) -> usize {
+    sig_poll(cq, 32, out)
+}
+
+/// Rounds of 32 WQEs (`cover16`: one signaled per 16; `every1`: all), posted, completed by
+/// the device (not counted) and polled, until `n` WQEs; checks what the last poll gave.
+fn sig_rounds(lb: &mut Loopback, kind: &str, n: u32, data: &[u8; 8]) -> (u32, usize) {
+    let mut out = [Completion::EMPTY; 16];
+    let (mut posted, mut got) = (0u32, 0usize);
+    while posted < n {
+        let base = u64::from(posted);
+        let k = if kind == "cover16" {
+            cg_cover16_post(lb.qp.sq(), base, data);
+            lb.dev.complete_sends(&mut lb.dcq);
+            let k = cg_cover16_poll(&mut lb.cq, &mut out);
+            assert_eq!(k, 2, "a round polls its 2 CQEs");
+            assert_eq!(
+                (out[1].wr_id, out[1].covered, out[1].covered_from),
+                (base + 31, 15, base + 16),
+                "{:?}",
+                out[1]
+            );
+            k
+        } else {
+            cg_every1_post(lb.qp.sq(), base, data);
+            lb.dev.complete_sends(&mut lb.dcq);
+            let k = cg_every1_poll(&mut lb.cq, &mut out);
+            assert_eq!(k, 32, "a round polls its 32 CQEs");
+            assert_eq!((out[15].wr_id, out[15].covered), (base + 31, 0));
+            k
+        };
+        posted += 32;
+        got += k;
+    }
+    (posted, got)
+}
+
+/// Callgrind workload `cover_one`: `n` CQEs polled with `poll_one`, each covering 15
+/// unsignaled SENDs (posted and completed outside it).
+#[inline(never)]
+fn cg_cover_one(
+    cq: &mut rdma_direct::providers::mlx5::Mlx5Cq<Plain>,
+    n: usize,
+    out: &mut Completion,
+) -> usize {
+    let mut got = 0;
+    while got < n {
+        if !cq.poll_one(out) {
+            break;
+        }
+        got += 1;
+    }
+    got
+}
+
+/// CQEs per `cover_one` batch: 16 WQEs each, the batch fits the 4096-WQEBB send queue.
+const COVER_BATCH: u32 = 240;
+
+/// One `cover_one` batch: `k` rounds of 15 unsignaled SENDs and a signaled one posted and
+/// completed (not counted), then `poll`; returns what it polled.
+fn cover_batch(lb: &mut Loopback, k: u32, poll: impl FnOnce(&mut Loopback) -> usize) -> usize {
+    let sge = lb.sge(8);
+    let payload = [0u8; 8];
+    for i in 0..u64::from(k) * 16 {
+        let wr = lb
+            .wr(BenchOp::Send, &sge, &payload, i)
+            .signaled_if(i % 16 == 15);
+        lb.qp.sq().post(wr).expect("fits");
+    }
+    lb.qp.sq().ring();
+    lb.dev.complete_sends(&mut lb.dcq);
+    poll(lb)
 }
 
 /// The QP and CQ owned together ([`Mlx5Dedicated`]: the CQ serves one QP).
@@ -545,6 +686,24 @@ fn callgrind(kind: &str, n: u32) {
             println!("polled {got}");
         }
         "mixed16" => println!("polled {}", rounds(&mut lb, n, 8)),
+        "cover16" | "every1" => {
+            let (posted, got) = sig_rounds(&mut lb, kind, n, &payload);
+            println!("posted {posted} polled {got}");
+        }
+        "cover_one" => {
+            let mut got = 0;
+            let mut one = Completion::EMPTY;
+            while got < n as usize {
+                let k = (n - got as u32).min(COVER_BATCH);
+                let g = cover_batch(&mut lb, k, |lb| {
+                    cg_cover_one(&mut lb.cq, k as usize, &mut one)
+                });
+                assert_eq!(g, k as usize, "a batch polls its CQEs");
+                assert_eq!((one.covered, one.wr_id % 16), (15, 15), "{one:?}");
+                got += g;
+            }
+            println!("polled {got}");
+        }
         "ded_one" | "ded_poll0" | "ded16_one" | "ded_rt" => {
             drop(lb);
             callgrind_dedicated(kind, n)
@@ -553,7 +712,7 @@ fn callgrind(kind: &str, n: u32) {
             eprintln!(
                 "unknown callgrind workload {other}: single | single_wrs | fast | now | batch32 | \
                  poll16 | poll1 | one | poll0 | recv16 | mixed16 | poll16_one | rt | ded_one | \
-                 ded_poll0 | ded16_one | ded_rt"
+                 ded_poll0 | ded16_one | ded_rt | cover16 | every1 | cover_one"
             );
             std::process::exit(2);
         }
@@ -569,6 +728,9 @@ fn time_workload(kind: &str, n: u32, runs: usize) -> f64 {
     let n = n.clamp(1, 4000);
     if kind == "one" || kind == "ded_one" {
         return time_polls(kind, n, runs);
+    }
+    if kind == "cover16" || kind == "every1" || kind == "cover_one" {
+        return time_sig(kind, n, runs);
     }
     let mut lb = Loopback::new(4096);
     lb.qp.set_doorbell_mode(DoorbellMode::Doorbell);
@@ -605,6 +767,62 @@ fn time_workload(kind: &str, n: u32, runs: usize) -> f64 {
         assert_eq!(lb.drain(), 1);
         if r >= 5 {
             per.push(d.as_nanos() as f64 / f64::from(n));
+        }
+    }
+    per.sort_by(|a, b| a.total_cmp(b));
+    per[per.len() / 2]
+}
+
+/// `--time <cover16|every1|cover_one> <n> <runs>`: the median wall time of `runs` runs.
+/// `cover16`, `every1`: per WQE, rounds of 32 until `n` WQEs, the post side and the poll side
+/// of each round timed (the device's work between them not). `cover_one`: per CQE, `n` (at
+/// most 240) CQEs covering 15 each polled with `poll_one` (posts and device untimed).
+fn time_sig(kind: &str, n: u32, runs: usize) -> f64 {
+    let mut lb = Loopback::new(4096);
+    lb.qp.set_doorbell_mode(DoorbellMode::Doorbell);
+    let payload = 0x0102_0304_0506_0708u64.to_ne_bytes();
+    let mut per: Vec<f64> = Vec::with_capacity(runs);
+    let mut out = [Completion::EMPTY; 16];
+    for r in 0..runs + 5 {
+        let (d, ops) = if kind == "cover_one" {
+            let k = n.min(COVER_BATCH);
+            let mut one = Completion::EMPTY;
+            let mut d = Duration::ZERO;
+            let got = cover_batch(&mut lb, k, |lb| {
+                let t = Instant::now();
+                let g = cg_cover_one(&mut lb.cq, k as usize, &mut one);
+                d = t.elapsed();
+                g
+            });
+            assert_eq!(got, k as usize, "every CQE polled");
+            (d, k)
+        } else {
+            let mut d = Duration::ZERO;
+            let mut posted = 0u32;
+            while posted < n {
+                let base = u64::from(posted);
+                let t = Instant::now();
+                if kind == "cover16" {
+                    cg_cover16_post(lb.qp.sq(), base, &payload);
+                } else {
+                    cg_every1_post(lb.qp.sq(), base, &payload);
+                }
+                d += t.elapsed();
+                lb.dev.complete_sends(&mut lb.dcq);
+                let t = Instant::now();
+                let k = if kind == "cover16" {
+                    cg_cover16_poll(&mut lb.cq, &mut out)
+                } else {
+                    cg_every1_poll(&mut lb.cq, &mut out)
+                };
+                d += t.elapsed();
+                assert!(k > 0, "the round's CQEs polled");
+                posted += 32;
+            }
+            (d, posted)
+        };
+        if r >= 5 {
+            per.push(d.as_nanos() as f64 / f64::from(ops));
         }
     }
     per.sort_by(|a, b| a.total_cmp(b));

@@ -201,6 +201,13 @@ fn hot_loop(r: &mut Rig, iters: u32) -> u64 {
         // general way with BlueFlame.
         sq.post_and_ring(SendWr::write(id + 7, &[], 0x1000, 2).inline(&payload))
             .unwrap();
+        // Selective signaling: one CQE covering two unsignaled requests (a SEND, no byte
+        // length: the fast path's covered way, in `poll_one` and in a poll's run alike).
+        sq.post(SendWr::send(id + 8, &sge)).unwrap();
+        sq.post(SendWr::write(id + 10, &[], 0x1000, 2).inline(&payload))
+            .unwrap();
+        sq.post(SendWr::send(id + 12, &sge).signaled()).unwrap();
+        sq.ring();
         r.qp.rq()
             .post_recv(RecvWr {
                 wr_id: id + 5,
@@ -263,6 +270,11 @@ fn dedicated_round_trips(r: &mut Rig, iters: u32) -> u64 {
             .unwrap();
         r.ded.rq().ring();
         let sq = r.ded.sq();
+        if i / 2 % 2 == 1 {
+            // An unsignaled request the next completion covers (the pair's covered way).
+            sq.post(SendWr::write(u64::MAX, &[], 0x1000, 2).inline(&payload))
+                .unwrap();
+        }
         sq.post(
             SendWr::write_imm(id, &[], 0x1000, 2, 5)
                 .inline(&payload)
@@ -274,14 +286,18 @@ fn dedicated_round_trips(r: &mut Rig, iters: u32) -> u64 {
         r.ddcq.push(&Cqe::resp(1, QPN + 2, 0, 8, 5));
         if i % 2 == 0 {
             let mut one = Completion::EMPTY;
+            let cover = u32::from(i / 2 % 2 == 1);
             while r.ded.poll_one(&mut one) {
                 assert!(one.is_ok() && one.wr_id == id);
+                assert_eq!(one.covered, if one.opcode.is_recv() { 0 } else { cover });
                 seen += 1;
             }
         } else {
             let mut out = [Completion::EMPTY; 16];
             let n = r.ded.poll(&mut out);
             assert!(out[..n].iter().all(|c| c.is_ok() && c.wr_id == id));
+            let covered: u32 = out[..n].iter().map(|c| c.covered).sum();
+            assert_eq!(covered, u32::from(i / 2 % 2 == 1));
             seen += n as u64;
         }
     }

@@ -30,7 +30,14 @@
  *   ref_writer one_same N      the same with the checks of poll_one on a CQ that QPs share
  *                          (cg_one_same below): the polling flag, liveness, purge, the
  *                          producer position from the QP's dbrec
+ *   ref_writer cover16 N   selective signaling: rounds of 32 inline WRITEs, one signaled per
+ *                          16, posted (cg_cover16_post) and polled (cg_cover16_poll) with
+ *                          rdma-direct's guarantees and a per-slot running count (see
+ *                          sig_post, poll_sig below); per WQE
+ *   ref_writer every1 N    the same rounds, every WQE signaled
+ *   ref_writer cover_one N N CQEs each covering 15 unsignaled SENDs, one per call (cg_cover_one)
  *   ref_writer time single|batch32|single_rec|single_same|batch32_same|poll1 N RUNS
+ *   ref_writer time cover16|every1|cover_one N RUNS
  *                          wall time: RUNS runs of N posts (poll1: N CQEs), prints the median
  *                          ns per post (per CQE); the same functions, for benches/compare.sh's
  *                          side-by-side. single_rec is single plus a 16-byte wr_id and size
@@ -114,7 +121,8 @@ __attribute__((noinline)) void cg_single(struct sq *sq, unsigned n, const void *
 struct rec {
 	uint64_t wr_id;
 	uint32_t nbb;
-	uint32_t pad;
+	uint32_t head; /* requests posted up to and including this one (libmlx5's wqe_head);
+			* kept by the selective-signaling workloads only */
 };
 static struct rec recs[SQ_WQE_CNT];
 
@@ -509,6 +517,331 @@ __attribute__((noinline)) unsigned cg_one_same(struct cq_shared_same *cq, unsign
 	return got;
 }
 
+/* Selective signaling (cover16, every1, cover_one), C doing what rdma-direct does.
+ * The post side (cg_*_post): cg_batch32_same's guarantees per post (the budget compare, the
+ * record, the doorbell value kept, the staged test per doorbell) plus the running request
+ * count in the record (libmlx5's wqe_head) and the signaled flag. The poll side (cg_*_poll,
+ * cg_cover_one): poll_shared_same's checks once per poll (the polling flag, liveness, purge,
+ * the producer position from the QP's dbrec) and per CQE (a plain requester CQE of the hot QP
+ * with a WQE opcode without byte length), then the covered count in O(1): the WQE named lies
+ * below the published producer position, its running count minus the oldest outstanding
+ * one's is at most its distance (an entry of an earlier lap fails), the whole WQE published;
+ * the whole 64-byte completion (covered, covered_from), the retired position and count, the
+ * dbrec, the CQ entries given back (unreleased) and the ci posters read. */
+struct sq_sig {
+	struct sq_same s;
+	uint32_t posted; /* requests posted (free-running) */
+};
+
+static inline void sig_post(struct sq_sig *q, uint64_t base, unsigned period, const void *data)
+{
+	struct sq_same *s = &q->s;
+
+	for (unsigned k = 0; k < 32; k++) {
+		struct rec *r;
+
+		if (s->sq.pi >= *s->limit)
+			return;
+		r = &s->recs[s->sq.pi & (SQ_WQE_CNT - 1)];
+		r->wr_id = base + k;
+		r->nbb = 1;
+		r->head = ++q->posted;
+		s->last_ctrl = write_inline8(&s->sq, 0x100000, 7, data,
+					     k % period == period - 1 ? MLX5_WQE_CTRL_CQ_UPDATE : 0);
+	}
+	if (s->sq.pi - s->rung_pi > s->bf_bbs) {
+		s->rung_pi = s->sq.pi;
+		ring(&s->sq, s->last_ctrl);
+	}
+}
+
+struct cq_sig {
+	uint8_t *buf;
+	uint32_t ci;
+	uint32_t tag;
+	struct qp_shared *hot;
+	volatile uint8_t *polling;
+	volatile uint32_t *dbrec;
+	volatile uint32_t *pub_ci;
+	volatile uint32_t *pub_unreleased;
+	uint32_t unreleased;
+	uint64_t len_qpn;
+};
+
+static inline unsigned poll_sig(struct cq_sig *cq, struct wc64 *out, unsigned max)
+{
+	struct qp_shared *qp = cq->hot;
+	uint32_t sci, posted, retired = 0;
+	unsigned k = 0;
+
+	*cq->polling = 1;
+	to_device_barrier();
+	if (qp->purge_send || !qp->alive)
+		goto done;
+	sci = qp->sq_ci;
+	posted = (be32toh(qp->dbrec[1]) - sci) & 0xffff;
+	for (; k < max; k++) {
+		uint32_t ci = cq->ci + k;
+		struct mlx5_cqe64 *cqe = (void *)(cq->buf + (ci & (CQE_CNT - 1)) * 64);
+		uint8_t op_own = *(volatile uint8_t *)&cqe->op_own;
+		uint32_t w, dist, covered, used;
+		struct rec *r, *o;
+
+		if ((op_own & 0xfd) != (MLX5_CQE_REQ << 4 | !!(ci & CQE_CNT)))
+			break;
+		load_barrier();
+		w = cqe->sop_drop_qpn ^ cq->tag;
+		if (w >= 16)
+			break;
+		dist = (be16toh(cqe->wqe_counter) - sci) & 0xffff;
+		if (dist >= posted)
+			break;
+		r = &qp->recs[(sci + dist) & (SQ_WQE_CNT - 1)];
+		o = &qp->recs[sci & (SQ_WQE_CNT - 1)];
+		covered = r->head - o->head;
+		if (covered > dist)
+			break;
+		used = dist + r->nbb;
+		if (used > posted)
+			break;
+		out[k].wr_id = r->wr_id;
+		memcpy(&out[k].byte_len, &cq->len_qpn, 8);
+		out[k].opcode = req_opcode[w];
+		out[k].status = 0;
+		memset(&out[k].covered_from, 0, 40);
+		if (covered) {
+			out[k].covered_from = o->wr_id;
+			out[k].covered = covered;
+		}
+		sci += used;
+		posted -= used;
+		retired += covered + 1;
+	}
+	if (k) {
+		qp->sq_ci = sci;
+		qp->sq_retired += retired;
+		cq->ci += k;
+		to_device_barrier();
+		cq->dbrec[0] = htobe32(cq->ci & 0xffffff);
+		if (retired != k) {
+			cq->unreleased -= retired - k;
+			*cq->pub_unreleased = cq->unreleased;
+		}
+		*cq->pub_ci = cq->ci;
+	}
+done:
+	to_device_barrier();
+	*cq->polling = 0;
+	return k;
+}
+
+static inline unsigned sig_poll(struct cq_sig *cq, unsigned want, struct wc64 *out)
+{
+	unsigned got = 0;
+
+	while (got < want) {
+		unsigned k = poll_sig(cq, out, 16);
+		if (!k)
+			break;
+		got += k;
+	}
+	return got;
+}
+
+__attribute__((noinline)) void cg_cover16_post(struct sq_sig *q, uint64_t base, const void *data)
+{
+	sig_post(q, base, 16, data);
+}
+
+__attribute__((noinline)) unsigned cg_cover16_poll(struct cq_sig *cq, struct wc64 *out)
+{
+	return sig_poll(cq, 2, out);
+}
+
+__attribute__((noinline)) void cg_every1_post(struct sq_sig *q, uint64_t base, const void *data)
+{
+	sig_post(q, base, 1, data);
+}
+
+__attribute__((noinline)) unsigned cg_every1_poll(struct cq_sig *cq, struct wc64 *out)
+{
+	return sig_poll(cq, 32, out);
+}
+
+__attribute__((noinline)) unsigned cg_cover_one(struct cq_sig *cq, unsigned n, struct wc64 *out)
+{
+	unsigned got = 0;
+
+	while (got < n) {
+		if (!poll_sig(cq, out, 1))
+			break;
+		got++;
+	}
+	return got;
+}
+
+/* The selective-signaling rig: a send queue (4096 WQEBBs, records with running counts) and a
+ * CQ shared in form (CQE_CNT CQEs, hardware-owned at first) with its one QP; the device side
+ * (sig_device) answers every rung WQE with CQ_UPDATE by a requester CQE. */
+struct sig_rig {
+	struct sq_sig q;
+	struct cq_sig cq;
+	struct qp_shared qp;
+	uint32_t dev_pi, dev_ci;
+};
+
+static volatile uint32_t sig_limit, sig_dbrec, sig_pub_ci, sig_pub_unrel;
+static volatile uint8_t sig_polling;
+
+static void sig_rig_new(struct sig_rig *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->q.s.sq.buf = aligned_alloc(4096, SQ_WQE_CNT * 64);
+	g->q.s.sq.dbrec = aligned_alloc(64, 64);
+	g->q.s.sq.bf = aligned_alloc(4096, 512);
+	g->q.s.sq.bf_size = 256;
+	g->q.s.sq.qpn = 0x4242;
+	memset(g->q.s.sq.buf, 0, SQ_WQE_CNT * 64);
+	memset((void *)g->q.s.sq.dbrec, 0, 64);
+	g->q.s.limit = &sig_limit;
+	g->q.s.recs = recs;
+	g->qp.alive = 1;
+	g->qp.recs = recs;
+	g->qp.dbrec = g->q.s.sq.dbrec;
+	g->cq.buf = aligned_alloc(4096, CQE_CNT * 64);
+	memset(g->cq.buf, 0, CQE_CNT * 64);
+	for (unsigned i = 0; i < CQE_CNT; i++)
+		g->cq.buf[i * 64 + 63] = 0xf0;
+	g->cq.tag = htobe32(0x4242);
+	g->cq.hot = &g->qp;
+	g->cq.polling = &sig_polling;
+	g->cq.dbrec = &sig_dbrec;
+	g->cq.pub_ci = &sig_pub_ci;
+	g->cq.pub_unreleased = &sig_pub_unrel;
+	g->cq.len_qpn = (uint64_t)0x4242 << 32;
+}
+
+/* The device: a requester CQE for every rung WQE with CQ_UPDATE; returns how many. The
+ * posting budget follows the retired position (what rdma-direct's refill does). */
+static unsigned sig_device(struct sig_rig *g)
+{
+	uint32_t target = be32toh(g->q.s.sq.dbrec[1]) & 0xffff;
+	unsigned n = 0;
+
+	while ((g->dev_pi & 0xffff) != target) {
+		uint8_t *wqe = g->q.s.sq.buf + (g->dev_pi & (SQ_WQE_CNT - 1)) * 64;
+		uint32_t op = be32toh(*(uint32_t *)wqe);
+		if (wqe[11] & MLX5_WQE_CTRL_CQ_UPDATE) {
+			uint32_t ci = g->dev_ci++;
+			struct mlx5_cqe64 *c = (void *)(g->cq.buf + (ci & (CQE_CNT - 1)) * 64);
+			c->sop_drop_qpn = htobe32((op & 0xff) << 24 | 0x4242);
+			c->wqe_counter = htobe16(g->dev_pi & 0xffff);
+			to_device_barrier();
+			c->op_own = MLX5_CQE_REQ << 4 | !!(ci & CQE_CNT);
+			n++;
+		}
+		g->dev_pi++;
+	}
+	sig_limit = g->qp.sq_ci + SQ_WQE_CNT;
+	return n;
+}
+
+/* One cover_one batch: k rounds of 15 unsignaled SENDs and a signaled one (the records and
+ * the CQEs as the post and the device would leave them), not timed or counted. */
+static void cover_batch(struct sig_rig *g, unsigned k)
+{
+	for (unsigned i = 0; i < k * 16; i++) {
+		uint32_t pi = g->q.s.sq.pi;
+		uint8_t *wqe = g->q.s.sq.buf + (pi & (SQ_WQE_CNT - 1)) * 64;
+		struct rec *r = &recs[pi & (SQ_WQE_CNT - 1)];
+		r->wr_id = i;
+		r->nbb = 1;
+		r->head = ++g->q.posted;
+		*(uint32_t *)wqe = htobe32((pi & 0xffff) << 8 | MLX5_OPCODE_SEND);
+		wqe[11] = i % 16 == 15 ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
+		g->q.s.sq.pi++;
+	}
+	g->q.s.sq.dbrec[1] = htobe32(g->q.s.sq.pi & 0xffff);
+	sig_device(g);
+}
+
+#define COVER_BATCH 240u
+
+/* Rounds of 32 (cover16: one signaled per 16; every1: all) until n WQEs: the post and the
+ * poll counted (or timed, *ns), the device between them not. Returns the WQEs posted, 0 when
+ * a round did not poll its CQEs. */
+static unsigned sig_rounds(struct sig_rig *g, int cover, unsigned n, double *ns)
+{
+	uint64_t payload = 0x0807060504030201ull;
+	struct wc64 out[16];
+	unsigned posted = 0;
+	struct timespec t0, t1;
+
+	if (ns)
+		*ns = 0;
+	while (posted < n) {
+		unsigned got;
+		if (ns)
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (cover)
+			cg_cover16_post(&g->q, posted, &payload);
+		else
+			cg_every1_post(&g->q, posted, &payload);
+		if (ns) {
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			*ns += (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+		}
+		sig_device(g);
+		if (ns)
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+		got = cover ? cg_cover16_poll(&g->cq, out) : cg_every1_poll(&g->cq, out);
+		if (ns) {
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			*ns += (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+		}
+		if (got != (cover ? 2u : 32u) || out[cover ? 1 : 15].wr_id != posted + 31 ||
+		    out[cover ? 1 : 15].covered != (cover ? 15u : 0u))
+			return 0;
+		posted += 32;
+	}
+	return posted;
+}
+
+static int cmp_double(const void *a, const void *b);
+
+/* Median ns per WQE (cover16, every1) or per CQE (cover_one) over `runs` runs. */
+static double time_sig(const char *kind, unsigned n, unsigned runs)
+{
+	struct sig_rig g;
+	double *per = calloc(runs, sizeof(double));
+
+	sig_rig_new(&g);
+	sig_limit = SQ_WQE_CNT;
+	for (unsigned r = 0; r < runs + 5; r++) {
+		double ns;
+		unsigned ops;
+		if (!strcmp(kind, "cover_one")) {
+			struct wc64 out[1];
+			struct timespec t0, t1;
+			ops = n < COVER_BATCH ? n : COVER_BATCH;
+			cover_batch(&g, ops);
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			if (cg_cover_one(&g.cq, ops, out) != ops)
+				exit(1);
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+		} else {
+			ops = sig_rounds(&g, !strcmp(kind, "cover16"), n, &ns);
+			if (!ops)
+				exit(1);
+		}
+		if (r >= 5)
+			per[r - 5] = ns / ops;
+	}
+	qsort(per, runs, sizeof(double), cmp_double);
+	return per[runs / 2];
+}
+
 /* A new CQ for the cq2 pollers: CQE_CNT 64-byte CQEs (every op_own 0xf0, the rest zero), its
  * dbrec and the queues' wr_id arrays (zero). */
 static void cq2_new(struct cq2 *cq)
@@ -634,6 +967,9 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(argv[2], "poll1"))
 			printf("%.2f\n", time_polls(n, runs));
+		else if (!strcmp(argv[2], "cover16") || !strcmp(argv[2], "every1") ||
+			 !strcmp(argv[2], "cover_one"))
+			printf("%.2f\n", time_sig(argv[2], n, runs));
 		else
 			printf("%.2f\n", time_posts(argv[2], n, runs));
 		return 0;
@@ -705,6 +1041,29 @@ int main(int argc, char **argv)
 		printf("polled %u\n", got);
 		if (got != n)
 			return 1; /* a check refused a CQE: the count per CQE would mislead */
+	} else if (!strcmp(kind, "cover16") || !strcmp(kind, "every1")) {
+		struct sig_rig g;
+		unsigned posted;
+		sig_rig_new(&g);
+		sig_limit = SQ_WQE_CNT;
+		posted = sig_rounds(&g, !strcmp(kind, "cover16"), n, NULL);
+		printf("posted %u\n", posted);
+		if (posted < n)
+			return 1; /* a round did not poll what it must: the count would mislead */
+	} else if (!strcmp(kind, "cover_one")) {
+		struct sig_rig g;
+		struct wc64 out[1];
+		unsigned got = 0;
+		sig_rig_new(&g);
+		sig_limit = SQ_WQE_CNT;
+		while (got < n) {
+			unsigned k = n - got < COVER_BATCH ? n - got : COVER_BATCH;
+			cover_batch(&g, k);
+			if (cg_cover_one(&g.cq, k, out) != k || out[0].covered != 15)
+				return 1;
+			got += k;
+		}
+		printf("polled %u\n", got);
 	} else if (!strcmp(kind, "poll16")) {
 		struct cq cq = {0};
 		struct wc out[16];

@@ -17,9 +17,12 @@
 //!
 //! - requester CQEs (REQ, REQ_ERR): `wqe_counter` is the first WQEBB of the WQE that
 //!   completed; its wr_id and size (WQEBBs) are the ones the poster recorded in the QP's
-//!   `SqShared::wqes` before it rang (never the ring, which the device reads). Stepping by
-//!   the recorded sizes from the oldest outstanding WQE to it counts the earlier unsignaled
-//!   WRs the completion covers (`covered`, oldest `covered_from`). A
+//!   `SqShared::wqes` before it rang (never the ring, which the device reads). The earlier
+//!   unsignaled WRs the completion covers (`covered`, oldest `covered_from`) are the WQEs from
+//!   the oldest outstanding one up to it: on the fast paths counted in O(1) from the running
+//!   count the poster records with each WQE (`SqEntry::size`, libmlx5's `wqe_head`), in
+//!   `process` by stepping through the recorded sizes; both refuse a `wqe_counter` that
+//!   names no WQE start (the poster marks the other WQEBBs of a larger WQE). A
 //!   flush or error CQE retires exactly the WQE it names and the covered ones before it. The
 //!   poller publishes the retired WQEBB position and the retired request count
 //!   (`SqDone`), which the poster reads for room and for `max_send_wr`.
@@ -85,9 +88,10 @@
 //! refused with `PostError::CqFull`. A send queue reserves its entries ahead, as a posting
 //! budget (see `sq.rs`), which [`Mlx5Cq::reserved`] counts too. The poller gives the entries
 //! back without a read-modify-write: a CQE gives back its request's entry when the poll
-//! publishes `ci`, and the rare CQE that gives back none or more than one (an SRQ receive, a
+//! publishes `ci`, and the CQE that gives back none or more than one (an SRQ receive, a
 //! stale or stray CQE, a completion covering unsignaled requests) moves a poller-written
-//! count, `CqShared::unreleased`, stored before `ci`; posters compute the entries in use as
+//! count, `CqShared::unreleased`, stored before `ci` (the fast path's runs store it when
+//! they end, after the send queue's retired position); posters compute the entries in use as
 //! `reserved - (ci - unreleased)`, reading the poller's side first so it never runs ahead of
 //! them. `Provider::create_qp` refuses a QP unless the CQ absorbs every queue
 //! on it (`providers/cq_room.rs`), so for QPs made there the refusal comes only while CQEs
@@ -98,8 +102,11 @@
 //! Successful CQEs without scattered data of the QP the last CQE named (the hot QP) take a
 //! fast path without the QP table, the purge logic or the walk (`cq/hot.rs`):
 //!
-//! - a requester CQE (opcode REQ) that completes the oldest outstanding send WQE (nothing
-//!   covered: selective signaling off, or every WR signaled);
+//! - a requester CQE (opcode REQ) that completes the oldest outstanding send WQE, or a
+//!   later one (selective signaling: the WQEs before it retire with it, counted in O(1) from
+//!   the running counts, `req_cqe_covered` in `cq/send_run.rs`: the WQE named lies below the
+//!   published producer position, the count is at least 1 and at most its distance, a WQE
+//!   starts there and lies wholly below that position);
 //! - a responder CQE of a plain SEND (no immediate) on the QP's RQ (not an SRQ), with a
 //!   receive outstanding.
 //!
@@ -114,7 +121,9 @@
 //! requester CQE (a poll of one slot, [`Mlx5Cq::poll_one`], or a CQE with no software-owned
 //! CQE after it) goes through `process_req`, nothing to set up: the hot QP and an opcode
 //! without a byte length in one compare, the QP's liveness and purge, the oldest
-//! outstanding WQE, its recorded size below the published producer position, four stores.
+//! outstanding WQE, its recorded size below the published producer position, four stores
+//! (from `poll_one`, a CQE covering unsignaled requests too, with the checks above; a poll
+//! of one slot leaves it to the general loop, whose fast path takes it).
 //! `poll_one` takes a single successful receive without scattered data (SEND, SEND or
 //! RDMA WRITE WITH IMMEDIATE) of the hot QP's RQ through `process_recv` the same way. Every
 //! other CQE goes to `process`.
@@ -154,7 +163,8 @@
 //! ([`Mlx5Dedicated`](super::Mlx5Dedicated)), has a way of its own for that QP's plain
 //! requester CQEs (`cq/dedicated.rs`): no polling handshake, QP lookup, liveness or purge
 //! check, since nothing can happen to the QP or the CQ while the pair polls; every other CQE
-//! goes through the ways above.
+//! goes through the ways above (a CQE covering unsignaled requests: the pair's slow way,
+//! `take_dedicated_covered`, with the same checks against the last doorbell's position).
 //!
 //! After the last CQE of a poll the consumer index goes to the CQ doorbell record once. The
 //! CQE loads must be complete before that store hands the slots back: on x86_64 a store never
@@ -341,6 +351,9 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     /// requester-only run took, where the next run starts (see `run_sq`). Always names the hot
     /// QP: set to its number with opcode 0 whenever `hot_qpn` changes.
     hot_want: core::cell::Cell<u32>,
+    /// Requests the fast path's covered completions covered in the run under way (beyond one
+    /// per completion), taken by the run's end (`take_covered`, `cq/send_run.rs`).
+    covered: core::cell::Cell<u32>,
     shared: Arc<CqShared>,
     entries: Vec<Entry>,
     /// Index into `entries` of the last hit.
@@ -353,8 +366,6 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     pub(crate) owner: Arc<D::Cq>,
     /// The CQ's error (`CqShared::error`) was reported by a poll.
     error_reported: bool,
-    /// `CqShared::unreleased` as this poller last stored it.
-    unreleased: u32,
 }
 
 // SAFETY: `cqe0` points into the CQ memory `owner` keeps alive (like `dv`, which is `Send`);
@@ -419,6 +430,7 @@ impl<D: Owners> Mlx5Cq<D> {
             hot_rtag: NO_HOT_TAG,
             hot_sides: 0,
             hot_want: core::cell::Cell::new(0),
+            covered: core::cell::Cell::new(0),
             shared: Arc::new(CqShared {
                 dv,
                 reserved: CachePadded::new(0.into()),
@@ -430,7 +442,6 @@ impl<D: Owners> Mlx5Cq<D> {
                 qps: Default::default(),
             }),
             error_reported: false,
-            unreleased: 0,
             entries: Vec::with_capacity(8),
             last: 0,
             bogus: 0,
@@ -552,7 +563,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 // (without a hot QP its tag matches no CQE).
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
-                if self.process_req(cqe, &mut out[0]) {
+                if self.process_req::<false>(cqe, &mut out[0]) {
                     if TS {
                         ts[0] = self.cqe_timestamp_at(ci);
                     }
@@ -686,10 +697,12 @@ impl<D: Owners> Mlx5Cq<D> {
             // goes to `unreleased` first (see `CqShared::unreleased`).
             let consumed = ci.wrapping_sub(start_ci);
             if released != consumed {
-                self.unreleased = self
+                // Written by this poller only: its own last store.
+                let u = shared
                     .unreleased
+                    .load(Ordering::Relaxed)
                     .wrapping_add(consumed.wrapping_sub(released));
-                shared.unreleased.store(self.unreleased, Ordering::Release);
+                shared.unreleased.store(u, Ordering::Release);
             }
             shared.ci.store(ci, Ordering::Release);
         }

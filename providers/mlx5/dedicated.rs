@@ -216,10 +216,26 @@ impl<D: Owners> Mlx5Dedicated<D> {
     }
 
     /// [`Self::poll_one`]'s other cases: a plain receive of the QP's RQ without the
-    /// handshake, else the CQ's `poll_one`.
+    /// handshake, a completion covering unsignaled requests the same way, else the CQ's
+    /// `poll_one`.
     #[inline(never)]
     fn poll_one_slow(&mut self, out: &mut Completion) -> bool {
         if self.cq.take_dedicated_recv(out) == Took::One {
+            return true;
+        }
+        self.poll_one_rest(out)
+    }
+
+    /// [`Self::poll_one_slow`] past the receive: a completion covering unsignaled requests
+    /// the pair's way, else the CQ's `poll_one`. Out of line: the receive keeps its
+    /// registers.
+    #[inline(never)]
+    fn poll_one_rest(&mut self, out: &mut Completion) -> bool {
+        if self
+            .cq
+            .take_dedicated_covered(self.qp.sq_ref(), self.tag, &self.len_qpn, out)
+            == Took::One
+        {
             return true;
         }
         let got = self.cq.poll_one(out);

@@ -175,24 +175,49 @@ impl CqShared {
 /// WQEBBs (at most 0xffff), as a `u32` and as an `i32`, so the poller's size checks fail it.
 pub(crate) const NO_WQE: u32 = 0x4000_0000;
 
-/// What the poster records for the WQE starting at a WQEBB, before it rings: its wr_id and
-/// its size. 16 bytes, so one scaled index addresses both (and the WQE: 4 times that).
+/// What the poster records for the WQE starting at a WQEBB, before it rings: its wr_id, its
+/// size and the running count that makes a covered completion O(1). 16 bytes, so one scaled
+/// index addresses the entry (and the WQE: 4 times that).
 #[repr(C, align(16))]
 pub(crate) struct SqEntry {
     pub wr_id: AtomicU64,
-    /// WQEBBs of the WQE (its ctrl segment's `ds` rounded up to 64 bytes).
-    pub nbb: AtomicU32,
-    _pad: u32,
+    /// [`SqEntry::size_word`]: in the low half the WQE's WQEBBs (its ctrl segment's `ds`
+    /// rounded up to 64 bytes; [`NO_WQE`] where no WQE starts), in the high half the WQEBBs
+    /// beyond the first of every WQE posted before it since the queue's creation or reset
+    /// (free-running, the poster's `bb_extra` then): libmlx5's `wqe_head` in another form,
+    /// since the requests posted before a WQE are its position minus that count. Between two
+    /// WQEs, their positions' distance less their counts' difference is the WQEs from the
+    /// first up to the second. One word, so the one-WQEBB fast path writes it with one store
+    /// of a value the queue keeps ready.
+    pub size: AtomicU64,
+}
+
+impl SqEntry {
+    /// The `size` word of a WQE of `nbb` WQEBBs with `extra` WQEBBs beyond the first of the
+    /// WQEs before it.
+    #[inline(always)]
+    pub const fn size_word(nbb: u32, extra: u32) -> u64 {
+        (extra as u64) << 32 | nbb as u64
+    }
+    /// The WQE's WQEBBs ([`NO_WQE`] where none starts).
+    #[inline(always)]
+    pub fn nbb(&self) -> u32 {
+        self.size.load(Ordering::Relaxed) as u32
+    }
 }
 static_assertions::const_assert_eq!(core::mem::size_of::<SqEntry>(), 16);
 
 /// Send-queue tracking, indexed by the first WQEBB of each WQE (`position & mask`).
 ///
-/// The poster records `wqes[i]` (wr_id and size) for the WQE starting at WQEBB `i` before it
-/// rings; the poller reads it for the WQE a requester CQE names (`wqe_counter`). The poster
-/// does not touch an entry or the ring while its WQE is outstanding: the size gives the
-/// retired position, and stepping by the sizes from the oldest outstanding WQE to the one
-/// named counts the unsignaled requests it covers ([`QpShared::wqes_between`]). The producer
+/// The poster records `wqes[i]` (wr_id, size and running count, [`SqEntry`]) for the WQE
+/// starting at WQEBB `i` before it rings, and marks the other WQEBBs of a larger WQE
+/// [`NO_WQE`]; the poller reads the entry of the WQE a requester CQE names (`wqe_counter`).
+/// The poster does not touch an entry or the ring while its WQE is outstanding. So every
+/// WQEBB between the retired and the published position holds either the entry of a WQE
+/// starting there or `NO_WQE`, never an entry of an earlier lap: the size gives the retired
+/// position, and the running counts of the WQE named and of the oldest outstanding one count
+/// the unsignaled requests it covers in O(1) (the general path steps by the sizes instead,
+/// [`QpShared::wqes_between`]). The producer
 /// position the poller checks a `wqe_counter` against is the one the poster published in the
 /// doorbell record.
 // `repr(C)`: `done` (poller-written) stays after the fields the poster reads.
@@ -220,6 +245,14 @@ pub(crate) struct SqDone {
 }
 
 impl SqDone {
+    /// Poller side: requests up to WQEBB position `ci` are retired, `retired` of them in all
+    /// (free-running).
+    #[inline(always)]
+    pub fn retire_to(&self, ci: u32, retired: u32) {
+        self.ci.store(ci, Ordering::Release);
+        self.retired.store(retired, Ordering::Release);
+    }
+
     /// Poller side: requests up to WQEBB position `ci` are retired, `n` more of them.
     #[inline(always)]
     pub fn retire(&self, ci: u32, n: u32) {
@@ -248,8 +281,7 @@ impl SqShared {
             wqes: (0..wqe_cnt)
                 .map(|_| SqEntry {
                     wr_id: AtomicU64::new(0),
-                    nbb: AtomicU32::new(NO_WQE),
-                    _pad: 0,
+                    size: AtomicU64::new(NO_WQE as u64),
                 })
                 .collect(),
             mask: wqe_cnt - 1,
@@ -438,7 +470,7 @@ impl QpShared {
     /// or outstanding one.
     #[inline(always)]
     pub fn nbb_at(&self, pos: u32) -> u32 {
-        self.sq.at(pos).nbb.load(Ordering::Relaxed)
+        self.sq.at(pos).nbb()
     }
 
     /// How many WQEs start in `[from, to)`, stepping by their recorded sizes (see

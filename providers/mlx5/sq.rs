@@ -15,10 +15,11 @@
 //! - `rung.pi` (poster): `pi` at the last doorbell; nothing is staged when equal.
 //! - `limit` (poster): the posting budget, see below; `pi <= limit <= ci + wqe_cnt`.
 //!
-//! The poster records each WQE's wr_id and size (WQEBBs) in `SqShared::wqes[first WQEBB]`
-//! (one 16-byte entry) before it rings; the poller reads both there, and counts the
-//! unsignaled WQEs a completion covers by stepping through the recorded sizes from `ci`;
-//! there is no per-WQE sequence number to maintain at post time.
+//! The poster records each WQE's wr_id, size (WQEBBs) and running count (the WQEBBs beyond
+//! the first of the WQEs before it, `bb_extra`: libmlx5's `wqe_head` in another form) in
+//! `SqShared::wqes[first WQEBB]` (one 16-byte entry), and marks the other WQEBBs of a larger
+//! WQE as no WQE start, before it rings; the poller reads them there, and counts the
+//! unsignaled WQEs a completion covers from two entries in O(1) (see `cq.rs`).
 //!
 //! ## Posting budget (one check per post)
 //!
@@ -47,7 +48,7 @@
 //! The outstanding-request count the `max_send_wr` check needs is `posted - retired`, as
 //! rdma-core's `sq.head - sq.tail`: the poller counts the requests it retires
 //! (`SqDone::retired`); the poster derives the requests it posted from `pi` and the WQEBBs
-//! its multi-WQEBB WQEs took beyond their first (`bb_extra`, which only the general path
+//! its multi-WQEBB WQEs took beyond their first (`bb_extra`, in `one_bb`, which only the general path
 //! adds to), so the fast path counts nothing.
 //!
 //! An error completion moves the QP to ERR behind the poster's back: the poller sets
@@ -186,11 +187,13 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     limit: u32,
     /// `pi` at the last doorbell and the BlueFlame span, one 8-byte word (see [`Rung`]).
     rung: Rung,
-    /// WQEBBs beyond the first of every WQE written (free-running): `pi - bb_extra` requests
-    /// were posted, `pi - bb_extra - SqDone::retired` are outstanding. Only the general path
-    /// adds to it (the fast path writes one-WQEBB WQEs), so counting costs the fast path
-    /// nothing.
-    bb_extra: u32,
+    /// The record (`SqEntry::size`) of a one-WQEBB WQE written now: 1 in the low half,
+    /// `bb_extra` in the high half: the WQEBBs beyond the first of every WQE written
+    /// (free-running); `pi - bb_extra` requests were posted, `pi - bb_extra -
+    /// SqDone::retired` are outstanding. Only the general path adds to it (the fast path
+    /// writes one-WQEBB WQEs), so the fast path's record of the running count is one store
+    /// of this word.
+    one_bb: u64,
     /// `QpShared::fast_limit` (`shared` keeps it alive): the fast path is open while
     /// `pi < fast_end` (see [`SqFastLimit`]).
     fast_limit: *const SqFastLimit,
@@ -306,7 +309,7 @@ impl<D: Owners> Mlx5Sq<D> {
             pi: 0,
             limit: 0,
             rung: Rung { pi: 0, bf_bbs: 0 },
-            bb_extra: 0,
+            one_bb: SqEntry::size_word(1, 0),
             ctrl_fast,
             ctrl_fm: 0,
             last_ctrl: 0,
@@ -374,7 +377,7 @@ impl<D: Owners> Mlx5Sq<D> {
         self.limit = 0;
         self.cq_extra = 0;
         self.rung.pi = 0;
-        self.bb_extra = 0;
+        self.one_bb = SqEntry::size_word(1, 0);
         self.since_signal = 0;
         self.bf_cur = self.bf_reg;
         let sq = &self.shared.sq;
@@ -458,7 +461,6 @@ impl<D: Owners> Mlx5Sq<D> {
             }));
         }
         self.take(nbb)?;
-        self.bb_extra = self.bb_extra.wrapping_add(nbb - 1);
         let fm = self.fm_for(wqe.fm_ce_se);
         let ctrl = self.write_wqe(&wqe, ds, fm);
         self.record(wr.wr_id, ctrl, nbb);

@@ -78,13 +78,15 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: the 2-aligned wqe_counter field of the CQE.
         let wc = unsafe { core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16) };
         if u16::from_be(wc) != sci as u16 {
+            // A later WQE (a completion covering unsignaled requests): the caller's slow way
+            // takes it ([`Self::take_dedicated_covered`]).
             return Took::Other;
         }
         // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps
         // alive); the index is masked.
         let e = unsafe { &*wqes.add((sci & mask) as usize) };
         // The recorded size is at least 1 (or `NO_WQE`), so this also says the WQE was rung.
-        let nbb = e.nbb.load(Ordering::Relaxed);
+        let nbb = e.nbb();
         if nbb > rung.wrapping_sub(sci) {
             return Took::Other;
         }
@@ -102,6 +104,84 @@ impl<D: Owners> Mlx5Cq<D> {
         let shared = unsafe { &*Arc::as_ptr(&self.shared) };
         let (ci, cqe) = (late(&self.ci), late(&self.cur));
         debug_assert_eq!(cqe, cqe_ptr(&self.dv, ci));
+        self.advance_one(shared, ci, cqe);
+        Took::One
+    }
+
+    /// [`Self::take_dedicated`] for a CQE naming a WQE past the oldest outstanding one (a
+    /// completion covering unsignaled requests), the same caller contract: the same checks of
+    /// the CQE, then those and the count of [`Self::req_cqe_covered`] against the producer
+    /// position of the last doorbell. Out of line (the pair's slow way calls it): the common
+    /// case keeps its registers.
+    #[inline(never)]
+    pub(crate) fn take_dedicated_covered(
+        &mut self,
+        sq: &Mlx5Sq<D>,
+        tag: u64,
+        len_qpn: &u64,
+        out: &mut Completion,
+    ) -> Took {
+        use super::hot::REQ_OP_WITH_LEN;
+        let cqe = self.cur;
+        // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
+        let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ self.cur_par;
+        if x & crate::wire::CQE_PLAIN_OWNED_MASK != 0 {
+            return Took::Other;
+        }
+        // Orders the owner-bit load above before the loads of the CQE body below.
+        from_device_load_barrier();
+        // SAFETY: as in `take_dedicated`.
+        let w = u64::from(u32::from_le(unsafe {
+            core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
+        })) ^ tag;
+        if w >= u64::from(REQ_OP_WITH_LEN) {
+            return Took::Other;
+        }
+        let (wqes, mask, rung, done) = sq.dedicated_view();
+        let sci = done.ci.load(Ordering::Relaxed);
+        // SAFETY: the 2-aligned wqe_counter field of the CQE.
+        let wc = u16::from_be(unsafe {
+            core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16)
+        });
+        use super::send_run::put_req_covered;
+        let dist = u32::from(wc.wrapping_sub(sci as u16));
+        // Rung and not retired.
+        let posted = rung.wrapping_sub(sci);
+        if dist == 0 || dist >= posted {
+            return Took::Other;
+        }
+        // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps
+        // alive); the indices are masked. Both WQEs were rung.
+        let (e, o) = unsafe {
+            (
+                &*wqes.add((sci.wrapping_add(dist) & mask) as usize),
+                &*wqes.add((sci & mask) as usize),
+            )
+        };
+        let size = e.size.load(Ordering::Relaxed);
+        let retired = done.retired.load(Ordering::Relaxed);
+        let covered = super::req::covered_since(sci.wrapping_add(dist), size, retired);
+        // `nbb` at most 16 or `NO_WQE` (fails the check): no overflow.
+        let used = dist + size as u32;
+        if covered.wrapping_sub(1) >= dist || used > posted {
+            return Took::Other;
+        }
+        // SAFETY: `out` is a whole, writable `Completion`.
+        unsafe {
+            put_req_covered(
+                out,
+                e.wr_id.load(Ordering::Relaxed),
+                late(len_qpn),
+                REQ_OK[w as usize],
+                o.wr_id.load(Ordering::Relaxed),
+                covered,
+            )
+        };
+        done.retire_to(sci.wrapping_add(used), retired.wrapping_add(covered + 1));
+        // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
+        let shared = unsafe { &*Arc::as_ptr(&self.shared) };
+        super::send_run::give_back(shared, covered);
+        let (ci, cqe) = (late(&self.ci), late(&self.cur));
         self.advance_one(shared, ci, cqe);
         Took::One
     }

@@ -1,6 +1,7 @@
 //! The fast path of the CQ (see "The fast path" in `cq.rs`): successful CQEs without
 //! scattered data of the QP the last CQE named, each completing that QP's oldest outstanding
-//! send WQE (nothing covered) or the RQ's oldest receive, with the queues' positions in
+//! send WQE or a later one (the unsignaled ones before it covered, counted in O(1)) or the
+//! RQ's oldest receive, with the queues' positions in
 //! registers. Every other CQE is left to `process`.
 
 use super::send_run::{Req, SendWalk};
@@ -508,7 +509,11 @@ impl<D: Owners> Mlx5Cq<D> {
             unsafe { &*self.hot_qp }
                 .sq
                 .done
-                .retire(walk.sci, k as u32 - rn);
+                .retire(walk.sci, k as u32 - rn + self.covered.get());
+            let cov = self.take_covered();
+            if cov != 0 {
+                self.give_back(cov);
+            }
         }
         if rn != 0 {
             // SAFETY: as above.
@@ -521,10 +526,11 @@ impl<D: Owners> Mlx5Cq<D> {
     /// and returns how many, stopping at the ring's end (the owner parity flips there), at a
     /// CQE that is not software-owned (`h.idle`), or at the first CQE it does not take:
     /// `poll` hands that one to [`Self::process`], which handles every case. A requester CQE
-    /// is taken when it is REQ without scatter, names the hot QP and its oldest outstanding
-    /// WQE (checked against the published producer position before the ring is read); a
-    /// responder CQE when it is a plain SEND (no immediate, no scatter) on the hot QP's RQ
-    /// with a receive outstanding. Gives back one CQ entry per completion.
+    /// is taken when it is REQ without scatter, names the hot QP and an outstanding WQE (its
+    /// oldest, or a later one covering the unsignaled ones before it; checked against the
+    /// published producer position before the ring is read); a responder CQE when it is a
+    /// plain SEND (no immediate, no scatter) on the hot QP's RQ with a receive outstanding.
+    /// Gives back one CQ entry per request retired.
     #[inline(always)]
     pub(super) fn run_hot(&self, h: &mut Hot, ci: u32, out: &mut [Completion]) -> usize {
         // The sides this run needs, by the first CQE.
@@ -636,7 +642,11 @@ impl<D: Owners> Mlx5Cq<D> {
         // Receives completed in this run (one each); the others were sends.
         let rn = if RQ { tail.wrapping_sub(h.tail) } else { 0 };
         if SQ {
-            (h.sci, h.avail, h.sn) = (walk.sci, walk.avail, h.sn + (k as u32 - rn));
+            let cov = self.take_covered();
+            (h.sci, h.avail, h.sn) = (walk.sci, walk.avail, h.sn + (k as u32 - rn) + cov);
+            if cov != 0 {
+                self.give_back(cov);
+            }
         }
         if RQ {
             (h.tail, h.ravail, h.rn) = (tail, ravail, h.rn + rn);

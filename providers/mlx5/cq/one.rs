@@ -45,7 +45,7 @@ impl<D: Owners> Mlx5Cq<D> {
         crate::mlx5::handshake::enter_poll(&shared.polling, self.light);
         // Orders the owner-bit load above before the loads of the CQE body below.
         from_device_load_barrier();
-        if self.process_req(cqe, out) {
+        if self.process_req::<true>(cqe, out) {
             self.finish_one(shared, ci, cqe);
             return true;
         }

@@ -15,6 +15,26 @@ pub(super) const fn req_opcode(wqe_op: u8) -> WcOpcode {
     }
 }
 
+/// The WQEs from the oldest outstanding one (record `oldest`, [`SqEntry::size`]) up to, not
+/// including, the one `dist` WQEBBs on (record `named`): the distance less the WQEBBs beyond
+/// the first of those WQEs (the difference of the running counts). For a WQE starting there
+/// it is at least 1 and at most `dist`.
+///
+/// [`SqEntry::size`]: crate::mlx5::shared::SqEntry::size
+#[inline(always)]
+pub(super) fn covered_of(dist: u32, named: u64, oldest: u64) -> u32 {
+    dist.wrapping_sub(((named >> 32) as u32).wrapping_sub((oldest >> 32) as u32))
+}
+
+/// [`covered_of`] from the requests retired instead of the oldest outstanding WQE's record
+/// (the poller's own count, `SqDone::retired`): the WQEs before the one at position `pos`
+/// (record `named`) are its position less its running count; those not yet retired, the
+/// oldest outstanding one's onward, are covered.
+#[inline(always)]
+pub(super) fn covered_since(pos: u32, named: u64, retired: u32) -> u32 {
+    pos.wrapping_sub((named >> 32) as u32).wrapping_sub(retired)
+}
+
 impl<D: Owners> Mlx5Cq<D> {
     /// A requester CQE (REQ, REQ_ERR) of `qp` (entry `idx`), past the purge and liveness
     /// checks of `process`: map `wqe_counter` to the WQE, check it against the retired and
@@ -105,7 +125,11 @@ impl<D: Owners> Mlx5Cq<D> {
     /// stores; gives back one CQ entry. Called with `shared.polling` set, after the load
     /// barrier.
     #[inline(always)]
-    pub(super) fn process_req(&self, cqe: *const u8, out: *mut Completion) -> bool {
+    pub(super) fn process_req<const COVERED: bool>(
+        &self,
+        cqe: *const u8,
+        out: *mut Completion,
+    ) -> bool {
         use super::hot::{len_qpn, REQ_OP_WITH_LEN};
         use super::send_run::{put_req, REQ_OK};
         // Bytes 56..59 as they lie in memory: sop (the WQE opcode), qpn (big-endian). The qpn
@@ -132,7 +156,9 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: the 2-aligned wqe_counter field of the CQE.
         let wc = unsafe { core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16) };
         if u16::from_be(wc) != ci as u16 {
-            return false;
+            // A later WQE: a completion covering unsignaled requests (`poll_one`; a poll's
+            // general loop takes it on its fast path, `run_hot`).
+            return COVERED && self.process_req_covered(qp, ci, u16::from_be(wc), w as usize, out);
         }
         // Published WQEBBs not yet retired (see `process`).
         let posted = super::hot::avail_at(qp.dbrec, ci);
@@ -141,7 +167,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // to `process`, which drops it). The entry is our own memory, never the ring.
         // SAFETY: `wqes` has `mask + 1` entries; the index is masked.
         let e = unsafe { sq.wqes.get_unchecked((ci & sq.mask) as usize) };
-        let nbb = e.nbb.load(Ordering::Relaxed);
+        let nbb = e.nbb();
         // The whole WQE must be below the published producer position.
         if nbb > posted {
             return false;
@@ -156,6 +182,55 @@ impl<D: Owners> Mlx5Cq<D> {
             )
         };
         sq.done.retire(ci.wrapping_add(nbb), 1);
+        true
+    }
+
+    /// [`Self::process_req`] for a CQE naming a WQE past the oldest outstanding one (at WQEBB
+    /// position `ci` of `qp`, the hot QP, alive, no purge pending): `wqe_counter` `wc`, WQE
+    /// opcode `w` (no byte length). The checks and the count of
+    /// [`Self::req_cqe_covered`] against the producer position published now; false
+    /// (nothing changed) when they fail.
+    #[inline(always)]
+    fn process_req_covered(
+        &self,
+        qp: &QpShared,
+        ci: u32,
+        wc: u16,
+        w: usize,
+        out: *mut Completion,
+    ) -> bool {
+        use super::send_run::{put_req_covered, REQ_OK};
+        let sq = &qp.sq;
+        let dist = u32::from(wc.wrapping_sub(ci as u16));
+        let posted = super::hot::avail_at(qp.dbrec, ci);
+        if dist >= posted {
+            return false;
+        }
+        // Both published: the WQE named and the oldest outstanding one.
+        let pos = ci.wrapping_add(dist);
+        let (e, o) = (sq.at(pos), sq.at(ci));
+        let size = e.size.load(Ordering::Relaxed);
+        let retired = sq.done.retired.load(Ordering::Relaxed);
+        let covered = covered_since(pos, size, retired);
+        // `nbb` at most 16 or `NO_WQE` (fails the check): no overflow.
+        let used = dist + size as u32;
+        if covered.wrapping_sub(1) >= dist || used > posted {
+            return false;
+        }
+        // SAFETY: `out` is a whole, writable `Completion` (the caller's).
+        unsafe {
+            put_req_covered(
+                out,
+                e.wr_id.load(Ordering::Relaxed),
+                super::hot::len_qpn(0, self.hot_qpn),
+                REQ_OK[w],
+                o.wr_id.load(Ordering::Relaxed),
+                covered,
+            )
+        };
+        sq.done
+            .retire_to(ci.wrapping_add(used), retired.wrapping_add(covered + 1));
+        self.give_back(covered);
         true
     }
 

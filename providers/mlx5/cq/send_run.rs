@@ -1,6 +1,7 @@
 //! The requester-only run of the fast path (see "The fast path" in `cq.rs`): a stream of
-//! successful requester CQEs of the hot QP, each completing its oldest outstanding WQE,
-//! kept apart from the two-sided loop of `hot.rs` so that its state fits in registers. The
+//! successful requester CQEs of the hot QP, each completing its oldest outstanding WQE or a
+//! later one (covering the unsignaled ones before it, [`Mlx5Cq::req_cqe_covered`]), kept
+//! apart from the two-sided loop of `hot.rs` so that its state fits in registers. The
 //! CQ remembers CQE bytes 56..59 (opcode and qpn) of the last CQE it took (`hot_want`): a
 //! CQE with the same word is one compare; the WQE's size and wr_id are the poster's record
 //! (`SqShared::wqes`, one entry); a completion is four stores (`put_req`).
@@ -55,6 +56,8 @@ const TAIL: usize = core::mem::offset_of!(Completion, covered_from);
 static_assertions::const_assert_eq!(TAIL, 32);
 static_assertions::const_assert_eq!(core::mem::size_of::<Completion>(), 64);
 static_assertions::const_assert_eq!(core::mem::offset_of!(Completion, wr_id), 0);
+static_assertions::const_assert_eq!(core::mem::offset_of!(Completion, covered), TAIL + 8);
+static_assertions::const_assert_eq!(core::mem::offset_of!(Completion, imm), TAIL + 12);
 
 /// Store a successful requester completion at `slot` in four stores: `wr_id`; `byte_len`
 /// and `qp_num` as [`len_qpn`] gives them; `opcode` and `status` ([`REQ_OK`]); zero for
@@ -120,7 +123,8 @@ pub(super) enum Req {
 impl<D: Owners> Mlx5Cq<D> {
     /// The requester-CQE path of the fast path, the one every run takes (the requester-only
     /// run below, the two-sided run and the general loop of `hot.rs`): the CQE's
-    /// `wqe_counter` `wc` must name the oldest outstanding WQE (`s.sci`), and the WQE, as
+    /// `wqe_counter` `wc` names the oldest outstanding WQE (`s.sci`; a later one goes to
+    /// [`Self::req_cqe_covered`]), and the WQE, as
     /// large as the poster recorded it, must lie wholly below the published producer
     /// position (`s.avail`, read again through the hot QP when it does not reach); then the
     /// completion (`put_req`: `wr_id`, `lq` =
@@ -141,7 +145,11 @@ impl<D: Owners> Mlx5Cq<D> {
         opst: &OpStatus,
     ) -> Req {
         if wc != s.sci as u16 {
-            return Req::Stop;
+            // A later WQE: the completion covers unsignaled requests before it.
+            // SAFETY: the caller's contract.
+            return unsafe {
+                self.req_cqe_covered::<ALONE>(s, wc, slot, lq, opst, |sci| self.reread_avail(sci))
+            };
         }
         if !ALONE && s.avail == 0 {
             s.avail = self.reread_avail(s.sci);
@@ -152,10 +160,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // (The counter is `sci`'s low 16 bits; the ring has at most 32768 WQEBBs.)
         // SAFETY: the caller's contract; the index is masked.
         let e = unsafe { &*s.wqes.add((u32::from(wc) & s.mask) as usize) };
-        let (nbb, wr_id) = (
-            e.nbb.load(Ordering::Relaxed),
-            e.wr_id.load(Ordering::Relaxed),
-        );
+        let (nbb, wr_id) = (e.nbb(), e.wr_id.load(Ordering::Relaxed));
         // The whole WQE below the published producer position and more published after it:
         // one compare (`avail` is at most 0xffff and `nbb` at most 16 or `NO_WQE`, all
         // positive as `i32`).
@@ -191,6 +196,148 @@ impl<D: Owners> Mlx5Cq<D> {
             }
         }
         Req::Done
+    }
+}
+
+impl<D: Owners> Mlx5Cq<D> {
+    /// [`Self::req_cqe`] for a CQE whose `wqe_counter` `wc` names a WQE past the oldest
+    /// outstanding one (selective signaling): the requests from the oldest outstanding WQE up
+    /// to the one named retire at once, counted from the poster's running counts
+    /// ([`SqEntry::size`]), not by a walk. The checks: the WQE named lies below the published
+    /// producer position (read again when it does not seem to) before any entry is read; the
+    /// count of the WQEs before it is at least 1 and at most its distance in WQEBBs; a WQE
+    /// starts there (a WQEBB inside a larger WQE is marked `NO_WQE` by the poster) and lies
+    /// wholly below the published position. Anything else is [`Req::Stop`],
+    /// nothing changed: `process` takes the CQE and drops it as it does today. `reread`
+    /// gives the published producer position again as a distance from a retired position.
+    ///
+    /// # Safety
+    /// As [`Self::req_cqe`].
+    #[inline(always)]
+    pub(super) unsafe fn req_cqe_covered<const ALONE: bool>(
+        &self,
+        s: &mut SendWalk,
+        wc: u16,
+        slot: *mut Completion,
+        lq: u64,
+        opst: &OpStatus,
+        reread: impl Fn(u32) -> u32,
+    ) -> Req {
+        // WQEBBs from the oldest outstanding WQE to the one named (1..=0xffff).
+        let dist = u32::from(wc.wrapping_sub(s.sci as u16));
+        if dist >= s.avail {
+            s.avail = reread(s.sci);
+            if dist >= s.avail {
+                return Req::Stop;
+            }
+        }
+        // Both published (the oldest outstanding one at `sci`, `dist < avail`).
+        // SAFETY: the caller's contract; the indices are masked.
+        let (e, o) = unsafe {
+            (
+                &*s.wqes.add((u32::from(wc) & s.mask) as usize),
+                &*s.wqes.add((s.sci & s.mask) as usize),
+            )
+        };
+        // At least 1 and at most the distance, else no WQE starts there.
+        let size = e.size.load(Ordering::Relaxed);
+        let covered = super::req::covered_of(dist, size, o.size.load(Ordering::Relaxed));
+        if covered.wrapping_sub(1) >= dist {
+            return Req::Stop;
+        }
+        let nbb = size as u32;
+        // `nbb` is at most 16 or `NO_WQE` (a WQEBB inside a larger WQE): no overflow, and
+        // `NO_WQE` fails the check below.
+        let used = dist + nbb;
+        if used > s.avail {
+            s.avail = reread(s.sci);
+            if used > s.avail {
+                return Req::Stop;
+            }
+        }
+        let from = o.wr_id.load(Ordering::Relaxed);
+        // SAFETY: the caller's contract.
+        unsafe {
+            put_req_covered(
+                slot,
+                e.wr_id.load(Ordering::Relaxed),
+                lq,
+                *opst,
+                from,
+                covered,
+            )
+        };
+        s.sci = s.sci.wrapping_add(used);
+        s.avail -= used;
+        // Kept in the CQ, not the walk: the loops' registers stay theirs.
+        self.covered.set(self.covered.get() + covered);
+        if ALONE && s.avail == 0 {
+            s.avail = reread(s.sci);
+            if s.avail == 0 {
+                return Req::Last;
+            }
+        }
+        Req::Done
+    }
+
+    /// The requests the fast path's covered completions covered since the last call
+    /// (see [`Self::req_cqe_covered`]), and the count back to 0.
+    #[inline(always)]
+    pub(super) fn take_covered(&self) -> u32 {
+        let n = self.covered.get();
+        if n != 0 {
+            self.covered.set(0);
+        }
+        n
+    }
+
+    /// Give back `n` CQ entries beyond one per CQE consumed (the requests covered
+    /// completions retired): `CqShared::unreleased` moves down, stored before the poll's
+    /// `ci` (the requests are retired already; see `CqShared::unreleased`).
+    #[inline(always)]
+    pub(super) fn give_back(&self, n: u32) {
+        give_back(&self.shared, n);
+    }
+}
+
+/// [`Mlx5Cq::give_back`] with the CQ's shared state at hand.
+#[inline(always)]
+pub(super) fn give_back(shared: &CqShared, n: u32) {
+    // Written by the poller only: its own last store.
+    let u = shared.unreleased.load(Ordering::Relaxed).wrapping_sub(n);
+    shared.unreleased.store(u, Ordering::Release);
+}
+
+/// [`put_req`] for a completion covering `covered` (at least 1) unsignaled requests, the
+/// oldest with wr_id `from`.
+///
+/// # Safety
+/// As [`put_req`].
+#[inline(always)]
+pub(super) unsafe fn put_req_covered(
+    slot: *mut Completion,
+    wr_id: u64,
+    len_qpn: u64,
+    opst: OpStatus,
+    from: u64,
+    covered: u32,
+) {
+    let p = slot as *mut u8;
+    // SAFETY: the caller's contract; as in `put_req`, then the tail: `covered_from`, then
+    // `covered` with a zero `imm` (adjacent, as `len_qpn` pairs two fields), then zero through the padding (integers, `WcFlags(0)`).
+    unsafe {
+        p.cast::<u64>().write(wr_id);
+        p.add(core::mem::offset_of!(Completion, byte_len))
+            .cast::<u64>()
+            .write(len_qpn);
+        p.add(core::mem::offset_of!(Completion, opcode))
+            .cast::<OpStatus>()
+            .write_unaligned(opst);
+        p.add(TAIL).cast::<u64>().write(from);
+        p.add(TAIL + 8)
+            .cast::<u64>()
+            .write(super::hot::len_qpn(covered, 0));
+        p.add(TAIL + 16).cast::<u128>().write_unaligned(0);
     }
 }
 
@@ -344,7 +491,11 @@ impl<D: Owners> Mlx5Cq<D> {
             // The QP loaded again (not kept in a register across the loop).
             // SAFETY: as above; `hot_qp` is a plain field of `self`.
             let qp = unsafe { &*core::ptr::read_volatile(&self.hot_qp) };
-            qp.sq.done.retire(walk.sci, k as u32);
+            let cov = self.take_covered();
+            qp.sq.done.retire(walk.sci, k as u32 + cov);
+            if cov != 0 {
+                self.give_back(cov);
+            }
         }
         k
     }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use super::Mlx5Sq;
 use crate::mlx5::owners::Owners;
-use crate::mlx5::shared::SqEntry;
+use crate::mlx5::shared::{SqEntry, NO_WQE};
 use crate::wire::fm_ce_se;
 use crate::wire::offset::{
     atomic, av, ctrl as ctrl_off, data as data_off, inline, raddr as raddr_off,
@@ -139,9 +139,34 @@ impl<D: Owners> Mlx5Sq<D> {
         // with `wqe_cnt - 1`.
         let e = unsafe { &*self.wqes.add(i) };
         e.wr_id.store(wr_id, Ordering::Relaxed);
-        e.nbb.store(nbb, Ordering::Relaxed);
+        // `one_bb` with this WQE's size: its running count is the one a one-WQEBB WQE takes.
+        let extra = nbb - 1;
+        e.size.store(
+            self.one_bb.wrapping_add(u64::from(extra)),
+            Ordering::Relaxed,
+        );
+        if extra != 0 {
+            self.record_larger(nbb);
+        }
         self.last_ctrl = ctrl;
         self.pi = self.pi.wrapping_add(nbb);
+    }
+
+    /// [`Self::record`] for a WQE of `nbb` (more than one) WQEBBs at `pi`: its other WQEBBs
+    /// start no WQE (an entry of an earlier lap there would pass for one), and the running
+    /// count grows by its WQEBBs beyond the first.
+    #[cold]
+    #[inline(never)]
+    fn record_larger(&mut self, nbb: u32) {
+        for k in 1..nbb {
+            let j = (self.pi.wrapping_add(k) & self.mask) as usize;
+            // SAFETY: `wqes` points to `wqe_cnt` entries kept alive by `shared`; `j` is
+            // masked with `wqe_cnt - 1`.
+            unsafe { &*self.wqes.add(j) }
+                .size
+                .store(u64::from(NO_WQE), Ordering::Relaxed);
+        }
+        self.one_bb = self.one_bb.wrapping_add(u64::from(nbb - 1) << 32);
     }
 
     /// The first 8 bytes of a ctrl segment at `pi`: opmod 0, `wqe_idx`, opcode, qpn, ds.
@@ -231,7 +256,8 @@ impl<D: Owners> Mlx5Sq<D> {
             // is masked with `wqe_cnt - 1`.
             let e = &*((self.wqes as *const u8).add(slot8 * 2) as *const SqEntry);
             e.wr_id.store(wr_id, Ordering::Relaxed);
-            e.nbb.store(1, Ordering::Relaxed);
+            // One WQEBB, and the running count (see `one_bb`).
+            e.size.store(self.one_bb, Ordering::Relaxed);
         }
         self.pi = pi.wrapping_add(1);
         ctrl

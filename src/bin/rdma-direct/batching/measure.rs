@@ -207,11 +207,15 @@ impl PlainPoint {
         let (c, batch, total) = (self.c, self.batch, self.total);
         let lb = &mut self.lb;
         let sge = lb.sge(c.size);
+        // The request built once (as `bench post` builds its requests before the clock):
+        // each WQE takes its wr_id and signaling from it.
+        let proto = lb.wr(self.op, &sge, &self.data, 0);
         let mut i = 0u32;
         let mut signaled = 0u32;
         while i < total {
             for _ in 0..batch {
-                let mut wr = lb.wr(self.op, &sge, &self.data, u64::from(i));
+                let mut wr = proto;
+                wr.wr_id = u64::from(i);
                 if c.signal.wants(i, batch, total) {
                     wr = wr.signaled();
                     signaled += 1;
