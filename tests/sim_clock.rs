@@ -142,7 +142,10 @@ fn stamps_on_host_time_never_go_back_nor_precede_the_device() {
     let after = host_ns();
     // The clock info's pair is the host's wall clock read while the device was made.
     let born = r.dev.clock().clock_info().nsec;
-    assert!(before <= born && born <= after, "{born} outside [{before}, {after}]");
+    assert!(
+        before <= born && born <= after,
+        "{born} outside [{before}, {after}]"
+    );
     let mut last = (0, born);
     for i in 0..50 {
         let (_, raw, _) = one(&mut r);
@@ -158,7 +161,10 @@ fn stamps_on_host_time_never_go_back_nor_precede_the_device() {
 fn conversion_holds_across_the_counter_wrap() {
     // One second of counter before the 41-bit wrap.
     let second = u64::from(SimClockConfig::default().khz) * 1000;
-    let mut r = rig(manual(MLX5_CYCLES_MASK - second), TimestampKind::FreeRunning);
+    let mut r = rig(
+        manual(MLX5_CYCLES_MASK - second),
+        TimestampKind::FreeRunning,
+    );
     r.dev.clock().pass(700_000).unwrap();
     let want1 = r.dev.clock().wall_ns();
     let (_, raw1, _) = one(&mut r);

@@ -107,6 +107,7 @@
 pub mod channel;
 pub mod clock;
 mod engine;
+pub mod fabric;
 pub mod fault;
 mod mem;
 mod provider;
@@ -344,6 +345,27 @@ impl SimDevice {
     /// process, as are the QPN ranges the devices hand out.
     pub fn gid(&self) -> [u8; 16] {
         self.gid
+    }
+
+    /// Join the sim fabric `name` (`None`: `RDMA_DIRECT_SIM_FABRIC` or the per-user
+    /// default), so QPs of this device can be connected to other processes' sim devices
+    /// (see [`fabric`]). Connecting to such an endpoint joins the default fabric by itself;
+    /// a device already on a fabric stays on it.
+    pub fn join_fabric(&self, name: Option<&str>) -> crate::Result<()> {
+        let mut e = self.shared.lock();
+        if e.port.is_none() {
+            let seg = fabric::Segment::open(name)?;
+            e.port = Some(engine::Port::new(fabric::Member::join(seg, self.gid)?));
+        }
+        Ok(())
+    }
+
+    /// The device's fabric slot, generation and counters (`None`: not on a fabric).
+    pub fn fabric_stats(&self) -> Option<(u8, u32, fabric::FabricStats)> {
+        let e = self.shared.lock();
+        e.port
+            .as_ref()
+            .map(|p| (p.member.slot(), p.member.epoch(), p.member.stats))
     }
 
     /// True while the device thread runs.
