@@ -344,3 +344,45 @@ fn garbage_in_an_inbox_is_dropped_and_counted() {
     // The device still works for its own QPs.
     assert!(dev.qp_state(qp.qpn()).is_some());
 }
+
+/// `rdma-direct pingpong -p PORT` (server) and `rdma-direct pingpong -p PORT 127.0.0.1`
+/// (client) on the sim: two processes, both exit 0, the client names the sim first.
+#[test]
+fn pingpong_server_and_client_on_the_sim() {
+    let name = fabric_name("pingpong");
+    let _rm = Removed(name.clone());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let exe = env!("CARGO_BIN_EXE_rdma-direct");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["pingpong", "-n", "50", "-p", port.as_str()];
+        args.extend_from_slice(extra);
+        Command::new(exe)
+            .args(&args)
+            .env(FABRIC, &name)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let server = run(&[]);
+    let client = run(&["127.0.0.1"]);
+    for (who, c) in [("client", client), ("server", server)] {
+        let out = c.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("50 iters in"),
+            "{who}: {}\n{text}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.lines().next().unwrap_or("").contains("sim"),
+            "{who}: {text}"
+        );
+    }
+}
