@@ -44,8 +44,11 @@
 //!   links, and the CQE names the SRQ WQE index as `wqe_counter`.
 //! - One port per device, with its own GID and QPN range (see [`SimDevice::gid`]), unique
 //!   per process too: two devices share nothing, and connecting a QP to another device's
-//!   endpoint — of this process or of another one, which a software device can never
-//!   reach — is refused (`ibv_modify_qp`/`ibv_create_ah`, EINVAL, naming which).
+//!   endpoint of this process is refused (`ibv_modify_qp`/`ibv_create_ah`, EINVAL, naming
+//!   which). An RC QP of *another process's* sim device is reached through the sim
+//!   [`fabric`]: packets in shared memory, the peer's engine executing the responder side
+//!   into its own memory (the engine's `remote.rs`); UC, UD and address handles across
+//!   processes are still refused.
 //! - PD, MR (address, length, lkey = rkey, access flags), CQ, QP (RC, UC, UD) with the
 //!   RESET → INIT → RTR → RTS / ERR state machine (invalid transitions are refused), SRQ.
 //! - WQE validation with the syndromes of `MLX5_CQE_SYNDROME_*`, execution of SEND,
