@@ -315,9 +315,16 @@ mod tests {
     fn without_a_device_what_makes_sense_is_accepted_the_rest_refused_with_a_reason() {
         let ok = parse_args(&args("-c UC -g 0 -i 1 -l 3")).unwrap().unwrap();
         assert_eq!((ok.qp_type, ok.gid_idx, ok.sl), (QpType::Uc, Some(0), 3));
+        // A peer or a server port: one end per process, over the sim fabric (RC).
+        let ok = parse_args(&args("-p 19000 127.0.0.1")).unwrap().unwrap();
+        assert_eq!(
+            (ok.port, ok.host.as_deref()),
+            (Some(19000), Some("127.0.0.1"))
+        );
         for (s, want) in [
-            ("127.0.0.1", "needs -d DEV"),
-            ("-p 19000", "the TCP port is for -d DEV"),
+            ("-c UC 127.0.0.1", "carries RC only"),
+            ("-c UC -p 19000", "carries RC only"),
+            ("-s 8192 127.0.0.1", "at most 4096 bytes"),
             ("-i 2", "one port"),
             ("-g 1", "one GID"),
         ] {
