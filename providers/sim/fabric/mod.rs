@@ -6,8 +6,8 @@
 //! - **The segment** is a file under `/dev/shm` (name: `RDMA_DIRECT_SIM_FABRIC`, or
 //!   `rdma-direct-sim-fabric-<uid>` by default), created with mode 0600 and refused if
 //!   another user owns it, mapped shared with `memmap2`. All-zero bytes are a valid empty
-//!   fabric, so whoever creates it first needs no initialisation step (a non-zero magic of
-//!   another layout version is refused).
+//!   fabric, so whoever creates it first needs no initialisation step (a non-zero magic or
+//!   segment size of another layout is refused).
 //! - **Slots.** A device that joins takes one of [`MAX_DEVICES`] slots: it writes its pid,
 //!   its GID (the sim's per-process, per-device GID, which names its QPN range too) and a
 //!   new generation (`epoch`). A slot whose pid is no longer alive (`kill(pid, 0)` says
@@ -157,6 +157,19 @@ impl Segment {
                 )))
             }
         }
+        // The layout's size beside the magic: a segment of another geometry is refused too.
+        let len = seg.u64_at(8);
+        match len.compare_exchange(0, SEGMENT_LEN as u64, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {}
+            Err(l) if l == SEGMENT_LEN as u64 => {}
+            Err(l) => {
+                return Err(fabric_err(format!(
+                    "{} was laid out for {l} bytes, this build uses {SEGMENT_LEN}: remove it \
+                     or choose another name with {FABRIC_ENV}",
+                    seg.path.display()
+                )))
+            }
+        }
         Ok(Arc::new(seg))
     }
 
@@ -204,12 +217,6 @@ impl Segment {
             }
             Some((s as u8, self.slot_epoch(s).load(Ordering::Acquire)))
         })
-    }
-
-    /// The generation slot `s` is in now, if a live device holds it.
-    pub fn epoch_of(&self, s: u8) -> Option<u32> {
-        let pid = self.slot_pid(usize::from(s)).load(Ordering::Acquire);
-        alive(pid).then(|| self.slot_epoch(usize::from(s)).load(Ordering::Acquire))
     }
 
     fn ring(&self, to: usize, from: usize) -> usize {
@@ -371,7 +378,9 @@ impl Member {
         unsafe {
             std::ptr::copy_nonoverlapping(base.add(cell), out.as_mut_ptr(), packet::HEADER_LEN)
         };
-        let claimed = u32::from_be_bytes([out[40], out[41], out[42], out[43]]) as usize;
+        let mut head = [0u8; packet::HEADER_LEN];
+        head.copy_from_slice(&out[..packet::HEADER_LEN]);
+        let claimed = packet::claimed_len(&head);
         let n = packet::HEADER_LEN + claimed.min(packet::MAX_PAYLOAD);
         // SAFETY: `n <= CELL_LEN`: the payload lies in the cell, the copy in `out`.
         unsafe {

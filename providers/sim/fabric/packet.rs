@@ -7,7 +7,7 @@
 //! | off | len | field                                                          |
 //! |-----|-----|----------------------------------------------------------------|
 //! | 0   | 1   | version ([`VERSION`])                                          |
-//! | 1   | 1   | opcode ([`Op`])                                                |
+//! | 1   | 1   | opcode ([`Op`]: requests 1..=7, responses 16..=18)             |
 //! | 2   | 1   | NAK code (NakErr: [`NakCode`]) or RNR timer (NakRnr, IBA code)   |
 //! | 3   | 1   | flags: bit 0 solicited event                                   |
 //! | 4   | 1   | source slot                                                    |
@@ -78,9 +78,9 @@ impl Op {
             Op::Read => 5,
             Op::Cas => 6,
             Op::Faa => 7,
-            Op::Ack => 0x10,
-            Op::NakRnr => 0x11,
-            Op::NakErr => 0x12,
+            Op::Ack => 16,
+            Op::NakRnr => 17,
+            Op::NakErr => 18,
         }
     }
     fn from_code(c: u8) -> Option<Op> {
@@ -92,9 +92,9 @@ impl Op {
             5 => Op::Read,
             6 => Op::Cas,
             7 => Op::Faa,
-            0x10 => Op::Ack,
-            0x11 => Op::NakRnr,
-            0x12 => Op::NakErr,
+            16 => Op::Ack,
+            17 => Op::NakRnr,
+            18 => Op::NakErr,
             _ => return None,
         })
     }
@@ -225,58 +225,56 @@ impl Header {
     pub fn write(&self, out: &mut [u8]) {
         let h = &mut out[..HEADER_LEN];
         h.fill(0);
-        h[0] = VERSION;
-        h[1] = self.op.code();
-        h[2] = self.nak;
-        h[3] = u8::from(self.solicited);
-        h[4] = self.src_slot;
-        h[5] = self.dst_slot;
-        h[8..12].copy_from_slice(&self.src_epoch.to_be_bytes());
-        h[12..16].copy_from_slice(&self.dst_epoch.to_be_bytes());
-        h[16..20].copy_from_slice(&self.src_qpn.to_be_bytes());
-        h[20..24].copy_from_slice(&self.dst_qpn.to_be_bytes());
-        h[24..28].copy_from_slice(&self.psn.to_be_bytes());
-        h[28..32].copy_from_slice(&self.rkey.to_be_bytes());
-        h[32..40].copy_from_slice(&self.raddr.to_be_bytes());
-        h[40..44].copy_from_slice(&self.len.to_be_bytes());
-        h[44..48].copy_from_slice(&self.imm.to_be_bytes());
-        h[48..56].copy_from_slice(&self.compare.to_be_bytes());
-        h[56..64].copy_from_slice(&self.swap_add.to_be_bytes());
+        h[at::VERSION] = VERSION;
+        h[at::OP] = self.op.code();
+        h[at::NAK] = self.nak;
+        h[at::FLAGS] = u8::from(self.solicited);
+        h[at::SRC_SLOT] = self.src_slot;
+        h[at::DST_SLOT] = self.dst_slot;
+        put32(h, at::SRC_EPOCH, self.src_epoch);
+        put32(h, at::DST_EPOCH, self.dst_epoch);
+        put32(h, at::SRC_QPN, self.src_qpn);
+        put32(h, at::DST_QPN, self.dst_qpn);
+        put32(h, at::PSN, self.psn);
+        put32(h, at::RKEY, self.rkey);
+        put64(h, at::RADDR, self.raddr);
+        put32(h, at::LEN, self.len);
+        put32(h, at::IMM, self.imm);
+        put64(h, at::COMPARE, self.compare);
+        put64(h, at::SWAP_ADD, self.swap_add);
     }
 
     /// Parse and check the header at the start of `buf` (header and payload: `buf` must
     /// hold the whole packet). `slots` is the fabric's slot count.
     pub fn parse(buf: &[u8], slots: usize) -> Result<Header, BadPacket> {
         let h = buf.get(..HEADER_LEN).ok_or(BadPacket::Short)?;
-        let u32_at = |o: usize| u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-        let u64_at = |o: usize| (u64::from(u32_at(o)) << 32) | u64::from(u32_at(o + 4));
-        if h[0] != VERSION {
-            return Err(BadPacket::Version(h[0]));
+        if h[at::VERSION] != VERSION {
+            return Err(BadPacket::Version(h[at::VERSION]));
         }
-        let op = Op::from_code(h[1]).ok_or(BadPacket::Opcode(h[1]))?;
-        if h[3] & !1 != 0 || h[6] != 0 || h[7] != 0 {
+        let op = Op::from_code(h[at::OP]).ok_or(BadPacket::Opcode(h[at::OP]))?;
+        if h[at::FLAGS] & !1 != 0 || h[at::RESERVED] != 0 || h[at::RESERVED + 1] != 0 {
             return Err(BadPacket::Reserved);
         }
-        if usize::from(h[4]) >= slots || usize::from(h[5]) >= slots {
+        if usize::from(h[at::SRC_SLOT]) >= slots || usize::from(h[at::DST_SLOT]) >= slots {
             return Err(BadPacket::Slot);
         }
         let hdr = Header {
             op,
-            nak: h[2],
-            solicited: h[3] & 1 != 0,
-            src_slot: h[4],
-            dst_slot: h[5],
-            src_epoch: u32_at(8),
-            dst_epoch: u32_at(12),
-            src_qpn: u32_at(16),
-            dst_qpn: u32_at(20),
-            psn: u32_at(24),
-            rkey: u32_at(28),
-            raddr: u64_at(32),
-            len: u32_at(40),
-            imm: u32_at(44),
-            compare: u64_at(48),
-            swap_add: u64_at(56),
+            nak: h[at::NAK],
+            solicited: h[at::FLAGS] & 1 != 0,
+            src_slot: h[at::SRC_SLOT],
+            dst_slot: h[at::DST_SLOT],
+            src_epoch: get32(h, at::SRC_EPOCH),
+            dst_epoch: get32(h, at::DST_EPOCH),
+            src_qpn: get32(h, at::SRC_QPN),
+            dst_qpn: get32(h, at::DST_QPN),
+            psn: get32(h, at::PSN),
+            rkey: get32(h, at::RKEY),
+            raddr: get64(h, at::RADDR),
+            len: get32(h, at::LEN),
+            imm: get32(h, at::IMM),
+            compare: get64(h, at::COMPARE),
+            swap_add: get64(h, at::SWAP_ADD),
         };
         if hdr.src_qpn > MASK24 || hdr.dst_qpn > MASK24 || hdr.psn > MASK24 {
             return Err(BadPacket::Width);
@@ -286,6 +284,47 @@ impl Header {
         }
         Ok(hdr)
     }
+}
+
+/// The payload length a raw header claims (its `len` field, unchecked): how much of a cell
+/// a consumer copies before parsing.
+pub fn claimed_len(header: &[u8; HEADER_LEN]) -> usize {
+    get32(header, at::LEN) as usize
+}
+
+/// Byte offsets of the header fields (the table in the module doc).
+mod at {
+    pub(super) const VERSION: usize = 0;
+    pub(super) const OP: usize = 1;
+    pub(super) const NAK: usize = 2;
+    pub(super) const FLAGS: usize = 3;
+    pub(super) const SRC_SLOT: usize = 4;
+    pub(super) const DST_SLOT: usize = 5;
+    pub(super) const RESERVED: usize = 6;
+    pub(super) const SRC_EPOCH: usize = 8;
+    pub(super) const DST_EPOCH: usize = 12;
+    pub(super) const SRC_QPN: usize = 16;
+    pub(super) const DST_QPN: usize = 20;
+    pub(super) const PSN: usize = 24;
+    pub(super) const RKEY: usize = 28;
+    pub(super) const RADDR: usize = 32;
+    pub(super) const LEN: usize = 40;
+    pub(super) const IMM: usize = 44;
+    pub(super) const COMPARE: usize = 48;
+    pub(super) const SWAP_ADD: usize = 56;
+}
+
+fn put32(h: &mut [u8], off: usize, v: u32) {
+    h[off..off + 4].copy_from_slice(&v.to_be_bytes());
+}
+fn put64(h: &mut [u8], off: usize, v: u64) {
+    h[off..off + 8].copy_from_slice(&v.to_be_bytes());
+}
+fn get32(h: &[u8], off: usize) -> u32 {
+    u32::from_be_bytes([h[off], h[off + 1], h[off + 2], h[off + 3]])
+}
+fn get64(h: &[u8], off: usize) -> u64 {
+    (u64::from(get32(h, off)) << 32) | u64::from(get32(h, off + 4))
 }
 
 #[cfg(test)]
