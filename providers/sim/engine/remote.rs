@@ -23,7 +23,10 @@
 //! QPN, and carries the expected PSN; anything else is dropped and counted
 //! (`FabricStats::dropped`), never a panic, never a write outside a checked span.
 //! Limits of this slice: RC only, messages up to one packet ([`MAX_PAYLOAD`], the port
-//! MTU; longer ones fail with `LOCAL_LENGTH_ERR`), no fault injector across processes.
+//! MTU; longer ones fail with `LOCAL_LENGTH_ERR`), one request in flight per QP, no fault
+//! injector across processes; the requester waits its default RNR timer, not the one the
+//! NAK carries; with the device thread a transport retry waits the ACK timeout twice (here,
+//! then `execute`'s timer).
 
 use std::time::{Duration, Instant};
 
