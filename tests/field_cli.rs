@@ -82,9 +82,10 @@ fn pingpong_on_the_sim_runs_uc_and_says_why_it_refuses_a_host() {
         text(&out.stdout)
     );
     assert!(text(&out.stdout).contains("provider choice: sim"));
-    let out = run(&["pingpong", "127.0.0.1"]);
+    // A peer over the sim fabric is RC only.
+    let out = run(&["pingpong", "-c", "UC", "127.0.0.1"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("needs -d DEV"));
+    assert!(text(&out.stderr).contains("carries RC only"));
 }
 
 /// The header names the provider that ran; `--json FILE` writes the file and nothing but

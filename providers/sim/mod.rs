@@ -44,8 +44,11 @@
 //!   links, and the CQE names the SRQ WQE index as `wqe_counter`.
 //! - One port per device, with its own GID and QPN range (see [`SimDevice::gid`]), unique
 //!   per process too: two devices share nothing, and connecting a QP to another device's
-//!   endpoint — of this process or of another one, which a software device can never
-//!   reach — is refused (`ibv_modify_qp`/`ibv_create_ah`, EINVAL, naming which).
+//!   endpoint of this process is refused (`ibv_modify_qp`/`ibv_create_ah`, EINVAL, naming
+//!   which). An RC QP of *another process's* sim device is reached through the sim
+//!   [`fabric`]: packets in shared memory, the peer's engine executing the responder side
+//!   into its own memory (the engine's `remote.rs`); UC, UD and address handles across
+//!   processes are still refused.
 //! - PD, MR (address, length, lkey = rkey, access flags), CQ, QP (RC, UC, UD) with the
 //!   RESET → INIT → RTR → RTS / ERR state machine (invalid transitions are refused), SRQ.
 //! - WQE validation with the syndromes of `MLX5_CQE_SYNDROME_*`, execution of SEND,
@@ -107,6 +110,7 @@
 pub mod channel;
 pub mod clock;
 mod engine;
+pub mod fabric;
 pub mod fault;
 mod mem;
 mod provider;
@@ -344,6 +348,27 @@ impl SimDevice {
     /// process, as are the QPN ranges the devices hand out.
     pub fn gid(&self) -> [u8; 16] {
         self.gid
+    }
+
+    /// Join the sim fabric `name` (`None`: `RDMA_DIRECT_SIM_FABRIC` or the per-user
+    /// default), so QPs of this device can be connected to other processes' sim devices
+    /// (see [`fabric`]). Connecting to such an endpoint joins the default fabric by itself;
+    /// a device already on a fabric stays on it.
+    pub fn join_fabric(&self, name: Option<&str>) -> crate::Result<()> {
+        let mut e = self.shared.lock();
+        if e.port.is_none() {
+            let seg = fabric::Segment::open(name)?;
+            e.port = Some(engine::Port::new(fabric::Member::join(seg, self.gid)?));
+        }
+        Ok(())
+    }
+
+    /// The device's fabric slot, generation and counters (`None`: not on a fabric).
+    pub fn fabric_stats(&self) -> Option<(u8, u32, fabric::FabricStats)> {
+        let e = self.shared.lock();
+        e.port
+            .as_ref()
+            .map(|p| (p.member.slot(), p.member.epoch(), p.member.stats))
     }
 
     /// True while the device thread runs.

@@ -268,12 +268,32 @@ impl Provider for SimDevice {
         opts: &ConnectOpts,
     ) -> crate::Result<()> {
         let _ = local;
-        self.same_device("ibv_modify_qp (sim connect)", remote)?;
+        // Another process's sim device: reached through the fabric (RC), never refused.
+        let across = self.other_process(remote);
+        if across {
+            if qp.qp_type() != QpType::Rc {
+                return Err(crate::Error::verb(
+                    "ibv_modify_qp (sim connect)",
+                    libc::EOPNOTSUPP,
+                    format!(
+                        "a {:?} QP of the sim cannot reach another process yet: the sim \
+                         fabric carries RC only; use an RC QP",
+                        qp.qp_type()
+                    ),
+                ));
+            }
+            self.join_fabric(None)?;
+        } else {
+            self.same_device("ibv_modify_qp (sim connect)", remote)?;
+        }
         let qpn = qp.qpn();
         if qp.state() != QpState::Reset {
             self.modify_qp(qpn, QpState::Reset, None)?;
             qp.set_state(QpState::Reset);
         }
+        self.shared
+            .lock()
+            .set_remote(qpn, across.then_some(remote.gid));
         let mtu = opts
             .path_mtu
             .unwrap_or(if remote.mtu.bytes() < SIM_PORT_MTU.bytes() {
@@ -346,6 +366,11 @@ impl SimDevice {
         if let Some(c) = self.shared.lock().cqs.get_mut(&cq.cqn()) {
             c.host = Some(Arc::downgrade(cq.shared()));
         }
+    }
+
+    /// True when `remote` is a sim device of another (live or not) process.
+    fn other_process(&self, remote: &QpEndpoint) -> bool {
+        matches!(super::gid_process(&remote.gid), Some(pid) if pid != std::process::id())
     }
 
     /// A remote endpoint must be one of this device's own: sim devices share no memory, and

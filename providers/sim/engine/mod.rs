@@ -61,6 +61,7 @@
 //! - `fetch`: doorbells and reading WQEs from the SQ ring the host wrote.
 //! - `execute`: running the head WQE (SEND, WRITE, READ, atomics), errors, retries.
 //! - `recv`: receive matching on the responder (RQ or SRQ) and scattering into it.
+//! - `remote`: RC with a peer QP of another process, as packets over the sim fabric.
 //! - `cqe`: writing CQEs (overrun detection, the fault injector's held CQEs).
 //!
 //! Every mlx5 layout number the engine reads or writes (opcodes, syndromes, `fm_ce_se` bits,
@@ -78,6 +79,7 @@ mod execute;
 mod fetch;
 mod objects;
 mod recv;
+mod remote;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -85,6 +87,7 @@ use std::sync::Arc;
 pub use events::{AsyncEvent, EngineStats};
 pub use objects::SimQpAttr;
 pub(crate) use objects::{CqCtx, QpCtx, SrqCtx};
+pub(crate) use remote::Port;
 
 use super::clock::SimClock;
 use super::fault::FaultInjector;
@@ -119,6 +122,9 @@ pub(crate) struct Engine {
     /// Some CQ has had a completion channel (events): until then a pass does not look at
     /// the CQs' arm words.
     pub(crate) any_channel: bool,
+    /// The device's place on the sim fabric, once a QP connected to another process
+    /// (`remote`).
+    pub(crate) port: Option<Port>,
 }
 
 fn einval(context: &'static str, detail: impl Into<String>) -> crate::Error {
@@ -155,13 +161,14 @@ impl Engine {
             clock,
             maybe_held: false,
             any_channel: false,
+            port: None,
         }
     }
 
     /// One pass over every QP; returns how much work was done (0 = idle).
     pub(crate) fn process(&mut self, torn_ok: bool) -> usize {
         self.stats.passes += 1;
-        let mut work = 0;
+        let mut work = self.poll_fabric(torn_ok);
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         order.extend(self.qps.keys().copied());

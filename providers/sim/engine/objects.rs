@@ -131,6 +131,8 @@ pub(crate) struct QpCtx {
     /// Device-thread mode: the head WQE is not retried before this instant (the RNR timer
     /// or the ACK timeout running).
     pub(super) retry_at: Option<std::time::Instant>,
+    /// Connected to a QP of another process's device (through the fabric).
+    pub(super) remote: Option<Box<super::remote::RemoteQp>>,
 }
 
 impl QpCtx {
@@ -376,6 +378,7 @@ impl Engine {
                 rnr_left: None,
                 retry_left: None,
                 retry_at: None,
+                remote: None,
             },
         );
         Ok((qpn, granted, sq_cnt))

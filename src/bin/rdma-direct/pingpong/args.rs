@@ -12,7 +12,8 @@ use super::provider::Choice;
 pub(super) const USAGE: &str = "\
 usage: rdma-direct pingpong [-d DEV] [options] [HOST]
   with -d: HOST given: client (connects to HOST); none: server (waits for a client)
-  without -d: both ends on the software mlx5 device in this process (no HOST, no -p)
+  without -d: both ends on the software mlx5 device in this process (no HOST, no -p);
+  with HOST (client) or -p PORT (server): one end per process, over the sim fabric
   -d, --ib-dev DEV      RDMA device (rxe0, mlx5_0); without it: the software mlx5 device
       --provider P      auto (default: mlx5 on an mlx5 device, verbs on any other, sim
                         without -d), mlx5, verbs (libibverbs, also on mlx5), sim
@@ -26,7 +27,7 @@ usage: rdma-direct pingpong [-d DEV] [options] [HOST]
   -e, --events          not supported: the CQ is polled
   -p, --port PORT       TCP port (default 18515)
       --loopback        with -d: both ends on DEV in this process, connected to each
-                        other (no HOST, no -p); without -d it is always so
+                        other (no HOST, no -p); without -d, HOST or -p it is so
   -m, --mtu BYTES       path MTU: 256, 512, 1024, 2048, 4096 (default 1024)
   -r, --rx-depth N      receives kept posted (default 500)
   -l, --sl SL           service level (default 0)
@@ -219,22 +220,23 @@ pub(super) fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, S
                     .into(),
             );
         }
-        // Loopback on the software mlx5 device: say why what needs a peer or a second port
-        // cannot apply.
-        if let Some(h) = &a.host {
-            return Err(format!(
-                "HOST '{h}': on the software mlx5 device (sim0: no -d, or -d sim0) both ends \
-                 run in this process, which no other process can reach; a peer on a host \
-                 needs -d DEV of an RDMA device"
-            ));
-        }
-        if a.port.is_some() {
-            return Err(
-                "-p: on the software mlx5 device (sim0: no -d, or -d sim0) both ends run in \
-                 this process and exchange no TCP message; the TCP port is for -d DEV of an \
-                 RDMA device"
-                    .into(),
-            );
+        // HOST (client) or -p (server): two processes' sim devices over the sim fabric,
+        // which carries RC messages of one packet (see providers/sim/fabric).
+        if a.host.is_some() || a.port.is_some() {
+            if a.qp_type != QpType::Rc {
+                return Err(
+                    "-c UC: across two processes the software mlx5 device (sim0) carries RC \
+                     only (the sim fabric); drop -c UC, or use --loopback"
+                        .into(),
+                );
+            }
+            if a.size > 4096 {
+                return Err(format!(
+                    "-s {}: across two processes the sim fabric carries messages of at most \
+                     4096 bytes; use -s 4096 or less, or --loopback",
+                    a.size
+                ));
+            }
         }
         if a.ib_port != 1 {
             return Err(format!(
@@ -336,9 +338,16 @@ mod tests {
     fn without_a_device_what_makes_sense_is_accepted_the_rest_refused_with_a_reason() {
         let ok = parse_args(&args("-c UC -g 0 -i 1 -l 3")).unwrap().unwrap();
         assert_eq!((ok.qp_type, ok.gid_idx, ok.sl), (QpType::Uc, Some(0), 3));
+        // A peer or a server port: one end per process, over the sim fabric (RC).
+        let ok = parse_args(&args("-p 19000 127.0.0.1")).unwrap().unwrap();
+        assert_eq!(
+            (ok.port, ok.host.as_deref()),
+            (Some(19000), Some("127.0.0.1"))
+        );
         for (s, want) in [
-            ("127.0.0.1", "needs -d DEV"),
-            ("-p 19000", "the TCP port is for -d DEV"),
+            ("-c UC 127.0.0.1", "carries RC only"),
+            ("-c UC -p 19000", "carries RC only"),
+            ("-s 8192 127.0.0.1", "at most 4096 bytes"),
             ("-i 2", "one port"),
             ("-g 1", "one GID"),
         ] {

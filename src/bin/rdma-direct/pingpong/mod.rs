@@ -83,6 +83,10 @@ pub fn run(args: &[String]) -> i32 {
         }
     }
     let res = match kind {
+        // A peer (HOST) or a server port (-p): this process is one end, through the fabric.
+        ProviderKind::Sim if a.host.is_some() || a.port.is_some() => {
+            provider::open_and_run(kind, None, false, &mut TwoProcess(&a))
+        }
         ProviderKind::Sim => on_the_sim(&a),
         _ if a.loopback => provider::open_and_run(kind, a.dev.as_deref(), false, &mut Loopback(&a)),
         _ if a.rdma_cm => provider::open_and_run(kind, a.dev.as_deref(), false, &mut Rping(&a)),

@@ -1,0 +1,420 @@
+//! The sim fabric: sim devices of several processes on one host reach each other through a
+//! segment of shared memory, as packets, never as shared pointers.
+//!
+//! ## Contract
+//!
+//! - **The segment** is a file under `/dev/shm` (name: `RDMA_DIRECT_SIM_FABRIC`, or
+//!   `rdma-direct-sim-fabric-<uid>` by default), created with mode 0600 and refused if
+//!   another user owns it, mapped shared with `memmap2`. All-zero bytes are a valid empty
+//!   fabric, so whoever creates it first needs no initialisation step (a non-zero magic or
+//!   segment size of another layout is refused).
+//! - **Slots.** A device that joins takes one of [`MAX_DEVICES`] slots: it writes its pid,
+//!   its GID (the sim's per-process, per-device GID, which names its QPN range too) and a
+//!   new generation (`epoch`). A slot whose pid is no longer alive (`kill(pid, 0)` says
+//!   ESRCH) is taken over by the next device that joins; a dropped device frees its slot.
+//!   Devices join lazily, when a QP of theirs is first connected to another process's
+//!   endpoint (both ends of a connection do so).
+//! - **Inboxes.** One bounded single-producer single-consumer ring per (sender, receiver)
+//!   pair of slots, [`CELLS`] cells of one packet each. One ring per pair, not one shared
+//!   multi-producer inbox, so a process that stops mid-write or scribbles over its rings
+//!   stalls only the rings it produces into: nobody else's traffic waits behind it. Head and
+//!   tail run free (wrapping u32) and are masked only at the cell. A full ring drops the
+//!   packet (a lossy link: the requester's retries cover it).
+//! - **Nothing read from the segment is trusted.** A consumer copies a cell out before
+//!   looking at it, a tail more than [`CELLS`] ahead of the head is a corrupt ring (the
+//!   cells are discarded and counted), and packets are parsed by [`packet::Header::parse`].
+//!   Packets from a slot generation other than the current one are dropped.
+//!
+//! What the engine does with packets (the requester and responder sides of RC) is in
+//! `engine/remote.rs`.
+
+pub mod packet;
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Slots (devices) a fabric holds.
+pub const MAX_DEVICES: usize = 16;
+/// Cells (packets in flight) of one ring.
+pub const CELLS: u32 = 8;
+/// Bytes of one cell: a header and the largest payload.
+pub const CELL_LEN: usize = packet::HEADER_LEN + packet::MAX_PAYLOAD;
+
+/// The environment variable naming the fabric (a file name under `/dev/shm`).
+pub const FABRIC_ENV: &str = "RDMA_DIRECT_SIM_FABRIC";
+
+const MAGIC: u64 = u64::from_le_bytes(*b"rdsimfb1");
+/// Slot table: one 64-byte entry per slot from here (pid, epoch, GID as four words).
+const SLOTS_OFF: usize = 64;
+const SLOT_LEN: usize = 64;
+/// Rings from here, one per (receiver, sender) pair.
+const RINGS_OFF: usize = 4096;
+/// A ring: head (consumer) at 0, tail (producer) at 64, cells from 128.
+const RING_CELLS_OFF: usize = 128;
+const RING_LEN: usize = (RING_CELLS_OFF + CELLS as usize * CELL_LEN).next_multiple_of(4096);
+/// The whole segment.
+pub const SEGMENT_LEN: usize = RINGS_OFF + MAX_DEVICES * MAX_DEVICES * RING_LEN;
+/// A slot being claimed (its pid word while the claimer writes the GID).
+const CLAIMING: u32 = u32::MAX;
+
+const _: () = assert!(SLOTS_OFF + MAX_DEVICES * SLOT_LEN <= RINGS_OFF);
+const _: () = assert!(MAX_DEVICES <= 256);
+
+/// The mapped segment.
+pub struct Segment {
+    map: memmap2::MmapRaw,
+    path: std::path::PathBuf,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment").field("path", &self.path).finish()
+    }
+}
+
+fn fabric_err(detail: String) -> crate::Error {
+    crate::Error::InvalidArgument {
+        context: "sim fabric",
+        detail,
+    }
+}
+
+/// True when process `pid` exists (`kill(pid, 0)`; EPERM means it exists as another user).
+fn alive(pid: u32) -> bool {
+    if pid == 0 || pid == CLAIMING || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: signal 0 delivers nothing; it only checks that the process exists.
+    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+impl Segment {
+    /// The default fabric name of this user.
+    pub fn default_name() -> String {
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        format!("rdma-direct-sim-fabric-{uid}")
+    }
+
+    /// Open (creating it if needed) the fabric `name` (`None`: `RDMA_DIRECT_SIM_FABRIC` or
+    /// the default).
+    pub fn open(name: Option<&str>) -> crate::Result<Arc<Segment>> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let name = match name {
+            Some(n) => n.to_string(),
+            None => std::env::var(FABRIC_ENV).unwrap_or_else(|_| Self::default_name()),
+        };
+        if name.is_empty() || name.contains('/') || name.starts_with('.') {
+            return Err(fabric_err(format!(
+                "{FABRIC_ENV}={name:?} is not a file name under /dev/shm: use a plain name \
+                 such as {}",
+                Self::default_name()
+            )));
+        }
+        let path = std::path::Path::new("/dev/shm").join(&name);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| crate::Error::io("sim fabric: opening the segment in /dev/shm", &e))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| crate::Error::io("sim fabric: fstat of the segment", &e))?;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me || meta.mode() & 0o077 != 0 {
+            return Err(fabric_err(format!(
+                "{} belongs to uid {} with mode {:o}: a fabric is per user, mode 0600; \
+                 remove it or choose another name with {FABRIC_ENV}",
+                path.display(),
+                meta.uid(),
+                meta.mode() & 0o777
+            )));
+        }
+        if meta.len() < SEGMENT_LEN as u64 {
+            // Growing only: a concurrent opener doing the same is harmless (tmpfs zero-fills).
+            file.set_len(SEGMENT_LEN as u64)
+                .map_err(|e| crate::Error::io("sim fabric: sizing the segment", &e))?;
+        }
+        let map = memmap2::MmapOptions::new()
+            .len(SEGMENT_LEN)
+            .map_raw(&file)
+            .map_err(|e| crate::Error::io("sim fabric: mapping the segment", &e))?;
+        let seg = Segment { map, path };
+        let magic = seg.u64_at(0);
+        match magic.compare_exchange(0, MAGIC, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {}
+            Err(m) if m == MAGIC => {}
+            Err(m) => {
+                return Err(fabric_err(format!(
+                    "{} holds another layout (magic {m:#x}): remove it or choose another \
+                     name with {FABRIC_ENV}",
+                    seg.path.display()
+                )))
+            }
+        }
+        // The layout's size beside the magic: a segment of another geometry is refused too.
+        let len = seg.u64_at(8);
+        match len.compare_exchange(0, SEGMENT_LEN as u64, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {}
+            Err(l) if l == SEGMENT_LEN as u64 => {}
+            Err(l) => {
+                return Err(fabric_err(format!(
+                    "{} was laid out for {l} bytes, this build uses {SEGMENT_LEN}: remove it \
+                     or choose another name with {FABRIC_ENV}",
+                    seg.path.display()
+                )))
+            }
+        }
+        Ok(Arc::new(seg))
+    }
+
+    /// The segment's file.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    fn u32_at(&self, off: usize) -> &AtomicU32 {
+        assert!(off % 4 == 0 && off + 4 <= SEGMENT_LEN);
+        // SAFETY: `off` is in the mapping (which lives as long as `self`) and 4-aligned (the
+        // mapping is page-aligned); every process touches these words only atomically.
+        unsafe { &*self.map.as_mut_ptr().add(off).cast::<AtomicU32>() }
+    }
+
+    fn u64_at(&self, off: usize) -> &AtomicU64 {
+        assert!(off % 8 == 0 && off + 8 <= SEGMENT_LEN);
+        // SAFETY: as `u32_at`, 8-aligned.
+        unsafe { &*self.map.as_mut_ptr().add(off).cast::<AtomicU64>() }
+    }
+
+    fn slot_pid(&self, s: usize) -> &AtomicU32 {
+        self.u32_at(SLOTS_OFF + s * SLOT_LEN)
+    }
+    fn slot_epoch(&self, s: usize) -> &AtomicU32 {
+        self.u32_at(SLOTS_OFF + s * SLOT_LEN + 4)
+    }
+    fn slot_gid(&self, s: usize) -> [u8; 16] {
+        let mut g = [0u8; 16];
+        for (i, c) in g.chunks_mut(4).enumerate() {
+            let w = self
+                .u32_at(SLOTS_OFF + s * SLOT_LEN + 8 + 4 * i)
+                .load(Ordering::Acquire);
+            c.copy_from_slice(&w.to_be_bytes());
+        }
+        g
+    }
+
+    /// The slot and generation of the live device whose GID is `gid`.
+    pub fn find(&self, gid: &[u8; 16]) -> Option<(u8, u32)> {
+        (0..MAX_DEVICES).find_map(|s| {
+            let pid = self.slot_pid(s).load(Ordering::Acquire);
+            if pid == 0 || pid == CLAIMING || self.slot_gid(s) != *gid || !alive(pid) {
+                return None;
+            }
+            Some((s as u8, self.slot_epoch(s).load(Ordering::Acquire)))
+        })
+    }
+
+    fn ring(&self, to: usize, from: usize) -> usize {
+        RINGS_OFF + (to * MAX_DEVICES + from) * RING_LEN
+    }
+}
+
+/// What a member's inboxes saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FabricStats {
+    /// Packets sent.
+    pub sent: u64,
+    /// Packets not sent: the peer's ring was full (a lost packet).
+    pub ring_full: u64,
+    /// Packets received and accepted by the parser.
+    pub received: u64,
+    /// Packets dropped: not parseable, of a stale generation, addressed to no QP of this
+    /// device or to one not connected to their sender, or out of sequence.
+    pub dropped: u64,
+    /// Cells discarded from a ring whose indices were corrupt.
+    pub corrupt_cells: u64,
+}
+
+/// A device's place on the fabric: its slot and generation. Dropping it frees the slot.
+pub struct Member {
+    seg: Arc<Segment>,
+    slot: u8,
+    epoch: u32,
+    /// Counters of this member.
+    pub stats: FabricStats,
+}
+
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Member")
+            .field("slot", &self.slot)
+            .field("epoch", &self.epoch)
+            .finish()
+    }
+}
+
+impl Member {
+    /// Take a free slot (or one whose process is gone) for the device whose GID is `gid`.
+    pub fn join(seg: Arc<Segment>, gid: [u8; 16]) -> crate::Result<Member> {
+        let me = std::process::id();
+        for s in 0..MAX_DEVICES {
+            let pid = seg.slot_pid(s);
+            let cur = pid.load(Ordering::Acquire);
+            if cur == CLAIMING || (cur != 0 && alive(cur)) {
+                continue;
+            }
+            if pid
+                .compare_exchange(cur, CLAIMING, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                continue;
+            }
+            for (i, c) in gid.chunks(4).enumerate() {
+                seg.u32_at(SLOTS_OFF + s * SLOT_LEN + 8 + 4 * i).store(
+                    u32::from_be_bytes([c[0], c[1], c[2], c[3]]),
+                    Ordering::Release,
+                );
+            }
+            let epoch = seg
+                .slot_epoch(s)
+                .fetch_add(1, Ordering::AcqRel)
+                .wrapping_add(1);
+            // What the slot's previous holder left in its inboxes is not for this device.
+            for from in 0..MAX_DEVICES {
+                let r = seg.ring(s, from);
+                let t = seg.u32_at(r + 64).load(Ordering::Acquire);
+                seg.u32_at(r).store(t, Ordering::Release);
+            }
+            pid.store(me, Ordering::Release);
+            return Ok(Member {
+                seg,
+                slot: s as u8,
+                epoch,
+                stats: FabricStats::default(),
+            });
+        }
+        Err(crate::Error::verb(
+            "sim fabric join",
+            libc::EBUSY,
+            format!(
+                "all {MAX_DEVICES} slots of {} are held by live processes: end some, or \
+                 give this run its own fabric with {FABRIC_ENV}",
+                seg.path.display()
+            ),
+        ))
+    }
+
+    /// This member's slot.
+    pub fn slot(&self) -> u8 {
+        self.slot
+    }
+    /// This member's generation.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+    /// The segment.
+    pub fn segment(&self) -> &Arc<Segment> {
+        &self.seg
+    }
+
+    /// Put `bytes` (one packet, at most [`CELL_LEN`]) into the ring from this member to
+    /// slot `to`. False: the ring is full (the packet is lost) or `to` / `bytes` is invalid.
+    pub fn send(&mut self, to: u8, bytes: &[u8]) -> bool {
+        if usize::from(to) >= MAX_DEVICES || bytes.len() > CELL_LEN {
+            return false;
+        }
+        let r = self.seg.ring(usize::from(to), usize::from(self.slot));
+        let t = self.seg.u32_at(r + 64).load(Ordering::Relaxed);
+        let h = self.seg.u32_at(r).load(Ordering::Acquire);
+        if t.wrapping_sub(h) >= CELLS {
+            self.stats.ring_full += 1;
+            return false;
+        }
+        let cell = r + RING_CELLS_OFF + (t % CELLS) as usize * CELL_LEN;
+        // SAFETY: `cell..cell + bytes.len()` lies in the mapping (CELL_LEN bytes per cell);
+        // this member is the ring's only producer and the consumer reads the cell only after
+        // the tail below publishes it. A hostile process writing it concurrently can only
+        // spoil the bytes, which the consumer checks.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.seg.map.as_mut_ptr().add(cell),
+                bytes.len(),
+            )
+        };
+        self.seg
+            .u32_at(r + 64)
+            .store(t.wrapping_add(1), Ordering::Release);
+        self.stats.sent += 1;
+        true
+    }
+
+    /// Take the next packet from slot `from`'s ring into `out` (a copy: the segment is
+    /// never parsed in place). Returns the bytes copied (header and the payload its length
+    /// field claims, clamped to a cell), or `None` when the ring is empty.
+    pub fn recv(&mut self, from: u8, out: &mut [u8; CELL_LEN]) -> Option<usize> {
+        let r = self
+            .seg
+            .ring(usize::from(self.slot), usize::from(from) % MAX_DEVICES);
+        let h = self.seg.u32_at(r).load(Ordering::Relaxed);
+        let t = self.seg.u32_at(r + 64).load(Ordering::Acquire);
+        if h == t {
+            return None;
+        }
+        if t.wrapping_sub(h) > CELLS {
+            // A producer (or anyone) wrote indices no ring can have: drop what is there.
+            self.stats.corrupt_cells += u64::from(t.wrapping_sub(h).min(1 << 20));
+            self.seg.u32_at(r).store(t, Ordering::Release);
+            return None;
+        }
+        let cell = r + RING_CELLS_OFF + (h % CELLS) as usize * CELL_LEN;
+        let base = self.seg.map.as_mut_ptr();
+        // SAFETY: the header lies in the mapping; the copy goes into our own buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(base.add(cell), out.as_mut_ptr(), packet::HEADER_LEN)
+        };
+        let mut head = [0u8; packet::HEADER_LEN];
+        head.copy_from_slice(&out[..packet::HEADER_LEN]);
+        let claimed = packet::claimed_len(&head);
+        let n = packet::HEADER_LEN + claimed.min(packet::MAX_PAYLOAD);
+        // SAFETY: `n <= CELL_LEN`: the payload lies in the cell, the copy in `out`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                base.add(cell + packet::HEADER_LEN),
+                out.as_mut_ptr().add(packet::HEADER_LEN),
+                n - packet::HEADER_LEN,
+            )
+        };
+        self.seg
+            .u32_at(r)
+            .store(h.wrapping_add(1), Ordering::Release);
+        Some(n)
+    }
+
+    /// Overwrite the indices of the ring from this member to slot `to` (tests: a producer
+    /// scribbling over its ring).
+    #[doc(hidden)]
+    pub fn corrupt_ring_to(&self, to: u8, head: u32, tail: u32) {
+        let r = self
+            .seg
+            .ring(usize::from(to) % MAX_DEVICES, usize::from(self.slot));
+        self.seg.u32_at(r).store(head, Ordering::Release);
+        self.seg.u32_at(r + 64).store(tail, Ordering::Release);
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let _ = self.seg.slot_pid(usize::from(self.slot)).compare_exchange(
+            std::process::id(),
+            0,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+    }
+}

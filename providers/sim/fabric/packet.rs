@@ -1,0 +1,405 @@
+//! The fabric's packet: a 64-byte versioned header and up to [`MAX_PAYLOAD`] bytes of
+//! payload, in network byte order, with no pointer or process-local value in it (a UDP
+//! wire between hosts could carry the same bytes).
+//!
+//! Layout (offsets in bytes, big-endian integers):
+//!
+//! | off | len | field                                                          |
+//! |-----|-----|----------------------------------------------------------------|
+//! | 0   | 1   | version ([`VERSION`])                                          |
+//! | 1   | 1   | opcode ([`Op`]: requests 1..=7, responses 16..=18)             |
+//! | 2   | 1   | NAK code (NakErr: [`NakCode`]) or RNR timer (NakRnr, IBA code)   |
+//! | 3   | 1   | flags: bit 0 solicited event                                   |
+//! | 4   | 1   | source slot                                                    |
+//! | 5   | 1   | destination slot                                               |
+//! | 6   | 2   | reserved, zero                                                 |
+//! | 8   | 4   | source epoch (the sender's slot generation)                    |
+//! | 12  | 4   | destination epoch (the generation the sender addresses)       |
+//! | 16  | 4   | source QPN                                                     |
+//! | 20  | 4   | destination QPN                                                |
+//! | 24  | 4   | PSN (24 bits)                                                  |
+//! | 28  | 4   | rkey                                                           |
+//! | 32  | 8   | remote address                                                 |
+//! | 40  | 4   | payload length                                                 |
+//! | 44  | 4   | immediate                                                      |
+//! | 48  | 8   | compare (CAS)                                                  |
+//! | 56  | 8   | swap (CAS) / add (FAA)                                         |
+//!
+//! A request's payload is the SEND / WRITE data; an ACK's is the READ data or the atomic's
+//! original value (8 bytes). A READ request carries the length to read in `len` and no
+//! payload ([`Header::payload_len`]).
+//!
+//! Contract: [`Header::parse`] is the only way bytes from the shared segment become a
+//! header; it checks the version, the opcode, the reserved bytes, the slot numbers, the
+//! 24-bit QPNs and PSN, and that the payload fits both [`MAX_PAYLOAD`] and the bytes given.
+//! It never panics, whatever the input.
+
+#![forbid(unsafe_code)]
+
+/// The header version this code writes and accepts.
+pub const VERSION: u8 = 1;
+/// Header length in bytes.
+pub const HEADER_LEN: usize = 64;
+/// The largest payload of one packet (the sim port's MTU).
+pub const MAX_PAYLOAD: usize = 4096;
+
+/// What a packet is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// SEND (consumes a receive).
+    Send,
+    /// SEND WITH IMMEDIATE.
+    SendImm,
+    /// RDMA WRITE.
+    Write,
+    /// RDMA WRITE WITH IMMEDIATE (consumes a receive).
+    WriteImm,
+    /// RDMA READ request (`len` bytes at `raddr`).
+    Read,
+    /// Compare and swap (8 bytes at `raddr`).
+    Cas,
+    /// Fetch and add (8 bytes at `raddr`).
+    Faa,
+    /// Positive acknowledgement (with READ data or the atomic's original value).
+    Ack,
+    /// Receiver not ready: retry the same PSN after the timer in byte 2.
+    NakRnr,
+    /// Negative acknowledgement with a [`NakCode`] in byte 2.
+    NakErr,
+}
+
+impl Op {
+    fn code(self) -> u8 {
+        match self {
+            Op::Send => 1,
+            Op::SendImm => 2,
+            Op::Write => 3,
+            Op::WriteImm => 4,
+            Op::Read => 5,
+            Op::Cas => 6,
+            Op::Faa => 7,
+            Op::Ack => 16,
+            Op::NakRnr => 17,
+            Op::NakErr => 18,
+        }
+    }
+    fn from_code(c: u8) -> Option<Op> {
+        Some(match c {
+            1 => Op::Send,
+            2 => Op::SendImm,
+            3 => Op::Write,
+            4 => Op::WriteImm,
+            5 => Op::Read,
+            6 => Op::Cas,
+            7 => Op::Faa,
+            16 => Op::Ack,
+            17 => Op::NakRnr,
+            18 => Op::NakErr,
+            _ => return None,
+        })
+    }
+    /// True for ACK and the NAKs (what a requester receives).
+    pub fn is_response(self) -> bool {
+        matches!(self, Op::Ack | Op::NakRnr | Op::NakErr)
+    }
+}
+
+/// The NAK codes of the IBA's AETH, which a NakErr carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NakCode {
+    /// PSN sequence error.
+    PsnSeq = 0,
+    /// Invalid request (a SEND longer than the receive, a misaligned atomic).
+    InvalidRequest = 1,
+    /// Remote access error (rkey, bounds, rights).
+    RemoteAccess = 2,
+    /// Remote operational error (the responder could not complete it).
+    RemoteOp = 3,
+}
+
+impl NakCode {
+    /// The code in byte 2 of a NakErr (an unknown code reads as a remote operational error).
+    pub fn from_byte(b: u8) -> NakCode {
+        match b {
+            0 => NakCode::PsnSeq,
+            1 => NakCode::InvalidRequest,
+            2 => NakCode::RemoteAccess,
+            _ => NakCode::RemoteOp,
+        }
+    }
+}
+
+/// Why bytes are not a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadPacket {
+    /// Fewer bytes than a header.
+    Short,
+    /// A version this code does not speak.
+    Version(u8),
+    /// An unknown opcode.
+    Opcode(u8),
+    /// Reserved bytes not zero, or flags outside bit 0.
+    Reserved,
+    /// A slot number outside the fabric.
+    Slot,
+    /// A QPN or PSN wider than 24 bits.
+    Width,
+    /// A payload longer than [`MAX_PAYLOAD`] or than the bytes given.
+    Length,
+}
+
+/// A checked packet header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// What the packet is.
+    pub op: Op,
+    /// NakErr: the [`NakCode`]; NakRnr: the responder's `min_rnr_timer`; otherwise 0.
+    pub nak: u8,
+    /// Solicited event (SEND / WRITE WITH IMM).
+    pub solicited: bool,
+    /// The sender's slot.
+    pub src_slot: u8,
+    /// The receiver's slot.
+    pub dst_slot: u8,
+    /// The sender's slot generation.
+    pub src_epoch: u32,
+    /// The receiver's slot generation, as the sender knows it.
+    pub dst_epoch: u32,
+    /// The sending QP.
+    pub src_qpn: u32,
+    /// The receiving QP.
+    pub dst_qpn: u32,
+    /// Packet sequence number (24 bits).
+    pub psn: u32,
+    /// Remote key (WRITE, READ, atomics).
+    pub rkey: u32,
+    /// Remote address (WRITE, READ, atomics).
+    pub raddr: u64,
+    /// Payload length (READ request: the length to read).
+    pub len: u32,
+    /// Immediate data (as the application posted it: the CQE carries it unchanged).
+    pub imm: u32,
+    /// CAS compare value.
+    pub compare: u64,
+    /// CAS swap / FAA add value.
+    pub swap_add: u64,
+}
+
+/// The largest QPN / PSN (24 bits).
+const MASK24: u32 = 0xff_ffff;
+
+impl Header {
+    /// A header with every field zero but `op`.
+    pub fn new(op: Op) -> Header {
+        Header {
+            op,
+            nak: 0,
+            solicited: false,
+            src_slot: 0,
+            dst_slot: 0,
+            src_epoch: 0,
+            dst_epoch: 0,
+            src_qpn: 0,
+            dst_qpn: 0,
+            psn: 0,
+            rkey: 0,
+            raddr: 0,
+            len: 0,
+            imm: 0,
+            compare: 0,
+            swap_add: 0,
+        }
+    }
+
+    /// The payload bytes that follow the header (a READ request has none).
+    pub fn payload_len(&self) -> usize {
+        if self.op == Op::Read {
+            0
+        } else {
+            self.len as usize
+        }
+    }
+
+    /// Write the header into the first [`HEADER_LEN`] bytes of `out` (which must be at
+    /// least that long).
+    pub fn write(&self, out: &mut [u8]) {
+        let h = &mut out[..HEADER_LEN];
+        h.fill(0);
+        h[at::VERSION] = VERSION;
+        h[at::OP] = self.op.code();
+        h[at::NAK] = self.nak;
+        h[at::FLAGS] = u8::from(self.solicited);
+        h[at::SRC_SLOT] = self.src_slot;
+        h[at::DST_SLOT] = self.dst_slot;
+        put32(h, at::SRC_EPOCH, self.src_epoch);
+        put32(h, at::DST_EPOCH, self.dst_epoch);
+        put32(h, at::SRC_QPN, self.src_qpn);
+        put32(h, at::DST_QPN, self.dst_qpn);
+        put32(h, at::PSN, self.psn);
+        put32(h, at::RKEY, self.rkey);
+        put64(h, at::RADDR, self.raddr);
+        put32(h, at::LEN, self.len);
+        put32(h, at::IMM, self.imm);
+        put64(h, at::COMPARE, self.compare);
+        put64(h, at::SWAP_ADD, self.swap_add);
+    }
+
+    /// Parse and check the header at the start of `buf` (header and payload: `buf` must
+    /// hold the whole packet). `slots` is the fabric's slot count.
+    pub fn parse(buf: &[u8], slots: usize) -> Result<Header, BadPacket> {
+        let h = buf.get(..HEADER_LEN).ok_or(BadPacket::Short)?;
+        if h[at::VERSION] != VERSION {
+            return Err(BadPacket::Version(h[at::VERSION]));
+        }
+        let op = Op::from_code(h[at::OP]).ok_or(BadPacket::Opcode(h[at::OP]))?;
+        if h[at::FLAGS] & !1 != 0 || h[at::RESERVED] != 0 || h[at::RESERVED + 1] != 0 {
+            return Err(BadPacket::Reserved);
+        }
+        if usize::from(h[at::SRC_SLOT]) >= slots || usize::from(h[at::DST_SLOT]) >= slots {
+            return Err(BadPacket::Slot);
+        }
+        let hdr = Header {
+            op,
+            nak: h[at::NAK],
+            solicited: h[at::FLAGS] & 1 != 0,
+            src_slot: h[at::SRC_SLOT],
+            dst_slot: h[at::DST_SLOT],
+            src_epoch: get32(h, at::SRC_EPOCH),
+            dst_epoch: get32(h, at::DST_EPOCH),
+            src_qpn: get32(h, at::SRC_QPN),
+            dst_qpn: get32(h, at::DST_QPN),
+            psn: get32(h, at::PSN),
+            rkey: get32(h, at::RKEY),
+            raddr: get64(h, at::RADDR),
+            len: get32(h, at::LEN),
+            imm: get32(h, at::IMM),
+            compare: get64(h, at::COMPARE),
+            swap_add: get64(h, at::SWAP_ADD),
+        };
+        if hdr.src_qpn > MASK24 || hdr.dst_qpn > MASK24 || hdr.psn > MASK24 {
+            return Err(BadPacket::Width);
+        }
+        if hdr.len as usize > MAX_PAYLOAD || HEADER_LEN + hdr.payload_len() > buf.len() {
+            return Err(BadPacket::Length);
+        }
+        Ok(hdr)
+    }
+}
+
+/// The payload length a raw header claims (its `len` field, unchecked): how much of a cell
+/// a consumer copies before parsing.
+pub fn claimed_len(header: &[u8; HEADER_LEN]) -> usize {
+    get32(header, at::LEN) as usize
+}
+
+/// Byte offsets of the header fields (the table in the module doc).
+mod at {
+    pub(super) const VERSION: usize = 0;
+    pub(super) const OP: usize = 1;
+    pub(super) const NAK: usize = 2;
+    pub(super) const FLAGS: usize = 3;
+    pub(super) const SRC_SLOT: usize = 4;
+    pub(super) const DST_SLOT: usize = 5;
+    pub(super) const RESERVED: usize = 6;
+    pub(super) const SRC_EPOCH: usize = 8;
+    pub(super) const DST_EPOCH: usize = 12;
+    pub(super) const SRC_QPN: usize = 16;
+    pub(super) const DST_QPN: usize = 20;
+    pub(super) const PSN: usize = 24;
+    pub(super) const RKEY: usize = 28;
+    pub(super) const RADDR: usize = 32;
+    pub(super) const LEN: usize = 40;
+    pub(super) const IMM: usize = 44;
+    pub(super) const COMPARE: usize = 48;
+    pub(super) const SWAP_ADD: usize = 56;
+}
+
+fn put32(h: &mut [u8], off: usize, v: u32) {
+    h[off..off + 4].copy_from_slice(&v.to_be_bytes());
+}
+fn put64(h: &mut [u8], off: usize, v: u64) {
+    h[off..off + 8].copy_from_slice(&v.to_be_bytes());
+}
+fn get32(h: &[u8], off: usize) -> u32 {
+    u32::from_be_bytes([h[off], h[off + 1], h[off + 2], h[off + 3]])
+}
+fn get64(h: &[u8], off: usize) -> u64 {
+    (u64::from(get32(h, off)) << 32) | u64::from(get32(h, off + 4))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Header {
+        Header {
+            op: Op::WriteImm,
+            nak: 0,
+            solicited: true,
+            src_slot: 3,
+            dst_slot: 5,
+            src_epoch: 0x0102_0304,
+            dst_epoch: 0x0506_0708,
+            src_qpn: 0x12_3456,
+            dst_qpn: 0xab_cdef,
+            psn: 0x00_0007,
+            rkey: 0x1101,
+            raddr: 0x1122_3344_5566_7788,
+            len: 4,
+            imm: 0xdead_beef,
+            compare: 0,
+            swap_add: 0,
+        }
+    }
+
+    #[test]
+    fn header_bytes_are_the_documented_layout() {
+        let mut b = [0u8; HEADER_LEN + 4];
+        sample().write(&mut b);
+        assert_eq!(&b[..8], &[1, 4, 0, 1, 3, 5, 0, 0]);
+        assert_eq!(&b[8..16], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(&b[16..24], &[0, 0x12, 0x34, 0x56, 0, 0xab, 0xcd, 0xef]);
+        assert_eq!(&b[24..32], &[0, 0, 0, 7, 0, 0, 0x11, 0x01]);
+        assert_eq!(
+            &b[32..40],
+            &[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88]
+        );
+        assert_eq!(&b[40..48], &[0, 0, 0, 4, 0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(Header::parse(&b, 16), Ok(sample()));
+    }
+
+    #[test]
+    fn parse_refuses_what_is_not_a_packet() {
+        let mut b = [0u8; HEADER_LEN + 4];
+        sample().write(&mut b);
+        assert_eq!(Header::parse(&b[..10], 16), Err(BadPacket::Short));
+        // The payload (4 bytes) is not all there.
+        assert_eq!(
+            Header::parse(&b[..HEADER_LEN + 3], 16),
+            Err(BadPacket::Length)
+        );
+        assert_eq!(Header::parse(&b, 4), Err(BadPacket::Slot));
+        let bad = |i: usize, v: u8| {
+            let mut c = b;
+            c[i] = v;
+            Header::parse(&c, 16)
+        };
+        assert_eq!(bad(0, 2), Err(BadPacket::Version(2)));
+        assert_eq!(bad(1, 0x33), Err(BadPacket::Opcode(0x33)));
+        assert_eq!(bad(3, 2), Err(BadPacket::Reserved));
+        assert_eq!(bad(6, 1), Err(BadPacket::Reserved));
+        assert_eq!(bad(16, 1), Err(BadPacket::Width));
+        assert_eq!(bad(24, 1), Err(BadPacket::Width));
+        assert_eq!(bad(41, 0x20), Err(BadPacket::Length));
+    }
+
+    #[test]
+    fn a_read_request_carries_no_payload() {
+        let mut h = sample();
+        h.op = Op::Read;
+        h.len = 4096;
+        let mut b = [0u8; HEADER_LEN];
+        h.write(&mut b);
+        assert_eq!(Header::parse(&b, 16), Ok(h));
+    }
+}
