@@ -539,11 +539,20 @@ fn selftest_json_is_a_document_even_without_the_device() {
         "{out}"
     );
     assert!(doc.starts_with("{\"device\":\"mlx5_9\","), "{doc}");
-    assert!(doc.contains("\"stopped_at\":2,"), "{doc}");
-    assert!(
-        doc.contains("\"name\":\"list\",\"result\":\"fail\""),
-        "{doc}"
-    );
-    assert!(doc.contains(NO_DEV), "{doc}");
+    if doc.contains("\"stopped_at\":1,") {
+        // A host without libibverbs (the aarch64 stage's emulated one) stops at the load.
+        assert!(
+            doc.contains("\"name\":\"load libraries\",\"result\":\"fail\""),
+            "{doc}"
+        );
+        assert!(doc.contains("libibverbs.so.1 not found"), "{doc}");
+    } else {
+        assert!(doc.contains("\"stopped_at\":2,"), "{doc}");
+        assert!(
+            doc.contains("\"name\":\"list\",\"result\":\"fail\""),
+            "{doc}"
+        );
+        assert!(doc.contains(NO_DEV), "{doc}");
+    }
     assert!(err.is_empty(), "{err}");
 }
