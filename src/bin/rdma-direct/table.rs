@@ -83,8 +83,13 @@ pub fn lat_header() -> String {
 /// How many of [`DEEP_LAT_COLUMNS`] a run of `iters` iterations prints (kept samples =
 /// iterations - 3).
 pub fn deep_columns(iters: u32) -> usize {
-    let m = iters.saturating_sub(3);
-    usize::from(m >= 10_000) + usize::from(m >= 100_000)
+    deep_columns_kept(iters.saturating_sub(3) as usize)
+}
+
+/// How many of [`DEEP_LAT_COLUMNS`] a row of `kept` samples has
+/// ([`rdma_direct::perf::stats::lat_row`] keeps all but the two largest).
+fn deep_columns_kept(kept: usize) -> usize {
+    usize::from(kept >= 10_000) + usize::from(kept >= 100_000)
 }
 
 fn lat_titles(deep: usize) -> Vec<String> {
@@ -101,11 +106,10 @@ pub fn lat_header_for(iters: u32) -> String {
     table_line(&t, &t)
 }
 
-/// The latency table's header line for the row `r`: the same columns as [`lat_line`] of `r`
-/// (the deep percentiles the row has).
-pub fn lat_header_of(r: &LatRow) -> String {
-    let deep = usize::from(r.p99_99.is_some()) + usize::from(r.p99_999.is_some());
-    let t = lat_titles(deep);
+/// The latency table's header line for a row made of `samples` samples (known before the
+/// run: the same columns as the row will have).
+pub fn lat_header_for_samples(samples: usize) -> String {
+    let t = lat_titles(deep_columns_kept(samples.saturating_sub(2)));
     table_line(&t, &t)
 }
 

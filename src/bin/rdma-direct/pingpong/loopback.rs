@@ -1,7 +1,7 @@
 //! Loopback: both ends on one provider (the software mlx5 device, with its device thread, for
 //! `rdma-direct pingpong` without `-d`; any device with `-d DEV --loopback`), connected to each other and driven by one thread that
-//! alternates between them; prints the provider and address lines before the run (flushed)
-//! and returns the result text.
+//! alternates between them; prints the provider and address lines and the latency table's
+//! header before the run (flushed) and returns the result text.
 
 use std::time::{Duration, Instant};
 
@@ -76,6 +76,9 @@ fn loopback<P: Provider>(
     );
     crate::out::flush();
     super::warn_busy(p.kind());
+    // The latency table's header too: its columns are known before the run.
+    out!("{}", super::report::table_head(a.iters));
+    crate::out::flush();
     ready(p)?;
 
     let mut wc = [Completion::EMPTY; 16];

@@ -24,16 +24,16 @@
 //!   doorbell / BlueFlame, CQE polling) runs against it. No TCP, so a HOST and `-p` are
 //!   refused; the device has one port and one GID, so `-i` and `-g` accept only those.
 //!
-//! Output: rc_pingpong's address lines and two result lines,
+//! Output: rc_pingpong's address lines and the header of perftest's latency table of half
+//! the round trip, before the run (flushed: a long run shows it is under way); after it the
+//! table's row (a round trip is the interval between two consecutive sends of the measuring
+//! end: the client in loopback, this process otherwise; its last one ends when the loop
+//! does), then rc_pingpong's two result lines,
 //!
 //! ```text
 //! 8192000 bytes in 0.37 seconds = 177.51 Mbit/sec
 //! 1000 iters in 0.37 seconds = 369.18 usec/iter
 //! ```
-//!
-//! and perftest's latency table of half the round trip: a round trip is the interval
-//! between two consecutive sends of the measuring end (the client in loopback, this process
-//! otherwise; its last one ends when the loop does).
 //!
 //! A failed completion ends the run, but first the CQ is drained: every request outstanding
 //! at that moment (the send in flight and the posted receives) must complete, the failing one

@@ -1,7 +1,8 @@
 //! Two processes: this process is one end, the peer (this tool or rdma-core's
 //! `ibv_rc_pingpong` / `ibv_uc_pingpong`) another. The server waits on the TCP port, the client
 //! connects; they exchange rc_pingpong's 52-byte address message and bring their QPs up at the
-//! point rc_pingpong does. Address lines are printed as soon as they are known.
+//! point rc_pingpong does. Address lines are printed as soon as they are known, the latency table's
+//! header before the run.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -120,6 +121,9 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
     out!("{}", msg_line("remote", &rem));
     crate::out::flush();
     super::warn_busy(p.kind());
+    // The latency table's header too: its columns are known before the run.
+    out!("{}", super::report::table_head(a.iters));
+    crate::out::flush();
 
     let mut wc = [Completion::EMPTY; 16];
     let mut stall = Stall::new();
