@@ -98,8 +98,8 @@ pub mod stats;
 pub mod wire;
 
 pub use params::{
-    two_threads, Params, Test, DEFAULT_BW_SIZE, DEFAULT_CQ_MOD, DEFAULT_LAT_INLINE, MAX_INLINE,
-    MAX_ITERS, MAX_SIZE, RX_DEPTH, TX_DEPTH,
+    two_threads, Params, StopHook, Test, DEFAULT_BW_SIZE, DEFAULT_CQ_MOD, DEFAULT_LAT_INLINE,
+    MAX_INLINE, MAX_ITERS, MAX_SIZE, RX_DEPTH, TX_DEPTH,
 };
 pub use report::{Info, NicTime, Report, Row};
 

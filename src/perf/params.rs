@@ -140,7 +140,38 @@ pub struct Params {
     /// exchanged endpoints. The client's value is the server's address, the server's the
     /// address it listens on; the CM port is the TCP port, as perftest's.
     pub rdma_cm: Option<std::net::SocketAddr>,
+    /// Two processes: asked after each size; `true` ends the sweep there, the sizes
+    /// reported so far being the run (see [`remote::run`](super::remote::run)). `None`:
+    /// every size is measured.
+    pub stop: Option<StopHook>,
 }
+
+/// A caller's "stop the sweep" (a caught Ctrl-C, say), asked between sizes, never inside
+/// a measured loop. Two hooks are equal when they are the same function.
+#[derive(Clone, Copy)]
+pub struct StopHook(pub fn() -> bool);
+
+impl StopHook {
+    /// Whether the caller asks the sweep to stop.
+    pub fn requested(&self) -> bool {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for StopHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopHook(..)")
+    }
+}
+
+impl PartialEq for StopHook {
+    fn eq(&self, other: &StopHook) -> bool {
+        // The functions' addresses (`std::ptr::fn_addr_eq` is newer than the MSRV).
+        self.0 as usize == other.0 as usize
+    }
+}
+
+impl Eq for StopHook {}
 
 impl Params {
     /// perftest's defaults for `test`: size 2 for latency, 65536 for bandwidth (atomics 8),
@@ -172,6 +203,7 @@ impl Params {
             threads: None,
             hw_ts: false,
             rdma_cm: None,
+            stop: None,
         }
     }
 

@@ -137,6 +137,13 @@ pub fn params_text(o: &Params) -> String {
 /// Run `o` on `p` against the peer at the other end of `stream`. `use_gid`: exchange the
 /// GID form of the address (RoCE, or a GID index given); `events` sees the setup, then each
 /// row as it is measured.
+///
+/// A stop ([`Params::stop`], asked after each size but the last, on the side that sweeps)
+/// ends the run there with `Ok`: the rows `events` saw are the run. Where the protocol
+/// lets the peer end as after a full run (the client of `read_lat`, `write_bw` and
+/// `read_bw`: the closing exchange follows, with the last size's report) it runs; otherwise
+/// (`write_lat`, `send_lat`, `send_bw`: the peer expects the next size) the connection is
+/// dropped and the peer sees its end at its next exchange (or its completion wait's limit).
 pub fn run<P: Provider, S: Read + Write>(
     p: &mut P,
     o: &Params,
@@ -296,29 +303,44 @@ pub fn run<P: Provider, S: Read + Write>(
             .map(Row::Lat)
             .map_err(|e| perr(e.to_string()))
     };
+    // A stop the peer cannot learn of (it expects the next size): no closing exchange.
+    let mut stopped = false;
     match (o.test, side) {
         (Test::WriteLat, _) => {
-            for &size in &o.sizes {
+            for (i, &size) in o.sizes.iter().enumerate() {
                 queues.write_lat(p, o, size, side, &mut tposted)?;
                 events(Event::Row(lat_row(size, &tposted, &mut samples)?));
+                // No closing exchange in write_lat: a stop just ends the loop.
+                if stop_after(o, i) {
+                    break;
+                }
             }
         }
         (Test::ReadLat, Side::Server) => w.close(&mine)?,
         (Test::ReadLat, Side::Client) => {
-            for &size in &o.sizes {
+            for (i, &size) in o.sizes.iter().enumerate() {
                 queues.read_lat(p, o, size, &mut tposted)?;
                 events(Event::Row(lat_row(size, &tposted, &mut samples)?));
+                if stop_after(o, i) {
+                    break;
+                }
             }
             w.close(&mine)?;
         }
         (Test::SendLat, _) => {
-            for &size in &o.sizes {
+            for (i, &size) in o.sizes.iter().enumerate() {
                 queues.post_recvs(size, n)?;
                 w.hand_shake(&mine)?;
                 queues.send_lat(p, o, size, side, &mut tposted)?;
                 events(Event::Row(lat_row(size, &tposted, &mut samples)?));
+                if stop_after(o, i) {
+                    stopped = true;
+                    break;
+                }
             }
-            w.close(&mine)?;
+            if !stopped {
+                w.close(&mine)?;
+            }
         }
         (Test::WriteBw | Test::ReadBw, Side::Server) => {
             w.hand_shake(&mine)?;
@@ -334,11 +356,14 @@ pub fn run<P: Provider, S: Read + Write>(
         }
         (Test::WriteBw | Test::ReadBw, Side::Client) => {
             let mut last = None;
-            for &size in &o.sizes {
+            for (i, &size) in o.sizes.iter().enumerate() {
                 queues.bw(p, o, size, &mut tposted, &mut tcompleted)?;
                 let r = bw_row(o, size, &tposted, &tcompleted)?;
                 last = Some(r);
                 events(Event::Row(Row::Bw(r)));
+                if stop_after(o, i) {
+                    break;
+                }
             }
             w.hand_shake(&mine)?;
             let r = last.ok_or_else(|| bad_opt("no size"))?;
@@ -352,7 +377,7 @@ pub fn run<P: Provider, S: Read + Write>(
             w.close(&mine)?;
         }
         (Test::SendBw, _) => {
-            for &size in &o.sizes {
+            for (i, &size) in o.sizes.iter().enumerate() {
                 if side == Side::Server {
                     queues.post_recvs(size, n)?;
                 }
@@ -368,11 +393,17 @@ pub fn run<P: Provider, S: Read + Write>(
                         .map_err(|e| perr(e.to_string()))?
                 };
                 events(Event::Row(Row::Bw(r)));
+                if stop_after(o, i) {
+                    stopped = true;
+                    break;
+                }
                 if o.sizes.len() > 1 {
                     w.hand_shake(&mine)?;
                 }
             }
-            w.close(&mine)?;
+            if !stopped {
+                w.close(&mine)?;
+            }
         }
         (Test::AtomicLat, _) => {}
     }
@@ -382,6 +413,25 @@ pub fn run<P: Provider, S: Read + Write>(
     drop(qp);
     drop(buf);
     Ok(())
+}
+
+/// Whether this side of a run of `o` measures size after size (and so asks
+/// [`Params::stop`] between them): both sides of `write_lat`, `send_lat` and `send_bw`, the
+/// client of `read_lat`, `write_bw` and `read_bw` (their server waits in one exchange until
+/// the client is done), when there is more than one size.
+pub fn sweeps(o: &Params, side: Side) -> bool {
+    o.sizes.len() > 1
+        && match o.test {
+            Test::WriteLat | Test::SendLat | Test::SendBw => true,
+            Test::ReadLat | Test::WriteBw | Test::ReadBw => side == Side::Client,
+            Test::AtomicLat => false,
+        }
+}
+
+/// Whether the sweep ends after size number `i` (0-based) of `o.sizes`: not the last, and
+/// [`Params::stop`] asks it.
+fn stop_after(o: &Params, i: usize) -> bool {
+    i + 1 < o.sizes.len() && o.stop.is_some_and(|s| s.requested())
 }
 
 /// The deadline of one CM connection attempt.

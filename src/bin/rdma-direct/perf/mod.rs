@@ -3,8 +3,9 @@
 //! chooses and opens the provider ([`super::provider`]), and prints the header and one table
 //! line per size as it is measured. `--json FILE` is rewritten after each size and both
 //! result files (`--json FILE`, `--svg FILE`) after the table; nothing but the table goes to
-//! stdout. Ctrl-C during a loopback sweep ends it after the current size, keeping the sizes
-//! done in the text and both files (exit status 130, [`crate::stop`]).
+//! stdout. Ctrl-C during a sweep (loopback, or this side's of a two-process run) ends it
+//! after the current size, keeping the sizes done in the text and both files (exit status
+//! 130, [`crate::stop`]).
 //!
 //! Modes: with `-d DEV` and no HOST this process is perftest's **server** (waits on TCP port
 //! `-p`, 18515); with a HOST it is the **client**; the peer is this tool or perftest's
@@ -79,8 +80,8 @@ pub fn run(args: &[String]) -> i32 {
         out: &mut print,
         progress: std::io::stderr().is_terminal() && cli.params.sizes.len() > 1,
     };
-    // A loopback sweep stops cleanly at Ctrl-C (the library drives a two-process run's
-    // loop: Ctrl-C ends it, its --json file holding the sizes done).
+    // A loopback sweep stops cleanly at Ctrl-C (a two-process run arms it once its QPs are
+    // up, in two_process).
     let _armed =
         (cli.mode == Mode::Loopback && cli.params.sizes.len() > 1).then(crate::stop::Armed::new);
     let sim_thread = kind == ProviderKind::Sim;

@@ -3,7 +3,9 @@
 //! run are [`rdma_direct::perf::remote`]'s; this prints the header once the QPs are up, a table
 //! line per row (the peer's report for the bandwidth rows the server side does not measure),
 //! hands the rows so far to `--json`'s file after each (a run killed midway keeps the sizes
-//! done), and returns the report.
+//! done), and returns the report. Ctrl-C or SIGTERM during a sweep of this side ends it after
+//! the size being measured ([`remote::run`]'s stop hook), with the sizes done in the text and
+//! both files, a note, and exit status 130 (143).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -13,7 +15,7 @@ use rdma_direct::perf::cm_channel::CmChannel;
 use rdma_direct::perf::remote::{self, Event};
 use rdma_direct::perf::stats::BwRow;
 use rdma_direct::perf::wire::Side;
-use rdma_direct::perf::{Info, Report, Row};
+use rdma_direct::perf::{Info, Report, Row, StopHook};
 use rdma_direct::providers::Provider;
 
 use super::super::table;
@@ -84,6 +86,14 @@ where
             }
         }
     };
+    // Ctrl-C (SIGINT, SIGTERM) ends a sweep of this side after the size being measured
+    // ([`crate::stop`]), caught from the moment the QPs are up (waiting for a peer, it ends
+    // the tool as any C tool); a side that does not sweep keeps the default action.
+    let sweeps = remote::sweeps(o, side);
+    if sweeps {
+        o.stop = Some(StopHook(crate::stop::requested));
+    }
+    let mut armed = None;
     let o = &*o;
     let mut info: Option<Info> = None;
     let mut rows = Vec::new();
@@ -93,6 +103,9 @@ where
     let prog = job.progress;
     remote::run(p, o, stream, side, cli.gid_given, &mut |ev| match ev {
         Event::Ready(i) => {
+            if sweeps {
+                armed = Some(crate::stop::Armed::new());
+            }
             out(&header(o, i, &why, &role));
             out(&format!("{}\n", table_header(o)));
             progress(prog, 0, n, o.sizes[0]);
@@ -127,6 +140,10 @@ where
             }
         }
     })?;
+    drop(armed);
+    if crate::stop::signal().is_some() && rows.len() < n {
+        crate::stop::note(&format!("perf {}", o.test.name()), rows.len(), n);
+    }
     out(&format!("{}\n", table::RULE));
     let info = info.ok_or_else(|| rdma_direct::Error::Protocol {
         context: "perf",
