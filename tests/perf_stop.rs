@@ -10,6 +10,7 @@
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use rdma_direct::perf::remote::{self, Event};
 use rdma_direct::perf::wire::Side;
@@ -17,6 +18,9 @@ use rdma_direct::perf::{Params, StopHook, Test};
 use rdma_direct::providers::sim::SimDevice;
 
 const PEER: &str = "RDMA_DIRECT_PERF_STOP_PEER";
+
+/// One two-process run at a time: each spins four threads (two pollers, two device threads).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The client's stop request: set once its first row is in.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -29,7 +33,7 @@ fn stop_requested() -> bool {
 fn params(test: Test) -> Params {
     let mut o = Params::new(test);
     o.sizes = (1..=10).map(|k| 1u32 << k).collect();
-    o.iters = 200;
+    o.iters = 100;
     o
 }
 
@@ -70,6 +74,7 @@ fn perf_stop_peer() {
 
 /// The client (this process) stops after its first size; the server's output.
 fn stopped_after_one(test: &str) -> String {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let fabric = format!("rdma-direct-test-{}-stop-{test}", std::process::id());
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let child = Command::new(std::env::current_exe().unwrap())
