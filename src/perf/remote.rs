@@ -16,7 +16,9 @@
 //!   WRITE to the peer's address, then waits for that completion. No handshake between sizes
 //!   and no closing handshake.
 //! - `read_lat`: the client posts one signaled READ of the peer's buffer at a time; the
-//!   server only waits in the closing handshake.
+//!   server only waits in the closing handshake. `atomic_lat` runs the same way with one
+//!   FETCH_AND_ADD (add 1, perftest's default atomic) instead of the READ, and the same
+//!   handshakes as `read_lat` (perftest 4.5's `atomic_lat` makes them where `read_lat` does).
 //! - `send_lat`: both sides measure; before each size receives are posted and a handshake
 //!   is made; the **client sends first**; every 100th send and the last is signaled and
 //!   waited for; receives are re-posted until the size's iterations are covered.
@@ -154,11 +156,6 @@ pub fn run<P: Provider, S: Read + Write>(
             o.qp_type
         )));
     }
-    if o.test == Test::AtomicLat {
-        return Err(bad_opt(
-            "atomic_lat: a two-process run is not supported; use --loopback",
-        ));
-    }
     let max_size = *o.sizes.iter().max().ok_or_else(|| bad_opt("no size"))?;
     let half = (max_size.max(CYCLE_BUFFER) as usize).next_multiple_of(64);
     let send = o.test.is_send();
@@ -235,7 +232,7 @@ pub fn run<P: Provider, S: Read + Write>(
     }
     drop(cm_listener);
     let rem = w.hand_shake(&mine)?;
-    if matches!(o.test, Test::WriteLat | Test::ReadLat) {
+    if matches!(o.test, Test::WriteLat | Test::ReadLat | Test::AtomicLat) {
         w.hand_shake(&mine)?;
     }
     let path_mtu = Mtu::from_ibv(mtu).unwrap_or(local.mtu);
@@ -303,8 +300,8 @@ pub fn run<P: Provider, S: Read + Write>(
                 events(Event::Row(lat_row(size, &tposted, &mut samples)?));
             }
         }
-        (Test::ReadLat, Side::Server) => w.close(&mine)?,
-        (Test::ReadLat, Side::Client) => {
+        (Test::ReadLat | Test::AtomicLat, Side::Server) => w.close(&mine)?,
+        (Test::ReadLat | Test::AtomicLat, Side::Client) => {
             for &size in &o.sizes {
                 queues.read_lat(p, o, size, &mut tposted)?;
                 events(Event::Row(lat_row(size, &tposted, &mut samples)?));
@@ -374,7 +371,6 @@ pub fn run<P: Provider, S: Read + Write>(
             }
             w.close(&mine)?;
         }
-        (Test::AtomicLat, _) => {}
     }
     // The CM id first: destroying a connected id sends the peer its DREQ.
     drop(cm_conn);
@@ -457,16 +453,6 @@ mod tests {
             &mut |_| {},
         );
         assert!(e.unwrap_err().to_string().contains("RC only"));
-        let at = Params::new(Test::AtomicLat);
-        let e = run(
-            &mut dev,
-            &at,
-            Silent(Vec::new()),
-            Side::Client,
-            true,
-            &mut |_| {},
-        );
-        assert!(e.unwrap_err().to_string().contains("--loopback"));
     }
 
     /// The client writes its version first; a peer that closes gets a clear error naming

@@ -14,7 +14,7 @@ use rdma_direct::perf::remote::{self, Event};
 use rdma_direct::perf::stats::BwRow;
 use rdma_direct::perf::wire::Side;
 use rdma_direct::perf::{Info, Report, Row};
-use rdma_direct::providers::Provider;
+use rdma_direct::providers::{Provider, ProviderKind};
 
 use super::super::table;
 use super::text::{header, progress, row_text, table_header};
@@ -93,6 +93,12 @@ where
     let prog = job.progress;
     remote::run(p, o, stream, side, cli.gid_given, &mut |ev| match ev {
         Event::Ready(i) => {
+            if i.provider == ProviderKind::Sim {
+                out(&format!(
+                    " {}: the peer's sim device over the sim fabric (shared memory, this host)\n",
+                    table::provider_label(i.provider, &i.device)
+                ));
+            }
             out(&header(o, i, &why, &role));
             out(&format!("{}\n", table_header(o)));
             progress(prog, 0, n, o.sizes[0]);
