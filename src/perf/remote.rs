@@ -16,7 +16,9 @@
 //!   WRITE to the peer's address, then waits for that completion. No handshake between sizes
 //!   and no closing handshake.
 //! - `read_lat`: the client posts one signaled READ of the peer's buffer at a time; the
-//!   server only waits in the closing handshake.
+//!   server only waits in the closing handshake. `atomic_lat` runs the same way with one
+//!   FETCH_AND_ADD (add 1, perftest's default atomic) instead of the READ, and the same
+//!   handshakes as `read_lat` (perftest 4.5's `atomic_lat` makes them where `read_lat` does).
 //! - `send_lat`: both sides measure; before each size receives are posted and a handshake
 //!   is made; the **client sends first**; every 100th send and the last is signaled and
 //!   waited for; receives are re-posted until the size's iterations are covered.
@@ -161,11 +163,6 @@ pub fn run<P: Provider, S: Read + Write>(
             o.qp_type
         )));
     }
-    if o.test == Test::AtomicLat {
-        return Err(bad_opt(
-            "atomic_lat: a two-process run is not supported; use --loopback",
-        ));
-    }
     let max_size = *o.sizes.iter().max().ok_or_else(|| bad_opt("no size"))?;
     let half = (max_size.max(CYCLE_BUFFER) as usize).next_multiple_of(64);
     let send = o.test.is_send();
@@ -242,7 +239,7 @@ pub fn run<P: Provider, S: Read + Write>(
     }
     drop(cm_listener);
     let rem = w.hand_shake(&mine)?;
-    if matches!(o.test, Test::WriteLat | Test::ReadLat) {
+    if matches!(o.test, Test::WriteLat | Test::ReadLat | Test::AtomicLat) {
         w.hand_shake(&mine)?;
     }
     let path_mtu = Mtu::from_ibv(mtu).unwrap_or(local.mtu);
@@ -316,8 +313,8 @@ pub fn run<P: Provider, S: Read + Write>(
                 }
             }
         }
-        (Test::ReadLat, Side::Server) => w.close(&mine)?,
-        (Test::ReadLat, Side::Client) => {
+        (Test::ReadLat | Test::AtomicLat, Side::Server) => w.close(&mine)?,
+        (Test::ReadLat | Test::AtomicLat, Side::Client) => {
             for (i, &size) in o.sizes.iter().enumerate() {
                 queues.read_lat(p, o, size, &mut tposted)?;
                 events(Event::Row(lat_row(size, &tposted, &mut samples)?));
@@ -405,7 +402,6 @@ pub fn run<P: Provider, S: Read + Write>(
                 w.close(&mine)?;
             }
         }
-        (Test::AtomicLat, _) => {}
     }
     // The CM id first: destroying a connected id sends the peer its DREQ.
     drop(cm_conn);
@@ -423,8 +419,7 @@ pub fn sweeps(o: &Params, side: Side) -> bool {
     o.sizes.len() > 1
         && match o.test {
             Test::WriteLat | Test::SendLat | Test::SendBw => true,
-            Test::ReadLat | Test::WriteBw | Test::ReadBw => side == Side::Client,
-            Test::AtomicLat => false,
+            Test::ReadLat | Test::AtomicLat | Test::WriteBw | Test::ReadBw => side == Side::Client,
         }
 }
 
@@ -507,16 +502,6 @@ mod tests {
             &mut |_| {},
         );
         assert!(e.unwrap_err().to_string().contains("RC only"));
-        let at = Params::new(Test::AtomicLat);
-        let e = run(
-            &mut dev,
-            &at,
-            Silent(Vec::new()),
-            Side::Client,
-            true,
-            &mut |_| {},
-        );
-        assert!(e.unwrap_err().to_string().contains("--loopback"));
     }
 
     /// The client writes its version first; a peer that closes gets a clear error naming

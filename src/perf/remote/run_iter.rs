@@ -138,6 +138,7 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
         Ok(())
     }
 
+    /// `read_lat`, and `atomic_lat` (one FETCH_AND_ADD where `read_lat` posts a READ).
     pub(super) fn read_lat<P: Provider>(
         &mut self,
         p: &mut P,
@@ -149,12 +150,20 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
         let clock = Clock::start();
         for (i, t) in tposted.iter_mut().enumerate().take(o.iters as usize) {
             *t = clock.ticks().max(1);
-            let op = SendOp::Read {
-                raddr: self.raddr,
-                rkey: self.rkey,
+            let op = if o.test == Test::AtomicLat {
+                SendOp::FetchAdd {
+                    raddr: self.raddr,
+                    rkey: self.rkey,
+                    add: 1,
+                }
+            } else {
+                SendOp::Read {
+                    raddr: self.raddr,
+                    rkey: self.rkey,
+                }
             };
             self.post(SendWr::new(i as u64, op, &dst).signaled())?;
-            Self::wait_cq(p, self.scq, "RDMA READ completion")?;
+            Self::wait_cq(p, self.scq, op.name())?;
         }
         clock.to_ns(tposted);
         Ok(())

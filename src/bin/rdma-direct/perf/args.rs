@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use rdma_direct::perf::stats::BwUnit;
 use rdma_direct::perf::wire::PERFTEST_PORT;
 use rdma_direct::perf::{Params, Test, MAX_SIZE, TX_DEPTH};
+use rdma_direct::providers::sim::fabric::packet::MAX_PAYLOAD;
 use rdma_direct::providers::{ProviderKind, QpType};
 
 use super::super::provider::Choice;
@@ -21,7 +22,9 @@ tests: write_lat send_lat read_lat atomic_lat write_bw send_bw read_bw
   client on TCP port -p); with a HOST it is the client. Either side may be perftest 4.5's
   ib_<test> (RC; write/send/read, lat and bw). Both sides must run the same test, -s/-a, -n.
   Without -d (the software mlx5 device) or with --loopback: client and server QPs in this
-  process, on one device.
+  process, on one device; without -d but with HOST or -p: one side per process, the sim
+  devices connected over the sim fabric (RC, messages up to 4096 bytes: -a and the
+  bandwidth default stop there).
   -d, --ib-dev <dev>     RDMA device (e.g. rxe0, mlx5_0); without it: the software device
       --provider <p>     auto (default: mlx5 on an mlx5 device, verbs on any other, sim
                          without -d), mlx5, verbs (libibverbs, also on mlx5: to compare
@@ -228,23 +231,38 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
     let device = super::super::provider::device_arg(device);
     let sim =
         device.is_none() && matches!(provider, Choice::Auto | Choice::Force(ProviderKind::Sim));
-    if sim {
-        // The software device lives in this process: no peer can reach it.
-        if let Some(h) = &host {
+    // On the sim, HOST (client) or -p (server): one side per process, the two processes'
+    // sim devices connected through the sim fabric, which carries RC messages of one packet.
+    let fabric = sim && !loopback && (host.is_some() || port.is_some());
+    if fabric {
+        let max = MAX_PAYLOAD as u32;
+        if o.qp_type != QpType::Rc {
             return Err(format!(
-                "HOST '{h}': on the software mlx5 device (no -d, or -d sim0) client and \
-                 server run in this process, which no other process can reach; a peer needs \
-                 -d DEV"
+                "-c {}: across two processes the software mlx5 device (sim0) carries RC only \
+                 (the sim fabric); drop -c, or add --loopback",
+                o.qp_type
             ));
         }
-        if port.is_some() {
+        if let Some(s) = size.filter(|&s| s > u64::from(max)) {
+            return Err(format!(
+                "-s {s}: across two processes the sim fabric carries messages of at most {max} \
+                 bytes; use -s {max} or less, or --loopback"
+            ));
+        }
+        if rdma_cm {
             return Err(
-                "-p: on the software device (no -d, or -d sim0) client and server run in this \
-                 process and exchange no TCP \
-                 message; the TCP port is for -d DEV"
+                "-R: the software mlx5 device has no RDMA CM; drop -R (the exchange goes over \
+                 TCP, the QPs over the sim fabric)"
                     .into(),
             );
         }
+        // -a and the bandwidth tests' default size stop at the fabric's limit.
+        o.sizes.retain(|&s| s <= max);
+        if o.sizes.is_empty() {
+            o.sizes = vec![max];
+        }
+    }
+    if sim {
         if o.port != 1 {
             return Err(format!(
                 "-i {}: the software mlx5 device has one port (1)",
@@ -258,7 +276,7 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
             ));
         }
     }
-    let mode = if loopback || sim {
+    let mode = if loopback || (sim && !fabric) {
         if rdma_cm {
             return Err(
                 "-R: two processes only: the RDMA CM connects this process to another one \
@@ -280,9 +298,6 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
                  here); add --loopback for {} in this process",
                 o.qp_type, o.qp_type
             ));
-        }
-        if test == Test::AtomicLat {
-            return Err("atomic_lat runs in loopback only: add --loopback".into());
         }
         if o.hw_ts {
             return Err("--hw-ts: loopback only (add --loopback)".into());
@@ -447,13 +462,11 @@ mod tests {
 
     #[test]
     fn what_a_mode_or_provider_cannot_do_is_refused_with_a_reason() {
-        assert!(err("write_lat 127.0.0.1").contains("needs -d DEV"));
-        assert!(err("write_lat -p 19000").contains("TCP port is for -d DEV"));
+        assert!(err("write_lat --loopback 127.0.0.1").contains("exclude"));
         assert!(err("write_lat -x 1").contains("one GID"));
         assert!(err("write_lat -i 2").contains("one port"));
         assert!(err("write_lat -d rxe0 --loopback 10.0.0.1").contains("exclude"));
         assert!(err("write_lat -d rxe0 -c UC 10.0.0.1").contains("RC only"));
-        assert!(err("atomic_lat -d rxe0").contains("--loopback"));
         assert!(err("write_lat -d rxe0 --threads 2").contains("--loopback"));
         assert!(err("write_lat -d rxe0 a b").contains("more than one HOST"));
         assert!(err("write_bw --histogram").contains("latency"));
@@ -474,6 +487,26 @@ mod tests {
             let e = err(&format!("write_bw -d rxe0 {f}"));
             assert!(!e.contains("unknown option"), "{f}: {e}");
         }
+    }
+
+    /// On the sim, HOST or -p is one side of a two-process run over the sim fabric: RC,
+    /// messages up to its packet; -a and the bandwidth default stop there.
+    #[test]
+    fn the_sim_across_two_processes_runs_what_the_fabric_carries() {
+        let c = p("write_lat -p 19000").unwrap().unwrap();
+        assert_eq!((c.mode, c.port, c.device), (Mode::Server, 19000, None));
+        let c = p("atomic_lat 127.0.0.1").unwrap().unwrap();
+        assert_eq!(c.mode, Mode::Client("127.0.0.1".into()));
+        assert_eq!(ok("write_bw -p 19000").sizes, vec![4096]);
+        assert_eq!(ok("read_bw 127.0.0.1 -s 4096").sizes, vec![4096]);
+        let all = ok("send_lat -a 127.0.0.1").sizes;
+        assert_eq!((all[0], *all.last().unwrap(), all.len()), (2, 4096, 12));
+        assert!(err("write_lat -s 4097 127.0.0.1").contains("at most 4096 bytes"));
+        assert!(err("write_bw -c UC -p 19000").contains("RC only"));
+        assert!(err("send_lat -c UD 127.0.0.1").contains("RC only"));
+        assert!(err("write_lat -R 127.0.0.1").contains("no RDMA CM"));
+        assert!(err("write_lat -x 1 127.0.0.1").contains("one GID"));
+        assert!(err("write_lat --threads 2 127.0.0.1").contains("--loopback"));
     }
 
     /// `-n 4294967295` aborted on a 32 GiB allocation; it is refused with the limit.

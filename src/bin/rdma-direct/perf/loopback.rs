@@ -1,4 +1,4 @@
-//! Loopback (`--loopback`, the only mode of the software device): client and server QPs in
+//! Loopback (`--loopback`, the software device's default): client and server QPs in
 //! this process; [`report`] measures every size, handing the header and each table line to
 //! its output as they are produced (and the rows so far to `--json`'s file), and returns the
 //! report. A stop asked for ([`crate::stop`]: Ctrl-C, a failed stdout) ends the sweep after

@@ -9,8 +9,9 @@
 //!
 //! Modes: with `-d DEV` and no HOST this process is perftest's **server** (waits on TCP port
 //! `-p`, 18515); with a HOST it is the **client**; the peer is this tool or perftest's
-//! `ib_<test>` ([`rdma_direct::perf::wire`]). `--loopback` (the only mode of the software
-//! device, which lives in this process) runs client and server QPs in this process.
+//! `ib_<test>` ([`rdma_direct::perf::wire`]). `--loopback` (the default of the software
+//! device) runs client and server QPs in this process; on the software device HOST or `-p`
+//! makes this process one side, its sim device reaching the peer's over the sim fabric.
 
 mod args;
 mod loopback;
@@ -63,7 +64,11 @@ pub fn run(args: &[String]) -> i32 {
     } else {
         1
     };
-    let (busy, what) = crate::cpu_room::busy(pollers, crate::cpu_room::device_thread(kind));
+    let sim_thread = sim_device_thread(kind, &cli);
+    let (busy, what) = crate::cpu_room::busy(
+        pollers,
+        crate::cpu_room::device_thread(kind) && (kind != ProviderKind::Sim || sim_thread),
+    );
     // The busy-threads warning goes out with the first text of a run that started (the
     // header, or a server's wait), not before a refusal.
     let mut warned = false;
@@ -84,7 +89,6 @@ pub fn run(args: &[String]) -> i32 {
     // up, in two_process).
     let _armed =
         (cli.mode == Mode::Loopback && cli.params.sizes.len() > 1).then(crate::stop::Armed::new);
-    let sim_thread = kind == ProviderKind::Sim;
     let report = match provider::open_and_run(kind, cli.device.as_deref(), sim_thread, &mut job) {
         Ok(r) => r,
         // Options the device cannot honour (found once it is open: its MTU, its inline
@@ -105,6 +109,23 @@ pub fn run(args: &[String]) -> i32 {
             1
         }
     }
+}
+
+/// Whether the sim runs its device thread. In loopback, yes. Across two processes (the sim
+/// fabric) a side whose loop polls throughout runs the engine itself (deterministic mode:
+/// no third and fourth busy thread on the host); a server that only waits in the exchange
+/// while the client's requests arrive (`read_lat`, `atomic_lat`, `write_bw`, `read_bw`)
+/// needs the thread to answer them.
+fn sim_device_thread(kind: ProviderKind, cli: &Cli) -> bool {
+    kind == ProviderKind::Sim
+        && match cli.mode {
+            Mode::Loopback => true,
+            Mode::Client(_) => false,
+            Mode::Server => matches!(
+                cli.params.test,
+                Test::ReadLat | Test::AtomicLat | Test::WriteBw | Test::ReadBw
+            ),
+        }
 }
 
 /// Fewer bandwidth iterations than this per size measure mostly the ramp-up (the first

@@ -16,7 +16,7 @@ use rdma_direct::perf::remote::{self, Event};
 use rdma_direct::perf::stats::BwRow;
 use rdma_direct::perf::wire::Side;
 use rdma_direct::perf::{Info, Report, Row, StopHook};
-use rdma_direct::providers::Provider;
+use rdma_direct::providers::{Provider, ProviderKind};
 
 use super::super::table;
 use super::text::{header, progress, row_text, table_header};
@@ -105,6 +105,12 @@ where
         Event::Ready(i) => {
             if sweeps {
                 armed = Some(crate::stop::Armed::new());
+            }
+            if i.provider == ProviderKind::Sim {
+                out(&format!(
+                    " {}: the peer's sim device over the sim fabric (shared memory, this host)\n",
+                    table::provider_label(i.provider, &i.device)
+                ));
             }
             out(&header(o, i, &why, &role));
             out(&format!("{}\n", table_header(o)));
