@@ -115,6 +115,10 @@ pub struct Report {
     pub recvs_completed: u64,
     /// Receives flushed.
     pub recvs_flushed: u64,
+    /// Liveness [`probe`]s that did not complete successfully (failed or flushed; never
+    /// listed in [`Recovery::failed`]), so that `sends_completed + sends_failed +
+    /// probes_failed` is every send the drain ended.
+    pub probes_failed: u64,
     /// How long the drain (and with `recover` the reconnect) took.
     pub elapsed: Duration,
 }
@@ -244,6 +248,7 @@ impl Recovery {
                     } else if c.wr_id == PROBE_WR_ID {
                         // Not the application's: what it covers ran, it is not listed.
                         r.sends_completed += ended - 1;
+                        r.probes_failed += 1;
                         r.first_error.get_or_insert((c.wr_id, c.status));
                     } else {
                         // The covered ones ran before the failed one (module doc, step 3).

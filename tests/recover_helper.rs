@@ -474,3 +474,45 @@ fn drain_alone_leaves_the_qp_in_err_with_everything_accounted() {
     assert_eq!((report.sends_failed, report.sends_completed), (10, 0));
     assert_eq!((window.in_flight(), a.state()), (0, QpState::Err));
 }
+
+/// A probe still outstanding when the application gives the link up (here with orders
+/// posted after it) ends in the drain as a flush: counted in `probes_failed`, not listed in
+/// `failed`, so the report's send counts add up to every send the drain ended.
+#[test]
+fn a_probe_flushed_in_a_drain_is_counted_but_not_listed() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 64).unwrap();
+    let ((mut a, mut ca), _peer) = pair(&mut dev, &pd);
+    let mut window = Recovery::send_window(&a);
+    probe(&mut a, &mut window).unwrap();
+    for id in 0..3 {
+        a.sq()
+            .post(SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"x"))
+            .unwrap();
+    }
+    window.posted(3);
+    a.sq().ring();
+    let mut rec = Recovery::new(&window, LIVENESS);
+    let mut link = LinkQueues {
+        send_cq: &mut ca,
+        recv_cq: None,
+        window: &mut window,
+        recvs: None,
+    };
+    let r = rec.drain(&mut dev, &mut a, &mut link, |_| {}).unwrap();
+    assert_eq!(
+        r.first_error,
+        Some((
+            rdma_direct::providers::recover::PROBE_WR_ID,
+            WcStatus::WrFlushErr
+        ))
+    );
+    assert_eq!(
+        (r.probes_failed, r.sends_failed, r.sends_completed),
+        (1, 3, 0)
+    );
+    assert_eq!(rec.failed(), &[0, 1, 2]);
+    assert_eq!(window.in_flight(), 0);
+}
