@@ -2,84 +2,58 @@
 
 use super::*;
 
-/// The peer: its QP, CQ and the ring the orders land in.
-pub(super) struct Peer {
-    pub(super) qp: <SimDevice as Provider>::Qp,
-    pub(super) cq: <SimDevice as Provider>::Cq,
-    pub(super) ring: RegisteredBuf<<SimDevice as Provider>::Mr>,
+/// The peer: its QP, CQ, receives, and the ring the orders land in.
+struct Peer {
+    qp: SimQp,
+    cq: SimCq,
+    recvs: RecvReplenisher,
+    ring: RegisteredBuf<<SimDevice as Provider>::Mr>,
     /// The next order number this incarnation expects.
-    pub(super) next: u64,
+    next: u64,
 }
 
-pub(super) fn cfg() -> QpConfig {
+fn cfg() -> QpConfig {
     let mut c = QpConfig::new(QpType::Rc);
-    (c.caps.max_send_wr, c.caps.max_recv_wr) = (BATCH as u32, BATCH as u32);
+    // One send slot more than a batch: the recovery's marker.
+    (c.caps.max_send_wr, c.caps.max_recv_wr) = (BATCH as u32 + 1, BATCH as u32);
     c
 }
 
-pub(super) fn new_peer(dev: &mut SimDevice, pd: &<SimDevice as Provider>::Pd) -> Result<Peer> {
-    let ring = dev.alloc_buf(pd, BATCH as usize * ORDER, Access::ALL, Pages::Normal)?;
-    let mut cq = dev.create_cq(2 * BATCH as u32)?;
-    let qp = dev.create_qp(pd, &mut cq, None, None, &cfg())?;
-    Ok(Peer {
-        qp,
-        cq,
-        ring,
-        next: 0,
-    })
-}
-
-/// Connect `a` (RESET first if it is not there) and `b` to each other.
-pub(super) fn connect(
-    dev: &mut SimDevice,
-    a: &mut <SimDevice as Provider>::Qp,
-    b: &mut <SimDevice as Provider>::Qp,
-) -> Result<()> {
-    // A finite transport retry count: a peer that vanished must end the requests in
-    // RETRY_EXC_ERR (7 would retry forever).
-    let opts = ConnectOpts {
-        retry_cnt: 3,
-        ..ConnectOpts::default()
-    };
-    let (ea, eb) = (dev.endpoint(a, &opts)?, dev.endpoint(b, &opts)?);
-    dev.connect(a, &ea, &eb, &opts)?;
-    dev.connect(b, &eb, &ea, &opts)
-}
-
-/// The peer's receives for one batch.
-pub(super) fn post_receives(p: &mut Peer) -> Result<()> {
-    for i in 0..BATCH {
-        p.qp.rq().post_recv(RecvWr::new(i, &[]))?;
+impl Peer {
+    fn new(dev: &mut SimDevice, pd: &<SimDevice as Provider>::Pd) -> Result<Peer> {
+        let ring = dev.alloc_buf(pd, BATCH as usize * ORDER, Access::ALL, Pages::Normal)?;
+        let mut cq = dev.create_cq(2 * BATCH as u32 + 1)?;
+        let qp = dev.create_qp(pd, &mut cq, None, None, &cfg())?;
+        let recvs = RecvReplenisher::new(BATCH as u32);
+        Ok(Peer {
+            qp,
+            cq,
+            recvs,
+            ring,
+            next: 0,
+        })
     }
-    p.qp.rq().ring();
-    Ok(())
-}
 
-/// The peer takes what arrived: each order's immediate must be the next number.
-pub(super) fn peer_takes(dev: &mut SimDevice, p: &mut Peer) -> Result<u64> {
-    let mut wc = [Completion::EMPTY; BATCH as usize];
-    let mut got = 0;
-    loop {
-        dev.progress();
-        let n = p.cq.poll(&mut wc);
-        if n == 0 {
-            return Ok(got);
-        }
-        for c in &wc[..n] {
-            if !c.is_ok() {
-                return Err(Error::Protocol {
-                    context: "reconnect example (peer)",
-                    detail: format!("receive completion {:?}", c.status),
-                });
+    /// Takes what arrived: each order's immediate must be the next number.
+    fn takes(&mut self, dev: &mut SimDevice) -> Result<u64> {
+        let mut wc = [Completion::EMPTY; BATCH as usize];
+        let mut got = 0;
+        loop {
+            dev.progress();
+            let n = self.cq.poll(&mut wc);
+            if n == 0 {
+                return Ok(got);
             }
-            if u64::from(c.imm) != p.next & 0xffff_ffff {
-                return Err(Error::Protocol {
-                    context: "reconnect example (peer)",
-                    detail: format!("order {} arrived, {} expected", c.imm, p.next),
-                });
+            for c in &wc[..n] {
+                if !c.is_ok() || u64::from(c.imm) != self.next & 0xffff_ffff {
+                    return Err(proto(format!(
+                        "the peer got {:?} with order {}, {} expected",
+                        c.status, c.imm, self.next
+                    )));
+                }
+                self.recvs.consumed(c);
+                (self.next, got) = (self.next + 1, got + 1);
             }
-            p.next += 1;
-            got += 1;
         }
     }
 }
@@ -88,79 +62,80 @@ pub(super) fn on_sim(batches: u64, every: u64) -> Result<()> {
     let mut dev = SimDevice::new();
     let pd = dev.alloc_pd()?;
     let mut orders = dev.alloc_buf(&pd, ORDER, Access::LOCAL_WRITE, Pages::Normal)?;
-    let mut gcq = dev.create_cq(2 * BATCH as u32)?;
+    let mut gcq = dev.create_cq(2 * BATCH as u32 + 1)?;
     let mut gw = dev.create_qp(&pd, &mut gcq, None, None, &cfg())?;
-    let mut peer = new_peer(&mut dev, &pd)?;
-    connect(&mut dev, &mut gw, &mut peer.qp)?;
-
+    let mut window = Recovery::send_window(&gw);
+    let mut rec = Recovery::new(&window, DRAIN);
+    let mut peer = Peer::new(&mut dev, &pd)?;
+    // The defaults: a peer that vanished ends the oldest request in RETRY_EXC_ERR.
+    let opts = ConnectOpts::default();
+    connect_pair(&mut dev, &mut gw, &mut peer.qp, &opts)?;
     // `acked`: orders acknowledged (their batch's signaled completion succeeded); the gateway
     // resends from there after a fault.
     let (mut acked, mut restarts, mut lost, mut delivered) = (0u64, 0u64, 0u64, 0u64);
-    let mut batch = 0u64;
-    let mut restarted_at = None;
+    let (mut batch, mut restarted_at) = (0u64, None);
     while batch < batches {
-        post_receives(&mut peer)?;
-        let window = peer.ring.remote(0, BATCH as usize * ORDER)?;
+        peer.recvs.fill(peer.qp.rq())?;
+        let dst = peer.ring.remote(0, BATCH as usize * ORDER)?;
         for i in 0..BATCH {
             let seq = acked + i;
             orders.get_mut(0, 8)?.copy_from_slice(&seq.to_le_bytes());
-            let at = window
-                .addr_at(i * ORDER as u64, ORDER as u64)
-                .expect("in the window");
+            let at = dst.target(i * ORDER as u64, ORDER as u64)?;
             let sge = [orders.sge(0, ORDER)?];
-            let wr = SendWr::write_imm(seq, &sge, at, window.rkey, seq as u32);
+            let wr = SendWr::write_imm_to(seq, &sge, at, seq as u32);
             gw.sq().post(wr.signaled_if(i == BATCH - 1))?;
         }
         gw.sq().ring();
-        // Once per EVERY batches (not again when the batch is resent).
-        let restart = (batch + 1) % every == 0 && restarted_at != Some(batch);
-        if restart {
-            // The peer process dies with the batch in flight (the device has not run it yet):
-            // its QP is destroyed, and a new incarnation comes up, not yet connected.
-            peer = new_peer(&mut dev, &pd)?;
-            restarts += 1;
-            restarted_at = Some(batch);
+        window.posted(BATCH as u32);
+        // Once per EVERY batches (not again when the batch is resent): the peer process dies
+        // with the batch in flight (its QP destroyed before the device ran it), and a new
+        // incarnation comes up, not yet connected.
+        if (batch + 1) % every == 0 && restarted_at != Some(batch) {
+            peer = Peer::new(&mut dev, &pd)?;
+            (restarts, restarted_at) = (restarts + 1, Some(batch));
         }
-        // The gateway's completion says what happened to the batch: success acknowledges
-        // all 16 (the 15 unsignaled are covered); an error or flush names what was lost.
-        let mut wc = [Completion::EMPTY; BATCH as usize];
-        let mut ended = 0u64;
-        let mut failed = false;
-        while ended < BATCH {
-            let n = poll_wait(&mut dev, &mut gcq, &mut wc, STALL)?;
-            for c in &wc[..n] {
-                ended += 1 + u64::from(c.covered);
-                failed |= !c.is_ok();
+        // One completion at a time: success acknowledges the batch (the 15 unsignaled are
+        // covered); after an error the rest stays in the CQ for the recovery's drain.
+        let mut wc = [Completion::EMPTY];
+        let mut failed = None;
+        while window.in_flight() > 0 && failed.is_none() {
+            if poll_wait(&mut dev, &mut gcq, &mut wc, DRAIN)? == 1 {
+                window.retire(&wc[0]);
+                failed = (!wc[0].is_ok()).then_some(wc[0].wr_id);
             }
         }
-        if failed {
-            // Detected: the batch was not acknowledged. Everything of it counts as lost in
-            // flight and is resent to the new peer after a reset and reconnect.
-            lost += BATCH;
-            connect(&mut dev, &mut gw, &mut peer.qp)?;
-            // The reconnect handshake tells the new peer where the stream resumes.
-            peer.next = acked;
+        if let Some(first) = failed {
+            // Detected: the library drains the rest (listing the failed orders), resets the
+            // window and reconnects the gateway's QP (ERR, RESET, ..., RTS) to the new peer.
+            let q = LinkQueues {
+                send_cq: &mut gcq,
+                recv_cq: None,
+                window: &mut window,
+                recvs: None,
+            };
+            let reconnect = |d: &mut SimDevice, qp: &mut SimQp| {
+                connect_pair(d, qp, &mut peer.qp, &opts).map(drop)
+            };
+            let r = rec.recover(&mut dev, &mut gw, q, |_| {}, reconnect)?;
+            lost += 1 + r.sends_failed;
+            // The reconnect handshake tells the new peer where the stream resumes: the first
+            // order that failed (those before it were acknowledged).
+            (acked, peer.next) = (first, first);
             continue;
         }
-        delivered += peer_takes(&mut dev, &mut peer)?;
+        delivered += peer.takes(&mut dev)?;
         acked += BATCH;
         batch += 1;
     }
     println!(
         "{batches} batches of {BATCH} orders: {restarts} peer restarts, {lost} orders lost in \
-         flight (detected from error completions, resent), {} orders acknowledged, {delivered} \
-         delivered in sequence to the peers",
-        acked
+         flight (detected from error completions, resent), {acked} orders acknowledged, \
+         {delivered} delivered in sequence to the peers"
     );
     if acked != batches * BATCH || delivered != acked {
-        return Err(Error::Protocol {
-            context: "reconnect example",
-            detail: format!("acknowledged {acked}, delivered {delivered}"),
-        });
+        return Err(proto(format!(
+            "acknowledged {acked}, delivered {delivered}"
+        )));
     }
     Ok(())
 }
-
-// ---------------------------------------------------------------------------------------
-// Two processes over a device: the receiver (server) and the gateway (client).
-// ---------------------------------------------------------------------------------------
