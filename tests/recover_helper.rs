@@ -516,3 +516,71 @@ fn a_probe_flushed_in_a_drain_is_counted_but_not_listed() {
     assert_eq!(rec.failed(), &[0, 1, 2]);
     assert_eq!(window.in_flight(), 0);
 }
+
+/// `drain_polled`: the application's poll saw the error (the peer gone) and more after it;
+/// it hands those over unretired. The report counts them with the drain's own: ten sends
+/// and four receives outstanding, the first send failed, the rest flushed, every one listed
+/// in post order, none missing; the one-line form says so.
+#[test]
+fn drain_polled_books_what_the_application_polled() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 64).unwrap();
+    let ((mut a, mut ca), (b, cb)) = pair(&mut dev, &pd);
+    let mut recvs = RecvReplenisher::new(RECVS).with_id_base(RECV_BASE);
+    recvs.fill(a.rq()).unwrap();
+    drop((b, cb));
+    a.sq().set_signal_every(4);
+    let mut window = Recovery::send_window(&a);
+    for id in 0..10 {
+        a.sq()
+            .post(SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"x"))
+            .unwrap();
+    }
+    window.posted(10);
+    a.sq().ring();
+    // The application's poll: the error and the flush after it, left unretired.
+    let mut wc = [Completion::EMPTY; 2];
+    let t = Instant::now();
+    let mut n = 0;
+    while n < 2 {
+        assert!(t.elapsed() < LIVENESS, "no error completion");
+        dev.progress();
+        n += ca.poll(&mut wc[n..]);
+    }
+    assert_eq!(
+        (wc[0].wr_id, wc[0].status, wc[1].status),
+        (0, WcStatus::RetryExcErr, WcStatus::WrFlushErr)
+    );
+    let mut rec = Recovery::new(&window, LIVENESS);
+    let mut link = LinkQueues {
+        send_cq: &mut ca,
+        recv_cq: None,
+        window: &mut window,
+        recvs: Some(&mut recvs),
+    };
+    let mut seen = 0;
+    let r = rec
+        .drain_polled(&mut dev, &mut a, &mut link, &wc, |_| seen += 1)
+        .unwrap();
+    assert_eq!(rec.failed(), (0..10).collect::<Vec<_>>().as_slice());
+    assert_eq!(r.first_error, Some((0, WcStatus::RetryExcErr)));
+    assert_eq!(
+        (r.sends_outstanding, r.recvs_outstanding, r.sends_failed),
+        (10, u64::from(RECVS), 10)
+    );
+    assert_eq!((r.recvs_flushed, r.ended(), r.missing()), (4, 14, 0));
+    assert!(
+        seen >= 12,
+        "the drain's own completions go to `each`: {seen}"
+    );
+    let line = r.to_string();
+    assert!(
+        line.starts_with(
+            "outstanding=14 sends=10 receives=4 first_error=1 flushed=13 other=0 missing=0 in "
+        ),
+        "{line}"
+    );
+    assert_eq!((window.in_flight(), recvs.posted()), (0, 0));
+}
