@@ -55,7 +55,15 @@
 //! the application noticed (`missing` 0), and prints as one line. The ring helpers ([`crate::flow::RingWriter`], [`crate::flow::RingReader`])
 //! carry the application's stream position, which only the two ends together can agree on:
 //! reset them after `recover` with [`crate::flow::RingWriter::reset`] at the sequence the
-//! reader reports. A drain that sees nothing for `stall` (a device that never flushes) is an
+//! reader reports.
+//!
+//! **[`RcLink`]** bundles the common shape: one RC QP whose sends and receives complete on
+//! one CQ of its own, its window (one slot below the QP's depth, for the marker), the
+//! receives kept posted (tagged with an id base) and the recovery. [`RcLink::take`] books a
+//! completion the application polled, [`RcLink::drain_polled`] is [`Recovery::drain_polled`]
+//! on the link; a link that goes on with new QPs makes a new `RcLink` per connection.
+//!
+//! A drain that sees nothing for `stall` (a device that never flushes) is an
 //! error naming what is still outstanding; the QP stays in ERR and the helpers unchanged.
 
 use std::time::{Duration, Instant};
@@ -63,7 +71,8 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::flow::{RecvReplenisher, SendWindow};
 use crate::{
-    Completion, CompletionQueue, Provider, QpState, QueuePair, SendQueue, SendWr, WcStatus,
+    Completion, CompletionQueue, Provider, QpConfig, QpState, QpType, QueuePair, SendQueue, SendWr,
+    WcStatus,
 };
 
 /// The wr_id of the recovery's marker (step 1 of the module doc); the application's own send
@@ -380,5 +389,76 @@ impl Recovery {
                 }
             }
         }
+    }
+}
+
+/// One RC link in the common shape (module doc): its QP and CQ, window, receives and
+/// recovery, all public for the application's own posts and polls.
+pub struct RcLink<P: Provider> {
+    /// The RC QP.
+    pub qp: P::Qp,
+    /// The CQ its sends and receives complete on (no other QP's).
+    pub cq: P::Cq,
+    /// Its sends in flight ([`Recovery::send_window`]).
+    pub window: SendWindow,
+    /// Its receives kept posted, wr_ids from the id base given to [`RcLink::new`].
+    pub recvs: RecvReplenisher,
+    /// Its recovery.
+    pub rec: Recovery,
+}
+
+impl<P: Provider> RcLink<P> {
+    /// A new RC QP on a new CQ in `pd`: room for `sends` requests in flight (plus the
+    /// marker's slot) and `recvs` receives without SGEs (WRITE WITH IMMEDIATE, SEND WITH
+    /// IMMEDIATE of no payload; at least one), with wr_ids from `recv_id_base` (above every
+    /// send id); a drain stalls after `stall` without a completion. The receives are posted
+    /// once the QP is connected: `link.recvs.fill(link.qp.rq())`.
+    pub fn new(
+        p: &mut P,
+        pd: &P::Pd,
+        sends: u32,
+        recvs: u32,
+        recv_id_base: u64,
+        stall: Duration,
+    ) -> Result<Self> {
+        let mut c = QpConfig::new(QpType::Rc);
+        (c.caps.max_send_wr, c.caps.max_recv_wr) = (sends.saturating_add(1), recvs.max(1));
+        let mut cq = p.create_cq(c.caps.max_send_wr.saturating_add(c.caps.max_recv_wr))?;
+        let qp = p.create_qp(pd, &mut cq, None, None, &c)?;
+        let window = Recovery::send_window(&qp);
+        Ok(RcLink {
+            rec: Recovery::new(&window, stall),
+            recvs: RecvReplenisher::new(recvs.max(1)).with_id_base(recv_id_base),
+            qp,
+            cq,
+            window,
+        })
+    }
+
+    /// Books a successful completion the application polled: a receive's slot to post again
+    /// (told by its wr_id), or the sends it retires. True for a receive. A failed one goes
+    /// to [`RcLink::drain_polled`] instead.
+    pub fn take(&mut self, c: &Completion) -> bool {
+        let recv = self.recvs.owns(c.wr_id);
+        if recv {
+            self.recvs.consumed(c);
+        } else {
+            self.window.retire(c);
+        }
+        recv
+    }
+
+    /// [`Recovery::drain_polled`] on this link: `polled` the completions of the poll that saw
+    /// the fault, from the error on (empty when the fault came from elsewhere). The QP is
+    /// left in ERR with nothing outstanding, the window and receives reset.
+    pub fn drain_polled(&mut self, p: &mut P, polled: &[Completion]) -> Result<Report> {
+        let mut q = LinkQueues {
+            send_cq: &mut self.cq,
+            recv_cq: None,
+            window: &mut self.window,
+            recvs: Some(&mut self.recvs),
+        };
+        self.rec
+            .drain_polled(p, &mut self.qp, &mut q, polled, |_| {})
     }
 }

@@ -584,3 +584,57 @@ fn drain_polled_books_what_the_application_polled() {
     );
     assert_eq!((window.in_flight(), recvs.posted()), (0, 0));
 }
+
+/// `RcLink`: the common shape built by the library (a window one below the QP's depth, the
+/// receives tagged), `take` books the application's successful completions (sends and
+/// receives told apart by wr_id), `drain_polled` ends the rest after the peer is gone.
+#[test]
+fn an_rc_link_books_its_completions_and_drains() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 64).unwrap();
+    let mut a = RcLink::new(&mut dev, &pd, 8, 2, RECV_BASE, LIVENESS).unwrap();
+    let mut b = RcLink::new(&mut dev, &pd, 8, 2, RECV_BASE, LIVENESS).unwrap();
+    assert_eq!(a.window.depth(), a.qp.caps().max_send_wr - 1);
+    connect_pair(&mut dev, &mut a.qp, &mut b.qp, &ConnectOpts::default()).unwrap();
+    a.recvs.fill(a.qp.rq()).unwrap();
+    b.recvs.fill(b.qp.rq()).unwrap();
+    // One WRITE WITH IMMEDIATE from a to b: a's send and b's receive complete.
+    let wr = SendWr::write_imm(7, &[], dst.addr, dst.rkey, 7).signaled();
+    a.qp.sq().post_and_ring(wr).map_err(|r| r.error).unwrap();
+    a.window.posted(1);
+    let mut wc = [Completion::EMPTY; 4];
+    assert_eq!(
+        poll_wait(&mut dev, &mut a.cq, &mut wc, LIVENESS).unwrap(),
+        1
+    );
+    assert!(!a.take(&wc[0]));
+    assert_eq!(
+        poll_wait(&mut dev, &mut b.cq, &mut wc, LIVENESS).unwrap(),
+        1
+    );
+    assert!(b.take(&wc[0]));
+    assert_eq!((a.window.in_flight(), b.recvs.posted()), (0, 1));
+    // The peer gone with three sends in flight: every request of a ends in the drain.
+    drop(b);
+    for id in 0..3 {
+        a.qp.sq()
+            .post(SendWr::write(id, &[], dst.addr, dst.rkey).signaled())
+            .unwrap();
+    }
+    a.qp.sq().ring();
+    a.window.posted(3);
+    let r = a.drain_polled(&mut dev, &[]).unwrap();
+    assert_eq!(
+        (
+            r.sends_outstanding,
+            r.recvs_outstanding,
+            r.ended(),
+            r.missing()
+        ),
+        (3, 2, 5, 0)
+    );
+    assert_eq!(a.rec.failed(), &[0, 1, 2]);
+    assert_eq!(a.qp.state(), QpState::Err);
+}
