@@ -52,10 +52,11 @@
 //! not lost. When the application's own poll saw the fault, it hands the completions of that
 //! poll it has not booked (from the error on) to [`Recovery::drain_polled`], which books and
 //! counts them as its own: the [`Report`] then accounts for every request outstanding when
-//! the application noticed (`missing` 0), and prints as one line. The ring helpers ([`crate::flow::RingWriter`], [`crate::flow::RingReader`])
-//! carry the application's stream position, which only the two ends together can agree on:
-//! reset them after `recover` with [`crate::flow::RingWriter::reset`] at the sequence the
-//! reader reports.
+//! the application noticed (`missing` 0), and prints as one line.
+//!
+//! The ring helpers ([`crate::flow::RingWriter`], [`crate::flow::RingReader`]) carry the
+//! application's stream position, which only the two ends together can agree on: reset them
+//! after `recover` with [`crate::flow::RingWriter::reset`] at the sequence the reader reports.
 //!
 //! **[`RcLink`]** bundles the common shape: one RC QP whose sends and receives complete on
 //! one CQ of its own, its window (one slot below the QP's depth, for the marker), the

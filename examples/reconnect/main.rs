@@ -35,8 +35,9 @@
 //!   every 200 ms, so a peer that vanished while it waited for credit shows the same way. On
 //!   a fault it prints how every outstanding request ended (`first_error`, `flushed`,
 //!   `other`, `missing`: the library's `RecoveryReport`; a drain that does not end them all
-//!   within 5 s is an error exit), then reconnects (for up to 120 s) and prints how many of the orders in flight had reached the receiver and how
-//!   many were lost in flight and resent from where the receiver resumes.
+//!   within 5 s is an error exit), then reconnects (for up to 120 s) and prints how many
+//!   of the orders in flight had reached the receiver and how many were lost in flight and
+//!   resent from where the receiver resumes.
 //!
 //! Both ends end with the FNV-1a checksum of the whole stream (the receiver's over what it
 //! received, kept across its restarts): equal when every byte arrived once, in order.
