@@ -89,7 +89,7 @@ fn proto(detail: String) -> Error {
 fn order_bytes(seq: u64) -> [u8; ORDER] {
     let mut o = [0u8; ORDER];
     for (i, w) in o.chunks_mut(8).enumerate() {
-        let x = seq.wrapping_mul(0x9e37_79b9_7f4a_7c15 * i as u64 + 1) ^ (i as u64) << 56;
+        let x = seq.wrapping_mul(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i as u64) | 1);
         w.copy_from_slice(&x.to_le_bytes());
     }
     o
