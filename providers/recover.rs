@@ -49,10 +49,22 @@
 //!
 //! Every completion polled during the drain, successful or not, is handed to the caller's
 //! `each` first, in poll order, so an acknowledgement that arrived just before the fault is
-//! not lost. The ring helpers ([`crate::flow::RingWriter`], [`crate::flow::RingReader`])
-//! carry the application's stream position, which only the two ends together can agree on:
-//! reset them after `recover` with [`crate::flow::RingWriter::reset`] at the sequence the
-//! reader reports. A drain that sees nothing for `stall` (a device that never flushes) is an
+//! not lost. When the application's own poll saw the fault, it hands the completions of that
+//! poll it has not booked (from the error on) to [`Recovery::drain_polled`], which books and
+//! counts them as its own: the [`Report`] then accounts for every request outstanding when
+//! the application noticed (`missing` 0), and prints as one line.
+//!
+//! The ring helpers ([`crate::flow::RingWriter`], [`crate::flow::RingReader`]) carry the
+//! application's stream position, which only the two ends together can agree on: reset them
+//! after `recover` with [`crate::flow::RingWriter::reset`] at the sequence the reader reports.
+//!
+//! **[`RcLink`]** bundles the common shape: one RC QP whose sends and receives complete on
+//! one CQ of its own, its window (one slot below the QP's depth, for the marker), the
+//! receives kept posted (tagged with an id base) and the recovery. [`RcLink::take`] books a
+//! completion the application polled, [`RcLink::drain_polled`] is [`Recovery::drain_polled`]
+//! on the link; a link that goes on with new QPs makes a new `RcLink` per connection.
+//!
+//! A drain that sees nothing for `stall` (a device that never flushes) is an
 //! error naming what is still outstanding; the QP stays in ERR and the helpers unchanged.
 
 use std::time::{Duration, Instant};
@@ -60,7 +72,8 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::flow::{RecvReplenisher, SendWindow};
 use crate::{
-    Completion, CompletionQueue, Provider, QpState, QueuePair, SendQueue, SendWr, WcStatus,
+    Completion, CompletionQueue, Provider, QpConfig, QpState, QpType, QueuePair, SendQueue, SendWr,
+    WcStatus,
 };
 
 /// The wr_id of the recovery's marker (step 1 of the module doc); the application's own send
@@ -115,8 +128,55 @@ pub struct Report {
     pub recvs_completed: u64,
     /// Receives flushed.
     pub recvs_flushed: u64,
+    /// Liveness [`probe`]s that did not complete successfully (failed or flushed; never
+    /// listed in [`Recovery::failed`]), so that `sends_completed + sends_failed +
+    /// probes_failed` is every send the drain ended.
+    pub probes_failed: u64,
+    /// Sends outstanding when the drain began (in the window: those of the `polled`
+    /// completions of [`Recovery::drain_polled`] included, the marker not).
+    pub sends_outstanding: u64,
+    /// Receives posted when the drain began (as `sends_outstanding`).
+    pub recvs_outstanding: u64,
     /// How long the drain (and with `recover` the reconnect) took.
     pub elapsed: Duration,
+}
+
+impl Report {
+    /// Requests the report accounts for: completed, failed or flushed, sends and receives.
+    pub fn ended(&self) -> u64 {
+        self.sends_completed
+            + self.sends_failed
+            + self.probes_failed
+            + self.recvs_completed
+            + self.recvs_flushed
+    }
+
+    /// Outstanding requests the report does not account for (0 after a drain that returned
+    /// `Ok`, unless a completion ended more requests than were counted outstanding).
+    pub fn missing(&self) -> u64 {
+        (self.sends_outstanding + self.recvs_outstanding).saturating_sub(self.ended())
+    }
+}
+
+/// One line, `outstanding=N sends=S receives=R first_error=E flushed=F other=O missing=M in
+/// T s`: `first_error` 1 when a send failed, `flushed` the other requests that did not
+/// complete successfully, `other` those that did; `E + F + O` is every request ended.
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let e = u64::from(self.first_error.is_some());
+        write!(
+            f,
+            "outstanding={} sends={} receives={} first_error={e} flushed={} other={} missing={} \
+             in {:.2} s",
+            self.sends_outstanding + self.recvs_outstanding,
+            self.sends_outstanding,
+            self.recvs_outstanding,
+            (self.sends_failed + self.probes_failed + self.recvs_flushed).saturating_sub(e),
+            self.sends_completed + self.recvs_completed,
+            self.missing(),
+            self.elapsed.as_secs_f64()
+        )
+    }
 }
 
 /// The recovery helper of one link: [`Recovery::recover`] (see the module doc).
@@ -182,6 +242,26 @@ impl Recovery {
         p: &mut P,
         qp: &mut P::Qp,
         link: &mut LinkQueues<'_, C>,
+        each: impl FnMut(&Completion),
+    ) -> Result<Report>
+    where
+        P: Provider,
+        C: CompletionQueue,
+    {
+        self.drain_polled(p, qp, link, &[], each)
+    }
+
+    /// [`Recovery::drain`] after the application's own poll saw the fault: `polled` are the
+    /// completions of that poll it has not retired in the window (nor in the replenisher),
+    /// from the error on. They are booked there and counted in the report (and in
+    /// [`Recovery::failed`]) as the drain counts its own; `each` does not see them. A
+    /// receive among them is told by its wr_id ([`RecvReplenisher::owns`]).
+    pub fn drain_polled<P, C>(
+        &mut self,
+        p: &mut P,
+        qp: &mut P::Qp,
+        link: &mut LinkQueues<'_, C>,
+        polled: &[Completion],
         mut each: impl FnMut(&Completion),
     ) -> Result<Report>
     where
@@ -196,14 +276,31 @@ impl Recovery {
             recvs,
         } = link;
         let qpn = qp.qpn();
+        self.failed.clear();
+        let mut r = Report {
+            sends_outstanding: u64::from(window.in_flight()),
+            recvs_outstanding: recvs.as_ref().map_or(0, |x| u64::from(x.posted())),
+            ..Report::default()
+        };
+        for c in polled.iter().filter(|c| c.qp_num == qpn) {
+            let is_recv = match recvs.as_deref_mut() {
+                Some(x) if x.owns(c.wr_id) => {
+                    x.consumed(c);
+                    true
+                }
+                _ => {
+                    window.retire(c);
+                    false
+                }
+            };
+            self.count(&mut r, c, is_recv);
+        }
         let mut marker = false;
         if qp.state() == QpState::Rts {
             let wr = SendWr::write(MARKER_WR_ID, &[], 0, 0).signaled();
             marker = qp.sq().post_and_ring(wr).is_ok();
         }
         p.to_error(qp)?;
-        self.failed.clear();
-        let mut r = Report::default();
         let mut sends = u64::from(window.in_flight()) + u64::from(marker);
         let mut rcv = recvs.as_ref().map_or(0, |x| u64::from(x.posted()));
         let mut wc = [Completion::EMPTY; 32];
@@ -224,36 +321,15 @@ impl Recovery {
                     let is_recv = recv_cq || recvs.as_ref().is_some_and(|x| x.owns(c.wr_id));
                     if is_recv {
                         rcv = rcv.saturating_sub(1);
-                        if c.is_ok() {
-                            r.recvs_completed += 1;
-                        } else {
-                            r.recvs_flushed += 1;
-                        }
-                        continue;
-                    }
-                    if c.wr_id == MARKER_WR_ID && marker {
+                    } else if c.wr_id == MARKER_WR_ID && marker {
                         // Not the application's; every send before it has ended (step 1).
                         r.sends_completed += sends.saturating_sub(1);
                         sends = 0;
                         continue;
-                    }
-                    let ended = 1 + u64::from(c.covered);
-                    sends = sends.saturating_sub(ended);
-                    if c.is_ok() {
-                        r.sends_completed += ended;
-                    } else if c.wr_id == PROBE_WR_ID {
-                        // Not the application's: what it covers ran, it is not listed.
-                        r.sends_completed += ended - 1;
-                        r.first_error.get_or_insert((c.wr_id, c.status));
                     } else {
-                        // The covered ones ran before the failed one (module doc, step 3).
-                        r.sends_completed += ended - 1;
-                        r.sends_failed += 1;
-                        r.first_error.get_or_insert((c.wr_id, c.status));
-                        if self.failed.len() < self.failed.capacity() {
-                            self.failed.push(c.wr_id);
-                        }
+                        sends = sends.saturating_sub(1 + u64::from(c.covered));
                     }
+                    self.count(&mut r, c, is_recv);
                 }
             }
             let now = Instant::now();
@@ -287,5 +363,103 @@ impl Recovery {
         }
         r.elapsed = t0.elapsed();
         Ok(r)
+    }
+
+    /// Counts how the requests `c` ends ended (steps 2 and 3 of the module doc).
+    fn count(&mut self, r: &mut Report, c: &Completion, is_recv: bool) {
+        let ended = 1 + u64::from(c.covered);
+        if is_recv {
+            if c.is_ok() {
+                r.recvs_completed += 1;
+            } else {
+                r.recvs_flushed += 1;
+            }
+        } else if c.is_ok() {
+            r.sends_completed += ended;
+        } else {
+            // The covered ones ran before the failed one (module doc, step 3); a probe is not
+            // the application's, so it is not listed.
+            r.sends_completed += ended - 1;
+            r.first_error.get_or_insert((c.wr_id, c.status));
+            if c.wr_id == PROBE_WR_ID {
+                r.probes_failed += 1;
+            } else {
+                r.sends_failed += 1;
+                if self.failed.len() < self.failed.capacity() {
+                    self.failed.push(c.wr_id);
+                }
+            }
+        }
+    }
+}
+
+/// One RC link in the common shape (module doc): its QP and CQ, window, receives and
+/// recovery, all public for the application's own posts and polls.
+pub struct RcLink<P: Provider> {
+    /// The RC QP.
+    pub qp: P::Qp,
+    /// The CQ its sends and receives complete on (no other QP's).
+    pub cq: P::Cq,
+    /// Its sends in flight ([`Recovery::send_window`]).
+    pub window: SendWindow,
+    /// Its receives kept posted, wr_ids from the id base given to [`RcLink::new`].
+    pub recvs: RecvReplenisher,
+    /// Its recovery.
+    pub rec: Recovery,
+}
+
+impl<P: Provider> RcLink<P> {
+    /// A new RC QP on a new CQ in `pd`: room for `sends` requests in flight (plus the
+    /// marker's slot) and `recvs` receives without SGEs (WRITE WITH IMMEDIATE, SEND WITH
+    /// IMMEDIATE of no payload; at least one), with wr_ids from `recv_id_base` (above every
+    /// send id); a drain stalls after `stall` without a completion. The receives are posted
+    /// once the QP is connected: `link.recvs.fill(link.qp.rq())`.
+    pub fn new(
+        p: &mut P,
+        pd: &P::Pd,
+        sends: u32,
+        recvs: u32,
+        recv_id_base: u64,
+        stall: Duration,
+    ) -> Result<Self> {
+        let mut c = QpConfig::new(QpType::Rc);
+        (c.caps.max_send_wr, c.caps.max_recv_wr) = (sends.saturating_add(1), recvs.max(1));
+        let mut cq = p.create_cq(c.caps.max_send_wr.saturating_add(c.caps.max_recv_wr))?;
+        let qp = p.create_qp(pd, &mut cq, None, None, &c)?;
+        let window = Recovery::send_window(&qp);
+        Ok(RcLink {
+            rec: Recovery::new(&window, stall),
+            recvs: RecvReplenisher::new(recvs.max(1)).with_id_base(recv_id_base),
+            qp,
+            cq,
+            window,
+        })
+    }
+
+    /// Books a successful completion the application polled: a receive's slot to post again
+    /// (told by its wr_id), or the sends it retires. True for a receive. A failed one goes
+    /// to [`RcLink::drain_polled`] instead.
+    pub fn take(&mut self, c: &Completion) -> bool {
+        let recv = self.recvs.owns(c.wr_id);
+        if recv {
+            self.recvs.consumed(c);
+        } else {
+            self.window.retire(c);
+        }
+        recv
+    }
+
+    /// [`Recovery::drain_polled`] on this link: `polled` the completions of the poll that saw
+    /// the fault, from the error on (empty when the fault came from elsewhere). The QP is
+    /// left in ERR with nothing outstanding, the window and receives reset.
+    pub fn drain_polled(&mut self, p: &mut P, polled: &[Completion]) -> Result<Report> {
+        let mut q = LinkQueues {
+            send_cq: &mut self.cq,
+            recv_cq: None,
+            window: &mut self.window,
+            recvs: Some(&mut self.recvs),
+        };
+        self.rec
+            .drain_polled(p, &mut self.qp, &mut q, polled, |_| {})
     }
 }

@@ -30,7 +30,8 @@
 //!   [`connect_pair`] (two QPs of one device);
 //! - after a fault ([`crate::providers::recover`]): [`Recovery`] (QP to ERR, every
 //!   outstanding request drained and accounted, the flow helpers reset, reconnected),
-//!   [`LinkQueues`], [`RecoveryReport`], [`probe`] (a liveness probe for an idle link);
+//!   [`LinkQueues`], [`RcLink`] (an RC link in the common shape), [`RecoveryReport`],
+//!   [`probe`] (a liveness probe for an idle link);
 //! - [`Error`] and [`Result`].
 //!
 //! A program written against the traits runs on every device. Two RC QPs on the software
@@ -75,7 +76,9 @@ pub use crate::providers::flow::{
 };
 pub use crate::providers::helpers::{drain, local_cpus, pin_current_thread, poll_wait};
 pub use crate::providers::mlx5::{Mlx5Dedicated, Mlx5Device};
-pub use crate::providers::recover::{probe, LinkQueues, Recovery, Report as RecoveryReport};
+pub use crate::providers::recover::{
+    probe, LinkQueues, RcLink, Recovery, Report as RecoveryReport,
+};
 #[cfg(feature = "sim")]
 pub use crate::providers::sim::{SimCq, SimDevice, SimQp};
 pub use crate::providers::verbs::VerbsDevice;

@@ -154,7 +154,6 @@ fn reconnect_has_no_unsafe() {
     for (file, src) in [
         ("main.rs", include_str!("../examples/reconnect/main.rs")),
         ("sim.rs", include_str!("../examples/reconnect/sim.rs")),
-        ("link.rs", include_str!("../examples/reconnect/link.rs")),
         (
             "receiver.rs",
             include_str!("../examples/reconnect/receiver.rs"),

@@ -474,3 +474,167 @@ fn drain_alone_leaves_the_qp_in_err_with_everything_accounted() {
     assert_eq!((report.sends_failed, report.sends_completed), (10, 0));
     assert_eq!((window.in_flight(), a.state()), (0, QpState::Err));
 }
+
+/// A probe still outstanding when the application gives the link up (here with orders
+/// posted after it) ends in the drain as a flush: counted in `probes_failed`, not listed in
+/// `failed`, so the report's send counts add up to every send the drain ended.
+#[test]
+fn a_probe_flushed_in_a_drain_is_counted_but_not_listed() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 64).unwrap();
+    let ((mut a, mut ca), _peer) = pair(&mut dev, &pd);
+    let mut window = Recovery::send_window(&a);
+    probe(&mut a, &mut window).unwrap();
+    for id in 0..3 {
+        a.sq()
+            .post(SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"x"))
+            .unwrap();
+    }
+    window.posted(3);
+    a.sq().ring();
+    let mut rec = Recovery::new(&window, LIVENESS);
+    let mut link = LinkQueues {
+        send_cq: &mut ca,
+        recv_cq: None,
+        window: &mut window,
+        recvs: None,
+    };
+    let r = rec.drain(&mut dev, &mut a, &mut link, |_| {}).unwrap();
+    assert_eq!(
+        r.first_error,
+        Some((
+            rdma_direct::providers::recover::PROBE_WR_ID,
+            WcStatus::WrFlushErr
+        ))
+    );
+    assert_eq!(
+        (r.probes_failed, r.sends_failed, r.sends_completed),
+        (1, 3, 0)
+    );
+    assert_eq!(rec.failed(), &[0, 1, 2]);
+    assert_eq!(window.in_flight(), 0);
+}
+
+/// `drain_polled`: the application's poll saw the error (the peer gone) and more after it;
+/// it hands those over unretired. The report counts them with the drain's own: ten sends
+/// and four receives outstanding, the first send failed, the rest flushed, every one listed
+/// in post order, none missing; the one-line form says so.
+#[test]
+fn drain_polled_books_what_the_application_polled() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 64).unwrap();
+    let ((mut a, mut ca), (b, cb)) = pair(&mut dev, &pd);
+    let mut recvs = RecvReplenisher::new(RECVS).with_id_base(RECV_BASE);
+    recvs.fill(a.rq()).unwrap();
+    drop((b, cb));
+    a.sq().set_signal_every(4);
+    let mut window = Recovery::send_window(&a);
+    for id in 0..10 {
+        a.sq()
+            .post(SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"x"))
+            .unwrap();
+    }
+    window.posted(10);
+    a.sq().ring();
+    // The application's poll: the error and the flush after it, left unretired.
+    let mut wc = [Completion::EMPTY; 2];
+    let t = Instant::now();
+    let mut n = 0;
+    while n < 2 {
+        assert!(t.elapsed() < LIVENESS, "no error completion");
+        dev.progress();
+        n += ca.poll(&mut wc[n..]);
+    }
+    assert_eq!(
+        (wc[0].wr_id, wc[0].status, wc[1].status),
+        (0, WcStatus::RetryExcErr, WcStatus::WrFlushErr)
+    );
+    let mut rec = Recovery::new(&window, LIVENESS);
+    let mut link = LinkQueues {
+        send_cq: &mut ca,
+        recv_cq: None,
+        window: &mut window,
+        recvs: Some(&mut recvs),
+    };
+    let mut seen = 0;
+    let r = rec
+        .drain_polled(&mut dev, &mut a, &mut link, &wc, |_| seen += 1)
+        .unwrap();
+    assert_eq!(rec.failed(), (0..10).collect::<Vec<_>>().as_slice());
+    assert_eq!(r.first_error, Some((0, WcStatus::RetryExcErr)));
+    assert_eq!(
+        (r.sends_outstanding, r.recvs_outstanding, r.sends_failed),
+        (10, u64::from(RECVS), 10)
+    );
+    assert_eq!((r.recvs_flushed, r.ended(), r.missing()), (4, 14, 0));
+    assert!(
+        seen >= 12,
+        "the drain's own completions go to `each`: {seen}"
+    );
+    let line = r.to_string();
+    assert!(
+        line.starts_with(
+            "outstanding=14 sends=10 receives=4 first_error=1 flushed=13 other=0 missing=0 in "
+        ),
+        "{line}"
+    );
+    assert_eq!((window.in_flight(), recvs.posted()), (0, 0));
+}
+
+/// `RcLink`: the common shape built by the library (a window one below the QP's depth, the
+/// receives tagged), `take` books the application's successful completions (sends and
+/// receives told apart by wr_id), `drain_polled` ends the rest after the peer is gone.
+#[test]
+fn an_rc_link_books_its_completions_and_drains() {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 64).unwrap();
+    let mut a = RcLink::new(&mut dev, &pd, 8, 2, RECV_BASE, LIVENESS).unwrap();
+    let mut b = RcLink::new(&mut dev, &pd, 8, 2, RECV_BASE, LIVENESS).unwrap();
+    assert_eq!(a.window.depth(), a.qp.caps().max_send_wr - 1);
+    connect_pair(&mut dev, &mut a.qp, &mut b.qp, &ConnectOpts::default()).unwrap();
+    a.recvs.fill(a.qp.rq()).unwrap();
+    b.recvs.fill(b.qp.rq()).unwrap();
+    // One WRITE WITH IMMEDIATE from a to b: a's send and b's receive complete.
+    let wr = SendWr::write_imm(7, &[], dst.addr, dst.rkey, 7).signaled();
+    a.qp.sq().post_and_ring(wr).map_err(|r| r.error).unwrap();
+    a.window.posted(1);
+    let mut wc = [Completion::EMPTY; 4];
+    assert_eq!(
+        poll_wait(&mut dev, &mut a.cq, &mut wc, LIVENESS).unwrap(),
+        1
+    );
+    assert!(!a.take(&wc[0]));
+    assert_eq!(
+        poll_wait(&mut dev, &mut b.cq, &mut wc, LIVENESS).unwrap(),
+        1
+    );
+    assert!(b.take(&wc[0]));
+    assert_eq!((a.window.in_flight(), b.recvs.posted()), (0, 1));
+    // The peer gone with three sends in flight: every request of a ends in the drain.
+    drop(b);
+    for id in 0..3 {
+        a.qp.sq()
+            .post(SendWr::write(id, &[], dst.addr, dst.rkey).signaled())
+            .unwrap();
+    }
+    a.qp.sq().ring();
+    a.window.posted(3);
+    let r = a.drain_polled(&mut dev, &[]).unwrap();
+    assert_eq!(
+        (
+            r.sends_outstanding,
+            r.recvs_outstanding,
+            r.ended(),
+            r.missing()
+        ),
+        (3, 2, 5, 0)
+    );
+    assert_eq!(a.rec.failed(), &[0, 1, 2]);
+    assert_eq!(a.qp.state(), QpState::Err);
+}

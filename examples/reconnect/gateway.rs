@@ -2,61 +2,33 @@
 
 use super::*;
 
-/// The gateway: streams orders `0..total` into the receiver's ring (WRITE WITH IMMEDIATE,
-/// `BATCH` a doorbell, the last signaled), at most `RING` unconfirmed; on a fault it drains,
-/// counts, reconnects (a new QP) and resends from where the receiver says it resumes.
-pub(super) fn gateway<P: Provider>(
-    mut p: P,
-    host: &str,
-    port: u16,
-    gid: u8,
-    total: u64,
-) -> Result<()> {
-    let opts = device_opts(gid);
+/// Streams orders `0..a.total` into the receiver's ring (`BATCH` a doorbell, the last
+/// signaled), at most `RING` unconfirmed; on a fault the link's `Recovery` drains it, and the
+/// gateway reconnects (a new QP) and resends from where the receiver says it resumes.
+pub(super) fn gateway<P: Provider>(mut p: P, host: &str, a: &Args) -> Result<()> {
+    let (opts, total) = (a.opts, a.total);
     let pd = p.alloc_pd()?;
-    // Order slots, then the heartbeat's 8 bytes.
-    let mut orders = p.alloc_buf(
-        &pd,
-        RING as usize * ORDER + 8,
-        Access::LOCAL_WRITE,
-        Pages::Normal,
-    )?;
+    let mut orders = p.alloc_buf(&pd, LEN, Access::LOCAL_WRITE, Pages::Normal)?;
     let expect = (0..total).fold(FNV0, |h, s| fnv(h, &order_bytes(s)));
     let (mut faults, mut lost, mut resent_ok) = (0u64, 0u64, 0u64);
-    let mut connected_at = std::time::Instant::now();
-    // Where the stream stood at the last fault (posted, confirmed), until the reconnect
-    // says where the receiver resumes.
-    let mut pending: Option<(u64, u64)> = None;
-    // The failed connection's QP and CQ, kept until the next one is up (see the receiver).
-    let mut prev: Option<Link<P>> = None;
-    println!(
-        "gateway: {total} orders to {host}:{port}; retry budget {:.2} s (timeout {}, retry_cnt \
-         {}), heartbeat every {} ms",
-        retry_budget(&opts),
-        opts.timeout,
-        opts.retry_cnt,
-        HEARTBEAT.as_millis()
-    );
+    // Where the stream stood at the last fault (posted, confirmed), and when it failed.
+    let (mut pending, mut since) = (None, Instant::now());
+    // The failed connection's link, kept until the next one is up (see the receiver).
+    let mut prev: Option<RcLink<P>> = None;
+    let budget = format!("retry budget {:.2} s", opts.retry_budget().as_secs_f64());
+    let (t, r, hb) = (opts.timeout, opts.retry_cnt, HEARTBEAT.as_millis());
+    println!("gateway: {total} orders to {host}:{}; {budget} (timeout {t}, retry_cnt {r}), heartbeat every {hb} ms", a.port);
     loop {
         // (Re)connect: the receiver may be restarting; try until RECONNECT passes.
         let mut attempt = 0u32;
         let (mut k, mut conn) = loop {
             attempt += 1;
-            let mut k = new_link(&mut p, &pd, RING as u32 + 1, CREDITS)?;
-            match connect_qp_client(
-                &mut p,
-                &mut k.qp,
-                (host, port),
-                &opts,
-                None,
-                Duration::from_secs(10),
-            ) {
-                Ok(c) => {
-                    drop(prev.take());
-                    break (k, c);
-                }
-                Err(e) if connected_at.elapsed() < RECONNECT => {
-                    if attempt == 1 || attempt % 10 == 0 {
+            let mut k = link(&mut p, &pd, RING as u32 + 1, CREDITS)?;
+            let to = Duration::from_secs(10);
+            match connect_qp_client(&mut p, &mut k.qp, (host, a.port), &opts, None, to) {
+                Ok(c) => break (k, c),
+                Err(e) if since.elapsed() < RECONNECT => {
+                    if attempt % 10 == 1 {
                         println!("gateway: connect attempt {attempt}: {e}; retrying");
                     }
                     std::thread::sleep(Duration::from_millis(200));
@@ -64,151 +36,82 @@ pub(super) fn gateway<P: Provider>(
                 Err(e) => return Err(e),
             }
         };
-        for i in 0..CREDITS {
-            k.qp.rq()
-                .post_recv(RecvWr::new(RECV_ID | u64::from(i), &[]))?;
-        }
-        k.qp.rq().ring();
-        write_u64(&mut conn.stream, total, "the order count")?;
-        let resume = read_u64(&mut conn.stream, "the resume point")?;
+        drop(prev.take());
+        k.recvs.fill(k.qp.rq())?;
+        let resume = swap_u64(&mut conn.stream, total)?;
         let ring = conn
             .remote_mr()
             .ok_or_else(|| proto("the receiver shared no ring".into()))?;
-        if faults > 0 {
-            println!(
-                "gateway: reconnected after {:.2} s (attempt {attempt}); the receiver resumes at \
-                 order {resume}",
-                connected_at.elapsed().as_secs_f64()
-            );
-        }
-        // The receiver counts orders, not batches: after a fault it may hold part of a batch
-        // (the first short batch below realigns the stream).
-        if resume > total {
+        let (po, cr) = pending.unwrap_or((total, 0));
+        if resume < cr || resume > po {
             return Err(proto(format!(
-                "the receiver resumes at {resume} of {total}"
+                "the receiver resumes at {resume}, not in {cr}..={po} (confirmed..=posted; run \
+                 it with --state FILE)"
             )));
         }
-        if let Some((po, cr)) = pending.take() {
-            if resume < cr {
-                return Err(proto(format!(
-                    "the receiver resumes at {resume}, but had confirmed {cr}: it lost confirmed \
-                     orders (run it with --state FILE)"
-                )));
-            }
-            lost += po.saturating_sub(resume);
-            resent_ok += resume - cr;
-            println!(
-                "gateway: of the {} orders in flight unconfirmed, {} had reached the receiver \
-                 and {} were lost in flight: resent from {resume}",
-                po - cr,
-                resume - cr,
-                po.saturating_sub(resume)
-            );
+        if pending.take().is_some() {
+            let s = since.elapsed().as_secs_f64();
+            println!("gateway: reconnected after {s:.2} s (attempt {attempt}); the receiver resumes at order {resume}");
+            (lost, resent_ok) = (lost + po - resume, resent_ok + resume - cr);
+            let (out, got, gone) = (po - cr, resume - cr, po - resume);
+            println!("gateway: of the {out} orders in flight unconfirmed, {got} had reached the receiver and {gone} were lost in flight: resent from {resume}");
         }
-        let (mut posted, mut credited) = (resume, resume);
-        let (mut sends, mut recvs) = (0u64, u64::from(CREDITS));
-        let mut hb_out = false;
-        let mut last = std::time::Instant::now();
+        let (mut posted, mut credited, mut last) = (resume, resume, Instant::now());
         let mut wc = [Completion::EMPTY; 32];
-        let mut empty = 0u32;
-        // A fault: the first error completion (or a refused post) and where the stream stood.
-        let fault: Option<Drain> = 'conn: loop {
+        let fault = 'conn: loop {
             if credited == total {
                 break None;
             }
-            // Post while the window allows: whole batches, and after a resume inside a batch
-            // the rest of that batch first (the receiver confirms at batch boundaries).
-            while posted < total && posted + (BATCH - posted % BATCH) - credited <= RING {
-                let len = (BATCH - posted % BATCH) as usize;
-                let mut sges = [[Sge::default()]; BATCH as usize];
-                for (i, sge) in sges.iter_mut().enumerate().take(len) {
-                    let seq = posted + i as u64;
-                    let slot = (seq % RING) as usize;
+            let mut refused = k.recvs.replenish(k.qp.rq()).err().map(|e| e.to_string());
+            // Whole batches while the window allows, one doorbell each (after a resume inside
+            // a batch the rest of it first: the receiver confirms at batch boundaries).
+            while posted < total && refused.is_none() {
+                let end = (posted / BATCH + 1) * BATCH;
+                if end - credited > RING || u64::from(k.window.room()) < end - posted {
+                    break;
+                }
+                while posted < end {
+                    // The order into its slot here, then the typed WRITE WITH IMMEDIATE to
+                    // the same slot of the receiver's ring (immediate: its number).
+                    let at = (posted % RING) * ORDER as u64;
+                    let sge = [orders.sge(at as usize, ORDER)?];
                     orders
-                        .get_mut(slot * ORDER, ORDER)?
-                        .copy_from_slice(&order_bytes(seq));
-                    *sge = [orders.sge(slot * ORDER, ORDER)?];
-                }
-                let mut batch = SendBatch::<_, { BATCH as usize }>::new();
-                for (i, sge) in sges.iter().enumerate().take(len) {
-                    let seq = posted + i as u64;
-                    let at = ring.target((seq % RING) * ORDER as u64, ORDER as u64)?;
-                    let wr = SendWr::write_imm_to(seq, sge, at, seq as u32);
-                    let _ = batch.push(wr.signaled_if(i == len - 1));
-                }
-                if let Err(e) = k.qp.sq().post_list(batch.as_slice()) {
-                    if post_fault(&e.error) && e.index == 0 {
-                        println!("gateway: a post was refused: {}", e.error);
-                        break 'conn Some(drain_fault(
-                            &mut p,
-                            &mut k.qp,
-                            &mut k.cq,
-                            None,
-                            &[],
-                            sends,
-                            recvs,
-                        ));
+                        .get_mut(at as usize, ORDER)?
+                        .copy_from_slice(&order_bytes(posted));
+                    let to = ring.target(at, ORDER as u64)?;
+                    let wr = SendWr::write_imm_to(posted, &sge, to, posted as u32);
+                    if let Err(r) = k.qp.sq().post(wr.signaled_if(posted + 1 == end)) {
+                        refused = Some(refusal(r.error)?);
+                        break;
                     }
-                    return Err(e.into());
+                    k.window.posted(1);
+                    posted += 1;
                 }
                 k.qp.sq().ring();
-                sends += len as u64;
-                posted += len as u64;
             }
-            if sends == 0 && !hb_out && last.elapsed() >= HEARTBEAT {
-                let at = ring.target(RING * ORDER as u64, 8)?;
-                let sge = [orders.sge(RING as usize * ORDER, 8)?];
-                match k.qp.sq().post(SendWr::write_to(HB_ID, &sge, at).signaled()) {
-                    Ok(()) => {
-                        k.qp.sq().ring();
-                        sends += 1;
-                        hb_out = true;
-                    }
-                    Err(r) if post_fault(&r.error) => {
-                        println!("gateway: a post was refused: {}", r.error);
-                        break 'conn Some(drain_fault(
-                            &mut p,
-                            &mut k.qp,
-                            &mut k.cq,
-                            None,
-                            &[],
-                            sends,
-                            recvs,
-                        ));
-                    }
-                    Err(r) => return Err(r.error.into()),
+            // Idle: a probe finds a peer that vanished while we waited for credit.
+            if refused.is_none() && k.window.in_flight() == 0 && last.elapsed() >= HEARTBEAT {
+                if let Err(e) = probe(&mut k.qp, &mut k.window) {
+                    refused = Some(refusal(e)?);
                 }
+            }
+            if let Some(e) = refused {
+                println!("gateway: a post was refused: {e}");
+                break Some(fault(&mut p, &mut k, &[])?);
             }
             let n = k.cq.poll(&mut wc);
-            let mut refused = None;
-            if n == 0 {
-                p.progress();
-                empty += 1;
-                if empty % 4096 == 0 && last.elapsed() > 4 * DRAIN {
-                    return Err(proto(format!(
-                        "no completion for {} s with {sends} sends outstanding",
-                        last.elapsed().as_secs()
-                    )));
-                }
-                continue;
+            p.progress();
+            if last.elapsed() > 4 * DRAIN {
+                return Err(proto(format!("no completion for {:?}", 4 * DRAIN)));
             }
             for (i, c) in wc[..n].iter().enumerate() {
                 if !c.is_ok() {
-                    let quiet = last.elapsed().as_secs_f64();
-                    let (c, rest) = (wc[i], &wc[i + 1..n]);
-                    let d = drain_fault(&mut p, &mut k.qp, &mut k.cq, Some(&c), rest, sends, recvs);
-                    println!(
-                        "gateway: fault {}: the first error came {quiet:.2} s after the last \
-                         good completion (retry budget {:.2} s + heartbeat {} ms)",
-                        faults + 1,
-                        retry_budget(&opts),
-                        HEARTBEAT.as_millis()
-                    );
-                    break 'conn Some(d);
+                    let s = last.elapsed().as_secs_f64();
+                    println!("gateway: fault {}: the first error came {s:.2} s after the last good completion ({budget} + heartbeat {hb} ms)", faults + 1);
+                    break 'conn Some(fault(&mut p, &mut k, &wc[i..n])?);
                 }
-                last = std::time::Instant::now();
-                if is_recv(c) {
-                    recvs -= 1;
+                last = Instant::now();
+                if k.take(c) {
                     // The receiver's count, carried in 32 bits: the step from what we had.
                     let was = credited;
                     credited += u64::from(c.imm.wrapping_sub(credited as u32));
@@ -218,67 +121,24 @@ pub(super) fn gateway<P: Provider>(
                     if credited > posted {
                         return Err(proto(format!("credit {credited} beyond {posted} posted")));
                     }
-                    if refused.is_none() {
-                        match k.qp.rq().post_recv(RecvWr::new(RECV_ID | credited, &[])) {
-                            Ok(()) => {
-                                k.qp.rq().ring();
-                                recvs += 1;
-                                if let Some(e) = k.qp.rq().take_ring_error() {
-                                    recvs -= u64::from(e.count);
-                                    refused = Some(format!("ring: {e}"));
-                                }
-                            }
-                            Err(r) if post_fault(&r.error) => refused = Some(r.error.to_string()),
-                            Err(r) => return Err(r.error.into()),
-                        }
-                    }
-                } else {
-                    sends -= 1 + u64::from(c.covered);
-                    if c.wr_id == HB_ID {
-                        hb_out = false;
-                    }
                 }
-            }
-            if let Some(e) = refused {
-                println!("gateway: a post was refused: {e}");
-                break Some(drain_fault(
-                    &mut p,
-                    &mut k.qp,
-                    &mut k.cq,
-                    None,
-                    &[],
-                    sends,
-                    recvs,
-                ));
             }
         };
-        match fault {
-            None => {
-                conn.sync(Duration::from_secs(30))?;
-                println!(
-                    "gateway: done: {total} orders confirmed by the receiver; {faults} faults, {lost} \
-                     orders lost in flight and resent ({resent_ok} more had reached the receiver \
-                     unconfirmed: not resent); checksum {expect:#018x}"
-                );
-                return Ok(());
-            }
-            Some(d) => {
-                faults += 1;
-                println!(
-                    "gateway: fault {faults}: {d}; orders posted {posted}, confirmed {credited}: {} \
-                     in flight unconfirmed",
-                    posted - credited
-                );
-                if d.missing > 0 {
-                    return Err(proto(format!("{} requests never ended", d.missing)));
-                }
-                // The receiver says at the reconnect where it resumes; everything past that
-                // is resent. Until then, all `posted - credited` count as lost in flight.
-                drop(conn);
-                prev = Some(k);
-                connected_at = std::time::Instant::now();
-                pending = Some((posted, credited));
-            }
-        }
+        let Some(d) = fault else {
+            conn.sync(Duration::from_secs(30))?;
+            println!(
+                "gateway: done: {total} orders confirmed by the receiver; {faults} faults, {lost} \
+                 orders lost in flight and resent ({resent_ok} more had reached the receiver \
+                 unconfirmed: not resent); checksum {expect:#018x}"
+            );
+            return Ok(());
+        };
+        faults += 1;
+        let out = posted - credited;
+        println!("gateway: fault {faults}: {d}; orders posted {posted}, confirmed {credited}: {out} in flight unconfirmed");
+        // The receiver says at the reconnect where it resumes; everything past that is
+        // resent. Until then, all `posted - credited` count as lost in flight.
+        drop(conn);
+        (prev, since, pending) = (Some(k), Instant::now(), Some((posted, credited)));
     }
 }

@@ -1,8 +1,11 @@
 //! A gateway that survives its peer restarting: it streams numbered 64-byte orders (WRITE
-//! WITH IMMEDIATE, 16 a batch, the last one signaled) into the peer's ring, detects a fault
-//! from its completions (the batch ends in `RETRY_EXC_ERR` and the rest flushes: nothing is
-//! silent), drains, counts what was in flight and not acknowledged, reconnects and resends
-//! from where the peer resumes. Only the prelude, no `unsafe`.
+//! WITH IMMEDIATE through the typed `SendWr::write_imm_to`, 16 a batch, the last one
+//! signaled) into the peer's ring, and leaves the fault handling to the library: each
+//! connection is an `RcLink` (QP, CQ, send window, receives kept posted, `Recovery`); a fault
+//! shows as a completion (`RETRY_EXC_ERR`, the rest flushed: nothing is silent), or as a
+//! refused post; `RcLink::drain_polled` moves the QP to ERR and ends every outstanding
+//! request, counted per request; the gateway reconnects and resends from where the peer
+//! resumes. Only the prelude, no `unsafe`.
 //!
 //! ```text
 //! cargo run --release --example reconnect                  # the sim, 2000 batches, 4 restarts
@@ -12,113 +15,193 @@
 //! ```
 //! **On the sim** (no `-d`): both ends in one process; every EVERY batches the peer
 //! "restarts" (its QP is destroyed with a batch in flight, as the kernel destroys a killed
-//! process's QP, and a new one comes up). The gateway resets its QP, reconnects and resends;
-//! the peer checks that the orders arrive in sequence. Options: `-n BATCHES` (default 2000),
-//! `-r EVERY` (default 500).
+//! process's QP, and a new one comes up). The gateway hands the error completion to the
+//! drain (which counts the orders lost), reconnects the same QP (ERR, RESET, ..., RTS) to the
+//! new peer and resends from the first failed order; the peer checks that the orders arrive
+//! in sequence. Options: `-n BATCHES` (default 2000), `-r EVERY` (default 500).
 //!
 //! **On a device** (`-d DEV`; mlx5 through the direct provider, anything else through
 //! libibverbs), two processes, endpoints exchanged over TCP (`-p PORT`, default 18520;
-//! `-x GID_INDEX`):
+//! `-x GID_INDEX`), a new `RcLink` per connection (the failed one is drained and kept until
+//! the next is up):
 //! - the receiver (no HOST) checks every order byte for byte in sequence, keeps its progress
 //!   in `--state FILE` after each batch (so a receiver killed and started again resumes where
 //!   it stopped), confirms each batch with a SEND WITH IMMEDIATE carrying its count, and
 //!   takes a new connection whenever the old one fails (an error completion, a refused post,
-//!   or the gateway's TCP connection closing: then it moves its QP to ERR and drains it);
+//!   or the gateway's TCP connection closing: then the drain moves its QP to ERR);
 //! - the gateway (HOST) sends `-n ORDERS` (default 20000, rounded up to whole batches), at
 //!   most 64 unconfirmed. `timeout` 16 and `retry_cnt` 2 bound how long a vanished peer takes
-//!   to show: three tries 268 ms apart, 0.81 s; with nothing in flight it writes an 8-byte
-//!   heartbeat every 200 ms, so a peer that vanished while it waited for credit shows the
-//!   same way. On a fault it prints how every outstanding request ended (`first_error`,
-//!   `flushed`, `missing`: never more than 0 without an error exit), then reconnects (a new
-//!   QP; for up to 120 s) and prints how many of the orders in flight had reached the
-//!   receiver and how many were lost in flight and resent from where the receiver resumes.
+//!   to show: three tries 268 ms apart, 0.81 s; with nothing in flight it sends a `probe`
+//!   every 200 ms, so a peer that vanished while it waited for credit shows the same way. On
+//!   a fault it prints how every outstanding request ended (`first_error`, `flushed`,
+//!   `other`, `missing`: the library's `RecoveryReport`; a drain that does not end them all
+//!   within 5 s is an error exit), then reconnects (for up to 120 s) and prints how many
+//!   of the orders in flight had reached the receiver and how many were lost in flight and
+//!   resent from where the receiver resumes.
 //!
 //! Both ends end with the FNV-1a checksum of the whole stream (the receiver's over what it
 //! received, kept across its restarts): equal when every byte arrived once, in order.
 //! `tests/guest/pair/60-restart.sh` and `70-flap.sh` run it between two guests over rxe.
 
 use rdma_direct::prelude::*;
-use std::time::Duration;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
 mod gateway;
-mod link;
 mod receiver;
 mod sim;
 
-use gateway::gateway;
-use link::*;
-use receiver::receiver;
-use sim::on_sim;
-
 const BATCH: u64 = 16;
 const ORDER: usize = 64;
-const STALL: Duration = Duration::from_secs(5);
+/// Order slots in the receiver's ring (a multiple of `BATCH`): the gateway's window.
+const RING: u64 = 64;
+/// The ring's bytes.
+const LEN: usize = RING as usize * ORDER;
+/// The gateway's credit receives (the receiver confirms once per batch).
+const CREDITS: u32 = (RING / BATCH) as u32 + 2;
+/// A gateway with nothing in flight for this long sends a liveness probe.
+const HEARTBEAT: Duration = Duration::from_millis(200);
+/// A drain that sees no completion for this long is an error (the helper's `stall`).
+const DRAIN: Duration = Duration::from_secs(5);
+/// How long the gateway keeps trying to reach a restarted receiver.
+const RECONNECT: Duration = Duration::from_secs(120);
+/// The id base of every receive: after a flush only a completion's wr_id is reliable.
+const RECV_ID: u64 = 1 << 62;
+
+struct Args {
+    host: Option<String>,
+    state: Option<String>,
+    port: u16,
+    /// `timeout` 16 (268 ms) and `retry_cnt` 2 (three tries): a vanished peer shows in
+    /// 0.81 s.
+    opts: ConnectOpts,
+    total: u64,
+}
+
+fn proto(detail: String) -> Error {
+    Error::Protocol {
+        context: "reconnect example",
+        detail,
+    }
+}
+
+/// Order `seq`'s 64 bytes: its number, then 7 words mixed from it (little endian).
+fn order_bytes(seq: u64) -> [u8; ORDER] {
+    let mut o = [0u8; ORDER];
+    for (i, w) in o.chunks_mut(8).enumerate() {
+        let x = seq.wrapping_mul(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i as u64) | 1);
+        w.copy_from_slice(&x.to_le_bytes());
+    }
+    o
+}
+
+const FNV0: u64 = 0xcbf2_9ce4_8422_2325;
+/// FNV-1a over the bytes of a stream of orders, continued from `h`.
+fn fnv(h: u64, bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// The side channel's one exchange after a connect: sends `mine`, returns the peer's (the
+/// gateway sends the order count, the receiver where it resumes).
+fn swap_u64(s: &mut TcpStream, mine: u64) -> Result<u64> {
+    use std::io::{Read, Write};
+    let mut b = [0u8; 8];
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .and_then(|()| s.write_all(&mine.to_le_bytes()))
+        .and_then(|()| s.read_exact(&mut b))
+        .map_err(|e| Error::io("reconnect: the exchange after the connect", &e))?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// A refused post: a QP the device failed is a fault to recover from (its text), anything
+/// else a bug (the error).
+fn refusal(e: PostError) -> Result<String> {
+    match e {
+        PostError::BadState { .. } | PostError::CqError { .. } => Ok(e.to_string()),
+        e => Err(e.into()),
+    }
+}
+
+/// A new link (the library's `RcLink`): `sends` in flight at most, `recvs` receives.
+fn link<P: Provider>(p: &mut P, pd: &P::Pd, sends: u32, recvs: u32) -> Result<RcLink<P>> {
+    RcLink::new(p, pd, sends, recvs, RECV_ID, DRAIN)
+}
+
+/// A fault on link `k`: `polled` is what the poll that saw it returned from the error on
+/// (empty when it came from elsewhere). The library's drain books those, moves the QP to ERR
+/// and ends every request still outstanding; the line says how each one ended.
+fn fault<P: Provider>(p: &mut P, k: &mut RcLink<P>, polled: &[Completion]) -> Result<String> {
+    let r = k.drain_polled(p, polled)?;
+    let first = polled
+        .first()
+        .map(|c| c.status)
+        .or(r.first_error.map(|e| e.1));
+    let first = first.map_or("none".into(), |s| format!("{s:?}"));
+    let how = match polled.first() {
+        Some(c) if k.recvs.owns(c.wr_id) => "on a receive",
+        Some(_) => "on a send",
+        None => "the QP moved to ERR here",
+    };
+    Ok(format!("failed status {first} ({how}); drain: {r}"))
+}
+
+/// The options that take a value, in the order `run` reads them.
+const FLAGS: [&str; 6] = ["-d", "--state", "-n", "-r", "-p", "-x"];
 
 fn run() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
     let bad = |detail: String| Error::InvalidArgument {
         context: "reconnect example",
         detail,
     };
-    let (mut dev, mut host, mut state) = (None, None, None);
-    let (mut n, mut every, mut port, mut gid) = (None, 500u64, 18520u16, 0u8);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = |flag: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| bad(format!("{flag} needs a value")))
-        };
-        let num = |flag: &str, v: String| {
-            v.parse::<u64>()
-                .map_err(|_| bad(format!("{flag} needs a number, not {v:?}")))
-        };
-        match a.as_str() {
-            "-d" => dev = Some(val("-d")?),
-            "--state" => state = Some(val("--state")?),
-            "-n" => n = Some(num("-n", val("-n")?)?),
-            "-r" => every = num("-r", val("-r")?)?.max(1),
-            "-p" => port = num("-p", val("-p")?)?.min(65535) as u16,
-            "-x" => gid = num("-x", val("-x")?)?.min(255) as u8,
-            h if !h.starts_with('-') && host.is_none() => host = Some(h.to_string()),
-            other => {
+    let (mut v, mut host): ([Option<String>; 6], Option<String>) = Default::default();
+    let mut it = std::env::args().skip(1);
+    while let Some(f) = it.next() {
+        match FLAGS.iter().position(|&x| x == f) {
+            Some(i) => v[i] = Some(it.next().ok_or_else(|| bad(format!("{f} needs a value")))?),
+            None if !f.starts_with('-') && host.is_none() => host = Some(f),
+            None => {
                 return Err(bad(format!(
-                    "unknown argument {other:?} (options: -n N, -r EVERY, -d DEV, -x GID_INDEX, \
-                     -p PORT, --state FILE, HOST)"
+                    "unknown argument {f:?} (options: -n N, -r EVERY, -d DEV, -x GID_INDEX, -p \
+                     PORT, --state FILE, HOST)"
                 )))
             }
         }
     }
-    let Some(dev) = dev else {
-        if host.is_some() || state.is_some() {
+    let num = |i: usize, default: u64| match &v[i] {
+        None => Ok(default),
+        Some(s) => s
+            .parse::<u64>()
+            .map_err(|_| bad(format!("{} needs a number, not {s:?}", FLAGS[i]))),
+    };
+    let Some(dev) = &v[0] else {
+        if host.is_some() || v[1].is_some() {
             return Err(bad("HOST and --state need a device (-d DEV)".into()));
         }
-        return on_sim(n.unwrap_or(2000), every);
+        return sim::on_sim(num(2, 2000)?, num(3, 500)?.max(1));
     };
-    let total = n.unwrap_or(20_000).div_ceil(BATCH) * BATCH;
-    fn go<P: Provider>(
-        p: P,
-        host: Option<&str>,
-        port: u16,
-        gid: u8,
-        total: u64,
-        state: Option<&str>,
-    ) -> Result<()> {
-        match host {
-            Some(h) => gateway(p, h, port, gid, total),
-            None => receiver(p, port, gid, state),
+    let a = Args {
+        host,
+        state: v[1].clone(),
+        port: num(4, 18520)?.min(65535) as u16,
+        opts: ConnectOpts {
+            gid_index: num(5, 0)?.min(255) as u8,
+            timeout: 16,
+            retry_cnt: 2,
+            ..ConnectOpts::default()
+        },
+        total: num(2, 20_000)?.div_ceil(BATCH) * BATCH,
+    };
+    fn go<P: Provider>(p: P, a: &Args) -> Result<()> {
+        match &a.host {
+            Some(h) => gateway::gateway(p, h, a),
+            None => receiver::receiver(p, a),
         }
     }
-    match Mlx5Device::open(&dev) {
-        Ok(p) => go(p, host.as_deref(), port, gid, total, state.as_deref()),
-        Err(_) => go(
-            VerbsDevice::open(&dev)?,
-            host.as_deref(),
-            port,
-            gid,
-            total,
-            state.as_deref(),
-        ),
+    match Mlx5Device::open(dev) {
+        Ok(p) => go(p, &a),
+        Err(_) => go(VerbsDevice::open(dev)?, &a),
     }
 }
 

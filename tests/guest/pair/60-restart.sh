@@ -2,7 +2,7 @@
 # Peer restart mid-stream: examples/reconnect (the project's own reconnecting order stream)
 # between the guests over rxe0, receiver on a (its progress in a state file), gateway on b
 # streaming $N numbered 64-byte orders as RDMA WRITE WITH IMMEDIATE (ConnectOpts timeout 16 =
-# 268 ms, retry_cnt 2: three tries, a retry budget of 0.81 s; a heartbeat write every 200 ms
+# 268 ms, retry_cnt 2: three tries, a retry budget of 0.81 s; a liveness probe every 200 ms
 # while nothing is in flight, so a vanished peer is found from a completion even when the
 # gateway only waits for credit).
 #
