@@ -111,7 +111,8 @@ impl<D: Owners> Mlx5Cq<D> {
     /// [`Self::take_dedicated`] for a CQE naming a WQE past the oldest outstanding one (a
     /// completion covering unsignaled requests), the same caller contract: the same checks of
     /// the CQE, then those and the count of [`Self::req_cqe_covered`] against the producer
-    /// position of the last doorbell. Out of line (the pair's slow way calls it): the common
+    /// position of the last doorbell (a larger WQE outstanding: left to the slow way's
+    /// `process`). Out of line (the pair's slow way calls it): the common
     /// case keeps its registers.
     #[inline(never)]
     pub(crate) fn take_dedicated_covered(
