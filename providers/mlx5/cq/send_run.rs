@@ -134,29 +134,23 @@ impl<D: Owners> Mlx5Cq<D> {
     /// when it reaches 0: [`Req::Last`] when still 0); else `s.avail` may be 0 on entry.
     ///
     /// # Safety
-    /// `out + off` (the completion's slot) points to a whole, writable `Completion`; `s.wqes`
-    /// has `s.mask + 1` entries.
+    /// `slot` points to a whole, writable `Completion`; `s.wqes` has `s.mask + 1` entries.
     #[inline(always)]
     pub(super) unsafe fn req_cqe<const ALONE: bool>(
         &self,
         s: &mut SendWalk,
         wc: u16,
-        out: *mut u8,
-        off: isize,
+        slot: *mut Completion,
         lq: u64,
         opst: &OpStatus,
     ) -> Req {
         if wc != s.sci as u16 {
-            // A later WQE: the completion covers unsignaled requests before it. Out of line,
-            // on a copy of the walk, its slot found there: the loops keep their registers and
-            // address their slot as before.
-            let mut w = *s;
+            // A later WQE: the completion covers unsignaled requests before it.
             // SAFETY: the caller's contract.
-            let r = unsafe { self.req_cqe_covered_out::<ALONE>(&mut w, wc, out, off, lq, *opst) };
-            *s = w;
-            return r;
+            return unsafe {
+                self.req_cqe_covered::<ALONE>(s, wc, slot, lq, opst, |sci| self.reread_avail(sci))
+            };
         }
-        let slot: *mut Completion = out.wrapping_offset(off).cast();
         if !ALONE && s.avail == 0 {
             s.avail = self.reread_avail(s.sci);
             if s.avail == 0 {
@@ -279,28 +273,6 @@ impl<D: Owners> Mlx5Cq<D> {
             }
         }
         Req::Done
-    }
-
-    /// [`Self::req_cqe_covered`] out of line (see [`Self::req_cqe`]).
-    ///
-    /// # Safety
-    /// As [`Self::req_cqe`].
-    #[cold]
-    #[inline(never)]
-    unsafe fn req_cqe_covered_out<const ALONE: bool>(
-        &self,
-        s: &mut SendWalk,
-        wc: u16,
-        out: *mut u8,
-        off: isize,
-        lq: u64,
-        opst: OpStatus,
-    ) -> Req {
-        let slot = out.wrapping_offset(off).cast();
-        // SAFETY: the caller's contract.
-        unsafe {
-            self.req_cqe_covered::<ALONE>(s, wc, slot, lq, &opst, |sci| self.reread_avail(sci))
-        }
     }
 
     /// The requests the fast path's covered completions covered since the last call
@@ -449,10 +421,10 @@ impl<D: Owners> Mlx5Cq<D> {
             // ([`Self::req_cqe`]) at `out_end + off`.
             macro_rules! take {
                 ($lq:expr, $opst:expr) => {{
+                    let slot = out_end.wrapping_offset(off).cast();
                     // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`);
                     // `wqes` has `sq_mask + 1` entries.
-                    match unsafe { self.req_cqe::<true>(&mut walk, wc, out_end, off, $lq, &$opst) }
-                    {
+                    match unsafe { self.req_cqe::<true>(&mut walk, wc, slot, $lq, &$opst) } {
                         Req::Done => off += super::hot::COMPLETION as isize,
                         Req::Stop => break,
                         Req::Last => {
@@ -545,7 +517,7 @@ impl<D: Owners> Mlx5Cq<D> {
     ) -> Req {
         if w < REQ_OP_WITH_LEN as usize {
             // SAFETY: the caller's contract.
-            return unsafe { self.req_cqe::<ALONE>(s, wc, slot.cast(), 0, lq0, &REQ_OK[w]) };
+            return unsafe { self.req_cqe::<ALONE>(s, wc, slot, lq0, &REQ_OK[w]) };
         }
         if w > 0xff {
             return Req::Stop;
@@ -553,7 +525,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: the caller's contract.
         let lq = len_qpn(unsafe { req_len(cqe, w) }, qpn);
         // SAFETY: the caller's contract.
-        unsafe { self.req_cqe::<ALONE>(s, wc, slot.cast(), 0, lq, &REQ_OK[w]) }
+        unsafe { self.req_cqe::<ALONE>(s, wc, slot, lq, &REQ_OK[w]) }
     }
 
     /// [`Self::req_cqe`] out of line, for the requester-only run's CQEs of an opcode with a
@@ -574,7 +546,7 @@ impl<D: Owners> Mlx5Cq<D> {
         opst: OpStatus,
     ) -> (Req, SendWalk) {
         // SAFETY: the caller's contract.
-        let step = unsafe { self.req_cqe::<ALONE>(&mut s, wc, slot.cast(), 0, lq, &opst) };
+        let step = unsafe { self.req_cqe::<ALONE>(&mut s, wc, slot, lq, &opst) };
         (step, s)
     }
 
