@@ -19,10 +19,13 @@
 //!   completed; its wr_id and size (WQEBBs) are the ones the poster recorded in the QP's
 //!   `SqShared::wqes` before it rang (never the ring, which the device reads). The earlier
 //!   unsignaled WRs the completion covers (`covered`, oldest `covered_from`) are the WQEs from
-//!   the oldest outstanding one up to it: on the fast paths counted in O(1) from the running
-//!   count the poster records with each WQE (`SqEntry::size`, libmlx5's `wqe_head`), in
-//!   `process` by stepping through the recorded sizes; both refuse a `wqe_counter` that
-//!   names no WQE start (the poster marks the other WQEBBs of a larger WQE). A
+//!   the oldest outstanding one up to it: on the fast paths in O(1) while no WQE of more
+//!   than one WQEBB is outstanding (`SqShared::big_end`, which only the poster's general
+//!   path writes): the WQEBBs from the oldest outstanding WQE to the one named; else (and
+//!   in `process`) by stepping through the recorded sizes, which refuses a `wqe_counter`
+//!   that names no WQE start (the poster marks the other WQEBBs of a larger WQE). (libmlx5
+//!   records a running count per WQE, `wqe_head`, for the same; the fast post here stores a
+//!   constant size and nothing else.) A
 //!   flush or error CQE retires exactly the WQE it names and the covered ones before it. The
 //!   poller publishes the retired WQEBB position and the retired request count
 //!   (`SqDone`), which the poster reads for room and for `max_send_wr`.
@@ -103,10 +106,11 @@
 //! fast path without the QP table, the purge logic or the walk (`cq/hot.rs`):
 //!
 //! - a requester CQE (opcode REQ) that completes the oldest outstanding send WQE, or a
-//!   later one (selective signaling: the WQEs before it retire with it, counted in O(1) from
-//!   the running counts, `req_cqe_covered` in `cq/send_run.rs`: the WQE named lies below the
-//!   published producer position, the count is at least 1 and at most its distance, a WQE
-//!   starts there and lies wholly below that position);
+//!   later one (selective signaling: the WQEs before it retire with it, counted in O(1),
+//!   `req_cqe_covered` in `cq/send_run.rs`: the WQE named lies below the published producer
+//!   position and no WQE of more than one WQEBB is outstanding, so every WQEBB from the
+//!   oldest outstanding one to it starts a one-WQEBB WQE and the count is its distance;
+//!   with a larger WQE outstanding the CQE goes to `process`);
 //! - a responder CQE of a plain SEND (no immediate) on the QP's RQ (not an SRQ), with a
 //!   receive outstanding.
 //!

@@ -175,30 +175,19 @@ impl CqShared {
 /// WQEBBs (at most 0xffff), as a `u32` and as an `i32`, so the poller's size checks fail it.
 pub(crate) const NO_WQE: u32 = 0x4000_0000;
 
-/// What the poster records for the WQE starting at a WQEBB, before it rings: its wr_id, its
-/// size and the running count that makes a covered completion O(1). 16 bytes, so one scaled
-/// index addresses the entry (and the WQE: 4 times that).
+/// What the poster records for the WQE starting at a WQEBB, before it rings: its wr_id and
+/// its size. 16 bytes, so one scaled index addresses the entry (and the WQE: 4 times that).
 #[repr(C, align(16))]
 pub(crate) struct SqEntry {
     pub wr_id: AtomicU64,
-    /// [`SqEntry::size_word`]: in the low half the WQE's WQEBBs (its ctrl segment's `ds`
-    /// rounded up to 64 bytes; [`NO_WQE`] where no WQE starts), in the high half the WQEBBs
-    /// beyond the first of every WQE posted before it since the queue's creation or reset
-    /// (free-running, the poster's `bb_extra` then): libmlx5's `wqe_head` in another form,
-    /// since the requests posted before a WQE are its position minus that count. Between two
-    /// WQEs, their positions' distance less their counts' difference is the WQEs from the
-    /// first up to the second. One word, so the one-WQEBB fast path writes it with one store
-    /// of a value the queue keeps ready.
+    /// The WQE's WQEBBs (its ctrl segment's `ds` rounded up to 64 bytes; [`NO_WQE`] where no
+    /// WQE starts), in the low half; the high half is zero. One 8-byte word of a constant on
+    /// the one-WQEBB fast path (one store of an immediate): no running count is recorded
+    /// per WQE (see [`SqShared::big_end`] for how a covered completion is counted in O(1)).
     pub size: AtomicU64,
 }
 
 impl SqEntry {
-    /// The `size` word of a WQE of `nbb` WQEBBs with `extra` WQEBBs beyond the first of the
-    /// WQEs before it.
-    #[inline(always)]
-    pub const fn size_word(nbb: u32, extra: u32) -> u64 {
-        (extra as u64) << 32 | nbb as u64
-    }
     /// The WQE's WQEBBs ([`NO_WQE`] where none starts).
     #[inline(always)]
     pub fn nbb(&self) -> u32 {
@@ -209,15 +198,16 @@ static_assertions::const_assert_eq!(core::mem::size_of::<SqEntry>(), 16);
 
 /// Send-queue tracking, indexed by the first WQEBB of each WQE (`position & mask`).
 ///
-/// The poster records `wqes[i]` (wr_id, size and running count, [`SqEntry`]) for the WQE
-/// starting at WQEBB `i` before it rings, and marks the other WQEBBs of a larger WQE
-/// [`NO_WQE`]; the poller reads the entry of the WQE a requester CQE names (`wqe_counter`).
-/// The poster does not touch an entry or the ring while its WQE is outstanding. So every
-/// WQEBB between the retired and the published position holds either the entry of a WQE
-/// starting there or `NO_WQE`, never an entry of an earlier lap: the size gives the retired
-/// position, and the running counts of the WQE named and of the oldest outstanding one count
-/// the unsignaled requests it covers in O(1) (the general path steps by the sizes instead,
-/// [`QpShared::wqes_between`]). The producer
+/// The poster records `wqes[i]` (wr_id and size, [`SqEntry`]) for the WQE starting at WQEBB
+/// `i` before it rings, and marks the other WQEBBs of a larger WQE [`NO_WQE`]; the poller
+/// reads the entry of the WQE a requester CQE names (`wqe_counter`). The poster does not
+/// touch an entry or the ring while its WQE is outstanding. So every WQEBB between the
+/// retired and the published position holds either the entry of a WQE starting there or
+/// `NO_WQE`, never an entry of an earlier lap: the size gives the retired position, and the
+/// unsignaled requests a completion covers are the WQEs from the oldest outstanding one up to
+/// the one named: their distance in WQEBBs when none of them is larger than one WQEBB
+/// ([`SqShared::big_end`] tells, in O(1)), else counted by stepping by the sizes
+/// ([`QpShared::wqes_between`]). The producer
 /// position the poller checks a `wqe_counter` against is the one the poster published in the
 /// doorbell record.
 // `repr(C)`: `done` (poller-written) stays after the fields the poster reads.
@@ -227,6 +217,15 @@ pub(crate) struct SqShared {
     pub wqes: Box<[SqEntry]>,
     /// `wqe_cnt - 1`.
     pub mask: u32,
+    /// The WQEBB position just past the last WQE of more than one WQEBB posted since the
+    /// queue's creation or reset (free-running; 0 before any), written by the poster's general
+    /// path before it publishes that WQE (the one-WQEBB fast path never writes it), read by
+    /// the poller. The fast ways take a covered completion only when it shows no such WQE
+    /// outstanding ([`SqShared::no_big_from`]): then every WQE from the oldest outstanding
+    /// one on is one WQEBB, and the WQEs a CQE covers are its distance in WQEBBs (libmlx5
+    /// records a running count per WQE instead, `wqe_head`; here the fast post stores a
+    /// constant).
+    pub big_end: AtomicU32,
     /// Consumer side, written by the poller only, on one cache line (the poster reads both
     /// on its slow path).
     // Padded: the poller's stores must not invalidate the line holding `wrid` and `mask`.
@@ -270,6 +269,18 @@ impl SqShared {
         unsafe { self.wqes.get_unchecked((pos & self.mask) as usize) }
     }
 
+    /// No WQE of more than one WQEBB lies at or past WQEBB position `sci` (the poller's retired
+    /// position): [`Self::big_end`] is not in `(sci, sci + wqe_cnt]`, where the end of any
+    /// WQE posted and not retired lies (the poster never runs more than `wqe_cnt` WQEBBs past
+    /// a retired position). Read after the published producer position the caller checks a
+    /// `wqe_counter` against (the poster stores `big_end` before it publishes), so a larger
+    /// WQE below that position is seen; a `big_end` of a later one, or one more than
+    /// 2^32 - `wqe_cnt` WQEBBs old, only sends the CQE to a slower way.
+    #[inline(always)]
+    pub fn no_big_from(big_end: u32, sci: u32, mask: u32) -> bool {
+        big_end.wrapping_sub(sci).wrapping_sub(1) > mask
+    }
+
     /// wr_id of the WQE starting at WQEBB position `pos`.
     #[inline(always)]
     pub fn wrid_at(&self, pos: u32) -> u64 {
@@ -285,6 +296,7 @@ impl SqShared {
                 })
                 .collect(),
             mask: wqe_cnt - 1,
+            big_end: AtomicU32::new(0),
             done: CachePadded::new(SqDone {
                 ci: AtomicU32::new(0),
                 retired: AtomicU32::new(0),

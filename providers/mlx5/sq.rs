@@ -15,11 +15,12 @@
 //! - `rung.pi` (poster): `pi` at the last doorbell; nothing is staged when equal.
 //! - `limit` (poster): the posting budget, see below; `pi <= limit <= ci + wqe_cnt`.
 //!
-//! The poster records each WQE's wr_id, size (WQEBBs) and running count (the WQEBBs beyond
-//! the first of the WQEs before it, `bb_extra`: libmlx5's `wqe_head` in another form) in
-//! `SqShared::wqes[first WQEBB]` (one 16-byte entry), and marks the other WQEBBs of a larger
-//! WQE as no WQE start, before it rings; the poller reads them there, and counts the
-//! unsignaled WQEs a completion covers from two entries in O(1) (see `cq.rs`).
+//! The poster records each WQE's wr_id and size (WQEBBs) in `SqShared::wqes[first WQEBB]`
+//! (one 16-byte entry), marks the other WQEBBs of a larger WQE as no WQE start, and (general
+//! path only) the position past the last larger WQE (`SqShared::big_end`), before it rings;
+//! the poller reads them there, and counts the unsignaled WQEs a completion covers in O(1)
+//! while no larger WQE is outstanding (see `cq.rs`). The one-WQEBB fast path records a
+//! constant size: there is no per-WQE running count to maintain at post time.
 //!
 //! ## Posting budget (one check per post)
 //!
@@ -48,8 +49,7 @@
 //! The outstanding-request count the `max_send_wr` check needs is `posted - retired`, as
 //! rdma-core's `sq.head - sq.tail`: the poller counts the requests it retires
 //! (`SqDone::retired`); the poster derives the requests it posted from `pi` and the WQEBBs
-//! its multi-WQEBB WQEs took beyond their first (`bb_extra`, in `one_bb`, which only the general path
-//! adds to), so the fast path counts nothing.
+//! its multi-WQEBB WQEs took beyond their first (`bb_extra`, which only the general path adds to), so the fast path counts nothing.
 //!
 //! An error completion moves the QP to ERR behind the poster's back: the poller sets
 //! `QpShared::failed` and closes the fast-path limit ([`SqFastLimit`]), which the fast path
@@ -187,13 +187,11 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     limit: u32,
     /// `pi` at the last doorbell and the BlueFlame span, one 8-byte word (see [`Rung`]).
     rung: Rung,
-    /// The record (`SqEntry::size`) of a one-WQEBB WQE written now: 1 in the low half,
-    /// `bb_extra` in the high half: the WQEBBs beyond the first of every WQE written
-    /// (free-running); `pi - bb_extra` requests were posted, `pi - bb_extra -
-    /// SqDone::retired` are outstanding. Only the general path adds to it (the fast path
-    /// writes one-WQEBB WQEs), so the fast path's record of the running count is one store
-    /// of this word.
-    one_bb: u64,
+    /// WQEBBs beyond the first of every WQE written (free-running): `pi - bb_extra` requests
+    /// were posted, `pi - bb_extra - SqDone::retired` are outstanding. Only the general path
+    /// adds to it (the fast path writes one-WQEBB WQEs), so counting costs the fast path
+    /// nothing.
+    bb_extra: u32,
     /// `QpShared::fast_limit` (`shared` keeps it alive): the fast path is open while
     /// `pi < fast_end` (see [`SqFastLimit`]).
     fast_limit: *const SqFastLimit,
@@ -309,7 +307,7 @@ impl<D: Owners> Mlx5Sq<D> {
             pi: 0,
             limit: 0,
             rung: Rung { pi: 0, bf_bbs: 0 },
-            one_bb: SqEntry::size_word(1, 0),
+            bb_extra: 0,
             ctrl_fast,
             ctrl_fm: 0,
             last_ctrl: 0,
@@ -377,12 +375,13 @@ impl<D: Owners> Mlx5Sq<D> {
         self.limit = 0;
         self.cq_extra = 0;
         self.rung.pi = 0;
-        self.one_bb = SqEntry::size_word(1, 0);
+        self.bb_extra = 0;
         self.since_signal = 0;
         self.bf_cur = self.bf_reg;
         let sq = &self.shared.sq;
         sq.done.ci.store(0, Ordering::Relaxed);
         sq.done.retired.store(0, Ordering::Relaxed);
+        sq.big_end.store(0, Ordering::Relaxed);
         // Reopen the fast-path limit a failure closed (the caller cleared `failed`).
         self.update_fast_limits();
     }
@@ -394,6 +393,12 @@ impl<D: Owners> Mlx5Sq<D> {
     #[inline(always)]
     pub(crate) fn dedicated_view(&self) -> (*const SqEntry, u32, u32, &SqDone) {
         (self.wqes, self.mask, self.rung.pi, &self.shared.sq.done)
+    }
+
+    /// `SqShared::big_end`: past the last WQE of more than one WQEBB this queue wrote.
+    #[inline(always)]
+    pub(crate) fn big_end(&self) -> u32 {
+        self.shared.sq.big_end.load(Ordering::Relaxed)
     }
 
     /// The QP's state as this queue sees it: the one the control path last set, or ERR once

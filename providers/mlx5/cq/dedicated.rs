@@ -111,7 +111,8 @@ impl<D: Owners> Mlx5Cq<D> {
     /// [`Self::take_dedicated`] for a CQE naming a WQE past the oldest outstanding one (a
     /// completion covering unsignaled requests), the same caller contract: the same checks of
     /// the CQE, then those and the count of [`Self::req_cqe_covered`] against the producer
-    /// position of the last doorbell. Out of line (the pair's slow way calls it): the common
+    /// position of the last doorbell (a larger WQE outstanding: left to the slow way's
+    /// `process`). Out of line (the pair's slow way calls it): the common
     /// case keeps its registers.
     #[inline(never)]
     pub(crate) fn take_dedicated_covered(
@@ -150,6 +151,13 @@ impl<D: Owners> Mlx5Cq<D> {
         if dist == 0 || dist >= posted {
             return Took::Other;
         }
+        // No WQE larger than one WQEBB from the oldest outstanding one on: the WQE named
+        // starts one, below `rung`, and the WQEs before it are its distance (see
+        // `SqShared::no_big_from`; the poster is this thread).
+        if !crate::mlx5::shared::SqShared::no_big_from(sq.big_end(), sci, mask) {
+            return Took::Other;
+        }
+        let (covered, used) = (dist, dist + 1);
         // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps
         // alive); the indices are masked. Both WQEs were rung.
         let (e, o) = unsafe {
@@ -158,14 +166,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 &*wqes.add((sci & mask) as usize),
             )
         };
-        let size = e.size.load(Ordering::Relaxed);
         let retired = done.retired.load(Ordering::Relaxed);
-        let covered = super::req::covered_since(sci.wrapping_add(dist), size, retired);
-        // `nbb` at most 16 or `NO_WQE` (fails the check): no overflow.
-        let used = dist + size as u32;
-        if covered.wrapping_sub(1) >= dist || used > posted {
-            return Took::Other;
-        }
         // SAFETY: `out` is a whole, writable `Completion`.
         unsafe {
             put_req_covered(

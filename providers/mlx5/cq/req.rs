@@ -15,26 +15,6 @@ pub(super) const fn req_opcode(wqe_op: u8) -> WcOpcode {
     }
 }
 
-/// The WQEs from the oldest outstanding one (record `oldest`, [`SqEntry::size`]) up to, not
-/// including, the one `dist` WQEBBs on (record `named`): the distance less the WQEBBs beyond
-/// the first of those WQEs (the difference of the running counts). For a WQE starting there
-/// it is at least 1 and at most `dist`.
-///
-/// [`SqEntry::size`]: crate::mlx5::shared::SqEntry::size
-#[inline(always)]
-pub(super) fn covered_of(dist: u32, named: u64, oldest: u64) -> u32 {
-    dist.wrapping_sub(((named >> 32) as u32).wrapping_sub((oldest >> 32) as u32))
-}
-
-/// [`covered_of`] from the requests retired instead of the oldest outstanding WQE's record
-/// (the poller's own count, `SqDone::retired`): the WQEs before the one at position `pos`
-/// (record `named`) are its position less its running count; those not yet retired, the
-/// oldest outstanding one's onward, are covered.
-#[inline(always)]
-pub(super) fn covered_since(pos: u32, named: u64, retired: u32) -> u32 {
-    pos.wrapping_sub((named >> 32) as u32).wrapping_sub(retired)
-}
-
 impl<D: Owners> Mlx5Cq<D> {
     /// A requester CQE (REQ, REQ_ERR) of `qp` (entry `idx`), past the purge and liveness
     /// checks of `process`: map `wqe_counter` to the WQE, check it against the retired and
@@ -206,17 +186,20 @@ impl<D: Owners> Mlx5Cq<D> {
         if dist >= posted {
             return false;
         }
-        // Both published: the WQE named and the oldest outstanding one.
-        let pos = ci.wrapping_add(dist);
-        let (e, o) = (sq.at(pos), sq.at(ci));
-        let size = e.size.load(Ordering::Relaxed);
-        let retired = sq.done.retired.load(Ordering::Relaxed);
-        let covered = covered_since(pos, size, retired);
-        // `nbb` at most 16 or `NO_WQE` (fails the check): no overflow.
-        let used = dist + size as u32;
-        if covered.wrapping_sub(1) >= dist || used > posted {
+        // No WQE larger than one WQEBB from the oldest outstanding one on (read after the
+        // published position): the WQE named starts one, below `posted`, and the WQEs before
+        // it are its distance (see `SqShared::no_big_from`).
+        if !crate::mlx5::shared::SqShared::no_big_from(
+            sq.big_end.load(Ordering::Relaxed),
+            ci,
+            sq.mask,
+        ) {
             return false;
         }
+        let (covered, used) = (dist, dist + 1);
+        // Both published: the WQE named and the oldest outstanding one.
+        let (e, o) = (sq.at(ci.wrapping_add(dist)), sq.at(ci));
+        let retired = sq.done.retired.load(Ordering::Relaxed);
         // SAFETY: `out` is a whole, writable `Completion` (the caller's).
         unsafe {
             put_req_covered(

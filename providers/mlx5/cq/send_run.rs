@@ -19,7 +19,7 @@
 use super::hot::{avail_at, len_qpn, PLAIN_MASK, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
 use super::*;
 use crate::mlx5::cold_path;
-use crate::mlx5::shared::SqEntry;
+use crate::mlx5::shared::{SqEntry, SqShared};
 
 /// `opcode` and `status` of a [`Completion`] side by side (they are, 16-aligned), so a
 /// successful requester completion takes them from [`REQ_OK`] in one 16-byte copy.
@@ -202,12 +202,13 @@ impl<D: Owners> Mlx5Cq<D> {
 impl<D: Owners> Mlx5Cq<D> {
     /// [`Self::req_cqe`] for a CQE whose `wqe_counter` `wc` names a WQE past the oldest
     /// outstanding one (selective signaling): the requests from the oldest outstanding WQE up
-    /// to the one named retire at once, counted from the poster's running counts
-    /// ([`SqEntry::size`]), not by a walk. The checks: the WQE named lies below the published
-    /// producer position (read again when it does not seem to) before any entry is read; the
-    /// count of the WQEs before it is at least 1 and at most its distance in WQEBBs; a WQE
-    /// starts there (a WQEBB inside a larger WQE is marked `NO_WQE` by the poster) and lies
-    /// wholly below the published position. Anything else is [`Req::Stop`],
+    /// to the one named retire at once, counted in O(1), not by a walk. The checks: the WQE
+    /// named lies below the published producer position (read again when it does not seem
+    /// to) before any entry is read; no WQE of more than one WQEBB lies at or past the oldest
+    /// outstanding one ([`SqShared::no_big_from`]), so every WQEBB from there to the
+    /// published position starts a one-WQEBB WQE of this lap: the WQE named starts one, lies
+    /// wholly below the published position, and covers its distance in WQEBBs. Anything else
+    /// (a larger WQE outstanding included: `process` steps by the sizes) is [`Req::Stop`],
     /// nothing changed: `process` takes the CQE and drops it as it does today. `reread`
     /// gives the published producer position again as a distance from a retired position.
     ///
@@ -231,6 +232,16 @@ impl<D: Owners> Mlx5Cq<D> {
                 return Req::Stop;
             }
         }
+        // No WQE larger than one WQEBB from the oldest outstanding one on (read after the
+        // published position `avail` came from): the WQEs before the one named are its
+        // distance, and it starts a WQE of one WQEBB, below the published position.
+        // SAFETY: the walk is the hot QP's send queue (`hot_qp`, alive while it is hot).
+        let big_end = unsafe { &(*self.hot_qp).sq.big_end }.load(Ordering::Relaxed);
+        if !SqShared::no_big_from(big_end, s.sci, s.mask) {
+            return Req::Stop;
+        }
+        let covered = dist;
+        let used = dist + 1;
         // Both published (the oldest outstanding one at `sci`, `dist < avail`).
         // SAFETY: the caller's contract; the indices are masked.
         let (e, o) = unsafe {
@@ -239,22 +250,6 @@ impl<D: Owners> Mlx5Cq<D> {
                 &*s.wqes.add((s.sci & s.mask) as usize),
             )
         };
-        // At least 1 and at most the distance, else no WQE starts there.
-        let size = e.size.load(Ordering::Relaxed);
-        let covered = super::req::covered_of(dist, size, o.size.load(Ordering::Relaxed));
-        if covered.wrapping_sub(1) >= dist {
-            return Req::Stop;
-        }
-        let nbb = size as u32;
-        // `nbb` is at most 16 or `NO_WQE` (a WQEBB inside a larger WQE): no overflow, and
-        // `NO_WQE` fails the check below.
-        let used = dist + nbb;
-        if used > s.avail {
-            s.avail = reread(s.sci);
-            if used > s.avail {
-                return Req::Stop;
-            }
-        }
         let from = o.wr_id.load(Ordering::Relaxed);
         // SAFETY: the caller's contract.
         unsafe {

@@ -105,16 +105,10 @@ impl<D: Owners> Mlx5Sq<D> {
         Ok(())
     }
 
-    /// WQEBBs beyond the first of every WQE written (free-running; see `one_bb`).
-    #[inline(always)]
-    pub(super) fn bb_extra(&self) -> u32 {
-        (self.one_bb >> 32) as u32
-    }
-
-    /// Requests posted (free-running; see `one_bb`).
+    /// Requests posted (free-running; see `bb_extra`).
     #[inline(always)]
     pub(super) fn posted(&self) -> u32 {
-        self.pi.wrapping_sub(self.bb_extra())
+        self.pi.wrapping_sub(self.bb_extra)
     }
 
     /// The fast path may take an inline payload of `len` bytes now: the limit allows it for

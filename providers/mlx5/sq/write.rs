@@ -139,13 +139,8 @@ impl<D: Owners> Mlx5Sq<D> {
         // with `wqe_cnt - 1`.
         let e = unsafe { &*self.wqes.add(i) };
         e.wr_id.store(wr_id, Ordering::Relaxed);
-        // `one_bb` with this WQE's size: its running count is the one a one-WQEBB WQE takes.
-        let extra = nbb - 1;
-        e.size.store(
-            self.one_bb.wrapping_add(u64::from(extra)),
-            Ordering::Relaxed,
-        );
-        if extra != 0 {
+        e.size.store(u64::from(nbb), Ordering::Relaxed);
+        if nbb != 1 {
             self.record_larger(nbb);
         }
         self.last_ctrl = ctrl;
@@ -153,8 +148,9 @@ impl<D: Owners> Mlx5Sq<D> {
     }
 
     /// [`Self::record`] for a WQE of `nbb` (more than one) WQEBBs at `pi`: its other WQEBBs
-    /// start no WQE (an entry of an earlier lap there would pass for one), and the running
-    /// count grows by its WQEBBs beyond the first.
+    /// start no WQE (an entry of an earlier lap there would pass for one), the WQEBBs beyond
+    /// the first count in `bb_extra`, and the poller learns where the last larger WQE ends
+    /// (`SqShared::big_end`, stored before the doorbell record publishes the WQE).
     #[cold]
     #[inline(never)]
     fn record_larger(&mut self, nbb: u32) {
@@ -166,7 +162,11 @@ impl<D: Owners> Mlx5Sq<D> {
                 .size
                 .store(u64::from(NO_WQE), Ordering::Relaxed);
         }
-        self.one_bb = self.one_bb.wrapping_add(u64::from(nbb - 1) << 32);
+        self.bb_extra = self.bb_extra.wrapping_add(nbb - 1);
+        self.shared
+            .sq
+            .big_end
+            .store(self.pi.wrapping_add(nbb), Ordering::Relaxed);
     }
 
     /// The first 8 bytes of a ctrl segment at `pi`: opmod 0, `wqe_idx`, opcode, qpn, ds.
@@ -256,8 +256,8 @@ impl<D: Owners> Mlx5Sq<D> {
             // is masked with `wqe_cnt - 1`.
             let e = &*((self.wqes as *const u8).add(slot8 * 2) as *const SqEntry);
             e.wr_id.store(wr_id, Ordering::Relaxed);
-            // One WQEBB, and the running count (see `one_bb`).
-            e.size.store(self.one_bb, Ordering::Relaxed);
+            // One WQEBB.
+            e.size.store(1, Ordering::Relaxed);
         }
         self.pi = pi.wrapping_add(1);
         ctrl
