@@ -140,7 +140,7 @@ fn run(args: &[String], sink: Sink) -> Result<(ExitStatus, String), String> {
 }
 
 /// What is wrong with the outcome of one command line on `sink`, if anything.
-fn check(sink: Sink, got: Result<(ExitStatus, String), String>) -> Option<String> {
+fn check(sink: Sink, line: &str, got: Result<(ExitStatus, String), String>) -> Option<String> {
     let (st, err) = match got {
         Ok(g) => g,
         Err(e) => return Some(e),
@@ -164,8 +164,15 @@ fn check(sink: Sink, got: Result<(ExitStatus, String), String>) -> Option<String
                 return Some(format!("{st:?}, expected exit status 1; stderr: {err}"));
             }
             let last = err.lines().last().unwrap_or("");
+            // The line names the command that failed to write (`rdma-direct perf: ...`).
+            let word = line.split_whitespace().next().unwrap_or("");
+            let prefix = if word.starts_with('-') || word == "help" {
+                "rdma-direct".to_string()
+            } else {
+                format!("rdma-direct {word}: ")
+            };
             if failure_lines != 1
-                || !last.starts_with("rdma-direct")
+                || !last.starts_with(&prefix)
                 || !last.contains("cannot write to stdout")
                 || !last.contains(errno)
             {
@@ -209,7 +216,7 @@ fn every_command(sink: Sink) {
                     .replace("{fx}", &fx.display().to_string())
             })
             .collect();
-        if let Some(why) = check(sink, run(&args, sink)) {
+        if let Some(why) = check(sink, line, run(&args, sink)) {
             failures.push(format!("rdma-direct {line}: {why}"));
         }
     }

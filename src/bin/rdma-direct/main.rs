@@ -204,7 +204,7 @@ fn tool() -> i32 {
     };
     out::start(match cmd {
         "devices" | "info" | "pingpong" | "perf" | "doctor" | "events" | "bench" | "plot"
-        | "selftest" | "scenario" => cmd,
+        | "selftest" | "scenario" | "jitter" => cmd,
         _ => "",
     });
     // With RDMA_DIRECT_LIBIBVERBS naming tests/standin's library, the sim is its device.
