@@ -284,8 +284,10 @@ pp_down() {
 }
 
 down_case "responder's link down" a 'status 12|retry counter exceeded|RETRY_EXC'
-# The link (and a's GID) is back: the rdma-direct runs across it.
-[ "$ROLE" = a ] && ping -c 1 -W 10 "$PEER_IP" >/dev/null 2>&1
+# The link (and a's GID) is back: the rdma-direct runs across it. Both ends ping: b's
+# neighbour entry for a may still be FAILED from the link-down case, and b's TCP connect to
+# a's pingpong then fails at once with EHOSTUNREACH (seen once in CI).
+ping -c 1 -W 10 "$PEER_IP" >/dev/null 2>&1
 barrier pp-start 60
 for try in 1 2 3; do
     pp_down "$try"
