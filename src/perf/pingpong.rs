@@ -8,6 +8,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::params::Inject;
 use crate::providers::{
     Completion, CompletionQueue, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge, UdDest,
 };
@@ -33,10 +34,20 @@ fn perr(detail: impl Into<String>) -> Error {
 /// stall timer): in a TCG guest `clock_gettime` may go to an emulated HPET and cost
 /// microseconds, so a read per wait would show up in every latency sample. `stop` is raised
 /// by whichever thread fails, so its peer gives up at once instead of after [`STALL`].
+///
+/// It also keeps the longest stretch between two consecutive spins (or a spin and a
+/// [`Waiter::mark`]), in ticks of the loops' clock: a stretch far longer than a spin is the
+/// polling thread losing its CPU (an interrupt, another task), or work done between the waits
+/// (a post, the sim's engine in deterministic mode). One tick-counter read a spin, no system
+/// call.
 pub(super) struct Waiter<'s> {
     spins: u32,
     since: Option<Instant>,
     stop: &'s AtomicBool,
+    /// The tick of the last spin or mark.
+    prev: u64,
+    /// The longest stretch since the last mark, ticks.
+    away: u64,
 }
 
 impl<'s> Waiter<'s> {
@@ -45,6 +56,8 @@ impl<'s> Waiter<'s> {
             spins: 0,
             since: None,
             stop,
+            prev: crate::tsc::now(),
+            away: 0,
         }
     }
 
@@ -52,6 +65,7 @@ impl<'s> Waiter<'s> {
     #[inline]
     pub(super) fn tick(&mut self, what: &str) -> Result<()> {
         self.spins = self.spins.wrapping_add(1);
+        self.note();
         if self.spins % 4096 == 0 {
             if self.stop.load(Ordering::Relaxed) {
                 return Err(perr(format!(
@@ -71,6 +85,24 @@ impl<'s> Waiter<'s> {
             std::thread::yield_now();
         }
         Ok(())
+    }
+
+    /// One spin seen: the stretch since the last one.
+    #[inline]
+    fn note(&mut self) {
+        let t = crate::tsc::now();
+        self.away = self.away.max(t.wrapping_sub(self.prev));
+        self.prev = t;
+    }
+
+    /// Close one sample at tick `t` (its stamp of the next iteration): its longest stretch
+    /// without a spin, ticks; the next sample's starts here.
+    #[inline]
+    pub(super) fn mark(&mut self, t: u64) -> u64 {
+        let away = self.away.max(t.wrapping_sub(self.prev));
+        self.away = 0;
+        self.prev = t;
+        away
     }
 
     /// Start a new wait.
@@ -318,17 +350,55 @@ impl<Q: QueuePair, C: CompletionQueue> End<'_, Q, C> {
     }
 }
 
+/// At the stamp `t` of iteration `i`: the longest stretch without a spin of sample `i - 1`
+/// (which ends here) into `away[i - 1]`, when `away` has room for it.
+#[inline]
+pub(super) fn sample_mark(away: &mut [u64], i: usize, w: &mut Waiter<'_>, t: u64) {
+    let a = w.mark(t);
+    if let Some(slot) = i.checked_sub(1).and_then(|j| away.get_mut(j)) {
+        *slot = a;
+    }
+}
+
+/// [`Params::inject`](super::Params::inject)'s delay, when iteration `i` is one of its.
+#[inline]
+pub(super) fn injected(
+    inject: Option<Inject>,
+    i: u32,
+    w: &mut Waiter<'_>,
+    progress: &mut dyn FnMut(),
+) {
+    let Some(inj) = inject.filter(|j| j.hits(i)) else {
+        return;
+    };
+    if inj.off_cpu {
+        std::thread::sleep(inj.delay);
+    } else {
+        // Polled as a late answer would be, without the waits' yield (a test's delay
+        // should not hand the CPU away itself).
+        let t0 = Instant::now();
+        while t0.elapsed() < inj.delay {
+            progress();
+            w.note();
+        }
+    }
+}
+
 /// The client's loop: stamp, send, wait for the answer.
 pub(super) fn client<Q: QueuePair, C: CompletionQueue>(
     end: &mut End<'_, Q, C>,
     tposted: &mut [u64],
+    away: &mut [u64],
     stamp: &dyn Fn() -> u64,
+    inject: Option<Inject>,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(),
 ) -> Result<()> {
     let mut w = Waiter::new(stop);
     for (i, t) in tposted.iter_mut().enumerate() {
         *t = stamp();
+        sample_mark(away, i, &mut w, *t);
+        injected(inject, i as u32, &mut w, progress);
         end.send(i as u32, &mut w, progress)?;
         end.wait(i as u32, &mut w, progress)?;
     }
@@ -351,18 +421,23 @@ pub(super) fn server<Q: QueuePair, C: CompletionQueue>(
 }
 
 /// Both loops in this thread: client send, server wait and answer, client wait.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn alternate<Q: QueuePair, C: CompletionQueue>(
     c: &mut End<'_, Q, C>,
     s: &mut End<'_, Q, C>,
     tposted: &mut [u64],
+    away: &mut [u64],
     stamp: &dyn Fn() -> u64,
+    inject: Option<Inject>,
     progress: &mut dyn FnMut(),
 ) -> Result<()> {
     let stop = AtomicBool::new(false);
     let mut w = Waiter::new(&stop);
-    for (i, t) in tposted.iter_mut().enumerate() {
-        let i = i as u32;
+    for (k, t) in tposted.iter_mut().enumerate() {
+        let i = k as u32;
         *t = stamp();
+        sample_mark(away, k, &mut w, *t);
+        injected(inject, i, &mut w, progress);
         c.send(i, &mut w, progress)?;
         s.wait(i, &mut w, progress)?;
         s.send(i, &mut w, progress)?;

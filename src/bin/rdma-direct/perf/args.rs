@@ -58,6 +58,11 @@ tests: write_lat send_lat read_lat atomic_lat write_bw send_bw read_bw
                          and server, or one each (default: 2 with -d, 1 on the sim)
       --hw-ts            loopback write_lat/read_lat/atomic_lat: also the latency in the
                          device's time, from completion timestamps (sim, mlx5; not verbs)
+      --attribute        loopback latency: after each row, the samples above 10x the median
+                         and how many coincided with the polling CPU taken away (host) rather
+                         than a late answer (network), and what the kernel counted on that
+                         CPU meanwhile (always in the JSON file)
+      --outlier-x <n>    with --attribute: an outlier is above n times the median (default 10)
 ";
 
 /// Where the other side is.
@@ -94,6 +99,8 @@ pub struct Cli {
     pub histogram: bool,
     /// `-R`: connect the QPs through the RDMA CM (two processes).
     pub rdma_cm: bool,
+    /// `--attribute`.
+    pub attribute: bool,
 }
 
 fn num<T: crate::Bounded>(flag: &str, v: &str) -> Result<T, String> {
@@ -140,6 +147,7 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
     let mut json = None;
     let mut svg = None;
     let mut histogram = false;
+    let mut attribute = false;
     let mut rdma_cm = false;
     // Wider than a size can be, so a huge -s gets the range of a size (`Params::check`).
     let mut size: Option<u64> = None;
@@ -188,6 +196,8 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
             "-F" | "--CPU-freq" => {}
             "--threads" => o.threads = Some(num(flag, &val()?)?),
             "--hw-ts" => o.hw_ts = true,
+            "--attribute" => attribute = true,
+            "--outlier-x" => o.outlier_x = num(flag, &val()?)?,
             "-R" | "--rdma_cm" => rdma_cm = true,
             f if perftest_unsupported(f).is_some() => {
                 return Err(format!(
@@ -302,6 +312,9 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         if o.hw_ts {
             return Err("--hw-ts: loopback only (add --loopback)".into());
         }
+        if attribute {
+            return Err("--attribute: loopback only (add --loopback)".into());
+        }
         if o.threads.is_some() {
             return Err(
                 "--threads: one side per process in a two-process run; --threads is for \
@@ -317,6 +330,9 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
     if histogram && !test.is_lat() {
         return Err("--histogram: latency tests only".into());
     }
+    if attribute && !test.is_lat() {
+        return Err("--attribute: latency tests only".into());
+    }
     Ok(Some(Cli {
         params: o,
         device,
@@ -328,6 +344,7 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         svg,
         histogram,
         rdma_cm,
+        attribute,
     }))
 }
 
@@ -470,6 +487,8 @@ mod tests {
         assert!(err("write_lat -d rxe0 --threads 2").contains("--loopback"));
         assert!(err("write_lat -d rxe0 a b").contains("more than one HOST"));
         assert!(err("write_bw --histogram").contains("latency"));
+        assert!(err("write_bw --attribute").contains("latency tests only"));
+        assert!(err("write_lat --attribute -d rxe0 host").contains("loopback only"));
         assert!(err("write_lat --provider rxe").contains("auto, mlx5, verbs or sim"));
         assert!(err("write_lat -R").contains("two processes only"));
         assert!(err("write_lat -d rxe0 --loopback -R").contains("two processes only"));

@@ -4,6 +4,8 @@
 //! report. A stop asked for ([`crate::stop`]: Ctrl-C, a failed stdout) ends the sweep after
 //! the size being measured, with a note: the report holds the sizes done.
 
+use rdma_direct::doctor::Sysfs;
+use rdma_direct::noise::Watch;
 use rdma_direct::perf::{Report, Run};
 use rdma_direct::providers::Provider;
 
@@ -38,12 +40,25 @@ where
     let n = info.sizes.len();
     let mut rows = Vec::with_capacity(n);
     let mut nic = Vec::new();
+    let mut outliers = Vec::new();
+    // --attribute: the kernel's counters of this thread's CPU, read around the measured
+    // loops (never inside them).
+    let sys = Sysfs::system();
+    let watch = cli.attribute.then(|| Watch::start(&sys));
     progress(prog, 0, n, info.sizes.first().copied().unwrap_or(0));
     while let Some(row) = run.next() {
         let row = row?;
         out(&row_text(&row, cli.histogram));
+        if let (true, Some(o)) = (cli.attribute, run.outliers()) {
+            out(&format!(
+                " outliers: {}
+",
+                o.summary()
+            ));
+        }
         rows.push(row);
         nic.extend(run.nic_time());
+        outliers.extend(run.outliers().cloned());
         keep(cli, &info, &rows);
         if crate::stop::requested() && rows.len() < n {
             progress(prog, n, n, 0);
@@ -58,10 +73,26 @@ where
         );
     }
     out(&format!("{}\n", table::RULE));
+    if let Some(w) = watch {
+        let nic_irqs = cli
+            .device
+            .as_deref()
+            .and_then(|d| rdma_direct::noise::procfs::device_irqs(&sys, d).ok())
+            .unwrap_or_default();
+        out(&format!(
+            " polling CPU over the run: {}\n",
+            w.finish(&sys, &nic_irqs).likely()
+        ));
+    }
     if !nic.is_empty() {
         out(&nic_text(o, &info, &nic));
     }
-    Ok(Report { info, rows, nic })
+    Ok(Report {
+        info,
+        rows,
+        nic,
+        outliers,
+    })
 }
 
 #[cfg(test)]
@@ -161,6 +192,7 @@ mod tests {
                 info,
                 rows,
                 nic: Vec::new(),
+                outliers: Vec::new(),
             },
             true,
         );

@@ -159,6 +159,7 @@ where
         info,
         rows,
         nic: Vec::new(),
+        outliers: Vec::new(),
     })
 }
 
