@@ -135,6 +135,57 @@ pub fn latency_verdict(cpu: u32, findings: &[Finding]) -> String {
     }
 }
 
+/// An engine's gate before it starts polling on `cpu`: every check of [`check_latency`],
+/// and `Ok` with the findings when none is a FAIL (with `strict`, nor a warn); else
+/// [`Error::Failed`](crate::Error::Failed) whose detail is the [`latency_verdict`] (the first
+/// thing to fix and its fix). Prints nothing.
+///
+/// ```
+/// use rdma_direct::doctor::{latency, HostFacts, Level, Sysfs};
+///
+/// // A fake host whose RDMA device sends its IRQ 40 to CPU 2.
+/// let root = std::env::temp_dir().join(format!("rdma-direct-ready-{}", std::process::id()));
+/// for (rel, text) in [
+///     ("proc/irq/40/smp_affinity_list", "2\n"),
+///     ("sys/class/infiniband/mlx5_0/device/msi_irqs/40", "msix\n"),
+///     ("sys/devices/system/cpu/online", "0-3\n"),
+/// ] {
+///     std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+///     std::fs::write(root.join(rel), text).unwrap();
+/// }
+/// let sys = Sysfs::new(&root);
+/// let host = HostFacts::read(&sys);
+///
+/// // CPU 2 takes the NIC's interrupts: the engine refuses to start there.
+/// let err = latency::require_ready(&sys, 2, Some("mlx5_0"), &host, false).unwrap_err();
+/// assert!(err.to_string().contains("first fix irq affinity: for IRQ in 40; do echo 0-1,3"));
+///
+/// // CPU 3 has nothing that fails (warns only, the host untuned): allowed unless strict.
+/// let findings = latency::require_ready(&sys, 3, Some("mlx5_0"), &host, false).unwrap();
+/// assert!(findings.iter().all(|f| f.level != Level::Fail));
+/// assert!(latency::require_ready(&sys, 3, Some("mlx5_0"), &host, true).is_err());
+/// std::fs::remove_dir_all(&root).unwrap();
+/// ```
+pub fn require_ready(
+    sys: &Sysfs,
+    cpu: u32,
+    dev: Option<&str>,
+    host: &HostFacts,
+    strict: bool,
+) -> crate::Result<Vec<Finding>> {
+    let findings = check_latency(sys, cpu, dev, host);
+    let refused = findings
+        .iter()
+        .any(|f| f.level == Level::Fail || (strict && f.level == Level::Warn));
+    if refused {
+        return Err(crate::Error::Failed {
+            context: "latency",
+            detail: latency_verdict(cpu, &findings),
+        });
+    }
+    Ok(findings)
+}
+
 fn covered(list: &Option<Vec<u32>>, cpu: u32) -> bool {
     list.as_ref().is_some_and(|l| l.contains(&cpu))
 }
