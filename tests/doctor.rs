@@ -1335,6 +1335,7 @@ fn latency_watchdogs_stat_interval_and_numa() {
     let sys = t.sys();
     assert_eq!(latency::check_watchdogs(&sys, 3).level, Level::Skip);
     t.file("proc/sys/kernel/nmi_watchdog", "1\n")
+        .file("sys/devices/system/cpu/online", "0-7\n")
         .file("proc/sys/kernel/watchdog", "1\n")
         .file("proc/sys/kernel/watchdog_cpumask", "0-7\n");
     assert_eq!(
@@ -1346,7 +1347,7 @@ fn latency_watchdogs_stat_interval_and_numa() {
              interrupt CPU 3 periodically",
             Some(
                 "sysctl kernel.nmi_watchdog=0 (or kernel parameter nmi_watchdog=0); sysctl \
-                 kernel.watchdog_cpumask=<the CPUs but 3> (or kernel parameter nowatchdog)"
+                 kernel.watchdog_cpumask=0-2,4-7 (or kernel parameter nowatchdog)"
             )
         )
     );
@@ -1370,7 +1371,7 @@ fn latency_watchdogs_stat_interval_and_numa() {
         latency::check_stat_interval(&sys),
         finding(
             Level::Warn,
-            "vm.stat_interval",
+            "vmstat interval",
             "vm.stat_interval = 1: the vmstat work interrupts the CPU that often",
             Some("sysctl vm.stat_interval=10")
         )
@@ -1380,7 +1381,7 @@ fn latency_watchdogs_stat_interval_and_numa() {
         latency::check_stat_interval(&sys),
         finding(
             Level::Ok,
-            "vm.stat_interval",
+            "vmstat interval",
             "vm.stat_interval = 120 s",
             None
         )
@@ -1584,7 +1585,7 @@ fn latency_walk_default_cpu_and_verdict() {
             "irqbalance",
             "timer migration",
             "watchdogs",
-            "vm.stat_interval",
+            "vmstat interval",
             "governor",
             "c-states",
             "smt sibling",

@@ -730,8 +730,8 @@ pub fn check_watchdogs(sys: &Sysfs, cpu: u32) -> Finding {
     }
     if soft_on {
         fix.push(format!(
-            "sysctl kernel.watchdog_cpumask=<the CPUs but {cpu}> (or kernel parameter \
-             nowatchdog)"
+            "sysctl kernel.watchdog_cpumask={} (or kernel parameter nowatchdog)",
+            others(sys, cpu)
         ));
     }
     if fix.is_empty() {
@@ -749,14 +749,14 @@ pub fn check_watchdogs(sys: &Sysfs, cpu: u32) -> Finding {
 /// that often on every CPU that allocated memory.
 pub fn check_stat_interval(sys: &Sysfs) -> Finding {
     let Some(v) = sys.read("proc/sys/vm/stat_interval") else {
-        return Finding::skip("vm.stat_interval", "/proc/sys/vm/stat_interval absent");
+        return Finding::skip("vmstat interval", "/proc/sys/vm/stat_interval absent");
     };
     match v.parse::<u64>() {
         Ok(n) if n >= STAT_INTERVAL_S => {
-            Finding::ok("vm.stat_interval", format!("vm.stat_interval = {n} s"))
+            Finding::ok("vmstat interval", format!("vm.stat_interval = {n} s"))
         }
         _ => Finding::warn(
-            "vm.stat_interval",
+            "vmstat interval",
             format!("vm.stat_interval = {v}: the vmstat work interrupts the CPU that often"),
             format!("sysctl vm.stat_interval={STAT_INTERVAL_S}"),
         ),
