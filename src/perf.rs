@@ -98,7 +98,7 @@ mod report;
 pub mod stats;
 pub mod wire;
 
-pub use outliers::{Outlier, Outliers};
+pub use outliers::{Away, Outlier, Outliers};
 pub use params::{
     two_threads, Inject, Params, StopHook, Test, DEFAULT_BW_SIZE, DEFAULT_CQ_MOD,
     DEFAULT_LAT_INLINE, DEFAULT_OUTLIER_X, MAX_INLINE, MAX_ITERS, MAX_SIZE, RX_DEPTH, TX_DEPTH,

@@ -217,7 +217,7 @@ where
             let ts = !cqe_ns.is_empty();
             for (i, t) in tposted.iter_mut().enumerate().take(n) {
                 *t = stamp();
-                pingpong::sample_mark(away, i, &mut w, *t);
+                pingpong::sample_mark(away, i, &mut w);
                 pingpong::injected(o.inject, i as u32, &mut w, &mut || p.progress());
                 let op = if o.test == Test::ReadLat {
                     SendOp::Read {

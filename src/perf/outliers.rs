@@ -17,6 +17,59 @@
 //! device's work in the polling thread (the sim in deterministic mode) that work is a stretch
 //! without a spin too; it is short beside an outlier's extra time.
 
+/// The longest stretch without a spin of a polling loop, sample by sample: [`Away::spin`] at
+/// every turn of the loop (one tick-counter read, no system call), [`Away::mark`] at each
+/// sample's stamp, which closes the sample before it. For a loop of one's own (the CLI's
+/// `pingpong` uses it); `perf`'s loops keep theirs in their waits.
+#[derive(Clone, Copy, Debug)]
+pub struct Away {
+    rate: crate::tsc::Rate,
+    prev: u64,
+    longest: u64,
+}
+
+impl Default for Away {
+    fn default() -> Away {
+        Away::new()
+    }
+}
+
+impl Away {
+    /// Starts at the current tick.
+    pub fn new() -> Away {
+        let rate = crate::tsc::Rate::start();
+        Away {
+            prev: rate.tick0(),
+            rate,
+            longest: 0,
+        }
+    }
+
+    /// One turn of the polling loop.
+    #[inline]
+    pub fn spin(&mut self) {
+        let t = crate::tsc::now();
+        self.longest = self.longest.max(t.wrapping_sub(self.prev));
+        self.prev = t;
+    }
+
+    /// The longest stretch since the last mark, in ticks ([`Away::to_ns`]); the next sample
+    /// starts now.
+    #[inline]
+    pub fn mark(&mut self) -> u64 {
+        self.spin();
+        std::mem::take(&mut self.longest)
+    }
+
+    /// Rewrites tick counts of [`Away::mark`] as nanoseconds (after the loop).
+    pub fn to_ns(&self, ticks: &mut [u64]) {
+        let per_tick = self.rate.ns_per_tick();
+        for t in ticks.iter_mut() {
+            *t = (*t as f64 * per_tick) as u64;
+        }
+    }
+}
+
 /// At most this many outliers are listed one by one ([`Outliers::worst`]), the slowest.
 pub const MAX_LISTED: usize = 16;
 

@@ -8,6 +8,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::outliers::Away;
 use super::params::Inject;
 use crate::providers::{
     Completion, CompletionQueue, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge, UdDest,
@@ -35,8 +36,8 @@ fn perr(detail: impl Into<String>) -> Error {
 /// microseconds, so a read per wait would show up in every latency sample. `stop` is raised
 /// by whichever thread fails, so its peer gives up at once instead of after [`STALL`].
 ///
-/// It also keeps the longest stretch between two consecutive spins (or a spin and a
-/// [`Waiter::mark`]), in ticks of the loops' clock: a stretch far longer than a spin is the
+/// It also keeps the longest stretch between two consecutive spins of each sample
+/// ([`Away`]), in ticks of the loops' clock: a stretch far longer than a spin is the
 /// polling thread losing its CPU (an interrupt, another task), or work done between the waits
 /// (a post, the sim's engine in deterministic mode). One tick-counter read a spin, no system
 /// call.
@@ -44,10 +45,8 @@ pub(super) struct Waiter<'s> {
     spins: u32,
     since: Option<Instant>,
     stop: &'s AtomicBool,
-    /// The tick of the last spin or mark.
-    prev: u64,
-    /// The longest stretch since the last mark, ticks.
-    away: u64,
+    /// The longest stretch without a spin, per sample.
+    away: Away,
 }
 
 impl<'s> Waiter<'s> {
@@ -56,8 +55,7 @@ impl<'s> Waiter<'s> {
             spins: 0,
             since: None,
             stop,
-            prev: crate::tsc::now(),
-            away: 0,
+            away: Away::new(),
         }
     }
 
@@ -65,7 +63,7 @@ impl<'s> Waiter<'s> {
     #[inline]
     pub(super) fn tick(&mut self, what: &str) -> Result<()> {
         self.spins = self.spins.wrapping_add(1);
-        self.note();
+        self.away.spin();
         if self.spins % 4096 == 0 {
             if self.stop.load(Ordering::Relaxed) {
                 return Err(perr(format!(
@@ -85,24 +83,6 @@ impl<'s> Waiter<'s> {
             std::thread::yield_now();
         }
         Ok(())
-    }
-
-    /// One spin seen: the stretch since the last one.
-    #[inline]
-    fn note(&mut self) {
-        let t = crate::tsc::now();
-        self.away = self.away.max(t.wrapping_sub(self.prev));
-        self.prev = t;
-    }
-
-    /// Close one sample at tick `t` (its stamp of the next iteration): its longest stretch
-    /// without a spin, ticks; the next sample's starts here.
-    #[inline]
-    pub(super) fn mark(&mut self, t: u64) -> u64 {
-        let away = self.away.max(t.wrapping_sub(self.prev));
-        self.away = 0;
-        self.prev = t;
-        away
     }
 
     /// Start a new wait.
@@ -350,11 +330,11 @@ impl<Q: QueuePair, C: CompletionQueue> End<'_, Q, C> {
     }
 }
 
-/// At the stamp `t` of iteration `i`: the longest stretch without a spin of sample `i - 1`
-/// (which ends here) into `away[i - 1]`, when `away` has room for it.
+/// At the stamp of iteration `i`: the longest stretch without a spin of sample `i - 1`
+/// (which ends here) into `away[i - 1]` (ticks), when `away` has room for it.
 #[inline]
-pub(super) fn sample_mark(away: &mut [u64], i: usize, w: &mut Waiter<'_>, t: u64) {
-    let a = w.mark(t);
+pub(super) fn sample_mark(away: &mut [u64], i: usize, w: &mut Waiter<'_>) {
+    let a = w.away.mark();
     if let Some(slot) = i.checked_sub(1).and_then(|j| away.get_mut(j)) {
         *slot = a;
     }
@@ -379,7 +359,7 @@ pub(super) fn injected(
         let t0 = Instant::now();
         while t0.elapsed() < inj.delay {
             progress();
-            w.note();
+            w.away.spin();
         }
     }
 }
@@ -397,7 +377,7 @@ pub(super) fn client<Q: QueuePair, C: CompletionQueue>(
     let mut w = Waiter::new(stop);
     for (i, t) in tposted.iter_mut().enumerate() {
         *t = stamp();
-        sample_mark(away, i, &mut w, *t);
+        sample_mark(away, i, &mut w);
         injected(inject, i as u32, &mut w, progress);
         end.send(i as u32, &mut w, progress)?;
         end.wait(i as u32, &mut w, progress)?;
@@ -436,7 +416,7 @@ pub(super) fn alternate<Q: QueuePair, C: CompletionQueue>(
     for (k, t) in tposted.iter_mut().enumerate() {
         let i = k as u32;
         *t = stamp();
-        sample_mark(away, k, &mut w, *t);
+        sample_mark(away, k, &mut w);
         injected(inject, i, &mut w, progress);
         c.send(i, &mut w, progress)?;
         s.wait(i, &mut w, progress)?;

@@ -206,6 +206,32 @@ mod tests {
         assert_eq!(back.rows.sizes(), vec![2]);
     }
 
+    /// `--attribute`: under each latency row its outliers, after the table what the kernel
+    /// counted on the polling CPU; the counts go to `--json` with or without it.
+    #[test]
+    fn attribute_prints_outliers_under_each_row_and_the_cpu_after() {
+        let (rows, t) = sim("read_lat -s 8 -s 64 -n 300 --attribute");
+        assert_eq!(rows.len(), 1);
+        let row = t.find(&table::row_line(&rows[0])).unwrap();
+        let o = t.find(" outliers: 64 B: ").unwrap_or_else(|| panic!("{t}"));
+        assert!(row < o, "{t}");
+        assert!(t[o..].contains("above 10x the median"), "{t}");
+        assert!(t[o..].contains(" of 299"), "{t}");
+        assert!(t.contains("\n polling CPU over the run: CPU "), "{t}");
+        let (_, t) = sim("read_lat -s 64 -n 300");
+        assert!(!t.contains("outliers") && !t.contains("polling CPU"), "{t}");
+        let c = p("read_lat -s 64 -n 300 --outlier-x 4").unwrap().unwrap();
+        let mut dev = SimDevice::new();
+        let r = rdma_direct::perf::run(&mut dev, &c.params).unwrap();
+        assert_eq!((r.outliers.len(), r.outliers[0].x), (1, 4));
+        let json = results::from_report(&c.params, &r, false).to_json();
+        assert!(json.contains("\"outliers\""), "{json}");
+        assert!(
+            json.contains("\"x\":4") || json.contains("\"x\": 4"),
+            "{json}"
+        );
+    }
+
     /// 7-digit sizes do not shift the columns.
     #[test]
     fn seven_digit_sizes_keep_the_columns() {

@@ -24,6 +24,9 @@ usage: rdma-direct pingpong [-d DEV] [options] [HOST]
   -c, --connection T    RC or UC (default RC; perftest's -c, not ibv_rc_pingpong's)
       --chk             check every message received: each carries its sequence number
                         in every byte (a peer that echoes what it received passes)
+      --attribute       after the row: the round trips above 10x the median and how many
+                        coincided with this CPU taken away (host) rather than a late answer
+                        (network), and what the kernel counted on this CPU meanwhile
   -e, --events          not supported: the CQ is polled
   -p, --port PORT       TCP port (default 18515)
       --loopback        with -d: both ends on DEV in this process, connected to each
@@ -71,6 +74,8 @@ pub(super) struct Args {
     pub(super) rdma_cm: bool,
     /// `--chk`: every message carries its sequence number in every byte, checked on receipt.
     pub(super) chk: bool,
+    /// `--attribute`: the outliers and what took the CPU ([`super::report::attribution`]).
+    pub(super) attribute: bool,
 }
 
 impl Default for Args {
@@ -94,6 +99,7 @@ impl Default for Args {
             provider: Choice::Auto,
             loopback: false,
             chk: false,
+            attribute: false,
             rdma_cm: false,
         }
     }
@@ -144,6 +150,7 @@ pub(super) fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, S
                 }
             }
             "--chk" => a.chk = true,
+            "--attribute" => a.attribute = true,
             "-e" | "--events" => {
                 return Err(format!(
                     "{flag}: not supported: sleeping on completion events; the CQ is polled \
