@@ -82,7 +82,8 @@
 //! parts are re-exported here: `params` (what to measure: [`Test`], [`Params`], the limits),
 //! `report` (what a run returns: [`Row`], [`Info`], [`Report`], [`NicTime`]), `bed` (the
 //! QPs and memory of a run), `loops` (the measured loops), `clock` (their clock) and
-//! `pingpong` (the two-sided latency tests' ends); [`host`] says what machine a report ran on; [`fit`] fits cost models by least squares.
+//! `pingpong` (the two-sided latency tests' ends); [`outliers`] finds a latency row's
+//! outliers and whether the polling CPU was taken away during each; [`host`] says what machine a report ran on; [`fit`] fits cost models by least squares.
 
 mod bed;
 mod clock;
