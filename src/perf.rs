@@ -126,7 +126,7 @@ where
     while let Some(row) = r.next() {
         rows.push(row?);
         nic.extend(r.nic_time());
-        outliers.extend(r.outliers().cloned());
+        outliers.extend(r.outliers.take());
     }
     Ok(Report {
         info: r.info,

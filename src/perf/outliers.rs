@@ -123,25 +123,31 @@ impl Outliers {
         let median_ns = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
         let threshold_ns = median_ns.saturating_mul(u64::from(x));
         let f = u64::from(rtt_factor.max(1));
-        let mut all: Vec<Outlier> = samples_ns
-            .iter()
-            .enumerate()
-            .filter(|&(_, &s)| s > threshold_ns)
-            .map(|(i, &s)| {
-                let away_ns = away_ns.get(i).copied().unwrap_or(0);
-                // In wall time: the sample's extra time over the median, undivided.
-                let extra = (s - median_ns).saturating_mul(f);
-                Outlier {
-                    iteration: i as u32,
-                    sample_ns: s,
-                    away_ns,
-                    interrupted: away_ns.saturating_mul(2) >= extra,
-                }
-            })
-            .collect();
+        // Sized first and never empty: one allocation whatever the run's length and its
+        // outliers (tests/perf_device.rs counts a run's allocations).
+        let above = samples_ns.iter().filter(|&&s| s > threshold_ns).count();
+        let mut all: Vec<Outlier> = Vec::with_capacity(above.max(1));
+        all.extend(
+            samples_ns
+                .iter()
+                .enumerate()
+                .filter(|&(_, &s)| s > threshold_ns)
+                .map(|(i, &s)| {
+                    let away_ns = away_ns.get(i).copied().unwrap_or(0);
+                    // In wall time: the sample's extra time over the median, undivided.
+                    let extra = (s - median_ns).saturating_mul(f);
+                    Outlier {
+                        iteration: i as u32,
+                        sample_ns: s,
+                        away_ns,
+                        interrupted: away_ns.saturating_mul(2) >= extra,
+                    }
+                }),
+        );
         let count = all.len() as u64;
         let interrupted = all.iter().filter(|o| o.interrupted).count() as u64;
-        all.sort_by_key(|o| std::cmp::Reverse(o.sample_ns));
+        // Unstable: a stable sort of more than 20 allocates (ties go by iteration).
+        all.sort_unstable_by_key(|o| (std::cmp::Reverse(o.sample_ns), o.iteration));
         all.truncate(MAX_LISTED);
         Outliers {
             bytes,
