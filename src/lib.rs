@@ -17,6 +17,7 @@
 //! | diagnostics | [`doctor`] | the troubleshooting order (link, MTU, caps, memlock, NUMA/affinity, PCIe) as checks returning findings | none |
 //! | host noise | [`noise`], [`doctor::latency`] | spinning threads that measure how often and how long each CPU is taken away, with what the kernel counted meanwhile; the tuning checks for the polling core | `sched_setaffinity` only |
 //! | measurement | [`perf`] | perftest-style latency / bandwidth runs over any provider, returning perftest's statistics | none |
+//! | reports | [`report`] | result files (perftest's too), JSON, perftest's tables, SVG charts: text and values, never printed | none |
 //! | fixture tests | [`scenario`] | `.scn` transfer scenarios parsed and run on any provider, every mismatch with its file line | registers the runner's own buffers |
 //!
 //! [`prelude`] holds the names an embedding program needs (devices, provider traits, work
@@ -28,7 +29,8 @@
 //! The default build is the whole tool. `default-features = false` builds the data plane
 //! alone (wire, types, ffi, the control path, the `mlx5` and `verbs` providers, the endpoint
 //! exchange); `sim` adds the software device, `perf` the measurement runs, `doctor` the
-//! checks, `scenario` the fixture-scenario runner, and `cli` (the default) all four plus the
+//! checks, `scenario` the fixture-scenario runner, `report` the result files, tables and
+//! charts (with `perf`), and `cli` (the default) all of these plus the
 //! `rdma-direct` binary. The guide below
 //! runs on the sim.
 //!
@@ -161,7 +163,8 @@
         feature = "sim",
         feature = "perf",
         feature = "doctor",
-        feature = "scenario"
+        feature = "scenario",
+        feature = "report"
     )),
     allow(rustdoc::broken_intra_doc_links)
 )]
@@ -178,6 +181,8 @@ pub mod noise;
 #[cfg(feature = "perf")]
 pub mod perf;
 pub mod prelude;
+#[cfg(feature = "report")]
+pub mod report;
 #[cfg(feature = "scenario")]
 pub mod scenario;
 #[cfg(any(feature = "perf", feature = "doctor"))]

@@ -59,11 +59,11 @@ mod measure;
 mod options;
 mod report;
 
-use crate::plot;
 use callgrind::instructions;
 use explain::explain;
 use measure::sweep;
 use options::{parse, Where, USAGE};
+use rdma_direct::report::plot;
 use report::{charts, header, json, pcie_note, table};
 
 /// `rdma-direct bench batching ...`. Returns the exit code.

@@ -202,8 +202,14 @@ fn table(size: u32, iters: u32, samples: &mut [f64], total_ns: f64) -> Stats {
         format!("{:.3}", iters as f64 / total_ns * 1e3),
     ];
     let header: Vec<String> = titles.iter().map(|t| t.to_string()).collect();
-    outln!("{}", super::table::table_line(&titles, &header));
-    outln!("{}", super::table::table_line(&titles, &cells));
+    outln!(
+        "{}",
+        rdma_direct::report::table::table_line(&titles, &header)
+    );
+    outln!(
+        "{}",
+        rdma_direct::report::table::table_line(&titles, &cells)
+    );
     Stats {
         t_min: kept[0],
         t_max,

@@ -19,8 +19,8 @@ use std::time::Duration;
 use rdma_direct::providers::{Provider, ProviderKind};
 use rdma_direct::scenario::{self, Failure, Report, RunOpts, Scenario};
 
-use super::json;
 use super::provider::{self, Choice, Job};
+use rdma_direct::report::json;
 
 const USAGE: &str = "\
 usage: rdma-direct scenario PATH... [-d DEV] [--provider P] [--mode M] [-x GID_INDEX]

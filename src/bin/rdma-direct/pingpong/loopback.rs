@@ -10,11 +10,11 @@ use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::{Completion, Provider};
 use rdma_direct::Result;
 
-use super::super::table;
 use super::args::Args;
 use super::bring_up::{connect_opts, ep_line, open_end};
 use super::flow::{Flow, Stall};
 use super::report::results;
+use rdma_direct::report::table;
 
 /// Loopback on the software mlx5 device, with its device thread; the text to print.
 pub(super) fn on_the_sim(a: &Args) -> Result<String> {

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use rdma_direct::perf::stats;
 
-use super::super::table;
 use super::args::Args;
+use rdma_direct::report::table;
 
 /// What the Mbit/sec of a run on the software device is: the sim copies each message in
 /// memory, so the figure says nothing of a link.

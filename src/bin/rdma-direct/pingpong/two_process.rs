@@ -12,12 +12,13 @@ use rdma_direct::endpoint::{PingpongMsg, PINGPONG_DONE, PINGPONG_MSG_LEN, PINGPO
 use rdma_direct::providers::{Completion, Provider};
 use rdma_direct::{Error, Result};
 
-use super::super::{provider, table};
+use super::super::provider;
 use super::args::Args;
 use super::bring_up::{connect_opts, msg_line, open_end};
 use super::flow::{Flow, Stall};
 use super::io_err;
 use super::report::results;
+use rdma_direct::report::table;
 
 /// [`two_process`] for [`provider::open_and_run`].
 pub(super) struct TwoProcess<'a>(pub(super) &'a Args);

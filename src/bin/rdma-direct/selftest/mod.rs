@@ -18,7 +18,7 @@
 mod dv;
 mod rungs;
 
-use super::json;
+use rdma_direct::report::json;
 
 const USAGE: &str = "\
 usage: rdma-direct selftest [-d DEV] [-x GID_INDEX] [--json]
