@@ -15,6 +15,7 @@ use rdma_direct::providers::mlx5::{AddressVector, DoorbellMode, Mlx5Sq};
 use rdma_direct::providers::{
     Completion, CompletionQueue, PostError, QueuePair, SendQueue, SendWr,
 };
+use rdma_direct::report::table::table_line;
 
 const USAGE: &str = "\
 usage: rdma-direct bench post|poll|batching [options]
@@ -202,14 +203,8 @@ fn table(size: u32, iters: u32, samples: &mut [f64], total_ns: f64) -> Stats {
         format!("{:.3}", iters as f64 / total_ns * 1e3),
     ];
     let header: Vec<String> = titles.iter().map(|t| t.to_string()).collect();
-    outln!(
-        "{}",
-        rdma_direct::report::table::table_line(&titles, &header)
-    );
-    outln!(
-        "{}",
-        rdma_direct::report::table::table_line(&titles, &cells)
-    );
+    outln!("{}", table_line(&titles, &header));
+    outln!("{}", table_line(&titles, &cells));
     Stats {
         t_min: kept[0],
         t_max,
