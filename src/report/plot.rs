@@ -1,29 +1,43 @@
 //! A hand-written SVG line-chart renderer for size sweeps and batch sweeps.
 //!
 //! Contract:
-//! - [`render`] turns one or more [`Chart`]s into one SVG document: each chart is a panel
+//! - [`render_panels`] turns one or more [`Panel`]s into one SVG document: each is a panel
 //!   [`WIDTH`] x [`PANEL_HEIGHT`] (900 x 540) user units, panels stacked top to bottom, with a
-//!   `viewBox` so the file scales to any size.
+//!   `viewBox` so the file scales to any size. [`render`] draws bare [`Chart`]s with a
+//!   [`Panel`]'s defaults (linear y, shaded bands, no fitted curves).
 //! - The x axis is log2 ([`XKind::Bytes`]: ticks at every power of two, labelled 2, 4, ...,
 //!   512, 1K, ..., 8M; [`XKind::Count`]: 1, 2, 4, ..., 64). Labels are thinned to every
 //!   second, third, ... power only when they would not fit side by side.
-//! - The y axis is log10 when every value is positive and the largest is at least 20 times
-//!   the smallest, else linear (from 0 when no value is negative); ticks at 1, 2, 5 x 10^k.
-//! - Each series is a `<g class="series">` holding its optional band (a shaded polygon from
-//!   each point's `band.0` to `band.1`, class `band`), one `<polyline class="line">` and one
-//!   marker (class `pt`, with a `<title>` tooltip) per point drawn. Points with a non-finite
-//!   x or y, a non-positive x, or (on a log y axis) a non-positive y are left out.
-//! - Bands are drawn only when at most [`MAX_BANDS`] series have one (more would cover each
-//!   other and the lines); otherwise neither the bands nor their legend entry appear.
+//! - The y axis is what the caller asks ([`YScale`]): linear (from 0 when no value is
+//!   negative) unless log10 is asked; the data never switches it. A log axis with no positive
+//!   value falls back to linear. Ticks at 1, 2, 5 x 10^k.
+//! - Each series is a `<g class="series">` holding one `<polyline class="line">` and one
+//!   marker (class `pt`, with a `<title>` tooltip) per point drawn. Series `i` has marker shape
+//!   `i % 4` and dash pattern `i % 5` (0: solid), so no two of the first 20 series look alike
+//!   even where their values coincide; the legend shows each series' line, dash and marker.
+//!   Points with a non-finite x or y, a non-positive x, or (on a log y axis) a non-positive y
+//!   are left out.
+//! - A point's `(low, high)` range is drawn as [`Spread`] says. [`Spread::Band`]: a shaded
+//!   polygon per series (class `band`), drawn only when at most [`MAX_BANDS`] series have one
+//!   (more would cover each other and the lines; otherwise neither bands nor their legend entry
+//!   appear). [`Spread::ErrorBars`]: a whisker with caps per point (a `<path class="err">`,
+//!   from low to high at the marker's x), for any number of series; each series' markers,
+//!   whiskers and line are then shifted sideways by a few units (series `i` of `n` by
+//!   `(i - (n-1)/2)` x [`DODGE`], less when the x ticks are narrow) so equal values stay apart.
+//! - Fitted curves ([`Panel::fits`]) are drawn after the data as `<polyline class="fit">`,
+//!   thinner, dashed, without markers, in the colour of the series they model (grey for none),
+//!   each with a legend entry; their values count in the y range.
 //! - A title, a subtitle, a legend above the plot area (never over the data), both axes
 //!   labelled (classes `title`, `x-label`, `y-label`).
 //! - Output is well-formed XML (all text escaped), UTF-8, and a pure function of the input:
-//!   the same charts give the same bytes. Nothing here panics on any input.
+//!   the same panels give the same bytes. Nothing here panics on any input.
 
 use std::fmt::Write;
 
 mod axis;
+mod panel;
 use axis::YAxis;
+use panel::panel;
 
 /// Width of a panel, SVG user units (pixels at 100 %).
 pub const WIDTH: f64 = 900.0;
@@ -33,12 +47,20 @@ pub const PANEL_HEIGHT: f64 = 540.0;
 /// Most series that get their band drawn (see the module doc).
 pub const MAX_BANDS: usize = 3;
 
+/// Sideways shift between neighbouring series' markers under [`Spread::ErrorBars`], user units.
+pub const DODGE: f64 = 5.0;
+
 const RIGHT: f64 = 28.0;
 const BOTTOM: f64 = 62.0;
 const TICK_FONT: f64 = 11.0;
 const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
+/// Dash patterns of the data lines (`stroke-dasharray`; "" for solid), by series index.
+const DASHES: [&str; 5] = ["", "8 4", "2 3", "10 3 2 3", "4 4"];
+/// The fitted curves' pattern and colour when they model no series.
+const FIT_DASH: &str = "6 3";
+const FIT_GREY: &str = "#555555";
 
 /// What the log2 x axis counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,8 +111,93 @@ pub struct Chart {
     pub series: Vec<Series>,
 }
 
-/// The SVG document of `charts` (see the module doc). No charts give an empty white panel.
+/// How the y axis maps values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum YScale {
+    /// Linear, from 0 when no value is negative (the default).
+    #[default]
+    Linear,
+    /// Log10 (non-positive values are left out).
+    Log,
+}
+
+/// How a point's `(low, high)` range ([`Point::band`]) is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Spread {
+    /// A shaded band behind each series' line (at most [`MAX_BANDS`] series).
+    #[default]
+    Band,
+    /// A whisker with caps at each point, series shifted apart sideways.
+    ErrorBars,
+}
+
+/// A curve drawn over the data, e.g. a model fitted to a series evaluated at many x.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fit {
+    /// Legend text, e.g. `fit: t = 3.1 + 40.2/b ns`.
+    pub name: String,
+    /// The index in [`Chart::series`] of the series it models: drawn in its colour.
+    pub of: Option<usize>,
+    /// The curve's points (their bands are ignored), any order.
+    pub points: Vec<Point>,
+}
+
+/// A chart and how to draw it. `Panel::from(chart)` gives the defaults: linear y, shaded
+/// bands, no fitted curves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Panel {
+    /// The data.
+    pub chart: Chart,
+    /// The y axis' scale.
+    pub y_scale: YScale,
+    /// How point ranges are drawn.
+    pub spread: Spread,
+    /// Curves drawn over the data.
+    pub fits: Vec<Fit>,
+}
+
+impl From<Chart> for Panel {
+    fn from(chart: Chart) -> Panel {
+        Panel {
+            chart,
+            y_scale: YScale::Linear,
+            spread: Spread::Band,
+            fits: Vec::new(),
+        }
+    }
+}
+
+impl Panel {
+    /// The same panel with a log10 y axis.
+    pub fn log_y(self) -> Panel {
+        Panel {
+            y_scale: YScale::Log,
+            ..self
+        }
+    }
+    /// The same panel with point ranges drawn as error bars.
+    pub fn error_bars(self) -> Panel {
+        Panel {
+            spread: Spread::ErrorBars,
+            ..self
+        }
+    }
+    /// The same panel with `fit` drawn over the data.
+    pub fn with_fit(mut self, fit: Fit) -> Panel {
+        self.fits.push(fit);
+        self
+    }
+}
+
+/// The SVG document of `charts` drawn as [`Panel`]'s defaults (see the module doc).
 pub fn render(charts: &[Chart]) -> String {
+    let panels: Vec<Panel> = charts.iter().cloned().map(Panel::from).collect();
+    render_panels(&panels)
+}
+
+/// The SVG document of `panels` (see the module doc). No panels give an empty white panel.
+pub fn render_panels(panels: &[Panel]) -> String {
+    let charts = panels;
     let n = charts.len().max(1);
     let h = PANEL_HEIGHT * n as f64;
     let mut s = String::new();
@@ -100,7 +207,7 @@ pub fn render(charts: &[Chart]) -> String {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\">",
         w = WIDTH,
     );
-    let doc_title: Vec<&str> = charts.iter().map(|c| c.title.as_str()).collect();
+    let doc_title: Vec<&str> = charts.iter().map(|c| c.chart.title.as_str()).collect();
     let _ = writeln!(s, "<title>{}</title>", esc(&doc_title.join(" / ")));
     let _ = writeln!(
         s,
@@ -227,305 +334,6 @@ fn sig(v: f64) -> String {
         (4 - a.log10().floor() as i32).clamp(3, 12) as usize
     };
     format!("{v:.d$}")
-}
-
-fn panel(s: &mut String, c: &Chart) {
-    // Title and subtitle, shrunk and then shortened to fit the width.
-    let avail = WIDTH - 40.0;
-    let mut tsize = 17.0;
-    while tsize > 12.0 && text_w(&c.title, tsize) > avail {
-        tsize -= 1.0;
-    }
-    let _ = writeln!(
-        s,
-        "<text class=\"title\" x=\"{:.1}\" y=\"26\" text-anchor=\"middle\" font-size=\"{tsize}\" font-weight=\"bold\" fill=\"#222\">{}</text>",
-        WIDTH / 2.0,
-        esc(&fit(&c.title, tsize, avail))
-    );
-    let mut y = 30.0;
-    if !c.subtitle.is_empty() {
-        let _ = writeln!(
-            s,
-            "<text class=\"subtitle\" x=\"{:.1}\" y=\"46\" text-anchor=\"middle\" font-size=\"12\" fill=\"#555\">{}</text>",
-            WIDTH / 2.0,
-            esc(&fit(&c.subtitle, 12.0, avail))
-        );
-        y = 50.0;
-    }
-
-    // Legend: one row after another above the plot area.
-    let mut items: Vec<(usize, String)> = c
-        .series
-        .iter()
-        .enumerate()
-        .map(|(i, se)| (i, fit(&se.name, 12.0, avail - 40.0)))
-        .collect();
-    let banded = c
-        .series
-        .iter()
-        .filter(|se| se.points.iter().any(|p| p.band.is_some()))
-        .count();
-    let bands = banded <= MAX_BANDS;
-    if let (Some(b), true, true) = (&c.band_label, bands, banded > 0) {
-        items.push((usize::MAX, fit(b, 12.0, avail - 40.0)));
-    }
-    let mut lx = 20.0;
-    let mut ly = y + 16.0;
-    s.push_str("<g class=\"legend\" font-size=\"12\" fill=\"#222\">\n");
-    for (i, name) in &items {
-        let w = 30.0 + text_w(name, 12.0) + 20.0;
-        if lx > 20.0 && lx + w > WIDTH - 20.0 {
-            lx = 20.0;
-            ly += 18.0;
-        }
-        if *i == usize::MAX {
-            let _ = write!(
-                s,
-                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"24\" height=\"10\" fill=\"#888\" fill-opacity=\"0.25\"/>",
-                lx,
-                ly - 9.0
-            );
-        } else {
-            let color = COLORS[i % COLORS.len()];
-            let _ = write!(
-                s,
-                "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{color}\" stroke-width=\"2\"/>",
-                lx,
-                ly - 4.0,
-                lx + 24.0,
-                ly - 4.0
-            );
-            marker(s, "key", *i, lx + 12.0, ly - 4.0, color, name);
-        }
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
-            lx + 30.0,
-            esc(name)
-        );
-        lx += w;
-    }
-    s.push_str("</g>\n");
-    let top = if items.is_empty() {
-        y + 12.0
-    } else {
-        ly + 14.0
-    };
-    let bottom = PANEL_HEIGHT - BOTTOM;
-
-    // Data: drawable points per series, sorted by x.
-    let mut ys = Vec::new();
-    let mut xs = Vec::new();
-    for se in &c.series {
-        for p in &se.points {
-            if p.x.is_finite() && p.x > 0.0 && p.y.is_finite() {
-                xs.push(p.x.log2());
-                ys.push(p.y);
-                if let Some((a, b)) = p.band {
-                    ys.push(a);
-                    ys.push(b);
-                }
-            }
-        }
-    }
-    let yax = YAxis::new(&ys);
-    let left = {
-        let widest = yax
-            .ticks
-            .iter()
-            .map(|(_, l, _)| text_w(l, TICK_FONT))
-            .fold(0.0, f64::max);
-        (widest + 44.0).max(64.0)
-    };
-    let right = WIDTH - RIGHT;
-    let (mut x0, mut x1) = (
-        xs.iter().copied().fold(f64::INFINITY, f64::min),
-        xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-    );
-    if xs.is_empty() {
-        (x0, x1) = (1.0, 6.0);
-    }
-    if x1 - x0 < 1.0 {
-        x0 -= 0.5;
-        x1 += 0.5;
-    }
-    let pad = (x1 - x0) * 0.03 + 0.2;
-    let (d0, d1) = (x0 - pad, x1 + pad);
-    let px = |l2: f64| left + (l2 - d0) / (d1 - d0) * (right - left);
-    let py = |v: f64| bottom - yax.frac(v) * (bottom - top);
-
-    // Grid and y ticks.
-    s.push_str("<g class=\"grid\" stroke-width=\"1\">\n");
-    for (v, _, major) in &yax.ticks {
-        let _ = writeln!(
-            s,
-            "<line x1=\"{left:.1}\" y1=\"{y:.1}\" x2=\"{right:.1}\" y2=\"{y:.1}\" stroke=\"{}\"/>",
-            if *major { "#d8d8d8" } else { "#efefef" },
-            y = py(*v)
-        );
-    }
-    let k0 = x0.ceil().clamp(-1100.0, 1100.0) as i32;
-    let k1 = x1.floor().clamp(-1100.0, 1100.0) as i32;
-    for k in k0..=k1.min(k0 + 200) {
-        let _ = writeln!(
-            s,
-            "<line x1=\"{x:.1}\" y1=\"{top:.1}\" x2=\"{x:.1}\" y2=\"{bottom:.1}\" stroke=\"#efefef\"/>",
-            x = px(f64::from(k))
-        );
-    }
-    s.push_str("</g>\n");
-    let _ = writeln!(
-        s,
-        "<rect class=\"frame\" x=\"{left:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#444\"/>",
-        right - left,
-        bottom - top
-    );
-
-    // Axis ticks and labels.
-    let _ = writeln!(
-        s,
-        "<g class=\"y-ticks\" font-size=\"{TICK_FONT}\" fill=\"#333\" text-anchor=\"end\">"
-    );
-    for (v, label, _) in &yax.ticks {
-        let y = py(*v);
-        let _ = write!(
-            s,
-            "<line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{left:.1}\" y2=\"{y:.1}\" stroke=\"#444\"/>",
-            left - 4.0
-        );
-        if !label.is_empty() {
-            let _ = write!(
-                s,
-                "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-                left - 7.0,
-                y + 4.0,
-                esc(label)
-            );
-        }
-        s.push('\n');
-    }
-    s.push_str("</g>\n");
-    let step_px = px(1.0) - px(0.0);
-    let widest = (k0..=k1.min(k0 + 200))
-        .map(|k| text_w(&x_label_of(c.x_kind, k), TICK_FONT))
-        .fold(0.0, f64::max)
-        + 6.0;
-    let stride = ((widest / step_px).ceil() as i32).max(1);
-    let _ = writeln!(
-        s,
-        "<g class=\"x-ticks\" font-size=\"{TICK_FONT}\" fill=\"#333\" text-anchor=\"middle\">"
-    );
-    for k in k0..=k1.min(k0 + 200) {
-        let x = px(f64::from(k));
-        let _ = write!(
-            s,
-            "<line x1=\"{x:.1}\" y1=\"{bottom:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#444\"/>",
-            bottom + 4.0
-        );
-        if (k - k0) % stride == 0 {
-            let _ = write!(
-                s,
-                "<text x=\"{x:.1}\" y=\"{:.1}\">{}</text>",
-                bottom + 17.0,
-                esc(&x_label_of(c.x_kind, k))
-            );
-        }
-        s.push('\n');
-    }
-    s.push_str("</g>\n");
-    let _ = writeln!(
-        s,
-        "<text class=\"x-label\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"13\" fill=\"#222\">{}</text>",
-        (left + right) / 2.0,
-        PANEL_HEIGHT - 18.0,
-        esc(&fit(&c.x_label, 13.0, right - left))
-    );
-    let cy = (top + bottom) / 2.0;
-    let _ = writeln!(
-        s,
-        "<text class=\"y-label\" x=\"20\" y=\"{cy:.1}\" transform=\"rotate(-90 20 {cy:.1})\" text-anchor=\"middle\" font-size=\"13\" fill=\"#222\">{}</text>",
-        esc(&fit(&c.y_label, 13.0, bottom - top))
-    );
-
-    // Series: bands first (all of them), then lines and markers, so no band hides a line.
-    let drawn: Vec<Vec<Point>> = c
-        .series
-        .iter()
-        .map(|se| {
-            let mut p: Vec<Point> = se
-                .points
-                .iter()
-                .copied()
-                .filter(|p| p.x.is_finite() && p.x > 0.0 && yax.drawable(p.y))
-                .collect();
-            p.sort_by(|a, b| a.x.total_cmp(&b.x));
-            p
-        })
-        .collect();
-    for (i, pts) in drawn.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let band: Vec<(f64, f64, f64)> = pts
-            .iter()
-            .filter_map(|p| {
-                let (a, b) = p.band?;
-                (yax.drawable(a) && yax.drawable(b)).then_some((p.x, a.min(b), a.max(b)))
-            })
-            .collect();
-        if bands && band.len() >= 2 {
-            let mut d = String::new();
-            for (x, _, hi) in &band {
-                let _ = write!(d, "{:.1},{:.1} ", px(x.log2()), py(*hi));
-            }
-            for (x, lo, _) in band.iter().rev() {
-                let _ = write!(d, "{:.1},{:.1} ", px(x.log2()), py(*lo));
-            }
-            let _ = writeln!(
-                s,
-                "<polygon class=\"band\" points=\"{}\" fill=\"{color}\" fill-opacity=\"0.16\" stroke=\"none\"/>",
-                d.trim_end()
-            );
-        }
-    }
-    for (i, (se, pts)) in c.series.iter().zip(&drawn).enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let _ = writeln!(
-            s,
-            "<g class=\"series\" data-series=\"{}\" data-points=\"{}\">",
-            esc(&se.name),
-            pts.len()
-        );
-        if pts.len() >= 2 {
-            let mut d = String::new();
-            for p in pts {
-                let _ = write!(d, "{:.1},{:.1} ", px(p.x.log2()), py(p.y));
-            }
-            let _ = writeln!(
-                s,
-                "<polyline class=\"line\" points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" stroke-linejoin=\"round\"/>",
-                d.trim_end()
-            );
-        }
-        for p in pts {
-            let xl = match c.x_kind {
-                XKind::Bytes => format!("{} B", x_exact(p.x)),
-                XKind::Count => x_exact(p.x),
-            };
-            let mut tip = format!("{}: {xl}: {}", se.name, sig(p.y));
-            if let Some((a, b)) = p.band {
-                let _ = write!(tip, " ({}..{})", sig(a), sig(b));
-            }
-            marker(s, "pt", i, px(p.x.log2()), py(p.y), color, &tip);
-            s.push('\n');
-        }
-        s.push_str("</g>\n");
-    }
-    if drawn.iter().all(Vec::is_empty) {
-        let _ = writeln!(
-            s,
-            "<text class=\"no-data\" x=\"{:.1}\" y=\"{cy:.1}\" text-anchor=\"middle\" font-size=\"16\" fill=\"#888\">no data</text>",
-            (left + right) / 2.0
-        );
-    }
 }
 
 fn x_label_of(kind: XKind, k: i32) -> String {

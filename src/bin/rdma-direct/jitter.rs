@@ -12,7 +12,7 @@ use rdma_direct::doctor::{format_cpulist, parse_cpulist, Sysfs};
 use rdma_direct::noise::{self, Config, CpuNoise, Report};
 
 use rdma_direct::report::json;
-use rdma_direct::report::plot::{self, Chart, Point, Series, XKind};
+use rdma_direct::report::plot::{self, Chart, Panel, Point, Series, XKind};
 
 const USAGE: &str = "\
 usage: rdma-direct jitter [-c CPUS] [-D SECONDS] [--threshold NS] [-d DEV] [--no-osnoise]
@@ -388,7 +388,8 @@ fn render_svg(r: &Report) -> String {
                 .collect(),
         })
         .collect();
-    plot::render(&[Chart {
+    // Counts per bucket span decades: a log axis.
+    plot::render_panels(&[Panel::from(Chart {
         title: "host noise: interruptions of a spinning thread, per CPU".to_string(),
         subtitle: format!(
             "{:.3} s per CPU; a gap above the threshold is an interruption",
@@ -399,7 +400,8 @@ fn render_svg(r: &Report) -> String {
         y_label: "interruptions in the bucket".to_string(),
         band_label: None,
         series,
-    }])
+    })
+    .log_y()])
 }
 
 #[cfg(test)]

@@ -12,11 +12,12 @@
 
 use std::path::Path;
 
+use rdma_direct::report::plot::YScale;
 use rdma_direct::report::results::chart::{curves, svg, Metric};
 use rdma_direct::report::results::{self, Rows};
 
 const HELP: &str = "\
-usage: rdma-direct plot FILE.json... --svg OUT.svg [--title T] [--metric M]
+usage: rdma-direct plot FILE.json... --svg OUT.svg [--title T] [--metric M] [--y-scale S]
 
 Draw the result files of `perf --json` runs, and perftest `--out_json` files, as curves
 against message size (log2 axis) in one SVG; several files are overlaid, one line each.
@@ -27,6 +28,7 @@ against message size (log2 axis) in one SVG; several files are overlaid, one lin
                      avg (t_avg, shaded +-t_stdev) or p99;
                      bandwidth files: bw (BW average) or rate (MsgRate);
                      default for bandwidth: both, as two charts
+  --y-scale S        log (default: sizes span decades) or linear
   -h, --help         this text
 
 perftest keeps only the last size in its --out_json file (it rewrites the file for every
@@ -42,6 +44,7 @@ pub fn run(args: &[String]) -> i32 {
     let mut out: Option<String> = None;
     let mut title: Option<String> = None;
     let mut metric = None;
+    let mut scale = YScale::Log;
     let mut it = args.iter();
     let usage = |msg: String| crate::usage_error("plot", &msg);
     while let Some(a) = it.next() {
@@ -50,13 +53,18 @@ pub fn run(args: &[String]) -> i32 {
                 out!("{HELP}");
                 return 0;
             }
-            "--svg" | "--title" | "--metric" => {
+            "--svg" | "--title" | "--metric" | "--y-scale" => {
                 let Some(v) = it.next() else {
                     return usage(format!("{a} needs a value"));
                 };
                 match a.as_str() {
                     "--svg" => out = Some(v.clone()),
                     "--title" => title = Some(v.clone()),
+                    "--y-scale" => match v.as_str() {
+                        "log" => scale = YScale::Log,
+                        "linear" => scale = YScale::Linear,
+                        _ => return usage(format!("--y-scale {v}: expected log or linear")),
+                    },
                     _ => match Metric::from_name(v) {
                         Some(m) => metric = Some(m),
                         None => {
@@ -117,7 +125,7 @@ pub fn run(args: &[String]) -> i32 {
             ));
         }
     }
-    let doc = match svg(&runs, metric, title.as_deref()) {
+    let doc = match svg(&runs, metric, title.as_deref(), scale) {
         Ok(d) => d,
         Err(e) => {
             errln!("rdma-direct plot: {e}");

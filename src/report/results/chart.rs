@@ -7,10 +7,12 @@
 //! differ between curves). Latency runs give one chart of the chosen [`Metric`] against
 //! message size (default [`Metric::Typical`]: t_typical with a t_min..p99 band); bandwidth
 //! runs give BW average and message rate (two charts), or the one chosen. [`svg`] renders
-//! them with [`plot::render`]. Errors are returned as text; nothing is printed.
+//! them with [`plot::render_panels`] on the y scale the caller gives (a size sweep spans
+//! decades: the CLI asks for log unless told otherwise). Errors are returned as text;
+//! nothing is printed.
 
 use super::{Rows, RunFile};
-use crate::report::plot::{self, Chart, Point, Series, XKind};
+use crate::report::plot::{self, Chart, Panel, Point, Series, XKind, YScale};
 
 /// What the y axis shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -258,13 +260,21 @@ fn points(rows: &Rows, m: Metric) -> Vec<Point> {
     }
 }
 
-/// The SVG document of [`charts`].
+/// The SVG document of [`charts`], its y axis on `scale`.
 pub fn svg(
     runs: &[RunFile],
     metric: Option<Metric>,
     title: Option<&str>,
+    scale: YScale,
 ) -> Result<String, String> {
-    charts(runs, metric, title).map(|c| plot::render(&c))
+    let panels: Vec<Panel> = charts(runs, metric, title)?
+        .into_iter()
+        .map(|c| Panel {
+            y_scale: scale,
+            ..Panel::from(c)
+        })
+        .collect();
+    Ok(plot::render_panels(&panels))
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ use rdma_direct::providers::{Provider, ProviderKind};
 use super::provider::{self, Job};
 use args::{parse, Cli, Mode, HELP};
 use loopback::report;
+use rdma_direct::report::plot::YScale;
 use rdma_direct::report::results;
 use two_process::two_process;
 
@@ -158,7 +159,7 @@ fn write_files(cli: &Cli, report: &Report) -> Result<(), String> {
         results::write_file(p, &file)?;
     }
     if let Some(p) = &cli.svg {
-        let svg = results::chart::svg(std::slice::from_ref(&file), None, None)?;
+        let svg = results::chart::svg(std::slice::from_ref(&file), None, None, YScale::Log)?;
         std::fs::write(p, svg).map_err(|e| format!("{}: {e}", p.display()))?;
     }
     Ok(())
