@@ -396,7 +396,7 @@ fn wait_each_names_the_cq_still_owed_when_it_stalls() {
     let msg = e.to_string();
     assert!(
         msg.starts_with(
-            "wait_each: no completion for 0.05 s: CQ 1 of 2 still owes 2 (a receive not posted?"
+            "wait_each: no completion for 0.05 s while owed 2 by CQ 1 of 2 (a receive not posted?"
         ),
         "{msg}"
     );

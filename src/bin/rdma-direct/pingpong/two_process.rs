@@ -15,7 +15,7 @@ use rdma_direct::{Error, Result};
 use super::super::{provider, table};
 use super::args::Args;
 use super::bring_up::{connect_opts, msg_line, open_end};
-use super::flow::{Flow, Stall};
+use super::flow::{Flow, Stall, STALL};
 use super::io_err;
 use super::report::results;
 
@@ -126,7 +126,7 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
     crate::out::flush();
 
     let mut wc = [Completion::EMPTY; 16];
-    let mut stall = Stall::new();
+    let mut stall = Stall::new(STALL);
     let start = Instant::now();
     if a.host.is_some() {
         flow.start(&mut end.qp, end.buf.as_mut_slice())?;
@@ -143,9 +143,11 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
             stall.progressed();
         } else {
             p.progress();
-            stall.idle(|| {
+            std::hint::spin_loop();
+            stall.idle("pingpong", || {
                 format!(
-                    "after {} sends and {} receives: is the peer still running?",
+                    "the peer's next message, after {} sends and {} receives (is the peer \
+                     still running?)",
                     flow.scnt, flow.rcnt
                 )
             })?;
