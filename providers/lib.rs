@@ -442,7 +442,8 @@ pub trait Provider {
         let _ = cqe;
         Err(crate::Error::Unsupported {
             what: format!(
-                "{}: no completion timestamps (EOPNOTSUPP); run without --hw-ts",
+                "{}: no completion timestamps (EOPNOTSUPP); create the CQ with create_cq \
+                 (no timestamps) instead",
                 self.kind()
             ),
         })
