@@ -19,7 +19,9 @@
 //! Dispatch is static: code is generic over [`Provider`] and the queue traits. [`flow`] holds
 //! the glue of a message loop built on those traits (send windows, receive replenishers, ring
 //! slots and credits, waits over several CQs, `connect_pair`), and [`helpers`] the busy-poll
-//! with a stall deadline, the drain before teardown and thread pinning. [`pair`] is a QP
+//! with a stall deadline, the drain before teardown and thread pinning. [`choice`] is the
+//! rule that picks a provider for a device (mlx5 hardware, any other verbs device, or none:
+//! the sim) and opens it. [`pair`] is a QP
 //! owned together with the CQ it alone completes into ([`Provider::own_pair`]), the layout
 //! whose poll the mlx5 provider shortens.
 //!
@@ -82,6 +84,7 @@ use rdma_direct_core::{barrier, clock, endpoint, error, ffi, mmio, types, wire};
 use rdma_direct_core::{Error, Result};
 
 pub mod buffer;
+pub mod choice;
 pub mod connect;
 pub(crate) mod cq_room;
 pub mod flow;
@@ -439,7 +442,8 @@ pub trait Provider {
         let _ = cqe;
         Err(crate::Error::Unsupported {
             what: format!(
-                "{}: no completion timestamps (EOPNOTSUPP); run without --hw-ts",
+                "{}: no completion timestamps (EOPNOTSUPP); create the CQ with create_cq \
+                 (no timestamps) instead",
                 self.kind()
             ),
         })

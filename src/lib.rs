@@ -18,6 +18,7 @@
 //! | host noise | [`noise`], [`doctor::latency`] | spinning threads that measure how often and how long each CPU is taken away, with what the kernel counted meanwhile; the tuning checks for the polling core | `sched_setaffinity` only |
 //! | measurement | [`perf`] | perftest-style latency / bandwidth runs over any provider, returning perftest's statistics | none |
 //! | reports | [`report`] | result files (perftest's too), JSON, perftest's tables, SVG charts: text and values, never printed | none |
+//! | first light | [`selftest`] | the ladder of small real operations to run first on a new device, each rung's expectation and outcome returned | none |
 //! | fixture tests | [`scenario`] | `.scn` transfer scenarios parsed and run on any provider, every mismatch with its file line | registers the runner's own buffers |
 //!
 //! [`prelude`] holds the names an embedding program needs (devices, provider traits, work
@@ -30,8 +31,8 @@
 //! alone (wire, types, ffi, the control path, the `mlx5` and `verbs` providers, the endpoint
 //! exchange); `sim` adds the software device, `perf` the measurement runs, `doctor` the
 //! checks, `scenario` the fixture-scenario runner, `report` the result files, tables and
-//! charts (with `perf`), and `cli` (the default) all of these plus the
-//! `rdma-direct` binary. The guide below
+//! charts (with `perf`), `selftest` the first-light ladder (with the sim), and `cli` (the
+//! default) all of these plus the `rdma-direct` binary. The guide below
 //! runs on the sim.
 //!
 //! ## Guide
@@ -164,7 +165,8 @@
         feature = "perf",
         feature = "doctor",
         feature = "scenario",
-        feature = "report"
+        feature = "report",
+        feature = "selftest"
     )),
     allow(rustdoc::broken_intra_doc_links)
 )]
@@ -185,6 +187,8 @@ pub mod prelude;
 pub mod report;
 #[cfg(feature = "scenario")]
 pub mod scenario;
+#[cfg(feature = "selftest")]
+pub mod selftest;
 #[cfg(any(feature = "perf", feature = "doctor"))]
 mod tsc;
 

@@ -19,6 +19,9 @@
 //!   bounds-checked once, for the typed WRITE / READ / atomic constructors);
 //! - QP set-up: [`QpType`], [`QpCaps`], [`QpConfig`], [`QpState`], [`ConnectOpts`],
 //!   [`Access`], [`QpEndpoint`], [`Mtu`], [`ProviderKind`];
+//! - the provider for a device ([`crate::providers::choice`]): [`run_chosen`] opens the one
+//!   [`Choice`] asks for (the sim without a device, the direct mlx5 provider on an mlx5 NIC,
+//!   libibverbs otherwise) and runs a [`Job`] on it;
 //! - bring-up over TCP for any provider: [`connect_qp_server`], [`connect_qp_client`],
 //!   [`Connection`];
 //! - around the hot loop: [`poll_wait`] (busy-poll with a stall deadline), [`drain`],
@@ -70,6 +73,7 @@
 //! ```
 
 pub use crate::endpoint::{connect_qp_client, connect_qp_server, Connection};
+pub use crate::providers::choice::{run_chosen, Choice, Job};
 pub use crate::providers::flow::{
     connect_pair, poll_any, wait_each, RecvReplenisher, RingReader, RingWriter, SendWindow,
     SendWindows,

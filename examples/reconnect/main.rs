@@ -193,16 +193,23 @@ fn run() -> Result<()> {
         },
         total: num(2, 20_000)?.div_ceil(BATCH) * BATCH,
     };
-    fn go<P: Provider>(p: P, a: &Args) -> Result<()> {
-        match &a.host {
-            Some(h) => gateway::gateway(p, h, a),
-            None => receiver::receiver(p, a),
+    /// The gateway or the receiver on whichever provider [`run_chosen`] opens.
+    struct Go<'a>(&'a Args);
+    impl Job for Go<'_> {
+        type Out = ();
+        fn run<P: Provider>(&mut self, p: &mut P) -> Result<()>
+        where
+            P::Qp: Send,
+            P::Cq: Send,
+        {
+            match &self.0.host {
+                Some(h) => gateway::gateway(p, h, self.0),
+                None => receiver::receiver(p, self.0),
+            }
         }
     }
-    match Mlx5Device::open(dev) {
-        Ok(p) => go(p, &a),
-        Err(_) => go(VerbsDevice::open(dev)?, &a),
-    }
+    // The library's rule: an mlx5 NIC, the direct provider; any other device, verbs.
+    run_chosen(Choice::Auto, Some(dev), &mut Go(&a))
 }
 
 fn main() {

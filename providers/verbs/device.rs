@@ -20,7 +20,9 @@ use std::sync::Weak;
 /// (EOPNOTSUPP).
 pub fn no_completion_timestamps() -> crate::Error {
     crate::Error::Unsupported {
-        what: "rxe/verbs: no completion timestamps (EOPNOTSUPP); run without --hw-ts".into(),
+        what: "rxe/verbs: no completion timestamps (EOPNOTSUPP); create the CQ with create_cq \
+               (no timestamps) instead"
+            .into(),
     }
 }
 

@@ -6,8 +6,9 @@
 //! volatile loads through plain addresses.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::providers::helpers::Stall;
 use crate::providers::{
     Completion, CompletionQueue, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge, UdDest,
 };
@@ -29,21 +30,19 @@ fn perr(detail: impl Into<String>) -> Error {
     }
 }
 
-/// Spin-wait bookkeeping. The clock is read only every 4096 spins (the first read starts the
-/// stall timer): in a TCG guest `clock_gettime` may go to an emulated HPET and cost
-/// microseconds, so a read per wait would show up in every latency sample. `stop` is raised
-/// by whichever thread fails, so its peer gives up at once instead of after [`STALL`].
+/// Spin-wait bookkeeping: a [`Stall`] (which reads the clock only every
+/// [`Stall::CHECK_EVERY`] idle spins, so no latency sample pays for a clock read) and the
+/// run's `stop` flag, raised by whichever thread fails so that its peer gives up at once
+/// instead of after [`STALL`]; the flag is looked at, and the CPU yielded, when the clock is.
 pub(super) struct Waiter<'s> {
-    spins: u32,
-    since: Option<Instant>,
+    stall: Stall,
     stop: &'s AtomicBool,
 }
 
 impl<'s> Waiter<'s> {
     pub(super) fn new(stop: &'s AtomicBool) -> Waiter<'s> {
         Waiter {
-            spins: 0,
-            since: None,
+            stall: Stall::new(STALL),
             stop,
         }
     }
@@ -51,22 +50,11 @@ impl<'s> Waiter<'s> {
     /// One spin of a wait for `what`.
     #[inline]
     pub(super) fn tick(&mut self, what: &str) -> Result<()> {
-        self.spins = self.spins.wrapping_add(1);
-        if self.spins % 4096 == 0 {
+        if self.stall.idle("perf", || what.to_string())? {
             if self.stop.load(Ordering::Relaxed) {
                 return Err(perr(format!(
                     "stopped while waiting for {what}: the other side failed"
                 )));
-            }
-            match self.since {
-                None => self.since = Some(Instant::now()),
-                Some(t) if t.elapsed() > STALL => {
-                    return Err(perr(format!(
-                        "no progress for {} s while waiting for {what}",
-                        STALL.as_secs()
-                    )))
-                }
-                Some(_) => {}
             }
             std::thread::yield_now();
         }
@@ -76,8 +64,7 @@ impl<'s> Waiter<'s> {
     /// Start a new wait.
     #[inline]
     pub(super) fn reset(&mut self) {
-        self.spins = 0;
-        self.since = None;
+        self.stall.progressed();
     }
 }
 

@@ -92,7 +92,8 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             "--json" => o.json = true,
             "-d" | "--ib-dev" => o.dev = Some(crate::flag_value(flag, attached, &mut rest)?),
             "--provider" => {
-                o.choice = Choice::parse(&crate::flag_value(flag, attached, &mut rest)?)?
+                o.choice =
+                    crate::provider::parse_choice(&crate::flag_value(flag, attached, &mut rest)?)?
             }
             "--mode" => {
                 mode_given = true;

@@ -12,7 +12,7 @@ use rdma_direct::Result;
 
 use super::args::Args;
 use super::bring_up::{connect_opts, ep_line, open_end};
-use super::flow::{Flow, Stall};
+use super::flow::{Flow, Stall, STALL};
 use super::report::results;
 use rdma_direct::report::table;
 
@@ -82,7 +82,7 @@ fn loopback<P: Provider>(
     ready(p)?;
 
     let mut wc = [Completion::EMPTY; 16];
-    let mut stall = Stall::new();
+    let mut stall = Stall::new(STALL);
     let start = Instant::now();
     cf.start(&mut client.qp, client.buf.as_mut_slice())?;
     while !cf.done() || !sf.done() {
@@ -106,9 +106,11 @@ fn loopback<P: Provider>(
             stall.progressed();
         } else {
             p.progress();
-            stall.idle(|| {
+            std::hint::spin_loop();
+            stall.idle("pingpong", || {
                 format!(
-                    "client {}/{} sent/received, server {}/{}: the device stalled",
+                    "the next completion of either end (client {}/{} sent/received, server \
+                     {}/{})",
                     cf.scnt, cf.rcnt, sf.scnt, sf.rcnt
                 )
             })?;

@@ -15,7 +15,7 @@ use rdma_direct::{Error, Result};
 use super::super::provider;
 use super::args::Args;
 use super::bring_up::{connect_opts, msg_line, open_end};
-use super::flow::{Flow, Stall};
+use super::flow::{Flow, Stall, STALL};
 use super::io_err;
 use super::report::results;
 use rdma_direct::report::table;
@@ -127,7 +127,7 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
     crate::out::flush();
 
     let mut wc = [Completion::EMPTY; 16];
-    let mut stall = Stall::new();
+    let mut stall = Stall::new(STALL);
     let start = Instant::now();
     if a.host.is_some() {
         flow.start(&mut end.qp, end.buf.as_mut_slice())?;
@@ -144,9 +144,11 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
             stall.progressed();
         } else {
             p.progress();
-            stall.idle(|| {
+            std::hint::spin_loop();
+            stall.idle("pingpong", || {
                 format!(
-                    "after {} sends and {} receives: is the peer still running?",
+                    "the peer's next message, after {} sends and {} receives (is the peer \
+                     still running?)",
                     flow.scnt, flow.rcnt
                 )
             })?;
