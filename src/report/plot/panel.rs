@@ -84,7 +84,7 @@ pub(super) fn panel(s: &mut String, pn: &Panel) {
             items.push((Key::Band, fit(b, 12.0, avail - 40.0)));
         }
     }
-    for f in &pn.fits {
+    for f in &pn.curves {
         let color = fit_color(f.of, c.series.len());
         items.push((Key::Fit(color), fit(&f.name, 12.0, avail - 40.0)));
     }
@@ -173,7 +173,7 @@ pub(super) fn panel(s: &mut String, pn: &Panel) {
             }
         }
     }
-    for f in &pn.fits {
+    for f in &pn.curves {
         ys.extend(
             f.points
                 .iter()
@@ -398,7 +398,7 @@ pub(super) fn panel(s: &mut String, pn: &Panel) {
         s.push_str("</g>\n");
     }
     // Fitted curves over the data.
-    for f in &pn.fits {
+    for f in &pn.curves {
         let mut pts: Vec<Point> = f
             .points
             .iter()
