@@ -58,9 +58,9 @@ const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
 /// Dash patterns of the data lines (`stroke-dasharray`; "" for solid), by series index.
-const DASHES: [&str; 5] = ["", "8 4", "2 3", "10 3 2 3", "4 4"];
+const DASHES: [&str; 5] = ["", "2 3", "10 3 2 3", "10 3 2 3 2 3", "16 4"];
 /// The fitted curves' pattern and colour when they model no series.
-const FIT_DASH: &str = "6 3";
+const FIT_DASH: &str = "5 3";
 const FIT_GREY: &str = "#555555";
 
 /// What the log2 x axis counts.

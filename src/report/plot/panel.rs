@@ -125,7 +125,7 @@ pub(super) fn panel(s: &mut String, pn: &Panel) {
             Key::Fit(color) => {
                 let _ = write!(
                     s,
-                    "<line class=\"key-fit\" x1=\"{:.1}\" y1=\"{mid:.1}\" x2=\"{:.1}\" y2=\"{mid:.1}\" stroke=\"{color}\" stroke-width=\"1.5\" stroke-dasharray=\"{FIT_DASH}\"/>",
+                    "<line class=\"key-fit\" x1=\"{:.1}\" y1=\"{mid:.1}\" x2=\"{:.1}\" y2=\"{mid:.1}\" stroke=\"{color}\" stroke-width=\"1.3\" stroke-opacity=\"0.9\" stroke-dasharray=\"{FIT_DASH}\"/>",
                     lx,
                     lx + 24.0
                 );
@@ -415,7 +415,7 @@ pub(super) fn panel(s: &mut String, pn: &Panel) {
         }
         let _ = writeln!(
             s,
-            "<polyline class=\"fit\" data-fit=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" stroke-dasharray=\"{FIT_DASH}\"/>",
+            "<polyline class=\"fit\" data-fit=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.3\" stroke-opacity=\"0.9\" stroke-dasharray=\"{FIT_DASH}\"/>",
             esc(&f.name),
             d.trim_end(),
             fit_color(f.of, n)

@@ -537,7 +537,7 @@ fn series_differ_in_dash_and_marker_on_the_line_and_in_the_legend() {
         .filter(|e| attr(e, "class") == Some("line"))
         .map(dash_of)
         .collect();
-    assert_eq!(lines, ["", "8 4", "2 3", "10 3 2 3", "4 4", ""]);
+    assert_eq!(lines, ["", "2 3", "10 3 2 3", "10 3 2 3 2 3", "16 4", ""]);
     // Legend: a line with the same dash and the same marker shape as the series.
     let legend = &elems[elems
         .iter()
