@@ -24,9 +24,10 @@
 //!   from low to high at the marker's x), for any number of series; each series' markers,
 //!   whiskers and line are then shifted sideways by a few units (series `i` of `n` by
 //!   `(i - (n-1)/2)` x [`DODGE`], less when the x ticks are narrow) so equal values stay apart.
-//! - Fitted curves ([`Panel::fits`]) are drawn after the data as `<polyline class="fit">`,
-//!   thinner, dashed, without markers, in the colour of the series they model (grey for none),
-//!   each with a legend entry; their values count in the y range.
+//! - Curves over the data ([`Panel::curves`], e.g. a fitted model evaluated by
+//!   [`Curve::sampled`]) are drawn after the data as `<polyline class="fit">`, thinner,
+//!   dashed, without markers, in the colour of the series they model (grey for none), each
+//!   with a legend entry; their values count in the y range.
 //! - A title, a subtitle, a legend above the plot area (never over the data), both axes
 //!   labelled (classes `title`, `x-label`, `y-label`).
 //! - Output is well-formed XML (all text escaped), UTF-8, and a pure function of the input:
@@ -57,9 +58,9 @@ const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
 /// Dash patterns of the data lines (`stroke-dasharray`; "" for solid), by series index.
-const DASHES: [&str; 5] = ["", "8 4", "2 3", "10 3 2 3", "4 4"];
+const DASHES: [&str; 5] = ["", "2 3", "10 3 2 3", "10 3 2 3 2 3", "16 4"];
 /// The fitted curves' pattern and colour when they model no series.
-const FIT_DASH: &str = "6 3";
+const FIT_DASH: &str = "5 3";
 const FIT_GREY: &str = "#555555";
 
 /// What the log2 x axis counts.
@@ -133,13 +134,47 @@ pub enum Spread {
 
 /// A curve drawn over the data, e.g. a model fitted to a series evaluated at many x.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Fit {
+pub struct Curve {
     /// Legend text, e.g. `fit: t = 3.1 + 40.2/b ns`.
     pub name: String,
     /// The index in [`Chart::series`] of the series it models: drawn in its colour.
     pub of: Option<usize>,
     /// The curve's points (their bands are ignored), any order.
     pub points: Vec<Point>,
+}
+
+impl Curve {
+    /// `f` at `n` points (at least 2) evenly spaced in log2 x from `x0` to `x1`: smooth on the
+    /// log2 axis. Points where `f` is not finite are left out; a non-positive or non-finite
+    /// `x0`/`x1` gives no points.
+    pub fn sampled(
+        name: &str,
+        of: Option<usize>,
+        x0: f64,
+        x1: f64,
+        n: usize,
+        f: impl Fn(f64) -> f64,
+    ) -> Curve {
+        let ok = x0 > 0.0 && x1 > 0.0 && x0.is_finite() && x1.is_finite();
+        let n = if ok { n.clamp(2, 10_000) } else { 0 };
+        let (l0, l1) = (x0.log2(), x1.log2());
+        let points = (0..n)
+            .map(|i| {
+                let x = 2f64.powf(l0 + (l1 - l0) * i as f64 / (n - 1) as f64);
+                Point {
+                    x,
+                    y: f(x),
+                    band: None,
+                }
+            })
+            .filter(|p| p.y.is_finite())
+            .collect();
+        Curve {
+            name: name.to_string(),
+            of,
+            points,
+        }
+    }
 }
 
 /// A chart and how to draw it. `Panel::from(chart)` gives the defaults: linear y, shaded
@@ -153,7 +188,7 @@ pub struct Panel {
     /// How point ranges are drawn.
     pub spread: Spread,
     /// Curves drawn over the data.
-    pub fits: Vec<Fit>,
+    pub curves: Vec<Curve>,
 }
 
 impl From<Chart> for Panel {
@@ -162,7 +197,7 @@ impl From<Chart> for Panel {
             chart,
             y_scale: YScale::Linear,
             spread: Spread::Band,
-            fits: Vec::new(),
+            curves: Vec::new(),
         }
     }
 }
@@ -182,9 +217,9 @@ impl Panel {
             ..self
         }
     }
-    /// The same panel with `fit` drawn over the data.
-    pub fn with_fit(mut self, fit: Fit) -> Panel {
-        self.fits.push(fit);
+    /// The same panel with `curve` drawn over the data.
+    pub fn with_curve(mut self, curve: Curve) -> Panel {
+        self.curves.push(curve);
         self
     }
 }

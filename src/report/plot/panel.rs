@@ -84,7 +84,7 @@ pub(super) fn panel(s: &mut String, pn: &Panel) {
             items.push((Key::Band, fit(b, 12.0, avail - 40.0)));
         }
     }
-    for f in &pn.fits {
+    for f in &pn.curves {
         let color = fit_color(f.of, c.series.len());
         items.push((Key::Fit(color), fit(&f.name, 12.0, avail - 40.0)));
     }
@@ -125,7 +125,7 @@ pub(super) fn panel(s: &mut String, pn: &Panel) {
             Key::Fit(color) => {
                 let _ = write!(
                     s,
-                    "<line class=\"key-fit\" x1=\"{:.1}\" y1=\"{mid:.1}\" x2=\"{:.1}\" y2=\"{mid:.1}\" stroke=\"{color}\" stroke-width=\"1.5\" stroke-dasharray=\"{FIT_DASH}\"/>",
+                    "<line class=\"key-fit\" x1=\"{:.1}\" y1=\"{mid:.1}\" x2=\"{:.1}\" y2=\"{mid:.1}\" stroke=\"{color}\" stroke-width=\"1.3\" stroke-opacity=\"0.9\" stroke-dasharray=\"{FIT_DASH}\"/>",
                     lx,
                     lx + 24.0
                 );
@@ -173,7 +173,7 @@ pub(super) fn panel(s: &mut String, pn: &Panel) {
             }
         }
     }
-    for f in &pn.fits {
+    for f in &pn.curves {
         ys.extend(
             f.points
                 .iter()
@@ -398,7 +398,7 @@ pub(super) fn panel(s: &mut String, pn: &Panel) {
         s.push_str("</g>\n");
     }
     // Fitted curves over the data.
-    for f in &pn.fits {
+    for f in &pn.curves {
         let mut pts: Vec<Point> = f
             .points
             .iter()
@@ -415,7 +415,7 @@ pub(super) fn panel(s: &mut String, pn: &Panel) {
         }
         let _ = writeln!(
             s,
-            "<polyline class=\"fit\" data-fit=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" stroke-dasharray=\"{FIT_DASH}\"/>",
+            "<polyline class=\"fit\" data-fit=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.3\" stroke-opacity=\"0.9\" stroke-dasharray=\"{FIT_DASH}\"/>",
             esc(&f.name),
             d.trim_end(),
             fit_color(f.of, n)

@@ -469,12 +469,12 @@ fn a_fitted_curve_is_drawn_through_its_points_in_its_series_colour() {
         .collect();
     let panel = Panel::from(batch_chart())
         .error_bars()
-        .with_fit(Fit {
+        .with_curve(Curve {
             name: "fit db8: t = 9.5 + 21/b ns".into(),
             of: Some(0),
             points: fit_pts.clone(),
         })
-        .with_fit(Fit {
+        .with_curve(Curve {
             name: "model".into(),
             of: None,
             points: vec![fit_pts[0], fit_pts[24]],
@@ -537,7 +537,7 @@ fn series_differ_in_dash_and_marker_on_the_line_and_in_the_legend() {
         .filter(|e| attr(e, "class") == Some("line"))
         .map(dash_of)
         .collect();
-    assert_eq!(lines, ["", "8 4", "2 3", "10 3 2 3", "4 4", ""]);
+    assert_eq!(lines, ["", "2 3", "10 3 2 3", "10 3 2 3 2 3", "16 4", ""]);
     // Legend: a line with the same dash and the same marker shape as the series.
     let legend = &elems[elems
         .iter()
@@ -558,4 +558,34 @@ fn series_differ_in_dash_and_marker_on_the_line_and_in_the_legend() {
     assert_eq!(shapes, ["circle", "rect", "path", "path", "circle", "rect"]);
     // Series 4 shares series 0's shape, not its dash or its colour.
     assert_ne!(COLORS[0], COLORS[4]);
+}
+
+#[test]
+fn a_sampled_curve_is_even_in_log2_x() {
+    let c = Curve::sampled("t = 2 + 8/b", Some(1), 1.0, 64.0, 13, |b| 2.0 + 8.0 / b);
+    assert_eq!(
+        (c.name.as_str(), c.of, c.points.len()),
+        ("t = 2 + 8/b", Some(1), 13)
+    );
+    for (i, p) in c.points.iter().enumerate() {
+        let x = 2f64.powf(i as f64 / 2.0);
+        assert!((p.x - x).abs() < 1e-9 * x, "{i}: {}", p.x);
+        assert!((p.y - (2.0 + 8.0 / x)).abs() < 1e-12);
+    }
+    assert!(Curve::sampled("x", None, 0.0, 64.0, 9, |b| b)
+        .points
+        .is_empty());
+    assert_eq!(
+        Curve::sampled("x", None, 1.0, 4.0, 0, |b| b).points.len(),
+        2
+    );
+    let holes = Curve::sampled(
+        "x",
+        None,
+        1.0,
+        4.0,
+        3,
+        |b| if b == 2.0 { f64::NAN } else { b },
+    );
+    assert_eq!(holes.points.len(), 2);
 }

@@ -26,7 +26,7 @@
 //!                 per second
 //! ```
 //!
-//! [`RunFile::from_text`] also reads perftest's `--out_json` files ([`perftest::from_perftest`]): both the
+//! [`RunFile::from_text`] also reads perftest's `--out_json` files: both the
 //! dialect perftest 4.5 writes (bare keys and values, trailing commas: not JSON) and the
 //! standard JSON of perftest 24.01 and later. perftest opens the file with `O_TRUNC` for every
 //! report, so after `-a` only the last size (8 MiB) is left: one size per file. Run perftest
