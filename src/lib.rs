@@ -17,6 +17,7 @@
 //! | diagnostics | [`doctor`] | the troubleshooting order (link, MTU, caps, memlock, NUMA/affinity, PCIe) as checks returning findings | none |
 //! | host noise | [`noise`], [`doctor::latency`] | spinning threads that measure how often and how long each CPU is taken away, with what the kernel counted meanwhile; the tuning checks for the polling core | `sched_setaffinity` only |
 //! | measurement | [`perf`] | perftest-style latency / bandwidth runs over any provider, returning perftest's statistics | none |
+//! | hot-path benches | [`bench`] | the mlx5 post/poll cost on plain memory and the doorbell-batching sweep with its PCIe counts | none |
 //! | fixture tests | [`scenario`] | `.scn` transfer scenarios parsed and run on any provider, every mismatch with its file line | registers the runner's own buffers |
 //!
 //! [`prelude`] holds the names an embedding program needs (devices, provider traits, work
@@ -28,8 +29,8 @@
 //! The default build is the whole tool. `default-features = false` builds the data plane
 //! alone (wire, types, ffi, the control path, the `mlx5` and `verbs` providers, the endpoint
 //! exchange); `sim` adds the software device, `perf` the measurement runs, `doctor` the
-//! checks, `scenario` the fixture-scenario runner, and `cli` (the default) all four plus the
-//! `rdma-direct` binary. The guide below
+//! checks, `scenario` the fixture-scenario runner, `bench` the hot-path measurements (with
+//! the plain-memory rig), and `cli` (the default) all five plus the `rdma-direct` binary. The guide below
 //! runs on the sim.
 //!
 //! ## Guide
@@ -161,7 +162,8 @@
         feature = "sim",
         feature = "perf",
         feature = "doctor",
-        feature = "scenario"
+        feature = "scenario",
+        feature = "bench"
     )),
     allow(rustdoc::broken_intra_doc_links)
 )]
@@ -170,6 +172,8 @@
 pub use rdma_direct_core::{barrier, clock, error, ffi, mmio, pcie, types, verbs, wire};
 pub use rdma_direct_providers as providers;
 
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod cm;
 #[cfg(feature = "doctor")]
 pub mod doctor;

@@ -45,33 +45,32 @@
 //!   `t = w + d/b + c·q` by least squares over the curves (per WQE, per doorbell, per
 //!   completion, with 95 % intervals and residuals) and says where the cost goes.
 //!
-//! A child module of `bench.rs` (`bench batching`), so it shares that module's copy of the
-//! plain-memory rig. This file is the entry ([`run`]); the parts:
-//! - [`options`]: the usage text, option parsing, the configurations;
-//! - [`measure`]: the measuring loops per provider and the per-point statistics;
+//! The measurement itself is the library's ([`rdma_direct::bench::batching`]); this command
+//! parses, prints and writes the files. This file is the entry ([`run`]); the parts:
+//! - [`options`]: the usage text, option parsing;
 //! - [`report`]: tables, JSON and SVG charts;
 //! - [`explain`]: `--explain`, the costs derived from the curve;
 //! - [`callgrind`]: `--instructions`, instructions per WQE under callgrind.
 
 mod callgrind;
 mod explain;
-mod measure;
 mod options;
 mod report;
 
 use crate::plot;
 use callgrind::instructions;
 use explain::explain;
-use measure::sweep;
 use options::{parse, Where, USAGE};
+use rdma_direct::bench::batching::sweep;
 use report::{charts, header, json, pcie_note, table};
 
 /// `rdma-direct bench batching ...`. Returns the exit code.
 pub fn run(args: &[String]) -> i32 {
-    let o = match crate::options_or_exit("bench batching", USAGE, parse(args)) {
+    let mut o = match crate::options_or_exit("bench batching", USAGE, parse(args)) {
         Ok(o) => o,
         Err(status) => return status,
     };
+    o.stop = Some(rdma_direct::perf::StopHook(crate::stop::requested));
     // The device and the output files first: nothing is printed for a run that cannot be
     // made or kept.
     if let Some(d) = &o.device {

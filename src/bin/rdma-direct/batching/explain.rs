@@ -11,9 +11,9 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use super::measure::Stat;
 use super::options::{Config, Mode, Opts, Signal, Where};
 use super::report::series_name;
+use rdma_direct::bench::batching::Stat;
 use rdma_direct::perf::fit::{least_squares, Fit};
 
 /// Completions per WQE at a point: the signaled requests of a sample over its requests.

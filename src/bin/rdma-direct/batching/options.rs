@@ -7,7 +7,6 @@
 //! here measures or prints.
 
 use rdma_direct::pcie::Link;
-use rdma_direct::providers::mlx5::DoorbellMode;
 
 pub(super) const USAGE: &str = "\
 usage: rdma-direct bench batching [options]
@@ -44,149 +43,15 @@ doorbell, for every doorbell mode x signaling period x payload x size.
 Plain-memory and sim figures are not hardware figures.
 ";
 
-/// Largest batch (the send queue depth keeps two batches in flight).
-const MAX_BATCH: u32 = 64;
-/// Largest inline payload asked for (fits a 256-byte BlueFlame half with its segments).
-pub(super) const MAX_INLINE: u32 = 128;
+pub use rdma_direct::bench::batching::{
+    Config, Mode, Params, PayloadKind, Signal, Where, MAX_BATCH, MAX_INLINE,
+};
 
-/// Where the sweep runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Where {
-    /// mlx5 queues on plain memory, this program as the device.
-    Plain,
-    /// The software mlx5 device, device thread.
-    Sim,
-    /// libibverbs on a device.
-    Verbs,
-    /// The mlx5 provider on a NIC.
-    Mlx5,
-}
-
-impl Where {
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Where::Plain => "plain",
-            Where::Sim => "sim",
-            Where::Verbs => "verbs",
-            Where::Mlx5 => "mlx5",
-        }
-    }
-    pub(super) fn describe(self, dev: Option<&str>) -> String {
-        match self {
-            Where::Plain => "plain memory (mlx5 driver, this program plays the device)".into(),
-            Where::Sim => "sim (software mlx5 device, device thread consuming)".into(),
-            Where::Verbs => format!("verbs on {} (libibverbs ibv_post_send)", dev.unwrap_or("?")),
-            Where::Mlx5 => format!("mlx5 on {} (hand-rolled mlx5 provider)", dev.unwrap_or("?")),
-        }
-    }
-    pub(super) fn hardware(self) -> bool {
-        matches!(self, Where::Verbs | Where::Mlx5)
-    }
-}
-
-/// How a batch is announced to the device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// The 8-byte doorbell, always.
-    Db8,
-    /// BlueFlame for a single staged WQE (libmlx5's rule), else the 8-byte doorbell.
-    BfSingle,
-    /// Whatever `ibv_post_send` does (verbs).
-    Verbs,
-}
-
-impl Mode {
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Mode::Db8 => "db8",
-            Mode::BfSingle => "bf-single",
-            Mode::Verbs => "ibv_post_send",
-        }
-    }
-    pub(super) fn doorbell(self) -> DoorbellMode {
-        match self {
-            Mode::BfSingle => DoorbellMode::Auto,
-            _ => DoorbellMode::Doorbell,
-        }
-    }
-}
-
-/// Which requests ask for a completion.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Signal {
-    /// Every `n`-th request (and the last of a sample).
-    Every(u32),
-    /// The last request of each batch.
-    PerBatch,
-}
-
-impl Signal {
-    pub(super) fn name(self) -> String {
-        match self {
-            Signal::Every(1) => "signal every WR".into(),
-            Signal::Every(n) => format!("signal every {n}"),
-            Signal::PerBatch => "signal once per batch".into(),
-        }
-    }
-    pub(super) fn key(self) -> String {
-        match self {
-            Signal::Every(n) => n.to_string(),
-            Signal::PerBatch => "batch".into(),
-        }
-    }
-    /// Is request `i` of a sample of `total`, in batches of `batch`, signaled?
-    #[inline(always)]
-    pub(super) fn wants(self, i: u32, batch: u32, total: u32) -> bool {
-        i + 1 == total
-            || match self {
-                Signal::Every(n) => (i + 1) % n == 0,
-                Signal::PerBatch => (i + 1) % batch == 0,
-            }
-    }
-}
-
-/// Payload kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PayloadKind {
-    /// Copied into the WQE.
-    Inline,
-    /// One scatter/gather entry.
-    Sge,
-}
-
-impl PayloadKind {
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            PayloadKind::Inline => "inline",
-            PayloadKind::Sge => "sge",
-        }
-    }
-}
-
-/// One line of the curve.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Config {
-    pub(super) mode: Mode,
-    pub(super) signal: Signal,
-    pub(super) payload: PayloadKind,
-    pub(super) size: u32,
-}
-
-/// The parsed command line.
+/// The parsed command line: what the sweep measures ([`Params`], reached through `Deref`)
+/// and what the command does with it.
 #[derive(Clone, Debug)]
 pub struct Opts {
-    pub(super) at: Where,
-    pub(super) device: Option<String>,
-    pub(super) port: u8,
-    pub(super) gid_index: u8,
-    pub(super) batches: Vec<u32>,
-    pub(super) modes: Vec<Mode>,
-    pub(super) signals: Vec<Signal>,
-    pub(super) payloads: Vec<PayloadKind>,
-    pub(super) sizes: Vec<u32>,
-    pub(super) reps: u32,
-    pub(super) warmup: u32,
-    pub(super) wqes: u32,
+    pub(super) params: Params,
     pub(super) json: Option<String>,
     pub(super) svg: Option<String>,
     pub(super) explain: bool,
@@ -195,6 +60,19 @@ pub struct Opts {
     pub(super) pcie: Link,
     /// The command line, for the JSON.
     pub(super) argv: Vec<String>,
+}
+
+impl std::ops::Deref for Opts {
+    type Target = Params;
+    fn deref(&self) -> &Params {
+        &self.params
+    }
+}
+
+impl std::ops::DerefMut for Opts {
+    fn deref_mut(&mut self) -> &mut Params {
+        &mut self.params
+    }
 }
 
 fn list<T>(flag: &str, v: &str, f: impl Fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
@@ -209,18 +87,21 @@ fn list<T>(flag: &str, v: &str, f: impl Fn(&str) -> Option<T>) -> Result<Vec<T>,
 pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
     let mut provider: Option<Where> = None;
     let mut o = Opts {
-        at: Where::Plain,
-        device: None,
-        port: 1,
-        gid_index: 0,
-        batches: vec![1, 2, 4, 8, 16, 32, 64],
-        modes: vec![Mode::Db8, Mode::BfSingle],
-        signals: vec![Signal::Every(1), Signal::Every(16), Signal::PerBatch],
-        payloads: vec![PayloadKind::Inline],
-        sizes: vec![8],
-        reps: 0,
-        warmup: u32::MAX,
-        wqes: 0,
+        params: Params {
+            at: Where::Plain,
+            device: None,
+            port: 1,
+            gid_index: 0,
+            batches: vec![1, 2, 4, 8, 16, 32, 64],
+            modes: vec![Mode::Db8, Mode::BfSingle],
+            signals: vec![Signal::Every(1), Signal::Every(16), Signal::PerBatch],
+            payloads: vec![PayloadKind::Inline],
+            sizes: vec![8],
+            reps: 0,
+            warmup: u32::MAX,
+            wqes: 0,
+            stop: None,
+        },
         json: None,
         svg: None,
         explain: false,
@@ -374,33 +255,4 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
         ));
     }
     Ok(Some(o))
-}
-
-impl Opts {
-    pub(super) fn configs(&self) -> Vec<Config> {
-        let mut v = Vec::new();
-        for &payload in &self.payloads {
-            for &size in &self.sizes {
-                for &mode in &self.modes {
-                    for &signal in &self.signals {
-                        v.push(Config {
-                            mode,
-                            signal,
-                            payload,
-                            size,
-                        });
-                    }
-                }
-            }
-        }
-        v
-    }
-    /// WQEs per sample for `batch`: whole batches, at least one.
-    pub(super) fn sample_wqes(&self, batch: u32) -> u32 {
-        self.wqes.div_ceil(batch).max(1) * batch
-    }
-    /// Does the series name need the payload and the size?
-    pub(super) fn many_payloads(&self) -> bool {
-        self.payloads.len() * self.sizes.len() > 1
-    }
 }

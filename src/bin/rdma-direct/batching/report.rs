@@ -8,10 +8,10 @@
 use std::fmt::Write as _;
 
 use super::explain::{completions_per_wqe, model_fit};
-use super::measure::Stat;
 use super::options::{Config, Opts, Where};
 use crate::json_value::Value;
 use crate::plot::{self, Chart, Point, Series, XKind};
+use rdma_direct::bench::batching::Stat;
 use rdma_direct::pcie::{Counts, Link, Traffic};
 use rdma_direct::perf::host::Host;
 

@@ -1,6 +1,6 @@
 //! The measuring loops of `bench batching`, one per kind of provider: plain memory (the mlx5
 //! queues with the bench rig as the device) and devices (sim, verbs, mlx5), and [`sweep`],
-//! which picks one for [`Opts::at`].
+//! which picks one for [`Params::at`].
 //!
 //! Contract: every point of the sweep is sampled round-robin after warm-up rounds; a sample
 //! times many batches and yields ns per WQE; [`Stat`] summarizes a point's samples. The
@@ -9,17 +9,17 @@
 
 use std::time::Instant;
 
-use rdma_direct::pcie::Counts;
-use rdma_direct::providers::flow::connect_pair;
-use rdma_direct::providers::mlx5::{Mlx5Device, Mlx5Qp, Owners};
-use rdma_direct::providers::sim::SimDevice;
-use rdma_direct::providers::verbs::VerbsDevice;
-use rdma_direct::providers::{
+use crate::pcie::Counts;
+use crate::providers::flow::connect_pair;
+use crate::providers::mlx5::{Mlx5Device, Mlx5Qp, Owners};
+use crate::providers::sim::SimDevice;
+use crate::providers::verbs::VerbsDevice;
+use crate::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Pages, Provider, QpCaps,
     QpConfig, QpType, QueuePair, RegisteredBuf, SendQueue, SendWr,
 };
 
-use super::options::{Config, Mode, Opts, PayloadKind, Where, MAX_INLINE};
+use super::{Config, Mode, Params, PayloadKind, Where, MAX_INLINE};
 use rdma_direct_rig as plain;
 
 /// Send queue depth on devices.
@@ -31,36 +31,36 @@ const YIELD_AFTER_US: u128 = 500;
 /// One measured point.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stat {
-    pub(super) batch: u32,
-    pub(super) wqes: u32,
-    pub(super) reps: u32,
+    pub batch: u32,
+    pub wqes: u32,
+    pub reps: u32,
     /// ns per WQE: median, p10, p90, min, max.
-    pub(super) med: f64,
-    pub(super) p10: f64,
-    pub(super) p90: f64,
-    pub(super) min: f64,
-    pub(super) max: f64,
+    pub med: f64,
+    pub p10: f64,
+    pub p90: f64,
+    pub min: f64,
+    pub max: f64,
     /// Doorbells rung per second (median sample).
-    pub(super) db_per_s: f64,
+    pub db_per_s: f64,
     /// WQEs per doorbell the device saw (sim only).
-    pub(super) dev_wqes_per_db: Option<f64>,
+    pub dev_wqes_per_db: Option<f64>,
     /// CQEs the device wrote per WQE (sim only): a check of the PCIe replay's CQE count.
-    pub(super) dev_cqes_per_wqe: Option<f64>,
+    pub dev_cqes_per_wqe: Option<f64>,
     /// What a ConnectX would move over PCIe for this point's requests (mlx5 providers).
-    pub(super) pcie: Option<Counts>,
+    pub pcie: Option<Counts>,
 }
 
 impl Stat {
-    pub(super) fn mpps(&self) -> f64 {
+    pub fn mpps(&self) -> f64 {
         1e3 / self.med
     }
 }
 
-/// Whether the sweep ends before `round`: a stop was asked for ([`crate::stop`]: Ctrl-C, a
-/// failed stdout) and every point has at least one recorded sample. The points then carry
+/// Whether the sweep ends before `round`: a stop was asked for ([`Params::stop`]: a caught
+/// Ctrl-C, say) and every point has at least one recorded sample. The points then carry
 /// the samples taken ([`Stat::reps`], the `samples` of the JSON).
-fn stop_after(o: &Opts, round: u32) -> bool {
-    round > o.warmup && crate::stop::requested()
+fn stop_after(o: &Params, round: u32) -> bool {
+    round > o.warmup && o.stop.is_some_and(|s| s.requested())
 }
 
 /// Sorted samples (ns/WQE) into a [`Stat`].
@@ -99,7 +99,7 @@ const TAP_MAX: u32 = 4096;
 /// The ring holds the whole replay (drained after each batch), so a fetch split by the ring's
 /// end (one more read per wrap) is counted where the replay wraps, not where the measured
 /// run did.
-pub(super) fn pcie_counts(o: &Opts, c: &Config, batch: u32) -> Result<Counts, String> {
+pub fn pcie_counts(o: &Params, c: &Config, batch: u32) -> Result<Counts, String> {
     let total = o.sample_wqes(batch).min(TAP_MAX / batch * batch);
     // Room for the replay with WQEs of up to 4 WQEBBs (inline payloads up to MAX_INLINE).
     let mut lb = plain::Loopback::new((4 * total).next_power_of_two().max(256));
@@ -133,7 +133,7 @@ pub(super) fn pcie_counts(o: &Opts, c: &Config, batch: u32) -> Result<Counts, St
 
 /// Attach the PCIe counts to every point of an mlx5 provider's sweep.
 fn with_pcie(
-    o: &Opts,
+    o: &Params,
     mut res: Vec<(Config, Vec<Stat>)>,
 ) -> Result<Vec<(Config, Vec<Stat>)>, String> {
     for (c, pts) in res.iter_mut() {
@@ -159,7 +159,7 @@ struct PlainPoint {
 }
 
 impl PlainPoint {
-    fn new(o: &Opts, c: Config, batch: u32) -> Result<PlainPoint, String> {
+    fn new(o: &Params, c: Config, batch: u32) -> Result<PlainPoint, String> {
         let total = o.sample_wqes(batch);
         if total > 2048 {
             return Err(format!(
@@ -253,7 +253,7 @@ impl PlainPoint {
 
 /// Every point of the sweep, sampled round-robin (one sample of each point per round), so
 /// that a slow phase of a busy machine hits all configurations alike.
-fn plain_sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
+fn plain_sweep(o: &Params) -> Result<Vec<(Config, Vec<Stat>)>, String> {
     let mut pts = Vec::new();
     for c in o.configs() {
         for &b in &o.batches {
@@ -338,7 +338,7 @@ struct Bed<P: Provider> {
     _pd: P::Pd,
 }
 
-fn bed<P: Target>(p: &mut P, o: &Opts, inline: u32, max_size: u32) -> rdma_direct::Result<Bed<P>> {
+fn bed<P: Target>(p: &mut P, o: &Params, inline: u32, max_size: u32) -> crate::Result<Bed<P>> {
     let len = (max_size as usize).max(64);
     let pd = p.alloc_pd()?;
     let caps = QpCaps {
@@ -448,7 +448,7 @@ fn device_sample<P: Target>(
     Ok(t0.elapsed().as_nanos() as f64)
 }
 
-fn device_sweep<P: Target>(p: &mut P, o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
+fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Vec<(Config, Vec<Stat>)>, String> {
     let max_size = o.sizes.iter().copied().max().unwrap_or(8);
     let inline = if o.payloads.contains(&PayloadKind::Inline) {
         MAX_INLINE
@@ -509,7 +509,7 @@ fn device_sweep<P: Target>(p: &mut P, o: &Opts) -> Result<Vec<(Config, Vec<Stat>
     Ok(res)
 }
 
-pub(super) fn sweep(o: &Opts) -> Result<Vec<(Config, Vec<Stat>)>, String> {
+pub fn sweep(o: &Params) -> Result<Vec<(Config, Vec<Stat>)>, String> {
     match o.at {
         Where::Plain => with_pcie(o, plain_sweep(o)?),
         Where::Sim => {
