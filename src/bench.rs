@@ -16,4 +16,5 @@
 //!   The timed regions hold the post, the ring and the poll only.
 
 pub mod batching;
+pub mod cpu;
 pub mod hot;

@@ -363,6 +363,19 @@ fn bad_options_are_refused_with_a_reason() {
         (&["--bogus"][..], "unknown option"),
         (&["--pcie", "gen9x8"][..], "--pcie: PCIe link"),
         (&["--pcie", "gen3x8,mps=100"][..], "power of two"),
+        (&["--runs", "0"][..], "at least one run"),
+        (
+            &["-l", "16", "--window", "8"][..],
+            "at least the largest batch",
+        ),
+        (
+            &["-l", "1", "-Q", "16", "--window", "8"][..],
+            "signaling period",
+        ),
+        (
+            &["--provider", "sim", "--window", "512"][..],
+            "at most the send queue depth",
+        ),
     ] {
         let (code, _, err) = batching(args);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -517,4 +530,184 @@ fn explain_prints_a_fitted_per_completion_cost_with_an_interval() {
         let h: f64 = words.next().unwrap().parse().expect("an interval");
         assert!(h >= 0.0, "{line}");
     }
+}
+
+/// The numbers an array of the JSON holds.
+fn nums(v: Option<&Value>) -> Vec<f64> {
+    match v {
+        Some(Value::Arr(a)) => a.iter().map(|x| x.as_f64().expect("a number")).collect(),
+        other => panic!("not an array: {other:?}"),
+    }
+}
+
+/// `--runs 2 -r 3`: every point holds 6 raw samples, 2 run medians (each the median of its
+/// 3 samples, in the order taken), a bootstrap interval around the median, a spread from
+/// the run medians; the method names the pinned CPU (one this process may use) and the
+/// runs. Run on the sim and on plain memory with 64-byte inline WRITEs (2 WQEBBs each: the
+/// plain ring is sized in WQEBBs, not WQEs; it used to refuse them "queue full").
+fn runs_keep_raw_samples(provider: &str, extra: &[&str]) {
+    let d = scratch(&format!("runs-{provider}"));
+    let js = d.join("r.json");
+    let mut args = vec![
+        "--provider",
+        provider,
+        "-l",
+        "1,64",
+        "-m",
+        "db8",
+        "-Q",
+        "1",
+        "-r",
+        "3",
+        "-w",
+        "1",
+        "--runs",
+        "2",
+        "--json",
+    ];
+    args.push(js.to_str().unwrap());
+    args.extend_from_slice(extra);
+    let (code, out, err) = batching(&args);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("2 run(s) of 3 samples per point"), "{out}");
+    assert!(out.contains("run-spread"), "{out}");
+    let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+    let m = v.get("method").expect("method");
+    assert_eq!(m.get("runs").and_then(Value::as_u64), Some(2));
+    assert_eq!(m.get("reps_per_run").and_then(Value::as_u64), Some(3));
+    let cpu = m
+        .get("pinned_cpu")
+        .and_then(Value::as_u64)
+        .expect("pinned by default");
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let in_list = allowed.split(',').any(|r| match r.split_once('-') {
+        Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).contains(&cpu),
+        None => r.parse::<u64>().unwrap() == cpu,
+    });
+    assert!(in_list, "CPU {cpu} not in {allowed}");
+    let Some(Value::Arr(configs)) = v.get("configs") else {
+        panic!("no configs: {v:?}");
+    };
+    // The library's rule: the sorted sample at round((n - 1) / 2) (the upper middle of an
+    // even count).
+    let median = |s: &[f64]| {
+        let mut s = s.to_vec();
+        s.sort_by(|a, b| a.total_cmp(b));
+        s[((s.len() - 1) as f64 / 2.0).round() as usize]
+    };
+    let mut points = 0;
+    for c in configs {
+        let Some(Value::Arr(pts)) = c.get("points") else {
+            panic!("no points: {c:?}");
+        };
+        for p in pts {
+            points += 1;
+            assert_eq!(p.get("samples").and_then(Value::as_u64), Some(6), "{p:?}");
+            let raw = nums(p.get("raw_ns_per_wqe"));
+            assert_eq!(raw.len(), 6, "{p:?}");
+            let runs = nums(p.get("run_medians"));
+            assert_eq!(runs, vec![median(&raw[..3]), median(&raw[3..])], "{p:?}");
+            let spread = p.get("run_spread").and_then(Value::as_f64).unwrap();
+            let (lo, hi) = (runs[0].min(runs[1]), runs[0].max(runs[1]));
+            let want = hi / lo - 1.0;
+            assert!((spread - want).abs() < 1e-9, "{spread} vs {want}");
+            let ns = p.get("ns_per_wqe").unwrap();
+            let med = ns.get("median").and_then(Value::as_f64).unwrap();
+            assert_eq!(med, median(&raw), "{p:?}");
+            let ci = nums(ns.get("median_ci95"));
+            assert!(ci[0] <= med && med <= ci[1], "{ci:?} around {med}");
+            let (min, max) = (
+                raw.iter().copied().fold(f64::MAX, f64::min),
+                raw.iter().copied().fold(0.0, f64::max),
+            );
+            assert!(min <= ci[0] && ci[1] <= max, "{ci:?} within {min}..{max}");
+        }
+    }
+    assert_eq!(points, 2);
+}
+
+#[test]
+fn plain_runs_keep_raw_samples_and_inline_64_fits() {
+    runs_keep_raw_samples("plain", &["-p", "inline", "-s", "64", "-n", "1024"]);
+}
+
+#[test]
+fn sim_runs_keep_raw_samples_with_the_same_count() {
+    runs_keep_raw_samples("sim", &["-n", "128"]);
+}
+
+/// `--window W`: a steady pipeline on plain memory (the rig consumes the outstanding WQEs
+/// when the next batch would pass W) and on the sim; every point measured, the method says so.
+#[test]
+fn window_runs_a_steady_pipeline() {
+    for provider in ["plain", "sim"] {
+        let (code, out, err) = batching(&[
+            "--provider",
+            provider,
+            "-l",
+            "1,8",
+            "-m",
+            "db8",
+            "-Q",
+            "1,4",
+            "-r",
+            "3",
+            "-w",
+            "1",
+            "-n",
+            "256",
+            "--window",
+            "16",
+        ]);
+        assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+        assert!(
+            out.contains("steady pipeline, at most 16 WQEs outstanding"),
+            "{out}"
+        );
+        let rows = out
+            .lines()
+            .filter(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() >= 9 && ["1", "8"].contains(&f[0]) && f[2].parse::<f64>().is_ok()
+            })
+            .count();
+        assert_eq!(rows, 4, "{out}");
+    }
+}
+
+/// `--unpin`: the JSON says the thread was not pinned.
+#[test]
+fn unpin_is_recorded() {
+    let d = scratch("unpin");
+    let js = d.join("u.json");
+    let (code, out, err) = batching(&[
+        "-l",
+        "1",
+        "-m",
+        "db8",
+        "-Q",
+        "1",
+        "-r",
+        "2",
+        "-w",
+        "0",
+        "-n",
+        "64",
+        "--unpin",
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("not pinned"), "{out}");
+    let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+    assert_eq!(
+        v.get("method").unwrap().get("pinned_cpu"),
+        Some(&Value::Null)
+    );
 }

@@ -19,6 +19,13 @@
 //!   what a ConnectX would move over PCIe per message, counted by replaying the point's post
 //!   sequence once, untimed, through the rig's PCIe tap (what the provider wrote, ring by
 //!   ring).
+//! - Methodology: the measuring thread runs pinned ([`Params::pin`], default: a CPU local
+//!   to the device where sysfs says, else the last allowed CPU; see [`crate::bench::cpu`]);
+//!   every point keeps its raw samples, their bootstrap 95 % interval of the median
+//!   ([`stats`]) and, with [`Params::runs`] > 1, each run's median and the run-to-run
+//!   spread. [`Params::window`] bounds the WQEs outstanding for a steady pipeline: on plain
+//!   memory the rig consumes the outstanding WQEs whenever the next batch would pass the
+//!   bound (its work not timed), on devices posting waits for completions.
 //! - [`Params::stop`] is asked between rounds; a stopped sweep's points keep the samples
 //!   taken ([`Stat::reps`]). Errors are one line naming what failed; nothing here prints.
 
@@ -26,8 +33,10 @@ use crate::perf::StopHook;
 use crate::providers::mlx5::DoorbellMode;
 
 mod measure;
+pub mod stats;
 
-pub use measure::{pcie_counts, sweep, Stat};
+pub use crate::bench::cpu::Pin;
+pub use measure::{pcie_counts, sweep, write_wqebbs, Stat, Sweep};
 
 /// Largest batch (the send queue depth keeps two batches in flight).
 pub const MAX_BATCH: u32 = 64;
@@ -178,6 +187,15 @@ pub struct Params {
     pub warmup: u32,
     /// WQEs per sample (rounded up to whole batches, [`Params::sample_wqes`]).
     pub wqes: u32,
+    /// Times the whole sweep (warm-up included) is repeated; the points pool the samples
+    /// and report each run's median ([`Stat::run_medians`]).
+    pub runs: u32,
+    /// A steady pipeline: at most this many WQEs outstanding (see the module doc); `None`:
+    /// plain memory posts a sample's WQEs then polls them all, devices keep up to their
+    /// queue depth (256) outstanding.
+    pub window: Option<u32>,
+    /// Whether and where the measuring thread is pinned.
+    pub pin: Pin,
     /// Asked between rounds: `true` ends the sweep once every point has a recorded sample.
     pub stop: Option<StopHook>,
 }

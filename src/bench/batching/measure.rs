@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use crate::pcie::Counts;
 use crate::providers::flow::connect_pair;
-use crate::providers::mlx5::{Mlx5Device, Mlx5Qp, Owners};
+use crate::providers::mlx5::{Mlx5Cq, Mlx5Device, Mlx5Qp, Owners};
 use crate::providers::sim::SimDevice;
 use crate::providers::verbs::VerbsDevice;
 use crate::providers::{
@@ -19,7 +19,9 @@ use crate::providers::{
     QpConfig, QpType, QueuePair, RegisteredBuf, SendQueue, SendWr,
 };
 
+use super::stats::{bootstrap_median_ci, median, quantile, spread, BOOTSTRAP_RESAMPLES};
 use super::{Config, Mode, Params, PayloadKind, Where, MAX_INLINE};
+use crate::bench::cpu::{self, Chosen};
 use rdma_direct_rig as plain;
 
 /// Send queue depth on devices.
@@ -29,17 +31,26 @@ const DEPTH: u32 = 256;
 const YIELD_AFTER_US: u128 = 500;
 
 /// One measured point.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Stat {
     pub batch: u32,
     pub wqes: u32,
+    /// Samples recorded (over all runs).
     pub reps: u32,
-    /// ns per WQE: median, p10, p90, min, max.
+    /// ns per WQE: median, p10, p90, min, max (over all runs' samples).
     pub med: f64,
     pub p10: f64,
     pub p90: f64,
     pub min: f64,
     pub max: f64,
+    /// Percentile-bootstrap 95 % interval of the median (ns per WQE); `None` under 2 samples.
+    pub med_ci95: Option<(f64, f64)>,
+    /// The raw samples (ns per WQE), in the order taken, run after run.
+    pub samples: Vec<f64>,
+    /// Each run's median (one entry per run of [`Params::runs`]).
+    pub run_medians: Vec<f64>,
+    /// Run-to-run spread: the largest of [`Stat::run_medians`] over the smallest, minus 1.
+    pub run_spread: f64,
     /// Doorbells rung per second (median sample).
     pub db_per_s: f64,
     /// WQEs per doorbell the device saw (sim only).
@@ -56,28 +67,54 @@ impl Stat {
     }
 }
 
-/// Whether the sweep ends before `round`: a stop was asked for ([`Params::stop`]: a caught
-/// Ctrl-C, say) and every point has at least one recorded sample. The points then carry
-/// the samples taken ([`Stat::reps`], the `samples` of the JSON).
-fn stop_after(o: &Params, round: u32) -> bool {
-    round > o.warmup && o.stop.is_some_and(|s| s.requested())
+/// A sweep's outcome.
+#[derive(Clone, Debug, Default)]
+pub struct Sweep {
+    /// Every configuration with its points, one per batch size.
+    pub points: Vec<(Config, Vec<Stat>)>,
+    /// The CPU the measuring thread ran pinned to (`None`: not pinned).
+    pub cpu: Option<Chosen>,
+    /// Runs completed (fewer than [`Params::runs`] when a stop cut the sweep short).
+    pub runs: u32,
 }
 
-/// Sorted samples (ns/WQE) into a [`Stat`].
-fn summarize(batch: u32, wqes: u32, mut ns: Vec<f64>) -> Stat {
-    ns.sort_by(|a, b| a.total_cmp(b));
-    let n = ns.len();
-    let at = |p: f64| ns[((p * (n - 1) as f64).round() as usize).min(n - 1)];
-    let med = at(0.5);
+/// The points of a sweep and the runs it completed.
+type Measured = (Vec<(Config, Vec<Stat>)>, u32);
+
+/// Whether the sweep ends before `round` of `run`: a stop was asked for ([`Params::stop`]: a
+/// caught Ctrl-C, say) and every point has at least one recorded sample. The points then
+/// carry the samples taken ([`Stat::reps`], the `samples` of the JSON).
+fn stop_after(o: &Params, run: u32, round: u32) -> bool {
+    (run > 0 || round > o.warmup) && o.stop.is_some_and(|s| s.requested())
+}
+
+/// A point's samples (ns/WQE, in order; `runs[k]` of them from run `k`) into a [`Stat`].
+fn summarize(batch: u32, wqes: u32, ns: Vec<f64>, runs: &[usize]) -> Stat {
+    let mut sorted = ns.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let n = sorted.len();
+    let med = quantile(&sorted, 0.5);
+    let mut run_medians = Vec::new();
+    let mut at = 0;
+    for &k in runs.iter().filter(|&&k| k > 0) {
+        run_medians.push(median(&ns[at..at + k]));
+        at += k;
+    }
+    // Seeded by the point, so a point's interval does not depend on the sweep's order.
+    let seed = u64::from(batch) << 32 | u64::from(wqes);
     Stat {
         batch,
         wqes,
         reps: n as u32,
         med,
-        p10: at(0.1),
-        p90: at(0.9),
-        min: ns[0],
-        max: ns[n - 1],
+        p10: quantile(&sorted, 0.1),
+        p90: quantile(&sorted, 0.9),
+        min: sorted[0],
+        max: sorted[n - 1],
+        med_ci95: bootstrap_median_ci(&ns, BOOTSTRAP_RESAMPLES, seed),
+        run_spread: spread(&run_medians),
+        run_medians,
+        samples: ns,
         db_per_s: 1e9 / (med * batch as f64),
         dev_wqes_per_db: None,
         dev_cqes_per_wqe: None,
@@ -153,9 +190,24 @@ struct PlainPoint {
     c: Config,
     batch: u32,
     total: u32,
+    /// The steady pipeline's bound ([`Params::window`]); `None`: post all, then poll all.
+    window: Option<u32>,
     op: plain::BenchOp,
     data: Vec<u8>,
     samples: Vec<f64>,
+    /// Samples recorded per run.
+    runs: Vec<usize>,
+}
+
+/// WQEBBs (64-byte send queue slots) one RDMA WRITE of `c` takes: control and remote-address
+/// segments (16 bytes each), then one data segment (16 bytes) or the inline header (4 bytes)
+/// with the payload, padded to 16 bytes.
+pub fn write_wqebbs(c: &Config) -> u32 {
+    let data = match c.payload {
+        PayloadKind::Inline => (4 + c.size).next_multiple_of(16),
+        PayloadKind::Sge => 16,
+    };
+    (32 + data).div_ceil(64)
 }
 
 impl PlainPoint {
@@ -168,8 +220,9 @@ impl PlainPoint {
             ));
         }
         // A ring that one sample fills (the CQ has twice its entries), so the untimed
-        // samples before each timed one leave every line it touches in the cache.
-        let sq = total.next_power_of_two().max(64);
+        // samples before each timed one leave every line it touches in the cache. Sized in
+        // WQEBBs: an inline WQE of 64 bytes takes two.
+        let sq = (total * write_wqebbs(&c)).next_power_of_two().max(64);
         let mut lb = plain::Loopback::new(sq);
         lb.qp.set_doorbell_mode(c.mode.doorbell());
         Ok(PlainPoint {
@@ -177,18 +230,23 @@ impl PlainPoint {
             c,
             batch,
             total,
+            window: o.window,
             op: match c.payload {
                 PayloadKind::Inline => plain::BenchOp::WriteInline,
                 PayloadKind::Sge => plain::BenchOp::Write,
             },
             data: vec![0x5au8; c.size.min(MAX_INLINE) as usize],
-            samples: Vec::with_capacity(o.reps as usize),
+            samples: Vec::with_capacity((o.reps * o.runs) as usize),
+            runs: Vec::with_capacity(o.runs as usize),
         })
     }
 
     /// One sample: post and ring `total` WQEs (timed), let the rig write the CQEs (not
     /// timed: the device's work), poll them (timed). Returns ns per WQE.
     fn sample(&mut self) -> Result<f64, String> {
+        if let Some(w) = self.window {
+            return self.sample_steady(w);
+        }
         let t0 = Instant::now();
         let signaled = self.post_all()?;
         let posted = t0.elapsed();
@@ -198,6 +256,50 @@ impl PlainPoint {
         self.poll_all(signaled)?;
         let ns = (posted + t1.elapsed()).as_nanos() as f64;
         Ok(ns / self.total as f64)
+    }
+
+    /// One sample as a steady pipeline: batches are posted while at most `window` WQEs are
+    /// outstanding (posted, not yet consumed by the device); when the next batch would pass
+    /// the bound, the rig consumes every outstanding WQE and writes their CQEs (not timed)
+    /// and the driver polls the signaled ones (timed) before posting on. The clock pauses
+    /// around the rig's work, so each pause adds one clock read pair to the timed region.
+    fn sample_steady(&mut self, window: u32) -> Result<f64, String> {
+        let (c, batch, total) = (self.c, self.batch, self.total);
+        let lb = &mut self.lb;
+        let sge = lb.sge(c.size);
+        let proto = lb.wr(self.op, &sge, &self.data, 0);
+        let mut timed = std::time::Duration::ZERO;
+        let (mut i, mut outstanding, mut pending) = (0u32, 0u32, 0u32);
+        let mut t = Instant::now();
+        while i < total {
+            if outstanding + batch > window {
+                timed += t.elapsed();
+                lb.dev.complete_sends(&mut lb.dcq);
+                t = Instant::now();
+                poll_cq(&mut lb.cq, pending)?;
+                (outstanding, pending) = (0, 0);
+            }
+            for _ in 0..batch {
+                let mut wr = proto;
+                wr.wr_id = u64::from(i);
+                if c.signal.wants(i, batch, total) {
+                    wr = wr.signaled();
+                    pending += 1;
+                }
+                if let Err(r) = lb.qp.sq().post(wr) {
+                    return Err(format!("post refused: {}", r.error));
+                }
+                i += 1;
+            }
+            lb.qp.sq().ring();
+            outstanding += batch;
+        }
+        timed += t.elapsed();
+        lb.dev.complete_sends(&mut lb.dcq);
+        let t = Instant::now();
+        poll_cq(&mut lb.cq, pending)?;
+        timed += t.elapsed();
+        Ok(timed.as_nanos() as f64 / f64::from(total))
     }
 
     /// Post the sample's WQEs, ringing once per batch. Returns how many were signaled.
@@ -233,16 +335,7 @@ impl PlainPoint {
     /// Poll the `signaled` completions.
     #[inline(never)]
     fn poll_all(&mut self, signaled: u32) -> Result<(), String> {
-        let mut out = [Completion::EMPTY; 64];
-        let mut got = 0u32;
-        while got < signaled {
-            let k = self.lb.cq.poll(&mut out);
-            if k == 0 {
-                return Err(format!("the CQ ran dry after {got} of {signaled}"));
-            }
-            got += k as u32;
-        }
-        Ok(())
+        poll_cq(&mut self.lb.cq, signaled)
     }
 
     /// Untimed samples taken before each timed one (see [`plain_sweep`]).
@@ -251,41 +344,64 @@ impl PlainPoint {
     }
 }
 
+/// Poll `signaled` completions from `cq`.
+fn poll_cq(cq: &mut Mlx5Cq<plain::Plain>, signaled: u32) -> Result<(), String> {
+    let mut out = [Completion::EMPTY; 64];
+    let mut got = 0u32;
+    while got < signaled {
+        let k = cq.poll(&mut out);
+        if k == 0 {
+            return Err(format!("the CQ ran dry after {got} of {signaled}"));
+        }
+        got += k as u32;
+    }
+    Ok(())
+}
+
 /// Every point of the sweep, sampled round-robin (one sample of each point per round), so
-/// that a slow phase of a busy machine hits all configurations alike.
-fn plain_sweep(o: &Params) -> Result<Vec<(Config, Vec<Stat>)>, String> {
+/// that a slow phase of a busy machine hits all configurations alike; the whole sweep
+/// (warm-up rounds included) [`Params::runs`] times. Returns the points and the runs done.
+fn plain_sweep(o: &Params) -> Result<Measured, String> {
     let mut pts = Vec::new();
     for c in o.configs() {
         for &b in &o.batches {
             pts.push(PlainPoint::new(o, c, b)?);
         }
     }
-    for round in 0..o.warmup + o.reps {
-        if stop_after(o, round) {
-            break;
-        }
+    let mut runs = 0;
+    'runs: for run in 0..o.runs {
         for p in pts.iter_mut() {
-            // Each point has its own queues: untimed samples over the whole SQ and CQ ring
-            // bring them back into the cache the other points used, as a steady stream of
-            // posts would keep them.
-            for _ in 0..p.warm_samples() {
-                p.sample()?;
+            p.runs.push(0);
+        }
+        runs = run + 1;
+        for round in 0..o.warmup + o.reps {
+            if stop_after(o, run, round) {
+                break 'runs;
             }
-            let ns = p.sample()?;
-            if round >= o.warmup {
-                p.samples.push(ns);
+            for p in pts.iter_mut() {
+                // Each point has its own queues: untimed samples over the whole SQ and CQ
+                // ring bring them back into the cache the other points used, as a steady
+                // stream of posts would keep them.
+                for _ in 0..p.warm_samples() {
+                    p.sample()?;
+                }
+                let ns = p.sample()?;
+                if round >= o.warmup {
+                    p.samples.push(ns);
+                    *p.runs.last_mut().expect("a run begun") += 1;
+                }
             }
         }
     }
     let mut res: Vec<(Config, Vec<Stat>)> = Vec::new();
     for p in pts {
-        let st = summarize(p.batch, p.total, p.samples);
+        let st = summarize(p.batch, p.total, p.samples, &p.runs);
         match res.last_mut() {
             Some((c, v)) if *c == p.c => v.push(st),
             _ => res.push((p.c, vec![st])),
         }
     }
-    Ok(res)
+    Ok((res, runs))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -377,14 +493,15 @@ fn bed<P: Target>(p: &mut P, o: &Params, inline: u32, max_size: u32) -> crate::R
     })
 }
 
-/// One sample: `total` WRITEs in batches of `batch`, at most [`DEPTH`] outstanding, until
-/// all completed. Returns the elapsed ns.
+/// One sample: `total` WRITEs in batches of `batch`, at most `window` outstanding (posted,
+/// not yet completed) and never more than [`DEPTH`], until all completed. Returns the elapsed ns.
 fn device_sample<P: Target>(
     p: &mut P,
     b: &mut Bed<P>,
     c: &Config,
     batch: u32,
     total: u32,
+    window: u32,
     data: &[u8],
 ) -> Result<f64, String> {
     let raddr = b.smem.addr();
@@ -396,7 +513,7 @@ fn device_sample<P: Target>(
     let mut idle_since: Option<Instant> = None;
     let mut spins = 0u32;
     while done < total {
-        while posted < total && posted - done + batch <= DEPTH {
+        while posted < total && posted - done + batch <= window {
             let sq = b.cqp.sq();
             for _ in 0..batch {
                 let mut wr = SendWr::write(u64::from(posted), &sges, raddr, rkey);
@@ -448,7 +565,7 @@ fn device_sample<P: Target>(
     Ok(t0.elapsed().as_nanos() as f64)
 }
 
-fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Vec<(Config, Vec<Stat>)>, String> {
+fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured, String> {
     let max_size = o.sizes.iter().copied().max().unwrap_or(8);
     let inline = if o.payloads.contains(&PayloadKind::Inline) {
         MAX_INLINE
@@ -457,79 +574,171 @@ fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Vec<(Config, Vec<Sta
     };
     let mut b = bed(p, o, inline, max_size).map_err(|e| e.to_string())?;
     let data = vec![0x5au8; max_size.min(MAX_INLINE) as usize];
-    // (config, batch, ns/WQE samples, device WQEs per doorbell samples, device CQEs per
-    // WQE samples)
-    type Samples = (Config, u32, Vec<f64>, Vec<f64>, Vec<f64>);
-    let mut pts: Vec<Samples> = Vec::new();
+    let window = o.window.unwrap_or(DEPTH).min(DEPTH);
+    struct Point {
+        c: Config,
+        batch: u32,
+        /// ns/WQE samples, and how many each run recorded.
+        ns: Vec<f64>,
+        runs: Vec<usize>,
+        /// Device WQEs per doorbell and CQEs per WQE, per sample (sim).
+        dev: Vec<f64>,
+        cqes: Vec<f64>,
+    }
+    let mut pts: Vec<Point> = Vec::new();
     for c in o.configs() {
         for &batch in &o.batches {
-            pts.push((c, batch, Vec::new(), Vec::new(), Vec::new()));
+            pts.push(Point {
+                c,
+                batch,
+                ns: Vec::new(),
+                runs: Vec::new(),
+                dev: Vec::new(),
+                cqes: Vec::new(),
+            });
         }
     }
     // Round-robin over the points, as on plain memory.
-    for round in 0..o.warmup + o.reps {
-        if stop_after(o, round) {
-            break;
+    let mut runs = 0;
+    'runs: for run in 0..o.runs {
+        for pt in pts.iter_mut() {
+            pt.runs.push(0);
         }
-        for (c, batch, ns, dev, cqes) in pts.iter_mut() {
-            P::set_mode(&mut b.cqp, c.mode);
-            let total = o.sample_wqes(*batch);
-            let data = &data[..c.size.min(MAX_INLINE) as usize];
-            let before = p.counters();
-            let t = device_sample(p, &mut b, c, *batch, total, data)?;
-            if round >= o.warmup {
-                ns.push(t / total as f64);
-                if let (Some((d0, w0, c0)), Some((d1, w1, c1))) = (before, p.counters()) {
-                    if d1 > d0 {
-                        dev.push((w1 - w0) as f64 / (d1 - d0) as f64);
+        runs = run + 1;
+        for round in 0..o.warmup + o.reps {
+            if stop_after(o, run, round) {
+                break 'runs;
+            }
+            for pt in pts.iter_mut() {
+                let c = pt.c;
+                P::set_mode(&mut b.cqp, c.mode);
+                let total = o.sample_wqes(pt.batch);
+                let data = &data[..c.size.min(MAX_INLINE) as usize];
+                let before = p.counters();
+                let t = device_sample(p, &mut b, &c, pt.batch, total, window, data)?;
+                if round >= o.warmup {
+                    pt.ns.push(t / total as f64);
+                    *pt.runs.last_mut().expect("a run begun") += 1;
+                    if let (Some((d0, w0, c0)), Some((d1, w1, c1))) = (before, p.counters()) {
+                        if d1 > d0 {
+                            pt.dev.push((w1 - w0) as f64 / (d1 - d0) as f64);
+                        }
+                        pt.cqes.push((c1 - c0) as f64 / f64::from(total));
                     }
-                    cqes.push((c1 - c0) as f64 / f64::from(total));
                 }
             }
         }
     }
     let mut res: Vec<(Config, Vec<Stat>)> = Vec::new();
-    for (c, batch, ns, mut dev, mut cqes) in pts {
-        let mut st = summarize(batch, o.sample_wqes(batch), ns);
-        if !dev.is_empty() {
-            dev.sort_by(|a, b| a.total_cmp(b));
-            st.dev_wqes_per_db = Some(dev[dev.len() / 2]);
+    for pt in pts {
+        let mut st = summarize(pt.batch, o.sample_wqes(pt.batch), pt.ns, &pt.runs);
+        if !pt.dev.is_empty() {
+            st.dev_wqes_per_db = Some(median(&pt.dev));
         }
-        if !cqes.is_empty() {
-            cqes.sort_by(|a, b| a.total_cmp(b));
-            st.dev_cqes_per_wqe = Some(cqes[cqes.len() / 2]);
+        if !pt.cqes.is_empty() {
+            st.dev_cqes_per_wqe = Some(median(&pt.cqes));
         }
         match res.last_mut() {
-            Some((k, v)) if *k == c => v.push(st),
-            _ => res.push((c, vec![st])),
+            Some((k, v)) if *k == pt.c => v.push(st),
+            _ => res.push((pt.c, vec![st])),
         }
     }
     // The server QP only receives WRITEs: nothing to poll.
     let _ = &b.sqp;
-    Ok(res)
+    Ok((res, runs))
 }
 
-pub fn sweep(o: &Params) -> Result<Vec<(Config, Vec<Stat>)>, String> {
+/// Pin the calling thread to `cpu` (when chosen).
+fn pin(cpu: &Option<Chosen>) -> Result<(), String> {
+    match cpu {
+        Some(c) => crate::providers::helpers::pin_current_thread(c.cpu).map_err(|e| {
+            format!(
+                "pinning the measuring thread to CPU {} ({}): {e}; --cpu N picks another, \
+                 --unpin runs unpinned",
+                c.cpu, c.why
+            )
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The sweep of `o`, on a thread of its own pinned to the CPU [`cpu::choose`] picks for
+/// [`Params::pin`] (the caller's thread keeps its affinity). On the sim the device thread is
+/// started before the pinning, so it does not inherit the measuring thread's CPU.
+pub fn sweep(o: &Params) -> Result<Sweep, String> {
+    let dev = match o.at {
+        Where::Verbs | Where::Mlx5 => o.device.as_deref(),
+        Where::Plain | Where::Sim => None,
+    };
+    let chosen = cpu::choose(o.pin, dev);
+    let (points, runs) = std::thread::scope(|s| {
+        s.spawn(|| measure(o, &chosen))
+            .join()
+            .unwrap_or_else(|_| Err("the measuring thread panicked".into()))
+    })?;
+    Ok(Sweep {
+        points,
+        cpu: chosen,
+        runs,
+    })
+}
+
+fn with_pcie_runs(o: &Params, r: Measured) -> Result<Measured, String> {
+    Ok((with_pcie(o, r.0)?, r.1))
+}
+
+fn measure(o: &Params, cpu: &Option<Chosen>) -> Result<Measured, String> {
     match o.at {
-        Where::Plain => with_pcie(o, plain_sweep(o)?),
+        Where::Plain => {
+            pin(cpu)?;
+            with_pcie_runs(o, plain_sweep(o)?)
+        }
         Where::Sim => {
             let mut p = SimDevice::new();
             // Device-thread mode: a thread plays the HCA, polling doorbells, as hardware
-            // would; the mlx5 hot path runs against it unchanged.
+            // would; the mlx5 hot path runs against it unchanged. Started before the pin.
             p.start_device_thread().map_err(|e| e.to_string())?;
-            let r = device_sweep(&mut p, o);
+            let r = pin(cpu).and_then(|()| device_sweep(&mut p, o));
             p.stop_device_thread();
-            with_pcie(o, r?)
+            with_pcie_runs(o, r?)
         }
         Where::Verbs => {
+            pin(cpu)?;
             let dev = o.device.as_deref().unwrap_or_default();
             let mut p = VerbsDevice::open(dev).map_err(|e| e.to_string())?;
             device_sweep(&mut p, o)
         }
         Where::Mlx5 => {
+            pin(cpu)?;
             let dev = o.device.as_deref().unwrap_or_default();
             let mut p = Mlx5Device::open(dev).map_err(|e| e.to_string())?;
-            with_pcie(o, device_sweep(&mut p, o)?)
+            with_pcie_runs(o, device_sweep(&mut p, o)?)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::batching::Signal;
+
+    #[test]
+    fn wqebbs_of_a_write_by_hand() {
+        let c = |payload, size| Config {
+            mode: Mode::Db8,
+            signal: Signal::Every(1),
+            payload,
+            size,
+        };
+        // ctrl 16 + raddr 16 + (4 + 8 -> 16) = 48 bytes: one WQEBB.
+        assert_eq!(write_wqebbs(&c(PayloadKind::Inline, 8)), 1);
+        // 32 + (4 + 28 -> 32) = 64: still one.
+        assert_eq!(write_wqebbs(&c(PayloadKind::Inline, 28)), 1);
+        // 32 + (4 + 64 -> 80) = 112: two.
+        assert_eq!(write_wqebbs(&c(PayloadKind::Inline, 64)), 2);
+        // 32 + (4 + 128 -> 144) = 176: three.
+        assert_eq!(write_wqebbs(&c(PayloadKind::Inline, 128)), 3);
+        // 32 + one data segment 16 = 48: one, whatever the size.
+        assert_eq!(write_wqebbs(&c(PayloadKind::Sge, 4096)), 1);
     }
 }

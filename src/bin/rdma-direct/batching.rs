@@ -62,7 +62,7 @@ use callgrind::instructions;
 use explain::explain;
 use options::{parse, Where, USAGE};
 use rdma_direct::bench::batching::sweep;
-use report::{charts, header, json, pcie_note, table};
+use report::{charts, header, json, method_note, pcie_note, table};
 
 /// `rdma-direct bench batching ...`. Returns the exit code.
 pub fn run(args: &[String]) -> i32 {
@@ -114,7 +114,7 @@ pub fn run(args: &[String]) -> i32 {
     out!("{}", header(&o));
     crate::out::flush();
     let host = rdma_direct::perf::host::Host::read();
-    let res = match sweep(&o) {
+    let done = match sweep(&o) {
         Ok(r) => r,
         Err(e) => {
             errln!("rdma-direct bench batching ({}): {e}", o.at.name());
@@ -122,6 +122,7 @@ pub fn run(args: &[String]) -> i32 {
         }
     };
     drop(armed);
+    let res = &done.points;
     if let Some(sig) = crate::stop::signal() {
         let taken = res.iter().flat_map(|(_, p)| p).map(|p| p.reps).min();
         errln!(
@@ -132,9 +133,10 @@ pub fn run(args: &[String]) -> i32 {
             o.reps
         );
     }
-    for (c, pts) in &res {
+    for (c, pts) in res {
         out!("{}", table(&o, c, pts));
     }
+    out!("{}", method_note(&o, &done));
     if res.iter().flat_map(|(_, p)| p).any(|p| p.pcie.is_some()) {
         out!("{}", pcie_note(&o));
     }
@@ -146,7 +148,7 @@ pub fn run(args: &[String]) -> i32 {
         );
     }
     if o.explain {
-        out!("{}", explain(&o, &res));
+        out!("{}", explain(&o, res));
     }
     let write = |path: &str, text: String, what: &str| -> bool {
         match std::fs::write(path, text) {
@@ -160,10 +162,10 @@ pub fn run(args: &[String]) -> i32 {
     let mut ok = true;
     if let Some(f) = &o.json {
         let load_after = rdma_direct::perf::host::load_average();
-        ok &= write(f, json(&o, &res, &host, load_after), "JSON");
+        ok &= write(f, json(&o, &done, &host, load_after), "JSON");
     }
     if let Some(f) = &o.svg {
-        ok &= write(f, plot::render(&charts(&o, &res)), "SVG");
+        ok &= write(f, plot::render(&charts(&o, res)), "SVG");
     }
     if ok {
         0

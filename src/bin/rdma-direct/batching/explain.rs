@@ -41,7 +41,7 @@ pub(super) fn model_fit(res: &[(Config, Vec<Stat>)], m: Mode) -> Option<ModelFit
     let rows: Vec<(Config, Stat)> = res
         .iter()
         .filter(|(c, _)| c.mode == m && c.payload == first.payload && c.size == first.size)
-        .flat_map(|(c, pts)| pts.iter().map(move |p| (*c, *p)))
+        .flat_map(|(c, pts)| pts.iter().map(move |p| (*c, p.clone())))
         .collect();
     let with_q: Vec<(Vec<f64>, f64)> = rows
         .iter()

@@ -28,9 +28,17 @@ doorbell, for every doorbell mode x signaling period x payload x size.
                        of a sample is always signaled
   -p, --payload LIST   inline, sge (default inline)
   -s, --size LIST      message sizes in bytes (default 8; inline at most 128)
-  -r, --reps N         samples per point (default: plain 101, sim 9, verbs/mlx5 5)
-  -w, --warmup N       samples thrown away first (default: plain 20, others 2)
+  -r, --reps N         samples per point (default 101 on every provider)
+  -w, --warmup N       samples thrown away first (default: plain 20, others 5)
   -n, --wqes N         WQEs per sample (default: plain 1024, sim and verbs/mlx5 2048)
+      --runs N         repeat the whole sweep N times (default 1); each point reports every
+                       run's median and the run-to-run spread
+      --window W       steady pipeline: at most W WQEs outstanding (at least the largest
+                       batch and signaling period; devices: at most 256, their default);
+                       plain memory's default posts a sample's WQEs, then polls them all
+      --cpu N          pin the measuring thread to CPU N
+      --unpin          do not pin (default: pinned to a CPU local to the device where sysfs
+                       says, else the last CPU this process may use)
       --json FILE      write the results as JSON
       --svg FILE       plot message rate and ns/WQE against the batch size
       --explain        say where the cost per WQE goes, from the measured curve
@@ -44,7 +52,7 @@ Plain-memory and sim figures are not hardware figures.
 ";
 
 pub use rdma_direct::bench::batching::{
-    Config, Mode, Params, PayloadKind, Signal, Where, MAX_BATCH, MAX_INLINE,
+    Config, Mode, Params, PayloadKind, Pin, Signal, Where, MAX_BATCH, MAX_INLINE,
 };
 
 /// The parsed command line: what the sweep measures ([`Params`], reached through `Deref`)
@@ -100,6 +108,9 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             reps: 0,
             warmup: u32::MAX,
             wqes: 0,
+            runs: 1,
+            window: None,
+            pin: Pin::Auto,
             stop: None,
         },
         json: None,
@@ -181,6 +192,10 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             "-r" | "--reps" => o.reps = num(val()?)?,
             "-w" | "--warmup" => o.warmup = num(val()?)?,
             "-n" | "--wqes" => o.wqes = num(val()?)?,
+            "--runs" => o.runs = num(val()?)?,
+            "--window" => o.window = Some(num(val()?)?),
+            "--unpin" => o.pin = Pin::Off,
+            "--cpu" => o.pin = Pin::Cpu(num(val()?)? as usize),
             "--json" => o.json = Some(val()?),
             "--svg" => o.svg = Some(val()?),
             "--explain" => o.explain = true,
@@ -233,10 +248,10 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
                 .into(),
         );
     }
+    // The same sample count on every provider (the medians' intervals comparable).
     let (reps, warm, wqes) = match o.at {
         Where::Plain => (101, 20, 1024),
-        Where::Sim => (9, 2, 2048),
-        Where::Verbs | Where::Mlx5 => (5, 2, 2048),
+        Where::Sim | Where::Verbs | Where::Mlx5 => (101, 5, 2048),
     };
     if o.reps == 0 {
         o.reps = reps;
@@ -253,6 +268,39 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             o.wqes,
             1 << 24
         ));
+    }
+    if o.runs == 0 {
+        return Err("--runs 0: at least one run".into());
+    }
+    if let Some(w) = o.window {
+        let most = o.batches.iter().copied().max().unwrap_or(1);
+        let period = o
+            .signals
+            .iter()
+            .map(|s| match s {
+                Signal::Every(n) => *n,
+                Signal::PerBatch => 1,
+            })
+            .max()
+            .unwrap_or(1);
+        if w < most || w < period {
+            return Err(format!(
+                "--window {w}: a window holds at least the largest batch ({most}) and the \
+                 longest signaling period ({period}), or no completion could free it"
+            ));
+        }
+        if o.at != Where::Plain && w > 256 {
+            return Err(format!(
+                "--window {w}: at most the send queue depth (256) on a device"
+            ));
+        }
+        if o.instructions {
+            return Err(
+                "--window with --instructions: instructions are counted for the post-all, \
+                 poll-all sample only"
+                    .into(),
+            );
+        }
     }
     Ok(Some(o))
 }

@@ -11,7 +11,7 @@ use super::explain::{completions_per_wqe, model_fit};
 use super::options::{Config, Opts, Where};
 use crate::json_value::Value;
 use crate::plot::{self, Chart, Point, Series, XKind};
-use rdma_direct::bench::batching::Stat;
+use rdma_direct::bench::batching::{Stat, Sweep};
 use rdma_direct::pcie::{Counts, Link, Traffic};
 use rdma_direct::perf::host::Host;
 
@@ -69,6 +69,10 @@ pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
         "MsgRate[Mpps]",
         "Doorbells[M/s]"
     );
+    let _ = write!(s, " {:<15}", "med-CI95[ns]");
+    if o.runs > 1 {
+        let _ = write!(s, " {:<10}", "run-spread");
+    }
     if o.at == Where::Sim {
         let _ = write!(s, " {:<12}", "WQE/db-seen");
     }
@@ -95,6 +99,14 @@ pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
             p.mpps(),
             p.db_per_s / 1e6
         );
+        let ci = match p.med_ci95 {
+            Some((lo, hi)) => format!("{lo:.2}-{hi:.2}"),
+            None => "-".into(),
+        };
+        let _ = write!(s, " {ci:<15}");
+        if o.runs > 1 {
+            let _ = write!(s, " {:<10}", format!("{:.1}%", 100.0 * p.run_spread));
+        }
         if let Some(d) = p.dev_wqes_per_db {
             let _ = write!(s, " {d:<12.2}");
         }
@@ -114,6 +126,24 @@ pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
         s.push('\n');
     }
     s
+}
+
+/// How the sweep sampled: the CPU, the runs, the window, and the interval's method.
+pub(super) fn method_note(o: &Opts, done: &Sweep) -> String {
+    let pinned = match &done.cpu {
+        Some(c) => format!("measuring thread pinned to CPU {} ({})", c.cpu, c.why),
+        None => "measuring thread not pinned (--unpin)".into(),
+    };
+    let window = match o.window {
+        Some(w) => format!("steady pipeline, at most {w} WQEs outstanding"),
+        None if o.at == Where::Plain => "each sample posts its WQEs, then polls them all".into(),
+        None => "up to 256 WQEs outstanding".into(),
+    };
+    format!(
+        " method: {pinned}; {} run(s) of {} samples per point; {window}; med-CI95: \
+         bootstrap 95 % interval of the median\n",
+        done.runs, o.reps
+    )
 }
 
 pub(super) fn header(o: &Opts) -> String {
@@ -176,12 +206,8 @@ fn host_json(o: &Opts, host: &Host, load_after: Option<f64>) -> Value {
     ])
 }
 
-pub(super) fn json(
-    o: &Opts,
-    res: &[(Config, Vec<Stat>)],
-    host: &Host,
-    load_after: Option<f64>,
-) -> String {
+pub(super) fn json(o: &Opts, done: &Sweep, host: &Host, load_after: Option<f64>) -> String {
+    let res = &done.points;
     let s = |t: &str| Value::Str(t.to_string());
     let n = Value::Num;
     let configs = res
@@ -202,8 +228,24 @@ pub(super) fn json(
                                 ("p90".into(), n(p.p90)),
                                 ("min".into(), n(p.min)),
                                 ("max".into(), n(p.max)),
+                                (
+                                    "median_ci95".into(),
+                                    match p.med_ci95 {
+                                        Some((lo, hi)) => Value::Arr(vec![n(lo), n(hi)]),
+                                        None => Value::Null,
+                                    },
+                                ),
                             ]),
                         ),
+                        (
+                            "raw_ns_per_wqe".to_string(),
+                            Value::Arr(p.samples.iter().map(|&v| n(v)).collect()),
+                        ),
+                        (
+                            "run_medians".to_string(),
+                            Value::Arr(p.run_medians.iter().map(|&v| n(v)).collect()),
+                        ),
+                        ("run_spread".to_string(), n(p.run_spread)),
                         ("mpps".to_string(), n(p.mpps())),
                         ("doorbells_per_s".to_string(), n(p.db_per_s)),
                     ];
@@ -240,12 +282,49 @@ pub(super) fn json(
         ("hardware".into(), Value::Bool(o.at.hardware())),
         ("op".into(), s("RDMA WRITE")),
         ("host".into(), host_json(o, host, load_after)),
+        ("method".into(), method_json(o, done)),
         ("configs".into(), Value::Arr(configs)),
         ("fits".into(), fits_json(o, res)),
     ]);
     let mut t = v.to_json();
     t.push('\n');
     t
+}
+
+/// How the points were sampled: pinning, runs, window, samples and warm-up per point.
+fn method_json(o: &Opts, done: &Sweep) -> Value {
+    let n = Value::Num;
+    Value::Obj(vec![
+        (
+            "pinned_cpu".into(),
+            done.cpu
+                .as_ref()
+                .map(|c| n(c.cpu as f64))
+                .unwrap_or(Value::Null),
+        ),
+        (
+            "pinned_why".into(),
+            done.cpu
+                .as_ref()
+                .map(|c| Value::Str(c.why.clone()))
+                .unwrap_or(Value::Str("not pinned (--unpin)".into())),
+        ),
+        ("runs".into(), n(f64::from(done.runs))),
+        ("reps_per_run".into(), n(f64::from(o.reps))),
+        ("warmup".into(), n(f64::from(o.warmup))),
+        ("wqes_per_sample".into(), n(f64::from(o.wqes))),
+        (
+            "window".into(),
+            o.window.map(|w| n(f64::from(w))).unwrap_or(Value::Null),
+        ),
+        (
+            "interval".into(),
+            Value::Str(format!(
+                "percentile bootstrap of the median, 95 %, {} resamples, seeded",
+                rdma_direct::bench::batching::stats::BOOTSTRAP_RESAMPLES
+            )),
+        ),
+    ])
 }
 
 /// The samples each point holds: `--reps`, fewer when a stop cut the sweep short.
