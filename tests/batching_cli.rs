@@ -711,3 +711,87 @@ fn unpin_is_recorded() {
         Some(&Value::Null)
     );
 }
+
+/// `--latency`: one request at a time, batch 1, every request signaled, for both doorbell
+/// modes and both payloads. Per message by hand: the 8-byte doorbell is one 8-byte MMIO
+/// write and the NIC reads the WQE (1 read); BlueFlame is one 64-byte chunk and no WQE read;
+/// one CQE each; a gathered payload one payload read, an inline one none. The summary sets
+/// BlueFlame against the doorbell: one WQE read less per message.
+fn latency(provider: &str) {
+    let d = scratch(&format!("lat-{provider}"));
+    let js = d.join("l.json");
+    let (code, out, err) = batching(&[
+        "--provider",
+        provider,
+        "--latency",
+        "-l",
+        "1,8",
+        "-Q",
+        "16",
+        "-p",
+        "inline,sge",
+        "-r",
+        "3",
+        "-w",
+        "1",
+        "-n",
+        "64",
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("latency (one request at a time"), "{out}");
+    assert_eq!(
+        out.matches("bf-single - db8:").count(),
+        2,
+        "one comparison per payload: {out}"
+    );
+    assert!(
+        out.contains("BlueFlame moves -1 WQE read(s) per message"),
+        "{out}"
+    );
+    let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+    let Some(Value::Arr(configs)) = v.get("configs") else {
+        panic!("no configs: {v:?}");
+    };
+    assert_eq!(configs.len(), 4, "2 modes x 2 payloads: {configs:?}");
+    for c in configs {
+        assert_eq!(c.get("signal").and_then(Value::as_str), Some("1"));
+        let mode = c.get("mode").and_then(Value::as_str).unwrap();
+        let inline = c.get("payload").and_then(Value::as_str) == Some("inline");
+        let Some(Value::Arr(pts)) = c.get("points") else {
+            panic!("no points: {c:?}");
+        };
+        assert_eq!(pts.len(), 1, "batch 1 only: {pts:?}");
+        assert_eq!(pts[0].get("batch").and_then(Value::as_u64), Some(1));
+        let k = pts[0]
+            .get("pcie")
+            .and_then(|p| p.get("per_message"))
+            .expect("PCIe counts");
+        let f = |key: &str| k.get(key).and_then(Value::as_f64).unwrap();
+        let bf = mode == "bf-single";
+        assert_eq!(f("mmio_doorbell_8B"), if bf { 0.0 } else { 1.0 }, "{mode}");
+        assert_eq!(
+            f("mmio_blueflame_64B"),
+            if bf { 1.0 } else { 0.0 },
+            "{mode}"
+        );
+        assert_eq!(f("wqe_dma_reads"), if bf { 0.0 } else { 1.0 }, "{mode}");
+        assert_eq!(
+            f("payload_dma_reads"),
+            if inline { 0.0 } else { 1.0 },
+            "{mode}"
+        );
+        assert_eq!(f("cqe_dma_writes"), 1.0, "{mode}");
+    }
+}
+
+#[test]
+fn plain_latency_sets_blueflame_against_the_doorbell() {
+    latency("plain");
+}
+
+#[test]
+fn sim_latency_sets_blueflame_against_the_doorbell() {
+    latency("sim");
+}

@@ -26,6 +26,12 @@
 //!   spread. [`Params::window`] bounds the WQEs outstanding for a steady pipeline: on plain
 //!   memory the rig consumes the outstanding WQEs whenever the next batch would pass the
 //!   bound (its work not timed), on devices posting waits for completions.
+//! - Latency mode ([`Params::latency`]): post one signaled request, ring, poll its
+//!   completion, then the next; ns per round trip. On plain memory the rig's consuming the
+//!   WQE and writing its CQE is inside the timed region (the device's turnaround); on the sim
+//!   the device thread's. Where BlueFlame differs from the 8-byte doorbell on a NIC (no WQE
+//!   fetch: one non-posted read round trip less) the PCIe counts show it per message; the sim
+//!   reads the WQE from its ring either way, so its measured latency does not.
 //! - [`Params::stop`] is asked between rounds; a stopped sweep's points keep the samples
 //!   taken ([`Stat::reps`]). Errors are one line naming what failed; nothing here prints.
 
@@ -194,6 +200,10 @@ pub struct Params {
     /// plain memory posts a sample's WQEs then polls them all, devices keep up to their
     /// queue depth (256) outstanding.
     pub window: Option<u32>,
+    /// Latency mode: one signaled request at a time, posted, rung and its completion
+    /// polled before the next (batch 1, window 1); a sample's figure is ns per round trip.
+    /// [`Params::latency_params`] sets the batches and signaling it needs.
+    pub latency: bool,
     /// Whether and where the measuring thread is pinned.
     pub pin: Pin,
     /// Asked between rounds: `true` ends the sweep once every point has a recorded sample.
@@ -201,6 +211,13 @@ pub struct Params {
 }
 
 impl Params {
+    /// These parameters in latency mode: batch 1, every request signaled.
+    pub fn latency_params(mut self) -> Params {
+        self.latency = true;
+        self.batches = vec![1];
+        self.signals = vec![Signal::Every(1)];
+        self
+    }
     pub fn configs(&self) -> Vec<Config> {
         let mut v = Vec::new();
         for &payload in &self.payloads {

@@ -192,6 +192,8 @@ struct PlainPoint {
     total: u32,
     /// The steady pipeline's bound ([`Params::window`]); `None`: post all, then poll all.
     window: Option<u32>,
+    /// [`Params::latency`]: one request at a time.
+    latency: bool,
     op: plain::BenchOp,
     data: Vec<u8>,
     samples: Vec<f64>,
@@ -231,6 +233,7 @@ impl PlainPoint {
             batch,
             total,
             window: o.window,
+            latency: o.latency,
             op: match c.payload {
                 PayloadKind::Inline => plain::BenchOp::WriteInline,
                 PayloadKind::Sge => plain::BenchOp::Write,
@@ -244,6 +247,9 @@ impl PlainPoint {
     /// One sample: post and ring `total` WQEs (timed), let the rig write the CQEs (not
     /// timed: the device's work), poll them (timed). Returns ns per WQE.
     fn sample(&mut self) -> Result<f64, String> {
+        if self.latency {
+            return self.sample_latency();
+        }
         if let Some(w) = self.window {
             return self.sample_steady(w);
         }
@@ -300,6 +306,28 @@ impl PlainPoint {
         poll_cq(&mut lb.cq, pending)?;
         timed += t.elapsed();
         Ok(timed.as_nanos() as f64 / f64::from(total))
+    }
+
+    /// One latency sample: `total` times, post one signaled request, ring, let the rig
+    /// consume it and write its CQE, poll that completion; all of it timed (the rig's
+    /// turnaround is the "device" part of a round trip here). Returns ns per request.
+    fn sample_latency(&mut self) -> Result<f64, String> {
+        let (c, total) = (self.c, self.total);
+        let lb = &mut self.lb;
+        let sge = lb.sge(c.size);
+        let proto = lb.wr(self.op, &sge, &self.data, 0).signaled();
+        let t = Instant::now();
+        for i in 0..total {
+            let mut wr = proto;
+            wr.wr_id = u64::from(i);
+            if let Err(r) = lb.qp.sq().post(wr) {
+                return Err(format!("post refused: {}", r.error));
+            }
+            lb.qp.sq().ring();
+            lb.dev.complete_sends(&mut lb.dcq);
+            poll_cq(&mut lb.cq, 1)?;
+        }
+        Ok(t.elapsed().as_nanos() as f64 / f64::from(total))
     }
 
     /// Post the sample's WQEs, ringing once per batch. Returns how many were signaled.
@@ -574,7 +602,11 @@ fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured, String> {
     };
     let mut b = bed(p, o, inline, max_size).map_err(|e| e.to_string())?;
     let data = vec![0x5au8; max_size.min(MAX_INLINE) as usize];
-    let window = o.window.unwrap_or(DEPTH).min(DEPTH);
+    let window = if o.latency {
+        1
+    } else {
+        o.window.unwrap_or(DEPTH).min(DEPTH)
+    };
     struct Point {
         c: Config,
         batch: u32,

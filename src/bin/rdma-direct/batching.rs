@@ -62,7 +62,7 @@ use callgrind::instructions;
 use explain::explain;
 use options::{parse, Where, USAGE};
 use rdma_direct::bench::batching::sweep;
-use report::{charts, header, json, method_note, pcie_note, table};
+use report::{charts, header, json, latency_note, method_note, pcie_note, table};
 
 /// `rdma-direct bench batching ...`. Returns the exit code.
 pub fn run(args: &[String]) -> i32 {
@@ -137,6 +137,9 @@ pub fn run(args: &[String]) -> i32 {
         out!("{}", table(&o, c, pts));
     }
     out!("{}", method_note(&o, &done));
+    if o.latency {
+        out!("{}", latency_note(&o, res));
+    }
     if res.iter().flat_map(|(_, p)| p).any(|p| p.pcie.is_some()) {
         out!("{}", pcie_note(&o));
     }

@@ -36,6 +36,8 @@ doorbell, for every doorbell mode x signaling period x payload x size.
       --window W       steady pipeline: at most W WQEs outstanding (at least the largest
                        batch and signaling period; devices: at most 256, their default);
                        plain memory's default posts a sample's WQEs, then polls them all
+      --latency        one signaled request at a time (post, ring, poll its completion):
+                       ns per round trip for each doorbell mode; batch 1, -l and -Q ignored
       --cpu N          pin the measuring thread to CPU N
       --unpin          do not pin (default: pinned to a CPU local to the device where sysfs
                        says, else the last CPU this process may use)
@@ -110,6 +112,7 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             wqes: 0,
             runs: 1,
             window: None,
+            latency: false,
             pin: Pin::Auto,
             stop: None,
         },
@@ -195,6 +198,7 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             "--runs" => o.runs = num(val()?)?,
             "--window" => o.window = Some(num(val()?)?),
             "--unpin" => o.pin = Pin::Off,
+            "--latency" => o.latency = true,
             "--cpu" => o.pin = Pin::Cpu(num(val()?)? as usize),
             "--json" => o.json = Some(val()?),
             "--svg" => o.svg = Some(val()?),
@@ -268,6 +272,14 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             o.wqes,
             1 << 24
         ));
+    }
+    if o.latency {
+        if o.window.is_some() || o.instructions {
+            return Err(
+                "--latency runs one request at a time: no --window or --instructions".into(),
+            );
+        }
+        o.params = o.params.clone().latency_params();
     }
     if o.runs == 0 {
         return Err("--runs 0: at least one run".into());
