@@ -795,3 +795,62 @@ fn plain_latency_sets_blueflame_against_the_doorbell() {
 fn sim_latency_sets_blueflame_against_the_doorbell() {
     latency("sim");
 }
+
+/// `--report DIR`: DIR holds the JSON (the same document `--json` writes), the SVG and a
+/// Markdown summary with its sections, one table per configuration with one row per batch,
+/// the fitted model and the caveat that plain memory is not hardware.
+#[test]
+fn report_writes_json_svg_and_a_summary() {
+    let d = scratch("report");
+    let dir = d.join("out");
+    let (code, out, err) = batching(&[
+        "-l",
+        "1,4",
+        "-m",
+        "db8",
+        "-Q",
+        "1,4",
+        "-r",
+        "3",
+        "-w",
+        "1",
+        "-n",
+        "64",
+        "--report",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("report: "), "{out}");
+    let v = parse(&std::fs::read_to_string(dir.join("batching.json")).unwrap()).expect("JSON");
+    assert_eq!(v.get("provider").and_then(Value::as_str), Some("plain"));
+    let svg = std::fs::read_to_string(dir.join("batching.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") || svg.starts_with("<?xml"),
+        "{svg:.80}"
+    );
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    for section in [
+        "## Setup",
+        "## Host",
+        "## Results",
+        "## Model",
+        "## Caveats",
+    ] {
+        assert!(md.contains(section), "{section}: {md}");
+    }
+    assert_eq!(md.matches("\n### db8, ").count(), 2, "{md}");
+    let rows = md
+        .lines()
+        .filter(|l| l.starts_with("| 1 |") || l.starts_with("| 4 |"))
+        .count();
+    assert_eq!(rows, 4, "{md}");
+    assert!(md.contains("Least-squares fit"), "{md}");
+    assert!(md.contains("not hardware"), "{md}");
+    // A report directory that cannot be made is refused before anything is measured.
+    let file = d.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let (code, out, err) = batching(&["--report", file.join("sub").to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("--report"), "{err}");
+    assert!(!out.contains("ns/WQE"), "{out}");
+}

@@ -56,6 +56,7 @@ mod callgrind;
 mod explain;
 mod options;
 mod report;
+mod summary;
 
 use crate::plot;
 use callgrind::instructions;
@@ -75,6 +76,16 @@ pub fn run(args: &[String]) -> i32 {
     // made or kept.
     if let Some(d) = &o.device {
         if let Err(e) = crate::provider::find_device(d) {
+            errln!("rdma-direct bench batching: {e}");
+            return 1;
+        }
+    }
+    if let Some(dir) = &o.report {
+        let d = std::path::Path::new(dir);
+        let made = std::fs::create_dir_all(d)
+            .map_err(|e| format!("--report {dir}: {e} (a directory this user may create)"))
+            .and_then(|()| crate::check_output("--report", &d.join(summary::MARKDOWN)));
+        if let Err(e) = made {
             errln!("rdma-direct bench batching: {e}");
             return 1;
         }
@@ -150,8 +161,9 @@ pub fn run(args: &[String]) -> i32 {
              doorbell path. The sim needs two idle cores."
         );
     }
+    let explained = (o.explain || o.report.is_some()).then(|| explain(&o, res));
     if o.explain {
-        out!("{}", explain(&o, res));
+        out!("{}", explained.as_deref().unwrap_or_default());
     }
     let write = |path: &str, text: String, what: &str| -> bool {
         match std::fs::write(path, text) {
@@ -163,12 +175,38 @@ pub fn run(args: &[String]) -> i32 {
         }
     };
     let mut ok = true;
+    let load_after = rdma_direct::perf::host::load_average();
     if let Some(f) = &o.json {
-        let load_after = rdma_direct::perf::host::load_average();
         ok &= write(f, json(&o, &done, &host, load_after), "JSON");
     }
     if let Some(f) = &o.svg {
         ok &= write(f, plot::render(&charts(&o, res)), "SVG");
+    }
+    if let Some(dir) = &o.report {
+        let at = |name: &str| std::path::Path::new(dir).join(name).display().to_string();
+        ok &= write(
+            &at(summary::JSON),
+            json(&o, &done, &host, load_after),
+            "JSON",
+        );
+        ok &= write(&at(summary::SVG), plot::render(&charts(&o, res)), "SVG");
+        let md = summary::markdown(
+            &o,
+            &done,
+            &host,
+            load_after,
+            explained.as_deref().unwrap_or_default(),
+        );
+        ok &= write(&at(summary::MARKDOWN), md, "summary");
+        if ok {
+            outln!(
+                " report: {} ({}, {}, {})",
+                dir,
+                summary::MARKDOWN,
+                summary::JSON,
+                summary::SVG
+            );
+        }
     }
     if ok {
         0

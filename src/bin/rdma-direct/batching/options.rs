@@ -44,6 +44,8 @@ doorbell, for every doorbell mode x signaling period x payload x size.
       --json FILE      write the results as JSON
       --svg FILE       plot message rate and ns/WQE against the batch size
       --explain        say where the cost per WQE goes, from the measured curve
+      --report DIR     write DIR/batching.json, DIR/batching.svg and DIR/summary.md (setup,
+                       host, tables with intervals and bounds, the fitted model, caveats)
       --pcie LINK      PCIe link for the link-bound rate (mlx5 providers): gen3x8 (default),
                        gen3x16, gen4x8, gen4x16, gen5x8, gen5x16; overrides after commas:
                        mps=N, mrrs=N, rcb=N (bytes), addr32
@@ -64,6 +66,8 @@ pub struct Opts {
     pub(super) params: Params,
     pub(super) json: Option<String>,
     pub(super) svg: Option<String>,
+    /// `--report DIR`: the JSON, the SVG and a Markdown summary in DIR.
+    pub(super) report: Option<String>,
     pub(super) explain: bool,
     pub(super) instructions: bool,
     /// The link the PCIe model's rate is reported for.
@@ -118,6 +122,7 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
         },
         json: None,
         svg: None,
+        report: None,
         explain: false,
         instructions: false,
         pcie: Link::preset("gen3x8")?,
@@ -202,6 +207,7 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             "--cpu" => o.pin = Pin::Cpu(num(val()?)? as usize),
             "--json" => o.json = Some(val()?),
             "--svg" => o.svg = Some(val()?),
+            "--report" => o.report = Some(val()?),
             "--explain" => o.explain = true,
             "--pcie" => o.pcie = Link::parse(&val()?).map_err(|e| format!("--pcie: {e}"))?,
             "--instructions" => o.instructions = true,
