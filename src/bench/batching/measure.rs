@@ -557,7 +557,14 @@ fn device_sample<P: Target>(
                 }
                 posted += 1;
             }
-            sq.ring();
+            // A refused doorbell (libibverbs' ibv_post_send) took its requests back: say so
+            // now rather than wait for completions that cannot come.
+            if let Err(e) = sq.try_ring() {
+                return Err(format!(
+                    "ring after WRITE #{}: {e}",
+                    posted.saturating_sub(1)
+                ));
+            }
         }
         let m = b.ccq.poll(&mut wcs);
         if m == 0 {
