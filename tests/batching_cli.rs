@@ -854,3 +854,109 @@ fn report_writes_json_svg_and_a_summary() {
     assert!(err.contains("--report"), "{err}");
     assert!(!out.contains("ns/WQE"), "{out}");
 }
+
+/// UD SEND and two QPs on the sim: one config per operation, and the CQEs the device wrote
+/// per request show that each QP signals by its own count. By hand, 256 requests per sample
+/// in batches of 1 or 4 alternating between 2 QPs: 128 per QP, signaled at its 100th and
+/// (always) its last: 2 per QP, 4 per sample = 4/256 CQEs per request (one QP would make 3:
+/// the 100th, 200th and 256th). WRITE points carry PCIe counts; UD SEND points do not (the
+/// rig's replay queue is RC).
+#[test]
+fn sim_runs_ud_send_and_two_qps() {
+    let d = scratch("ud");
+    let js = d.join("u.json");
+    let (code, out, err) = batching(&[
+        "--provider",
+        "sim",
+        "-o",
+        "write,ud-send",
+        "--qps",
+        "2",
+        "-l",
+        "1,4",
+        "-m",
+        "db8",
+        "-Q",
+        "100",
+        "-r",
+        "2",
+        "-w",
+        "1",
+        "-n",
+        "256",
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("RDMA WRITE, RC / SEND, UD, 2 QPs"), "{out}");
+    assert!(out.contains("| UD SEND inline 8 B |"), "{out}");
+    let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+    assert_eq!(v.get("qps").and_then(Value::as_u64), Some(2));
+    let Some(Value::Arr(configs)) = v.get("configs") else {
+        panic!("no configs: {v:?}");
+    };
+    let ops: Vec<&str> = configs
+        .iter()
+        .map(|c| c.get("op").and_then(Value::as_str).unwrap())
+        .collect();
+    assert_eq!(ops, ["write", "ud-send"]);
+    for c in configs {
+        let ud = c.get("op").and_then(Value::as_str) == Some("ud-send");
+        let Some(Value::Arr(pts)) = c.get("points") else {
+            panic!("no points: {c:?}");
+        };
+        assert_eq!(pts.len(), 2);
+        for p in pts {
+            let cqes = p.get("device_cqes_per_wqe").and_then(Value::as_f64);
+            assert_eq!(cqes, Some(4.0 / 256.0), "{p:?}");
+            assert_eq!(p.get("pcie").is_some(), !ud, "{p:?}");
+        }
+    }
+}
+
+/// A 4 KiB gathered WRITE on plain memory and the sim: the payload fetched and written per
+/// message is 4096 bytes, by hand.
+#[test]
+fn four_kib_payloads_run() {
+    for provider in ["plain", "sim"] {
+        let d = scratch(&format!("4k-{provider}"));
+        let js = d.join("k.json");
+        let (code, out, err) = batching(&[
+            "--provider",
+            provider,
+            "-p",
+            "sge",
+            "-s",
+            "4096",
+            "-l",
+            "1,64",
+            "-m",
+            "db8",
+            "-Q",
+            "1",
+            "-r",
+            "2",
+            "-w",
+            "1",
+            "-n",
+            "128",
+            "--json",
+            js.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+        let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+        let Some(Value::Arr(configs)) = v.get("configs") else {
+            panic!("no configs: {v:?}");
+        };
+        let Some(Value::Arr(pts)) = configs[0].get("points") else {
+            panic!("no points");
+        };
+        assert_eq!(pts.len(), 2);
+        for p in pts {
+            let k = p.get("pcie").and_then(|x| x.get("per_message")).unwrap();
+            let f = |key: &str| k.get(key).and_then(Value::as_f64).unwrap();
+            assert_eq!(f("payload_dma_read_bytes"), 4096.0, "{p:?}");
+            assert_eq!(f("responder_payload_bytes"), 4096.0, "{p:?}");
+        }
+    }
+}

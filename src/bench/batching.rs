@@ -26,6 +26,9 @@
 //!   spread. [`Params::window`] bounds the WQEs outstanding for a steady pipeline: on plain
 //!   memory the rig consumes the outstanding WQEs whenever the next batch would pass the
 //!   bound (its work not timed), on devices posting waits for completions.
+//! - Operations ([`Op`]): RDMA WRITE on RC, SEND on UD (devices); [`Params::qps`] client
+//!   QPs take the batches in turn (devices), each signaling its own requests (its last of a
+//!   sample always), all completing on one CQ.
 //! - Latency mode ([`Params::latency`]): post one signaled request, ring, poll its
 //!   completion, then the next; ns per round trip. On plain memory the rig's consuming the
 //!   WQE and writing its CQE is inside the timed region (the device's turnaround); on the sim
@@ -163,9 +166,40 @@ impl PayloadKind {
     }
 }
 
+/// The operation measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// RDMA WRITE on RC QPs.
+    Write,
+    /// SEND on UD QPs, to the peer QP's address handle. The peer posts no receives: the
+    /// device drops each datagram at the responder, as UD does, so the sender's path is
+    /// what is measured.
+    UdSend,
+}
+
+impl Op {
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Write => "write",
+            Op::UdSend => "ud-send",
+        }
+    }
+    /// As a perftest table says it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Op::Write => "WRITE",
+            Op::UdSend => "UD SEND",
+        }
+    }
+}
+
+/// Most client QPs ([`Params::qps`]).
+pub const MAX_QPS: u32 = 16;
+
 /// One line of the curve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
+    pub op: Op,
     pub mode: Mode,
     pub signal: Signal,
     pub payload: PayloadKind,
@@ -187,6 +221,11 @@ pub struct Params {
     pub signals: Vec<Signal>,
     pub payloads: Vec<PayloadKind>,
     pub sizes: Vec<u32>,
+    /// Operations ([`Op`]); UD SEND on devices only.
+    pub ops: Vec<Op>,
+    /// Client QPs (1..=[`MAX_QPS`]; more than 1 on devices only): batches go to them in
+    /// turn, each QP connected to a peer QP of its own, all sharing one CQ.
+    pub qps: u32,
     /// Recorded samples per point.
     pub reps: u32,
     /// Samples per point thrown away first.
@@ -220,16 +259,19 @@ impl Params {
     }
     pub fn configs(&self) -> Vec<Config> {
         let mut v = Vec::new();
-        for &payload in &self.payloads {
-            for &size in &self.sizes {
-                for &mode in &self.modes {
-                    for &signal in &self.signals {
-                        v.push(Config {
-                            mode,
-                            signal,
-                            payload,
-                            size,
-                        });
+        for &op in &self.ops {
+            for &payload in &self.payloads {
+                for &size in &self.sizes {
+                    for &mode in &self.modes {
+                        for &signal in &self.signals {
+                            v.push(Config {
+                                op,
+                                mode,
+                                signal,
+                                payload,
+                                size,
+                            });
+                        }
                     }
                 }
             }

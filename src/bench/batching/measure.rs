@@ -16,11 +16,11 @@ use crate::providers::sim::SimDevice;
 use crate::providers::verbs::VerbsDevice;
 use crate::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Pages, Provider, QpCaps,
-    QpConfig, QpType, QueuePair, RegisteredBuf, SendQueue, SendWr,
+    QpConfig, QpType, QueuePair, RegisteredBuf, SendQueue, SendWr, UdDest,
 };
 
 use super::stats::{bootstrap_median_ci, median, quantile, spread, BOOTSTRAP_RESAMPLES};
-use super::{Config, Mode, Params, PayloadKind, Where, MAX_INLINE};
+use super::{Config, Mode, Op, Params, PayloadKind, Where, MAX_INLINE, MAX_QPS};
 use crate::bench::cpu::{self, Chosen};
 use rdma_direct_rig as plain;
 
@@ -173,7 +173,8 @@ fn with_pcie(
     o: &Params,
     mut res: Vec<(Config, Vec<Stat>)>,
 ) -> Result<Vec<(Config, Vec<Stat>)>, String> {
-    for (c, pts) in res.iter_mut() {
+    // The rig's queue is RC: UD SEND points carry no counts.
+    for (c, pts) in res.iter_mut().filter(|(c, _)| c.op == Op::Write) {
         for p in pts.iter_mut() {
             p.pcie = Some(pcie_counts(o, c, p.batch)?);
         }
@@ -390,6 +391,13 @@ fn poll_cq(cq: &mut Mlx5Cq<plain::Plain>, signaled: u32) -> Result<(), String> {
 /// that a slow phase of a busy machine hits all configurations alike; the whole sweep
 /// (warm-up rounds included) [`Params::runs`] times. Returns the points and the runs done.
 fn plain_sweep(o: &Params) -> Result<Measured, String> {
+    if o.qps > 1 || o.ops.contains(&Op::UdSend) {
+        return Err(
+            "plain memory runs one RC QP (the rig's): UD SEND and several QPs run on a \
+             device (--provider sim)"
+                .into(),
+        );
+    }
     let mut pts = Vec::new();
     for c in o.configs() {
         for &b in &o.batches {
@@ -469,20 +477,31 @@ impl Target for VerbsDevice {
     fn set_mode(_: &mut Self::Qp, _: Mode) {}
 }
 
-/// Two connected RC QPs and their memory. Field order is drop order: QPs and MRs before
-/// the PD, the memory last.
+/// `qps` client QPs, each connected to a server QP of its own (RC for WRITE, UD for SEND
+/// with an address handle towards its peer), and their memory. Field order is drop order:
+/// QPs and AHs before their CQs and the PD, the memory last.
 struct Bed<P: Provider> {
-    cqp: P::Qp,
+    cqps: Vec<P::Qp>,
+    sqps: Vec<P::Qp>,
+    /// UD: the address handle towards each client QP's peer, and the peer's QPN.
+    ahs: Vec<(P::Ah, u32)>,
     ccq: P::Cq,
-    sqp: P::Qp,
     _scq: P::Cq,
-    /// The client's memory (the WRITEs' source) and the server's (their target).
+    /// The client's memory (the source) and the server's (the WRITEs' target).
     cmem: RegisteredBuf<P::Mr>,
     smem: RegisteredBuf<P::Mr>,
+    /// The path MTU in bytes (a UD SEND carries at most one).
+    mtu: u32,
     _pd: P::Pd,
 }
 
-fn bed<P: Target>(p: &mut P, o: &Params, inline: u32, max_size: u32) -> crate::Result<Bed<P>> {
+fn bed<P: Target>(
+    p: &mut P,
+    o: &Params,
+    op: Op,
+    inline: u32,
+    max_size: u32,
+) -> crate::Result<Bed<P>> {
     let len = (max_size as usize).max(64);
     let pd = p.alloc_pd()?;
     let caps = QpCaps {
@@ -493,7 +512,10 @@ fn bed<P: Target>(p: &mut P, o: &Params, inline: u32, max_size: u32) -> crate::R
         max_inline_data: inline,
     };
     let cfg = QpConfig {
-        qp_type: QpType::Rc,
+        qp_type: match op {
+            Op::Write => QpType::Rc,
+            Op::UdSend => QpType::Ud,
+        },
         caps,
         sq_sig_all: false,
     };
@@ -502,27 +524,43 @@ fn bed<P: Target>(p: &mut P, o: &Params, inline: u32, max_size: u32) -> crate::R
         gid_index: o.gid_index,
         ..ConnectOpts::default()
     };
-    // Each CQ absorbs its QP's queues (max_send_wr + max_recv_wr), as create_qp requires.
-    let mut ccq = p.create_cq(2 * DEPTH)?;
-    let mut scq = p.create_cq(2 * DEPTH)?;
-    let mut cqp = p.create_qp(&pd, &mut ccq, None, None, &cfg)?;
-    let mut sqp = p.create_qp(&pd, &mut scq, None, None, &cfg)?;
+    let n = o.qps.max(1);
+    // Each CQ absorbs its QPs' queues (max_send_wr + max_recv_wr), as create_qp requires.
+    let mut ccq = p.create_cq(2 * DEPTH * n)?;
+    let mut scq = p.create_cq(2 * DEPTH * n)?;
+    let (mut cqps, mut sqps, mut ahs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut mtu = u32::MAX;
+    for _ in 0..n {
+        let mut cqp = p.create_qp(&pd, &mut ccq, None, None, &cfg)?;
+        let mut sqp = p.create_qp(&pd, &mut scq, None, None, &cfg)?;
+        let (ce, se) = connect_pair(p, &mut cqp, &mut sqp, &copts)?;
+        mtu = mtu.min(ce.mtu.min(se.mtu).bytes());
+        if op == Op::UdSend {
+            ahs.push((p.create_ah(&pd, &se, &copts)?, se.qpn));
+        }
+        cqps.push(cqp);
+        sqps.push(sqp);
+    }
     let cmem = p.alloc_buf(&pd, len, Access::ALL, Pages::Normal)?;
     let smem = p.alloc_buf(&pd, len, Access::ALL, Pages::Normal)?;
-    connect_pair(p, &mut cqp, &mut sqp, &copts)?;
     Ok(Bed {
-        cqp,
+        cqps,
+        sqps,
+        ahs,
         ccq,
-        sqp,
         _scq: scq,
         cmem,
         smem,
+        mtu,
         _pd: pd,
     })
 }
 
-/// One sample: `total` WRITEs in batches of `batch`, at most `window` outstanding (posted,
-/// not yet completed) and never more than [`DEPTH`], until all completed. Returns the elapsed ns.
+/// One sample: `total` requests in batches of `batch`, batch k on client QP k mod qps, at
+/// most `window` outstanding (posted, not yet completed) and never more than [`DEPTH`],
+/// until all completed. Each QP signals by its own count (its last of the sample always).
+/// A request's wr_id is its QP in the high 32 bits and its index on that QP in the low ones.
+/// Returns the elapsed ns.
 fn device_sample<P: Target>(
     p: &mut P,
     b: &mut Bed<P>,
@@ -534,34 +572,56 @@ fn device_sample<P: Target>(
 ) -> Result<f64, String> {
     let raddr = b.smem.addr();
     let rkey = b.smem.rkey();
+    let qkey = ConnectOpts::default().qkey;
     let sges = [b.cmem.mr().sge(0, c.size)];
     let mut wcs = [Completion::EMPTY; 32];
+    let n = b.cqps.len() as u32;
+    let batches = total / batch;
+    // Requests QP q takes in this sample: its batches q, q + n, ...
+    let mut share = [0u32; MAX_QPS as usize];
+    let (mut posted_q, mut done_q) = ([0u32; MAX_QPS as usize], [0u32; MAX_QPS as usize]);
+    for (q, s) in share.iter_mut().enumerate().take(n as usize) {
+        *s = (batches + n - 1 - q as u32) / n * batch;
+    }
     let (mut posted, mut done) = (0u32, 0u32);
+    let what = c.op.title();
     let t0 = Instant::now();
     let mut idle_since: Option<Instant> = None;
     let mut spins = 0u32;
     while done < total {
         while posted < total && posted - done + batch <= window {
-            let sq = b.cqp.sq();
+            let q = ((posted / batch) % n) as usize;
+            let dest = b.ahs.get(q).map(|(ah, qpn)| UdDest {
+                ah,
+                remote_qpn: *qpn,
+                remote_qkey: qkey,
+            });
+            let sq = b.cqps[q].sq();
             for _ in 0..batch {
-                let mut wr = SendWr::write(u64::from(posted), &sges, raddr, rkey);
+                let i = posted_q[q];
+                let id = (q as u64) << 32 | u64::from(i);
+                let mut wr = match dest {
+                    Some(d) => SendWr::send(id, &sges).to(d),
+                    None => SendWr::write(id, &sges, raddr, rkey),
+                };
                 if c.payload == PayloadKind::Inline {
                     wr = wr.inline(data);
                 }
-                if c.signal.wants(posted, batch, total) {
+                if c.signal.wants(i, batch, share[q]) {
                     wr = wr.signaled();
                 }
                 if let Err(r) = sq.post(wr) {
                     sq.ring();
-                    return Err(format!("post WRITE #{posted}: {}", r.error));
+                    return Err(format!("post {what} #{posted}: {}", r.error));
                 }
+                posted_q[q] += 1;
                 posted += 1;
             }
             // A refused doorbell (libibverbs' ibv_post_send) took its requests back: say so
             // now rather than wait for completions that cannot come.
             if let Err(e) = sq.try_ring() {
                 return Err(format!(
-                    "ring after WRITE #{}: {e}",
+                    "ring after {what} #{}: {e}",
                     posted.saturating_sub(1)
                 ));
             }
@@ -579,7 +639,7 @@ fn device_sample<P: Target>(
             }
             if now.duration_since(since).as_secs() >= 10 {
                 return Err(format!(
-                    "no completion for 10 s ({done} of {total} WRITEs completed)"
+                    "no completion for 10 s ({done} of {total} {what}s completed)"
                 ));
             }
             continue;
@@ -589,12 +649,19 @@ fn device_sample<P: Target>(
         for w in &wcs[..m] {
             if !w.is_ok() {
                 return Err(format!(
-                    "WRITE #{} failed: {} (vendor_err {:#x})",
-                    w.wr_id, w.status, w.vendor_err
+                    "{what} #{} on QP {} failed: {} (vendor_err {:#x})",
+                    w.wr_id & 0xffff_ffff,
+                    w.wr_id >> 32,
+                    w.status,
+                    w.vendor_err
                 ));
             }
-            // In order: the completion of request j retires every request up to j.
-            done = done.max(w.wr_id as u32 + 1);
+            // In order on each QP: the completion of its request j retires every one of its
+            // requests up to j.
+            let q = ((w.wr_id >> 32) as usize).min(MAX_QPS as usize - 1);
+            let upto = (w.wr_id as u32).wrapping_add(1).max(done_q[q]);
+            done += upto - done_q[q];
+            done_q[q] = upto;
         }
     }
     Ok(t0.elapsed().as_nanos() as f64)
@@ -607,7 +674,23 @@ fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured, String> {
     } else {
         0
     };
-    let mut b = bed(p, o, inline, max_size).map_err(|e| e.to_string())?;
+    let ops = |op: Op| o.configs().iter().any(|c| c.op == op);
+    let mut rc = match ops(Op::Write) {
+        true => Some(bed(p, o, Op::Write, inline, max_size).map_err(|e| e.to_string())?),
+        false => None,
+    };
+    let mut ud = match ops(Op::UdSend) {
+        true => Some(bed(p, o, Op::UdSend, inline, max_size).map_err(|e| e.to_string())?),
+        false => None,
+    };
+    if let Some(b) = &ud {
+        if max_size > b.mtu {
+            return Err(format!(
+                "-s {max_size}: a UD SEND carries one MTU at most ({} bytes here)",
+                b.mtu
+            ));
+        }
+    }
     let data = vec![0x5au8; max_size.min(MAX_INLINE) as usize];
     let window = if o.latency {
         1
@@ -650,11 +733,18 @@ fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured, String> {
             }
             for pt in pts.iter_mut() {
                 let c = pt.c;
-                P::set_mode(&mut b.cqp, c.mode);
+                let b = match c.op {
+                    Op::Write => rc.as_mut(),
+                    Op::UdSend => ud.as_mut(),
+                }
+                .expect("a bed for every op of the configs");
+                for qp in b.cqps.iter_mut() {
+                    P::set_mode(qp, c.mode);
+                }
                 let total = o.sample_wqes(pt.batch);
                 let data = &data[..c.size.min(MAX_INLINE) as usize];
                 let before = p.counters();
-                let t = device_sample(p, &mut b, &c, pt.batch, total, window, data)?;
+                let t = device_sample(p, b, &c, pt.batch, total, window, data)?;
                 if round >= o.warmup {
                     pt.ns.push(t / total as f64);
                     *pt.runs.last_mut().expect("a run begun") += 1;
@@ -682,8 +772,8 @@ fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured, String> {
             _ => res.push((pt.c, vec![st])),
         }
     }
-    // The server QP only receives WRITEs: nothing to poll.
-    let _ = &b.sqp;
+    // The server QPs only take WRITEs or drop datagrams: nothing to poll.
+    let _ = (rc.as_ref().map(|b| &b.sqps), ud.as_ref().map(|b| &b.sqps));
     Ok((res, runs))
 }
 
@@ -764,6 +854,7 @@ mod tests {
     #[test]
     fn wqebbs_of_a_write_by_hand() {
         let c = |payload, size| Config {
+            op: Op::Write,
             mode: Mode::Db8,
             signal: Signal::Every(1),
             payload,

@@ -26,8 +26,14 @@ doorbell, for every doorbell mode x signaling period x payload x size.
   -Q, --signal LIST    signaling periods: any N >= 1 (every N-th request; 1 every request)
                        or batch (once per batch); default 1,16,batch. The last request
                        of a sample is always signaled
+  -o, --op LIST        write (RDMA WRITE on RC, the default), ud-send (SEND on UD; the
+                       peer posts no receives, so it drops them: the sender's path); ud-send
+                       on devices only
+  -q, --qps N          client QPs taking the batches in turn, one CQ (default 1, at most 16;
+                       devices only)
   -p, --payload LIST   inline, sge (default inline)
-  -s, --size LIST      message sizes in bytes (default 8; inline at most 128)
+  -s, --size LIST      message sizes in bytes (default 8; inline at most 128, sge any up to
+                       1 MiB, e.g. 4096; ud-send at most the path MTU)
   -r, --reps N         samples per point (default 101 on every provider)
   -w, --warmup N       samples thrown away first (default: plain 20, others 5)
   -n, --wqes N         WQEs per sample (default: plain 1024, sim and verbs/mlx5 2048)
@@ -56,7 +62,7 @@ Plain-memory and sim figures are not hardware figures.
 ";
 
 pub use rdma_direct::bench::batching::{
-    Config, Mode, Params, PayloadKind, Pin, Signal, Where, MAX_BATCH, MAX_INLINE,
+    Config, Mode, Op, Params, PayloadKind, Pin, Signal, Where, MAX_BATCH, MAX_INLINE, MAX_QPS,
 };
 
 /// The parsed command line: what the sweep measures ([`Params`], reached through `Deref`)
@@ -111,6 +117,8 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             signals: vec![Signal::Every(1), Signal::Every(16), Signal::PerBatch],
             payloads: vec![PayloadKind::Inline],
             sizes: vec![8],
+            ops: vec![Op::Write],
+            qps: 1,
             reps: 0,
             warmup: u32::MAX,
             wqes: 0,
@@ -201,6 +209,14 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             "-w" | "--warmup" => o.warmup = num(val()?)?,
             "-n" | "--wqes" => o.wqes = num(val()?)?,
             "--runs" => o.runs = num(val()?)?,
+            "-o" | "--op" => {
+                o.ops = list(flag, &val()?, |s| match s {
+                    "write" => Some(Op::Write),
+                    "ud-send" | "ud_send" | "send" => Some(Op::UdSend),
+                    _ => None,
+                })?
+            }
+            "-q" | "--qps" => o.qps = num(val()?)?,
             "--window" => o.window = Some(num(val()?)?),
             "--unpin" => o.pin = Pin::Off,
             "--latency" => o.latency = true,
@@ -286,6 +302,16 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             );
         }
         o.params = o.params.clone().latency_params();
+    }
+    if o.qps == 0 || o.qps > MAX_QPS {
+        return Err(format!("--qps {}: 1..={MAX_QPS} QPs", o.qps));
+    }
+    if o.at == Where::Plain && (o.qps > 1 || o.ops.contains(&Op::UdSend)) {
+        return Err(
+            "plain memory runs one RC QP (the rig's): UD SEND (-o ud-send) and --qps run on a \
+             device (--provider sim)"
+                .into(),
+        );
     }
     if o.runs == 0 {
         return Err("--runs 0: at least one run".into());

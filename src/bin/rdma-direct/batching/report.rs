@@ -17,6 +17,9 @@ use rdma_direct::perf::host::Host;
 
 pub(super) fn series_name(o: &Opts, c: &Config) -> String {
     let mut s = format!("{}, {}", c.mode.name(), c.signal.name());
+    if o.ops.len() > 1 || c.op != rdma_direct::bench::batching::Op::Write {
+        s = format!("{}, {s}", c.op.name());
+    }
     if o.many_payloads() {
         let _ = write!(s, ", {} {} B", c.payload.name(), c.size);
     }
@@ -47,9 +50,10 @@ pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        " doorbell: {} | {} | WRITE {} {} B | {} samples of {}+ WQEs per point, {} warm-up",
+        " doorbell: {} | {} | {} {} {} B | {} samples of {}+ WQEs per point, {} warm-up",
         c.mode.name(),
         c.signal.name(),
+        c.op.title(),
         c.payload.name(),
         c.size,
         taken(o, pts),
@@ -235,7 +239,24 @@ pub(super) fn header(o: &Opts) -> String {
         s,
         "---------------------------------------------------------------------------------------"
     );
-    let _ = writeln!(s, "                    Doorbell batching: RDMA WRITE, RC");
+    let ops: Vec<&str> = o
+        .ops
+        .iter()
+        .map(|op| match op {
+            rdma_direct::bench::batching::Op::Write => "RDMA WRITE, RC",
+            rdma_direct::bench::batching::Op::UdSend => "SEND, UD",
+        })
+        .collect();
+    let qps = if o.qps > 1 {
+        format!(", {} QPs", o.qps)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        s,
+        "                    Doorbell batching: {}{qps}",
+        ops.join(" / ")
+    );
     let _ = writeln!(s, " provider: {}", o.at.describe(o.device.as_deref()));
     if o.at.hardware() {
         let _ = writeln!(
@@ -346,6 +367,7 @@ pub(super) fn json(o: &Opts, done: &Sweep, host: &Host, load_after: Option<f64>)
                 .collect();
             Value::Obj(vec![
                 ("name".into(), s(&series_name(o, c))),
+                ("op".into(), s(c.op.name())),
                 ("mode".into(), s(c.mode.name())),
                 ("signal".into(), s(&c.signal.key())),
                 ("payload".into(), s(c.payload.name())),
@@ -363,7 +385,15 @@ pub(super) fn json(o: &Opts, done: &Sweep, host: &Host, load_after: Option<f64>)
             o.device.as_deref().map(s).unwrap_or(Value::Null),
         ),
         ("hardware".into(), Value::Bool(o.at.hardware())),
-        ("op".into(), s("RDMA WRITE")),
+        (
+            "op".into(),
+            s(if o.ops == [rdma_direct::bench::batching::Op::Write] {
+                "RDMA WRITE"
+            } else {
+                "see configs"
+            }),
+        ),
+        ("qps".into(), n(f64::from(o.qps))),
         ("host".into(), host_json(o, host, load_after)),
         ("method".into(), method_json(o, done)),
         ("configs".into(), Value::Arr(configs)),
