@@ -17,7 +17,7 @@
 //! | diagnostics | [`doctor`] | the troubleshooting order (link, MTU, caps, memlock, NUMA/affinity, PCIe) as checks returning findings | none |
 //! | host noise | [`noise`], [`doctor::latency`] | spinning threads that measure how often and how long each CPU is taken away, with what the kernel counted meanwhile; the tuning checks for the polling core | `sched_setaffinity` only |
 //! | measurement | [`perf`] | perftest-style latency / bandwidth runs over any provider, returning perftest's statistics | none |
-//! | hot-path benches | [`bench`] | the mlx5 post/poll cost on plain memory and the doorbell-batching sweep with its PCIe counts | none |
+//! | hot-path benches | [`bench`](mod@bench) | the mlx5 post/poll cost on plain memory and the doorbell-batching sweep with its PCIe counts | none |
 //! | fixture tests | [`scenario`] | `.scn` transfer scenarios parsed and run on any provider, every mismatch with its file line | registers the runner's own buffers |
 //!
 //! [`prelude`] holds the names an embedding program needs (devices, provider traits, work
