@@ -19,6 +19,7 @@
 //! | measurement | [`perf`] | perftest-style latency / bandwidth runs over any provider, returning perftest's statistics | none |
 //! | reports | [`report`] | result files (perftest's too), JSON, perftest's tables, SVG charts: text and values, never printed | none |
 //! | first light | [`selftest`] | the ladder of small real operations to run first on a new device, each rung's expectation and outcome returned | none |
+//! | hot-path benches | [`bench`](mod@bench) | the mlx5 post/poll cost on plain memory and the doorbell-batching sweep with its PCIe counts | none |
 //! | fixture tests | [`scenario`] | `.scn` transfer scenarios parsed and run on any provider, every mismatch with its file line | registers the runner's own buffers |
 //!
 //! [`prelude`] holds the names an embedding program needs (devices, provider traits, work
@@ -31,8 +32,9 @@
 //! alone (wire, types, ffi, the control path, the `mlx5` and `verbs` providers, the endpoint
 //! exchange); `sim` adds the software device, `perf` the measurement runs, `doctor` the
 //! checks, `scenario` the fixture-scenario runner, `report` the result files, tables and
-//! charts (with `perf`), `selftest` the first-light ladder (with the sim), and `cli` (the
-//! default) all of these plus the `rdma-direct` binary. The guide below
+//! charts (with `perf`), `selftest` the first-light ladder (with the sim), `bench` the
+//! hot-path measurements (with the plain-memory rig), and `cli` (the default) all of these
+//! plus the `rdma-direct` binary. The guide below
 //! runs on the sim.
 //!
 //! ## Guide
@@ -166,7 +168,8 @@
         feature = "doctor",
         feature = "scenario",
         feature = "report",
-        feature = "selftest"
+        feature = "selftest",
+        feature = "bench"
     )),
     allow(rustdoc::broken_intra_doc_links)
 )]
@@ -175,6 +178,8 @@
 pub use rdma_direct_core::{barrier, clock, error, ffi, mmio, pcie, types, verbs, wire};
 pub use rdma_direct_providers as providers;
 
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod cm;
 #[cfg(feature = "doctor")]
 pub mod doctor;

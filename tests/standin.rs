@@ -924,6 +924,44 @@ fn perf_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
     assert!(!err.contains("no completion for"), "{err}");
 }
 
+/// `bench batching --provider verbs` names the refused doorbell (libibverbs' post) and errno
+/// at once, not "no completion for 10 s".
+#[test]
+fn batching_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
+    let dir = standin_or_skip!();
+    let out = Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+        .args([
+            "bench",
+            "batching",
+            "-d",
+            "mlx5_0",
+            "--provider",
+            "verbs",
+            "-l",
+            "1",
+            "-Q",
+            "1",
+            "-r",
+            "2",
+            "-w",
+            "0",
+            "-n",
+            "8",
+        ])
+        .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
+        .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
+        .env_remove("RDMA_DIRECT_STANDIN_FAULT")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("ring after WRITE #0: ibv_post_send: EOPNOTSUPP"),
+        "{err}"
+    );
+    assert!(!err.contains("no completion for"), "{err}");
+}
+
 #[test]
 fn perf_loopback_sweeps_pick_mlx5_by_themselves() {
     let dir = standin_or_skip!();
