@@ -61,8 +61,11 @@
 //! **[`RcLink`]** bundles the common shape: one RC QP whose sends and receives complete on
 //! one CQ of its own, its window (one slot below the QP's depth, for the marker), the
 //! receives kept posted (tagged with an id base) and the recovery. [`RcLink::take`] books a
-//! completion the application polled, [`RcLink::drain_polled`] is [`Recovery::drain_polled`]
-//! on the link; a link that goes on with new QPs makes a new `RcLink` per connection.
+//! completion the application polled. After a fault the link goes on one of two ways, the
+//! application's choice: **the same QP** ([`RcLink::recover`]: drain, then the QP from ERR
+//! through RESET → INIT → RTR → RTS towards the peer's new endpoint, then the receives posted
+//! again; the QPN, CQ and buffers stay) or **new QPs** ([`RcLink::drain_polled`]: drain only,
+//! the old link kept until a new `RcLink` is connected, then dropped).
 //!
 //! A drain that sees nothing for `stall` (a device that never flushes) is an
 //! error naming what is still outstanding; the QP stays in ERR and the helpers unchanged.
@@ -461,5 +464,26 @@ impl<P: Provider> RcLink<P> {
         };
         self.rec
             .drain_polled(p, &mut self.qp, &mut q, polled, |_| {})
+    }
+
+    /// A fault on this link recovered on the **same QP**: [`RcLink::drain_polled`], then
+    /// `reconnect(p, qp)` (the endpoint exchange with the peer, then [`Provider::connect`],
+    /// which takes the QP from ERR through RESET → INIT → RTR → RTS towards the peer's new
+    /// endpoint: a restarted peer's new QP, or the old one reconnected), then the receives
+    /// posted again. The link keeps its QPN, CQ and helpers; the report's `elapsed` covers
+    /// the drain and the reconnect. A failed reconnect leaves the QP in whatever state it
+    /// reached (ERR or RESET on the way) with nothing outstanding: call `recover` again with
+    /// `polled` empty, or go on with a new link ([`RcLink::drain_polled`] and a new
+    /// `RcLink`, the other way the module doc names).
+    pub fn recover<F>(&mut self, p: &mut P, polled: &[Completion], reconnect: F) -> Result<Report>
+    where
+        F: FnOnce(&mut P, &mut P::Qp) -> Result<()>,
+    {
+        let t0 = Instant::now();
+        let mut r = self.drain_polled(p, polled)?;
+        reconnect(p, &mut self.qp)?;
+        self.recvs.fill(self.qp.rq())?;
+        r.elapsed = t0.elapsed();
+        Ok(r)
     }
 }

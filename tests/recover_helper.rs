@@ -638,3 +638,110 @@ fn an_rc_link_books_its_completions_and_drains() {
     assert_eq!(a.rec.failed(), &[0, 1, 2]);
     assert_eq!(a.qp.state(), QpState::Err);
 }
+
+/// `RcLink::recover`, the same-QP way: the responder restarts (its link dropped with four
+/// WRITE WITH IMMEDIATE in flight towards it, a new one comes up), the requester's link
+/// drains (every one of the four listed failed, in order), its QP goes from ERR through
+/// RESET to RTS towards the new responder keeping its QPN, its receives are posted again,
+/// and the four sent again arrive at the new responder in order.
+fn same_qp_after_a_responder_restart(threaded: bool) {
+    let mut dev = SimDevice::new();
+    if threaded {
+        dev.start_device_thread().unwrap();
+    }
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 64).unwrap();
+    let mut a = RcLink::new(&mut dev, &pd, 8, 2, RECV_BASE, LIVENESS).unwrap();
+    let mut b = RcLink::new(&mut dev, &pd, 1, 8, RECV_BASE, LIVENESS).unwrap();
+    let o = ConnectOpts::default();
+    connect_pair(&mut dev, &mut a.qp, &mut b.qp, &o).unwrap();
+    a.recvs.fill(a.qp.rq()).unwrap();
+    b.recvs.fill(b.qp.rq()).unwrap();
+    let send = |a: &mut RcLink<SimDevice>, ids: std::ops::Range<u64>| {
+        for id in ids {
+            let wr = SendWr::write_imm(id, &[], dst.addr, dst.rkey, id as u32).signaled();
+            a.qp.sq().post(wr).unwrap();
+            a.window.posted(1);
+        }
+        a.qp.sq().try_ring().unwrap();
+    };
+    let imms = |dev: &mut SimDevice, b: &mut RcLink<SimDevice>, n: usize| {
+        let mut got = Vec::new();
+        let mut wc = [Completion::EMPTY; 8];
+        while got.len() < n {
+            let k = poll_wait(dev, &mut b.cq, &mut wc, LIVENESS).unwrap();
+            for c in &wc[..k] {
+                assert!(c.is_ok() && b.take(c), "{c:?}");
+                got.push(c.imm);
+            }
+        }
+        got
+    };
+    send(&mut a, 0..4);
+    assert_eq!(imms(&mut dev, &mut b, 4), [0, 1, 2, 3]);
+    let mut wc = [Completion::EMPTY; 8];
+    let mut done = 0;
+    while done < 4 {
+        let k = poll_wait(&mut dev, &mut a.cq, &mut wc, LIVENESS).unwrap();
+        for c in &wc[..k] {
+            assert!(c.is_ok() && !a.take(c), "{c:?}");
+        }
+        done += k;
+    }
+    // The responder restarts: its QP gone with four requests towards it in flight.
+    drop(b);
+    let mut b = RcLink::new(&mut dev, &pd, 1, 8, RECV_BASE, LIVENESS).unwrap();
+    send(&mut a, 4..8);
+    let k = poll_wait(&mut dev, &mut a.cq, &mut wc[..1], LIVENESS).unwrap();
+    assert_eq!(
+        (k, wc[0].wr_id, wc[0].status),
+        (1, 4, WcStatus::RetryExcErr)
+    );
+    let qpn = a.qp.qpn();
+    let r = a
+        .recover(&mut dev, &wc[..1], |p, qp| {
+            let (ea, eb) = (p.endpoint(qp, &o)?, p.endpoint(&b.qp, &o)?);
+            p.connect(qp, &ea, &eb, &o)?;
+            p.connect(&mut b.qp, &eb, &ea, &o)
+        })
+        .unwrap();
+    assert_eq!(a.rec.failed(), &[4, 5, 6, 7]);
+    assert_eq!(r.first_error, Some((4, WcStatus::RetryExcErr)));
+    assert_eq!(
+        (r.sends_outstanding, r.sends_failed, r.missing()),
+        (4, 4, 0)
+    );
+    assert_eq!(
+        (
+            a.qp.qpn(),
+            a.qp.state(),
+            a.window.in_flight(),
+            a.recvs.posted()
+        ),
+        (qpn, QpState::Rts, 0, 2),
+        "the same QP, connected again, its receives posted again"
+    );
+    b.recvs.fill(b.qp.rq()).unwrap();
+    send(&mut a, 4..8);
+    assert_eq!(imms(&mut dev, &mut b, 4), [4, 5, 6, 7]);
+    done = 0;
+    while done < 4 {
+        let k = poll_wait(&mut dev, &mut a.cq, &mut wc, LIVENESS).unwrap();
+        for c in &wc[..k] {
+            assert!(c.is_ok() && !a.take(c), "{c:?}");
+        }
+        done += k;
+    }
+    assert_eq!(a.window.in_flight(), 0);
+}
+
+#[test]
+fn an_rc_link_recovers_on_the_same_qp_after_a_responder_restart_manual_progress() {
+    same_qp_after_a_responder_restart(false);
+}
+
+#[test]
+fn an_rc_link_recovers_on_the_same_qp_after_a_responder_restart_device_thread() {
+    same_qp_after_a_responder_restart(true);
+}
