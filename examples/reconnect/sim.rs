@@ -53,7 +53,7 @@ pub(super) fn on_sim(batches: u64, every: u64) -> Result<()> {
             // order that failed.
             let peer_qp = &mut peer.qp;
             let r = gw.recover(&mut dev, &wc[..1], |p, qp| {
-                connect_pair(p, qp, peer_qp, &opts)
+                connect_pair(p, qp, peer_qp, &opts).map(drop)
             })?;
             lost += r.sends_failed;
             (acked, next, wc[0]) = (wc[0].wr_id, wc[0].wr_id, Completion::EMPTY);
