@@ -34,7 +34,9 @@
 //!    (a separate receive CQ) or, on a CQ both share, by its wr_id
 //!    ([`RecvReplenisher::owns`]: give it an id base above the send ids); only `wr_id`,
 //!    `qp_num` and `vendor_err` of an error completion are meaningful, so nothing else is
-//!    read. Completions of other QPs on a shared CQ are handed on, not counted;
+//!    read. Completions of other QPs on a shared CQ are handed on, not counted, and so is a
+//!    refused doorbell's notice (`WcFlags::REFUSED`, verbs only: its requests were never
+//!    posted, the application takes them back from its window as the error says);
 //! 3. records, in the order they completed (RC completes a queue in post order), the wr_ids
 //!    of the sends that did **not** complete successfully ([`Recovery::failed`]): the one
 //!    that failed and those flushed after it. Unsignaled sends an error completion covers
@@ -76,7 +78,7 @@ use crate::error::{Error, Result};
 use crate::flow::{RecvReplenisher, SendWindow};
 use crate::{
     Completion, CompletionQueue, Provider, QpConfig, QpState, QpType, QueuePair, SendQueue, SendWr,
-    WcStatus,
+    WcFlags, WcStatus,
 };
 
 /// The wr_id of the recovery's marker (step 1 of the module doc); the application's own send
@@ -285,7 +287,9 @@ impl Recovery {
             recvs_outstanding: recvs.as_ref().map_or(0, |x| u64::from(x.posted())),
             ..Report::default()
         };
-        for c in polled.iter().filter(|c| c.qp_num == qpn) {
+        // A refused doorbell's notice ends no request (its requests were never posted).
+        let refused = |c: &Completion| c.flags.contains(WcFlags::REFUSED);
+        for c in polled.iter().filter(|c| c.qp_num == qpn && !refused(c)) {
             let is_recv = match recvs.as_deref_mut() {
                 Some(x) if x.owns(c.wr_id) => {
                     x.consumed(c);
@@ -318,7 +322,7 @@ impl Recovery {
                 seen += n;
                 for c in &wc[..n] {
                     each(c);
-                    if c.qp_num != qpn {
+                    if c.qp_num != qpn || refused(c) {
                         continue;
                     }
                     let is_recv = recv_cq || recvs.as_ref().is_some_and(|x| x.owns(c.wr_id));

@@ -277,7 +277,6 @@ impl Provider for VerbsDevice {
             sges: vec![ibv_sge::default(); (cap * sge) as usize].into_boxed_slice(),
             inline: vec![0u8; (cap * caps.max_inline_data) as usize].into_boxed_slice(),
             staged: 0,
-            ring_error: None,
             signal_every: 0,
             since_signal: 0,
         };
