@@ -487,6 +487,12 @@ pub trait Provider {
         remote: &QpEndpoint,
         opts: &ConnectOpts,
     ) -> crate::Result<Self::Ah>;
+    /// The next asynchronous event of the device, if one is pending (never blocks), as the
+    /// link helper reads it: see [`recover::LinkEvent`] for what each provider raises and
+    /// what a call costs. The default (a provider without an event stream): `None`.
+    fn link_event(&mut self) -> crate::Result<Option<recover::LinkEvent>> {
+        Ok(None)
+    }
     /// Give the device a chance to run: the sim in deterministic mode runs until idle (every
     /// request posted so far executes); the sim with its device thread and real devices do
     /// nothing. See "Choosing a mode" in the sim's module doc.

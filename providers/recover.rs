@@ -69,6 +69,11 @@
 //! again; the QPN, CQ and buffers stay) or **new QPs** ([`RcLink::drain_polled`]: drain only,
 //! the old link kept until a new `RcLink` is connected, then dropped).
 //!
+//! **Asynchronous events** ([`LinkEvent`], read with [`Provider::link_event`]) are the third
+//! source of faults: a QP the device failed on its own, a CQ in error, a port down, a dead
+//! device. The application reads them (they are device-wide: one reader for all its links)
+//! and asks each link [`RcLink::failed_by`]; a link failed so recovers with nothing polled.
+//!
 //! A drain that sees nothing for `stall` (a device that never flushes) is an
 //! error naming what is still outstanding; the QP stays in ERR and the helpers unchanged.
 
@@ -80,6 +85,108 @@ use crate::{
     Completion, CompletionQueue, Provider, QpConfig, QpState, QpType, QueuePair, SendQueue, SendWr,
     WcFlags, WcStatus,
 };
+
+/// An asynchronous event as the link helper reads it ([`Provider::link_event`]): the third
+/// way a link learns of a fault, beside an error completion and an unanswered [`probe`].
+///
+/// Per provider: **the sim** raises `QpFatal` when a QP fails on its own
+/// (`SimDevice::fail_qp`, the QPs of a CQ that overran), `CqFailed` on the overrun (the
+/// QPs' `QpFailed` follow), and what `SimDevice::raise_event` plants (port changes, a dead
+/// device). **verbs and mlx5** read the context's asynchronous event fd, one non-blocking
+/// read (a system call) per call, and apply the event as `check_async` does (a failed CQ
+/// fails its QPs, a failed QP says ERR) before returning it: call it from the control path
+/// or an idle loop, or when the fd (`Context::async_fd`) is readable, never per poll. rxe
+/// raises `COMM_EST` and `QP_FATAL`-class events; a link whose peer vanished raises nothing
+/// (only its requests' `RETRY_EXC_ERR` tells). A provider without an event stream returns
+/// `None` always.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// A QP went to ERR on its own (`QP_FATAL`, `QP_REQ_ERR`, `QP_ACCESS_ERR`; `what` the
+    /// event's name): every request still outstanding on it is flushed.
+    QpFailed {
+        /// The QP.
+        qpn: u32,
+        /// `QP_FATAL`, `QP_REQ_ERR` or `QP_ACCESS_ERR`.
+        what: &'static str,
+    },
+    /// A CQ went into error (an overrun, a device fault): completions were lost; its QPs are
+    /// in ERR (their `state()` says so) and the CQ must be destroyed with them.
+    CqFailed,
+    /// A port went down (`PORT_ERR`): links through it end in `RETRY_EXC_ERR` once their
+    /// retries run out; this says so first.
+    PortDown {
+        /// The port.
+        port: u8,
+    },
+    /// A port came up (`PORT_ACTIVE`): a time to reconnect.
+    PortUp {
+        /// The port.
+        port: u8,
+    },
+    /// The first packet arrived on a QP in RTR (`COMM_EST`); not a fault.
+    Established {
+        /// The QP.
+        qpn: u32,
+    },
+    /// The device is dead (`DEVICE_FATAL`): every link on it fails.
+    DeviceFatal,
+    /// Anything else (SRQ limit, GID change, last WQE reached, ...; its name): not a link
+    /// fault.
+    Other(&'static str),
+}
+
+impl LinkEvent {
+    /// The event as read from a verbs context's async fd.
+    pub fn from_verbs(ev: &rdma_direct_core::verbs::AsyncEvent) -> LinkEvent {
+        use rdma_direct_core::verbs::{AsyncElement as E, AsyncEventKind as K};
+        let qpn = match ev.element {
+            E::Qp { qpn, .. } => qpn,
+            _ => 0,
+        };
+        let port = match ev.element {
+            E::Port(p) => p.clamp(0, 255) as u8,
+            _ => 0,
+        };
+        match ev.kind {
+            K::QpFatal => LinkEvent::QpFailed {
+                qpn,
+                what: "QP_FATAL",
+            },
+            K::QpReqErr => LinkEvent::QpFailed {
+                qpn,
+                what: "QP_REQ_ERR",
+            },
+            K::QpAccessErr => LinkEvent::QpFailed {
+                qpn,
+                what: "QP_ACCESS_ERR",
+            },
+            K::CqErr => LinkEvent::CqFailed,
+            K::PortErr => LinkEvent::PortDown { port },
+            K::PortActive => LinkEvent::PortUp { port },
+            K::CommEst => LinkEvent::Established { qpn },
+            K::DeviceFatal => LinkEvent::DeviceFatal,
+            K::SqDrained => LinkEvent::Other("SQ_DRAINED"),
+            K::SrqErr => LinkEvent::Other("SRQ_ERR"),
+            K::SrqLimitReached => LinkEvent::Other("SRQ_LIMIT_REACHED"),
+            K::QpLastWqeReached => LinkEvent::Other("QP_LAST_WQE_REACHED"),
+            K::GidChange => LinkEvent::Other("GID_CHANGE"),
+            K::Other(_) => LinkEvent::Other("unknown event"),
+        }
+    }
+
+    /// True when the event fails the link of QP `qpn` (in state `state` now): its own
+    /// `QpFailed`, a `CqFailed` that left it in ERR, a port down, a dead device. Then recover
+    /// it as after an error completion, with nothing polled ([`RcLink::recover`] or
+    /// [`RcLink::drain_polled`] with `&[]`).
+    pub fn fails(&self, qpn: u32, state: QpState) -> bool {
+        match *self {
+            LinkEvent::QpFailed { qpn: q, .. } => q == qpn,
+            LinkEvent::CqFailed => state == QpState::Err,
+            LinkEvent::PortDown { .. } | LinkEvent::DeviceFatal => true,
+            _ => false,
+        }
+    }
+}
 
 /// The wr_id of the recovery's marker (step 1 of the module doc); the application's own send
 /// ids must not use it.
@@ -441,6 +548,11 @@ impl<P: Provider> RcLink<P> {
             cq,
             window,
         })
+    }
+
+    /// True when `ev` (from [`Provider::link_event`]) fails this link ([`LinkEvent::fails`]).
+    pub fn failed_by(&self, ev: &LinkEvent) -> bool {
+        ev.fails(self.qp.qpn(), self.qp.state())
     }
 
     /// Books a successful completion the application polled: a receive's slot to post again

@@ -8,10 +8,12 @@
 //! dedupes by the number) and sends again, after a recovery, every order sent and not yet
 //! acknowledged. Both ends are `RcLink`s with the default `ConnectOpts`. Faults, drawn from a
 //! seeded generator every few hundred orders on average: the exchange's QP moved to ERR; the
-//! exchange restarted (its link dropped with traffic in flight, a new one in its place); and
+//! exchange restarted (its link dropped with traffic in flight, a new one in its place); one
+//! end's QP failed by the device (`QP_FATAL`, noticed through `Provider::link_event`); and
 //! throughout, the sim's fault injector (error CQEs on sends, completions delayed and
 //! reordered across queues). Whichever end sees the fault first (an error completion, a
-//! refused post, or an idle gateway's liveness probe unanswered) starts the recovery of both:
+//! refused post, an asynchronous event that fails its link, or an idle gateway's liveness
+//! probe unanswered) starts the recovery of both:
 //! the exchange's link drained (`RcLink::drain_polled`, a restarted one has nothing to drain),
 //! the gateway's recovered on the same QP (`RcLink::recover`) towards the exchange's QP, which
 //! the reconnect takes from ERR (or RESET) to RTS.
@@ -64,6 +66,8 @@ struct Exchange {
 struct Figures {
     responder_err: u64,
     restarts: u64,
+    qp_fatal: u64,
+    by_event: u64,
     recoveries: u64,
     probes: u64,
     times: Vec<Duration>,
@@ -162,9 +166,19 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         if sent >= next_fault && !fault_pending {
             fault_pending = true;
             next_fault = sent + rng.below(2 * mean_gap) + 1;
-            if rng.below(2) == 0 {
+            let kind = rng.below(3);
+            if kind == 0 {
                 f.responder_err += 1;
                 dev.to_error(&mut ex.link.qp).unwrap();
+            } else if kind == 2 {
+                // The device fails one end's QP on its own: QP_FATAL, its requests flushed.
+                f.qp_fatal += 1;
+                let end = if rng.below(2) == 0 {
+                    &gw.link
+                } else {
+                    &ex.link
+                };
+                dev.fail_qp(end.qp.qpn());
             } else {
                 // Its acknowledgements not sent yet die with it.
                 f.restarts += 1;
@@ -173,8 +187,19 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
             }
         }
         dev.progress();
+        // The device's asynchronous events: one that fails either end is a fault like an
+        // error completion (the CQs are then left to the drains).
+        let mut by_event = false;
+        while let Some(ev) = dev.link_event().unwrap() {
+            by_event |= gw.link.failed_by(&ev) || ex.link.failed_by(&ev);
+        }
+        f.by_event += u64::from(by_event);
         // The exchange: executes each order once, acknowledges every one it receives.
-        let n = ex.link.cq.poll(&mut wc);
+        let n = if by_event {
+            0
+        } else {
+            ex.link.cq.poll(&mut wc)
+        };
         let stop = first_error(&wc[..n]);
         for c in &wc[..stop.unwrap_or(n)] {
             if ex.link.take(c) {
@@ -190,9 +215,13 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         if let Some(i) = stop {
             ex_fault = Some(wc[i..n].to_vec());
         } else if ex.link.qp.state() != QpState::Reset {
-            // (A restarted exchange waits for the gateway to connect it.)
-            ex.link.recvs.fill(ex.link.qp.rq()).unwrap();
-            while ex.link.window.room() > 0 {
+            // (A restarted exchange waits for the gateway to connect it.) A refusal here is
+            // the QP the device just failed, a fault as any other.
+            if let Err(e) = ex.link.recvs.fill(ex.link.qp.rq()) {
+                assert_eq!(ex.link.qp.state(), QpState::Err, "{e}");
+                ex_fault = Some(Vec::new());
+            }
+            while ex_fault.is_none() && ex.link.window.room() > 0 {
                 let Some(&id) = ex.acks.front() else { break };
                 let wr = SendWr::send_imm(id, &[], id as u32);
                 if let Err(r) = ex.link.qp.sq().post(wr) {
@@ -207,7 +236,11 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         }
         dev.progress();
         // The gateway: books each acknowledgement once.
-        let n = gw.link.cq.poll(&mut wc);
+        let n = if by_event {
+            0
+        } else {
+            gw.link.cq.poll(&mut wc)
+        };
         let stop = first_error(&wc[..n]);
         for c in &wc[..stop.unwrap_or(n)] {
             if c.wr_id == rdma_direct::providers::recover::PROBE_WR_ID {
@@ -227,8 +260,9 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         }
         if let Some(i) = stop {
             gw_fault = gw_fault.or(Some(wc[i..n].to_vec()));
-        } else {
-            gw.link.recvs.fill(gw.link.qp.rq()).unwrap();
+        } else if let Err(e) = gw.link.recvs.fill(gw.link.qp.rq()) {
+            assert_eq!(gw.link.qp.state(), QpState::Err, "{e}");
+            gw_fault = gw_fault.or(Some(Vec::new()));
         }
         // An idle gateway waiting for acknowledgements probes its peer: a restarted
         // exchange acknowledges nothing, and only a request in flight can tell.
@@ -242,12 +276,13 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         } else {
             idle_polls > 4
         };
-        if quiet && !probe_out && gw_fault.is_none() && ex_fault.is_none() {
+        let fault = by_event || gw_fault.is_some() || ex_fault.is_some();
+        if quiet && !probe_out && !fault {
             probe(&mut gw.link.qp, &mut gw.link.window).unwrap();
             (probe_out, idle_polls) = (true, 0);
             f.probes += 1;
         }
-        if gw_fault.is_none() && ex_fault.is_none() {
+        if !fault {
             continue;
         }
         // The fault noticed: both ends recover.
@@ -294,7 +329,8 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
     let max = times.last().copied().unwrap_or_default();
     println!(
         "recover soak ({}): {orders} orders, {sent} sends, faults: {} responder ERR, {} \
-         restarts, {} injected error CQEs ({} delayed, {} reordered); {} recoveries, {} probes, \
+         restarts, {} QP_FATAL ({} noticed by the event), {} injected error CQEs ({} delayed, {} \
+         reordered); {} recoveries, {} probes, \
          recovery time p50 {:.1} us max {:.1} us; {} orders received again, {} \
          acknowledgements again (deduped); {:.2} s",
         if threaded {
@@ -304,6 +340,8 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         },
         f.responder_err,
         f.restarts,
+        f.qp_fatal,
+        f.by_event,
         injected.errors,
         injected.delayed,
         injected.reordered,
@@ -325,7 +363,8 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
     );
     assert!(gw.unacked.is_empty() && gw.todo.iter().all(|&id| gw.acked[id as usize] == 1));
     assert!(
-        f.responder_err + f.restarts > 0 && f.recoveries >= f.responder_err + f.restarts,
+        f.responder_err + f.restarts + f.qp_fatal > 0
+            && f.recoveries >= f.responder_err + f.restarts + f.qp_fatal,
         "every scheduled fault needs a recovery: {} recoveries",
         f.recoveries
     );

@@ -106,14 +106,22 @@ impl VerbsDevice {
     /// Returns the events.
     pub fn check_async(&mut self) -> Result<Vec<AsyncEvent>> {
         let mut v = Vec::new();
-        while let Some(ev) = self.ctx.poll_async_event()? {
-            if ev.kind == verbs::AsyncEventKind::CqErr {
-                self.cq_errors += 1;
-            }
-            self.objects.apply(&ev);
+        while let Some(ev) = self.next_async()? {
             v.push(ev);
         }
         Ok(v)
+    }
+
+    /// One pending event, read and applied as `check_async` says.
+    fn next_async(&mut self) -> Result<Option<AsyncEvent>> {
+        let Some(ev) = self.ctx.poll_async_event()? else {
+            return Ok(None);
+        };
+        if ev.kind == verbs::AsyncEventKind::CqErr {
+            self.cq_errors += 1;
+        }
+        self.objects.apply(&ev);
+        Ok(Some(ev))
     }
 
     /// CQ overruns seen so far by [`VerbsDevice::check_async`].
@@ -441,6 +449,12 @@ impl Provider for VerbsDevice {
         opts: &ConnectOpts,
     ) -> Result<verbs::Ah> {
         verbs::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)
+    }
+
+    fn link_event(&mut self) -> Result<Option<crate::recover::LinkEvent>> {
+        Ok(self
+            .next_async()?
+            .map(|e| crate::recover::LinkEvent::from_verbs(&e)))
     }
 }
 
