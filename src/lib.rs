@@ -151,6 +151,35 @@
 //! }
 //! ```
 //!
+//! **The QP state machine from ERR.** A QP in ERR accepts no post (refused with
+//! `PostError::BadState`) and completes everything still outstanding as `WR_FLUSH_ERR`. It
+//! leaves ERR only to RESET (the provider's `connect` does it first; on rxe only once every
+//! request has ended, which the drain ensures), then INIT (port, access), RTR (the peer's
+//! QPN, PSN, path, MTU) and RTS (its own PSN, `timeout`, `retry_cnt`, `rnr_retry`); the
+//! peer walks its own QP the same way towards this one's new endpoint (a fresh PSN each
+//! time). A link goes on either on **the same QP** ([`RcLink::recover`](prelude::RcLink::recover),
+//! or [`Recovery::recover`](prelude::Recovery::recover) as above: the QPN, CQ and buffers
+//! stay) or on **new QPs** ([`RcLink::drain_polled`](prelude::RcLink::drain_polled) on the old
+//! link, then a new `RcLink` connected; the old one dropped).
+//!
+//! **What a fault looks like.** Everywhere: an error completion (the failed request's
+//! status, the rest `WR_FLUSH_ERR`), then posts refused with `BadState`. A peer that
+//! vanished: `RETRY_EXC_ERR` on the oldest outstanding request within the bound above (with
+//! nothing in flight, only a [`probe`](prelude::probe) finds it). Per provider:
+//! - **mlx5**: the CQE's syndrome in `vendor_err`; a QP or CQ the device failed on its own
+//!   also raises `QP_FATAL` / `CQ_ERR` on the context's async fd;
+//! - **verbs (rxe, any other device)**: a request libibverbs refuses (EINVAL, ENOMEM,
+//!   EOPNOTSUPP) is refused at the call: `post_and_ring`, `try_ring` and the lists return
+//!   it; after a bare `ring` the queue's next call or its CQ's next empty poll does (a
+//!   completion flagged `REFUSED`, see `SendQueue::ring`). rxe's async events: `QP_FATAL`
+//!   class, `CQ_ERR` on an overrun, `COMM_EST`; a vanished peer raises none;
+//! - **the sim**: as mlx5 (the same code), its faults on demand: a responder to ERR or
+//!   dropped, `fail_qp` / `fail_cq` (with their events), the seeded injector's error CQEs.
+//!
+//! The asynchronous events come through [`Provider::link_event`](providers::Provider::link_event)
+//! as [`LinkEvent`](prelude::LinkEvent)s; [`RcLink::failed_by`](prelude::RcLink::failed_by)
+//! says whether one fails a link, which then recovers with nothing polled.
+//!
 //! `examples/order_gateway.rs` is the same pattern as a measured round trip, on the sim or
 //! between two processes over a device; `examples/fanout.rs` writes into N peers' rings with
 //! the glue of [`providers::flow`] (send windows, receive replenishers, ring credits, a wait

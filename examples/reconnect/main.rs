@@ -16,9 +16,9 @@
 //! **On the sim** (no `-d`): both ends in one process; every EVERY batches the peer
 //! "restarts" (its QP is destroyed with a batch in flight, as the kernel destroys a killed
 //! process's QP, and a new one comes up). The gateway hands the error completion to the
-//! drain (which counts the orders lost), reconnects the same QP (ERR, RESET, ..., RTS) to the
-//! new peer and resends from the first failed order; the peer checks that the orders arrive
-//! in sequence. Options: `-n BATCHES` (default 2000), `-r EVERY` (default 500).
+//! drain (which counts the orders lost) and reconnects the same QP (ERR, RESET, ..., RTS) to
+//! the new peer, both in `RcLink::recover`, and resends from the first failed order; the
+//! peer checks that the orders arrive in sequence. Options: `-n BATCHES` (default 2000), `-r EVERY` (default 500).
 //!
 //! **On a device** (`-d DEV`; mlx5 through the direct provider, anything else through
 //! libibverbs), two processes, endpoints exchanged over TCP (`-p PORT`, default 18520;
