@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 const MSG: usize = 64;
 const MAX_BATCH: usize = 64;
 
-fn run<P: Provider>(mut p: P, msgs: usize, opts: &ConnectOpts) -> Result<()> {
+fn run<P: Provider>(p: &mut P, msgs: usize, opts: &ConnectOpts) -> Result<()> {
     let pd = p.alloc_pd()?;
     let buf = p.alloc_buf(&pd, 2 * MAX_BATCH * MSG, Access::ALL, Pages::Normal)?;
     // A batch in flight at most; nothing is received (WRITEs consume no receive). Each CQ
@@ -57,7 +57,7 @@ fn run<P: Provider>(mut p: P, msgs: usize, opts: &ConnectOpts) -> Result<()> {
                 return Err(e.into());
             }
             // One completion covers the whole batch.
-            let n = poll_wait(&mut p, &mut ca, &mut wc, Duration::from_secs(5))?;
+            let n = poll_wait(p, &mut ca, &mut wc, Duration::from_secs(5))?;
             wc[..n].iter().try_for_each(Completion::check)?;
             if n != 1 || wc[0].wr_id != (size - 1) as u64 {
                 return Err(Error::Protocol {
@@ -80,6 +80,23 @@ fn run<P: Provider>(mut p: P, msgs: usize, opts: &ConnectOpts) -> Result<()> {
     Ok(())
 }
 
+/// [`run`] on whichever provider [`run_chosen`] opens.
+struct Batching {
+    msgs: usize,
+    opts: ConnectOpts,
+}
+
+impl Job for Batching {
+    type Out = ();
+    fn run<P: Provider>(&mut self, p: &mut P) -> Result<()>
+    where
+        P::Qp: Send,
+        P::Cq: Send,
+    {
+        run(p, self.msgs, &self.opts)
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut msgs, mut dev) = (100_000usize, None);
@@ -99,13 +116,8 @@ fn main() {
         }
     }
     let msgs = msgs.max(1);
-    let r = match dev {
-        None => run(SimDevice::new(), msgs, &opts),
-        Some(d) => match Mlx5Device::open(&d) {
-            Ok(p) => run(p, msgs, &opts),
-            Err(_) => VerbsDevice::open(&d).and_then(|p| run(p, msgs, &opts)),
-        },
-    };
+    // The library's rule: no device, the sim; an mlx5 NIC, the direct provider; else verbs.
+    let r = run_chosen(Choice::Auto, dev.as_deref(), &mut Batching { msgs, opts });
     if let Err(e) = r {
         eprintln!("batching: {e}");
         std::process::exit(1);

@@ -39,7 +39,7 @@ struct Subscriber<P: Provider> {
     acks: SendWindow,
 }
 
-fn run<P: Provider>(mut p: P, msgs: u64, subs: usize, opts: &ConnectOpts) -> Result<()> {
+fn run<P: Provider>(p: &mut P, msgs: u64, subs: usize, opts: &ConnectOpts) -> Result<()> {
     let pd = p.alloc_pd()?;
     let mut src = p.alloc_buf(&pd, RING as usize * MSG, Access::LOCAL_WRITE, Pages::Normal)?;
     let mut pub_cfg = QpConfig::new(QpType::Rc);
@@ -56,7 +56,7 @@ fn run<P: Provider>(mut p: P, msgs: u64, subs: usize, opts: &ConnectOpts) -> Res
         let mut cq = p.create_cq(RING + 8)?;
         let mut qp = p.create_qp(&pd, &mut pub_cq, None, None, &pub_cfg)?;
         let mut sub_qp = p.create_qp(&pd, &mut cq, None, None, &sub_cfg)?;
-        connect_pair(&mut p, &mut qp, &mut sub_qp, opts)?;
+        connect_pair(p, &mut qp, &mut sub_qp, opts)?;
         let ring = p.alloc_buf(&pd, RING as usize * MSG, Access::ALL, Pages::Normal)?;
         // The subscriber's window, as the endpoint message would carry it between processes.
         let window = ring.remote(0, ring.len())?;
@@ -127,7 +127,7 @@ fn run<P: Provider>(mut p: P, msgs: u64, subs: usize, opts: &ConnectOpts) -> Res
         // the publisher's credit or send completions.
         if let Some(n) = batches.pop_front() {
             missing.fill(n);
-            wait_each(&mut p, &mut sub_cqs, &mut missing, STALL, |k, c| {
+            wait_each(p, &mut sub_cqs, &mut missing, STALL, |k, c| {
                 c.check()?;
                 let s = &mut subscribers[k];
                 if !c.opcode.is_recv() {
@@ -170,7 +170,7 @@ fn run<P: Provider>(mut p: P, msgs: u64, subs: usize, opts: &ConnectOpts) -> Res
             break;
         } else {
             // Blocked on credit or send room: wait for the publisher's CQ.
-            wait_each(&mut p, &mut [&mut pub_cq], &mut [1], STALL, |_, c| {
+            wait_each(p, &mut [&mut pub_cq], &mut [1], STALL, |_, c| {
                 on_publisher(c, &mut windows, &mut writers, &mut credits).map(|()| 1)
             })?;
         }
@@ -222,6 +222,24 @@ fn on_publisher(
     Ok(())
 }
 
+/// [`run`] on whichever provider [`run_chosen`] opens.
+struct Fanout {
+    msgs: u64,
+    subs: usize,
+    opts: ConnectOpts,
+}
+
+impl Job for Fanout {
+    type Out = ();
+    fn run<P: Provider>(&mut self, p: &mut P) -> Result<()>
+    where
+        P::Qp: Send,
+        P::Cq: Send,
+    {
+        run(p, self.msgs, self.subs, &self.opts)
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut msgs, mut subs, mut dev) = (100_000u64, 4usize, None);
@@ -238,13 +256,12 @@ fn main() {
         }
     }
     let (msgs, subs) = (msgs.max(1), subs.clamp(1, 64));
-    let r = match dev {
-        None => run(SimDevice::new(), msgs, subs, &opts),
-        Some(d) => match Mlx5Device::open(&d) {
-            Ok(p) => run(p, msgs, subs, &opts),
-            Err(_) => VerbsDevice::open(&d).and_then(|p| run(p, msgs, subs, &opts)),
-        },
-    };
+    // The library's rule: no device, the sim; an mlx5 NIC, the direct provider; else verbs.
+    let r = run_chosen(
+        Choice::Auto,
+        dev.as_deref(),
+        &mut Fanout { msgs, subs, opts },
+    );
     if let Err(e) = r {
         eprintln!("fanout: {e}");
         std::process::exit(1);

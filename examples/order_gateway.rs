@@ -149,11 +149,10 @@ fn percentiles(mut ns: Vec<u64>) {
     );
 }
 
-fn on_sim(rounds: usize) -> Result<()> {
-    let mut p = SimDevice::new();
+fn on_sim<P: Provider>(p: &mut P, rounds: usize) -> Result<()> {
     let pd = p.alloc_pd()?;
-    let mut a = side(&mut p, &pd)?;
-    let mut b = side(&mut p, &pd)?;
+    let mut a = side(p, &pd)?;
+    let mut b = side(p, &pd)?;
     let opts = ConnectOpts::default();
     let (ea, eb) = (
         p.endpoint(a.pair.qp(), &opts)?,
@@ -176,31 +175,31 @@ fn on_sim(rounds: usize) -> Result<()> {
             // b's previous echo is waited for only now, after a's next batch landed: the
             // order a server process meets when an ACK comes late. The receives polled
             // meanwhile stay counted for the next wait.
-            wait(&mut p, &mut b, 0, BATCH)?;
+            wait(p, &mut b, 0, BATCH)?;
         }
-        wait(&mut p, &mut b, BATCH, 0)?;
+        wait(p, &mut b, BATCH, 0)?;
         post_receives(&mut b, BATCH)?;
         send_batch(&mut b, ring_a, seq)?;
-        wait(&mut p, &mut a, BATCH, BATCH)?;
+        wait(p, &mut a, BATCH, BATCH)?;
         rtts.push(t.elapsed().as_nanos() as u64);
         check_batch(&b, seq)?;
         check_batch(&a, seq)?;
         post_receives(&mut a, BATCH)?;
     }
-    wait(&mut p, &mut b, 0, BATCH)?;
+    wait(p, &mut b, 0, BATCH)?;
     percentiles(rtts);
     Ok(())
 }
 
 fn on_device<P: Provider>(
-    mut p: P,
+    p: &mut P,
     host: Option<&str>,
     port: u16,
     rounds: usize,
     gid: u8,
 ) -> Result<()> {
     let pd = p.alloc_pd()?;
-    let mut s = side(&mut p, &pd)?;
+    let mut s = side(p, &pd)?;
     let share = Some(s.buf.remote(RING * ORDER, RING * ORDER)?);
     let opts = ConnectOpts {
         gid_index: gid,
@@ -208,11 +207,11 @@ fn on_device<P: Provider>(
     };
     let timeout = Duration::from_secs(30);
     let mut conn = match host {
-        Some(h) => connect_qp_client(&mut p, s.pair.qp_mut(), (h, port), &opts, share, timeout)?,
+        Some(h) => connect_qp_client(p, s.pair.qp_mut(), (h, port), &opts, share, timeout)?,
         None => {
             let l = std::net::TcpListener::bind(("0.0.0.0", port))
                 .map_err(|e| Error::io("bind", &e))?;
-            connect_qp_server(&mut p, s.pair.qp_mut(), &l, &opts, share, timeout)?
+            connect_qp_server(p, s.pair.qp_mut(), &l, &opts, share, timeout)?
         }
     };
     let peer = conn.remote_mr().ok_or(Error::Protocol {
@@ -229,14 +228,14 @@ fn on_device<P: Provider>(
         if host.is_some() {
             let t = Instant::now();
             send_batch(&mut s, peer, seq)?;
-            wait(&mut p, &mut s, BATCH, BATCH)?;
+            wait(p, &mut s, BATCH, BATCH)?;
             rtts.push(t.elapsed().as_nanos() as u64);
             check_batch(&s, seq)?;
         } else {
-            wait(&mut p, &mut s, BATCH, 0)?;
+            wait(p, &mut s, BATCH, 0)?;
             check_batch(&s, seq)?;
             send_batch(&mut s, peer, seq)?;
-            wait(&mut p, &mut s, 0, BATCH)?;
+            wait(p, &mut s, 0, BATCH)?;
         }
         post_receives(&mut s, BATCH)?;
     }
@@ -245,6 +244,29 @@ fn on_device<P: Provider>(
         percentiles(rtts);
     }
     Ok(())
+}
+
+/// The run on whichever provider [`run_chosen`] opens: both ends here on the sim, one end
+/// of two processes on a device.
+struct Gateway {
+    host: Option<String>,
+    port: u16,
+    rounds: usize,
+    gid: u8,
+}
+
+impl Job for Gateway {
+    type Out = ();
+    fn run<P: Provider>(&mut self, p: &mut P) -> Result<()>
+    where
+        P::Qp: Send,
+        P::Cq: Send,
+    {
+        match p.kind() {
+            ProviderKind::Sim => on_sim(p, self.rounds),
+            _ => on_device(p, self.host.as_deref(), self.port, self.rounds, self.gid),
+        }
+    }
 }
 
 fn main() {
@@ -260,14 +282,14 @@ fn main() {
             h => host = Some(h.to_string()),
         }
     }
-    let r = match dev {
-        None => on_sim(rounds.max(1)),
-        Some(d) => match Mlx5Device::open(&d) {
-            Ok(p) => on_device(p, host.as_deref(), port, rounds.max(1), gid),
-            Err(_) => VerbsDevice::open(&d)
-                .and_then(|p| on_device(p, host.as_deref(), port, rounds.max(1), gid)),
-        },
+    let mut job = Gateway {
+        host,
+        port,
+        rounds: rounds.max(1),
+        gid,
     };
+    // The library's rule: no device, the sim; an mlx5 NIC, the direct provider; else verbs.
+    let r = run_chosen(Choice::Auto, dev.as_deref(), &mut job);
     if let Err(e) = r {
         eprintln!("order_gateway: {e}");
         std::process::exit(1);

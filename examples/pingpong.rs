@@ -100,11 +100,10 @@ fn report(mut ns: Vec<u64>) {
     );
 }
 
-fn on_sim(iters: usize) -> Result<()> {
-    let mut p = SimDevice::new();
+fn on_sim<P: Provider>(p: &mut P, iters: usize) -> Result<()> {
     let pd = p.alloc_pd()?;
-    let mut a = side(&mut p, &pd)?;
-    let mut b = side(&mut p, &pd)?;
+    let mut a = side(p, &pd)?;
+    let mut b = side(p, &pd)?;
     let opts = ConnectOpts::default();
     let (ea, eb) = (p.endpoint(&a.qp, &opts)?, p.endpoint(&b.qp, &opts)?);
     p.connect(&mut a.qp, &ea, &eb, &opts)?;
@@ -115,33 +114,33 @@ fn on_sim(iters: usize) -> Result<()> {
     for _ in 0..iters {
         let t = std::time::Instant::now();
         send(&mut a)?;
-        wait(&mut p, &mut b, 1, 0)?;
+        wait(p, &mut b, 1, 0)?;
         send(&mut b)?;
-        wait(&mut p, &mut a, 1, 0)?;
+        wait(p, &mut a, 1, 0)?;
         rtts.push(t.elapsed().as_nanos() as u64);
-        wait(&mut p, &mut a, 0, 1)?;
-        wait(&mut p, &mut b, 0, 1)?;
+        wait(p, &mut a, 0, 1)?;
+        wait(p, &mut b, 0, 1)?;
     }
     report(rtts);
     Ok(())
 }
 
 fn on_device<P: Provider>(
-    mut p: P,
+    p: &mut P,
     host: Option<&str>,
     port: u16,
     opts: &ConnectOpts,
     iters: usize,
 ) -> Result<()> {
     let pd = p.alloc_pd()?;
-    let mut s = side(&mut p, &pd)?;
+    let mut s = side(p, &pd)?;
     let timeout = Duration::from_secs(30);
     let mut conn = match host {
-        Some(h) => connect_qp_client(&mut p, &mut s.qp, (h, port), opts, None, timeout)?,
+        Some(h) => connect_qp_client(p, &mut s.qp, (h, port), opts, None, timeout)?,
         None => {
             let l = std::net::TcpListener::bind(("0.0.0.0", port))
                 .map_err(|e| Error::io("bind", &e))?;
-            connect_qp_server(&mut p, &mut s.qp, &l, opts, None, timeout)?
+            connect_qp_server(p, &mut s.qp, &l, opts, None, timeout)?
         }
     };
     // A receive needs a QP past RESET (verbs refuses it before INIT): post it once connected,
@@ -153,13 +152,13 @@ fn on_device<P: Provider>(
         if host.is_some() {
             let t = std::time::Instant::now();
             send(&mut s)?;
-            wait(&mut p, &mut s, 1, 0)?;
+            wait(p, &mut s, 1, 0)?;
             rtts.push(t.elapsed().as_nanos() as u64);
-            wait(&mut p, &mut s, 0, 1)?;
+            wait(p, &mut s, 0, 1)?;
         } else {
-            wait(&mut p, &mut s, 1, 0)?;
+            wait(p, &mut s, 1, 0)?;
             send(&mut s)?;
-            wait(&mut p, &mut s, 0, 1)?;
+            wait(p, &mut s, 0, 1)?;
         }
     }
     conn.sync(timeout)?;
@@ -167,6 +166,29 @@ fn on_device<P: Provider>(
         report(rtts);
     }
     Ok(())
+}
+
+/// The run on whichever provider [`run_chosen`] opens: both ends here on the sim, one end
+/// of two processes on a device.
+struct PingPong {
+    host: Option<String>,
+    port: u16,
+    opts: ConnectOpts,
+    iters: usize,
+}
+
+impl Job for PingPong {
+    type Out = ();
+    fn run<P: Provider>(&mut self, p: &mut P) -> Result<()>
+    where
+        P::Qp: Send,
+        P::Cq: Send,
+    {
+        match p.kind() {
+            ProviderKind::Sim => on_sim(p, self.iters),
+            _ => on_device(p, self.host.as_deref(), self.port, &self.opts, self.iters),
+        }
+    }
 }
 
 fn main() {
@@ -185,14 +207,14 @@ fn main() {
         }
     }
     let iters = iters.max(1);
-    let r = match dev {
-        None => on_sim(iters),
-        Some(d) => match Mlx5Device::open(&d) {
-            Ok(p) => on_device(p, host.as_deref(), port, &opts, iters),
-            Err(_) => VerbsDevice::open(&d)
-                .and_then(|p| on_device(p, host.as_deref(), port, &opts, iters)),
-        },
+    let mut job = PingPong {
+        host,
+        port,
+        opts,
+        iters,
     };
+    // The library's rule: no device, the sim; an mlx5 NIC, the direct provider; else verbs.
+    let r = run_chosen(Choice::Auto, dev.as_deref(), &mut job);
     if let Err(e) = r {
         eprintln!("pingpong: {e}");
         std::process::exit(1);

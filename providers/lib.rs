@@ -19,7 +19,9 @@
 //! Dispatch is static: code is generic over [`Provider`] and the queue traits. [`flow`] holds
 //! the glue of a message loop built on those traits (send windows, receive replenishers, ring
 //! slots and credits, waits over several CQs, `connect_pair`), and [`helpers`] the busy-poll
-//! with a stall deadline, the drain before teardown and thread pinning. [`pair`] is a QP
+//! with a stall deadline, the drain before teardown and thread pinning. [`choice`] is the
+//! rule that picks a provider for a device (mlx5 hardware, any other verbs device, or none:
+//! the sim) and opens it. [`pair`] is a QP
 //! owned together with the CQ it alone completes into ([`Provider::own_pair`]), the layout
 //! whose poll the mlx5 provider shortens.
 //!
@@ -82,6 +84,7 @@ use rdma_direct_core::{barrier, clock, endpoint, error, ffi, mmio, types, wire};
 use rdma_direct_core::{Error, Result};
 
 pub mod buffer;
+pub mod choice;
 pub mod connect;
 pub(crate) mod cq_room;
 pub mod flow;
@@ -161,8 +164,14 @@ pub trait SendQueue {
     fn post<'a>(&mut self, wr: SendWr<'a, Self::Ah>) -> Result<(), Rejected<SendWr<'a, Self::Ah>>>;
     /// Publish everything staged with one doorbell. Ringing with nothing staged does nothing.
     /// Only the verbs provider can refuse a doorbell (`ibv_post_send` returning an errno):
-    /// use [`SendQueue::try_ring`] (or `post_and_ring`, `post_list`) there to get the refusal
-    /// at the call; after a bare `ring` it waits in [`SendQueue::take_ring_error`].
+    /// [`SendQueue::try_ring`] (or `post_and_ring`, `post_list`) returns the refusal at the
+    /// call. A bare `ring` cannot; its refusal stays in band all the same, reported once by
+    /// the first of: the queue's next `post` (the request handed back, unposted, with the
+    /// refusal as [`PostError::Device`]), `post_list` (index 0), `try_ring`,
+    /// [`SendQueue::take_ring_error`], or an empty poll of the send CQ (a completion flagged
+    /// [`WcFlags::REFUSED`](crate::WcFlags::REFUSED), [`Completion::refusal`] the error): a
+    /// loop that rings and then waits for a completion sees it there instead of waiting for
+    /// requests that never reached the device. mlx5 and the sim never refuse.
     fn ring(&mut self);
     /// [`SendQueue::ring`], and the device's refusal, if any, returned at once: the
     /// [`RingError`] names the verb, the errno, what to do, and which requests were taken back
@@ -217,9 +226,10 @@ pub trait SendQueue {
         }
         list_outcome(wrs, stop, self.try_ring())
     }
-    /// The error of the last bare [`SendQueue::ring`] the device refused, if any (cleared by
-    /// this call). Only the verbs provider can refuse a doorbell; mlx5 and the sim always
-    /// return `None`. [`SendQueue::try_ring`] returns it at the call instead.
+    /// The error of the last bare [`SendQueue::ring`] the device refused, if no other call
+    /// reported it yet (see `ring`; cleared by this call). Only the verbs provider can refuse
+    /// a doorbell; mlx5 and the sim always return `None`. [`SendQueue::try_ring`] returns it
+    /// at the call instead.
     fn take_ring_error(&mut self) -> Option<RingError> {
         None
     }
@@ -233,7 +243,10 @@ pub trait SendQueue {
 pub trait RecvQueue {
     /// Stage one receive. It is not visible to the device until [`RecvQueue::ring`].
     fn post_recv<'a>(&mut self, wr: RecvWr<'a>) -> Result<(), Rejected<RecvWr<'a>>>;
-    /// Publish everything staged.
+    /// Publish everything staged. A refusal (verbs: `ibv_post_recv`, `ibv_post_srq_recv`)
+    /// is reported as [`SendQueue::ring`] says: by the next `post_recv`, `post_recv_list`,
+    /// `try_ring`, `take_ring_error`, or (an RQ of its own, not an SRQ) an empty poll of the
+    /// receive CQ as a completion flagged `REFUSED` with opcode `Recv`.
     fn ring(&mut self);
     /// As [`SendQueue::try_ring`] (`ibv_post_recv` on the verbs provider).
     #[inline(always)]
@@ -439,7 +452,8 @@ pub trait Provider {
         let _ = cqe;
         Err(crate::Error::Unsupported {
             what: format!(
-                "{}: no completion timestamps (EOPNOTSUPP); run without --hw-ts",
+                "{}: no completion timestamps (EOPNOTSUPP); create the CQ with create_cq \
+                 (no timestamps) instead",
                 self.kind()
             ),
         })
@@ -477,6 +491,12 @@ pub trait Provider {
         remote: &QpEndpoint,
         opts: &ConnectOpts,
     ) -> crate::Result<Self::Ah>;
+    /// The next asynchronous event of the device, if one is pending (never blocks), as the
+    /// link helper reads it: see [`recover::LinkEvent`] for what each provider raises and
+    /// what a call costs. The default (a provider without an event stream): `None`.
+    fn link_event(&mut self) -> crate::Result<Option<recover::LinkEvent>> {
+        Ok(None)
+    }
     /// Give the device a chance to run: the sim in deterministic mode runs until idle (every
     /// request posted so far executes); the sim with its device thread and real devices do
     /// nothing. See "Choosing a mode" in the sim's module doc.

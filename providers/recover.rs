@@ -34,7 +34,9 @@
 //!    (a separate receive CQ) or, on a CQ both share, by its wr_id
 //!    ([`RecvReplenisher::owns`]: give it an id base above the send ids); only `wr_id`,
 //!    `qp_num` and `vendor_err` of an error completion are meaningful, so nothing else is
-//!    read. Completions of other QPs on a shared CQ are handed on, not counted;
+//!    read. Completions of other QPs on a shared CQ are handed on, not counted, and so is a
+//!    refused doorbell's notice (`WcFlags::REFUSED`, verbs only: its requests were never
+//!    posted, the application takes them back from its window as the error says);
 //! 3. records, in the order they completed (RC completes a queue in post order), the wr_ids
 //!    of the sends that did **not** complete successfully ([`Recovery::failed`]): the one
 //!    that failed and those flushed after it. Unsignaled sends an error completion covers
@@ -61,8 +63,16 @@
 //! **[`RcLink`]** bundles the common shape: one RC QP whose sends and receives complete on
 //! one CQ of its own, its window (one slot below the QP's depth, for the marker), the
 //! receives kept posted (tagged with an id base) and the recovery. [`RcLink::take`] books a
-//! completion the application polled, [`RcLink::drain_polled`] is [`Recovery::drain_polled`]
-//! on the link; a link that goes on with new QPs makes a new `RcLink` per connection.
+//! completion the application polled. After a fault the link goes on one of two ways, the
+//! application's choice: **the same QP** ([`RcLink::recover`]: drain, then the QP from ERR
+//! through RESET → INIT → RTR → RTS towards the peer's new endpoint, then the receives posted
+//! again; the QPN, CQ and buffers stay) or **new QPs** ([`RcLink::drain_polled`]: drain only,
+//! the old link kept until a new `RcLink` is connected, then dropped).
+//!
+//! **Asynchronous events** ([`LinkEvent`], read with [`Provider::link_event`]) are the third
+//! source of faults: a QP the device failed on its own, a CQ in error, a port down, a dead
+//! device. The application reads them (they are device-wide: one reader for all its links)
+//! and asks each link [`RcLink::failed_by`]; a link failed so recovers with nothing polled.
 //!
 //! A drain that sees nothing for `stall` (a device that never flushes) is an
 //! error naming what is still outstanding; the QP stays in ERR and the helpers unchanged.
@@ -73,8 +83,110 @@ use crate::error::{Error, Result};
 use crate::flow::{RecvReplenisher, SendWindow};
 use crate::{
     Completion, CompletionQueue, Provider, QpConfig, QpState, QpType, QueuePair, SendQueue, SendWr,
-    WcStatus,
+    WcFlags, WcStatus,
 };
+
+/// An asynchronous event as the link helper reads it ([`Provider::link_event`]): the third
+/// way a link learns of a fault, beside an error completion and an unanswered [`probe`].
+///
+/// Per provider: **the sim** raises `QpFatal` when a QP fails on its own
+/// (`SimDevice::fail_qp`, the QPs of a CQ that overran), `CqFailed` on the overrun (the
+/// QPs' `QpFailed` follow), and what `SimDevice::raise_event` plants (port changes, a dead
+/// device). **verbs and mlx5** read the context's asynchronous event fd, one non-blocking
+/// read (a system call) per call, and apply the event as `check_async` does (a failed CQ
+/// fails its QPs, a failed QP says ERR) before returning it: call it from the control path
+/// or an idle loop, or when the fd (`Context::async_fd`) is readable, never per poll. rxe
+/// raises `COMM_EST` and `QP_FATAL`-class events; a link whose peer vanished raises nothing
+/// (only its requests' `RETRY_EXC_ERR` tells). A provider without an event stream returns
+/// `None` always.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// A QP went to ERR on its own (`QP_FATAL`, `QP_REQ_ERR`, `QP_ACCESS_ERR`; `what` the
+    /// event's name): every request still outstanding on it is flushed.
+    QpFailed {
+        /// The QP.
+        qpn: u32,
+        /// `QP_FATAL`, `QP_REQ_ERR` or `QP_ACCESS_ERR`.
+        what: &'static str,
+    },
+    /// A CQ went into error (an overrun, a device fault): completions were lost; its QPs are
+    /// in ERR (their `state()` says so) and the CQ must be destroyed with them.
+    CqFailed,
+    /// A port went down (`PORT_ERR`): links through it end in `RETRY_EXC_ERR` once their
+    /// retries run out; this says so first.
+    PortDown {
+        /// The port.
+        port: u8,
+    },
+    /// A port came up (`PORT_ACTIVE`): a time to reconnect.
+    PortUp {
+        /// The port.
+        port: u8,
+    },
+    /// The first packet arrived on a QP in RTR (`COMM_EST`); not a fault.
+    Established {
+        /// The QP.
+        qpn: u32,
+    },
+    /// The device is dead (`DEVICE_FATAL`): every link on it fails.
+    DeviceFatal,
+    /// Anything else (SRQ limit, GID change, last WQE reached, ...; its name): not a link
+    /// fault.
+    Other(&'static str),
+}
+
+impl LinkEvent {
+    /// The event as read from a verbs context's async fd.
+    pub fn from_verbs(ev: &rdma_direct_core::verbs::AsyncEvent) -> LinkEvent {
+        use rdma_direct_core::verbs::{AsyncElement as E, AsyncEventKind as K};
+        let qpn = match ev.element {
+            E::Qp { qpn, .. } => qpn,
+            _ => 0,
+        };
+        let port = match ev.element {
+            E::Port(p) => p.clamp(0, 255) as u8,
+            _ => 0,
+        };
+        match ev.kind {
+            K::QpFatal => LinkEvent::QpFailed {
+                qpn,
+                what: "QP_FATAL",
+            },
+            K::QpReqErr => LinkEvent::QpFailed {
+                qpn,
+                what: "QP_REQ_ERR",
+            },
+            K::QpAccessErr => LinkEvent::QpFailed {
+                qpn,
+                what: "QP_ACCESS_ERR",
+            },
+            K::CqErr => LinkEvent::CqFailed,
+            K::PortErr => LinkEvent::PortDown { port },
+            K::PortActive => LinkEvent::PortUp { port },
+            K::CommEst => LinkEvent::Established { qpn },
+            K::DeviceFatal => LinkEvent::DeviceFatal,
+            K::SqDrained => LinkEvent::Other("SQ_DRAINED"),
+            K::SrqErr => LinkEvent::Other("SRQ_ERR"),
+            K::SrqLimitReached => LinkEvent::Other("SRQ_LIMIT_REACHED"),
+            K::QpLastWqeReached => LinkEvent::Other("QP_LAST_WQE_REACHED"),
+            K::GidChange => LinkEvent::Other("GID_CHANGE"),
+            K::Other(_) => LinkEvent::Other("unknown event"),
+        }
+    }
+
+    /// True when the event fails the link of QP `qpn` (in state `state` now): its own
+    /// `QpFailed`, a `CqFailed` that left it in ERR, a port down, a dead device. Then recover
+    /// it as after an error completion, with nothing polled ([`RcLink::recover`] or
+    /// [`RcLink::drain_polled`] with `&[]`).
+    pub fn fails(&self, qpn: u32, state: QpState) -> bool {
+        match *self {
+            LinkEvent::QpFailed { qpn: q, .. } => q == qpn,
+            LinkEvent::CqFailed => state == QpState::Err,
+            LinkEvent::PortDown { .. } | LinkEvent::DeviceFatal => true,
+            _ => false,
+        }
+    }
+}
 
 /// The wr_id of the recovery's marker (step 1 of the module doc); the application's own send
 /// ids must not use it.
@@ -282,7 +394,9 @@ impl Recovery {
             recvs_outstanding: recvs.as_ref().map_or(0, |x| u64::from(x.posted())),
             ..Report::default()
         };
-        for c in polled.iter().filter(|c| c.qp_num == qpn) {
+        // A refused doorbell's notice ends no request (its requests were never posted).
+        let refused = |c: &Completion| c.flags.contains(WcFlags::REFUSED);
+        for c in polled.iter().filter(|c| c.qp_num == qpn && !refused(c)) {
             let is_recv = match recvs.as_deref_mut() {
                 Some(x) if x.owns(c.wr_id) => {
                     x.consumed(c);
@@ -315,7 +429,7 @@ impl Recovery {
                 seen += n;
                 for c in &wc[..n] {
                     each(c);
-                    if c.qp_num != qpn {
+                    if c.qp_num != qpn || refused(c) {
                         continue;
                     }
                     let is_recv = recv_cq || recvs.as_ref().is_some_and(|x| x.owns(c.wr_id));
@@ -436,6 +550,11 @@ impl<P: Provider> RcLink<P> {
         })
     }
 
+    /// True when `ev` (from [`Provider::link_event`]) fails this link ([`LinkEvent::fails`]).
+    pub fn failed_by(&self, ev: &LinkEvent) -> bool {
+        ev.fails(self.qp.qpn(), self.qp.state())
+    }
+
     /// Books a successful completion the application polled: a receive's slot to post again
     /// (told by its wr_id), or the sends it retires. True for a receive. A failed one goes
     /// to [`RcLink::drain_polled`] instead.
@@ -461,5 +580,26 @@ impl<P: Provider> RcLink<P> {
         };
         self.rec
             .drain_polled(p, &mut self.qp, &mut q, polled, |_| {})
+    }
+
+    /// A fault on this link recovered on the **same QP**: [`RcLink::drain_polled`], then
+    /// `reconnect(p, qp)` (the endpoint exchange with the peer, then [`Provider::connect`],
+    /// which takes the QP from ERR through RESET → INIT → RTR → RTS towards the peer's new
+    /// endpoint: a restarted peer's new QP, or the old one reconnected), then the receives
+    /// posted again. The link keeps its QPN, CQ and helpers; the report's `elapsed` covers
+    /// the drain and the reconnect. A failed reconnect leaves the QP in whatever state it
+    /// reached (ERR or RESET on the way) with nothing outstanding: call `recover` again with
+    /// `polled` empty, or go on with a new link ([`RcLink::drain_polled`] and a new
+    /// `RcLink`, the other way the module doc names).
+    pub fn recover<F>(&mut self, p: &mut P, polled: &[Completion], reconnect: F) -> Result<Report>
+    where
+        F: FnOnce(&mut P, &mut P::Qp) -> Result<()>,
+    {
+        let t0 = Instant::now();
+        let mut r = self.drain_polled(p, polled)?;
+        reconnect(p, &mut self.qp)?;
+        self.recvs.fill(self.qp.rq())?;
+        r.elapsed = t0.elapsed();
+        Ok(r)
     }
 }

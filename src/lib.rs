@@ -17,6 +17,9 @@
 //! | diagnostics | [`doctor`] | the troubleshooting order (link, MTU, caps, memlock, NUMA/affinity, PCIe) as checks returning findings | none |
 //! | host noise | [`noise`], [`doctor::latency`] | spinning threads that measure how often and how long each CPU is taken away, with what the kernel counted meanwhile; the tuning checks for the polling core | `sched_setaffinity` only |
 //! | measurement | [`perf`] | perftest-style latency / bandwidth runs over any provider, returning perftest's statistics | none |
+//! | reports | [`report`] | result files (perftest's too), JSON, perftest's tables, SVG charts: text and values, never printed | none |
+//! | first light | [`selftest`] | the ladder of small real operations to run first on a new device, each rung's expectation and outcome returned | none |
+//! | hot-path benches | [`bench`](mod@bench) | the mlx5 post/poll cost on plain memory and the doorbell-batching sweep with its PCIe counts | none |
 //! | fixture tests | [`scenario`] | `.scn` transfer scenarios parsed and run on any provider, every mismatch with its file line | registers the runner's own buffers |
 //!
 //! [`prelude`] holds the names an embedding program needs (devices, provider traits, work
@@ -28,8 +31,10 @@
 //! The default build is the whole tool. `default-features = false` builds the data plane
 //! alone (wire, types, ffi, the control path, the `mlx5` and `verbs` providers, the endpoint
 //! exchange); `sim` adds the software device, `perf` the measurement runs, `doctor` the
-//! checks, `scenario` the fixture-scenario runner, and `cli` (the default) all four plus the
-//! `rdma-direct` binary. The guide below
+//! checks, `scenario` the fixture-scenario runner, `report` the result files, tables and
+//! charts (with `perf`), `selftest` the first-light ladder (with the sim), `bench` the
+//! hot-path measurements (with the plain-memory rig), and `cli` (the default) all of these
+//! plus the `rdma-direct` binary. The guide below
 //! runs on the sim.
 //!
 //! ## Guide
@@ -146,6 +151,35 @@
 //! }
 //! ```
 //!
+//! **The QP state machine from ERR.** A QP in ERR accepts no post (refused with
+//! `PostError::BadState`) and completes everything still outstanding as `WR_FLUSH_ERR`. It
+//! leaves ERR only to RESET (the provider's `connect` does it first; on rxe only once every
+//! request has ended, which the drain ensures), then INIT (port, access), RTR (the peer's
+//! QPN, PSN, path, MTU) and RTS (its own PSN, `timeout`, `retry_cnt`, `rnr_retry`); the
+//! peer walks its own QP the same way towards this one's new endpoint (a fresh PSN each
+//! time). A link goes on either on **the same QP** ([`RcLink::recover`](prelude::RcLink::recover),
+//! or [`Recovery::recover`](prelude::Recovery::recover) as above: the QPN, CQ and buffers
+//! stay) or on **new QPs** ([`RcLink::drain_polled`](prelude::RcLink::drain_polled) on the old
+//! link, then a new `RcLink` connected; the old one dropped).
+//!
+//! **What a fault looks like.** Everywhere: an error completion (the failed request's
+//! status, the rest `WR_FLUSH_ERR`), then posts refused with `BadState`. A peer that
+//! vanished: `RETRY_EXC_ERR` on the oldest outstanding request within the bound above (with
+//! nothing in flight, only a [`probe`](prelude::probe) finds it). Per provider:
+//! - **mlx5**: the CQE's syndrome in `vendor_err`; a QP or CQ the device failed on its own
+//!   also raises `QP_FATAL` / `CQ_ERR` on the context's async fd;
+//! - **verbs (rxe, any other device)**: a request libibverbs refuses (EINVAL, ENOMEM,
+//!   EOPNOTSUPP) is refused at the call: `post_and_ring`, `try_ring` and the lists return
+//!   it; after a bare `ring` the queue's next call or its CQ's next empty poll does (a
+//!   completion flagged `REFUSED`, see `SendQueue::ring`). rxe's async events: `QP_FATAL`
+//!   class, `CQ_ERR` on an overrun, `COMM_EST`; a vanished peer raises none;
+//! - **the sim**: as mlx5 (the same code), its faults on demand: a responder to ERR or
+//!   dropped, `fail_qp` / `fail_cq` (with their events), the seeded injector's error CQEs.
+//!
+//! The asynchronous events come through [`Provider::link_event`](providers::Provider::link_event)
+//! as [`LinkEvent`](prelude::LinkEvent)s; [`RcLink::failed_by`](prelude::RcLink::failed_by)
+//! says whether one fails a link, which then recovers with nothing polled.
+//!
 //! `examples/order_gateway.rs` is the same pattern as a measured round trip, on the sim or
 //! between two processes over a device; `examples/fanout.rs` writes into N peers' rings with
 //! the glue of [`providers::flow`] (send windows, receive replenishers, ring credits, a wait
@@ -161,7 +195,10 @@
         feature = "sim",
         feature = "perf",
         feature = "doctor",
-        feature = "scenario"
+        feature = "scenario",
+        feature = "report",
+        feature = "selftest",
+        feature = "bench"
     )),
     allow(rustdoc::broken_intra_doc_links)
 )]
@@ -170,6 +207,8 @@
 pub use rdma_direct_core::{barrier, clock, error, ffi, mmio, pcie, types, verbs, wire};
 pub use rdma_direct_providers as providers;
 
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod cm;
 #[cfg(feature = "doctor")]
 pub mod doctor;
@@ -178,8 +217,12 @@ pub mod noise;
 #[cfg(feature = "perf")]
 pub mod perf;
 pub mod prelude;
+#[cfg(feature = "report")]
+pub mod report;
 #[cfg(feature = "scenario")]
 pub mod scenario;
+#[cfg(feature = "selftest")]
+pub mod selftest;
 #[cfg(any(feature = "perf", feature = "doctor"))]
 mod tsc;
 

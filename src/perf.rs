@@ -318,7 +318,7 @@ impl<P: Provider> Run<'_, P> {
         let c = &self.cqe_ns;
         if c.contains(&0) {
             return Err(perr(
-                "--hw-ts: a send completion carried no timestamp (the CQ was not created for them)",
+                "hw_ts: a send completion carried no timestamp (the CQ was not created for them)",
             ));
         }
         for i in 0..n - 1 {

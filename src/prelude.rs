@@ -19,6 +19,9 @@
 //!   bounds-checked once, for the typed WRITE / READ / atomic constructors);
 //! - QP set-up: [`QpType`], [`QpCaps`], [`QpConfig`], [`QpState`], [`ConnectOpts`],
 //!   [`Access`], [`QpEndpoint`], [`Mtu`], [`ProviderKind`];
+//! - the provider for a device ([`crate::providers::choice`]): [`run_chosen`] opens the one
+//!   [`Choice`] asks for (the sim without a device, the direct mlx5 provider on an mlx5 NIC,
+//!   libibverbs otherwise) and runs a [`Job`] on it;
 //! - bring-up over TCP for any provider: [`connect_qp_server`], [`connect_qp_client`],
 //!   [`Connection`];
 //! - around the hot loop: [`poll_wait`] (busy-poll with a stall deadline), [`drain`],
@@ -31,7 +34,8 @@
 //! - after a fault ([`crate::providers::recover`]): [`Recovery`] (QP to ERR, every
 //!   outstanding request drained and accounted, the flow helpers reset, reconnected),
 //!   [`LinkQueues`], [`RcLink`] (an RC link in the common shape), [`RecoveryReport`],
-//!   [`probe`] (a liveness probe for an idle link);
+//!   [`probe`] (a liveness probe for an idle link), [`LinkEvent`] (an asynchronous event,
+//!   from `Provider::link_event`);
 //! - [`Error`] and [`Result`].
 //!
 //! A program written against the traits runs on every device. Two RC QPs on the software
@@ -70,6 +74,7 @@
 //! ```
 
 pub use crate::endpoint::{connect_qp_client, connect_qp_server, Connection};
+pub use crate::providers::choice::{run_chosen, Choice, Job};
 pub use crate::providers::flow::{
     connect_pair, poll_any, wait_each, RecvReplenisher, RingReader, RingWriter, SendWindow,
     SendWindows,
@@ -77,7 +82,7 @@ pub use crate::providers::flow::{
 pub use crate::providers::helpers::{drain, local_cpus, pin_current_thread, poll_wait};
 pub use crate::providers::mlx5::{Mlx5Dedicated, Mlx5Device};
 pub use crate::providers::recover::{
-    probe, LinkQueues, RcLink, Recovery, Report as RecoveryReport,
+    probe, LinkEvent, LinkQueues, RcLink, Recovery, Report as RecoveryReport,
 };
 #[cfg(feature = "sim")]
 pub use crate::providers::sim::{SimCq, SimDevice, SimQp};

@@ -363,6 +363,19 @@ fn bad_options_are_refused_with_a_reason() {
         (&["--bogus"][..], "unknown option"),
         (&["--pcie", "gen9x8"][..], "--pcie: PCIe link"),
         (&["--pcie", "gen3x8,mps=100"][..], "power of two"),
+        (&["--runs", "0"][..], "at least one run"),
+        (
+            &["-l", "16", "--window", "8"][..],
+            "at least the largest batch",
+        ),
+        (
+            &["-l", "1", "-Q", "16", "--window", "8"][..],
+            "signaling period",
+        ),
+        (
+            &["--provider", "sim", "--window", "512"][..],
+            "at most the send queue depth",
+        ),
     ] {
         let (code, _, err) = batching(args);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -516,5 +529,434 @@ fn explain_prints_a_fitted_per_completion_cost_with_an_interval() {
         assert_eq!(words.next(), Some("±"), "{line}");
         let h: f64 = words.next().unwrap().parse().expect("an interval");
         assert!(h >= 0.0, "{line}");
+    }
+}
+
+/// The numbers an array of the JSON holds.
+fn nums(v: Option<&Value>) -> Vec<f64> {
+    match v {
+        Some(Value::Arr(a)) => a.iter().map(|x| x.as_f64().expect("a number")).collect(),
+        other => panic!("not an array: {other:?}"),
+    }
+}
+
+/// `--runs 2 -r 3`: every point holds 6 raw samples, 2 run medians (each the median of its
+/// 3 samples, in the order taken), a bootstrap interval around the median, a spread from
+/// the run medians; the method names the pinned CPU (one this process may use) and the
+/// runs. Run on the sim and on plain memory with 64-byte inline WRITEs (2 WQEBBs each: the
+/// plain ring is sized in WQEBBs, not WQEs; it used to refuse them "queue full").
+fn runs_keep_raw_samples(provider: &str, extra: &[&str]) {
+    let d = scratch(&format!("runs-{provider}"));
+    let js = d.join("r.json");
+    let mut args = vec![
+        "--provider",
+        provider,
+        "-l",
+        "1,64",
+        "-m",
+        "db8",
+        "-Q",
+        "1",
+        "-r",
+        "3",
+        "-w",
+        "1",
+        "--runs",
+        "2",
+        "--json",
+    ];
+    args.push(js.to_str().unwrap());
+    args.extend_from_slice(extra);
+    let (code, out, err) = batching(&args);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("2 run(s) of 3 samples per point"), "{out}");
+    assert!(out.contains("run-spread"), "{out}");
+    let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+    let m = v.get("method").expect("method");
+    assert_eq!(m.get("runs").and_then(Value::as_u64), Some(2));
+    assert_eq!(m.get("reps_per_run").and_then(Value::as_u64), Some(3));
+    let cpu = m
+        .get("pinned_cpu")
+        .and_then(Value::as_u64)
+        .expect("pinned by default");
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let in_list = allowed.split(',').any(|r| match r.split_once('-') {
+        Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).contains(&cpu),
+        None => r.parse::<u64>().unwrap() == cpu,
+    });
+    assert!(in_list, "CPU {cpu} not in {allowed}");
+    let Some(Value::Arr(configs)) = v.get("configs") else {
+        panic!("no configs: {v:?}");
+    };
+    // The library's rule: the sorted sample at round((n - 1) / 2) (the upper middle of an
+    // even count).
+    let median = |s: &[f64]| {
+        let mut s = s.to_vec();
+        s.sort_by(|a, b| a.total_cmp(b));
+        s[((s.len() - 1) as f64 / 2.0).round() as usize]
+    };
+    let mut points = 0;
+    for c in configs {
+        let Some(Value::Arr(pts)) = c.get("points") else {
+            panic!("no points: {c:?}");
+        };
+        for p in pts {
+            points += 1;
+            assert_eq!(p.get("samples").and_then(Value::as_u64), Some(6), "{p:?}");
+            let raw = nums(p.get("raw_ns_per_wqe"));
+            assert_eq!(raw.len(), 6, "{p:?}");
+            let runs = nums(p.get("run_medians"));
+            assert_eq!(runs, vec![median(&raw[..3]), median(&raw[3..])], "{p:?}");
+            let spread = p.get("run_spread").and_then(Value::as_f64).unwrap();
+            let (lo, hi) = (runs[0].min(runs[1]), runs[0].max(runs[1]));
+            let want = hi / lo - 1.0;
+            assert!((spread - want).abs() < 1e-9, "{spread} vs {want}");
+            let ns = p.get("ns_per_wqe").unwrap();
+            let med = ns.get("median").and_then(Value::as_f64).unwrap();
+            assert_eq!(med, median(&raw), "{p:?}");
+            let ci = nums(ns.get("median_ci95"));
+            assert!(ci[0] <= med && med <= ci[1], "{ci:?} around {med}");
+            let (min, max) = (
+                raw.iter().copied().fold(f64::MAX, f64::min),
+                raw.iter().copied().fold(0.0, f64::max),
+            );
+            assert!(min <= ci[0] && ci[1] <= max, "{ci:?} within {min}..{max}");
+        }
+    }
+    assert_eq!(points, 2);
+}
+
+#[test]
+fn plain_runs_keep_raw_samples_and_inline_64_fits() {
+    runs_keep_raw_samples("plain", &["-p", "inline", "-s", "64", "-n", "1024"]);
+}
+
+#[test]
+fn sim_runs_keep_raw_samples_with_the_same_count() {
+    runs_keep_raw_samples("sim", &["-n", "128"]);
+}
+
+/// `--window W`: a steady pipeline on plain memory (the rig consumes the outstanding WQEs
+/// when the next batch would pass W) and on the sim; every point measured, the method says so.
+#[test]
+fn window_runs_a_steady_pipeline() {
+    for provider in ["plain", "sim"] {
+        let (code, out, err) = batching(&[
+            "--provider",
+            provider,
+            "-l",
+            "1,8",
+            "-m",
+            "db8",
+            "-Q",
+            "1,4",
+            "-r",
+            "3",
+            "-w",
+            "1",
+            "-n",
+            "256",
+            "--window",
+            "16",
+        ]);
+        assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+        assert!(
+            out.contains("steady pipeline, at most 16 WQEs outstanding"),
+            "{out}"
+        );
+        let rows = out
+            .lines()
+            .filter(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() >= 9 && ["1", "8"].contains(&f[0]) && f[2].parse::<f64>().is_ok()
+            })
+            .count();
+        assert_eq!(rows, 4, "{out}");
+    }
+}
+
+/// `--unpin`: the JSON says the thread was not pinned.
+#[test]
+fn unpin_is_recorded() {
+    let d = scratch("unpin");
+    let js = d.join("u.json");
+    let (code, out, err) = batching(&[
+        "-l",
+        "1",
+        "-m",
+        "db8",
+        "-Q",
+        "1",
+        "-r",
+        "2",
+        "-w",
+        "0",
+        "-n",
+        "64",
+        "--unpin",
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("not pinned"), "{out}");
+    let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+    assert_eq!(
+        v.get("method").unwrap().get("pinned_cpu"),
+        Some(&Value::Null)
+    );
+}
+
+/// `--latency`: one request at a time, batch 1, every request signaled, for both doorbell
+/// modes and both payloads. Per message by hand: the 8-byte doorbell is one 8-byte MMIO
+/// write and the NIC reads the WQE (1 read); BlueFlame is one 64-byte chunk and no WQE read;
+/// one CQE each; a gathered payload one payload read, an inline one none. The summary sets
+/// BlueFlame against the doorbell: one WQE read less per message.
+fn latency(provider: &str) {
+    let d = scratch(&format!("lat-{provider}"));
+    let js = d.join("l.json");
+    let (code, out, err) = batching(&[
+        "--provider",
+        provider,
+        "--latency",
+        "-l",
+        "1,8",
+        "-Q",
+        "16",
+        "-p",
+        "inline,sge",
+        "-r",
+        "3",
+        "-w",
+        "1",
+        "-n",
+        "64",
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("latency (one request at a time"), "{out}");
+    assert_eq!(
+        out.matches("bf-single - db8:").count(),
+        2,
+        "one comparison per payload: {out}"
+    );
+    assert!(
+        out.contains("BlueFlame moves -1 WQE read(s) per message"),
+        "{out}"
+    );
+    let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+    let Some(Value::Arr(configs)) = v.get("configs") else {
+        panic!("no configs: {v:?}");
+    };
+    assert_eq!(configs.len(), 4, "2 modes x 2 payloads: {configs:?}");
+    for c in configs {
+        assert_eq!(c.get("signal").and_then(Value::as_str), Some("1"));
+        let mode = c.get("mode").and_then(Value::as_str).unwrap();
+        let inline = c.get("payload").and_then(Value::as_str) == Some("inline");
+        let Some(Value::Arr(pts)) = c.get("points") else {
+            panic!("no points: {c:?}");
+        };
+        assert_eq!(pts.len(), 1, "batch 1 only: {pts:?}");
+        assert_eq!(pts[0].get("batch").and_then(Value::as_u64), Some(1));
+        let k = pts[0]
+            .get("pcie")
+            .and_then(|p| p.get("per_message"))
+            .expect("PCIe counts");
+        let f = |key: &str| k.get(key).and_then(Value::as_f64).unwrap();
+        let bf = mode == "bf-single";
+        assert_eq!(f("mmio_doorbell_8B"), if bf { 0.0 } else { 1.0 }, "{mode}");
+        assert_eq!(
+            f("mmio_blueflame_64B"),
+            if bf { 1.0 } else { 0.0 },
+            "{mode}"
+        );
+        assert_eq!(f("wqe_dma_reads"), if bf { 0.0 } else { 1.0 }, "{mode}");
+        assert_eq!(
+            f("payload_dma_reads"),
+            if inline { 0.0 } else { 1.0 },
+            "{mode}"
+        );
+        assert_eq!(f("cqe_dma_writes"), 1.0, "{mode}");
+    }
+}
+
+#[test]
+fn plain_latency_sets_blueflame_against_the_doorbell() {
+    latency("plain");
+}
+
+#[test]
+fn sim_latency_sets_blueflame_against_the_doorbell() {
+    latency("sim");
+}
+
+/// `--report DIR`: DIR holds the JSON (the same document `--json` writes), the SVG and a
+/// Markdown summary with its sections, one table per configuration with one row per batch,
+/// the fitted model and the caveat that plain memory is not hardware.
+#[test]
+fn report_writes_json_svg_and_a_summary() {
+    let d = scratch("report");
+    let dir = d.join("out");
+    let (code, out, err) = batching(&[
+        "-l",
+        "1,4",
+        "-m",
+        "db8",
+        "-Q",
+        "1,4",
+        "-r",
+        "3",
+        "-w",
+        "1",
+        "-n",
+        "64",
+        "--report",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("report: "), "{out}");
+    let v = parse(&std::fs::read_to_string(dir.join("batching.json")).unwrap()).expect("JSON");
+    assert_eq!(v.get("provider").and_then(Value::as_str), Some("plain"));
+    let svg = std::fs::read_to_string(dir.join("batching.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") || svg.starts_with("<?xml"),
+        "{svg:.80}"
+    );
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    for section in [
+        "## Setup",
+        "## Host",
+        "## Results",
+        "## Model",
+        "## Caveats",
+    ] {
+        assert!(md.contains(section), "{section}: {md}");
+    }
+    assert_eq!(md.matches("\n### db8, ").count(), 2, "{md}");
+    let rows = md
+        .lines()
+        .filter(|l| l.starts_with("| 1 |") || l.starts_with("| 4 |"))
+        .count();
+    assert_eq!(rows, 4, "{md}");
+    assert!(md.contains("Least-squares fit"), "{md}");
+    assert!(md.contains("not hardware"), "{md}");
+    // A report directory that cannot be made is refused before anything is measured.
+    let file = d.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let (code, out, err) = batching(&["--report", file.join("sub").to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("--report"), "{err}");
+    assert!(!out.contains("ns/WQE"), "{out}");
+}
+
+/// UD SEND and two QPs on the sim: one config per operation, and the CQEs the device wrote
+/// per request show that each QP signals by its own count. By hand, 256 requests per sample
+/// in batches of 1 or 4 alternating between 2 QPs: 128 per QP, signaled at its 100th and
+/// (always) its last: 2 per QP, 4 per sample = 4/256 CQEs per request (one QP would make 3:
+/// the 100th, 200th and 256th). WRITE points carry PCIe counts; UD SEND points do not (the
+/// rig's replay queue is RC).
+#[test]
+fn sim_runs_ud_send_and_two_qps() {
+    let d = scratch("ud");
+    let js = d.join("u.json");
+    let (code, out, err) = batching(&[
+        "--provider",
+        "sim",
+        "-o",
+        "write,ud-send",
+        "--qps",
+        "2",
+        "-l",
+        "1,4",
+        "-m",
+        "db8",
+        "-Q",
+        "100",
+        "-r",
+        "2",
+        "-w",
+        "1",
+        "-n",
+        "256",
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("RDMA WRITE, RC / SEND, UD, 2 QPs"), "{out}");
+    assert!(out.contains("| UD SEND inline 8 B |"), "{out}");
+    let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+    assert_eq!(v.get("qps").and_then(Value::as_u64), Some(2));
+    let Some(Value::Arr(configs)) = v.get("configs") else {
+        panic!("no configs: {v:?}");
+    };
+    let ops: Vec<&str> = configs
+        .iter()
+        .map(|c| c.get("op").and_then(Value::as_str).unwrap())
+        .collect();
+    assert_eq!(ops, ["write", "ud-send"]);
+    for c in configs {
+        let ud = c.get("op").and_then(Value::as_str) == Some("ud-send");
+        let Some(Value::Arr(pts)) = c.get("points") else {
+            panic!("no points: {c:?}");
+        };
+        assert_eq!(pts.len(), 2);
+        for p in pts {
+            let cqes = p.get("device_cqes_per_wqe").and_then(Value::as_f64);
+            assert_eq!(cqes, Some(4.0 / 256.0), "{p:?}");
+            assert_eq!(p.get("pcie").is_some(), !ud, "{p:?}");
+        }
+    }
+}
+
+/// A 4 KiB gathered WRITE on plain memory and the sim: the payload fetched and written per
+/// message is 4096 bytes, by hand.
+#[test]
+fn four_kib_payloads_run() {
+    for provider in ["plain", "sim"] {
+        let d = scratch(&format!("4k-{provider}"));
+        let js = d.join("k.json");
+        let (code, out, err) = batching(&[
+            "--provider",
+            provider,
+            "-p",
+            "sge",
+            "-s",
+            "4096",
+            "-l",
+            "1,64",
+            "-m",
+            "db8",
+            "-Q",
+            "1",
+            "-r",
+            "2",
+            "-w",
+            "1",
+            "-n",
+            "128",
+            "--json",
+            js.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+        let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+        let Some(Value::Arr(configs)) = v.get("configs") else {
+            panic!("no configs: {v:?}");
+        };
+        let Some(Value::Arr(pts)) = configs[0].get("points") else {
+            panic!("no points");
+        };
+        assert_eq!(pts.len(), 2);
+        for p in pts {
+            let k = p.get("pcie").and_then(|x| x.get("per_message")).unwrap();
+            let f = |key: &str| k.get(key).and_then(Value::as_f64).unwrap();
+            assert_eq!(f("payload_dma_read_bytes"), 4096.0, "{p:?}");
+            assert_eq!(f("responder_payload_bytes"), 4096.0, "{p:?}");
+        }
     }
 }

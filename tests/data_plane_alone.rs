@@ -1,6 +1,7 @@
 //! An embedder's build of the data plane alone: `default-features = false` compiles wire,
 //! types, ffi, the verbs control path, the mlx5 and verbs providers and the endpoint exchange,
-//! and nothing of the tools (the `sim`, `perf`, `doctor`, `scenario` and `cli` features).
+//! and nothing of the tools (the `sim`, `perf`, `doctor`, `scenario`, `report` and `cli`
+//! features).
 //!
 //! The test builds the library that way into its own target directory and reads the symbols
 //! the compiler emitted (`nm -C` on the facade's rlib and the floors' rlibs it was built on):
@@ -98,6 +99,7 @@ fn no_default_features_builds_the_data_plane_and_nothing_else() {
         "rdma_direct::perf::",
         "rdma_direct::doctor::",
         "rdma_direct::scenario::",
+        "rdma_direct::report::",
         "rdma_direct_providers::sim::",
     ] {
         let hits: Vec<&str> = syms

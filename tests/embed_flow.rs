@@ -3,6 +3,9 @@
 //! kept posted with one doorbell per poll, ring slots and credits for WRITE-into-the-peer's
 //! ring, several CQs waited on with one stall deadline, and `connect_pair`.
 
+mod common;
+
+use common::SimSide;
 use rdma_direct::prelude::*;
 use rdma_direct::providers::sim::{SimCq, SimPd, SimQp};
 use std::time::Duration;
@@ -10,25 +13,13 @@ use std::time::Duration;
 const STALL: Duration = Duration::from_secs(5);
 
 fn cfg(send: u32, recv: u32) -> QpConfig {
-    let mut c = QpConfig::new(QpType::Rc);
-    (c.caps.max_send_wr, c.caps.max_recv_wr) = (send, recv);
-    c
+    common::qp_cfg(QpType::Rc, send, recv)
 }
 
-/// Two connected QPs, each with its own CQ.
-fn pair(dev: &mut SimDevice, pd: &SimPd, depth: u32) -> ((SimQp, SimCq), (SimQp, SimCq)) {
-    let (mut ca, mut cb) = (
-        dev.create_cq(4 * depth).unwrap(),
-        dev.create_cq(4 * depth).unwrap(),
-    );
-    let mut a = dev
-        .create_qp(pd, &mut ca, None, None, &cfg(depth, depth))
-        .unwrap();
-    let mut b = dev
-        .create_qp(pd, &mut cb, None, None, &cfg(depth, depth))
-        .unwrap();
-    connect_pair(dev, &mut a, &mut b, &ConnectOpts::default()).unwrap();
-    ((a, ca), (b, cb))
+/// Two connected QPs of `depth` requests each way, each with its own CQ.
+fn pair(dev: &mut SimDevice, pd: &SimPd, depth: u32) -> (SimSide, SimSide) {
+    let opts = ConnectOpts::default();
+    common::sim_pair(dev, pd, 4 * depth, &cfg(depth, depth), &opts)
 }
 
 #[test]
@@ -396,7 +387,7 @@ fn wait_each_names_the_cq_still_owed_when_it_stalls() {
     let msg = e.to_string();
     assert!(
         msg.starts_with(
-            "wait_each: no completion for 0.05 s: CQ 1 of 2 still owes 2 (a receive not posted?"
+            "wait_each: no completion for 0.05 s while owed 2 by CQ 1 of 2 (a receive not posted?"
         ),
         "{msg}"
     );

@@ -1,29 +1,16 @@
 //! The embedding kit on the software device: errors that compose with `?`, the owned
 //! registered buffer and its remote views, the request constructors and batches.
 
+mod common;
+
+use common::SimSide;
 use rdma_direct::prelude::*;
-use rdma_direct::providers::sim::{SimCq, SimPd, SimQp};
+use rdma_direct::providers::sim::{SimPd, SimQp};
 
-type Side = (SimQp, SimCq);
-
-fn rc_pair(dev: &mut SimDevice, pd: &SimPd, cq_size: u32) -> (Side, Side) {
-    let mut cfg = QpConfig::new(QpType::Rc);
+fn rc_pair(dev: &mut SimDevice, pd: &SimPd, cq_size: u32) -> (SimSide, SimSide) {
     // Each CQ absorbs its QP's queues, half each.
-    (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (cq_size / 2, cq_size / 2);
-    let (mut ca, mut cb) = (
-        dev.create_cq(cq_size).unwrap(),
-        dev.create_cq(cq_size).unwrap(),
-    );
-    let mut a = dev.create_qp(pd, &mut ca, None, None, &cfg).unwrap();
-    let mut b = dev.create_qp(pd, &mut cb, None, None, &cfg).unwrap();
-    let opts = ConnectOpts::default();
-    let (ea, eb) = (
-        dev.endpoint(&a, &opts).unwrap(),
-        dev.endpoint(&b, &opts).unwrap(),
-    );
-    dev.connect(&mut a, &ea, &eb, &opts).unwrap();
-    dev.connect(&mut b, &eb, &ea, &opts).unwrap();
-    ((a, ca), (b, cb))
+    let cfg = common::qp_cfg(QpType::Rc, cq_size / 2, cq_size / 2);
+    common::sim_pair(dev, pd, cq_size, &cfg, &ConnectOpts::default())
 }
 
 #[test]
@@ -325,15 +312,30 @@ fn poll_helpers_drain_and_name_a_stall() {
     assert_eq!(ids, vec![0, 1, 2]);
     // Nothing will ever arrive on b's CQ: a stall is an error naming what is missing.
     let mut wc = [Completion::EMPTY; 4];
-    match poll_wait(&mut dev, &mut cb, &mut wc, Duration::from_millis(20)) {
-        Err(Error::Io { kind, detail, .. }) => {
-            assert_eq!(kind, std::io::ErrorKind::TimedOut);
-            assert!(detail.contains("1 still expected"), "{detail}");
+    let stall = Duration::from_millis(20);
+    let e = poll_wait(&mut dev, &mut cb, &mut wc, stall).unwrap_err();
+    assert_eq!(
+        e,
+        Error::Stalled {
+            context: "poll",
+            waited: stall,
+            owed: "1 completion".into()
         }
-        other => panic!("expected a stall error, got {other:?}"),
-    }
-    let e = drain(&mut dev, &mut cb, 2, Duration::from_millis(20), |_| {}).unwrap_err();
-    assert!(e.to_string().contains("2 still expected"), "{e}");
+    );
+    let e = drain(&mut dev, &mut cb, 2, stall, |_| {}).unwrap_err();
+    assert_eq!(
+        e,
+        Error::Stalled {
+            context: "drain",
+            waited: stall,
+            owed: "2 requests".into()
+        }
+    );
+    assert!(
+        e.to_string()
+            .starts_with("drain: no completion for 0.02 s while owed 2 requests (a receive"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! windows ending at signaled completions.
 //!
 //! How the rows are printed (perftest's columns, the JSON lines) is the CLI's and is tested
-//! there (`src/bin/rdma-direct/table.rs`).
+//! there (`src/report/table.rs`).
 
 use rdma_direct::perf::stats::{
     bw_row, lat_row, BwRow, BwUnit, Histogram, LatRow, StatsError, HIST_BUCKETS,

@@ -184,6 +184,56 @@ fn latency_overlay_of_two_runs() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// The y tick labels of the first chart.
+fn y_labels(doc: &str) -> Vec<f64> {
+    let g = &doc[doc.find("class=\"y-ticks\"").unwrap()..];
+    let g = &g[..g.find("</g>").unwrap()];
+    g.split("<text ")
+        .skip(1)
+        .map(|t| {
+            t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()]
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn y_scale_is_log_for_a_size_sweep_unless_linear_is_asked() {
+    let d = scratch("yscale");
+    let svg = d.join("y.svg");
+    let lat = fixture("results/sim_write_lat.json");
+    let run = |extra: &[&str]| {
+        let mut a = vec![lat.as_str(), "--svg", svg.to_str().unwrap()];
+        a.extend_from_slice(extra);
+        let (code, _, err) = plot(&a);
+        assert_eq!(code, 0, "{err}");
+        y_labels(&std::fs::read_to_string(&svg).unwrap())
+    };
+    // Log: labelled ticks grow by a factor each (1, 2, 5, 10, ...), never from 0.
+    let log = run(&[]);
+    assert!(
+        log[0] > 0.0 && log.windows(2).all(|w| w[1] > w[0]),
+        "{log:?}"
+    );
+    assert_eq!(run(&["--y-scale", "log"]), log);
+    // Linear: from 0 in equal steps.
+    let lin = run(&["--y-scale", "linear"]);
+    assert_eq!(lin[0], 0.0, "{lin:?}");
+    let step = lin[1] - lin[0];
+    assert!(
+        lin.windows(2).all(|w| (w[1] - w[0] - step).abs() < 1e-9),
+        "{lin:?}"
+    );
+    let (code, _, err) = plot(&[&lat, "--svg", svg.to_str().unwrap(), "--y-scale", "ln"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--y-scale ln: expected log or linear"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn ours_against_perftest_files_one_size_each() {
     let d = scratch("perftest");

@@ -1,6 +1,8 @@
 //! `SendQueue::set_signal_every` on the software device, through the trait only: with n = 4,
 //! unsignaled requests complete once per 4 posts, each completion retiring the ones before.
 
+mod common;
+
 use rdma_direct::prelude::*;
 
 struct Pair {
@@ -16,19 +18,9 @@ fn pair() -> Pair {
     let mut p = SimDevice::new();
     let pd = p.alloc_pd().unwrap();
     let buf = p.alloc_buf(&pd, 128, Access::ALL, Pages::Normal).unwrap();
-    let mut cfg = QpConfig::new(QpType::Rc);
     // The CQ (32) absorbs both queues.
-    (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (16, 16);
-    let (mut ca, mut cb) = (p.create_cq(32).unwrap(), p.create_cq(32).unwrap());
-    let mut a = p.create_qp(&pd, &mut ca, None, None, &cfg).unwrap();
-    let mut b = p.create_qp(&pd, &mut cb, None, None, &cfg).unwrap();
-    let opts = ConnectOpts::default();
-    let (ea, eb) = (
-        p.endpoint(&a, &opts).unwrap(),
-        p.endpoint(&b, &opts).unwrap(),
-    );
-    p.connect(&mut a, &ea, &eb, &opts).unwrap();
-    p.connect(&mut b, &eb, &ea, &opts).unwrap();
+    let cfg = common::qp_cfg(QpType::Rc, 16, 16);
+    let ((a, ca), (b, cb)) = common::sim_pair(&mut p, &pd, 32, &cfg, &ConnectOpts::default());
     Pair {
         p,
         a,

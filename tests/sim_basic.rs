@@ -1,6 +1,8 @@
 //! End-to-end hot path on the software mlx5 device: the production mlx5 provider posts,
 //! the sim executes, the provider polls. Deterministic mode (`progress()` runs the device).
 
+mod common;
+
 use rdma_direct::providers::sim::{SimCq, SimDevice, SimQp};
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpConfig, QpState,
@@ -33,21 +35,10 @@ fn pair(
     t: QpType,
     opts: &ConnectOpts,
 ) -> (Side, Side) {
-    let mk = |dev: &mut SimDevice| {
-        let mut cq = dev.create_cq(64).unwrap();
-        let mut cfg = QpConfig::new(t);
-        // The CQ absorbs both queues.
-        (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (32, 32);
-        let qp = dev.create_qp(pd, &mut cq, None, None, &cfg).unwrap();
-        Side { qp, cq }
-    };
-    let mut a = mk(dev);
-    let mut b = mk(dev);
-    let ea = dev.endpoint(&a.qp, opts).unwrap();
-    let eb = dev.endpoint(&b.qp, opts).unwrap();
-    dev.connect(&mut a.qp, &ea, &eb, opts).unwrap();
-    dev.connect(&mut b.qp, &eb, &ea, opts).unwrap();
-    (a, b)
+    // The CQ absorbs both queues.
+    let cfg = common::qp_cfg(t, 32, 32);
+    let ((qa, ca), (qb, cb)) = common::sim_pair(dev, pd, 64, &cfg, opts);
+    (Side { qp: qa, cq: ca }, Side { qp: qb, cq: cb })
 }
 
 #[test]

@@ -896,6 +896,109 @@ fn a_refused_doorbell_on_verbs_is_returned_by_the_call_that_rings() {
     assert_eq!(r.posted(), 0, "none of the three is posted, none is lost");
 }
 
+/// A bare `ring` the device refuses (the stand-in's EOPNOTSUPP) is not parked out of band: the
+/// next call on that queue returns it (`post`, `post_list`, `try_ring`, `post_recv`), or, when
+/// the application polls first, its CQ's empty poll returns it as a completion flagged
+/// `REFUSED` naming the verb, the errno and the requests taken back; whichever comes first
+/// reports it, once.
+#[test]
+fn a_refused_bare_ring_surfaces_at_the_next_call_on_the_queue_or_its_cq() {
+    use rdma_direct::providers::verbs::VerbsDevice;
+    use rdma_direct::providers::{PostError, RingError, RingVerb, WcFlags, WcOpcode, WcStatus};
+    let _dir = standin_or_skip!();
+    let mut p = VerbsDevice::open("rxe_standin0").unwrap();
+    let pd = p.alloc_pd().unwrap();
+    let mut cq = p.create_cq(512).unwrap();
+    let cfg = QpConfig::new(QpType::Rc);
+    let mut a = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
+    let mut b = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
+    rdma_direct::providers::flow::connect_pair(&mut p, &mut a, &mut b, &ConnectOpts::default())
+        .unwrap();
+    let refused = |verb, first_wr_id, count| RingError {
+        verb,
+        errno: libc::EOPNOTSUPP,
+        first_wr_id,
+        count,
+    };
+    let send = |id| SendWr::send(id, &[]).inline(b"x");
+    let free = a.sq().free_slots();
+    let mut wc = [Completion::EMPTY; 4];
+    // The next post: handed back, unposted, with the refusal of the ring before it.
+    a.sq().post(send(30)).unwrap();
+    a.sq().ring();
+    let r = a.sq().post(send(31)).unwrap_err();
+    assert_eq!(
+        (r.wr.wr_id, r.error),
+        (31, refused(RingVerb::PostSend, 30, 1).into())
+    );
+    assert!(r.to_string().contains("ibv_post_send: EOPNOTSUPP"), "{r}");
+    assert_eq!(a.sq().take_ring_error(), None, "reported once");
+    assert_eq!(cq.poll(&mut wc), 0, "reported once: not by the CQ too");
+    assert_eq!(a.sq().free_slots(), free, "the queue has its room");
+    // try_ring with nothing staged.
+    a.sq().post(send(40)).unwrap();
+    a.sq().ring();
+    assert_eq!(a.sq().try_ring(), Err(refused(RingVerb::PostSend, 40, 1)));
+    // post_list: the refusal before the list, the list handed back whole.
+    a.sq().post(send(50)).unwrap();
+    a.sq().post(send(51)).unwrap();
+    a.sq().ring();
+    let wrs = [send(60)];
+    let e = a.sq().post_list(&wrs).unwrap_err();
+    assert_eq!((e.index, e.rest.len()), (0, 1));
+    assert_eq!(e.error, refused(RingVerb::PostSend, 50, 2).into());
+    // The application polls before it posts again: its CQ says so.
+    a.sq().post(send(70)).unwrap();
+    a.sq().ring();
+    assert_eq!(cq.poll(&mut wc), 1);
+    let c = wc[0];
+    assert_eq!(
+        (
+            c.wr_id,
+            c.byte_len,
+            c.qp_num,
+            c.status,
+            c.opcode,
+            c.vendor_err
+        ),
+        (
+            70,
+            1,
+            a.qpn(),
+            WcStatus::GeneralErr,
+            WcOpcode::Send,
+            libc::EOPNOTSUPP as u32
+        )
+    );
+    assert!(c.flags.contains(WcFlags::REFUSED) && c.covered == 0);
+    assert_eq!(c.refusal(), Some(refused(RingVerb::PostSend, 70, 1)));
+    assert_eq!(cq.poll(&mut wc), 0, "reported once");
+    assert_eq!(a.sq().take_ring_error(), None, "reported once");
+    assert_eq!(Completion::EMPTY.refusal(), None);
+    // Receives: the same through ibv_post_recv, by the CQ and by the next post_recv.
+    a.rq().post_recv(RecvWr::new(90, &[])).unwrap();
+    a.rq().ring();
+    assert_eq!(cq.poll(&mut wc), 1);
+    assert_eq!(wc[0].refusal(), Some(refused(RingVerb::PostRecv, 90, 1)));
+    assert_eq!(wc[0].opcode, WcOpcode::Recv);
+    a.rq().post_recv(RecvWr::new(95, &[])).unwrap();
+    a.rq().ring();
+    let r = a.rq().post_recv(RecvWr::new(96, &[])).unwrap_err();
+    assert_eq!(r.wr.wr_id, 96);
+    assert!(
+        matches!(
+            r.error,
+            PostError::Device {
+                verb: RingVerb::PostRecv,
+                errno: libc::EOPNOTSUPP,
+                count: 1
+            }
+        ),
+        "{r}"
+    );
+    assert_eq!(cq.poll(&mut wc), 0);
+}
+
 /// `perf` on the verbs provider names the refused verb and errno at once (not after a stall).
 #[test]
 fn perf_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
@@ -921,7 +1024,45 @@ fn perf_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
         err.contains("post WRITE: ibv_post_send: EOPNOTSUPP"),
         "{err}"
     );
-    assert!(!err.contains("no progress"), "{err}");
+    assert!(!err.contains("no completion for"), "{err}");
+}
+
+/// `bench batching --provider verbs` names the refused doorbell (libibverbs' post) and errno
+/// at once, not "no completion for 10 s".
+#[test]
+fn batching_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
+    let dir = standin_or_skip!();
+    let out = Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+        .args([
+            "bench",
+            "batching",
+            "-d",
+            "mlx5_0",
+            "--provider",
+            "verbs",
+            "-l",
+            "1",
+            "-Q",
+            "1",
+            "-r",
+            "2",
+            "-w",
+            "0",
+            "-n",
+            "8",
+        ])
+        .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
+        .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
+        .env_remove("RDMA_DIRECT_STANDIN_FAULT")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("ring after WRITE #0: ibv_post_send: EOPNOTSUPP"),
+        "{err}"
+    );
+    assert!(!err.contains("no completion for"), "{err}");
 }
 
 #[test]

@@ -11,6 +11,8 @@
 //! No test here measures time; the loops that wait for a completion have a generous deadline
 //! only so that a regression fails instead of hanging.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use rdma_direct::prelude::*;
@@ -38,17 +40,7 @@ fn pair(
     cqe: u32,
     c: &QpConfig,
 ) -> ((SimQp, SimCq), (SimQp, SimCq)) {
-    let (mut ca, mut cb) = (dev.create_cq(cqe).unwrap(), dev.create_cq(cqe).unwrap());
-    let mut a = dev.create_qp(pd, &mut ca, None, None, c).unwrap();
-    let mut b = dev.create_qp(pd, &mut cb, None, None, c).unwrap();
-    let opts = ConnectOpts::default();
-    let (ea, eb) = (
-        dev.endpoint(&a, &opts).unwrap(),
-        dev.endpoint(&b, &opts).unwrap(),
-    );
-    dev.connect(&mut a, &ea, &eb, &opts).unwrap();
-    dev.connect(&mut b, &eb, &ea, &opts).unwrap();
-    ((a, ca), (b, cb))
+    common::sim_pair(dev, pd, cqe, c, &ConnectOpts::default())
 }
 
 /// Poll `cq` until `n` completions arrived, running the device in between when there is one.

@@ -5,7 +5,7 @@ use super::*;
 /// Streams orders `0..a.total` into the receiver's ring (`BATCH` a doorbell, the last
 /// signaled), at most `RING` unconfirmed; on a fault the link's `Recovery` drains it, and the
 /// gateway reconnects (a new QP) and resends from where the receiver says it resumes.
-pub(super) fn gateway<P: Provider>(mut p: P, host: &str, a: &Args) -> Result<()> {
+pub(super) fn gateway<P: Provider>(p: &mut P, host: &str, a: &Args) -> Result<()> {
     let (opts, total) = (a.opts, a.total);
     let pd = p.alloc_pd()?;
     let mut orders = p.alloc_buf(&pd, LEN, Access::LOCAL_WRITE, Pages::Normal)?;
@@ -23,9 +23,9 @@ pub(super) fn gateway<P: Provider>(mut p: P, host: &str, a: &Args) -> Result<()>
         let mut attempt = 0u32;
         let (mut k, mut conn) = loop {
             attempt += 1;
-            let mut k = link(&mut p, &pd, RING as u32 + 1, CREDITS)?;
+            let mut k = link(p, &pd, RING as u32 + 1, CREDITS)?;
             let to = Duration::from_secs(10);
-            match connect_qp_client(&mut p, &mut k.qp, (host, a.port), &opts, None, to) {
+            match connect_qp_client(p, &mut k.qp, (host, a.port), &opts, None, to) {
                 Ok(c) => break (k, c),
                 Err(e) if since.elapsed() < RECONNECT => {
                     if attempt % 10 == 1 {
@@ -97,7 +97,7 @@ pub(super) fn gateway<P: Provider>(mut p: P, host: &str, a: &Args) -> Result<()>
             }
             if let Some(e) = refused {
                 println!("gateway: a post was refused: {e}");
-                break Some(fault(&mut p, &mut k, &[])?);
+                break Some(fault(p, &mut k, &[])?);
             }
             let n = k.cq.poll(&mut wc);
             p.progress();
@@ -108,7 +108,7 @@ pub(super) fn gateway<P: Provider>(mut p: P, host: &str, a: &Args) -> Result<()>
                 if !c.is_ok() {
                     let s = last.elapsed().as_secs_f64();
                     println!("gateway: fault {}: the first error came {s:.2} s after the last good completion ({budget} + heartbeat {hb} ms)", faults + 1);
-                    break 'conn Some(fault(&mut p, &mut k, &wc[i..n])?);
+                    break 'conn Some(fault(p, &mut k, &wc[i..n])?);
                 }
                 last = Instant::now();
                 if k.take(c) {

@@ -16,9 +16,9 @@
 //! **On the sim** (no `-d`): both ends in one process; every EVERY batches the peer
 //! "restarts" (its QP is destroyed with a batch in flight, as the kernel destroys a killed
 //! process's QP, and a new one comes up). The gateway hands the error completion to the
-//! drain (which counts the orders lost), reconnects the same QP (ERR, RESET, ..., RTS) to the
-//! new peer and resends from the first failed order; the peer checks that the orders arrive
-//! in sequence. Options: `-n BATCHES` (default 2000), `-r EVERY` (default 500).
+//! drain (which counts the orders lost) and reconnects the same QP (ERR, RESET, ..., RTS) to
+//! the new peer, both in `RcLink::recover`, and resends from the first failed order; the
+//! peer checks that the orders arrive in sequence. Options: `-n BATCHES` (default 2000), `-r EVERY` (default 500).
 //!
 //! **On a device** (`-d DEV`; mlx5 through the direct provider, anything else through
 //! libibverbs), two processes, endpoints exchanged over TCP (`-p PORT`, default 18520;
@@ -193,16 +193,23 @@ fn run() -> Result<()> {
         },
         total: num(2, 20_000)?.div_ceil(BATCH) * BATCH,
     };
-    fn go<P: Provider>(p: P, a: &Args) -> Result<()> {
-        match &a.host {
-            Some(h) => gateway::gateway(p, h, a),
-            None => receiver::receiver(p, a),
+    /// The gateway or the receiver on whichever provider [`run_chosen`] opens.
+    struct Go<'a>(&'a Args);
+    impl Job for Go<'_> {
+        type Out = ();
+        fn run<P: Provider>(&mut self, p: &mut P) -> Result<()>
+        where
+            P::Qp: Send,
+            P::Cq: Send,
+        {
+            match &self.0.host {
+                Some(h) => gateway::gateway(p, h, self.0),
+                None => receiver::receiver(p, self.0),
+            }
         }
     }
-    match Mlx5Device::open(dev) {
-        Ok(p) => go(p, &a),
-        Err(_) => go(VerbsDevice::open(dev)?, &a),
-    }
+    // The library's rule: an mlx5 NIC, the direct provider; any other device, verbs.
+    run_chosen(Choice::Auto, Some(dev), &mut Go(&a))
 }
 
 fn main() {

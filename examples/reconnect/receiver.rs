@@ -6,7 +6,7 @@ use std::os::unix::fs::FileExt;
 /// Keeps the ring, checks every order byte for byte in sequence, keeps its progress in
 /// `a.state` (so a restarted receiver resumes where the killed one stopped), and confirms
 /// each batch to the gateway with a SEND WITH IMMEDIATE carrying its count.
-pub(super) fn receiver<P: Provider>(mut p: P, a: &Args) -> Result<()> {
+pub(super) fn receiver<P: Provider>(p: &mut P, a: &Args) -> Result<()> {
     let io = |what| move |e| Error::io(format!("reconnect: {what} the state file"), &e);
     let mut open = std::fs::OpenOptions::new();
     let open = open.read(true).write(true).create(true).truncate(false);
@@ -33,9 +33,9 @@ pub(super) fn receiver<P: Provider>(mut p: P, a: &Args) -> Result<()> {
     // at link up), so a QP that failed with the link down is destroyed only after it is back.
     let mut prev: Option<RcLink<P>> = None;
     loop {
-        let mut k = link(&mut p, &pd, CREDITS, RING as u32)?;
+        let mut k = link(p, &pd, CREDITS, RING as u32)?;
         let (share, to) = (Some(ring.remote(0, LEN)?), Duration::from_secs(3600));
-        let mut conn = match connect_qp_server(&mut p, &mut k.qp, &l, &a.opts, share, to) {
+        let mut conn = match connect_qp_server(p, &mut k.qp, &l, &a.opts, share, to) {
             Ok(c) => c,
             Err(e) => {
                 println!("receiver: a connection attempt failed: {e}");
@@ -57,7 +57,7 @@ pub(super) fn receiver<P: Provider>(mut p: P, a: &Args) -> Result<()> {
             let n = k.cq.poll(&mut wc);
             empty = if n == 0 { empty + 1 } else { 0 };
             if empty % 4096 == 4095 && peer_closed(&conn.stream) {
-                break Some(fault(&mut p, &mut k, &[])?);
+                break Some(fault(p, &mut k, &[])?);
             }
             p.progress();
             // A refusal (the QP failed: a completion later in this poll, or the peer's close,
@@ -65,7 +65,7 @@ pub(super) fn receiver<P: Provider>(mut p: P, a: &Args) -> Result<()> {
             let mut refused = None;
             for (i, c) in wc[..n].iter().enumerate() {
                 if !c.is_ok() {
-                    break 'conn Some(fault(&mut p, &mut k, &wc[i..n])?);
+                    break 'conn Some(fault(p, &mut k, &wc[i..n])?);
                 }
                 if !k.take(c) {
                     continue;
@@ -102,7 +102,7 @@ pub(super) fn receiver<P: Provider>(mut p: P, a: &Args) -> Result<()> {
             }
             if let Some(e) = refused {
                 println!("receiver: a post was refused: {e}");
-                break Some(fault(&mut p, &mut k, &[])?);
+                break Some(fault(p, &mut k, &[])?);
             }
         };
         let Some(d) = fault else {

@@ -47,11 +47,15 @@ pub(super) fn on_sim(batches: u64, every: u64) -> Result<()> {
             gw.take(&wc[0]);
         }
         if !wc[0].is_ok() {
-            // The drain ends (and counts) every request outstanding; the reconnect takes the
-            // same QP from ERR through RESET to RTS, the new peer's from RESET. The peer
-            // learns where the stream resumes: the first order that failed.
-            lost += gw.drain_polled(&mut dev, &wc[..1])?.sends_failed;
-            connect_pair(&mut dev, &mut gw.qp, &mut peer.qp, &opts)?;
+            // The library's recovery on the same QP: the drain ends (and counts) every
+            // request outstanding, the reconnect takes the QP from ERR through RESET to RTS,
+            // the new peer's from RESET. The peer learns where the stream resumes: the first
+            // order that failed.
+            let peer_qp = &mut peer.qp;
+            let r = gw.recover(&mut dev, &wc[..1], |p, qp| {
+                connect_pair(p, qp, peer_qp, &opts).map(drop)
+            })?;
+            lost += r.sends_failed;
             (acked, next, wc[0]) = (wc[0].wr_id, wc[0].wr_id, Completion::EMPTY);
             continue;
         }

@@ -2,10 +2,11 @@
 //! with one stall deadline ([`wait_each`]).
 
 use crate::error::{Error, Result};
+use crate::helpers::Stall;
 use crate::{Completion, CompletionQueue, Provider};
 use std::borrow::BorrowMut;
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Polls the CQs once each, starting after the one `*turn` names (so no CQ starves the
 /// others), and returns the first that had completions: its index and how many it wrote
@@ -40,9 +41,9 @@ pub fn poll_any<C: CompletionQueue, T: BorrowMut<C>>(
 /// leave `each` seeing one it did not wait for: it still counts it).
 ///
 /// When no completion arrives for `stall` while something is missing, the error (an
-/// [`Error::Io`] of kind `TimedOut`) names every CQ still owed and how much: a missing
-/// receive, a dead peer or a QP in ERR show up as an error, not a hang. The clock is read
-/// every 1024 empty sweeps; nothing is allocated until that error.
+/// [`Error::Stalled`]) names every CQ still owed and how much: a missing
+/// receive, a dead peer or a QP in ERR show up as an error, not a hang. The clock is read as
+/// [`crate::helpers::Stall`] reads it; nothing is allocated until that error.
 pub fn wait_each<P: Provider, T: BorrowMut<P::Cq>>(
     p: &mut P,
     cqs: &mut [T],
@@ -61,8 +62,7 @@ pub fn wait_each<P: Provider, T: BorrowMut<P::Cq>>(
         });
     }
     let mut wc = [Completion::EMPTY; 32];
-    let mut since = Instant::now();
-    let mut spins = 0u32;
+    let mut stall = Stall::new(stall);
     while missing.iter().any(|&m| m > 0) {
         p.progress();
         let mut got = false;
@@ -80,31 +80,20 @@ pub fn wait_each<P: Provider, T: BorrowMut<P::Cq>>(
             got |= n > 0;
         }
         if got {
-            since = Instant::now();
-            spins = 0;
+            stall.progressed();
             continue;
         }
-        spins = spins.wrapping_add(1);
-        if spins % 1024 == 0 && since.elapsed() >= stall {
-            return Err(stalled(missing, stall));
-        }
+        stall.idle("wait_each", || owed(missing))?;
     }
     Ok(())
 }
 
-fn stalled(missing: &[usize], stall: Duration) -> Error {
+/// What `missing` says is still owed: `2 by CQ 1 of 2`, per CQ owing any.
+fn owed(missing: &[usize]) -> String {
     let mut owed = String::new();
     for (i, m) in missing.iter().enumerate().filter(|e| *e.1 > 0) {
         let sep = if owed.is_empty() { "" } else { ", " };
-        let _ = write!(owed, "{sep}CQ {i} of {} still owes {m}", missing.len());
+        let _ = write!(owed, "{sep}{m} by CQ {i} of {}", missing.len());
     }
-    Error::Io {
-        context: "wait_each".into(),
-        kind: std::io::ErrorKind::TimedOut,
-        detail: format!(
-            "no completion for {} s: {owed} (a receive not posted? the peer gone? the QP in \
-             ERR?)",
-            stall.as_secs_f64()
-        ),
-    }
+    owed
 }

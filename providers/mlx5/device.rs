@@ -401,28 +401,36 @@ impl Mlx5Device {
     /// ([`Mlx5Qp::mark_fatal`]: posts refused, `state()` ERR). Returns every event read.
     /// Call it from the loop that watches [`Context::async_fd`].
     pub fn check_async(&mut self) -> Result<Vec<verbs::AsyncEvent>> {
-        use verbs::{AsyncElement, AsyncEventKind as K};
         let mut v = Vec::new();
-        while let Some(ev) = self.ctx.poll_async_event()? {
-            let h = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-            match (ev.kind, ev.element) {
-                (K::CqErr, AsyncElement::Cq(ptr)) => {
-                    let hit = h.cqs.iter().find(|(p, _)| *p == ptr);
-                    if let Some(cq) = hit.and_then(|(_, w)| w.upgrade()) {
-                        cq.fail();
-                    }
-                }
-                (K::QpFatal | K::QpReqErr | K::QpAccessErr, AsyncElement::Qp { qpn, .. }) => {
-                    let hit = h.qps.iter().find(|(n, _)| *n == qpn);
-                    if let Some(qp) = hit.and_then(|(_, w)| w.upgrade()) {
-                        qp.fail();
-                    }
-                }
-                _ => {}
-            }
+        while let Some(ev) = self.next_async()? {
             v.push(ev);
         }
         Ok(v)
+    }
+
+    /// One pending event, read and applied as `check_async` says.
+    fn next_async(&mut self) -> Result<Option<verbs::AsyncEvent>> {
+        use verbs::{AsyncElement, AsyncEventKind as K};
+        let Some(ev) = self.ctx.poll_async_event()? else {
+            return Ok(None);
+        };
+        let h = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        match (ev.kind, ev.element) {
+            (K::CqErr, AsyncElement::Cq(ptr)) => {
+                let hit = h.cqs.iter().find(|(p, _)| *p == ptr);
+                if let Some(cq) = hit.and_then(|(_, w)| w.upgrade()) {
+                    cq.fail();
+                }
+            }
+            (K::QpFatal | K::QpReqErr | K::QpAccessErr, AsyncElement::Qp { qpn, .. }) => {
+                let hit = h.qps.iter().find(|(n, _)| *n == qpn);
+                if let Some(qp) = hit.and_then(|(_, w)| w.upgrade()) {
+                    qp.fail();
+                }
+            }
+            _ => {}
+        }
+        Ok(Some(ev))
     }
 }
 
@@ -698,6 +706,12 @@ impl Provider for Mlx5Device {
             av: AddressVector(av),
             verbs: ah,
         })
+    }
+
+    fn link_event(&mut self) -> Result<Option<crate::recover::LinkEvent>> {
+        Ok(self
+            .next_async()?
+            .map(|e| crate::recover::LinkEvent::from_verbs(&e)))
     }
 }
 

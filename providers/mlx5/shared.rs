@@ -3,8 +3,9 @@
 //! Each queue has one producer (the poster, through `&mut` on the queue) and one consumer
 //! at a time (the poller of the CQ the completions land in). They meet here:
 //!
-//! - the poster fills per-slot records (`wr_id`, WR sequence, end position) for slots that are
-//!   free, then publishes its position with a `Release` store when it rings;
+//! - the poster fills per-slot records (a send WQE's `wr_id` and size in WQEBBs,
+//!   [`SqEntry`]; a receive's `wr_id`) for slots that are free, then publishes its position
+//!   with a `Release` store when it rings;
 //! - the poller reads only slots below the published position (`Acquire`), retires them and
 //!   publishes the retired position with a `Release` store, which the poster reads
 //!   (`Acquire`) before it reuses a slot.

@@ -72,21 +72,23 @@
 //! ## What it deliberately does not model
 //!
 //! PCIe timing and ordering beyond the barriers the protocol requires, the write-combining
-//! buffer (a BlueFlame copy is just a doorbell here; its bytes are not compared with the
-//! ring), link speed, congestion, packetisation and MTU segmentation of RC/UC messages, PSNs
+//! buffer (a BlueFlame copy rings the doorbell and the device executes the WQE from the
+//! ring; in deterministic mode the copy's bytes are compared with the ring and counted in
+//! [`EngineStats::bf_copies`] or, where hardware would execute different bytes,
+//! [`EngineStats::bf_mismatches`]), link speed, congestion, packetisation and MTU segmentation of RC/UC messages, PSNs
 //! and acknowledgements on a wire, scatter-to-CQE (the sim behaves as if it were disabled,
 //! which is how the mlx5 provider configures hardware),
 //! memory windows, the masked/extended atomics, vendor syndromes (always 0), fences (the
 //! engine executes in order anyway), multiple ports. Its timing says nothing about hardware:
 //! every figure measured on it is labelled "sim".
 //!
-//! ## The main job: `rdma-direct pingpong` without `-d`
+//! ## Measuring on it
 //!
-//! Two RC QPs on the sim, device-thread mode, the production mlx5 hot path on both ends.
-//! The run prints `provider: sim (software mlx5 device; not hardware)`, labels its latency
-//! table "sim device thread, not hardware", and ends with the device's counters (doorbells,
-//! WQEs, CQEs, engine passes): one doorbell and one WQE per message, two CQEs per message
-//! (the sender's and the receiver's).
+//! Two RC QPs on the sim in device-thread mode run the production mlx5 hot path on both
+//! ends; the device's counters ([`SimDevice::stats`]: doorbells, WQEs, CQEs, engine passes)
+//! say what the path did, e.g. one doorbell and one WQE per message of a ping-pong and two
+//! CQEs per message (the sender's and the receiver's). A figure measured on it is the sim's,
+//! never hardware's.
 //!
 //! The engine's own documentation (passes, validation order, errors) is in `engine/mod.rs`.
 //!

@@ -19,7 +19,7 @@
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Mutex;
 
-use libc::c_int;
+use libc::{c_int, c_void};
 
 use super::{SimDevice, SimOwner, SimQpAttr};
 use crate::clock::TimestampKind;
@@ -130,6 +130,9 @@ pub struct Backend {
     pub clock_now: unsafe extern "C" fn(u32, *mut u64, *mut u64) -> c_int,
 }
 
+/// `int rdma_direct_standin_attach(const struct standin_backend *)`.
+type AttachFn = unsafe extern "C" fn(backend: *const c_void) -> c_int;
+
 /// `STANDIN_BACKEND_VERSION`.
 pub const BACKEND_VERSION: u32 = 1;
 
@@ -144,9 +147,13 @@ pub fn attach_if_standin() -> crate::Result<bool> {
         return Ok(false);
     }
     DONE.get_or_init(|| {
-        let Some(f) = crate::ffi::loader::standin_attach()? else {
+        let Some(p) = crate::ffi::loader::libibverbs_symbol("rdma_direct_standin_attach\0")? else {
             return Ok(false);
         };
+        // SAFETY: only the stand-in exports this symbol (no rdma-core library does), and its
+        // C prototype is `int rdma_direct_standin_attach(const struct standin_backend *)`,
+        // which is `AttachFn`; a function pointer and a data pointer have the same size here.
+        let f = unsafe { std::mem::transmute::<*mut c_void, AttachFn>(p) };
         // SAFETY: the stand-in's attach function; `BACKEND` is a static table of functions
         // with the C signatures of standin.h.
         let rc = unsafe { f((&BACKEND as *const Backend).cast()) };

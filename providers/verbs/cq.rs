@@ -57,6 +57,40 @@ impl VerbsCq {
         1
     }
 
+    /// A doorbell refused on a bare `ring` of a queue completing here, not reported by a call
+    /// on the queue yet, reported as one completion flagged `WcFlags::REFUSED` (taken: the
+    /// queue's next call does not report it again).
+    #[cold]
+    #[inline(never)]
+    fn report_refusal(&mut self, out: &mut [Completion]) -> usize {
+        for r in &self.routes {
+            let sq =
+                r.sq.as_ref()
+                    .and_then(|q| q.refusal.take(Some(&self.budget)));
+            let rq = match &r.rq {
+                Some(q) if r.rq_charged && sq.is_none() => q.refusal.take(Some(&self.budget)),
+                _ => None,
+            };
+            if let Some(e) = sq.or(rq) {
+                out[0] = Completion {
+                    wr_id: e.first_wr_id,
+                    byte_len: e.count,
+                    qp_num: r.qpn,
+                    opcode: match e.verb {
+                        crate::types::RingVerb::PostSend => WcOpcode::Send,
+                        crate::types::RingVerb::PostRecv => WcOpcode::Recv,
+                    },
+                    status: WcStatus::GeneralErr,
+                    vendor_err: e.errno as u32,
+                    flags: WcFlags::REFUSED,
+                    ..Completion::EMPTY
+                };
+                return 1;
+            }
+        }
+        0
+    }
+
     /// True once the device reported this CQ in error (read by
     /// `VerbsDevice::check_async`): nothing more completes on it.
     pub fn in_error(&self) -> bool {
@@ -133,12 +167,15 @@ fn release_route(budget: &CqBudget, r: &Route) {
         return;
     }
     if let Some(sq) = &r.sq {
+        // A refusal of the destroyed QP nobody reported: no call on it can any more.
+        let _ = sq.refusal.take(Some(budget));
         let end = sq.end.load(Ordering::Acquire);
         let old = sq.retired.swap(end, Ordering::AcqRel);
         budget.release(end.saturating_sub(old) as u32);
     }
     if let Some(rq) = &r.rq {
         if r.rq_charged {
+            let _ = rq.refusal.take(Some(budget));
             for i in 0..rq.cap() as usize {
                 if rq.take(i).is_some() {
                     budget.release(1);
@@ -260,7 +297,11 @@ impl CompletionQueue for VerbsCq {
             if dropped {
                 self.sweep_dropped();
             }
-            // Nothing in the CQ: the one place a CQ in error is reported (once).
+            // Nothing in the CQ: where a refused doorbell no call reported shows, and the
+            // one place a CQ in error is reported (once).
+            if self.budget.refusals.load(Ordering::Relaxed) != 0 {
+                return self.report_refusal(out);
+            }
             if self.budget.error.load(Ordering::Relaxed) != 0 {
                 return self.report_error(out);
             }

@@ -20,7 +20,9 @@ use std::sync::Weak;
 /// (EOPNOTSUPP).
 pub fn no_completion_timestamps() -> crate::Error {
     crate::Error::Unsupported {
-        what: "rxe/verbs: no completion timestamps (EOPNOTSUPP); run without --hw-ts".into(),
+        what: "rxe/verbs: no completion timestamps (EOPNOTSUPP); create the CQ with create_cq \
+               (no timestamps) instead"
+            .into(),
     }
 }
 
@@ -106,14 +108,22 @@ impl VerbsDevice {
     /// Returns the events.
     pub fn check_async(&mut self) -> Result<Vec<AsyncEvent>> {
         let mut v = Vec::new();
-        while let Some(ev) = self.ctx.poll_async_event()? {
-            if ev.kind == verbs::AsyncEventKind::CqErr {
-                self.cq_errors += 1;
-            }
-            self.objects.apply(&ev);
+        while let Some(ev) = self.next_async()? {
             v.push(ev);
         }
         Ok(v)
+    }
+
+    /// One pending event, read and applied as `check_async` says.
+    fn next_async(&mut self) -> Result<Option<AsyncEvent>> {
+        let Some(ev) = self.ctx.poll_async_event()? else {
+            return Ok(None);
+        };
+        if ev.kind == verbs::AsyncEventKind::CqErr {
+            self.cq_errors += 1;
+        }
+        self.objects.apply(&ev);
+        Ok(Some(ev))
     }
 
     /// CQ overruns seen so far by [`VerbsDevice::check_async`].
@@ -277,7 +287,6 @@ impl Provider for VerbsDevice {
             sges: vec![ibv_sge::default(); (cap * sge) as usize].into_boxed_slice(),
             inline: vec![0u8; (cap * caps.max_inline_data) as usize].into_boxed_slice(),
             staged: 0,
-            ring_error: None,
             signal_every: 0,
             since_signal: 0,
         };
@@ -442,6 +451,12 @@ impl Provider for VerbsDevice {
         opts: &ConnectOpts,
     ) -> Result<verbs::Ah> {
         verbs::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)
+    }
+
+    fn link_event(&mut self) -> Result<Option<crate::recover::LinkEvent>> {
+        Ok(self
+            .next_async()?
+            .map(|e| crate::recover::LinkEvent::from_verbs(&e)))
     }
 }
 

@@ -71,6 +71,12 @@
 //!   is empty; `QP_FATAL`, `QP_REQ_ERR` and `QP_ACCESS_ERR` put their QP in ERR (posts
 //!   refused with `BadState` until a reconnect). The device finds the objects by the address
 //!   the event names, held weakly (a registry filled at creation, control path only).
+//! - **Refused doorbells**: `ibv_post_send` / `ibv_post_recv` may refuse (EINVAL, ENOMEM,
+//!   EOPNOTSUPP); the requests from the refused one on are taken back. `try_ring`,
+//!   `post_and_ring` and the lists return it at the call; after a bare `ring` it is kept
+//!   (`shared::Refusal`) and reported once by the first of the queue's next post, list,
+//!   `try_ring`, `take_ring_error`, or an empty poll of its CQ (a completion flagged
+//!   `WcFlags::REFUSED`; not for SRQ receives, whose CQ is not one).
 //! - **Reconnect**: `connect` on a QP past RESET resets it first. rxe does not take a QP's
 //!   completions out of its CQ at a reset, so the reconnect is refused (EINVAL-like
 //!   `InvalidArgument` naming the sends and receives outstanding) until every request has

@@ -37,7 +37,6 @@ pub struct VerbsRecv {
     pub(super) wrs: Box<[ibv_recv_wr]>,
     pub(super) sges: Box<[ibv_sge]>,
     pub(super) staged: u32,
-    pub(super) ring_error: Option<RingError>,
     /// This queue's generation (see the module doc, "Generations").
     pub(super) gen: u32,
     /// `gen`, shifted into place in a receive's `wr_id`.
@@ -67,7 +66,6 @@ impl VerbsRecv {
             wrs: (0..cap).map(|_| ibv_recv_wr::zeroed()).collect(),
             sges: vec![ibv_sge::default(); (cap * max_sge.max(1)) as usize].into_boxed_slice(),
             staged: 0,
-            ring_error: None,
         }
     }
 
@@ -90,6 +88,13 @@ impl RecvQueue for VerbsRecv {
     #[inline]
     fn post_recv<'a>(&mut self, wr: RecvWr<'a>) -> Result<(), Rejected<RecvWr<'a>>> {
         let reject = |error| Err(Rejected { wr, error });
+        if self.ring.refusal.pending() {
+            if let Some(e) = self.take_ring_error() {
+                // A bare `ring` was refused and nothing reported it: this call does, with
+                // the receive handed back unposted.
+                return reject(e.into());
+            }
+        }
         match self.target {
             RecvTarget::None => {
                 return reject(PostError::OpNotSupported {
@@ -199,18 +204,22 @@ impl RecvQueue for VerbsRecv {
                     }
                 }
             }
-            self.ring_error = Some(RingError {
+            let e = RingError {
                 verb: crate::types::RingVerb::PostRecv,
                 errno: rc,
                 first_wr_id,
                 count: self.staged - first as u32,
-            });
+            };
+            self.ring.refusal.keep(e, self.budget.as_deref());
         }
         self.staged = 0;
     }
 
     fn take_ring_error(&mut self) -> Option<RingError> {
-        self.ring_error.take()
+        if !self.ring.refusal.pending() {
+            return None;
+        }
+        self.ring.refusal.take(self.budget.as_deref())
     }
 
     fn free_slots(&self) -> u32 {

@@ -7,7 +7,53 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::cq_room::{self, Need};
-use crate::types::QpState;
+use crate::types::{QpState, RingError};
+
+/// A doorbell libibverbs refused on a bare `ring` that nothing has reported yet. Kept by the
+/// queue's `ring`; taken once, by whichever comes first: the queue's next `post` (the
+/// request handed back with this error), `try_ring`, `take_ring_error`, or an empty poll of
+/// the CQ the queue completes on (a completion flagged `WcFlags::REFUSED`). Written and taken
+/// on the control of the error only: the post path reads `set` (one relaxed load).
+#[derive(Default)]
+pub(super) struct Refusal {
+    set: AtomicBool,
+    error: Mutex<Option<RingError>>,
+}
+
+impl Refusal {
+    /// Keep `e` (a refusal not taken yet is replaced: the queue's next post would have taken
+    /// it first); counted on `cq`, the CQ the queue completes on, for its poll to look.
+    #[cold]
+    pub(super) fn keep(&self, e: RingError, cq: Option<&CqBudget>) {
+        let mut g = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if g.replace(e).is_none() {
+            if let Some(b) = cq {
+                b.refusals.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        self.set.store(true, Ordering::Release);
+    }
+
+    /// True when a refusal waits (cheap: the post path's test).
+    #[inline(always)]
+    pub(super) fn pending(&self) -> bool {
+        self.set.load(Ordering::Relaxed)
+    }
+
+    /// The refusal kept, if any, taken (and uncounted on `cq`).
+    #[cold]
+    pub(super) fn take(&self, cq: Option<&CqBudget>) -> Option<RingError> {
+        let mut g = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        let e = g.take();
+        self.set.store(false, Ordering::Release);
+        if e.is_some() {
+            if let Some(b) = cq {
+                b.refusals.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        e
+    }
+}
 
 /// The user's wr_ids of one SQ, indexed by our send sequence modulo `cap`.
 ///
@@ -25,6 +71,8 @@ pub(super) struct SqRing {
     /// The SQ's `next_seq` when its QP was dropped (set then; what is still outstanding of a
     /// dropped QP is `end - retired`).
     pub(super) end: AtomicU64,
+    /// A refused `ibv_post_send` not reported yet.
+    pub(super) refusal: Refusal,
 }
 
 impl SqRing {
@@ -34,6 +82,7 @@ impl SqRing {
             wr_ids: (0..cap).map(|_| AtomicU64::new(0)).collect(),
             retired: AtomicU64::new(0),
             end: AtomicU64::new(0),
+            refusal: Refusal::default(),
         }
     }
     #[inline]
@@ -52,6 +101,8 @@ pub(super) struct RecvRing {
     pub(super) busy: Box<[AtomicBool]>,
     /// Receives outstanding (posted, not yet polled).
     pub(super) outstanding: AtomicU32,
+    /// A refused `ibv_post_recv` not reported yet.
+    pub(super) refusal: Refusal,
 }
 
 impl RecvRing {
@@ -60,6 +111,7 @@ impl RecvRing {
             wr_ids: (0..cap).map(|_| AtomicU64::new(0)).collect(),
             busy: (0..cap).map(|_| AtomicBool::new(false)).collect(),
             outstanding: AtomicU32::new(0),
+            refusal: Refusal::default(),
         }
     }
     pub(super) fn cap(&self) -> u32 {
@@ -96,6 +148,9 @@ pub(super) struct CqBudget {
     /// poll that finds it empty gives back what their completions did not (see
     /// `VerbsCq::sweep_dropped`).
     pub(super) dropped: AtomicU32,
+    /// Refusals kept by the queues completing here, not reported yet (see [`Refusal`]): an
+    /// empty poll reports them.
+    pub(super) refusals: AtomicU32,
 }
 
 /// The next generation handed to a QP or SRQ (see the module doc, "Generations").
@@ -124,6 +179,7 @@ impl CqBudget {
             error: AtomicU64::new(0),
             qps: Mutex::new(Vec::new()),
             dropped: AtomicU32::new(0),
+            refusals: AtomicU32::new(0),
         }
     }
 

@@ -33,8 +33,6 @@ pub struct VerbsSq {
     pub(super) sges: Box<[ibv_sge]>,
     pub(super) inline: Box<[u8]>,
     pub(super) staged: u32,
-    /// The last `ring` that libibverbs refused.
-    pub(super) ring_error: Option<RingError>,
     /// Signal at least every this many requests (0 = off); see [`SendQueue::set_signal_every`].
     pub(super) signal_every: u32,
     /// Requests posted since the last signaled one (counted only with `signal_every` set).
@@ -140,6 +138,16 @@ impl SendQueue for VerbsSq {
         &mut self,
         wr: SendWr<'a, verbs::Ah>,
     ) -> Result<(), Rejected<SendWr<'a, verbs::Ah>>> {
+        if self.ring.refusal.pending() {
+            if let Some(e) = self.take_ring_error() {
+                // A bare `ring` was refused and nothing reported it: this call does, with
+                // the request handed back unposted.
+                return Err(Rejected {
+                    wr,
+                    error: e.into(),
+                });
+            }
+        }
         if let Err(error) = self.validate(&wr) {
             return Err(Rejected { wr, error });
         }
@@ -319,12 +327,13 @@ impl SendQueue for VerbsSq {
             };
             let count = self.staged - first;
             let first_seq = self.next_seq - u64::from(count);
-            self.ring_error = Some(RingError {
+            let e = RingError {
                 verb: crate::types::RingVerb::PostSend,
                 errno: rc,
                 first_wr_id: self.ring.slot(first_seq).load(Ordering::Relaxed),
                 count,
-            });
+            };
+            self.ring.refusal.keep(e, Some(&self.budget));
             self.next_seq = first_seq;
             self.budget.release(count);
         }
@@ -332,7 +341,10 @@ impl SendQueue for VerbsSq {
     }
 
     fn take_ring_error(&mut self) -> Option<RingError> {
-        self.ring_error.take()
+        if !self.ring.refusal.pending() {
+            return None;
+        }
+        self.ring.refusal.take(Some(&self.budget))
     }
 
     fn free_slots(&self) -> u32 {

@@ -60,13 +60,25 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
-    /// A transfer this process drove failed: a work request completed in error, a wait for
-    /// a completion stalled, a post was refused mid-run (perf's and pingpong's measured loops).
+    /// A transfer this process drove failed: a work request completed in error or a post
+    /// was refused mid-run (the measured loops of `perf` and the pingpong runs).
     Failed {
         /// Where.
         context: &'static str,
         /// What failed.
         detail: String,
+    },
+    /// A wait for completions made no progress: nothing completed for `waited` while
+    /// something was still owed. A receive not posted, a dead peer or a QP in ERR ends a wait
+    /// this way instead of hanging it (every wait loop counts idle turns with
+    /// `rdma_direct_providers::helpers::Stall`).
+    Stalled {
+        /// Who waited (`poll`, `drain`, `wait_each`, `perf`, `pingpong`, `rping`, ...).
+        context: &'static str,
+        /// How long nothing completed.
+        waited: std::time::Duration,
+        /// What was still owed when the wait gave up (`2 requests`, `the peer's WRITE`).
+        owed: String,
     },
     /// An I/O error (TCP exchange, sysfs).
     Io {
@@ -199,6 +211,16 @@ impl fmt::Display for Error {
                 write!(f, "{context}: bad peer message: {detail}")
             }
             Error::Failed { context, detail } => write!(f, "{context}: {detail}"),
+            Error::Stalled {
+                context,
+                waited,
+                owed,
+            } => write!(
+                f,
+                "{context}: no completion for {} s while owed {owed} (a receive not posted? \
+                 the peer gone? the QP in ERR?)",
+                waited.as_secs_f64()
+            ),
             Error::Io {
                 context, detail, ..
             } => write!(f, "{context}: {detail}"),

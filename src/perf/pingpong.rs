@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::outliers::Away;
 use super::params::Inject;
+use crate::providers::helpers::Stall;
 use crate::providers::{
     Completion, CompletionQueue, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge, UdDest,
 };
@@ -31,10 +32,10 @@ fn perr(detail: impl Into<String>) -> Error {
     }
 }
 
-/// Spin-wait bookkeeping. The clock is read only every 4096 spins (the first read starts the
-/// stall timer): in a TCG guest `clock_gettime` may go to an emulated HPET and cost
-/// microseconds, so a read per wait would show up in every latency sample. `stop` is raised
-/// by whichever thread fails, so its peer gives up at once instead of after [`STALL`].
+/// Spin-wait bookkeeping: a [`Stall`] (which reads the clock only every
+/// [`Stall::CHECK_EVERY`] idle spins, so no latency sample pays for a clock read) and the
+/// run's `stop` flag, raised by whichever thread fails so that its peer gives up at once
+/// instead of after [`STALL`]; the flag is looked at, and the CPU yielded, when the clock is.
 ///
 /// It also keeps the longest stretch between two consecutive spins of each sample
 /// ([`Away`]), in ticks of the loops' clock: a stretch far longer than a spin is the
@@ -42,8 +43,7 @@ fn perr(detail: impl Into<String>) -> Error {
 /// (a post, the sim's engine in deterministic mode). One tick-counter read a spin, no system
 /// call.
 pub(super) struct Waiter<'s> {
-    spins: u32,
-    since: Option<Instant>,
+    stall: Stall,
     stop: &'s AtomicBool,
     /// The longest stretch without a spin, per sample.
     away: Away,
@@ -52,8 +52,7 @@ pub(super) struct Waiter<'s> {
 impl<'s> Waiter<'s> {
     pub(super) fn new(stop: &'s AtomicBool) -> Waiter<'s> {
         Waiter {
-            spins: 0,
-            since: None,
+            stall: Stall::new(STALL),
             stop,
             away: Away::new(),
         }
@@ -62,23 +61,12 @@ impl<'s> Waiter<'s> {
     /// One spin of a wait for `what`.
     #[inline]
     pub(super) fn tick(&mut self, what: &str) -> Result<()> {
-        self.spins = self.spins.wrapping_add(1);
         self.away.spin();
-        if self.spins % 4096 == 0 {
+        if self.stall.idle("perf", || what.to_string())? {
             if self.stop.load(Ordering::Relaxed) {
                 return Err(perr(format!(
                     "stopped while waiting for {what}: the other side failed"
                 )));
-            }
-            match self.since {
-                None => self.since = Some(Instant::now()),
-                Some(t) if t.elapsed() > STALL => {
-                    return Err(perr(format!(
-                        "no progress for {} s while waiting for {what}",
-                        STALL.as_secs()
-                    )))
-                }
-                Some(_) => {}
             }
             std::thread::yield_now();
         }
@@ -88,8 +76,7 @@ impl<'s> Waiter<'s> {
     /// Start a new wait.
     #[inline]
     pub(super) fn reset(&mut self) {
-        self.spins = 0;
-        self.since = None;
+        self.stall.progressed();
     }
 }
 

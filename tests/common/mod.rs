@@ -152,3 +152,40 @@ pub fn wait_or_kill(
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// One end of [`sim_pair`]: a QP and the CQ it alone completes into.
+#[cfg(feature = "sim")]
+pub type SimSide = (
+    rdma_direct::providers::sim::SimQp,
+    rdma_direct::providers::sim::SimCq,
+);
+
+/// A configuration of `qp_type` with `send` and `recv` outstanding requests (the other caps
+/// at their defaults).
+pub fn qp_cfg(
+    qp_type: rdma_direct::types::QpType,
+    send: u32,
+    recv: u32,
+) -> rdma_direct::types::QpConfig {
+    let mut c = rdma_direct::types::QpConfig::new(qp_type);
+    (c.caps.max_send_wr, c.caps.max_recv_wr) = (send, recv);
+    c
+}
+
+/// The setup most tests start from: two QPs of `cfg` on the software device `dev`, each on
+/// its own CQ of `cqe` entries, connected to each other with `opts` (`connect_pair`).
+#[cfg(feature = "sim")]
+pub fn sim_pair(
+    dev: &mut rdma_direct::providers::sim::SimDevice,
+    pd: &rdma_direct::providers::sim::SimPd,
+    cqe: u32,
+    cfg: &rdma_direct::types::QpConfig,
+    opts: &rdma_direct::types::ConnectOpts,
+) -> (SimSide, SimSide) {
+    use rdma_direct::providers::Provider;
+    let (mut ca, mut cb) = (dev.create_cq(cqe).unwrap(), dev.create_cq(cqe).unwrap());
+    let mut a = dev.create_qp(pd, &mut ca, None, None, cfg).unwrap();
+    let mut b = dev.create_qp(pd, &mut cb, None, None, cfg).unwrap();
+    rdma_direct::providers::flow::connect_pair(dev, &mut a, &mut b, opts).unwrap();
+    ((a, ca), (b, cb))
+}

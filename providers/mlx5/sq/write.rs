@@ -22,7 +22,6 @@ use crate::Sge;
 
 // (`SendFlags` bits index `wire::fm_ce_se`: asserted in `wqe.rs`.)
 
-/// Segment writer over the ring: 16-byte segments, wrapping at the ring end.
 /// Bit position of the opcode byte in the little-endian u64 of ctrl bytes 0..8.
 pub(super) const OPCODE_BIT: u32 =
     (ctrl_off::OPCODE - ctrl_off::OPMOD_IDX_OPCODE) as u32 * u8::BITS;
@@ -36,6 +35,7 @@ const IMM_BIT: u32 = (ctrl_off::IMM - ctrl_off::SIGNATURE) as u32 * u8::BITS;
 /// The second 8-byte half of a 16-byte segment.
 const SEG_HALF: usize = MLX5_WQE_DS_UNITS / 2;
 
+/// Segment writer over the ring: 16-byte segments, wrapping at the ring end.
 pub(super) struct Cursor {
     pub(super) buf: *mut u8,
     pub(super) byte_mask: usize,
@@ -179,9 +179,9 @@ impl<D: Owners> Mlx5Sq<D> {
 
     /// The one-WQEBB fast path: an inline WRITE (`remote` given) or SEND of at most
     /// [`FAST_INLINE_MAX`](super::FAST_INLINE_MAX) bytes, the caller having checked
-    /// [`Self::fast_open`]. Same bytes as [`Self::write_wqe`]; no wrap (one WQEBB never
-    /// wraps). (Or after
-    /// [`Self::fast_refill`], when the limit stays below `pi` only because `pi..limit` wraps.)
+    /// [`Self::fast_open`] (or [`Self::fast_refill`], when the limit stays below `pi` only
+    /// because `pi..limit` wraps). Same bytes as [`Self::write_wqe`]; no wrap (one WQEBB
+    /// never wraps).
     #[inline(always)]
     pub(super) fn fast_inline(
         &mut self,

@@ -45,37 +45,47 @@
 //!   `t = w + d/b + c·q` by least squares over the curves (per WQE, per doorbell, per
 //!   completion, with 95 % intervals and residuals) and says where the cost goes.
 //!
-//! A child module of `bench.rs` (`bench batching`), so it shares that module's copy of the
-//! plain-memory rig. This file is the entry ([`run`]); the parts:
-//! - [`options`]: the usage text, option parsing, the configurations;
-//! - [`measure`]: the measuring loops per provider and the per-point statistics;
+//! The measurement itself is the library's ([`rdma_direct::bench::batching`]); this command
+//! parses, prints and writes the files. This file is the entry ([`run`]); the parts:
+//! - [`options`]: the usage text, option parsing;
 //! - [`report`]: tables, JSON and SVG charts;
 //! - [`explain`]: `--explain`, the costs derived from the curve;
 //! - [`callgrind`]: `--instructions`, instructions per WQE under callgrind.
 
 mod callgrind;
 mod explain;
-mod measure;
 mod options;
 mod report;
+mod summary;
 
-use crate::plot;
 use callgrind::instructions;
 use explain::explain;
-use measure::sweep;
 use options::{parse, Where, USAGE};
-use report::{charts, header, json, pcie_note, table};
+use rdma_direct::bench::batching::sweep;
+use rdma_direct::report::plot;
+use report::{charts, header, json, latency_note, method_note, pcie_note, table};
 
 /// `rdma-direct bench batching ...`. Returns the exit code.
 pub fn run(args: &[String]) -> i32 {
-    let o = match crate::options_or_exit("bench batching", USAGE, parse(args)) {
+    let mut o = match crate::options_or_exit("bench batching", USAGE, parse(args)) {
         Ok(o) => o,
         Err(status) => return status,
     };
+    o.stop = Some(rdma_direct::perf::StopHook(crate::stop::requested));
     // The device and the output files first: nothing is printed for a run that cannot be
     // made or kept.
     if let Some(d) = &o.device {
         if let Err(e) = crate::provider::find_device(d) {
+            errln!("rdma-direct bench batching: {e}");
+            return 1;
+        }
+    }
+    if let Some(dir) = &o.report {
+        let d = std::path::Path::new(dir);
+        let made = std::fs::create_dir_all(d)
+            .map_err(|e| format!("--report {dir}: {e} (a directory this user may create)"))
+            .and_then(|()| crate::check_output("--report", &d.join(summary::MARKDOWN)));
+        if let Err(e) = made {
             errln!("rdma-direct bench batching: {e}");
             return 1;
         }
@@ -115,7 +125,7 @@ pub fn run(args: &[String]) -> i32 {
     out!("{}", header(&o));
     crate::out::flush();
     let host = rdma_direct::perf::host::Host::read();
-    let res = match sweep(&o) {
+    let done = match sweep(&o) {
         Ok(r) => r,
         Err(e) => {
             errln!("rdma-direct bench batching ({}): {e}", o.at.name());
@@ -123,6 +133,7 @@ pub fn run(args: &[String]) -> i32 {
         }
     };
     drop(armed);
+    let res = &done.points;
     if let Some(sig) = crate::stop::signal() {
         let taken = res.iter().flat_map(|(_, p)| p).map(|p| p.reps).min();
         errln!(
@@ -133,21 +144,27 @@ pub fn run(args: &[String]) -> i32 {
             o.reps
         );
     }
-    for (c, pts) in &res {
+    for (c, pts) in res {
         out!("{}", table(&o, c, pts));
+    }
+    out!("{}", method_note(&o, &done));
+    if o.latency {
+        out!("{}", latency_note(&o, res));
     }
     if res.iter().flat_map(|(_, p)| p).any(|p| p.pcie.is_some()) {
         out!("{}", pcie_note(&o));
     }
-    if o.at == Where::Sim && res.iter().flat_map(|(_, p)| p).any(|p| p.med > 1000.0) {
+    // (A round trip in latency mode takes about a microsecond on the sim by itself.)
+    if o.at == Where::Sim && !o.latency && res.iter().flat_map(|(_, p)| p).any(|p| p.med > 1000.0) {
         outln!(
             " note: some points took over 1 µs per WQE: the device thread and this thread \
              shared a core (a busy machine), so those figures show the scheduler, not the \
              doorbell path. The sim needs two idle cores."
         );
     }
+    let explained = (o.explain || o.report.is_some()).then(|| explain(&o, res));
     if o.explain {
-        out!("{}", explain(&o, &res));
+        out!("{}", explained.as_deref().unwrap_or_default());
     }
     let write = |path: &str, text: String, what: &str| -> bool {
         match std::fs::write(path, text) {
@@ -159,12 +176,38 @@ pub fn run(args: &[String]) -> i32 {
         }
     };
     let mut ok = true;
+    let load_after = rdma_direct::perf::host::load_average();
     if let Some(f) = &o.json {
-        let load_after = rdma_direct::perf::host::load_average();
-        ok &= write(f, json(&o, &res, &host, load_after), "JSON");
+        ok &= write(f, json(&o, &done, &host, load_after), "JSON");
     }
     if let Some(f) = &o.svg {
-        ok &= write(f, plot::render(&charts(&o, &res)), "SVG");
+        ok &= write(f, plot::render(&charts(&o, res)), "SVG");
+    }
+    if let Some(dir) = &o.report {
+        let at = |name: &str| std::path::Path::new(dir).join(name).display().to_string();
+        ok &= write(
+            &at(summary::JSON),
+            json(&o, &done, &host, load_after),
+            "JSON",
+        );
+        ok &= write(&at(summary::SVG), plot::render(&charts(&o, res)), "SVG");
+        let md = summary::markdown(
+            &o,
+            &done,
+            &host,
+            load_after,
+            explained.as_deref().unwrap_or_default(),
+        );
+        ok &= write(&at(summary::MARKDOWN), md, "summary");
+        if ok {
+            outln!(
+                " report: {} ({}, {}, {})",
+                dir,
+                summary::MARKDOWN,
+                summary::JSON,
+                summary::SVG
+            );
+        }
     }
     if ok {
         0

@@ -1,20 +1,12 @@
 //! `rdma-direct bench post|poll`: the mlx5 hot path's own cost, perftest style.
 //!
-//! Runs the mlx5 provider's queues on plain memory with this program acting as the device
-//! (`Loopback` of the bench rig `benches/rig/plain.rs`, compiled into this program): what
-//! is measured is the driver's work (writing WQEs, doorbell record, doorbell or BlueFlame
-//! stores; parsing CQEs), not a NIC.
-//! Figures are labelled "plain memory, not hardware".
+//! Parses the options, runs [`rdma_direct::bench::hot`] (the mlx5 provider's queues on plain
+//! memory with the bench rig playing the device: the driver's work, not a NIC) and prints
+//! its figures perftest style, labelled "plain memory, not hardware".
 
-use std::time::Instant;
-
-use rdma_direct_rig as plain;
-
-use plain::{BenchOp, Loopback};
-use rdma_direct::providers::mlx5::{AddressVector, DoorbellMode, Mlx5Sq};
-use rdma_direct::providers::{
-    Completion, CompletionQueue, PostError, QueuePair, SendQueue, SendWr,
-};
+use rdma_direct::bench::hot::{self, BenchOp, Samples, Stats, MAX_PER_SAMPLE, OPS_PER_SAMPLE};
+use rdma_direct::providers::mlx5::DoorbellMode;
+use rdma_direct::report::table::table_line;
 
 const USAGE: &str = "\
 usage: rdma-direct bench post|poll|batching [options]
@@ -72,14 +64,6 @@ struct Opts {
     /// Operations timed per sample, at least (`--per-sample`).
     per_sample: u32,
 }
-
-/// Operations timed per sample, at least: a sample is whole batches (post) or whole poll
-/// calls (poll) covering this many.
-const OPS_PER_SAMPLE: u32 = 64;
-
-/// Largest `--per-sample`: a post sample's requests (up to 5 WQEBBs each) fit the 4096-WQEBB
-/// send queue.
-const MAX_PER_SAMPLE: u32 = 512;
 
 fn parse(args: &[String], poll: bool) -> Result<Opts, String> {
     let mut o = Opts {
@@ -158,21 +142,8 @@ fn parse(args: &[String], poll: bool) -> Result<Opts, String> {
     Ok(o)
 }
 
-/// perftest's latency statistics over per-operation samples (ns): sorted, the two largest
-/// dropped for the typical/avg/stdev/percentiles, t_max the second-largest raw sample.
-fn table(size: u32, iters: u32, samples: &mut [f64], total_ns: f64) -> Stats {
-    samples.sort_by(|a, b| a.total_cmp(b));
-    let n_raw = samples.len();
-    let t_max = if n_raw >= 2 {
-        samples[n_raw - 2]
-    } else {
-        samples[n_raw - 1]
-    };
-    let kept = &samples[..n_raw.saturating_sub(2).max(1)];
-    let n = kept.len();
-    let avg = kept.iter().sum::<f64>() / n as f64;
-    let var = kept.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n as f64;
-    let pct = |p: f64| kept[((p * n as f64).ceil() as usize).min(n - 1)];
+/// perftest's table of one run (its statistics: [`Stats::perftest`]).
+fn table(size: u32, st: &Stats, iters: u32) {
     outln!(" provider: mlx5 (plain memory, not hardware: this program plays the device)");
     // perftest's table rule (the perf tables'): each cell in its title's width, two spaces
     // between cells, no trailing blanks.
@@ -192,40 +163,33 @@ fn table(size: u32, iters: u32, samples: &mut [f64], total_ns: f64) -> Stats {
     let cells = [
         size.to_string(),
         iters.to_string(),
-        f(kept[0]),
-        f(t_max),
-        f(kept[n / 2]),
-        f(avg),
-        f(var.sqrt()),
-        f(pct(0.99)),
-        f(pct(0.999)),
-        format!("{:.3}", iters as f64 / total_ns * 1e3),
+        f(st.t_min),
+        f(st.t_max),
+        f(st.t_typical),
+        f(st.t_avg),
+        f(st.t_stdev),
+        f(st.p99),
+        f(st.p999),
+        format!("{:.3}", st.mpps),
     ];
     let header: Vec<String> = titles.iter().map(|t| t.to_string()).collect();
-    outln!("{}", super::table::table_line(&titles, &header));
-    outln!("{}", super::table::table_line(&titles, &cells));
-    Stats {
-        t_min: kept[0],
-        t_max,
-        t_typical: kept[n / 2],
-        t_avg: avg,
-        t_stdev: var.sqrt(),
-        p99: pct(0.99),
-        p999: pct(0.999),
-        mpps: iters as f64 / total_ns * 1e3,
-    }
+    outln!("{}", table_line(&titles, &header));
+    outln!("{}", table_line(&titles, &cells));
 }
 
-/// Per-operation figures of one run (ns; Mpps).
-struct Stats {
-    t_min: f64,
-    t_max: f64,
-    t_typical: f64,
-    t_avg: f64,
-    t_stdev: f64,
-    p99: f64,
-    p999: f64,
-    mpps: f64,
+/// The run's statistics, or the exit status once the failure is said.
+fn measured(which: &str, run: Result<Samples, String>) -> Result<(Samples, Stats), i32> {
+    let s = run.map_err(|e| {
+        errln!("rdma-direct bench {which}: {e}");
+        1
+    })?;
+    match Stats::perftest(&s.ns_per_op, s.measured, s.total_ns) {
+        Some(st) => Ok((s, st)),
+        None => {
+            errln!("rdma-direct bench {which}: no sample taken");
+            Err(1)
+        }
+    }
 }
 
 /// Append one JSON object (one line) to `path`; the table on stdout stays as it is. `counts`:
@@ -255,49 +219,24 @@ fn write_json(path: &str, head: &str, counts: &mut [u32], st: &Stats) -> Result<
         .map_err(|e| format!("--json {path}: {e} (check the directory exists and is writable)"))
 }
 
-fn bench_post(o: &Opts) {
-    let mut lb = Loopback::new(4096);
-    lb.qp.set_doorbell_mode(o.mode);
-    let sge = lb.sge(o.size);
-    let payload = vec![0x5au8; o.size.min(256) as usize];
-    // Whole batches per sample, at least `--per-sample` requests.
-    let per_sample = o.per_sample.div_ceil(o.batch);
-    let batches = o.iters.div_ceil(o.batch);
-    let mut samples = Vec::with_capacity(batches.div_ceil(per_sample) as usize);
-    // Operations timed by each sample (between its two clock reads).
-    let mut counts = Vec::with_capacity(samples.capacity());
-    let mut total = 0f64;
-    let mut id = 0u64;
-    // The requests are built before the clock starts (WQEBBs per request: at most 5 here).
-    let mut wrs = Vec::with_capacity((o.batch * per_sample) as usize);
-    let mut left = batches;
-    while left > 0 {
-        let these = left.min(per_sample);
-        left -= these;
-        if lb.qp.sq().free_slots() < o.batch * per_sample * 5 {
-            lb.drain();
+impl Opts {
+    fn params(&self) -> hot::Params {
+        hot::Params {
+            size: self.size,
+            iters: self.iters,
+            batch: self.batch,
+            op: self.op,
+            mode: self.mode,
+            per_sample: self.per_sample,
         }
-        wrs.clear();
-        for _ in 0..these {
-            for k in 0..o.batch {
-                let wr = lb.wr(o.op, &sge, &payload, id);
-                wrs.push(if k + 1 == o.batch { wr.signaled() } else { wr });
-                id += 1;
-            }
-        }
-        let sq = lb.qp.sq();
-        let t = Instant::now();
-        let done = post_sample(sq, &wrs, o.batch as usize);
-        let ns = t.elapsed().as_nanos() as f64;
-        if let Err(e) = done {
-            errln!("rdma-direct bench: post refused: {e}");
-            std::process::exit(1);
-        }
-        total += ns;
-        samples.push(ns / wrs.len() as f64);
-        counts.push(wrs.len() as u32);
     }
-    lb.drain();
+}
+
+fn bench_post(o: &Opts) -> i32 {
+    let (mut s, st) = match measured("post", hot::post(&o.params())) {
+        Ok(v) => v,
+        Err(status) => return status,
+    };
     outln!(
         " mlx5 post+ring: {} {} B, {} per doorbell, {} — plain memory, not hardware",
         o.op.name(),
@@ -309,7 +248,7 @@ fn bench_post(o: &Opts) {
             "BlueFlame for single WQEs"
         }
     );
-    let st = table(o.size, batches * o.batch, &mut samples, total);
+    table(o.size, &st, s.measured);
     if let Some(path) = &o.json {
         let head = format!(
             "\"bench\":\"post\",\"op\":\"{}\",\"size\":{},\"batch\":{},\"doorbell\":\"{}\",\"iters\":{}",
@@ -317,97 +256,37 @@ fn bench_post(o: &Opts) {
             o.size,
             o.batch,
             if o.mode == DoorbellMode::Doorbell { "db" } else { "bf" },
-            batches * o.batch
+            s.measured
         );
-        if let Err(e) = write_json(path, &head, &mut counts, &st) {
+        if let Err(e) = write_json(path, &head, &mut s.ops, &st) {
             errln!("rdma-direct bench: {e}");
-            std::process::exit(1);
+            return 1;
         }
     }
+    0
 }
 
-/// The timed part of one `bench post` sample: post `wrs` in order, ringing the doorbell after
-/// every `batch` of them. Out of line so that callgrind can count its instructions alone
-/// (`--toggle-collect='*post_sample*'`, benches/README.md): the clock reads stay outside.
-#[inline(never)]
-fn post_sample(
-    sq: &mut Mlx5Sq<plain::Plain>,
-    wrs: &[SendWr<'_, AddressVector>],
-    batch: usize,
-) -> Result<(), PostError> {
-    for chunk in wrs.chunks(batch) {
-        for wr in chunk {
-            sq.post(*wr).map_err(|r| r.error)?;
-        }
-        sq.ring();
-    }
-    Ok(())
-}
-
-fn bench_poll(o: &Opts) {
-    let mut lb = Loopback::new(4096);
-    let sge = lb.sge(8);
-    let payload = [0u8; 8];
-    let mut out = vec![Completion::EMPTY; o.batch as usize];
-    let mut samples = Vec::new();
-    let mut counts = Vec::new();
-    let mut total = 0f64;
-    let mut done = 0u32;
-    let mut id = 0u64;
-    while done < o.iters {
-        // The "device" fills the CQ with up to 1024 completions (untimed)...
-        let n = (o.iters - done).min(1024);
-        for _ in 0..n {
-            let wr = lb.wr(BenchOp::Send, &sge, &payload, id).signaled();
-            if lb.qp.sq().post(wr).is_err() {
-                errln!("rdma-direct bench: could not stage the completions to poll");
-                std::process::exit(1);
-            }
-            id += 1;
-        }
-        lb.qp.sq().ring();
-        lb.dev.complete_sends(&mut lb.dcq);
-        // ...and they are polled in batches (timed).
-        // Whole poll calls per sample, at least `--per-sample` completions.
-        let mut got = 0;
-        while got < n {
-            let want = (n - got).min(o.per_sample.max(o.batch));
-            let mut k = 0;
-            let t = Instant::now();
-            while k < want {
-                let m = lb.cq.poll(&mut out[..(want - k).min(o.batch) as usize]);
-                if m == 0 {
-                    break;
-                }
-                k += m as u32;
-            }
-            let ns = t.elapsed().as_nanos() as f64;
-            if k == 0 {
-                errln!("rdma-direct bench: CQ ran dry after {got} of {n}");
-                std::process::exit(1);
-            }
-            total += ns;
-            samples.push(ns / f64::from(k));
-            counts.push(k);
-            got += k;
-        }
-        done += n;
-    }
+fn bench_poll(o: &Opts) -> i32 {
+    let (mut s, st) = match measured("poll", hot::poll(&o.params())) {
+        Ok(v) => v,
+        Err(status) => return status,
+    };
     outln!(
         " mlx5 poll: {} completions per poll call — plain memory, not hardware",
         o.batch
     );
-    let st = table(64, o.iters, &mut samples, total);
+    table(64, &st, o.iters);
     if let Some(path) = &o.json {
         let head = format!(
             "\"bench\":\"poll\",\"batch\":{},\"iters\":{}",
             o.batch, o.iters
         );
-        if let Err(e) = write_json(path, &head, &mut counts, &st) {
+        if let Err(e) = write_json(path, &head, &mut s.ops, &st) {
             errln!("rdma-direct bench: {e}");
-            std::process::exit(1);
+            return 1;
         }
     }
+    0
 }
 
 pub fn run(args: &[String]) -> i32 {
@@ -437,7 +316,6 @@ pub fn run(args: &[String]) -> i32 {
                 } else {
                     bench_poll(&o)
                 }
-                0
             }
             Err(e) => crate::usage_error(&format!("bench {which}"), &e),
         },

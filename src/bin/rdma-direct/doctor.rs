@@ -7,9 +7,9 @@
 //! the same form, and the verdict (ready, or the first thing to fix).
 
 use super::devices::{why_no_device, DevPort};
-use super::json;
 use rdma_direct::doctor::{self, Finding, HostFacts, Level, Section, Sysfs};
 use rdma_direct::endpoint::Mtu;
+use rdma_direct::report::json;
 use rdma_direct::verbs::{Context, Device};
 
 const USAGE: &str = "\

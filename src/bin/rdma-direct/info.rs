@@ -38,7 +38,8 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             "-h" | "--help" => return Ok(None),
             "-v" | "--verbose" => o.verbose = true,
             "--provider" => {
-                o.provider = Choice::parse(it.next().ok_or("--provider needs a value")?)?;
+                o.provider =
+                    crate::provider::parse_choice(it.next().ok_or("--provider needs a value")?)?;
             }
             other if o.at.take(other, &mut it)? => {}
             other => return Err(format!("unexpected argument '{other}'")),
@@ -160,11 +161,8 @@ fn print_device(d: &Device, o: &Opts) -> rdma_direct::Result<()> {
     outln!("\thw_ver:\t\t\t\t0x{:X}", a.hw_ver);
     outln!("\tphys_port_cnt:\t\t\t{}", a.phys_port_cnt);
     let facts = DeviceFacts::read(&d.name);
-    match provider::choose(o.provider, Some(&facts)) {
-        Ok(k) => outln!(
-            "\tprovider:\t\t\t{}",
-            provider::reason(o.provider, k, Some(&facts))
-        ),
+    match provider::explained(o.provider, Some(&facts)) {
+        Ok((_, why)) => outln!("\tprovider:\t\t\t{why}"),
         Err(e) => outln!("\tprovider:\t\t\trefused: {e}"),
     }
     if o.verbose {

@@ -11,8 +11,8 @@ use std::time::Duration;
 use rdma_direct::doctor::{format_cpulist, parse_cpulist, Sysfs};
 use rdma_direct::noise::{self, Config, CpuNoise, Report};
 
-use super::json;
-use super::plot::{self, Chart, Point, Series, XKind};
+use rdma_direct::report::json;
+use rdma_direct::report::plot::{self, Chart, Panel, Point, Series, XKind};
 
 const USAGE: &str = "\
 usage: rdma-direct jitter [-c CPUS] [-D SECONDS] [--threshold NS] [-d DEV] [--no-osnoise]
@@ -389,7 +389,8 @@ fn render_svg(r: &Report) -> String {
                 .collect(),
         })
         .collect();
-    plot::render(&[Chart {
+    // Counts per bucket span decades: a log axis.
+    plot::render_panels(&[Panel::from(Chart {
         title: "host noise: interruptions of a spinning thread, per CPU".to_string(),
         subtitle: format!(
             "{:.3} s per CPU; a gap above the threshold is an interruption",
@@ -400,7 +401,8 @@ fn render_svg(r: &Report) -> String {
         y_label: "interruptions in the bucket".to_string(),
         band_label: None,
         series,
-    }])
+    })
+    .log_y()])
 }
 
 #[cfg(test)]
@@ -508,13 +510,13 @@ mod tests {
 
     #[test]
     fn json_report_reads_back() {
-        let v = crate::json_value::parse(&render_json(&report())).unwrap();
+        let v = rdma_direct::report::json::parse(&render_json(&report())).unwrap();
         assert_eq!(v.get("duration_s").and_then(|d| d.as_f64()), Some(0.02));
         assert_eq!(
             v.get("osnoise").and_then(|d| d.as_str()),
             Some("not available: tracefs is not mounted")
         );
-        let crate::json_value::Value::Arr(cpus) = v.get("cpus").unwrap() else {
+        let rdma_direct::report::json::Value::Arr(cpus) = v.get("cpus").unwrap() else {
             panic!("cpus is an array")
         };
         let c = &cpus[0];
@@ -523,7 +525,7 @@ mod tests {
         assert_eq!(n("count"), Some(3));
         assert_eq!(n("p99_ns"), Some(5000));
         assert_eq!(n("max_ns"), Some(5000));
-        let crate::json_value::Value::Arr(h) = c.get("histogram").unwrap() else {
+        let rdma_direct::report::json::Value::Arr(h) = c.get("histogram").unwrap() else {
             panic!("histogram is an array")
         };
         let buckets: Vec<(u64, u64, u64)> = h
@@ -534,12 +536,12 @@ mod tests {
             })
             .collect();
         assert_eq!(buckets, [(128, 255, 2), (4096, 8191, 1)]);
-        let crate::json_value::Value::Arr(irqs) = c.get("irqs").unwrap() else {
+        let rdma_direct::report::json::Value::Arr(irqs) = c.get("irqs").unwrap() else {
             panic!("irqs is an array")
         };
         assert_eq!(
             irqs[0].get("nic"),
-            Some(&crate::json_value::Value::Bool(true))
+            Some(&rdma_direct::report::json::Value::Bool(true))
         );
         assert!(render_svg(&report()).contains("CPU 1 (3 interruptions, max 5.0 us)"));
     }

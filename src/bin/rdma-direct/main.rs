@@ -18,18 +18,13 @@ mod doctor;
 mod events;
 mod info;
 mod jitter;
-mod json;
-mod json_value;
 mod perf;
 mod pingpong;
-mod plot;
 mod plotcmd;
 mod provider;
-mod results;
 mod scenario;
 mod selftest;
 mod stop;
-mod table;
 
 const USAGE: &str = "\
 rdma-direct — kernel-bypass RDMA data plane (mlx5 direct, verbs fallback, software mlx5 device)

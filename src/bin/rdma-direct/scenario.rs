@@ -19,8 +19,8 @@ use std::time::Duration;
 use rdma_direct::providers::{Provider, ProviderKind};
 use rdma_direct::scenario::{self, Failure, Report, RunOpts, Scenario};
 
-use super::json;
 use super::provider::{self, Choice, Job};
+use rdma_direct::report::json;
 
 const USAGE: &str = "\
 usage: rdma-direct scenario PATH... [-d DEV] [--provider P] [--mode M] [-x GID_INDEX]
@@ -92,7 +92,8 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             "--json" => o.json = true,
             "-d" | "--ib-dev" => o.dev = Some(crate::flag_value(flag, attached, &mut rest)?),
             "--provider" => {
-                o.choice = Choice::parse(&crate::flag_value(flag, attached, &mut rest)?)?
+                o.choice =
+                    crate::provider::parse_choice(&crate::flag_value(flag, attached, &mut rest)?)?
             }
             "--mode" => {
                 mode_given = true;

@@ -449,9 +449,6 @@ pub fn verbs() -> Result<&'static Verbs> {
         .map_err(Clone::clone)
 }
 
-/// `int rdma_direct_standin_attach(const struct standin_backend *)`.
-pub type StandinAttachFn = unsafe extern "C" fn(backend: *const c_void) -> c_int;
-
 /// The path libibverbs is loaded from: `RDMA_DIRECT_LIBIBVERBS`, else the soname.
 pub fn libibverbs_path() -> String {
     path_from_env("RDMA_DIRECT_LIBIBVERBS", LIBIBVERBS)
@@ -462,19 +459,15 @@ pub fn libmlx5_path() -> String {
     path_from_env("RDMA_DIRECT_LIBMLX5", LIBMLX5)
 }
 
-/// When the process-wide libibverbs (loaded here if it was not) is this project's stand-in
-/// (`tests/standin/`: it exports `rdma_direct_standin_attach`, which no rdma-core library
-/// does), its attach entry point; `None` for any other libibverbs.
-pub fn standin_attach() -> Result<Option<StandinAttachFn>> {
+/// The address of `symbol` (given with its trailing NUL) in the process-wide libibverbs
+/// (loaded here if it was not), for an entry point beyond [`Verbs`]'s; `None` when that
+/// libibverbs does not export it. The address is untyped: the caller must know the symbol's
+/// C prototype and cast to it before any call.
+pub fn libibverbs_symbol(symbol: &'static str) -> Result<Option<*mut c_void>> {
     verbs()?;
     let path = libibverbs_path();
     let lib = Library::open(&path, LIBIBVERBS, LIBIBVERBS_HINT)?;
-    match lib.sym("rdma_direct_standin_attach\0") {
-        // SAFETY: the stand-in's attach function, whose C prototype is StandinAttachFn; the
-        // library is never unloaded.
-        Ok(p) => Ok(Some(unsafe { fn_from_ptr::<StandinAttachFn>(p) })),
-        Err(_) => Ok(None),
-    }
+    Ok(lib.sym(symbol).ok())
 }
 
 /// The process-wide libmlx5 table, loaded on first call (only the mlx5 provider needs it).

@@ -159,6 +159,14 @@ impl WcFlags {
     /// completes on it, and posts to its QPs are refused with `PostError::CqError`. The
     /// requests still outstanding on its QPs are lost: destroy the QPs and the CQ.
     pub const CQ_ERROR: WcFlags = WcFlags(4);
+    /// Not a request's completion: a doorbell the device refused after a bare `ring` (verbs
+    /// provider only), reported in band by an empty poll of the CQ the queue completes on
+    /// when no call on the queue reported it first. `status` is `GeneralErr`, `wr_id` the
+    /// first request taken back, `byte_len` how many were, `vendor_err` the errno, `opcode`
+    /// `Send` (`ibv_post_send`) or `Recv` (`ibv_post_recv`), `qp_num` the QP. The requests it
+    /// names were never posted and end no other way; [`Completion::refusal`] gives it back
+    /// as the [`RingError`](crate::types::RingError) the call would have returned.
+    pub const REFUSED: WcFlags = WcFlags(8);
     /// True if every flag of `other` is set.
     #[inline]
     pub const fn contains(self, other: WcFlags) -> bool {
@@ -231,6 +239,23 @@ impl Completion {
     #[inline]
     pub fn is_ok(&self) -> bool {
         self.status == WcStatus::Success
+    }
+
+    /// The refused doorbell this completion reports ([`WcFlags::REFUSED`]), if it is one:
+    /// the verb, the errno and the requests taken back, as `try_ring` returns them.
+    pub fn refusal(&self) -> Option<crate::types::RingError> {
+        self.flags
+            .contains(WcFlags::REFUSED)
+            .then(|| crate::types::RingError {
+                verb: if self.opcode == WcOpcode::Recv {
+                    crate::types::RingVerb::PostRecv
+                } else {
+                    crate::types::RingVerb::PostSend
+                },
+                errno: self.vendor_err as i32,
+                first_wr_id: self.wr_id,
+                count: self.byte_len,
+            })
     }
     /// `Ok` for a successful completion; for a failed one an [`crate::Error::Completion`]
     /// carrying status, vendor syndrome, opcode, QP and wr_id, whose message names the likely

@@ -11,9 +11,9 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use super::measure::Stat;
 use super::options::{Config, Mode, Opts, Signal, Where};
 use super::report::series_name;
+use rdma_direct::bench::batching::Stat;
 use rdma_direct::perf::fit::{least_squares, Fit};
 
 /// Completions per WQE at a point: the signaled requests of a sample over its requests.
@@ -41,7 +41,7 @@ pub(super) fn model_fit(res: &[(Config, Vec<Stat>)], m: Mode) -> Option<ModelFit
     let rows: Vec<(Config, Stat)> = res
         .iter()
         .filter(|(c, _)| c.mode == m && c.payload == first.payload && c.size == first.size)
-        .flat_map(|(c, pts)| pts.iter().map(move |p| (*c, *p)))
+        .flat_map(|(c, pts)| pts.iter().map(move |p| (*c, p.clone())))
         .collect();
     let with_q: Vec<(Vec<f64>, f64)> = rows
         .iter()

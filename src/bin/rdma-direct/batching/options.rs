@@ -7,7 +7,6 @@
 //! here measures or prints.
 
 use rdma_direct::pcie::Link;
-use rdma_direct::providers::mlx5::DoorbellMode;
 
 pub(super) const USAGE: &str = "\
 usage: rdma-direct bench batching [options]
@@ -27,14 +26,32 @@ doorbell, for every doorbell mode x signaling period x payload x size.
   -Q, --signal LIST    signaling periods: any N >= 1 (every N-th request; 1 every request)
                        or batch (once per batch); default 1,16,batch. The last request
                        of a sample is always signaled
+  -o, --op LIST        write (RDMA WRITE on RC, the default), ud-send (SEND on UD; the
+                       peer posts no receives, so it drops them: the sender's path); ud-send
+                       on devices only
+  -q, --qps N          client QPs taking the batches in turn, one CQ (default 1, at most 16;
+                       devices only)
   -p, --payload LIST   inline, sge (default inline)
-  -s, --size LIST      message sizes in bytes (default 8; inline at most 128)
-  -r, --reps N         samples per point (default: plain 101, sim 9, verbs/mlx5 5)
-  -w, --warmup N       samples thrown away first (default: plain 20, others 2)
+  -s, --size LIST      message sizes in bytes (default 8; inline at most 128, sge any up to
+                       1 MiB, e.g. 4096; ud-send at most the path MTU)
+  -r, --reps N         samples per point (default 101 on every provider)
+  -w, --warmup N       samples thrown away first (default: plain 20, others 5)
   -n, --wqes N         WQEs per sample (default: plain 1024, sim and verbs/mlx5 2048)
+      --runs N         repeat the whole sweep N times (default 1); each point reports every
+                       run's median and the run-to-run spread
+      --window W       steady pipeline: at most W WQEs outstanding (at least the largest
+                       batch and signaling period; devices: at most 256, their default);
+                       plain memory's default posts a sample's WQEs, then polls them all
+      --latency        one signaled request at a time (post, ring, poll its completion):
+                       ns per round trip for each doorbell mode; batch 1, -l and -Q ignored
+      --cpu N          pin the measuring thread to CPU N
+      --unpin          do not pin (default: pinned to a CPU local to the device where sysfs
+                       says, else the last CPU this process may use)
       --json FILE      write the results as JSON
       --svg FILE       plot message rate and ns/WQE against the batch size
       --explain        say where the cost per WQE goes, from the measured curve
+      --report DIR     write DIR/batching.json, DIR/batching.svg and DIR/summary.md (setup,
+                       host, tables with intervals and bounds, the fitted model, caveats)
       --pcie LINK      PCIe link for the link-bound rate (mlx5 providers): gen3x8 (default),
                        gen3x16, gen4x8, gen4x16, gen5x8, gen5x16; overrides after commas:
                        mps=N, mrrs=N, rcb=N (bytes), addr32
@@ -44,157 +61,38 @@ doorbell, for every doorbell mode x signaling period x payload x size.
 Plain-memory and sim figures are not hardware figures.
 ";
 
-/// Largest batch (the send queue depth keeps two batches in flight).
-const MAX_BATCH: u32 = 64;
-/// Largest inline payload asked for (fits a 256-byte BlueFlame half with its segments).
-pub(super) const MAX_INLINE: u32 = 128;
+pub use rdma_direct::bench::batching::{
+    Config, Mode, Op, Params, PayloadKind, Pin, Signal, Where, MAX_BATCH, MAX_INLINE, MAX_QPS,
+};
 
-/// Where the sweep runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Where {
-    /// mlx5 queues on plain memory, this program as the device.
-    Plain,
-    /// The software mlx5 device, device thread.
-    Sim,
-    /// libibverbs on a device.
-    Verbs,
-    /// The mlx5 provider on a NIC.
-    Mlx5,
-}
-
-impl Where {
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Where::Plain => "plain",
-            Where::Sim => "sim",
-            Where::Verbs => "verbs",
-            Where::Mlx5 => "mlx5",
-        }
-    }
-    pub(super) fn describe(self, dev: Option<&str>) -> String {
-        match self {
-            Where::Plain => "plain memory (mlx5 driver, this program plays the device)".into(),
-            Where::Sim => "sim (software mlx5 device, device thread consuming)".into(),
-            Where::Verbs => format!("verbs on {} (libibverbs ibv_post_send)", dev.unwrap_or("?")),
-            Where::Mlx5 => format!("mlx5 on {} (hand-rolled mlx5 provider)", dev.unwrap_or("?")),
-        }
-    }
-    pub(super) fn hardware(self) -> bool {
-        matches!(self, Where::Verbs | Where::Mlx5)
-    }
-}
-
-/// How a batch is announced to the device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// The 8-byte doorbell, always.
-    Db8,
-    /// BlueFlame for a single staged WQE (libmlx5's rule), else the 8-byte doorbell.
-    BfSingle,
-    /// Whatever `ibv_post_send` does (verbs).
-    Verbs,
-}
-
-impl Mode {
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Mode::Db8 => "db8",
-            Mode::BfSingle => "bf-single",
-            Mode::Verbs => "ibv_post_send",
-        }
-    }
-    pub(super) fn doorbell(self) -> DoorbellMode {
-        match self {
-            Mode::BfSingle => DoorbellMode::Auto,
-            _ => DoorbellMode::Doorbell,
-        }
-    }
-}
-
-/// Which requests ask for a completion.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Signal {
-    /// Every `n`-th request (and the last of a sample).
-    Every(u32),
-    /// The last request of each batch.
-    PerBatch,
-}
-
-impl Signal {
-    pub(super) fn name(self) -> String {
-        match self {
-            Signal::Every(1) => "signal every WR".into(),
-            Signal::Every(n) => format!("signal every {n}"),
-            Signal::PerBatch => "signal once per batch".into(),
-        }
-    }
-    pub(super) fn key(self) -> String {
-        match self {
-            Signal::Every(n) => n.to_string(),
-            Signal::PerBatch => "batch".into(),
-        }
-    }
-    /// Is request `i` of a sample of `total`, in batches of `batch`, signaled?
-    #[inline(always)]
-    pub(super) fn wants(self, i: u32, batch: u32, total: u32) -> bool {
-        i + 1 == total
-            || match self {
-                Signal::Every(n) => (i + 1) % n == 0,
-                Signal::PerBatch => (i + 1) % batch == 0,
-            }
-    }
-}
-
-/// Payload kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PayloadKind {
-    /// Copied into the WQE.
-    Inline,
-    /// One scatter/gather entry.
-    Sge,
-}
-
-impl PayloadKind {
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            PayloadKind::Inline => "inline",
-            PayloadKind::Sge => "sge",
-        }
-    }
-}
-
-/// One line of the curve.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Config {
-    pub(super) mode: Mode,
-    pub(super) signal: Signal,
-    pub(super) payload: PayloadKind,
-    pub(super) size: u32,
-}
-
-/// The parsed command line.
+/// The parsed command line: what the sweep measures ([`Params`], reached through `Deref`)
+/// and what the command does with it.
 #[derive(Clone, Debug)]
 pub struct Opts {
-    pub(super) at: Where,
-    pub(super) device: Option<String>,
-    pub(super) port: u8,
-    pub(super) gid_index: u8,
-    pub(super) batches: Vec<u32>,
-    pub(super) modes: Vec<Mode>,
-    pub(super) signals: Vec<Signal>,
-    pub(super) payloads: Vec<PayloadKind>,
-    pub(super) sizes: Vec<u32>,
-    pub(super) reps: u32,
-    pub(super) warmup: u32,
-    pub(super) wqes: u32,
+    pub(super) params: Params,
     pub(super) json: Option<String>,
     pub(super) svg: Option<String>,
+    /// `--report DIR`: the JSON, the SVG and a Markdown summary in DIR.
+    pub(super) report: Option<String>,
     pub(super) explain: bool,
     pub(super) instructions: bool,
     /// The link the PCIe model's rate is reported for.
     pub(super) pcie: Link,
     /// The command line, for the JSON.
     pub(super) argv: Vec<String>,
+}
+
+impl std::ops::Deref for Opts {
+    type Target = Params;
+    fn deref(&self) -> &Params {
+        &self.params
+    }
+}
+
+impl std::ops::DerefMut for Opts {
+    fn deref_mut(&mut self) -> &mut Params {
+        &mut self.params
+    }
 }
 
 fn list<T>(flag: &str, v: &str, f: impl Fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
@@ -209,20 +107,30 @@ fn list<T>(flag: &str, v: &str, f: impl Fn(&str) -> Option<T>) -> Result<Vec<T>,
 pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
     let mut provider: Option<Where> = None;
     let mut o = Opts {
-        at: Where::Plain,
-        device: None,
-        port: 1,
-        gid_index: 0,
-        batches: vec![1, 2, 4, 8, 16, 32, 64],
-        modes: vec![Mode::Db8, Mode::BfSingle],
-        signals: vec![Signal::Every(1), Signal::Every(16), Signal::PerBatch],
-        payloads: vec![PayloadKind::Inline],
-        sizes: vec![8],
-        reps: 0,
-        warmup: u32::MAX,
-        wqes: 0,
+        params: Params {
+            at: Where::Plain,
+            device: None,
+            port: 1,
+            gid_index: 0,
+            batches: vec![1, 2, 4, 8, 16, 32, 64],
+            modes: vec![Mode::Db8, Mode::BfSingle],
+            signals: vec![Signal::Every(1), Signal::Every(16), Signal::PerBatch],
+            payloads: vec![PayloadKind::Inline],
+            sizes: vec![8],
+            ops: vec![Op::Write],
+            qps: 1,
+            reps: 0,
+            warmup: u32::MAX,
+            wqes: 0,
+            runs: 1,
+            window: None,
+            latency: false,
+            pin: Pin::Auto,
+            stop: None,
+        },
         json: None,
         svg: None,
+        report: None,
         explain: false,
         instructions: false,
         pcie: Link::preset("gen3x8")?,
@@ -300,8 +208,22 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             "-r" | "--reps" => o.reps = num(val()?)?,
             "-w" | "--warmup" => o.warmup = num(val()?)?,
             "-n" | "--wqes" => o.wqes = num(val()?)?,
+            "--runs" => o.runs = num(val()?)?,
+            "-o" | "--op" => {
+                o.ops = list(flag, &val()?, |s| match s {
+                    "write" => Some(Op::Write),
+                    "ud-send" | "ud_send" | "send" => Some(Op::UdSend),
+                    _ => None,
+                })?
+            }
+            "-q" | "--qps" => o.qps = num(val()?)?,
+            "--window" => o.window = Some(num(val()?)?),
+            "--unpin" => o.pin = Pin::Off,
+            "--latency" => o.latency = true,
+            "--cpu" => o.pin = Pin::Cpu(num(val()?)? as usize),
             "--json" => o.json = Some(val()?),
             "--svg" => o.svg = Some(val()?),
+            "--report" => o.report = Some(val()?),
             "--explain" => o.explain = true,
             "--pcie" => o.pcie = Link::parse(&val()?).map_err(|e| format!("--pcie: {e}"))?,
             "--instructions" => o.instructions = true,
@@ -352,10 +274,10 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
                 .into(),
         );
     }
+    // The same sample count on every provider (the medians' intervals comparable).
     let (reps, warm, wqes) = match o.at {
         Where::Plain => (101, 20, 1024),
-        Where::Sim => (9, 2, 2048),
-        Where::Verbs | Where::Mlx5 => (5, 2, 2048),
+        Where::Sim | Where::Verbs | Where::Mlx5 => (101, 5, 2048),
     };
     if o.reps == 0 {
         o.reps = reps;
@@ -373,34 +295,56 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             1 << 24
         ));
     }
-    Ok(Some(o))
-}
-
-impl Opts {
-    pub(super) fn configs(&self) -> Vec<Config> {
-        let mut v = Vec::new();
-        for &payload in &self.payloads {
-            for &size in &self.sizes {
-                for &mode in &self.modes {
-                    for &signal in &self.signals {
-                        v.push(Config {
-                            mode,
-                            signal,
-                            payload,
-                            size,
-                        });
-                    }
-                }
-            }
+    if o.latency {
+        if o.window.is_some() || o.instructions {
+            return Err(
+                "--latency runs one request at a time: no --window or --instructions".into(),
+            );
         }
-        v
+        o.params = o.params.clone().latency_params();
     }
-    /// WQEs per sample for `batch`: whole batches, at least one.
-    pub(super) fn sample_wqes(&self, batch: u32) -> u32 {
-        self.wqes.div_ceil(batch).max(1) * batch
+    if o.qps == 0 || o.qps > MAX_QPS {
+        return Err(format!("--qps {}: 1..={MAX_QPS} QPs", o.qps));
     }
-    /// Does the series name need the payload and the size?
-    pub(super) fn many_payloads(&self) -> bool {
-        self.payloads.len() * self.sizes.len() > 1
+    if o.at == Where::Plain && (o.qps > 1 || o.ops.contains(&Op::UdSend)) {
+        return Err(
+            "plain memory runs one RC QP (the rig's): UD SEND (-o ud-send) and --qps run on a \
+             device (--provider sim)"
+                .into(),
+        );
     }
+    if o.runs == 0 {
+        return Err("--runs 0: at least one run".into());
+    }
+    if let Some(w) = o.window {
+        let most = o.batches.iter().copied().max().unwrap_or(1);
+        let period = o
+            .signals
+            .iter()
+            .map(|s| match s {
+                Signal::Every(n) => *n,
+                Signal::PerBatch => 1,
+            })
+            .max()
+            .unwrap_or(1);
+        if w < most || w < period {
+            return Err(format!(
+                "--window {w}: a window holds at least the largest batch ({most}) and the \
+                 longest signaling period ({period}), or no completion could free it"
+            ));
+        }
+        if o.at != Where::Plain && w > 256 {
+            return Err(format!(
+                "--window {w}: at most the send queue depth (256) on a device"
+            ));
+        }
+        if o.instructions {
+            return Err(
+                "--window with --instructions: instructions are counted for the post-all, \
+                 poll-all sample only"
+                    .into(),
+            );
+        }
+    }
+    Ok(Some(o))
 }

@@ -8,15 +8,18 @@
 use std::fmt::Write as _;
 
 use super::explain::{completions_per_wqe, model_fit};
-use super::measure::Stat;
-use super::options::{Config, Opts, Where};
-use crate::json_value::Value;
-use crate::plot::{self, Chart, Point, Series, XKind};
+use super::options::{Config, Mode, Opts, Where};
+use rdma_direct::bench::batching::{Stat, Sweep};
 use rdma_direct::pcie::{Counts, Link, Traffic};
 use rdma_direct::perf::host::Host;
+use rdma_direct::report::json::Value;
+use rdma_direct::report::plot::{self, Chart, Point, Series, XKind};
 
 pub(super) fn series_name(o: &Opts, c: &Config) -> String {
     let mut s = format!("{}, {}", c.mode.name(), c.signal.name());
+    if o.ops.len() > 1 || c.op != rdma_direct::bench::batching::Op::Write {
+        s = format!("{}, {s}", c.op.name());
+    }
     if o.many_payloads() {
         let _ = write!(s, ", {} {} B", c.payload.name(), c.size);
     }
@@ -47,9 +50,10 @@ pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        " doorbell: {} | {} | WRITE {} {} B | {} samples of {}+ WQEs per point, {} warm-up",
+        " doorbell: {} | {} | {} {} {} B | {} samples of {}+ WQEs per point, {} warm-up",
         c.mode.name(),
         c.signal.name(),
+        c.op.title(),
         c.payload.name(),
         c.size,
         taken(o, pts),
@@ -69,6 +73,10 @@ pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
         "MsgRate[Mpps]",
         "Doorbells[M/s]"
     );
+    let _ = write!(s, " {:<15}", "med-CI95[ns]");
+    if o.runs > 1 {
+        let _ = write!(s, " {:<10}", "run-spread");
+    }
     if o.at == Where::Sim {
         let _ = write!(s, " {:<12}", "WQE/db-seen");
     }
@@ -95,6 +103,14 @@ pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
             p.mpps(),
             p.db_per_s / 1e6
         );
+        let ci = match p.med_ci95 {
+            Some((lo, hi)) => format!("{lo:.2}-{hi:.2}"),
+            None => "-".into(),
+        };
+        let _ = write!(s, " {ci:<15}");
+        if o.runs > 1 {
+            let _ = write!(s, " {:<10}", format!("{:.1}%", 100.0 * p.run_spread));
+        }
         if let Some(d) = p.dev_wqes_per_db {
             let _ = write!(s, " {d:<12.2}");
         }
@@ -116,13 +132,131 @@ pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
     s
 }
 
+/// Latency mode: per payload and size, each doorbell mode's round trip (median, its
+/// interval) and what it moves over PCIe per message, then BlueFlame against the 8-byte
+/// doorbell: the difference in time and in PCIe transactions (from the tap's counts).
+pub(super) fn latency_note(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        " latency (one request at a time: post, ring, poll its completion), per message:"
+    );
+    let mut seen: Vec<(rdma_direct::bench::batching::PayloadKind, u32)> = Vec::new();
+    for (c, _) in res {
+        if !seen.contains(&(c.payload, c.size)) {
+            seen.push((c.payload, c.size));
+        }
+    }
+    for (payload, size) in seen {
+        let of = |m: Mode| {
+            res.iter()
+                .find(|(c, _)| c.mode == m && c.payload == payload && c.size == size)
+                .and_then(|(_, p)| p.first())
+        };
+        let mut line = |m: Mode, p: &Stat| {
+            let ci = p
+                .med_ci95
+                .map(|(lo, hi)| format!(" [{lo:.1}, {hi:.1}]"))
+                .unwrap_or_default();
+            let pcie = match (p.pcie, link_bound(&o.pcie, p)) {
+                (Some(k), Some((req, _, _))) => format!(
+                    "; PCIe: {:.0} doorbell(s), {:.0} BlueFlame chunk(s), {:.0} WQE read(s), \
+                     {:.0} payload read(s), {:.0} CQE write(s); {:.1} B down, {:.1} B up",
+                    k.per_message(k.doorbells),
+                    k.per_message(k.bf_chunks),
+                    k.per_message(k.wqe_reads),
+                    k.per_message(k.payload_reads),
+                    k.per_message(k.cqe_writes),
+                    req.down,
+                    req.up
+                ),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                s,
+                "   {payload} {size} B, {}: {:.1} ns{ci}{pcie}",
+                m.name(),
+                p.med,
+                payload = payload.name()
+            );
+        };
+        for m in [Mode::Db8, Mode::BfSingle, Mode::Verbs] {
+            if let Some(p) = of(m) {
+                line(m, p);
+            }
+        }
+        if let (Some(db), Some(bf)) = (of(Mode::Db8), of(Mode::BfSingle)) {
+            let _ = write!(s, "   bf-single - db8: {:+.1} ns measured", bf.med - db.med);
+            if let (Some(kd), Some(kb), Some((rd, _, _)), Some((rb, _, _))) = (
+                db.pcie,
+                bf.pcie,
+                link_bound(&o.pcie, db),
+                link_bound(&o.pcie, bf),
+            ) {
+                let _ = write!(
+                    s,
+                    "; on PCIe BlueFlame moves {:+.0} WQE read(s) per message (each a \
+                     non-posted round trip before the NIC can send), {:+.1} B down, {:+.1} B up",
+                    kb.per_message(kb.wqe_reads) - kd.per_message(kd.wqe_reads),
+                    rb.down - rd.down,
+                    rb.up - rd.up
+                );
+            }
+            s.push('\n');
+        }
+    }
+    if o.at == Where::Sim {
+        let _ = writeln!(
+            s,
+            "   (the sim reads the WQE from its ring in both modes: its latency shows no WQE \
+             fetch; the PCIe counts say what a NIC would be spared)"
+        );
+    }
+    s
+}
+
+/// How the sweep sampled: the CPU, the runs, the window, and the interval's method.
+pub(super) fn method_note(o: &Opts, done: &Sweep) -> String {
+    let pinned = match &done.cpu {
+        Some(c) => format!("measuring thread pinned to CPU {} ({})", c.cpu, c.why),
+        None => "measuring thread not pinned (--unpin)".into(),
+    };
+    let window = match o.window {
+        Some(w) => format!("steady pipeline, at most {w} WQEs outstanding"),
+        None if o.at == Where::Plain => "each sample posts its WQEs, then polls them all".into(),
+        None => "up to 256 WQEs outstanding".into(),
+    };
+    format!(
+        " method: {pinned}; {} run(s) of {} samples per point; {window}; med-CI95: \
+         bootstrap 95 % interval of the median\n",
+        done.runs, o.reps
+    )
+}
+
 pub(super) fn header(o: &Opts) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
         "---------------------------------------------------------------------------------------"
     );
-    let _ = writeln!(s, "                    Doorbell batching: RDMA WRITE, RC");
+    let ops: Vec<&str> = o
+        .ops
+        .iter()
+        .map(|op| match op {
+            rdma_direct::bench::batching::Op::Write => "RDMA WRITE, RC",
+            rdma_direct::bench::batching::Op::UdSend => "SEND, UD",
+        })
+        .collect();
+    let qps = if o.qps > 1 {
+        format!(", {} QPs", o.qps)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        s,
+        "                    Doorbell batching: {}{qps}",
+        ops.join(" / ")
+    );
     let _ = writeln!(s, " provider: {}", o.at.describe(o.device.as_deref()));
     if o.at.hardware() {
         let _ = writeln!(
@@ -176,12 +310,8 @@ fn host_json(o: &Opts, host: &Host, load_after: Option<f64>) -> Value {
     ])
 }
 
-pub(super) fn json(
-    o: &Opts,
-    res: &[(Config, Vec<Stat>)],
-    host: &Host,
-    load_after: Option<f64>,
-) -> String {
+pub(super) fn json(o: &Opts, done: &Sweep, host: &Host, load_after: Option<f64>) -> String {
+    let res = &done.points;
     let s = |t: &str| Value::Str(t.to_string());
     let n = Value::Num;
     let configs = res
@@ -202,8 +332,24 @@ pub(super) fn json(
                                 ("p90".into(), n(p.p90)),
                                 ("min".into(), n(p.min)),
                                 ("max".into(), n(p.max)),
+                                (
+                                    "median_ci95".into(),
+                                    match p.med_ci95 {
+                                        Some((lo, hi)) => Value::Arr(vec![n(lo), n(hi)]),
+                                        None => Value::Null,
+                                    },
+                                ),
                             ]),
                         ),
+                        (
+                            "raw_ns_per_wqe".to_string(),
+                            Value::Arr(p.samples.iter().map(|&v| n(v)).collect()),
+                        ),
+                        (
+                            "run_medians".to_string(),
+                            Value::Arr(p.run_medians.iter().map(|&v| n(v)).collect()),
+                        ),
+                        ("run_spread".to_string(), n(p.run_spread)),
                         ("mpps".to_string(), n(p.mpps())),
                         ("doorbells_per_s".to_string(), n(p.db_per_s)),
                     ];
@@ -221,6 +367,7 @@ pub(super) fn json(
                 .collect();
             Value::Obj(vec![
                 ("name".into(), s(&series_name(o, c))),
+                ("op".into(), s(c.op.name())),
                 ("mode".into(), s(c.mode.name())),
                 ("signal".into(), s(&c.signal.key())),
                 ("payload".into(), s(c.payload.name())),
@@ -238,14 +385,59 @@ pub(super) fn json(
             o.device.as_deref().map(s).unwrap_or(Value::Null),
         ),
         ("hardware".into(), Value::Bool(o.at.hardware())),
-        ("op".into(), s("RDMA WRITE")),
+        (
+            "op".into(),
+            s(if o.ops == [rdma_direct::bench::batching::Op::Write] {
+                "RDMA WRITE"
+            } else {
+                "see configs"
+            }),
+        ),
+        ("qps".into(), n(f64::from(o.qps))),
         ("host".into(), host_json(o, host, load_after)),
+        ("method".into(), method_json(o, done)),
         ("configs".into(), Value::Arr(configs)),
         ("fits".into(), fits_json(o, res)),
     ]);
     let mut t = v.to_json();
     t.push('\n');
     t
+}
+
+/// How the points were sampled: pinning, runs, window, samples and warm-up per point.
+fn method_json(o: &Opts, done: &Sweep) -> Value {
+    let n = Value::Num;
+    Value::Obj(vec![
+        (
+            "pinned_cpu".into(),
+            done.cpu
+                .as_ref()
+                .map(|c| n(c.cpu as f64))
+                .unwrap_or(Value::Null),
+        ),
+        (
+            "pinned_why".into(),
+            done.cpu
+                .as_ref()
+                .map(|c| Value::Str(c.why.clone()))
+                .unwrap_or(Value::Str("not pinned (--unpin)".into())),
+        ),
+        ("runs".into(), n(f64::from(done.runs))),
+        ("reps_per_run".into(), n(f64::from(o.reps))),
+        ("warmup".into(), n(f64::from(o.warmup))),
+        ("wqes_per_sample".into(), n(f64::from(o.wqes))),
+        (
+            "window".into(),
+            o.window.map(|w| n(f64::from(w))).unwrap_or(Value::Null),
+        ),
+        (
+            "interval".into(),
+            Value::Str(format!(
+                "percentile bootstrap of the median, 95 %, {} resamples, seeded",
+                rdma_direct::bench::batching::stats::BOOTSTRAP_RESAMPLES
+            )),
+        ),
+    ])
 }
 
 /// The samples each point holds: `--reps`, fewer when a stop cut the sweep short.

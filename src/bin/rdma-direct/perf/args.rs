@@ -164,7 +164,7 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         match flag {
             "-h" | "--help" => return Ok(None),
             "-d" | "--ib-dev" => device = Some(val()?),
-            "--provider" => provider = Choice::parse(&val()?)?,
+            "--provider" => provider = crate::provider::parse_choice(&val()?)?,
             "--loopback" => loopback = true,
             "-p" | "--port" => port = Some(num(flag, &val()?)?),
             "-i" | "--ib-port" => o.port = num(flag, &val()?)?,

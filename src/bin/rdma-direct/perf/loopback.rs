@@ -9,10 +9,10 @@ use rdma_direct::noise::Watch;
 use rdma_direct::perf::{Report, Run};
 use rdma_direct::providers::Provider;
 
-use super::super::table;
 use super::args::Cli;
 use super::keep;
 use super::text::{header, nic_text, progress, row_text, table_header};
+use rdma_direct::report::table;
 
 /// Loopback: measure `cli.params` on `p`, handing the text to `out` as it is produced
 /// (header, then one table line per size). Returns the report.
@@ -98,11 +98,11 @@ where
 #[cfg(test)]
 mod tests {
     use super::super::args::parse;
-    use super::super::results;
     use super::*;
     use rdma_direct::perf::stats::BwUnit;
     use rdma_direct::perf::Row;
     use rdma_direct::providers::sim::SimDevice;
+    use rdma_direct::report::results;
 
     fn p(s: &str) -> Result<Option<Cli>, String> {
         let v: Vec<String> = s.split_whitespace().map(String::from).collect();

@@ -24,9 +24,10 @@ use rdma_direct::perf::{Info, Params, Report, Row, Test, TX_DEPTH};
 use rdma_direct::providers::{Provider, ProviderKind};
 
 use super::provider::{self, Job};
-use super::{plotcmd, results};
 use args::{parse, Cli, Mode, HELP};
 use loopback::report;
+use rdma_direct::report::plot::YScale;
+use rdma_direct::report::results;
 use two_process::two_process;
 
 /// `rdma-direct perf ...`: parse, choose the provider, run, print. Returns the exit code.
@@ -158,7 +159,7 @@ fn write_files(cli: &Cli, report: &Report) -> Result<(), String> {
         results::write_file(p, &file)?;
     }
     if let Some(p) = &cli.svg {
-        let svg = plotcmd::svg(std::slice::from_ref(&file), None, None)?;
+        let svg = results::chart::svg(std::slice::from_ref(&file), None, None, YScale::Log)?;
         std::fs::write(p, svg).map_err(|e| format!("{}: {e}", p.display()))?;
     }
     Ok(())

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use rdma_direct::perf::{Info, NicTime, Params, Row, Test, TX_DEPTH};
 use rdma_direct::providers::ProviderKind;
 
-use super::super::table;
+use rdma_direct::report::table;
 
 /// Progress of a sweep on stderr (a terminal): `size k/n`.
 pub(super) fn progress(on: bool, k: usize, n: usize, size: u32) {

@@ -118,7 +118,7 @@ pub(super) fn parse_args(args: &[String]) -> std::result::Result<Option<Args>, S
         match flag {
             "-h" | "--help" => return Ok(None),
             "-d" | "--ib-dev" => a.dev = Some(val()?),
-            "--provider" => a.provider = Choice::parse(&val()?)?,
+            "--provider" => a.provider = crate::provider::parse_choice(&val()?)?,
             "-i" | "--ib-port" => a.ib_port = num(flag, &val()?)?,
             "-g" | "--gid-idx" => a.gid_idx = Some(num(flag, &val()?)?),
             "-s" | "--size" => a.size = num(flag, &val()?)?,

@@ -1,11 +1,13 @@
 //! rc_pingpong's loop, written once for every provider: [`Flow`] is one end's loop state
 //! (receives kept posted, one send outstanding, an end sends again once its last send and a
-//! receive have completed), [`Flow::step`] one turn of the loop; [`Stall`] turns a loop without
-//! completions into an error after [`STALL`]. A failed completion hands over to the drain.
+//! receive have completed), [`Flow::step`] one turn of the loop; the library's [`Stall`] turns
+//! a loop without completions into an error after [`STALL`]. A failed completion hands over
+//! to the drain.
 
 use std::time::{Duration, Instant};
 
 use rdma_direct::perf::Away;
+pub(super) use rdma_direct::providers::helpers::Stall;
 use rdma_direct::providers::{
     Completion, CompletionQueue, MemoryRegion, Provider, QueuePair, RecvQueue, RecvWr, SendQueue,
     SendWr, Sge,
@@ -20,7 +22,7 @@ use super::fail;
 pub(super) const RECV_WRID: u64 = 1;
 pub(super) const SEND_WRID: u64 = 2;
 /// A run with no completion for this long has lost its peer (or its device).
-const STALL: Duration = Duration::from_secs(20);
+pub(super) const STALL: Duration = Duration::from_secs(20);
 
 /// rc_pingpong's loop state of one end.
 pub(super) struct Flow {
@@ -187,39 +189,5 @@ impl Flow {
             }
         }
         Ok(n > 0)
-    }
-}
-
-/// Idle turns of a loop: a spin-loop hint each, and an error after [`STALL`] without a
-/// completion (the clock is read once per 4096 idle turns).
-pub(super) struct Stall {
-    idle: u32,
-    since: Option<Instant>,
-}
-
-impl Stall {
-    pub(super) fn new() -> Stall {
-        Stall {
-            idle: 0,
-            since: None,
-        }
-    }
-    pub(super) fn progressed(&mut self) {
-        self.idle = 0;
-        self.since = None;
-    }
-    pub(super) fn idle(&mut self, what: impl FnOnce() -> String) -> Result<()> {
-        std::hint::spin_loop();
-        self.idle = self.idle.wrapping_add(1);
-        if self.idle % 4096 == 0 {
-            match self.since {
-                None => self.since = Some(Instant::now()),
-                Some(t) if t.elapsed() > STALL => {
-                    return Err(fail(format!("no completion for {STALL:?}: {}", what())))
-                }
-                Some(_) => {}
-            }
-        }
-        Ok(())
     }
 }

@@ -10,11 +10,11 @@ use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::{Completion, Provider};
 use rdma_direct::Result;
 
-use super::super::table;
 use super::args::Args;
 use super::bring_up::{connect_opts, ep_line, open_end};
-use super::flow::{Flow, Stall};
+use super::flow::{Flow, Stall, STALL};
 use super::report::results;
+use rdma_direct::report::table;
 
 /// Loopback on the software mlx5 device, with its device thread; the text to print.
 pub(super) fn on_the_sim(a: &Args) -> Result<String> {
@@ -82,7 +82,7 @@ fn loopback<P: Provider>(
     ready(p)?;
 
     let mut wc = [Completion::EMPTY; 16];
-    let mut stall = Stall::new();
+    let mut stall = Stall::new(STALL);
     let watch = a
         .attribute
         .then(|| rdma_direct::noise::Watch::start(&rdma_direct::doctor::Sysfs::system()));
@@ -109,9 +109,11 @@ fn loopback<P: Provider>(
             stall.progressed();
         } else {
             p.progress();
-            stall.idle(|| {
+            std::hint::spin_loop();
+            stall.idle("pingpong", || {
                 format!(
-                    "client {}/{} sent/received, server {}/{}: the device stalled",
+                    "the next completion of either end (client {}/{} sent/received, server \
+                     {}/{})",
                     cf.scnt, cf.rcnt, sf.scnt, sf.rcnt
                 )
             })?;

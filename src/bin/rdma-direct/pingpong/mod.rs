@@ -116,7 +116,7 @@ fn io_err(ctx: &str, e: std::io::Error) -> Error {
     Error::io(ctx.to_string(), &e)
 }
 
-/// A transfer this process drove failed (an error completion, a refused post, a stall).
+/// A transfer this process drove failed (an error completion, a refused post).
 fn fail(detail: String) -> Error {
     Error::Failed {
         context: "pingpong",

@@ -10,8 +10,8 @@ use rdma_direct::doctor::Sysfs;
 use rdma_direct::noise::Watch;
 use rdma_direct::perf::{stats, Away, Outliers, DEFAULT_OUTLIER_X};
 
-use super::super::table;
 use super::args::Args;
+use rdma_direct::report::table;
 
 /// What the Mbit/sec of a run on the software device is: the sim copies each message in
 /// memory, so the figure says nothing of a link.

@@ -20,6 +20,7 @@
 use std::time::{Duration, Instant};
 
 use rdma_direct::cm;
+use rdma_direct::providers::helpers::Stall;
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Pages, Provider, QpConfig,
     QpType, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, WcStatus,
@@ -126,7 +127,7 @@ impl<P: Provider> End<'_, P> {
     /// does a flushed request once it was seen (the disconnect moved the QP to ERR: what was
     /// outstanding is flushed, not failed).
     fn wait(&mut self, wr_id: u64, what: &str) -> Result<bool> {
-        let t0 = Instant::now();
+        let mut stall = Stall::new(STALL);
         let mut wc = [Completion::EMPTY; 8];
         loop {
             if self.seen[wr_id as usize] > 0 {
@@ -164,12 +165,7 @@ impl<P: Provider> End<'_, P> {
                         return Err(e);
                     }
                 }
-                if t0.elapsed() > STALL {
-                    return Err(fail(format!(
-                        "rping: nothing for {} s while waiting for {what}",
-                        STALL.as_secs()
-                    )));
-                }
+                stall.idle("rping", || what.to_string())?;
                 std::thread::yield_now();
             }
         }

@@ -12,12 +12,13 @@ use rdma_direct::endpoint::{PingpongMsg, PINGPONG_DONE, PINGPONG_MSG_LEN, PINGPO
 use rdma_direct::providers::{Completion, Provider};
 use rdma_direct::{Error, Result};
 
-use super::super::{provider, table};
+use super::super::provider;
 use super::args::Args;
 use super::bring_up::{connect_opts, msg_line, open_end};
-use super::flow::{Flow, Stall};
+use super::flow::{Flow, Stall, STALL};
 use super::io_err;
 use super::report::results;
+use rdma_direct::report::table;
 
 /// [`two_process`] for [`provider::open_and_run`].
 pub(super) struct TwoProcess<'a>(pub(super) &'a Args);
@@ -126,7 +127,7 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
     crate::out::flush();
 
     let mut wc = [Completion::EMPTY; 16];
-    let mut stall = Stall::new();
+    let mut stall = Stall::new(STALL);
     let watch = a
         .attribute
         .then(|| rdma_direct::noise::Watch::start(&rdma_direct::doctor::Sysfs::system()));
@@ -146,9 +147,11 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
             stall.progressed();
         } else {
             p.progress();
-            stall.idle(|| {
+            std::hint::spin_loop();
+            stall.idle("pingpong", || {
                 format!(
-                    "after {} sends and {} receives: is the peer still running?",
+                    "the peer's next message, after {} sends and {} receives (is the peer \
+                     still running?)",
                     flow.scnt, flow.rcnt
                 )
             })?;

@@ -4,15 +4,15 @@
 
 use std::time::{Duration, Instant};
 
-use rdma_direct::clock::TimestampKind;
-use rdma_direct::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Device, Mlx5Qp, Owners};
-use rdma_direct::providers::sim::SimDevice;
-use rdma_direct::providers::verbs::VerbsDevice;
-use rdma_direct::providers::{
+use crate::clock::TimestampKind;
+use crate::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Device, Mlx5Qp, Owners};
+use crate::providers::sim::SimDevice;
+use crate::providers::verbs::VerbsDevice;
+use crate::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Pages, Provider, ProviderKind,
     QpConfig, QpType, QueuePair, RecvQueue, RecvWr, RegisteredBuf, SendQueue, SendWr, WcOpcode,
 };
-use rdma_direct::verbs::{Context, Device, PortState};
+use crate::verbs::{Context, Device, PortState};
 
 use super::{dv, Failed, Ladder};
 
@@ -20,7 +20,7 @@ use super::{dv, Failed, Ladder};
 const WAIT: Duration = Duration::from_secs(5);
 
 /// Climb the ladder on `kind` (the device `dev`; none for the sim).
-pub fn climb(l: &mut Ladder, kind: ProviderKind, dev: Option<&str>, gid: Option<u8>) {
+pub(super) fn climb(l: &mut Ladder, kind: ProviderKind, dev: Option<&str>, gid: Option<u8>) {
     match (kind, dev) {
         (ProviderKind::Mlx5, Some(d)) => mlx5(l, d, gid),
         (ProviderKind::Verbs, Some(d)) => verbs(l, d, gid),
@@ -30,7 +30,7 @@ pub fn climb(l: &mut Ladder, kind: ProviderKind, dev: Option<&str>, gid: Option<
 
 /// The ladder for a device that is not there (`-d mlx5_0` on a host without it): libibverbs
 /// loaded, then the list rung failing with `why` (the one "no RDMA device" diagnosis).
-pub fn missing(l: &mut Ladder, why: &str) {
+pub(super) fn missing(l: &mut Ladder, why: &str) {
     l.rung(
         "load libraries",
         "libibverbs.so.1 loads and exports every entry point used",
@@ -49,7 +49,7 @@ const E_SANITY: &str = "mlx5dv_init_obj's rings, strides, dbrec, bfreg (mlx5 onl
 
 /// libibverbs (and with `mlx5` libmlx5) loaded with every entry point; says which files.
 fn loaded(mlx5: bool) -> Result<((), String), Failed> {
-    rdma_direct::verbs::loaded_libraries(mlx5)
+    crate::verbs::loaded_libraries(mlx5)
         .map(|v| ((), v.join(", ")))
         .map_err(|e| e.to_string())
 }
@@ -158,8 +158,7 @@ fn mlx5(l: &mut Ladder, name: &str, gid: Option<u8>) {
         "the CQ armed by hand through its UAR raises a completion-channel event that wakes a \
          sleeping waiter",
         || {
-            let ch =
-                rdma_direct::verbs::CompChannel::new(p.context()).map_err(|e| e.to_string())?;
+            let ch = crate::verbs::CompChannel::new(p.context()).map_err(|e| e.to_string())?;
             let (mut cq, mut waiter) = p.create_cq_waiter(256, &ch).map_err(|e| e.to_string())?;
             let qp = self_connected(&mut p, &bed, &mut cq, &opts)?;
             wake(qp, &bed, |cq, out| waiter.wait(cq, out), &mut cq)?;
@@ -207,7 +206,7 @@ fn sim(l: &mut Ladder) {
         ] {
             l.not_applicable(n, e, "the sim hands out its descriptors itself");
         }
-        Some(Some(rdma_direct::wire::MLX5_BF_SIZE))
+        Some(Some(crate::wire::MLX5_BF_SIZE))
     }) else {
         return;
     };
@@ -633,7 +632,7 @@ fn wake<P: Provider, W>(
 ) -> Result<(), Failed>
 where
     P::Qp: Send + 'static,
-    W: FnMut(&mut P::Cq, &mut [Completion]) -> rdma_direct::Result<usize>,
+    W: FnMut(&mut P::Cq, &mut [Completion]) -> crate::Result<usize>,
 {
     let (addr, rkey) = (bed.buf.addr() + 8192, bed.buf.rkey());
     let poster = std::thread::spawn(move || {

@@ -1,4 +1,4 @@
-//! perftest's result tables, for the rows of [`rdma_direct::perf`].
+//! perftest's result tables, for the rows of [`crate::perf`].
 //!
 //! A table is a header line of column titles, then one line per row: one leading space, each
 //! cell left-aligned in the width of its column (its title's, and at least 7 for `#bytes`, so
@@ -8,9 +8,9 @@
 //! Latencies in microseconds with two decimals; bandwidth with two decimals and the message
 //! rate with six, as perftest prints them.
 
-use rdma_direct::perf::stats::{BwRow, BwUnit, LatRow};
-use rdma_direct::perf::Row;
-use rdma_direct::providers::ProviderKind;
+use crate::perf::stats::{BwRow, BwUnit, LatRow};
+use crate::perf::Row;
+use crate::providers::ProviderKind;
 
 /// The dashed rule perftest prints around its header and under its table.
 pub const RULE: &str =
@@ -74,7 +74,6 @@ pub fn table_line<S: AsRef<str>>(titles: &[S], cells: &[String]) -> String {
 }
 
 /// The latency table's header line (perftest's nine columns).
-#[cfg(test)]
 pub fn lat_header() -> String {
     let titles: Vec<String> = LAT_COLUMNS.iter().map(|t| t.to_string()).collect();
     table_line(&LAT_COLUMNS, &titles)
@@ -87,7 +86,7 @@ pub fn deep_columns(iters: u32) -> usize {
 }
 
 /// How many of [`DEEP_LAT_COLUMNS`] a row of `kept` samples has
-/// ([`rdma_direct::perf::stats::lat_row`] keeps all but the two largest).
+/// ([`crate::perf::stats::lat_row`] keeps all but the two largest).
 fn deep_columns_kept(kept: usize) -> usize {
     usize::from(kept >= 10_000) + usize::from(kept >= 100_000)
 }
@@ -115,7 +114,7 @@ pub fn lat_header_for_samples(samples: usize) -> String {
 
 /// A histogram under a latency row: one line per log2 bucket, from the first non-empty one
 /// to the last.
-pub fn histogram_lines(h: &rdma_direct::perf::stats::Histogram) -> String {
+pub fn histogram_lines(h: &crate::perf::stats::Histogram) -> String {
     let b = h.buckets();
     let total: u64 = b.iter().map(|x| x.2).sum();
     let mut s = format!("   histogram of {total} kept samples (usec, log2 buckets):\n");
@@ -189,7 +188,7 @@ pub fn provider_label(kind: ProviderKind, dev: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rdma_direct::perf::stats::{bw_row, lat_row};
+    use crate::perf::stats::{bw_row, lat_row};
 
     const LAT_HEADER: &str = " #bytes   #iterations  t_min[usec]  t_max[usec]  t_typical[usec]  t_avg[usec]  t_stdev[usec]  99% percentile[usec]  99.9% percentile[usec]";
 

@@ -2,9 +2,9 @@
 //! always, in order, one row per line; the same run always gives the same bytes (`null` for a
 //! value that is not a finite number).
 
-use crate::json_value::{self as json, Value};
+use crate::report::json::{self as json, Value};
 
-use rdma_direct::perf::stats::{BwRow, LatRow};
+use crate::perf::stats::{BwRow, LatRow};
 
 use super::{Rows, RunFile};
 

@@ -15,10 +15,9 @@
 //! ladder stopped at its list rung with the diagnosis. Exit status: 0 when no rung failed,
 //! 1 at the first failure, 2 for bad options.
 
-mod dv;
-mod rungs;
+use rdma_direct::selftest::{self as ladder, Outcome, Rung};
 
-use super::json;
+use rdma_direct::report::json;
 
 const USAGE: &str = "\
 usage: rdma-direct selftest [-d DEV] [-x GID_INDEX] [--json]
@@ -28,104 +27,20 @@ usage: rdma-direct selftest [-d DEV] [-x GID_INDEX] [--json]
   --json          one JSON object on stdout (for a bug report) instead of the table
 ";
 
-/// What a rung found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Did what was expected.
-    Pass,
-    /// Did not: the ladder stops here.
-    Fail,
-    /// Does not apply to this device or provider.
-    NotApplicable,
-}
-
-/// One rung's record.
-#[derive(Clone, Debug)]
-pub struct Rung {
-    /// Short name.
-    pub name: &'static str,
-    /// The outcome.
-    pub outcome: Outcome,
-    /// What was expected.
-    pub expected: String,
-    /// What happened (what was seen on success, the error on failure, why on n/a).
-    pub happened: String,
-}
-
-/// The ladder so far; prints each rung as it is climbed (unless `--json`).
-pub struct Ladder {
-    rungs: Vec<Rung>,
-    json: bool,
-    stopped: bool,
-}
-
-/// A rung's failure: what happened.
-pub type Failed = String;
-
-impl Ladder {
-    fn new(json: bool) -> Ladder {
-        Ladder {
-            rungs: Vec::new(),
-            json,
-            stopped: false,
-        }
-    }
-
-    /// Climb a rung: `f` returns what was seen, or what went wrong. `None` once the ladder
-    /// has stopped (this rung or an earlier one failed).
-    pub fn rung<T>(
-        &mut self,
-        name: &'static str,
-        expected: &str,
-        f: impl FnOnce() -> Result<(T, String), Failed>,
-    ) -> Option<T> {
-        if self.stopped {
-            return None;
-        }
-        let (out, outcome, happened) = match f() {
-            Ok((t, seen)) => (Some(t), Outcome::Pass, seen),
-            Err(e) => (None, Outcome::Fail, e),
-        };
-        self.stopped = outcome == Outcome::Fail;
-        self.push(Rung {
-            name,
-            outcome,
-            expected: expected.to_string(),
-            happened,
-        });
-        out
-    }
-
-    /// A rung that does not apply here, and why.
-    pub fn not_applicable(&mut self, name: &'static str, expected: &str, why: &str) {
-        if self.stopped {
-            return;
-        }
-        self.push(Rung {
-            name,
-            outcome: Outcome::NotApplicable,
-            expected: expected.to_string(),
-            happened: why.to_string(),
-        });
-    }
-
-    fn push(&mut self, r: Rung) {
-        if !self.json {
-            let n = self.rungs.len() + 1;
-            let mark = match r.outcome {
-                Outcome::Pass => "ok  ",
-                Outcome::Fail => "FAIL",
-                Outcome::NotApplicable => "n/a ",
-            };
-            if r.outcome != Outcome::Fail {
-                outln!("  [{n:2}] {mark} {:<28} {}", r.name, r.happened);
-            } else {
-                outln!("  [{n:2}] {mark} {}", r.name);
-                outln!("       expected: {}", r.expected);
-                outln!("       happened: {}", r.happened);
-            }
-        }
-        self.rungs.push(r);
+/// Print a rung as it ends (the table, not `--json`).
+fn show(i: usize, r: &Rung) {
+    let n = i + 1;
+    let mark = match r.outcome {
+        Outcome::Pass => "ok  ",
+        Outcome::Fail => "FAIL",
+        Outcome::NotApplicable => "n/a ",
+    };
+    if r.outcome != Outcome::Fail {
+        outln!("  [{n:2}] {mark} {:<28} {}", r.name, r.happened);
+    } else {
+        outln!("  [{n:2}] {mark} {}", r.name);
+        outln!("       expected: {}", r.expected);
+        outln!("       happened: {}", r.happened);
     }
 }
 
@@ -184,14 +99,15 @@ pub fn run(args: &[String]) -> i32 {
         .clone()
         .unwrap_or_else(|| super::provider::SIM_DEVICE.into());
     let dev = super::provider::device_arg(o.dev.clone());
-    let mut ladder = Ladder::new(o.json);
-    let why = match dev.as_deref().map(super::provider::find_device) {
+    let mut quiet = |_: usize, _: &Rung| {};
+    let seen: &mut dyn FnMut(usize, &Rung) = if o.json { &mut quiet } else { &mut show };
+    let (why, report) = match dev.as_deref().map(super::provider::find_device) {
         // `--json` always gives a document: a device that is not there is the ladder
         // stopping at its list rung, with the diagnosis.
-        Some(Err(e)) if o.json => {
-            rungs::missing(&mut ladder, &e);
-            "none (no such device)".to_string()
-        }
+        Some(Err(e)) if o.json => (
+            "none (no such device)".to_string(),
+            ladder::missing(&e, seen),
+        ),
         _ => {
             let (kind, why) = match super::provider::select(
                 "selftest",
@@ -204,35 +120,24 @@ pub fn run(args: &[String]) -> i32 {
             if !o.json {
                 outln!("rdma-direct selftest: {name}, provider {why}");
             }
-            rungs::climb(&mut ladder, kind, dev.as_deref(), o.gid_index);
-            why
+            (why, ladder::climb(kind, dev.as_deref(), o.gid_index, seen))
         }
     };
-    let passed = ladder
-        .rungs
-        .iter()
-        .filter(|r| r.outcome == Outcome::Pass)
-        .count();
-    let na = ladder
-        .rungs
-        .iter()
-        .filter(|r| r.outcome == Outcome::NotApplicable)
-        .count();
-    let failed = ladder.rungs.iter().position(|r| r.outcome == Outcome::Fail);
+    let (passed, na, failed) = (report.passed(), report.not_applicable(), report.failed());
     if o.json {
-        outln!("{}", to_json(&name, &why, &ladder.rungs, failed));
+        outln!("{}", to_json(&name, &why, &report.rungs, failed));
     } else {
         match failed {
             None if na == 0 => outln!("selftest: all {passed} rungs passed"),
             None => outln!(
                 "selftest: no rung failed: {passed} passed, {na} not applicable (of {})",
-                ladder.rungs.len()
+                report.rungs.len()
             ),
             Some(i) => {
                 outln!(
                     "selftest: stopped at rung {} ({}) after {passed} passed",
                     i + 1,
-                    ladder.rungs[i].name
+                    report.rungs[i].name
                 );
                 outln!("{}", SEND_BACK.replace("DEV", &name));
             }

@@ -3,10 +3,10 @@
 //! name the line and column, or the row and field, that is wrong. [`Obj`] is the field access
 //! both readers share. Never panics.
 
-use crate::json_value::{self as json, Value};
+use crate::report::json::{self as json, Value};
 
 use super::perftest::from_perftest;
-use rdma_direct::perf::stats::{BwRow, BwUnit, Histogram, LatRow, HIST_BUCKETS};
+use crate::perf::stats::{BwRow, BwUnit, Histogram, LatRow, HIST_BUCKETS};
 
 use super::{Rows, RunFile};
 

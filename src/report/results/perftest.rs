@@ -2,14 +2,14 @@
 //! (4.5's relaxed dialect or the standard JSON of 24.01 and later) to a one-row [`RunFile`],
 //! refusing reports that have no curve to draw.
 
-use crate::json_value::Value;
+use crate::report::json::Value;
 
 use super::read::Obj;
-use rdma_direct::perf::stats::{BwRow, BwUnit, Histogram, LatRow};
+use crate::perf::stats::{BwRow, BwUnit, Histogram, LatRow};
 
 use super::{Rows, RunFile};
 
-/// A perftest `--out_json` document (parsed by [`crate::json_value::parse`]) as a
+/// A perftest `--out_json` document (parsed by [`crate::report::json::parse`]) as a
 /// one-row run.
 ///
 /// perftest writes `{"test_info": {...}, "results": {...}}`. `test_info.test` is built as
@@ -145,7 +145,7 @@ mod tests {
     #[test]
     fn perftest_fixtures() {
         let lat = RunFile::from_text(include_str!(
-            "../../../../fixtures/perftest/ib_write_lat_rxe0_2.json"
+            "../../../fixtures/perftest/ib_write_lat_rxe0_2.json"
         ))
         .unwrap();
         assert_eq!(
@@ -153,7 +153,7 @@ mod tests {
             ("write_lat", vec![2])
         );
         let bw = RunFile::from_text(include_str!(
-            "../../../../fixtures/perftest/ib_write_bw_rxe0_65536.json"
+            "../../../fixtures/perftest/ib_write_bw_rxe0_65536.json"
         ))
         .unwrap();
         assert_eq!(
@@ -171,7 +171,7 @@ mod tests {
             .options
             .contains(&("CQ_Moderation".into(), Value::Num(100.0))));
         let std = RunFile::from_text(include_str!(
-            "../../../../fixtures/perftest/ib_send_lat_rxe0_2_json24.json"
+            "../../../fixtures/perftest/ib_send_lat_rxe0_2_json24.json"
         ))
         .unwrap();
         assert_eq!(

@@ -1,7 +1,7 @@
-//! The y axis of a chart panel ([`YAxis`]): log10 when every value is positive and the
-//! largest is at least 20 times the smallest, else linear (from 0 when no value is negative);
-//! a margin around the data; ticks at 1, 2, 5 x 10^k with as many decimals as their spacing
-//! needs. Never panics.
+//! The y axis of a chart panel ([`YAxis`]): log10 when the caller asks for it and some value
+//! is positive, else linear (from 0 when no value is negative); a margin around the data;
+//! ticks at 1, 2, 5 x 10^k with as many decimals as their spacing needs. The values never
+//! choose the scale. Never panics.
 
 /// A y tick value with as many decimals as the tick spacing needs.
 fn num_label(v: f64, decimals: usize) -> String {
@@ -25,13 +25,13 @@ pub(super) struct YAxis {
 }
 
 impl YAxis {
-    /// The axis for `values` (non-finite ones ignored): the scale rule of the parent
-    /// module doc, a margin around the data, ticks at 1, 2, 5 x 10^k.
-    pub(super) fn new(values: &[f64]) -> YAxis {
+    /// The axis for `values` (non-finite ones ignored), log10 when `log` is asked and some
+    /// value is positive, a margin around the data, ticks at 1, 2, 5 x 10^k.
+    pub(super) fn new(values: &[f64], log: bool) -> YAxis {
         let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
         let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
         let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let log = !finite.is_empty() && min > 0.0 && max / min >= 20.0;
+        let log = log && finite.iter().any(|v| *v > 0.0);
         if log {
             let pos: Vec<f64> = finite.iter().copied().filter(|v| *v > 0.0).collect();
             let (mut lo, mut hi) = (
@@ -136,8 +136,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn y_scale_follows_the_data() {
-        let wide = YAxis::new(&[0.5, 800.0]);
+    fn y_scale_is_the_callers_choice() {
+        // A spike does not turn the axis log by itself.
+        let spike = YAxis::new(&[3.0, 3.1, 2.9, 900.0], false);
+        assert!(!spike.log);
+        assert_eq!(spike.lo, 0.0);
+        assert!(spike.hi >= 900.0);
+        let wide = YAxis::new(&[0.5, 800.0], true);
         assert!(wide.log);
         assert!(wide.lo < 0.5 && wide.hi > 800.0);
         let labels: Vec<&str> = wide
@@ -150,20 +155,23 @@ mod tests {
             labels.contains(&"1") && labels.contains(&"100"),
             "{labels:?}"
         );
-        let narrow = YAxis::new(&[3.0, 7.5]);
+        let narrow = YAxis::new(&[3.0, 7.5], false);
         assert!(!narrow.log);
         assert_eq!(narrow.lo, 0.0);
         assert!(narrow.hi > 7.5);
         let l: Vec<&str> = narrow.ticks.iter().map(|t| t.1.as_str()).collect();
         assert_eq!(l, ["0", "2", "4", "6", "8"]);
-        let small = YAxis::new(&[0.01, 0.025]);
+        let small = YAxis::new(&[0.01, 0.025], false);
         assert!(
             small.ticks.iter().any(|t| t.1 == "0.005"),
             "{:?}",
             small.ticks
         );
-        assert!(!YAxis::new(&[0.0, 100.0]).log, "zero forces linear");
-        let flat = YAxis::new(&[5.0, 5.0]);
+        // Asked for log with nothing positive: linear; zeros are left out of a log axis.
+        assert!(!YAxis::new(&[0.0, -3.0], true).log);
+        let z = YAxis::new(&[0.0, 1.0, 100.0], true);
+        assert!(z.log && z.lo > 0.0 && z.lo < 1.0);
+        let flat = YAxis::new(&[5.0, 5.0], false);
         assert!(flat.hi > flat.lo);
     }
 }

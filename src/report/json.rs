@@ -48,7 +48,6 @@ impl Value {
         }
     }
     /// The string, if this is one.
-    #[cfg(test)]
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::Str(s) => Some(s),
@@ -120,9 +119,29 @@ impl Value {
     }
 }
 
-/// Append `s` as a JSON string literal (the escaping is [`crate::json::string`]'s).
+/// A JSON string literal for `s`: quotes, backslashes and control characters escaped.
+pub fn string(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    write_str(&mut o, s);
+    o
+}
+
+/// Append `s` as a JSON string literal (see [`string`]).
 pub fn write_str(out: &mut String, s: &str) {
-    out.push_str(&crate::json::string(s));
+    out.reserve(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// A number as JSON text: the shortest form that reads back to the same `f64`; `null` for
@@ -445,6 +464,12 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escapes_quotes_backslashes_and_controls() {
+        assert_eq!(string("a\u{1}\\"), "\"a\\u0001\\\\\"");
+        assert_eq!(string("say \"x\"\n\t"), "\"say \\\"x\\\"\\n\\t\"");
+    }
 
     #[test]
     fn values_and_escapes() {

@@ -1,10 +1,10 @@
 //! From a measurement to a file: [`from_report`] turns what `perf` measured into a
 //! [`RunFile`], bandwidth converted to MiB/s, the run's options under perftest's long names.
 
-use rdma_direct::perf::stats::{BwRow, BwUnit, Histogram, LatRow};
-use rdma_direct::perf::{Params, Report, Row};
+use crate::perf::stats::{BwRow, BwUnit, Histogram, LatRow};
+use crate::perf::{Params, Report, Row};
 
-use crate::json_value::Value;
+use crate::report::json::Value;
 
 use super::{Rows, RunFile};
 
@@ -105,8 +105,8 @@ mod tests {
 
     #[test]
     fn a_sim_run_becomes_a_file() {
-        use rdma_direct::perf::{self, Test};
-        use rdma_direct::providers::sim::SimDevice;
+        use crate::perf::{self, Test};
+        use crate::providers::sim::SimDevice;
         let mut o = Params::new(Test::WriteBw);
         o.sizes = vec![64, 4096];
         o.iters = 40;

@@ -26,7 +26,7 @@
 //!                 per second
 //! ```
 //!
-//! [`RunFile::from_text`] also reads perftest's `--out_json` files ([`perftest::from_perftest`]): both the
+//! [`RunFile::from_text`] also reads perftest's `--out_json` files: both the
 //! dialect perftest 4.5 writes (bare keys and values, trailing commas: not JSON) and the
 //! standard JSON of perftest 24.01 and later. perftest opens the file with `O_TRUNC` for every
 //! report, so after `-a` only the last size (8 MiB) is left: one size per file. Run perftest
@@ -36,11 +36,12 @@
 //! not be plotted beside others.
 //!
 //! [`report::from_report`] makes the file of a `perf` measurement; [`write_file`] / [`read_file`] store
-//! and load it.
+//! and load it; [`chart`] draws runs as charts.
 //!
 //! Reading never panics: a malformed or truncated file gives an error naming the file and the
 //! line and column, or the row and field, that is wrong.
 
+pub mod chart;
 mod perftest;
 mod read;
 mod report;
@@ -48,9 +49,9 @@ mod write;
 
 use std::path::Path;
 
-use rdma_direct::perf::stats::{BwRow, LatRow};
+use crate::perf::stats::{BwRow, LatRow};
 
-use crate::json_value::Value;
+use crate::report::json::Value;
 
 pub use report::from_report;
 
@@ -59,7 +60,7 @@ pub const TOOL: &str = "rdma-direct";
 
 /// The rows of a run: all latency or all bandwidth. They are the rows `perf` measures
 /// ([`LatRow`], [`BwRow`]); in a file the bandwidth is always in MiB/s (`unit` reads
-/// [`BwUnit::MiBps`](rdma_direct::perf::stats::BwUnit::MiBps)) and a latency row's histogram is empty when none was taken.
+/// [`BwUnit::MiBps`](crate::perf::stats::BwUnit::MiBps)) and a latency row's histogram is empty when none was taken.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Rows {
     /// A latency test.
@@ -151,7 +152,7 @@ pub fn write_file(path: &Path, run: &RunFile) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rdma_direct::perf::stats::{BwUnit, Histogram};
+    use crate::perf::stats::{BwUnit, Histogram};
 
     fn lat_run() -> RunFile {
         // 2^19 ns = 524.288 us: bucket 19 is [524.288, 1048.576) us.

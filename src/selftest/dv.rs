@@ -2,14 +2,14 @@
 //! QP from `mlx5dv_create_qp` on it, what `mlx5dv_init_obj` says about that QP and a CQ, and
 //! the teardown in libmlx5's order.
 
-use rdma_direct::providers::mlx5::probe::DvProbe;
-use rdma_direct::providers::mlx5::Mlx5Device;
+use crate::providers::mlx5::probe::DvProbe;
+use crate::providers::mlx5::Mlx5Device;
 
 use super::Ladder;
 
 /// Rungs "thread and parent domain", "DV QP", "init_obj sanity". Returns the probe and the
 /// `bf.size` libmlx5 reported for the QP's bfreg.
-pub fn rungs(l: &mut Ladder, dev: &Mlx5Device) -> Option<(DvProbe, u32)> {
+pub(super) fn rungs(l: &mut Ladder, dev: &Mlx5Device) -> Option<(DvProbe, u32)> {
     let mut probe = l.rung(
         "thread and parent domain",
         "ibv_alloc_td (libmlx5 gives it a dedicated bfreg on a dynamic UAR), then \
@@ -72,7 +72,7 @@ pub fn rungs(l: &mut Ladder, dev: &Mlx5Device) -> Option<(DvProbe, u32)> {
 }
 
 /// Rung "teardown": the probe's objects freed in libmlx5's order, each verb returning 0.
-pub fn teardown(l: &mut Ladder, probe: DvProbe) {
+pub(super) fn teardown(l: &mut Ladder, probe: DvProbe) {
     l.rung(
         "teardown",
         "ibv_destroy_qp, then ibv_dealloc_pd(parent domain), then ibv_dealloc_td, each 0",
