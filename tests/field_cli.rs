@@ -129,10 +129,6 @@ fn perf_on_the_sim_names_its_provider_and_writes_files_beside_the_table() {
 #[test]
 fn perf_refusals_on_the_sim_and_of_perftest_options_we_do_not_speak() {
     for (args, want) in [
-        (
-            vec!["perf", "write_lat", "-s", "65536", "127.0.0.1"],
-            "at most 4096 bytes",
-        ),
         (vec!["perf", "write_lat", "-x", "3"], "one GID"),
         (
             vec!["perf", "write_lat", "--provider", "mlx5"],

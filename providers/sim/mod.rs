@@ -74,7 +74,8 @@
 //! PCIe timing and ordering beyond the barriers the protocol requires, the write-combining
 //! buffer (a BlueFlame copy is just a doorbell here; its bytes are not compared with the
 //! ring), link speed, congestion, packetisation and MTU segmentation of RC/UC messages, PSNs
-//! and acknowledgements on a wire, scatter-to-CQE (the sim behaves as if it were disabled,
+//! and acknowledgements on a wire within one process (across processes the fabric has
+//! them: `engine/remote.rs`), scatter-to-CQE (the sim behaves as if it were disabled,
 //! which is how the mlx5 provider configures hardware),
 //! memory windows, the masked/extended atomics, vendor syndromes (always 0), fences (the
 //! engine executes in order anyway), multiple ports. Its timing says nothing about hardware:

@@ -216,7 +216,26 @@ impl Engine {
             }
         }
         self.stats.bytes += len;
-        let (opcode, with_imm) = match w.opcode {
+        let byte_cnt = (len + if grh { wire::IBV_GRH_LEN as u64 } else { 0 }) as u32;
+        let done = RecvDone {
+            opcode: w.opcode,
+            src_qp: qpn,
+            byte_cnt,
+            imm: w.imm,
+            solicited: w.solicited,
+            grh,
+        };
+        self.recv_complete(peer, counter, done, torn_ok);
+        Resp::Ok
+    }
+
+    /// The responder CQE of a message that consumed receive `counter` of `peer`.
+    pub(super) fn recv_complete(&mut self, peer: u32, counter: u16, d: RecvDone, torn_ok: bool) {
+        let Some(p) = self.qps.get(&peer) else {
+            return;
+        };
+        let (recv_cqn, srqn) = (p.recv_cqn, p.srqn.unwrap_or(0));
+        let (opcode, with_imm) = match d.opcode {
             Opcode::Send => (CqeOpcode::RespSend, false),
             Opcode::SendImm => (CqeOpcode::RespSendImm, true),
             _ => (CqeOpcode::RespWrImm, true),
@@ -225,25 +244,54 @@ impl Engine {
             opcode,
             qpn: peer,
             wqe_counter: counter,
-            byte_cnt: (len + if grh { wire::IBV_GRH_LEN as u64 } else { 0 }) as u32,
+            byte_cnt: d.byte_cnt,
             imm_inval_pkey: if with_imm {
-                u32::from_be_bytes(w.imm)
+                u32::from_be_bytes(d.imm)
             } else {
                 0
             },
-            src_qp: qpn,
-            flags: if grh {
+            src_qp: d.src_qp,
+            flags: if d.grh {
                 wire::MLX5_CQE_FLAGS_GRH_PRESENT
             } else {
                 0
             },
             srqn,
-            se: w.solicited,
+            se: d.solicited,
             ..Default::default()
         };
         self.push_cqe(recv_cqn, f, stream(peer, true), torn_ok);
-        Resp::Ok
     }
+
+    /// A responder error CQE for receive `counter` of `peer` (the QP then goes to ERR).
+    pub(super) fn recv_fail(&mut self, peer: u32, counter: u16, s: u8, torn_ok: bool) {
+        let Some(p) = self.qps.get(&peer) else {
+            return;
+        };
+        let (recv_cqn, srqn) = (p.recv_cqn, p.srqn.unwrap_or(0));
+        let f = CqeRepr {
+            opcode: CqeOpcode::RespErr,
+            qpn: peer,
+            wqe_counter: counter,
+            syndrome: Syndrome::from(s),
+            srqn,
+            ..Default::default()
+        };
+        self.push_cqe(recv_cqn, f, stream(peer, true), torn_ok);
+        self.responder_error(peer);
+    }
+}
+
+/// What the CQE of a completed receive says.
+#[derive(Clone, Copy)]
+pub(super) struct RecvDone {
+    /// SEND, SEND WITH IMM or WRITE WITH IMM.
+    pub(super) opcode: Opcode,
+    pub(super) src_qp: u32,
+    pub(super) byte_cnt: u32,
+    pub(super) imm: [u8; 4],
+    pub(super) solicited: bool,
+    pub(super) grh: bool,
 }
 
 /// The 40-byte GRH in front of a UD receive: an IPv6-shaped header (version 6, payload

@@ -37,6 +37,9 @@ use std::sync::Arc;
 pub const MAX_DEVICES: usize = 16;
 /// Cells (packets in flight) of one ring.
 pub const CELLS: u32 = 8;
+/// The longest message the fabric carries (bytes): 2^31, as mlx5's; longer ones fail with
+/// `LOCAL_LENGTH_ERR`.
+pub const MAX_MESSAGE: u64 = 1 << 31;
 /// Bytes of one cell: a header and the largest payload.
 pub const CELL_LEN: usize = packet::HEADER_LEN + packet::MAX_PAYLOAD;
 
@@ -320,6 +323,18 @@ impl Member {
     /// The segment.
     pub fn segment(&self) -> &Arc<Segment> {
         &self.seg
+    }
+
+    /// Free cells in the ring from this member to slot `to` (0 for an invalid `to`, or a
+    /// ring whose indices are corrupt).
+    pub fn space(&self, to: u8) -> u32 {
+        if usize::from(to) >= MAX_DEVICES {
+            return 0;
+        }
+        let r = self.seg.ring(usize::from(to), usize::from(self.slot));
+        let t = self.seg.u32_at(r + 64).load(Ordering::Relaxed);
+        let h = self.seg.u32_at(r).load(Ordering::Acquire);
+        CELLS.saturating_sub(t.wrapping_sub(h))
     }
 
     /// Put `bytes` (one packet, at most [`CELL_LEN`]) into the ring from this member to
