@@ -81,6 +81,7 @@ fn peer_process() {
     match role {
         "big" => return peer_big(addr),
         "late" => return peer_late(addr),
+        "srq" => return peer_srq(addr),
         _ => {}
     }
     let mut dev = SimDevice::new();
@@ -364,39 +365,43 @@ fn garbage_in_an_inbox_is_dropped_and_counted() {
 fn pingpong_server_and_client_on_the_sim() {
     let name = fabric_name("pingpong");
     let _rm = Removed(name.clone());
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
     let exe = env!("CARGO_BIN_EXE_rdma-direct");
-    let run = |extra: &[&str]| {
-        let mut args = vec!["pingpong", "-n", "50", "-p", port.as_str()];
-        args.extend_from_slice(extra);
-        Command::new(exe)
-            .args(&args)
-            .env(FABRIC, &name)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
+    // RC at the default size (4096), RC of many packets, UC of several.
+    for extra in [&[][..], &["-s", "100000"], &["-c", "UC", "-s", "10000"]] {
+        let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
-    };
-    let server = run(&[]);
-    let client = run(&["127.0.0.1"]);
-    for (who, c) in [("client", client), ("server", server)] {
-        let out = c.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && text.contains("50 iters in"),
-            "{who}: {}\n{text}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            text.lines().next().unwrap_or("").contains("sim"),
-            "{who}: {text}"
-        );
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_string();
+        let run = |host: Option<&str>| {
+            let mut args = vec!["pingpong", "-n", "50", "-p", port.as_str()];
+            args.extend_from_slice(extra);
+            args.extend(host);
+            Command::new(exe)
+                .args(&args)
+                .env(FABRIC, &name)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let server = run(None);
+        let client = run(Some("127.0.0.1"));
+        for (who, c) in [("client", client), ("server", server)] {
+            let out = c.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && text.contains("50 iters in"),
+                "{extra:?} {who}: {}\n{text}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                text.lines().next().unwrap_or("").contains("sim"),
+                "{who}: {text}"
+            );
+        }
     }
 }
 
@@ -617,6 +622,89 @@ fn the_requester_waits_the_rnr_timer_its_nak_carries() {
     qp.sq().ring();
     let c = one(&mut dev, &mut scq);
     assert_eq!((c.wr_id, c.status), (1, WcStatus::Success));
+    conn.sync(STALL).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("peer ok"),
+        "the peer process: {}\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Sizes of the SENDs into the SRQ peer: one packet, several, a receive's worth.
+const SRQ_SENDS: [usize; 3] = [8, 5000, 8192];
+
+/// The SRQ peer: its QP takes its receives from an SRQ (three of 8 KiB).
+fn peer_srq(addr: &str) {
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    dev.join_fabric(None).unwrap();
+    let pd = dev.alloc_pd().unwrap();
+    let mut srq = dev.create_srq(&pd, 8, 1).unwrap();
+    let mut cfg = QpConfig::new(QpType::Rc);
+    (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (16, 16);
+    let mut scq = dev.create_cq(64).unwrap();
+    let mut rcq = dev.create_cq(64).unwrap();
+    let mut qp = dev
+        .create_qp(&pd, &mut scq, Some(&mut rcq), Some(&mut srq), &cfg)
+        .unwrap();
+    let buf = dev
+        .alloc_buf(&pd, 3 * 8192, Access::ALL, Pages::Normal)
+        .unwrap();
+    let mut conn = connect_qp_client(&mut dev, &mut qp, addr, &big_opts(), None, STALL).unwrap();
+    for i in 0..3 {
+        let into = [buf.sge(i * 8192, 8192).unwrap()];
+        srq.post_recv(RecvWr::new(100 + i as u64, &into)).unwrap();
+    }
+    srq.ring();
+    conn.sync(STALL).unwrap();
+    for (i, &len) in SRQ_SENDS.iter().enumerate() {
+        let c = one(&mut dev, &mut rcq);
+        assert_eq!(
+            (c.status, c.wr_id, c.byte_len, c.opcode),
+            (
+                WcStatus::Success,
+                100 + i as u64,
+                len as u32,
+                WcOpcode::Recv
+            )
+        );
+        assert!(buf.get(i * 8192, len).unwrap() == pattern(10 + i as u8, len));
+    }
+    conn.sync(STALL).unwrap();
+    println!("peer ok");
+}
+
+#[test]
+fn sends_into_an_srq_of_another_process() {
+    let name = fabric_name("srq");
+    let _rm = Removed(name.clone());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let child = spawn_peer("srq", l.local_addr().unwrap(), &name);
+    let mut dev = SimDevice::new();
+    dev.join_fabric(Some(&name)).unwrap();
+    let (pd, mut qp, mut scq, _rcq) = rc_qp(&mut dev);
+    let mut mine = dev
+        .alloc_buf(&pd, 3 * 8192, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &big_opts(), None, STALL).unwrap();
+    conn.sync(STALL).unwrap();
+    for (i, &len) in SRQ_SENDS.iter().enumerate() {
+        mine.get_mut(i * 8192, len)
+            .unwrap()
+            .copy_from_slice(&pattern(10 + i as u8, len));
+        let sge = [mine.sge(i * 8192, len).unwrap()];
+        qp.sq()
+            .post(SendWr::send(i as u64, &sge).signaled())
+            .unwrap();
+    }
+    qp.sq().ring();
+    for i in 0..3 {
+        let c = one(&mut dev, &mut scq);
+        assert_eq!((c.wr_id, c.status), (i, WcStatus::Success), "{c:?}");
+    }
     conn.sync(STALL).unwrap();
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

@@ -268,18 +268,15 @@ impl Provider for SimDevice {
         opts: &ConnectOpts,
     ) -> crate::Result<()> {
         let _ = local;
-        // Another process's sim device: reached through the fabric (RC), never refused.
+        // Another process's sim device: reached through the fabric (RC, UC), never refused.
         let across = self.other_process(remote);
         if across {
-            if qp.qp_type() != QpType::Rc {
+            if qp.qp_type() == QpType::Ud {
                 return Err(crate::Error::verb(
                     "ibv_modify_qp (sim connect)",
                     libc::EOPNOTSUPP,
-                    format!(
-                        "a {:?} QP of the sim cannot reach another process yet: the sim \
-                         fabric carries RC only; use an RC QP",
-                        qp.qp_type()
-                    ),
+                    "a UD QP of the sim cannot reach another process yet: the sim fabric \
+                     carries RC and UC; use an RC or UC QP",
                 ));
             }
             self.join_fabric(None)?;

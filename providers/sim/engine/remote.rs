@@ -33,7 +33,12 @@
 //! QPN, and carries a PSN the QP can take; anything else is dropped and counted
 //! (`FabricStats::dropped`), never a panic, never a write outside a checked span (every
 //! WRITE packet's range, every READ segment and every receive is checked when it is used).
-//! Limits: RC only; messages up to 2^31 bytes; no fault injector across processes.
+//! UC takes the same packets without answers: the requester completes a WQE once its
+//! packets are sent, the responder drops a message it cannot take (no receive, a bad rkey)
+//! and abandons one cut short by a gap in the PSNs.
+//!
+//! Limits: RC and UC (UD datagrams do not cross processes); messages up to 2^31 bytes; no
+//! fault injector across processes.
 
 use std::time::{Duration, Instant};
 
@@ -59,6 +64,8 @@ pub(crate) struct Port {
     out: Box<[u8; CELL_LEN]>,
     /// Responder QPs with READ responses still to send.
     reads: u32,
+    /// Responder QPs with an ACK a full ring held back.
+    acks: u32,
 }
 
 impl Port {
@@ -68,6 +75,7 @@ impl Port {
             inb: Box::new([0; CELL_LEN]),
             out: Box::new([0; CELL_LEN]),
             reads: 0,
+            acks: 0,
         }
     }
 }
@@ -185,6 +193,8 @@ pub(crate) struct RemoteQp {
     nak_sent: bool,
     rx: Option<Rx>,
     read: Option<ReadOut>,
+    /// Responder: an ACK the ring to the requester had no room for.
+    ack_due: Option<Header>,
     /// Responder: the last atomic's PSN and original value (answered again for a duplicate).
     last_atomic: Option<(u32, u64)>,
 }
@@ -208,6 +218,7 @@ impl RemoteQp {
             nak_sent: false,
             rx: None,
             read: None,
+            ack_due: None,
             last_atomic: None,
         }
     }
@@ -257,10 +268,9 @@ impl RemoteQp {
 
     /// Put the send position at PSN `to` (of a WQE in flight, or the end of the last).
     fn seek(&mut self, to: u32) {
-        for i in 0..self.nflight {
-            let f = self.flight[i];
+        for f in self.flight[..self.nflight].iter().copied() {
             if f.contains(to) {
-                self.nflight = i + 1;
+                // The WQEs behind it keep their records: their packets go again from here.
                 self.send_at = f.idx;
                 self.send_off = u64::from(psn_diff(to, f.psn)) * u64::from(f.mtu);
                 self.next_psn = to;
@@ -467,8 +477,9 @@ impl Engine {
             {
                 return;
             }
-            let resumed = r.nflight > 0 && r.flight[r.nflight - 1].idx == at;
-            if !resumed {
+            // A WQE sent before (all or part): its record stays, its PSNs are the same.
+            let resumed = r.flight[..r.nflight].iter().position(|f| f.idx == at);
+            if resumed.is_none() {
                 if r.nflight == WINDOW as usize {
                     return;
                 }
@@ -498,18 +509,18 @@ impl Engine {
             let Ok(nlocal) = self.local_spans(q.pd, &w, &mut local) else {
                 return;
             };
+            let unreliable = q.qp_type == QpType::Uc;
             let peer = r.peer.or_else(|| port.member.segment().find(&r.gid));
             if let Some((slot, _)) = peer {
                 if port.member.space(slot) == 0 {
                     return;
                 }
             }
-            let mtu = if resumed {
-                r.flight[r.nflight - 1].mtu
-            } else {
-                segment(q.attr.path_mtu)
+            let mtu = match resumed {
+                Some(i) => r.flight[i].mtu,
+                None => segment(q.attr.path_mtu),
             };
-            let off = if resumed { r.send_off } else { 0 };
+            let off = if resumed.is_some() { r.send_off } else { 0 };
             let psn = r.next_psn;
             let mut h = Header::new(op);
             h.src_slot = port.member.slot();
@@ -565,7 +576,7 @@ impl Engine {
                 return;
             };
             r.peer = peer;
-            if !resumed {
+            if resumed.is_none() {
                 r.flight[r.nflight] = Flight {
                     idx: at,
                     nbb,
@@ -580,6 +591,10 @@ impl Engine {
             r.next_psn = (psn + taken) & PSN_MASK;
             if psn_lt(r.sent_to, r.next_psn) {
                 r.sent_to = r.next_psn;
+            }
+            if unreliable {
+                // UC: nothing comes back; a packet sent is a packet done.
+                r.una = r.next_psn;
             }
             if kind == Kind::Plain && off + n < len {
                 r.send_off = off + n;
@@ -626,6 +641,9 @@ impl Engine {
         if port.reads > 0 {
             work += self.serve_reads(&mut port);
         }
+        if port.acks > 0 {
+            self.flush_acks(&mut port);
+        }
         self.port = Some(port);
         work
     }
@@ -633,7 +651,7 @@ impl Engine {
     /// The QP `h` is for, if it is connected over the fabric to exactly `h`'s sender.
     fn fabric_qp(&mut self, port: &Port, h: &Header) -> Option<u32> {
         let q = self.qps.get_mut(&h.dst_qpn)?;
-        if q.qp_type != QpType::Rc || q.attr.remote_qpn != h.src_qpn {
+        if !matches!(q.qp_type, QpType::Rc | QpType::Uc) || q.attr.remote_qpn != h.src_qpn {
             return None;
         }
         let r = q.remote.as_mut()?;
@@ -752,12 +770,32 @@ impl Engine {
         true
     }
 
-    /// Send answer `a` (with `n` payload bytes already in `port.out`) if the ring has room
-    /// (an answer the ring cannot take is lost: the requester's timeout covers it).
-    fn answer(port: &mut Port, a: &Header, n: usize) {
+    /// Send answer `a` (with `n` payload bytes already in `port.out`) if the ring has room.
+    /// False: it did not (a NAK or response lost so is covered by the requester's timeout;
+    /// an ACK is kept and sent by a later pass).
+    fn answer(port: &mut Port, a: &Header, n: usize) -> bool {
         a.write(&mut port.out[..]);
         let to = a.dst_slot;
-        port.member.send(to, &port.out[..HEADER_LEN + n]);
+        port.member.send(to, &port.out[..HEADER_LEN + n])
+    }
+
+    /// Responder: send the ACKs a full ring held back, as the rings allow.
+    fn flush_acks(&mut self, port: &mut Port) {
+        let mut left = 0;
+        for q in self.qps.values_mut() {
+            let Some(r) = q.remote.as_deref_mut() else {
+                continue;
+            };
+            if let Some(a) = r.ack_due {
+                if Self::answer(port, &a, 0) {
+                    r.ack_due = None;
+                } else {
+                    left += 1;
+                }
+            }
+        }
+        // Counted anew (a QP destroyed or connected again took its ACK with it).
+        port.acks = left;
     }
 
     /// Responder: request `h` (payload in `port.inb`): executed if its PSN is the one
@@ -769,6 +807,9 @@ impl Engine {
         let q = &self.qps[&qpn];
         if !matches!(q.state, QpState::Rtr | QpState::Rts) {
             return false;
+        }
+        if q.qp_type == QpType::Uc {
+            return self.uc_respond(port, qpn, h, torn_ok);
         }
         let r = q.remote.as_deref().expect("checked by fabric_qp");
         let (epsn, last_atomic, reading) = (r.epsn, r.last_atomic, r.read.is_some());
@@ -785,7 +826,20 @@ impl Engine {
                 Reply::Ack => {
                     r.epsn = (epsn + 1) & PSN_MASK;
                     r.nak_sent = false;
-                    Self::answer(port, &reply_to(h, Op::Ack), 0);
+                    // Cumulative: one ACK per message, and one every half window inside a
+                    // long one (the requester's window never waits for a LAST).
+                    let half = WINDOW / 2;
+                    if h.seg.ends() || h.psn % half == half - 1 {
+                        let a = reply_to(h, Op::Ack);
+                        if !Self::answer(port, &a, 0) {
+                            if r.ack_due.is_none() {
+                                port.acks += 1;
+                            }
+                            r.ack_due = Some(a);
+                        } else if r.ack_due.take().is_some() {
+                            port.acks -= 1;
+                        }
+                    }
                 }
                 Reply::Read(n) => {
                     r.epsn = (epsn + n) & PSN_MASK;
@@ -879,9 +933,47 @@ impl Engine {
         true
     }
 
+    /// Responder, UC: no answers. A packet after a gap in the PSNs abandons the message in
+    /// progress (its receive goes back to the queue) and is taken only if it starts a
+    /// message; a message the QP cannot take (no receive, a bad rkey) is dropped whole.
+    fn uc_respond(&mut self, port: &mut Port, qpn: u32, h: &Header, torn_ok: bool) -> bool {
+        if !matches!(h.op, Op::Send | Op::SendImm | Op::Write | Op::WriteImm) {
+            return false;
+        }
+        let r = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut());
+        let r = r.expect("checked by fabric_qp");
+        let gap = h.psn != r.epsn;
+        r.epsn = (h.psn + 1) & PSN_MASK;
+        if gap {
+            if let Some(Rx {
+                loc: Some(RecvLoc::Rq { ci }),
+                ..
+            }) = r.rx.take()
+            {
+                if let Some(q) = self.qps.get_mut(&qpn) {
+                    q.rq_ci = ci;
+                }
+            }
+            if !h.seg.starts() {
+                return false;
+            }
+        }
+        match self.fabric_execute(port, qpn, h, torn_ok) {
+            Reply::Ack => true,
+            _ => {
+                // The rest of the message goes with it.
+                let r = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut());
+                if let Some(r) = r {
+                    r.rx = None;
+                }
+                false
+            }
+        }
+    }
+
     /// Responder: send READ responses while the rings allow; returns how many were sent.
     fn serve_reads(&mut self, port: &mut Port) -> usize {
-        let mut sent = 0;
+        let (mut sent, mut left) = (0, 0);
         let mut next = 0u32;
         loop {
             let found = self
@@ -892,7 +984,16 @@ impl Engine {
             let Some(qpn) = found else { break };
             next = qpn + 1;
             sent += self.serve_read(port, qpn);
+            if self.qps[&qpn]
+                .remote
+                .as_ref()
+                .is_some_and(|r| r.read.is_some())
+            {
+                left += 1;
+            }
         }
+        // Counted anew (a QP destroyed or connected again took its READ with it).
+        port.reads = left;
         sent
     }
 
@@ -955,7 +1056,6 @@ impl Engine {
                 if let Some(r) = r {
                     r.read = None;
                 }
-                port.reads -= 1;
                 return sent;
             }
         }
@@ -965,8 +1065,12 @@ impl Engine {
     /// one expected. An error puts the QP in ERR (and writes the responder's CQE where the
     /// IBA has one) before the NAK goes out.
     fn fabric_execute(&mut self, port: &mut Port, qpn: u32, h: &Header, torn_ok: bool) -> Reply {
+        // UC drops a packet it cannot take silently; RC NAKs it and the QP goes to ERR.
+        let reliable = self.qps[&qpn].qp_type == QpType::Rc;
         let fail = |e: &mut Engine, s: u8| {
-            e.responder_error(qpn);
+            if reliable {
+                e.responder_error(qpn);
+            }
             Reply::Nak(nak_code(s))
         };
         let rx = self.qps[&qpn].remote.as_ref().and_then(|r| r.rx);

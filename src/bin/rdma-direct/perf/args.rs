@@ -236,13 +236,6 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
     if fabric {
         // Every size -s and -a take (MAX_SIZE) is a message the fabric carries.
         const _: () = assert!(MAX_SIZE as u64 <= MAX_MESSAGE);
-        if o.qp_type != QpType::Rc {
-            return Err(format!(
-                "-c {}: across two processes the software mlx5 device (sim0) carries RC only \
-                 (the sim fabric); drop -c, or add --loopback",
-                o.qp_type
-            ));
-        }
         if rdma_cm {
             return Err(
                 "-R: the software mlx5 device has no RDMA CM; drop -R (the exchange goes over \
