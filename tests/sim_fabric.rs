@@ -82,6 +82,7 @@ fn peer_process() {
         "big" => return peer_big(addr),
         "late" => return peer_late(addr),
         "srq" => return peer_srq(addr),
+        "ud" => return peer_ud(addr),
         _ => {}
     }
     let mut dev = SimDevice::new();
@@ -704,6 +705,94 @@ fn sends_into_an_srq_of_another_process() {
     for i in 0..3 {
         let c = one(&mut dev, &mut scq);
         assert_eq!((c.wr_id, c.status), (i, WcStatus::Success), "{c:?}");
+    }
+    conn.sync(STALL).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("peer ok"),
+        "the peer process: {}\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn ud_qp(dev: &mut SimDevice) -> (SimPd, SimQp, SimCq) {
+    let pd = dev.alloc_pd().unwrap();
+    let mut cfg = QpConfig::new(QpType::Ud);
+    (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (16, 16);
+    let mut cq = dev.create_cq(64).unwrap();
+    let qp = dev.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
+    (pd, qp, cq)
+}
+
+/// The UD peer: two receives; the datagram with the wrong Q_Key never reaches them.
+fn peer_ud(addr: &str) {
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    dev.join_fabric(None).unwrap();
+    let (pd, mut qp, mut cq) = ud_qp(&mut dev);
+    let buf = dev
+        .alloc_buf(&pd, 4096, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    let conn = connect_qp_client(&mut dev, &mut qp, addr, &opts(), None, STALL).unwrap();
+    let mut conn = conn;
+    for i in 0..2 {
+        let into = [buf.sge(i * 1024, 40 + 256).unwrap()];
+        qp.rq()
+            .post_recv(RecvWr::new(20 + i as u64, &into))
+            .unwrap();
+    }
+    qp.rq().ring();
+    conn.sync(STALL).unwrap();
+    let c = one(&mut dev, &mut cq);
+    assert_eq!(
+        (c.status, c.wr_id, c.byte_len, c.src_qp),
+        (WcStatus::Success, 20, 40 + 32, conn.remote.qpn)
+    );
+    assert!(c.flags.contains(WcFlags::GRH));
+    // The GRH: the sender's GID as source, this device's as destination.
+    let grh = buf.get(0, 40).unwrap();
+    assert_eq!(&grh[..8], &[0x60, 0, 0, 0, 0, 56, 0x1b, 64]);
+    assert_eq!(&grh[8..24], &conn.remote.gid);
+    assert_eq!(&grh[24..40], &dev.gid());
+    assert_eq!(buf.get(40, 32).unwrap(), &[0xd6; 32]);
+    conn.sync(STALL).unwrap();
+    // Only one datagram arrived (the one with the wrong Q_Key was dropped).
+    let mut wc = [Completion::EMPTY; 2];
+    assert_eq!(cq.poll(&mut wc), 0);
+    println!("peer ok");
+}
+
+#[test]
+fn a_datagram_crosses_to_another_process_and_a_wrong_qkey_does_not() {
+    let name = fabric_name("ud");
+    let _rm = Removed(name.clone());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let child = spawn_peer("ud", l.local_addr().unwrap(), &name);
+    let mut dev = SimDevice::new();
+    dev.join_fabric(Some(&name)).unwrap();
+    let (pd, mut qp, mut cq) = ud_qp(&mut dev);
+    let mut mine = dev
+        .alloc_buf(&pd, 4096, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &opts(), None, STALL).unwrap();
+    let ah = dev.create_ah(&pd, &conn.remote, &opts()).unwrap();
+    conn.sync(STALL).unwrap();
+    mine.get_mut(0, 32).unwrap().fill(0xd6);
+    let sge = [mine.sge(0, 32).unwrap()];
+    for (id, qkey) in [(1, opts().qkey ^ 1), (2, opts().qkey)] {
+        let dest = UdDest {
+            ah: &ah,
+            remote_qpn: conn.remote.qpn,
+            remote_qkey: qkey,
+        };
+        qp.sq()
+            .post(SendWr::send(id, &sge).to(dest).signaled())
+            .unwrap();
+        qp.sq().ring();
+        let c = one(&mut dev, &mut cq);
+        assert_eq!((c.wr_id, c.status), (id, WcStatus::Success));
     }
     conn.sync(STALL).unwrap();
     let out = child.wait_with_output().unwrap();

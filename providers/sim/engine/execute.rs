@@ -197,7 +197,16 @@ impl Engine {
                     );
                     return Step::Advanced;
                 }
-                (self.deliver_ud(qpn, &w, local, torn_ok), len as u32)
+                if w.dgid != self.gid && w.dgid != [0; 16] && self.port.is_some() {
+                    // Another process's device: a datagram over the fabric (None: its
+                    // ring is full, sent by a later pass).
+                    match self.fabric_datagram(qpn, &w, local) {
+                        Some(r) => (r, len as u32),
+                        None => return Step::Blocked { retried: false },
+                    }
+                } else {
+                    (self.deliver_ud(qpn, &w, local, torn_ok), len as u32)
+                }
             }
             (_, _) if q.remote.is_some() => match self.fabric_send(qpn, &w, local) {
                 Some(r) => (r, len as u32),
@@ -486,7 +495,8 @@ impl Engine {
             return Resp::Dropped;
         }
         let peer = w.dqpn;
-        match self.consume_recv(qpn, peer, w, local, EMPTY_SPAN, Some(()), torn_ok) {
+        let gid = self.gid;
+        match self.consume_recv(qpn, peer, w, local, EMPTY_SPAN, Some(gid), torn_ok) {
             Resp::Rnr | Resp::Nak(_) | Resp::NoPeer => Resp::Dropped,
             r => r,
         }

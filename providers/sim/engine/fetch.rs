@@ -37,6 +37,9 @@ pub(super) struct Wqe {
     pub(super) compare: u64,
     pub(super) dqpn: u32,
     pub(super) qkey: u32,
+    /// UD: the destination GID of the address vector (another process's device: the
+    /// datagram crosses the fabric).
+    pub(super) dgid: [u8; 16],
     /// Inline payload: up to two pieces (the WQE may wrap) inside the local WQE copy.
     pub(super) inline: [Span; 2],
     pub(super) ninline: usize,
@@ -201,12 +204,12 @@ impl Engine {
         }
         let (raddr, rkey) = p.raddr.unwrap_or((0, 0));
         let (swap_add, compare) = p.atomic.unwrap_or((0, 0));
-        let (qkey, dqpn) = match p.av {
+        let (qkey, dqpn, dgid) = match p.av {
             Some(av) => {
                 let av = DatagramSeg::new_unchecked(&av[..]);
-                (av.qkey(), av.dqpn())
+                (av.qkey(), av.dqpn(), av.rgid())
             }
-            None => (0, 0),
+            None => (0, 0, [0; 16]),
         };
         let mut w = Wqe {
             opcode,
@@ -220,6 +223,7 @@ impl Engine {
             compare,
             dqpn,
             qkey,
+            dgid,
             inline: [EMPTY_SPAN; 2],
             ninline: 0,
             segs: [(0, 0, 0); MAX_SEGS],

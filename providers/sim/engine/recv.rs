@@ -139,7 +139,7 @@ impl Engine {
         w: &Wqe,
         local: &[Span],
         remote: Span,
-        ud: Option<()>,
+        ud: Option<[u8; 16]>,
         torn_ok: bool,
     ) -> Resp {
         let Some(loc) = self.find_recv(peer) else {
@@ -195,7 +195,8 @@ impl Engine {
                 unsafe { gather_into(local, remote) };
             }
             _ => {
-                let mut grh_bytes = make_grh(len as u32, &self.gid);
+                let src_gid = ud.unwrap_or(self.gid);
+                let mut grh_bytes = make_grh(len as u32, &src_gid, &self.gid);
                 let mut src = [EMPTY_SPAN; MAX_SEGS + 1];
                 let mut ns = 0;
                 if grh {
@@ -296,9 +297,9 @@ pub(super) struct RecvDone {
 
 /// The 40-byte GRH in front of a UD receive: an IPv6-shaped header (version 6, payload
 /// length = BTH 12 + DETH 8 + payload + ICRC 4, next header 0x1b = IBA transport, hop limit
-/// 64) with the device port's `gid` as source and destination: a sim device has one port
-/// and datagrams never leave it, so every datagram is a loopback.
-pub(super) fn make_grh(payload: u32, gid: &[u8; 16]) -> [u8; wire::IBV_GRH_LEN] {
+/// 64) with the sender's GID as source and the receiving port's as destination (the same
+/// GID for a datagram within one device).
+pub(super) fn make_grh(payload: u32, src: &[u8; 16], dst: &[u8; 16]) -> [u8; wire::IBV_GRH_LEN] {
     /// The GRH next-header value of an IBA transport header.
     const NEXT_HEADER_IBA: u8 = 0x1b;
     let mut g = [0u8; wire::IBV_GRH_LEN];
@@ -306,7 +307,7 @@ pub(super) fn make_grh(payload: u32, gid: &[u8; 16]) -> [u8; wire::IBV_GRH_LEN] 
     g[4..6].copy_from_slice(&((payload + 12 + 8 + 4) as u16).to_be_bytes());
     g[6] = NEXT_HEADER_IBA;
     g[7] = 64;
-    g[8..24].copy_from_slice(gid);
-    g[24..40].copy_from_slice(gid);
+    g[8..24].copy_from_slice(src);
+    g[24..40].copy_from_slice(dst);
     g
 }

@@ -37,8 +37,12 @@
 //! packets are sent, the responder drops a message it cannot take (no receive, a bad rkey)
 //! and abandons one cut short by a gap in the PSNs.
 //!
-//! Limits: RC and UC (UD datagrams do not cross processes); messages up to 2^31 bytes; no
-//! fault injector across processes.
+//! UD: a datagram whose address vector names another process's device goes as one SEND
+//! packet (the Q_Key in the rkey field) to the QP it names there, which takes it if its
+//! Q_Key matches and a receive is posted (the GRH naming the sender's GID), and drops it
+//! otherwise; the sender completes it once sent.
+//!
+//! Limits: messages up to 2^31 bytes; no fault injector across processes.
 
 use std::time::{Duration, Instant};
 
@@ -608,6 +612,113 @@ impl Engine {
         }
     }
 
+    /// UD requester: datagram `w` of `qpn` to the device of another process its address
+    /// vector names (the Q_Key resolved here, carried in the rkey field). A datagram
+    /// nobody takes is lost, as on a link; `None`: the ring to that device is full.
+    pub(super) fn fabric_datagram(&mut self, qpn: u32, w: &Wqe, local: &[Span]) -> Option<Resp> {
+        /// The high-order bit of a request's Q_Key (IBA): use the sending QP's own Q_Key.
+        const QKEY_USE_OWN: u32 = 0x8000_0000;
+        let mut port = self.port.take()?;
+        let own = self.qps.get(&qpn).map_or(0, |q| q.attr.qkey);
+        let r = match port.member.segment().find(&w.dgid) {
+            None => Some(Resp::Dropped),
+            Some((slot, _)) if port.member.space(slot) == 0 => None,
+            Some((slot, epoch)) => {
+                let len = w.len() as usize;
+                let mut h = Header::new(if w.opcode == Opcode::SendImm {
+                    Op::SendImm
+                } else {
+                    Op::Send
+                });
+                h.solicited = w.solicited;
+                h.src_slot = port.member.slot();
+                h.src_epoch = port.member.epoch();
+                h.dst_slot = slot;
+                h.dst_epoch = epoch;
+                h.src_qpn = qpn;
+                h.dst_qpn = w.dqpn & PSN_MASK;
+                h.rkey = if w.qkey & QKEY_USE_OWN != 0 {
+                    own
+                } else {
+                    w.qkey
+                };
+                h.len = len as u32;
+                h.imm = u32::from_be_bytes(w.imm);
+                h.write(&mut port.out[..]);
+                let dst = Span {
+                    ptr: port.out[HEADER_LEN..].as_mut_ptr(),
+                    len,
+                };
+                // SAFETY: `local` are checked requester spans (or the WQE's inline bytes) of
+                // `len` bytes, at most the path MTU (`execute` checked), so at most
+                // MAX_PAYLOAD; `dst` is the port's own buffer.
+                unsafe { copy_list(local, &[dst]) };
+                port.member.send(slot, &port.out[..HEADER_LEN + len]);
+                self.stats.bytes += len as u64;
+                Some(Resp::Dropped)
+            }
+        };
+        self.port = Some(port);
+        r
+    }
+
+    /// UD responder: datagram `h` into QP `h.dst_qpn` if it is a UD QP ready to receive
+    /// with the Q_Key `h` carries; dropped otherwise (no receive posted included). The GRH
+    /// names the sending device's GID.
+    fn fabric_datagram_in(&mut self, port: &mut Port, h: &Header, torn_ok: bool) -> bool {
+        let Some(q) = self.qps.get(&h.dst_qpn) else {
+            return false;
+        };
+        if q.qp_type != QpType::Ud
+            || !matches!(q.state, QpState::Rtr | QpState::Rts)
+            || q.attr.qkey != h.rkey
+            || !matches!(h.op, Op::Send | Op::SendImm)
+            || h.seg != Seg::Only
+        {
+            return false;
+        }
+        let src_gid = port.member.segment().gid_of(h.src_slot);
+        let payload = Span {
+            ptr: port.inb[HEADER_LEN..].as_mut_ptr(),
+            len: h.payload_len(),
+        };
+        let w = Wqe {
+            opcode: if h.op == Op::SendImm {
+                Opcode::SendImm
+            } else {
+                Opcode::Send
+            },
+            idx: 0,
+            signaled: false,
+            solicited: h.solicited,
+            imm: h.imm.to_be_bytes(),
+            raddr: 0,
+            rkey: 0,
+            swap_add: 0,
+            compare: 0,
+            dqpn: h.dst_qpn,
+            qkey: h.rkey,
+            dgid: [0; 16],
+            inline: [payload, EMPTY_SPAN],
+            ninline: usize::from(payload.len > 0),
+            segs: [(0, 0, 0); MAX_SEGS],
+            nsegs: 0,
+        };
+        let qpn = h.dst_qpn;
+        matches!(
+            self.consume_recv(
+                h.src_qpn,
+                qpn,
+                &w,
+                &[payload],
+                EMPTY_SPAN,
+                Some(src_gid),
+                torn_ok
+            ),
+            Resp::Ok
+        )
+    }
+
     /// Take what the fabric brought: at most one ring's worth of packets from each sender;
     /// then READ responses as the rings allow.
     pub(super) fn poll_fabric(&mut self, torn_ok: bool) -> usize {
@@ -627,6 +738,8 @@ impl Engine {
                         port.member.stats.received += 1;
                         if h.op.is_response() {
                             self.fabric_answer(&port, &h)
+                        } else if self.qps.get(&h.dst_qpn).map(|q| q.qp_type) == Some(QpType::Ud) {
+                            self.fabric_datagram_in(&mut port, &h, torn_ok)
                         } else {
                             self.fabric_respond(&mut port, &h, torn_ok)
                         }
@@ -1169,6 +1282,7 @@ impl Engine {
                     compare: 0,
                     dqpn: 0,
                     qkey: 0,
+                    dgid: [0; 16],
                     inline: [payload, EMPTY_SPAN],
                     ninline: 0,
                     segs: [(0, 0, 0); MAX_SEGS],

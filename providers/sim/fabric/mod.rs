@@ -211,6 +211,14 @@ impl Segment {
         g
     }
 
+    /// The GID slot `s` holds (all zero for a slot outside the fabric).
+    pub fn gid_of(&self, s: u8) -> [u8; 16] {
+        if usize::from(s) >= MAX_DEVICES {
+            return [0; 16];
+        }
+        self.slot_gid(usize::from(s))
+    }
+
     /// The slot and generation of the live device whose GID is `gid`.
     pub fn find(&self, gid: &[u8; 16]) -> Option<(u8, u32)> {
         (0..MAX_DEVICES).find_map(|s| {
