@@ -6,7 +6,7 @@
 use rdma_direct::prelude::*;
 use rdma_direct::providers::sim::fabric::packet::{Header, Op, HEADER_LEN};
 use rdma_direct::providers::sim::fabric::{Member, Segment, CELL_LEN};
-use rdma_direct::providers::sim::SimPd;
+use rdma_direct::providers::sim::{FaultConfig, SimPd};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -483,11 +483,33 @@ fn peer_big(addr: &str) {
 
 #[test]
 fn messages_of_many_packets_and_many_in_flight_cross_two_processes() {
-    let name = fabric_name("big");
+    big_messages("big", None);
+}
+
+/// The same over a link that loses 3% of the packets this side sends (requests): go-back-N
+/// and the ACK timeout bring every byte over.
+#[test]
+fn a_lossy_link_loses_no_byte() {
+    let faults = FaultConfig {
+        seed: 7,
+        packet_drop_ppm: 30_000,
+        ..FaultConfig::default()
+    };
+    let dev = big_messages("lossy", Some(faults));
+    assert!(
+        dev.fault_stats().packets_dropped > 0,
+        "{:?}",
+        dev.fault_stats()
+    );
+}
+
+fn big_messages(test: &str, faults: Option<FaultConfig>) -> SimDevice {
+    let name = fabric_name(test);
     let _rm = Removed(name.clone());
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let child = spawn_peer("big", l.local_addr().unwrap(), &name);
     let mut dev = SimDevice::new();
+    dev.set_faults(faults);
     dev.join_fabric(Some(&name)).unwrap();
     let (pd, mut qp, mut scq, _rcq) = rc_qp(&mut dev);
     let mut mine = dev
@@ -565,6 +587,7 @@ fn messages_of_many_packets_and_many_in_flight_cross_two_processes() {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+    dev
 }
 
 /// The RNR peer: asks its requesters to wait 655 ms after an RNR NAK (`min_rnr_timer` 0),

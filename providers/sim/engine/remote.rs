@@ -42,7 +42,10 @@
 //! Q_Key matches and a receive is posted (the GRH naming the sender's GID), and drops it
 //! otherwise; the sender completes it once sent.
 //!
-//! Limits: messages up to 2^31 bytes; no fault injector across processes.
+//! The fault injector's `packet_drop_ppm` loses packets this device sends.
+//!
+//! Limits: messages up to 2^31 bytes; the fault injector's other faults (and corrupt or
+//! delayed packets) stay within the device.
 
 use std::time::{Duration, Instant};
 
@@ -55,6 +58,7 @@ use crate::sim::fabric::packet::{
     read_packets, valid_segment, Header, NakCode, Op, Seg, HEADER_LEN, MAX_PAYLOAD,
 };
 use crate::sim::fabric::{Member, CELLS, CELL_LEN, MAX_DEVICES, MAX_MESSAGE};
+use crate::sim::fault::FaultInjector;
 use crate::wire::{self, Opcode};
 use crate::{Access, QpState, QpType};
 
@@ -334,6 +338,18 @@ fn segment(mtu: u32) -> u32 {
     }
 }
 
+/// Put a packet on the wire to slot `to`: into its ring, or lost on the way when the fault
+/// injector says so (true then: the sender cannot tell). False: the ring is full.
+fn wire_send(fault: &mut Option<FaultInjector>, member: &mut Member, to: u8, b: &[u8]) -> bool {
+    if let Some(f) = fault.as_mut() {
+        if f.rng.chance(f.cfg.packet_drop_ppm) {
+            f.stats.packets_dropped += 1;
+            return true;
+        }
+    }
+    member.send(to, b)
+}
+
 /// The header of an answer of kind `op` to request `h`, with `h`'s PSN.
 fn reply_to(h: &Header, op: Op) -> Header {
     let mut a = Header::new(op);
@@ -573,7 +589,12 @@ impl Engine {
                     // at most the MTU.
                     unsafe { copy_list(&piece[..k], &[dst]) };
                 }
-                port.member.send(slot, &port.out[..HEADER_LEN + n as usize]);
+                wire_send(
+                    &mut self.fault,
+                    &mut port.member,
+                    slot,
+                    &port.out[..HEADER_LEN + n as usize],
+                );
             }
             // Nobody there (not joined, gone): as a packet lost on the link.
             let Some(r) = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut()) else {
@@ -653,7 +674,12 @@ impl Engine {
                 // `len` bytes, at most the path MTU (`execute` checked), so at most
                 // MAX_PAYLOAD; `dst` is the port's own buffer.
                 unsafe { copy_list(local, &[dst]) };
-                port.member.send(slot, &port.out[..HEADER_LEN + len]);
+                wire_send(
+                    &mut self.fault,
+                    &mut port.member,
+                    slot,
+                    &port.out[..HEADER_LEN + len],
+                );
                 self.stats.bytes += len as u64;
                 Some(Resp::Dropped)
             }
@@ -886,10 +912,10 @@ impl Engine {
     /// Send answer `a` (with `n` payload bytes already in `port.out`) if the ring has room.
     /// False: it did not (a NAK or response lost so is covered by the requester's timeout;
     /// an ACK is kept and sent by a later pass).
-    fn answer(port: &mut Port, a: &Header, n: usize) -> bool {
+    fn answer(fault: &mut Option<FaultInjector>, port: &mut Port, a: &Header, n: usize) -> bool {
         a.write(&mut port.out[..]);
         let to = a.dst_slot;
-        port.member.send(to, &port.out[..HEADER_LEN + n])
+        wire_send(fault, &mut port.member, to, &port.out[..HEADER_LEN + n])
     }
 
     /// Responder: send the ACKs a full ring held back, as the rings allow.
@@ -900,7 +926,7 @@ impl Engine {
                 continue;
             };
             if let Some(a) = r.ack_due {
-                if Self::answer(port, &a, 0) {
+                if Self::answer(&mut self.fault, port, &a, 0) {
                     r.ack_due = None;
                 } else {
                     left += 1;
@@ -944,7 +970,7 @@ impl Engine {
                     let half = WINDOW / 2;
                     if h.seg.ends() || h.psn % half == half - 1 {
                         let a = reply_to(h, Op::Ack);
-                        if !Self::answer(port, &a, 0) {
+                        if !Self::answer(&mut self.fault, port, &a, 0) {
                             if r.ack_due.is_none() {
                                 port.acks += 1;
                             }
@@ -971,17 +997,17 @@ impl Engine {
                     port.out[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&v.to_be_bytes());
                     let mut a = reply_to(h, Op::AtomicAck);
                     a.len = 8;
-                    Self::answer(port, &a, 8);
+                    Self::answer(&mut self.fault, port, &a, 8);
                 }
                 Reply::Rnr(t) => {
                     let mut a = reply_to(h, Op::NakRnr);
                     a.nak = t;
-                    Self::answer(port, &a, 0);
+                    Self::answer(&mut self.fault, port, &a, 0);
                 }
                 Reply::Nak(c) => {
                     let mut a = reply_to(h, Op::NakErr);
                     a.nak = c as u8;
-                    Self::answer(port, &a, 0);
+                    Self::answer(&mut self.fault, port, &a, 0);
                 }
             }
         } else if d >= 1 << 23 {
@@ -1022,12 +1048,12 @@ impl Engine {
                     let mut a = reply_to(h, Op::AtomicAck);
                     a.psn = psn;
                     a.len = 8;
-                    Self::answer(port, &a, 8);
+                    Self::answer(&mut self.fault, port, &a, 8);
                 }
                 _ => {
                     let mut a = reply_to(h, Op::Ack);
                     a.psn = epsn.wrapping_sub(1) & PSN_MASK;
-                    Self::answer(port, &a, 0);
+                    Self::answer(&mut self.fault, port, &a, 0);
                 }
             }
         } else {
@@ -1041,7 +1067,7 @@ impl Engine {
             let mut a = reply_to(h, Op::NakErr);
             a.psn = epsn;
             a.nak = NakCode::PsnSeq as u8;
-            Self::answer(port, &a, 0);
+            Self::answer(&mut self.fault, port, &a, 0);
         }
         true
     }
@@ -1144,14 +1170,14 @@ impl Engine {
                         a.seg = Seg::of(ro.off, n, len);
                         a.len = n as u32;
                         self.stats.bytes += n;
-                        Self::answer(port, &a, n as usize);
+                        Self::answer(&mut self.fault, port, &a, n as usize);
                         done = ro.off + n >= len;
                     }
                     Err(s) => {
                         // The MR went away mid-READ.
                         a.op = Op::NakErr;
                         a.nak = nak_code(s) as u8;
-                        Self::answer(port, &a, 0);
+                        Self::answer(&mut self.fault, port, &a, 0);
                         self.responder_error(qpn);
                         done = true;
                     }
