@@ -208,7 +208,7 @@ impl Engine {
                     (self.deliver_ud(qpn, &w, local, torn_ok), len as u32)
                 }
             }
-            (_, _) if q.remote.is_some() => match self.fabric_send(qpn, &w, local) {
+            (_, _) if q.remote.is_some() => match self.fabric_send(qpn, &w, local, nbb) {
                 Some(r) => (r, len as u32),
                 None => return Step::Blocked { retried: false },
             },

@@ -398,14 +398,27 @@ impl Engine {
 
     /// Requester: the head WQE `w` of `qpn` (its local spans checked) over the fabric, and
     /// the WQEs behind it as the window allows. `None`: in flight, nothing to report yet.
-    pub(super) fn fabric_send(&mut self, qpn: u32, w: &Wqe, local: &[Span]) -> Option<Resp> {
+    pub(super) fn fabric_send(
+        &mut self,
+        qpn: u32,
+        w: &Wqe,
+        local: &[Span],
+        nbb: u32,
+    ) -> Option<Resp> {
         let mut port = self.port.take()?;
-        let r = self.fabric_step(&mut port, qpn, w, local);
+        let r = self.fabric_step(&mut port, qpn, w, local, nbb);
         self.port = Some(port);
         r
     }
 
-    fn fabric_step(&mut self, port: &mut Port, qpn: u32, w: &Wqe, local: &[Span]) -> Option<Resp> {
+    fn fabric_step(
+        &mut self,
+        port: &mut Port,
+        qpn: u32,
+        w: &Wqe,
+        local: &[Span],
+        nbb: u32,
+    ) -> Option<Resp> {
         let q = self.qps.get_mut(&qpn)?;
         let head = q.sq_ci;
         let timeout = q.attr.timeout;
@@ -477,7 +490,7 @@ impl Engine {
             }
         }
         // 4. Send what the window allows.
-        self.fabric_pump(port, qpn);
+        self.fabric_pump(port, qpn, Some((w, local, nbb)));
         None
     }
 
@@ -485,9 +498,9 @@ impl Engine {
     /// ring to the peer and the fence after a multi-segment READ allow. A WQE that does not
     /// parse or whose local spans fail their check is not sent: at the head, `execute`
     /// fails it.
-    fn fabric_pump(&mut self, port: &mut Port, qpn: u32) {
+    fn fabric_pump(&mut self, port: &mut Port, qpn: u32, head: Option<(&Wqe, &[Span], u32)>) {
         let mut buf = [0u8; MAX_WQE];
-        let mut local = [EMPTY_SPAN; MAX_SEGS];
+        let mut spans = [EMPTY_SPAN; MAX_SEGS];
         let mut piece = [EMPTY_SPAN; MAX_SEGS];
         for _ in 0..WINDOW * 2 {
             let Some(q) = self.qps.get(&qpn) else { return };
@@ -509,9 +522,18 @@ impl Engine {
                     }
                 }
             }
-            let (ring_len, nbb) = Self::read_wqe(q, at, &mut buf);
-            let Ok(w) = Self::parse(q, at, &buf, ring_len) else {
-                return;
+            let parsed: Wqe;
+            let (w, nbb) = match head {
+                // The head as `execute` parsed it (and checked its spans) this pass.
+                Some((hw, _, hn)) if at == q.sq_ci => (hw, hn),
+                _ => {
+                    let (ring_len, nbb) = Self::read_wqe(q, at, &mut buf);
+                    let Ok(w) = Self::parse(q, at, &buf, ring_len) else {
+                        return;
+                    };
+                    parsed = w;
+                    (&parsed, nbb)
+                }
             };
             let Some(op) = wire_op(w.opcode) else {
                 // Nothing to send (a NOP): completed when it reaches the head.
@@ -526,8 +548,12 @@ impl Engine {
             if len > MAX_MESSAGE {
                 return;
             }
-            let Ok(nlocal) = self.local_spans(q.pd, &w, &mut local) else {
-                return;
+            let local: &[Span] = match head {
+                Some((_, hl, _)) if at == q.sq_ci => hl,
+                _ => match self.local_spans(q.pd, w, &mut spans) {
+                    Ok(n) => &spans[..n],
+                    Err(_) => return,
+                },
             };
             let unreliable = q.qp_type == QpType::Uc;
             let peer = r.peer.or_else(|| port.member.segment().find(&r.gid));
@@ -579,7 +605,7 @@ impl Engine {
                 h.dst_epoch = epoch;
                 h.write(&mut port.out[..]);
                 if n > 0 {
-                    let k = sub_spans(&local[..nlocal], off as usize, n as usize, &mut piece);
+                    let k = sub_spans(local, off as usize, n as usize, &mut piece);
                     let dst = Span {
                         ptr: port.out[HEADER_LEN..].as_mut_ptr(),
                         len: n as usize,

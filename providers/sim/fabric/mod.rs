@@ -256,6 +256,11 @@ pub struct Member {
     seg: Arc<Segment>,
     slot: u8,
     epoch: u32,
+    /// The consumer heads of the rings this member produces into, as last read (indexed by
+    /// receiving slot). The consumer writes its head on every packet it takes, so reading
+    /// it costs a cache line from the other core; a sender reads it again only when the
+    /// ring looks full with the cached value (the real head is never behind it).
+    heads: [u32; MAX_DEVICES],
     /// Counters of this member.
     pub stats: FabricStats,
 }
@@ -306,6 +311,7 @@ impl Member {
                 seg,
                 slot: s as u8,
                 epoch,
+                heads: [0; MAX_DEVICES],
                 stats: FabricStats::default(),
             });
         }
@@ -335,14 +341,23 @@ impl Member {
 
     /// Free cells in the ring from this member to slot `to` (0 for an invalid `to`, or a
     /// ring whose indices are corrupt).
-    pub fn space(&self, to: u8) -> u32 {
+    pub fn space(&mut self, to: u8) -> u32 {
         if usize::from(to) >= MAX_DEVICES {
             return 0;
         }
         let r = self.seg.ring(usize::from(to), usize::from(self.slot));
         let t = self.seg.u32_at(r + 64).load(Ordering::Relaxed);
-        let h = self.seg.u32_at(r).load(Ordering::Acquire);
-        CELLS.saturating_sub(t.wrapping_sub(h))
+        CELLS.saturating_sub(t.wrapping_sub(self.head(r, to, t)))
+    }
+
+    /// The consumer head of ring `r` (to slot `to`, tail `t`): the cached one while it
+    /// leaves room, else read again.
+    fn head(&mut self, r: usize, to: u8, t: u32) -> u32 {
+        let cached = &mut self.heads[usize::from(to)];
+        if t.wrapping_sub(*cached) >= CELLS {
+            *cached = self.seg.u32_at(r).load(Ordering::Acquire);
+        }
+        *cached
     }
 
     /// Put `bytes` (one packet, at most [`CELL_LEN`]) into the ring from this member to
@@ -353,8 +368,7 @@ impl Member {
         }
         let r = self.seg.ring(usize::from(to), usize::from(self.slot));
         let t = self.seg.u32_at(r + 64).load(Ordering::Relaxed);
-        let h = self.seg.u32_at(r).load(Ordering::Acquire);
-        if t.wrapping_sub(h) >= CELLS {
+        if t.wrapping_sub(self.head(r, to, t)) >= CELLS {
             self.stats.ring_full += 1;
             return false;
         }
