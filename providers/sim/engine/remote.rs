@@ -833,11 +833,10 @@ impl Engine {
         let Some(qpn) = self.fabric_qp(port, h) else {
             return false;
         };
-        let una = |e: &Engine| e.qps[&qpn].remote.as_ref().map(|r| r.una);
-        let before = una(self);
+        let before = self.qps[&qpn].remote.as_ref().map(|r| r.una);
         let ok = self.take_answer(port, qpn, h);
-        if una(self) != before {
-            if let Some(q) = self.qps.get_mut(&qpn) {
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            if q.remote.as_ref().map(|r| r.una) != before {
                 q.retry_left = None;
             }
         }
@@ -1314,7 +1313,9 @@ impl Engine {
                     counter: 0,
                     total,
                 });
-                set_rx(self, more);
+                if more.is_some() || rx.is_some() {
+                    set_rx(self, more);
+                }
                 Reply::Ack
             }
             Op::Send | Op::SendImm | Op::WriteImm if h.seg == Seg::Only => {
