@@ -83,6 +83,7 @@ fn peer_process() {
         "late" => return peer_late(addr),
         "srq" => return peer_srq(addr),
         "ud" => return peer_ud(addr),
+        "mirror" => return peer_mirror(addr),
         _ => {}
     }
     let mut dev = SimDevice::new();
@@ -816,6 +817,133 @@ fn a_datagram_crosses_to_another_process_and_a_wrong_qkey_does_not() {
         qp.sq().ring();
         let c = one(&mut dev, &mut cq);
         assert_eq!((c.wr_id, c.status), (id, WcStatus::Success));
+    }
+    conn.sync(STALL).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("peer ok"),
+        "the peer process: {}\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Bytes of the random-traffic peer's window.
+const MIRROR: usize = 256 * 1024;
+
+/// The random-traffic peer: a window for WRITE, READ and atomics; it serves until the
+/// client's last sync.
+fn peer_mirror(addr: &str) {
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    dev.join_fabric(None).unwrap();
+    let (pd, mut qp, _scq, _rcq) = rc_qp(&mut dev);
+    let buf = dev
+        .alloc_buf(&pd, MIRROR, Access::ALL, Pages::Normal)
+        .unwrap();
+    let window = buf.remote(0, MIRROR).unwrap();
+    let mut conn =
+        connect_qp_client(&mut dev, &mut qp, addr, &big_opts(), Some(window), STALL).unwrap();
+    conn.sync(STALL).unwrap();
+    conn.sync(Duration::from_secs(600)).unwrap();
+    println!("peer ok");
+}
+
+/// Random batches of WRITEs, READs and fetch-and-adds of random sizes (1 to 40,000 bytes,
+/// so one packet to 40) against another process's window, up to 6 in flight: every READ
+/// returns what the WRITEs before it left there, byte for byte, every FAA the running sum.
+/// `RDMA_DIRECT_FABRIC_FUZZ_OPS` sets the number of operations (default 300).
+#[test]
+fn random_traffic_across_two_processes_reads_back_what_it_wrote() {
+    let ops: usize = std::env::var("RDMA_DIRECT_FABRIC_FUZZ_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let name = fabric_name("mirror");
+    let _rm = Removed(name.clone());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let child = spawn_peer("mirror", l.local_addr().unwrap(), &name);
+    let mut dev = SimDevice::new();
+    dev.join_fabric(Some(&name)).unwrap();
+    let (pd, mut qp, mut scq, _rcq) = rc_qp(&mut dev);
+    // Local: a WRITE source and a READ destination per position of a batch, the FAA results.
+    const SLOT: usize = 40_000;
+    let mut mine = dev
+        .alloc_buf(&pd, 16 * SLOT, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &big_opts(), None, STALL).unwrap();
+    let window = conn.remote_mr().unwrap();
+    conn.sync(STALL).unwrap();
+    // What the peer's window holds (it starts zeroed); the counter lives in its last 8 bytes.
+    let mut shadow = vec![0u8; MIRROR];
+    let counter_at = MIRROR - 8;
+    let mut sum = 0u64;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut done = 0;
+    let mut id = 0u64;
+    while done < ops {
+        let batch = 1 + rng.next() as usize % 6;
+        let mut reads = Vec::new();
+        let mut faas = Vec::new();
+        for k in 0..batch {
+            id += 1;
+            let len = match rng.next() % 4 {
+                0 => 1 + rng.next() as usize % 64,
+                1 => 1 + rng.next() as usize % 4096,
+                _ => 1 + rng.next() as usize % (SLOT - 1),
+            };
+            let off = rng.next() as usize % (counter_at - len);
+            let t = window.target(off as u64, len as u64).unwrap();
+            match rng.next() % 3 {
+                0 => {
+                    // WRITE fresh bytes from this batch position's source area.
+                    let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                    mine.get_mut(k * SLOT, len).unwrap().copy_from_slice(&bytes);
+                    shadow[off..off + len].copy_from_slice(&bytes);
+                    let sge = [mine.sge(k * SLOT, len).unwrap()];
+                    qp.sq()
+                        .post(SendWr::write_to(id, &sge, t).signaled())
+                        .unwrap();
+                }
+                1 => {
+                    let at = (8 + k) * SLOT;
+                    mine.get_mut(at, len).unwrap().fill(0xee);
+                    let sge = [mine.sge(at, len).unwrap()];
+                    qp.sq()
+                        .post(SendWr::read_from(id, &sge, t).signaled())
+                        .unwrap();
+                    reads.push((at, off, len, shadow[off..off + len].to_vec()));
+                }
+                _ => {
+                    let add = rng.next() % 1000;
+                    let at = 15 * SLOT + 8 * faas.len();
+                    let sge = [mine.sge(at, 8).unwrap()];
+                    let t = window.target(counter_at as u64, 8).unwrap();
+                    qp.sq()
+                        .post(SendWr::faa_at(id, &sge, t, add).signaled())
+                        .unwrap();
+                    faas.push((at, sum));
+                    sum += add;
+                }
+            }
+        }
+        qp.sq().ring();
+        for want in id + 1 - batch as u64..=id {
+            let c = one(&mut dev, &mut scq);
+            assert_eq!((c.wr_id, c.status), (want, WcStatus::Success), "{c:?}");
+        }
+        for (at, off, len, want) in reads {
+            assert!(
+                mine.get(at, len).unwrap() == &want[..],
+                "READ of {len} bytes at {off} after {done} operations"
+            );
+        }
+        for (at, before) in faas {
+            let got = u64::from_ne_bytes(mine.get(at, 8).unwrap().try_into().unwrap());
+            assert_eq!(got, before, "FAA after {done} operations");
+        }
+        done += batch;
     }
     conn.sync(STALL).unwrap();
     let out = child.wait_with_output().unwrap();

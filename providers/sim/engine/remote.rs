@@ -20,9 +20,10 @@
 //! sequence error (a packet ahead of the expected PSN, once: the requester goes back to
 //! that PSN) or NAK with an IBA error code (remote access, invalid request, remote
 //! operational error: the request fails). A duplicate (a PSN already executed) is not
-//! executed again: it is acknowledged again, a READ is read again, an atomic's last value is
-//! sent again. No progress within the ACK timeout (4.096 µs × 2^timeout) is a lost packet:
-//! the execute step's transport retry counts it and the requester goes back to the oldest
+//! executed again: it is acknowledged again, a READ is read again, an atomic (one of the
+//! last window's worth) has its original value sent again. No progress within the ACK
+//! timeout (4.096 µs × 2^timeout) is a lost packet: the execute step's transport retry
+//! counts it and the requester goes back to the oldest
 //! PSN not acknowledged, so a peer that is gone (killed, device dropped, not yet joined)
 //! ends the request in `RETRY_EXC_ERR` after `retry_cnt` retries. Both ends start at PSN 0
 //! on connect. A WQE completes (its CQE written by `execute`) when every PSN of it is
@@ -203,8 +204,10 @@ pub(crate) struct RemoteQp {
     read: Option<ReadOut>,
     /// Responder: an ACK the ring to the requester had no room for.
     ack_due: Option<Header>,
-    /// Responder: the last atomic's PSN and original value (answered again for a duplicate).
-    last_atomic: Option<(u32, u64)>,
+    /// Responder: the PSNs and original values of the last atomics, one window's worth
+    /// (a duplicate of any of them is answered again), and where the next one goes.
+    atomics: [Option<(u32, u64)>; WINDOW as usize],
+    next_atomic: usize,
 }
 
 impl RemoteQp {
@@ -227,7 +230,8 @@ impl RemoteQp {
             rx: None,
             read: None,
             ack_due: None,
-            last_atomic: None,
+            atomics: [None; WINDOW as usize],
+            next_atomic: 0,
         }
     }
 
@@ -976,7 +980,7 @@ impl Engine {
             return self.uc_respond(port, qpn, h, torn_ok);
         }
         let r = q.remote.as_deref().expect("checked by fabric_qp");
-        let (epsn, last_atomic, reading) = (r.epsn, r.last_atomic, r.read.is_some());
+        let (epsn, atomics, reading) = (r.epsn, r.atomics, r.read.is_some());
         let d = psn_diff(h.psn, epsn);
         if d == 0 {
             if reading {
@@ -1014,11 +1018,15 @@ impl Engine {
                         psn: h.psn,
                     });
                     port.reads += 1;
+                    // Answered at once as far as the ring allows: a READ of one segment
+                    // is done before the request behind it in the ring is looked at.
+                    self.serve_read(port, qpn);
                 }
                 Reply::Atomic(v) => {
                     r.epsn = (epsn + 1) & PSN_MASK;
                     r.nak_sent = false;
-                    r.last_atomic = Some((h.psn, v));
+                    r.atomics[r.next_atomic] = Some((h.psn, v));
+                    r.next_atomic = (r.next_atomic + 1) % WINDOW as usize;
                     port.out[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&v.to_be_bytes());
                     let mut a = reply_to(h, Op::AtomicAck);
                     a.len = 8;
@@ -1066,7 +1074,9 @@ impl Engine {
                     });
                 }
                 Op::Cas | Op::Faa => {
-                    let Some((psn, v)) = last_atomic.filter(|&(p, _)| p == h.psn) else {
+                    let Some((psn, v)) =
+                        atomics.iter().flatten().copied().find(|&(p, _)| p == h.psn)
+                    else {
                         return false;
                     };
                     port.out[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&v.to_be_bytes());
