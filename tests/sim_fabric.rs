@@ -4,7 +4,7 @@
 //! and the server's address); each test has its own fabric file, removed at the end.
 
 use rdma_direct::prelude::*;
-use rdma_direct::providers::sim::fabric::packet::{Header, Op, HEADER_LEN};
+use rdma_direct::providers::sim::fabric::packet::{Header, Op, Seg, HEADER_LEN};
 use rdma_direct::providers::sim::fabric::{Member, Segment, CELL_LEN};
 use rdma_direct::providers::sim::{FaultConfig, SimPd};
 use std::net::TcpListener;
@@ -296,8 +296,14 @@ fn garbage_in_an_inbox_is_dropped_and_counted() {
                     Op::Faa,
                     Op::Ack,
                     Op::NakErr,
+                    Op::NakRnr,
+                    Op::ReadResp,
+                    Op::AtomicAck,
                 ];
+                let segs = [Seg::Only, Seg::First, Seg::Middle, Seg::Last];
                 let mut h = Header::new(ops[rng.next() as usize % ops.len()]);
+                h.seg = segs[rng.next() as usize % segs.len()];
+                h.imm = [0, 256, 1024, 4096, rng.next() as u32][rng.next() as usize % 5];
                 h.src_slot = bad.slot();
                 h.dst_slot = slot;
                 h.src_epoch = bad.epoch();
@@ -856,15 +862,31 @@ fn peer_mirror(addr: &str) {
 /// `RDMA_DIRECT_FABRIC_FUZZ_OPS` sets the number of operations (default 300).
 #[test]
 fn random_traffic_across_two_processes_reads_back_what_it_wrote() {
+    random_traffic("mirror", None);
+}
+
+/// The same with 2% of the requester's packets lost.
+#[test]
+fn random_traffic_over_a_lossy_link_reads_back_what_it_wrote() {
+    let faults = FaultConfig {
+        seed: 11,
+        packet_drop_ppm: 20_000,
+        ..FaultConfig::default()
+    };
+    random_traffic("mirror-lossy", Some(faults));
+}
+
+fn random_traffic(test: &str, faults: Option<FaultConfig>) {
     let ops: usize = std::env::var("RDMA_DIRECT_FABRIC_FUZZ_OPS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(300);
-    let name = fabric_name("mirror");
+    let name = fabric_name(test);
     let _rm = Removed(name.clone());
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let child = spawn_peer("mirror", l.local_addr().unwrap(), &name);
     let mut dev = SimDevice::new();
+    dev.set_faults(faults);
     dev.join_fabric(Some(&name)).unwrap();
     let (pd, mut qp, mut scq, _rcq) = rc_qp(&mut dev);
     // Local: a WRITE source and a READ destination per position of a batch, the FAA results.
@@ -944,6 +966,13 @@ fn random_traffic_across_two_processes_reads_back_what_it_wrote() {
             assert_eq!(got, before, "FAA after {done} operations");
         }
         done += batch;
+    }
+    if faults.is_some() {
+        assert!(
+            dev.fault_stats().packets_dropped > 0,
+            "{:?}",
+            dev.fault_stats()
+        );
     }
     conn.sync(STALL).unwrap();
     let out = child.wait_with_output().unwrap();
