@@ -13,13 +13,15 @@
 //!   new generation (`epoch`). A slot whose pid is no longer alive (`kill(pid, 0)` says
 //!   ESRCH) is taken over by the next device that joins; a dropped device frees its slot.
 //!   Devices join lazily, when a QP of theirs is first connected to another process's
-//!   endpoint (both ends of a connection do so).
+//!   endpoint (both ends of a connection do so) or an address handle names one.
 //! - **Inboxes.** One bounded single-producer single-consumer ring per (sender, receiver)
 //!   pair of slots, [`CELLS`] cells of one packet each. One ring per pair, not one shared
 //!   multi-producer inbox, so a process that stops mid-write or scribbles over its rings
 //!   stalls only the rings it produces into: nobody else's traffic waits behind it. Head and
-//!   tail run free (wrapping u32) and are masked only at the cell. A full ring drops the
-//!   packet (a lossy link: the requester's retries cover it).
+//!   tail run free (wrapping u32) and are masked only at the cell; a producer keeps the
+//!   head it last read and reads it again only when the ring looks full. A full ring
+//!   refuses the packet (requests and READ responses wait for room, an ACK is held for a
+//!   later pass; any other answer is lost, and the requester's timeout covers it).
 //! - **Nothing read from the segment is trusted.** A consumer copies a cell out before
 //!   looking at it, a tail more than [`CELLS`] ahead of the head is a corrupt ring (the
 //!   cells are discarded and counted), and packets are parsed by [`packet::Header::parse`].
