@@ -110,7 +110,9 @@
 //!   `req_cqe_covered` in `cq/send_run.rs`: the WQE named lies below the published producer
 //!   position and no WQE of more than one WQEBB is outstanding, so every WQEBB from the
 //!   oldest outstanding one to it starts a one-WQEBB WQE and the count is its distance;
-//!   with a larger WQE outstanding the CQE goes to `process`);
+//!   with a larger WQE outstanding the CQE goes to `process`; the two-sided run at a poll's
+//!   start, `run_mixed`, stops at such a CQE and the general loop's `run_sides` takes it,
+//!   so that run's loop keeps its registers);
 //! - a responder CQE of a plain SEND (no immediate) on the QP's RQ (not an SRQ), with a
 //!   receive outstanding.
 //!
