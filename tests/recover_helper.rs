@@ -638,3 +638,13 @@ fn an_rc_link_books_its_completions_and_drains() {
     assert_eq!(a.rec.failed(), &[0, 1, 2]);
     assert_eq!(a.qp.state(), QpState::Err);
 }
+
+mod common;
+
+/// `Completion::covered` on error and flush completions, and `SendWindow::retire` counting
+/// them (tests/common/retire.rs), on the sim.
+#[test]
+fn error_and_flush_completions_retire_what_covered_says() {
+    let mut dev = SimDevice::new();
+    common::retire::error_completions_retire_what_covered_says(&mut dev, &ConnectOpts::default());
+}

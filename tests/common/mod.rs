@@ -152,3 +152,5 @@ pub fn wait_or_kill(
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+pub mod retire;
