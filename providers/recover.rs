@@ -31,11 +31,12 @@
 //!    the unsignaled ones before it it retires), a receive completion one. The sends
 //!    outstanding are the window's [`SendWindow::in_flight`], the receives the replenisher's
 //!    [`RecvReplenisher::posted`]. A receive is told from a send by the CQ it completes on
-//!    (a separate receive CQ) or, on a CQ both share, by its wr_id
-//!    ([`RecvReplenisher::owns`]: give it an id base above the send ids); only `wr_id`,
-//!    `qp_num` and `vendor_err` of an error completion are meaningful, so nothing else is
-//!    read. Completions of other QPs on a shared CQ are handed on, not counted, and so is a
-//!    refused doorbell's notice (`WcFlags::REFUSED`, verbs only: its requests were never
+//!    (a separate receive CQ) or, on a CQ both share, by its opcode (a receive opcode on
+//!    error completions too, every provider) or its wr_id ([`RecvReplenisher::owns`]: give
+//!    it an id base above the send ids); of an error completion only `wr_id`, `qp_num`,
+//!    `vendor_err`, `covered` and the queue `opcode` names are meaningful, so nothing else
+//!    is read. Completions of other QPs on a shared CQ are handed on, not counted, and so is
+//!    a refused doorbell's notice (`WcFlags::REFUSED`, verbs only: its requests were never
 //!    posted, the application takes them back from its window as the error says);
 //! 3. records, in the order they completed (RC completes a queue in post order), the wr_ids
 //!    of the sends that did **not** complete successfully ([`Recovery::failed`]): the one
@@ -432,7 +433,9 @@ impl Recovery {
                     if c.qp_num != qpn || refused(c) {
                         continue;
                     }
-                    let is_recv = recv_cq || recvs.as_ref().is_some_and(|x| x.owns(c.wr_id));
+                    let is_recv = recv_cq
+                        || c.opcode.is_recv()
+                        || recvs.as_ref().is_some_and(|x| x.owns(c.wr_id));
                     if is_recv {
                         rcv = rcv.saturating_sub(1);
                     } else if c.wr_id == MARKER_WR_ID && marker {

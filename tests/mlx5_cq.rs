@@ -42,6 +42,66 @@ fn selective_signaling_reports_covered_requests() {
     assert_eq!(qp.sq().free_slots(), 16);
 }
 
+/// A covered send CQE amid receive CQEs in one poll: the two-sided run at the poll's start
+/// stops at it and the general loop's fast path takes it; every completion exact, every CQ
+/// entry and send slot given back.
+#[test]
+fn a_covered_send_amid_receives_in_one_poll() {
+    let (mut cq, mut d) = cq(16, 64);
+    let (mut qp, _dq) = qp_on(&mut cq, 0x12, None);
+    let recv = |qp: &mut Mlx5Qp<Plain>, id: u64| {
+        qp.rq()
+            .post_recv(RecvWr {
+                wr_id: id,
+                sges: &SGE,
+            })
+            .unwrap()
+    };
+    // A first round makes the QP the CQ's hot one.
+    recv(&mut qp, 10);
+    qp.rq().ring();
+    qp.sq().post(SendWr::send(1, &SGE).signaled()).unwrap();
+    qp.sq().ring();
+    d.push(&Cqe::req(0x12, 0, 0x0a, 0));
+    d.push(&Cqe::resp(2, 0x12, 0, 8, 0));
+    assert_eq!(poll_all(&mut cq).len(), 2);
+    for id in 11..14 {
+        recv(&mut qp, id);
+    }
+    qp.rq().ring();
+    for i in 0..4u64 {
+        let wr = SendWr::send(100 + i, &SGE);
+        qp.sq()
+            .post(if i == 3 { wr.signaled() } else { wr })
+            .unwrap();
+    }
+    qp.sq().ring();
+    d.push(&Cqe::resp(2, 0x12, 1, 8, 0));
+    d.push(&Cqe::req(0x12, 4, 0x0a, 0));
+    d.push(&Cqe::resp(2, 0x12, 2, 16, 0));
+    d.push(&Cqe::resp(2, 0x12, 3, 24, 0));
+    let c = poll_all(&mut cq);
+    let got: Vec<_> = c
+        .iter()
+        .map(|c| (c.wr_id, c.opcode, c.byte_len, c.covered, c.covered_from))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (11, WcOpcode::Recv, 8, 0, 0),
+            (103, WcOpcode::Send, 0, 3, 100),
+            (12, WcOpcode::Recv, 16, 0, 0),
+            (13, WcOpcode::Recv, 24, 0, 0),
+        ]
+    );
+    assert!(c.iter().all(|c| c.is_ok() && c.qp_num == 0x12));
+    assert!(poll_all(&mut cq).is_empty());
+    assert_eq!(d.dbrec_ci(), 6);
+    // Only the posting budget the SQ took from the CQ stays reserved.
+    assert_eq!(cq.reserved(), qp.sq().cq_budget());
+    assert_eq!(qp.sq().free_slots(), 16);
+}
+
 #[test]
 fn owner_bit_wraps_over_many_passes() {
     let (mut cq, mut d) = cq(4, 64);

@@ -818,3 +818,13 @@ fn an_async_qp_fatal_event_fails_its_link_and_the_link_recovers() {
         LinkEvent::CqFailed.fails(1, QpState::Err) && !LinkEvent::CqFailed.fails(1, QpState::Rts)
     );
 }
+
+mod common;
+
+/// `Completion::covered` on error and flush completions, and `SendWindow::retire` counting
+/// them (tests/common/retire.rs), on the sim.
+#[test]
+fn error_and_flush_completions_retire_what_covered_says() {
+    let mut dev = SimDevice::new();
+    common::retire::error_completions_retire_what_covered_says(&mut dev, &ConnectOpts::default());
+}

@@ -462,3 +462,23 @@ fn rxe_a_dropped_peer_ends_in_retry_exc_with_the_defaults_and_recovers() {
     assert_eq!((wc[0].wr_id, wc[0].status), (2, WcStatus::Success));
     assert_eq!(&buf.as_slice()[..5], b"order");
 }
+
+/// `Completion::covered` on error and flush completions, and `SendWindow::retire` counting
+/// them (tests/common/retire.rs), on rxe: a flushed receive carries rxe's opcode SEND, which
+/// the provider reports as a receive.
+#[test]
+#[ignore = "device test: needs RDMA_DIRECT_DEVICE (rxe0 in the guest)"]
+fn rxe_error_and_flush_completions_retire_what_covered_says() {
+    let dev = common::device();
+    let mut p = VerbsDevice::open(&dev).unwrap_or_else(|e| panic!("open {dev}: {e}"));
+    let gid_index = common::gid_index().unwrap_or_else(|| {
+        p.context()
+            .default_gid_index(1)
+            .unwrap_or_else(|e| panic!("{e}"))
+    });
+    let opts = ConnectOpts {
+        gid_index,
+        ..ConnectOpts::default()
+    };
+    common::retire::error_completions_retire_what_covered_says(&mut p, &opts);
+}

@@ -39,7 +39,9 @@ pub(super) fn on_sim(batches: u64, every: u64) -> Result<()> {
             (restarts, restarted_at) = (restarts + 1, Some(batch));
         }
         // One completion at a time: success acknowledges the batch (the 15 unsignaled are
-        // covered); an error goes to the library's drain with the rest still in the CQ.
+        // covered); an error goes to the library's drain with the rest still in the CQ. An
+        // error names the first order that failed; the ones it covers ran (see
+        // `Completion::covered`), so the stream resumes at its wr_id.
         while gw.window.in_flight() > 0 {
             if poll_wait(&mut dev, &mut gw.cq, &mut wc[..1], DRAIN)? == 1 && !wc[0].is_ok() {
                 break;

@@ -15,11 +15,14 @@
 //! share one send CQ; the completions then tell the QPs apart by [`Completion::qp_num`],
 //! which is what [`SendWindows::retire`] keys on.
 //!
-//! Error completions: the helpers count what completions retire, successful or not, but on
-//! an error only `wr_id`, `qp_num` and `vendor_err` are meaningful (rxe reports opcode SEND
-//! there), so on a CQ shared by send and receive queues a flushed receive is told from a
-//! flushed send by its wr_id alone: give the receives an id base above the send ids
-//! ([`RecvReplenisher::with_id_base`], [`RecvReplenisher::owns`]). Check each completion
+//! Error completions: the helpers count what completions retire, successful or not, as
+//! [`Completion::covered`] says: a send completion ends `1 + covered` requests (the covered
+//! ones ran; the one it names ended with its status), a receive completion one receive. On
+//! an error only `wr_id`, `qp_num`, `vendor_err`, `covered` and the queue `opcode` names
+//! are meaningful: every provider reports a receive's error completion with a receive
+//! opcode (rxe's own says SEND), so [`SendWindow::retire`] leaves a flushed receive alone;
+//! a receive is also told by its wr_id when the receives have an id base above the send
+//! ids ([`RecvReplenisher::with_id_base`], [`RecvReplenisher::owns`]). Check each completion
 //! first ([`Completion::check`]) and treat an error as the end of that QP until it is
 //! recovered ([`crate::recover`]: drained, the helpers reset — [`SendWindow::reset`],
 //! [`RecvReplenisher::reset`], [`RingWriter::reset`] / [`RingReader::reset`] — and

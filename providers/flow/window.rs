@@ -71,11 +71,14 @@ impl SendWindow {
         });
         r
     }
-    /// Retires what `c` reports if it is a send completion of this QP (`1 + covered`
-    /// requests); false, and nothing changes, for another QP's completion or a receive.
+    /// Retires what `c` reports if it is a send completion of this QP, whatever its status:
+    /// `1 + covered` requests (see [`Completion::covered`]: an error or flush ends the one
+    /// it names and the ones it covers); false, and nothing changes, for another QP's
+    /// completion or a receive's (successful or not: every provider reports a receive's
+    /// completion with a receive opcode, errors included).
     #[inline]
     pub fn retire(&mut self, c: &Completion) -> bool {
-        if c.qp_num != self.qpn || (c.is_ok() && c.opcode.is_recv()) {
+        if c.qp_num != self.qpn || c.opcode.is_recv() {
             return false;
         }
         self.in_flight = self.in_flight.saturating_sub(1 + c.covered);

@@ -93,8 +93,8 @@
 //! back without a read-modify-write: a CQE gives back its request's entry when the poll
 //! publishes `ci`, and the CQE that gives back none or more than one (an SRQ receive, a
 //! stale or stray CQE, a completion covering unsignaled requests) moves a poller-written
-//! count, `CqShared::unreleased`, stored before `ci` (the fast path's runs store it when
-//! they end, after the send queue's retired position); posters compute the entries in use as
+//! count, `CqShared::unreleased`, stored before `ci` (the fast path's covered completions
+//! store it as they are taken, with the covered requests' count in `SqDone::retired`); posters compute the entries in use as
 //! `reserved - (ci - unreleased)`, reading the poller's side first so it never runs ahead of
 //! them. `Provider::create_qp` refuses a QP unless the CQ absorbs every queue
 //! on it (`providers/cq_room.rs`), so for QPs made there the refusal comes only while CQEs
@@ -110,7 +110,9 @@
 //!   `req_cqe_covered` in `cq/send_run.rs`: the WQE named lies below the published producer
 //!   position and no WQE of more than one WQEBB is outstanding, so every WQEBB from the
 //!   oldest outstanding one to it starts a one-WQEBB WQE and the count is its distance;
-//!   with a larger WQE outstanding the CQE goes to `process`);
+//!   with a larger WQE outstanding the CQE goes to `process`; the two-sided run at a poll's
+//!   start, `run_mixed`, stops at such a CQE and the general loop's `run_sides` takes it,
+//!   so that run's loop keeps its registers);
 //! - a responder CQE of a plain SEND (no immediate) on the QP's RQ (not an SRQ), with a
 //!   receive outstanding.
 //!
@@ -355,9 +357,6 @@ pub struct Mlx5Cq<D: Owners = Mlx5Device> {
     /// requester-only run took, where the next run starts (see `run_sq`). Always names the hot
     /// QP: set to its number with opcode 0 whenever `hot_qpn` changes.
     hot_want: core::cell::Cell<u32>,
-    /// Requests the fast path's covered completions covered in the run under way (beyond one
-    /// per completion), taken by the run's end (`take_covered`, `cq/send_run.rs`).
-    covered: core::cell::Cell<u32>,
     shared: Arc<CqShared>,
     entries: Vec<Entry>,
     /// Index into `entries` of the last hit.
@@ -434,7 +433,6 @@ impl<D: Owners> Mlx5Cq<D> {
             hot_rtag: NO_HOT_TAG,
             hot_sides: 0,
             hot_want: core::cell::Cell::new(0),
-            covered: core::cell::Cell::new(0),
             shared: Arc::new(CqShared {
                 dv,
                 reserved: CachePadded::new(0.into()),

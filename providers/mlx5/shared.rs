@@ -238,9 +238,11 @@ pub(crate) struct SqDone {
     /// WQEBB position retired up to (free-running; the oldest outstanding WQE starts here).
     pub ci: AtomicU32,
     /// Requests retired (free-running), signaled and covered alike. The poster counts the
-    /// requests it posts; the difference is what `max_send_wr` caps. Stored after `ci`, and
-    /// either may be seen newer than the other: each alone understates progress, never
-    /// overstates it, so the poster's checks stay conservative.
+    /// requests it posts; the difference is what `max_send_wr` caps. Stored after `ci` (the
+    /// fast path's covered completions add theirs as they are taken, before the run stores
+    /// `ci`), and either may be seen newer than the other: each alone understates progress
+    /// (a count ahead of `ci` counts requests that are done), never overstates it, so the
+    /// poster's checks stay conservative.
     pub retired: AtomicU32,
 }
 
@@ -251,6 +253,15 @@ impl SqDone {
     pub fn retire_to(&self, ci: u32, retired: u32) {
         self.ci.store(ci, Ordering::Release);
         self.retired.store(retired, Ordering::Release);
+    }
+
+    /// Poller side: `n` more requests retired, their WQEBBs not yet published in `ci` (the
+    /// fast path's covered completions: `ci` follows when the run ends). The requests are
+    /// done, so a `retired` ahead of `ci` overstates nothing.
+    #[inline(always)]
+    pub fn add_retired(&self, n: u32) {
+        let r = self.retired.load(Ordering::Relaxed);
+        self.retired.store(r.wrapping_add(n), Ordering::Release);
     }
 
     /// Poller side: requests up to WQEBB position `ci` are retired, `n` more of them.

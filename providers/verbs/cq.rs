@@ -242,6 +242,11 @@ pub(super) fn convert(
         }
     }
     if recv {
+        // An error completion's opcode is not the device's to tell (rxe says SEND): the tag
+        // says a receive, and so does the completion (see `Completion::opcode`).
+        if wc.status != ffi::IBV_WC_SUCCESS {
+            out.opcode = WcOpcode::Recv;
+        }
         if let Some(rq) = &route.rq {
             let slot = wc.wr_id as u32 as usize;
             if let Some(w) = rq.take(slot) {
@@ -410,6 +415,8 @@ mod tests {
         convert(&routes, &budget, &wc, &mut c);
         assert_eq!(c.wr_id, 0xfeed);
         assert_eq!(c.status, WcStatus::WrFlushErr);
+        // A receive's, said so (rxe's opcode 0 is SEND): see `Completion::opcode`.
+        assert_eq!(c.opcode, WcOpcode::Recv);
         assert_eq!(rq.outstanding.load(Ordering::Relaxed), 0);
         assert_eq!(budget.used.load(Ordering::Relaxed), 0);
     }

@@ -189,3 +189,5 @@ pub fn sim_pair(
     rdma_direct::providers::flow::connect_pair(dev, &mut a, &mut b, opts).unwrap();
     ((a, ca), (b, cb))
 }
+
+pub mod retire;

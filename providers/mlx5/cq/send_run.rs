@@ -136,7 +136,7 @@ impl<D: Owners> Mlx5Cq<D> {
     /// # Safety
     /// `slot` points to a whole, writable `Completion`; `s.wqes` has `s.mask + 1` entries.
     #[inline(always)]
-    pub(super) unsafe fn req_cqe<const ALONE: bool>(
+    pub(super) unsafe fn req_cqe<const ALONE: bool, const COVER: bool>(
         &self,
         s: &mut SendWalk,
         wc: u16,
@@ -145,6 +145,9 @@ impl<D: Owners> Mlx5Cq<D> {
         opst: &OpStatus,
     ) -> Req {
         if wc != s.sci as u16 {
+            if !COVER {
+                return Req::Stop;
+            }
             // A later WQE: the completion covers unsignaled requests before it.
             // SAFETY: the caller's contract.
             return unsafe {
@@ -235,13 +238,24 @@ impl<D: Owners> Mlx5Cq<D> {
         // No WQE larger than one WQEBB from the oldest outstanding one on (read after the
         // published position `avail` came from): the WQEs before the one named are its
         // distance, and it starts a WQE of one WQEBB, below the published position.
-        // SAFETY: the walk is the hot QP's send queue (`hot_qp`, alive while it is hot).
-        let big_end = unsafe { &(*self.hot_qp).sq.big_end }.load(Ordering::Relaxed);
+        // The QP loaded for this read alone (not kept in a register for a later re-read of
+        // the published position: the loop around holds its own values there).
+        // SAFETY: the walk is the hot QP's send queue (`hot_qp`, alive while it is hot; a
+        // plain field of `self`).
+        let qp = unsafe { &*core::ptr::read_volatile(&self.hot_qp) };
+        let big_end = qp.sq.big_end.load(Ordering::Relaxed);
         if !SqShared::no_big_from(big_end, s.sci, s.mask) {
             return Req::Stop;
         }
         let covered = dist;
         let used = dist + 1;
+        // The covered requests counted and their CQ entries given back here (first, so the
+        // QP's address is not held across the stores below), not by the loop's end: the
+        // loops keep no count of them (their registers stay theirs, their ends test
+        // nothing). `retired` runs ahead of the run's `ci` until the run ends, which
+        // overstates nothing: the requests are done (see `SqDone::retired`).
+        qp.sq.done.add_retired(covered);
+        self.give_back(covered);
         // Both published (the oldest outstanding one at `sci`, `dist < avail`).
         // SAFETY: the caller's contract; the indices are masked.
         let (e, o) = unsafe {
@@ -264,8 +278,6 @@ impl<D: Owners> Mlx5Cq<D> {
         };
         s.sci = s.sci.wrapping_add(used);
         s.avail -= used;
-        // Kept in the CQ, not the walk: the loops' registers stay theirs.
-        self.covered.set(self.covered.get() + covered);
         if ALONE && s.avail == 0 {
             s.avail = reread(s.sci);
             if s.avail == 0 {
@@ -273,17 +285,6 @@ impl<D: Owners> Mlx5Cq<D> {
             }
         }
         Req::Done
-    }
-
-    /// The requests the fast path's covered completions covered since the last call
-    /// (see [`Self::req_cqe_covered`]), and the count back to 0.
-    #[inline(always)]
-    pub(super) fn take_covered(&self) -> u32 {
-        let n = self.covered.get();
-        if n != 0 {
-            self.covered.set(0);
-        }
-        n
     }
 
     /// Give back `n` CQ entries beyond one per CQE consumed (the requests covered
@@ -424,7 +425,7 @@ impl<D: Owners> Mlx5Cq<D> {
                     let slot = out_end.wrapping_offset(off).cast();
                     // SAFETY: `out_end + off` is a whole `Completion` of `out` (`off < 0`);
                     // `wqes` has `sq_mask + 1` entries.
-                    match unsafe { self.req_cqe::<true>(&mut walk, wc, slot, $lq, &$opst) } {
+                    match unsafe { self.req_cqe::<true, true>(&mut walk, wc, slot, $lq, &$opst) } {
                         Req::Done => off += super::hot::COMPLETION as isize,
                         Req::Stop => break,
                         Req::Last => {
@@ -486,11 +487,7 @@ impl<D: Owners> Mlx5Cq<D> {
             // The QP loaded again (not kept in a register across the loop).
             // SAFETY: as above; `hot_qp` is a plain field of `self`.
             let qp = unsafe { &*core::ptr::read_volatile(&self.hot_qp) };
-            let cov = self.take_covered();
-            qp.sq.done.retire(walk.sci, k as u32 + cov);
-            if cov != 0 {
-                self.give_back(cov);
-            }
+            qp.sq.done.retire(walk.sci, k as u32);
         }
         k
     }
@@ -505,7 +502,7 @@ impl<D: Owners> Mlx5Cq<D> {
     /// As [`Self::req_cqe`]; `cqe` is the CQE, seen software-owned, after the load barrier.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn req_cqe_op<const ALONE: bool>(
+    pub(super) unsafe fn req_cqe_op<const ALONE: bool, const COVER: bool>(
         &self,
         s: &mut SendWalk,
         cqe: *const u8,
@@ -517,7 +514,7 @@ impl<D: Owners> Mlx5Cq<D> {
     ) -> Req {
         if w < REQ_OP_WITH_LEN as usize {
             // SAFETY: the caller's contract.
-            return unsafe { self.req_cqe::<ALONE>(s, wc, slot, lq0, &REQ_OK[w]) };
+            return unsafe { self.req_cqe::<ALONE, COVER>(s, wc, slot, lq0, &REQ_OK[w]) };
         }
         if w > 0xff {
             return Req::Stop;
@@ -525,7 +522,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: the caller's contract.
         let lq = len_qpn(unsafe { req_len(cqe, w) }, qpn);
         // SAFETY: the caller's contract.
-        unsafe { self.req_cqe::<ALONE>(s, wc, slot, lq, &REQ_OK[w]) }
+        unsafe { self.req_cqe::<ALONE, COVER>(s, wc, slot, lq, &REQ_OK[w]) }
     }
 
     /// [`Self::req_cqe`] out of line, for the requester-only run's CQEs of an opcode with a
@@ -546,7 +543,7 @@ impl<D: Owners> Mlx5Cq<D> {
         opst: OpStatus,
     ) -> (Req, SendWalk) {
         // SAFETY: the caller's contract.
-        let step = unsafe { self.req_cqe::<ALONE>(&mut s, wc, slot, lq, &opst) };
+        let step = unsafe { self.req_cqe::<ALONE, true>(&mut s, wc, slot, lq, &opst) };
         (step, s)
     }
 

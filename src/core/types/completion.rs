@@ -196,16 +196,27 @@ pub struct Completion {
     pub byte_len: u32,
     /// The local QP the completion belongs to.
     pub qp_num: u32,
-    /// What completed.
+    /// What completed. On an error completion only the queue it names is meaningful: a
+    /// receive's says [`WcOpcode::Recv`] (every provider tells it from the request, since
+    /// rxe reports opcode 0 there), a send's is a send opcode.
     pub opcode: WcOpcode,
-    /// Status. On error the other fields except `wr_id`, `qp_num` and `vendor_err` are not
-    /// meaningful (rxe reports opcode 0 and byte_len 0 there).
+    /// Status. On error the other fields except `wr_id`, `qp_num`, `vendor_err`, the queue
+    /// `opcode` names and `covered` / `covered_from` are not meaningful (rxe reports
+    /// byte_len 0 there).
     pub status: WcStatus,
     /// wr_id of the oldest covered request (valid when `covered > 0`).
     pub covered_from: u64,
     /// Send completions: how many earlier *unsignaled* requests of the same send queue this
     /// completion retires (selective signaling). They are the `covered` requests posted
     /// immediately before this one, in post order; the oldest has wr_id `covered_from`.
+    ///
+    /// One meaning whatever the status: a send completion ends `1 + covered` requests. The
+    /// `covered` ones ran, and successfully: a send queue executes in post order, and an
+    /// error or flush completion names the request that failed or was flushed (every
+    /// request that did not run gets a completion of its own when the QP fails, signaled or
+    /// not). The one it names ended with `status`. A receive completion ends one receive;
+    /// `covered` is 0 there. The flow module's `SendWindow::retire` and the recovery helper
+    /// count so.
     pub covered: u32,
     /// Immediate data in host order (valid when `flags` has [`WcFlags::WITH_IMM`]).
     pub imm: u32,
