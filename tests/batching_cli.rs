@@ -326,6 +326,18 @@ fn sweep(provider: &str, describe: &str) {
     assert!(s.contains("message rate [Mpps]") && s.contains("time per WQE [ns]"));
     assert!(s.contains("batch size [WQEs per doorbell]"));
     assert!(s.contains("db8, signal every WR") && s.contains("bf-single, signal once per batch"));
+    // Every point's p10..p90 as an error bar (2 panels x 4 series x 3 points), no bands; the
+    // cost panel draws the model fitted per doorbell mode along each configuration's batches.
+    assert_eq!(s.matches("<path class=\"err\"").count(), 24, "error bars");
+    assert_eq!(s.matches("class=\"band\"").count(), 0, "bars, not bands");
+    assert_eq!(
+        s.matches("<polyline class=\"fit\"").count(),
+        4,
+        "one fit per curve"
+    );
+    for c in ["db8, signal every WR", "bf-single, signal once per batch"] {
+        assert!(s.contains(&format!("fit {c}: ")), "fit legend for {c}");
+    }
     let title = if provider == "sim" {
         "sim, device thread"
     } else {

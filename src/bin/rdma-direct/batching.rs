@@ -181,7 +181,7 @@ pub fn run(args: &[String]) -> i32 {
         ok &= write(f, json(&o, &done, &host, load_after), "JSON");
     }
     if let Some(f) = &o.svg {
-        ok &= write(f, plot::render(&charts(&o, res)), "SVG");
+        ok &= write(f, plot::render_panels(&charts(&o, res)), "SVG");
     }
     if let Some(dir) = &o.report {
         let at = |name: &str| std::path::Path::new(dir).join(name).display().to_string();
@@ -190,7 +190,11 @@ pub fn run(args: &[String]) -> i32 {
             json(&o, &done, &host, load_after),
             "JSON",
         );
-        ok &= write(&at(summary::SVG), plot::render(&charts(&o, res)), "SVG");
+        ok &= write(
+            &at(summary::SVG),
+            plot::render_panels(&charts(&o, res)),
+            "SVG",
+        );
         let md = summary::markdown(
             &o,
             &done,

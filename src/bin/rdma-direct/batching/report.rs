@@ -13,7 +13,7 @@ use rdma_direct::bench::batching::{Stat, Sweep};
 use rdma_direct::pcie::{Counts, Link, Traffic};
 use rdma_direct::perf::host::Host;
 use rdma_direct::report::json::Value;
-use rdma_direct::report::plot::{self, Chart, Point, Series, XKind};
+use rdma_direct::report::plot::{Chart, Curve, Panel, Point, Series, XKind};
 
 pub(super) fn series_name(o: &Opts, c: &Config) -> String {
     let mut s = format!("{}, {}", c.mode.name(), c.signal.name());
@@ -587,7 +587,10 @@ fn pcie_json(o: &Opts, p: &Stat, k: &Counts) -> Value {
     Value::Obj(kv)
 }
 
-pub(super) fn charts(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Vec<Chart> {
+/// The two charts (message rate, cost per WQE), each point with its p10..p90 range as an error
+/// bar; the cost chart also draws, per configuration the model covers, the least-squares fit
+/// `t = w + d/b + c·q` ([`model_fit`]) evaluated along the batch axis.
+pub(super) fn charts(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Vec<Panel> {
     let reps = res.iter().map(|(_, p)| taken(o, p)).min().unwrap_or(o.reps);
     let sub = if o.at.hardware() {
         format!(
@@ -602,7 +605,6 @@ pub(super) fn charts(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Vec<Chart> {
             reps
         )
     };
-    let band = res.len() <= plot::MAX_BANDS;
     // A point's value and its band.
     type Pick<'f> = &'f dyn Fn(&Stat) -> (f64, (f64, f64));
     let mk = |y: Pick| -> Vec<Series> {
@@ -616,32 +618,88 @@ pub(super) fn charts(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Vec<Chart> {
                         Point {
                             x: p.batch as f64,
                             y: v,
-                            band: band.then_some(b),
+                            band: Some(b),
                         }
                     })
                     .collect(),
             })
             .collect()
     };
-    let band_label = band.then(|| "shaded: p10..p90 of the samples".to_string());
-    vec![
-        Chart {
-            title: format!("{} — message rate", title(o)),
-            subtitle: sub.clone(),
-            x_label: "batch size [WQEs per doorbell]".into(),
-            x_kind: XKind::Count,
-            y_label: "message rate [Mpps]".into(),
-            band_label: band_label.clone(),
-            series: mk(&|p| (p.mpps(), (1e3 / p.p90, 1e3 / p.p10))),
-        },
-        Chart {
-            title: format!("{} — cost per WQE", title(o)),
-            subtitle: sub,
-            x_label: "batch size [WQEs per doorbell]".into(),
-            x_kind: XKind::Count,
-            y_label: "time per WQE [ns]".into(),
-            band_label,
-            series: mk(&|p| (p.med, (p.p10, p.p90))),
-        },
-    ]
+    let band_label = Some("bars: p10..p90 of the samples".to_string());
+    let rate = Chart {
+        title: format!("{} — message rate", title(o)),
+        subtitle: sub.clone(),
+        x_label: "batch size [WQEs per doorbell]".into(),
+        x_kind: XKind::Count,
+        y_label: "message rate [Mpps]".into(),
+        band_label: band_label.clone(),
+        series: mk(&|p| (p.mpps(), (1e3 / p.p90, 1e3 / p.p10))),
+    };
+    let cost = Chart {
+        title: format!("{} — cost per WQE", title(o)),
+        subtitle: sub,
+        x_label: "batch size [WQEs per doorbell]".into(),
+        x_kind: XKind::Count,
+        y_label: "time per WQE [ns]".into(),
+        band_label,
+        series: mk(&|p| (p.med, (p.p10, p.p90))),
+    };
+    let mut cost = Panel::from(cost).error_bars();
+    for curve in fit_curves(o, res) {
+        cost = cost.with_curve(curve);
+    }
+    vec![Panel::from(rate).error_bars(), cost]
+}
+
+/// The fitted model along each configuration's batch range, for the configurations whose
+/// points the fit used (per doorbell mode: its first payload and size).
+fn fit_curves(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Vec<Curve> {
+    let mut out = Vec::new();
+    for (i, (c, pts)) in res.iter().enumerate() {
+        let Some(m) = model_fit(res, c.mode) else {
+            continue;
+        };
+        let Some((fc, _)) = m.rows.first() else {
+            continue;
+        };
+        if (fc.payload, fc.size) != (c.payload, c.size) || !m.rows.iter().any(|(r, _)| r == c) {
+            continue;
+        }
+        let (Some(lo), Some(hi)) = (
+            pts.iter().map(|p| p.batch).min(),
+            pts.iter().map(|p| p.batch).max(),
+        ) else {
+            continue;
+        };
+        if lo == hi {
+            continue;
+        }
+        let wqes = pts.iter().map(|p| p.wqes).max().unwrap_or(1).max(1);
+        let k = &m.fit.coef;
+        let (w, d) = (k[0], k[1]);
+        let per_cqe = if m.per_completion { k[2] } else { 0.0 };
+        let signal = c.signal;
+        let q = move |b: f64| {
+            let b = (b.round() as u32).max(1);
+            let n = (0..wqes).filter(|&j| signal.wants(j, b, wqes)).count();
+            n as f64 / f64::from(wqes)
+        };
+        let name = if m.per_completion {
+            format!(
+                "fit {}: {w:.1} + {d:.1}/b + {per_cqe:.1}·q ns",
+                series_name(o, c)
+            )
+        } else {
+            format!("fit {}: {w:.1} + {d:.1}/b ns", series_name(o, c))
+        };
+        out.push(Curve::sampled(
+            &name,
+            Some(i),
+            f64::from(lo),
+            f64::from(hi),
+            49,
+            |b| w + d / b + per_cqe * q(b),
+        ));
+    }
+    out
 }
