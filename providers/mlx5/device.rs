@@ -699,6 +699,10 @@ impl Provider for Mlx5Device {
             verbs: ah,
         })
     }
+
+    fn async_events(&mut self) -> Result<Option<Vec<verbs::AsyncEvent>>> {
+        self.check_async().map(Some)
+    }
 }
 
 /// A libibverbs completion channel as the mlx5 [`super::CqWaiter`]'s channel: an event

@@ -443,6 +443,10 @@ impl Provider for VerbsDevice {
     ) -> Result<verbs::Ah> {
         verbs::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)
     }
+
+    fn async_events(&mut self) -> Result<Option<Vec<verbs::AsyncEvent>>> {
+        self.check_async().map(Some)
+    }
 }
 
 #[cfg(test)]

@@ -59,7 +59,11 @@
 
 use std::fmt;
 
-use crate::providers::{PostError, Provider, ProviderKind, QpState, QpType, WcOpcode, WcStatus};
+use std::time::Duration;
+
+use crate::providers::{
+    AsyncEventKind, Fault, PostError, Provider, ProviderKind, QpState, QpType, WcOpcode, WcStatus,
+};
 
 mod load;
 mod parse;
@@ -79,6 +83,9 @@ pub struct Scenario {
     pub file: String,
     /// `desc` line.
     pub desc: String,
+    /// `version` line: the edition of the language the file is written in (1 when the file
+    /// has none; [`VERSION`] is the newest this runner reads).
+    pub version: u32,
     /// `differs` lines: why some lines are provider-specific.
     pub differs: Vec<String>,
     /// Buffers, each registered as its own MR.
@@ -452,6 +459,53 @@ pub struct ExpectCqe {
     /// Inside an `expect any-order { ... }` block: no order against the block's other
     /// completions of its queue.
     pub any_order: bool,
+    /// `within=DURATION`: how long the group may wait for this completion (the shortest
+    /// bound of a group applies to the group), instead of [`RunOpts::poll_timeout`]. A bound
+    /// on waiting, so that a hang fails early: not a claim about speed.
+    pub within: Option<Duration>,
+    /// File line.
+    pub line: usize,
+}
+
+/// The newest edition of the scenario language this runner reads (`version 2`).
+pub const VERSION: u32 = 2;
+
+/// The asynchronous event names an `event` line may give (`IBV_EVENT_` dropped).
+pub const EVENT_NAMES: [(&str, AsyncEventKind); 13] = [
+    ("CQ_ERR", AsyncEventKind::CqErr),
+    ("QP_FATAL", AsyncEventKind::QpFatal),
+    ("QP_REQ_ERR", AsyncEventKind::QpReqErr),
+    ("QP_ACCESS_ERR", AsyncEventKind::QpAccessErr),
+    ("COMM_EST", AsyncEventKind::CommEst),
+    ("SQ_DRAINED", AsyncEventKind::SqDrained),
+    ("QP_LAST_WQE_REACHED", AsyncEventKind::QpLastWqeReached),
+    ("SRQ_ERR", AsyncEventKind::SrqErr),
+    ("SRQ_LIMIT_REACHED", AsyncEventKind::SrqLimitReached),
+    ("PORT_ACTIVE", AsyncEventKind::PortActive),
+    ("PORT_ERR", AsyncEventKind::PortErr),
+    ("GID_CHANGE", AsyncEventKind::GidChange),
+    ("DEVICE_FATAL", AsyncEventKind::DeviceFatal),
+];
+
+/// The `event` line's name of `kind` (`EVENT_n` for one without a name).
+pub fn event_name(kind: AsyncEventKind) -> String {
+    EVENT_NAMES
+        .iter()
+        .find(|(_, k)| *k == kind)
+        .map_or_else(|| format!("{kind:?}"), |(n, _)| n.to_string())
+}
+
+/// One expected asynchronous event (`event KIND [QP] [port=N] [within=DURATION]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectEvent {
+    /// Which event.
+    pub kind: AsyncEventKind,
+    /// The QP it must concern (QP events), by index.
+    pub qp: Option<usize>,
+    /// The port it must concern (port events).
+    pub port: Option<u8>,
+    /// How long to wait for it (default [`RunOpts::poll_timeout`]).
+    pub within: Option<Duration>,
     /// File line.
     pub line: usize,
 }
@@ -488,6 +542,16 @@ pub enum StepKind {
     },
     /// Wait for these completions (consecutive `expect` lines).
     Expect(Vec<ExpectCqe>),
+    /// Wait for an asynchronous event (`event` line).
+    Event(ExpectEvent),
+    /// Inject a fault through [`Provider::inject_fault`] (`fault qp QP`, `fault port N
+    /// down|up`); refused by providers that cannot (all but the sim).
+    Fault {
+        /// What.
+        fault: Fault,
+        /// The QP it concerns (`Fault::QpFatal`).
+        qp: Option<usize>,
+    },
 }
 
 /// A step with its line and variant.

@@ -1,11 +1,14 @@
 //! Expectations: `expect` lines (one completion, or `repeat=` counted ones), `expect
 //! any-order { ... }` blocks, and their checks against the requests posted so far (the wr
-//! id was posted, on a queue of that type, not expected twice in one variant).
+//! id was posted, on a queue of that type, not expected twice in one variant); `event`
+//! lines (an asynchronous event, of a QP or a port) and the `fault` lines that cause them.
 
-use super::lex::{parse_counted_u32, parse_range_u32, parse_u32, parse_u64, PResult};
+use super::lex::{
+    parse_counted_u32, parse_duration, parse_range_u32, parse_u32, parse_u64, PResult,
+};
 use super::{overlap, Parser, WrTarget, MAX_REPEAT};
-use crate::providers::{WcOpcode, WcStatus};
-use crate::scenario::{ExpectCqe, RecvTarget, Step, StepKind};
+use crate::providers::{AsyncEventKind as K, Fault, WcOpcode, WcStatus};
+use crate::scenario::{ExpectCqe, ExpectEvent, RecvTarget, Step, StepKind, EVENT_NAMES};
 
 impl Parser {
     pub(super) fn expect(
@@ -26,6 +29,7 @@ impl Parser {
             covered: None,
             variant: variant.clone(),
             any_order: self.block.is_some(),
+            within: None,
             line,
         };
         let mut repeat = 1u32;
@@ -53,6 +57,7 @@ impl Parser {
                     "qp" => e.qp = Some(self.qp_ref(v)?),
                     "src_qp" => e.src_qp = Some(self.qp_ref(v)?),
                     "covered" => e.covered = Some(parse_u32(v)?),
+                    "within" => e.within = Some(parse_duration(v)?),
                     _ => return Err(format!("unknown expect option '{k}'")),
                 }
                 continue;
@@ -71,7 +76,7 @@ impl Parser {
             }
         }
         if !have_wr || !have_status {
-            return Err("usage: expect wr=N STATUS [OPCODE] [len=N] [imm=V] [qp=Q] [src_qp=Q] [grh] [covered=N] [repeat=N]".into());
+            return Err("usage: expect wr=N STATUS [OPCODE] [len=N] [imm=V] [qp=Q] [src_qp=Q] [grh] [covered=N] [repeat=N] [within=DURATION]".into());
         }
         if imm_step != 0 && repeat < 2 {
             return Err(
@@ -156,6 +161,86 @@ impl Parser {
             }) if !fresh => group.push(e),
             _ => self.push(line, None, StepKind::Expect(vec![e])),
         }
+        Ok(())
+    }
+
+    /// `event KIND [QP] [port=N] [within=DURATION]`.
+    pub(super) fn event(
+        &mut self,
+        line: usize,
+        args: &[&str],
+        variant: Option<String>,
+    ) -> PResult<()> {
+        const USAGE: &str = "usage: event KIND [QP] [port=N] [within=DURATION] \
+                             (KIND: QP_FATAL, PORT_ERR, PORT_ACTIVE, CQ_ERR, ...)";
+        let Some((name, rest)) = args.split_first() else {
+            return Err(USAGE.into());
+        };
+        let kind = EVENT_NAMES
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, k)| *k)
+            .ok_or_else(|| {
+                let all: Vec<&str> = EVENT_NAMES.iter().map(|(n, _)| *n).collect();
+                format!("unknown event '{name}' ({})", all.join(", "))
+            })?;
+        let mut e = ExpectEvent {
+            kind,
+            qp: None,
+            port: None,
+            within: None,
+            line,
+        };
+        for a in rest {
+            match a.split_once('=') {
+                Some(("port", v)) => e.port = Some(parse_range_u32(v, 1, 255, "port")? as u8),
+                Some(("within", v)) => e.within = Some(parse_duration(v)?),
+                Some((k, _)) => return Err(format!("unknown event option '{k}' ({USAGE})")),
+                None if e.qp.is_none() => e.qp = Some(self.qp_ref(a)?),
+                None => return Err(format!("unexpected '{a}' ({USAGE})")),
+            }
+        }
+        let qp_event = matches!(
+            kind,
+            K::QpFatal
+                | K::QpReqErr
+                | K::QpAccessErr
+                | K::CommEst
+                | K::SqDrained
+                | K::QpLastWqeReached
+        );
+        let port_event = matches!(kind, K::PortActive | K::PortErr | K::GidChange);
+        if e.qp.is_some() && !qp_event {
+            return Err(format!("{name} concerns no QP: drop the QP name"));
+        }
+        if e.port.is_some() && !port_event {
+            return Err(format!("{name} concerns no port: drop port="));
+        }
+        self.push(line, variant, StepKind::Event(e));
+        Ok(())
+    }
+
+    /// `fault qp QP` | `fault port N down|up`.
+    pub(super) fn fault(
+        &mut self,
+        line: usize,
+        args: &[&str],
+        variant: Option<String>,
+    ) -> PResult<()> {
+        let (fault, qp) = match args {
+            ["qp", q] => (Fault::QpFatal, Some(self.qp_ref(q)?)),
+            ["port", n, dir @ ("down" | "up")] => {
+                let port = parse_range_u32(n, 1, 255, "port")? as u8;
+                let f = if *dir == "down" {
+                    Fault::PortDown(port)
+                } else {
+                    Fault::PortUp(port)
+                };
+                (f, None)
+            }
+            _ => return Err("usage: fault qp QP | fault port N down|up".into()),
+        };
+        self.push(line, variant, StepKind::Fault { fault, qp });
         Ok(())
     }
 }

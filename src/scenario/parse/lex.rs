@@ -3,6 +3,8 @@
 //! `[variant]` heads. Each function takes one token and returns its value or a message
 //! naming what was wrong (the caller adds the line).
 
+use std::time::Duration;
+
 use super::kinds;
 use crate::providers::Access;
 use crate::scenario::{Fill, PostOp, POST_ERROR_NAMES};
@@ -205,4 +207,30 @@ pub(super) fn parse_reject(s: &str) -> PResult<String> {
             POST_ERROR_NAMES.join(", ")
         ))
     }
+}
+
+/// The longest `within=` bound (a typo must not wait for hours).
+const MAX_WITHIN: Duration = Duration::from_secs(600);
+
+/// A duration: `N` followed by `us`, `ms` or `s` (`50ms`, `5s`), at most 600 s.
+pub(super) fn parse_duration(s: &str) -> PResult<Duration> {
+    let (num, unit): (&str, fn(u64) -> Duration) = if let Some(n) = s.strip_suffix("us") {
+        (n, Duration::from_micros)
+    } else if let Some(n) = s.strip_suffix("ms") {
+        (n, Duration::from_millis)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, Duration::from_secs)
+    } else {
+        return Err(format!(
+            "duration '{s}': a number with us, ms or s (50ms, 5s)"
+        ));
+    };
+    let d = num
+        .parse::<u64>()
+        .map(unit)
+        .map_err(|_| format!("duration '{s}': a number with us, ms or s (50ms, 5s)"))?;
+    if d.is_zero() || d > MAX_WITHIN {
+        return Err(format!("duration '{s}': more than 0 and at most 600s"));
+    }
+    Ok(d)
 }

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use super::{ParseError, RecvTarget, Scenario, Step, StepKind};
+use super::{ParseError, RecvTarget, Scenario, Step, StepKind, VERSION};
 use crate::providers::QpState;
 use lex::{check_ident, one_arg, split_variant, PResult};
 
@@ -38,6 +38,7 @@ pub fn parse(file: &str, default_name: &str, text: &str) -> Result<Scenario, Par
             name: default_name.to_string(),
             file: file.to_string(),
             desc: String::new(),
+            version: 1,
             differs: Vec::new(),
             bufs: Vec::new(),
             cqs: Vec::new(),
@@ -162,13 +163,27 @@ impl Parser {
                     | "expect"
                     | "final"
                     | "state"
+                    | "event"
+                    | "fault"
             ) {
                 return Err(format!(
                     "'{kw}' takes no [variant]: only steps and 'final' lines may differ by provider"
                 ));
             }
         }
-        let args: Vec<&str> = toks.collect();
+        let mut args: Vec<String> = Vec::new();
+        let mut toks = toks.peekable();
+        while let Some(t) = toks.next() {
+            // `within 50ms` reads as `within=50ms`.
+            match (t, toks.peek()) {
+                ("within", Some(d)) if kw == "expect" || kw == "event" => {
+                    args.push(format!("within={d}"));
+                    toks.next();
+                }
+                _ => args.push(t.to_string()),
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let rest = text[head.len()..].trim();
         if let Some((open, _)) = self.block {
             match kw {
@@ -203,6 +218,24 @@ impl Parser {
                 self.sc.name = n.to_string();
             }
             "desc" => self.sc.desc = rest.to_string(),
+            "version" => {
+                let v = one_arg(&args, "version N")?;
+                self.sc.version = match v.parse::<u32>() {
+                    Ok(n @ 1..=VERSION) => n,
+                    Ok(n) if n > VERSION => {
+                        return Err(format!(
+                            "version {n}: this runner reads versions 1 to {VERSION}; \
+                             a newer rdma-direct reads this file"
+                        ))
+                    }
+                    _ => return Err(format!("version '{v}': a number from 1 to {VERSION}")),
+                };
+                if self.sc.steps.len() + self.sc.bufs.len() + self.sc.qps.len() > 0 {
+                    return Err("the version line comes before any declaration or step".into());
+                }
+            }
+            "event" => self.event(line, &args, variant)?,
+            "fault" => self.fault(line, &args, variant)?,
             "differs" => {
                 if rest.is_empty() {
                     return Err("'differs' needs the reason the providers differ".into());
@@ -272,11 +305,11 @@ impl Parser {
             .sc
             .steps
             .iter()
-            .any(|s| matches!(s.kind, StepKind::Expect(_)))
+            .any(|s| matches!(s.kind, StepKind::Expect(_) | StepKind::Event(_)))
         {
             return Err((
                 0,
-                "no 'expect' line: a scenario must expect completions".into(),
+                "no 'expect' or 'event' line: a scenario must expect completions or events".into(),
             ));
         }
         // Every QP is connected exactly once (a post to an unconnected QP would be a

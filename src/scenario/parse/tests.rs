@@ -272,7 +272,7 @@ fn malformed_inputs_are_errors_not_panics() {
             "post its receives to the SRQ",
         ),
         ("", "no 'qp' line"),
-        ("qp a rc", "no 'expect' line"),
+        ("qp a rc", "no 'expect' or 'event' line"),
     ];
     for (text, want) in cases {
         let e = err(text);

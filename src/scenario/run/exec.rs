@@ -13,8 +13,8 @@ use crate::providers::{
 use super::{Owner, Runner, BAD_RKEY_XOR};
 use crate::scenario::split::{Link, Side};
 use crate::scenario::{
-    post_error_name, ExpectCqe, Failure, PostOp, PostStep, Range, RecvStep, RecvTarget, Signal,
-    Step, StepKind,
+    post_error_name, ExpectCqe, ExpectEvent, Failure, PostOp, PostStep, Range, RecvStep,
+    RecvTarget, Signal, Step, StepKind,
 };
 
 impl<'s, P: Provider> Runner<'s, P> {
@@ -70,6 +70,18 @@ impl<'s, P: Provider> Runner<'s, P> {
             StepKind::Ring(q) | StepKind::ToError(q) if !self.own_qp(*q) => Ok(()),
             StepKind::State { qp, .. } if !self.own_qp(*qp) => Ok(()),
             StepKind::RingRecv(t) if !self.own_recv(*t) => Ok(()),
+            // A QP's event or fault on the QP's side; a port's on side A.
+            StepKind::Event(ExpectEvent { qp: Some(q), .. })
+            | StepKind::Fault { qp: Some(q), .. }
+                if !self.own_qp(*q) =>
+            {
+                Ok(())
+            }
+            StepKind::Event(ExpectEvent { qp: None, .. }) | StepKind::Fault { qp: None, .. }
+                if link.side == Side::B =>
+            {
+                Ok(())
+            }
             StepKind::Expect(group) => {
                 let Some(s) = &self.split else {
                     return self.expect(p, group);
@@ -137,6 +149,12 @@ impl<'s, P: Provider> Runner<'s, P> {
                     .map_err(|e| self.fail(line, "error", e.to_string()))?;
             }
             StepKind::Expect(group) => self.expect(p, group)?,
+            StepKind::Event(e) => self.await_event(p, e)?,
+            StepKind::Fault { fault, qp } => {
+                let q = qp.map(|q| &self.qps[q]);
+                p.inject_fault(q, *fault)
+                    .map_err(|e| self.fail(line, "fault", e.to_string()))?;
+            }
             StepKind::State { qp, state } => {
                 let got = self.qps[*qp].state();
                 if got != *state {

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use super::diff::{fmt_cqe, fmt_expect};
 use super::{Owner, Runner};
+use crate::providers::{AsyncElement, AsyncEvent};
 use crate::providers::{Completion, CompletionQueue, Provider, QueuePair, WcFlags, WcStatus};
-use crate::scenario::{ExpectCqe, Failure, RecvTarget};
+use crate::scenario::{event_name, ExpectCqe, ExpectEvent, Failure, RecvTarget};
 
 impl<'s, P: Provider> Runner<'s, P> {
     /// Poll every CQ once into `buf`; returns (cq index, completion) pairs.
@@ -45,7 +46,13 @@ impl<'s, P: Provider> Runner<'s, P> {
         }
         let mut matched = vec![false; group.len()];
         let mut seen: Vec<String> = Vec::new();
-        let deadline = Instant::now() + self.opts.poll_timeout;
+        // The group's shortest `within=` bound, else the run's.
+        let wait = group
+            .iter()
+            .filter_map(|e| e.within)
+            .min()
+            .unwrap_or(self.opts.poll_timeout);
+        let deadline = Instant::now() + wait;
         let mut buf = [Completion::EMPTY; 16];
         let mut got = Vec::new();
         let mut idle_since = Instant::now();
@@ -70,7 +77,7 @@ impl<'s, P: Provider> Runner<'s, P> {
                         "expect",
                         format!(
                             "timed out after {:?} waiting for completions\n{}\n  arrived:  {}",
-                            self.opts.poll_timeout,
+                            wait,
                             missing.join("\n"),
                             if seen.is_empty() {
                                 "(none)".to_string()
@@ -335,6 +342,83 @@ impl<'s, P: Provider> Runner<'s, P> {
         Ok(())
     }
 
+    /// Read the provider's asynchronous events into `self.events`.
+    fn drain_events(&mut self, p: &mut P, line: usize) -> Result<(), Failure> {
+        match p.async_events() {
+            Ok(Some(v)) => {
+                self.events.extend(v);
+                Ok(())
+            }
+            Ok(None) => Err(self.fail(
+                line,
+                "event",
+                format!(
+                    "{} reports no asynchronous events to the runner: an 'event' line cannot \
+                     be checked on it (tag the line, e.g. [sim])",
+                    p.device_name()
+                ),
+            )),
+            Err(e) => Err(self.fail(line, "event", e.to_string())),
+        }
+    }
+
+    /// One event, printed: `QP_FATAL qp a (0x12)`, `PORT_ERR port 1`.
+    fn fmt_event(&self, ev: &AsyncEvent) -> String {
+        let name = event_name(ev.kind);
+        match ev.element {
+            AsyncElement::Qp { qpn, .. } => format!("{name} qp {}", self.qp_name_of(qpn)),
+            AsyncElement::Port(n) => format!("{name} port {n}"),
+            AsyncElement::Cq(c) => format!("{name} cq {c:#x}"),
+            AsyncElement::Srq(s) => format!("{name} srq {s:#x}"),
+            AsyncElement::Device => format!("{name} device"),
+        }
+    }
+
+    /// Wait (up to its `within=`, else [`RunOpts::poll_timeout`]) for the event `e` names;
+    /// the first arrived event of its kind and object is taken.
+    ///
+    /// [`RunOpts::poll_timeout`]: crate::scenario::RunOpts::poll_timeout
+    pub(super) fn await_event(&mut self, p: &mut P, e: &ExpectEvent) -> Result<(), Failure> {
+        let want_qpn = e.qp.map(|q| self.qps[q].qpn());
+        let fits = |ev: &AsyncEvent| {
+            ev.kind == e.kind
+                && match ev.element {
+                    AsyncElement::Qp { qpn, .. } => want_qpn.is_none_or(|w| w == qpn),
+                    AsyncElement::Port(n) => e.port.is_none_or(|w| i32::from(w) == n),
+                    _ => true,
+                }
+        };
+        let wait = e.within.unwrap_or(self.opts.poll_timeout);
+        let deadline = Instant::now() + wait;
+        loop {
+            p.progress();
+            self.drain_events(p, e.line)?;
+            if let Some(i) = self.events.iter().position(fits) {
+                self.events.remove(i);
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let mut want = event_name(e.kind);
+                if let Some(q) = e.qp {
+                    want = format!("{want} qp {}", self.sc.qps[q].name);
+                }
+                if let Some(n) = e.port {
+                    want = format!("{want} port {n}");
+                }
+                let arrived: Vec<String> = self.events.iter().map(|v| self.fmt_event(v)).collect();
+                return Err(self.fail(
+                    e.line,
+                    "event",
+                    format!(
+                        "timed out after {wait:?} waiting for the asynchronous event {want}\n  arrived (not taken): {}",
+                        if arrived.is_empty() { "(none)".to_string() } else { arrived.join("; ") }
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
     pub(super) fn settle(&mut self, p: &mut P) -> Result<(), Failure> {
         let end = Instant::now() + self.opts.settle;
         let mut buf = [Completion::EMPTY; 16];
@@ -354,6 +438,19 @@ impl<'s, P: Provider> Runner<'s, P> {
                 ));
             }
             if Instant::now() >= end {
+                if self.watch_events {
+                    self.drain_events(p, 0)?;
+                    if let Some(ev) = self.events.first() {
+                        return Err(self.fail(
+                            0,
+                            "after the last step",
+                            format!(
+                                "asynchronous event nobody expected: {} (a scenario with 'event' lines lists every event)",
+                                self.fmt_event(ev)
+                            ),
+                        ));
+                    }
+                }
                 return Ok(());
             }
             std::thread::sleep(Duration::from_micros(200));

@@ -19,7 +19,7 @@ use memmap2::MmapMut;
 
 use super::split::{Link, Plan, Side};
 use super::{Failure, Mismatch, RecvTarget, Report, RunOpts, Scenario};
-use crate::providers::{ConnectOpts, MemoryRegion, Provider, QpEndpoint};
+use crate::providers::{AsyncEvent, ConnectOpts, MemoryRegion, Provider, QpEndpoint};
 
 mod diff;
 mod exec;
@@ -161,6 +161,10 @@ struct Runner<'s, P: Provider> {
     split: Option<SplitState>,
     /// Mismatches recorded under [`RunOpts::keep_going`].
     recorded: Vec<Mismatch>,
+    /// The scenario has `event` lines: every asynchronous event must be expected.
+    watch_events: bool,
+    /// Asynchronous events that arrived and no `event` line has taken yet.
+    events: Vec<AsyncEvent>,
 }
 
 fn two_mut<T>(v: &mut [T], i: usize, j: usize) -> (&mut T, &mut T) {

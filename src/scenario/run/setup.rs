@@ -10,7 +10,7 @@ use memmap2::MmapMut;
 use super::diff::apply_edit;
 use super::{two_mut, Runner};
 use crate::providers::{Access, ConnectOpts, Provider, QpCaps, QpConfig};
-use crate::scenario::{ConnectOverrides, Failure, Mismatch, RunOpts, Scenario};
+use crate::scenario::{ConnectOverrides, Failure, Mismatch, RunOpts, Scenario, StepKind};
 
 impl<'s, P: Provider> Runner<'s, P> {
     pub(super) fn setup(p: &mut P, sc: &'s Scenario, opts: &'s RunOpts) -> Result<Self, Failure> {
@@ -135,6 +135,11 @@ impl<'s, P: Provider> Runner<'s, P> {
             completions: 0,
             split: None,
             recorded: Vec::new(),
+            watch_events: sc
+                .steps
+                .iter()
+                .any(|s| matches!(s.kind, StepKind::Event(_)) && opts.applies(&s.variant)),
+            events: Vec::new(),
         })
     }
 
