@@ -22,9 +22,11 @@
 //! QP up towards the peer's with [`crate::endpoint::connect_qp_server`] (B) /
 //! [`crate::endpoint::connect_qp_client`] (A). Remote addresses and rkeys of RDMA
 //! WRITE/READ/atomics are the peer's buffers (their addresses and rkeys are exchanged after
-//! setup). At the end each side checks the final bytes of its own buffers (those of neither
-//! side hold their initial image in both) and both sides meet once more, so that neither
-//! destroys its QPs while the other still polls.
+//! setup). After the last step both sides meet, so that every expected completion of both
+//! has arrived (a responder's bytes are final only once its requester has the ACKs); then
+//! each side checks the final bytes of its own buffers (those of neither side hold their
+//! initial image in both) and both sides meet once more, so that neither destroys its QPs
+//! while the other still polls.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};

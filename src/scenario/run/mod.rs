@@ -99,6 +99,10 @@ pub fn run_scenario_split<P: Provider>(
                 r.step_split(p, step, link)?;
             }
         }
+        // Every completion of both sides has arrived before either checks its bytes: a
+        // responder's memory is final only once the requester has its ACKs.
+        link.meet(u32::MAX - 1)
+            .map_err(|e| r.fail(0, "split: before the final check", e))?;
         r.settle(p)?;
         r.check_accounting()?;
         r.check_buffers()
