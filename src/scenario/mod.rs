@@ -28,7 +28,8 @@
 //!
 //! ## What the runner checks
 //!
-//! - Every expected completion arrives (within [`RunOpts::poll_timeout`]) with the expected
+//! - Every expected completion arrives (within [`RunOpts::poll_timeout`], or the group's
+//!   shortest `within=` bound: a bound on waiting, not a claim about speed) with the expected
 //!   status, and on success the expected opcode, byte length (where the file gives one),
 //!   immediate (host order), GRH flag and source QP; on the CQ and with the `qp_num` of the
 //!   queue its request was posted to.
@@ -46,6 +47,10 @@
 //!   request handed back unchanged (same `wr_id`).
 //! - `state QP STATE` lines: the QP's [`QueuePair::state`](crate::providers::QueuePair::state)
 //!   (as `connect`/`error` set it, or ERR once an error completion of the QP was polled).
+//! - `event` lines: the asynchronous event arrives (of the QP or port named), read through
+//!   [`Provider::async_events`]; a scenario with any `event` line must list every event the
+//!   device raises by the end. `fault` lines inject through [`Provider::inject_fault`] (the
+//!   sim; other providers refuse, and the run fails at that line naming the fix).
 //! - Staging: before each `ring`, the SQ reports as many staged requests as were posted since
 //!   the last `ring`.
 //! - Every byte of every buffer at the end equals the expected image (the initial fill with

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 
-use super::*;
+use super::{PostOp, QpType, RecvTarget, Scenario, StepKind};
 
 /// One side of a split scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,6 +253,7 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::{load_dir, parse};
 
     fn sc(text: &str) -> Scenario {
         parse("t.scn", "t", text).expect("parses")
