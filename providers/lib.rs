@@ -105,6 +105,7 @@ pub use crate::types::{
     QpState, QpType, RecvWr, Rejected, RemoteTarget, RingError, RingVerb, SendBatch, SendFlags,
     SendOp, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
 };
+pub use rdma_direct_core::verbs::{AsyncElement, AsyncEvent, AsyncEventKind};
 
 /// A registered memory region.
 pub trait MemoryRegion {
@@ -501,4 +502,36 @@ pub trait Provider {
     /// request posted so far executes); the sim with its device thread and real devices do
     /// nothing. See "Choosing a mode" in the sim's module doc.
     fn progress(&mut self) {}
+    /// The asynchronous events the device reported since the last call, read without
+    /// blocking and acknowledged (verbs and mlx5: [`verbs::VerbsDevice::check_async`] and
+    /// its mlx5 twin, which also apply them to the queues made here; the sim: its queued
+    /// events, a CQ, SRQ or port named by its number). `Ok(None)`: this provider reports no
+    /// events through this call (the default).
+    fn async_events(&mut self) -> crate::Result<Option<Vec<AsyncEvent>>> {
+        Ok(None)
+    }
+    /// Inject `fault` as the device would raise it, for tests (scenarios' `fault` lines).
+    /// Only the software device can; the default refuses (EOPNOTSUPP) naming the fix.
+    fn inject_fault(&mut self, qp: Option<&Self::Qp>, fault: Fault) -> crate::Result<()> {
+        let _ = qp;
+        Err(crate::Error::Unsupported {
+            what: format!(
+                "{}: cannot inject {fault:?} (EOPNOTSUPP): only the software device (sim0) \
+                 injects faults; tag the line [sim]",
+                self.kind()
+            ),
+        })
+    }
+}
+
+/// A fault [`Provider::inject_fault`] raises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The QP given moves to ERR with `QP_FATAL`, as a local fatal error would: its
+    /// outstanding requests are flushed.
+    QpFatal,
+    /// The port goes down (`PORT_ERR`).
+    PortDown(u8),
+    /// The port comes back (`PORT_ACTIVE`).
+    PortUp(u8),
 }

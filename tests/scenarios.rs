@@ -45,6 +45,7 @@ fn every_scenario_parses() {
         "send_too_long",
         "srq_any_order",
         "counted_writes",
+        "fault_events",
     ] {
         assert!(
             names.contains(&want),

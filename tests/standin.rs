@@ -1392,3 +1392,59 @@ fn events_on_a_full_stdout_ends_the_watch() {
         "{err}"
     );
 }
+
+/// A scenario's `event` line on mlx5_0 reads the device's own asynchronous events (the
+/// stand-in's planted `PORT_ACTIVE`, through `Provider::async_events`), an event the file
+/// does not list fails the run, and a `fault` line is refused naming the fix (only the sim
+/// injects faults).
+#[test]
+fn scenario_events_on_mlx5_0_are_the_devices_and_faults_are_refused() {
+    let dir = standin_or_skip!();
+    let tmp = std::env::temp_dir().join(format!("rdma-direct-standin-scn-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let head = "version 2\ndesc events on mlx5_0\nqp a rc\nqp b rc\nconnect a b\n";
+    let run = |name: &str, body: &str, fault: Option<&str>| {
+        let f = tmp.join(format!("{name}.scn"));
+        std::fs::write(&f, format!("{head}{body}")).unwrap();
+        let mut c = Command::new(env!("CARGO_BIN_EXE_rdma-direct"));
+        c.args(["scenario", f.to_str().unwrap(), "-d", "mlx5_0"])
+            .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
+            .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
+            .env_remove("RDMA_DIRECT_STANDIN_FAULT");
+        if let Some(v) = fault {
+            c.env("RDMA_DIRECT_STANDIN_FAULT", v);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (st, s) = run(
+        "port",
+        "event PORT_ACTIVE port=1 within=10s\n",
+        Some("port_event"),
+    );
+    assert_eq!(st, Some(0), "{s}");
+    assert!(s.contains("PASS port"), "{s}");
+    // Without the planted event the wait ends at its bound, naming the line.
+    let (st, s) = run("none", "event PORT_ACTIVE port=1 within=50ms\n", None);
+    assert_eq!(st, Some(1), "{s}");
+    assert!(s.contains("none.scn:6 (event)"), "{s}");
+    // The device's event is not the one listed: unexpected at the end.
+    let (st, s) = run(
+        "other",
+        "event PORT_ERR port=1 within=50ms\n",
+        Some("port_event"),
+    );
+    assert_eq!(st, Some(1), "{s}");
+    assert!(s.contains("arrived (not taken): PORT_ACTIVE port 1"), "{s}");
+    let (st, s) = run("fault", "fault qp a\nevent QP_FATAL a\n", None);
+    assert_eq!(st, Some(1), "{s}");
+    assert!(s.contains("fault.scn:6 (fault)"), "{s}");
+    assert!(
+        s.contains("only the software device (sim0) injects faults; tag the line [sim]"),
+        "{s}"
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -713,6 +713,10 @@ impl Provider for Mlx5Device {
             .next_async()?
             .map(|e| crate::recover::LinkEvent::from_verbs(&e)))
     }
+
+    fn async_events(&mut self) -> Result<Option<Vec<verbs::AsyncEvent>>> {
+        self.check_async().map(Some)
+    }
 }
 
 /// A libibverbs completion channel as the mlx5 [`super::CqWaiter`]'s channel: an event

@@ -378,6 +378,31 @@ impl Provider for SimDevice {
             e => L::Other(e.describe().0),
         }))
     }
+
+    fn async_events(&mut self) -> crate::Result<Option<Vec<crate::AsyncEvent>>> {
+        Ok(Some(
+            self.take_events().iter().map(|e| e.to_verbs()).collect(),
+        ))
+    }
+
+    fn inject_fault(&mut self, qp: Option<&SimQp>, fault: crate::Fault) -> crate::Result<()> {
+        match (fault, qp) {
+            (crate::Fault::QpFatal, Some(q)) => self.fail_qp(q.qpn()),
+            (crate::Fault::QpFatal, None) => {
+                return Err(crate::Error::InvalidArgument {
+                    context: "SimDevice::inject_fault",
+                    detail: "QpFatal names no QP (EINVAL): pass the QP".into(),
+                })
+            }
+            (crate::Fault::PortDown(port), _) => {
+                self.raise_event(super::AsyncEvent::PortErr { port })
+            }
+            (crate::Fault::PortUp(port), _) => {
+                self.raise_event(super::AsyncEvent::PortActive { port })
+            }
+        }
+        Ok(())
+    }
 }
 
 impl SimDevice {

@@ -458,6 +458,10 @@ impl Provider for VerbsDevice {
             .next_async()?
             .map(|e| crate::recover::LinkEvent::from_verbs(&e)))
     }
+
+    fn async_events(&mut self) -> Result<Option<Vec<verbs::AsyncEvent>>> {
+        self.check_async().map(Some)
+    }
 }
 
 #[cfg(test)]

@@ -28,7 +28,8 @@
 //!
 //! ## What the runner checks
 //!
-//! - Every expected completion arrives (within [`RunOpts::poll_timeout`]) with the expected
+//! - Every expected completion arrives (within [`RunOpts::poll_timeout`], or the group's
+//!   shortest `within=` bound: a bound on waiting, not a claim about speed) with the expected
 //!   status, and on success the expected opcode, byte length (where the file gives one),
 //!   immediate (host order), GRH flag and source QP; on the CQ and with the `qp_num` of the
 //!   queue its request was posted to.
@@ -46,6 +47,10 @@
 //!   request handed back unchanged (same `wr_id`).
 //! - `state QP STATE` lines: the QP's [`QueuePair::state`](crate::providers::QueuePair::state)
 //!   (as `connect`/`error` set it, or ERR once an error completion of the QP was polled).
+//! - `event` lines: the asynchronous event arrives (of the QP or port named), read through
+//!   [`Provider::async_events`]; a scenario with any `event` line must list every event the
+//!   device raises by the end. `fault` lines inject through [`Provider::inject_fault`] (the
+//!   sim; other providers refuse, and the run fails at that line naming the fix).
 //! - Staging: before each `ring`, the SQ reports as many staged requests as were posted since
 //!   the last `ring`.
 //! - Every byte of every buffer at the end equals the expected image (the initial fill with
@@ -58,14 +63,19 @@
 //! the `final` edit that covers it.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
 
-use crate::providers::{PostError, Provider, ProviderKind, QpState, QpType, WcOpcode, WcStatus};
+use std::time::Duration;
 
+use crate::providers::{
+    AsyncEventKind, Fault, PostError, Provider, ProviderKind, QpState, QpType, WcOpcode, WcStatus,
+};
+
+mod load;
 mod parse;
 mod run;
 pub mod split;
 
+pub use load::{files, load_dir, load_file, load_paths, run_file};
 pub use parse::parse;
 pub use run::{run_scenario, run_scenario_split};
 
@@ -78,6 +88,9 @@ pub struct Scenario {
     pub file: String,
     /// `desc` line.
     pub desc: String,
+    /// `version` line: the edition of the language the file is written in (1 when the file
+    /// has none; [`VERSION`] is the newest this runner reads).
+    pub version: u32,
     /// `differs` lines: why some lines are provider-specific.
     pub differs: Vec<String>,
     /// Buffers, each registered as its own MR.
@@ -451,6 +464,53 @@ pub struct ExpectCqe {
     /// Inside an `expect any-order { ... }` block: no order against the block's other
     /// completions of its queue.
     pub any_order: bool,
+    /// `within=DURATION`: how long the group may wait for this completion (the shortest
+    /// bound of a group applies to the group), instead of [`RunOpts::poll_timeout`]. A bound
+    /// on waiting, so that a hang fails early: not a claim about speed.
+    pub within: Option<Duration>,
+    /// File line.
+    pub line: usize,
+}
+
+/// The newest edition of the scenario language this runner reads (`version 2`).
+pub const VERSION: u32 = 2;
+
+/// The asynchronous event names an `event` line may give (`IBV_EVENT_` dropped).
+pub const EVENT_NAMES: [(&str, AsyncEventKind); 13] = [
+    ("CQ_ERR", AsyncEventKind::CqErr),
+    ("QP_FATAL", AsyncEventKind::QpFatal),
+    ("QP_REQ_ERR", AsyncEventKind::QpReqErr),
+    ("QP_ACCESS_ERR", AsyncEventKind::QpAccessErr),
+    ("COMM_EST", AsyncEventKind::CommEst),
+    ("SQ_DRAINED", AsyncEventKind::SqDrained),
+    ("QP_LAST_WQE_REACHED", AsyncEventKind::QpLastWqeReached),
+    ("SRQ_ERR", AsyncEventKind::SrqErr),
+    ("SRQ_LIMIT_REACHED", AsyncEventKind::SrqLimitReached),
+    ("PORT_ACTIVE", AsyncEventKind::PortActive),
+    ("PORT_ERR", AsyncEventKind::PortErr),
+    ("GID_CHANGE", AsyncEventKind::GidChange),
+    ("DEVICE_FATAL", AsyncEventKind::DeviceFatal),
+];
+
+/// The `event` line's name of `kind` (`EVENT_n` for one without a name).
+pub fn event_name(kind: AsyncEventKind) -> String {
+    EVENT_NAMES
+        .iter()
+        .find(|(_, k)| *k == kind)
+        .map_or_else(|| format!("{kind:?}"), |(n, _)| n.to_string())
+}
+
+/// One expected asynchronous event (`event KIND [QP] [port=N] [within=DURATION]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectEvent {
+    /// Which event.
+    pub kind: AsyncEventKind,
+    /// The QP it must concern (QP events), by index.
+    pub qp: Option<usize>,
+    /// The port it must concern (port events).
+    pub port: Option<u8>,
+    /// How long to wait for it (default [`RunOpts::poll_timeout`]).
+    pub within: Option<Duration>,
     /// File line.
     pub line: usize,
 }
@@ -487,6 +547,16 @@ pub enum StepKind {
     },
     /// Wait for these completions (consecutive `expect` lines).
     Expect(Vec<ExpectCqe>),
+    /// Wait for an asynchronous event (`event` line).
+    Event(ExpectEvent),
+    /// Inject a fault through [`Provider::inject_fault`] (`fault qp QP`, `fault port N
+    /// down|up`); refused by providers that cannot (all but the sim).
+    Fault {
+        /// What.
+        fault: Fault,
+        /// The QP it concerns (`Fault::QpFatal`).
+        qp: Option<usize>,
+    },
 }
 
 /// A step with its line and variant.
@@ -683,94 +753,6 @@ impl fmt::Display for RunError {
 }
 
 impl std::error::Error for RunError {}
-
-/// Parse the scenario file at `path` and run it on `p`.
-pub fn run_file<P: Provider>(
-    p: &mut P,
-    path: impl AsRef<Path>,
-    opts: &RunOpts,
-) -> Result<Report, RunError> {
-    let sc = load_file(path).map_err(RunError::Parse)?;
-    run_scenario(p, &sc, opts).map_err(RunError::Failed)
-}
-
-/// The scenario files `paths` name: a file as itself, a directory as its `*.scn` files
-/// (sorted by name), in the order given. A path that is neither is an error naming it.
-pub fn files<I>(paths: I) -> Result<Vec<PathBuf>, ParseError>
-where
-    I: IntoIterator,
-    I::Item: AsRef<Path>,
-{
-    let mut out = Vec::new();
-    for p in paths {
-        let p = p.as_ref();
-        if p.is_dir() {
-            out.extend(dir_files(p)?);
-        } else if p.is_file() {
-            out.push(p.to_path_buf());
-        } else {
-            return Err(ParseError {
-                file: p.display().to_string(),
-                line: 0,
-                msg: "no such file or directory".into(),
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// Parse every scenario `paths` name ([`files`]). Stops at the first file that does not
-/// parse.
-pub fn load_paths<I>(paths: I) -> Result<Vec<Scenario>, ParseError>
-where
-    I: IntoIterator,
-    I::Item: AsRef<Path>,
-{
-    files(paths)?.iter().map(load_file).collect()
-}
-
-/// The `*.scn` files of `dir`, sorted by name.
-fn dir_files(dir: &Path) -> Result<Vec<PathBuf>, ParseError> {
-    let rd = std::fs::read_dir(dir).map_err(|e| ParseError {
-        file: dir.display().to_string(),
-        line: 0,
-        msg: format!("cannot read directory: {e}"),
-    })?;
-    let mut paths = Vec::new();
-    for ent in rd {
-        let ent = ent.map_err(|e| ParseError {
-            file: dir.display().to_string(),
-            line: 0,
-            msg: format!("cannot read directory entry: {e}"),
-        })?;
-        let p = ent.path();
-        if p.extension().is_some_and(|e| e == "scn") {
-            paths.push(p);
-        }
-    }
-    paths.sort();
-    Ok(paths)
-}
-
-/// Parse every `*.scn` file of `dir`, sorted by file name.
-pub fn load_dir(dir: impl AsRef<Path>) -> Result<Vec<Scenario>, ParseError> {
-    dir_files(dir.as_ref())?.iter().map(load_file).collect()
-}
-
-/// Parse one scenario file.
-pub fn load_file(path: impl AsRef<Path>) -> Result<Scenario, ParseError> {
-    let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|e| ParseError {
-        file: path.display().to_string(),
-        line: 0,
-        msg: format!("cannot read: {e}"),
-    })?;
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    parse(&path.display().to_string(), &stem, &text)
-}
 
 #[cfg(test)]
 mod tests {

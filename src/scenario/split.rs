@@ -22,15 +22,17 @@
 //! QP up towards the peer's with [`crate::endpoint::connect_qp_server`] (B) /
 //! [`crate::endpoint::connect_qp_client`] (A). Remote addresses and rkeys of RDMA
 //! WRITE/READ/atomics are the peer's buffers (their addresses and rkeys are exchanged after
-//! setup). At the end each side checks the final bytes of its own buffers (those of neither
-//! side hold their initial image in both) and both sides meet once more, so that neither
-//! destroys its QPs while the other still polls.
+//! setup). After the last step both sides meet, so that every expected completion of both
+//! has arrived (a responder's bytes are final only once its requester has the ACKs); then
+//! each side checks the final bytes of its own buffers (those of neither side hold their
+//! initial image in both) and both sides meet once more, so that neither destroys its QPs
+//! while the other still polls.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 
-use super::*;
+use super::{PostOp, QpType, RecvTarget, Scenario, StepKind};
 
 /// One side of a split scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,6 +253,7 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::{load_dir, parse};
 
     fn sc(text: &str) -> Scenario {
         parse("t.scn", "t", text).expect("parses")

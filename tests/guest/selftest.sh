@@ -2,7 +2,7 @@
 # Self-test of the guest harness: that it passes what passes, fails what fails (and shows the
 # failing output), reports a check that exits 77 as skipped (with its reason, counted apart,
 # never as passed), hands back a command's exit status, honours the host timeout and reuses
-# its cached image. Boots the guest four times (about 40-60 s under TCG): the clean run
+# its cached image, and runs a directory of scenarios with --scenarios. Boots the guest six times (about 40-60 s under TCG): the clean run
 # takes the sanity check only (RDMA_DIRECT_GUEST_CHECKS), the others none of the project's.
 #
 #   tests/guest/selftest.sh
@@ -74,6 +74,37 @@ fi
     test "$(ulimit -l)" = unlimited && test -x "$RDMA_DIRECT_BIN" && test "$PWD" = "$CARGO_MANIFEST_DIR" && exit 5' \
     >"$tmp/cmd" 2>&1
 expect "--cmd returns the command's status (guest env checked)" 5 $? "$tmp/cmd"
+
+# 3b. --scenarios: a directory of .scn files carried in and run on rxe0; one failing
+#     scenario fails the run with its FILE:LINE, RDMA_DIRECT_SCENARIO selects the other.
+mkdir -p "$tmp/scn"
+good='version 2
+desc selftest send
+buf src 64 fill=seq
+buf dst 64
+qp a rc
+qp b rc
+connect a b
+post_recv b wr=1 sge=dst:64
+ring_recv b
+post a send wr=2 sge=src:16 signaled
+ring a
+expect wr=2 SUCCESS SEND
+expect wr=1 SUCCESS RECV len=16
+final dst:16 copy=src:16'
+printf '%s\n' "$good" >"$tmp/scn/good.scn"
+printf '%s\n' "$good" | sed 's/^final dst:16 copy=src:16$/final dst:16 fill=byte:7/' >"$tmp/scn/bad.scn"
+"$run" --no-build --scenarios "$tmp/scn" >"$tmp/scn.out" 2>&1
+expect "--scenarios with a failing scenario fails the run" 1 $? "$tmp/scn.out"
+if grep -q '^PASS good ' "$tmp/scn.out" && grep -q '^FAIL bad ' "$tmp/scn.out" \
+    && grep -q "bad.scn:14 (final buffers)" "$tmp/scn.out"; then
+    ok "--scenarios reports each scenario and the mismatch's FILE:LINE"
+else
+    bad "--scenarios output not as expected"
+    tail -n 30 "$tmp/scn.out"
+fi
+RDMA_DIRECT_SCENARIO=good "$run" --no-build --scenarios "$tmp/scn" >"$tmp/scn1.out" 2>&1
+expect "--scenarios with RDMA_DIRECT_SCENARIO=good passes" 0 $? "$tmp/scn1.out"
 
 # 4. A guest that never reports: the host timeout ends it and the run fails.
 # (The command ignores SIGTERM, so the guest-side `timeout` cannot end it first.)

@@ -56,6 +56,26 @@ pub enum AsyncEvent {
 }
 
 impl AsyncEvent {
+    /// The same event in the verbs vocabulary every provider reports
+    /// ([`Provider::async_events`](crate::Provider::async_events)): a QP by its number (no
+    /// pointer: 0), a CQ or SRQ by its number in place of an address, a port by its number.
+    pub fn to_verbs(&self) -> crate::AsyncEvent {
+        use crate::{AsyncElement as E, AsyncEventKind as K};
+        let (kind, element) = match *self {
+            AsyncEvent::CqOverrun { cqn } => (K::CqErr, E::Cq(cqn as usize)),
+            AsyncEvent::QpFatal { qpn } => (K::QpFatal, E::Qp { ptr: 0, qpn }),
+            AsyncEvent::QpReqErr { qpn } => (K::QpReqErr, E::Qp { ptr: 0, qpn }),
+            AsyncEvent::QpAccessErr { qpn } => (K::QpAccessErr, E::Qp { ptr: 0, qpn }),
+            AsyncEvent::QpLastWqeReached { qpn } => (K::QpLastWqeReached, E::Qp { ptr: 0, qpn }),
+            AsyncEvent::SrqLimitReached { srqn } => (K::SrqLimitReached, E::Srq(srqn as usize)),
+            AsyncEvent::PortActive { port } => (K::PortActive, E::Port(port.into())),
+            AsyncEvent::PortErr { port } => (K::PortErr, E::Port(port.into())),
+            AsyncEvent::GidChange { port } => (K::GidChange, E::Port(port.into())),
+            AsyncEvent::DeviceFatal => (K::DeviceFatal, E::Device),
+        };
+        crate::AsyncEvent { kind, element }
+    }
+
     /// The `enum ibv_event_type` name (`IBV_EVENT_*`) and the object it concerns, for
     /// printing: `("CQ_ERR", "cq 0x40")`.
     pub fn describe(&self) -> (&'static str, String) {

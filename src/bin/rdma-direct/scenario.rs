@@ -38,7 +38,8 @@ directories (a directory stands for its *.scn files); one PASS/FAIL line per sce
                        RoCE v2 IPv4 entry)
   --keep-going         report every mismatch of a scenario, not only the first
   --json               one JSON object per scenario on stdout (JSON lines)
-  --timeout SECS       how long one group of expected completions may take (default 10)
+  --timeout SECS       how long one group of expected completions or an event may take
+                       (default 10) unless its line gives within=
 
 Env: RDMA_DIRECT_SCENARIO=NAME runs only the scenarios called NAME.
 Exit status: 0 all passed, 1 a scenario failed (or none selected), 2 bad command line.
