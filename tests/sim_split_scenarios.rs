@@ -9,14 +9,14 @@
 //!
 //! A scenario is skipped, with its reason printed, when it cannot split (the runner's
 //! [`plan`] says why: a UD QP, a queue or buffer used by both sides, ...) or needs what the
-//! fabric does not carry yet ([`fabric_limit`]: RC only, messages up to one 4 KiB packet).
+//! fabric does not carry ([`fabric_limit`]: connected QPs, RC and UC, messages up to `MAX_MESSAGE`).
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rdma_direct::providers::sim::fabric::packet::MAX_PAYLOAD;
+use rdma_direct::providers::sim::fabric::MAX_MESSAGE;
 use rdma_direct::providers::sim::SimDevice;
 use rdma_direct::providers::{ProviderKind, QpType};
 use rdma_direct::scenario::split::{plan, Link, Side};
@@ -34,9 +34,13 @@ fn all() -> Vec<Scenario> {
 
 /// Why the fabric cannot carry `sc` today, if it cannot.
 fn fabric_limit(sc: &Scenario) -> Option<String> {
-    if let Some(q) = sc.qps.iter().find(|q| q.qp_type != QpType::Rc) {
+    if let Some(q) = sc
+        .qps
+        .iter()
+        .find(|q| !matches!(q.qp_type, QpType::Rc | QpType::Uc))
+    {
         return Some(format!(
-            "QP '{}' is {:?}: the fabric carries RC only",
+            "QP '{}' is {:?}: the split runs connected QPs (RC, UC) only",
             q.name, q.qp_type
         ));
     }
@@ -44,9 +48,9 @@ fn fabric_limit(sc: &Scenario) -> Option<String> {
         if let StepKind::Post(p) = &st.kind {
             let len: usize =
                 p.sges.iter().map(|r| r.len).sum::<usize>() + p.inline.map_or(0, |r| r.len);
-            if len > MAX_PAYLOAD {
+            if len as u64 > MAX_MESSAGE {
                 return Some(format!(
-                    "line {}: a {len} B message; the fabric carries one packet of {MAX_PAYLOAD} B",
+                    "line {}: a {len} B message; the fabric carries messages up to {MAX_MESSAGE} B",
                     st.line
                 ));
             }
