@@ -94,6 +94,7 @@ mod params;
 mod pingpong;
 pub mod remote;
 mod report;
+pub mod rping;
 pub mod stats;
 pub mod wire;
 

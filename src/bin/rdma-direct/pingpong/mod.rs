@@ -55,7 +55,6 @@ mod drain;
 mod flow;
 mod loopback;
 mod report;
-mod rping;
 mod two_process;
 
 use rdma_direct::providers::ProviderKind;
@@ -64,7 +63,6 @@ use rdma_direct::Error;
 use super::provider;
 use args::{parse_args, USAGE};
 use loopback::{on_the_sim, Loopback};
-use rping::Rping;
 use two_process::TwoProcess;
 
 /// Entry point of `rdma-direct pingpong`.
@@ -89,7 +87,7 @@ pub fn run(args: &[String]) -> i32 {
         }
         ProviderKind::Sim => on_the_sim(&a),
         _ if a.loopback => provider::open_and_run(kind, a.dev.as_deref(), false, &mut Loopback(&a)),
-        _ if a.rdma_cm => provider::open_and_run(kind, a.dev.as_deref(), false, &mut Rping(&a)),
+        _ if a.rdma_cm => provider::open_and_run(kind, a.dev.as_deref(), false, &mut rping(&a)),
         _ => provider::open_and_run(kind, a.dev.as_deref(), false, &mut TwoProcess(&a)),
     };
     match res {
@@ -124,10 +122,14 @@ fn fail(detail: String) -> Error {
     }
 }
 
-/// The peer broke the exchange (rping's protocol).
-fn perr(detail: String) -> Error {
-    Error::Protocol {
-        context: "pingpong",
-        detail,
+/// `-R`'s parameters for [`rdma_direct::perf::rping`].
+fn rping(a: &args::Args) -> rdma_direct::perf::rping::Opts {
+    rdma_direct::perf::rping::Opts {
+        host: a.host.clone(),
+        port: a.port.unwrap_or(rdma_direct::perf::rping::RPING_PORT),
+        iters: a.iters,
+        size: a.size,
+        retry_cnt: a.retry_cnt,
+        timeout: a.timeout,
     }
 }
