@@ -3,7 +3,8 @@
 //! Contract:
 //! - [`json`] reads JSON (and perftest 4.5's `--out_json` dialect) into a
 //!   [`Value`](json::Value) and writes JSON text; it never panics on input.
-//! - [`table`] formats [`perf`](crate::perf) rows as perftest prints its tables.
+//! - [`table`] formats [`perf`](crate::perf) rows as perftest prints its tables; [`perftest`]
+//!   the text around them (header block, device-time table).
 //! - [`results`] is the result file of one run: made from a [`perf::Report`](crate::perf::Report),
 //!   written, and read back (perftest's `--out_json` files too), each refusal naming the file,
 //!   line and field.
@@ -14,6 +15,7 @@
 //! (part of `cli`), which needs `perf`.
 
 pub mod json;
+pub mod perftest;
 pub mod plot;
 pub mod results;
 pub mod table;

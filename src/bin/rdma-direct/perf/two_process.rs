@@ -18,8 +18,9 @@ use rdma_direct::perf::wire::Side;
 use rdma_direct::perf::{Info, Report, Row, StopHook};
 use rdma_direct::providers::{Provider, ProviderKind};
 
-use super::text::{header, progress, row_text, table_header};
+use super::progress;
 use super::{keep, Mode, PerfJob};
+use rdma_direct::report::perftest::{header, row_text, table_header};
 use rdma_direct::report::table;
 
 /// Two processes: this side of perftest's model (see the module doc).
