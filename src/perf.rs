@@ -92,6 +92,7 @@ pub mod host;
 mod loops;
 mod params;
 mod pingpong;
+pub mod rc_pingpong;
 pub mod remote;
 mod report;
 pub mod rping;

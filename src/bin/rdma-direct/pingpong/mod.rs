@@ -47,7 +47,7 @@
 //! ```
 //!
 //! (one line), so a test can check that nothing outstanding was lost. The drain waits at
-//! most [`drain::DRAIN`].
+//! most [`DRAIN`](rdma_direct::perf::rc_pingpong::DRAIN).
 
 mod args;
 mod bring_up;
