@@ -27,8 +27,8 @@
 //! [`Finding`]s (data: a [`Level`], the check's name, what it saw, the fix); none panics on
 //! odd input (a missing or unreadable sysfs file becomes a [`Level::Skip`] with the reason).
 //! [`check_port`] and [`check_host`] run the whole order; the findings are grouped into
-//! [`Section`]s. Printing them is the caller's business (`rdma-direct doctor` prints one line
-//! per finding, or JSON).
+//! [`Section`]s. Printing them is the caller's business; [`report`] (feature `report`) words
+//! them as text, one line per finding, or as JSON.
 //!
 //! ## Layout
 //!
@@ -43,6 +43,8 @@
 mod checks;
 mod inputs;
 pub mod latency;
+#[cfg(feature = "report")]
+pub mod report;
 
 pub use checks::{
     check_caps, check_host, check_link, check_memlock, check_mtu, check_numa, check_pcie,
