@@ -33,6 +33,7 @@
 //! ## Layout
 //!
 //! [`latency`] holds the tuning checks for the CPU that will poll (`doctor --latency`).
+//! [`no_device`] says why a host has no RDMA device (the reason every tool gives).
 //!
 //! This file holds the findings ([`Level`], [`Finding`]) and their grouping ([`Section`]);
 //! the inputs and their probes are in `inputs`, the checks in `checks`, both re-exported
@@ -43,6 +44,7 @@
 mod checks;
 mod inputs;
 pub mod latency;
+pub mod no_device;
 #[cfg(feature = "report")]
 pub mod report;
 
