@@ -27,7 +27,6 @@ pub mod osnoise;
 pub mod procfs;
 #[cfg(feature = "report")]
 pub mod report;
-/// Whether a run's busy threads have CPUs of their own (the warning before a measurement).
 pub mod room;
 pub mod spin;
 

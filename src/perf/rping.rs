@@ -22,8 +22,7 @@
 //! returns the lines that describe the run (provider, connection, pings, time); it prints
 //! nothing. A data mismatch or a message of the wrong length is [`Error::Protocol`], an
 //! error completion [`Error::Failed`], the server leaving early [`Error::Io`]
-//! (`ConnectionReset`), a wait past [`STALL`] the stall error of
-//! [`Stall`](crate::providers::helpers::Stall).
+//! (`ConnectionReset`), a wait past [`STALL`] the stall error of [`Stall`].
 
 use std::time::{Duration, Instant};
 
