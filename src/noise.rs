@@ -29,6 +29,7 @@ pub mod procfs;
 pub mod report;
 pub mod room;
 pub mod spin;
+pub mod watch;
 
 use std::time::Duration;
 
@@ -38,6 +39,7 @@ use crate::error::{Error, Result};
 pub use osnoise::NoiseSource;
 pub use procfs::{Counters, CtxSwitches, PerCpuTable};
 pub use spin::{Histogram, Spin};
+pub use watch::{Watch, Watched};
 
 /// What to measure.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,6 +113,27 @@ pub struct Report {
     pub osnoise: std::result::Result<(), String>,
 }
 
+/// The non-zero counts of table `t` on `cpu`, most frequent first; `nic`: the table is
+/// `/proc/interrupts` and these IRQ numbers are the RDMA device's.
+pub fn counted(t: &PerCpuTable, cpu: u32, nic: Option<&[u32]>) -> Vec<Counted> {
+    if !t.cpus.contains(&cpu) {
+        return Vec::new();
+    }
+    let mut v: Vec<Counted> = t
+        .rows
+        .iter()
+        .map(|r| Counted {
+            key: r.key.clone(),
+            desc: r.desc.clone(),
+            nic: nic.is_some_and(|n| r.key.parse::<u32>().is_ok_and(|k| n.contains(&k))),
+            count: t.count(&r.key, cpu),
+        })
+        .filter(|c| c.count > 0)
+        .collect();
+    v.sort_by_key(|c| std::cmp::Reverse(c.count));
+    v
+}
+
 impl CpuNoise {
     /// Builds a CPU's report from its measurement, the counters' increase (`delta`) and the
     /// osnoise sources of every CPU.
@@ -121,28 +144,9 @@ impl CpuNoise {
         osnoise: &[NoiseSource],
     ) -> CpuNoise {
         let cpu = spin.cpu;
-        let has_cpu = |t: &PerCpuTable| t.cpus.contains(&cpu);
-        let rows = |t: &PerCpuTable, irq: bool| -> Vec<Counted> {
-            if !has_cpu(t) {
-                return Vec::new();
-            }
-            let mut v: Vec<Counted> = t
-                .rows
-                .iter()
-                .map(|r| Counted {
-                    key: r.key.clone(),
-                    desc: r.desc.clone(),
-                    nic: irq && r.key.parse::<u32>().is_ok_and(|n| nic_irqs.contains(&n)),
-                    count: t.count(&r.key, cpu),
-                })
-                .filter(|c| c.count > 0)
-                .collect();
-            v.sort_by_key(|c| std::cmp::Reverse(c.count));
-            v
-        };
         CpuNoise {
-            irqs: rows(&delta.interrupts, true),
-            softirqs: rows(&delta.softirqs, false),
+            irqs: counted(&delta.interrupts, cpu, Some(nic_irqs)),
+            softirqs: counted(&delta.softirqs, cpu, None),
             steal_ns: delta
                 .steal
                 .iter()

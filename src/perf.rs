@@ -82,7 +82,8 @@
 //! parts are re-exported here: `params` (what to measure: [`Test`], [`Params`], the limits),
 //! `report` (what a run returns: [`Row`], [`Info`], [`Report`], [`NicTime`]), `bed` (the
 //! QPs and memory of a run), `loops` (the measured loops), `clock` (their clock) and
-//! `pingpong` (the two-sided latency tests' ends); [`host`] says what machine a report ran on; [`fit`] fits cost models by least squares.
+//! `pingpong` (the two-sided latency tests' ends); [`outliers`] finds a latency row's
+//! outliers and whether the polling CPU was taken away during each; [`host`] says what machine a report ran on; [`fit`] fits cost models by least squares.
 
 mod bed;
 mod clock;
@@ -90,6 +91,7 @@ pub mod cm_channel;
 pub mod fit;
 pub mod host;
 mod loops;
+pub mod outliers;
 mod params;
 mod pingpong;
 pub mod rc_pingpong;
@@ -99,9 +101,10 @@ pub mod rping;
 pub mod stats;
 pub mod wire;
 
+pub use outliers::{Away, Outlier, Outliers};
 pub use params::{
-    two_threads, Params, StopHook, Test, DEFAULT_BW_SIZE, DEFAULT_CQ_MOD, DEFAULT_LAT_INLINE,
-    MAX_INLINE, MAX_ITERS, MAX_SIZE, RX_DEPTH, TX_DEPTH,
+    two_threads, Inject, Params, StopHook, Test, DEFAULT_BW_SIZE, DEFAULT_CQ_MOD,
+    DEFAULT_LAT_INLINE, DEFAULT_OUTLIER_X, MAX_INLINE, MAX_ITERS, MAX_SIZE, RX_DEPTH, TX_DEPTH,
 };
 pub use report::{Info, NicTime, Report, Row};
 
@@ -121,14 +124,17 @@ where
     let mut r = Run::new(p, o)?;
     let mut rows = Vec::with_capacity(r.info.sizes.len());
     let mut nic = Vec::new();
+    let mut outliers = Vec::new();
     while let Some(row) = r.next() {
         rows.push(row?);
         nic.extend(r.nic_time());
+        outliers.extend(r.outliers.take());
     }
     Ok(Report {
         info: r.info,
         rows,
         nic,
+        outliers,
     })
 }
 
@@ -154,6 +160,9 @@ pub struct Run<'p, P: Provider> {
     cqe_ns: Vec<u64>,
     nic_samples: Vec<u64>,
     nic: Option<NicTime>,
+    /// Latency: each sample's longest stretch without a spin of the polling loop.
+    away: Vec<u64>,
+    outliers: Option<Outliers>,
 }
 
 impl<'p, P: Provider> Run<'p, P>
@@ -212,6 +221,15 @@ where
             cqe_ns: vec![0u64; if o.hw_ts { n } else { 0 }],
             nic_samples: vec![0u64; if o.hw_ts { n.saturating_sub(1) } else { 0 }],
             nic: None,
+            away: vec![
+                0u64;
+                if o.test.is_lat() {
+                    n.saturating_sub(1)
+                } else {
+                    0
+                }
+            ],
+            outliers: None,
         })
     }
 
@@ -223,6 +241,11 @@ where
     /// With [`Params::hw_ts`]: the device-time figures of the row last returned.
     pub fn nic_time(&self) -> Option<NicTime> {
         self.nic
+    }
+
+    /// Latency tests: the outliers of the row last returned ([`Outliers`]).
+    pub fn outliers(&self) -> Option<&Outliers> {
+        self.outliers.as_ref()
     }
 
     /// Measure one size.
@@ -237,6 +260,7 @@ where
                 &mut self.bed,
                 size,
                 &mut self.tposted,
+                &mut self.away,
                 &mut self.cqe_ns,
                 two,
             )?;
@@ -250,6 +274,15 @@ where
                 o.test.rtt_factor(),
             )
             .map_err(|e| perr(e.to_string()))?;
+            let f = o.test.rtt_factor();
+            let table: Vec<u64> = self.samples.iter().map(|&s| s / u64::from(f)).collect();
+            self.outliers = Some(Outliers::find(
+                u64::from(size),
+                &table,
+                &self.away,
+                o.outlier_x,
+                f,
+            ));
             self.nic = None;
             if o.hw_ts {
                 self.nic = Some(self.nic_time_of(size, real0)?);

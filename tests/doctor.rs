@@ -986,11 +986,47 @@ fn latency_isolation_tick_and_rcu_from_the_command_line() {
             "isolcpus",
             "CPU 3 is not isolated (isolcpus: none): the scheduler may run other tasks on it",
             Some(
-                "kernel parameter isolcpus=3 (or keep other tasks off it with a cpuset: \
-                 systemctl set-property --runtime user.slice AllowedCPUs=<the others>)"
+                "kernel parameter isolcpus=3, or without a reboot a cgroup v2 isolated \
+                 partition: mkdir /sys/fs/cgroup/rt; echo +cpuset > \
+                 /sys/fs/cgroup/cgroup.subtree_control; echo 3 > \
+                 /sys/fs/cgroup/rt/cpuset.cpus.exclusive; echo 3 > /sys/fs/cgroup/rt/cpuset.cpus; \
+                 echo isolated > /sys/fs/cgroup/rt/cpuset.cpus.partition (then move the engine \
+                 into it: echo $PID > /sys/fs/cgroup/rt/cgroup.procs)"
             )
         )
     );
+    // A cgroup v2 cpuset partition "isolated" isolates as isolcpus does; "root" or an
+    // invalid partition does not.
+    let cg = "sys/fs/cgroup/trading/engine";
+    t.file(&format!("{cg}/cpuset.cpus.partition"), "root\n")
+        .file(&format!("{cg}/cpuset.cpus.effective"), "2-3\n");
+    assert_eq!(check_isolated(&sys, "ro", 3).level, Level::Warn);
+    t.file(
+        &format!("{cg}/cpuset.cpus.partition"),
+        "isolated invalid (Cpu list in cpuset.cpus not exclusive)\n",
+    );
+    assert_eq!(check_isolated(&sys, "ro", 3).level, Level::Warn);
+    t.file(&format!("{cg}/cpuset.cpus.partition"), "isolated\n");
+    assert_eq!(
+        check_isolated(&sys, "ro", 3),
+        finding(
+            Level::Ok,
+            "isolcpus",
+            "CPU 3 isolated by the cgroup v2 cpuset partition /sys/fs/cgroup/trading/engine \
+             (isolated)",
+            None
+        )
+    );
+    assert_eq!(check_isolated(&sys, "ro", 1).level, Level::Warn);
+    assert_eq!(
+        latency::cpuset_isolated(&sys, 2).as_deref(),
+        Some("/trading/engine")
+    );
+    // The root's summary of every isolated partition (Linux 6.7+).
+    t.file("sys/fs/cgroup/cpuset.cpus.isolated", "1\n");
+    assert_eq!(latency::cpuset_isolated(&sys, 1).as_deref(), Some(""));
+    assert_eq!(check_isolated(&sys, "ro", 1).level, Level::Ok);
+    std::fs::remove_dir_all(t.root.join("sys/fs/cgroup")).unwrap();
     // The sysfs mirror counts when the command line says nothing.
     t.file("sys/devices/system/cpu/isolated", "1,3\n");
     assert_eq!(check_isolated(&sys, "ro", 3).level, Level::Ok);
@@ -1209,6 +1245,31 @@ fn latency_governor_and_cstates() {
             )
         )
     );
+    // A latency target held on /dev/cpu_dma_latency keeps C6 out of reach; the limits on
+    // the command line are evidence.
+    t.file("proc/cmdline", "ro intel_idle.max_cstate=1 quiet");
+    t.file("dev/cpu_dma_latency", "");
+    std::fs::write(t.root.join("dev/cpu_dma_latency"), 0i32.to_ne_bytes()).unwrap();
+    assert_eq!(latency::cpu_dma_latency_us(&sys), Some(0));
+    assert_eq!(
+        check_cstates(&sys, 1),
+        finding(
+            Level::Ok,
+            "c-states",
+            "idle driver intel_idle; POLL 0 us, C1 2 us, C6 133 us; intel_idle.max_cstate=1; \
+             /dev/cpu_dma_latency 0 us",
+            None
+        )
+    );
+    // Nobody holding it: the default target reaches every state.
+    std::fs::write(
+        t.root.join("dev/cpu_dma_latency"),
+        2_000_000_000i32.to_ne_bytes(),
+    )
+    .unwrap();
+    assert_eq!(check_cstates(&sys, 1).level, Level::Warn);
+    std::fs::remove_file(t.root.join("dev/cpu_dma_latency")).unwrap();
+    std::fs::remove_file(t.root.join("proc/cmdline")).unwrap();
     t.file(&format!("{st}/state2/disable"), "1\n");
     assert_eq!(
         check_cstates(&sys, 1),
@@ -1216,6 +1277,154 @@ fn latency_governor_and_cstates() {
             Level::Ok,
             "c-states",
             "idle driver intel_idle; POLL 0 us, C1 2 us, C6 133 us (disabled)",
+            None
+        )
+    );
+}
+
+#[test]
+fn latency_smt_sibling_busy_time_from_proc_stat() {
+    let t = Tree::new("lat-smt-busy");
+    let sys = t.sys();
+    t.file(
+        "sys/devices/system/cpu/cpu2/topology/thread_siblings_list",
+        "2,6\n",
+    );
+    // user nice system idle iowait irq softirq steal: cpu6 busy 40 of 100 ticks, idle 1 of
+    // 100 in the second pair.
+    let a = "cpu  0 0 0 0 0 0 0 0\ncpu2 10 0 10 100 0 0 0 0\ncpu6 100 0 50 1000 10 0 0 0\n";
+    let busy = "cpu  0 0 0 0 0 0 0 0\ncpu2 10 0 10 200 0 0 0 0\ncpu6 130 0 60 1050 20 0 0 0\n";
+    let idle = "cpu  0 0 0 0 0 0 0 0\ncpu2 10 0 10 200 0 0 0 0\ncpu6 100 0 51 1099 10 0 0 0\n";
+    assert_eq!(latency::cpu_busy_pct(a, busy, 6), Some(40.0));
+    assert_eq!(latency::cpu_busy_pct(a, idle, 6), Some(1.0));
+    assert_eq!(latency::cpu_busy_pct(a, a, 6), None);
+    assert_eq!(latency::cpu_busy_pct(a, busy, 7), None);
+    assert_eq!(
+        latency::check_smt_sampled(&sys, "isolcpus=2,6", 2, Some(a), Some(busy)),
+        finding(
+            Level::Fail,
+            "smt sibling",
+            "CPU 2's SMT sibling 6 is 40% busy over 250 ms: it takes the core's execution \
+             units and caches from the polling loop",
+            Some(
+                "echo 0 > /sys/devices/system/cpu/cpu6/online (or kernel parameter nosmt); or \
+                 move what runs there away (ps -eLo pid,psr,comm | awk '$2==6')"
+            )
+        )
+    );
+    assert_eq!(
+        latency::check_smt_sampled(&sys, "isolcpus=2,6", 2, Some(a), Some(idle)),
+        finding(
+            Level::Ok,
+            "smt sibling",
+            "CPU 2's SMT sibling 6 online and isolated, 1% busy over 250 ms",
+            None
+        )
+    );
+    let w = latency::check_smt_sampled(&sys, "", 2, Some(a), Some(idle));
+    assert_eq!(w.level, Level::Warn);
+    assert_eq!(
+        w.saw,
+        "CPU 2's SMT sibling 6 is online and not isolated: it shares the core, 1% busy over 250 ms"
+    );
+}
+
+#[test]
+fn latency_watchdogs_stat_interval_and_numa() {
+    let t = Tree::new("lat-wd");
+    let sys = t.sys();
+    assert_eq!(latency::check_watchdogs(&sys, 3).level, Level::Skip);
+    t.file("proc/sys/kernel/nmi_watchdog", "1\n")
+        .file("sys/devices/system/cpu/online", "0-7\n")
+        .file("proc/sys/kernel/watchdog", "1\n")
+        .file("proc/sys/kernel/watchdog_cpumask", "0-7\n");
+    assert_eq!(
+        latency::check_watchdogs(&sys, 3),
+        finding(
+            Level::Warn,
+            "watchdogs",
+            "kernel.nmi_watchdog 1, soft lockup watchdog 1, watchdog_cpumask 0-7: they \
+             interrupt CPU 3 periodically",
+            Some(
+                "sysctl kernel.nmi_watchdog=0 (or kernel parameter nmi_watchdog=0); sysctl \
+                 kernel.watchdog_cpumask=0-2,4-7 (or kernel parameter nowatchdog)"
+            )
+        )
+    );
+    t.file("proc/sys/kernel/nmi_watchdog", "0\n")
+        .file("proc/sys/kernel/watchdog_cpumask", "0-2,4-7\n");
+    assert_eq!(
+        latency::check_watchdogs(&sys, 3),
+        finding(
+            Level::Ok,
+            "watchdogs",
+            "kernel.nmi_watchdog 0, soft lockup watchdog 1, watchdog_cpumask 0-2,4-7: none \
+             runs on CPU 3",
+            None
+        )
+    );
+    assert_eq!(latency::check_watchdogs(&sys, 4).level, Level::Warn);
+
+    assert_eq!(latency::check_stat_interval(&sys).level, Level::Skip);
+    t.file("proc/sys/vm/stat_interval", "1\n");
+    assert_eq!(
+        latency::check_stat_interval(&sys),
+        finding(
+            Level::Warn,
+            "vmstat interval",
+            "vm.stat_interval = 1: the vmstat work interrupts the CPU that often",
+            Some("sysctl vm.stat_interval=10")
+        )
+    );
+    t.file("proc/sys/vm/stat_interval", "120\n");
+    assert_eq!(
+        latency::check_stat_interval(&sys),
+        finding(
+            Level::Ok,
+            "vmstat interval",
+            "vm.stat_interval = 120 s",
+            None
+        )
+    );
+
+    assert_eq!(
+        latency::check_numa_latency(&sys, 3, None).level,
+        Level::Skip
+    );
+    t.file("sys/class/infiniband/mlx5_0/device/numa_node", "-1\n");
+    assert_eq!(
+        latency::check_numa_latency(&sys, 3, Some("mlx5_0")).level,
+        Level::Skip
+    );
+    t.file("sys/class/infiniband/mlx5_0/device/numa_node", "1\n")
+        .file("sys/devices/system/node/node1/cpulist", "8-15\n")
+        .file("proc/self/status", "Name:\tx\nMems_allowed_list:\t0-1\n");
+    assert_eq!(
+        latency::check_numa_latency(&sys, 3, Some("mlx5_0")),
+        finding(
+            Level::Fail,
+            "numa",
+            "CPU 3 is not on mlx5_0's NUMA node 1 (CPUs 8-15): every DMA and doorbell crosses \
+             the interconnect",
+            Some("poll on a CPU of node 1: --cpu 8")
+        )
+    );
+    assert_eq!(
+        latency::check_numa_latency(&sys, 9, Some("mlx5_0")),
+        finding(
+            Level::Warn,
+            "numa",
+            "CPU 9 on mlx5_0's node 1; memory may come from nodes 0-1",
+            Some("numactl --cpunodebind=1 --membind=1 <engine>")
+        )
+    );
+    t.file("proc/self/status", "Name:\tx\nMems_allowed_list:\t1\n");
+    assert_eq!(
+        latency::check_numa_latency(&sys, 9, Some("mlx5_0")),
+        finding(
+            Level::Ok,
+            "numa",
+            "CPU 9 and the process's memory on mlx5_0's NUMA node 1",
             None
         )
     );
@@ -1301,6 +1510,19 @@ fn latency_smt_thp_and_swap() {
             None
         )
     );
+    t.file(&format!("{thp}/khugepaged/defrag"), "1\n");
+    assert_eq!(
+        check_thp(&sys),
+        finding(
+            Level::Warn,
+            "thp",
+            "enabled madvise, defrag defer+madvise, khugepaged defrag 1: khugepaged compacts \
+             memory to collapse huge pages",
+            Some("echo 0 > /sys/kernel/mm/transparent_hugepage/khugepaged/defrag")
+        )
+    );
+    t.file(&format!("{thp}/khugepaged/defrag"), "0\n");
+    assert_eq!(check_thp(&sys).level, Level::Ok);
 
     assert_eq!(check_swap(&sys).level, Level::Skip);
     let header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
@@ -1332,6 +1554,9 @@ fn latency_walk_default_cpu_and_verdict() {
     t.file("proc/cmdline", "ro isolcpus=3 nohz_full=3 -- isolcpus=1")
         .file("proc/irq/5/smp_affinity_list", "0\n")
         .file("proc/sys/kernel/timer_migration", "0\n")
+        .file("proc/sys/kernel/nmi_watchdog", "0\n")
+        .file("proc/sys/kernel/watchdog", "0\n")
+        .file("proc/sys/vm/stat_interval", "10\n")
         .file("proc/swaps", "Filename Type Size Used Priority\n")
         .file(
             "sys/devices/system/cpu/cpu3/cpufreq/scaling_governor",
@@ -1359,9 +1584,12 @@ fn latency_walk_default_cpu_and_verdict() {
             "irq affinity",
             "irqbalance",
             "timer migration",
+            "watchdogs",
+            "vmstat interval",
             "governor",
             "c-states",
             "smt sibling",
+            "numa",
             "thp",
             "swap",
             "memlock"
@@ -1371,7 +1599,7 @@ fn latency_walk_default_cpu_and_verdict() {
     use Level::*;
     assert_eq!(
         levels,
-        [Ok, Ok, Ok, Ok, Ok, Ok, Ok, Skip, Ok, Ok, Ok, Ok],
+        [Ok, Ok, Ok, Ok, Ok, Ok, Ok, Ok, Ok, Skip, Ok, Skip, Ok, Ok, Ok],
         "{f:#?}"
     );
     assert_eq!(

@@ -620,6 +620,7 @@ impl Fuzz {
                     max_delay_passes: 4,
                     reorder_ppm: 100_000,
                     torn_write_spins: 0,
+                    packet_drop_ppm: 0,
                 }));
             }
             95 => {

@@ -96,6 +96,7 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         max_delay_passes: 3,
         reorder_ppm: 50_000,
         torn_write_spins: 0,
+        packet_drop_ppm: 0,
     };
     dev.set_faults(Some(injector));
     let pd = dev.alloc_pd().unwrap();

@@ -412,6 +412,7 @@ fn the_fault_injector_is_reproducible_by_seed() {
             max_delay_passes: 4,
             reorder_ppm: 300_000,
             torn_write_spins: 0,
+            packet_drop_ppm: 0,
         }));
         let pd = dev.alloc_pd().unwrap();
         let mut mem = vec![0u8; 4096];

@@ -4,9 +4,9 @@
 //! and the server's address); each test has its own fabric file, removed at the end.
 
 use rdma_direct::prelude::*;
-use rdma_direct::providers::sim::fabric::packet::{Header, Op, HEADER_LEN};
+use rdma_direct::providers::sim::fabric::packet::{Header, Op, Seg, HEADER_LEN};
 use rdma_direct::providers::sim::fabric::{Member, Segment, CELL_LEN};
-use rdma_direct::providers::sim::SimPd;
+use rdma_direct::providers::sim::{FaultConfig, SimPd};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -78,6 +78,14 @@ fn peer_process() {
         return;
     };
     let (role, addr) = role.split_once(' ').unwrap();
+    match role {
+        "big" => return peer_big(addr),
+        "late" => return peer_late(addr),
+        "srq" => return peer_srq(addr),
+        "ud" => return peer_ud(addr),
+        "mirror" => return peer_mirror(addr),
+        _ => {}
+    }
     let mut dev = SimDevice::new();
     dev.start_device_thread().unwrap();
     dev.join_fabric(None).unwrap();
@@ -288,8 +296,14 @@ fn garbage_in_an_inbox_is_dropped_and_counted() {
                     Op::Faa,
                     Op::Ack,
                     Op::NakErr,
+                    Op::NakRnr,
+                    Op::ReadResp,
+                    Op::AtomicAck,
                 ];
+                let segs = [Seg::Only, Seg::First, Seg::Middle, Seg::Last];
                 let mut h = Header::new(ops[rng.next() as usize % ops.len()]);
+                h.seg = segs[rng.next() as usize % segs.len()];
+                h.imm = [0, 256, 1024, 4096, rng.next() as u32][rng.next() as usize % 5];
                 h.src_slot = bad.slot();
                 h.dst_slot = slot;
                 h.src_epoch = bad.epoch();
@@ -359,38 +373,614 @@ fn garbage_in_an_inbox_is_dropped_and_counted() {
 fn pingpong_server_and_client_on_the_sim() {
     let name = fabric_name("pingpong");
     let _rm = Removed(name.clone());
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
     let exe = env!("CARGO_BIN_EXE_rdma-direct");
-    let run = |extra: &[&str]| {
-        let mut args = vec!["pingpong", "-n", "50", "-p", port.as_str()];
-        args.extend_from_slice(extra);
-        Command::new(exe)
-            .args(&args)
-            .env(FABRIC, &name)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
+    // RC at the default size (4096), RC of many packets, UC of several.
+    for extra in [&[][..], &["-s", "100000"], &["-c", "UC", "-s", "10000"]] {
+        let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
-    };
-    let server = run(&[]);
-    let client = run(&["127.0.0.1"]);
-    for (who, c) in [("client", client), ("server", server)] {
-        let out = c.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && text.contains("50 iters in"),
-            "{who}: {}\n{text}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            text.lines().next().unwrap_or("").contains("sim"),
-            "{who}: {text}"
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_string();
+        let run = |host: Option<&str>| {
+            let mut args = vec!["pingpong", "-n", "50", "-p", port.as_str()];
+            args.extend_from_slice(extra);
+            args.extend(host);
+            Command::new(exe)
+                .args(&args)
+                .env(FABRIC, &name)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let server = run(None);
+        let client = run(Some("127.0.0.1"));
+        for (who, c) in [("client", client), ("server", server)] {
+            let out = c.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && text.contains("50 iters in"),
+                "{extra:?} {who}: {}\n{text}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                text.lines().next().unwrap_or("").contains("sim"),
+                "{who}: {text}"
+            );
+        }
+    }
+}
+
+/// Bytes of the large-message peer's buffer: WRITE target, receives, READ source.
+const BIG: usize = 1 << 20;
+const WRITE_LEN: usize = 200_000;
+const SEND_LEN: usize = 100_000;
+const IMM_LEN: usize = 20_000;
+const READ_LEN: usize = 300_000;
+
+/// A byte pattern of its own per `seed` (a misplaced segment shows).
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(2_654_435_761)
+                .rotate_left(seed as u32 % 31) as u8
+                ^ seed
+        })
+        .collect()
+}
+
+/// Path MTU 1024: a 200,000-byte message is 196 packets.
+fn big_opts() -> ConnectOpts {
+    ConnectOpts {
+        path_mtu: Some(Mtu::Mtu1024),
+        ..opts()
+    }
+}
+
+/// The large-message peer: a 1 MiB window (WRITE target at 0, READ source at 512 KiB), a
+/// receive of a SEND at 256 KiB and one for a WRITE WITH IMM.
+fn peer_big(addr: &str) {
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    dev.join_fabric(None).unwrap();
+    let (pd, mut qp, _scq, mut rcq) = rc_qp(&mut dev);
+    let mut buf = dev.alloc_buf(&pd, BIG, Access::ALL, Pages::Normal).unwrap();
+    buf.get_mut(BIG / 2, READ_LEN)
+        .unwrap()
+        .copy_from_slice(&pattern(5, READ_LEN));
+    let window = buf.remote(0, BIG).unwrap();
+    let mut conn =
+        connect_qp_client(&mut dev, &mut qp, addr, &big_opts(), Some(window), STALL).unwrap();
+    let into = [buf.sge(BIG / 4, SEND_LEN).unwrap()];
+    qp.rq().post_recv(RecvWr::new(1, &into)).unwrap();
+    qp.rq().post_recv(RecvWr::new(2, &[])).unwrap();
+    qp.rq().ring();
+    conn.sync(STALL).unwrap();
+    let c = one(&mut dev, &mut rcq);
+    assert_eq!(
+        (c.status, c.wr_id, c.byte_len, c.opcode),
+        (WcStatus::Success, 1, SEND_LEN as u32, WcOpcode::Recv)
+    );
+    assert!(buf.get(BIG / 4, SEND_LEN).unwrap() == pattern(2, SEND_LEN));
+    let c = one(&mut dev, &mut rcq);
+    assert_eq!(
+        (c.status, c.wr_id, c.byte_len, c.imm, c.opcode),
+        (
+            WcStatus::Success,
+            2,
+            IMM_LEN as u32,
+            0xbeef,
+            WcOpcode::RecvRdmaWithImm
+        )
+    );
+    conn.sync(STALL).unwrap();
+    assert!(buf.get(0, WRITE_LEN).unwrap() == pattern(1, WRITE_LEN));
+    assert!(buf.get(WRITE_LEN, IMM_LEN).unwrap() == pattern(3, IMM_LEN));
+    for i in 0..8 {
+        assert_eq!(
+            buf.get(BIG / 4 + SEND_LEN + 8 * i, 8).unwrap(),
+            [i as u8 + 1; 8]
         );
     }
+    println!("peer ok");
+}
+
+#[test]
+fn messages_of_many_packets_and_many_in_flight_cross_two_processes() {
+    big_messages("big", None);
+}
+
+/// The same over a link that loses 3% of the packets this side sends (requests): go-back-N
+/// and the ACK timeout bring every byte over.
+#[test]
+fn a_lossy_link_loses_no_byte() {
+    let faults = FaultConfig {
+        seed: 7,
+        packet_drop_ppm: 30_000,
+        ..FaultConfig::default()
+    };
+    let dev = big_messages("lossy", Some(faults));
+    assert!(
+        dev.fault_stats().packets_dropped > 0,
+        "{:?}",
+        dev.fault_stats()
+    );
+}
+
+fn big_messages(test: &str, faults: Option<FaultConfig>) -> SimDevice {
+    let name = fabric_name(test);
+    let _rm = Removed(name.clone());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let child = spawn_peer("big", l.local_addr().unwrap(), &name);
+    let mut dev = SimDevice::new();
+    dev.set_faults(faults);
+    dev.join_fabric(Some(&name)).unwrap();
+    let (pd, mut qp, mut scq, _rcq) = rc_qp(&mut dev);
+    let mut mine = dev
+        .alloc_buf(&pd, BIG, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &big_opts(), None, STALL).unwrap();
+    let window = conn.remote_mr().expect("the peer shares its window");
+    conn.sync(STALL).unwrap();
+    mine.get_mut(0, WRITE_LEN)
+        .unwrap()
+        .copy_from_slice(&pattern(1, WRITE_LEN));
+    mine.get_mut(WRITE_LEN, SEND_LEN)
+        .unwrap()
+        .copy_from_slice(&pattern(2, SEND_LEN));
+    mine.get_mut(WRITE_LEN + SEND_LEN, IMM_LEN)
+        .unwrap()
+        .copy_from_slice(&pattern(3, IMM_LEN));
+    for i in 0..8 {
+        mine.get_mut(BIG - 64 + 8 * i, 8)
+            .unwrap()
+            .copy_from_slice(&[i as u8 + 1; 8]);
+    }
+    // Twelve WQEs rung at once: a WRITE, a SEND and a WRITE WITH IMM of many packets, a
+    // READ of many segments, eight 8-byte WRITEs behind it.
+    let w = [mine.sge(0, WRITE_LEN).unwrap()];
+    let s = [mine.sge(WRITE_LEN, SEND_LEN).unwrap()];
+    let m = [mine.sge(WRITE_LEN + SEND_LEN, IMM_LEN).unwrap()];
+    let r = [mine.sge(BIG / 2, READ_LEN).unwrap()];
+    let sq = qp.sq();
+    sq.post(SendWr::write_to(1, &w, window.target(0, WRITE_LEN as u64).unwrap()).signaled())
+        .unwrap();
+    sq.post(SendWr::send(2, &s).signaled()).unwrap();
+    let t = window.target(WRITE_LEN as u64, IMM_LEN as u64).unwrap();
+    sq.post(SendWr::write_imm_to(3, &m, t, 0xbeef).signaled())
+        .unwrap();
+    sq.post(
+        SendWr::read_from(
+            4,
+            &r,
+            window.target(BIG as u64 / 2, READ_LEN as u64).unwrap(),
+        )
+        .signaled(),
+    )
+    .unwrap();
+    let smalls: Vec<[Sge; 1]> = (0..8)
+        .map(|i| [mine.sge(BIG - 64 + 8 * i, 8).unwrap()])
+        .collect();
+    for (i, sge) in smalls.iter().enumerate() {
+        let t = window
+            .target((BIG / 4 + SEND_LEN + 8 * i) as u64, 8)
+            .unwrap();
+        sq.post(SendWr::write_to(5 + i as u64, sge, t).signaled())
+            .unwrap();
+    }
+    sq.ring();
+    for id in 1..=12 {
+        let c = one(&mut dev, &mut scq);
+        assert_eq!(
+            (c.wr_id, c.status),
+            (id, WcStatus::Success),
+            "{c:?} {:?}",
+            dev.fabric_stats()
+        );
+    }
+    assert!(
+        mine.get(BIG / 2, READ_LEN).unwrap() == pattern(5, READ_LEN),
+        "the READ's segments in order"
+    );
+    conn.sync(STALL).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("peer ok"),
+        "the peer process: {}\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dev
+}
+
+/// The RNR peer: asks its requesters to wait 655 ms after an RNR NAK (`min_rnr_timer` 0),
+/// and posts its receive 100 ms after the first SEND reached it.
+fn peer_late(addr: &str) {
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    dev.join_fabric(None).unwrap();
+    let (pd, mut qp, _scq, mut rcq) = rc_qp(&mut dev);
+    let buf = dev
+        .alloc_buf(&pd, 4096, Access::ALL, Pages::Normal)
+        .unwrap();
+    let o = ConnectOpts {
+        min_rnr_timer: 0,
+        ..opts()
+    };
+    let mut conn = connect_qp_client(&mut dev, &mut qp, addr, &o, None, STALL).unwrap();
+    conn.sync(STALL).unwrap();
+    while dev.fabric_stats().unwrap().2.received == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let into = [buf.sge(0, 64).unwrap()];
+    qp.rq().post_recv(RecvWr::new(7, &into)).unwrap();
+    qp.rq().ring();
+    let c = one(&mut dev, &mut rcq);
+    assert_eq!((c.status, c.wr_id, c.byte_len), (WcStatus::Success, 7, 5));
+    assert_eq!(buf.get(0, 5).unwrap(), b"later");
+    conn.sync(STALL).unwrap();
+    println!("peer ok");
+}
+
+#[test]
+fn the_requester_waits_the_rnr_timer_its_nak_carries() {
+    let name = fabric_name("late");
+    let _rm = Removed(name.clone());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let child = spawn_peer("late", l.local_addr().unwrap(), &name);
+    let mut dev = SimDevice::new();
+    dev.join_fabric(Some(&name)).unwrap();
+    let (pd, mut qp, mut scq, _rcq) = rc_qp(&mut dev);
+    let mut mine = dev
+        .alloc_buf(&pd, 4096, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    // One RNR retry: at this side's own timer (0.64 ms) it would be spent long before the
+    // receive comes; at the 655 ms the peer's NAK carries, the retry finds it.
+    let o = ConnectOpts {
+        rnr_retry: 1,
+        ..opts()
+    };
+    let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &o, None, STALL).unwrap();
+    conn.sync(STALL).unwrap();
+    mine.get_mut(0, 5).unwrap().copy_from_slice(b"later");
+    let sge = [mine.sge(0, 5).unwrap()];
+    qp.sq().post(SendWr::send(1, &sge).signaled()).unwrap();
+    qp.sq().ring();
+    let c = one(&mut dev, &mut scq);
+    assert_eq!((c.wr_id, c.status), (1, WcStatus::Success));
+    conn.sync(STALL).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("peer ok"),
+        "the peer process: {}\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Sizes of the SENDs into the SRQ peer: one packet, several, a receive's worth.
+const SRQ_SENDS: [usize; 3] = [8, 5000, 8192];
+
+/// The SRQ peer: its QP takes its receives from an SRQ (three of 8 KiB).
+fn peer_srq(addr: &str) {
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    dev.join_fabric(None).unwrap();
+    let pd = dev.alloc_pd().unwrap();
+    let mut srq = dev.create_srq(&pd, 8, 1).unwrap();
+    let mut cfg = QpConfig::new(QpType::Rc);
+    (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (16, 16);
+    let mut scq = dev.create_cq(64).unwrap();
+    let mut rcq = dev.create_cq(64).unwrap();
+    let mut qp = dev
+        .create_qp(&pd, &mut scq, Some(&mut rcq), Some(&mut srq), &cfg)
+        .unwrap();
+    let buf = dev
+        .alloc_buf(&pd, 3 * 8192, Access::ALL, Pages::Normal)
+        .unwrap();
+    let mut conn = connect_qp_client(&mut dev, &mut qp, addr, &big_opts(), None, STALL).unwrap();
+    for i in 0..3 {
+        let into = [buf.sge(i * 8192, 8192).unwrap()];
+        srq.post_recv(RecvWr::new(100 + i as u64, &into)).unwrap();
+    }
+    srq.ring();
+    conn.sync(STALL).unwrap();
+    for (i, &len) in SRQ_SENDS.iter().enumerate() {
+        let c = one(&mut dev, &mut rcq);
+        assert_eq!(
+            (c.status, c.wr_id, c.byte_len, c.opcode),
+            (
+                WcStatus::Success,
+                100 + i as u64,
+                len as u32,
+                WcOpcode::Recv
+            )
+        );
+        assert!(buf.get(i * 8192, len).unwrap() == pattern(10 + i as u8, len));
+    }
+    conn.sync(STALL).unwrap();
+    println!("peer ok");
+}
+
+#[test]
+fn sends_into_an_srq_of_another_process() {
+    let name = fabric_name("srq");
+    let _rm = Removed(name.clone());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let child = spawn_peer("srq", l.local_addr().unwrap(), &name);
+    let mut dev = SimDevice::new();
+    dev.join_fabric(Some(&name)).unwrap();
+    let (pd, mut qp, mut scq, _rcq) = rc_qp(&mut dev);
+    let mut mine = dev
+        .alloc_buf(&pd, 3 * 8192, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &big_opts(), None, STALL).unwrap();
+    conn.sync(STALL).unwrap();
+    for (i, &len) in SRQ_SENDS.iter().enumerate() {
+        mine.get_mut(i * 8192, len)
+            .unwrap()
+            .copy_from_slice(&pattern(10 + i as u8, len));
+        let sge = [mine.sge(i * 8192, len).unwrap()];
+        qp.sq()
+            .post(SendWr::send(i as u64, &sge).signaled())
+            .unwrap();
+    }
+    qp.sq().ring();
+    for i in 0..3 {
+        let c = one(&mut dev, &mut scq);
+        assert_eq!((c.wr_id, c.status), (i, WcStatus::Success), "{c:?}");
+    }
+    conn.sync(STALL).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("peer ok"),
+        "the peer process: {}\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn ud_qp(dev: &mut SimDevice) -> (SimPd, SimQp, SimCq) {
+    let pd = dev.alloc_pd().unwrap();
+    let mut cfg = QpConfig::new(QpType::Ud);
+    (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (16, 16);
+    let mut cq = dev.create_cq(64).unwrap();
+    let qp = dev.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
+    (pd, qp, cq)
+}
+
+/// The UD peer: two receives; the datagram with the wrong Q_Key never reaches them.
+fn peer_ud(addr: &str) {
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    dev.join_fabric(None).unwrap();
+    let (pd, mut qp, mut cq) = ud_qp(&mut dev);
+    let buf = dev
+        .alloc_buf(&pd, 4096, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    let conn = connect_qp_client(&mut dev, &mut qp, addr, &opts(), None, STALL).unwrap();
+    let mut conn = conn;
+    for i in 0..2 {
+        let into = [buf.sge(i * 1024, 40 + 256).unwrap()];
+        qp.rq()
+            .post_recv(RecvWr::new(20 + i as u64, &into))
+            .unwrap();
+    }
+    qp.rq().ring();
+    conn.sync(STALL).unwrap();
+    let c = one(&mut dev, &mut cq);
+    assert_eq!(
+        (c.status, c.wr_id, c.byte_len, c.src_qp),
+        (WcStatus::Success, 20, 40 + 32, conn.remote.qpn)
+    );
+    assert!(c.flags.contains(WcFlags::GRH));
+    // The GRH: the sender's GID as source, this device's as destination.
+    let grh = buf.get(0, 40).unwrap();
+    assert_eq!(&grh[..8], &[0x60, 0, 0, 0, 0, 56, 0x1b, 64]);
+    assert_eq!(&grh[8..24], &conn.remote.gid);
+    assert_eq!(&grh[24..40], &dev.gid());
+    assert_eq!(buf.get(40, 32).unwrap(), &[0xd6; 32]);
+    conn.sync(STALL).unwrap();
+    // Only one datagram arrived (the one with the wrong Q_Key was dropped).
+    let mut wc = [Completion::EMPTY; 2];
+    assert_eq!(cq.poll(&mut wc), 0);
+    println!("peer ok");
+}
+
+#[test]
+fn a_datagram_crosses_to_another_process_and_a_wrong_qkey_does_not() {
+    let name = fabric_name("ud");
+    let _rm = Removed(name.clone());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let child = spawn_peer("ud", l.local_addr().unwrap(), &name);
+    let mut dev = SimDevice::new();
+    dev.join_fabric(Some(&name)).unwrap();
+    let (pd, mut qp, mut cq) = ud_qp(&mut dev);
+    let mut mine = dev
+        .alloc_buf(&pd, 4096, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &opts(), None, STALL).unwrap();
+    let ah = dev.create_ah(&pd, &conn.remote, &opts()).unwrap();
+    conn.sync(STALL).unwrap();
+    mine.get_mut(0, 32).unwrap().fill(0xd6);
+    let sge = [mine.sge(0, 32).unwrap()];
+    for (id, qkey) in [(1, opts().qkey ^ 1), (2, opts().qkey)] {
+        let dest = UdDest {
+            ah: &ah,
+            remote_qpn: conn.remote.qpn,
+            remote_qkey: qkey,
+        };
+        qp.sq()
+            .post(SendWr::send(id, &sge).to(dest).signaled())
+            .unwrap();
+        qp.sq().ring();
+        let c = one(&mut dev, &mut cq);
+        assert_eq!((c.wr_id, c.status), (id, WcStatus::Success));
+    }
+    conn.sync(STALL).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("peer ok"),
+        "the peer process: {}\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Bytes of the random-traffic peer's window.
+const MIRROR: usize = 256 * 1024;
+
+/// The random-traffic peer: a window for WRITE, READ and atomics; it serves until the
+/// client's last sync.
+fn peer_mirror(addr: &str) {
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    dev.join_fabric(None).unwrap();
+    let (pd, mut qp, _scq, _rcq) = rc_qp(&mut dev);
+    let buf = dev
+        .alloc_buf(&pd, MIRROR, Access::ALL, Pages::Normal)
+        .unwrap();
+    let window = buf.remote(0, MIRROR).unwrap();
+    let mut conn =
+        connect_qp_client(&mut dev, &mut qp, addr, &big_opts(), Some(window), STALL).unwrap();
+    conn.sync(STALL).unwrap();
+    conn.sync(Duration::from_secs(600)).unwrap();
+    println!("peer ok");
+}
+
+/// Random batches of WRITEs, READs and fetch-and-adds of random sizes (1 to 40,000 bytes,
+/// so one packet to 40) against another process's window, up to 6 in flight: every READ
+/// returns what the WRITEs before it left there, byte for byte, every FAA the running sum.
+/// `RDMA_DIRECT_FABRIC_FUZZ_OPS` sets the number of operations (default 300).
+#[test]
+fn random_traffic_across_two_processes_reads_back_what_it_wrote() {
+    random_traffic("mirror", None);
+}
+
+/// The same with 2% of the requester's packets lost.
+#[test]
+fn random_traffic_over_a_lossy_link_reads_back_what_it_wrote() {
+    let faults = FaultConfig {
+        seed: 11,
+        packet_drop_ppm: 20_000,
+        ..FaultConfig::default()
+    };
+    random_traffic("mirror-lossy", Some(faults));
+}
+
+fn random_traffic(test: &str, faults: Option<FaultConfig>) {
+    let ops: usize = std::env::var("RDMA_DIRECT_FABRIC_FUZZ_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let name = fabric_name(test);
+    let _rm = Removed(name.clone());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let child = spawn_peer("mirror", l.local_addr().unwrap(), &name);
+    let mut dev = SimDevice::new();
+    dev.set_faults(faults);
+    dev.join_fabric(Some(&name)).unwrap();
+    let (pd, mut qp, mut scq, _rcq) = rc_qp(&mut dev);
+    // Local: a WRITE source and a READ destination per position of a batch, the FAA results.
+    const SLOT: usize = 40_000;
+    let mut mine = dev
+        .alloc_buf(&pd, 16 * SLOT, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &big_opts(), None, STALL).unwrap();
+    let window = conn.remote_mr().unwrap();
+    conn.sync(STALL).unwrap();
+    // What the peer's window holds (it starts zeroed); the counter lives in its last 8 bytes.
+    let mut shadow = vec![0u8; MIRROR];
+    let counter_at = MIRROR - 8;
+    let mut sum = 0u64;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut done = 0;
+    let mut id = 0u64;
+    while done < ops {
+        let batch = 1 + rng.next() as usize % 6;
+        let mut reads = Vec::new();
+        let mut faas = Vec::new();
+        for k in 0..batch {
+            id += 1;
+            let len = match rng.next() % 4 {
+                0 => 1 + rng.next() as usize % 64,
+                1 => 1 + rng.next() as usize % 4096,
+                _ => 1 + rng.next() as usize % (SLOT - 1),
+            };
+            let off = rng.next() as usize % (counter_at - len);
+            let t = window.target(off as u64, len as u64).unwrap();
+            match rng.next() % 3 {
+                0 => {
+                    // WRITE fresh bytes from this batch position's source area.
+                    let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                    mine.get_mut(k * SLOT, len).unwrap().copy_from_slice(&bytes);
+                    shadow[off..off + len].copy_from_slice(&bytes);
+                    let sge = [mine.sge(k * SLOT, len).unwrap()];
+                    qp.sq()
+                        .post(SendWr::write_to(id, &sge, t).signaled())
+                        .unwrap();
+                }
+                1 => {
+                    let at = (8 + k) * SLOT;
+                    mine.get_mut(at, len).unwrap().fill(0xee);
+                    let sge = [mine.sge(at, len).unwrap()];
+                    qp.sq()
+                        .post(SendWr::read_from(id, &sge, t).signaled())
+                        .unwrap();
+                    reads.push((at, off, len, shadow[off..off + len].to_vec()));
+                }
+                _ => {
+                    let add = rng.next() % 1000;
+                    let at = 15 * SLOT + 8 * faas.len();
+                    let sge = [mine.sge(at, 8).unwrap()];
+                    let t = window.target(counter_at as u64, 8).unwrap();
+                    qp.sq()
+                        .post(SendWr::faa_at(id, &sge, t, add).signaled())
+                        .unwrap();
+                    faas.push((at, sum));
+                    sum += add;
+                }
+            }
+        }
+        qp.sq().ring();
+        for want in id + 1 - batch as u64..=id {
+            let c = one(&mut dev, &mut scq);
+            assert_eq!((c.wr_id, c.status), (want, WcStatus::Success), "{c:?}");
+        }
+        for (at, off, len, want) in reads {
+            assert!(
+                mine.get(at, len).unwrap() == &want[..],
+                "READ of {len} bytes at {off} after {done} operations"
+            );
+        }
+        for (at, before) in faas {
+            let got = u64::from_ne_bytes(mine.get(at, 8).unwrap().try_into().unwrap());
+            assert_eq!(got, before, "FAA after {done} operations");
+        }
+        done += batch;
+    }
+    if faults.is_some() {
+        assert!(
+            dev.fault_stats().packets_dropped > 0,
+            "{:?}",
+            dev.fault_stats()
+        );
+    }
+    conn.sync(STALL).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("peer ok"),
+        "the peer process: {}\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

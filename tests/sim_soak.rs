@@ -352,6 +352,7 @@ fn fault_soak(threaded: bool, seed: u64, ops: u64) {
         max_delay_passes: 6,
         reorder_ppm: 300_000,
         torn_write_spins: if threaded { 200 } else { 0 },
+        packet_drop_ppm: 0,
     }));
     if threaded {
         dev.start_device_thread().unwrap();

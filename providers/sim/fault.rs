@@ -11,6 +11,8 @@
 //! - **out-of-order completion across QPs**: when held CQEs are released, one whose QP and
 //!   queue have no older held CQE may overtake CQEs of *other* queues (never of its own: a
 //!   queue's completions stay in order, as on hardware);
+//! - **lost packets** across processes: a packet the device sends over the sim fabric
+//!   vanishes (the RC requester's go-back-N and timeout recover it; UC and UD lose it);
 //! - **CQE arrival mid-batch**: a held CQE is released in the middle of a later pass, and in
 //!   device-thread mode the CQE body and its `op_own` byte are written with a pause in between,
 //!   so a poller that reads the body before checking ownership is caught.
@@ -59,6 +61,9 @@ pub struct FaultConfig {
     /// Device-thread mode: spin this many iterations between a CQE body and its `op_own`
     /// byte (0 = none), so the poller runs mid-write.
     pub torn_write_spins: u32,
+    /// Probability (ppm) that a packet this device sends over the sim fabric is lost on
+    /// the way (requests, answers, datagrams alike).
+    pub packet_drop_ppm: u32,
 }
 
 /// The injector: configuration, PRNG and counters of what it did.
@@ -80,6 +85,8 @@ pub struct FaultStats {
     pub delayed: u64,
     /// CQEs released ahead of older CQEs of other queues.
     pub reordered: u64,
+    /// Fabric packets lost on purpose.
+    pub packets_dropped: u64,
 }
 
 impl FaultInjector {

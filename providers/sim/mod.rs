@@ -75,8 +75,10 @@
 //! buffer (a BlueFlame copy rings the doorbell and the device executes the WQE from the
 //! ring; in deterministic mode the copy's bytes are compared with the ring and counted in
 //! [`EngineStats::bf_copies`] or, where hardware would execute different bytes,
-//! [`EngineStats::bf_mismatches`]), link speed, congestion, packetisation and MTU segmentation of RC/UC messages, PSNs
-//! and acknowledgements on a wire, scatter-to-CQE (the sim behaves as if it were disabled,
+//! [`EngineStats::bf_mismatches`]), link speed, congestion, packetisation and MTU
+//! segmentation of RC/UC messages, PSNs and acknowledgements on a wire within one process
+//! (across processes the fabric has them: `engine/remote.rs`), scatter-to-CQE (the sim
+//! behaves as if it were disabled,
 //! which is how the mlx5 provider configures hardware),
 //! memory windows, the masked/extended atomics, vendor syndromes (always 0), fences (the
 //! engine executes in order anyway), multiple ports. Its timing says nothing about hardware:

@@ -268,20 +268,10 @@ impl Provider for SimDevice {
         opts: &ConnectOpts,
     ) -> crate::Result<()> {
         let _ = local;
-        // Another process's sim device: reached through the fabric (RC), never refused.
+        // Another process's sim device: reached through the fabric, never refused (a UD
+        // QP joins it too: its datagrams' address vectors name the device).
         let across = self.other_process(remote);
         if across {
-            if qp.qp_type() != QpType::Rc {
-                return Err(crate::Error::verb(
-                    "ibv_modify_qp (sim connect)",
-                    libc::EOPNOTSUPP,
-                    format!(
-                        "a {:?} QP of the sim cannot reach another process yet: the sim \
-                         fabric carries RC only; use an RC QP",
-                        qp.qp_type()
-                    ),
-                ));
-            }
             self.join_fabric(None)?;
         } else {
             self.same_device("ibv_modify_qp (sim connect)", remote)?;
@@ -291,9 +281,10 @@ impl Provider for SimDevice {
             self.modify_qp(qpn, QpState::Reset, None)?;
             qp.set_state(QpState::Reset);
         }
-        self.shared
-            .lock()
-            .set_remote(qpn, across.then_some(remote.gid));
+        self.shared.lock().set_remote(
+            qpn,
+            (across && qp.qp_type() != QpType::Ud).then_some(remote.gid),
+        );
         let mtu = opts
             .path_mtu
             .unwrap_or(if remote.mtu.bytes() < SIM_PORT_MTU.bytes() {
@@ -335,7 +326,12 @@ impl Provider for SimDevice {
         remote: &QpEndpoint,
         opts: &ConnectOpts,
     ) -> crate::Result<AddressVector> {
-        self.same_device("ibv_create_ah (sim)", remote)?;
+        if self.other_process(remote) {
+            // A datagram to another process's sim device crosses the fabric.
+            self.join_fabric(None)?;
+        } else {
+            self.same_device("ibv_create_ah (sim)", remote)?;
+        }
         // The address vector as libmlx5's `mlx5_create_ah` fills it for a RoCE port (the
         // sim's GID is a RoCE v2 one): extended AV, service level in bits 1-3 of
         // `stat_rate_sl` (static rate 0: the port's), the GRH bit of `grh_gid_fl` clear (RoCE

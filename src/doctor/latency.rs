@@ -3,21 +3,37 @@
 //! root (`/proc`, `/sys`, `/etc`) and returns a [`Finding`] with what it saw and, when the
 //! CPU is not ready, the fix (the command or the kernel parameter).
 //!
-//! The checks, in the order to apply their fixes: isolated from the scheduler (`isolcpus`),
-//! the tick off (`nohz_full`), RCU callbacks elsewhere (`rcu_nocbs`, implied by
-//! `nohz_full`), no IRQ affinity including it (the RDMA device's above all: a FAIL),
-//! irqbalance not running or told to avoid it, timer migration off, frequency governor
-//! `performance`, no deep C-state enabled (exit latency above [`DEEP_CSTATE_US`]), its SMT
-//! sibling offline or isolated too, transparent huge pages not `always` (and no synchronous
-//! defrag), no swap, the locked-memory limit ([`check_memlock`]).
+//! The checks, in the order to apply their fixes: isolated from the scheduler (`isolcpus`,
+//! or a cgroup v2 cpuset partition `isolated`), the tick off (`nohz_full`), RCU callbacks
+//! elsewhere (`rcu_nocbs`, implied by `nohz_full`), no IRQ affinity including it (the RDMA
+//! device's above all: a FAIL), irqbalance not running or told to avoid it, timer migration
+//! off, the NMI and soft-lockup watchdogs off for it, `vm.stat_interval` long, frequency
+//! governor `performance`, no deep C-state in reach (exit latency above [`DEEP_CSTATE_US`],
+//! unless `/dev/cpu_dma_latency` holds them off), its SMT sibling offline, or isolated and
+//! idle (its busy time sampled from `/proc/stat` over [`SMT_WINDOW`]: busy is a FAIL), the
+//! core on the RDMA device's NUMA node with the process's memory there, transparent huge
+//! pages not `always` (and neither synchronous nor khugepaged defrag), no swap, the
+//! locked-memory limit ([`check_memlock`]).
 //!
 //! Contract: pure functions of the tree and [`HostFacts`] (tests hand them fake trees); a
 //! file that is not there makes its check a [`Level::Skip`] saying so;
 //! nothing panics on odd input. [`parse_cmdline`] and [`cmdline_cpus`] are the pure parsers
 //! of `/proc/cmdline`.
 
+use std::time::Duration;
+
 use super::inputs::Sysfs;
 use super::{check_memlock, format_cpulist, parse_cpulist, Finding, HostFacts, Level};
+
+/// How long [`check_latency`] samples the SMT sibling's busy time.
+pub const SMT_WINDOW: Duration = Duration::from_millis(250);
+
+/// A sibling busy more than this percentage of [`SMT_WINDOW`] is busy (a FAIL).
+pub const SMT_BUSY_PCT: f64 = 5.0;
+
+/// `vm.stat_interval` below this many seconds is a warn: the per-CPU vmstat work runs on
+/// the polling CPU that often.
+pub const STAT_INTERVAL_S: u64 = 10;
 
 /// A C-state whose exit latency is above this many microseconds is deep: waking from it
 /// costs a polling loop that much after every idle moment (C1 is 1-2 us, C6 about 100).
@@ -76,6 +92,14 @@ pub fn default_cpu(sys: &Sysfs, dev: Option<&str>, allowed: &[u32]) -> Option<u3
 /// device whose IRQs must stay off it.
 pub fn check_latency(sys: &Sysfs, cpu: u32, dev: Option<&str>, host: &HostFacts) -> Vec<Finding> {
     let cmdline = sys.read("proc/cmdline").unwrap_or_default();
+    // The sibling's busy time: two readings of /proc/stat a window apart, when it has one.
+    let (before, after) = if smt_online(sys, cpu).is_some_and(|v| !v.is_empty()) {
+        let b = sys.read("proc/stat");
+        std::thread::sleep(SMT_WINDOW);
+        (b, sys.read("proc/stat"))
+    } else {
+        (None, None)
+    };
     vec![
         check_isolated(sys, &cmdline, cpu),
         check_nohz_full(sys, &cmdline, cpu),
@@ -83,9 +107,12 @@ pub fn check_latency(sys: &Sysfs, cpu: u32, dev: Option<&str>, host: &HostFacts)
         check_irq_affinity(sys, cpu, dev),
         check_irqbalance(sys, &cmdline, cpu),
         check_timer_migration(sys),
+        check_watchdogs(sys, cpu),
+        check_stat_interval(sys),
         check_governor(sys, cpu),
         check_cstates(sys, cpu),
-        check_smt(sys, &cmdline, cpu),
+        check_smt_sampled(sys, &cmdline, cpu, before.as_deref(), after.as_deref()),
+        check_numa_latency(sys, cpu, dev),
         check_thp(sys),
         check_swap(sys),
         check_memlock(host),
@@ -108,6 +135,57 @@ pub fn latency_verdict(cpu: u32, findings: &[Finding]) -> String {
     }
 }
 
+/// An engine's gate before it starts polling on `cpu`: every check of [`check_latency`],
+/// and `Ok` with the findings when none is a FAIL (with `strict`, nor a warn); else
+/// [`Error::Failed`](crate::Error::Failed) whose detail is the [`latency_verdict`] (the first
+/// thing to fix and its fix). Prints nothing.
+///
+/// ```
+/// use rdma_direct::doctor::{latency, HostFacts, Level, Sysfs};
+///
+/// // A fake host whose RDMA device sends its IRQ 40 to CPU 2.
+/// let root = std::env::temp_dir().join(format!("rdma-direct-ready-{}", std::process::id()));
+/// for (rel, text) in [
+///     ("proc/irq/40/smp_affinity_list", "2\n"),
+///     ("sys/class/infiniband/mlx5_0/device/msi_irqs/40", "msix\n"),
+///     ("sys/devices/system/cpu/online", "0-3\n"),
+/// ] {
+///     std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+///     std::fs::write(root.join(rel), text).unwrap();
+/// }
+/// let sys = Sysfs::new(&root);
+/// let host = HostFacts::read(&sys);
+///
+/// // CPU 2 takes the NIC's interrupts: the engine refuses to start there.
+/// let err = latency::require_ready(&sys, 2, Some("mlx5_0"), &host, false).unwrap_err();
+/// assert!(err.to_string().contains("first fix irq affinity: for IRQ in 40; do echo 0-1,3"));
+///
+/// // CPU 3 has nothing that fails (warns only, the host untuned): allowed unless strict.
+/// let findings = latency::require_ready(&sys, 3, Some("mlx5_0"), &host, false).unwrap();
+/// assert!(findings.iter().all(|f| f.level != Level::Fail));
+/// assert!(latency::require_ready(&sys, 3, Some("mlx5_0"), &host, true).is_err());
+/// std::fs::remove_dir_all(&root).unwrap();
+/// ```
+pub fn require_ready(
+    sys: &Sysfs,
+    cpu: u32,
+    dev: Option<&str>,
+    host: &HostFacts,
+    strict: bool,
+) -> crate::Result<Vec<Finding>> {
+    let findings = check_latency(sys, cpu, dev, host);
+    let refused = findings
+        .iter()
+        .any(|f| f.level == Level::Fail || (strict && f.level == Level::Warn));
+    if refused {
+        return Err(crate::Error::Failed {
+            context: "latency",
+            detail: latency_verdict(cpu, &findings),
+        });
+    }
+    Ok(findings)
+}
+
 fn covered(list: &Option<Vec<u32>>, cpu: u32) -> bool {
     list.as_ref().is_some_and(|l| l.contains(&cpu))
 }
@@ -120,9 +198,65 @@ fn kernel_list(sys: &Sysfs, cmdline: &str, key: &str, mirror: &str) -> Option<Ve
     })
 }
 
-/// Isolated from the scheduler: in `isolcpus` (sysfs `cpu/isolated`).
+/// The cgroup v2 cpuset partition of type `isolated` holding `cpu`: its directory below
+/// `/sys/fs/cgroup` (`""` for the root's `cpuset.cpus.isolated`). Looked for three levels
+/// deep.
+pub fn cpuset_isolated(sys: &Sysfs, cpu: u32) -> Option<String> {
+    let base = "sys/fs/cgroup";
+    if sys
+        .read(&format!("{base}/cpuset.cpus.isolated"))
+        .and_then(|s| parse_cpulist(&s))
+        .is_some_and(|l| l.contains(&cpu))
+    {
+        return Some(String::new());
+    }
+    let mut dirs = vec![String::new()];
+    for _ in 0..3 {
+        let mut next = Vec::new();
+        for d in &dirs {
+            let Ok(rd) = std::fs::read_dir(sys.path(&format!("{base}{d}"))) else {
+                continue;
+            };
+            for e in rd.filter_map(|e| e.ok()) {
+                if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                    continue;
+                };
+                let sub = format!("{d}/{name}");
+                let part = sys.read(&format!("{base}{sub}/cpuset.cpus.partition"));
+                // "isolated", not "isolated invalid (...)": an invalid partition isolates
+                // nothing.
+                if part.as_deref() == Some("isolated") {
+                    let cpus = sys
+                        .read(&format!("{base}{sub}/cpuset.cpus.effective"))
+                        .or_else(|| sys.read(&format!("{base}{sub}/cpuset.cpus.exclusive")))
+                        .and_then(|s| parse_cpulist(&s));
+                    if cpus.is_some_and(|l| l.contains(&cpu)) {
+                        return Some(sub);
+                    }
+                }
+                next.push(sub);
+            }
+        }
+        dirs = next;
+    }
+    None
+}
+
+/// Isolated from the scheduler: in `isolcpus` (sysfs `cpu/isolated`), or in a cgroup v2
+/// cpuset partition `isolated` ([`cpuset_isolated`]).
 pub fn check_isolated(sys: &Sysfs, cmdline: &str, cpu: u32) -> Finding {
     let l = kernel_list(sys, cmdline, "isolcpus", "isolated");
+    if let (false, Some(g)) = (covered(&l, cpu), cpuset_isolated(sys, cpu)) {
+        return Finding::ok(
+            "isolcpus",
+            format!(
+                "CPU {cpu} isolated by the cgroup v2 cpuset partition /sys/fs/cgroup{g} (isolated)"
+            ),
+        );
+    }
     if covered(&l, cpu) {
         return Finding::ok(
             "isolcpus",
@@ -139,8 +273,12 @@ pub fn check_isolated(sys: &Sysfs, cmdline: &str, cpu: u32) -> Finding {
             l.as_deref().map_or("none".into(), format_cpulist)
         ),
         format!(
-            "kernel parameter isolcpus={cpu} (or keep other tasks off it with a cpuset: \
-             systemctl set-property --runtime user.slice AllowedCPUs=<the others>)"
+            "kernel parameter isolcpus={cpu}, or without a reboot a cgroup v2 isolated \
+             partition: mkdir /sys/fs/cgroup/rt; echo +cpuset > \
+             /sys/fs/cgroup/cgroup.subtree_control; echo {cpu} > \
+             /sys/fs/cgroup/rt/cpuset.cpus.exclusive; echo {cpu} > /sys/fs/cgroup/rt/cpuset.cpus; \
+             echo isolated > /sys/fs/cgroup/rt/cpuset.cpus.partition (then move the engine into \
+             it: echo $PID > /sys/fs/cgroup/rt/cgroup.procs)"
         ),
     )
 }
@@ -383,10 +521,37 @@ pub fn check_cstates(sys: &Sysfs, cpu: u32) -> Finding {
         .iter()
         .map(|(n, l, d)| format!("{n} {l} us{}", if *d { " (disabled)" } else { "" }))
         .collect();
-    let saw = format!("idle driver {driver}; {}", list.join(", "));
+    let cmdline = sys.read("proc/cmdline").unwrap_or_default();
+    let limits: Vec<String> = parse_cmdline(&cmdline)
+        .into_iter()
+        .filter(|(k, _)| {
+            matches!(
+                *k,
+                "intel_idle.max_cstate" | "processor.max_cstate" | "idle"
+            )
+        })
+        .map(|(k, v)| format!("{k}={}", v.unwrap_or("")))
+        .collect();
+    let qos = cpu_dma_latency_us(sys);
+    let saw = format!(
+        "idle driver {driver}; {}{}{}",
+        list.join(", "),
+        if limits.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", limits.join(" "))
+        },
+        match qos {
+            Some(q) => format!("; /dev/cpu_dma_latency {q} us"),
+            None => String::new(),
+        }
+    );
+    // A latency target held on /dev/cpu_dma_latency keeps the idle governor out of every
+    // state slower to leave.
+    let reach = qos.map_or(u64::MAX, |q| u64::try_from(q).unwrap_or(0));
     let deep: Vec<&str> = states
         .iter()
-        .filter(|(_, l, d)| !d && *l > DEEP_CSTATE_US)
+        .filter(|(_, l, d)| !d && *l > DEEP_CSTATE_US && *l <= reach)
         .map(|(n, _, _)| n.as_str())
         .collect();
     if deep.is_empty() {
@@ -404,51 +569,256 @@ pub fn check_cstates(sys: &Sysfs, cpu: u32) -> Finding {
     }
 }
 
-/// The SMT sibling offline, or isolated as well (a busy sibling shares the core's execution
-/// units and caches).
-pub fn check_smt(sys: &Sysfs, cmdline: &str, cpu: u32) -> Finding {
-    let Some(sib) = sys
+/// The latency target in force on `/dev/cpu_dma_latency`, microseconds (the device reads as
+/// one native-endian `i32`; 2000000000 when nobody holds it). `None` when it cannot be read
+/// (it is root's alone on most systems).
+pub fn cpu_dma_latency_us(sys: &Sysfs) -> Option<i32> {
+    let b = std::fs::read(sys.path("dev/cpu_dma_latency")).ok()?;
+    Some(i32::from_ne_bytes(b.get(..4)?.try_into().ok()?))
+}
+
+/// `cpu`'s SMT siblings that are online (`None`: no topology in sysfs).
+fn smt_online(sys: &Sysfs, cpu: u32) -> Option<Vec<u32>> {
+    let sib = sys
         .read(&format!(
             "sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
         ))
-        .and_then(|s| parse_cpulist(&s))
-    else {
+        .and_then(|s| parse_cpulist(&s))?;
+    Some(
+        sib.into_iter()
+            .filter(|&s| s != cpu)
+            .filter(|s| {
+                sys.read(&format!("sys/devices/system/cpu/cpu{s}/online"))
+                    .as_deref()
+                    != Some("0")
+            })
+            .collect(),
+    )
+}
+
+/// The share of time `cpu` was busy between two readings of `/proc/stat`, in percent: of
+/// the ticks of its `cpuN` row, those not idle or iowait. `None` without the row in both or
+/// without a tick between them.
+pub fn cpu_busy_pct(before: &str, after: &str, cpu: u32) -> Option<f64> {
+    let row = |text: &str| -> Option<(u64, u64)> {
+        let name = format!("cpu{cpu}");
+        let l = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name.as_str()))?;
+        let v: Vec<u64> = l
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        if v.len() < 5 {
+            return None;
+        }
+        let total: u64 = v.iter().sum();
+        Some((total, total - v[3] - v[4]))
+    };
+    let (t0, b0) = row(before)?;
+    let (t1, b1) = row(after)?;
+    let dt = t1.checked_sub(t0).filter(|&d| d > 0)?;
+    Some(b1.saturating_sub(b0) as f64 * 100.0 / dt as f64)
+}
+
+/// [`check_smt_sampled`] without a sample of the sibling's busy time.
+pub fn check_smt(sys: &Sysfs, cmdline: &str, cpu: u32) -> Finding {
+    check_smt_sampled(sys, cmdline, cpu, None, None)
+}
+
+/// The SMT sibling offline, or isolated as well and idle (a busy sibling shares the core's
+/// execution units and caches with the polling loop): `stat_before` and `stat_after` are
+/// two readings of `/proc/stat` [`SMT_WINDOW`] apart ([`check_latency`] takes them); a
+/// sibling busy above [`SMT_BUSY_PCT`] is a FAIL.
+pub fn check_smt_sampled(
+    sys: &Sysfs,
+    cmdline: &str,
+    cpu: u32,
+    stat_before: Option<&str>,
+    stat_after: Option<&str>,
+) -> Finding {
+    let Some(online) = smt_online(sys, cpu) else {
         return Finding::skip("smt sibling", format!("CPU {cpu} has no topology in sysfs"));
     };
-    let isolated = kernel_list(sys, cmdline, "isolcpus", "isolated");
-    let online: Vec<u32> = sib
-        .into_iter()
-        .filter(|&s| s != cpu)
-        .filter(|s| {
-            sys.read(&format!("sys/devices/system/cpu/cpu{s}/online"))
-                .as_deref()
-                != Some("0")
-        })
-        .collect();
     if online.is_empty() {
         return Finding::ok(
             "smt sibling",
             format!("CPU {cpu} has no online SMT sibling"),
         );
     }
-    if online.iter().all(|&s| covered(&isolated, s)) {
-        return Finding::ok(
+    let l = format_cpulist(&online);
+    let offline = format!(
+        "echo 0 > /sys/devices/system/cpu/cpu{}/online (or kernel parameter nosmt)",
+        online[0]
+    );
+    let busy: Option<f64> = match (stat_before, stat_after) {
+        (Some(a), Some(b)) => online
+            .iter()
+            .filter_map(|&s| cpu_busy_pct(a, b, s))
+            .reduce(f64::max),
+        _ => None,
+    };
+    let load = busy.map_or(String::new(), |b| {
+        format!(", {b:.0}% busy over {} ms", SMT_WINDOW.as_millis())
+    });
+    if let Some(b) = busy.filter(|&b| b > SMT_BUSY_PCT) {
+        return Finding::fail(
             "smt sibling",
             format!(
-                "CPU {cpu}'s SMT sibling {} online and isolated",
-                format_cpulist(&online)
+                "CPU {cpu}'s SMT sibling {l} is {b:.0}% busy over {} ms: it takes the core's \
+                 execution units and caches from the polling loop",
+                SMT_WINDOW.as_millis()
+            ),
+            format!(
+                "{offline}; or move what runs there away (ps -eLo pid,psr,comm | awk \
+                 '$2=={}')",
+                online[0]
             ),
         );
     }
-    let l = format_cpulist(&online);
+    let isolated = kernel_list(sys, cmdline, "isolcpus", "isolated");
+    if online
+        .iter()
+        .all(|&s| covered(&isolated, s) || cpuset_isolated(sys, s).is_some())
+    {
+        return Finding::ok(
+            "smt sibling",
+            format!("CPU {cpu}'s SMT sibling {l} online and isolated{load}"),
+        );
+    }
     Finding::warn(
         "smt sibling",
-        format!("CPU {cpu}'s SMT sibling {l} is online and not isolated: it shares the core"),
-        format!(
-            "echo 0 > /sys/devices/system/cpu/cpu{}/online (or kernel parameter nosmt)",
-            online[0]
-        ),
+        format!("CPU {cpu}'s SMT sibling {l} is online and not isolated: it shares the core{load}"),
+        offline,
     )
+}
+
+/// The NMI watchdog (a perf counter firing NMIs on every CPU) and the soft-lockup watchdog
+/// (a timer and a kthread per CPU) off, or the latter kept off the CPU
+/// (`kernel.watchdog_cpumask`).
+pub fn check_watchdogs(sys: &Sysfs, cpu: u32) -> Finding {
+    let nmi = sys.read("proc/sys/kernel/nmi_watchdog");
+    let soft = sys
+        .read("proc/sys/kernel/soft_watchdog")
+        .or_else(|| sys.read("proc/sys/kernel/watchdog"));
+    if nmi.is_none() && soft.is_none() {
+        return Finding::skip("watchdogs", "no kernel.nmi_watchdog or kernel.watchdog");
+    }
+    let mask = sys
+        .read("proc/sys/kernel/watchdog_cpumask")
+        .and_then(|m| parse_cpulist(&m));
+    let on_cpu = match &mask {
+        Some(m) => m.contains(&cpu),
+        None => true,
+    };
+    let nmi_on = nmi.as_deref().is_some_and(|v| v != "0") && on_cpu;
+    let soft_on = soft.as_deref().is_some_and(|v| v != "0") && on_cpu;
+    let saw = format!(
+        "kernel.nmi_watchdog {}, soft lockup watchdog {}{}",
+        nmi.as_deref().unwrap_or("absent"),
+        soft.as_deref().unwrap_or("absent"),
+        match &mask {
+            Some(m) => format!(", watchdog_cpumask {}", format_cpulist(m)),
+            None => String::new(),
+        }
+    );
+    let mut fix = Vec::new();
+    if nmi_on {
+        fix.push("sysctl kernel.nmi_watchdog=0 (or kernel parameter nmi_watchdog=0)".to_string());
+    }
+    if soft_on {
+        fix.push(format!(
+            "sysctl kernel.watchdog_cpumask={} (or kernel parameter nowatchdog)",
+            others(sys, cpu)
+        ));
+    }
+    if fix.is_empty() {
+        Finding::ok("watchdogs", format!("{saw}: none runs on CPU {cpu}"))
+    } else {
+        Finding::warn(
+            "watchdogs",
+            format!("{saw}: they interrupt CPU {cpu} periodically"),
+            fix.join("; "),
+        )
+    }
+}
+
+/// `vm.stat_interval` at least [`STAT_INTERVAL_S`] seconds: the per-CPU vmstat update runs
+/// that often on every CPU that allocated memory.
+pub fn check_stat_interval(sys: &Sysfs) -> Finding {
+    let Some(v) = sys.read("proc/sys/vm/stat_interval") else {
+        return Finding::skip("vmstat interval", "/proc/sys/vm/stat_interval absent");
+    };
+    match v.parse::<u64>() {
+        Ok(n) if n >= STAT_INTERVAL_S => {
+            Finding::ok("vmstat interval", format!("vm.stat_interval = {n} s"))
+        }
+        _ => Finding::warn(
+            "vmstat interval",
+            format!("vm.stat_interval = {v}: the vmstat work interrupts the CPU that often"),
+            format!("sysctl vm.stat_interval={STAT_INTERVAL_S}"),
+        ),
+    }
+}
+
+/// The polling core on the RDMA device's NUMA node, and the process's memory allowed only
+/// there (`Mems_allowed_list`: the buffers are allocated on the node of the thread that
+/// touches them first, or anywhere the policy allows). Without a device: skipped.
+pub fn check_numa_latency(sys: &Sysfs, cpu: u32, dev: Option<&str>) -> Finding {
+    let Some(dev) = dev else {
+        return Finding::skip("numa", "no -d: the RDMA device's NUMA node is not known");
+    };
+    let node = sys
+        .read(&format!("{}/device/numa_node", Sysfs::ib(dev)))
+        .and_then(|s| s.parse::<i32>().ok());
+    let Some(node) = node.filter(|&n| n >= 0) else {
+        return Finding::skip(
+            "numa",
+            format!("{dev} reports no NUMA node (virtual device or a single-node host)"),
+        );
+    };
+    let Some(near) = sys
+        .read(&format!("sys/devices/system/node/node{node}/cpulist"))
+        .and_then(|s| parse_cpulist(&s))
+    else {
+        return Finding::skip("numa", format!("node{node}/cpulist cannot be read"));
+    };
+    if !near.contains(&cpu) {
+        return Finding::fail(
+            "numa",
+            format!(
+                "CPU {cpu} is not on {dev}'s NUMA node {node} (CPUs {}): every DMA and \
+                 doorbell crosses the interconnect",
+                format_cpulist(&near)
+            ),
+            format!("poll on a CPU of node {node}: --cpu {}", near[0]),
+        );
+    }
+    let mems = sys
+        .read("proc/self/status")
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.strip_prefix("Mems_allowed_list:")
+                    .map(|v| v.trim().to_string())
+            })
+        })
+        .and_then(|v| parse_cpulist(&v));
+    match mems {
+        Some(m) if m.iter().any(|&n| n != node as u32) => Finding::warn(
+            "numa",
+            format!(
+                "CPU {cpu} on {dev}'s node {node}; memory may come from nodes {}",
+                format_cpulist(&m)
+            ),
+            format!("numactl --cpunodebind={node} --membind={node} <engine>"),
+        ),
+        _ => Finding::ok(
+            "numa",
+            format!("CPU {cpu} and the process's memory on {dev}'s NUMA node {node}"),
+        ),
+    }
 }
 
 /// The bracketed choice of a sysfs selector (`always [madvise] never`).
@@ -467,7 +837,13 @@ pub fn check_thp(sys: &Sysfs) -> Finding {
         .read(&format!("{dir}/defrag"))
         .and_then(|d| chosen(&d).map(str::to_string))
         .unwrap_or_else(|| "unknown".into());
-    let saw = format!("enabled {en}, defrag {defrag}");
+    let khuge = sys.read(&format!("{dir}/khugepaged/defrag"));
+    let saw = format!(
+        "enabled {en}, defrag {defrag}{}",
+        khuge
+            .as_deref()
+            .map_or(String::new(), |k| format!(", khugepaged defrag {k}"))
+    );
     if en == "always" {
         Finding::warn(
             "thp",
@@ -480,6 +856,12 @@ pub fn check_thp(sys: &Sysfs) -> Finding {
             "thp",
             format!("{saw}: a huge-page fault may stall on compaction"),
             "echo defer+madvise > /sys/kernel/mm/transparent_hugepage/defrag",
+        )
+    } else if en != "never" && khuge.as_deref() == Some("1") {
+        Finding::warn(
+            "thp",
+            format!("{saw}: khugepaged compacts memory to collapse huge pages"),
+            "echo 0 > /sys/kernel/mm/transparent_hugepage/khugepaged/defrag",
         )
     } else {
         Finding::ok("thp", saw)

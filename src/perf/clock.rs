@@ -43,4 +43,12 @@ impl Clock {
             }
         }
     }
+
+    /// Rewrite `spans` (tick differences) as nanoseconds.
+    pub(super) fn spans_to_ns(&self, spans: &mut [u64]) {
+        let per_tick = self.rate.ns_per_tick();
+        for s in spans.iter_mut() {
+            *s = (*s as f64 * per_tick) as u64;
+        }
+    }
 }

@@ -59,12 +59,14 @@ fn post_one<P: Provider>(s: &mut Side<P>, wr: SendWr<'_, P::Ah>) -> Result<()> {
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) fn lat_loop<P: Provider>(
     p: &mut P,
     o: &Params,
     bed: &mut Bed<P>,
     size: u32,
     tposted: &mut [u64],
+    away: &mut [u64],
     cqe_ns: &mut [u64],
     two_threads: bool,
 ) -> Result<u64>
@@ -93,6 +95,7 @@ where
     let mut w = Waiter::new(&stop);
     let mut wc = [Completion::EMPTY];
     tposted.fill(0);
+    away.fill(0);
     cqe_ns.fill(0);
     let clock = Clock::start();
     let stamp = || clock.ticks().max(1);
@@ -176,7 +179,15 @@ where
                         }
                         r
                     });
-                    let rc = pingpong::client(&mut ce, tposted, &stamp, &stop, &mut || {});
+                    let rc = pingpong::client(
+                        &mut ce,
+                        tposted,
+                        away,
+                        &stamp,
+                        o.inject,
+                        &stop,
+                        &mut || {},
+                    );
                     if rc.is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -186,7 +197,15 @@ where
                     rc.and(rs)
                 })
             } else {
-                pingpong::alternate(&mut ce, &mut se, tposted, &stamp, &mut || p.progress())
+                pingpong::alternate(
+                    &mut ce,
+                    &mut se,
+                    tposted,
+                    away,
+                    &stamp,
+                    o.inject,
+                    &mut || p.progress(),
+                )
             };
             let (c_routs, s_routs) = (ce.routs + ce.early, se.routs + se.early);
             drop((ce, se));
@@ -198,6 +217,8 @@ where
             let ts = !cqe_ns.is_empty();
             for (i, t) in tposted.iter_mut().enumerate().take(n) {
                 *t = stamp();
+                pingpong::sample_mark(away, i, &mut w);
+                pingpong::injected(o.inject, i as u32, &mut w, &mut || p.progress());
                 let op = if o.test == Test::ReadLat {
                     SendOp::Read {
                         raddr: s_base as u64,
@@ -221,6 +242,7 @@ where
         _ => return Err(bad_opt("not a latency test")),
     }
     clock.to_ns(tposted);
+    clock.spans_to_ns(away);
     Ok(clock.real0)
 }
 

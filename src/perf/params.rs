@@ -94,8 +94,8 @@ pub const DEFAULT_CQ_MOD: u32 = 100;
 pub const TX_DEPTH: u32 = 128;
 /// Receives kept posted for the SEND tests.
 pub const RX_DEPTH: u32 = 512;
-/// Most iterations per size: the sample buffers (three `u64` per iteration, allocated
-/// before the first stamp) stay within 384 MiB.
+/// Most iterations per size: the sample buffers (four `u64` per iteration, allocated
+/// before the first stamp) stay within 512 MiB.
 pub const MAX_ITERS: u32 = 1 << 24;
 /// Default inline size of the WRITE/SEND latency tests.
 pub const DEFAULT_LAT_INLINE: u32 = 220;
@@ -144,6 +144,38 @@ pub struct Params {
     /// reported so far being the run (see [`remote::run`](super::remote::run)). `None`:
     /// every size is measured.
     pub stop: Option<StopHook>,
+    /// Latency tests: a sample above this many times the median is an outlier
+    /// ([`Outliers`](super::Outliers)); default [`DEFAULT_OUTLIER_X`].
+    pub outlier_x: u32,
+    /// Latency tests in one process: a delay put inside chosen samples, to show what
+    /// [`Outliers`](super::Outliers) makes of a host's interruption and of a late answer.
+    /// `None` (the default) in any real measurement.
+    pub inject: Option<Inject>,
+}
+
+/// The default of [`Params::outlier_x`]: an outlier is a sample above 10x the median.
+pub const DEFAULT_OUTLIER_X: u32 = 10;
+
+/// A delay inside the samples of iterations `i` with `i % every == every - 1`, right after
+/// the client stamps them ([`Params::inject`]). `off_cpu`: the thread sleeps (it leaves the
+/// CPU, as when the host takes it away); else it keeps polling for the delay (as when an
+/// answer is late).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inject {
+    /// One iteration in this many (at least 2).
+    pub every: u32,
+    /// How long.
+    pub delay: std::time::Duration,
+    /// Sleep (off the CPU) rather than poll.
+    pub off_cpu: bool,
+}
+
+impl Inject {
+    /// Whether iteration `i` gets the delay.
+    #[inline]
+    pub fn hits(&self, i: u32) -> bool {
+        self.every >= 2 && i % self.every == self.every - 1
+    }
 }
 
 /// A caller's "stop the sweep" (a caught Ctrl-C, say), asked between sizes, never inside
@@ -204,6 +236,8 @@ impl Params {
             hw_ts: false,
             rdma_cm: None,
             stop: None,
+            outlier_x: DEFAULT_OUTLIER_X,
+            inject: None,
         }
     }
 
@@ -265,7 +299,7 @@ impl Params {
         if self.iters > MAX_ITERS {
             return Err(bad_opt(format!(
                 "iterations (-n) {}: at most {MAX_ITERS} (the timestamps of every iteration \
-                 are kept in memory, 24 bytes each, allocated before the run)",
+                 are kept in memory, 32 bytes each, allocated before the run)",
                 self.iters
             )));
         }
@@ -289,6 +323,11 @@ impl Params {
                 "{t}: --hw-ts needs a signaled request per iteration: write_lat, read_lat or \
                  atomic_lat (send_lat signals every 64th send)"
             )));
+        }
+        if self.outlier_x < 2 {
+            return Err(bad_opt(
+                "outlier factor (--attribute X): at least 2 (an outlier is above X times the median)",
+            ));
         }
         if matches!(self.threads, Some(n) if n != 1 && n != 2) {
             return Err(bad_opt("threads: 1 or 2"));

@@ -6,8 +6,10 @@
 //! volatile loads through plain addresses.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use super::outliers::Away;
+use super::params::Inject;
 use crate::providers::helpers::Stall;
 use crate::providers::{
     Completion, CompletionQueue, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, Sge, UdDest,
@@ -34,9 +36,17 @@ fn perr(detail: impl Into<String>) -> Error {
 /// [`Stall::CHECK_EVERY`] idle spins, so no latency sample pays for a clock read) and the
 /// run's `stop` flag, raised by whichever thread fails so that its peer gives up at once
 /// instead of after [`STALL`]; the flag is looked at, and the CPU yielded, when the clock is.
+///
+/// It also keeps the longest stretch between two consecutive spins of each sample
+/// ([`Away`]), in ticks of the loops' clock: a stretch far longer than a spin is the
+/// polling thread losing its CPU (an interrupt, another task), or work done between the waits
+/// (a post, the sim's engine in deterministic mode). One tick-counter read a spin, no system
+/// call.
 pub(super) struct Waiter<'s> {
     stall: Stall,
     stop: &'s AtomicBool,
+    /// The longest stretch without a spin, per sample.
+    away: Away,
 }
 
 impl<'s> Waiter<'s> {
@@ -44,12 +54,14 @@ impl<'s> Waiter<'s> {
         Waiter {
             stall: Stall::new(STALL),
             stop,
+            away: Away::new(),
         }
     }
 
     /// One spin of a wait for `what`.
     #[inline]
     pub(super) fn tick(&mut self, what: &str) -> Result<()> {
+        self.away.spin();
         if self.stall.idle("perf", || what.to_string())? {
             if self.stop.load(Ordering::Relaxed) {
                 return Err(perr(format!(
@@ -305,17 +317,55 @@ impl<Q: QueuePair, C: CompletionQueue> End<'_, Q, C> {
     }
 }
 
+/// At the stamp of iteration `i`: the longest stretch without a spin of sample `i - 1`
+/// (which ends here) into `away[i - 1]` (ticks), when `away` has room for it.
+#[inline]
+pub(super) fn sample_mark(away: &mut [u64], i: usize, w: &mut Waiter<'_>) {
+    let a = w.away.mark();
+    if let Some(slot) = i.checked_sub(1).and_then(|j| away.get_mut(j)) {
+        *slot = a;
+    }
+}
+
+/// [`Params::inject`](super::Params::inject)'s delay, when iteration `i` is one of its.
+#[inline]
+pub(super) fn injected(
+    inject: Option<Inject>,
+    i: u32,
+    w: &mut Waiter<'_>,
+    progress: &mut dyn FnMut(),
+) {
+    let Some(inj) = inject.filter(|j| j.hits(i)) else {
+        return;
+    };
+    if inj.off_cpu {
+        std::thread::sleep(inj.delay);
+    } else {
+        // Polled as a late answer would be, without the waits' yield (a test's delay
+        // should not hand the CPU away itself).
+        let t0 = Instant::now();
+        while t0.elapsed() < inj.delay {
+            progress();
+            w.away.spin();
+        }
+    }
+}
+
 /// The client's loop: stamp, send, wait for the answer.
 pub(super) fn client<Q: QueuePair, C: CompletionQueue>(
     end: &mut End<'_, Q, C>,
     tposted: &mut [u64],
+    away: &mut [u64],
     stamp: &dyn Fn() -> u64,
+    inject: Option<Inject>,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(),
 ) -> Result<()> {
     let mut w = Waiter::new(stop);
     for (i, t) in tposted.iter_mut().enumerate() {
         *t = stamp();
+        sample_mark(away, i, &mut w);
+        injected(inject, i as u32, &mut w, progress);
         end.send(i as u32, &mut w, progress)?;
         end.wait(i as u32, &mut w, progress)?;
     }
@@ -338,18 +388,23 @@ pub(super) fn server<Q: QueuePair, C: CompletionQueue>(
 }
 
 /// Both loops in this thread: client send, server wait and answer, client wait.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn alternate<Q: QueuePair, C: CompletionQueue>(
     c: &mut End<'_, Q, C>,
     s: &mut End<'_, Q, C>,
     tposted: &mut [u64],
+    away: &mut [u64],
     stamp: &dyn Fn() -> u64,
+    inject: Option<Inject>,
     progress: &mut dyn FnMut(),
 ) -> Result<()> {
     let stop = AtomicBool::new(false);
     let mut w = Waiter::new(&stop);
-    for (i, t) in tposted.iter_mut().enumerate() {
-        let i = i as u32;
+    for (k, t) in tposted.iter_mut().enumerate() {
+        let i = k as u32;
         *t = stamp();
+        sample_mark(away, k, &mut w);
+        injected(inject, i, &mut w, progress);
         c.send(i, &mut w, progress)?;
         s.wait(i, &mut w, progress)?;
         s.send(i, &mut w, progress)?;

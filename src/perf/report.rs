@@ -65,6 +65,9 @@ pub struct Report {
     ///
     /// [`Params::hw_ts`]: super::Params::hw_ts
     pub nic: Vec<NicTime>,
+    /// Latency tests: the outliers of each row, in the same order (see
+    /// [`Outliers`](super::Outliers)); empty for bandwidth and two-process runs.
+    pub outliers: Vec<super::Outliers>,
 }
 
 /// The device-time figures of one latency row ([`Params::hw_ts`](super::Params::hw_ts)).

@@ -98,6 +98,29 @@ impl Engine {
         })
     }
 
+    /// The gather (or, for READ and atomics, scatter) list of `w`: its inline pieces, or
+    /// its data segments checked against the MRs of `pd` (LOCAL_WRITE where the device
+    /// writes). Returns how many spans went into `out`.
+    pub(super) fn local_spans(
+        &self,
+        pd: u32,
+        w: &Wqe,
+        out: &mut [Span; MAX_SEGS],
+    ) -> Result<usize, u8> {
+        if w.ninline > 0 {
+            out[..w.ninline].copy_from_slice(&w.inline[..w.ninline]);
+            return Ok(w.ninline);
+        }
+        let writes_local = matches!(
+            w.opcode,
+            Opcode::RdmaRead | Opcode::AtomicCs | Opcode::AtomicFa
+        );
+        for (i, &(addr, bc, lkey)) in w.segs[..w.nsegs].iter().enumerate() {
+            out[i] = self.local_span(pd, addr, seg_len(bc), lkey, writes_local)?;
+        }
+        Ok(w.nsegs)
+    }
+
     pub(super) fn exec_head(&mut self, qpn: u32, torn_ok: bool) -> Step {
         let mut buf = [0u8; MAX_WQE];
         let q = self.qps.get(&qpn).expect("present");
@@ -117,7 +140,7 @@ impl Engine {
             }
         }
         let q = self.qps.get(&qpn).expect("present");
-        let w = match Self::parse(q, &buf, ring_len) {
+        let w = match Self::parse(q, q.sq_ci, &buf, ring_len) {
             Ok(w) => w,
             Err(s) => {
                 let idx = q.sq_ci as u16;
@@ -149,31 +172,14 @@ impl Engine {
             }
         }
         let q = self.qps.get(&qpn).expect("present");
-        let pd = q.pd;
-        // Gather (or, for READ/atomics, scatter) list.
-        let writes_local = matches!(
-            w.opcode,
-            Opcode::RdmaRead | Opcode::AtomicCs | Opcode::AtomicFa
-        );
         let mut local = [EMPTY_SPAN; MAX_SEGS];
-        let mut nlocal = 0;
-        if w.ninline > 0 {
-            local[..w.ninline].copy_from_slice(&w.inline[..w.ninline]);
-            nlocal = w.ninline;
-        } else {
-            for &(addr, bc, lkey) in &w.segs[..w.nsegs] {
-                match self.local_span(pd, addr, seg_len(bc), lkey, writes_local) {
-                    Ok(s) => {
-                        local[nlocal] = s;
-                        nlocal += 1;
-                    }
-                    Err(s) => {
-                        self.fail_head(qpn, w.opcode, w.idx, nbb, s, torn_ok);
-                        return Step::Advanced;
-                    }
-                }
+        let nlocal = match self.local_spans(q.pd, &w, &mut local) {
+            Ok(n) => n,
+            Err(s) => {
+                self.fail_head(qpn, w.opcode, w.idx, nbb, s, torn_ok);
+                return Step::Advanced;
             }
-        }
+        };
         let local = &local[..nlocal];
         let len = w.len();
         let (resp, byte_cnt) = match (q.qp_type, w.opcode) {
@@ -191,9 +197,18 @@ impl Engine {
                     );
                     return Step::Advanced;
                 }
-                (self.deliver_ud(qpn, &w, local, torn_ok), len as u32)
+                if w.dgid != self.gid && w.dgid != [0; 16] && self.port.is_some() {
+                    // Another process's device: a datagram over the fabric (None: its
+                    // ring is full, sent by a later pass).
+                    match self.fabric_datagram(qpn, &w, local) {
+                        Some(r) => (r, len as u32),
+                        None => return Step::Blocked { retried: false },
+                    }
+                } else {
+                    (self.deliver_ud(qpn, &w, local, torn_ok), len as u32)
+                }
             }
-            (_, _) if q.remote.is_some() => match self.fabric_send(qpn, &w, local) {
+            (_, _) if q.remote.is_some() => match self.fabric_send(qpn, &w, local, nbb) {
                 Some(r) => (r, len as u32),
                 None => return Step::Blocked { retried: false },
             },
@@ -205,12 +220,16 @@ impl Engine {
                 )
             }
         };
-        let peer_rnr_timer = if matches!(resp, Resp::Rnr) {
-            self.qps
+        // Across processes the RNR NAK brings the responder's timer, and the requester
+        // waits real time in either mode (a pass of this engine is no time for the other).
+        let fabric = self.qps[&qpn].remote.is_some();
+        let peer_rnr_timer = match (&resp, fabric) {
+            (Resp::Rnr, true) => self.fabric_rnr_timer(qpn),
+            (Resp::Rnr, false) => self
+                .qps
                 .get(&self.qps[&qpn].attr.remote_qpn)
-                .map_or(12, |p| p.attr.min_rnr_timer)
-        } else {
-            12
+                .map_or(12, |p| p.attr.min_rnr_timer),
+            _ => 12,
         };
         let q = self.qps.get_mut(&qpn).expect("present");
         match resp {
@@ -243,8 +262,9 @@ impl Engine {
             }
             Resp::Rnr => {
                 // The responder's RNR NAK carries its min_rnr_timer; the requester waits
-                // that long before retrying (device-thread mode; a pass otherwise).
-                if torn_ok {
+                // that long before retrying (device-thread mode or across processes; a
+                // pass otherwise).
+                if torn_ok || fabric {
                     q.retry_at = Some(std::time::Instant::now() + rnr_timer(peer_rnr_timer));
                 }
                 if q.attr.rnr_retry >= 7 {
@@ -266,7 +286,8 @@ impl Engine {
                 Step::Blocked { retried: true }
             }
             Resp::NoPeer => {
-                if torn_ok {
+                // (Across processes the fabric has waited its ACK timeout already.)
+                if torn_ok && !fabric {
                     // Local ACK timeout: 4.096 µs × 2^timeout.
                     let t = std::time::Duration::from_nanos(4096 << q.attr.timeout.min(31));
                     q.retry_at = Some(std::time::Instant::now() + t);
@@ -474,7 +495,8 @@ impl Engine {
             return Resp::Dropped;
         }
         let peer = w.dqpn;
-        match self.consume_recv(qpn, peer, w, local, EMPTY_SPAN, Some(()), torn_ok) {
+        let gid = self.gid;
+        match self.consume_recv(qpn, peer, w, local, EMPTY_SPAN, Some(gid), torn_ok) {
             Resp::Rnr | Resp::Nak(_) | Resp::NoPeer => Resp::Dropped,
             r => r,
         }

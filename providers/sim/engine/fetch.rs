@@ -37,6 +37,9 @@ pub(super) struct Wqe {
     pub(super) compare: u64,
     pub(super) dqpn: u32,
     pub(super) qkey: u32,
+    /// UD: the destination GID of the address vector (another process's device: the
+    /// datagram crosses the fabric).
+    pub(super) dgid: [u8; 16],
     /// Inline payload: up to two pieces (the WQE may wrap) inside the local WQE copy.
     pub(super) inline: [Span; 2],
     pub(super) ninline: usize,
@@ -111,22 +114,27 @@ impl Engine {
         true
     }
 
-    /// Copy the WQE at the SQ head into `buf`, laid out as a ring of
-    /// `min(sq_cnt, 16)` WQEBBs at the same slot (modulo that ring), so the wire parser
+    /// Copy the WQE at the SQ head into `buf` (see [`Engine::read_wqe`]).
+    pub(super) fn read_head(q: &QpCtx, buf: &mut [u8; MAX_WQE]) -> (usize, u32) {
+        Self::read_wqe(q, q.sq_ci, buf)
+    }
+
+    /// Copy the WQE at SQ index `at` (WQEBBs, free running) into `buf`, laid out as a ring
+    /// of `min(sq_cnt, 16)` WQEBBs at the same slot (modulo that ring), so the wire parser
     /// follows the same wrap the device ring has. Returns the local ring length in bytes and
     /// the WQE's WQEBB count from its `ds` (at least 1, to step over a `ds = 0` WQE).
-    pub(super) fn read_head(q: &QpCtx, buf: &mut [u8; MAX_WQE]) -> (usize, u32) {
+    pub(super) fn read_wqe(q: &QpCtx, at: u32, buf: &mut [u8; MAX_WQE]) -> (usize, u32) {
         let local_cnt = q.sq_cnt.min((MAX_WQE / wire::MLX5_SEND_WQE_BB) as u32);
         let copy = |i: u32, buf: &mut [u8; MAX_WQE]| {
-            let s = ((q.sq_ci + i) & (q.sq_cnt - 1)) as usize;
-            let d = ((q.sq_ci + i) & (local_cnt - 1)) as usize * wire::MLX5_SEND_WQE_BB;
+            let s = ((at + i) & (q.sq_cnt - 1)) as usize;
+            let d = ((at + i) & (local_cnt - 1)) as usize * wire::MLX5_SEND_WQE_BB;
             q.mem.read(
                 s * wire::MLX5_SEND_WQE_BB,
                 &mut buf[d..d + wire::MLX5_SEND_WQE_BB],
             );
         };
         copy(0, buf);
-        let first = ((q.sq_ci & (local_cnt - 1)) as usize) * wire::MLX5_SEND_WQE_BB;
+        let first = ((at & (local_cnt - 1)) as usize) * wire::MLX5_SEND_WQE_BB;
         let nbb = ds_bytes(&buf[first..])
             .div_ceil(wire::MLX5_SEND_WQE_BB)
             .max(1) as u32;
@@ -169,11 +177,17 @@ impl Engine {
     /// while processing this WQE"): ds of zero or past the ring, ds too small for the opcode,
     /// an inline length past ds, a ctrl qpn that is not this QP's, a wqe_idx that is not the
     /// device's index, an opcode the QP type cannot do, an atomic whose data segment is not 8
-    /// bytes.
-    pub(super) fn parse(q: &QpCtx, buf: &[u8; MAX_WQE], ring_len: usize) -> Result<Wqe, u8> {
-        let p = wire::parse_send_wqe(&buf[..ring_len], q.sq_ci, q.qp_type == QpType::Ud)
+    /// bytes. `at` is the WQE's SQ index (the head's, `sq_ci`, but for the fabric's
+    /// requester, which sends WQEs behind the head too).
+    pub(super) fn parse(
+        q: &QpCtx,
+        at: u32,
+        buf: &[u8; MAX_WQE],
+        ring_len: usize,
+    ) -> Result<Wqe, u8> {
+        let p = wire::parse_send_wqe(&buf[..ring_len], at, q.qp_type == QpType::Ud)
             .map_err(|_| wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR)?;
-        if p.qpn != q.qpn || u32::from(p.wqe_idx) != q.sq_ci & wire::MLX5_WQE_INDEX_MASK {
+        if p.qpn != q.qpn || u32::from(p.wqe_idx) != at & wire::MLX5_WQE_INDEX_MASK {
             return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
         }
         let opcode = p.opcode;
@@ -190,12 +204,12 @@ impl Engine {
         }
         let (raddr, rkey) = p.raddr.unwrap_or((0, 0));
         let (swap_add, compare) = p.atomic.unwrap_or((0, 0));
-        let (qkey, dqpn) = match p.av {
+        let (qkey, dqpn, dgid) = match p.av {
             Some(av) => {
                 let av = DatagramSeg::new_unchecked(&av[..]);
-                (av.qkey(), av.dqpn())
+                (av.qkey(), av.dqpn(), av.rgid())
             }
-            None => (0, 0),
+            None => (0, 0, [0; 16]),
         };
         let mut w = Wqe {
             opcode,
@@ -209,6 +223,7 @@ impl Engine {
             compare,
             dqpn,
             qkey,
+            dgid,
             inline: [EMPTY_SPAN; 2],
             ninline: 0,
             segs: [(0, 0, 0); MAX_SEGS],

@@ -51,7 +51,8 @@
 //!
 //! Not modelled (deliberately): scatter-to-CQE (the sim behaves as if it were disabled, which
 //! is how the mlx5 provider configures hardware), PCIe and wire timing, write-combining buffer
-//! behaviour, congestion, packetisation (a message moves in one piece), memory windows, the masked/extended atomics.
+//! behaviour, congestion, packetisation on one device (a message moves in one piece; across
+//! processes `remote` cuts it into packets), memory windows, the masked/extended atomics.
 //!
 //! ## Files, by concern
 //!
@@ -61,7 +62,8 @@
 //! - `fetch`: doorbells and reading WQEs from the SQ ring the host wrote.
 //! - `execute`: running the head WQE (SEND, WRITE, READ, atomics), errors, retries.
 //! - `recv`: receive matching on the responder (RQ or SRQ) and scattering into it.
-//! - `remote`: RC with a peer QP of another process, as packets over the sim fabric.
+//! - `remote`: RC with a peer QP of another process, as packets over the sim fabric
+//!   (PSN window, segmentation, go-back-N, RNR timer from the NAK).
 //! - `cqe`: writing CQEs (overrun detection, the fault injector's held CQEs).
 //!
 //! Every mlx5 layout number the engine reads or writes (opcodes, syndromes, `fm_ce_se` bits,

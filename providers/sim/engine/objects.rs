@@ -25,7 +25,8 @@ use crate::{Access, QpState, QpType};
 pub struct SimQpAttr {
     /// Remote QPN (RC/UC; set on the move to RTR).
     pub remote_qpn: u32,
-    /// Path MTU in bytes (UD sends above it fail; RC/UC messages are not packetised).
+    /// Path MTU in bytes (UD sends above it fail; RC/UC messages move in one piece on one
+    /// device, in packets of this size across processes).
     pub path_mtu: u32,
     /// RNR retries (7 = forever); default 6, as [`crate::ConnectOpts`].
     pub rnr_retry: u8,

@@ -139,7 +139,7 @@ impl Engine {
         w: &Wqe,
         local: &[Span],
         remote: Span,
-        ud: Option<()>,
+        ud: Option<[u8; 16]>,
         torn_ok: bool,
     ) -> Resp {
         let Some(loc) = self.find_recv(peer) else {
@@ -195,7 +195,8 @@ impl Engine {
                 unsafe { gather_into(local, remote) };
             }
             _ => {
-                let mut grh_bytes = make_grh(len as u32, &self.gid);
+                let src_gid = ud.unwrap_or(self.gid);
+                let mut grh_bytes = make_grh(len as u32, &src_gid, &self.gid);
                 let mut src = [EMPTY_SPAN; MAX_SEGS + 1];
                 let mut ns = 0;
                 if grh {
@@ -216,7 +217,26 @@ impl Engine {
             }
         }
         self.stats.bytes += len;
-        let (opcode, with_imm) = match w.opcode {
+        let byte_cnt = (len + if grh { wire::IBV_GRH_LEN as u64 } else { 0 }) as u32;
+        let done = RecvDone {
+            opcode: w.opcode,
+            src_qp: qpn,
+            byte_cnt,
+            imm: w.imm,
+            solicited: w.solicited,
+            grh,
+        };
+        self.recv_complete(peer, counter, done, torn_ok);
+        Resp::Ok
+    }
+
+    /// The responder CQE of a message that consumed receive `counter` of `peer`.
+    pub(super) fn recv_complete(&mut self, peer: u32, counter: u16, d: RecvDone, torn_ok: bool) {
+        let Some(p) = self.qps.get(&peer) else {
+            return;
+        };
+        let (recv_cqn, srqn) = (p.recv_cqn, p.srqn.unwrap_or(0));
+        let (opcode, with_imm) = match d.opcode {
             Opcode::Send => (CqeOpcode::RespSend, false),
             Opcode::SendImm => (CqeOpcode::RespSendImm, true),
             _ => (CqeOpcode::RespWrImm, true),
@@ -225,32 +245,61 @@ impl Engine {
             opcode,
             qpn: peer,
             wqe_counter: counter,
-            byte_cnt: (len + if grh { wire::IBV_GRH_LEN as u64 } else { 0 }) as u32,
+            byte_cnt: d.byte_cnt,
             imm_inval_pkey: if with_imm {
-                u32::from_be_bytes(w.imm)
+                u32::from_be_bytes(d.imm)
             } else {
                 0
             },
-            src_qp: qpn,
-            flags: if grh {
+            src_qp: d.src_qp,
+            flags: if d.grh {
                 wire::MLX5_CQE_FLAGS_GRH_PRESENT
             } else {
                 0
             },
             srqn,
-            se: w.solicited,
+            se: d.solicited,
             ..Default::default()
         };
         self.push_cqe(recv_cqn, f, stream(peer, true), torn_ok);
-        Resp::Ok
     }
+
+    /// A responder error CQE for receive `counter` of `peer` (the QP then goes to ERR).
+    pub(super) fn recv_fail(&mut self, peer: u32, counter: u16, s: u8, torn_ok: bool) {
+        let Some(p) = self.qps.get(&peer) else {
+            return;
+        };
+        let (recv_cqn, srqn) = (p.recv_cqn, p.srqn.unwrap_or(0));
+        let f = CqeRepr {
+            opcode: CqeOpcode::RespErr,
+            qpn: peer,
+            wqe_counter: counter,
+            syndrome: Syndrome::from(s),
+            srqn,
+            ..Default::default()
+        };
+        self.push_cqe(recv_cqn, f, stream(peer, true), torn_ok);
+        self.responder_error(peer);
+    }
+}
+
+/// What the CQE of a completed receive says.
+#[derive(Clone, Copy)]
+pub(super) struct RecvDone {
+    /// SEND, SEND WITH IMM or WRITE WITH IMM.
+    pub(super) opcode: Opcode,
+    pub(super) src_qp: u32,
+    pub(super) byte_cnt: u32,
+    pub(super) imm: [u8; 4],
+    pub(super) solicited: bool,
+    pub(super) grh: bool,
 }
 
 /// The 40-byte GRH in front of a UD receive: an IPv6-shaped header (version 6, payload
 /// length = BTH 12 + DETH 8 + payload + ICRC 4, next header 0x1b = IBA transport, hop limit
-/// 64) with the device port's `gid` as source and destination: a sim device has one port
-/// and datagrams never leave it, so every datagram is a loopback.
-pub(super) fn make_grh(payload: u32, gid: &[u8; 16]) -> [u8; wire::IBV_GRH_LEN] {
+/// 64) with the sender's GID as source and the receiving port's as destination (the same
+/// GID for a datagram within one device).
+pub(super) fn make_grh(payload: u32, src: &[u8; 16], dst: &[u8; 16]) -> [u8; wire::IBV_GRH_LEN] {
     /// The GRH next-header value of an IBA transport header.
     const NEXT_HEADER_IBA: u8 = 0x1b;
     let mut g = [0u8; wire::IBV_GRH_LEN];
@@ -258,7 +307,7 @@ pub(super) fn make_grh(payload: u32, gid: &[u8; 16]) -> [u8; wire::IBV_GRH_LEN] 
     g[4..6].copy_from_slice(&((payload + 12 + 8 + 4) as u16).to_be_bytes());
     g[6] = NEXT_HEADER_IBA;
     g[7] = 64;
-    g[8..24].copy_from_slice(gid);
-    g[24..40].copy_from_slice(gid);
+    g[8..24].copy_from_slice(src);
+    g[24..40].copy_from_slice(dst);
     g
 }

@@ -13,13 +13,15 @@
 //!   new generation (`epoch`). A slot whose pid is no longer alive (`kill(pid, 0)` says
 //!   ESRCH) is taken over by the next device that joins; a dropped device frees its slot.
 //!   Devices join lazily, when a QP of theirs is first connected to another process's
-//!   endpoint (both ends of a connection do so).
+//!   endpoint (both ends of a connection do so) or an address handle names one.
 //! - **Inboxes.** One bounded single-producer single-consumer ring per (sender, receiver)
 //!   pair of slots, [`CELLS`] cells of one packet each. One ring per pair, not one shared
 //!   multi-producer inbox, so a process that stops mid-write or scribbles over its rings
 //!   stalls only the rings it produces into: nobody else's traffic waits behind it. Head and
-//!   tail run free (wrapping u32) and are masked only at the cell. A full ring drops the
-//!   packet (a lossy link: the requester's retries cover it).
+//!   tail run free (wrapping u32) and are masked only at the cell; a producer keeps the
+//!   head it last read and reads it again only when the ring looks full. A full ring
+//!   refuses the packet (requests and READ responses wait for room, an ACK is held for a
+//!   later pass; any other answer is lost, and the requester's timeout covers it).
 //! - **Nothing read from the segment is trusted.** A consumer copies a cell out before
 //!   looking at it, a tail more than [`CELLS`] ahead of the head is a corrupt ring (the
 //!   cells are discarded and counted), and packets are parsed by [`packet::Header::parse`].
@@ -37,6 +39,9 @@ use std::sync::Arc;
 pub const MAX_DEVICES: usize = 16;
 /// Cells (packets in flight) of one ring.
 pub const CELLS: u32 = 8;
+/// The longest message the fabric carries (bytes): 2^31, as mlx5's; longer ones fail with
+/// `LOCAL_LENGTH_ERR`.
+pub const MAX_MESSAGE: u64 = 1 << 31;
 /// Bytes of one cell: a header and the largest payload.
 pub const CELL_LEN: usize = packet::HEADER_LEN + packet::MAX_PAYLOAD;
 
@@ -208,6 +213,14 @@ impl Segment {
         g
     }
 
+    /// The GID slot `s` holds (all zero for a slot outside the fabric).
+    pub fn gid_of(&self, s: u8) -> [u8; 16] {
+        if usize::from(s) >= MAX_DEVICES {
+            return [0; 16];
+        }
+        self.slot_gid(usize::from(s))
+    }
+
     /// The slot and generation of the live device whose GID is `gid`.
     pub fn find(&self, gid: &[u8; 16]) -> Option<(u8, u32)> {
         (0..MAX_DEVICES).find_map(|s| {
@@ -245,6 +258,11 @@ pub struct Member {
     seg: Arc<Segment>,
     slot: u8,
     epoch: u32,
+    /// The consumer heads of the rings this member produces into, as last read (indexed by
+    /// receiving slot). The consumer writes its head on every packet it takes, so reading
+    /// it costs a cache line from the other core; a sender reads it again only when the
+    /// ring looks full with the cached value (the real head is never behind it).
+    heads: [u32; MAX_DEVICES],
     /// Counters of this member.
     pub stats: FabricStats,
 }
@@ -295,6 +313,7 @@ impl Member {
                 seg,
                 slot: s as u8,
                 epoch,
+                heads: [0; MAX_DEVICES],
                 stats: FabricStats::default(),
             });
         }
@@ -322,6 +341,27 @@ impl Member {
         &self.seg
     }
 
+    /// Free cells in the ring from this member to slot `to` (0 for an invalid `to`, or a
+    /// ring whose indices are corrupt).
+    pub fn space(&mut self, to: u8) -> u32 {
+        if usize::from(to) >= MAX_DEVICES {
+            return 0;
+        }
+        let r = self.seg.ring(usize::from(to), usize::from(self.slot));
+        let t = self.seg.u32_at(r + 64).load(Ordering::Relaxed);
+        CELLS.saturating_sub(t.wrapping_sub(self.head(r, to, t)))
+    }
+
+    /// The consumer head of ring `r` (to slot `to`, tail `t`): the cached one while it
+    /// leaves room, else read again.
+    fn head(&mut self, r: usize, to: u8, t: u32) -> u32 {
+        let cached = &mut self.heads[usize::from(to)];
+        if t.wrapping_sub(*cached) >= CELLS {
+            *cached = self.seg.u32_at(r).load(Ordering::Acquire);
+        }
+        *cached
+    }
+
     /// Put `bytes` (one packet, at most [`CELL_LEN`]) into the ring from this member to
     /// slot `to`. False: the ring is full (the packet is lost) or `to` / `bytes` is invalid.
     pub fn send(&mut self, to: u8, bytes: &[u8]) -> bool {
@@ -330,8 +370,7 @@ impl Member {
         }
         let r = self.seg.ring(usize::from(to), usize::from(self.slot));
         let t = self.seg.u32_at(r + 64).load(Ordering::Relaxed);
-        let h = self.seg.u32_at(r).load(Ordering::Acquire);
-        if t.wrapping_sub(h) >= CELLS {
+        if t.wrapping_sub(self.head(r, to, t)) >= CELLS {
             self.stats.ring_full += 1;
             return false;
         }

@@ -7,9 +7,9 @@
 //! | off | len | field                                                          |
 //! |-----|-----|----------------------------------------------------------------|
 //! | 0   | 1   | version ([`VERSION`])                                          |
-//! | 1   | 1   | opcode ([`Op`]: requests 1..=7, responses 16..=18)             |
+//! | 1   | 1   | opcode ([`Op`]: requests 1..=7, responses 16..=20)             |
 //! | 2   | 1   | NAK code (NakErr: [`NakCode`]) or RNR timer (NakRnr, IBA code)   |
-//! | 3   | 1   | flags: bit 0 solicited event                                   |
+//! | 3   | 1   | flags: bit 0 solicited event, bits 1-2 [`Seg`]                 |
 //! | 4   | 1   | source slot                                                    |
 //! | 5   | 1   | destination slot                                               |
 //! | 6   | 2   | reserved, zero                                                 |
@@ -21,13 +21,20 @@
 //! | 28  | 4   | rkey                                                           |
 //! | 32  | 8   | remote address                                                 |
 //! | 40  | 4   | payload length                                                 |
-//! | 44  | 4   | immediate                                                      |
+//! | 44  | 4   | immediate (READ request: the response segment size)            |
 //! | 48  | 8   | compare (CAS)                                                  |
 //! | 56  | 8   | swap (CAS) / add (FAA)                                         |
 //!
-//! A request's payload is the SEND / WRITE data; an ACK's is the READ data or the atomic's
-//! original value (8 bytes). A READ request carries the length to read in `len` and no
-//! payload ([`Header::payload_len`]).
+//! A message longer than the path MTU travels as several packets with consecutive PSNs,
+//! marked FIRST, MIDDLE.., LAST ([`Seg`]; one packet: ONLY), each WRITE packet with its own
+//! remote address (the message's plus the bytes before it) and rkey. A request's payload is
+//! its piece of the SEND / WRITE data. A READ request carries the length to read in `len`,
+//! the segment size of its responses in `imm`, and no payload ([`Header::payload_len`]); it
+//! takes one PSN per response segment ([`read_packets`]), each answered by a READ response
+//! with that PSN and the segment's data. An atomic is answered by an ATOMIC ACK carrying
+//! the original value (8 bytes). An ACK acknowledges every PSN up to its own (cumulative); a
+//! NAK names the PSN it refuses, after which the requester resends (RNR, PSN sequence error)
+//! or fails the request.
 //!
 //! Contract: [`Header::parse`] is the only way bytes from the shared segment become a
 //! header; it checks the version, the opcode, the reserved bytes, the slot numbers, the
@@ -37,7 +44,7 @@
 #![forbid(unsafe_code)]
 
 /// The header version this code writes and accepts.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 64;
 /// The largest payload of one packet (the sim port's MTU).
@@ -60,12 +67,16 @@ pub enum Op {
     Cas,
     /// Fetch and add (8 bytes at `raddr`).
     Faa,
-    /// Positive acknowledgement (with READ data or the atomic's original value).
+    /// Positive acknowledgement of every PSN up to this one.
     Ack,
     /// Receiver not ready: retry the same PSN after the timer in byte 2.
     NakRnr,
     /// Negative acknowledgement with a [`NakCode`] in byte 2.
     NakErr,
+    /// One segment of a READ's data.
+    ReadResp,
+    /// An atomic's original value (8 bytes, big-endian).
+    AtomicAck,
 }
 
 impl Op {
@@ -81,6 +92,8 @@ impl Op {
             Op::Ack => 16,
             Op::NakRnr => 17,
             Op::NakErr => 18,
+            Op::ReadResp => 19,
+            Op::AtomicAck => 20,
         }
     }
     fn from_code(c: u8) -> Option<Op> {
@@ -95,13 +108,77 @@ impl Op {
             16 => Op::Ack,
             17 => Op::NakRnr,
             18 => Op::NakErr,
+            19 => Op::ReadResp,
+            20 => Op::AtomicAck,
             _ => return None,
         })
     }
-    /// True for ACK and the NAKs (what a requester receives).
+    /// True for the ACKs, NAKs and READ responses (what a requester receives).
     pub fn is_response(self) -> bool {
-        matches!(self, Op::Ack | Op::NakRnr | Op::NakErr)
+        matches!(
+            self,
+            Op::Ack | Op::NakRnr | Op::NakErr | Op::ReadResp | Op::AtomicAck
+        )
     }
+}
+
+/// Where a packet sits in its message (flags bits 1-2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seg {
+    /// The whole message.
+    Only,
+    /// The first of several packets.
+    First,
+    /// Neither first nor last.
+    Middle,
+    /// The last of several packets.
+    Last,
+}
+
+impl Seg {
+    fn bits(self) -> u8 {
+        match self {
+            Seg::Only => 0,
+            Seg::First => 1,
+            Seg::Middle => 2,
+            Seg::Last => 3,
+        }
+    }
+    fn from_bits(b: u8) -> Seg {
+        match b & 3 {
+            0 => Seg::Only,
+            1 => Seg::First,
+            2 => Seg::Middle,
+            _ => Seg::Last,
+        }
+    }
+    /// The packet of a message of `len` bytes that starts at byte `off`, `n` bytes long.
+    pub fn of(off: u64, n: u64, len: u64) -> Seg {
+        match (off == 0, off + n >= len) {
+            (true, true) => Seg::Only,
+            (true, false) => Seg::First,
+            (false, false) => Seg::Middle,
+            (false, true) => Seg::Last,
+        }
+    }
+    /// True for FIRST and ONLY.
+    pub fn starts(self) -> bool {
+        matches!(self, Seg::Only | Seg::First)
+    }
+    /// True for LAST and ONLY.
+    pub fn ends(self) -> bool {
+        matches!(self, Seg::Only | Seg::Last)
+    }
+}
+
+/// The PSNs a READ of `len` bytes takes with response segments of `mtu` bytes (one at least).
+pub fn read_packets(len: u64, mtu: u64) -> u32 {
+    len.div_ceil(mtu.max(1)).max(1).min(u64::from(MASK24 / 2)) as u32
+}
+
+/// The segment sizes a READ request may ask for (a path MTU of the IBA, 256..=4096).
+pub fn valid_segment(mtu: u32) -> bool {
+    mtu.is_power_of_two() && (256..=MAX_PAYLOAD as u32).contains(&mtu)
 }
 
 /// The NAK codes of the IBA's AETH, which a NakErr carries.
@@ -138,7 +215,7 @@ pub enum BadPacket {
     Version(u8),
     /// An unknown opcode.
     Opcode(u8),
-    /// Reserved bytes not zero, or flags outside bit 0.
+    /// Reserved bytes not zero, or flags outside bits 0-2.
     Reserved,
     /// A slot number outside the fabric.
     Slot,
@@ -157,6 +234,8 @@ pub struct Header {
     pub nak: u8,
     /// Solicited event (SEND / WRITE WITH IMM).
     pub solicited: bool,
+    /// Where the packet sits in its message.
+    pub seg: Seg,
     /// The sender's slot.
     pub src_slot: u8,
     /// The receiver's slot.
@@ -195,6 +274,7 @@ impl Header {
             op,
             nak: 0,
             solicited: false,
+            seg: Seg::Only,
             src_slot: 0,
             dst_slot: 0,
             src_epoch: 0,
@@ -228,7 +308,7 @@ impl Header {
         h[at::VERSION] = VERSION;
         h[at::OP] = self.op.code();
         h[at::NAK] = self.nak;
-        h[at::FLAGS] = u8::from(self.solicited);
+        h[at::FLAGS] = u8::from(self.solicited) | (self.seg.bits() << 1);
         h[at::SRC_SLOT] = self.src_slot;
         h[at::DST_SLOT] = self.dst_slot;
         put32(h, at::SRC_EPOCH, self.src_epoch);
@@ -252,7 +332,7 @@ impl Header {
             return Err(BadPacket::Version(h[at::VERSION]));
         }
         let op = Op::from_code(h[at::OP]).ok_or(BadPacket::Opcode(h[at::OP]))?;
-        if h[at::FLAGS] & !1 != 0 || h[at::RESERVED] != 0 || h[at::RESERVED + 1] != 0 {
+        if h[at::FLAGS] & !7 != 0 || h[at::RESERVED] != 0 || h[at::RESERVED + 1] != 0 {
             return Err(BadPacket::Reserved);
         }
         if usize::from(h[at::SRC_SLOT]) >= slots || usize::from(h[at::DST_SLOT]) >= slots {
@@ -262,6 +342,7 @@ impl Header {
             op,
             nak: h[at::NAK],
             solicited: h[at::FLAGS] & 1 != 0,
+            seg: Seg::from_bits(h[at::FLAGS] >> 1),
             src_slot: h[at::SRC_SLOT],
             dst_slot: h[at::DST_SLOT],
             src_epoch: get32(h, at::SRC_EPOCH),
@@ -279,7 +360,10 @@ impl Header {
         if hdr.src_qpn > MASK24 || hdr.dst_qpn > MASK24 || hdr.psn > MASK24 {
             return Err(BadPacket::Width);
         }
-        if hdr.len as usize > MAX_PAYLOAD || HEADER_LEN + hdr.payload_len() > buf.len() {
+        if hdr.payload_len() > MAX_PAYLOAD
+            || hdr.len > 1 << 31
+            || HEADER_LEN + hdr.payload_len() > buf.len()
+        {
             return Err(BadPacket::Length);
         }
         Ok(hdr)
@@ -336,6 +420,7 @@ mod tests {
             op: Op::WriteImm,
             nak: 0,
             solicited: true,
+            seg: Seg::Last,
             src_slot: 3,
             dst_slot: 5,
             src_epoch: 0x0102_0304,
@@ -356,7 +441,7 @@ mod tests {
     fn header_bytes_are_the_documented_layout() {
         let mut b = [0u8; HEADER_LEN + 4];
         sample().write(&mut b);
-        assert_eq!(&b[..8], &[1, 4, 0, 1, 3, 5, 0, 0]);
+        assert_eq!(&b[..8], &[2, 4, 0, 7, 3, 5, 0, 0]);
         assert_eq!(&b[8..16], &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(&b[16..24], &[0, 0x12, 0x34, 0x56, 0, 0xab, 0xcd, 0xef]);
         assert_eq!(&b[24..32], &[0, 0, 0, 7, 0, 0, 0x11, 0x01]);
@@ -384,9 +469,9 @@ mod tests {
             c[i] = v;
             Header::parse(&c, 16)
         };
-        assert_eq!(bad(0, 2), Err(BadPacket::Version(2)));
+        assert_eq!(bad(0, 1), Err(BadPacket::Version(1)));
         assert_eq!(bad(1, 0x33), Err(BadPacket::Opcode(0x33)));
-        assert_eq!(bad(3, 2), Err(BadPacket::Reserved));
+        assert_eq!(bad(3, 8), Err(BadPacket::Reserved));
         assert_eq!(bad(6, 1), Err(BadPacket::Reserved));
         assert_eq!(bad(16, 1), Err(BadPacket::Width));
         assert_eq!(bad(24, 1), Err(BadPacket::Width));
@@ -397,9 +482,41 @@ mod tests {
     fn a_read_request_carries_no_payload() {
         let mut h = sample();
         h.op = Op::Read;
-        h.len = 4096;
+        h.seg = Seg::Only;
+        h.len = 1 << 20;
         let mut b = [0u8; HEADER_LEN];
         h.write(&mut b);
         assert_eq!(Header::parse(&b, 16), Ok(h));
+        // Longer than one packet is fine for a READ request, not for a payload.
+        h.op = Op::Write;
+        h.write(&mut b);
+        assert_eq!(Header::parse(&b, 16), Err(BadPacket::Length));
+    }
+
+    #[test]
+    fn segments_and_read_packets() {
+        let segs: Vec<Seg> = (0..3).map(|i| Seg::of(i * 1024, 1024, 3000)).collect();
+        assert_eq!(segs, [Seg::First, Seg::Middle, Seg::Last]);
+        assert_eq!(Seg::of(0, 8, 8), Seg::Only);
+        assert_eq!(Seg::of(0, 0, 0), Seg::Only);
+        assert_eq!(read_packets(0, 1024), 1);
+        assert_eq!(read_packets(1024, 1024), 1);
+        assert_eq!(read_packets(1025, 1024), 2);
+        assert_eq!(read_packets(1 << 20, 4096), 256);
+        for (s, bits) in [
+            (Seg::Only, 0),
+            (Seg::First, 2),
+            (Seg::Middle, 4),
+            (Seg::Last, 6),
+        ] {
+            let mut h = Header::new(Op::Send);
+            h.seg = s;
+            let mut b = [0u8; HEADER_LEN];
+            h.write(&mut b);
+            assert_eq!(b[3], bits);
+            assert_eq!(Header::parse(&b, 16).map(|h| h.seg), Ok(s));
+        }
+        assert!(valid_segment(256) && valid_segment(4096));
+        assert!(!valid_segment(0) && !valid_segment(1000) && !valid_segment(8192));
     }
 }

@@ -25,9 +25,10 @@ locked-memory limit, NUMA/CPU affinity, PCIe width and speed. One line per check
   -i, --ib-port PORT  only this port (default: all)
   --peer-mtu N        the peer's active MTU in bytes (256..4096), to compare with ours
   --json              one JSON object instead of the text report
-  --latency           the tuning checks for the CPU that will poll instead: isolcpus,
-                      nohz_full, rcu_nocbs, IRQ affinity (DEV's IRQs: FAIL), irqbalance,
-                      timer migration, governor, C-states, SMT sibling, THP, swap, memlock
+  --latency           the tuning checks for the CPU that will poll instead: isolcpus or
+                      an isolated cpuset, nohz_full, rcu_nocbs, IRQ affinity (DEV's IRQs:
+                      FAIL), irqbalance, timer migration, watchdogs, vm.stat_interval,
+                      governor, C-states, SMT sibling (busy: FAIL), NUMA, THP, swap, memlock
   --cpu N             with --latency: that CPU (default: one of DEV's local CPUs, else the
                       last CPU this process may run on)
 

@@ -125,7 +125,7 @@ fn print_sim(o: &Opts) -> rdma_direct::Result<()> {
     outln!("\ttransport:\t\t\tsoftware (not hardware)");
     outln!(
         "\tprovider:\t\t\tsim: the direct mlx5 path against a software mlx5 device in the \
-         calling process (other processes reach it over the sim fabric, RC only; \
+         calling process (other processes reach it over the sim fabric, RC and UC; \
          perf/pingpong without -d)"
     );
     outln!("\tphys_port_cnt:\t\t\t1");

@@ -25,7 +25,8 @@ available), summed up as what the interruptions most likely were.
 
   -c, --cpus CPUS     the CPUs, as a list: 0,1 or 2-5,8 (default: those this process may
                       run on)
-  -D, --duration S    seconds to measure on each CPU, all at once (default 5; 0.05 is fine)
+  -D, -t, --duration S
+                      seconds to measure on each CPU, all at once (default 5; 0.05 is fine)
   --threshold NS      a gap above NS nanoseconds is an interruption (default: 10 x the
                       loop's smallest gap, at least 100 ns)
   -d, --ib-dev DEV    name this RDMA device's IRQs as the NIC's
@@ -74,7 +75,7 @@ fn parse(args: &[String]) -> Result<Option<Opts>, String> {
                     .ok_or(format!("{flag}: '{v}' is not a CPU list (0,1 or 2-5,8)"))?;
                 o.cfg.cpus.dedup();
             }
-            "-D" | "--duration" => o.cfg.duration = seconds(&val()?)?,
+            "-D" | "-t" | "--duration" => o.cfg.duration = seconds(&val()?)?,
             "--threshold" => {
                 let n: u64 = crate::number(flag, &val()?)?;
                 if n == 0 {

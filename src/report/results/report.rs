@@ -76,6 +76,26 @@ pub fn from_report(o: &Params, r: &Report, histogram: bool) -> RunFile {
             ),
         ),
     ];
+    // Latency in one process: each row's outliers (perf --attribute's figures).
+    if !r.outliers.is_empty() {
+        let u = |v: u64| Value::Num(v as f64);
+        let rows = r
+            .outliers
+            .iter()
+            .map(|o| {
+                Value::Obj(vec![
+                    ("bytes".into(), u(o.bytes)),
+                    ("samples".into(), u(o.samples)),
+                    ("median_ns".into(), u(o.median_ns)),
+                    ("x".into(), n(o.x)),
+                    ("threshold_ns".into(), u(o.threshold_ns)),
+                    ("count".into(), u(o.count)),
+                    ("interrupted".into(), u(o.interrupted)),
+                ])
+            })
+            .collect();
+        f.options.push(("outliers".into(), Value::Arr(rows)));
+    }
     f
 }
 

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use rdma_direct::perf::stats::BwUnit;
 use rdma_direct::perf::wire::PERFTEST_PORT;
 use rdma_direct::perf::{Params, Test, MAX_SIZE, TX_DEPTH};
-use rdma_direct::providers::sim::fabric::packet::MAX_PAYLOAD;
+use rdma_direct::providers::sim::fabric::MAX_MESSAGE;
 use rdma_direct::providers::{ProviderKind, QpType};
 
 use super::super::provider::Choice;
@@ -23,8 +23,7 @@ tests: write_lat send_lat read_lat atomic_lat write_bw send_bw read_bw
   ib_<test> (RC; write/send/read, lat and bw). Both sides must run the same test, -s/-a, -n.
   Without -d (the software mlx5 device) or with --loopback: client and server QPs in this
   process, on one device; without -d but with HOST or -p: one side per process, the sim
-  devices connected over the sim fabric (RC, messages up to 4096 bytes: -a and the
-  bandwidth default stop there).
+  devices connected over the sim fabric (RC).
   -d, --ib-dev <dev>     RDMA device (e.g. rxe0, mlx5_0); without it: the software device
       --provider <p>     auto (default: mlx5 on an mlx5 device, verbs on any other, sim
                          without -d), mlx5, verbs (libibverbs, also on mlx5: to compare
@@ -58,6 +57,11 @@ tests: write_lat send_lat read_lat atomic_lat write_bw send_bw read_bw
                          and server, or one each (default: 2 with -d, 1 on the sim)
       --hw-ts            loopback write_lat/read_lat/atomic_lat: also the latency in the
                          device's time, from completion timestamps (sim, mlx5; not verbs)
+      --attribute        loopback latency: after each row, the samples above 10x the median
+                         and how many coincided with the polling CPU taken away (host) rather
+                         than a late answer (network), and what the kernel counted on that
+                         CPU meanwhile (always in the JSON file)
+      --outlier-x <n>    with --attribute: an outlier is above n times the median (default 10)
 ";
 
 /// Where the other side is.
@@ -94,6 +98,8 @@ pub struct Cli {
     pub histogram: bool,
     /// `-R`: connect the QPs through the RDMA CM (two processes).
     pub rdma_cm: bool,
+    /// `--attribute`.
+    pub attribute: bool,
 }
 
 fn num<T: crate::Bounded>(flag: &str, v: &str) -> Result<T, String> {
@@ -140,6 +146,7 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
     let mut json = None;
     let mut svg = None;
     let mut histogram = false;
+    let mut attribute = false;
     let mut rdma_cm = false;
     // Wider than a size can be, so a huge -s gets the range of a size (`Params::check`).
     let mut size: Option<u64> = None;
@@ -188,6 +195,8 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
             "-F" | "--CPU-freq" => {}
             "--threads" => o.threads = Some(num(flag, &val()?)?),
             "--hw-ts" => o.hw_ts = true,
+            "--attribute" => attribute = true,
+            "--outlier-x" => o.outlier_x = num(flag, &val()?)?,
             "-R" | "--rdma_cm" => rdma_cm = true,
             f if perftest_unsupported(f).is_some() => {
                 return Err(format!(
@@ -232,34 +241,17 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
     let sim =
         device.is_none() && matches!(provider, Choice::Auto | Choice::Force(ProviderKind::Sim));
     // On the sim, HOST (client) or -p (server): one side per process, the two processes'
-    // sim devices connected through the sim fabric, which carries RC messages of one packet.
+    // sim devices connected through the sim fabric, which carries RC messages of up to 2 GiB.
     let fabric = sim && !loopback && (host.is_some() || port.is_some());
     if fabric {
-        let max = MAX_PAYLOAD as u32;
-        if o.qp_type != QpType::Rc {
-            return Err(format!(
-                "-c {}: across two processes the software mlx5 device (sim0) carries RC only \
-                 (the sim fabric); drop -c, or add --loopback",
-                o.qp_type
-            ));
-        }
-        if let Some(s) = size.filter(|&s| s > u64::from(max)) {
-            return Err(format!(
-                "-s {s}: across two processes the sim fabric carries messages of at most {max} \
-                 bytes; use -s {max} or less, or --loopback"
-            ));
-        }
+        // Every size -s and -a take (MAX_SIZE) is a message the fabric carries.
+        const _: () = assert!(MAX_SIZE as u64 <= MAX_MESSAGE);
         if rdma_cm {
             return Err(
                 "-R: the software mlx5 device has no RDMA CM; drop -R (the exchange goes over \
                  TCP, the QPs over the sim fabric)"
                     .into(),
             );
-        }
-        // -a and the bandwidth tests' default size stop at the fabric's limit.
-        o.sizes.retain(|&s| s <= max);
-        if o.sizes.is_empty() {
-            o.sizes = vec![max];
         }
     }
     if sim {
@@ -302,6 +294,9 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         if o.hw_ts {
             return Err("--hw-ts: loopback only (add --loopback)".into());
         }
+        if attribute {
+            return Err("--attribute: loopback only (add --loopback)".into());
+        }
         if o.threads.is_some() {
             return Err(
                 "--threads: one side per process in a two-process run; --threads is for \
@@ -317,6 +312,9 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
     if histogram && !test.is_lat() {
         return Err("--histogram: latency tests only".into());
     }
+    if attribute && !test.is_lat() {
+        return Err("--attribute: latency tests only".into());
+    }
     Ok(Some(Cli {
         params: o,
         device,
@@ -328,6 +326,7 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         svg,
         histogram,
         rdma_cm,
+        attribute,
     }))
 }
 
@@ -470,6 +469,8 @@ mod tests {
         assert!(err("write_lat -d rxe0 --threads 2").contains("--loopback"));
         assert!(err("write_lat -d rxe0 a b").contains("more than one HOST"));
         assert!(err("write_bw --histogram").contains("latency"));
+        assert!(err("write_bw --attribute").contains("latency tests only"));
+        assert!(err("write_lat --attribute -d rxe0 host").contains("loopback only"));
         assert!(err("write_lat --provider rxe").contains("auto, mlx5, verbs or sim"));
         assert!(err("write_lat -R").contains("two processes only"));
         assert!(err("write_lat -d rxe0 --loopback -R").contains("two processes only"));
@@ -497,11 +498,11 @@ mod tests {
         assert_eq!((c.mode, c.port, c.device), (Mode::Server, 19000, None));
         let c = p("atomic_lat 127.0.0.1").unwrap().unwrap();
         assert_eq!(c.mode, Mode::Client("127.0.0.1".into()));
-        assert_eq!(ok("write_bw -p 19000").sizes, vec![4096]);
-        assert_eq!(ok("read_bw 127.0.0.1 -s 4096").sizes, vec![4096]);
+        // Messages of many packets: the sizes of one process.
+        assert_eq!(ok("write_bw -p 19000").sizes, vec![65536]);
+        assert_eq!(ok("read_bw 127.0.0.1 -s 100000").sizes, vec![100000]);
         let all = ok("send_lat -a 127.0.0.1").sizes;
-        assert_eq!((all[0], *all.last().unwrap(), all.len()), (2, 4096, 12));
-        assert!(err("write_lat -s 4097 127.0.0.1").contains("at most 4096 bytes"));
+        assert_eq!((all[0], *all.last().unwrap(), all.len()), (2, 1 << 23, 23));
         assert!(err("write_bw -c UC -p 19000").contains("RC only"));
         assert!(err("send_lat -c UD 127.0.0.1").contains("RC only"));
         assert!(err("write_lat -R 127.0.0.1").contains("no RDMA CM"));

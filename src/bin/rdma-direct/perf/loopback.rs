@@ -4,6 +4,8 @@
 //! report. A stop asked for ([`crate::stop`]: Ctrl-C, a failed stdout) ends the sweep after
 //! the size being measured, with a note: the report holds the sizes done.
 
+use rdma_direct::doctor::Sysfs;
+use rdma_direct::noise::Watch;
 use rdma_direct::perf::{Report, Run};
 use rdma_direct::providers::Provider;
 
@@ -39,12 +41,25 @@ where
     let n = info.sizes.len();
     let mut rows = Vec::with_capacity(n);
     let mut nic = Vec::new();
+    let mut outliers = Vec::new();
+    // --attribute: the kernel's counters of this thread's CPU, read around the measured
+    // loops (never inside them).
+    let sys = Sysfs::system();
+    let watch = cli.attribute.then(|| Watch::start(&sys));
     progress(prog, 0, n, info.sizes.first().copied().unwrap_or(0));
     while let Some(row) = run.next() {
         let row = row?;
         out(&row_text(&row, cli.histogram));
+        if let (true, Some(o)) = (cli.attribute, run.outliers()) {
+            out(&format!(
+                " outliers: {}
+",
+                o.summary()
+            ));
+        }
         rows.push(row);
         nic.extend(run.nic_time());
+        outliers.extend(run.outliers().cloned());
         keep(cli, &info, &rows);
         if crate::stop::requested() && rows.len() < n {
             progress(prog, n, n, 0);
@@ -59,10 +74,26 @@ where
         );
     }
     out(&format!("{}\n", table::RULE));
+    if let Some(w) = watch {
+        let nic_irqs = cli
+            .device
+            .as_deref()
+            .and_then(|d| rdma_direct::noise::procfs::device_irqs(&sys, d).ok())
+            .unwrap_or_default();
+        out(&format!(
+            " polling CPU over the run: {}\n",
+            w.finish(&sys, &nic_irqs).likely()
+        ));
+    }
     if !nic.is_empty() {
         out(&nic_text(o, &info, &nic));
     }
-    Ok(Report { info, rows, nic })
+    Ok(Report {
+        info,
+        rows,
+        nic,
+        outliers,
+    })
 }
 
 #[cfg(test)]
@@ -162,6 +193,7 @@ mod tests {
                 info,
                 rows,
                 nic: Vec::new(),
+                outliers: Vec::new(),
             },
             true,
         );
@@ -173,6 +205,32 @@ mod tests {
         assert!(json.contains("histogram"), "{json}");
         let back = results::RunFile::from_text(&json).unwrap();
         assert_eq!(back.rows.sizes(), vec![2]);
+    }
+
+    /// `--attribute`: under each latency row its outliers, after the table what the kernel
+    /// counted on the polling CPU; the counts go to `--json` with or without it.
+    #[test]
+    fn attribute_prints_outliers_under_each_row_and_the_cpu_after() {
+        let (rows, t) = sim("read_lat -s 8 -s 64 -n 300 --attribute");
+        assert_eq!(rows.len(), 1);
+        let row = t.find(&table::row_line(&rows[0])).unwrap();
+        let o = t.find(" outliers: 64 B: ").unwrap_or_else(|| panic!("{t}"));
+        assert!(row < o, "{t}");
+        assert!(t[o..].contains("above 10x the median"), "{t}");
+        assert!(t[o..].contains(" of 299"), "{t}");
+        assert!(t.contains("\n polling CPU over the run: CPU "), "{t}");
+        let (_, t) = sim("read_lat -s 64 -n 300");
+        assert!(!t.contains("outliers") && !t.contains("polling CPU"), "{t}");
+        let c = p("read_lat -s 64 -n 300 --outlier-x 4").unwrap().unwrap();
+        let mut dev = SimDevice::new();
+        let r = rdma_direct::perf::run(&mut dev, &c.params).unwrap();
+        assert_eq!((r.outliers.len(), r.outliers[0].x), (1, 4));
+        let json = results::from_report(&c.params, &r, false).to_json();
+        assert!(json.contains("\"outliers\""), "{json}");
+        assert!(
+            json.contains("\"x\":4") || json.contains("\"x\": 4"),
+            "{json}"
+        );
     }
 
     /// 7-digit sizes do not shift the columns.

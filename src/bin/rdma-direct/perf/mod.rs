@@ -172,6 +172,7 @@ fn keep(cli: &Cli, info: &Info, rows: &[Row]) {
             info: info.clone(),
             rows: rows.to_vec(),
             nic: Vec::new(),
+            outliers: Vec::new(),
         };
         let _ = results::write_file(p, &results::from_report(&cli.params, &r, cli.histogram));
     }

@@ -131,5 +131,6 @@ where
         info,
         rows,
         nic: Vec::new(),
+        outliers: Vec::new(),
     })
 }

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use rdma_direct::perf::Away;
 pub(super) use rdma_direct::providers::helpers::Stall;
 use rdma_direct::providers::{
     Completion, CompletionQueue, MemoryRegion, Provider, QueuePair, RecvQueue, RecvWr, SendQueue,
@@ -40,6 +41,8 @@ pub(super) struct Flow {
     pub(super) stamps: Option<Vec<Instant>>,
     /// `--chk`: messages carry [`chk_byte`] of their sequence number, checked on receipt.
     pub(super) chk: bool,
+    /// `--attribute` on the measuring end: each send's [`Away::mark`] (preallocated).
+    pub(super) away: Option<(Away, Vec<u64>)>,
     /// The message size: the bytes of the buffer a message fills.
     len: usize,
 }
@@ -62,6 +65,8 @@ impl Flow {
             sge: [end.buf.mr().sge(0, a.size as u32)],
             stamps: measure.then(|| Vec::with_capacity(a.iters as usize + 1)),
             chk: a.chk,
+            away: (measure && a.attribute)
+                .then(|| (Away::new(), Vec::with_capacity(a.iters as usize + 1))),
             len: a.size,
         }
     }
@@ -104,6 +109,9 @@ impl Flow {
         if let Some(s) = &mut self.stamps {
             s.push(Instant::now());
         }
+        if let Some((w, v)) = &mut self.away {
+            v.push(w.mark());
+        }
         let sq = qp.sq();
         sq.post_and_ring(SendWr::send(SEND_WRID, &self.sge).signaled())
             .map_err(|r| fail(format!("post send: {}", r.error)))?;
@@ -133,6 +141,9 @@ impl Flow {
         wc: &mut [Completion],
         who: &str,
     ) -> Result<bool> {
+        if let Some((w, _)) = &mut self.away {
+            w.spin();
+        }
         let n = cq.poll(wc);
         for (i, c) in wc[..n].iter().enumerate() {
             if !c.is_ok() {

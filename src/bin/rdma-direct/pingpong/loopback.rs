@@ -83,6 +83,9 @@ fn loopback<P: Provider>(
 
     let mut wc = [Completion::EMPTY; 16];
     let mut stall = Stall::new(STALL);
+    let watch = a
+        .attribute
+        .then(|| rdma_direct::noise::Watch::start(&rdma_direct::doctor::Sysfs::system()));
     let start = Instant::now();
     cf.start(&mut client.qp, client.buf.as_mut_slice())?;
     while !cf.done() || !sf.done() {
@@ -117,17 +120,26 @@ fn loopback<P: Provider>(
         }
     }
     let end = Instant::now();
-    Ok(results(
+    let stamps = cf.stamps.as_deref().unwrap_or(&[]);
+    let mut text = results(
         a,
         end.duration_since(start),
-        cf.stamps.as_deref().unwrap_or(&[]),
+        stamps,
         end,
         if p.kind() == rdma_direct::providers::ProviderKind::Sim {
             super::report::SIM_RATE_NOTE
         } else {
             ""
         },
-    ))
+    );
+    text.push_str(&super::report::attribution(
+        stamps,
+        end,
+        cf.away.as_ref(),
+        watch,
+        a.size as u64,
+    ));
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -152,6 +164,33 @@ mod tests {
             assert!(out.contains("20 iters in "), "{out}");
             assert_eq!(dev.stats().wqes, 40, "{c}: {out}");
         }
+    }
+
+    /// `--attribute`: the outliers' line (one per send stamped, the first mark dropped) and
+    /// the polling CPU's line after the run's; without it neither.
+    #[test]
+    fn attribute_adds_the_outliers_and_the_cpus_counts() {
+        let a = parse_args(&args("-s 64 -n 50 --attribute"))
+            .unwrap()
+            .unwrap();
+        assert!(a.attribute);
+        let mut dev = SimDevice::new();
+        let out = loopback(&mut dev, &a, &mut |_| Ok(())).expect("loopback");
+        let o = out
+            .find("outliers: 64 B: ")
+            .unwrap_or_else(|| panic!("{out}"));
+        // "N of 50 samples above 10x the median ...", or "no sample above 10x the median
+        // (M ns) of 50" on a quiet run.
+        assert!(out[o..].contains("above 10x the median"), "{out}");
+        assert!(out[o..].contains(" of 50"), "{out}");
+        assert!(out.contains("\npolling CPU over the run: CPU "), "{out}");
+        assert!(out.find("50 iters in ").unwrap() < o, "{out}");
+        let a = parse_args(&args("-s 64 -n 50")).unwrap().unwrap();
+        let out = loopback(&mut SimDevice::new(), &a, &mut |_| Ok(())).expect("loopback");
+        assert!(
+            !out.contains("outliers") && !out.contains("polling CPU"),
+            "{out}"
+        );
     }
 
     /// `--chk`: messages carrying their sequence number pass; a client that does not write

@@ -1,11 +1,14 @@
 //! What a run prints: before the run (once the address lines are out), the title and header
 //! of perftest's latency table of half the round trip ([`table_head`]: its columns depend only
 //! on the iterations, known then); at its end the table's row from the measuring end's send
-//! times, then rc_pingpong's two result lines (bytes and Mbit/s, iterations and usec/iter).
+//! times, then rc_pingpong's two result lines (bytes and Mbit/s, iterations and usec/iter);
+//! with `--attribute` the outliers and what took the CPU ([`attribution`]).
 
 use std::time::{Duration, Instant};
 
-use rdma_direct::perf::stats;
+use rdma_direct::doctor::Sysfs;
+use rdma_direct::noise::Watch;
+use rdma_direct::perf::{stats, Away, Outliers, DEFAULT_OUTLIER_X};
 
 use super::args::Args;
 use rdma_direct::report::table;
@@ -39,14 +42,7 @@ pub(super) fn results(
     end: Instant,
     rate_note: &str,
 ) -> String {
-    let mut samples: Vec<u64> = stamps
-        .windows(2)
-        .map(|w| w[1].duration_since(w[0]).as_nanos() as u64)
-        .collect();
-    if let Some(last) = stamps.last() {
-        samples.push(end.duration_since(*last).as_nanos() as u64);
-    }
-    let mut out = latency_row(a.size as u64, a.iters, &samples);
+    let mut out = latency_row(a.size as u64, a.iters, &round_trips(stamps, end));
     let usec = elapsed.as_secs_f64() * 1e6;
     let bytes = a.size as u64 * u64::from(a.iters) * 2;
     out.push_str(&format!(
@@ -61,6 +57,43 @@ pub(super) fn results(
         usec / f64::from(a.iters)
     ));
     out
+}
+
+/// The round trips (ns) of the measuring end's send times, the last closed by `end`.
+fn round_trips(stamps: &[Instant], end: Instant) -> Vec<u64> {
+    let mut samples: Vec<u64> = stamps
+        .windows(2)
+        .map(|w| w[1].duration_since(w[0]).as_nanos() as u64)
+        .collect();
+    if let Some(last) = stamps.last() {
+        samples.push(end.duration_since(*last).as_nanos() as u64);
+    }
+    samples
+}
+
+/// `--attribute`'s lines: the outliers of the half round trips ([`Outliers`]: `away` holds
+/// each send's mark, the one of send `k` closing round trip `k - 1`) and what the kernel
+/// counted on this thread's CPU ([`Watch`], started before the loop).
+pub(super) fn attribution(
+    stamps: &[Instant],
+    end: Instant,
+    away: Option<&(Away, Vec<u64>)>,
+    watch: Option<Watch>,
+    bytes: u64,
+) -> String {
+    let (Some((w, marks)), Some(watch)) = (away, watch) else {
+        return String::new();
+    };
+    let mut away_ns: Vec<u64> = marks.iter().skip(1).copied().collect();
+    w.to_ns(&mut away_ns);
+    let half: Vec<u64> = round_trips(stamps, end).iter().map(|s| s / 2).collect();
+    let o = Outliers::find(bytes, &half, &away_ns, DEFAULT_OUTLIER_X, 2);
+    let sys = Sysfs::system();
+    format!(
+        "outliers: {}\npolling CPU over the run: {}\n",
+        o.summary(),
+        watch.finish(&sys, &[]).likely()
+    )
 }
 
 /// perftest's latency row of round-trip `samples` (ns), reported as half the round trip;

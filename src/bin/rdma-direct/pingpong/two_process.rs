@@ -128,6 +128,9 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
 
     let mut wc = [Completion::EMPTY; 16];
     let mut stall = Stall::new(STALL);
+    let watch = a
+        .attribute
+        .then(|| rdma_direct::noise::Watch::start(&rdma_direct::doctor::Sysfs::system()));
     let start = Instant::now();
     if a.host.is_some() {
         flow.start(&mut end.qp, end.buf.as_mut_slice())?;
@@ -155,11 +158,14 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
         }
     }
     let end_t = Instant::now();
-    Ok(results(
-        a,
-        end_t.duration_since(start),
-        flow.stamps.as_deref().unwrap_or(&[]),
+    let stamps = flow.stamps.as_deref().unwrap_or(&[]);
+    let mut text = results(a, end_t.duration_since(start), stamps, end_t, "");
+    text.push_str(&super::report::attribution(
+        stamps,
         end_t,
-        "",
-    ))
+        flow.away.as_ref(),
+        watch,
+        a.size as u64,
+    ));
+    Ok(text)
 }
