@@ -237,7 +237,7 @@ pub fn explain(o: &Setup, res: &[(Config, Vec<Stat>)]) -> String {
                 s,
                 " - On the sim the device thread, not the driver, sets the rate: it fetches \
                  and executes each WQE in software (tens of ns), while the driver's own cost \
-                 is a few ns (--provider plain). Batching removes doorbells; the device needs \
+                 is a few ns (on plain memory). Batching removes doorbells; the device needs \
                  fewer still (column WQE/db-seen): once a doorbell woke it, it follows the \
                  doorbell record until the send queue is empty, so while the poster keeps it \
                  busy every later doorbell is a store nobody waits for."

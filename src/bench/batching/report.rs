@@ -243,7 +243,7 @@ pub fn latency_note(o: &Setup, res: &[(Config, Vec<Stat>)]) -> String {
 pub fn method_note(o: &Setup, done: &Sweep) -> String {
     let pinned = match &done.cpu {
         Some(c) => format!("measuring thread pinned to CPU {} ({})", c.cpu, c.why),
-        None => "measuring thread not pinned (--unpin)".into(),
+        None => "measuring thread not pinned".into(),
     };
     let window = match o.window {
         Some(w) => format!("steady pipeline, at most {w} WQEs outstanding"),
@@ -444,7 +444,7 @@ fn method_json(o: &Setup, done: &Sweep) -> Value {
             done.cpu
                 .as_ref()
                 .map(|c| Value::Str(c.why.clone()))
-                .unwrap_or(Value::Str("not pinned (--unpin)".into())),
+                .unwrap_or(Value::Str("not pinned".into())),
         ),
         ("runs".into(), n(f64::from(done.runs))),
         ("reps_per_run".into(), n(f64::from(o.reps))),
