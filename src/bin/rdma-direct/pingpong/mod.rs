@@ -6,8 +6,9 @@
 //! (re-posted when one is left), QP parameters MTU 1024, timeout 14, retry and RNR retry 7,
 //! min RNR timer 12 (timeout and retry count settable, as perftest's `-u` and `--retry_count`;
 //! rxe retries forever at 7, so a bounded run needs fewer); the client sends first, and an end sends again once its last send and
-//! a receive have completed; each end sends and receives `iters` messages. [`flow::Flow::step`] is
-//! that loop body, written once, generic over the provider's queue types.
+//! a receive have completed; each end sends and receives `iters` messages. The loop body is
+//! the library's [`Flow::step`](rdma_direct::perf::rc_pingpong::Flow::step), written once,
+//! generic over the provider's queue types.
 //!
 //! Two ways to run it:
 //!
@@ -51,7 +52,6 @@
 
 mod args;
 mod bring_up;
-mod drain;
 mod flow;
 mod loopback;
 mod report;
@@ -112,14 +112,6 @@ fn warn_busy(kind: ProviderKind) {
 
 fn io_err(ctx: &str, e: std::io::Error) -> Error {
     Error::io(ctx.to_string(), &e)
-}
-
-/// A transfer this process drove failed (an error completion, a refused post).
-fn fail(detail: String) -> Error {
-    Error::Failed {
-        context: "pingpong",
-        detail,
-    }
 }
 
 /// `-R`'s parameters for [`rdma_direct::perf::rping`].
