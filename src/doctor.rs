@@ -27,12 +27,13 @@
 //! [`Finding`]s (data: a [`Level`], the check's name, what it saw, the fix); none panics on
 //! odd input (a missing or unreadable sysfs file becomes a [`Level::Skip`] with the reason).
 //! [`check_port`] and [`check_host`] run the whole order; the findings are grouped into
-//! [`Section`]s. Printing them is the caller's business (`rdma-direct doctor` prints one line
-//! per finding, or JSON).
+//! [`Section`]s. Printing them is the caller's business; [`report`] (feature `report`) words
+//! them as text, one line per finding, or as JSON.
 //!
 //! ## Layout
 //!
 //! [`latency`] holds the tuning checks for the CPU that will poll (`doctor --latency`).
+//! [`no_device`] says why a host has no RDMA device (the reason every tool gives).
 //!
 //! This file holds the findings ([`Level`], [`Finding`]) and their grouping ([`Section`]);
 //! the inputs and their probes are in `inputs`, the checks in `checks`, both re-exported
@@ -43,6 +44,9 @@
 mod checks;
 mod inputs;
 pub mod latency;
+pub mod no_device;
+#[cfg(feature = "report")]
+pub mod report;
 
 pub use checks::{
     check_caps, check_host, check_link, check_memlock, check_mtu, check_numa, check_pcie,

@@ -25,6 +25,9 @@
 
 pub mod osnoise;
 pub mod procfs;
+#[cfg(feature = "report")]
+pub mod report;
+pub mod room;
 pub mod spin;
 pub mod watch;
 

@@ -94,8 +94,10 @@ mod loops;
 pub mod outliers;
 mod params;
 mod pingpong;
+pub mod rc_pingpong;
 pub mod remote;
 mod report;
+pub mod rping;
 pub mod stats;
 pub mod wire;
 

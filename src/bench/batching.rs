@@ -37,12 +37,21 @@
 //!   reads the WQE from its ring either way, so its measured latency does not.
 //! - [`Params::stop`] is asked between rounds; a stopped sweep's points keep the samples
 //!   taken ([`Stat::reps`]). Errors are one line naming what failed; nothing here prints.
+//! - With feature `report`, the sweep's report as text and values: [`report`] (tables,
+//!   notes, JSON, SVG charts), [`explain`] (the cost model fitted to the curve) and
+//!   [`summary`] (the Markdown summary of a report directory).
 
 use crate::perf::StopHook;
 use crate::providers::mlx5::DoorbellMode;
 
+#[cfg(feature = "report")]
+pub mod explain;
 mod measure;
+#[cfg(feature = "report")]
+pub mod report;
 pub mod stats;
+#[cfg(feature = "report")]
+pub mod summary;
 
 pub use crate::bench::cpu::Pin;
 pub use measure::{pcie_counts, sweep, write_wqebbs, Stat, Sweep};

@@ -7,7 +7,8 @@
 //! (post: whole batches and their doorbells, the requests built before the clock; poll:
 //! whole poll calls, the rig's CQE writing outside the clock), so the clock's own cost stays
 //! small against a few-ns post. [`post`] and [`poll`] return the samples (ns per operation)
-//! and the operations each timed; [`Stats::perftest`] reduces them as perftest does.
+//! and the operations each timed; [`Stats::perftest`] reduces them as perftest does, and
+//! (feature `report`) [`Stats::table`] and [`Stats::json_line`] word them; nothing prints.
 
 use std::time::Instant;
 
@@ -221,4 +222,106 @@ pub fn poll(o: &Params) -> Result<Samples, String> {
         done += n;
     }
     Ok(out)
+}
+
+#[cfg(feature = "report")]
+impl Stats {
+    /// perftest's table of a run (`size` bytes, `iters` operations): the title line and
+    /// the figures' line, each cell in its title's width, two spaces between cells.
+    pub fn table(&self, size: u32, iters: u32) -> String {
+        use crate::report::table::table_line;
+        let titles = [
+            "#bytes",
+            "#iterations",
+            "t_min[nsec]",
+            "t_max[nsec]",
+            "t_typical[nsec]",
+            "t_avg[nsec]",
+            "t_stdev[nsec]",
+            "99% percentile[nsec]",
+            "99.9% percentile[nsec]",
+            "MsgRate[Mpps]",
+        ];
+        let f = |v: f64| format!("{v:.2}");
+        let cells = [
+            size.to_string(),
+            iters.to_string(),
+            f(self.t_min),
+            f(self.t_max),
+            f(self.t_typical),
+            f(self.t_avg),
+            f(self.t_stdev),
+            f(self.p99),
+            f(self.p999),
+            format!("{:.3}", self.mpps),
+        ];
+        let header: Vec<String> = titles.iter().map(|t| t.to_string()).collect();
+        format!(
+            "{}\n{}\n",
+            table_line(&titles, &header),
+            table_line(&titles, &cells)
+        )
+    }
+
+    /// The run as one JSON object on one line: `head` (the run's own fields, JSON members
+    /// without braces) then `counts`, the operations each sample timed (`samples`, their
+    /// median `ops_per_sample` and smallest `min_ops_per_sample`; sorted here), then the
+    /// figures in ns and Mpps, marked plain memory.
+    pub fn json_line(&self, head: &str, counts: &mut [u32]) -> String {
+        counts.sort_unstable();
+        let n = counts.len();
+        let (median, least) = if n == 0 {
+            (0, 0)
+        } else {
+            (counts[n / 2], counts[0])
+        };
+        format!(
+            "{{{head},\"samples\":{n},\"ops_per_sample\":{median},\"min_ops_per_sample\":{least},\
+             \"t_min_ns\":{:.3},\"t_max_ns\":{:.3},\
+             \"t_typical_ns\":{:.3},\"t_avg_ns\":{:.3},\"t_stdev_ns\":{:.3},\"p99_ns\":{:.3},\
+             \"p999_ns\":{:.3},\"mpps\":{:.4},\"memory\":\"plain memory, not hardware\"}}\n",
+            self.t_min,
+            self.t_max,
+            self.t_typical,
+            self.t_avg,
+            self.t_stdev,
+            self.p99,
+            self.p999,
+            self.mpps
+        )
+    }
+}
+
+#[cfg(all(test, feature = "report"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_and_the_json_line_carry_every_figure() {
+        let st = Stats {
+            t_min: 3.0,
+            t_max: 9.5,
+            t_typical: 3.25,
+            t_avg: 3.5,
+            t_stdev: 0.125,
+            p99: 7.0,
+            p999: 9.0,
+            mpps: 307.6923,
+        };
+        assert_eq!(
+            st.table(8, 1000),
+            " #bytes   #iterations  t_min[nsec]  t_max[nsec]  t_typical[nsec]  t_avg[nsec]  \
+             t_stdev[nsec]  99% percentile[nsec]  99.9% percentile[nsec]  MsgRate[Mpps]\n \
+             8        1000         3.00         9.50         3.25             3.50         \
+             0.12           7.00                  9.00                    307.692\n"
+        );
+        let mut counts = [64, 16, 64];
+        assert_eq!(
+            st.json_line("\"bench\":\"poll\"", &mut counts),
+            "{\"bench\":\"poll\",\"samples\":3,\"ops_per_sample\":64,\"min_ops_per_sample\":16,\
+             \"t_min_ns\":3.000,\"t_max_ns\":9.500,\"t_typical_ns\":3.250,\"t_avg_ns\":3.500,\
+             \"t_stdev_ns\":0.125,\"p99_ns\":7.000,\"p999_ns\":9.000,\"mpps\":307.6923,\
+             \"memory\":\"plain memory, not hardware\"}\n"
+        );
+    }
 }

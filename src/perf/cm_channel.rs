@@ -5,10 +5,11 @@
 //!
 //! [`CmChannel`] is a `Read + Write` for [`super::wire::Wire::new_cm`]: each `write` call is
 //! one SEND (and waits for its completion), each `read` takes bytes from the oldest received
-//! message. Its QP, CQ and buffer are its own, on the provider of the test.
+//! message. Its QP, CQ and buffer are its own, on the provider of the test. [`Channel`] is
+//! either kind of control channel (TCP or this), made from a host and port.
 
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use crate::cm;
@@ -16,7 +17,7 @@ use crate::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, Pages, Provider, QpConfig, QpType, QueuePair,
     RecvQueue, RecvWr, RegisteredBuf, SendQueue, SendWr,
 };
-use crate::Result;
+use crate::{Error, Result};
 
 /// Largest message either way (perftest's are at most 56 bytes; two copies of this tool send
 /// 256 bytes of test parameters).
@@ -243,5 +244,78 @@ impl<P: Provider> Read for CmChannel<P> {
         out[..n].copy_from_slice(&self.cur[self.at..self.at + n]);
         self.at += n;
         Ok(n)
+    }
+}
+
+/// perftest's control channel, either kind: its TCP connection ([`super::remote::connect`] /
+/// [`super::remote::accept`]), or its `-R` connection through the RDMA CM ([`CmChannel`]).
+pub enum Channel<P: Provider> {
+    Tcp(TcpStream),
+    Cm(Box<CmChannel<P>>),
+}
+
+impl<P: Provider> Channel<P> {
+    /// The client's channel to `host:port`: TCP, or with `cm` a CM connection to the first
+    /// IPv4 address of `host` (perftest's RDMA CM exchange speaks IPv4), whose address is
+    /// returned for [`Params::rdma_cm`](super::Params::rdma_cm).
+    pub fn connect(
+        p: &mut P,
+        host: &str,
+        port: u16,
+        cm: bool,
+    ) -> Result<(Channel<P>, Option<SocketAddr>)> {
+        if !cm {
+            return Ok((Channel::Tcp(super::remote::connect(host, port)?), None));
+        }
+        let at = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| Error::io(format!("perf (RDMA CM): resolving {host}"), &e))?
+            .find(|a| a.is_ipv4())
+            .ok_or_else(|| Error::InvalidArgument {
+                context: "perf (RDMA CM)",
+                detail: format!(
+                    "{host}: no IPv4 address (perftest's RDMA CM exchange speaks IPv4)"
+                ),
+            })?;
+        Ok((Channel::Cm(Box::new(CmChannel::connect(p, at)?)), Some(at)))
+    }
+
+    /// The server's channel: waits on `port` (TCP, or with `cm` the RDMA CM, for up to an
+    /// hour) for one client; with `cm`, the address listened on.
+    pub fn accept(p: &mut P, port: u16, cm: bool) -> Result<(Channel<P>, Option<SocketAddr>)> {
+        if !cm {
+            return Ok((Channel::Tcp(super::remote::accept(port)?), None));
+        }
+        let at = SocketAddr::from(([0, 0, 0, 0], port));
+        let mut l = cm::Listener::bind(at)?;
+        let ch = CmChannel::accept(p, &mut l, Duration::from_secs(3600))?;
+        // perftest's server closes its control listener before the test's CM connection
+        // listens on the same port.
+        drop(l);
+        Ok((Channel::Cm(Box::new(ch)), Some(at)))
+    }
+}
+
+impl<P: Provider> Read for Channel<P> {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Channel::Tcp(s) => s.read(b),
+            Channel::Cm(c) => c.read(b),
+        }
+    }
+}
+
+impl<P: Provider> Write for Channel<P> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            Channel::Tcp(s) => s.write(b),
+            Channel::Cm(c) => c.write(b),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Channel::Tcp(s) => s.flush(),
+            Channel::Cm(c) => c.flush(),
+        }
     }
 }

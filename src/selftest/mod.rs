@@ -20,11 +20,13 @@
 //!   that hangs is then visible), and all of them come back in a [`Report`]. Nothing is
 //!   printed.
 //! - After the first [`Outcome::Fail`] no further rung runs.
+//! - [`text`] words a rung as the table's lines and the ladder as one JSON document.
 //! - Each rung waits at most a few seconds for its completions: a device that never completes
 //!   fails the rung, it does not hang the ladder.
 
 mod dv;
 mod rungs;
+pub mod text;
 
 use crate::providers::ProviderKind;
 

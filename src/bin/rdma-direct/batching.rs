@@ -48,22 +48,21 @@
 //! The measurement itself is the library's ([`rdma_direct::bench::batching`]); this command
 //! parses, prints and writes the files. This file is the entry ([`run`]); the parts:
 //! - [`options`]: the usage text, option parsing;
-//! - [`report`]: tables, JSON and SVG charts;
-//! - [`explain`]: `--explain`, the costs derived from the curve;
+//! - the report (tables, JSON, SVG charts, `--explain`'s model, `--report`'s summary): the
+//!   library's, [`rdma_direct::bench::batching::report`] and its siblings;
 //! - [`callgrind`]: `--instructions`, instructions per WQE under callgrind.
 
 mod callgrind;
-mod explain;
 mod options;
-mod report;
-mod summary;
 
 use callgrind::instructions;
-use explain::explain;
 use options::{parse, Where, USAGE};
-use rdma_direct::bench::batching::sweep;
+use rdma_direct::bench::batching::explain::explain;
+use rdma_direct::bench::batching::report::{
+    charts, header, json, latency_note, method_note, pcie_note, table,
+};
+use rdma_direct::bench::batching::{summary, sweep};
 use rdma_direct::report::plot;
-use report::{charts, header, json, latency_note, method_note, pcie_note, table};
 
 /// `rdma-direct bench batching ...`. Returns the exit code.
 pub fn run(args: &[String]) -> i32 {

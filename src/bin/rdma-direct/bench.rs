@@ -6,7 +6,6 @@
 
 use rdma_direct::bench::hot::{self, BenchOp, Samples, Stats, MAX_PER_SAMPLE, OPS_PER_SAMPLE};
 use rdma_direct::providers::mlx5::DoorbellMode;
-use rdma_direct::report::table::table_line;
 
 const USAGE: &str = "\
 usage: rdma-direct bench post|poll|batching [options]
@@ -142,39 +141,10 @@ fn parse(args: &[String], poll: bool) -> Result<Opts, String> {
     Ok(o)
 }
 
-/// perftest's table of one run (its statistics: [`Stats::perftest`]).
+/// perftest's table of one run, on plain memory.
 fn table(size: u32, st: &Stats, iters: u32) {
     outln!(" provider: mlx5 (plain memory, not hardware: this program plays the device)");
-    // perftest's table rule (the perf tables'): each cell in its title's width, two spaces
-    // between cells, no trailing blanks.
-    let titles = [
-        "#bytes",
-        "#iterations",
-        "t_min[nsec]",
-        "t_max[nsec]",
-        "t_typical[nsec]",
-        "t_avg[nsec]",
-        "t_stdev[nsec]",
-        "99% percentile[nsec]",
-        "99.9% percentile[nsec]",
-        "MsgRate[Mpps]",
-    ];
-    let f = |v: f64| format!("{v:.2}");
-    let cells = [
-        size.to_string(),
-        iters.to_string(),
-        f(st.t_min),
-        f(st.t_max),
-        f(st.t_typical),
-        f(st.t_avg),
-        f(st.t_stdev),
-        f(st.p99),
-        f(st.p999),
-        format!("{:.3}", st.mpps),
-    ];
-    let header: Vec<String> = titles.iter().map(|t| t.to_string()).collect();
-    outln!("{}", table_line(&titles, &header));
-    outln!("{}", table_line(&titles, &cells));
+    out!("{}", st.table(size, iters));
 }
 
 /// The run's statistics, or the exit status once the failure is said.
@@ -192,25 +162,10 @@ fn measured(which: &str, run: Result<Samples, String>) -> Result<(Samples, Stats
     }
 }
 
-/// Append one JSON object (one line) to `path`; the table on stdout stays as it is. `counts`:
-/// the operations each sample timed, as counted while it ran (`samples`, their median
-/// `ops_per_sample` and smallest `min_ops_per_sample`; the last sample may be a remainder).
+/// Append [`Stats::json_line`] to `path`; the table on stdout stays as it is.
 fn write_json(path: &str, head: &str, counts: &mut [u32], st: &Stats) -> Result<(), String> {
     use std::io::Write;
-    counts.sort_unstable();
-    let n = counts.len();
-    let (median, least) = if n == 0 {
-        (0, 0)
-    } else {
-        (counts[n / 2], counts[0])
-    };
-    let line = format!(
-        "{{{head},\"samples\":{n},\"ops_per_sample\":{median},\"min_ops_per_sample\":{least},\
-         \"t_min_ns\":{:.3},\"t_max_ns\":{:.3},\
-         \"t_typical_ns\":{:.3},\"t_avg_ns\":{:.3},\"t_stdev_ns\":{:.3},\"p99_ns\":{:.3},\
-         \"p999_ns\":{:.3},\"mpps\":{:.4},\"memory\":\"plain memory, not hardware\"}}\n",
-        st.t_min, st.t_max, st.t_typical, st.t_avg, st.t_stdev, st.p99, st.p999, st.mpps
-    );
+    let line = st.json_line(head, counts);
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -1,8 +1,10 @@
 //! `rdma-direct devices`: the RDMA devices libibverbs sees, like `ibv_devices`, then the
 //! software mlx5 device (`sim0`), which is always there. Without an RDMA device a note on
-//! stderr says why ([`no_device_reason`], the one reason every command gives).
+//! stderr says why ([`rdma_direct::doctor::no_device::no_device_reason`], the one reason
+//! every command gives).
 
-use rdma_direct::verbs::{self, Device};
+pub use rdma_direct::doctor::no_device::{no_device_reason, why_no_device};
+use rdma_direct::verbs::Device;
 use rdma_direct::Error;
 
 use super::provider::SIM_DEVICE;
@@ -51,16 +53,6 @@ pub fn note_no_devices(err: Option<&Error>) {
     errln!("rdma-direct: no RDMA device but the software device {SIM_DEVICE}: {why}");
 }
 
-/// Why there is no RDMA device: a missing libibverbs (`err`, what listing the devices
-/// returned) first, else [`no_device_reason`], else `err` itself, else `otherwise`.
-pub fn why_no_device(err: Option<&Error>, otherwise: &str) -> String {
-    match err {
-        Some(e @ Error::LibraryMissing { .. }) => e.to_string(),
-        Some(e) => no_device_reason().unwrap_or_else(|| e.to_string()),
-        None => no_device_reason().unwrap_or_else(|| otherwise.to_string()),
-    }
-}
-
 /// The device and port options `info` and `doctor` share: `-d DEV` (`--ib-dev DEV`,
 /// `-dDEV`) and `-i PORT` (`--ib-port PORT`, 1 or more).
 #[derive(Default)]
@@ -100,35 +92,5 @@ impl DevPort {
         list.iter()
             .filter(|d| self.dev.as_ref().is_none_or(|n| *n == d.name))
             .collect()
-    }
-}
-
-/// The most specific reason this host has no RDMA device, and what to do: a kernel built
-/// without RDMA support first (no driver can be loaded then), else what libibverbs and
-/// sysfs show ([`verbs::no_device_reason`]). The one reason every command gives.
-pub fn no_device_reason() -> Option<String> {
-    let no_ib_core = !std::path::Path::new("/sys/module/ib_core").exists();
-    if no_ib_core && kernel_config_lacks_infiniband() {
-        return Some(
-            "this kernel is built without RDMA support (CONFIG_INFINIBAND is not set in \
-             /proc/config.gz), so no device can appear and no driver can be loaded; run the \
-             device tests in the soft-RoCE guest (tests/guest/run)"
-                .to_string(),
-        );
-    }
-    verbs::no_device_reason()
-}
-
-/// True when /proc/config.gz says `# CONFIG_INFINIBAND is not set`.
-fn kernel_config_lacks_infiniband() -> bool {
-    let out = std::process::Command::new("gzip")
-        .args(["-dc", "/proc/config.gz"])
-        .stderr(std::process::Stdio::null())
-        .output();
-    match out {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .any(|l| l.trim() == "# CONFIG_INFINIBAND is not set"),
-        _ => false,
     }
 }

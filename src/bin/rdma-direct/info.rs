@@ -6,7 +6,8 @@
 
 use super::devices::{note_no_devices, DevPort};
 use super::provider::{self, Choice, DeviceFacts, SIM_DEVICE};
-use rdma_direct::verbs::{self, Context, Device, DeviceAttr, PortAttr};
+use rdma_direct::report::devinfo;
+use rdma_direct::verbs::{self, Context, Device};
 
 const USAGE: &str = "\
 usage: rdma-direct info [-d DEV] [-i PORT] [-v] [--provider P]
@@ -166,7 +167,7 @@ fn print_device(d: &Device, o: &Opts) -> rdma_direct::Result<()> {
         Err(e) => outln!("\tprovider:\t\t\trefused: {e}"),
     }
     if o.verbose {
-        print_device_verbose(&a);
+        out!("{}", devinfo::device_verbose(&a));
     }
     let ports: Vec<u8> = match o.at.port {
         Some(p) if p <= a.phys_port_cnt => vec![p],
@@ -180,122 +181,7 @@ fn print_device(d: &Device, o: &Opts) -> rdma_direct::Result<()> {
     };
     for p in ports {
         let pa = ctx.query_port(p)?;
-        print_port(&ctx, p, &pa, o.verbose)?;
-    }
-    Ok(())
-}
-
-fn print_device_verbose(a: &DeviceAttr) {
-    outln!("\tmax_mr_size:\t\t\t0x{:x}", a.max_mr_size);
-    outln!("\tpage_size_cap:\t\t\t0x{:x}", a.page_size_cap);
-    outln!("\tmax_qp:\t\t\t\t{}", a.max_qp);
-    outln!("\tmax_qp_wr:\t\t\t{}", a.max_qp_wr);
-    outln!("\tdevice_cap_flags:\t\t0x{:08x}", a.device_cap_flags);
-    outln!("\tmax_sge:\t\t\t{}", a.max_sge);
-    outln!("\tmax_sge_rd:\t\t\t{}", a.max_sge_rd);
-    outln!("\tmax_cq:\t\t\t\t{}", a.max_cq);
-    outln!("\tmax_cqe:\t\t\t{}", a.max_cqe);
-    outln!("\tmax_mr:\t\t\t\t{}", a.max_mr);
-    outln!("\tmax_pd:\t\t\t\t{}", a.max_pd);
-    outln!("\tmax_qp_rd_atom:\t\t\t{}", a.max_qp_rd_atom);
-    outln!("\tmax_res_rd_atom:\t\t{}", a.max_res_rd_atom);
-    outln!("\tmax_qp_init_rd_atom:\t\t{}", a.max_qp_init_rd_atom);
-    outln!(
-        "\tatomic_cap:\t\t\t{} ({})",
-        a.atomic_cap_str(),
-        a.atomic_cap
-    );
-    outln!("\tmax_mw:\t\t\t\t{}", a.max_mw);
-    outln!("\tmax_ah:\t\t\t\t{}", a.max_ah);
-    outln!("\tmax_srq:\t\t\t{}", a.max_srq);
-    outln!("\tmax_srq_wr:\t\t\t{}", a.max_srq_wr);
-    outln!("\tmax_srq_sge:\t\t\t{}", a.max_srq_sge);
-    outln!("\tmax_pkeys:\t\t\t{}", a.max_pkeys);
-    outln!("\tlocal_ca_ack_delay:\t\t{}", a.local_ca_ack_delay);
-}
-
-fn mtu_str(raw: u32) -> String {
-    match rdma_direct::endpoint::Mtu::from_ibv(raw) {
-        Some(m) => format!("{} ({raw})", m.bytes()),
-        None => format!("invalid MTU ({raw})"),
-    }
-}
-
-fn vl_str(code: u8) -> String {
-    let n = match code {
-        1 => "1",
-        2 => "2",
-        3 => "4",
-        4 => "8",
-        5 => "15",
-        _ => "invalid value",
-    };
-    format!("{n} ({code})")
-}
-
-fn width_str(code: u8) -> String {
-    match verbs::width_lanes(code) {
-        Some(n) => format!("{n}X ({code})"),
-        None => format!("invalid width ({code})"),
-    }
-}
-
-fn speed_str(code: u8) -> String {
-    match verbs::lane_gbps(code) {
-        Some(g) => format!("{g:.1} Gbps ({code})"),
-        None => format!("invalid speed ({code})"),
-    }
-}
-
-fn print_port(ctx: &Context, p: u8, pa: &PortAttr, verbose: bool) -> rdma_direct::Result<()> {
-    outln!("\t\tport:\t{p}");
-    outln!("\t\t\tstate:\t\t\t{} ({})", pa.state, pa.state.to_ibv());
-    outln!("\t\t\tmax_mtu:\t\t{}", mtu_str(pa.max_mtu_raw));
-    outln!("\t\t\tactive_mtu:\t\t{}", mtu_str(pa.active_mtu_raw));
-    outln!("\t\t\tsm_lid:\t\t\t{}", pa.sm_lid);
-    outln!("\t\t\tport_lid:\t\t{}", pa.lid);
-    outln!("\t\t\tport_lmc:\t\t0x{:02x}", pa.lmc);
-    outln!("\t\t\tlink_layer:\t\t{}", pa.link_layer);
-    match pa.rate_gbps() {
-        Some(r) => outln!(
-            "\t\t\trate:\t\t\t{r} Gb/sec ({} x {} Gb/sec)",
-            pa.width_lanes().unwrap_or(0),
-            pa.lane_gbps().unwrap_or(0.0)
-        ),
-        None => outln!(
-            "\t\t\trate:\t\t\tunknown (width code {}, speed code {})",
-            pa.active_width,
-            pa.active_speed
-        ),
-    }
-    if verbose {
-        outln!("\t\t\tmax_msg_sz:\t\t0x{:x}", pa.max_msg_sz);
-        outln!("\t\t\tport_cap_flags:\t\t0x{:08x}", pa.port_cap_flags);
-        outln!("\t\t\tmax_vl_num:\t\t{}", vl_str(pa.max_vl_num));
-        outln!("\t\t\tsm_sl:\t\t\t{}", pa.sm_sl);
-        outln!("\t\t\tpkey_tbl_len:\t\t{}", pa.pkey_tbl_len);
-        outln!("\t\t\tgid_tbl_len:\t\t{}", pa.gid_tbl_len);
-        outln!("\t\t\tsubnet_timeout:\t\t{}", pa.subnet_timeout);
-        outln!("\t\t\tactive_width:\t\t{}", width_str(pa.active_width));
-        outln!("\t\t\tactive_speed:\t\t{}", speed_str(pa.active_speed));
-        outln!(
-            "\t\t\tphys_state:\t\t{} ({})",
-            pa.phys_state_str(),
-            pa.phys_state
-        );
-    }
-    let gids = ctx.gid_table(p)?;
-    if gids.is_empty() {
-        outln!("\t\t\tGID table:\t\tempty");
-    }
-    for g in gids {
-        // The address form ibv_devinfo prints (inet_ntop): fe80::..., ::ffff:127.0.0.1.
-        let addr = std::net::Ipv6Addr::from(g.gid.0);
-        let mut line = format!("\t\t\tGID[{:>3}]:\t\t{addr}, {}", g.index, g.gid_type);
-        if let Some(n) = &g.netdev {
-            line.push_str(&format!(", {n}"));
-        }
-        outln!("{line}");
+        out!("{}", devinfo::port(&ctx, p, &pa, o.verbose)?);
     }
     Ok(())
 }

@@ -15,9 +15,7 @@
 //! ladder stopped at its list rung with the diagnosis. Exit status: 0 when no rung failed,
 //! 1 at the first failure, 2 for bad options.
 
-use rdma_direct::selftest::{self as ladder, Outcome, Rung};
-
-use rdma_direct::report::json;
+use rdma_direct::selftest::{self as ladder, Rung};
 
 const USAGE: &str = "\
 usage: rdma-direct selftest [-d DEV] [-x GID_INDEX] [--json]
@@ -29,19 +27,7 @@ usage: rdma-direct selftest [-d DEV] [-x GID_INDEX] [--json]
 
 /// Print a rung as it ends (the table, not `--json`).
 fn show(i: usize, r: &Rung) {
-    let n = i + 1;
-    let mark = match r.outcome {
-        Outcome::Pass => "ok  ",
-        Outcome::Fail => "FAIL",
-        Outcome::NotApplicable => "n/a ",
-    };
-    if r.outcome != Outcome::Fail {
-        outln!("  [{n:2}] {mark} {:<28} {}", r.name, r.happened);
-    } else {
-        outln!("  [{n:2}] {mark} {}", r.name);
-        outln!("       expected: {}", r.expected);
-        outln!("       happened: {}", r.happened);
-    }
+    out!("{}", ladder::text::rung(i, r));
 }
 
 struct Opts {
@@ -125,7 +111,7 @@ pub fn run(args: &[String]) -> i32 {
     };
     let (passed, na, failed) = (report.passed(), report.not_applicable(), report.failed());
     if o.json {
-        outln!("{}", to_json(&name, &why, &report.rungs, failed));
+        outln!("{}", ladder::text::json(&name, &why, &report.rungs, failed));
     } else {
         match failed {
             None if na == 0 => outln!("selftest: all {passed} rungs passed"),
@@ -144,33 +130,4 @@ pub fn run(args: &[String]) -> i32 {
         }
     }
     i32::from(failed.is_some())
-}
-
-fn to_json(dev: &str, provider: &str, rungs: &[Rung], failed: Option<usize>) -> String {
-    let items: Vec<String> = rungs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            format!(
-                "{{\"rung\":{},\"name\":{},\"result\":{},\"expected\":{},\"happened\":{}}}",
-                i + 1,
-                json::string(r.name),
-                json::string(match r.outcome {
-                    Outcome::Pass => "pass",
-                    Outcome::Fail => "fail",
-                    Outcome::NotApplicable => "n/a",
-                }),
-                json::string(&r.expected),
-                json::string(&r.happened)
-            )
-        })
-        .collect();
-    format!(
-        "{{\"device\":{},\"provider\":{},\"version\":{},\"stopped_at\":{},\"rungs\":[{}]}}",
-        json::string(dev),
-        json::string(provider),
-        json::string(env!("CARGO_PKG_VERSION")),
-        failed.map_or("null".to_string(), |i| (i + 1).to_string()),
-        items.join(",")
-    )
 }

@@ -61,37 +61,34 @@ doorbell, for every doorbell mode x signaling period x payload x size.
 Plain-memory and sim figures are not hardware figures.
 ";
 
+pub use rdma_direct::bench::batching::report::Setup;
 pub use rdma_direct::bench::batching::{
     Config, Mode, Op, Params, PayloadKind, Pin, Signal, Where, MAX_BATCH, MAX_INLINE, MAX_QPS,
 };
 
-/// The parsed command line: what the sweep measures ([`Params`], reached through `Deref`)
-/// and what the command does with it.
+/// The parsed command line: what the sweep measures and its report states ([`Setup`], and
+/// through it [`Params`], reached through `Deref`) and what the command does with it.
 #[derive(Clone, Debug)]
 pub struct Opts {
-    pub(super) params: Params,
+    pub(super) setup: Setup,
     pub(super) json: Option<String>,
     pub(super) svg: Option<String>,
     /// `--report DIR`: the JSON, the SVG and a Markdown summary in DIR.
     pub(super) report: Option<String>,
     pub(super) explain: bool,
     pub(super) instructions: bool,
-    /// The link the PCIe model's rate is reported for.
-    pub(super) pcie: Link,
-    /// The command line, for the JSON.
-    pub(super) argv: Vec<String>,
 }
 
 impl std::ops::Deref for Opts {
-    type Target = Params;
-    fn deref(&self) -> &Params {
-        &self.params
+    type Target = Setup;
+    fn deref(&self) -> &Setup {
+        &self.setup
     }
 }
 
 impl std::ops::DerefMut for Opts {
-    fn deref_mut(&mut self) -> &mut Params {
-        &mut self.params
+    fn deref_mut(&mut self) -> &mut Setup {
+        &mut self.setup
     }
 }
 
@@ -107,34 +104,36 @@ fn list<T>(flag: &str, v: &str, f: impl Fn(&str) -> Option<T>) -> Result<Vec<T>,
 pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
     let mut provider: Option<Where> = None;
     let mut o = Opts {
-        params: Params {
-            at: Where::Plain,
-            device: None,
-            port: 1,
-            gid_index: 0,
-            batches: vec![1, 2, 4, 8, 16, 32, 64],
-            modes: vec![Mode::Db8, Mode::BfSingle],
-            signals: vec![Signal::Every(1), Signal::Every(16), Signal::PerBatch],
-            payloads: vec![PayloadKind::Inline],
-            sizes: vec![8],
-            ops: vec![Op::Write],
-            qps: 1,
-            reps: 0,
-            warmup: u32::MAX,
-            wqes: 0,
-            runs: 1,
-            window: None,
-            latency: false,
-            pin: Pin::Auto,
-            stop: None,
+        setup: Setup {
+            params: Params {
+                at: Where::Plain,
+                device: None,
+                port: 1,
+                gid_index: 0,
+                batches: vec![1, 2, 4, 8, 16, 32, 64],
+                modes: vec![Mode::Db8, Mode::BfSingle],
+                signals: vec![Signal::Every(1), Signal::Every(16), Signal::PerBatch],
+                payloads: vec![PayloadKind::Inline],
+                sizes: vec![8],
+                ops: vec![Op::Write],
+                qps: 1,
+                reps: 0,
+                warmup: u32::MAX,
+                wqes: 0,
+                runs: 1,
+                window: None,
+                latency: false,
+                pin: Pin::Auto,
+                stop: None,
+            },
+            pcie: Link::preset("gen3x8")?,
+            argv: args.to_vec(),
         },
         json: None,
         svg: None,
         report: None,
         explain: false,
         instructions: false,
-        pcie: Link::preset("gen3x8")?,
-        argv: args.to_vec(),
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -301,7 +300,7 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
                 "--latency runs one request at a time: no --window or --instructions".into(),
             );
         }
-        o.params = o.params.clone().latency_params();
+        o.setup.params = o.setup.params.clone().latency_params();
     }
     if o.qps == 0 || o.qps > MAX_QPS {
         return Err(format!("--qps {}: 1..={MAX_QPS} QPs", o.qps));

@@ -11,7 +11,8 @@ use rdma_direct::providers::Provider;
 
 use super::args::Cli;
 use super::keep;
-use super::text::{header, nic_text, progress, row_text, table_header};
+use super::progress;
+use rdma_direct::report::perftest::{header, nic_text, row_text, table_header};
 use rdma_direct::report::table;
 
 /// Loopback: measure `cli.params` on `p`, handing the text to `out` as it is produced

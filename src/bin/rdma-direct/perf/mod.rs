@@ -15,7 +15,6 @@
 
 mod args;
 mod loopback;
-mod text;
 mod two_process;
 
 use std::io::IsTerminal;
@@ -197,6 +196,17 @@ impl Job for PerfJob<'_> {
         match &self.cli.mode {
             Mode::Loopback => report(p, self.cli, &self.why, self.out, self.progress),
             Mode::Server | Mode::Client(_) => two_process(p, self),
+        }
+    }
+}
+
+/// Progress of a sweep on stderr (a terminal): `size k/n`.
+fn progress(on: bool, k: usize, n: usize, size: u32) {
+    if on {
+        if k < n {
+            err!("\r  perf: {k}/{n} sizes done, measuring {size} B ...   ");
+        } else {
+            err!("\r{:60}\r", "");
         }
     }
 }

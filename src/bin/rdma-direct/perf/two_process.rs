@@ -7,19 +7,16 @@
 //! the size being measured ([`remote::run`]'s stop hook), with the sizes done in the text and
 //! both files, a note, and exit status 130 (143).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
-
-use rdma_direct::perf::cm_channel::CmChannel;
+use rdma_direct::perf::cm_channel::Channel;
 use rdma_direct::perf::remote::{self, Event};
 use rdma_direct::perf::stats::BwRow;
 use rdma_direct::perf::wire::Side;
 use rdma_direct::perf::{Info, Report, Row, StopHook};
 use rdma_direct::providers::{Provider, ProviderKind};
 
-use super::text::{header, progress, row_text, table_header};
+use super::progress;
 use super::{keep, Mode, PerfJob};
+use rdma_direct::report::perftest::{header, row_text, table_header};
 use rdma_direct::report::table;
 
 /// Two processes: this side of perftest's model (see the module doc).
@@ -34,58 +31,33 @@ where
     let cli = job.cli;
     let mut params = cli.params.clone();
     let o = &mut params;
-    let (stream, side, role) = match (&cli.mode, cli.rdma_cm) {
-        (Mode::Client(h), false) => (
-            Chan::Tcp(remote::connect(h, cli.port)?),
+    let cm = cli.rdma_cm;
+    let (via, kind) = if cm {
+        (" through the RDMA CM", "RDMA CM")
+    } else {
+        ("", "TCP")
+    };
+    let ((stream, at), side, role) = match &cli.mode {
+        Mode::Client(h) => (
+            Channel::connect(p, h, cli.port, cm)?,
             Side::Client,
-            format!("client of {h}:{}", cli.port),
+            format!("client of {h}:{}{via}", cli.port),
         ),
-        (Mode::Client(h), true) => {
-            // perftest's -R: the exchange over a CM connection to the server's CM port.
-            let at = (h.as_str(), cli.port)
-                .to_socket_addrs()
-                .map_err(|e| rdma_direct::Error::io(format!("perf -R: resolving {h}"), &e))?
-                .find(|a| a.is_ipv4())
-                .ok_or_else(|| rdma_direct::Error::InvalidArgument {
-                    context: "perf -R",
-                    detail: format!("{h}: no IPv4 address (perftest's -R speaks IPv4)"),
-                })?;
-            o.rdma_cm = Some(at);
-            (
-                Chan::Cm(Box::new(CmChannel::connect(p, at)?)),
-                Side::Client,
-                format!("client of {h}:{} through the RDMA CM", cli.port),
-            )
-        }
-        (_, cm) => {
+        _ => {
             (job.out)(&format!(
                 "\n************************************\n* Waiting for client to connect... *\n************************************\n (rdma-direct perf server: {} on {} port {})\n",
                 o.test.name(),
-                if cm { "RDMA CM" } else { "TCP" },
+                kind,
                 cli.port
             ));
-            if cm {
-                let at = SocketAddr::from(([0, 0, 0, 0], cli.port));
-                let mut l = rdma_direct::cm::Listener::bind(at)?;
-                let ch = CmChannel::accept(p, &mut l, Duration::from_secs(3600))?;
-                // perftest's server closes its control listener before the test's CM
-                // connection listens on the same port.
-                drop(l);
-                o.rdma_cm = Some(at);
-                (
-                    Chan::Cm(Box::new(ch)),
-                    Side::Server,
-                    format!("server on RDMA CM port {}", cli.port),
-                )
-            } else {
-                (
-                    Chan::Tcp(remote::accept(cli.port)?),
-                    Side::Server,
-                    format!("server on TCP port {}", cli.port),
-                )
-            }
+            (
+                Channel::accept(p, cli.port, cm)?,
+                Side::Server,
+                format!("server on {kind} port {}", cli.port),
+            )
         }
     };
+    o.rdma_cm = at;
     // Ctrl-C (SIGINT, SIGTERM) ends a sweep of this side after the size being measured
     // ([`crate::stop`]), caught from the moment the QPs are up (waiting for a peer, it ends
     // the tool as any C tool); a side that does not sweep keeps the default action.
@@ -161,34 +133,4 @@ where
         nic: Vec::new(),
         outliers: Vec::new(),
     })
-}
-
-/// The exchange's channel: perftest's TCP connection, or its `-R` RDMA CM connection.
-enum Chan<P: Provider> {
-    Tcp(TcpStream),
-    Cm(Box<CmChannel<P>>),
-}
-
-impl<P: Provider> Read for Chan<P> {
-    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Chan::Tcp(s) => s.read(b),
-            Chan::Cm(c) => c.read(b),
-        }
-    }
-}
-
-impl<P: Provider> Write for Chan<P> {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Chan::Tcp(s) => s.write(b),
-            Chan::Cm(c) => c.write(b),
-        }
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            Chan::Tcp(s) => s.flush(),
-            Chan::Cm(c) => c.flush(),
-        }
-    }
 }

@@ -12,7 +12,7 @@ use rdma_direct::Result;
 
 use super::args::Args;
 use super::bring_up::{connect_opts, ep_line, open_end};
-use super::flow::{Flow, Stall, STALL};
+use super::flow::{flow, Stall, STALL};
 use super::report::results;
 use rdma_direct::report::table;
 
@@ -63,8 +63,8 @@ fn loopback<P: Provider>(
     let mut client = open_end(p, a)?;
     let mut server = open_end(p, a)?;
     let (ce, se) = connect_pair(p, &mut client.qp, &mut server.qp, &opts)?;
-    let mut cf = Flow::new(&client, a, true);
-    let mut sf = Flow::new(&server, a, false);
+    let mut cf = flow(&client, a, true);
+    let mut sf = flow(&server, a, false);
     cf.fill(&mut client.qp)?;
     sf.fill(&mut server.qp)?;
     // The provider and address lines go out now, before the run (as rc_pingpong's).
@@ -211,9 +211,9 @@ mod tests {
         let mut client = open_end(&mut dev, &a).unwrap();
         let mut server = open_end(&mut dev, &a).unwrap();
         connect_pair(&mut dev, &mut client.qp, &mut server.qp, &connect_opts(&a)).unwrap();
-        let mut cf = Flow::new(&client, &a, true);
+        let mut cf = flow(&client, &a, true);
         cf.chk = false;
-        let mut sf = Flow::new(&server, &a, false);
+        let mut sf = flow(&server, &a, false);
         cf.fill(&mut client.qp).unwrap();
         sf.fill(&mut server.qp).unwrap();
         let mut wc = [Completion::EMPTY; 16];
@@ -242,7 +242,7 @@ mod tests {
             dev.progress();
         };
         assert!(
-            e.contains("server: --chk: message 0 holds 0x7b at byte 0, expected 0x00"),
+            e.contains("server: checked message 0 holds 0x7b at byte 0, expected 0x00"),
             "{e}"
         );
     }

@@ -6,8 +6,9 @@
 //! (re-posted when one is left), QP parameters MTU 1024, timeout 14, retry and RNR retry 7,
 //! min RNR timer 12 (timeout and retry count settable, as perftest's `-u` and `--retry_count`;
 //! rxe retries forever at 7, so a bounded run needs fewer); the client sends first, and an end sends again once its last send and
-//! a receive have completed; each end sends and receives `iters` messages. [`flow::Flow::step`] is
-//! that loop body, written once, generic over the provider's queue types.
+//! a receive have completed; each end sends and receives `iters` messages. The loop body is
+//! the library's [`Flow::step`](rdma_direct::perf::rc_pingpong::Flow::step), written once,
+//! generic over the provider's queue types.
 //!
 //! Two ways to run it:
 //!
@@ -47,15 +48,13 @@
 //! ```
 //!
 //! (one line), so a test can check that nothing outstanding was lost. The drain waits at
-//! most [`drain::DRAIN`].
+//! most [`DRAIN`](rdma_direct::perf::rc_pingpong::DRAIN).
 
 mod args;
 mod bring_up;
-mod drain;
 mod flow;
 mod loopback;
 mod report;
-mod rping;
 mod two_process;
 
 use rdma_direct::providers::ProviderKind;
@@ -64,7 +63,6 @@ use rdma_direct::Error;
 use super::provider;
 use args::{parse_args, USAGE};
 use loopback::{on_the_sim, Loopback};
-use rping::Rping;
 use two_process::TwoProcess;
 
 /// Entry point of `rdma-direct pingpong`.
@@ -89,7 +87,7 @@ pub fn run(args: &[String]) -> i32 {
         }
         ProviderKind::Sim => on_the_sim(&a),
         _ if a.loopback => provider::open_and_run(kind, a.dev.as_deref(), false, &mut Loopback(&a)),
-        _ if a.rdma_cm => provider::open_and_run(kind, a.dev.as_deref(), false, &mut Rping(&a)),
+        _ if a.rdma_cm => provider::open_and_run(kind, a.dev.as_deref(), false, &mut rping(&a)),
         _ => provider::open_and_run(kind, a.dev.as_deref(), false, &mut TwoProcess(&a)),
     };
     match res {
@@ -116,18 +114,14 @@ fn io_err(ctx: &str, e: std::io::Error) -> Error {
     Error::io(ctx.to_string(), &e)
 }
 
-/// A transfer this process drove failed (an error completion, a refused post).
-fn fail(detail: String) -> Error {
-    Error::Failed {
-        context: "pingpong",
-        detail,
-    }
-}
-
-/// The peer broke the exchange (rping's protocol).
-fn perr(detail: String) -> Error {
-    Error::Protocol {
-        context: "pingpong",
-        detail,
+/// `-R`'s parameters for [`rdma_direct::perf::rping`].
+fn rping(a: &args::Args) -> rdma_direct::perf::rping::Opts {
+    rdma_direct::perf::rping::Opts {
+        host: a.host.clone(),
+        port: a.port.unwrap_or(rdma_direct::perf::rping::RPING_PORT),
+        iters: a.iters,
+        size: a.size,
+        retry_cnt: a.retry_cnt,
+        timeout: a.timeout,
     }
 }

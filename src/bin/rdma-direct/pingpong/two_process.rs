@@ -15,7 +15,7 @@ use rdma_direct::{Error, Result};
 use super::super::provider;
 use super::args::Args;
 use super::bring_up::{connect_opts, msg_line, open_end};
-use super::flow::{Flow, Stall, STALL};
+use super::flow::{flow, Stall, STALL};
 use super::io_err;
 use super::report::results;
 use rdma_direct::report::table;
@@ -80,7 +80,7 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
         msg_line("local", &mine)
     );
     crate::out::flush();
-    let mut flow = Flow::new(&end, a, true);
+    let mut flow = flow(&end, a, true);
 
     // The exchange, and the bring-up at the point rc_pingpong does it. Our receives are
     // posted right after the QP reaches RTS and before the peer can send to us.

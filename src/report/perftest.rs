@@ -1,28 +1,19 @@
-//! The text `perf` prints, as perftest prints it: the header block between two rules
-//! ([`header`]), the table header and one line per row ([`table_header`], [`row_text`]), the
-//! device-time table of `--hw-ts` ([`nic_text`]), and the sweep's progress on a terminal's
-//! stderr ([`progress`]). Formatting only: nothing here measures.
+//! The text of a [`crate::perf`] run as perftest prints it: the header block between two
+//! rules ([`header`]), the table header and one line per row ([`table_header`],
+//! [`row_text`]), the device-time table of a run with device timestamps ([`nic_text`]).
+//!
+//! Contract: formatting only, each function returns its lines (newline-terminated); nothing
+//! here measures or prints.
 
 use std::fmt::Write as _;
 
-use rdma_direct::perf::{Info, NicTime, Params, Row, Test, TX_DEPTH};
-use rdma_direct::providers::ProviderKind;
+use crate::perf::{Info, NicTime, Params, Row, Test, TX_DEPTH};
+use crate::providers::ProviderKind;
 
-use rdma_direct::report::table;
+use crate::report::table;
 
-/// Progress of a sweep on stderr (a terminal): `size k/n`.
-pub(super) fn progress(on: bool, k: usize, n: usize, size: u32) {
-    if on {
-        if k < n {
-            err!("\r  perf: {k}/{n} sizes done, measuring {size} B ...   ");
-        } else {
-            err!("\r{:60}\r", "");
-        }
-    }
-}
-
-/// The table lines of a row (with `--histogram`, the histogram under a latency row).
-pub(super) fn row_text(r: &Row, histogram: bool) -> String {
+/// The table lines of a row (with `histogram`, the histogram under a latency row).
+pub fn row_text(r: &Row, histogram: bool) -> String {
     let mut s = format!("{}\n", table::row_line(r));
     if let (true, Row::Lat(l)) = (histogram, r) {
         s.push_str(&table::histogram_lines(&l.hist));
@@ -30,7 +21,7 @@ pub(super) fn row_text(r: &Row, histogram: bool) -> String {
     s
 }
 
-pub(super) fn table_header(o: &Params) -> String {
+pub fn table_header(o: &Params) -> String {
     if o.test.is_lat() {
         table::lat_header_for(o.iters)
     } else {
@@ -38,8 +29,8 @@ pub(super) fn table_header(o: &Params) -> String {
     }
 }
 
-/// The device-time table of `--hw-ts` and its breakdown line (see [`NicTime`]).
-pub(super) fn nic_text(o: &Params, info: &Info, nic: &[NicTime]) -> String {
+/// The device-time table of a run with device timestamps and its breakdown line (see [`NicTime`]).
+pub fn nic_text(o: &Params, info: &Info, nic: &[NicTime]) -> String {
     let label = if info.provider == ProviderKind::Sim {
         "NIC time (device clock, sim: not hardware)"
     } else {
@@ -86,7 +77,7 @@ fn verb(t: Test) -> &'static str {
 
 /// perftest's header block, between two rules. `why`: how the provider was chosen; `role`:
 /// where the other side is.
-pub(super) fn header(o: &Params, info: &Info, why: &str, role: &str) -> String {
+pub fn header(o: &Params, info: &Info, why: &str, role: &str) -> String {
     let mut h = String::new();
     let kind = if o.test.is_lat() { "Latency" } else { "BW" };
     let _ = writeln!(h, "{}", table::RULE);

@@ -1,26 +1,26 @@
-//! `bench batching --report DIR`: the Markdown summary written beside the JSON and the SVG.
+//! The Markdown summary of a batching sweep (feature `report`), for a report directory
+//! beside the JSON and the SVG ([`JSON`], [`SVG`], [`MARKDOWN`] name the three files).
 //!
-//! Contract: a pure function of the options, the sweep and the host; it returns the text of
+//! Contract: a pure function of the [`Setup`], the sweep and the host; it returns the text of
 //! `summary.md`: the setup (command line, provider, what a sample is), the host and run
 //! metadata, one table per configuration (median with its bootstrap interval, spread, rate,
-//! the PCIe link's rate and which bound binds), the fitted model (`--explain`'s text) and
+//! the PCIe link's rate and which bound binds), the fitted model (the text of [`explain`](super::explain::explain)) and
 //! the caveats (plain memory and the sim are not hardware; the PCIe model is a bandwidth
 //! bound). It writes nothing itself.
 
 use std::fmt::Write as _;
 
-use super::options::{Opts, Where};
-use super::report::{link_bound, series_name};
-use rdma_direct::bench::batching::Sweep;
-use rdma_direct::perf::host::Host;
+use super::report::{link_bound, series_name, Setup};
+use super::{Sweep, Where};
+use crate::perf::host::Host;
 
 /// The files `--report DIR` writes, by name.
-pub(super) const JSON: &str = "batching.json";
-pub(super) const SVG: &str = "batching.svg";
-pub(super) const MARKDOWN: &str = "summary.md";
+pub const JSON: &str = "batching.json";
+pub const SVG: &str = "batching.svg";
+pub const MARKDOWN: &str = "summary.md";
 
-pub(super) fn markdown(
-    o: &Opts,
+pub fn markdown(
+    o: &Setup,
     done: &Sweep,
     host: &Host,
     load_after: Option<f64>,
@@ -63,7 +63,7 @@ pub(super) fn markdown(
     let _ = writeln!(
         s,
         "- Interval: percentile bootstrap 95 % of the median, {} resamples, seeded",
-        rdma_direct::bench::batching::stats::BOOTSTRAP_RESAMPLES
+        crate::bench::batching::stats::BOOTSTRAP_RESAMPLES
     );
     let _ = writeln!(s, "- PCIe link for the bound: {}\n", o.pcie.name());
     let _ = writeln!(s, "## Host\n");

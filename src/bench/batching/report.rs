@@ -1,23 +1,47 @@
-//! The output of `bench batching`: the header, one perftest-style table per configuration,
-//! the JSON document and the SVG charts.
+//! The report of a batching sweep (feature `report`): the header, one perftest-style table
+//! per configuration, the notes on method, latency and PCIe, the JSON document and the SVG
+//! charts.
 //!
-//! Contract: pure functions of the options and the measured points ([`Stat`]); each returns
-//! its text (or charts) and writes nothing. Every table and chart names the provider and
-//! says that plain-memory and sim figures are not hardware figures.
+//! Contract: pure functions of a [`Setup`] (the sweep's [`Params`], the PCIe link the bound
+//! is given for, the command line) and the measured points ([`Stat`]); each returns its text
+//! (or charts) and writes nothing. Every table and chart names the provider and says that
+//! plain-memory and sim figures are not hardware figures.
 
 use std::fmt::Write as _;
 
 use super::explain::{completions_per_wqe, model_fit};
-use super::options::{Config, Mode, Opts, Where};
-use rdma_direct::bench::batching::{Stat, Sweep};
-use rdma_direct::pcie::{Counts, Link, Traffic};
-use rdma_direct::perf::host::Host;
-use rdma_direct::report::json::Value;
-use rdma_direct::report::plot::{Chart, Curve, Panel, Point, Series, XKind};
+use super::{Config, Mode, Params, Stat, Sweep, Where};
+use crate::pcie::{Counts, Link, Traffic};
+use crate::perf::host::Host;
+use crate::report::json::Value;
+use crate::report::plot::{Chart, Curve, Panel, Point, Series, XKind};
 
-pub(super) fn series_name(o: &Opts, c: &Config) -> String {
+/// What a report says about the run besides its points: the sweep's parameters (reached
+/// through `Deref`), the PCIe link whose rate bounds each point, and the command line the
+/// JSON records (the arguments after `rdma-direct bench batching`).
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub params: Params,
+    pub pcie: Link,
+    pub argv: Vec<String>,
+}
+
+impl std::ops::Deref for Setup {
+    type Target = Params;
+    fn deref(&self) -> &Params {
+        &self.params
+    }
+}
+
+impl std::ops::DerefMut for Setup {
+    fn deref_mut(&mut self) -> &mut Params {
+        &mut self.params
+    }
+}
+
+pub fn series_name(o: &Setup, c: &Config) -> String {
     let mut s = format!("{}, {}", c.mode.name(), c.signal.name());
-    if o.ops.len() > 1 || c.op != rdma_direct::bench::batching::Op::Write {
+    if o.ops.len() > 1 || c.op != crate::bench::batching::Op::Write {
         s = format!("{}, {s}", c.op.name());
     }
     if o.many_payloads() {
@@ -28,7 +52,7 @@ pub(super) fn series_name(o: &Opts, c: &Config) -> String {
 
 /// The PCIe model at a point on `link`: (requester traffic, responder traffic, the message
 /// rate the busier of the two links allows in Mpps).
-pub(super) fn link_bound(link: &Link, p: &Stat) -> Option<(Traffic, Traffic, f64)> {
+pub fn link_bound(link: &Link, p: &Stat) -> Option<(Traffic, Traffic, f64)> {
     let c = p.pcie?;
     let (req, resp) = (link.requester(&c), link.responder(&c));
     Some((req, resp, req.rate(link).min(resp.rate(link)) / 1e6))
@@ -36,7 +60,7 @@ pub(super) fn link_bound(link: &Link, p: &Stat) -> Option<(Traffic, Traffic, f64
 
 /// Which bound sets the rate: the measured one ("cpu" on plain memory, the device thread on
 /// the sim) or the link's.
-fn binds(o: &Opts, measured_mpps: f64, link_mpps: f64) -> &'static str {
+fn binds(o: &Setup, measured_mpps: f64, link_mpps: f64) -> &'static str {
     if link_mpps < measured_mpps {
         "link"
     } else if o.at == Where::Sim {
@@ -46,7 +70,7 @@ fn binds(o: &Opts, measured_mpps: f64, link_mpps: f64) -> &'static str {
     }
 }
 
-pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
+pub fn table(o: &Setup, c: &Config, pts: &[Stat]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -135,13 +159,13 @@ pub(super) fn table(o: &Opts, c: &Config, pts: &[Stat]) -> String {
 /// Latency mode: per payload and size, each doorbell mode's round trip (median, its
 /// interval) and what it moves over PCIe per message, then BlueFlame against the 8-byte
 /// doorbell: the difference in time and in PCIe transactions (from the tap's counts).
-pub(super) fn latency_note(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
+pub fn latency_note(o: &Setup, res: &[(Config, Vec<Stat>)]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
         " latency (one request at a time: post, ring, poll its completion), per message:"
     );
-    let mut seen: Vec<(rdma_direct::bench::batching::PayloadKind, u32)> = Vec::new();
+    let mut seen: Vec<(crate::bench::batching::PayloadKind, u32)> = Vec::new();
     for (c, _) in res {
         if !seen.contains(&(c.payload, c.size)) {
             seen.push((c.payload, c.size));
@@ -216,10 +240,10 @@ pub(super) fn latency_note(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
 }
 
 /// How the sweep sampled: the CPU, the runs, the window, and the interval's method.
-pub(super) fn method_note(o: &Opts, done: &Sweep) -> String {
+pub fn method_note(o: &Setup, done: &Sweep) -> String {
     let pinned = match &done.cpu {
         Some(c) => format!("measuring thread pinned to CPU {} ({})", c.cpu, c.why),
-        None => "measuring thread not pinned (--unpin)".into(),
+        None => "measuring thread not pinned".into(),
     };
     let window = match o.window {
         Some(w) => format!("steady pipeline, at most {w} WQEs outstanding"),
@@ -233,7 +257,7 @@ pub(super) fn method_note(o: &Opts, done: &Sweep) -> String {
     )
 }
 
-pub(super) fn header(o: &Opts) -> String {
+pub fn header(o: &Setup) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -243,8 +267,8 @@ pub(super) fn header(o: &Opts) -> String {
         .ops
         .iter()
         .map(|op| match op {
-            rdma_direct::bench::batching::Op::Write => "RDMA WRITE, RC",
-            rdma_direct::bench::batching::Op::UdSend => "SEND, UD",
+            crate::bench::batching::Op::Write => "RDMA WRITE, RC",
+            crate::bench::batching::Op::UdSend => "SEND, UD",
         })
         .collect();
     let qps = if o.qps > 1 {
@@ -276,7 +300,7 @@ pub(super) fn header(o: &Opts) -> String {
     s
 }
 
-fn title(o: &Opts) -> String {
+fn title(o: &Setup) -> String {
     let what = match o.at {
         Where::Plain => "plain memory, mlx5 driver cost".to_string(),
         Where::Sim => "sim, device thread".to_string(),
@@ -288,7 +312,7 @@ fn title(o: &Opts) -> String {
 }
 
 /// The host and the run, for the JSON: `host` read before the sweep, `load_after` after it.
-fn host_json(o: &Opts, host: &Host, load_after: Option<f64>) -> Value {
+fn host_json(o: &Setup, host: &Host, load_after: Option<f64>) -> Value {
     let opt_s = |v: &Option<String>| v.clone().map(Value::Str).unwrap_or(Value::Null);
     let opt_n = |v: Option<f64>| v.map(Value::Num).unwrap_or(Value::Null);
     Value::Obj(vec![
@@ -310,7 +334,7 @@ fn host_json(o: &Opts, host: &Host, load_after: Option<f64>) -> Value {
     ])
 }
 
-pub(super) fn json(o: &Opts, done: &Sweep, host: &Host, load_after: Option<f64>) -> String {
+pub fn json(o: &Setup, done: &Sweep, host: &Host, load_after: Option<f64>) -> String {
     let res = &done.points;
     let s = |t: &str| Value::Str(t.to_string());
     let n = Value::Num;
@@ -387,7 +411,7 @@ pub(super) fn json(o: &Opts, done: &Sweep, host: &Host, load_after: Option<f64>)
         ("hardware".into(), Value::Bool(o.at.hardware())),
         (
             "op".into(),
-            s(if o.ops == [rdma_direct::bench::batching::Op::Write] {
+            s(if o.ops == [crate::bench::batching::Op::Write] {
                 "RDMA WRITE"
             } else {
                 "see configs"
@@ -405,7 +429,7 @@ pub(super) fn json(o: &Opts, done: &Sweep, host: &Host, load_after: Option<f64>)
 }
 
 /// How the points were sampled: pinning, runs, window, samples and warm-up per point.
-fn method_json(o: &Opts, done: &Sweep) -> Value {
+fn method_json(o: &Setup, done: &Sweep) -> Value {
     let n = Value::Num;
     Value::Obj(vec![
         (
@@ -420,7 +444,7 @@ fn method_json(o: &Opts, done: &Sweep) -> Value {
             done.cpu
                 .as_ref()
                 .map(|c| Value::Str(c.why.clone()))
-                .unwrap_or(Value::Str("not pinned (--unpin)".into())),
+                .unwrap_or(Value::Str("not pinned".into())),
         ),
         ("runs".into(), n(f64::from(done.runs))),
         ("reps_per_run".into(), n(f64::from(o.reps))),
@@ -434,20 +458,20 @@ fn method_json(o: &Opts, done: &Sweep) -> Value {
             "interval".into(),
             Value::Str(format!(
                 "percentile bootstrap of the median, 95 %, {} resamples, seeded",
-                rdma_direct::bench::batching::stats::BOOTSTRAP_RESAMPLES
+                crate::bench::batching::stats::BOOTSTRAP_RESAMPLES
             )),
         ),
     ])
 }
 
 /// The samples each point holds: `--reps`, fewer when a stop cut the sweep short.
-fn taken(o: &Opts, pts: &[Stat]) -> u32 {
+fn taken(o: &Setup, pts: &[Stat]) -> u32 {
     pts.iter().map(|p| p.reps).min().unwrap_or(o.reps)
 }
 
 /// The least-squares model per doorbell mode (see `explain::model_fit`): coefficients, 95 %
 /// half-widths, residuals per point.
-fn fits_json(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Value {
+fn fits_json(o: &Setup, res: &[(Config, Vec<Stat>)]) -> Value {
     let n = Value::Num;
     let fits = o
         .modes
@@ -501,14 +525,14 @@ fn fits_json(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Value {
 }
 
 /// The note under the tables of an mlx5 provider's sweep: what the PCIe columns mean.
-pub(super) fn pcie_note(o: &Opts) -> String {
+pub fn pcie_note(o: &Setup) -> String {
     let l = &o.pcie;
     format!(
         " PCIe columns, per message, counted from what the mlx5 provider wrote (replayed on \
          plain memory):\n   MMIO = 8-B doorbells + 64-B BlueFlame chunks; DMA = WQE fetches \
          + payload fetches + CQE writes + responder payload writes;\n   PCIe = requester-link \
          bytes host-to-device/device-to-host; Link = the rate a {} link allows (MPS {}, MRRS \
-         {},\n   read completions of {} B; model and sources: rdma_direct::pcie); bound = \
+         {},\n   read completions of {} B; model and sources: crate::pcie); bound = \
          the lower of Link and the measured rate.\n",
         l.name(),
         l.mps,
@@ -524,7 +548,7 @@ const PRESETS: [&str; 6] = [
 
 /// A point's PCIe counts (per message), its traffic on `--pcie`'s link, the link-bound rate
 /// on every preset, and which bound binds.
-fn pcie_json(o: &Opts, p: &Stat, k: &Counts) -> Value {
+fn pcie_json(o: &Setup, p: &Stat, k: &Counts) -> Value {
     let n = Value::Num;
     let per = |x: u64| n(k.per_message(x));
     let counts = vec![
@@ -590,7 +614,7 @@ fn pcie_json(o: &Opts, p: &Stat, k: &Counts) -> Value {
 /// The two charts (message rate, cost per WQE), each point with its p10..p90 range as an error
 /// bar; the cost chart also draws, per configuration the model covers, the least-squares fit
 /// `t = w + d/b + c·q` ([`model_fit`]) evaluated along the batch axis.
-pub(super) fn charts(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Vec<Panel> {
+pub fn charts(o: &Setup, res: &[(Config, Vec<Stat>)]) -> Vec<Panel> {
     let reps = res.iter().map(|(_, p)| taken(o, p)).min().unwrap_or(o.reps);
     let sub = if o.at.hardware() {
         format!(
@@ -653,7 +677,7 @@ pub(super) fn charts(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Vec<Panel> {
 
 /// The fitted model along each configuration's batch range, for the configurations whose
 /// points the fit used (per doorbell mode: its first payload and size).
-fn fit_curves(o: &Opts, res: &[(Config, Vec<Stat>)]) -> Vec<Curve> {
+fn fit_curves(o: &Setup, res: &[(Config, Vec<Stat>)]) -> Vec<Curve> {
     let mut out = Vec::new();
     for (i, (c, pts)) in res.iter().enumerate() {
         let Some(m) = model_fit(res, c.mode) else {

@@ -1,6 +1,6 @@
-//! `pingpong -R`: rdma-core's `rping` protocol over a QP connected by address through the RDMA
-//! CM ([`rdma_direct::cm`]); the peer may be `rping -s` / `rping -c` (default CM port 7174,
-//! as rping's).
+//! rdma-core's `rping` protocol over an RC QP connected by address through the RDMA CM
+//! ([`crate::cm`]), one end per call ([`run`]); the peer may be `rping -s` / `rping -c`
+//! (CM port [`RPING_PORT`] by default, as rping's). What `rdma-direct pingpong -R` runs.
 //!
 //! The protocol, per ping: the client fills its source buffer (rping's pattern: the text
 //! `rdma-ping-<n>: ` then the letters `A`..`z` cycling, each ping starting one letter later,
@@ -16,25 +16,61 @@
 //! Connection parameters are rping's: one READ each way (`initiator_depth` /
 //! `responder_resources` 1), retry and RNR retry 7. Each wait is bounded ([`STALL`]): a peer
 //! that stops answering ends the run with an error naming what was awaited.
+//!
+//! Contract: [`run`] opens its own PD, buffer, CQ and QP on the caller's provider, connects
+//! (client, [`Opts::host`] set) or accepts one connection (server), runs the pings and
+//! returns the lines that describe the run (provider, connection, pings, time); it prints
+//! nothing. A data mismatch or a message of the wrong length is [`Error::Protocol`], an
+//! error completion [`Error::Failed`], the server leaving early [`Error::Io`]
+//! (`ConnectionReset`), a wait past [`STALL`] the stall error of [`Stall`].
 
 use std::time::{Duration, Instant};
 
-use rdma_direct::cm;
-use rdma_direct::providers::helpers::Stall;
-use rdma_direct::providers::{
+use crate::cm;
+use crate::providers::helpers::Stall;
+use crate::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Pages, Provider, QpConfig,
     QpType, QueuePair, RecvQueue, RecvWr, SendQueue, SendWr, WcStatus,
 };
-use rdma_direct::Result;
-
-use super::super::provider;
-use super::args::Args;
-use super::{fail, perr};
+use crate::{Error, Result};
 
 /// rping's CM port.
-pub(super) const RPING_PORT: u16 = 7174;
+pub const RPING_PORT: u16 = 7174;
 /// The longest any one step may take.
-const STALL: Duration = Duration::from_secs(20);
+pub const STALL: Duration = Duration::from_secs(20);
+
+/// One end's parameters.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    /// The server's address (client); `None`: serve one client.
+    pub host: Option<String>,
+    /// The CM port (rping's: [`RPING_PORT`]).
+    pub port: u16,
+    /// Pings the client runs.
+    pub iters: u32,
+    /// Bytes per ping (rping's `-S`); both ends the same.
+    pub size: usize,
+    /// Transport retry count of the QP.
+    pub retry_cnt: u8,
+    /// Local ACK timeout exponent (4.096 µs × 2^timeout).
+    pub timeout: u8,
+}
+
+/// An error completion of a transfer this end drove.
+fn fail(detail: String) -> Error {
+    Error::Failed {
+        context: "rping",
+        detail,
+    }
+}
+
+/// The peer broke the protocol.
+fn perr(detail: String) -> Error {
+    Error::Protocol {
+        context: "rping",
+        detail,
+    }
+}
 /// The advertisement's length.
 const INFO: usize = 16;
 
@@ -48,7 +84,7 @@ const SEND_AT: usize = INFO;
 const SRC_AT: usize = 2 * INFO;
 
 /// rping's pattern for ping `ping` in `buf`.
-pub(super) fn pattern(buf: &mut [u8], ping: u32) {
+pub fn pattern(buf: &mut [u8], ping: u32) {
     let text = format!("rdma-ping-{ping}: ");
     let n = text.len().min(buf.len());
     buf[..n].copy_from_slice(&text.as_bytes()[..n]);
@@ -82,7 +118,7 @@ struct End<'c, P: Provider> {
     p: &'c mut P,
     qp: P::Qp,
     cq: P::Cq,
-    buf: rdma_direct::providers::RegisteredBuf<P::Mr>,
+    buf: crate::providers::RegisteredBuf<P::Mr>,
     _pd: P::Pd,
     size: usize,
     conn: Option<cm::Connection>,
@@ -142,13 +178,13 @@ impl<P: Provider> End<'_, P> {
                         return Ok(false);
                     }
                     return Err(fail(format!(
-                        "rping: {} completion of wr_id {} failed while waiting for {what}",
+                        "{} completion of wr_id {} failed while waiting for {what}",
                         c.status, c.wr_id
                     )));
                 }
                 if c.wr_id == WR_RECV && c.byte_len as usize != INFO {
                     return Err(perr(format!(
-                        "rping: received {} bytes, the protocol's messages are {INFO}",
+                        "received {} bytes, the protocol's messages are {INFO}",
                         c.byte_len
                     )));
                 }
@@ -200,7 +236,7 @@ fn open<P: Provider>(p: &mut P, size: usize) -> Result<End<'_, P>> {
     })
 }
 
-fn opts(a: &Args) -> ConnectOpts {
+fn connect_opts(a: &Opts) -> ConnectOpts {
     ConnectOpts {
         max_rd_atomic: 1,
         max_dest_rd_atomic: 1,
@@ -212,9 +248,9 @@ fn opts(a: &Args) -> ConnectOpts {
 }
 
 /// The server left before ping `ping` was done.
-fn gone(ping: u32) -> rdma_direct::Error {
-    rdma_direct::Error::Io {
-        context: "pingpong -R".into(),
+fn gone(ping: u32) -> Error {
+    Error::Io {
+        context: "rping".into(),
         kind: std::io::ErrorKind::ConnectionReset,
         detail: format!(
             "RDMA_CM_EVENT_DISCONNECTED: the server disconnected at ping {ping}; the QP was moved to ERR"
@@ -222,24 +258,22 @@ fn gone(ping: u32) -> rdma_direct::Error {
     }
 }
 
-/// [`run`] for [`provider::open_and_run`].
-pub(super) struct Rping<'a>(pub(super) &'a Args);
-
-impl provider::Job for Rping<'_> {
+/// [`run`] on the provider [`open_and_run`](crate::providers::choice::open_and_run) opens.
+impl crate::providers::choice::Job for Opts {
     type Out = String;
     fn run<P: Provider>(&mut self, p: &mut P) -> Result<String>
     where
         P::Qp: Send,
         P::Cq: Send,
     {
-        run(p, self.0)
+        run(p, self)
     }
 }
 
-/// One end of `pingpong -R` (see the module doc): the text it prints.
-pub(super) fn run<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
-    let port = a.port.unwrap_or(RPING_PORT);
-    let o = opts(a);
+/// One end of the protocol (see the module doc): the lines describing the run.
+pub fn run<P: Provider>(p: &mut P, a: &Opts) -> Result<String> {
+    let port = a.port;
+    let o = connect_opts(a);
     let t0 = Instant::now();
     let mut out = format!("provider: {} on {}\n", p.kind(), p.device_name());
     let mut e = open(p, a.size)?;
@@ -279,7 +313,7 @@ pub(super) fn run<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
                 let (src, dst) = (e.buf.get(SRC_AT, size)?, e.buf.get(sink, size)?);
                 if let Some(i) = src.iter().zip(dst).position(|(x, y)| x != y) {
                     return Err(perr(format!(
-                        "rping: data mismatch at ping {ping}, byte {i}: sent {:#04x}, got back {:#04x}",
+                        "data mismatch at ping {ping}, byte {i}: sent {:#04x}, got back {:#04x}",
                         src[i], dst[i]
                     )));
                 }
@@ -317,7 +351,7 @@ pub(super) fn run<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
                 let (addr, rkey, len) = e.take_info()?;
                 if len as usize > e.size {
                     return Err(perr(format!(
-                        "rping: the client's buffer is {len} bytes, ours {} (run both with the same size)",
+                        "the client's buffer is {len} bytes, ours {} (run both with the same size)",
                         e.size
                     )));
                 }
@@ -367,7 +401,7 @@ pub(super) fn run<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
 
 fn post_recv_on<Q: QueuePair, M: MemoryRegion>(
     qp: &mut Q,
-    buf: &rdma_direct::providers::RegisteredBuf<M>,
+    buf: &crate::providers::RegisteredBuf<M>,
 ) -> Result<()> {
     let sge = [buf.sge(RECV_AT, INFO)?];
     qp.rq()

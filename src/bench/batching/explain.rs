@@ -1,23 +1,22 @@
-//! `bench batching --explain`: the per-doorbell and per-WQE costs derived from the measured
-//! curve, and where they go.
+//! Where the cost of a batching sweep goes (feature `report`): the per-doorbell and per-WQE
+//! costs derived from the measured curve.
 //!
-//! Contract: a pure function of the options and the measured points; it fits
+//! Contract: a pure function of the [`Setup`] and the measured points; it fits
 //! `t = w + d/b + c·q` (ns per WQE against the batch `b` and the completions per WQE `q`) by
 //! least squares over every point of the first doorbell mode's curves ([`model_fit`], with
-//! `rdma_direct::perf::fit`), prints the coefficients with 95 % intervals and the residuals,
+//! [`crate::perf::fit`]), states the coefficients with 95 % intervals and the residuals,
 //! and returns its text; it measures nothing but the cost of a fence pair on this machine,
 //! for comparison. It never clamps: a coefficient the data make negative is printed as such.
 
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use super::options::{Config, Mode, Opts, Signal, Where};
-use super::report::series_name;
-use rdma_direct::bench::batching::Stat;
-use rdma_direct::perf::fit::{least_squares, Fit};
+use super::report::{series_name, Setup};
+use super::{Config, Mode, Signal, Stat, Where};
+use crate::perf::fit::{least_squares, Fit};
 
 /// Completions per WQE at a point: the signaled requests of a sample over its requests.
-pub(super) fn completions_per_wqe(c: &Config, p: &Stat) -> f64 {
+pub fn completions_per_wqe(c: &Config, p: &Stat) -> f64 {
     let signaled = (0..p.wqes)
         .filter(|&i| c.signal.wants(i, p.batch, p.wqes))
         .count();
@@ -29,14 +28,14 @@ pub(super) fn completions_per_wqe(c: &Config, p: &Stat) -> f64 {
 /// and size only, so the points share one cost per WQE). Without two signaling periods whose
 /// `q` differ the per-completion term cannot be told apart: then `t = w + d/b` is fitted and
 /// the third coefficient is `None`.
-pub(super) struct ModelFit {
-    pub(super) fit: Fit,
-    pub(super) per_completion: bool,
+pub struct ModelFit {
+    pub fit: Fit,
+    pub per_completion: bool,
     /// (config, point) of each row, for naming residuals.
-    pub(super) rows: Vec<(Config, Stat)>,
+    pub rows: Vec<(Config, Stat)>,
 }
 
-pub(super) fn model_fit(res: &[(Config, Vec<Stat>)], m: Mode) -> Option<ModelFit> {
+pub fn model_fit(res: &[(Config, Vec<Stat>)], m: Mode) -> Option<ModelFit> {
     let first = res.iter().find(|(c, _)| c.mode == m)?.0;
     let rows: Vec<(Config, Stat)> = res
         .iter()
@@ -89,15 +88,15 @@ fn fence_pair_ns() -> f64 {
     for _ in 0..5 {
         let t = Instant::now();
         for _ in 0..n {
-            rdma_direct::barrier::wc_start();
-            rdma_direct::barrier::wc_flush();
+            crate::barrier::wc_start();
+            crate::barrier::wc_flush();
         }
         best = best.min(t.elapsed().as_nanos() as f64 / n as f64);
     }
     best
 }
 
-pub(super) fn explain(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
+pub fn explain(o: &Setup, res: &[(Config, Vec<Stat>)]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -238,7 +237,7 @@ pub(super) fn explain(o: &Opts, res: &[(Config, Vec<Stat>)]) -> String {
                 s,
                 " - On the sim the device thread, not the driver, sets the rate: it fetches \
                  and executes each WQE in software (tens of ns), while the driver's own cost \
-                 is a few ns (--provider plain). Batching removes doorbells; the device needs \
+                 is a few ns (on plain memory). Batching removes doorbells; the device needs \
                  fewer still (column WQE/db-seen): once a doorbell woke it, it follows the \
                  doorbell record until the send queue is empty, so while the poster keeps it \
                  busy every later doorbell is a store nobody waits for."
