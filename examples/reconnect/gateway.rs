@@ -23,7 +23,7 @@ pub(super) fn gateway<P: Provider>(p: &mut P, host: &str, a: &Args) -> Result<()
         let mut attempt = 0u32;
         let (mut k, mut conn) = loop {
             attempt += 1;
-            let mut k = link(p, &pd, RING as u32 + 1, CREDITS)?;
+            let mut k = RcLink::new(p, &pd, RING as u32 + 1, CREDITS, RECV_ID, DRAIN)?;
             let to = Duration::from_secs(10);
             match connect_qp_client(p, &mut k.qp, (host, a.port), &opts, None, to) {
                 Ok(c) => break (k, c),

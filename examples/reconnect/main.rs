@@ -124,21 +124,16 @@ fn refusal(e: PostError) -> Result<String> {
     }
 }
 
-/// A new link (the library's `RcLink`): `sends` in flight at most, `recvs` receives.
-fn link<P: Provider>(p: &mut P, pd: &P::Pd, sends: u32, recvs: u32) -> Result<RcLink<P>> {
-    RcLink::new(p, pd, sends, recvs, RECV_ID, DRAIN)
-}
-
 /// A fault on link `k`: `polled` is what the poll that saw it returned from the error on
 /// (empty when it came from elsewhere). The library's drain books those, moves the QP to ERR
 /// and ends every request still outstanding; the line says how each one ended.
 fn fault<P: Provider>(p: &mut P, k: &mut RcLink<P>, polled: &[Completion]) -> Result<String> {
     let r = k.drain_polled(p, polled)?;
-    let first = polled
-        .first()
-        .map(|c| c.status)
-        .or(r.first_error.map(|e| e.1));
-    let first = first.map_or("none".into(), |s| format!("{s:?}"));
+    let first = match (polled.first(), r.first_error) {
+        (Some(c), _) => format!("{:?}", c.status),
+        (None, Some(e)) => format!("{:?}", e.1),
+        (None, None) => "none".into(),
+    };
     let how = match polled.first() {
         Some(c) if k.recvs.owns(c.wr_id) => "on a receive",
         Some(_) => "on a send",
@@ -161,12 +156,7 @@ fn run() -> Result<()> {
         match FLAGS.iter().position(|&x| x == f) {
             Some(i) => v[i] = Some(it.next().ok_or_else(|| bad(format!("{f} needs a value")))?),
             None if !f.starts_with('-') && host.is_none() => host = Some(f),
-            None => {
-                return Err(bad(format!(
-                    "unknown argument {f:?} (options: -n N, -r EVERY, -d DEV, -x GID_INDEX, -p \
-                     PORT, --state FILE, HOST)"
-                )))
-            }
+            None => return Err(bad(format!("unknown argument {f:?}: see {FLAGS:?}"))),
         }
     }
     let num = |i: usize, default: u64| match &v[i] {

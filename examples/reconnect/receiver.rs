@@ -33,7 +33,7 @@ pub(super) fn receiver<P: Provider>(p: &mut P, a: &Args) -> Result<()> {
     // at link up), so a QP that failed with the link down is destroyed only after it is back.
     let mut prev: Option<RcLink<P>> = None;
     loop {
-        let mut k = link(p, &pd, CREDITS, RING as u32)?;
+        let mut k = RcLink::new(p, &pd, CREDITS, RING as u32, RECV_ID, DRAIN)?;
         let (share, to) = (Some(ring.remote(0, LEN)?), Duration::from_secs(3600));
         let mut conn = match connect_qp_server(p, &mut k.qp, &l, &a.opts, share, to) {
             Ok(c) => c,

@@ -9,8 +9,8 @@ pub(super) fn on_sim(batches: u64, every: u64) -> Result<()> {
     // The peer's ring (every incarnation's: this process owns the memory).
     let ring = dev.alloc_buf(&pd, BATCH as usize * ORDER, Access::ALL, Pages::Normal)?;
     let dst = ring.remote(0, BATCH as usize * ORDER)?;
-    let mut gw = link(&mut dev, &pd, BATCH as u32, 0)?;
-    let mut peer = link(&mut dev, &pd, 0, BATCH as u32)?;
+    let mut gw = RcLink::new(&mut dev, &pd, BATCH as u32, 0, RECV_ID, DRAIN)?;
+    let mut peer = RcLink::new(&mut dev, &pd, 0, BATCH as u32, RECV_ID, DRAIN)?;
     // The defaults: a peer that vanished ends the oldest request in RETRY_EXC_ERR.
     let opts = ConnectOpts::default();
     connect_pair(&mut dev, &mut gw.qp, &mut peer.qp, &opts)?;
@@ -35,7 +35,7 @@ pub(super) fn on_sim(batches: u64, every: u64) -> Result<()> {
         // with the batch in flight (its QP destroyed before the device ran it), and a new
         // incarnation comes up, not yet connected.
         if (batch + 1) % every == 0 && restarted_at != Some(batch) {
-            peer = link(&mut dev, &pd, 0, BATCH as u32)?;
+            peer = RcLink::new(&mut dev, &pd, 0, BATCH as u32, RECV_ID, DRAIN)?;
             (restarts, restarted_at) = (restarts + 1, Some(batch));
         }
         // One completion at a time: success acknowledges the batch (the 15 unsignaled are
