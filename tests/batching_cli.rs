@@ -8,6 +8,23 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// `git describe --always --dirty --tags` of this source tree, as the build script asks it;
+/// `None` without git or outside a checkout.
+fn git_describe() -> Option<String> {
+    let out = Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR")])
+        .args(["describe", "--always", "--dirty", "--tags"])
+        .output()
+        .ok()?;
+    let s = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !s.is_empty()).then_some(s)
+}
+
+/// A description without its "-dirty" (the tree may have changed between build and test).
+fn undirty(d: &str) -> &str {
+    d.strip_suffix("-dirty").unwrap_or(d)
+}
+
 /// A JSON value, read by [`parse`]: just what this test needs of the file the binary writes
 /// (the test shares no code with the CLI, so a fault in the CLI's writer cannot hide itself).
 #[derive(Debug, PartialEq)]
@@ -291,6 +308,12 @@ fn sweep(provider: &str, describe: &str) {
         "{argv:?}"
     );
     assert!(host.get("kernel").is_some() && host.get("load_1min_after").is_some());
+    // The commit: what `git describe` says of this source tree (the build script's), else null.
+    assert_eq!(
+        host.get("commit").and_then(Value::as_str).map(undirty),
+        git_describe().as_deref().map(undirty),
+        "{host:?}"
+    );
     let Some(Value::Arr(fits)) = v.get("fits") else {
         panic!("no fits: {v:?}");
     };
@@ -857,6 +880,15 @@ fn report_writes_json_svg_and_a_summary() {
         .count();
     assert_eq!(rows, 4, "{md}");
     assert!(md.contains("Least-squares fit"), "{md}");
+    let tool = md
+        .lines()
+        .find(|l| l.starts_with("- Tool: "))
+        .expect("a tool line");
+    let commit = tool.rsplit_once(", commit ").expect("the commit").1;
+    match git_describe() {
+        Some(d) => assert_eq!(undirty(commit), undirty(&d), "{tool}"),
+        None => assert_eq!(commit, "unknown", "{tool}"),
+    }
     assert!(md.contains("not hardware"), "{md}");
     // A report directory that cannot be made is refused before anything is measured.
     let file = d.join("a-file");

@@ -322,6 +322,7 @@ fn host_json(o: &Setup, host: &Host, load_after: Option<f64>) -> Value {
         ("kernel".into(), opt_s(&host.kernel)),
         ("load_1min_before".into(), opt_n(host.load)),
         ("load_1min_after".into(), opt_n(load_after)),
+        ("commit".into(), opt_s(&host.commit)),
         (
             "command_line".into(),
             Value::Arr(

@@ -83,7 +83,12 @@ pub fn markdown(
         num(host.load),
         num(load_after)
     );
-    let _ = writeln!(s, "- Tool: rdma-direct {}\n", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(
+        s,
+        "- Tool: rdma-direct {}, commit {}\n",
+        env!("CARGO_PKG_VERSION"),
+        opt(&host.commit)
+    );
     let _ = writeln!(s, "## Results\n");
     let _ = writeln!(
         s,

@@ -39,9 +39,9 @@
 //!   default gen3x8; the JSON adds every Gen3-5 x8/x16 preset), with the bound that binds.
 //! - Output: one perftest-style table per configuration with the provider named and the line
 //!   "plain-memory and sim figures are not hardware figures"; `--json FILE` (one object,
-//!   the host (CPU, governor, kernel, load before and after) and the command line, every
-//!   point with its spread and PCIe counts); `--svg FILE` (message rate and ns/WQE against
-//!   the batch size, log2 axis, one line per configuration); `--explain` fits
+//!   the host (CPU, governor, kernel, load before and after), the commit built from and the
+//!   command line, every point with its spread and PCIe counts); `--svg FILE` (message rate
+//!   and ns/WQE against the batch size, log2 axis, one line per configuration); `--explain` fits
 //!   `t = w + d/b + c·q` by least squares over the curves (per WQE, per doorbell, per
 //!   completion, with 95 % intervals and residuals) and says where the cost goes.
 //!
