@@ -903,8 +903,10 @@ fn report_writes_json_svg_and_a_summary() {
 /// per request show that each QP signals by its own count. By hand, 256 requests per sample
 /// in batches of 1 or 4 alternating between 2 QPs: 128 per QP, signaled at its 100th and
 /// (always) its last: 2 per QP, 4 per sample = 4/256 CQEs per request (one QP would make 3:
-/// the 100th, 200th and 256th). WRITE points carry PCIe counts; UD SEND points do not (the
-/// rig's replay queue is RC).
+/// the 100th, 200th and 256th). Every point carries PCIe counts; a UD SEND of 8 inline
+/// bytes is ctrl 16 + datagram 48 + inline 16 = 80 bytes, two WQEBBs (the WRITE one), and
+/// the receiver takes each datagram: one receive WQE read, the 40-byte GRH and 8 payload
+/// bytes written, one CQE (the sweep itself fails if a datagram does not arrive).
 #[test]
 fn sim_runs_ud_send_and_two_qps() {
     let d = scratch("ud");
@@ -951,9 +953,27 @@ fn sim_runs_ud_send_and_two_qps() {
         };
         assert_eq!(pts.len(), 2);
         for p in pts {
+            // The device's CQEs: the sender's, and for UD one per datagram received.
             let cqes = p.get("device_cqes_per_wqe").and_then(Value::as_f64);
-            assert_eq!(cqes, Some(4.0 / 256.0), "{p:?}");
-            assert_eq!(p.get("pcie").is_some(), !ud, "{p:?}");
+            let recvd = if ud { 1.0 } else { 0.0 };
+            assert_eq!(cqes, Some(4.0 / 256.0 + recvd), "{p:?}");
+            let per = p
+                .get("pcie")
+                .and_then(|x| x.get("per_message"))
+                .expect("PCIe counts on every point");
+            let f = |k: &str| per.get(k).and_then(Value::as_f64).unwrap();
+            let b = p.get("batch").and_then(Value::as_f64).unwrap();
+            // db8: every WQEBB of a batch fetched, in one read per doorbell.
+            assert_eq!(f("wqe_dma_reads"), 1.0 / b, "{p:?}");
+            assert_eq!(
+                f("wqe_dma_read_wqebbs"),
+                if ud { 2.0 } else { 1.0 },
+                "{p:?}"
+            );
+            let (recv, bytes) = if ud { (1.0, 48.0) } else { (0.0, 8.0) };
+            assert_eq!(f("responder_recv_wqe_reads"), recv, "{p:?}");
+            assert_eq!(f("responder_cqe_writes"), recv, "{p:?}");
+            assert_eq!(f("responder_payload_bytes"), bytes, "{p:?}");
         }
     }
 }

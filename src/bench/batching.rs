@@ -26,7 +26,9 @@
 //!   spread. [`Params::window`] bounds the WQEs outstanding for a steady pipeline: on plain
 //!   memory the rig consumes the outstanding WQEs whenever the next batch would pass the
 //!   bound (its work not timed), on devices posting waits for completions.
-//! - Operations ([`Op`]): RDMA WRITE on RC, SEND on UD (devices); [`Params::qps`] client
+//! - Operations ([`Op`]): RDMA WRITE on RC, SEND on UD (devices; the peer receives every
+//!   datagram, checked between samples; PCIe counts replayed on a UD queue, the datagram
+//!   segment making each WQE 48 bytes longer); [`Params::qps`] client
 //!   QPs take the batches in turn (devices), each signaling its own requests (its last of a
 //!   sample always), all completing on one CQ.
 //! - Latency mode ([`Params::latency`]): post one signaled request, ring, poll its
@@ -54,7 +56,7 @@ pub mod stats;
 pub mod summary;
 
 pub use crate::bench::cpu::Pin;
-pub use measure::{pcie_counts, sweep, write_wqebbs, Stat, Sweep};
+pub use measure::{pcie_counts, sweep, wqebbs, Stat, Sweep};
 
 /// Largest batch (the send queue depth keeps two batches in flight).
 pub const MAX_BATCH: u32 = 64;
@@ -180,9 +182,9 @@ impl PayloadKind {
 pub enum Op {
     /// RDMA WRITE on RC QPs.
     Write,
-    /// SEND on UD QPs, to the peer QP's address handle. The peer posts no receives: the
-    /// device drops each datagram at the responder, as UD does, so the sender's path is
-    /// what is measured.
+    /// SEND on UD QPs, to the peer QP's address handle. The peer holds receives for every
+    /// datagram of a sample, posted ahead and taken back between samples (untimed): the
+    /// device delivers each datagram while the sender is measured.
     UdSend,
 }
 

@@ -27,8 +27,8 @@ doorbell, for every doorbell mode x signaling period x payload x size.
                        or batch (once per batch); default 1,16,batch. The last request
                        of a sample is always signaled
   -o, --op LIST        write (RDMA WRITE on RC, the default), ud-send (SEND on UD; the
-                       peer posts no receives, so it drops them: the sender's path); ud-send
-                       on devices only
+                       peer receives every datagram, its receives posted ahead and taken
+                       back between samples, untimed); ud-send on devices only
   -q, --qps N          client QPs taking the batches in turn, one CQ (default 1, at most 16;
                        devices only)
   -p, --payload LIST   inline, sge (default inline)
