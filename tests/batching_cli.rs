@@ -1024,3 +1024,109 @@ fn four_kib_payloads_run() {
         }
     }
 }
+
+/// CPUs this test process may run on (the binary inherits the mask).
+fn allowed_cpus() -> usize {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = s
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    list.split(',')
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum()
+}
+
+/// `--threads 2` on plain memory and the sim: the JSON holds each thread's points, each
+/// thread pinned to a CPU of its own, and the total is the sum of the threads' median Mpps
+/// per point (arithmetic, not timing). Where fewer than 2 CPUs are allowed, the sweep is
+/// refused with a message naming --threads.
+#[test]
+fn threads_run_side_by_side() {
+    for provider in ["plain", "sim"] {
+        let d = scratch(&format!("threads-{provider}"));
+        let js = d.join("t.json");
+        let (code, out, err) = batching(&[
+            "--provider",
+            provider,
+            "--threads",
+            "2",
+            "-l",
+            "1,4",
+            "-m",
+            "db8",
+            "-Q",
+            "4",
+            "-r",
+            "2",
+            "-w",
+            "1",
+            "-n",
+            "64",
+            "--json",
+            js.to_str().unwrap(),
+        ]);
+        if allowed_cpus() < 2 {
+            assert_eq!(code, 1, "{out}{err}");
+            assert!(err.contains("--threads 2"), "{err}");
+            continue;
+        }
+        assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+        assert!(out.contains("2 measuring threads"), "{out}");
+        let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+        assert_eq!(v.get("threads").and_then(Value::as_u64), Some(2));
+        let Some(Value::Arr(threads)) = v.get("per_thread") else {
+            panic!("no per_thread: {v:?}");
+        };
+        assert_eq!(threads.len(), 2);
+        let cpus: Vec<u64> = threads
+            .iter()
+            .map(|t| t.get("cpu").and_then(Value::as_u64).expect("pinned"))
+            .collect();
+        assert_ne!(cpus[0], cpus[1], "{cpus:?}");
+        // Thread 0's points are the main table's.
+        let Some(Value::Arr(configs)) = v.get("configs") else {
+            panic!("no configs");
+        };
+        let Some(Value::Arr(main)) = configs[0].get("points") else {
+            panic!("no points");
+        };
+        let mpps = |t: &Value, i: usize| -> f64 {
+            let Some(Value::Arr(cs)) = t.get("configs") else {
+                panic!("no configs: {t:?}");
+            };
+            let Some(Value::Arr(ps)) = cs[0].get("points") else {
+                panic!("no points");
+            };
+            assert_eq!(ps.len(), 2);
+            assert_eq!(ps[i].get("samples").and_then(Value::as_u64), Some(2));
+            ps[i].get("mpps").and_then(Value::as_f64).unwrap()
+        };
+        let Some(Value::Arr(total)) = v.get("total") else {
+            panic!("no total: {v:?}");
+        };
+        assert_eq!(total.len(), 1);
+        let Some(Value::Arr(tp)) = total[0].get("points") else {
+            panic!("no total points");
+        };
+        for (i, b) in [1u64, 4].into_iter().enumerate() {
+            assert_eq!(tp[i].get("batch").and_then(Value::as_u64), Some(b));
+            let sum = mpps(&threads[0], i) + mpps(&threads[1], i);
+            let got = tp[i].get("mpps").and_then(Value::as_f64).unwrap();
+            assert!((got - sum).abs() <= 1e-9 * sum, "{got} vs {sum}");
+            let m = main[i].get("mpps").and_then(Value::as_f64).unwrap();
+            assert_eq!(m, mpps(&threads[0], i));
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+    for bad in ["0", "65"] {
+        let (code, out, err) = batching(&["--threads", bad]);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(err.contains("--threads"), "{err}");
+    }
+}

@@ -31,6 +31,9 @@
 //!   segment making each WQE 48 bytes longer); [`Params::qps`] client
 //!   QPs take the batches in turn (devices), each signaling its own requests (its last of a
 //!   sample always), all completing on one CQ.
+//! - Several measuring threads ([`Params::threads`]): each runs the whole sweep side by side
+//!   on queues of its own, pinned to a CPU of its own; [`Sweep::threads`] keeps each one's
+//!   points and [`Sweep::total_mpps`] sums their median rates per point.
 //! - Latency mode ([`Params::latency`]): post one signaled request, ring, poll its
 //!   completion, then the next; ns per round trip. On plain memory the rig's consuming the
 //!   WQE and writing its CQE is inside the timed region (the device's turnaround); on the sim
@@ -56,7 +59,7 @@ pub mod stats;
 pub mod summary;
 
 pub use crate::bench::cpu::Pin;
-pub use measure::{pcie_counts, sweep, wqebbs, Stat, Sweep};
+pub use measure::{pcie_counts, sweep, wqebbs, Stat, Sweep, ThreadSweep};
 
 /// Largest batch (the send queue depth keeps two batches in flight).
 pub const MAX_BATCH: u32 = 64;
@@ -206,6 +209,8 @@ impl Op {
 
 /// Most client QPs ([`Params::qps`]).
 pub const MAX_QPS: u32 = 16;
+/// Most measuring threads ([`Params::threads`]).
+pub const MAX_THREADS: u32 = 64;
 
 /// One line of the curve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,6 +259,12 @@ pub struct Params {
     /// polled before the next (batch 1, window 1); a sample's figure is ns per round trip.
     /// [`Params::latency_params`] sets the batches and signaling it needs.
     pub latency: bool,
+    /// Measuring threads (1..=[`MAX_THREADS`]), side by side, each running the whole sweep
+    /// on queues of its own, pinned to a CPU of its own: on plain memory its own rig queue;
+    /// on the sim its own software device (its own device thread, QP and CQ); on verbs and
+    /// mlx5 its own context on the device. [`Sweep::threads`] holds each one's points,
+    /// [`Sweep::total_mpps`] their sum.
+    pub threads: u32,
     /// Whether and where the measuring thread is pinned.
     pub pin: Pin,
     /// Asked between rounds: `true` ends the sweep once every point has a recorded sample.

@@ -81,6 +81,55 @@ pub struct Sweep {
     pub cpu: Option<Chosen>,
     /// Runs completed (fewer than [`Params::runs`] when a stop cut the sweep short).
     pub runs: u32,
+    /// With [`Params::threads`] > 1: every measuring thread's own sweep, in thread order
+    /// ([`Sweep::points`] and [`Sweep::cpu`] are the first's); empty with one thread.
+    pub threads: Vec<ThreadSweep>,
+}
+
+/// A batch size and a rate (Mpps) at it.
+pub type BatchMpps = (u32, f64);
+
+/// One measuring thread's sweep (see [`Params::threads`]).
+#[derive(Clone, Debug, Default)]
+pub struct ThreadSweep {
+    /// Its points, as [`Sweep::points`].
+    pub points: Vec<(Config, Vec<Stat>)>,
+    /// The CPU it ran pinned to.
+    pub cpu: Option<Chosen>,
+    /// Runs it completed.
+    pub runs: u32,
+}
+
+impl Sweep {
+    /// The threads' total rate per point: for every configuration and batch size, the sum
+    /// over the threads of each one's median Mpps ([`Stat::mpps`]); `None` with one thread.
+    /// (The threads ran side by side over the same span; each one's median is its own
+    /// steady rate.)
+    pub fn total_mpps(&self) -> Option<Vec<(Config, Vec<BatchMpps>)>> {
+        let (first, others) = self.threads.split_first()?;
+        Some(
+            first
+                .points
+                .iter()
+                .enumerate()
+                .map(|(i, (c, pts))| {
+                    let sums = pts
+                        .iter()
+                        .enumerate()
+                        .map(|(j, p)| {
+                            let rest: f64 = others
+                                .iter()
+                                .filter_map(|t| t.points.get(i)?.1.get(j))
+                                .map(Stat::mpps)
+                                .sum();
+                            (p.batch, p.mpps() + rest)
+                        })
+                        .collect();
+                    (*c, sums)
+                })
+                .collect(),
+        )
+    }
 }
 
 /// The points of a sweep and the runs it completed.
@@ -916,22 +965,47 @@ fn pin(cpu: &Option<Chosen>) -> Result<(), String> {
 
 /// The sweep of `o`, on a thread of its own pinned to the CPU [`cpu::choose`] picks for
 /// [`Params::pin`] (the caller's thread keeps its affinity). On the sim the device thread is
-/// started before the pinning, so it does not inherit the measuring thread's CPU.
+/// started before the pinning, so it does not inherit the measuring thread's CPU. With
+/// [`Params::threads`] > 1, that many measuring threads side by side, each pinned to a CPU
+/// of its own ([`cpu::choose_n`]) and running the whole sweep on queues of its own.
 pub fn sweep(o: &Params) -> Result<Sweep, String> {
     let dev = match o.at {
         Where::Verbs | Where::Mlx5 => o.device.as_deref(),
         Where::Plain | Where::Sim => None,
     };
-    let chosen = cpu::choose(o.pin, dev);
-    let (points, runs) = std::thread::scope(|s| {
-        s.spawn(|| measure(o, &chosen))
-            .join()
-            .unwrap_or_else(|_| Err("the measuring thread panicked".into()))
+    let n = o.threads.max(1) as usize;
+    let chosen = cpu::choose_n(o.pin, dev, n)?;
+    let mut done: Vec<ThreadSweep> = std::thread::scope(|s| {
+        let handles: Vec<_> = chosen
+            .iter()
+            .map(|c| s.spawn(move || measure(o, c)))
+            .collect();
+        handles
+            .into_iter()
+            .zip(&chosen)
+            .enumerate()
+            .map(|(i, (h, c))| {
+                let (points, runs) = h
+                    .join()
+                    .unwrap_or_else(|_| Err("the measuring thread panicked".into()))
+                    .map_err(|e| if n > 1 { format!("thread {i}: {e}") } else { e })?;
+                Ok(ThreadSweep {
+                    points,
+                    cpu: c.clone(),
+                    runs,
+                })
+            })
+            .collect::<Result<_, String>>()
     })?;
+    let first = done[0].clone();
+    if n == 1 {
+        done.clear();
+    }
     Ok(Sweep {
-        points,
-        cpu: chosen,
-        runs,
+        points: first.points,
+        cpu: first.cpu,
+        runs: done.iter().map(|t| t.runs).min().unwrap_or(first.runs),
+        threads: done,
     })
 }
 

@@ -31,6 +31,9 @@ doorbell, for every doorbell mode x signaling period x payload x size.
                        back between samples, untimed); ud-send on devices only
   -q, --qps N          client QPs taking the batches in turn, one CQ (default 1, at most 16;
                        devices only)
+      --threads N      N measuring threads side by side, each on its own queues (plain: its
+                       own rig queue; sim: its own device, QP and CQ) and pinned to a CPU of
+                       its own; the JSON holds each thread's points and their total Mpps
   -p, --payload LIST   inline, sge (default inline)
   -s, --size LIST      message sizes in bytes (default 8; inline at most 128, sge any up to
                        1 MiB, e.g. 4096; ud-send at most the path MTU)
@@ -64,6 +67,7 @@ Plain-memory and sim figures are not hardware figures.
 pub use rdma_direct::bench::batching::report::Setup;
 pub use rdma_direct::bench::batching::{
     Config, Mode, Op, Params, PayloadKind, Pin, Signal, Where, MAX_BATCH, MAX_INLINE, MAX_QPS,
+    MAX_THREADS,
 };
 
 /// The parsed command line: what the sweep measures and its report states ([`Setup`], and
@@ -117,6 +121,7 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
                 sizes: vec![8],
                 ops: vec![Op::Write],
                 qps: 1,
+                threads: 1,
                 reps: 0,
                 warmup: u32::MAX,
                 wqes: 0,
@@ -216,6 +221,7 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
                 })?
             }
             "-q" | "--qps" => o.qps = num(val()?)?,
+            "--threads" => o.threads = num(val()?)?,
             "--window" => o.window = Some(num(val()?)?),
             "--unpin" => o.pin = Pin::Off,
             "--latency" => o.latency = true,
@@ -304,6 +310,15 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
     }
     if o.qps == 0 || o.qps > MAX_QPS {
         return Err(format!("--qps {}: 1..={MAX_QPS} QPs", o.qps));
+    }
+    if o.threads == 0 || o.threads > MAX_THREADS {
+        return Err(format!(
+            "--threads {}: 1..={MAX_THREADS} measuring threads",
+            o.threads
+        ));
+    }
+    if o.threads > 1 && o.instructions {
+        return Err("--threads with --instructions: callgrind counts one thread".into());
     }
     if o.at == Where::Plain && (o.qps > 1 || o.ops.contains(&Op::UdSend)) {
         return Err(
