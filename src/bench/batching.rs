@@ -31,6 +31,9 @@
 //!   segment making each WQE 48 bytes longer); [`Params::qps`] client
 //!   QPs take the batches in turn (devices), each signaling its own requests (its last of a
 //!   sample always), all completing on one CQ.
+//! - The verbs baseline ([`Params::verbs_baseline`], mlx5 on a device): the same configs
+//!   through libibverbs after the mlx5 points, or one line in [`Sweep::skipped`] where
+//!   libibverbs cannot post (the stand-in: `EOPNOTSUPP`). Its points carry no PCIe counts.
 //! - Several measuring threads ([`Params::threads`]): each runs the whole sweep side by side
 //!   on queues of its own, pinned to a CPU of its own; [`Sweep::threads`] keeps each one's
 //!   points and [`Sweep::total_mpps`] sums their median rates per point.
@@ -265,6 +268,11 @@ pub struct Params {
     /// mlx5 its own context on the device. [`Sweep::threads`] holds each one's points,
     /// [`Sweep::total_mpps`] their sum.
     pub threads: u32,
+    /// With [`Where::Mlx5`]: after the mlx5 points, the same configs through libibverbs
+    /// on the same device (one `ibv_post_send` per batch, [`Mode::Verbs`]), rdma-core's own
+    /// post path as the baseline; where libibverbs refuses to post, [`Sweep::skipped`]
+    /// says so and the mlx5 points stand.
+    pub verbs_baseline: bool,
     /// Whether and where the measuring thread is pinned.
     pub pin: Pin,
     /// Asked between rounds: `true` ends the sweep once every point has a recorded sample.

@@ -84,6 +84,9 @@ pub struct Sweep {
     /// With [`Params::threads`] > 1: every measuring thread's own sweep, in thread order
     /// ([`Sweep::points`] and [`Sweep::cpu`] are the first's); empty with one thread.
     pub threads: Vec<ThreadSweep>,
+    /// Point sets asked for and not measured, one line each saying why (a verbs baseline
+    /// on a device whose libibverbs cannot post).
+    pub skipped: Vec<String>,
 }
 
 /// A batch size and a rate (Mpps) at it.
@@ -98,6 +101,8 @@ pub struct ThreadSweep {
     pub cpu: Option<Chosen>,
     /// Runs it completed.
     pub runs: u32,
+    /// As [`Sweep::skipped`].
+    pub skipped: Vec<String>,
 }
 
 impl Sweep {
@@ -985,7 +990,7 @@ pub fn sweep(o: &Params) -> Result<Sweep, String> {
             .zip(&chosen)
             .enumerate()
             .map(|(i, (h, c))| {
-                let (points, runs) = h
+                let ((points, runs), skipped) = h
                     .join()
                     .unwrap_or_else(|_| Err("the measuring thread panicked".into()))
                     .map_err(|e| if n > 1 { format!("thread {i}: {e}") } else { e })?;
@@ -993,6 +998,7 @@ pub fn sweep(o: &Params) -> Result<Sweep, String> {
                     points,
                     cpu: c.clone(),
                     runs,
+                    skipped,
                 })
             })
             .collect::<Result<_, String>>()
@@ -1005,6 +1011,7 @@ pub fn sweep(o: &Params) -> Result<Sweep, String> {
         points: first.points,
         cpu: first.cpu,
         runs: done.iter().map(|t| t.runs).min().unwrap_or(first.runs),
+        skipped: first.skipped,
         threads: done,
     })
 }
@@ -1013,7 +1020,59 @@ fn with_pcie_runs(o: &Params, r: Measured) -> Result<Measured, String> {
     Ok((with_pcie(o, r.0)?, r.1))
 }
 
-fn measure(o: &Params, cpu: &Option<Chosen>) -> Result<Measured, String> {
+/// The verbs baseline of an mlx5 sweep ([`Params::verbs_baseline`]): the same configs with
+/// one `ibv_post_send` per batch on the same device, after the mlx5 points. A device whose
+/// verbs data path refuses to post (`EOPNOTSUPP`: the stand-in models the direct path only)
+/// gives one line saying so instead of points. Each point set is sampled round-robin within
+/// itself; the two sets run one after the other.
+fn verbs_baseline(o: &Params, res: &mut Measured) -> Result<Vec<String>, String> {
+    let dev = o.device.as_deref().unwrap_or_default();
+    let mut p = VerbsDevice::open(dev).map_err(|e| format!("verbs baseline: {e}"))?;
+    let mut v = o.clone();
+    v.at = Where::Verbs;
+    v.modes = vec![Mode::Verbs];
+    // One signaled WRITE first: does libibverbs post at all here?
+    {
+        let mut b = bed(&mut p, &v, Op::Write, 0, 8).map_err(|e| format!("verbs baseline: {e}"))?;
+        let sges = [b.cmem.mr().sge(0, 8)];
+        let (raddr, rkey) = (b.smem.addr(), b.smem.rkey());
+        let sq = b.cqps[0].sq();
+        let refused = match sq.post(SendWr::write(0, &sges, raddr, rkey).signaled()) {
+            Err(r) => Some(r.error.to_string()),
+            Ok(()) => sq.try_ring().err().map(|e| e.to_string()),
+        };
+        if let Some(e) = refused {
+            return Ok(vec![format!(
+                "verbs baseline on {dev} not measured: the first post was refused ({e}); \
+                 libibverbs cannot post on this device, the other points stand"
+            )]);
+        }
+        // Its completion, before the bed goes.
+        let mut wcs = [Completion::EMPTY; 4];
+        let t0 = Instant::now();
+        while b.ccq.poll(&mut wcs) == 0 {
+            p.progress();
+            if t0.elapsed().as_secs() >= 10 {
+                return Err("verbs baseline: no completion for 10 s after the first post".into());
+            }
+        }
+    }
+    let (pts, runs) = device_sweep(&mut p, &v).map_err(|e| format!("verbs baseline: {e}"))?;
+    res.0.extend(pts);
+    res.1 = res.1.min(runs);
+    Ok(Vec::new())
+}
+
+fn measure(o: &Params, cpu: &Option<Chosen>) -> Result<(Measured, Vec<String>), String> {
+    if o.verbs_baseline && o.at == Where::Mlx5 {
+        let mut r = measure_one(o, cpu)?;
+        let skipped = verbs_baseline(o, &mut r)?;
+        return Ok((r, skipped));
+    }
+    Ok((measure_one(o, cpu)?, Vec::new()))
+}
+
+fn measure_one(o: &Params, cpu: &Option<Chosen>) -> Result<Measured, String> {
     match o.at {
         Where::Plain => {
             pin(cpu)?;

@@ -424,6 +424,10 @@ pub fn json(o: &Setup, done: &Sweep, host: &Host, load_after: Option<f64>) -> St
         ("method".into(), method_json(o, done)),
         ("configs".into(), Value::Arr(configs)),
         ("fits".into(), fits_json(o, res)),
+        (
+            "skipped".into(),
+            Value::Arr(done.skipped.iter().map(|l| s(l)).collect()),
+        ),
     ]);
     let v = match (v, threads_json(o, done)) {
         (Value::Obj(mut kv), Some(more)) => {

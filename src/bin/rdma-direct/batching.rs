@@ -156,6 +156,9 @@ pub fn run(args: &[String]) -> i32 {
     }
     out!("{}", method_note(&o, &done));
     out!("{}", threads_note(&o, &done));
+    for line in &done.skipped {
+        outln!(" note: {line}");
+    }
     if o.latency {
         out!("{}", latency_note(&o, res));
     }

@@ -17,7 +17,9 @@ doorbell, for every doorbell mode x signaling period x payload x size.
   --provider P         plain (default without -d): the mlx5 driver's own cost on plain
                        memory; sim: the software mlx5 device, device thread consuming;
                        verbs (default with -d): libibverbs on DEV, one ibv_post_send per
-                       batch; mlx5: the mlx5 provider on a ConnectX NIC (untested)
+                       batch; mlx5: the mlx5 provider on a ConnectX NIC (untested);
+                       mlx5,verbs: both on DEV in one sweep, verbs as the baseline (where
+                       libibverbs cannot post, one line says so and the mlx5 points stand)
   -d, --ib-dev DEV     device for verbs / mlx5
   -i, --ib-port N      port (default 1)
   -x, --gid-index N    GID index (default 0; RoCE on rxe needs the IPv4-mapped one)
@@ -122,6 +124,7 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
                 ops: vec![Op::Write],
                 qps: 1,
                 threads: 1,
+                verbs_baseline: false,
                 reps: 0,
                 warmup: u32::MAX,
                 wqes: 0,
@@ -152,6 +155,14 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             "-h" | "--help" => return Ok(None),
             "--provider" => {
                 let v = val()?;
+                // mlx5 with the verbs baseline, in either order.
+                let v = match v.as_str() {
+                    "mlx5,verbs" | "verbs,mlx5" => {
+                        o.verbs_baseline = true;
+                        "mlx5".to_string()
+                    }
+                    _ => v,
+                };
                 provider = Some(match v.as_str() {
                     "plain" => Where::Plain,
                     "sim" => Where::Sim,
