@@ -172,6 +172,18 @@ pub fn markdown(
              cores (a shared core shows the scheduler)."
         );
     }
+    for line in &done.skipped {
+        let _ = writeln!(s, "- {line}.");
+    }
+    if done.threads.len() > 1 {
+        let _ = writeln!(
+            s,
+            "- {} measuring threads ran side by side, each on queues of its own: the tables \
+             are thread 0's; the JSON's `per_thread` and `total` hold every thread's points \
+             and their sum.",
+            done.threads.len()
+        );
+    }
     let _ = writeln!(
         s,
         "\nFiles: `{JSON}` (every point, raw samples, metadata), `{SVG}` (the curves)."
