@@ -8,6 +8,23 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// `git describe --always --dirty --tags` of this source tree, as the build script asks it;
+/// `None` without git or outside a checkout.
+fn git_describe() -> Option<String> {
+    let out = Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR")])
+        .args(["describe", "--always", "--dirty", "--tags"])
+        .output()
+        .ok()?;
+    let s = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !s.is_empty()).then_some(s)
+}
+
+/// A description without its "-dirty" (the tree may have changed between build and test).
+fn undirty(d: &str) -> &str {
+    d.strip_suffix("-dirty").unwrap_or(d)
+}
+
 /// A JSON value, read by [`parse`]: just what this test needs of the file the binary writes
 /// (the test shares no code with the CLI, so a fault in the CLI's writer cannot hide itself).
 #[derive(Debug, PartialEq)]
@@ -291,6 +308,12 @@ fn sweep(provider: &str, describe: &str) {
         "{argv:?}"
     );
     assert!(host.get("kernel").is_some() && host.get("load_1min_after").is_some());
+    // The commit: what `git describe` says of this source tree (the build script's), else null.
+    assert_eq!(
+        host.get("commit").and_then(Value::as_str).map(undirty),
+        git_describe().as_deref().map(undirty),
+        "{host:?}"
+    );
     let Some(Value::Arr(fits)) = v.get("fits") else {
         panic!("no fits: {v:?}");
     };
@@ -857,6 +880,15 @@ fn report_writes_json_svg_and_a_summary() {
         .count();
     assert_eq!(rows, 4, "{md}");
     assert!(md.contains("Least-squares fit"), "{md}");
+    let tool = md
+        .lines()
+        .find(|l| l.starts_with("- Tool: "))
+        .expect("a tool line");
+    let commit = tool.rsplit_once(", commit ").expect("the commit").1;
+    match git_describe() {
+        Some(d) => assert_eq!(undirty(commit), undirty(&d), "{tool}"),
+        None => assert_eq!(commit, "unknown", "{tool}"),
+    }
     assert!(md.contains("not hardware"), "{md}");
     // A report directory that cannot be made is refused before anything is measured.
     let file = d.join("a-file");
@@ -871,8 +903,10 @@ fn report_writes_json_svg_and_a_summary() {
 /// per request show that each QP signals by its own count. By hand, 256 requests per sample
 /// in batches of 1 or 4 alternating between 2 QPs: 128 per QP, signaled at its 100th and
 /// (always) its last: 2 per QP, 4 per sample = 4/256 CQEs per request (one QP would make 3:
-/// the 100th, 200th and 256th). WRITE points carry PCIe counts; UD SEND points do not (the
-/// rig's replay queue is RC).
+/// the 100th, 200th and 256th). Every point carries PCIe counts; a UD SEND of 8 inline
+/// bytes is ctrl 16 + datagram 48 + inline 16 = 80 bytes, two WQEBBs (the WRITE one), and
+/// the receiver takes each datagram: one receive WQE read, the 40-byte GRH and 8 payload
+/// bytes written, one CQE (the sweep itself fails if a datagram does not arrive).
 #[test]
 fn sim_runs_ud_send_and_two_qps() {
     let d = scratch("ud");
@@ -919,9 +953,27 @@ fn sim_runs_ud_send_and_two_qps() {
         };
         assert_eq!(pts.len(), 2);
         for p in pts {
+            // The device's CQEs: the sender's, and for UD one per datagram received.
             let cqes = p.get("device_cqes_per_wqe").and_then(Value::as_f64);
-            assert_eq!(cqes, Some(4.0 / 256.0), "{p:?}");
-            assert_eq!(p.get("pcie").is_some(), !ud, "{p:?}");
+            let recvd = if ud { 1.0 } else { 0.0 };
+            assert_eq!(cqes, Some(4.0 / 256.0 + recvd), "{p:?}");
+            let per = p
+                .get("pcie")
+                .and_then(|x| x.get("per_message"))
+                .expect("PCIe counts on every point");
+            let f = |k: &str| per.get(k).and_then(Value::as_f64).unwrap();
+            let b = p.get("batch").and_then(Value::as_f64).unwrap();
+            // db8: every WQEBB of a batch fetched, in one read per doorbell.
+            assert_eq!(f("wqe_dma_reads"), 1.0 / b, "{p:?}");
+            assert_eq!(
+                f("wqe_dma_read_wqebbs"),
+                if ud { 2.0 } else { 1.0 },
+                "{p:?}"
+            );
+            let (recv, bytes) = if ud { (1.0, 48.0) } else { (0.0, 8.0) };
+            assert_eq!(f("responder_recv_wqe_reads"), recv, "{p:?}");
+            assert_eq!(f("responder_cqe_writes"), recv, "{p:?}");
+            assert_eq!(f("responder_payload_bytes"), bytes, "{p:?}");
         }
     }
 }
@@ -970,5 +1022,111 @@ fn four_kib_payloads_run() {
             assert_eq!(f("payload_dma_read_bytes"), 4096.0, "{p:?}");
             assert_eq!(f("responder_payload_bytes"), 4096.0, "{p:?}");
         }
+    }
+}
+
+/// CPUs this test process may run on (the binary inherits the mask).
+fn allowed_cpus() -> usize {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = s
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    list.split(',')
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum()
+}
+
+/// `--threads 2` on plain memory and the sim: the JSON holds each thread's points, each
+/// thread pinned to a CPU of its own, and the total is the sum of the threads' median Mpps
+/// per point (arithmetic, not timing). Where fewer than 2 CPUs are allowed, the sweep is
+/// refused with a message naming --threads.
+#[test]
+fn threads_run_side_by_side() {
+    for provider in ["plain", "sim"] {
+        let d = scratch(&format!("threads-{provider}"));
+        let js = d.join("t.json");
+        let (code, out, err) = batching(&[
+            "--provider",
+            provider,
+            "--threads",
+            "2",
+            "-l",
+            "1,4",
+            "-m",
+            "db8",
+            "-Q",
+            "4",
+            "-r",
+            "2",
+            "-w",
+            "1",
+            "-n",
+            "64",
+            "--json",
+            js.to_str().unwrap(),
+        ]);
+        if allowed_cpus() < 2 {
+            assert_eq!(code, 1, "{out}{err}");
+            assert!(err.contains("--threads 2"), "{err}");
+            continue;
+        }
+        assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+        assert!(out.contains("2 measuring threads"), "{out}");
+        let v = parse(&std::fs::read_to_string(&js).unwrap()).expect("valid JSON");
+        assert_eq!(v.get("threads").and_then(Value::as_u64), Some(2));
+        let Some(Value::Arr(threads)) = v.get("per_thread") else {
+            panic!("no per_thread: {v:?}");
+        };
+        assert_eq!(threads.len(), 2);
+        let cpus: Vec<u64> = threads
+            .iter()
+            .map(|t| t.get("cpu").and_then(Value::as_u64).expect("pinned"))
+            .collect();
+        assert_ne!(cpus[0], cpus[1], "{cpus:?}");
+        // Thread 0's points are the main table's.
+        let Some(Value::Arr(configs)) = v.get("configs") else {
+            panic!("no configs");
+        };
+        let Some(Value::Arr(main)) = configs[0].get("points") else {
+            panic!("no points");
+        };
+        let mpps = |t: &Value, i: usize| -> f64 {
+            let Some(Value::Arr(cs)) = t.get("configs") else {
+                panic!("no configs: {t:?}");
+            };
+            let Some(Value::Arr(ps)) = cs[0].get("points") else {
+                panic!("no points");
+            };
+            assert_eq!(ps.len(), 2);
+            assert_eq!(ps[i].get("samples").and_then(Value::as_u64), Some(2));
+            ps[i].get("mpps").and_then(Value::as_f64).unwrap()
+        };
+        let Some(Value::Arr(total)) = v.get("total") else {
+            panic!("no total: {v:?}");
+        };
+        assert_eq!(total.len(), 1);
+        let Some(Value::Arr(tp)) = total[0].get("points") else {
+            panic!("no total points");
+        };
+        for (i, b) in [1u64, 4].into_iter().enumerate() {
+            assert_eq!(tp[i].get("batch").and_then(Value::as_u64), Some(b));
+            let sum = mpps(&threads[0], i) + mpps(&threads[1], i);
+            let got = tp[i].get("mpps").and_then(Value::as_f64).unwrap();
+            assert!((got - sum).abs() <= 1e-9 * sum, "{got} vs {sum}");
+            let m = main[i].get("mpps").and_then(Value::as_f64).unwrap();
+            assert_eq!(m, mpps(&threads[0], i));
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+    for bad in ["0", "65"] {
+        let (code, out, err) = batching(&["--threads", bad]);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(err.contains("--threads"), "{err}");
     }
 }

@@ -15,15 +15,43 @@ use plain::{BenchOp, Loopback};
 /// `every`-th (counting from 1), one ring per batch, each ring tapped. The queue is drained
 /// after each batch so any `n` fits.
 fn run(mode: DoorbellMode, op: BenchOp, size: u32, n: u32, batch: u32, every: u32) -> Counts {
-    let mut lb = Loopback::new(64);
+    run_on(false, mode, op, size, n, batch, every)
+}
+
+/// As [`run`], SENDs on a UD queue (each to the rig's UD destination).
+fn run_ud(mode: DoorbellMode, op: BenchOp, size: u32, n: u32, batch: u32, every: u32) -> Counts {
+    run_on(true, mode, op, size, n, batch, every)
+}
+
+fn run_on(
+    ud: bool,
+    mode: DoorbellMode,
+    op: BenchOp,
+    size: u32,
+    n: u32,
+    batch: u32,
+    every: u32,
+) -> Counts {
+    // A UD SEND takes two WQEBBs or more: room for a batch of 64.
+    let mut lb = if ud {
+        Loopback::ud(256)
+    } else {
+        Loopback::new(64)
+    };
     lb.qp.set_doorbell_mode(mode);
     let mut tap = Tap::new(&lb.dev, 16, 64);
+    if ud {
+        tap = tap.datagram();
+    }
     let sge = lb.sge(size);
     let data = vec![0x5au8; size as usize];
     let mut i = 0;
     while i < n {
         for _ in 0..batch.min(n - i) {
             let mut wr = lb.wr(op, &sge, &data, u64::from(i));
+            if ud {
+                wr = wr.to(plain::ud_dest());
+            }
             if (i + 1) % every == 0 {
                 wr = wr.signaled();
             }
@@ -214,4 +242,77 @@ fn a_ring_with_nothing_staged_counts_nothing() {
             ..Counts::default()
         }
     );
+}
+
+// UD SEND: ctrl 16 + datagram segment 48 + the payload's segments; the responder takes a
+// receive WQE (16 bytes, one SGE), writes the 40-byte GRH then the payload, and a CQE.
+
+#[test]
+fn one_ud_send_inline_is_two_wqebbs() {
+    // 16 + 48 + (4 + 8 -> 16) = 80 B: two WQEBBs, two BlueFlame chunks, nothing fetched.
+    let c = run_ud(DoorbellMode::Auto, BenchOp::SendInline, 8, 1, 1, 1);
+    let want = Counts {
+        bf_chunks: 2,
+        dbrec_updates: 1,
+        cqe_writes: 1,
+        resp_write_bytes: 40 + 8,
+        recv_wqe_reads: 1,
+        recv_wqe_bytes: 16,
+        resp_cqe_writes: 1,
+        ..expect(1)
+    };
+    assert_eq!(c, want);
+    // The doorbell instead: one 8-byte write, one fetch of both WQEBBs.
+    let c = run_ud(DoorbellMode::Doorbell, BenchOp::SendInline, 8, 1, 1, 1);
+    let want = Counts {
+        doorbells: 1,
+        wqe_reads: 1,
+        wqe_read_bbs: 2,
+        ..want
+    };
+    let want = Counts {
+        bf_chunks: 0,
+        ..want
+    };
+    assert_eq!(c, want);
+}
+
+#[test]
+fn ud_sends_batched_gathered_and_large_inline() {
+    // Batch 64 gathered UD SENDs of 64 B, signaled every 16th: 16 + 48 + 16 = 80 B, two
+    // WQEBBs each, 128 fetched under one doorbell; 64 payload reads.
+    let c = run_ud(DoorbellMode::Doorbell, BenchOp::Send, 64, 64, 64, 16);
+    let want = Counts {
+        doorbells: 1,
+        dbrec_updates: 1,
+        wqe_reads: 1,
+        wqe_read_bbs: 128,
+        payload_reads: 64,
+        payload_read_bytes: 64 * 64,
+        cqe_writes: 4,
+        resp_write_bytes: 64 * (40 + 64),
+        recv_wqe_reads: 64,
+        recv_wqe_bytes: 64 * 16,
+        resp_cqe_writes: 64,
+        ..expect(64)
+    };
+    assert_eq!(c, want);
+    // 76 inline bytes: 16 + 48 + (4 + 76 = 80) = 144 B, three WQEBBs (an RC WRITE of the
+    // same payload takes two: 16 + 16 + 80 = 112).
+    let c = run_ud(DoorbellMode::Auto, BenchOp::SendInline, 76, 1, 1, 1);
+    assert_eq!((c.bf_chunks, c.wqe_reads, c.doorbells), (3, 0, 0));
+    let c = run(DoorbellMode::Auto, BenchOp::WriteInline, 76, 1, 1, 1);
+    assert_eq!((c.bf_chunks, c.wqe_reads, c.doorbells), (2, 0, 0));
+    let c = run_ud(DoorbellMode::Doorbell, BenchOp::SendInline, 76, 4, 4, 4);
+    assert_eq!((c.doorbells, c.wqe_reads, c.wqe_read_bbs), (1, 1, 12));
+    assert_eq!(c.resp_write_bytes, 4 * (40 + 76));
+}
+
+#[test]
+fn a_write_on_a_ud_queue_is_refused_by_the_post() {
+    // The provider refuses it before the tap could misread it.
+    let mut lb = Loopback::ud(64);
+    let sge = lb.sge(8);
+    let wr = lb.wr(BenchOp::Write, &sge, &[], 1).to(plain::ud_dest());
+    assert!(lb.qp.sq().post(wr).is_err());
 }

@@ -1065,6 +1065,57 @@ fn batching_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
     assert!(!err.contains("no completion for"), "{err}");
 }
 
+/// `bench batching --provider mlx5,verbs`: the verbs baseline in the same sweep. The
+/// stand-in's libibverbs refuses to post (EOPNOTSUPP), so one line says the baseline was not
+/// measured and why, and the mlx5 points stand (in the table and the JSON, whose `skipped`
+/// holds the line).
+#[test]
+fn batching_verbs_baseline_refused_is_one_line_and_the_mlx5_points_stand() {
+    let dir = standin_or_skip!();
+    let js = Path::new(env!("CARGO_TARGET_TMPDIR")).join("batching-baseline.json");
+    let _ = std::fs::remove_file(&js);
+    let s = cli(
+        dir,
+        &[
+            "bench",
+            "batching",
+            "--provider",
+            "mlx5,verbs",
+            "-d",
+            "mlx5_0",
+            "-l",
+            "1,8",
+            "-m",
+            "db8",
+            "-Q",
+            "1",
+            "-r",
+            "2",
+            "-w",
+            "0",
+            "-n",
+            "16",
+            "--json",
+            js.to_str().unwrap(),
+        ],
+    );
+    let notes: Vec<&str> = s
+        .lines()
+        .filter(|l| l.contains("verbs baseline on mlx5_0 not measured"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{s}");
+    assert!(notes[0].contains("EOPNOTSUPP"), "{s}");
+    assert!(s.contains("ns/WQE") && s.contains("doorbell: db8"), "{s}");
+    assert!(!s.contains("ibv_post_send |"), "{s}");
+    let j = std::fs::read_to_string(&js).unwrap();
+    assert!(
+        j.contains("\"skipped\":[\"verbs baseline on mlx5_0 not measured"),
+        "{j}"
+    );
+    assert_eq!(j.matches("\"mode\":\"db8\",\"signal\"").count(), 1, "{j}");
+    assert!(!j.contains("\"mode\":\"ibv_post_send\""), "{j}");
+}
+
 #[test]
 fn perf_loopback_sweeps_pick_mlx5_by_themselves() {
     let dir = standin_or_skip!();

@@ -35,7 +35,7 @@ use rdma_direct_providers::mlx5::{
 };
 use rdma_direct_providers::{
     Completion, CompletionQueue, QpCaps, QpConfig, QpState, QpType, QueuePair, SendOp, SendQueue,
-    SendWr, Sge,
+    SendWr, Sge, UdDest,
 };
 
 /// The plain-memory "device": every queue's memory is a [`Region`] (the queue holds it
@@ -473,10 +473,32 @@ pub struct Loopback {
     out: Vec<Completion>,
 }
 
+/// The address vector of [`ud_dest`]: plain memory sends nothing, so any bytes do.
+static PLAIN_AV: AddressVector = AddressVector([0; rdma_direct_core::wire::MLX5_AV_LEN]);
+
+/// A UD destination for requests posted on a [`Loopback::ud`] queue (QPN 0x4343, the
+/// default Q_Key 0x11111111).
+pub fn ud_dest() -> UdDest<'static, AddressVector> {
+    UdDest {
+        ah: &PLAIN_AV,
+        remote_qpn: 0x4343,
+        remote_qkey: 0x1111_1111,
+    }
+}
+
 impl Loopback {
     /// SQ of `sq_wqe_cnt` WQEBBs (power of two), CQ of `2 * sq_wqe_cnt` entries, BlueFlame
-    /// halves of 256 bytes, inline up to 256 bytes.
+    /// halves of 256 bytes, inline up to 256 bytes; an RC QP.
     pub fn new(sq_wqe_cnt: u32) -> Loopback {
+        Loopback::of_type(sq_wqe_cnt, QpType::Rc)
+    }
+
+    /// As [`Loopback::new`], a UD QP: its SENDs name [`ud_dest`].
+    pub fn ud(sq_wqe_cnt: u32) -> Loopback {
+        Loopback::of_type(sq_wqe_cnt, QpType::Ud)
+    }
+
+    fn of_type(sq_wqe_cnt: u32, qp_type: QpType) -> Loopback {
         let caps = QpCaps {
             max_send_wr: sq_wqe_cnt,
             max_recv_wr: 16,
@@ -489,7 +511,7 @@ impl Loopback {
         // SAFETY: the plain memory is kept alive by the owners and used only by these objects
         // and by this struct acting as the device.
         let mut cq = unsafe { Mlx5Cq::from_dv(dcq.dv, dcq.owner()) }.expect("plain CQ");
-        let cfg = QpConfig::new(QpType::Rc);
+        let cfg = QpConfig::new(qp_type);
         // SAFETY: as above.
         let mut qp =
             unsafe { Mlx5Qp::from_dv(dev.dv, &cfg, caps, &mut cq, None, None, dev.owner()) }

@@ -8,17 +8,22 @@
 //! one: its WQEBBs, `CQ_UPDATE` (a CQE write), its segments (a data segment is a payload DMA
 //! read of its byte count, an inline segment none) and what the responder does for its opcode
 //! (a payload write for WRITE and SEND, a receive-WQE read and a CQE for SEND and WRITE with
-//! immediate; RDMA READ and atomics are refused). WQEBBs the NIC got by BlueFlame are not fetched; the others are, in one read per
-//! contiguous run (two when the run wraps the ring). RC and UC requests (no datagram segment).
+//! immediate; RDMA READ and atomics are refused). WQEBBs the NIC got by BlueFlame are not
+//! fetched; the others are, in one read per contiguous run (two when the run wraps the ring).
+//! RC and UC requests by default; [`Tap::datagram`] for a UD queue: each request then carries
+//! the 48-byte datagram segment (the address vector) after its ctrl segment, which the WQEBB
+//! count takes from the ctrl segment's `ds` like any other, and the responder scatters the
+//! 40-byte GRH before the payload (a UD receive buffer's first 40 bytes; always present on
+//! RoCE, so counted).
 //! The result is [`rdma_direct_core::pcie::Counts`]; nothing here is configuration: a doorbell
 //! the provider skipped, or a BlueFlame copy it made, shows up as such. Untimed: it reads the
 //! rings with allocating helpers.
 
 use rdma_direct_core::pcie::{Counts, BF_CHUNK, DOORBELL_BYTES};
 use rdma_direct_core::wire::{
-    CtrlSeg, MLX5_INLINE_SEG, MLX5_OPCODE_RDMA_WRITE, MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_OPCODE_SEND,
-    MLX5_OPCODE_SEND_IMM, MLX5_SEND_WQE_BB, MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_DS_UNITS,
-    MLX5_WQE_INDEX_MASK,
+    CtrlSeg, IBV_GRH_LEN, MLX5_AV_LEN, MLX5_INLINE_SEG, MLX5_OPCODE_RDMA_WRITE,
+    MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_OPCODE_SEND, MLX5_OPCODE_SEND_IMM, MLX5_SEND_WQE_BB,
+    MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
 };
 
 use crate::PlainQp;
@@ -34,6 +39,8 @@ pub struct Tap {
     dbrec: u32,
     /// Receive WQE size on the responder (bytes a receive-WQE read fetches).
     recv_wqe: u32,
+    /// A UD queue ([`Tap::datagram`]).
+    ud: bool,
     counts: Counts,
 }
 
@@ -44,11 +51,18 @@ impl Tap {
         Tap {
             dbrec: dev.dbrec()[1] & MLX5_WQE_INDEX_MASK,
             recv_wqe,
+            ud: false,
             counts: Counts {
                 cqe_size,
                 ..Counts::default()
             },
         }
+    }
+
+    /// The queue tapped is UD (see the module doc).
+    pub fn datagram(mut self) -> Tap {
+        self.ud = true;
+        self
     }
 
     /// The counts so far.
@@ -136,9 +150,18 @@ impl Tap {
                 ))
             }
         };
-        // Segments after the ctrl segment (and the remote address segment).
+        // Segments after the ctrl segment (and the datagram or remote address segment).
         let mut off = MLX5_WQE_DS_UNITS * (1 + usize::from(remote));
         let mut bytes = 0u64;
+        if self.ud {
+            if remote {
+                return Err(format!(
+                    "PCIe tap: WQE {idx} is an RDMA WRITE on a UD queue; UD carries SEND only"
+                ));
+            }
+            off += MLX5_AV_LEN;
+            bytes += IBV_GRH_LEN as u64;
+        }
         while off + 4 <= end {
             let bc = u32::from_be_bytes(wqe[off..off + 4].try_into().expect("4 bytes"));
             if bc & MLX5_INLINE_SEG != 0 {

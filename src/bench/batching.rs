@@ -26,9 +26,17 @@
 //!   spread. [`Params::window`] bounds the WQEs outstanding for a steady pipeline: on plain
 //!   memory the rig consumes the outstanding WQEs whenever the next batch would pass the
 //!   bound (its work not timed), on devices posting waits for completions.
-//! - Operations ([`Op`]): RDMA WRITE on RC, SEND on UD (devices); [`Params::qps`] client
+//! - Operations ([`Op`]): RDMA WRITE on RC, SEND on UD (devices; the peer receives every
+//!   datagram, checked between samples; PCIe counts replayed on a UD queue, the datagram
+//!   segment making each WQE 48 bytes longer); [`Params::qps`] client
 //!   QPs take the batches in turn (devices), each signaling its own requests (its last of a
 //!   sample always), all completing on one CQ.
+//! - The verbs baseline ([`Params::verbs_baseline`], mlx5 on a device): the same configs
+//!   through libibverbs after the mlx5 points, or one line in [`Sweep::skipped`] where
+//!   libibverbs cannot post (the stand-in: `EOPNOTSUPP`). Its points carry no PCIe counts.
+//! - Several measuring threads ([`Params::threads`]): each runs the whole sweep side by side
+//!   on queues of its own, pinned to a CPU of its own; [`Sweep::threads`] keeps each one's
+//!   points and [`Sweep::total_mpps`] sums their median rates per point.
 //! - Latency mode ([`Params::latency`]): post one signaled request, ring, poll its
 //!   completion, then the next; ns per round trip. On plain memory the rig's consuming the
 //!   WQE and writing its CQE is inside the timed region (the device's turnaround); on the sim
@@ -54,7 +62,7 @@ pub mod stats;
 pub mod summary;
 
 pub use crate::bench::cpu::Pin;
-pub use measure::{pcie_counts, sweep, write_wqebbs, Stat, Sweep};
+pub use measure::{pcie_counts, sweep, wqebbs, Stat, Sweep, ThreadSweep};
 
 /// Largest batch (the send queue depth keeps two batches in flight).
 pub const MAX_BATCH: u32 = 64;
@@ -180,9 +188,9 @@ impl PayloadKind {
 pub enum Op {
     /// RDMA WRITE on RC QPs.
     Write,
-    /// SEND on UD QPs, to the peer QP's address handle. The peer posts no receives: the
-    /// device drops each datagram at the responder, as UD does, so the sender's path is
-    /// what is measured.
+    /// SEND on UD QPs, to the peer QP's address handle. The peer holds receives for every
+    /// datagram of a sample, posted ahead and taken back between samples (untimed): the
+    /// device delivers each datagram while the sender is measured.
     UdSend,
 }
 
@@ -204,6 +212,8 @@ impl Op {
 
 /// Most client QPs ([`Params::qps`]).
 pub const MAX_QPS: u32 = 16;
+/// Most measuring threads ([`Params::threads`]).
+pub const MAX_THREADS: u32 = 64;
 
 /// One line of the curve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -252,6 +262,17 @@ pub struct Params {
     /// polled before the next (batch 1, window 1); a sample's figure is ns per round trip.
     /// [`Params::latency_params`] sets the batches and signaling it needs.
     pub latency: bool,
+    /// Measuring threads (1..=[`MAX_THREADS`]), side by side, each running the whole sweep
+    /// on queues of its own, pinned to a CPU of its own: on plain memory its own rig queue;
+    /// on the sim its own software device (its own device thread, QP and CQ); on verbs and
+    /// mlx5 its own context on the device. [`Sweep::threads`] holds each one's points,
+    /// [`Sweep::total_mpps`] their sum.
+    pub threads: u32,
+    /// With [`Where::Mlx5`]: after the mlx5 points, the same configs through libibverbs
+    /// on the same device (one `ibv_post_send` per batch, [`Mode::Verbs`]), rdma-core's own
+    /// post path as the baseline; where libibverbs refuses to post, [`Sweep::skipped`]
+    /// says so and the mlx5 points stand.
+    pub verbs_baseline: bool,
     /// Whether and where the measuring thread is pinned.
     pub pin: Pin,
     /// Asked between rounds: `true` ends the sweep once every point has a recorded sample.

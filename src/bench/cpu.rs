@@ -4,7 +4,9 @@
 //! `/sys/class/infiniband/DEV/device/local_cpulist`) and allowed to this process
 //! (`Cpus_allowed_list` of `/proc/self/status`); without a device, or when its list cannot
 //! be read or shares no CPU with the allowed ones, the last allowed CPU (CPU 0 usually takes
-//! more of the machine's interrupts). [`Pin`] says whether to pin at all. Reading the lists
+//! more of the machine's interrupts). [`choose_n`] picks distinct CPUs for several
+//! measuring threads: the first is [`choose`]'s, the others the remaining allowed CPUs, local
+//! ones first, then from the last down. [`Pin`] says whether to pin at all. Reading the lists
 //! is the only I/O; pinning itself is [`pin_current_thread`](crate::providers::helpers::pin_current_thread).
 
 use crate::providers::helpers::parse_cpulist;
@@ -77,6 +79,56 @@ pub fn choose(pin: Pin, dev: Option<&str>) -> Option<Chosen> {
     }
 }
 
+/// `n` distinct CPUs among `allowed` (see the module doc), the first being `first`;
+/// `None` when fewer than `n` are allowed.
+pub fn pick_n(
+    allowed: &[usize],
+    local: Option<&[usize]>,
+    first: Chosen,
+    n: usize,
+) -> Option<Vec<Chosen>> {
+    let mut rest: Vec<usize> = allowed.iter().rev().copied().collect();
+    if let Some(l) = local {
+        // Stable: local CPUs (in reverse order too) before the others.
+        rest.sort_by_key(|c| !l.contains(c));
+    }
+    let mut v = vec![first];
+    for c in rest {
+        if v.len() == n {
+            break;
+        }
+        if v.iter().all(|x| x.cpu != c) {
+            v.push(Chosen {
+                cpu: c,
+                why: "another allowed CPU for another thread".into(),
+            });
+        }
+    }
+    (v.len() == n).then_some(v)
+}
+
+/// CPUs for `n` measuring threads with `pin` and device `dev`: `n` entries, `None` each when
+/// not pinned; an error when fewer than `n` CPUs are allowed.
+pub fn choose_n(pin: Pin, dev: Option<&str>, n: usize) -> Result<Vec<Option<Chosen>>, String> {
+    let Some(first) = choose(pin, dev) else {
+        return Ok(vec![None; n]);
+    };
+    if n <= 1 {
+        return Ok(vec![Some(first)]);
+    }
+    let allowed = allowed().unwrap_or_default();
+    let local = dev.and_then(local_to);
+    pick_n(&allowed, local.as_deref(), first, n)
+        .map(|v| v.into_iter().map(Some).collect())
+        .ok_or_else(|| {
+            format!(
+                "--threads {n}: this process may run on {} CPU(s) ({allowed:?}); pinned \
+                 threads need one each (fewer threads, or --unpin)",
+                allowed.len()
+            )
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +148,26 @@ mod tests {
         // This process has an allowed list on Linux: Auto picks one of it.
         let a = super::allowed().expect("Cpus_allowed_list");
         assert!(a.contains(&choose(Pin::Auto, None).unwrap().cpu));
+    }
+
+    #[test]
+    fn threads_get_distinct_cpus_local_first() {
+        let first = |cpu| Chosen {
+            cpu,
+            why: "x".into(),
+        };
+        let cpus = |v: Vec<Chosen>| v.iter().map(|c| c.cpu).collect::<Vec<_>>();
+        let allowed = [0, 1, 2, 3];
+        assert_eq!(
+            cpus(pick_n(&allowed, None, first(3), 3).unwrap()),
+            [3, 2, 1]
+        );
+        // Local 1 and 2: after the first, the local ones, then the rest from the top.
+        let got = pick_n(&allowed, Some(&[1, 2][..]), first(2), 4).unwrap();
+        assert_eq!(cpus(got), [2, 1, 3, 0]);
+        // A CPU asked for outside the list still comes first; never twice.
+        assert_eq!(cpus(pick_n(&allowed, None, first(1), 2).unwrap()), [1, 3]);
+        assert_eq!(pick_n(&allowed, None, first(3), 5), None);
+        assert_eq!(choose_n(Pin::Off, None, 3).unwrap(), vec![None; 3]);
     }
 }

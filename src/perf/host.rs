@@ -4,6 +4,8 @@
 //! osrelease`, the cpufreq governor of CPU 0 in sysfs, `/proc/loadavg`) and never fails: a
 //! file that is missing or unreadable (no cpufreq in a VM, another OS) leaves its field
 //! `None`. [`load_average`] reads the 1-minute load alone, for "load before and after".
+//! [`BUILD_COMMIT`] is the source tree this program was built from (`git describe --always
+//! --dirty` at build time, by the package's build script; `None` when built without git).
 //! Nothing here measures or prints.
 
 /// What a report says about the machine.
@@ -19,7 +21,12 @@ pub struct Host {
     pub kernel: Option<String>,
     /// 1-minute load average when read.
     pub load: Option<f64>,
+    /// The source tree of this build ([`BUILD_COMMIT`]).
+    pub commit: Option<String>,
 }
+
+/// `git describe --always --dirty` of the source tree at build time, if git could say.
+pub const BUILD_COMMIT: Option<&str> = option_env!("RDMA_DIRECT_COMMIT");
 
 fn read_trimmed(path: &str) -> Option<String> {
     let s = std::fs::read_to_string(path).ok()?;
@@ -56,6 +63,7 @@ impl Host {
             governor: read_trimmed("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
             kernel: read_trimmed("/proc/sys/kernel/osrelease"),
             load: load_average(),
+            commit: BUILD_COMMIT.map(str::to_string),
         }
     }
 }

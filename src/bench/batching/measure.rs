@@ -16,7 +16,7 @@ use crate::providers::sim::SimDevice;
 use crate::providers::verbs::VerbsDevice;
 use crate::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Pages, Provider, QpCaps,
-    QpConfig, QpType, QueuePair, RegisteredBuf, SendQueue, SendWr, UdDest,
+    QpConfig, QpType, QueuePair, RecvQueue, RecvWr, RegisteredBuf, SendQueue, SendWr, UdDest,
 };
 
 use super::stats::{bootstrap_median_ci, median, quantile, spread, BOOTSTRAP_RESAMPLES};
@@ -26,6 +26,10 @@ use rdma_direct_rig as plain;
 
 /// Send queue depth on devices.
 const DEPTH: u32 = 256;
+/// Most receives a UD server QP holds (the sim's receive queue limit; rxe's is the same).
+const MAX_RECVS: u32 = 1 << 14;
+/// Bytes a UD receive buffer gives the GRH before the payload.
+const GRH: u32 = crate::wire::IBV_GRH_LEN as u32;
 /// The poster yields its core after waiting this long for a completion (a full window of
 /// [`DEPTH`] WQEs takes about 50 µs on the sim when the device thread has its own core).
 const YIELD_AFTER_US: u128 = 500;
@@ -55,7 +59,8 @@ pub struct Stat {
     pub db_per_s: f64,
     /// WQEs per doorbell the device saw (sim only).
     pub dev_wqes_per_db: Option<f64>,
-    /// CQEs the device wrote per WQE (sim only): a check of the PCIe replay's CQE count.
+    /// CQEs the device wrote per WQE (sim only), the receivers' included (one per UD
+    /// datagram): a check of the PCIe replay's CQE counts (requester and responder).
     pub dev_cqes_per_wqe: Option<f64>,
     /// What a ConnectX would move over PCIe for this point's requests (mlx5 providers).
     pub pcie: Option<Counts>,
@@ -76,6 +81,60 @@ pub struct Sweep {
     pub cpu: Option<Chosen>,
     /// Runs completed (fewer than [`Params::runs`] when a stop cut the sweep short).
     pub runs: u32,
+    /// With [`Params::threads`] > 1: every measuring thread's own sweep, in thread order
+    /// ([`Sweep::points`] and [`Sweep::cpu`] are the first's); empty with one thread.
+    pub threads: Vec<ThreadSweep>,
+    /// Point sets asked for and not measured, one line each saying why (a verbs baseline
+    /// on a device whose libibverbs cannot post).
+    pub skipped: Vec<String>,
+}
+
+/// A batch size and a rate (Mpps) at it.
+pub type BatchMpps = (u32, f64);
+
+/// One measuring thread's sweep (see [`Params::threads`]).
+#[derive(Clone, Debug, Default)]
+pub struct ThreadSweep {
+    /// Its points, as [`Sweep::points`].
+    pub points: Vec<(Config, Vec<Stat>)>,
+    /// The CPU it ran pinned to.
+    pub cpu: Option<Chosen>,
+    /// Runs it completed.
+    pub runs: u32,
+    /// As [`Sweep::skipped`].
+    pub skipped: Vec<String>,
+}
+
+impl Sweep {
+    /// The threads' total rate per point: for every configuration and batch size, the sum
+    /// over the threads of each one's median Mpps ([`Stat::mpps`]); `None` with one thread.
+    /// (The threads ran side by side over the same span; each one's median is its own
+    /// steady rate.)
+    pub fn total_mpps(&self) -> Option<Vec<(Config, Vec<BatchMpps>)>> {
+        let (first, others) = self.threads.split_first()?;
+        Some(
+            first
+                .points
+                .iter()
+                .enumerate()
+                .map(|(i, (c, pts))| {
+                    let sums = pts
+                        .iter()
+                        .enumerate()
+                        .map(|(j, p)| {
+                            let rest: f64 = others
+                                .iter()
+                                .filter_map(|t| t.points.get(i)?.1.get(j))
+                                .map(Stat::mpps)
+                                .sum();
+                            (p.batch, p.mpps() + rest)
+                        })
+                        .collect();
+                    (*c, sums)
+                })
+                .collect(),
+        )
+    }
 }
 
 /// The points of a sweep and the runs it completed.
@@ -138,20 +197,32 @@ const TAP_MAX: u32 = 4096;
 /// run did.
 pub fn pcie_counts(o: &Params, c: &Config, batch: u32) -> Result<Counts, String> {
     let total = o.sample_wqes(batch).min(TAP_MAX / batch * batch);
-    // Room for the replay with WQEs of up to 4 WQEBBs (inline payloads up to MAX_INLINE).
-    let mut lb = plain::Loopback::new((4 * total).next_power_of_two().max(256));
+    // Room for the whole replay.
+    let slots = (wqebbs(c) * total).next_power_of_two().max(256);
+    let (mut lb, op) = match (c.op, c.payload) {
+        (Op::Write, PayloadKind::Inline) => {
+            (plain::Loopback::new(slots), plain::BenchOp::WriteInline)
+        }
+        (Op::Write, PayloadKind::Sge) => (plain::Loopback::new(slots), plain::BenchOp::Write),
+        (Op::UdSend, PayloadKind::Inline) => {
+            (plain::Loopback::ud(slots), plain::BenchOp::SendInline)
+        }
+        (Op::UdSend, PayloadKind::Sge) => (plain::Loopback::ud(slots), plain::BenchOp::Send),
+    };
     lb.qp.set_doorbell_mode(c.mode.doorbell());
     let mut tap = plain::tap::Tap::new(&lb.dev, 16, 64);
+    if c.op == Op::UdSend {
+        tap = tap.datagram();
+    }
     let sge = lb.sge(c.size);
     let data = vec![0x5au8; c.size.min(MAX_INLINE) as usize];
-    let op = match c.payload {
-        PayloadKind::Inline => plain::BenchOp::WriteInline,
-        PayloadKind::Sge => plain::BenchOp::Write,
-    };
     let mut i = 0u32;
     while i < total {
         for _ in 0..batch {
             let mut wr = lb.wr(op, &sge, &data, u64::from(i));
+            if c.op == Op::UdSend {
+                wr = wr.to(plain::ud_dest());
+            }
             if c.signal.wants(i, batch, total) {
                 wr = wr.signaled();
             }
@@ -173,8 +244,7 @@ fn with_pcie(
     o: &Params,
     mut res: Vec<(Config, Vec<Stat>)>,
 ) -> Result<Vec<(Config, Vec<Stat>)>, String> {
-    // The rig's queue is RC: UD SEND points carry no counts.
-    for (c, pts) in res.iter_mut().filter(|(c, _)| c.op == Op::Write) {
+    for (c, pts) in res.iter_mut() {
         for p in pts.iter_mut() {
             p.pcie = Some(pcie_counts(o, c, p.batch)?);
         }
@@ -202,15 +272,20 @@ struct PlainPoint {
     runs: Vec<usize>,
 }
 
-/// WQEBBs (64-byte send queue slots) one RDMA WRITE of `c` takes: control and remote-address
-/// segments (16 bytes each), then one data segment (16 bytes) or the inline header (4 bytes)
-/// with the payload, padded to 16 bytes.
-pub fn write_wqebbs(c: &Config) -> u32 {
+/// WQEBBs (64-byte send queue slots) one request of `c` takes: the control segment (16
+/// bytes), the remote-address segment (16, RDMA WRITE) or the datagram segment (48, UD SEND),
+/// then one data segment (16 bytes) or the inline header (4 bytes) with the payload, padded
+/// to 16 bytes.
+pub fn wqebbs(c: &Config) -> u32 {
+    let addr = match c.op {
+        Op::Write => 16,
+        Op::UdSend => 48,
+    };
     let data = match c.payload {
         PayloadKind::Inline => (4 + c.size).next_multiple_of(16),
         PayloadKind::Sge => 16,
     };
-    (32 + data).div_ceil(64)
+    (16 + addr + data).div_ceil(64)
 }
 
 impl PlainPoint {
@@ -225,7 +300,7 @@ impl PlainPoint {
         // A ring that one sample fills (the CQ has twice its entries), so the untimed
         // samples before each timed one leave every line it touches in the cache. Sized in
         // WQEBBs: an inline WQE of 64 bytes takes two.
-        let sq = (total * write_wqebbs(&c)).next_power_of_two().max(64);
+        let sq = (total * wqebbs(&c)).next_power_of_two().max(64);
         let mut lb = plain::Loopback::new(sq);
         lb.qp.set_doorbell_mode(c.mode.doorbell());
         Ok(PlainPoint {
@@ -480,19 +555,86 @@ impl Target for VerbsDevice {
 /// `qps` client QPs, each connected to a server QP of its own (RC for WRITE, UD for SEND
 /// with an address handle towards its peer), and their memory. Field order is drop order:
 /// QPs and AHs before their CQs and the PD, the memory last.
+///
+/// UD: each server QP holds receives for its whole share of the largest sample, posted
+/// ahead ([`recvs_per_qp`]), so no datagram is dropped; between samples (untimed)
+/// [`receive_sample`] takes their completions, checks every datagram arrived, and posts
+/// them again. The device does the receiver's work (receive WQE read, GRH and payload
+/// scatter, CQE) while the sender is timed; the host's polling of the receives is not timed.
 struct Bed<P: Provider> {
     cqps: Vec<P::Qp>,
     sqps: Vec<P::Qp>,
     /// UD: the address handle towards each client QP's peer, and the peer's QPN.
     ahs: Vec<(P::Ah, u32)>,
     ccq: P::Cq,
-    _scq: P::Cq,
+    scq: P::Cq,
     /// The client's memory (the source) and the server's (the WRITEs' target).
     cmem: RegisteredBuf<P::Mr>,
     smem: RegisteredBuf<P::Mr>,
     /// The path MTU in bytes (a UD SEND carries at most one).
     mtu: u32,
     _pd: P::Pd,
+}
+
+/// Receives each UD server QP holds: its share of the largest sample (batches go to the
+/// QPs in turn).
+fn recvs_per_qp(o: &Params) -> u32 {
+    let n = o.qps.max(1);
+    o.batches
+        .iter()
+        .map(|&b| (o.sample_wqes(b) / b).div_ceil(n) * b)
+        .max()
+        .unwrap_or(1)
+}
+
+/// After a UD sample of `total` datagrams: take the server QPs' receive completions until
+/// all `total` arrived, check each, and post each receive again on its QP (its wr_id).
+fn receive_sample<P: Target>(
+    p: &mut P,
+    b: &mut Bed<P>,
+    size: u32,
+    total: u32,
+) -> Result<(), String> {
+    let sges = [b.smem.mr().sge(0, size + GRH)];
+    let mut wcs = [Completion::EMPTY; 32];
+    let mut got = 0u32;
+    let mut idle_since: Option<Instant> = None;
+    while got < total {
+        let m = b.scq.poll(&mut wcs);
+        if m == 0 {
+            p.progress();
+            let now = Instant::now();
+            if now.duration_since(*idle_since.get_or_insert(now)).as_secs() >= 10 {
+                return Err(format!(
+                    "UD SEND: the receivers got {got} of {total} datagrams (none for 10 s)"
+                ));
+            }
+            std::thread::yield_now();
+            continue;
+        }
+        idle_since = None;
+        for w in &wcs[..m] {
+            if !w.is_ok() || w.byte_len != size + GRH {
+                return Err(format!(
+                    "UD SEND: a receive on server QP {} completed with {} and {} bytes \
+                     (expected {} = the {GRH}-byte GRH and {size} payload bytes)",
+                    w.wr_id,
+                    w.status,
+                    w.byte_len,
+                    size + GRH
+                ));
+            }
+            let q = (w.wr_id as usize).min(b.sqps.len() - 1);
+            if let Err(r) = b.sqps[q].rq().post_recv(RecvWr::new(w.wr_id, &sges)) {
+                return Err(format!("UD SEND: posting a receive again: {}", r.error));
+            }
+        }
+        got += m as u32;
+    }
+    for sqp in b.sqps.iter_mut() {
+        sqp.rq().ring();
+    }
+    Ok(())
 }
 
 fn bed<P: Target>(
@@ -502,7 +644,12 @@ fn bed<P: Target>(
     inline: u32,
     max_size: u32,
 ) -> crate::Result<Bed<P>> {
-    let len = (max_size as usize).max(64);
+    // Room for a WRITE's target or a datagram's GRH and payload.
+    let len = (max_size + GRH) as usize;
+    let recvs = match op {
+        Op::Write => 1,
+        Op::UdSend => recvs_per_qp(o),
+    };
     let pd = p.alloc_pd()?;
     let caps = QpCaps {
         max_send_wr: DEPTH,
@@ -519,6 +666,13 @@ fn bed<P: Target>(
         caps,
         sq_sig_all: false,
     };
+    let scfg = QpConfig {
+        caps: QpCaps {
+            max_recv_wr: recvs,
+            ..caps
+        },
+        ..cfg
+    };
     let copts = ConnectOpts {
         port: o.port,
         gid_index: o.gid_index,
@@ -527,12 +681,12 @@ fn bed<P: Target>(
     let n = o.qps.max(1);
     // Each CQ absorbs its QPs' queues (max_send_wr + max_recv_wr), as create_qp requires.
     let mut ccq = p.create_cq(2 * DEPTH * n)?;
-    let mut scq = p.create_cq(2 * DEPTH * n)?;
+    let mut scq = p.create_cq((DEPTH + recvs) * n)?;
     let (mut cqps, mut sqps, mut ahs) = (Vec::new(), Vec::new(), Vec::new());
     let mut mtu = u32::MAX;
     for _ in 0..n {
         let mut cqp = p.create_qp(&pd, &mut ccq, None, None, &cfg)?;
-        let mut sqp = p.create_qp(&pd, &mut scq, None, None, &cfg)?;
+        let mut sqp = p.create_qp(&pd, &mut scq, None, None, &scfg)?;
         let (ce, se) = connect_pair(p, &mut cqp, &mut sqp, &copts)?;
         mtu = mtu.min(ce.mtu.min(se.mtu).bytes());
         if op == Op::UdSend {
@@ -543,12 +697,25 @@ fn bed<P: Target>(
     }
     let cmem = p.alloc_buf(&pd, len, Access::ALL, Pages::Normal)?;
     let smem = p.alloc_buf(&pd, len, Access::ALL, Pages::Normal)?;
+    if op == Op::UdSend {
+        // Every receive scatters into the same bytes: the payload is not looked at.
+        let sges = [smem.mr().sge(0, max_size + GRH)];
+        for (q, sqp) in sqps.iter_mut().enumerate() {
+            let rq = sqp.rq();
+            for _ in 0..recvs {
+                if let Err(r) = rq.post_recv(RecvWr::new(q as u64, &sges)) {
+                    return Err(r.error.into());
+                }
+            }
+            rq.ring();
+        }
+    }
     Ok(Bed {
         cqps,
         sqps,
         ahs,
         ccq,
-        _scq: scq,
+        scq,
         cmem,
         smem,
         mtu,
@@ -679,6 +846,13 @@ fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured, String> {
         true => Some(bed(p, o, Op::Write, inline, max_size).map_err(|e| e.to_string())?),
         false => None,
     };
+    if ops(Op::UdSend) && recvs_per_qp(o) > MAX_RECVS {
+        return Err(format!(
+            "-n {}: UD SEND posts each server QP's receives for a whole sample ahead, at most \
+             {MAX_RECVS} per QP; a smaller -n or more --qps fits",
+            o.wqes
+        ));
+    }
     let mut ud = match ops(Op::UdSend) {
         true => Some(bed(p, o, Op::UdSend, inline, max_size).map_err(|e| e.to_string())?),
         false => None,
@@ -745,6 +919,9 @@ fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured, String> {
                 let data = &data[..c.size.min(MAX_INLINE) as usize];
                 let before = p.counters();
                 let t = device_sample(p, b, &c, pt.batch, total, window, data)?;
+                if c.op == Op::UdSend {
+                    receive_sample(p, b, c.size, total)?;
+                }
                 if round >= o.warmup {
                     pt.ns.push(t / total as f64);
                     *pt.runs.last_mut().expect("a run begun") += 1;
@@ -772,8 +949,8 @@ fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured, String> {
             _ => res.push((pt.c, vec![st])),
         }
     }
-    // The server QPs only take WRITEs or drop datagrams: nothing to poll.
-    let _ = (rc.as_ref().map(|b| &b.sqps), ud.as_ref().map(|b| &b.sqps));
+    // The RC server QPs only take WRITEs: nothing to poll.
+    let _ = rc.as_ref().map(|b| &b.sqps);
     Ok((res, runs))
 }
 
@@ -793,22 +970,49 @@ fn pin(cpu: &Option<Chosen>) -> Result<(), String> {
 
 /// The sweep of `o`, on a thread of its own pinned to the CPU [`cpu::choose`] picks for
 /// [`Params::pin`] (the caller's thread keeps its affinity). On the sim the device thread is
-/// started before the pinning, so it does not inherit the measuring thread's CPU.
+/// started before the pinning, so it does not inherit the measuring thread's CPU. With
+/// [`Params::threads`] > 1, that many measuring threads side by side, each pinned to a CPU
+/// of its own ([`cpu::choose_n`]) and running the whole sweep on queues of its own.
 pub fn sweep(o: &Params) -> Result<Sweep, String> {
     let dev = match o.at {
         Where::Verbs | Where::Mlx5 => o.device.as_deref(),
         Where::Plain | Where::Sim => None,
     };
-    let chosen = cpu::choose(o.pin, dev);
-    let (points, runs) = std::thread::scope(|s| {
-        s.spawn(|| measure(o, &chosen))
-            .join()
-            .unwrap_or_else(|_| Err("the measuring thread panicked".into()))
+    let n = o.threads.max(1) as usize;
+    let chosen = cpu::choose_n(o.pin, dev, n)?;
+    let mut done: Vec<ThreadSweep> = std::thread::scope(|s| {
+        let handles: Vec<_> = chosen
+            .iter()
+            .map(|c| s.spawn(move || measure(o, c)))
+            .collect();
+        handles
+            .into_iter()
+            .zip(&chosen)
+            .enumerate()
+            .map(|(i, (h, c))| {
+                let ((points, runs), skipped) = h
+                    .join()
+                    .unwrap_or_else(|_| Err("the measuring thread panicked".into()))
+                    .map_err(|e| if n > 1 { format!("thread {i}: {e}") } else { e })?;
+                Ok(ThreadSweep {
+                    points,
+                    cpu: c.clone(),
+                    runs,
+                    skipped,
+                })
+            })
+            .collect::<Result<_, String>>()
     })?;
+    let first = done[0].clone();
+    if n == 1 {
+        done.clear();
+    }
     Ok(Sweep {
-        points,
-        cpu: chosen,
-        runs,
+        points: first.points,
+        cpu: first.cpu,
+        runs: done.iter().map(|t| t.runs).min().unwrap_or(first.runs),
+        skipped: first.skipped,
+        threads: done,
     })
 }
 
@@ -816,7 +1020,59 @@ fn with_pcie_runs(o: &Params, r: Measured) -> Result<Measured, String> {
     Ok((with_pcie(o, r.0)?, r.1))
 }
 
-fn measure(o: &Params, cpu: &Option<Chosen>) -> Result<Measured, String> {
+/// The verbs baseline of an mlx5 sweep ([`Params::verbs_baseline`]): the same configs with
+/// one `ibv_post_send` per batch on the same device, after the mlx5 points. A device whose
+/// verbs data path refuses to post (`EOPNOTSUPP`: the stand-in models the direct path only)
+/// gives one line saying so instead of points. Each point set is sampled round-robin within
+/// itself; the two sets run one after the other.
+fn verbs_baseline(o: &Params, res: &mut Measured) -> Result<Vec<String>, String> {
+    let dev = o.device.as_deref().unwrap_or_default();
+    let mut p = VerbsDevice::open(dev).map_err(|e| format!("verbs baseline: {e}"))?;
+    let mut v = o.clone();
+    v.at = Where::Verbs;
+    v.modes = vec![Mode::Verbs];
+    // One signaled WRITE first: does libibverbs post at all here?
+    {
+        let mut b = bed(&mut p, &v, Op::Write, 0, 8).map_err(|e| format!("verbs baseline: {e}"))?;
+        let sges = [b.cmem.mr().sge(0, 8)];
+        let (raddr, rkey) = (b.smem.addr(), b.smem.rkey());
+        let sq = b.cqps[0].sq();
+        let refused = match sq.post(SendWr::write(0, &sges, raddr, rkey).signaled()) {
+            Err(r) => Some(r.error.to_string()),
+            Ok(()) => sq.try_ring().err().map(|e| e.to_string()),
+        };
+        if let Some(e) = refused {
+            return Ok(vec![format!(
+                "verbs baseline on {dev} not measured: the first post was refused ({e}); \
+                 libibverbs cannot post on this device, the other points stand"
+            )]);
+        }
+        // Its completion, before the bed goes.
+        let mut wcs = [Completion::EMPTY; 4];
+        let t0 = Instant::now();
+        while b.ccq.poll(&mut wcs) == 0 {
+            p.progress();
+            if t0.elapsed().as_secs() >= 10 {
+                return Err("verbs baseline: no completion for 10 s after the first post".into());
+            }
+        }
+    }
+    let (pts, runs) = device_sweep(&mut p, &v).map_err(|e| format!("verbs baseline: {e}"))?;
+    res.0.extend(pts);
+    res.1 = res.1.min(runs);
+    Ok(Vec::new())
+}
+
+fn measure(o: &Params, cpu: &Option<Chosen>) -> Result<(Measured, Vec<String>), String> {
+    if o.verbs_baseline && o.at == Where::Mlx5 {
+        let mut r = measure_one(o, cpu)?;
+        let skipped = verbs_baseline(o, &mut r)?;
+        return Ok((r, skipped));
+    }
+    Ok((measure_one(o, cpu)?, Vec::new()))
+}
+
+fn measure_one(o: &Params, cpu: &Option<Chosen>) -> Result<Measured, String> {
     match o.at {
         Where::Plain => {
             pin(cpu)?;
@@ -852,7 +1108,21 @@ mod tests {
     use crate::bench::batching::Signal;
 
     #[test]
-    fn wqebbs_of_a_write_by_hand() {
+    fn wqebbs_of_a_write_and_a_ud_send_by_hand() {
+        let ud = |payload, size| Config {
+            op: Op::UdSend,
+            mode: Mode::Db8,
+            signal: Signal::Every(1),
+            payload,
+            size,
+        };
+        // ctrl 16 + datagram 48 + (4 + 8 -> 16) = 80 bytes: two WQEBBs.
+        assert_eq!(wqebbs(&ud(PayloadKind::Inline, 8)), 2);
+        // 64 + (4 + 60 = 64) = 128: two; 64 + (4 + 76 = 80) = 144: three.
+        assert_eq!(wqebbs(&ud(PayloadKind::Inline, 60)), 2);
+        assert_eq!(wqebbs(&ud(PayloadKind::Inline, 76)), 3);
+        // 64 + one data segment 16 = 80: two, whatever the size.
+        assert_eq!(wqebbs(&ud(PayloadKind::Sge, 4096)), 2);
         let c = |payload, size| Config {
             op: Op::Write,
             mode: Mode::Db8,
@@ -861,14 +1131,14 @@ mod tests {
             size,
         };
         // ctrl 16 + raddr 16 + (4 + 8 -> 16) = 48 bytes: one WQEBB.
-        assert_eq!(write_wqebbs(&c(PayloadKind::Inline, 8)), 1);
+        assert_eq!(wqebbs(&c(PayloadKind::Inline, 8)), 1);
         // 32 + (4 + 28 -> 32) = 64: still one.
-        assert_eq!(write_wqebbs(&c(PayloadKind::Inline, 28)), 1);
+        assert_eq!(wqebbs(&c(PayloadKind::Inline, 28)), 1);
         // 32 + (4 + 64 -> 80) = 112: two.
-        assert_eq!(write_wqebbs(&c(PayloadKind::Inline, 64)), 2);
+        assert_eq!(wqebbs(&c(PayloadKind::Inline, 64)), 2);
         // 32 + (4 + 128 -> 144) = 176: three.
-        assert_eq!(write_wqebbs(&c(PayloadKind::Inline, 128)), 3);
+        assert_eq!(wqebbs(&c(PayloadKind::Inline, 128)), 3);
         // 32 + one data segment 16 = 48: one, whatever the size.
-        assert_eq!(write_wqebbs(&c(PayloadKind::Sge, 4096)), 1);
+        assert_eq!(wqebbs(&c(PayloadKind::Sge, 4096)), 1);
     }
 }

@@ -322,6 +322,7 @@ fn host_json(o: &Setup, host: &Host, load_after: Option<f64>) -> Value {
         ("kernel".into(), opt_s(&host.kernel)),
         ("load_1min_before".into(), opt_n(host.load)),
         ("load_1min_after".into(), opt_n(load_after)),
+        ("commit".into(), opt_s(&host.commit)),
         (
             "command_line".into(),
             Value::Arr(
@@ -418,14 +419,138 @@ pub fn json(o: &Setup, done: &Sweep, host: &Host, load_after: Option<f64>) -> St
             }),
         ),
         ("qps".into(), n(f64::from(o.qps))),
+        ("threads".into(), n(f64::from(o.threads.max(1)))),
         ("host".into(), host_json(o, host, load_after)),
         ("method".into(), method_json(o, done)),
         ("configs".into(), Value::Arr(configs)),
         ("fits".into(), fits_json(o, res)),
+        (
+            "skipped".into(),
+            Value::Arr(done.skipped.iter().map(|l| s(l)).collect()),
+        ),
     ]);
+    let v = match (v, threads_json(o, done)) {
+        (Value::Obj(mut kv), Some(more)) => {
+            kv.extend(more);
+            Value::Obj(kv)
+        }
+        (v, _) => v,
+    };
     let mut t = v.to_json();
     t.push('\n');
     t
+}
+
+/// A configuration's keys in the JSON, then `rest`.
+fn config_obj(o: &Setup, c: &Config, rest: Vec<(String, Value)>) -> Value {
+    let s = |t: &str| Value::Str(t.to_string());
+    let mut kv = vec![
+        ("name".into(), s(&series_name(o, c))),
+        ("op".into(), s(c.op.name())),
+        ("mode".into(), s(c.mode.name())),
+        ("signal".into(), s(&c.signal.key())),
+        ("payload".into(), s(c.payload.name())),
+        ("size".into(), Value::Num(c.size as f64)),
+    ];
+    kv.extend(rest);
+    Value::Obj(kv)
+}
+
+/// With several measuring threads: `per_thread` (each thread's CPU, runs and points: batch,
+/// samples, median ns per WQE with its interval, Mpps) and `total` (per configuration and
+/// batch, the sum of the threads' median Mpps). `None` with one thread.
+fn threads_json(o: &Setup, done: &Sweep) -> Option<Vec<(String, Value)>> {
+    let total = done.total_mpps()?;
+    let n = Value::Num;
+    let per_thread = done
+        .threads
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let configs = t
+                .points
+                .iter()
+                .map(|(c, pts)| {
+                    let points = pts
+                        .iter()
+                        .map(|p| {
+                            Value::Obj(vec![
+                                ("batch".into(), n(p.batch as f64)),
+                                ("samples".into(), n(p.reps as f64)),
+                                ("ns_per_wqe_median".into(), n(p.med)),
+                                (
+                                    "median_ci95".into(),
+                                    match p.med_ci95 {
+                                        Some((lo, hi)) => Value::Arr(vec![n(lo), n(hi)]),
+                                        None => Value::Null,
+                                    },
+                                ),
+                                ("mpps".into(), n(p.mpps())),
+                            ])
+                        })
+                        .collect();
+                    config_obj(o, c, vec![("points".into(), Value::Arr(points))])
+                })
+                .collect();
+            Value::Obj(vec![
+                ("thread".into(), n(i as f64)),
+                (
+                    "cpu".into(),
+                    t.cpu
+                        .as_ref()
+                        .map(|c| n(c.cpu as f64))
+                        .unwrap_or(Value::Null),
+                ),
+                ("runs".into(), n(f64::from(t.runs))),
+                ("configs".into(), Value::Arr(configs)),
+            ])
+        })
+        .collect();
+    let total = total
+        .iter()
+        .map(|(c, pts)| {
+            let points = pts
+                .iter()
+                .map(|&(b, mpps)| {
+                    Value::Obj(vec![
+                        ("batch".into(), n(b as f64)),
+                        ("mpps".into(), n(mpps)),
+                    ])
+                })
+                .collect();
+            config_obj(o, c, vec![("points".into(), Value::Arr(points))])
+        })
+        .collect();
+    Some(vec![
+        ("per_thread".into(), Value::Arr(per_thread)),
+        ("total".into(), Value::Arr(total)),
+    ])
+}
+
+/// With several measuring threads, their total rate per point (the sum of each thread's
+/// median Mpps) and each thread's CPU, as text; empty with one thread.
+pub fn threads_note(o: &Setup, done: &Sweep) -> String {
+    let Some(total) = done.total_mpps() else {
+        return String::new();
+    };
+    let mut s = String::new();
+    let cpus: Vec<String> = done
+        .threads
+        .iter()
+        .map(|t| t.cpu.as_ref().map_or("-".into(), |c| c.cpu.to_string()))
+        .collect();
+    let _ = writeln!(
+        s,
+        " {} measuring threads, each on queues of its own (CPUs {}); the tables are thread \
+         0's. Total Mpps (sum of the threads' medians):",
+        done.threads.len(),
+        cpus.join(", ")
+    );
+    for (c, pts) in &total {
+        let pts: Vec<String> = pts.iter().map(|(b, m)| format!("b{b} {m:.3}")).collect();
+        let _ = writeln!(s, "   {}: {}", series_name(o, c), pts.join(", "));
+    }
+    s
 }
 
 /// How the points were sampled: pinning, runs, window, samples and warm-up per point.

@@ -83,7 +83,12 @@ pub fn markdown(
         num(host.load),
         num(load_after)
     );
-    let _ = writeln!(s, "- Tool: rdma-direct {}\n", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(
+        s,
+        "- Tool: rdma-direct {}, commit {}\n",
+        env!("CARGO_PKG_VERSION"),
+        opt(&host.commit)
+    );
     let _ = writeln!(s, "## Results\n");
     let _ = writeln!(
         s,
@@ -165,6 +170,18 @@ pub fn markdown(
             s,
             "- The sim reads every WQE from its ring, BlueFlame or not, and needs two idle \
              cores (a shared core shows the scheduler)."
+        );
+    }
+    for line in &done.skipped {
+        let _ = writeln!(s, "- {line}.");
+    }
+    if done.threads.len() > 1 {
+        let _ = writeln!(
+            s,
+            "- {} measuring threads ran side by side, each on queues of its own: the tables \
+             are thread 0's; the JSON's `per_thread` and `total` hold every thread's points \
+             and their sum.",
+            done.threads.len()
         );
     }
     let _ = writeln!(

@@ -39,9 +39,9 @@
 //!   default gen3x8; the JSON adds every Gen3-5 x8/x16 preset), with the bound that binds.
 //! - Output: one perftest-style table per configuration with the provider named and the line
 //!   "plain-memory and sim figures are not hardware figures"; `--json FILE` (one object,
-//!   the host (CPU, governor, kernel, load before and after) and the command line, every
-//!   point with its spread and PCIe counts); `--svg FILE` (message rate and ns/WQE against
-//!   the batch size, log2 axis, one line per configuration); `--explain` fits
+//!   the host (CPU, governor, kernel, load before and after), the commit built from and the
+//!   command line, every point with its spread and PCIe counts); `--svg FILE` (message rate
+//!   and ns/WQE against the batch size, log2 axis, one line per configuration); `--explain` fits
 //!   `t = w + d/b + c·q` by least squares over the curves (per WQE, per doorbell, per
 //!   completion, with 95 % intervals and residuals) and says where the cost goes.
 //!
@@ -59,7 +59,7 @@ use callgrind::instructions;
 use options::{parse, Where, USAGE};
 use rdma_direct::bench::batching::explain::explain;
 use rdma_direct::bench::batching::report::{
-    charts, header, json, latency_note, method_note, pcie_note, table,
+    charts, header, json, latency_note, method_note, pcie_note, table, threads_note,
 };
 use rdma_direct::bench::batching::{summary, sweep};
 use rdma_direct::report::plot;
@@ -117,7 +117,15 @@ pub fn run(args: &[String]) -> i32 {
             crate::cpu_room::device_thread(rdma_direct::providers::ProviderKind::Mlx5)
         }
     };
-    let (busy, what) = crate::cpu_room::busy(1, device_thread);
+    let (busy, what) = match o.threads {
+        0 | 1 => crate::cpu_room::busy(1, device_thread),
+        // Each measuring thread drives its own queues (on the sim, its own device thread).
+        n if device_thread => (
+            2 * n as usize,
+            "the measuring threads and their software devices' threads",
+        ),
+        n => (n as usize, "the measuring threads"),
+    };
     crate::cpu_room::warn("bench batching", busy, what);
     // Ctrl-C ends the sweep after the round being measured; the points keep their samples.
     let armed = crate::stop::Armed::new();
@@ -147,6 +155,10 @@ pub fn run(args: &[String]) -> i32 {
         out!("{}", table(&o, c, pts));
     }
     out!("{}", method_note(&o, &done));
+    out!("{}", threads_note(&o, &done));
+    for line in &done.skipped {
+        outln!(" note: {line}");
+    }
     if o.latency {
         out!("{}", latency_note(&o, res));
     }

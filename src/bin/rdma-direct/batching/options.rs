@@ -17,7 +17,9 @@ doorbell, for every doorbell mode x signaling period x payload x size.
   --provider P         plain (default without -d): the mlx5 driver's own cost on plain
                        memory; sim: the software mlx5 device, device thread consuming;
                        verbs (default with -d): libibverbs on DEV, one ibv_post_send per
-                       batch; mlx5: the mlx5 provider on a ConnectX NIC (untested)
+                       batch; mlx5: the mlx5 provider on a ConnectX NIC (untested);
+                       mlx5,verbs: both on DEV in one sweep, verbs as the baseline (where
+                       libibverbs cannot post, one line says so and the mlx5 points stand)
   -d, --ib-dev DEV     device for verbs / mlx5
   -i, --ib-port N      port (default 1)
   -x, --gid-index N    GID index (default 0; RoCE on rxe needs the IPv4-mapped one)
@@ -27,10 +29,13 @@ doorbell, for every doorbell mode x signaling period x payload x size.
                        or batch (once per batch); default 1,16,batch. The last request
                        of a sample is always signaled
   -o, --op LIST        write (RDMA WRITE on RC, the default), ud-send (SEND on UD; the
-                       peer posts no receives, so it drops them: the sender's path); ud-send
-                       on devices only
+                       peer receives every datagram, its receives posted ahead and taken
+                       back between samples, untimed); ud-send on devices only
   -q, --qps N          client QPs taking the batches in turn, one CQ (default 1, at most 16;
                        devices only)
+      --threads N      N measuring threads side by side, each on its own queues (plain: its
+                       own rig queue; sim: its own device, QP and CQ) and pinned to a CPU of
+                       its own; the JSON holds each thread's points and their total Mpps
   -p, --payload LIST   inline, sge (default inline)
   -s, --size LIST      message sizes in bytes (default 8; inline at most 128, sge any up to
                        1 MiB, e.g. 4096; ud-send at most the path MTU)
@@ -64,6 +69,7 @@ Plain-memory and sim figures are not hardware figures.
 pub use rdma_direct::bench::batching::report::Setup;
 pub use rdma_direct::bench::batching::{
     Config, Mode, Op, Params, PayloadKind, Pin, Signal, Where, MAX_BATCH, MAX_INLINE, MAX_QPS,
+    MAX_THREADS,
 };
 
 /// The parsed command line: what the sweep measures and its report states ([`Setup`], and
@@ -117,6 +123,8 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
                 sizes: vec![8],
                 ops: vec![Op::Write],
                 qps: 1,
+                threads: 1,
+                verbs_baseline: false,
                 reps: 0,
                 warmup: u32::MAX,
                 wqes: 0,
@@ -147,6 +155,14 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
             "-h" | "--help" => return Ok(None),
             "--provider" => {
                 let v = val()?;
+                // mlx5 with the verbs baseline, in either order.
+                let v = match v.as_str() {
+                    "mlx5,verbs" | "verbs,mlx5" => {
+                        o.verbs_baseline = true;
+                        "mlx5".to_string()
+                    }
+                    _ => v,
+                };
                 provider = Some(match v.as_str() {
                     "plain" => Where::Plain,
                     "sim" => Where::Sim,
@@ -216,6 +232,7 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
                 })?
             }
             "-q" | "--qps" => o.qps = num(val()?)?,
+            "--threads" => o.threads = num(val()?)?,
             "--window" => o.window = Some(num(val()?)?),
             "--unpin" => o.pin = Pin::Off,
             "--latency" => o.latency = true,
@@ -304,6 +321,15 @@ pub fn parse(args: &[String]) -> Result<Option<Opts>, String> {
     }
     if o.qps == 0 || o.qps > MAX_QPS {
         return Err(format!("--qps {}: 1..={MAX_QPS} QPs", o.qps));
+    }
+    if o.threads == 0 || o.threads > MAX_THREADS {
+        return Err(format!(
+            "--threads {}: 1..={MAX_THREADS} measuring threads",
+            o.threads
+        ));
+    }
+    if o.threads > 1 && o.instructions {
+        return Err("--threads with --instructions: callgrind counts one thread".into());
     }
     if o.at == Where::Plain && (o.qps > 1 || o.ops.contains(&Op::UdSend)) {
         return Err(
