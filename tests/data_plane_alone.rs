@@ -84,7 +84,7 @@ fn no_default_features_builds_the_data_plane_and_nothing_else() {
 
     for present in [
         "rdma_direct_core::wire::",
-        "rdma_direct_core::verbs::",
+        "rdma_direct_core::control::",
         "rdma_direct_core::endpoint::",
         "rdma_direct_providers::mlx5::",
         "rdma_direct_providers::verbs::",

@@ -7,11 +7,11 @@
 //! the same form, and the verdict (ready, or the first thing to fix).
 
 use super::devices::{why_no_device, DevPort};
+use rdma_direct::control::{Context, Device};
 use rdma_direct::doctor::report::{render_json, render_text};
 use rdma_direct::doctor::{self, Finding, HostFacts, Level, Section, Sysfs};
 use rdma_direct::endpoint::Mtu;
 use rdma_direct::report::json;
-use rdma_direct::verbs::{Context, Device};
 
 const USAGE: &str = "\
 usage: rdma-direct doctor [-d DEV] [-i PORT] [--peer-mtu N] [--json]
