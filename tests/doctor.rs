@@ -1115,7 +1115,7 @@ fn latency_irq_affinity_fails_on_the_nics_irqs() {
         finding(
             Level::Ok,
             "irq affinity",
-            "no IRQ may land on CPU 3; no -d: the RDMA device's IRQs not known",
+            "no IRQ may land on CPU 3; no device given: the RDMA device's IRQs not known",
             None
         )
     );
@@ -1406,7 +1406,7 @@ fn latency_watchdogs_stat_interval_and_numa() {
             "numa",
             "CPU 3 is not on mlx5_0's NUMA node 1 (CPUs 8-15): every DMA and doorbell crosses \
              the interconnect",
-            Some("poll on a CPU of node 1: --cpu 8")
+            Some("poll on a CPU of node 1, e.g. CPU 8")
         )
     );
     assert_eq!(

@@ -242,7 +242,7 @@ pub fn check_mtu(sys: &Sysfs, p: &PortFacts, peer_mtu: Option<Mtu>) -> Vec<Findi
     match (peer_mtu, active) {
         (None, _) => out.push(Finding::skip(
             "peer mtu",
-            "no --peer-mtu given (the peer's active_mtu from its `rdma-direct info`)",
+            "no peer MTU given (`peer_mtu`: the active_mtu of the peer's port)",
         )),
         (Some(peer), Some(act)) if peer != act => out.push(Finding::warn(
             "peer mtu",

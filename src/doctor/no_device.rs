@@ -26,8 +26,8 @@ pub fn no_device_reason() -> Option<String> {
     if no_ib_core && kernel_config_lacks_infiniband() {
         return Some(
             "this kernel is built without RDMA support (CONFIG_INFINIBAND is not set in \
-             /proc/config.gz), so no device can appear and no driver can be loaded; run the \
-             device tests in the soft-RoCE guest (tests/guest/run)"
+             /proc/config.gz), so no device can appear and no driver can be loaded; use a \
+             (virtual) machine whose kernel has it, where soft-RoCE (rdma_rxe) gives a device"
                 .to_string(),
         );
     }

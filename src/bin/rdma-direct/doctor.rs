@@ -121,7 +121,10 @@ pub fn run(args: &[String]) -> i32 {
         match ports {
             Ok(ports) => {
                 for p in ports {
-                    let f = doctor::check_port(&sys, &p, &host, o.peer_mtu);
+                    let mut f = doctor::check_port(&sys, &p, &host, o.peer_mtu);
+                    if o.peer_mtu.is_none() {
+                        name_peer_mtu_flag(&mut f);
+                    }
                     sections.push(Section::for_port(&p, f));
                 }
             }
@@ -163,6 +166,16 @@ fn host_sections(device: Finding, host: &HostFacts) -> Vec<Section> {
         port: None,
         findings,
     }]
+}
+
+/// The skipped peer-MTU check, in this command's words: the flag that gives the MTU.
+fn name_peer_mtu_flag(findings: &mut [Finding]) {
+    for f in findings.iter_mut() {
+        if f.check == "peer mtu" && f.level == Level::Skip {
+            f.saw =
+                "no --peer-mtu given (the peer's active_mtu from its `rdma-direct info`)".into();
+        }
+    }
 }
 
 /// `-d sim0`: the software device has no link, MTU, PCIe slot or NUMA node to check; the
