@@ -1,5 +1,5 @@
 //! An embedder's build of the data plane alone: `default-features = false` compiles wire,
-//! types, ffi, the verbs control path, the mlx5 and verbs providers and the endpoint exchange,
+//! types, ffi, the control path, the mlx5 and verbs providers and the endpoint exchange,
 //! and nothing of the tools (the `sim`, `perf`, `doctor`, `scenario`, `report` and `cli`
 //! features).
 //!

@@ -1,4 +1,4 @@
-//! Hardware glue: [`Mlx5Device`] implements [`Provider`] over the verbs control path
+//! Hardware glue: [`Mlx5Device`] implements [`Provider`] over the control path
 //! ([`rdma_direct_core::control`]) and hands the queue memory `mlx5dv_init_obj` describes to the hot-path
 //! types of this provider.
 //!
