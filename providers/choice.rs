@@ -75,7 +75,7 @@ impl DeviceFacts {
             std::fs::read_link(format!("/sys/class/infiniband/{name}/device/driver"))
                 .ok()
                 .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()));
-        let libmlx5 = rdma_direct_core::verbs::Context::open(name)
+        let libmlx5 = rdma_direct_core::control::Context::open(name)
             .map(|c| c.is_mlx5())
             .unwrap_or(false);
         DeviceFacts {

@@ -24,9 +24,9 @@
 //! QPs already hold, and the fix.
 //!
 //! The rule belongs to `Provider::create_qp`. The raw constructors below it — the mlx5
-//! `Mlx5Qp::from_dv` over memory the caller brings and the control-path `verbs::Qp::new` —
+//! `Mlx5Qp::from_dv` over memory the caller brings and the control-path `control::Qp::new` —
 //! do not apply it: a QP made there on a smaller CQ can still see `CqFull` at post time
-//! (`from_dv`), or overrun the CQ (`verbs::Qp`, which keeps no accounting).
+//! (`from_dv`), or overrun the CQ (`control::Qp`, which keeps no accounting).
 
 use std::sync::Mutex;
 

@@ -3,10 +3,9 @@
 //! The data-plane API and its providers: the middle floor of rdma-direct. It builds on
 //! `rdma-direct-core` (wire layouts, vocabulary, FFI, control path, endpoint exchange), whose
 //! modules are imported at this crate's root so that `crate::wire`, `crate::types`, ... name
-//! them here as in the rest of the workspace. The one name both floors use is `verbs`:
-//! `crate::verbs` is the verbs *provider* (libibverbs post/poll); the control path it and the
-//! mlx5 provider build on is written out as `rdma_direct_core::verbs`. Embedders reach this
-//! crate as `rdma_direct::providers`.
+//! them here as in the rest of the workspace. `crate::verbs` is the verbs *provider*
+//! (libibverbs post/poll); the control path it and the mlx5 provider build on is
+//! `rdma_direct_core::control`. Embedders reach this crate as `rdma_direct::providers`.
 //!
 //! One hot loop, written once against these traits, runs on three providers:
 //!
@@ -105,7 +104,7 @@ pub use crate::types::{
     QpState, QpType, RecvWr, Rejected, RemoteTarget, RingError, RingVerb, SendBatch, SendFlags,
     SendOp, SendWr, Sge, UdDest, WcFlags, WcOpcode, WcStatus,
 };
-pub use rdma_direct_core::verbs::{AsyncElement, AsyncEvent, AsyncEventKind};
+pub use rdma_direct_core::control::{AsyncElement, AsyncEvent, AsyncEventKind};
 
 /// A registered memory region.
 pub trait MemoryRegion {
@@ -134,7 +133,7 @@ pub trait MemoryRegion {
 
 /// The control-path MR is the memory region of the providers that register through
 /// libibverbs (mlx5 and verbs).
-impl MemoryRegion for rdma_direct_core::verbs::Mr {
+impl MemoryRegion for rdma_direct_core::control::Mr {
     fn addr(&self) -> u64 {
         self.as_mut_ptr() as u64
     }

@@ -138,8 +138,8 @@ pub enum LinkEvent {
 
 impl LinkEvent {
     /// The event as read from a verbs context's async fd.
-    pub fn from_verbs(ev: &rdma_direct_core::verbs::AsyncEvent) -> LinkEvent {
-        use rdma_direct_core::verbs::{AsyncElement as E, AsyncEventKind as K};
+    pub fn from_verbs(ev: &rdma_direct_core::control::AsyncEvent) -> LinkEvent {
+        use rdma_direct_core::control::{AsyncElement as E, AsyncEventKind as K};
         let qpn = match ev.element {
             E::Qp { qpn, .. } => qpn,
             _ => 0,

@@ -14,7 +14,7 @@
 //! 6. **PCIe**: the link width and speed the card trained at, against its maximum and
 //!    against the port's rate (a x16 card in a x8 slot gets half the bandwidth);
 //! 7. **pitfalls this crate prevents by construction** (reported only because they are true
-//!    of [`crate::verbs`]: every `ibv_modify_qp` attribute starts zeroed; `connect` takes the
+//!    of [`crate::control`]: every `ibv_modify_qp` attribute starts zeroed; `connect` takes the
 //!    smaller MTU of the two endpoints).
 //!
 //! ## Testability
@@ -39,7 +39,7 @@
 //! the inputs and their probes are in `inputs`, the checks in `checks`, both re-exported
 //! here.
 //!
-//! [`PortAttr`]: crate::verbs::PortAttr
+//! [`PortAttr`]: crate::control::PortAttr
 
 mod checks;
 mod inputs;

@@ -9,7 +9,7 @@
 //! | wire | [`wire`] | typed views over mlx5 WQE segments and CQEs (bytes in, fields out) | forbidden |
 //! | vocabulary | [`types`], [`error`] | work requests, completions, QP parameters, access flags, MTU, errors: plain values every layer shares | `Send`/`Sync` of the address handle only |
 //! | ffi | [`ffi`] | `#[repr(C)]` mirrors of `verbs.h` / `mlx5dv.h`, the `dlopen` loader | yes, fenced |
-//! | control path | [`verbs`] | devices, ports, GIDs, PD, MR, CQ, SRQ, QP and their state machine through libibverbs | wraps ffi |
+//! | control path | [`control`] | devices, ports, GIDs, PD, MR, CQ, SRQ, QP and their state machine through libibverbs | wraps ffi |
 //! | endpoints | [`endpoint`] | out-of-band exchange of QPN/PSN/GID/MR over TCP, and rc_pingpong's text format | none |
 //! | connection manager | [`cm`] | connect any provider's RC QP by IP address through librdmacm (`rdma_cm`) | wraps ffi |
 //! | barriers, MMIO | [`barrier`], [`mmio`] | one named barrier per purpose, volatile device-memory access | yes, fenced |
@@ -204,7 +204,7 @@
 )]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-pub use rdma_direct_core::{barrier, clock, error, ffi, mmio, pcie, types, verbs, wire};
+pub use rdma_direct_core::{barrier, clock, control, error, ffi, mmio, pcie, types, wire};
 pub use rdma_direct_providers as providers;
 
 #[cfg(feature = "bench")]

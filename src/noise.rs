@@ -264,7 +264,7 @@ pub fn measure(sys: &Sysfs, cfg: &Config) -> Result<Report> {
         return Err(Error::InvalidArgument {
             context: "jitter",
             detail: "no CPU to measure: this process's CPU list (/proc/self/status \
-                     Cpus_allowed_list) is unreadable; name them with --cpus"
+                     Cpus_allowed_list) is unreadable; name them in Config::cpus"
                 .to_string(),
         });
     }

@@ -1,5 +1,5 @@
 //! An embedder's build of the data plane alone: `default-features = false` compiles wire,
-//! types, ffi, the verbs control path, the mlx5 and verbs providers and the endpoint exchange,
+//! types, ffi, the control path, the mlx5 and verbs providers and the endpoint exchange,
 //! and nothing of the tools (the `sim`, `perf`, `doctor`, `scenario`, `report` and `cli`
 //! features).
 //!
@@ -84,7 +84,7 @@ fn no_default_features_builds_the_data_plane_and_nothing_else() {
 
     for present in [
         "rdma_direct_core::wire::",
-        "rdma_direct_core::verbs::",
+        "rdma_direct_core::control::",
         "rdma_direct_core::endpoint::",
         "rdma_direct_providers::mlx5::",
         "rdma_direct_providers::verbs::",

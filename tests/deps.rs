@@ -217,7 +217,7 @@ default = []
 // may not) name. The layers, bottom up (the first five are the core crate):
 //
 //   wire (mlx5 layout facts) · vocabulary (types, error) · endpoint codecs · ffi · control
-//   path (verbs) | data-plane API (providers/lib.rs) · providers (mlx5, verbs, sim) | rdma_cm,
+//   path | data-plane API (providers/lib.rs) · providers (mlx5, verbs, sim) | rdma_cm,
 //   tools (perf, doctor) · CLI (src/bin)
 
 use std::path::{Path, PathBuf};
@@ -270,11 +270,11 @@ fn rules() -> Vec<Rule> {
         Rule {
             name: "ffi and the control path import neither the data plane, the TCP exchange \
                    nor the tools",
-            applies: |f| f.starts_with("src/core/ffi/") || f.starts_with("src/core/verbs/"),
+            applies: |f| f.starts_with("src/core/ffi/") || f.starts_with("src/core/control/"),
             allowed: |t| {
                 under_any(
                     t,
-                    &[&["ffi"], &["verbs"], &["wire"], &["barrier"], &["mmio"]],
+                    &[&["ffi"], &["control"], &["wire"], &["barrier"], &["mmio"]],
                 ) || under_any(t, VOCABULARY)
                     || under_any(t, CODECS)
             },
@@ -305,7 +305,7 @@ fn rules() -> Vec<Rule> {
 /// The core modules, named at the root of the core crate and imported at the providers
 /// crate's root (`crate::wire` in a provider file is the core's `wire`).
 const CORE: [&str; 12] = [
-    "barrier", "clock", "endpoint", "error", "ffi", "mmio", "pcie", "types", "verbs", "wire",
+    "barrier", "clock", "endpoint", "error", "ffi", "mmio", "pcie", "types", "control", "wire",
     "Error", "Result",
 ];
 
@@ -333,7 +333,7 @@ fn floor_of(file: &str) -> Floor {
 }
 
 /// The module a library file is, in one namespace for the whole workspace: the core's
-/// modules at the top (`wire`, `verbs`, ...), the providers crate under `providers`, the
+/// modules at the top (`wire`, `control`, ...), the providers crate under `providers`, the
 /// tools at the top (`perf`, `cm`, ...) as the facade names them. `None` for the CLI.
 fn module_of(file: &str) -> Option<Vec<String>> {
     let rest = match floor_of(file) {
@@ -366,11 +366,7 @@ fn from_crate_root(floor: Floor, segs: Vec<String>) -> Vec<String> {
 /// core's `wire`.
 fn normalise(mut t: Vec<String>) -> Vec<String> {
     if t.len() >= 2 && t[0] == "providers" && CORE.contains(&t[1].as_str()) {
-        // `crate::verbs` in a provider file is the verbs *provider*; the control path is
-        // written `rdma_direct_core::verbs` there.
-        if t[1] != "verbs" {
-            t.remove(0);
-        }
+        t.remove(0);
     }
     t
 }
@@ -685,11 +681,11 @@ fn each_rule_catches_a_forbidden_import() {
         ("src/core/types/wr.rs", "use crate::endpoint::QpEndpoint;"),
         (
             "src/core/error.rs",
-            "fn f() -> crate::verbs::Context { todo!() }",
+            "fn f() -> crate::control::Context { todo!() }",
         ),
-        ("src/core/endpoint/codec.rs", "use crate::verbs::Qp;"),
+        ("src/core/endpoint/codec.rs", "use crate::control::Qp;"),
         (
-            "src/core/verbs/qp.rs",
+            "src/core/control/qp.rs",
             "use crate::endpoint::exchange::sync;",
         ),
         ("src/core/ffi/ops.rs", "use crate::perf::Opts;"),
@@ -712,7 +708,7 @@ fn each_rule_catches_a_forbidden_import() {
         ("providers/sim/engine.rs", "use crate::verbs::VerbsQp;"),
         (
             "src/bin/rdma-direct/info.rs",
-            "use rdma_direct::{verbs::Device, ffi};",
+            "use rdma_direct::{control::Device, ffi};",
         ),
         (
             "src/perf.rs",
@@ -744,7 +740,7 @@ fn allowed_imports_and_non_code_pass() {
             "use super::codec::QpEndpoint; use crate::types::Mtu;",
         ),
         (
-            "src/core/verbs/qp.rs",
+            "src/core/control/qp.rs",
             "use crate::endpoint::codec::QpEndpoint; use crate::ffi::{self};",
         ),
         (
@@ -761,7 +757,7 @@ fn allowed_imports_and_non_code_pass() {
         ),
         (
             "providers/mlx5/device.rs",
-            "use rdma_direct_core::verbs::{self, Context}; use crate::wire::Cqe64;",
+            "use rdma_direct_core::control::{self, Context}; use crate::wire::Cqe64;",
         ),
         (
             "providers/sim/provider.rs",
@@ -773,13 +769,13 @@ fn allowed_imports_and_non_code_pass() {
         ),
         (
             "src/bin/rdma-direct/info.rs",
-            "use rdma_direct::verbs::Device; use crate::cli::ffi;",
+            "use rdma_direct::control::Device; use crate::cli::ffi;",
         ),
         ("src/lib.rs", "pub use rdma_direct_providers as providers;"),
         ("src/core/ffi/ext.rs", "use crate::{Error, Result};"),
         (
             "providers/mlx5/device.rs",
-            "use rdma_direct_core::verbs::{self, Ah, Context, Cq}; use crate::ffi::mlx5dv_ah;",
+            "use rdma_direct_core::control::{self, Ah, Context, Cq}; use crate::ffi::mlx5dv_ah;",
         ),
     ];
     for (file, src) in cases {
@@ -792,7 +788,7 @@ fn paths_resolve_through_groups_supers_crates_and_inline_modules() {
     let t = targets(
         "providers/mlx5/cq.rs",
         "use crate::{a::{b, c::d}, e};\nuse super::f;\nmod tests { use super::*; use super::super::g; }\n\
-         use crate::wire::Cqe64; use crate::verbs::VerbsCq; use rdma_direct_core::verbs::Qp;",
+         use crate::wire::Cqe64; use crate::verbs::VerbsCq; use rdma_direct_core::control::Qp;",
     );
     let t: Vec<String> = t.iter().map(|t| t.join("::")).collect();
     assert_eq!(
@@ -806,15 +802,15 @@ fn paths_resolve_through_groups_supers_crates_and_inline_modules() {
             "providers::mlx5::f",
             "providers::mlx5::cq",
             "providers::mlx5::g",
-            "verbs::Qp",
+            "control::Qp",
         ]
     );
     let core = targets(
-        "src/core/verbs/qp.rs",
+        "src/core/control/qp.rs",
         "use crate::ffi::ibv_qp; use super::Pd;",
     );
     let core: Vec<String> = core.iter().map(|t| t.join("::")).collect();
-    assert_eq!(core, ["ffi::ibv_qp", "verbs::Pd"]);
+    assert_eq!(core, ["ffi::ibv_qp", "control::Pd"]);
 }
 
 #[test]

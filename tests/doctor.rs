@@ -3,6 +3,7 @@
 
 mod common;
 
+use rdma_direct::control::{LinkLayer, PortAttr, PortState};
 use rdma_direct::doctor::{
     self, check_caps, check_link, check_memlock, check_mtu, check_numa, check_pcie, DeviceCaps,
     Finding, HostFacts, Level, MemlockLimit, PortFacts, Sysfs,
@@ -10,7 +11,6 @@ use rdma_direct::doctor::{
 use rdma_direct::endpoint::Mtu;
 use rdma_direct::ffi;
 use rdma_direct::providers::mlx5::PollBarrier;
-use rdma_direct::verbs::{LinkLayer, PortAttr, PortState};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -792,7 +792,7 @@ fn cli_without_the_device_fails_but_still_checks_memlock() {
 #[ignore = "needs an RDMA device: RDMA_DIRECT_DEVICE=<dev> (tests/guest/run)"]
 fn device_doctor_finds_link_active_and_skips_pcie_numa_on_rxe() {
     let dev = common::device();
-    let ctx = rdma_direct::verbs::Context::open(&dev).unwrap();
+    let ctx = rdma_direct::control::Context::open(&dev).unwrap();
     let ports = doctor::probe_device(&ctx, Some(1)).unwrap();
     assert_eq!(ports.len(), 1);
     let p = &ports[0];
@@ -851,18 +851,18 @@ fn device_memlock_largest_registration_is_what_doctor_says() {
         let f = check_memlock(&h);
         eprintln!("{f:?}");
         assert_eq!(f.level, Level::Warn);
-        let ctx = rdma_direct::verbs::Context::open(&dev).unwrap();
-        let pd = rdma_direct::verbs::Pd::new(&ctx).unwrap();
+        let ctx = rdma_direct::control::Context::open(&dev).unwrap();
+        let pd = rdma_direct::control::Pd::new(&ctx).unwrap();
         let room = (CHILD_MEMLOCK - HostFacts::probe().pinned_now) / 4096 * 4096;
         assert!(f.saw.ends_with(&format!(
             "the largest registration that would work is about {} KiB",
             room >> 10
         )));
         let access = rdma_direct::providers::Access::LOCAL_WRITE;
-        let mr = rdma_direct::verbs::Mr::alloc(&pd, room as usize, access);
+        let mr = rdma_direct::control::Mr::alloc(&pd, room as usize, access);
         assert!(mr.is_ok(), "registering {room} B: {:?}", mr.err());
         drop(mr);
-        let err = rdma_direct::verbs::Mr::alloc(&pd, room as usize + 4096, access)
+        let err = rdma_direct::control::Mr::alloc(&pd, room as usize + 4096, access)
             .expect_err("one page beyond the limit registered");
         assert!(err.to_string().contains("ENOMEM"), "{err}");
         return;
@@ -911,7 +911,7 @@ fn device_memlock_largest_registration_is_what_doctor_says() {
 /// support is not told to `modprobe` a driver it cannot load.
 #[test]
 fn cli_without_any_device_gives_one_reason() {
-    let has_devices = rdma_direct::verbs::Device::list()
+    let has_devices = rdma_direct::control::Device::list()
         .map(|l| !l.is_empty())
         .unwrap_or(false);
     if has_devices {
@@ -1115,7 +1115,7 @@ fn latency_irq_affinity_fails_on_the_nics_irqs() {
         finding(
             Level::Ok,
             "irq affinity",
-            "no IRQ may land on CPU 3; no -d: the RDMA device's IRQs not known",
+            "no IRQ may land on CPU 3; no device given: the RDMA device's IRQs not known",
             None
         )
     );
@@ -1406,7 +1406,7 @@ fn latency_watchdogs_stat_interval_and_numa() {
             "numa",
             "CPU 3 is not on mlx5_0's NUMA node 1 (CPUs 8-15): every DMA and doorbell crosses \
              the interconnect",
-            Some("poll on a CPU of node 1: --cpu 8")
+            Some("poll on a CPU of node 1, e.g. CPU 8")
         )
     );
     assert_eq!(

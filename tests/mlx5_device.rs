@@ -112,7 +112,7 @@ fn extended_verbs_ops_are_found_through_the_real_context() {
     // so alloc_td must be a clear Unsupported error; libmlx5 has them, so there a TD is
     // allocated and freed.
     let dev = common::device();
-    let ctx = rdma_direct::verbs::Context::open(&dev).unwrap();
+    let ctx = rdma_direct::control::Context::open(&dev).unwrap();
     // SAFETY: `ctx` is an open context from libibverbs, embedded in its verbs_context.
     let vctx =
         unsafe { ffi::verbs_get_ctx(ctx.as_ptr()) }.expect("rdma-core 44 contexts are extended");

@@ -350,7 +350,7 @@ fn hw_ts_only_for_one_signaled_request_per_iteration() {
     let mut o = Params::new(Test::SendLat);
     o.hw_ts = true;
     let e = o.check().unwrap_err().to_string();
-    assert!(e.contains("--hw-ts") && e.contains("send_lat"), "{e}");
+    assert!(e.contains("Params::hw_ts") && e.contains("send_lat"), "{e}");
     // verbs refuses before any QP is made (no device needed to see the reason).
     let e = rdma_direct::providers::verbs::no_completion_timestamps().to_string();
     assert!(

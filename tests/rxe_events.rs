@@ -9,12 +9,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use rdma_direct::control::{AsyncElement, AsyncEventKind};
 use rdma_direct::ffi::{self, ibv_send_wr, ibv_sge};
 use rdma_direct::providers::verbs::VerbsDevice;
 use rdma_direct::providers::{
     Access, ConnectOpts, MemoryRegion, Provider, QpCaps, QpConfig, QpType,
 };
-use rdma_direct::verbs::{AsyncElement, AsyncEventKind};
 
 #[test]
 #[ignore = "device test: needs RDMA_DIRECT_DEVICE (tests/guest/run)"]
@@ -38,7 +38,7 @@ fn rxe_cq_overrun_raises_cq_err_naming_the_cq() {
     let mr = unsafe { p.reg_mr(&pd, buf.as_mut_ptr(), 4096, Access::ALL) }.unwrap();
     // The overrunning QP is built with the control path alone: the provider's create_qp
     // refuses a send queue deeper than its CQ.
-    let cqa = rdma_direct::verbs::Cq::new(p.context(), 1).unwrap();
+    let cqa = rdma_direct::control::Cq::new(p.context(), 1).unwrap();
     let mut cqb = p.create_cq(128).unwrap();
     let cqe = cqa.cqe();
     let cfg = QpConfig {
@@ -52,7 +52,7 @@ fn rxe_cq_overrun_raises_cq_err_naming_the_cq() {
         },
         sq_sig_all: false,
     };
-    let mut a = rdma_direct::verbs::Qp::new(&pd, &cqa, &cqa, None, &cfg).unwrap();
+    let mut a = rdma_direct::control::Qp::new(&pd, &cqa, &cqa, None, &cfg).unwrap();
     let mut b = p.create_qp(&pd, &mut cqb, None, None, &cfg).unwrap();
     let eb = p.endpoint(&b, &opts).unwrap();
     let ea = rdma_direct::providers::QpEndpoint { qpn: a.qpn(), ..eb };
@@ -105,9 +105,9 @@ fn rxe_cq_overrun_raises_cq_err_naming_the_cq() {
 #[ignore = "device test: needs RDMA_DIRECT_DEVICE (tests/guest/run)"]
 fn rxe_reports_completion_timestamps_unsupported() {
     let dev = common::device();
-    let ctx = rdma_direct::verbs::Context::open(&dev).unwrap_or_else(|e| panic!("{e}"));
+    let ctx = rdma_direct::control::Context::open(&dev).unwrap_or_else(|e| panic!("{e}"));
     for real_time in [false, true] {
-        match rdma_direct::verbs::Cq::new_timestamped(&ctx, 16, real_time) {
+        match rdma_direct::control::Cq::new_timestamped(&ctx, 16, real_time) {
             Err(rdma_direct::Error::Unsupported { what }) => {
                 assert!(what.contains("EOPNOTSUPP"), "{what}");
                 assert!(what.contains("software"), "{what}");
@@ -120,5 +120,5 @@ fn rxe_reports_completion_timestamps_unsupported() {
         other => panic!("ibv_query_rt_values_ex: expected Unsupported, got {other:?}"),
     }
     // A plain CQ still works on the same context.
-    rdma_direct::verbs::Cq::new(&ctx, 16).unwrap();
+    rdma_direct::control::Cq::new(&ctx, 16).unwrap();
 }

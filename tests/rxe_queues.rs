@@ -20,8 +20,8 @@ struct Pair {
     b: VerbsQp,
     cqa: VerbsCq,
     cqb: VerbsCq,
-    mr: rdma_direct::verbs::Mr,
-    _pd: rdma_direct::verbs::Pd,
+    mr: rdma_direct::control::Mr,
+    _pd: rdma_direct::control::Pd,
     buf: memmap2::MmapMut,
     p: VerbsDevice,
     opts: ConnectOpts,
@@ -266,7 +266,7 @@ fn invalid_requests_are_refused_with_their_limit_before_staging() {
     let s4 = [t.mr.sge(0, 4)];
     let s3 = [t.mr.sge(0, 1), t.mr.sge(1, 1), t.mr.sge(2, 1)];
     let big = [0u8; 33];
-    let cases: Vec<(SendWr<'_, rdma_direct::verbs::Ah>, PostError)> = vec![
+    let cases: Vec<(SendWr<'_, rdma_direct::control::Ah>, PostError)> = vec![
         (
             SendWr::send(1, &[]).inline(&big),
             PostError::InlineTooLarge { len: 33, max: 32 },

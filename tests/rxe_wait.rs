@@ -6,11 +6,11 @@ mod common;
 
 use std::os::fd::AsRawFd;
 
+use rdma_direct::control::{CompChannel, Context, Cq, Mr, Pd, Qp};
 use rdma_direct::ffi::{self, ibv_send_wr, ibv_sge, ibv_wc};
 use rdma_direct::providers::{
     Access, ConnectOpts, MemoryRegion, QpCaps, QpConfig, QpEndpoint, QpType,
 };
-use rdma_direct::verbs::{CompChannel, Context, Cq, Mr, Pd, Qp};
 
 #[test]
 #[ignore = "device test: needs RDMA_DIRECT_DEVICE (tests/guest/run)"]

@@ -369,7 +369,7 @@ fn completion_timestamps_and_the_clock_info_page() {
 #[test]
 fn destroy_order_is_enforced_with_ebusy() {
     standin_or_skip!();
-    let ctx = rdma_direct::verbs::Context::open("mlx5_0").unwrap();
+    let ctx = rdma_direct::control::Context::open("mlx5_0").unwrap();
     let c = ctx.as_ptr();
     let v = ctx.verbs();
     let v0 = thread_violations();
@@ -497,10 +497,10 @@ fn scatter_to_cqe_is_off_only_with_the_flag() {
     assert_eq!(qp_scatter_to_cqe(qp.qpn()), 0, "the mlx5 provider's QP");
     // A QP made without the flag (plain ibv_create_qp, as libmlx5's default) has it on.
     let ctx = p.context();
-    let vpd = rdma_direct::verbs::Pd::new(ctx).unwrap();
-    let vcq = rdma_direct::verbs::Cq::new(ctx, 16).unwrap();
+    let vpd = rdma_direct::control::Pd::new(ctx).unwrap();
+    let vcq = rdma_direct::control::Cq::new(ctx, 16).unwrap();
     let vqp =
-        rdma_direct::verbs::Qp::new(&vpd, &vcq, &vcq, None, &QpConfig::new(QpType::Rc)).unwrap();
+        rdma_direct::control::Qp::new(&vpd, &vcq, &vcq, None, &QpConfig::new(QpType::Rc)).unwrap();
     assert_eq!(qp_scatter_to_cqe(vqp.qpn()), 1, "libmlx5's default");
 }
 
@@ -520,7 +520,7 @@ fn non_mlx5_devices_are_refused_before_any_mlx5dv_call() {
         "an mlx5dv call reached the non-mlx5 context"
     );
     // Breaking the rule on purpose: mlx5dv_query_device on it is caught by the stand-in.
-    let ctx = rdma_direct::verbs::Context::open("rxe_standin0").unwrap();
+    let ctx = rdma_direct::control::Context::open("rxe_standin0").unwrap();
     assert!(!ctx.is_mlx5());
     let mut attrs = ffi::mlx5dv_context::zeroed();
     // SAFETY: a live context; the stand-in refuses instead of reading it as libmlx5's.
@@ -624,10 +624,11 @@ fn enomem_and_einval_on_create_name_the_verb() {
 #[test]
 fn a_transition_without_its_required_attributes_is_einval() {
     standin_or_skip!();
-    let ctx = rdma_direct::verbs::Context::open("mlx5_0").unwrap();
-    let pd = rdma_direct::verbs::Pd::new(&ctx).unwrap();
-    let cq = rdma_direct::verbs::Cq::new(&ctx, 16).unwrap();
-    let qp = rdma_direct::verbs::Qp::new(&pd, &cq, &cq, None, &QpConfig::new(QpType::Rc)).unwrap();
+    let ctx = rdma_direct::control::Context::open("mlx5_0").unwrap();
+    let pd = rdma_direct::control::Pd::new(&ctx).unwrap();
+    let cq = rdma_direct::control::Cq::new(&ctx, 16).unwrap();
+    let qp =
+        rdma_direct::control::Qp::new(&pd, &cq, &cq, None, &QpConfig::new(QpType::Rc)).unwrap();
     let v0 = thread_violations();
     let mut attr = ffi::ibv_qp_attr::zeroed();
     attr.qp_state = ffi::IBV_QPS_INIT;
@@ -642,7 +643,7 @@ fn a_transition_without_its_required_attributes_is_einval() {
 fn arm_and_wake_through_the_completion_channel() {
     standin_or_skip!();
     let mut p = Mlx5Device::open("mlx5_0").unwrap();
-    let ch = rdma_direct::verbs::CompChannel::new(p.context()).unwrap();
+    let ch = rdma_direct::control::CompChannel::new(p.context()).unwrap();
     let pd = p.alloc_pd().unwrap();
     let mut buf = vec![0u8; 4096];
     // SAFETY: `buf` outlives the MR (the thread below is joined before it is dropped).
@@ -1245,7 +1246,7 @@ fn to_error_refresh_epoll_arm_and_debug_forms() {
     drop(qp);
     drop(ah);
     // The waiter as an epoll user drives it: arm, wait for the fd, take the event.
-    let ch = rdma_direct::verbs::CompChannel::new(p.context()).unwrap();
+    let ch = rdma_direct::control::CompChannel::new(p.context()).unwrap();
     let (mut cq2, mut waiter) = p.create_cq_waiter(256, &ch).unwrap();
     let mut qp2 = p
         .create_qp(&pd, &mut cq2, None, None, &QpConfig::new(QpType::Rc))

@@ -1,5 +1,5 @@
-//! Hardware glue: [`Mlx5Device`] implements [`Provider`] over the verbs control path
-//! ([`rdma_direct_core::verbs`]) and hands the queue memory `mlx5dv_init_obj` describes to the hot-path
+//! Hardware glue: [`Mlx5Device`] implements [`Provider`] over the control path
+//! ([`rdma_direct_core::control`]) and hands the queue memory `mlx5dv_init_obj` describes to the hot-path
 //! types of this provider.
 //!
 //! - Opening refuses a device libmlx5 does not drive, *before* any `mlx5dv_*` call sees the
@@ -71,7 +71,7 @@ use crate::{
     QueuePair,
 };
 use crate::{Error, Result};
-use rdma_direct_core::verbs::{self, Context};
+use rdma_direct_core::control::{self, Context};
 
 /// An mlx5 device opened for the direct hot path.
 pub struct Mlx5Device {
@@ -124,7 +124,7 @@ impl Drop for ThreadDomain {
 struct QpDomain {
     raw: *mut ibv_pd,
     _td: ThreadDomain,
-    pd: verbs::Pd,
+    pd: control::Pd,
 }
 
 impl Drop for QpDomain {
@@ -140,14 +140,14 @@ impl Drop for QpDomain {
 /// What an [`Mlx5Qp`] made here keeps alive: the verbs QP first (destroyed first), then its
 /// domain (`None` in shared-bfreg mode).
 pub struct QpOwner {
-    qp: verbs::Qp,
+    qp: control::Qp,
     _domain: Option<QpDomain>,
 }
 
 // SAFETY: the raw TD and parent-domain pointers are only passed to libibverbs' dealloc calls
 // in Drop (once); libibverbs objects may be freed from any thread.
 unsafe impl Send for QpOwner {}
-// SAFETY: `&QpOwner` exposes nothing of the raw pointers; `verbs::Qp` is Sync.
+// SAFETY: `&QpOwner` exposes nothing of the raw pointers; `control::Qp` is Sync.
 unsafe impl Sync for QpOwner {}
 
 impl std::fmt::Debug for QpOwner {
@@ -163,7 +163,7 @@ impl std::fmt::Debug for QpOwner {
 /// (`mlx5dv_init_obj(AH)`), which UD sends copy into their WQEs.
 pub struct Mlx5Ah {
     av: AddressVector,
-    verbs: verbs::Ah,
+    verbs: control::Ah,
 }
 
 impl std::fmt::Debug for Mlx5Ah {
@@ -181,8 +181,8 @@ impl Mlx5Ah {
 
 /// On hardware the queue memory belongs to the verbs objects `mlx5dv_init_obj` described.
 impl Owners for Mlx5Device {
-    type Cq = verbs::Cq;
-    type Srq = verbs::Srq;
+    type Cq = control::Cq;
+    type Srq = control::Srq;
     type Qp = QpOwner;
     type Ah = Mlx5Ah;
     #[inline(always)]
@@ -272,7 +272,7 @@ impl Mlx5Device {
 
     /// A thread domain and a parent domain over `pd`; `Ok(None)` when the device refuses a
     /// thread domain and shared bfregs are allowed.
-    fn qp_domain(&self, pd: &verbs::Pd) -> Result<Option<QpDomain>> {
+    fn qp_domain(&self, pd: &control::Pd) -> Result<Option<QpDomain>> {
         // SAFETY: `ctx` is an open context.
         let td = match unsafe { ffi::alloc_td(self.ctx.as_ptr()) } {
             Ok(raw) => ThreadDomain {
@@ -327,7 +327,7 @@ impl Mlx5Device {
             )?,
         };
         let real_time = kind == crate::clock::TimestampKind::RealTime;
-        let cq = verbs::Cq::new_timestamped(&self.ctx, cqe, real_time)?;
+        let cq = control::Cq::new_timestamped(&self.ctx, cqe, real_time)?;
         let mut cq = self.wrap_cq(cq)?;
         cq.set_clock(clock);
         Ok(cq)
@@ -340,9 +340,9 @@ impl Mlx5Device {
     pub fn create_cq_waiter(
         &mut self,
         cqe: u32,
-        channel: &verbs::CompChannel,
-    ) -> Result<(Mlx5Cq, super::CqWaiter<verbs::CompChannel>)> {
-        let cq = verbs::Cq::with_channel(&self.ctx, cqe, channel)?;
+        channel: &control::CompChannel,
+    ) -> Result<(Mlx5Cq, super::CqWaiter<control::CompChannel>)> {
+        let cq = control::Cq::with_channel(&self.ctx, cqe, channel)?;
         let keep = cq.clone();
         let (mcq, uar) = self.wrap_cq_uar(cq)?;
         if uar.is_null() {
@@ -360,12 +360,12 @@ impl Mlx5Device {
     }
 
     /// The mlx5 view of a verbs CQ, polled by the hand-written poller from now on.
-    fn wrap_cq(&self, cq: verbs::Cq) -> Result<Mlx5Cq> {
+    fn wrap_cq(&self, cq: control::Cq) -> Result<Mlx5Cq> {
         self.wrap_cq_uar(cq).map(|(c, _)| c)
     }
 
     /// [`Mlx5Device::wrap_cq`], and the CQ's UAR page (where its arm doorbell goes).
-    fn wrap_cq_uar(&self, cq: verbs::Cq) -> Result<(Mlx5Cq, *mut u8)> {
+    fn wrap_cq_uar(&self, cq: control::Cq) -> Result<(Mlx5Cq, *mut u8)> {
         let mut out = mlx5dv_cq::zeroed();
         let mut obj = mlx5dv_obj::zeroed();
         obj.cq.r#in = cq.as_ptr();
@@ -400,7 +400,7 @@ impl Mlx5Device {
     /// `QP_FATAL`, `QP_REQ_ERR` and `QP_ACCESS_ERR` mark the QP failed
     /// ([`Mlx5Qp::mark_fatal`]: posts refused, `state()` ERR). Returns every event read.
     /// Call it from the loop that watches [`Context::async_fd`].
-    pub fn check_async(&mut self) -> Result<Vec<verbs::AsyncEvent>> {
+    pub fn check_async(&mut self) -> Result<Vec<control::AsyncEvent>> {
         let mut v = Vec::new();
         while let Some(ev) = self.next_async()? {
             v.push(ev);
@@ -409,8 +409,8 @@ impl Mlx5Device {
     }
 
     /// One pending event, read and applied as `check_async` says.
-    fn next_async(&mut self) -> Result<Option<verbs::AsyncEvent>> {
-        use verbs::{AsyncElement, AsyncEventKind as K};
+    fn next_async(&mut self) -> Result<Option<control::AsyncEvent>> {
+        use control::{AsyncElement, AsyncEventKind as K};
         let Some(ev) = self.ctx.poll_async_event()? else {
             return Ok(None);
         };
@@ -435,8 +435,8 @@ impl Mlx5Device {
 }
 
 impl Provider for Mlx5Device {
-    type Pd = verbs::Pd;
-    type Mr = verbs::Mr;
+    type Pd = control::Pd;
+    type Mr = control::Mr;
     type Cq = Mlx5Cq;
     type Srq = Mlx5Srq;
     type Qp = Mlx5Qp;
@@ -451,23 +451,23 @@ impl Provider for Mlx5Device {
         self.ctx.name()
     }
 
-    fn alloc_pd(&mut self) -> Result<verbs::Pd> {
-        verbs::Pd::new(&self.ctx)
+    fn alloc_pd(&mut self) -> Result<control::Pd> {
+        control::Pd::new(&self.ctx)
     }
 
     unsafe fn reg_mr(
         &mut self,
-        pd: &verbs::Pd,
+        pd: &control::Pd,
         addr: *mut u8,
         len: usize,
         access: Access,
-    ) -> Result<verbs::Mr> {
+    ) -> Result<control::Mr> {
         // SAFETY: forwarded: the caller keeps the memory mapped until the MR is dropped.
-        unsafe { verbs::Mr::register(pd, addr, len, access) }
+        unsafe { control::Mr::register(pd, addr, len, access) }
     }
 
     fn create_cq(&mut self, cqe: u32) -> Result<Mlx5Cq> {
-        let cq = verbs::Cq::new(&self.ctx, cqe)?;
+        let cq = control::Cq::new(&self.ctx, cqe)?;
         self.wrap_cq(cq)
     }
 
@@ -475,8 +475,8 @@ impl Provider for Mlx5Device {
         Mlx5Device::create_cq_ts(self, cqe, crate::clock::TimestampKind::RealTime)
     }
 
-    fn create_srq(&mut self, pd: &verbs::Pd, max_wr: u32, max_sge: u32) -> Result<Mlx5Srq> {
-        let srq = verbs::Srq::new(pd, max_wr, max_sge)?;
+    fn create_srq(&mut self, pd: &control::Pd, max_wr: u32, max_sge: u32) -> Result<Mlx5Srq> {
+        let srq = control::Srq::new(pd, max_wr, max_sge)?;
         let mut out = mlx5dv_srq::zeroed();
         out.comp_mask = ffi::MLX5DV_SRQ_MASK_SRQN;
         let mut obj = mlx5dv_obj::zeroed();
@@ -507,7 +507,7 @@ impl Provider for Mlx5Device {
 
     fn create_qp(
         &mut self,
-        pd: &verbs::Pd,
+        pd: &control::Pd,
         send_cq: &mut Mlx5Cq,
         recv_cq: Option<&mut Mlx5Cq>,
         srq: Option<&mut Mlx5Srq>,
@@ -530,7 +530,7 @@ impl Provider for Mlx5Device {
         let mut attr = ibv_qp_init_attr_ex::zeroed();
         attr.send_cq = scq.as_ptr();
         attr.recv_cq = rcq.as_ptr();
-        attr.srq = vsrq.map_or(std::ptr::null_mut(), verbs::Srq::as_ptr);
+        attr.srq = vsrq.map_or(std::ptr::null_mut(), control::Srq::as_ptr);
         attr.cap = ffi::ibv_qp_cap {
             max_send_wr: cfg.caps.max_send_wr,
             max_recv_wr: if vsrq.is_some() {
@@ -597,7 +597,7 @@ impl Provider for Mlx5Device {
         // SAFETY: `raw` is a fresh QP in RESET made just above with these CQs, SRQ, type and
         // signalling, on `pd` or on `domain` over it; `domain` is kept in the same owner and
         // dropped after the QP.
-        let vqp = unsafe { verbs::Qp::from_raw(raw, pd, scq, rcq, vsrq, cfg, granted) };
+        let vqp = unsafe { control::Qp::from_raw(raw, pd, scq, rcq, vsrq, cfg, granted) };
         let qp = QpOwner {
             qp: vqp,
             _domain: domain,
@@ -681,11 +681,11 @@ impl Provider for Mlx5Device {
 
     fn create_ah(
         &mut self,
-        pd: &verbs::Pd,
+        pd: &control::Pd,
         remote: &QpEndpoint,
         opts: &ConnectOpts,
     ) -> Result<Mlx5Ah> {
-        let ah = verbs::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)?;
+        let ah = control::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)?;
         let mut out = mlx5dv_ah::zeroed();
         let mut obj = mlx5dv_obj::zeroed();
         obj.ah.r#in = ah.as_ptr();
@@ -714,18 +714,18 @@ impl Provider for Mlx5Device {
             .map(|e| crate::recover::LinkEvent::from_verbs(&e)))
     }
 
-    fn async_events(&mut self) -> Result<Option<Vec<verbs::AsyncEvent>>> {
+    fn async_events(&mut self) -> Result<Option<Vec<control::AsyncEvent>>> {
         self.check_async().map(Some)
     }
 }
 
 /// A libibverbs completion channel as the mlx5 [`super::CqWaiter`]'s channel: an event
 /// names the CQ by its `struct ibv_cq *` (the waiter only counts it); events are
-/// acknowledged as they are read ([`verbs::CompChannel::get_event`]), so `ack` has nothing
+/// acknowledged as they are read ([`control::CompChannel::get_event`]), so `ack` has nothing
 /// left to do.
-impl super::EventChannel for verbs::CompChannel {
+impl super::EventChannel for control::CompChannel {
     fn get_event(&self, block: bool) -> Result<Option<u32>> {
-        Ok(verbs::CompChannel::get_event(self, block)?.map(|cq| cq as u32))
+        Ok(control::CompChannel::get_event(self, block)?.map(|cq| cq as u32))
     }
 
     fn ack(&self, _n: u32) {}

@@ -10,14 +10,14 @@
 use super::device::Mlx5Device;
 use crate::ffi::{self, ibv_pd, ibv_qp, ibv_qp_init_attr_ex, ibv_td, mlx5dv_qp_init_attr};
 use crate::{Error, Result};
-use rdma_direct_core::verbs::{self, Context};
+use rdma_direct_core::control::{self, Context};
 
 /// The raw objects of the probe.
 pub struct DvProbe {
     ctx: Context,
     mlx5: &'static ffi::Mlx5,
-    _pd: verbs::Pd,
-    cq: verbs::Cq,
+    _pd: control::Pd,
+    cq: control::Cq,
     td: *mut ibv_td,
     parent: *mut ibv_pd,
     qp: *mut ibv_qp,
@@ -115,8 +115,8 @@ impl DvProbe {
     pub fn domains(dev: &Mlx5Device) -> Result<DvProbe> {
         let ctx = dev.context().clone();
         let mlx5 = ffi::mlx5()?;
-        let pd = verbs::Pd::new(&ctx)?;
-        let cq = verbs::Cq::new(&ctx, 64)?;
+        let pd = control::Pd::new(&ctx)?;
+        let cq = control::Cq::new(&ctx, 64)?;
         // SAFETY: a live context.
         let td = unsafe { ffi::alloc_td(ctx.as_ptr()) }?;
         let mut p = DvProbe {

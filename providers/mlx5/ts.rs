@@ -98,7 +98,7 @@ impl CqClock {
 /// The clock info of a hardware context: `mlx5dv_get_clock_info` (resolved with `dlsym`
 /// from libmlx5). Run against the stand-in (`tests/standin/`), not on an mlx5 NIC.
 pub struct DvClockFeed {
-    ctx: rdma_direct_core::verbs::Context,
+    ctx: rdma_direct_core::control::Context,
     mlx5: &'static crate::ffi::Mlx5,
 }
 
@@ -113,7 +113,7 @@ impl std::fmt::Debug for DvClockFeed {
 impl DvClockFeed {
     /// The feed of `ctx` (an mlx5 context).
     pub fn new(
-        ctx: rdma_direct_core::verbs::Context,
+        ctx: rdma_direct_core::control::Context,
         mlx5: &'static crate::ffi::Mlx5,
     ) -> DvClockFeed {
         DvClockFeed { ctx, mlx5 }

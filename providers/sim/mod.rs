@@ -455,7 +455,7 @@ impl SimDevice {
     }
 
     // ------------------------------------------------------------ raw control path
-    // The sim "context": the same steps as the verbs control path, returning the
+    // The sim "context": the same steps as the control path, returning the
     // `mlx5dv_init_obj` descriptors. The `Provider` implementation is built on these.
 
     /// Allocate a protection domain; returns its number.

@@ -433,7 +433,7 @@ impl SimDevice {
                 "the remote endpoint (GID {them}, QPN {:#x}) is a sim device of another \
                  process (pid {pid}; this is pid {}, GID {me}): a software device cannot reach \
                  another process, it has no link. Run both QPs on one SimDevice in one \
-                 process, or use an RDMA device (-d) between processes",
+                 process, or use an RDMA device between processes",
                 remote.qpn,
                 std::process::id()
             ),
@@ -446,7 +446,7 @@ impl SimDevice {
             None => format!(
                 "the remote endpoint (GID {them}, QPN {:#x}) is not a sim device's (this one \
                  is GID {me}): a software device cannot reach another device or host; use an \
-                 RDMA device (-d) for that",
+                 RDMA device for that",
                 remote.qpn
             ),
         };

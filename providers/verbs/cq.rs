@@ -10,11 +10,11 @@ use super::{GEN_MASK, POLL_BATCH, RECV_GEN_SHIFT, RECV_TAG, SEND_GEN_SHIFT};
 use crate::ffi::{self, ibv_wc};
 use crate::types::{Completion, QpState, WcFlags, WcOpcode, WcStatus};
 use crate::CompletionQueue;
-use rdma_direct_core::verbs;
+use rdma_direct_core::control;
 
 /// A completion queue of the verbs provider.
 pub struct VerbsCq {
-    pub(super) cq: verbs::Cq,
+    pub(super) cq: control::Cq,
     pub(super) raw: *mut ffi::ibv_cq,
     pub(super) budget: Arc<CqBudget>,
     /// One entry per QP completing here (a handful; searched linearly, newest QP first on a
@@ -30,7 +30,7 @@ unsafe impl Send for VerbsCq {}
 
 impl VerbsCq {
     /// The control-path CQ.
-    pub fn inner(&self) -> &verbs::Cq {
+    pub fn inner(&self) -> &control::Cq {
         &self.cq
     }
 

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::ffi::{ibv_send_wr, ibv_sge};
 use crate::types::{Access, ConnectOpts, QpCaps, QpConfig, QpState, QpType};
 use crate::{Provider, ProviderKind, QpEndpoint, QueuePair, RecvQueue, SendQueue};
-use rdma_direct_core::verbs::{self, AsyncEvent, Context};
+use rdma_direct_core::control::{self, AsyncEvent, Context};
 use std::sync::Weak;
 
 /// The refusal of [`Provider::create_cq_ts`] on this provider: a plain `ibv_create_cq` CQ
@@ -57,7 +57,7 @@ impl Objects {
     /// error puts the QP in ERR (posts refused, `state()` ERR). Returns whether it applied to
     /// a live object of ours.
     pub(super) fn apply(&self, ev: &AsyncEvent) -> bool {
-        use verbs::{AsyncElement, AsyncEventKind as K};
+        use control::{AsyncElement, AsyncEventKind as K};
         match (ev.kind, ev.element) {
             (K::CqErr, AsyncElement::Cq(p)) => {
                 self.cqs
@@ -119,7 +119,7 @@ impl VerbsDevice {
         let Some(ev) = self.ctx.poll_async_event()? else {
             return Ok(None);
         };
-        if ev.kind == verbs::AsyncEventKind::CqErr {
+        if ev.kind == control::AsyncEventKind::CqErr {
             self.cq_errors += 1;
         }
         self.objects.apply(&ev);
@@ -133,12 +133,12 @@ impl VerbsDevice {
 }
 
 impl Provider for VerbsDevice {
-    type Pd = verbs::Pd;
-    type Mr = verbs::Mr;
+    type Pd = control::Pd;
+    type Mr = control::Mr;
     type Cq = VerbsCq;
     type Srq = VerbsSrq;
     type Qp = VerbsQp;
-    type Ah = verbs::Ah;
+    type Ah = control::Ah;
     type Pair = crate::SideBySide<VerbsQp, VerbsCq>;
 
     fn kind(&self) -> ProviderKind {
@@ -153,23 +153,23 @@ impl Provider for VerbsDevice {
         self.ctx.name()
     }
 
-    fn alloc_pd(&mut self) -> Result<verbs::Pd> {
-        verbs::Pd::new(&self.ctx)
+    fn alloc_pd(&mut self) -> Result<control::Pd> {
+        control::Pd::new(&self.ctx)
     }
 
     unsafe fn reg_mr(
         &mut self,
-        pd: &verbs::Pd,
+        pd: &control::Pd,
         addr: *mut u8,
         len: usize,
         access: Access,
-    ) -> Result<verbs::Mr> {
+    ) -> Result<control::Mr> {
         // SAFETY: forwarded: the caller keeps the memory mapped until the MR is dropped.
-        unsafe { verbs::Mr::register(pd, addr, len, access) }
+        unsafe { control::Mr::register(pd, addr, len, access) }
     }
 
     fn create_cq(&mut self, cqe: u32) -> Result<VerbsCq> {
-        let cq = verbs::Cq::new(&self.ctx, cqe)?;
+        let cq = control::Cq::new(&self.ctx, cqe)?;
         let raw = cq.as_ptr();
         // Our budget is what was asked: the device may grant more, never less.
         let budget = Arc::new(CqBudget::new(cqe));
@@ -185,8 +185,8 @@ impl Provider for VerbsDevice {
         })
     }
 
-    fn create_srq(&mut self, pd: &verbs::Pd, max_wr: u32, max_sge: u32) -> Result<VerbsSrq> {
-        let srq = verbs::Srq::new(pd, max_wr, max_sge)?;
+    fn create_srq(&mut self, pd: &control::Pd, max_wr: u32, max_sge: u32) -> Result<VerbsSrq> {
+        let srq = control::Srq::new(pd, max_wr, max_sge)?;
         let q = VerbsRecv::new(
             RecvTarget::Srq(srq.as_ptr()),
             QpType::Rc,
@@ -202,7 +202,7 @@ impl Provider for VerbsDevice {
 
     fn create_qp(
         &mut self,
-        pd: &verbs::Pd,
+        pd: &control::Pd,
         send_cq: &mut VerbsCq,
         recv_cq: Option<&mut VerbsCq>,
         srq: Option<&mut VerbsSrq>,
@@ -246,7 +246,7 @@ impl Provider for VerbsDevice {
         }
         let qp = {
             let rcq = recv_cq.as_ref().map_or(&send_cq.cq, |c| &c.cq);
-            verbs::Qp::new(pd, &send_cq.cq, rcq, srq.as_ref().map(|s| &s.srq), cfg)?
+            control::Qp::new(pd, &send_cq.cq, rcq, srq.as_ref().map(|s| &s.srq), cfg)?
         };
         let granted = qp.caps();
         let want = cfg.caps;
@@ -446,11 +446,11 @@ impl Provider for VerbsDevice {
 
     fn create_ah(
         &mut self,
-        pd: &verbs::Pd,
+        pd: &control::Pd,
         remote: &QpEndpoint,
         opts: &ConnectOpts,
-    ) -> Result<verbs::Ah> {
-        verbs::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)
+    ) -> Result<control::Ah> {
+        control::Ah::new(pd, remote, opts.port, opts.gid_index, opts.sl)
     }
 
     fn link_event(&mut self) -> Result<Option<crate::recover::LinkEvent>> {
@@ -459,7 +459,7 @@ impl Provider for VerbsDevice {
             .map(|e| crate::recover::LinkEvent::from_verbs(&e)))
     }
 
-    fn async_events(&mut self) -> Result<Option<Vec<verbs::AsyncEvent>>> {
+    fn async_events(&mut self) -> Result<Option<Vec<control::AsyncEvent>>> {
         self.check_async().map(Some)
     }
 }
@@ -468,7 +468,7 @@ impl Provider for VerbsDevice {
 mod tests {
     use super::*;
     use crate::types::PostError;
-    use verbs::{AsyncElement, AsyncEventKind};
+    use control::{AsyncElement, AsyncEventKind};
 
     /// What `check_async` does with the events, without a device: a CQ error fails the CQ
     /// and every QP on it for good; a QP fatal fails that QP; an event about something else

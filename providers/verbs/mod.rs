@@ -5,7 +5,7 @@
 //! `qp.rs` (the queue pair), `shared.rs` (the bookkeeping a queue shares with the CQs it
 //! completes on).
 //!
-//! [`VerbsDevice`] implements [`Provider`] on top of the control path in [`rdma_direct_core::verbs`];
+//! [`VerbsDevice`] implements [`Provider`] on top of the control path in [`rdma_direct_core::control`];
 //! the data path goes through the context's ops table ([`crate::ffi::ops`]): `post_send`,
 //! `post_recv`, `post_srq_recv`, `poll_cq`. On rxe a post is a `write()` system call and the
 //! kernel does the work, so this path is for tests and portability, not for speed.

@@ -10,7 +10,7 @@ use super::shared::{CqBudget, CqCommits};
 use super::sq::VerbsSq;
 use crate::types::{QpCaps, QpState, QpType};
 use crate::QueuePair;
-use rdma_direct_core::verbs;
+use rdma_direct_core::control;
 
 /// A queue pair of the verbs provider.
 pub struct VerbsQp {
@@ -18,7 +18,7 @@ pub struct VerbsQp {
     pub(super) sq: VerbsSq,
     pub(super) rq: VerbsRq,
     /// Destroyed first in `drop` (see there).
-    pub(super) qp: ManuallyDrop<verbs::Qp>,
+    pub(super) qp: ManuallyDrop<control::Qp>,
     pub(super) caps: QpCaps,
     /// What the QP committed on its CQs (given back at drop).
     pub(super) _cq_commits: CqCommits,
@@ -49,7 +49,7 @@ impl Drop for VerbsQp {
 impl VerbsQp {
     /// The control-path QP (for queries; do not change its state behind this provider's
     /// back: the state checks rely on [`Provider::connect`](crate::Provider::connect) / [`Provider::to_error`](crate::Provider::to_error)).
-    pub fn inner(&self) -> &verbs::Qp {
+    pub fn inner(&self) -> &control::Qp {
         &self.qp
     }
 

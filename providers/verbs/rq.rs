@@ -11,7 +11,7 @@ use super::RECV_TAG;
 use crate::ffi::{self, ibv_recv_wr, ibv_sge};
 use crate::types::{PostError, QpState, QpType, RecvWr, Rejected};
 use crate::RecvQueue;
-use rdma_direct_core::verbs;
+use rdma_direct_core::control;
 
 /// Where a receive queue posts.
 #[derive(Clone, Copy)]
@@ -233,14 +233,14 @@ impl RecvQueue for VerbsRecv {
 /// The SRQ type of [`VerbsDevice`](super::VerbsDevice): the receive queue plus the control-path SRQ.
 pub struct VerbsSrq {
     pub(super) q: VerbsRecv,
-    pub(super) srq: verbs::Srq,
+    pub(super) srq: control::Srq,
     /// The CQs its depth is committed on (see `providers/cq_room.rs`).
     pub(super) commits: std::sync::Arc<super::shared::SrqCommits>,
 }
 
 impl VerbsSrq {
     /// The control-path SRQ (e.g. to arm its limit event).
-    pub fn inner(&self) -> &verbs::Srq {
+    pub fn inner(&self) -> &control::Srq {
         &self.srq
     }
     /// Receives outstanding.

@@ -9,7 +9,7 @@ use super::shared::{CqBudget, SharedState, SqRing};
 use crate::ffi::{self, ibv_send_wr, ibv_sge};
 use crate::types::{Payload, PostError, QpState, QpType, Rejected, SendFlags, SendOp, SendWr};
 use crate::SendQueue;
-use rdma_direct_core::verbs;
+use rdma_direct_core::control;
 
 /// The send queue of a [`VerbsQp`](super::VerbsQp).
 pub struct VerbsSq {
@@ -57,7 +57,7 @@ impl VerbsSq {
     /// Checks that do not depend on queue space. Order: op vs QP type, destination,
     /// payload rules, state.
     #[inline]
-    pub(super) fn validate(&self, wr: &SendWr<'_, verbs::Ah>) -> Result<(), PostError> {
+    pub(super) fn validate(&self, wr: &SendWr<'_, control::Ah>) -> Result<(), PostError> {
         let op = &wr.op;
         match self.qp_type {
             QpType::Ud if !matches!(op, SendOp::Send | SendOp::SendImm { .. }) => {
@@ -128,7 +128,7 @@ impl VerbsSq {
 }
 
 impl SendQueue for VerbsSq {
-    type Ah = verbs::Ah;
+    type Ah = control::Ah;
     fn set_signal_every(&mut self, n: u32) {
         self.signal_every = n;
         self.since_signal = 0;
@@ -136,8 +136,8 @@ impl SendQueue for VerbsSq {
     #[inline]
     fn post<'a>(
         &mut self,
-        wr: SendWr<'a, verbs::Ah>,
-    ) -> Result<(), Rejected<SendWr<'a, verbs::Ah>>> {
+        wr: SendWr<'a, control::Ah>,
+    ) -> Result<(), Rejected<SendWr<'a, control::Ah>>> {
         if self.ring.refusal.pending() {
             if let Some(e) = self.take_ring_error() {
                 // A bare `ring` was refused and nothing reported it: this call does, with

@@ -6,9 +6,9 @@
 //! root) and never panics on odd input; a missing or unreadable input becomes a
 //! [`Level::Skip`](super::Level::Skip) with the reason.
 
+use crate::control::{LinkLayer, PortAttr, PortState};
 use crate::endpoint::Mtu;
 use crate::ffi;
-use crate::verbs::{LinkLayer, PortAttr, PortState};
 
 use super::{DeviceCaps, Finding, HostFacts, PortFacts, Sysfs};
 
@@ -242,7 +242,7 @@ pub fn check_mtu(sys: &Sysfs, p: &PortFacts, peer_mtu: Option<Mtu>) -> Vec<Findi
     match (peer_mtu, active) {
         (None, _) => out.push(Finding::skip(
             "peer mtu",
-            "no --peer-mtu given (the peer's active_mtu from its `rdma-direct info`)",
+            "no peer MTU given (`peer_mtu`: the active_mtu of the peer's port)",
         )),
         (Some(peer), Some(act)) if peer != act => out.push(Finding::warn(
             "peer mtu",
@@ -682,7 +682,7 @@ pub fn check_pcie(sys: &Sysfs, dev: &str, port_gbps: Option<f64>) -> Vec<Finding
     out
 }
 
-/// Step 7: Pitfalls the control path prevents by construction. Each is true of `crate::verbs`:
+/// Step 7: Pitfalls the control path prevents by construction. Each is true of `crate::control`:
 /// every transition in `verbs/qp.rs` builds its `ibv_qp_attr` from `ibv_qp_attr::zeroed()`
 /// with exactly the kernel's mask, and `Qp::connect` uses `local.mtu.min(remote.mtu)` unless
 /// the caller sets `ConnectOpts::path_mtu`.

@@ -7,10 +7,10 @@
 
 use std::path::PathBuf;
 
+use crate::control::{Context, Cq, DeviceAttr, Pd, PortAttr, Qp};
 use crate::error::Result;
 use crate::providers::mlx5::PollBarrier;
 use crate::providers::{QpCaps, QpConfig, QpType};
-use crate::verbs::{Context, Cq, DeviceAttr, Pd, PortAttr, Qp};
 
 use super::parse_cpulist;
 

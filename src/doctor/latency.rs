@@ -364,7 +364,7 @@ pub fn check_irq_affinity(sys: &Sysfs, cpu: u32, dev: Option<&str>) -> Finding {
     let nic_note = match (&nic, dev) {
         (Some(Ok(n)), Some(d)) => format!("; {d}'s IRQs {}", format_cpulist(n)),
         (Some(Err(e)), _) => format!("; the device's IRQs not found: {e}"),
-        _ => "; no -d: the RDMA device's IRQs not known".to_string(),
+        _ => "; no device given: the RDMA device's IRQs not known".to_string(),
     };
     if !nic_on.is_empty() {
         return Finding::fail(
@@ -768,7 +768,10 @@ pub fn check_stat_interval(sys: &Sysfs) -> Finding {
 /// touches them first, or anywhere the policy allows). Without a device: skipped.
 pub fn check_numa_latency(sys: &Sysfs, cpu: u32, dev: Option<&str>) -> Finding {
     let Some(dev) = dev else {
-        return Finding::skip("numa", "no -d: the RDMA device's NUMA node is not known");
+        return Finding::skip(
+            "numa",
+            "no device given: the RDMA device's NUMA node is not known",
+        );
     };
     let node = sys
         .read(&format!("{}/device/numa_node", Sysfs::ib(dev)))
@@ -793,7 +796,7 @@ pub fn check_numa_latency(sys: &Sysfs, cpu: u32, dev: Option<&str>) -> Finding {
                  doorbell crosses the interconnect",
                 format_cpulist(&near)
             ),
-            format!("poll on a CPU of node {node}: --cpu {}", near[0]),
+            format!("poll on a CPU of node {node}, e.g. CPU {}", near[0]),
         );
     }
     let mems = sys

@@ -2,10 +2,10 @@
 //!
 //! Contract: [`no_device_reason`] reads the host (whether `ib_core` is loaded, the kernel's
 //! configuration in `/proc/config.gz`, then what libibverbs and sysfs show through
-//! [`verbs::no_device_reason`]) and returns the most specific reason, or `None` when it finds
+//! [`control::no_device_reason`]) and returns the most specific reason, or `None` when it finds
 //! none; [`why_no_device`] puts a listing error first. Nothing here prints.
 
-use crate::verbs;
+use crate::control;
 use crate::Error;
 
 /// Why there is no RDMA device: a missing libibverbs (`err`, what listing the devices
@@ -20,18 +20,18 @@ pub fn why_no_device(err: Option<&Error>, otherwise: &str) -> String {
 
 /// The most specific reason this host has no RDMA device, and what to do: a kernel built
 /// without RDMA support first (no driver can be loaded then), else what libibverbs and
-/// sysfs show ([`verbs::no_device_reason`]). The one reason every command gives.
+/// sysfs show ([`control::no_device_reason`]). The one reason every command gives.
 pub fn no_device_reason() -> Option<String> {
     let no_ib_core = !std::path::Path::new("/sys/module/ib_core").exists();
     if no_ib_core && kernel_config_lacks_infiniband() {
         return Some(
             "this kernel is built without RDMA support (CONFIG_INFINIBAND is not set in \
-             /proc/config.gz), so no device can appear and no driver can be loaded; run the \
-             device tests in the soft-RoCE guest (tests/guest/run)"
+             /proc/config.gz), so no device can appear and no driver can be loaded; use a \
+             (virtual) machine whose kernel has it, where soft-RoCE (rdma_rxe) gives a device"
                 .to_string(),
         );
     }
-    verbs::no_device_reason()
+    control::no_device_reason()
 }
 
 /// True when /proc/config.gz says `# CONFIG_INFINIBAND is not set`.

@@ -247,11 +247,11 @@ impl Params {
     }
 
     /// Check the parameters against perftest's rules (see the module doc). The message names
-    /// the parameter, with perftest's flag.
+    /// the field (`Params::post_list`, ...); a command line maps it to its own flag.
     pub fn check(&self) -> Result<()> {
         let t = self.test.name();
         if self.port == 0 {
-            return Err(bad_opt("port (-i): ports are numbered from 1"));
+            return Err(bad_opt("Params::port 0: ports are numbered from 1"));
         }
         match self.qp_type {
             QpType::Uc if self.test.is_read_like() => {
@@ -264,15 +264,17 @@ impl Params {
         }
         if self.inline > 0 && self.test.is_read_like() {
             return Err(bad_opt(format!(
-                "{t}: inline (-I) is not possible for READ and atomics"
+                "{t}: Params::inline is not possible for READ and atomics"
             )));
         }
         if self.inline > MAX_INLINE {
-            return Err(bad_opt(format!("inline (-I): at most {MAX_INLINE} bytes")));
+            return Err(bad_opt(format!(
+                "Params::inline: at most {MAX_INLINE} bytes"
+            )));
         }
         if self.test.is_lat() && (self.post_list != 1 || self.cq_mod != DEFAULT_CQ_MOD) {
             return Err(bad_opt(format!(
-                "{t}: post list (-l) and cq_mod (-Q) are bandwidth parameters"
+                "{t}: Params::post_list and Params::cq_mod are bandwidth parameters"
             )));
         }
         if self.sizes.is_empty() {
@@ -284,53 +286,53 @@ impl Params {
             }
             if s == 0 || s > MAX_SIZE {
                 return Err(bad_opt(format!(
-                    "size (-s) {s}: out of range 1..={MAX_SIZE}"
+                    "Params::sizes {s}: out of range 1..={MAX_SIZE}"
                 )));
             }
         }
         if self.test.is_lat() && self.iters < 4 {
             return Err(bad_opt(
-                "iterations (-n): latency needs at least 4 iterations (3 samples; the 2 largest are dropped)",
+                "Params::iters: latency needs at least 4 iterations (3 samples; the 2 largest are dropped)",
             ));
         }
         if self.iters == 0 {
-            return Err(bad_opt("iterations (-n): at least 1 iteration"));
+            return Err(bad_opt("Params::iters: at least 1 iteration"));
         }
         if self.iters > MAX_ITERS {
             return Err(bad_opt(format!(
-                "iterations (-n) {}: at most {MAX_ITERS} (the timestamps of every iteration \
+                "Params::iters {}: at most {MAX_ITERS} (the timestamps of every iteration \
                  are kept in memory, 32 bytes each, allocated before the run)",
                 self.iters
             )));
         }
         if self.post_list == 0 || self.post_list > TX_DEPTH {
             return Err(bad_opt(format!(
-                "post list (-l) {}: out of range 1..={TX_DEPTH}",
+                "Params::post_list {}: out of range 1..={TX_DEPTH}",
                 self.post_list
             )));
         }
         if self.cq_mod == 0 {
-            return Err(bad_opt("cq_mod (-Q): at least 1"));
+            return Err(bad_opt("Params::cq_mod: at least 1"));
         }
         if self.post_list > 1 && self.post_list % self.cq_mod != 0 {
             return Err(bad_opt(format!(
-                "post list (-l) {} must be a multiple of cq_mod (-Q) {}",
+                "Params::post_list {} must be a multiple of Params::cq_mod {}",
                 self.post_list, self.cq_mod
             )));
         }
         if self.hw_ts && !matches!(self.test, Test::WriteLat | Test::ReadLat | Test::AtomicLat) {
             return Err(bad_opt(format!(
-                "{t}: --hw-ts needs a signaled request per iteration: write_lat, read_lat or \
+                "{t}: Params::hw_ts needs a signaled request per iteration: write_lat, read_lat or \
                  atomic_lat (send_lat signals every 64th send)"
             )));
         }
         if self.outlier_x < 2 {
             return Err(bad_opt(
-                "outlier factor (--attribute X): at least 2 (an outlier is above X times the median)",
+                "Params::outlier_x: at least 2 (an outlier is above that many times the median)",
             ));
         }
         if matches!(self.threads, Some(n) if n != 1 && n != 2) {
-            return Err(bad_opt("threads: 1 or 2"));
+            return Err(bad_opt("Params::threads: 1 or 2"));
         }
         Ok(())
     }

@@ -49,7 +49,7 @@ pub struct Loop {
 /// that differs).
 fn fail(detail: String) -> Error {
     Error::Failed {
-        context: "pingpong",
+        context: "rc_pingpong",
         detail,
     }
 }

@@ -158,7 +158,7 @@ pub fn run<P: Provider, S: Read + Write>(
     if o.qp_type != QpType::Rc {
         return Err(bad_opt(format!(
             "{}: a two-process run is RC only (perftest's UC/UD exchange is not spoken here); \
-             use --loopback for {}",
+             run both ends in one process (perf::run) for {}",
             o.test.name(),
             o.qp_type
         )));

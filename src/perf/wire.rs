@@ -459,7 +459,7 @@ pub fn params_mismatch(mine: &str, theirs: &str) -> Option<String> {
         if other != Some(v.as_str()) {
             return Some(format!(
                 "the peer runs with another {k}: here {v}, there {} (both sides must run the \
-                 same test with the same -s/-a, -n and -c)",
+                 same test with the same sizes, iterations and connection type)",
                 other.unwrap_or("(not given)")
             ));
         }

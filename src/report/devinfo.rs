@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use crate::verbs::{self, Context, DeviceAttr, PortAttr};
+use crate::control::{self, Context, DeviceAttr, PortAttr};
 
 /// `ibv_devinfo -v`'s extra device lines.
 pub fn device_verbose(a: &DeviceAttr) -> String {
@@ -63,14 +63,14 @@ fn vl_str(code: u8) -> String {
 }
 
 fn width_str(code: u8) -> String {
-    match verbs::width_lanes(code) {
+    match control::width_lanes(code) {
         Some(n) => format!("{n}X ({code})"),
         None => format!("invalid width ({code})"),
     }
 }
 
 fn speed_str(code: u8) -> String {
-    match verbs::lane_gbps(code) {
+    match control::lane_gbps(code) {
         Some(g) => format!("{g:.1} Gbps ({code})"),
         None => format!("invalid speed ({code})"),
     }

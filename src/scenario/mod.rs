@@ -628,12 +628,12 @@ impl RunOpts {
 
     /// Defaults for the opened provider `p` ([`RunOpts::new`]), with the GID index a
     /// loopback connection on port 1 goes through: on a device, its default
-    /// ([`Context::default_gid_index`](crate::verbs::Context::default_gid_index), the
+    /// ([`Context::default_gid_index`](crate::control::Context::default_gid_index), the
     /// first RoCE v2 IPv4 entry); on the software device, 0.
     pub fn for_provider<P: Provider>(p: &P) -> crate::Result<RunOpts> {
         let mut o = RunOpts::new(p.kind(), p.device_name());
         if p.kind() != ProviderKind::Sim {
-            let ctx = crate::verbs::Context::open(p.device_name())?;
+            let ctx = crate::control::Context::open(p.device_name())?;
             o.gid_index = ctx.default_gid_index(o.port)?;
         }
         Ok(o)

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::clock::TimestampKind;
+use crate::control::{Context, Device, PortState};
 use crate::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Device, Mlx5Qp, Owners};
 use crate::providers::sim::SimDevice;
 use crate::providers::verbs::VerbsDevice;
@@ -12,7 +13,6 @@ use crate::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Pages, Provider, ProviderKind,
     QpConfig, QpType, QueuePair, RecvQueue, RecvWr, RegisteredBuf, SendQueue, SendWr, WcOpcode,
 };
-use crate::verbs::{Context, Device, PortState};
 
 use super::{dv, Failed, Ladder};
 
@@ -49,7 +49,7 @@ const E_SANITY: &str = "mlx5dv_init_obj's rings, strides, dbrec, bfreg (mlx5 onl
 
 /// libibverbs (and with `mlx5` libmlx5) loaded with every entry point; says which files.
 fn loaded(mlx5: bool) -> Result<((), String), Failed> {
-    crate::verbs::loaded_libraries(mlx5)
+    crate::control::loaded_libraries(mlx5)
         .map(|v| ((), v.join(", ")))
         .map_err(|e| e.to_string())
 }
@@ -158,7 +158,7 @@ fn mlx5(l: &mut Ladder, name: &str, gid: Option<u8>) {
         "the CQ armed by hand through its UAR raises a completion-channel event that wakes a \
          sleeping waiter",
         || {
-            let ch = crate::verbs::CompChannel::new(p.context()).map_err(|e| e.to_string())?;
+            let ch = crate::control::CompChannel::new(p.context()).map_err(|e| e.to_string())?;
             let (mut cq, mut waiter) = p.create_cq_waiter(256, &ch).map_err(|e| e.to_string())?;
             let qp = self_connected(&mut p, &bed, &mut cq, &opts)?;
             wake(qp, &bed, |cq, out| waiter.wait(cq, out), &mut cq)?;

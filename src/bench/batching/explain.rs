@@ -143,8 +143,8 @@ pub fn explain(o: &Setup, res: &[(Config, Vec<Stat>)]) -> String {
             if !mf.per_completion {
                 let _ = writeln!(
                     s,
-                    "   (No per-completion term: it needs two -Q periods whose completions per \
-                     WQE differ, e.g. -Q 1,16.)"
+                    "   (No per-completion term: it needs two signaling periods whose completions \
+                     per WQE differ, e.g. every 1st and every 16th.)"
                 );
             }
             let (w, d) = (f.coef[0], f.coef[1]);
@@ -167,7 +167,7 @@ pub fn explain(o: &Setup, res: &[(Config, Vec<Stat>)]) -> String {
         None => {
             let _ = writeln!(
                 s,
-                " - Too few points to fit t = w + d/b (two batch sizes at least, -l)."
+                " - Too few points to fit t = w + d/b (two batch sizes at least)."
             );
         }
     }

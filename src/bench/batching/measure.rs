@@ -469,7 +469,7 @@ fn plain_sweep(o: &Params) -> Result<Measured, String> {
     if o.qps > 1 || o.ops.contains(&Op::UdSend) {
         return Err(
             "plain memory runs one RC QP (the rig's): UD SEND and several QPs run on a \
-             device (--provider sim)"
+             device (the sim, for one)"
                 .into(),
         );
     }
@@ -959,8 +959,8 @@ fn pin(cpu: &Option<Chosen>) -> Result<(), String> {
     match cpu {
         Some(c) => crate::providers::helpers::pin_current_thread(c.cpu).map_err(|e| {
             format!(
-                "pinning the measuring thread to CPU {} ({}): {e}; --cpu N picks another, \
-                 --unpin runs unpinned",
+                "pinning the measuring thread to CPU {} ({}): {e}; pin to another (Pin::Cpu) or \
+                 run unpinned (Pin::Off)",
                 c.cpu, c.why
             )
         }),

@@ -135,6 +135,11 @@ pub fn run(args: &[String]) -> i32 {
     let done = match sweep(&o) {
         Ok(r) => r,
         Err(e) => {
+            // The library names `Pin`'s variants; here the flags that choose them.
+            let e = e
+                .to_string()
+                .replace("(Pin::Cpu)", "(--cpu N)")
+                .replace("(Pin::Off)", "(--unpin)");
             errln!("rdma-direct bench batching ({}): {e}", o.at.name());
             return 1;
         }

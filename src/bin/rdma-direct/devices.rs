@@ -3,8 +3,8 @@
 //! stderr says why ([`rdma_direct::doctor::no_device::no_device_reason`], the one reason
 //! every command gives).
 
+use rdma_direct::control::Device;
 pub use rdma_direct::doctor::no_device::{no_device_reason, why_no_device};
-use rdma_direct::verbs::Device;
 use rdma_direct::Error;
 
 use super::provider::SIM_DEVICE;

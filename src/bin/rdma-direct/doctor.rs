@@ -7,11 +7,11 @@
 //! the same form, and the verdict (ready, or the first thing to fix).
 
 use super::devices::{why_no_device, DevPort};
+use rdma_direct::control::{Context, Device};
 use rdma_direct::doctor::report::{render_json, render_text};
 use rdma_direct::doctor::{self, Finding, HostFacts, Level, Section, Sysfs};
 use rdma_direct::endpoint::Mtu;
 use rdma_direct::report::json;
-use rdma_direct::verbs::{Context, Device};
 
 const USAGE: &str = "\
 usage: rdma-direct doctor [-d DEV] [-i PORT] [--peer-mtu N] [--json]
@@ -121,7 +121,10 @@ pub fn run(args: &[String]) -> i32 {
         match ports {
             Ok(ports) => {
                 for p in ports {
-                    let f = doctor::check_port(&sys, &p, &host, o.peer_mtu);
+                    let mut f = doctor::check_port(&sys, &p, &host, o.peer_mtu);
+                    if o.peer_mtu.is_none() {
+                        name_peer_mtu_flag(&mut f);
+                    }
                     sections.push(Section::for_port(&p, f));
                 }
             }
@@ -163,6 +166,16 @@ fn host_sections(device: Finding, host: &HostFacts) -> Vec<Section> {
         port: None,
         findings,
     }]
+}
+
+/// The skipped peer-MTU check, in this command's words: the flag that gives the MTU.
+fn name_peer_mtu_flag(findings: &mut [Finding]) {
+    for f in findings.iter_mut() {
+        if f.check == "peer mtu" && f.level == Level::Skip {
+            f.saw =
+                "no --peer-mtu given (the peer's active_mtu from its `rdma-direct info`)".into();
+        }
+    }
 }
 
 /// `-d sim0`: the software device has no link, MTU, PCIe slot or NUMA node to check; the

@@ -6,8 +6,8 @@
 //! device: a demonstration on the software mlx5 device, which is made to raise one event of
 //! each kind (the sim raises CQ overruns and QP fatal errors by itself; see `tests/sim_events.rs`).
 
+use rdma_direct::control::Context;
 use rdma_direct::providers::sim::{AsyncEvent, SimDevice};
-use rdma_direct::verbs::Context;
 
 use super::provider::{find_device, SIM_DEVICE};
 

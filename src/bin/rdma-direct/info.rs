@@ -6,8 +6,8 @@
 
 use super::devices::{note_no_devices, DevPort};
 use super::provider::{self, Choice, DeviceFacts, SIM_DEVICE};
+use rdma_direct::control::{self, Context, Device};
 use rdma_direct::report::devinfo;
-use rdma_direct::verbs::{self, Context, Device};
 
 const USAGE: &str = "\
 usage: rdma-direct info [-d DEV] [-i PORT] [-v] [--provider P]
@@ -152,10 +152,10 @@ fn print_device(d: &Device, o: &Opts) -> rdma_direct::Result<()> {
     if !a.fw_ver.is_empty() {
         outln!("\tfw_ver:\t\t\t\t{}", a.fw_ver);
     }
-    outln!("\tnode_guid:\t\t\t{}", verbs::format_guid(a.node_guid));
+    outln!("\tnode_guid:\t\t\t{}", control::format_guid(a.node_guid));
     outln!(
         "\tsys_image_guid:\t\t\t{}",
-        verbs::format_guid(a.sys_image_guid)
+        control::format_guid(a.sys_image_guid)
     );
     outln!("\tvendor_id:\t\t\t0x{:04x}", a.vendor_id);
     outln!("\tvendor_part_id:\t\t\t{}", a.vendor_part_id);

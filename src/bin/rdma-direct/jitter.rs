@@ -107,6 +107,8 @@ pub fn run(args: &[String]) -> i32 {
     let report = match noise::measure(&Sysfs::system(), &o.cfg) {
         Ok(r) => r,
         Err(e) => {
+            // The library names its field; here the flag that sets it.
+            let e = e.to_string().replace("Config::cpus", "--cpus");
             errln!("rdma-direct jitter: {e}");
             return 1;
         }

@@ -4,10 +4,10 @@
 //! The rule itself is the library's ([`rdma_direct::providers::choice`]); this module parses
 //! the flag, words a refusal in the CLI's flags, and explains the choice in headers.
 
+use rdma_direct::control::Device;
 use rdma_direct::providers::choice::{choose, Refusal};
 pub use rdma_direct::providers::choice::{open_and_run, Choice, DeviceFacts, Job};
 use rdma_direct::providers::ProviderKind;
-use rdma_direct::verbs::Device;
 
 /// The software device's name: `-d sim0` means the software device wherever `-d` is taken
 /// (as no `-d` does).

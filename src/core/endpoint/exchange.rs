@@ -13,9 +13,9 @@
 //! "timed out after N s waiting for the peer's endpoint" (or "sync").
 
 use super::codec::{proto, QpEndpoint, RemoteMr, HEADER_LEN, MAX_MESSAGE_LEN};
+use crate::control::Qp;
 use crate::error::{Error, Result};
 use crate::types::ConnectOpts;
-use crate::verbs::Qp;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -311,7 +311,7 @@ pub fn local_endpoint(qp: &Qp, opts: &ConnectOpts, mr: Option<RemoteMr>) -> Resu
     })?;
     let gid = match ctx.check_gid_index(opts.port, opts.gid_index) {
         Ok(e) => e.gid.0,
-        Err(e) if port.link_layer == crate::verbs::LinkLayer::Ethernet => return Err(e),
+        Err(e) if port.link_layer == crate::control::LinkLayer::Ethernet => return Err(e),
         Err(_) => [0; 16],
     };
     let ep = QpEndpoint {

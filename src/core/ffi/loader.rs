@@ -299,7 +299,7 @@ pub struct Rdmacm {
 // SAFETY: the tables hold only function pointers into libraries that are never unloaded.
 unsafe impl Send for Verbs {}
 // SAFETY: as above; calling the functions concurrently is governed by libibverbs' own
-// thread-safety rules, which the callers (the verbs module) follow.
+// thread-safety rules, which the callers (the control module) follow.
 unsafe impl Sync for Verbs {}
 // SAFETY: as for `Verbs`.
 unsafe impl Send for Mlx5 {}

@@ -11,7 +11,7 @@
 //!   parent domains, `ibv_qp_init_attr_ex`, `mlx5dv_qp_init_attr`.
 //! - [`ops`]: the ops-table entry points verbs.h inlines (`ibv_post_send`, `ibv_poll_cq`, ...).
 //!
-//! Everything here is raw: the safe control path is [`crate::verbs`]. Nothing in this module
+//! Everything here is raw: the safe control path is [`crate::control`]. Nothing in this module
 //! allocates or locks after the first load.
 
 pub mod cm;

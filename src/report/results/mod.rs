@@ -136,7 +136,7 @@ pub fn read_file(path: &Path) -> Result<RunFile, String> {
     RunFile::from_text(&text).map_err(|e| {
         // `bench` writes files of its own schema, which a missing "kind" reveals first.
         let hint = if text.contains("\"tool\":\"rdma-direct bench") {
-            " (this is a `bench` result file, not a perf run: `bench batching --svg` draws it)"
+            " (this is a `bench` result file, not a perf run: the batching report, bench::batching, draws it)"
         } else {
             ""
         };

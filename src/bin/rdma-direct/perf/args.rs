@@ -14,6 +14,28 @@ use rdma_direct::providers::{ProviderKind, QpType};
 
 use super::super::provider::Choice;
 
+/// Each `Params` field `Params::check` names, as this command line spells it.
+const FIELD_FLAGS: [(&str, &str); 9] = [
+    ("Params::port", "port (-i)"),
+    ("Params::inline", "inline (-I)"),
+    ("Params::post_list", "post list (-l)"),
+    ("Params::cq_mod", "cq_mod (-Q)"),
+    ("Params::sizes", "size (-s)"),
+    ("Params::iters", "iterations (-n)"),
+    ("Params::hw_ts", "--hw-ts"),
+    ("Params::outlier_x", "--outlier-x"),
+    ("Params::threads", "--threads"),
+];
+
+/// `detail` (a message of `Params::check`) with each field named by its flag.
+fn in_flags(detail: &str) -> String {
+    FIELD_FLAGS
+        .iter()
+        .fold(detail.to_string(), |d, (field, flag)| {
+            d.replace(field, flag)
+        })
+}
+
 /// The usage text.
 pub const HELP: &str = "\
 usage: rdma-direct perf <test> [options] [HOST]
@@ -234,7 +256,7 @@ pub fn parse(args: &[String]) -> Result<Option<Cli>, String> {
         None => o.cq_mod,
     };
     o.check().map_err(|e| match e {
-        rdma_direct::Error::InvalidArgument { detail, .. } => detail,
+        rdma_direct::Error::InvalidArgument { detail, .. } => in_flags(&detail),
         e => e.to_string(),
     })?;
     let device = super::super::provider::device_arg(device);
@@ -399,6 +421,31 @@ mod tests {
         assert_eq!(a.sizes.last(), Some(&(1 << 23)));
         assert_eq!(a.sizes.len(), 23);
         assert!(a.clip_to_mtu);
+    }
+
+    #[test]
+    fn check_messages_name_the_flags_not_the_fields() {
+        assert_eq!(
+            err("write_bw -l 32 -Q 5"),
+            "post list (-l) 32 must be a multiple of cq_mod (-Q) 5"
+        );
+        assert!(err("send_lat --hw-ts").starts_with("send_lat: --hw-ts needs"));
+        for bad in [
+            "write_lat -i 0",
+            "read_lat -I 16",
+            "write_lat -I 2000",
+            "write_lat -l 4",
+            "write_bw -l 200",
+            "write_bw -Q 0",
+            "write_lat -n 3",
+            "write_lat -n 0",
+            "send_lat --hw-ts",
+            "write_lat --attribute --outlier-x 1",
+            "write_lat --threads 3",
+        ] {
+            let e = err(bad);
+            assert!(!e.contains("Params::"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -159,14 +159,14 @@ pub fn no_device_reason() -> Option<String> {
             return Some(
                 "the kernel has no RDMA support loaded (no /sys/class/infiniband, no \
                  /sys/module/ib_core): load ib_core and a driver (e.g. `modprobe rdma_rxe; \
-                 rdma link add rxe0 type rxe netdev lo`), or run the device tests in the rxe \
-                 guest: tests/guest/run"
+                 rdma link add rxe0 type rxe netdev lo` for soft-RoCE), or use a (virtual) \
+                 machine with RDMA support"
                     .into(),
             );
         }
         return Some(
             "no /sys/class/infiniband: no RDMA driver is bound (e.g. `modprobe rdma_rxe; \
-             rdma link add rxe0 type rxe netdev lo`), or use the rxe guest: tests/guest/run"
+             rdma link add rxe0 type rxe netdev lo` for soft-RoCE)"
                 .into(),
         );
     }
@@ -176,7 +176,7 @@ pub fn no_device_reason() -> Option<String> {
     if empty {
         return Some(
             "/sys/class/infiniband is empty: no RDMA device is configured (for soft-RoCE: \
-             `rdma link add rxe0 type rxe netdev <if>`; or use tests/guest/run)"
+             `rdma link add rxe0 type rxe netdev <if>`)"
                 .into(),
         );
     }

@@ -1,5 +1,10 @@
 //! The safe control path over libibverbs.
 //!
+//! Named `control` for what it is, the control path (devices, resources, QP state), so that
+//! `verbs` in this workspace means one thing: the provider that posts and polls through
+//! libibverbs (`rdma_direct::providers::verbs`, `--provider verbs`). Both go through
+//! libibverbs; only the provider is on the data path.
+//!
 //! - [`Device::list`], [`Context::open`]: find and open a device (`rxe0`, `mlx5_0`).
 //! - [`Context::query_device`], [`Context::query_port`], [`Context::gid_table`]: what the
 //!   device and its ports are (state, MTUs, LID, link layer, speed and width, rate in Gb/s,
