@@ -621,6 +621,9 @@ impl Fuzz {
                     reorder_ppm: 100_000,
                     torn_write_spins: 0,
                     packet_drop_ppm: 0,
+                    packet_corrupt_ppm: 0,
+                    packet_delay_ppm: 0,
+                    packet_duplicate_ppm: 0,
                 }));
             }
             95 => {

@@ -858,7 +858,8 @@ fn peer_mirror(addr: &str) {
         connect_qp_client(&mut dev, &mut qp, addr, &big_opts(), Some(window), STALL).unwrap();
     conn.sync(STALL).unwrap();
     conn.sync(Duration::from_secs(600)).unwrap();
-    println!("peer ok");
+    let bad = dev.fabric_stats().map_or(0, |(_, _, s)| s.bad_icrc);
+    println!("peer ok, bad_icrc {bad}");
 }
 
 /// Random batches of WRITEs, READs and fetch-and-adds of random sizes (1 to 40,000 bytes,
@@ -881,7 +882,63 @@ fn random_traffic_over_a_lossy_link_reads_back_what_it_wrote() {
     random_traffic("mirror-lossy", Some(faults));
 }
 
-fn random_traffic(test: &str, faults: Option<FaultConfig>) {
+/// The same with 2% of the requester's packets damaged (one bit flipped on the way): the
+/// peer's ring drops each on its check word and counts it, none is executed (every READ
+/// and FAA still reads back what was written).
+#[test]
+fn random_traffic_over_a_damaging_link_reads_back_what_it_wrote() {
+    let faults = FaultConfig {
+        seed: 12,
+        packet_corrupt_ppm: 20_000,
+        ..FaultConfig::default()
+    };
+    let (dev, bad_icrc) = random_traffic("mirror-damage", Some(faults));
+    let corrupted = dev.fault_stats().packets_corrupted;
+    assert!(corrupted > 0, "{:?}", dev.fault_stats());
+    assert_eq!(
+        bad_icrc, corrupted,
+        "every damaged packet dropped by the peer's check"
+    );
+}
+
+/// The same with 5% of the requester's packets held back for 1 to 6 engine passes (so
+/// overtaken by later ones).
+#[test]
+fn random_traffic_over_a_delaying_link_reads_back_what_it_wrote() {
+    let faults = FaultConfig {
+        seed: 13,
+        packet_delay_ppm: 50_000,
+        max_delay_passes: 6,
+        ..FaultConfig::default()
+    };
+    let (dev, _) = random_traffic("mirror-delay", Some(faults));
+    assert!(
+        dev.fault_stats().packets_delayed > 0,
+        "{:?}",
+        dev.fault_stats()
+    );
+}
+
+/// The same with 5% of the requester's packets sent twice (a WRITE or FAA executed twice
+/// would show in the READs and the running sum).
+#[test]
+fn random_traffic_over_a_duplicating_link_reads_back_what_it_wrote() {
+    let faults = FaultConfig {
+        seed: 14,
+        packet_duplicate_ppm: 50_000,
+        ..FaultConfig::default()
+    };
+    let (dev, _) = random_traffic("mirror-dup", Some(faults));
+    assert!(
+        dev.fault_stats().packets_duplicated > 0,
+        "{:?}",
+        dev.fault_stats()
+    );
+}
+
+/// Runs the random traffic; returns the device and the peer's count of packets dropped on
+/// their check word.
+fn random_traffic(test: &str, faults: Option<FaultConfig>) -> (SimDevice, u64) {
     let ops: usize = std::env::var("RDMA_DIRECT_FABRIC_FUZZ_OPS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -972,7 +1029,7 @@ fn random_traffic(test: &str, faults: Option<FaultConfig>) {
         }
         done += batch;
     }
-    if faults.is_some() {
+    if faults.is_some_and(|f| f.packet_drop_ppm > 0) {
         assert!(
             dev.fault_stats().packets_dropped > 0,
             "{:?}",
@@ -988,4 +1045,10 @@ fn random_traffic(test: &str, faults: Option<FaultConfig>) {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+    let bad_icrc = text
+        .split("bad_icrc ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .expect("the peer reports its check-word drops");
+    (dev, bad_icrc)
 }

@@ -43,10 +43,13 @@
 //! Q_Key matches and a receive is posted (the GRH naming the sender's GID), and drops it
 //! otherwise; the sender completes it once sent.
 //!
-//! The fault injector's `packet_drop_ppm` loses packets this device sends.
+//! The fault injector loses, damages, delays and duplicates packets this device sends
+//! (`packet_drop_ppm`, `packet_corrupt_ppm`, `packet_delay_ppm`, `packet_duplicate_ppm`); a
+//! damaged one is dropped by the receiving ring's check word, so each looks to the protocol
+//! as on a link: a loss, a reordering, a duplicate.
 //!
-//! Limits: messages up to 2^31 bytes; the fault injector's other faults (and corrupt or
-//! delayed packets) stay within the device.
+//! Limits: messages up to 2^31 bytes; the fault injector's CQE faults stay within the
+//! device.
 
 use std::time::{Duration, Instant};
 
@@ -56,10 +59,10 @@ use super::fetch::{Wqe, MAX_SEGS, MAX_WQE};
 use super::recv::{RecvDone, RecvLoc};
 use super::Engine;
 use crate::sim::fabric::packet::{
-    read_packets, valid_segment, Header, NakCode, Op, Seg, HEADER_LEN, MAX_PAYLOAD,
+    read_packets, valid_segment, Header, NakCode, Op, Seg, HEADER_LEN, ICRC_LEN, MAX_PAYLOAD,
 };
-use crate::sim::fabric::{Member, CELLS, CELL_LEN, MAX_DEVICES, MAX_MESSAGE};
-use crate::sim::fault::FaultInjector;
+use crate::sim::fabric::{Member, CELLS, CELL_LEN, MAX_DEVICES, MAX_MESSAGE, PACKET_LEN};
+use crate::sim::fault::{FaultInjector, HeldPacket};
 use crate::wire::{self, Opcode};
 use crate::{Access, QpState, QpType};
 
@@ -342,16 +345,65 @@ fn segment(mtu: u32) -> u32 {
     }
 }
 
-/// Put a packet on the wire to slot `to`: into its ring, or lost on the way when the fault
-/// injector says so (true then: the sender cannot tell). False: the ring is full.
+/// Put a packet on the wire to slot `to`: into its ring, or (as the fault injector says)
+/// lost, held back for later passes, damaged or sent twice on the way (true then for a
+/// lost or held one: the sender cannot tell). False: the ring is full.
 fn wire_send(fault: &mut Option<FaultInjector>, member: &mut Member, to: u8, b: &[u8]) -> bool {
-    if let Some(f) = fault.as_mut() {
-        if f.rng.chance(f.cfg.packet_drop_ppm) {
-            f.stats.packets_dropped += 1;
+    let Some(f) = fault.as_mut() else {
+        return member.send(to, b);
+    };
+    if f.rng.chance(f.cfg.packet_drop_ppm) {
+        f.stats.packets_dropped += 1;
+        return true;
+    }
+    if f.rng.chance(f.cfg.packet_delay_ppm) && b.len() <= PACKET_LEN {
+        if let Some(mut bytes) = f.spare.pop() {
+            bytes[..b.len()].copy_from_slice(b);
+            let passes = 1 + f.rng.below(u64::from(f.cfg.max_delay_passes.max(1))) as u32;
+            f.held.push(HeldPacket {
+                to,
+                passes,
+                len: b.len(),
+                bytes,
+            });
+            f.stats.packets_delayed += 1;
             return true;
         }
     }
-    member.send(to, b)
+    let damage = f.rng.chance(f.cfg.packet_corrupt_ppm).then(|| {
+        let at = f.rng.below((b.len() + ICRC_LEN) as u64) as usize;
+        (at, 1u8 << f.rng.below(8))
+    });
+    if !member.send_damaged(to, b, damage) {
+        return false;
+    }
+    if damage.is_some() {
+        f.stats.packets_corrupted += 1;
+    }
+    if f.rng.chance(f.cfg.packet_duplicate_ppm) && member.send(to, b) {
+        f.stats.packets_duplicated += 1;
+    }
+    true
+}
+
+/// Put the packets the fault injector held back whose passes are over on the wire (a full
+/// ring keeps one for the next pass). True while any is held.
+fn release_packets(fault: &mut Option<FaultInjector>, member: &mut Member) -> bool {
+    let Some(f) = fault.as_mut() else {
+        return false;
+    };
+    let mut i = 0;
+    while i < f.held.len() {
+        let p = &mut f.held[i];
+        p.passes = p.passes.saturating_sub(1);
+        if p.passes == 0 && member.send(p.to, &p.bytes[..p.len]) {
+            let p = f.held.remove(i);
+            f.spare.push(p.bytes);
+        } else {
+            i += 1;
+        }
+    }
+    !f.held.is_empty()
 }
 
 /// The header of an answer of kind `op` to request `h`, with `h`'s PSN.
@@ -782,6 +834,10 @@ impl Engine {
             return 0;
         };
         let mut work = 0;
+        if release_packets(&mut self.fault, &mut port.member) {
+            // Packets still held are work to come, as held CQEs are.
+            work += 1;
+        }
         let (me, epoch) = (port.member.slot(), port.member.epoch());
         for from in 0..MAX_DEVICES as u8 {
             for _ in 0..CELLS {
