@@ -196,6 +196,10 @@ pub(crate) struct RemoteQp {
     nflight: usize,
     /// Requester: when the oldest PSN not acknowledged was sent or last moved on.
     progress: Option<Instant>,
+    /// Requester, nothing in flight: since when the head has waited for room in the ring
+    /// to the peer (a peer that died with its inbox full never makes room: after the ACK
+    /// timeout this counts as a lost packet, so the transport retry ends it).
+    blocked: Option<Instant>,
     answer: Option<Answer>,
     /// Requester: the timer of the last RNR NAK (IBA encoding).
     rnr_timer: u8,
@@ -226,6 +230,7 @@ impl RemoteQp {
             flight: [NO_FLIGHT; WINDOW as usize],
             nflight: 0,
             progress: None,
+            blocked: None,
             answer: None,
             rnr_timer: 12,
             epsn: 0,
@@ -534,8 +539,17 @@ impl Engine {
                 r.send_off = 0;
             }
         }
-        // 3. No progress within the ACK timeout: lost; the transport retry counts it.
-        if r.nflight > 0 {
+        // 3. No progress within the ACK timeout: lost; the transport retry counts it. The
+        // same for a head that found no room in the ring to the peer for as long.
+        if r.nflight == 0 {
+            if let Some(t) = r.blocked {
+                if t.elapsed() >= ack_timeout(timeout) {
+                    r.blocked = None;
+                    r.peer = None;
+                    return Some(Resp::NoPeer);
+                }
+            }
+        } else {
             if let Some(t) = r.progress {
                 if t.elapsed() >= ack_timeout(timeout) {
                     let una = r.una;
@@ -615,6 +629,10 @@ impl Engine {
             let peer = r.peer.or_else(|| port.member.segment().find(&r.gid));
             if let Some((slot, _)) = peer {
                 if port.member.space(slot) == 0 {
+                    let r = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut());
+                    if let Some(r) = r.filter(|r| r.nflight == 0) {
+                        r.blocked.get_or_insert_with(Instant::now);
+                    }
                     return;
                 }
             }
@@ -683,6 +701,7 @@ impl Engine {
                 return;
             };
             r.peer = peer;
+            r.blocked = None;
             if resumed.is_none() {
                 r.flight[r.nflight] = Flight {
                     idx: at,
