@@ -25,7 +25,9 @@
 //! timeout (4.096 µs × 2^timeout) is a lost packet: the execute step's transport retry
 //! counts it and the requester goes back to the oldest
 //! PSN not acknowledged, so a peer that is gone (killed, device dropped, not yet joined)
-//! ends the request in `RETRY_EXC_ERR` after `retry_cnt` retries. Both ends start at PSN 0
+//! ends the request in `RETRY_EXC_ERR` after `retry_cnt` retries. A head that finds no
+//! room in the ring to its peer for an ACK timeout (nothing of it sent: a peer that died
+//! with its inbox full) counts as a lost packet the same way. Both ends start at PSN 0
 //! on connect. A WQE completes (its CQE written by `execute`) when every PSN of it is
 //! acknowledged, in SQ order.
 //!
