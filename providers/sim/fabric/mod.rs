@@ -7,7 +7,10 @@
 //!   `rdma-direct-sim-fabric-<uid>` by default), created with mode 0600 and refused if
 //!   another user owns it, mapped shared with `memmap2`. All-zero bytes are a valid empty
 //!   fabric, so whoever creates it first needs no initialisation step (a non-zero magic or
-//!   segment size of another layout is refused).
+//!   segment size of another layout is refused). The magic names the segment's geometry
+//!   (slot table, ring offsets, size); what travels in a cell is versioned by the packet
+//!   header, so a build with another packet version sharing the segment has its packets
+//!   dropped and counted, nothing more.
 //! - **Slots.** A device that joins takes one of [`MAX_DEVICES`] slots: it writes its pid,
 //!   its GID (the sim's per-process, per-device GID, which names its QPN range too) and a
 //!   new generation (`epoch`). A slot whose pid is no longer alive (`kill(pid, 0)` says
@@ -52,7 +55,7 @@ pub const PACKET_LEN: usize = CELL_LEN - packet::ICRC_LEN;
 /// The environment variable naming the fabric (a file name under `/dev/shm`).
 pub const FABRIC_ENV: &str = "RDMA_DIRECT_SIM_FABRIC";
 
-const MAGIC: u64 = u64::from_le_bytes(*b"rdsimfb2");
+const MAGIC: u64 = u64::from_le_bytes(*b"rdsimfb1");
 /// Slot table: one 64-byte entry per slot from here (pid, epoch, GID as four words).
 const SLOTS_OFF: usize = 64;
 const SLOT_LEN: usize = 64;
