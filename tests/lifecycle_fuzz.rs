@@ -33,9 +33,25 @@
 //! `cargo test` runs a short run; `RDMA_DIRECT_FUZZ_STEPS=N RDMA_DIRECT_FUZZ_SEEDS=S cargo
 //! test --release --test lifecycle_fuzz -- --nocapture` a long one (`.ci/run` does 32 seeds
 //! of 160,000 steps). Each seed prints its figures; a violation names the seed and the step.
+//!
+//! Across processes (`lifecycle_fuzz_with_peers_in_another_process`): a fifth pair of QPs,
+//! an RC and a UC one, whose peers live in a child process on its own sim device, reached
+//! over the sim fabric (a fabric of the run's own). The child answers (its device thread is
+//! the responder: WRITE, READ and atomics land in a window it shares, SENDs in receives it
+//! keeps posted); every connect of such a QP, first or again, tells the child over a TCP
+//! control connection to connect its QP again too (`connect_qp_server` /
+//! `connect_qp_client`: both start from PSN 0). The fuzzer's fault injection also loses,
+//! damages, delays and duplicates those QPs' packets. The ledger is the same; the child
+//! exits when the control connection closes. `RDMA_DIRECT_FUZZ_FABRIC_STEPS` /
+//! `RDMA_DIRECT_FUZZ_FABRIC_SEEDS` set its length.
 
 use std::collections::{HashSet, VecDeque};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
+use rdma_direct::endpoint::{connect_qp_client, connect_qp_server};
 use rdma_direct::providers::mlx5::AddressVector;
 use rdma_direct::providers::sim::fault::SplitMix64;
 use rdma_direct::providers::sim::{
@@ -43,19 +59,30 @@ use rdma_direct::providers::sim::{
 };
 use rdma_direct::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, MemoryRegion, Pages, PostError, Provider,
-    QpConfig, QpState, QpType, QueuePair, RecvQueue, RecvWr, RegisteredBuf, SendQueue, SendWr,
-    UdDest, WcFlags, WcStatus,
+    QpConfig, QpState, QpType, QueuePair, RecvQueue, RecvWr, RegisteredBuf, RemoteMr, SendQueue,
+    SendWr, UdDest, WcFlags, WcStatus,
 };
 
 const RECV: u64 = 1 << 62;
-/// QP pairs, each with a send CQ of its own; CQ index `PAIRS` is the shared receive CQ.
-const PAIRS: usize = 4;
+/// QP pairs, each with a send CQ of its own; CQ index `PAIRS` is the shared receive CQ. The
+/// last pair is the one whose peers are in a child process (only in the run across
+/// processes).
+const PAIRS: usize = 5;
 const RCQ: usize = PAIRS;
 const MAX_WR: u32 = 8;
 const SRQ_DEPTH: u32 = 16;
 const BUF: usize = 1 << 16;
 /// Engine passes and polls a drain may take before it counts as a hang.
 const DRAIN_BUDGET: usize = 10_000;
+/// The child process of the run across processes (its role: `addr`).
+const PEER_ENV: &str = "RDMA_DIRECT_FUZZ_PEER";
+const FABRIC_ENV: &str = "RDMA_DIRECT_SIM_FABRIC";
+/// The liveness bound of one connect across processes (a hang becomes a failure).
+const STALL: Duration = Duration::from_secs(30);
+/// The window the child shares.
+const PEER_BUF: usize = 1 << 16;
+/// Slots whose peers are in the child (an RC and a UC QP).
+const REMOTE_SLOTS: [usize; 2] = [8, 9];
 
 #[derive(Default, Debug, Clone, Copy)]
 struct Figures {
@@ -77,11 +104,16 @@ struct Figures {
     cq_drops: u64,
     /// Receives completed successfully on the UD pair (datagrams delivered).
     ud_delivered: u64,
+    /// Successful completions of the QPs whose peers are in the child process.
+    remote_completed: u64,
+    /// Connects of those QPs (each one the child's too).
+    remote_connects: u64,
 }
 
 struct Slot {
     qp: Option<SimQp>,
     ty: QpType,
+    /// The peer slot (`usize::MAX`: the peer is the child process's QP of the same index).
     peer: usize,
     on_srq: bool,
     /// Accepted send requests not yet retired: (wr_id, signaled).
@@ -116,8 +148,32 @@ struct Fuzz {
     poll_shy: bool,
     /// Print each step from this one on (`RDMA_DIRECT_FUZZ_TRACE`).
     trace_from: u64,
+    /// The child process holding the peers of the last pair (the run across processes).
+    child: Option<Peer>,
     f: Figures,
 }
+
+/// The child process and how to reach it.
+struct Peer {
+    proc: Child,
+    /// Control: one byte per connect (the slot), the child connects its QP of that slot.
+    ctl: TcpStream,
+    /// Where the child connects for each exchange.
+    listener: TcpListener,
+    /// The child's window.
+    window: Option<RemoteMr>,
+    fabric: String,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.proc.kill();
+        let _ = self.proc.wait();
+        let _ = std::fs::remove_file(std::path::Path::new("/dev/shm").join(&self.fabric));
+    }
+}
+
+const REMOTE: usize = usize::MAX;
 
 fn cfg(ty: QpType) -> QpConfig {
     let mut c = QpConfig::new(ty);
@@ -130,8 +186,37 @@ fn cfg(ty: QpType) -> QpConfig {
 }
 
 impl Fuzz {
-    fn new(seed: u64) -> Fuzz {
+    fn new(seed: u64, across: bool) -> Fuzz {
         let mut dev = SimDevice::new();
+        let child = across.then(|| {
+            let fabric = format!("rdma-direct-test-{}-lifecycle-{seed:x}", std::process::id());
+            dev.join_fabric(Some(&fabric)).unwrap();
+            let ctl = TcpListener::bind("127.0.0.1:0").unwrap();
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let proc = Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "lifecycle_peer", "--ignored", "--nocapture"])
+                .env(
+                    PEER_ENV,
+                    format!(
+                        "{} {}",
+                        ctl.local_addr().unwrap(),
+                        listener.local_addr().unwrap()
+                    ),
+                )
+                .env(FABRIC_ENV, &fabric)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap();
+            let (ctl, _) = ctl.accept().unwrap();
+            Peer {
+                proc,
+                ctl,
+                listener,
+                window: None,
+                fabric,
+            }
+        });
         let pd = dev.alloc_pd().unwrap();
         let buf = dev.alloc_buf(&pd, BUF, Access::ALL, Pages::Normal).unwrap();
         let scq = [0; PAIRS].map(|_| dev.create_cq(2 * MAX_WR).unwrap());
@@ -163,6 +248,7 @@ impl Fuzz {
             step: 0,
             poll_shy: false,
             trace_from: env("RDMA_DIRECT_FUZZ_TRACE", u64::MAX),
+            child,
             f: Figures::default(),
         };
         for (i, (ty, srq)) in [
@@ -189,7 +275,21 @@ impl Fuzz {
             });
             f.create(i);
         }
-        for i in (0..PAIRS).map(|p| 2 * p) {
+        if across {
+            for (i, ty) in REMOTE_SLOTS.into_iter().zip([QpType::Rc, QpType::Uc]) {
+                f.slots.push(Slot {
+                    qp: None,
+                    ty,
+                    peer: REMOTE,
+                    on_srq: false,
+                    sends: VecDeque::new(),
+                    recvs: VecDeque::new(),
+                    fatal_ok: false,
+                });
+                f.create(i);
+            }
+        }
+        for i in (0..f.slots.len() / 2).map(|p| 2 * p) {
             f.connect_pair(i);
         }
         f.poll_shy = f.rng.below(2) == 0;
@@ -230,6 +330,9 @@ impl Fuzz {
     /// (Re)connect slot `i` towards its peer (through RESET when it is not there).
     fn connect(&mut self, i: usize) {
         let p = self.slots[i].peer;
+        if p == REMOTE {
+            return self.connect_remote(i);
+        }
         let opts = ConnectOpts::default();
         let peer_ep = self
             .dev
@@ -248,7 +351,29 @@ impl Fuzz {
 
     fn connect_pair(&mut self, i: usize) {
         self.connect(i);
-        self.connect(self.slots[i].peer);
+        if self.slots[i].peer == REMOTE {
+            self.connect(i + 1);
+        } else {
+            self.connect(self.slots[i].peer);
+        }
+    }
+
+    /// (Re)connect slot `i` to its peer in the child, which connects its QP again too.
+    fn connect_remote(&mut self, i: usize) {
+        if self.slots[i].qp.as_ref().unwrap().state() != QpState::Reset {
+            self.discard(i);
+            self.f.resets += 1;
+        }
+        let peer = self.child.as_mut().unwrap();
+        if let Err(e) = peer.ctl.write_all(&[i as u8]) {
+            self.fail(format!("the child process is gone: {e}"));
+        }
+        let qp = self.slots[i].qp.as_mut().unwrap();
+        match connect_qp_server(&mut self.dev, qp, &peer.listener, &opts(), None, STALL) {
+            Ok(c) => peer.window = c.remote_mr(),
+            Err(e) => self.fail(format!("connect across processes: {e}")),
+        }
+        self.f.remote_connects += 1;
     }
 
     fn id(&mut self) -> u64 {
@@ -259,8 +384,16 @@ impl Fuzz {
     fn post_send(&mut self, i: usize) {
         let n = 1 + self.rng.below(4) as usize;
         let ty = self.slots[i].ty;
-        let base = self.buf.remote(0, BUF).unwrap();
-        let peer_qpn = self.slots[self.slots[i].peer].qp.as_ref().unwrap().qpn();
+        let (base, peer_qpn) = if self.slots[i].peer == REMOTE {
+            let w = self.child.as_ref().and_then(|c| c.window).unwrap();
+            (w, 0)
+        } else {
+            let peer = &self.slots[self.slots[i].peer];
+            (
+                self.buf.remote(0, BUF).unwrap(),
+                peer.qp.as_ref().unwrap().qpn(),
+            )
+        };
         let ops = match ty {
             QpType::Rc => 7,
             QpType::Uc => 4,
@@ -273,7 +406,7 @@ impl Fuzz {
             let id = self.id();
             let signaled = self.rng.below(10) < 4;
             let op = self.rng.below(ops);
-            let off = 8 * self.rng.below((BUF / 2 / 8) as u64);
+            let off = 8 * self.rng.below((BUF.min(PEER_BUF) / 2 / 8) as u64);
             let inline = self.rng.below(2) == 0;
             ids.push(id);
             sigs.push(signaled);
@@ -432,6 +565,9 @@ impl Fuzz {
                 "a completion of no live QP (a stale CQE got through): {c:?}"
             ));
         };
+        if c.status == WcStatus::Success && self.slots[i].peer == REMOTE {
+            self.f.remote_completed += 1;
+        }
         match c.status {
             WcStatus::Success => self.f.completed += 1,
             WcStatus::WrFlushErr => self.f.flushed += 1,
@@ -603,7 +739,9 @@ impl Fuzz {
                 self.create(i);
                 let p = self.slots[i].peer;
                 self.connect(i);
-                self.connect(p);
+                if p != REMOTE {
+                    self.connect(p);
+                }
             }
             92 => {
                 let qpn = self.slots[i].qp.as_ref().unwrap().qpn();
@@ -620,7 +758,11 @@ impl Fuzz {
                     max_delay_passes: 4,
                     reorder_ppm: 100_000,
                     torn_write_spins: 0,
-                    packet_drop_ppm: 0,
+                    // Packets cross only to the child: they touch the last pair alone.
+                    packet_drop_ppm: 10_000,
+                    packet_corrupt_ppm: 10_000,
+                    packet_delay_ppm: 20_000,
+                    packet_duplicate_ppm: 10_000,
                 }));
             }
             95 => {
@@ -671,16 +813,40 @@ impl Fuzz {
             self.quiesce(i);
         }
         self.dev.stop_device_thread();
+        if let Some(mut peer) = self.child.take() {
+            // Closing the control connection ends the child; it says how it went.
+            let _ = peer.ctl.shutdown(std::net::Shutdown::Both);
+            let mut text = String::new();
+            let _ = peer.proc.stdout.take().unwrap().read_to_string(&mut text);
+            let status = peer.proc.wait().unwrap();
+            if !(status.success() && text.contains("peer ok")) {
+                self.fail(format!("the child process: {status}\n{text}"));
+            }
+        }
         self.f
     }
 }
 
 fn run(seed: u64, steps: u64) -> Figures {
-    let mut f = Fuzz::new(seed);
+    run_on(seed, steps, false)
+}
+
+fn run_on(seed: u64, steps: u64, across: bool) -> Figures {
+    let mut f = Fuzz::new(seed, across);
     for _ in 0..steps {
         f.step();
     }
     f.finish()
+}
+
+/// The connection options across processes: an ACK timeout of 4.096 µs × 2^12 ≈ 17 ms,
+/// seven retries.
+fn opts() -> ConnectOpts {
+    ConnectOpts {
+        timeout: 12,
+        retry_cnt: 7,
+        ..ConnectOpts::default()
+    }
 }
 
 fn env(name: &str, default: u64) -> u64 {
@@ -740,4 +906,99 @@ fn lifecycle_fuzz_keeps_the_ledger() {
 fn the_seed_that_found_the_reset_overrun_keeps_the_ledger() {
     let f = run(0xb346_6f8a_7b81_a989, 2_000);
     assert!(f.resets > 0 && f.completed > 0, "{f:?}");
+}
+
+/// The lifecycle fuzzer with the peers of one pair (an RC and a UC QP) in a child process,
+/// over the sim fabric: every connect of theirs is the child's too, the fuzzer's injected
+/// faults lose, damage, delay and duplicate their packets, and the ledger holds.
+/// `RDMA_DIRECT_FUZZ_FABRIC_STEPS` (default 3,000) and `RDMA_DIRECT_FUZZ_FABRIC_SEEDS`
+/// (default 1) set the length.
+#[test]
+fn lifecycle_fuzz_with_peers_in_another_process() {
+    let steps = env("RDMA_DIRECT_FUZZ_FABRIC_STEPS", 3_000);
+    let seeds = env("RDMA_DIRECT_FUZZ_FABRIC_SEEDS", 1);
+    let mut seeder = SplitMix64::new(env("RDMA_DIRECT_FUZZ_SEED", 0xfab));
+    for _ in 0..seeds {
+        let seed = seeder.next_u64();
+        let f = run_on(seed, steps, true);
+        println!("seed {seed:#018x} across processes: {f:?}");
+        // Requests crossed to the child and came back, and the pair was connected again.
+        assert!(f.remote_completed > 0 && f.remote_connects > 2, "{f:?}");
+        assert!(f.completed > 0 && f.flushed > 0 && f.resets > 0, "{f:?}");
+    }
+}
+
+/// The child process of the run across processes: an RC and a UC QP on its own sim device
+/// (device thread: it answers on its own), a shared window, receives kept posted; connects
+/// its QP of a slot whenever the control connection names that slot, until it closes.
+#[test]
+#[ignore = "the child process of the lifecycle fuzzer across processes"]
+fn lifecycle_peer() {
+    let Ok(v) = std::env::var(PEER_ENV) else {
+        println!("skipped: the child process of the lifecycle fuzzer");
+        return;
+    };
+    let (ctl_addr, addr) = v.split_once(' ').unwrap();
+    let mut ctl = TcpStream::connect(ctl_addr).unwrap();
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    dev.join_fabric(None).unwrap();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev
+        .alloc_buf(&pd, PEER_BUF, Access::ALL, Pages::Normal)
+        .unwrap();
+    let window = buf.remote(0, PEER_BUF).unwrap();
+    let mut scq = dev.create_cq(2 * MAX_WR).unwrap();
+    let mut rcq = dev.create_cq(4 * MAX_WR).unwrap();
+    let mut qps: Vec<SimQp> = [QpType::Rc, QpType::Uc]
+        .into_iter()
+        .map(|ty| {
+            dev.create_qp(&pd, &mut scq, Some(&mut rcq), None, &cfg(ty))
+                .unwrap()
+        })
+        .collect();
+    let mut posted = [0u32; 2];
+    let sge = [buf.mr().sge(PEER_BUF / 2, 256)];
+    ctl.set_nonblocking(true).unwrap();
+    let mut id = 0u64;
+    loop {
+        let mut b = [0u8; 1];
+        let busy = match ctl.read(&mut b) {
+            Ok(0) => break,
+            Ok(_) => {
+                let k = usize::from(b[0]) - REMOTE_SLOTS[0];
+                connect_qp_client(&mut dev, &mut qps[k], addr, &opts(), Some(window), STALL)
+                    .unwrap();
+                posted[k] = 0;
+                true
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("control connection: {e}"),
+        };
+        let mut wc = [Completion::EMPTY; 16];
+        let n = rcq.poll(&mut wc);
+        for c in &wc[..n] {
+            if let Some(k) = qps.iter().position(|q| q.qpn() == c.qp_num) {
+                posted[k] = posted[k].saturating_sub(1);
+            }
+        }
+        for (k, qp) in qps.iter_mut().enumerate() {
+            if qp.state() != QpState::Rts || posted[k] >= MAX_WR {
+                continue;
+            }
+            while posted[k] < MAX_WR {
+                id += 1;
+                if qp.rq().post_recv(RecvWr::new(id, &sge)).is_err() {
+                    break;
+                }
+                posted[k] += 1;
+            }
+            qp.rq().ring();
+        }
+        if !busy && n == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    println!("peer ok");
 }

@@ -97,6 +97,9 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         reorder_ppm: 50_000,
         torn_write_spins: 0,
         packet_drop_ppm: 0,
+        packet_corrupt_ppm: 0,
+        packet_delay_ppm: 0,
+        packet_duplicate_ppm: 0,
     };
     dev.set_faults(Some(injector));
     let pd = dev.alloc_pd().unwrap();

@@ -413,6 +413,9 @@ fn the_fault_injector_is_reproducible_by_seed() {
             reorder_ppm: 300_000,
             torn_write_spins: 0,
             packet_drop_ppm: 0,
+            packet_corrupt_ppm: 0,
+            packet_delay_ppm: 0,
+            packet_duplicate_ppm: 0,
         }));
         let pd = dev.alloc_pd().unwrap();
         let mut mem = vec![0u8; 4096];

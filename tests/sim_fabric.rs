@@ -84,6 +84,8 @@ fn peer_process() {
         "srq" => return peer_srq(addr),
         "ud" => return peer_ud(addr),
         "mirror" => return peer_mirror(addr),
+        "stream" => return peer_stream(addr),
+        "slot" => return peer_slot(),
         _ => {}
     }
     let mut dev = SimDevice::new();
@@ -97,7 +99,8 @@ fn peer_process() {
     let window = buf.remote(0, 4096).unwrap();
     let mut conn =
         connect_qp_client(&mut dev, &mut qp, addr, &opts(), Some(window), STALL).unwrap();
-    println!("peer connected");
+    let (slot, epoch, _) = dev.fabric_stats().unwrap();
+    println!("peer connected, peer slot {slot} epoch {epoch}");
     // One receive for the WRITE WITH IMM (no data), one for the SEND; then the sender may go.
     qp.rq().post_recv(RecvWr::new(1, &[])).unwrap();
     let into = [buf.sge(1024, 64).unwrap()];
@@ -223,6 +226,234 @@ fn a_killed_peer_ends_the_request_in_retry_exc_err() {
     let c = one(&mut dev, &mut scq);
     assert_eq!((c.wr_id, c.status), (2, WcStatus::RetryExcErr));
     assert_eq!(qp.state(), QpState::Err);
+}
+
+/// The slot and epoch a peer printed (`peer slot N epoch E`).
+fn peer_slot_of(text: &str) -> (u8, u32) {
+    let rest = text
+        .split("peer slot ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no slot in the peer's output: {text}"));
+    let mut w = rest.split_whitespace();
+    let slot = w.next().unwrap().parse().unwrap();
+    assert_eq!(w.next(), Some("epoch"), "{text}");
+    (slot, w.next().unwrap().parse().unwrap())
+}
+
+/// A peer that joins the fabric, says which slot it got, and exits.
+fn peer_slot() {
+    let dev = SimDevice::new();
+    dev.join_fabric(None).unwrap();
+    let (slot, epoch, _) = dev.fabric_stats().unwrap();
+    println!("peer slot {slot} epoch {epoch}");
+    println!("peer ok");
+}
+
+/// The next process to join takes the slot a killed peer left (same slot, a new
+/// generation); the survivor's own slot is untouched.
+fn the_next_process_takes_the_slot_of(dead: (u8, u32), fabric: &str, survivor: &SimDevice) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let out = spawn_peer("slot", l.local_addr().unwrap(), fabric)
+        .wait_with_output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("peer ok"), "{text}");
+    let (slot, epoch) = peer_slot_of(&text);
+    assert_eq!(slot, dead.0, "the dead peer's slot is taken again: {text}");
+    assert!(epoch > dead.1, "a new generation: {text} after {dead:?}");
+    let (mine, _, _) = survivor.fabric_stats().unwrap();
+    assert_ne!(mine, slot);
+}
+
+/// The completions of a queue whose peer died mid-stream, in order: successes (what the
+/// peer answered before it died), then one `RETRY_EXC_ERR`, then flushes; at least one
+/// flush. Returns the number of successes.
+fn died_mid_stream(what: &str, cs: &[Completion]) -> usize {
+    let ok = cs
+        .iter()
+        .take_while(|c| c.status == WcStatus::Success)
+        .count();
+    let statuses: Vec<WcStatus> = cs.iter().map(|c| c.status).collect();
+    assert_eq!(
+        cs.get(ok).map(|c| c.status),
+        Some(WcStatus::RetryExcErr),
+        "{what}: {statuses:?}"
+    );
+    assert!(
+        cs.len() > ok + 1
+            && cs[ok + 1..]
+                .iter()
+                .all(|c| c.status == WcStatus::WrFlushErr),
+        "{what}: {statuses:?}"
+    );
+    ok
+}
+
+/// kill -9 of the responder mid-stream: sixteen WRITEs rung at once, the peer killed after
+/// four completed. The requester's queue ends as on a link that went dead: what the peer
+/// answered succeeds, the next request fails with `RETRY_EXC_ERR` after `retry_cnt`
+/// retries, the rest is flushed, nothing is missing; the next process to join the fabric
+/// takes the dead peer's slot.
+#[test]
+fn killing_the_responder_mid_stream_ends_every_request_and_frees_its_slot() {
+    let name = fabric_name("kill-responder");
+    let _rm = Removed(name.clone());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut child = spawn_peer("idle", l.local_addr().unwrap(), &name);
+    let mut dev = SimDevice::new();
+    dev.join_fabric(Some(&name)).unwrap();
+    let (pd, mut qp, mut scq, _rcq) = rc_qp(&mut dev);
+    let mut mine = dev
+        .alloc_buf(&pd, 4096, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &opts(), None, STALL).unwrap();
+    let window = conn.remote_mr().unwrap();
+    conn.sync(STALL).unwrap();
+    mine.get_mut(0, 8).unwrap().copy_from_slice(b"inflight");
+    let sge = [mine.sge(0, 8).unwrap()];
+    for id in 1..=16u64 {
+        let t = window.target(8 * id, 8).unwrap();
+        qp.sq()
+            .post(SendWr::write_to(id, &sge, t).signaled())
+            .unwrap();
+    }
+    qp.sq().ring();
+    let mut cs: Vec<Completion> = (0..4).map(|_| one(&mut dev, &mut scq)).collect();
+    assert!(cs.iter().all(|c| c.status == WcStatus::Success), "{cs:?}");
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let dead = peer_slot_of(&String::from_utf8_lossy(&out.stdout));
+    let killed = std::time::Instant::now();
+    cs.extend((4..16).map(|_| one(&mut dev, &mut scq)));
+    let ids: Vec<u64> = cs.iter().map(|c| c.wr_id).collect();
+    assert_eq!(
+        ids,
+        (1..=16).collect::<Vec<u64>>(),
+        "every request once, in order"
+    );
+    let ok = died_mid_stream("the requester's queue", &cs);
+    // A figure, not a bound: the retry budget is (retry_cnt + 1) ACK timeouts of 67 ms.
+    println!(
+        "{ok} answered, RETRY_EXC_ERR and {} flushed {:?} after the kill",
+        16 - ok - 1,
+        killed.elapsed()
+    );
+    assert_eq!(qp.state(), QpState::Err);
+    the_next_process_takes_the_slot_of(dead, &name, &dev);
+}
+
+/// The requester peer of `killing_the_requester_mid_stream...`: WRITE WITH IMMEDIATE into
+/// the server's window, sixteen in flight, until killed (a minute at most).
+fn peer_stream(addr: &str) {
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    dev.join_fabric(None).unwrap();
+    let (pd, mut qp, mut scq, _rcq) = rc_qp(&mut dev);
+    let mut buf = dev
+        .alloc_buf(&pd, 4096, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    let mut conn = connect_qp_client(&mut dev, &mut qp, addr, &opts(), None, STALL).unwrap();
+    let (slot, epoch, _) = dev.fabric_stats().unwrap();
+    println!("peer slot {slot} epoch {epoch}");
+    let window = conn.remote_mr().unwrap();
+    conn.sync(STALL).unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    let mut n = 0u64;
+    let mut outstanding = 0;
+    let mut wc = [Completion::EMPTY; 16];
+    while std::time::Instant::now() < until {
+        while outstanding < 16 {
+            n += 1;
+            buf.get_mut(8 * (n as usize % 16), 8)
+                .unwrap()
+                .copy_from_slice(&n.to_be_bytes());
+            let sge = [buf.sge(8 * (n as usize % 16), 8).unwrap()];
+            let t = window.target(8 * (n % 16), 8).unwrap();
+            qp.sq()
+                .post(SendWr::write_imm_to(n, &sge, t, n as u32).signaled())
+                .unwrap();
+            outstanding += 1;
+        }
+        qp.sq().ring();
+        let got = scq.poll(&mut wc);
+        for c in &wc[..got] {
+            assert_eq!(c.status, WcStatus::Success, "{c:?}");
+        }
+        outstanding -= got;
+        if got == 0 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// kill -9 of the requester mid-stream: the peer streams WRITE WITH IMMEDIATE into this
+/// process (each consuming a receive), and is killed once four have landed. This side's own
+/// requests to the dead peer end in `RETRY_EXC_ERR` (the first) and flushes (the rest), and
+/// its receives the peer did not consume are flushed; the next process takes the slot.
+#[test]
+fn killing_the_requester_mid_stream_ends_every_request_and_frees_its_slot() {
+    let name = fabric_name("kill-requester");
+    let _rm = Removed(name.clone());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut child = spawn_peer("stream", l.local_addr().unwrap(), &name);
+    let mut dev = SimDevice::new();
+    dev.join_fabric(Some(&name)).unwrap();
+    let (pd, mut qp, mut scq, mut rcq) = rc_qp(&mut dev);
+    let mut mine = dev
+        .alloc_buf(&pd, 4096, Access::ALL, Pages::Normal)
+        .unwrap();
+    let window = mine.remote(0, 4096).unwrap();
+    let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &opts(), Some(window), STALL).unwrap();
+    // The receives before the sync that lets the peer start.
+    for id in 1..=16u64 {
+        qp.rq().post_recv(RecvWr::new(100 + id, &[])).unwrap();
+    }
+    qp.rq().ring();
+    conn.sync(STALL).unwrap();
+    let mut rs: Vec<Completion> = (0..4).map(|_| one(&mut dev, &mut rcq)).collect();
+    for (k, c) in rs.iter().enumerate() {
+        assert_eq!(
+            (c.status, c.wr_id, c.imm),
+            (WcStatus::Success, 101 + k as u64, 1 + k as u32),
+            "the stream lands in order: {c:?}"
+        );
+    }
+    let got = u64::from_be_bytes(mine.get(8, 8).unwrap().try_into().unwrap());
+    assert_eq!(got, 1, "the first WRITE's bytes");
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let dead = peer_slot_of(&String::from_utf8_lossy(&out.stdout));
+    mine.get_mut(1024, 8).unwrap().copy_from_slice(b"to-a-gho");
+    let sge = [mine.sge(1024, 8).unwrap()];
+    for id in 1..=8u64 {
+        qp.sq().post(SendWr::send(id, &sge).signaled()).unwrap();
+    }
+    qp.sq().ring();
+    let cs: Vec<Completion> = (0..8).map(|_| one(&mut dev, &mut scq)).collect();
+    let ids: Vec<u64> = cs.iter().map(|c| c.wr_id).collect();
+    assert_eq!(
+        ids,
+        (1..=8).collect::<Vec<u64>>(),
+        "every request once, in order"
+    );
+    assert_eq!(died_mid_stream("the survivor's requests", &cs), 0);
+    // The receives: those the stream consumed before it died, then the rest flushed.
+    rs.extend((4..16).map(|_| one(&mut dev, &mut rcq)));
+    let ids: Vec<u64> = rs.iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, (101..=116).collect::<Vec<u64>>(), "every receive once");
+    let landed = rs
+        .iter()
+        .take_while(|c| c.status == WcStatus::Success)
+        .count();
+    assert!(
+        landed < 16
+            && rs[landed..]
+                .iter()
+                .all(|c| c.status == WcStatus::WrFlushErr),
+        "{rs:?}"
+    );
+    assert_eq!(qp.state(), QpState::Err);
+    the_next_process_takes_the_slot_of(dead, &name, &dev);
 }
 
 /// A small xorshift generator (seeded: a failure reproduces).
@@ -858,7 +1089,8 @@ fn peer_mirror(addr: &str) {
         connect_qp_client(&mut dev, &mut qp, addr, &big_opts(), Some(window), STALL).unwrap();
     conn.sync(STALL).unwrap();
     conn.sync(Duration::from_secs(600)).unwrap();
-    println!("peer ok");
+    let bad = dev.fabric_stats().map_or(0, |(_, _, s)| s.bad_icrc);
+    println!("peer ok, bad_icrc {bad}");
 }
 
 /// Random batches of WRITEs, READs and fetch-and-adds of random sizes (1 to 40,000 bytes,
@@ -881,7 +1113,63 @@ fn random_traffic_over_a_lossy_link_reads_back_what_it_wrote() {
     random_traffic("mirror-lossy", Some(faults));
 }
 
-fn random_traffic(test: &str, faults: Option<FaultConfig>) {
+/// The same with 2% of the requester's packets damaged (one bit flipped on the way): the
+/// peer's ring drops each on its check word and counts it, none is executed (every READ
+/// and FAA still reads back what was written).
+#[test]
+fn random_traffic_over_a_damaging_link_reads_back_what_it_wrote() {
+    let faults = FaultConfig {
+        seed: 12,
+        packet_corrupt_ppm: 20_000,
+        ..FaultConfig::default()
+    };
+    let (dev, bad_icrc) = random_traffic("mirror-damage", Some(faults));
+    let corrupted = dev.fault_stats().packets_corrupted;
+    assert!(corrupted > 0, "{:?}", dev.fault_stats());
+    assert_eq!(
+        bad_icrc, corrupted,
+        "every damaged packet dropped by the peer's check"
+    );
+}
+
+/// The same with 5% of the requester's packets held back for 1 to 6 engine passes (so
+/// overtaken by later ones).
+#[test]
+fn random_traffic_over_a_delaying_link_reads_back_what_it_wrote() {
+    let faults = FaultConfig {
+        seed: 13,
+        packet_delay_ppm: 50_000,
+        max_delay_passes: 6,
+        ..FaultConfig::default()
+    };
+    let (dev, _) = random_traffic("mirror-delay", Some(faults));
+    assert!(
+        dev.fault_stats().packets_delayed > 0,
+        "{:?}",
+        dev.fault_stats()
+    );
+}
+
+/// The same with 5% of the requester's packets sent twice (a WRITE or FAA executed twice
+/// would show in the READs and the running sum).
+#[test]
+fn random_traffic_over_a_duplicating_link_reads_back_what_it_wrote() {
+    let faults = FaultConfig {
+        seed: 14,
+        packet_duplicate_ppm: 50_000,
+        ..FaultConfig::default()
+    };
+    let (dev, _) = random_traffic("mirror-dup", Some(faults));
+    assert!(
+        dev.fault_stats().packets_duplicated > 0,
+        "{:?}",
+        dev.fault_stats()
+    );
+}
+
+/// Runs the random traffic; returns the device and the peer's count of packets dropped on
+/// their check word.
+fn random_traffic(test: &str, faults: Option<FaultConfig>) -> (SimDevice, u64) {
     let ops: usize = std::env::var("RDMA_DIRECT_FABRIC_FUZZ_OPS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -972,7 +1260,7 @@ fn random_traffic(test: &str, faults: Option<FaultConfig>) {
         }
         done += batch;
     }
-    if faults.is_some() {
+    if faults.is_some_and(|f| f.packet_drop_ppm > 0) {
         assert!(
             dev.fault_stats().packets_dropped > 0,
             "{:?}",
@@ -988,4 +1276,10 @@ fn random_traffic(test: &str, faults: Option<FaultConfig>) {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+    let bad_icrc = text
+        .split("bad_icrc ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .expect("the peer reports its check-word drops");
+    (dev, bad_icrc)
 }

@@ -353,6 +353,9 @@ fn fault_soak(threaded: bool, seed: u64, ops: u64) {
         reorder_ppm: 300_000,
         torn_write_spins: if threaded { 200 } else { 0 },
         packet_drop_ppm: 0,
+        packet_corrupt_ppm: 0,
+        packet_delay_ppm: 0,
+        packet_duplicate_ppm: 0,
     }));
     if threaded {
         dev.start_device_thread().unwrap();

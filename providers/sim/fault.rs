@@ -13,6 +13,15 @@
 //!   queue's completions stay in order, as on hardware);
 //! - **lost packets** across processes: a packet the device sends over the sim fabric
 //!   vanishes (the RC requester's go-back-N and timeout recover it; UC and UD lose it);
+//! - **damaged packets** across processes: one bit of a packet the device sends (header,
+//!   payload or check word) is flipped in the receiver's ring; the receiver's check word
+//!   test drops and counts it (`FabricStats::bad_icrc`), so RC recovers it as a lost one;
+//! - **delayed packets** across processes: a packet is held by the sender for
+//!   1..=`max_delay_passes` engine passes (at most [`HELD_PACKETS`] at once) and then put on
+//!   the wire, behind packets sent after it (the responder's sequence NAK and the
+//!   requester's go-back-N put them back in order);
+//! - **duplicated packets** across processes: a packet goes on the wire twice (the
+//!   responder answers a duplicate PSN again without executing it again);
 //! - **CQE arrival mid-batch**: a held CQE is released in the middle of a later pass, and in
 //!   device-thread mode the CQE body and its `op_own` byte are written with a pause in between,
 //!   so a poller that reads the body before checking ownership is caught.
@@ -64,6 +73,29 @@ pub struct FaultConfig {
     /// Probability (ppm) that a packet this device sends over the sim fabric is lost on
     /// the way (requests, answers, datagrams alike).
     pub packet_drop_ppm: u32,
+    /// Probability (ppm) that a packet this device sends over the sim fabric arrives with
+    /// one bit flipped.
+    pub packet_corrupt_ppm: u32,
+    /// Probability (ppm) that a packet this device sends over the sim fabric is held for
+    /// 1..=`max_delay_passes` engine passes (1 when that is 0) before it goes on the wire.
+    pub packet_delay_ppm: u32,
+    /// Probability (ppm) that a packet this device sends over the sim fabric goes twice.
+    pub packet_duplicate_ppm: u32,
+}
+
+/// Packets the injector holds back at most at once (a delay beyond is not injected).
+pub const HELD_PACKETS: usize = 4;
+
+/// A packet held back on its way over the sim fabric.
+#[derive(Clone, Debug)]
+pub(crate) struct HeldPacket {
+    /// The receiving slot.
+    pub(crate) to: u8,
+    /// Engine passes left before it goes.
+    pub(crate) passes: u32,
+    /// Its bytes (`len` of them).
+    pub(crate) len: usize,
+    pub(crate) bytes: Box<[u8; crate::sim::fabric::PACKET_LEN]>,
 }
 
 /// The injector: configuration, PRNG and counters of what it did.
@@ -74,6 +106,11 @@ pub struct FaultInjector {
     pub(crate) rng: SplitMix64,
     /// Counters, for test reports.
     pub stats: FaultStats,
+    /// Packets held back (delayed), in the order they were held.
+    pub(crate) held: Vec<HeldPacket>,
+    /// Buffers for held packets, allocated when the injector is made (the hot path
+    /// allocates nothing).
+    pub(crate) spare: Vec<Box<[u8; crate::sim::fabric::PACKET_LEN]>>,
 }
 
 /// How many faults of each kind were injected.
@@ -87,15 +124,30 @@ pub struct FaultStats {
     pub reordered: u64,
     /// Fabric packets lost on purpose.
     pub packets_dropped: u64,
+    /// Fabric packets sent with a bit flipped.
+    pub packets_corrupted: u64,
+    /// Fabric packets held back.
+    pub packets_delayed: u64,
+    /// Fabric packets sent twice.
+    pub packets_duplicated: u64,
 }
 
 impl FaultInjector {
     /// A new injector.
     pub fn new(cfg: FaultConfig) -> Self {
+        let n = if cfg.packet_delay_ppm > 0 {
+            HELD_PACKETS
+        } else {
+            0
+        };
         FaultInjector {
             cfg,
             rng: SplitMix64::new(cfg.seed),
             stats: FaultStats::default(),
+            held: Vec::with_capacity(n),
+            spare: (0..n)
+                .map(|_| Box::new([0; crate::sim::fabric::PACKET_LEN]))
+                .collect(),
         }
     }
 }

@@ -25,7 +25,9 @@
 //! timeout (4.096 µs × 2^timeout) is a lost packet: the execute step's transport retry
 //! counts it and the requester goes back to the oldest
 //! PSN not acknowledged, so a peer that is gone (killed, device dropped, not yet joined)
-//! ends the request in `RETRY_EXC_ERR` after `retry_cnt` retries. Both ends start at PSN 0
+//! ends the request in `RETRY_EXC_ERR` after `retry_cnt` retries. A head that finds no
+//! room in the ring to its peer for an ACK timeout (nothing of it sent: a peer that died
+//! with its inbox full) counts as a lost packet the same way. Both ends start at PSN 0
 //! on connect. A WQE completes (its CQE written by `execute`) when every PSN of it is
 //! acknowledged, in SQ order.
 //!
@@ -43,10 +45,13 @@
 //! Q_Key matches and a receive is posted (the GRH naming the sender's GID), and drops it
 //! otherwise; the sender completes it once sent.
 //!
-//! The fault injector's `packet_drop_ppm` loses packets this device sends.
+//! The fault injector loses, damages, delays and duplicates packets this device sends
+//! (`packet_drop_ppm`, `packet_corrupt_ppm`, `packet_delay_ppm`, `packet_duplicate_ppm`); a
+//! damaged one is dropped by the receiving ring's check word, so each looks to the protocol
+//! as on a link: a loss, a reordering, a duplicate.
 //!
-//! Limits: messages up to 2^31 bytes; the fault injector's other faults (and corrupt or
-//! delayed packets) stay within the device.
+//! Limits: messages up to 2^31 bytes; the fault injector's CQE faults stay within the
+//! device.
 
 use std::time::{Duration, Instant};
 
@@ -56,10 +61,10 @@ use super::fetch::{Wqe, MAX_SEGS, MAX_WQE};
 use super::recv::{RecvDone, RecvLoc};
 use super::Engine;
 use crate::sim::fabric::packet::{
-    read_packets, valid_segment, Header, NakCode, Op, Seg, HEADER_LEN, MAX_PAYLOAD,
+    read_packets, valid_segment, Header, NakCode, Op, Seg, HEADER_LEN, ICRC_LEN, MAX_PAYLOAD,
 };
-use crate::sim::fabric::{Member, CELLS, CELL_LEN, MAX_DEVICES, MAX_MESSAGE};
-use crate::sim::fault::FaultInjector;
+use crate::sim::fabric::{Member, CELLS, CELL_LEN, MAX_DEVICES, MAX_MESSAGE, PACKET_LEN};
+use crate::sim::fault::{FaultInjector, HeldPacket};
 use crate::wire::{self, Opcode};
 use crate::{Access, QpState, QpType};
 
@@ -193,6 +198,10 @@ pub(crate) struct RemoteQp {
     nflight: usize,
     /// Requester: when the oldest PSN not acknowledged was sent or last moved on.
     progress: Option<Instant>,
+    /// Requester, nothing in flight: since when the head has waited for room in the ring
+    /// to the peer (a peer that died with its inbox full never makes room: after the ACK
+    /// timeout this counts as a lost packet, so the transport retry ends it).
+    blocked: Option<Instant>,
     answer: Option<Answer>,
     /// Requester: the timer of the last RNR NAK (IBA encoding).
     rnr_timer: u8,
@@ -223,6 +232,7 @@ impl RemoteQp {
             flight: [NO_FLIGHT; WINDOW as usize],
             nflight: 0,
             progress: None,
+            blocked: None,
             answer: None,
             rnr_timer: 12,
             epsn: 0,
@@ -342,16 +352,65 @@ fn segment(mtu: u32) -> u32 {
     }
 }
 
-/// Put a packet on the wire to slot `to`: into its ring, or lost on the way when the fault
-/// injector says so (true then: the sender cannot tell). False: the ring is full.
+/// Put a packet on the wire to slot `to`: into its ring, or (as the fault injector says)
+/// lost, held back for later passes, damaged or sent twice on the way (true then for a
+/// lost or held one: the sender cannot tell). False: the ring is full.
 fn wire_send(fault: &mut Option<FaultInjector>, member: &mut Member, to: u8, b: &[u8]) -> bool {
-    if let Some(f) = fault.as_mut() {
-        if f.rng.chance(f.cfg.packet_drop_ppm) {
-            f.stats.packets_dropped += 1;
+    let Some(f) = fault.as_mut() else {
+        return member.send(to, b);
+    };
+    if f.rng.chance(f.cfg.packet_drop_ppm) {
+        f.stats.packets_dropped += 1;
+        return true;
+    }
+    if f.rng.chance(f.cfg.packet_delay_ppm) && b.len() <= PACKET_LEN {
+        if let Some(mut bytes) = f.spare.pop() {
+            bytes[..b.len()].copy_from_slice(b);
+            let passes = 1 + f.rng.below(u64::from(f.cfg.max_delay_passes.max(1))) as u32;
+            f.held.push(HeldPacket {
+                to,
+                passes,
+                len: b.len(),
+                bytes,
+            });
+            f.stats.packets_delayed += 1;
             return true;
         }
     }
-    member.send(to, b)
+    let damage = f.rng.chance(f.cfg.packet_corrupt_ppm).then(|| {
+        let at = f.rng.below((b.len() + ICRC_LEN) as u64) as usize;
+        (at, 1u8 << f.rng.below(8))
+    });
+    if !member.send_damaged(to, b, damage) {
+        return false;
+    }
+    if damage.is_some() {
+        f.stats.packets_corrupted += 1;
+    }
+    if f.rng.chance(f.cfg.packet_duplicate_ppm) && member.send(to, b) {
+        f.stats.packets_duplicated += 1;
+    }
+    true
+}
+
+/// Put the packets the fault injector held back whose passes are over on the wire (a full
+/// ring keeps one for the next pass). True while any is held.
+fn release_packets(fault: &mut Option<FaultInjector>, member: &mut Member) -> bool {
+    let Some(f) = fault.as_mut() else {
+        return false;
+    };
+    let mut i = 0;
+    while i < f.held.len() {
+        let p = &mut f.held[i];
+        p.passes = p.passes.saturating_sub(1);
+        if p.passes == 0 && member.send(p.to, &p.bytes[..p.len]) {
+            let p = f.held.remove(i);
+            f.spare.push(p.bytes);
+        } else {
+            i += 1;
+        }
+    }
+    !f.held.is_empty()
 }
 
 /// The header of an answer of kind `op` to request `h`, with `h`'s PSN.
@@ -482,8 +541,17 @@ impl Engine {
                 r.send_off = 0;
             }
         }
-        // 3. No progress within the ACK timeout: lost; the transport retry counts it.
-        if r.nflight > 0 {
+        // 3. No progress within the ACK timeout: lost; the transport retry counts it. The
+        // same for a head that found no room in the ring to the peer for as long.
+        if r.nflight == 0 {
+            if let Some(t) = r.blocked {
+                if t.elapsed() >= ack_timeout(timeout) {
+                    r.blocked = None;
+                    r.peer = None;
+                    return Some(Resp::NoPeer);
+                }
+            }
+        } else {
             if let Some(t) = r.progress {
                 if t.elapsed() >= ack_timeout(timeout) {
                     let una = r.una;
@@ -563,6 +631,10 @@ impl Engine {
             let peer = r.peer.or_else(|| port.member.segment().find(&r.gid));
             if let Some((slot, _)) = peer {
                 if port.member.space(slot) == 0 {
+                    let r = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut());
+                    if let Some(r) = r.filter(|r| r.nflight == 0) {
+                        r.blocked.get_or_insert_with(Instant::now);
+                    }
                     return;
                 }
             }
@@ -631,6 +703,7 @@ impl Engine {
                 return;
             };
             r.peer = peer;
+            r.blocked = None;
             if resumed.is_none() {
                 r.flight[r.nflight] = Flight {
                     idx: at,
@@ -782,6 +855,10 @@ impl Engine {
             return 0;
         };
         let mut work = 0;
+        if release_packets(&mut self.fault, &mut port.member) {
+            // Packets still held are work to come, as held CQEs are.
+            work += 1;
+        }
         let (me, epoch) = (port.member.slot(), port.member.epoch());
         for from in 0..MAX_DEVICES as u8 {
             for _ in 0..CELLS {

@@ -7,7 +7,10 @@
 //!   `rdma-direct-sim-fabric-<uid>` by default), created with mode 0600 and refused if
 //!   another user owns it, mapped shared with `memmap2`. All-zero bytes are a valid empty
 //!   fabric, so whoever creates it first needs no initialisation step (a non-zero magic or
-//!   segment size of another layout is refused).
+//!   segment size of another layout is refused). The magic names the segment's geometry
+//!   (slot table, ring offsets, size); what travels in a cell is versioned by the packet
+//!   header, so a build with another packet version sharing the segment has its packets
+//!   dropped and counted, nothing more.
 //! - **Slots.** A device that joins takes one of [`MAX_DEVICES`] slots: it writes its pid,
 //!   its GID (the sim's per-process, per-device GID, which names its QPN range too) and a
 //!   new generation (`epoch`). A slot whose pid is no longer alive (`kill(pid, 0)` says
@@ -24,7 +27,9 @@
 //!   later pass; any other answer is lost, and the requester's timeout covers it).
 //! - **Nothing read from the segment is trusted.** A consumer copies a cell out before
 //!   looking at it, a tail more than [`CELLS`] ahead of the head is a corrupt ring (the
-//!   cells are discarded and counted), and packets are parsed by [`packet::Header::parse`].
+//!   cells are discarded and counted), a packet whose check word ([`packet::icrc`], written
+//!   by the producer after the payload) does not match is discarded and counted (damaged on
+//!   the way), and packets are parsed by [`packet::Header::parse`].
 //!   Packets from a slot generation other than the current one are dropped.
 //!
 //! What the engine does with packets (the requester and responder sides of RC) is in
@@ -42,8 +47,10 @@ pub const CELLS: u32 = 8;
 /// The longest message the fabric carries (bytes): 2^31, as mlx5's; longer ones fail with
 /// `LOCAL_LENGTH_ERR`.
 pub const MAX_MESSAGE: u64 = 1 << 31;
-/// Bytes of one cell: a header and the largest payload.
-pub const CELL_LEN: usize = packet::HEADER_LEN + packet::MAX_PAYLOAD;
+/// Bytes of one cell: a header, the largest payload and the check word.
+pub const CELL_LEN: usize = packet::HEADER_LEN + packet::MAX_PAYLOAD + packet::ICRC_LEN;
+/// The longest packet (header and payload) a cell carries.
+pub const PACKET_LEN: usize = CELL_LEN - packet::ICRC_LEN;
 
 /// The environment variable naming the fabric (a file name under `/dev/shm`).
 pub const FABRIC_ENV: &str = "RDMA_DIRECT_SIM_FABRIC";
@@ -251,6 +258,8 @@ pub struct FabricStats {
     pub dropped: u64,
     /// Cells discarded from a ring whose indices were corrupt.
     pub corrupt_cells: u64,
+    /// Packets discarded because their check word did not match (damaged on the way).
+    pub bad_icrc: u64,
 }
 
 /// A device's place on the fabric: its slot and generation. Dropping it frees the slot.
@@ -362,10 +371,22 @@ impl Member {
         *cached
     }
 
-    /// Put `bytes` (one packet, at most [`CELL_LEN`]) into the ring from this member to
-    /// slot `to`. False: the ring is full (the packet is lost) or `to` / `bytes` is invalid.
+    /// Put `bytes` (one packet, at most [`PACKET_LEN`]) and its check word into the ring
+    /// from this member to slot `to`. False: the ring is full (the packet is lost) or `to` /
+    /// `bytes` is invalid.
     pub fn send(&mut self, to: u8, bytes: &[u8]) -> bool {
-        if usize::from(to) >= MAX_DEVICES || bytes.len() > CELL_LEN {
+        self.send_damaged(to, bytes, None)
+    }
+
+    /// [`Member::send`], then (fault injection) flip the bits `mask` of byte `at` (modulo
+    /// the packet's bytes and check word) in the cell: a packet damaged on the way.
+    pub(crate) fn send_damaged(
+        &mut self,
+        to: u8,
+        bytes: &[u8],
+        damage: Option<(usize, u8)>,
+    ) -> bool {
+        if usize::from(to) >= MAX_DEVICES || bytes.len() > PACKET_LEN {
             return false;
         }
         let r = self.seg.ring(usize::from(to), usize::from(self.slot));
@@ -375,17 +396,24 @@ impl Member {
             return false;
         }
         let cell = r + RING_CELLS_OFF + (t % CELLS) as usize * CELL_LEN;
-        // SAFETY: `cell..cell + bytes.len()` lies in the mapping (CELL_LEN bytes per cell);
-        // this member is the ring's only producer and the consumer reads the cell only after
-        // the tail below publishes it. A hostile process writing it concurrently can only
-        // spoil the bytes, which the consumer checks.
+        let check = packet::icrc(bytes).to_be_bytes();
+        let base = self.seg.map.as_mut_ptr();
+        // SAFETY: `cell..cell + bytes.len() + ICRC_LEN` lies in the mapping (CELL_LEN bytes
+        // per cell, `bytes.len() <= PACKET_LEN`); this member is the ring's only producer and
+        // the consumer reads the cell only after the tail below publishes it. A hostile
+        // process writing it concurrently can only spoil the bytes, which the consumer checks.
         unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), base.add(cell), bytes.len());
             std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.seg.map.as_mut_ptr().add(cell),
-                bytes.len(),
-            )
-        };
+                check.as_ptr(),
+                base.add(cell + bytes.len()),
+                packet::ICRC_LEN,
+            );
+            if let Some((at, mask)) = damage {
+                let p = base.add(cell + at % (bytes.len() + packet::ICRC_LEN));
+                p.write(p.read() ^ mask);
+            }
+        }
         self.seg
             .u32_at(r + 64)
             .store(t.wrapping_add(1), Ordering::Release);
@@ -394,45 +422,56 @@ impl Member {
     }
 
     /// Take the next packet from slot `from`'s ring into `out` (a copy: the segment is
-    /// never parsed in place). Returns the bytes copied (header and the payload its length
-    /// field claims, clamped to a cell), or `None` when the ring is empty.
+    /// never parsed in place). Returns the bytes of the packet (header and the payload its
+    /// length field claims, clamped to a cell; the check word follows them in `out`), or
+    /// `None` when the ring is empty. Packets whose check word does not match are skipped
+    /// and counted (`bad_icrc`), at most a ring's worth per call.
     pub fn recv(&mut self, from: u8, out: &mut [u8; CELL_LEN]) -> Option<usize> {
         let r = self
             .seg
             .ring(usize::from(self.slot), usize::from(from) % MAX_DEVICES);
-        let h = self.seg.u32_at(r).load(Ordering::Relaxed);
-        let t = self.seg.u32_at(r + 64).load(Ordering::Acquire);
-        if h == t {
-            return None;
+        for _ in 0..CELLS {
+            let h = self.seg.u32_at(r).load(Ordering::Relaxed);
+            let t = self.seg.u32_at(r + 64).load(Ordering::Acquire);
+            if h == t {
+                return None;
+            }
+            if t.wrapping_sub(h) > CELLS {
+                // A producer (or anyone) wrote indices no ring can have: drop what is there.
+                self.stats.corrupt_cells += u64::from(t.wrapping_sub(h).min(1 << 20));
+                self.seg.u32_at(r).store(t, Ordering::Release);
+                return None;
+            }
+            let cell = r + RING_CELLS_OFF + (h % CELLS) as usize * CELL_LEN;
+            let base = self.seg.map.as_mut_ptr();
+            // SAFETY: the header lies in the mapping; the copy goes into our own buffer.
+            unsafe {
+                std::ptr::copy_nonoverlapping(base.add(cell), out.as_mut_ptr(), packet::HEADER_LEN)
+            };
+            let mut head = [0u8; packet::HEADER_LEN];
+            head.copy_from_slice(&out[..packet::HEADER_LEN]);
+            let claimed = packet::claimed_len(&head);
+            let n = packet::HEADER_LEN + claimed.min(packet::MAX_PAYLOAD);
+            // SAFETY: `n + ICRC_LEN <= CELL_LEN`: the payload and check word lie in the
+            // cell, the copy in `out`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    base.add(cell + packet::HEADER_LEN),
+                    out.as_mut_ptr().add(packet::HEADER_LEN),
+                    n + packet::ICRC_LEN - packet::HEADER_LEN,
+                )
+            };
+            self.seg
+                .u32_at(r)
+                .store(h.wrapping_add(1), Ordering::Release);
+            let mut check = [0u8; packet::ICRC_LEN];
+            check.copy_from_slice(&out[n..n + packet::ICRC_LEN]);
+            if u64::from_be_bytes(check) == packet::icrc(&out[..n]) {
+                return Some(n);
+            }
+            self.stats.bad_icrc += 1;
         }
-        if t.wrapping_sub(h) > CELLS {
-            // A producer (or anyone) wrote indices no ring can have: drop what is there.
-            self.stats.corrupt_cells += u64::from(t.wrapping_sub(h).min(1 << 20));
-            self.seg.u32_at(r).store(t, Ordering::Release);
-            return None;
-        }
-        let cell = r + RING_CELLS_OFF + (h % CELLS) as usize * CELL_LEN;
-        let base = self.seg.map.as_mut_ptr();
-        // SAFETY: the header lies in the mapping; the copy goes into our own buffer.
-        unsafe {
-            std::ptr::copy_nonoverlapping(base.add(cell), out.as_mut_ptr(), packet::HEADER_LEN)
-        };
-        let mut head = [0u8; packet::HEADER_LEN];
-        head.copy_from_slice(&out[..packet::HEADER_LEN]);
-        let claimed = packet::claimed_len(&head);
-        let n = packet::HEADER_LEN + claimed.min(packet::MAX_PAYLOAD);
-        // SAFETY: `n <= CELL_LEN`: the payload lies in the cell, the copy in `out`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                base.add(cell + packet::HEADER_LEN),
-                out.as_mut_ptr().add(packet::HEADER_LEN),
-                n - packet::HEADER_LEN,
-            )
-        };
-        self.seg
-            .u32_at(r)
-            .store(h.wrapping_add(1), Ordering::Release);
-        Some(n)
+        None
     }
 
     /// Overwrite the indices of the ring from this member to slot `to` (tests: a producer
