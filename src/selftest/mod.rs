@@ -187,8 +187,14 @@ mod tests {
     #[test]
     fn a_missing_device_stops_at_the_list_rung_with_the_diagnosis() {
         let r = missing("no RDMA device 'mlx5_9'", &mut |_, _| {});
-        let i = r.failed().expect("the list rung fails");
+        let i = r.failed().expect("a rung fails");
         assert_eq!(i, r.rungs.len() - 1);
+        if crate::control::loaded_libraries(false).is_err() {
+            // A host without libibverbs (the aarch64 stage under qemu-user): the ladder stops
+            // one rung earlier, at loading it, and never reaches the list.
+            assert_eq!((i, r.rungs[i].name), (0, "load libraries"));
+            return;
+        }
         assert_eq!(r.rungs[i].name, "list");
         assert_eq!(r.rungs[i].happened, "no RDMA device 'mlx5_9'");
     }
