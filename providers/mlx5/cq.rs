@@ -10,6 +10,45 @@
 //! - After a batch: the barrier of "The fast path" below, then `dbrec[0] = be32(ci & 0xffffff)`
 //!   once.
 //!
+//! ## Where each piece sits in libmlx5
+//!
+//! A reader who knows rdma-core's `providers/mlx5/cq.c` finds its steps here, split by how
+//! often they run. libmlx5's `poll_cq` locks the CQ, calls `mlx5_poll_one` once per
+//! completion (`mlx5_get_next_cqe`: `next_cqe_sw` / `get_sw_cqe` test the owner bit, the
+//! load barrier, `cons_index` one on; then `mlx5_parse_cqe` dispatches on the CQE opcode)
+//! and ends with `update_cons_index`. Here:
+//!
+//! | here | libmlx5 | what ours adds |
+//! |---|---|---|
+//! | `poll_inner` (`cq.rs`), the entry of `poll` | `poll_cq` / `mlx5_poll_cq` | no lock: `&mut self` is the exclusion; the polling handshake (`CqShared::polling`) with QP drop; picks a fast path by the first one or two CQEs |
+//! | `cqe_ready`, the `owned` test of `op_own` | `get_sw_cqe`, `next_cqe_sw` | one compare for owner bit and opcode; the address and parity of `ci` kept (`cur`, `cur_par`) |
+//! | `from_device_load_barrier` after the owner test | `udma_from_device_barrier` in `mlx5_get_next_cqe` | the same |
+//! | `poll_tail`, the general loop | the `for` loop of `poll_cq` over `mlx5_poll_one` | takes `run_hot` between CQEs that need `process` |
+//! | `process` (`cq/process.rs`) | `mlx5_parse_cqe` | purge of a reset or dropped QP's CQEs (libmlx5 compacts the ring in `__mlx5_cq_clean` instead), QP liveness, the side check (a CQE of a side not on this CQ is dropped and counted) |
+//! | `lookup` (`cq/table.rs`), `hot_qpn` | `get_req_context` / `get_qp_ctx` with `cur_rsc`, `mlx5_find_qp` | a linear table of the QPs on this CQ, the last hit cached across polls |
+//! | `complete_send` (`cq/req.rs`) | the `MLX5_CQE_REQ` case of `mlx5_parse_cqe` with `handle_good_req` | opcode from our own SQ ring and wr_id from the poster's record (`SqShared::wqes`), never the CQE's word alone; `wqe_counter` checked against what is outstanding; covered (unsignaled) WRs counted, not just skipped (libmlx5's `wq->tail = wqe_head[idx] + 1`) |
+//! | `complete_recv` (`cq/resp.rs`) | `handle_responder` (RQ tail, SRQ `wqe_counter`, `mlx5_free_srq_wqe`) | a receive with none outstanding, or an SRQ entry completed twice, is dropped and counted |
+//! | `syndrome_status` and the error branch of `process` | `mlx5_handle_error_cqe` and the `REQ_ERR` / `RESP_ERR` case | the QP marked failed (`QpShared::failed`): its posts are refused from then on |
+//! | `scatter_from_cqe`, `scatter_req` | `mlx5_copy_to_recv_wqe`, `mlx5_copy_to_recv_srq`, `mlx5_copy_to_send_wqe` | the copy bounded by the WQE's own SGEs and opcode; a CQE that does not fit is `GeneralErr` and counted |
+//! | `finish`, `finish_one`, `advance_one` (`cq/one.rs`) | `update_cons_index` | the consumer-index barrier before the store; the published `ci` and the CQ entries given back (`CqShared::unreleased`: the ledger `PostError::CqFull` is decided on) |
+//! | `run_short_any`, `run_short` (`cq/hot.rs`) | none: the whole of `mlx5_poll_one` per CQE | a poll that starts with plain CQEs of the hot QP goes to one of the runs below, chosen by its first two CQEs |
+//! | `run_sq` (`cq/send_run.rs`) | `mlx5_poll_one` + `handle_good_req` per requester CQE | a stream of successful requester CQEs in registers: one compare of CQE bytes 56..59 with the last one taken, the size and wr_id from the poster's record, four stores |
+//! | `run_rq` (`cq/recv_run.rs`) | `mlx5_poll_one` + `handle_responder` per receive CQE | a stream of plain receives on the RQ, bounded up front by the receives published |
+//! | `run_mixed` (`cq/hot.rs`) | the same, both sides | both sides' positions in registers, each checked before each CQE of its side |
+//! | `run_hot`, `run_sides` (`cq/hot.rs`) | the same, inside the general loop | the fast path entered again after a CQE `process` took |
+//! | `req_cqe`, `req_cqe_covered` (`cq/send_run.rs`) | the `MLX5_CQE_REQ` case, `wqe_head` | the one requester-CQE path of every loop; the covered count in O(1) while only one-WQEBB WQEs are outstanding (the covered path) |
+//! | `process_req`, `process_req_covered` (`cq/req.rs`) | `mlx5_poll_one` for one requester CQE | a single requester CQE with nothing set up: the checks of `req_cqe` against the published producer position |
+//! | `poll_one`, `poll_one_recv` (`cq/one.rs`) | `mlx5_poll_one` with `ne = 1` (`ibv_poll_cq(cq, 1, wc)`) | no slice; a requester or plain receive CQE taken inline, any other CQE through `poll` with one slot |
+//! | `take_dedicated`, `take_dedicated_covered`, `take_dedicated_recv` (`cq/dedicated.rs`) | `mlx5_poll_one` on a CQ that one QP owns | no handshake, lookup, liveness or purge check: the pair's `&mut` rules them out |
+//! | `poll_ts`, `cqe_timestamp_at` (`cq/clock.rs`) | `mlx5_cq_read_wc_completion_ts` of the extended poll | the same loop instantiated with timestamps; the plain poll reads none |
+//!
+//! What every path adds to libmlx5's: a CQE is checked against what its QP has outstanding
+//! (the published producer position, the RQ head, the SRQ's taken entries) before any ring
+//! or record is read, so a lying device completes nothing twice and nothing never posted
+//! (dropped CQEs go to [`Mlx5Cq::bogus_cqes`]); the CQ-entry ledger (`CqShared::ci`,
+//! `unreleased`, `SqDone`) that lets a post refuse what would overrun the CQ; and the count
+//! of covered requests (`SqDone::retired`) that `max_send_wr` is checked against.
+//!
 //! ## Mapping a CQE to a request
 //!
 //! The CQE names the QP (`qpn` = low 24 bits at offset 56); the CQ keeps a small table of
