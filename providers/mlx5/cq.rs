@@ -220,33 +220,30 @@
 //! read done beside `run_hot` and `process` while the slots are still ours. The plain `poll`
 //! is the instance without them: no load, no branch.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
 use super::dv::DvCq;
 use super::owners::Owners;
-use super::shared::{before, CqShared, QpShared, PURGE_ACTIVE};
+use super::shared::{CqShared, QpShared};
 use super::Mlx5Device;
 use crate::barrier::from_device_load_barrier;
 use crate::mmio;
-use crate::wire::offset::{cqe64, ctrl, data, err_cqe};
+use crate::wire::offset::cqe64;
 use crate::wire::{
-    MLX5_CQE64_LEN, MLX5_CQE_FLAGS_GRH, MLX5_CQE_INVALID, MLX5_CQE_OPCODE_SHIFT,
-    MLX5_CQE_OWNER_MASK, MLX5_CQE_REQ, MLX5_CQE_REQ_ERR, MLX5_CQE_RESP_ERR, MLX5_CQE_RESP_SEND_IMM,
-    MLX5_CQE_RESP_WR_IMM, MLX5_CQE_SYNDROME_BAD_RESP_ERR, MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR,
+    MLX5_CQE64_LEN, MLX5_CQE_INVALID, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_OWNER_MASK, MLX5_CQE_REQ,
+    MLX5_CQE_REQ_ERR, MLX5_CQE_SYNDROME_BAD_RESP_ERR, MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR,
     MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR,
     MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, MLX5_CQE_SYNDROME_MW_BIND_ERR,
     MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
     MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
     MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR,
     MLX5_CQE_SYNDROME_WR_FLUSH_ERR, MLX5_CQ_CI_MASK, MLX5_INLINE_SCATTER_32,
-    MLX5_INLINE_SCATTER_64, MLX5_INVALID_LKEY, MLX5_OPCODE_ATOMIC_CS, MLX5_OPCODE_ATOMIC_FA,
-    MLX5_OPCODE_RDMA_READ, MLX5_OPCODE_RDMA_WRITE, MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_QPN_MASK,
-    MLX5_SEND_WQE_BB, MLX5_SND_DBR, MLX5_WQE_CTRL_DS_MASK, MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
+    MLX5_INLINE_SCATTER_64, MLX5_QPN_MASK,
 };
-use crate::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
+use crate::{Completion, CompletionQueue, WcFlags, WcStatus};
 
 /// Error syndromes (CQE byte 55) as `WcStatus`, as libmlx5 maps them; unknown syndromes
 /// map to `GeneralErr`.
@@ -788,7 +785,6 @@ pub(crate) use hot::len_qpn;
 mod hot;
 mod process;
 mod table;
-use process::scatter_from_cqe;
 use table::{HOT_RECV, HOT_SEND};
 mod recv_run;
 mod send_run;

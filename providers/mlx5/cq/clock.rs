@@ -2,10 +2,13 @@
 //! timestamp of a consumed CQE. Cold beside the plain poll, which reads no timestamp (see
 //! `ts.rs` for the clock format).
 
-use super::*;
+use super::{cqe_ptr, Mlx5Cq};
+use crate::mlx5::owners::Owners;
+use crate::wire::offset::cqe64;
+use crate::Completion;
 
 impl<D: Owners> Mlx5Cq<D> {
-    /// Poll as [`CompletionQueue::poll`], and give each completion's time in ns: `ns[i]` is
+    /// Poll as [`CompletionQueue::poll`](crate::CompletionQueue::poll), and give each completion's time in ns: `ns[i]` is
     /// the timestamp of the CQE that gave `out[i]`, converted with the CQ's clock (see
     /// [`Mlx5Cq::set_clock`]; refresh its clock info with [`Mlx5Cq::clock_mut`] at least
     /// once per kernel refresh period). At most `min(out.len(), ns.len())` completions. A

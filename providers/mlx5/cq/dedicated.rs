@@ -23,8 +23,16 @@
 //! [`Mlx5Dedicated`]: crate::mlx5::Mlx5Dedicated
 
 use super::send_run::{put_req, REQ_OK};
-use super::*;
+use super::{cqe_ptr, late, owned, Mlx5Cq, NO_HOT_TAG};
+use crate::barrier::from_device_load_barrier;
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::QpShared;
 use crate::mlx5::sq::Mlx5Sq;
+use crate::wire::offset::cqe64;
+use crate::wire::{MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM};
+use crate::{mmio, Completion};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// What [`Mlx5Cq::take_dedicated`] found at `ci`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

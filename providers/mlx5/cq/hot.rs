@@ -5,10 +5,18 @@
 //! registers. Every other CQE is left to `process`.
 
 use super::send_run::{Req, SendWalk};
-use super::*;
-use crate::mlx5::shared::{RqShared, SqDone, SqEntry};
-use crate::wire::MLX5_CQE_RESP_SEND;
-use std::sync::atomic::AtomicU64;
+use super::{be32_at, Mlx5Cq};
+use crate::barrier::from_device_load_barrier;
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::{QpShared, RqShared, SqDone, SqEntry};
+use crate::wire::offset::cqe64;
+use crate::wire::{
+    MLX5_CQE_FLAGS_GRH, MLX5_CQE_INVALID, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_OWNER_MASK,
+    MLX5_CQE_RESP_SEND, MLX5_OPCODE_ATOMIC_CS, MLX5_OPCODE_ATOMIC_FA, MLX5_OPCODE_RDMA_READ,
+    MLX5_QPN_MASK, MLX5_SND_DBR, MLX5_WQE_INDEX_MASK,
+};
+use crate::{mmio, Completion, WcFlags, WcOpcode, WcStatus};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// [`req_opcode`](super::req) of every WQE opcode byte.
 pub(super) const REQ_OPCODE: [WcOpcode; 256] = {

@@ -2,10 +2,20 @@
 //! end of a poll that took one CQE. The module doc of `cq.rs` states the contract ("The fast
 //! path").
 
-use super::*;
+use super::{cqe_ptr, late, owned, Mlx5Cq};
+use crate::barrier::from_device_load_barrier;
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::CqShared;
+use crate::wire::offset::cqe64;
+use crate::wire::{
+    MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM, MLX5_CQ_CI_MASK,
+};
+use crate::{mmio, Completion};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 impl<D: Owners> Mlx5Cq<D> {
-    /// [`CompletionQueue::poll_one`]: at most one completion into `out`, true when it holds
+    /// [`CompletionQueue::poll_one`](crate::CompletionQueue::poll_one): at most one completion into `out`, true when it holds
     /// one. A plain requester CQE first takes `process_req` (the single-CQE short
     /// way) straight from here: the CQE address, one test of its `op_own` for a plain
     /// requester CQE with the owner bit of `ci`'s parity, the polling handshake, the CQE's

@@ -2,7 +2,19 @@
 //! the CQ's table, with purge marks, liveness, error syndromes and scatter-to-CQE; what the
 //! fast paths leave. The module doc of `cq.rs` states the contract.
 
-use super::*;
+use super::table::{HOT_RECV, HOT_SEND};
+use super::{be32_at, syndrome_status, Mlx5Cq};
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::{before, QpShared, PURGE_ACTIVE};
+use crate::wire::offset::{cqe64, data, err_cqe};
+use crate::wire::{
+    MLX5_CQE64_LEN, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_REQ, MLX5_CQE_REQ_ERR, MLX5_CQE_RESP_ERR,
+    MLX5_INLINE_SCATTER_32, MLX5_INLINE_SCATTER_64, MLX5_INVALID_LKEY, MLX5_QPN_MASK,
+    MLX5_WQE_DS_UNITS,
+};
+use crate::{mmio, Completion, WcStatus};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 impl<D: Owners> Mlx5Cq<D> {
     /// Parse the CQE at `ci` into `out`; false when it produced no completion (purged or

@@ -6,7 +6,12 @@
 //! by one index counting up to zero, and the QP is not kept live across the loop.
 
 use super::hot::{recv_completion, PLAIN_MASK, QPN_MATCH_MASK, RESP_PLAIN};
-use super::*;
+use super::Mlx5Cq;
+use crate::barrier::from_device_load_barrier;
+use crate::mlx5::owners::Owners;
+use crate::wire::offset::cqe64;
+use crate::{mmio, Completion};
+use std::sync::atomic::Ordering;
 
 impl<D: Owners> Mlx5Cq<D> {
     /// [`Self::run_short`] with the receive side alone, from the CQE `cqe` at `ci` (owner

@@ -2,7 +2,18 @@
 //! contract (mapping `wqe_counter`, covered requests, the fast path, scatter by the WQE's
 //! own opcode, retire after the copy).
 
-use super::*;
+use super::process::scatter_from_cqe;
+use super::{be32_at, Mlx5Cq, INLINE_SCATTER};
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::QpShared;
+use crate::wire::offset::{cqe64, ctrl};
+use crate::wire::{
+    MLX5_OPCODE_ATOMIC_CS, MLX5_OPCODE_ATOMIC_FA, MLX5_OPCODE_RDMA_READ, MLX5_OPCODE_RDMA_WRITE,
+    MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_SEND_WQE_BB, MLX5_SND_DBR, MLX5_WQE_CTRL_DS_MASK,
+    MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
+};
+use crate::{Completion, WcOpcode};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The completion opcode of a requester CQE, from the send WQE opcode (CQE byte 56).
 pub(super) const fn req_opcode(wqe_op: u8) -> WcOpcode {
@@ -101,7 +112,7 @@ impl<D: Owners> Mlx5Cq<D> {
     /// IMM), the QP is alive with no purge pending, and the CQE completes its oldest
     /// outstanding WQE, which lies wholly below the published producer position (nothing
     /// covered, nothing to walk); anything else is left (false, nothing changed) to
-    /// [`Self::process`], which handles every case. The completion is [`put_req`]'s four
+    /// [`Self::process`], which handles every case. The completion is [`put_req`](super::send_run::put_req)'s four
     /// stores; gives back one CQ entry. Called with `shared.polling` set, after the load
     /// barrier.
     #[inline(always)]

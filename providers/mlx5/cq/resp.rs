@@ -1,7 +1,17 @@
 //! The responder side of the CQ: receive completions (RQ in order, SRQ by WQE index). The
 //! module doc of `cq.rs` states the contract.
 
-use super::*;
+use super::process::scatter_from_cqe;
+use super::{be32_at, Mlx5Cq, INLINE_SCATTER};
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::QpShared;
+use crate::wire::offset::cqe64;
+use crate::wire::{
+    MLX5_CQE_FLAGS_GRH, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM,
+    MLX5_QPN_MASK, MLX5_WQE_DS_UNITS,
+};
+use crate::{Completion, WcFlags, WcOpcode, WcStatus};
+use std::sync::atomic::Ordering;
 
 impl<D: Owners> Mlx5Cq<D> {
     /// A responder CQE of `qp`, past the purge and liveness checks of `process`: the RQ

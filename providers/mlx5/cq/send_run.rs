@@ -17,9 +17,15 @@
 //! send CQE (`mixed16`, `benches/compare.sh`).
 
 use super::hot::{avail_at, len_qpn, PLAIN_MASK, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
-use super::*;
+use super::{be32_at, Mlx5Cq};
+use crate::barrier::from_device_load_barrier;
 use crate::mlx5::cold_path;
-use crate::mlx5::shared::{SqEntry, SqShared};
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::{CqShared, SqEntry, SqShared};
+use crate::wire::offset::cqe64;
+use crate::wire::MLX5_OPCODE_RDMA_READ;
+use crate::{mmio, Completion, WcOpcode, WcStatus};
+use std::sync::atomic::Ordering;
 
 /// `opcode` and `status` of a [`Completion`] side by side (they are, 16-aligned), so a
 /// successful requester completion takes them from [`REQ_OK`] in one 16-byte copy.
