@@ -231,7 +231,6 @@ use super::shared::{CqShared, QpShared};
 use super::Mlx5Device;
 use crate::barrier::from_device_load_barrier;
 use crate::mmio;
-use crate::wire::offset::cqe64;
 use crate::wire::{
     MLX5_CQE64_LEN, MLX5_CQE_INVALID, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_OWNER_MASK, MLX5_CQE_REQ,
     MLX5_CQE_REQ_ERR, MLX5_CQE_SYNDROME_BAD_RESP_ERR, MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR,
@@ -280,7 +279,7 @@ fn cqe_ptr(dv: &DvCq, ci: u32) -> *const u8 {
 pub(crate) fn cqe_ready(dv: &DvCq, ci: u32) -> bool {
     // SAFETY: `dv.buf` holds `cqe_cnt` CQEs of `cqe_size` bytes (from_dv's contract); byte 63
     // of the slot's CQE is inside it.
-    let op_own = unsafe { mmio::read8(cqe_ptr(dv, ci).add(cqe64::OP_OWN)) };
+    let op_own = unsafe { cqe::op_own(cqe_ptr(dv, ci)) };
     op_own >> MLX5_CQE_OPCODE_SHIFT != MLX5_CQE_INVALID
         && ((op_own & MLX5_CQE_OWNER_MASK) != 0) == ((ci & dv.cqe_cnt) != 0)
 }
@@ -292,12 +291,7 @@ pub(crate) fn cqe_ready(dv: &DvCq, ci: u32) -> bool {
 pub(crate) fn cqe_qp_side(dv: &DvCq, ci: u32) -> (u32, bool) {
     let cqe = cqe_ptr(dv, ci);
     // SAFETY: a 64-byte CQE of this CQ (from_dv's contract); bytes 56..59 and 63 are in it.
-    let (op_own, qpn) = unsafe {
-        (
-            mmio::read8(cqe.add(cqe64::OP_OWN)),
-            be32_at(cqe, cqe64::SOP_DROP_QPN) & MLX5_QPN_MASK,
-        )
-    };
+    let (op_own, qpn) = unsafe { (cqe::op_own(cqe), cqe::sop_drop_qpn(cqe) & MLX5_QPN_MASK) };
     let opcode = op_own >> MLX5_CQE_OPCODE_SHIFT;
     (qpn, opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR)
 }
@@ -315,30 +309,8 @@ const fn owned(x: u8) -> bool {
     crate::wire::cqe_sw_owned_x(x)
 }
 
-/// `*v`, read where this call stands: the compiler neither moves the read earlier nor reuses
-/// an earlier read of the same field. For a value a single-CQE way needs only at its end
-/// (`ci`, the CQE address, the completion's `len_qpn` word): read at the top, it would hold
-/// a register across the CQE's checks, and a caller that inlines the way then saves
-/// callee-saved registers on every call (measured on `ded16_one`: 73 -> 64 instructions
-/// with the reads here and the stores at the end of `advance_one`).
-#[inline(always)]
-fn late<T: Copy>(v: &T) -> T {
-    // SAFETY: `v` is a reference: valid, aligned, initialised.
-    unsafe { core::ptr::read_volatile(v) }
-}
-
 /// The `op_own` bits that say the data is in the CQE (scatter to CQE).
 const INLINE_SCATTER: u8 = MLX5_INLINE_SCATTER_32 | MLX5_INLINE_SCATTER_64;
-
-/// Read a big-endian u32 at `off` of a CQE.
-///
-/// # Safety
-/// `cqe` points to a 64-byte CQE; `off` is 4-aligned and at most 60.
-#[inline(always)]
-unsafe fn be32_at(cqe: *const u8, off: usize) -> u32 {
-    // SAFETY: guaranteed by the caller; CQEs are 64-byte aligned so `off` 4-aligned is too.
-    u32::from_be(unsafe { mmio::read32(cqe.add(off) as *const u32) })
-}
 
 /// A QP registered with this CQ.
 struct Entry {
@@ -555,7 +527,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let cqe = self.cur;
         debug_assert_eq!(cqe, cqe_ptr(&self.dv, start_ci));
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-        let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
+        let op_own = unsafe { cqe::op_own(cqe) };
         let parity = self.cur_par;
         let x = op_own ^ parity;
         // Not software-owned: empty, one test (the busy-poll case).
@@ -589,7 +561,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let peek = out.len() > 1 && first + 1 != cnt;
         let y = if peek {
             // SAFETY: byte 63 of the next CQE of this CQ (not past the ring's end).
-            let next = unsafe { mmio::read8(cqe.wrapping_add(self.cqe_stride).add(cqe64::OP_OWN)) };
+            let next = unsafe { cqe::op_own(cqe.wrapping_add(self.cqe_stride)) };
             next ^ parity
         } else {
             0
@@ -681,7 +653,7 @@ impl<D: Owners> Mlx5Cq<D> {
             }
             let cqe = cqe_ptr(&self.dv, ci);
             // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
+            let op_own = unsafe { cqe::op_own(cqe) };
             if op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
                 || ((op_own & MLX5_CQE_OWNER_MASK) != 0) != ((ci & self.dv.cqe_cnt) != 0)
             {
@@ -778,6 +750,8 @@ impl<D: Owners> CompletionQueue for Mlx5Cq<D> {
 }
 
 mod clock;
+mod cqe;
+use cqe::late;
 mod dedicated;
 mod one;
 pub(crate) use dedicated::{Took, CLOSED};

@@ -2,9 +2,8 @@
 //! timestamp of a consumed CQE. Cold beside the plain poll, which reads no timestamp (see
 //! `ts.rs` for the clock format).
 
-use super::{cqe_ptr, Mlx5Cq};
+use super::{cqe, cqe_ptr, Mlx5Cq};
 use crate::mlx5::owners::Owners;
-use crate::wire::offset::cqe64;
 use crate::Completion;
 
 impl<D: Owners> Mlx5Cq<D> {
@@ -43,10 +42,8 @@ impl<D: Owners> Mlx5Cq<D> {
     /// `ci() - k` is the `k`-th last CQE consumed. Cold path (tests, tools).
     pub fn cqe_timestamp_at(&self, pos: u32) -> u64 {
         let cqe = cqe_ptr(&self.dv, pos);
-        // SAFETY: `cqe` is a 64-byte CQE of this CQ (from_dv's contract); the 8 bytes of its
-        // timestamp field are inside it (a byte array: no alignment needed).
-        let raw = unsafe { std::ptr::read_volatile(cqe.add(cqe64::TIMESTAMP).cast::<[u8; 8]>()) };
-        u64::from_be_bytes(raw)
+        // SAFETY: `cqe` is a 64-byte CQE of this CQ (from_dv's contract).
+        unsafe { cqe::timestamp(cqe) }
     }
     /// [`Mlx5Cq::cqe_timestamp_at`] in ns with the CQ's clock; `None` when the CQ carries no
     /// timestamps.

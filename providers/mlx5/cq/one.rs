@@ -2,11 +2,10 @@
 //! end of a poll that took one CQE. The module doc of `cq.rs` states the contract ("The fast
 //! path").
 
-use super::{cqe_ptr, late, owned, Mlx5Cq};
+use super::{cqe, cqe_ptr, late, owned, Mlx5Cq};
 use crate::barrier::from_device_load_barrier;
 use crate::mlx5::owners::Owners;
 use crate::mlx5::shared::CqShared;
-use crate::wire::offset::cqe64;
 use crate::wire::{
     MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM, MLX5_CQ_CI_MASK,
 };
@@ -28,7 +27,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let cqe = self.cur;
         debug_assert_eq!(cqe, cqe_ptr(&self.dv, ci));
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-        let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ self.cur_par;
+        let x = unsafe { cqe::op_own(cqe) } ^ self.cur_par;
         const PM: u8 = crate::wire::CQE_PLAIN_OWNED_MASK;
         if x & PM != 0 {
             if !owned(x) {
