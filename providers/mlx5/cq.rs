@@ -30,7 +30,7 @@
 //! | `complete_recv` (`cq/resp.rs`) | `handle_responder` (RQ tail, SRQ `wqe_counter`, `mlx5_free_srq_wqe`) | a receive with none outstanding, or an SRQ entry completed twice, is dropped and counted |
 //! | `syndrome_status` and the error branch of `process` | `mlx5_handle_error_cqe` and the `REQ_ERR` / `RESP_ERR` case | the QP marked failed (`QpShared::failed`): its posts are refused from then on |
 //! | `scatter_from_cqe`, `scatter_req` | `mlx5_copy_to_recv_wqe`, `mlx5_copy_to_recv_srq`, `mlx5_copy_to_send_wqe` | the copy bounded by the WQE's own SGEs and opcode; a CQE that does not fit is `GeneralErr` and counted |
-//! | `finish`, `finish_one`, `advance_one` (`cq/one.rs`) | `update_cons_index` | the consumer-index barrier before the store; the published `ci` and the CQ entries given back (`CqShared::unreleased`: the ledger `PostError::CqFull` is decided on) |
+//! | `finish`, `finish_one`, `advance_one` (`cq/one.rs`) | `update_cons_index` | [`consumer_index_barrier`] before the store; the published `ci` and the CQ entries given back (`CqShared::unreleased`: the ledger `PostError::CqFull` is decided on) |
 //! | `run_short_any`, `run_short` (`cq/hot.rs`) | none: the whole of `mlx5_poll_one` per CQE | a poll that starts with plain CQEs of the hot QP goes to one of the runs below, chosen by its first two CQEs |
 //! | `run_sq` (`cq/send_run.rs`) | `mlx5_poll_one` + `handle_good_req` per requester CQE | a stream of successful requester CQEs in registers: one compare of CQE bytes 56..59 with the last one taken, the size and wr_id from the poster's record, four stores |
 //! | `run_rq` (`cq/recv_run.rs`) | `mlx5_poll_one` + `handle_responder` per receive CQE | a stream of plain receives on the RQ, bounded up front by the receives published |
@@ -211,9 +211,9 @@
 //! goes through the ways above (a CQE covering unsignaled requests: the pair's slow way,
 //! `take_dedicated_covered`, with the same checks against the last doorbell's position).
 //!
-//! After the last CQE of a poll the consumer index goes to the CQ doorbell record once. The
-//! CQE loads must be complete before that store hands the slots back: on x86_64 a store never
-//! passes an earlier load (a compiler barrier suffices); on aarch64 that takes `dsb ld`.
+//! After the last CQE of a poll the consumer index goes to the CQ doorbell record once,
+//! behind [`consumer_index_barrier`]: the CQE loads must be complete before that store hands
+//! the slots back.
 //!
 //! A CQ created to report completion timestamps reads the 64-bit timestamp at CQE byte 48
 //! in [`Mlx5Cq::poll_ts`]: the same loop instantiated with timestamps (a const generic), the
@@ -229,7 +229,7 @@ use super::dv::DvCq;
 use super::owners::Owners;
 use super::shared::{CqShared, QpShared};
 use super::Mlx5Device;
-use crate::barrier::from_device_load_barrier;
+use crate::barrier::{consumer_index_barrier, from_device_load_barrier};
 use crate::mmio;
 use crate::wire::{
     MLX5_CQE64_LEN, MLX5_CQE_INVALID, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_OWNER_MASK, MLX5_CQE_REQ,
@@ -692,15 +692,9 @@ impl<D: Owners> Mlx5Cq<D> {
                 .cqe0
                 .wrapping_add((ci & self.slot_mask) as usize * self.cqe_stride);
             self.cur_par = u8::from(ci & self.dv.cqe_cnt != 0);
-            // The CQE loads above must be complete before the dbrec store below lets the
-            // device reuse their slots. On x86_64 a store never passes an earlier load, so
-            // only the compiler must be held (`to_device_store_barrier` is a compiler barrier
-            // there); on aarch64 `to_device_store_barrier` (`dsb st`) waits for stores only,
-            // while `from_device_load_barrier` (`dsb ld`) waits for the earlier loads.
-            #[cfg(target_arch = "x86_64")]
-            crate::barrier::to_device_store_barrier();
-            #[cfg(not(target_arch = "x86_64"))]
-            from_device_load_barrier();
+            // Orders the CQE loads above before the dbrec store below, which lets the device
+            // reuse their slots.
+            consumer_index_barrier();
             // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
             unsafe { mmio::write32(self.dv.dbrec, (ci & MLX5_CQ_CI_MASK).to_be()) };
             // Entries given back: one per CQE is what `ci` says; the difference, if any,

@@ -3,7 +3,7 @@
 //! path").
 
 use super::{cqe, cqe_ptr, late, owned, Mlx5Cq};
-use crate::barrier::from_device_load_barrier;
+use crate::barrier::{consumer_index_barrier, from_device_load_barrier};
 use crate::mlx5::owners::Owners;
 use crate::mlx5::shared::CqShared;
 use crate::wire::{
@@ -109,11 +109,9 @@ impl<D: Owners> Mlx5Cq<D> {
             self.cur_par = late(&self.cur_par) ^ 1;
             self.cqe0
         };
-        // As in `finish`.
-        #[cfg(target_arch = "x86_64")]
-        crate::barrier::to_device_store_barrier();
-        #[cfg(not(target_arch = "x86_64"))]
-        from_device_load_barrier();
+        // Orders the CQE loads before the dbrec store below, which lets the device reuse
+        // the slot.
+        consumer_index_barrier();
         // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
         unsafe { mmio::write32(self.dv.dbrec, (next & MLX5_CQ_CI_MASK).to_be()) };
         // Its request's entry given back with `ci` (see `CqShared::unreleased`).
