@@ -21,7 +21,7 @@
 //! | here | libmlx5 | what ours adds |
 //! |---|---|---|
 //! | `poll_inner` (`cq.rs`), the entry of `poll` | `poll_cq` / `mlx5_poll_cq` | no lock: `&mut self` is the exclusion; the polling handshake (`CqShared::polling`) with QP drop; picks a fast path by the first one or two CQEs |
-//! | `cqe_ready`, the `owned` test of `op_own` | `get_sw_cqe`, `next_cqe_sw` | one compare for owner bit and opcode; the address and parity of `ci` kept (`cur`, `cur_par`) |
+//! | `cqe_ready`, `wire::cqe_sw_owned` and `cqe_sw_owned_x` (the one ownership rule) | `get_sw_cqe`, `next_cqe_sw` | one compare for owner bit and opcode (`cqe_sw_owned_x` on `op_own` XOR the parity); the address and parity of `ci` kept (`cur`, `cur_par`) |
 //! | `from_device_load_barrier` after the owner test | `udma_from_device_barrier` in `mlx5_get_next_cqe` | the same |
 //! | `poll_tail`, the general loop | the `for` loop of `poll_cq` over `mlx5_poll_one` | takes `run_hot` between CQEs that need `process` |
 //! | `process` (`cq/process.rs`) | `mlx5_parse_cqe` | purge of a reset or dropped QP's CQEs (libmlx5 compacts the ring in `__mlx5_cq_clean` instead), QP liveness, the side check (a CQE of a side not on this CQ is dropped and counted) |
@@ -232,7 +232,7 @@ use super::Mlx5Device;
 use crate::barrier::{consumer_index_barrier, from_device_load_barrier};
 use crate::mmio;
 use crate::wire::{
-    MLX5_CQE64_LEN, MLX5_CQE_INVALID, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_OWNER_MASK, MLX5_CQE_REQ,
+    cqe_parity, cqe_sw_owned, cqe_sw_owned_x, MLX5_CQE64_LEN, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_REQ,
     MLX5_CQE_REQ_ERR, MLX5_CQE_SYNDROME_BAD_RESP_ERR, MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR,
     MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR,
     MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, MLX5_CQE_SYNDROME_MW_BIND_ERR,
@@ -280,8 +280,7 @@ pub(crate) fn cqe_ready(dv: &DvCq, ci: u32) -> bool {
     // SAFETY: `dv.buf` holds `cqe_cnt` CQEs of `cqe_size` bytes (from_dv's contract); byte 63
     // of the slot's CQE is inside it.
     let op_own = unsafe { cqe::op_own(cqe_ptr(dv, ci)) };
-    op_own >> MLX5_CQE_OPCODE_SHIFT != MLX5_CQE_INVALID
-        && ((op_own & MLX5_CQE_OWNER_MASK) != 0) == ((ci & dv.cqe_cnt) != 0)
+    cqe_sw_owned(op_own, ci, dv.cqe_cnt)
 }
 
 /// The QP number a software-owned CQE at position `ci` names, and whether it is a requester
@@ -299,15 +298,6 @@ pub(crate) fn cqe_qp_side(dv: &DvCq, ci: u32) -> (u32, bool) {
 /// [`Mlx5Cq`]'s `hot_tag` without a hot QP: bit 32 set, so no 4-byte CQE word XORed with it
 /// is at most 0xff (a CQE naming qpn 0xffffff matches no QP).
 const NO_HOT_TAG: u64 = 1 << 32;
-
-/// True when a CQE is software-owned, from `x = op_own ^ parity` (`parity`: 0 or 1): owner
-/// bit equal to the parity and opcode not INVALID, in one compare. `x` rotated right by one
-/// has the owner mismatch in bit 7 and the opcode in bits 3..6: below 0x78 exactly when the
-/// owner matches and the opcode is below INVALID (15).
-#[inline(always)]
-const fn owned(x: u8) -> bool {
-    crate::wire::cqe_sw_owned_x(x)
-}
 
 /// The `op_own` bits that say the data is in the CQE (scatter to CQE).
 const INLINE_SCATTER: u8 = MLX5_INLINE_SCATTER_32 | MLX5_INLINE_SCATTER_64;
@@ -531,7 +521,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let parity = self.cur_par;
         let x = op_own ^ parity;
         // Not software-owned: empty, one test (the busy-poll case).
-        if !owned(x) {
+        if !cqe_sw_owned_x(x) {
             // Nothing in the ring: the one place a CQ in error is reported (see
             // `WcFlags::CQ_ERROR`); one flag load on the empty poll only.
             if self.shared.error.load(Ordering::Relaxed) {
@@ -568,7 +558,7 @@ impl<D: Owners> Mlx5Cq<D> {
         };
         // The CQEs a run of the fast path took, if one ran.
         let run = if plain_req {
-            if out.len() == 1 || (peek && !owned(y)) {
+            if out.len() == 1 || (peek && !cqe_sw_owned_x(y)) {
                 // A single requester CQE: the single-CQE way, with nothing to set up
                 // (without a hot QP its tag matches no CQE).
                 // Orders the owner-bit load above before the loads of the CQE body below.
@@ -654,9 +644,7 @@ impl<D: Owners> Mlx5Cq<D> {
             let cqe = cqe_ptr(&self.dv, ci);
             // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
             let op_own = unsafe { cqe::op_own(cqe) };
-            if op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
-                || ((op_own & MLX5_CQE_OWNER_MASK) != 0) != ((ci & self.dv.cqe_cnt) != 0)
-            {
+            if !cqe_sw_owned(op_own, ci, self.dv.cqe_cnt) {
                 break;
             }
             // Orders the owner-bit load above before the loads of the CQE body below.
@@ -691,7 +679,7 @@ impl<D: Owners> Mlx5Cq<D> {
             self.cur = self
                 .cqe0
                 .wrapping_add((ci & self.slot_mask) as usize * self.cqe_stride);
-            self.cur_par = u8::from(ci & self.dv.cqe_cnt != 0);
+            self.cur_par = cqe_parity(ci, self.dv.cqe_cnt);
             // Orders the CQE loads above before the dbrec store below, which lets the device
             // reuse their slots.
             consumer_index_barrier();
@@ -779,20 +767,5 @@ mod tests {
             WcStatus::RemAccessErr
         );
         assert_eq!(syndrome_status(0x99), WcStatus::GeneralErr);
-    }
-
-    #[test]
-    fn owned_is_the_owner_and_opcode_check() {
-        for op_own in 0..=255u8 {
-            for parity in 0..=1u8 {
-                let want = op_own >> MLX5_CQE_OPCODE_SHIFT != MLX5_CQE_INVALID
-                    && op_own & MLX5_CQE_OWNER_MASK == parity;
-                assert_eq!(
-                    owned(op_own ^ parity),
-                    want,
-                    "op_own {op_own:#x} parity {parity}"
-                );
-            }
-        }
     }
 }

@@ -23,12 +23,14 @@
 //! [`Mlx5Dedicated`]: crate::mlx5::Mlx5Dedicated
 
 use super::send_run::{put_req, REQ_OK};
-use super::{cqe, cqe_ptr, late, owned, Mlx5Cq, NO_HOT_TAG};
+use super::{cqe, cqe_ptr, late, Mlx5Cq, NO_HOT_TAG};
 use crate::barrier::from_device_load_barrier;
 use crate::mlx5::owners::Owners;
 use crate::mlx5::shared::QpShared;
 use crate::mlx5::sq::Mlx5Sq;
-use crate::wire::{MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM};
+use crate::wire::{
+    cqe_sw_owned_x, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM,
+};
 use crate::Completion;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -66,7 +68,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
         let x = unsafe { cqe::op_own(cqe) } ^ self.cur_par;
         if x & crate::wire::CQE_PLAIN_OWNED_MASK != 0 {
-            if !owned(x) && !self.shared.error.load(Ordering::Relaxed) {
+            if !cqe_sw_owned_x(x) && !self.shared.error.load(Ordering::Relaxed) {
                 return Took::Empty;
             }
             return Took::Other;
@@ -218,7 +220,7 @@ impl<D: Owners> Mlx5Cq<D> {
     #[inline(always)]
     pub(crate) fn next_ready(&self) -> bool {
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-        owned(unsafe { cqe::op_own(self.cur) } ^ self.cur_par)
+        cqe_sw_owned_x(unsafe { cqe::op_own(self.cur) } ^ self.cur_par)
     }
 
     /// The QPs registered with this CQ: one, `qp`, with its send side here (and no other,

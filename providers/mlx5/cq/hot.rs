@@ -10,9 +10,9 @@ use crate::barrier::from_device_load_barrier;
 use crate::mlx5::owners::Owners;
 use crate::mlx5::shared::{QpShared, RqShared, SqDone, SqEntry};
 use crate::wire::{
-    MLX5_CQE_FLAGS_GRH, MLX5_CQE_INVALID, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_OWNER_MASK,
-    MLX5_CQE_RESP_SEND, MLX5_OPCODE_ATOMIC_CS, MLX5_OPCODE_ATOMIC_FA, MLX5_OPCODE_RDMA_READ,
-    MLX5_QPN_MASK, MLX5_SND_DBR, MLX5_WQE_INDEX_MASK,
+    cqe_parity, cqe_sw_owned_x, MLX5_CQE_FLAGS_GRH, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_RESP_SEND,
+    MLX5_OPCODE_ATOMIC_CS, MLX5_OPCODE_ATOMIC_FA, MLX5_OPCODE_RDMA_READ, MLX5_QPN_MASK,
+    MLX5_SND_DBR, MLX5_WQE_INDEX_MASK,
 };
 use crate::{Completion, WcFlags, WcOpcode, WcStatus};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -534,7 +534,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let cqe = self
             .cqe0
             .wrapping_add(((ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
-        let parity = u8::from(ci & self.dv.cqe_cnt != 0);
+        let parity = cqe_parity(ci, self.dv.cqe_cnt);
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
         let x = unsafe { cqe::op_own(cqe) } ^ parity;
         if x & PLAIN_MASK == 0 && h.sq == Side::Untried {
@@ -563,7 +563,7 @@ impl<D: Owners> Mlx5Cq<D> {
     ) -> usize {
         let cnt = self.dv.cqe_cnt;
         let first = ci & (cnt - 1);
-        let parity = u8::from(ci & cnt != 0);
+        let parity = cqe_parity(ci, cnt);
         let mut cqe = self.cqe0.wrapping_add((first as usize) << self.cqe_shift);
         let stride = 1usize << self.cqe_shift;
         // Up to the ring's end: one owner parity for all of them.
@@ -632,8 +632,7 @@ impl<D: Owners> Mlx5Cq<D> {
             // since, which only makes the poll look again).
             // SAFETY: as above.
             let op_own = unsafe { cqe::op_own(cqe) };
-            h.idle = op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
-                || op_own & MLX5_CQE_OWNER_MASK != parity;
+            h.idle = !cqe_sw_owned_x(op_own ^ parity);
         }
         // Receives completed in this run (one each); the others were sends.
         let rn = if RQ { tail.wrapping_sub(h.tail) } else { 0 };

@@ -2,12 +2,13 @@
 //! end of a poll that took one CQE. The module doc of `cq.rs` states the contract ("The fast
 //! path").
 
-use super::{cqe, cqe_ptr, late, owned, Mlx5Cq};
+use super::{cqe, cqe_ptr, late, Mlx5Cq};
 use crate::barrier::{consumer_index_barrier, from_device_load_barrier};
 use crate::mlx5::owners::Owners;
 use crate::mlx5::shared::CqShared;
 use crate::wire::{
-    MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM, MLX5_CQ_CI_MASK,
+    cqe_sw_owned_x, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM,
+    MLX5_CQ_CI_MASK,
 };
 use crate::{mmio, Completion};
 use std::sync::atomic::Ordering;
@@ -30,7 +31,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let x = unsafe { cqe::op_own(cqe) } ^ self.cur_par;
         const PM: u8 = crate::wire::CQE_PLAIN_OWNED_MASK;
         if x & PM != 0 {
-            if !owned(x) {
+            if !cqe_sw_owned_x(x) {
                 // Nothing in the ring: a CQ in error is reported here as in `poll`.
                 if self.shared.error.load(Ordering::Relaxed) {
                     return self.report_error(core::slice::from_mut(out)) == 1;
