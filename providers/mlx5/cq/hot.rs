@@ -389,7 +389,7 @@ impl<D: Owners> Mlx5Cq<D> {
     /// completing its side's oldest outstanding request. It stops at the ring's end, at the
     /// end of `out`, or at the first CQE it does not take (see [`Self::run_hot`] for which
     /// it takes; a requester CQE covering unsignaled requests is left to `run_hot`: inline
-    /// here, its branch took registers from the loop, `mixed16` 47.5 -> 50.2).
+    /// here, its branch would take registers from the loop every CQE needs).
     #[inline(always)]
     fn run_mixed<const BIG: bool, const P: u8>(
         &self,

@@ -12,9 +12,8 @@
 //! (`run_sides`). What keeps the loops' state in registers: no call on any path of a loop's
 //! body but this run's out-of-line branch for READ and atomics ([`Mlx5Cq::req_cqe_apart`]);
 //! the re-reads of the published producer position are inline too. A call makes every value
-//! live across it leave the registers a call may overwrite, on every iteration: with the
-//! re-reads and the READ path as calls, the two-sided run took 3 to 8 instructions more per
-//! send CQE (`mixed16`, `benches/compare.sh`).
+//! live across it leave the registers a call may overwrite, on every iteration of the loop,
+//! whether or not that iteration takes the call.
 
 use super::hot::{avail_at, len_qpn, PLAIN_MASK, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
 use super::{cqe, late, Mlx5Cq};
@@ -527,9 +526,9 @@ impl<D: Owners> Mlx5Cq<D> {
     }
 
     /// [`Self::req_cqe`] out of line, for the requester-only run's CQEs of an opcode with a
-    /// byte length (READ, atomics): the walk by value, so the run's stays in registers. (Inlined, the two calls
-    /// of a run would be merged into one with its operands chosen per CQE: measured 6
-    /// instructions a CQE more.)
+    /// byte length (READ, atomics): the walk by value, so the run's stays in registers.
+    /// (Inlined, the compiler merges a run's two calls of `req_cqe` into one whose operands
+    /// are chosen per CQE, which every CQE then pays.)
     ///
     /// # Safety
     /// As [`Self::req_cqe`].
