@@ -138,3 +138,72 @@ pub(super) fn late<T: Copy>(v: &T) -> T {
     // SAFETY: `v` is a reference: valid, aligned, initialised.
     unsafe { core::ptr::read_volatile(v) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Cqe64, CqeOpcode, ErrCqe, Syndrome};
+
+    /// A CQE slot as CQ memory holds it: 64-byte aligned.
+    #[repr(C, align(64))]
+    struct Slot([u8; 64]);
+
+    #[test]
+    fn every_field_reads_what_the_wire_view_wrote() {
+        let mut s = Slot([0xa5; 64]);
+        {
+            let mut c = Cqe64::new_unchecked(&mut s.0[..]);
+            c.set_op_own(CqeOpcode::RespSendImm, 1, true, true);
+            c.set_sop_qpn(0x0a, 0x12_3456);
+            c.set_wqe_counter(0xbeef);
+            c.set_byte_cnt(0x0102_0304);
+            c.set_flags_rqpn(0x30, 0xab_cdef);
+            c.set_imm_inval_pkey(0xdead_f00d);
+            c.set_timestamp(0x1122_3344_5566_7788);
+        }
+        let p = s.0.as_ptr();
+        let c = Cqe64::new_unchecked(&s.0[..]);
+        // SAFETY: `p` is a 64-byte aligned, 64-byte CQE (`Slot`).
+        unsafe {
+            assert_eq!(op_own(p), c.op_own());
+            // RESP_SEND_IMM (3) << 4, format 1 << 2, SE 0x2, owner 0x1.
+            assert_eq!(op_own(p), 0x37);
+            assert_eq!(sop_drop_qpn(p), 0x0a12_3456);
+            assert_eq!(sop_drop_qpn(p) >> 24, u32::from(c.s_wqe_opcode()));
+            assert_eq!(sop_drop_qpn(p) & 0xff_ffff, c.qpn());
+            // As stored: byte 56 (the WQE opcode) lowest when read little-endian.
+            assert_eq!(u32::from_le(sop_drop_qpn_raw(p)), 0x5634_120a);
+            assert_eq!(u16::from_be(wqe_counter_raw(p)), c.wqe_counter());
+            assert_eq!(u16::from_be(wqe_counter_raw(p)), 0xbeef);
+            assert_eq!(byte_cnt(p), c.byte_cnt());
+            assert_eq!(byte_cnt(p), 0x0102_0304);
+            assert_eq!(flags_rqpn(p), c.flags_rqpn());
+            assert_eq!(flags_rqpn(p), 0x30ab_cdef);
+            assert_eq!(imm_inval_pkey(p), c.imm_inval_pkey());
+            assert_eq!(timestamp(p), c.timestamp());
+            assert_eq!(timestamp(p), 0x1122_3344_5566_7788);
+        }
+    }
+
+    #[test]
+    fn the_error_word_holds_vendor_syndrome_and_syndrome() {
+        let mut s = Slot([0; 64]);
+        {
+            let mut e = ErrCqe::new_unchecked(&mut s.0[..]);
+            e.set_vendor_err_synd(0x42);
+            e.set_syndrome(Syndrome::RemAccess);
+        }
+        // SAFETY: a 64-byte aligned, 64-byte CQE (`Slot`).
+        let w = unsafe { hw_err_synd(s.0.as_ptr()) };
+        assert_eq!((w >> 8) as u8, 0x42);
+        assert_eq!(w as u8, u8::from(Syndrome::RemAccess));
+    }
+
+    #[test]
+    fn late_reads_the_current_value() {
+        let mut v = 7u32;
+        assert_eq!(late(&v), 7);
+        v += 1;
+        assert_eq!(late(&v), 8);
+    }
+}
