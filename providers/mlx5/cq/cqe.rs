@@ -141,7 +141,10 @@ pub(super) fn late<T: Copy>(v: &T) -> T {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        byte_cnt, flags_rqpn, hw_err_synd, imm_inval_pkey, late, op_own, sop_drop_qpn,
+        sop_drop_qpn_raw, timestamp, wqe_counter_raw,
+    };
     use crate::wire::{Cqe64, CqeOpcode, ErrCqe, Syndrome};
 
     /// A CQE slot as CQ memory holds it: 64-byte aligned.
