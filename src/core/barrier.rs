@@ -6,6 +6,7 @@
 //! | [`from_device_load_barrier`] | `udma_from_device_barrier` | `lfence` | `dsb ld` |
 //! | [`wc_start`] | `mmio_wc_start` (= `mmio_flush_writes`) | `sfence` | `dsb st` |
 //! | [`wc_flush`] | `mmio_flush_writes` | `sfence` | `dsb st` |
+//! | [`consumer_index_barrier`] | none (see below) | compiler barrier | `dsb ld` |
 //!
 //! The bodies are rdma-core 44's (the version the FFI mirrors). rdma-core 55 relaxed the two
 //! udma barriers on aarch64 to `dmb oshst` and `dmb oshld`; this crate does not.
@@ -29,9 +30,10 @@
 //! device), rdma-core 44's mlx5 poller issues no barrier at all (`update_cons_index` right
 //! after the last CQE is read, in `mlx5_poll_cq` and `mlx5_end_poll`); its CQ clean path issues
 //! `udma_to_device_barrier` there, to order its own rewrites of CQEs (stores) before it.
-//! [`to_device_store_barrier`] does not order the poller's CQE loads before that store on
-//! aarch64; [`from_device_load_barrier`] (`dsb ld`) does, and on x86_64 the compiler barrier
-//! already does.
+//! Here that store is preceded by [`consumer_index_barrier`]: the CQE loads must be complete
+//! before the store lets the device write their slots again, an earlier load ordered before
+//! a later store. [`to_device_store_barrier`] does not give that on aarch64 (`dsb st` waits
+//! for stores only); `dsb ld` does, and on x86_64 the compiler barrier already does.
 //!
 //! Every barrier is also a compiler barrier: the `asm!` blocks are not `nomem`, so the
 //! compiler may not move memory accesses across them.
@@ -114,6 +116,29 @@ pub fn wc_flush() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
+/// Before the CQ doorbell record store that hands consumed CQE slots back to the device
+/// (the consumer index): the loads of those CQEs are ordered before that store, so the
+/// device cannot overwrite a slot the poller is still reading. x86_64 never moves a store
+/// before an earlier load, so a compiler barrier; aarch64 `dsb ld` (earlier loads complete
+/// before any later instruction; `dsb st` would not wait for them).
+#[inline(always)]
+pub fn consumer_index_barrier() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: an empty asm block with a memory clobber: no instruction, no register or stack
+    // use; it only forbids the compiler to reorder memory accesses across it.
+    unsafe {
+        core::arch::asm!("", options(nostack, preserves_flags));
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: `dsb ld` waits for earlier loads to complete; no operands, no register or
+    // memory effect of its own.
+    unsafe {
+        core::arch::asm!("dsb ld", options(nostack, preserves_flags));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +154,7 @@ mod tests {
         v[2] = 3;
         wc_flush();
         from_device_load_barrier();
+        consumer_index_barrier();
         v[3] = v[0] + v[1] + v[2];
         assert_eq!(v, [1, 2, 3, 6]);
     }

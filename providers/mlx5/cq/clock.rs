@@ -2,10 +2,12 @@
 //! timestamp of a consumed CQE. Cold beside the plain poll, which reads no timestamp (see
 //! `ts.rs` for the clock format).
 
-use super::*;
+use super::{cqe, cqe_ptr, Mlx5Cq};
+use crate::mlx5::owners::Owners;
+use crate::Completion;
 
 impl<D: Owners> Mlx5Cq<D> {
-    /// Poll as [`CompletionQueue::poll`], and give each completion's time in ns: `ns[i]` is
+    /// Poll as [`CompletionQueue::poll`](crate::CompletionQueue::poll), and give each completion's time in ns: `ns[i]` is
     /// the timestamp of the CQE that gave `out[i]`, converted with the CQ's clock (see
     /// [`Mlx5Cq::set_clock`]; refresh its clock info with [`Mlx5Cq::clock_mut`] at least
     /// once per kernel refresh period). At most `min(out.len(), ns.len())` completions. A
@@ -40,10 +42,8 @@ impl<D: Owners> Mlx5Cq<D> {
     /// `ci() - k` is the `k`-th last CQE consumed. Cold path (tests, tools).
     pub fn cqe_timestamp_at(&self, pos: u32) -> u64 {
         let cqe = cqe_ptr(&self.dv, pos);
-        // SAFETY: `cqe` is a 64-byte CQE of this CQ (from_dv's contract); the 8 bytes of its
-        // timestamp field are inside it (a byte array: no alignment needed).
-        let raw = unsafe { std::ptr::read_volatile(cqe.add(cqe64::TIMESTAMP).cast::<[u8; 8]>()) };
-        u64::from_be_bytes(raw)
+        // SAFETY: `cqe` is a 64-byte CQE of this CQ (from_dv's contract).
+        unsafe { cqe::timestamp(cqe) }
     }
     /// [`Mlx5Cq::cqe_timestamp_at`] in ns with the CQ's clock; `None` when the CQ carries no
     /// timestamps.

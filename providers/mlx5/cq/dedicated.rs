@@ -23,8 +23,17 @@
 //! [`Mlx5Dedicated`]: crate::mlx5::Mlx5Dedicated
 
 use super::send_run::{put_req, REQ_OK};
-use super::*;
+use super::{cqe, cqe_ptr, late, Mlx5Cq, NO_HOT_TAG};
+use crate::barrier::from_device_load_barrier;
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::QpShared;
 use crate::mlx5::sq::Mlx5Sq;
+use crate::wire::{
+    cqe_sw_owned_x, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM,
+};
+use crate::Completion;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// What [`Mlx5Cq::take_dedicated`] found at `ci`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,9 +66,9 @@ impl<D: Owners> Mlx5Cq<D> {
         use super::hot::REQ_OP_WITH_LEN;
         let cqe = self.cur;
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-        let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ self.cur_par;
+        let x = unsafe { cqe::op_own(cqe) } ^ self.cur_par;
         if x & crate::wire::CQE_PLAIN_OWNED_MASK != 0 {
-            if !owned(x) && !self.shared.error.load(Ordering::Relaxed) {
+            if !cqe_sw_owned_x(x) && !self.shared.error.load(Ordering::Relaxed) {
                 return Took::Empty;
             }
             return Took::Other;
@@ -67,16 +76,14 @@ impl<D: Owners> Mlx5Cq<D> {
         // Orders the owner-bit load above before the loads of the CQE body below.
         from_device_load_barrier();
         // SAFETY: `cqe` is a 64-byte CQE of this CQ; sop_drop_qpn is 4-aligned.
-        let w = u64::from(u32::from_le(unsafe {
-            core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
-        })) ^ tag;
+        let w = u64::from(u32::from_le(unsafe { cqe::sop_drop_qpn_raw(cqe) })) ^ tag;
         if w >= u64::from(REQ_OP_WITH_LEN) {
             return Took::Other;
         }
         let (wqes, mask, rung, done) = sq.dedicated_view();
         let sci = done.ci.load(Ordering::Relaxed);
         // SAFETY: the 2-aligned wqe_counter field of the CQE.
-        let wc = unsafe { core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16) };
+        let wc = unsafe { cqe::wqe_counter_raw(cqe) };
         if u16::from_be(wc) != sci as u16 {
             // A later WQE (a completion covering unsignaled requests): the caller's slow way
             // takes it ([`Self::take_dedicated_covered`]).
@@ -125,25 +132,21 @@ impl<D: Owners> Mlx5Cq<D> {
         use super::hot::REQ_OP_WITH_LEN;
         let cqe = self.cur;
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-        let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ self.cur_par;
+        let x = unsafe { cqe::op_own(cqe) } ^ self.cur_par;
         if x & crate::wire::CQE_PLAIN_OWNED_MASK != 0 {
             return Took::Other;
         }
         // Orders the owner-bit load above before the loads of the CQE body below.
         from_device_load_barrier();
         // SAFETY: as in `take_dedicated`.
-        let w = u64::from(u32::from_le(unsafe {
-            core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
-        })) ^ tag;
+        let w = u64::from(u32::from_le(unsafe { cqe::sop_drop_qpn_raw(cqe) })) ^ tag;
         if w >= u64::from(REQ_OP_WITH_LEN) {
             return Took::Other;
         }
         let (wqes, mask, rung, done) = sq.dedicated_view();
         let sci = done.ci.load(Ordering::Relaxed);
         // SAFETY: the 2-aligned wqe_counter field of the CQE.
-        let wc = u16::from_be(unsafe {
-            core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16)
-        });
+        let wc = u16::from_be(unsafe { cqe::wqe_counter_raw(cqe) });
         use super::send_run::put_req_covered;
         let dist = u32::from(wc.wrapping_sub(sci as u16));
         // Rung and not retired.
@@ -195,7 +198,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let ci = self.ci;
         let cqe = self.cur;
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-        let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ self.cur_par;
+        let x = unsafe { cqe::op_own(cqe) } ^ self.cur_par;
         let op = x >> MLX5_CQE_OPCODE_SHIFT;
         if x & crate::wire::CQE_UNSCATTERED_OWNED_MASK != 0
             || !(MLX5_CQE_RESP_WR_IMM..=MLX5_CQE_RESP_SEND_IMM).contains(&op)
@@ -217,7 +220,7 @@ impl<D: Owners> Mlx5Cq<D> {
     #[inline(always)]
     pub(crate) fn next_ready(&self) -> bool {
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-        owned(unsafe { mmio::read8(self.cur.add(cqe64::OP_OWN)) } ^ self.cur_par)
+        cqe_sw_owned_x(unsafe { cqe::op_own(self.cur) } ^ self.cur_par)
     }
 
     /// The QPs registered with this CQ: one, `qp`, with its send side here (and no other,

@@ -5,10 +5,17 @@
 //! registers. Every other CQE is left to `process`.
 
 use super::send_run::{Req, SendWalk};
-use super::*;
-use crate::mlx5::shared::{RqShared, SqDone, SqEntry};
-use crate::wire::MLX5_CQE_RESP_SEND;
-use std::sync::atomic::AtomicU64;
+use super::{cqe, late, Mlx5Cq};
+use crate::barrier::from_device_load_barrier;
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::{QpShared, RqShared, SqDone, SqEntry};
+use crate::wire::{
+    cqe_parity, cqe_sw_owned_x, MLX5_CQE_FLAGS_GRH, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_RESP_SEND,
+    MLX5_OPCODE_ATOMIC_CS, MLX5_OPCODE_ATOMIC_FA, MLX5_OPCODE_RDMA_READ, MLX5_QPN_MASK,
+    MLX5_SND_DBR, MLX5_WQE_INDEX_MASK,
+};
+use crate::{Completion, WcFlags, WcOpcode, WcStatus};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// [`req_opcode`](super::req) of every WQE opcode byte.
 pub(super) const REQ_OPCODE: [WcOpcode; 256] = {
@@ -82,13 +89,9 @@ static_assertions::const_assert_eq!(core::mem::offset_of!(Completion, byte_len) 
 unsafe fn req_word(cqe: *const u8, tag: u32) -> (usize, u16) {
     // Bytes 56..59 as they lie in memory: sop (the WQE opcode), qpn (big-endian).
     // SAFETY: a 4-aligned word of the CQE (the caller's contract).
-    let w = (u32::from_le(unsafe {
-        core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
-    }) ^ tag) as usize;
+    let w = (u32::from_le(unsafe { cqe::sop_drop_qpn_raw(cqe) }) ^ tag) as usize;
     // SAFETY: the 2-aligned wqe_counter field of the CQE.
-    let wc = u16::from_be(unsafe {
-        core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16)
-    });
+    let wc = u16::from_be(unsafe { cqe::wqe_counter_raw(cqe) });
     (w, wc)
 }
 
@@ -114,12 +117,7 @@ fn set_len_qpn(slot: &mut Completion, len_qpn: u64) {
 #[inline(always)]
 pub(super) unsafe fn recv_completion(cqe: *const u8, wr_id: u64, qpn: u32) -> Completion {
     // SAFETY: 4-aligned words of the CQE (the caller's contract).
-    let (byte_len, frq) = unsafe {
-        (
-            be32_at(cqe, cqe64::BYTE_CNT),
-            be32_at(cqe, cqe64::FLAGS_RQPN),
-        )
-    };
+    let (byte_len, frq) = unsafe { (cqe::byte_cnt(cqe), cqe::flags_rqpn(cqe)) };
     let grh = (frq >> 24) as u8 & MLX5_CQE_FLAGS_GRH != 0;
     Completion {
         wr_id,
@@ -320,7 +318,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // would hold that in a register for this rare read.
         // SAFETY: as in `run_mixed`: `hot_qp` is held by an entry of `entries`; a plain field
         // of `self`.
-        unsafe { &*core::ptr::read_volatile(&self.hot_qp) }.dbrec
+        unsafe { &*late(&self.hot_qp) }.dbrec
     }
 
     /// [`Self::run_short`] for the sides `sq` / `rq` (at least one), this CQ's CQE size and
@@ -391,7 +389,7 @@ impl<D: Owners> Mlx5Cq<D> {
     /// completing its side's oldest outstanding request. It stops at the ring's end, at the
     /// end of `out`, or at the first CQE it does not take (see [`Self::run_hot`] for which
     /// it takes; a requester CQE covering unsignaled requests is left to `run_hot`: inline
-    /// here, its branch took registers from the loop, `mixed16` 47.5 -> 50.2).
+    /// here, its branch would take registers from the loop every CQE needs).
     #[inline(always)]
     fn run_mixed<const BIG: bool, const P: u8>(
         &self,
@@ -460,7 +458,7 @@ impl<D: Owners> Mlx5Cq<D> {
             let slot_out = unsafe { &mut *(base as *mut u8).add(off).cast::<Completion>() };
             // SAFETY: byte 63 of a CQE of this CQ (`cqe` is the one of `ci`; fewer than `m`
             // slots on, before the ring's end).
-            let own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } & PLAIN_MASK;
+            let own = unsafe { cqe::op_own(cqe) } & PLAIN_MASK;
             if own == P {
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
@@ -478,9 +476,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
                 // SAFETY: a 4-aligned word of the CQE (bytes 56..59: sop, qpn).
-                let w = u32::from_le(unsafe {
-                    core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
-                });
+                let w = u32::from_le(unsafe { cqe::sop_drop_qpn_raw(cqe) });
                 if (w ^ tag) & QPN_MATCH_MASK != 0 {
                     break;
                 }
@@ -538,9 +534,9 @@ impl<D: Owners> Mlx5Cq<D> {
         let cqe = self
             .cqe0
             .wrapping_add(((ci & (self.dv.cqe_cnt - 1)) as usize) << self.cqe_shift);
-        let parity = u8::from(ci & self.dv.cqe_cnt != 0);
+        let parity = cqe_parity(ci, self.dv.cqe_cnt);
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-        let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ parity;
+        let x = unsafe { cqe::op_own(cqe) } ^ parity;
         if x & PLAIN_MASK == 0 && h.sq == Side::Untried {
             h.take_sq();
         } else if (x ^ RESP_PLAIN) & PLAIN_MASK == 0 && h.rq == Side::Untried {
@@ -567,7 +563,7 @@ impl<D: Owners> Mlx5Cq<D> {
     ) -> usize {
         let cnt = self.dv.cqe_cnt;
         let first = ci & (cnt - 1);
-        let parity = u8::from(ci & cnt != 0);
+        let parity = cqe_parity(ci, cnt);
         let mut cqe = self.cqe0.wrapping_add((first as usize) << self.cqe_shift);
         let stride = 1usize << self.cqe_shift;
         // Up to the ring's end: one owner parity for all of them.
@@ -588,7 +584,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let start = cqe;
         for slot_out in out[..m].iter_mut() {
             // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-            let own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } & PLAIN_MASK;
+            let own = unsafe { cqe::op_own(cqe) } & PLAIN_MASK;
             if SQ && own == req_own {
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
@@ -606,9 +602,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 // Orders the owner-bit load above before the loads of the CQE body below.
                 from_device_load_barrier();
                 // SAFETY: a 4-aligned word of the CQE (bytes 56..59: sop, qpn).
-                let w = u32::from_le(unsafe {
-                    core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
-                });
+                let w = u32::from_le(unsafe { cqe::sop_drop_qpn_raw(cqe) });
                 if (w ^ tag) & QPN_MATCH_MASK != 0 {
                     break;
                 }
@@ -637,9 +631,8 @@ impl<D: Owners> Mlx5Cq<D> {
             // Read again: the CQE the loop stopped at (it may have become software-owned
             // since, which only makes the poll look again).
             // SAFETY: as above.
-            let op_own = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) };
-            h.idle = op_own >> MLX5_CQE_OPCODE_SHIFT == MLX5_CQE_INVALID
-                || op_own & MLX5_CQE_OWNER_MASK != parity;
+            let op_own = unsafe { cqe::op_own(cqe) };
+            h.idle = !cqe_sw_owned_x(op_own ^ parity);
         }
         // Receives completed in this run (one each); the others were sends.
         let rn = if RQ { tail.wrapping_sub(h.tail) } else { 0 };

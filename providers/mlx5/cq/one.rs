@@ -2,10 +2,20 @@
 //! end of a poll that took one CQE. The module doc of `cq.rs` states the contract ("The fast
 //! path").
 
-use super::*;
+use super::{cqe, cqe_ptr, late, Mlx5Cq};
+use crate::barrier::{consumer_index_barrier, from_device_load_barrier};
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::CqShared;
+use crate::wire::{
+    cqe_sw_owned_x, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM,
+    MLX5_CQ_CI_MASK,
+};
+use crate::{mmio, Completion};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 impl<D: Owners> Mlx5Cq<D> {
-    /// [`CompletionQueue::poll_one`]: at most one completion into `out`, true when it holds
+    /// [`CompletionQueue::poll_one`](crate::CompletionQueue::poll_one): at most one completion into `out`, true when it holds
     /// one. A plain requester CQE first takes `process_req` (the single-CQE short
     /// way) straight from here: the CQE address, one test of its `op_own` for a plain
     /// requester CQE with the owner bit of `ci`'s parity, the polling handshake, the CQE's
@@ -18,10 +28,10 @@ impl<D: Owners> Mlx5Cq<D> {
         let cqe = self.cur;
         debug_assert_eq!(cqe, cqe_ptr(&self.dv, ci));
         // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-        let x = unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } ^ self.cur_par;
+        let x = unsafe { cqe::op_own(cqe) } ^ self.cur_par;
         const PM: u8 = crate::wire::CQE_PLAIN_OWNED_MASK;
         if x & PM != 0 {
-            if !owned(x) {
+            if !cqe_sw_owned_x(x) {
                 // Nothing in the ring: a CQ in error is reported here as in `poll`.
                 if self.shared.error.load(Ordering::Relaxed) {
                     return self.report_error(core::slice::from_mut(out)) == 1;
@@ -100,11 +110,9 @@ impl<D: Owners> Mlx5Cq<D> {
             self.cur_par = late(&self.cur_par) ^ 1;
             self.cqe0
         };
-        // As in `finish`.
-        #[cfg(target_arch = "x86_64")]
-        crate::barrier::to_device_store_barrier();
-        #[cfg(not(target_arch = "x86_64"))]
-        from_device_load_barrier();
+        // Orders the CQE loads before the dbrec store below, which lets the device reuse
+        // the slot.
+        consumer_index_barrier();
         // SAFETY: `dbrec` is the CQ's 4-byte aligned doorbell record (from_dv's contract).
         unsafe { mmio::write32(self.dv.dbrec, (next & MLX5_CQ_CI_MASK).to_be()) };
         // Its request's entry given back with `ci` (see `CqShared::unreleased`).

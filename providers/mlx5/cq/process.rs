@@ -2,7 +2,19 @@
 //! the CQ's table, with purge marks, liveness, error syndromes and scatter-to-CQE; what the
 //! fast paths leave. The module doc of `cq.rs` states the contract.
 
-use super::*;
+use super::table::{HOT_RECV, HOT_SEND};
+use super::{cqe, syndrome_status, Mlx5Cq};
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::{before, QpShared, PURGE_ACTIVE};
+use crate::wire::offset::data;
+use crate::wire::{
+    MLX5_CQE64_LEN, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_REQ, MLX5_CQE_REQ_ERR, MLX5_CQE_RESP_ERR,
+    MLX5_INLINE_SCATTER_32, MLX5_INLINE_SCATTER_64, MLX5_INVALID_LKEY, MLX5_QPN_MASK,
+    MLX5_WQE_DS_UNITS,
+};
+use crate::{mmio, Completion, WcStatus};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 impl<D: Owners> Mlx5Cq<D> {
     /// Parse the CQE at `ci` into `out`; false when it produced no completion (purged or
@@ -16,12 +28,12 @@ impl<D: Owners> Mlx5Cq<D> {
         released: &mut u32,
     ) -> bool {
         let opcode = op_own >> MLX5_CQE_OPCODE_SHIFT;
-        // All `be32_at` calls below read a 64-byte CQE of this CQ (`cqe_ptr`).
+        // All `cqe::` reads below are of a 64-byte CQE of this CQ (`cqe_ptr`).
         // SAFETY: `cqe` is a 64-byte CQE of this CQ; sop_drop_qpn is 4-aligned.
-        let sop_qpn = unsafe { be32_at(cqe, cqe64::SOP_DROP_QPN) };
+        let sop_qpn = unsafe { cqe::sop_drop_qpn(cqe) };
         let qpn = sop_qpn & MLX5_QPN_MASK;
         // SAFETY: see above; wqe_counter is the high half of a 4-aligned word.
-        let wqe_counter = (unsafe { be32_at(cqe, cqe64::WQE_COUNTER) } >> 16) as u16;
+        let wqe_counter = u16::from_be(unsafe { cqe::wqe_counter_raw(cqe) });
         let Some(idx) = self.lookup(qpn) else {
             self.bogus += 1;
             return false;
@@ -82,7 +94,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 qp.fast_limit.close();
             }
             // SAFETY: see above; the word holds hw syndrome, type, vendor syndrome, syndrome.
-            let w = unsafe { be32_at(cqe, err_cqe::HW_ERR_SYND) };
+            let w = unsafe { cqe::hw_err_synd(cqe) };
             let syndrome = w as u8;
             let vendor = (w >> 8) as u8;
             out.status = syndrome_status(syndrome);

@@ -5,8 +5,13 @@
 //! the receives published (no count kept per CQE), the CQE and the completion are addressed
 //! by one index counting up to zero, and the QP is not kept live across the loop.
 
+use super::cqe;
 use super::hot::{recv_completion, PLAIN_MASK, QPN_MATCH_MASK, RESP_PLAIN};
-use super::*;
+use super::{late, Mlx5Cq};
+use crate::barrier::from_device_load_barrier;
+use crate::mlx5::owners::Owners;
+use crate::Completion;
+use std::sync::atomic::Ordering;
 
 impl<D: Owners> Mlx5Cq<D> {
     /// [`Self::run_short`] with the receive side alone, from the CQE `cqe` at `ci` (owner
@@ -62,15 +67,13 @@ impl<D: Owners> Mlx5Cq<D> {
             let cqe = cqe_end.wrapping_offset(off << super::hot::cqe_scale(BIG));
             // SAFETY: byte 63 of a CQE of this CQ (`cqe` is one of the `m` from `ci`, before
             // the ring's end).
-            if unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } & PLAIN_MASK != RESP_PLAIN | P {
+            if unsafe { cqe::op_own(cqe) } & PLAIN_MASK != RESP_PLAIN | P {
                 break;
             }
             // Orders the owner-bit load above before the loads of the CQE body below.
             from_device_load_barrier();
             // SAFETY: a 4-aligned word of the CQE (bytes 56..59: sop, qpn).
-            let w = u32::from_le(unsafe {
-                core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
-            });
+            let w = u32::from_le(unsafe { cqe::sop_drop_qpn_raw(cqe) });
             if (w ^ tag) & QPN_MATCH_MASK != 0 {
                 break;
             }
@@ -90,7 +93,7 @@ impl<D: Owners> Mlx5Cq<D> {
         if k != 0 {
             // The QP loaded again (not kept in a register across the loop).
             // SAFETY: as above; `hot_qp` is a plain field of `self`, its entry unchanged.
-            let qp = unsafe { &*core::ptr::read_volatile(&self.hot_qp) };
+            let qp = unsafe { &*late(&self.hot_qp) };
             if let Some(rq) = &qp.rq {
                 rq.tail.store(tail, Ordering::Release);
             }

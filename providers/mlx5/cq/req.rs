@@ -2,7 +2,18 @@
 //! contract (mapping `wqe_counter`, covered requests, the fast path, scatter by the WQE's
 //! own opcode, retire after the copy).
 
-use super::*;
+use super::process::scatter_from_cqe;
+use super::{cqe, Mlx5Cq, INLINE_SCATTER};
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::QpShared;
+use crate::wire::offset::ctrl;
+use crate::wire::{
+    MLX5_OPCODE_ATOMIC_CS, MLX5_OPCODE_ATOMIC_FA, MLX5_OPCODE_RDMA_READ, MLX5_OPCODE_RDMA_WRITE,
+    MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_SEND_WQE_BB, MLX5_SND_DBR, MLX5_WQE_CTRL_DS_MASK,
+    MLX5_WQE_DS_UNITS, MLX5_WQE_INDEX_MASK,
+};
+use crate::{mmio, Completion, WcOpcode};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The completion opcode of a requester CQE, from the send WQE opcode (CQE byte 56).
 pub(super) const fn req_opcode(wqe_op: u8) -> WcOpcode {
@@ -80,7 +91,7 @@ impl<D: Owners> Mlx5Cq<D> {
             out.byte_len = match wqe_op {
                 MLX5_OPCODE_ATOMIC_CS | MLX5_OPCODE_ATOMIC_FA => 8,
                 // SAFETY: see above.
-                MLX5_OPCODE_RDMA_READ => unsafe { be32_at(cqe, cqe64::BYTE_CNT) },
+                MLX5_OPCODE_RDMA_READ => unsafe { cqe::byte_cnt(cqe) },
                 _ => 0,
             };
             if op_own & INLINE_SCATTER != 0 && !self.scatter_req(idx, cqe, op_own, start_lo) {
@@ -101,7 +112,7 @@ impl<D: Owners> Mlx5Cq<D> {
     /// IMM), the QP is alive with no purge pending, and the CQE completes its oldest
     /// outstanding WQE, which lies wholly below the published producer position (nothing
     /// covered, nothing to walk); anything else is left (false, nothing changed) to
-    /// [`Self::process`], which handles every case. The completion is [`put_req`]'s four
+    /// [`Self::process`], which handles every case. The completion is [`put_req`](super::send_run::put_req)'s four
     /// stores; gives back one CQ entry. Called with `shared.polling` set, after the load
     /// barrier.
     #[inline(always)]
@@ -116,9 +127,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // bytes XOR the hot QP's to zero, leaving the opcode; with no hot QP nothing passes
         // (`hot_tag` has bit 32 set). One compare: the hot QP and an opcode below READ.
         // SAFETY: `cqe` is a 64-byte CQE of this CQ; sop_drop_qpn is 4-aligned.
-        let w = u64::from(u32::from_le(unsafe {
-            core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
-        })) ^ self.hot_tag;
+        let w = u64::from(u32::from_le(unsafe { cqe::sop_drop_qpn_raw(cqe) })) ^ self.hot_tag;
         if w >= u64::from(REQ_OP_WITH_LEN) {
             return false;
         }
@@ -134,7 +143,7 @@ impl<D: Owners> Mlx5Cq<D> {
         let ci = sq.done.ci.load(Ordering::Relaxed);
         // The WQE named must be the oldest outstanding one.
         // SAFETY: the 2-aligned wqe_counter field of the CQE.
-        let wc = unsafe { core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16) };
+        let wc = unsafe { cqe::wqe_counter_raw(cqe) };
         if u16::from_be(wc) != ci as u16 {
             // A later WQE: a completion covering unsignaled requests (`poll_one`; a poll's
             // general loop takes it on its fast path, `run_hot`).
@@ -232,20 +241,18 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: the WQE is outstanding (not yet retired: the caller retires it after this
         // call), so its bytes in our SQ ring are still the ones we wrote; the opcode byte is
         // inside the ctrl segment.
-        let op = unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + ctrl::OPCODE)) };
+        let op = unsafe { mmio::read8(qp.sq_buf.add(base + ctrl::OPCODE)) };
         // Data segments: READ = ctrl, raddr, data...; atomics = ctrl, raddr, atomic, data.
         let (first_data, len) = match op {
             MLX5_OPCODE_RDMA_READ => {
                 // SAFETY: a 4-aligned word of the CQE.
-                (2 * MLX5_WQE_DS_UNITS, unsafe {
-                    be32_at(cqe, cqe64::BYTE_CNT)
-                })
+                (2 * MLX5_WQE_DS_UNITS, unsafe { cqe::byte_cnt(cqe) })
             }
             MLX5_OPCODE_ATOMIC_CS | MLX5_OPCODE_ATOMIC_FA => (3 * MLX5_WQE_DS_UNITS, 8),
             _ => return false,
         };
         // SAFETY: as above; this byte of the ctrl segment holds ds (low 6 bits).
-        let ds = (u32::from(unsafe { core::ptr::read_volatile(qp.sq_buf.add(base + ctrl::DS)) })
+        let ds = (u32::from(unsafe { mmio::read8(qp.sq_buf.add(base + ctrl::DS)) })
             & MLX5_WQE_CTRL_DS_MASK) as usize;
         // Data segments of this WQE (at most 4 are needed: scatter-to-CQE carries at most 64
         // bytes and READ SGEs are not empty), copied out with the ring wrap.

@@ -1,7 +1,16 @@
 //! The responder side of the CQ: receive completions (RQ in order, SRQ by WQE index). The
 //! module doc of `cq.rs` states the contract.
 
-use super::*;
+use super::process::scatter_from_cqe;
+use super::{cqe, Mlx5Cq, INLINE_SCATTER};
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::QpShared;
+use crate::wire::{
+    MLX5_CQE_FLAGS_GRH, MLX5_CQE_OPCODE_SHIFT, MLX5_CQE_RESP_SEND_IMM, MLX5_CQE_RESP_WR_IMM,
+    MLX5_QPN_MASK, MLX5_WQE_DS_UNITS,
+};
+use crate::{Completion, WcFlags, WcOpcode, WcStatus};
+use std::sync::atomic::Ordering;
 
 impl<D: Owners> Mlx5Cq<D> {
     /// A responder CQE of `qp`, past the purge and liveness checks of `process`: the RQ
@@ -90,9 +99,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // Bytes 57..59 (the qpn) against the hot QP's (`hot_rtag`: no hot QP, or one whose
         // receives do not complete here, matches nothing).
         // SAFETY: `cqe` is a 64-byte CQE of this CQ; sop_drop_qpn is 4-aligned.
-        let w = u64::from(u32::from_le(unsafe {
-            core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
-        }));
+        let w = u64::from(u32::from_le(unsafe { cqe::sop_drop_qpn_raw(cqe) }));
         if (w ^ self.hot_rtag) > 0xff {
             return false;
         }
@@ -114,9 +121,9 @@ impl<D: Owners> Mlx5Cq<D> {
         // SAFETY: 4-aligned words of the CQE (the caller's contract).
         let (byte_len, imm, frq) = unsafe {
             (
-                be32_at(cqe, cqe64::BYTE_CNT),
-                be32_at(cqe, cqe64::IMM_INVAL_PKEY),
-                be32_at(cqe, cqe64::FLAGS_RQPN),
+                cqe::byte_cnt(cqe),
+                cqe::imm_inval_pkey(cqe),
+                cqe::flags_rqpn(cqe),
             )
         };
         let grh = if (frq >> 24) as u8 & MLX5_CQE_FLAGS_GRH != 0 {
@@ -161,11 +168,11 @@ impl<D: Owners> Mlx5Cq<D> {
         out: &mut Completion,
     ) {
         // SAFETY: see above.
-        out.byte_len = unsafe { be32_at(cqe, cqe64::BYTE_CNT) };
+        out.byte_len = unsafe { cqe::byte_cnt(cqe) };
         // SAFETY: see above.
-        let imm = unsafe { be32_at(cqe, cqe64::IMM_INVAL_PKEY) };
+        let imm = unsafe { cqe::imm_inval_pkey(cqe) };
         // SAFETY: see above.
-        let flags_rqpn = unsafe { be32_at(cqe, cqe64::FLAGS_RQPN) };
+        let flags_rqpn = unsafe { cqe::flags_rqpn(cqe) };
         out.src_qp = flags_rqpn & MLX5_QPN_MASK;
         if (flags_rqpn >> 24) as u8 & MLX5_CQE_FLAGS_GRH != 0 {
             out.flags = WcFlags(out.flags.0 | WcFlags::GRH.0);

@@ -12,14 +12,18 @@
 //! (`run_sides`). What keeps the loops' state in registers: no call on any path of a loop's
 //! body but this run's out-of-line branch for READ and atomics ([`Mlx5Cq::req_cqe_apart`]);
 //! the re-reads of the published producer position are inline too. A call makes every value
-//! live across it leave the registers a call may overwrite, on every iteration: with the
-//! re-reads and the READ path as calls, the two-sided run took 3 to 8 instructions more per
-//! send CQE (`mixed16`, `benches/compare.sh`).
+//! live across it leave the registers a call may overwrite, on every iteration of the loop,
+//! whether or not that iteration takes the call.
 
 use super::hot::{avail_at, len_qpn, PLAIN_MASK, REQ_LEN, REQ_OPCODE, REQ_OP_WITH_LEN};
-use super::*;
+use super::{cqe, late, Mlx5Cq};
+use crate::barrier::from_device_load_barrier;
 use crate::mlx5::cold_path;
-use crate::mlx5::shared::{SqEntry, SqShared};
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::{CqShared, SqEntry, SqShared};
+use crate::wire::MLX5_OPCODE_RDMA_READ;
+use crate::{Completion, WcOpcode, WcStatus};
+use std::sync::atomic::Ordering;
 
 /// `opcode` and `status` of a [`Completion`] side by side (they are, 16-aligned), so a
 /// successful requester completion takes them from [`REQ_OK`] in one 16-byte copy.
@@ -104,7 +108,7 @@ pub(super) struct SendWalk {
 pub(super) unsafe fn req_len(cqe: *const u8, w: usize) -> u32 {
     if w == MLX5_OPCODE_RDMA_READ as usize {
         // SAFETY: byte_cnt is a 4-aligned word of the CQE (the caller's contract).
-        unsafe { be32_at(cqe, cqe64::BYTE_CNT) }
+        unsafe { cqe::byte_cnt(cqe) }
     } else {
         REQ_LEN[w & 0xff]
     }
@@ -242,7 +246,7 @@ impl<D: Owners> Mlx5Cq<D> {
         // the published position: the loop around holds its own values there).
         // SAFETY: the walk is the hot QP's send queue (`hot_qp`, alive while it is hot; a
         // plain field of `self`).
-        let qp = unsafe { &*core::ptr::read_volatile(&self.hot_qp) };
+        let qp = unsafe { &*late(&self.hot_qp) };
         let big_end = qp.sq.big_end.load(Ordering::Relaxed);
         if !SqShared::no_big_from(big_end, s.sci, s.mask) {
             return Req::Stop;
@@ -404,20 +408,16 @@ impl<D: Owners> Mlx5Cq<D> {
             let cqe = cqe_end.wrapping_offset(off << super::hot::cqe_scale(BIG));
             // SAFETY: byte 63 of a CQE of this CQ (`cqe` is one of the `m` from `ci`, before
             // the ring's end).
-            if unsafe { mmio::read8(cqe.add(cqe64::OP_OWN)) } & PLAIN_MASK != P {
+            if unsafe { cqe::op_own(cqe) } & PLAIN_MASK != P {
                 break;
             }
             // Orders the owner-bit load above before the loads of the CQE body below.
             from_device_load_barrier();
             // Bytes 56..59: sop (the WQE opcode) and the qpn, as a little-endian u32.
             // SAFETY: a 4-aligned word of the CQE (CQEs are 64-byte aligned).
-            let word = u32::from_le(unsafe {
-                core::ptr::read_volatile(cqe.add(cqe64::SOP_DROP_QPN) as *const u32)
-            });
+            let word = u32::from_le(unsafe { cqe::sop_drop_qpn_raw(cqe) });
             // SAFETY: the 2-aligned wqe_counter field of the CQE.
-            let wc = u16::from_be(unsafe {
-                core::ptr::read_volatile(cqe.add(cqe64::WQE_COUNTER) as *const u16)
-            });
+            let wc = u16::from_be(unsafe { cqe::wqe_counter_raw(cqe) });
             // A requester CQE completing with `byte_len` / `qp_num` `$lq` and `$opst`
             // ([`Self::req_cqe`]) at `out_end + off`.
             macro_rules! take {
@@ -486,7 +486,7 @@ impl<D: Owners> Mlx5Cq<D> {
         if k != 0 {
             // The QP loaded again (not kept in a register across the loop).
             // SAFETY: as above; `hot_qp` is a plain field of `self`.
-            let qp = unsafe { &*core::ptr::read_volatile(&self.hot_qp) };
+            let qp = unsafe { &*late(&self.hot_qp) };
             qp.sq.done.retire(walk.sci, k as u32);
         }
         k
@@ -526,9 +526,9 @@ impl<D: Owners> Mlx5Cq<D> {
     }
 
     /// [`Self::req_cqe`] out of line, for the requester-only run's CQEs of an opcode with a
-    /// byte length (READ, atomics): the walk by value, so the run's stays in registers. (Inlined, the two calls
-    /// of a run would be merged into one with its operands chosen per CQE: measured 6
-    /// instructions a CQE more.)
+    /// byte length (READ, atomics): the walk by value, so the run's stays in registers.
+    /// (Inlined, the compiler merges a run's two calls of `req_cqe` into one whose operands
+    /// are chosen per CQE, which every CQE then pays.)
     ///
     /// # Safety
     /// As [`Self::req_cqe`].

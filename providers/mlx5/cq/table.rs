@@ -1,7 +1,11 @@
 //! The CQ's QP table: registering a QP (control path), and the poller's lookup of the QP a
 //! CQE names (the hot QP and the sides of it that complete here) and its purge check.
 
-use super::*;
+use super::{Entry, Mlx5Cq, NO_HOT_TAG};
+use crate::mlx5::owners::Owners;
+use crate::mlx5::shared::{before, QpShared};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 impl<D: Owners> Mlx5Cq<D> {
     /// Register a QP (control path). A dead entry with the same qpn (a dropped QP whose
