@@ -122,8 +122,8 @@ pub fn choose_n(pin: Pin, dev: Option<&str>, n: usize) -> Result<Vec<Option<Chos
         .map(|v| v.into_iter().map(Some).collect())
         .ok_or_else(|| {
             format!(
-                "--threads {n}: this process may run on {} CPU(s) ({allowed:?}); pinned \
-                 threads need one each (fewer threads, or --unpin)",
+                "Params::threads {n}: this process may run on {} CPU(s) ({allowed:?}); \
+                 pinned threads need one each (fewer threads, or Pin::Off)",
                 allowed.len()
             )
         })

@@ -848,8 +848,9 @@ fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured, String> {
     };
     if ops(Op::UdSend) && recvs_per_qp(o) > MAX_RECVS {
         return Err(format!(
-            "-n {}: UD SEND posts each server QP's receives for a whole sample ahead, at most \
-             {MAX_RECVS} per QP; a smaller -n or more --qps fits",
+            "Params::wqes {}: UD SEND posts each server QP's receives for a whole sample \
+             ahead, at most {MAX_RECVS} per QP; fewer WQEs per sample or more QPs \
+             (Params::qps) fit",
             o.wqes
         ));
     }

@@ -135,11 +135,15 @@ pub fn run(args: &[String]) -> i32 {
     let done = match sweep(&o) {
         Ok(r) => r,
         Err(e) => {
-            // The library names `Pin`'s variants; here the flags that choose them.
+            // The library names its fields and `Pin`'s variants; here the flags that set them.
             let e = e
                 .to_string()
                 .replace("(Pin::Cpu)", "(--cpu N)")
-                .replace("(Pin::Off)", "(--unpin)");
+                .replace("(Pin::Off)", "(--unpin)")
+                .replace("Pin::Off", "--unpin")
+                .replace("Params::threads", "--threads")
+                .replace("Params::wqes", "-n")
+                .replace("(Params::qps)", "(--qps)");
             errln!("rdma-direct bench batching ({}): {e}", o.at.name());
             return 1;
         }
