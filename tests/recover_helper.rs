@@ -828,3 +828,67 @@ fn error_and_flush_completions_retire_what_covered_says() {
     let mut dev = SimDevice::new();
     common::retire::error_completions_retire_what_covered_says(&mut dev, &ConnectOpts::default());
 }
+
+/// Three unsignaled WRITEs that ran (a fourth would be signaled), then a drain: of a QP
+/// still in RTS (`already_err` false: the marker covers them) or of one the application
+/// moved to ERR first (the soak's "exchange's QP moved to ERR"; a QP the device failed with
+/// `QP_FATAL` is the same case). Either way the three ran, so they count as completed and
+/// the two receives are flushed.
+fn drain_after_unsignaled_sends_ran(already_err: bool) {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 64).unwrap();
+    let stall = Duration::from_secs(2);
+    let mut a = RcLink::new(&mut dev, &pd, 8, 2, RECV_BASE, stall).unwrap();
+    let mut b = RcLink::new(&mut dev, &pd, 8, 2, RECV_BASE, LIVENESS).unwrap();
+    connect_pair(&mut dev, &mut a.qp, &mut b.qp, &ConnectOpts::default()).unwrap();
+    a.qp.sq().set_signal_every(4);
+    a.recvs.fill(a.qp.rq()).unwrap();
+    b.recvs.fill(b.qp.rq()).unwrap();
+    for id in 0..3 {
+        a.qp.sq()
+            .post(SendWr::write(id, &[], dst.addr, dst.rkey))
+            .unwrap();
+    }
+    a.qp.sq().ring();
+    a.window.posted(3);
+    for _ in 0..4 {
+        dev.progress();
+    }
+    assert_eq!(dev.stats().wqes, 3, "the three WRITEs ran");
+    let mut wc = [Completion::EMPTY; 4];
+    assert_eq!(a.cq.poll(&mut wc), 0, "unsignaled: no completion");
+    if already_err {
+        dev.to_error(&mut a.qp).unwrap();
+    }
+    let r = a.drain_polled(&mut dev, &[]).unwrap();
+    assert_eq!(
+        (
+            r.sends_outstanding,
+            r.sends_completed,
+            r.recvs_flushed,
+            r.missing()
+        ),
+        (3, 3, 2, 0)
+    );
+}
+
+#[test]
+fn a_drain_of_a_qp_in_rts_ends_the_unsignaled_sends_that_ran_by_its_marker() {
+    drain_after_unsignaled_sends_ran(false);
+}
+
+/// The QP already in ERR when the drain starts: the unsignaled sends that ran get no
+/// completion of their own, no flush (they ran) and no marker covers them (a QP in ERR
+/// refuses it), so a drain that waits for a completion per request in flight waits for them
+/// forever. This is `recover_soak`'s device-thread flake ("N sends and 0 receives still
+/// outstanding", N at most 3 with one send signaled in four: with the device thread the
+/// exchange's batches of acknowledgements vary in size, so its last one is often
+/// unsignaled); here deterministic, manual progress. Ignored until the drain ends such
+/// sends: `--ignored` runs it (today it fails after the 2 s stall).
+#[test]
+#[ignore = "known bug: a drain of a QP already in ERR waits for unsignaled sends that ran"]
+fn a_drain_of_a_qp_already_in_err_ends_the_unsignaled_sends_that_ran() {
+    drain_after_unsignaled_sends_ran(true);
+}
