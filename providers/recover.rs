@@ -24,8 +24,11 @@
 //!    (flushed or not) arrives, every send before it not reported yet has executed: they
 //!    count as completed, whatever the marker's `covered` says. The marker needs one free
 //!    slot in the send queue: keep the window one below the QP's depth
-//!    ([`Recovery::send_window`]). A QP the device already failed needs no marker (its
-//!    error completion covered what ran before it) and refuses it, which is fine;
+//!    ([`Recovery::send_window`]). A QP already in ERR (the application moved it, or the
+//!    device failed it with QP_FATAL) refuses the marker. Its error or flush completions
+//!    cover what ran before them, but unsignaled sends that ran after the last signaled one
+//!    get no completion at all, and the drain then waits for them until its stall
+//!    ([`Error::Stalled`]). This is a known limit, so end every burst with a signaled send;
 //! 2. polls until **every outstanding request has ended**, counted per request, not per
 //!    completion: a send completion ends `1 + covered` requests ([`Completion::covered`]:
 //!    the unsignaled ones before it it retires), a receive completion one. The sends
@@ -455,14 +458,12 @@ impl Recovery {
                 continue;
             }
             if now.duration_since(last) >= self.stall {
-                return Err(Error::Io {
-                    context: "recover".into(),
-                    kind: std::io::ErrorKind::TimedOut,
-                    detail: format!(
-                        "QP {qpn:#x} in ERR: {sends} sends and {rcv} receives still outstanding \
-                         after {:.1} s without a completion (a CQ polled elsewhere? a device \
-                         that does not flush?)",
-                        self.stall.as_secs_f64()
+                return Err(Error::Stalled {
+                    context: "recover",
+                    waited: self.stall,
+                    owed: format!(
+                        "{sends} sends and {rcv} receives of QP {qpn:#x} in ERR (a CQ polled \
+                         elsewhere? a device that does not flush?)"
                     ),
                 });
             }
