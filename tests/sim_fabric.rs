@@ -445,11 +445,12 @@ fn killing_the_requester_mid_stream_ends_every_request_and_frees_its_slot() {
         .iter()
         .take_while(|c| c.status == WcStatus::Success)
         .count();
+    // The kill lands mid-stream or, when the peer was quicker, after its last WRITE: every
+    // receive not consumed is flushed (none, in the second case).
     assert!(
-        landed < 16
-            && rs[landed..]
-                .iter()
-                .all(|c| c.status == WcStatus::WrFlushErr),
+        rs[landed..]
+            .iter()
+            .all(|c| c.status == WcStatus::WrFlushErr),
         "{rs:?}"
     );
     assert_eq!(qp.state(), QpState::Err);
