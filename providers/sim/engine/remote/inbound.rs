@@ -1,0 +1,303 @@
+//! The requester's and the dispatcher's side of the fabric (see `remote` for the protocol):
+//! UD datagrams out and in, the poll of the port's inbound rings that routes each packet to
+//! the responder (requests) or to the requester (ACKs, NAKs, READ responses, ATOMIC ACKs),
+//! and the requester's handling of those answers. Reads: the port's inbound packets and the
+//! QPs' fabric state; writes: the requester's fabric state (`RemoteQp`), READ /
+//! atomic destination spans, UD receives, the port's counters. A packet that does not name
+//! a connected QP of this device is dropped and counted, never a panic.
+
+use super::super::dma::{copy_list, copy_list_at, Span, EMPTY_SPAN};
+use super::super::execute::Resp;
+use super::super::fetch::{Wqe, MAX_SEGS, MAX_WQE};
+use super::super::Engine;
+use super::{psn_diff, release_packets, wire_send, Answer, Kind, Port, PSN_MASK};
+use crate::sim::fabric::packet::{Header, NakCode, Op, Seg, HEADER_LEN};
+use crate::sim::fabric::{CELLS, MAX_DEVICES};
+use crate::wire::Opcode;
+use crate::{QpState, QpType};
+
+impl Engine {
+    /// UD requester: datagram `w` of `qpn` to the device of another process its address
+    /// vector names (the Q_Key resolved here, carried in the rkey field). A datagram
+    /// nobody takes is lost, as on a link; `None`: the ring to that device is full.
+    pub(in super::super) fn fabric_datagram(
+        &mut self,
+        qpn: u32,
+        w: &Wqe,
+        local: &[Span],
+    ) -> Option<Resp> {
+        /// The high-order bit of a request's Q_Key (IBA): use the sending QP's own Q_Key.
+        const QKEY_USE_OWN: u32 = 0x8000_0000;
+        let mut port = self.port.take()?;
+        let own = self.qps.get(&qpn).map_or(0, |q| q.attr.qkey);
+        let r = match port.member.segment().find(&w.dgid) {
+            None => Some(Resp::Dropped),
+            Some((slot, _)) if port.member.space(slot) == 0 => None,
+            Some((slot, epoch)) => {
+                let len = w.len() as usize;
+                let mut h = Header::new(if w.opcode == Opcode::SendImm {
+                    Op::SendImm
+                } else {
+                    Op::Send
+                });
+                h.solicited = w.solicited;
+                h.src_slot = port.member.slot();
+                h.src_epoch = port.member.epoch();
+                h.dst_slot = slot;
+                h.dst_epoch = epoch;
+                h.src_qpn = qpn;
+                h.dst_qpn = w.dqpn & PSN_MASK;
+                h.rkey = if w.qkey & QKEY_USE_OWN != 0 {
+                    own
+                } else {
+                    w.qkey
+                };
+                h.len = len as u32;
+                h.imm = u32::from_be_bytes(w.imm);
+                h.write(&mut port.out[..]);
+                let dst = Span {
+                    ptr: port.out[HEADER_LEN..].as_mut_ptr(),
+                    len,
+                };
+                // SAFETY: `local` are checked requester spans (or the WQE's inline bytes) of
+                // `len` bytes, at most the path MTU (`execute` checked), so at most
+                // MAX_PAYLOAD; `dst` is the port's own buffer.
+                unsafe { copy_list(local, &[dst]) };
+                wire_send(
+                    &mut self.fault,
+                    &mut port.member,
+                    slot,
+                    &port.out[..HEADER_LEN + len],
+                );
+                self.stats.bytes += len as u64;
+                Some(Resp::Dropped)
+            }
+        };
+        self.port = Some(port);
+        r
+    }
+
+    /// UD responder: datagram `h` into QP `h.dst_qpn` if it is a UD QP ready to receive
+    /// with the Q_Key `h` carries; dropped otherwise (no receive posted included). The GRH
+    /// names the sending device's GID.
+    fn fabric_datagram_in(&mut self, port: &mut Port, h: &Header, torn_ok: bool) -> bool {
+        let Some(q) = self.qps.get(&h.dst_qpn) else {
+            return false;
+        };
+        if q.qp_type != QpType::Ud
+            || !matches!(q.state, QpState::Rtr | QpState::Rts)
+            || q.attr.qkey != h.rkey
+            || !matches!(h.op, Op::Send | Op::SendImm)
+            || h.seg != Seg::Only
+        {
+            return false;
+        }
+        let src_gid = port.member.segment().gid_of(h.src_slot);
+        let payload = Span {
+            ptr: port.inb[HEADER_LEN..].as_mut_ptr(),
+            len: h.payload_len(),
+        };
+        let w = Wqe {
+            opcode: if h.op == Op::SendImm {
+                Opcode::SendImm
+            } else {
+                Opcode::Send
+            },
+            idx: 0,
+            signaled: false,
+            solicited: h.solicited,
+            imm: h.imm.to_be_bytes(),
+            raddr: 0,
+            rkey: 0,
+            swap_add: 0,
+            compare: 0,
+            dqpn: h.dst_qpn,
+            qkey: h.rkey,
+            dgid: [0; 16],
+            inline: [payload, EMPTY_SPAN],
+            ninline: usize::from(payload.len > 0),
+            segs: [(0, 0, 0); MAX_SEGS],
+            nsegs: 0,
+        };
+        let qpn = h.dst_qpn;
+        matches!(
+            self.consume_recv(
+                h.src_qpn,
+                qpn,
+                &w,
+                &[payload],
+                EMPTY_SPAN,
+                Some(src_gid),
+                torn_ok
+            ),
+            Resp::Ok
+        )
+    }
+
+    /// Take what the fabric brought: at most one ring's worth of packets from each sender;
+    /// then READ responses as the rings allow.
+    pub(in super::super) fn poll_fabric(&mut self, torn_ok: bool) -> usize {
+        let Some(mut port) = self.port.take() else {
+            return 0;
+        };
+        let mut work = 0;
+        if release_packets(&mut self.fault, &mut port.member) {
+            // Packets still held are work to come, as held CQEs are.
+            work += 1;
+        }
+        let (me, epoch) = (port.member.slot(), port.member.epoch());
+        for from in 0..MAX_DEVICES as u8 {
+            for _ in 0..CELLS {
+                let Some(n) = port.member.recv(from, &mut port.inb) else {
+                    break;
+                };
+                work += 1;
+                let ok = match Header::parse(&port.inb[..n], MAX_DEVICES) {
+                    Ok(h) if h.src_slot == from && h.dst_slot == me && h.dst_epoch == epoch => {
+                        port.member.stats.received += 1;
+                        if h.op.is_response() {
+                            self.fabric_answer(&port, &h)
+                        } else if self.qps.get(&h.dst_qpn).map(|q| q.qp_type) == Some(QpType::Ud) {
+                            self.fabric_datagram_in(&mut port, &h, torn_ok)
+                        } else {
+                            self.fabric_respond(&mut port, &h, torn_ok)
+                        }
+                    }
+                    _ => false,
+                };
+                if !ok {
+                    port.member.stats.dropped += 1;
+                }
+            }
+        }
+        if port.reads > 0 {
+            work += self.serve_reads(&mut port);
+        }
+        if port.acks > 0 {
+            self.flush_acks(&mut port);
+        }
+        self.port = Some(port);
+        work
+    }
+
+    /// The QP `h` is for, if it is connected over the fabric to exactly `h`'s sender.
+    pub(super) fn fabric_qp(&mut self, port: &Port, h: &Header) -> Option<u32> {
+        let q = self.qps.get_mut(&h.dst_qpn)?;
+        if !matches!(q.qp_type, QpType::Rc | QpType::Uc) || q.attr.remote_qpn != h.src_qpn {
+            return None;
+        }
+        let r = q.remote.as_mut()?;
+        if r.peer.is_none() {
+            r.peer = port.member.segment().find(&r.gid);
+        }
+        (r.peer == Some((h.src_slot, h.src_epoch))).then_some(h.dst_qpn)
+    }
+
+    /// Requester: an answer for a PSN of `h.dst_qpn` in flight. False: not one it waits for.
+    /// An answer that moves the oldest PSN not acknowledged on restarts the transport
+    /// retry count (the peer is there).
+    fn fabric_answer(&mut self, port: &Port, h: &Header) -> bool {
+        let Some(qpn) = self.fabric_qp(port, h) else {
+            return false;
+        };
+        let before = self.qps[&qpn].remote.as_ref().map(|r| r.una);
+        let ok = self.take_answer(port, qpn, h);
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            if q.remote.as_ref().map(|r| r.una) != before {
+                q.retry_left = None;
+            }
+        }
+        ok
+    }
+
+    fn take_answer(&mut self, port: &Port, qpn: u32, h: &Header) -> bool {
+        let Some(r) = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut()) else {
+            return false;
+        };
+        let p = h.psn;
+        if psn_diff(p, r.una) >= psn_diff(r.sent_to, r.una) {
+            // Not in flight: an old answer (a duplicate's), or a forged one.
+            return false;
+        }
+        match h.op {
+            Op::Ack => r.ack_to((p + 1) & PSN_MASK),
+            Op::NakRnr | Op::NakErr => {
+                r.ack_to(p);
+                if r.una != p {
+                    return false;
+                }
+                let code = NakCode::from_byte(h.nak);
+                if h.op == Op::NakRnr {
+                    r.rnr_timer = h.nak;
+                    r.answer = Some(Answer::Rnr { psn: p });
+                } else if code == NakCode::PsnSeq {
+                    r.rewind(p);
+                } else {
+                    r.answer = Some(Answer::Nak { psn: p, code });
+                }
+            }
+            Op::AtomicAck => {
+                let Some(i) = r.flight[..r.nflight].iter().position(|f| f.contains(p)) else {
+                    return false;
+                };
+                if p != r.una || r.flight[i].kind != Kind::Atomic || h.len != 8 {
+                    return false;
+                }
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&port.inb[HEADER_LEN..HEADER_LEN + 8]);
+                r.flight[i].value = Some(u64::from_be_bytes(b));
+                r.moved_to((p + 1) & PSN_MASK);
+            }
+            Op::ReadResp => return self.read_response(port, qpn, h),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Requester: READ response `h` (its data in `port.inb`) into the READ's local spans.
+    fn read_response(&mut self, port: &Port, qpn: u32, h: &Header) -> bool {
+        let q = &self.qps[&qpn];
+        let Some(r) = q.remote.as_deref() else {
+            return false;
+        };
+        let p = h.psn;
+        let Some(f) = r.flight[..r.nflight]
+            .iter()
+            .find(|f| f.contains(p))
+            .copied()
+        else {
+            return false;
+        };
+        // In order only: a response after a lost one waits for the resend.
+        if p != r.una || f.kind != Kind::Read {
+            return false;
+        }
+        let mut buf = [0u8; MAX_WQE];
+        let (ring_len, _) = Self::read_wqe(q, f.idx, &mut buf);
+        let Ok(w) = Self::parse(q, f.idx, &buf, ring_len) else {
+            return false;
+        };
+        let len = w.len();
+        let off = u64::from(psn_diff(p, f.psn)) * u64::from(f.mtu);
+        let want = len.saturating_sub(off).min(u64::from(f.mtu));
+        if u64::from(h.len) != want {
+            return false;
+        }
+        let mut local = [EMPTY_SPAN; MAX_SEGS];
+        let Ok(nlocal) = self.local_spans(q.pd, &w, &mut local) else {
+            return false;
+        };
+        let src = Span {
+            ptr: port.inb[HEADER_LEN..].as_ptr() as *mut u8,
+            len: want as usize,
+        };
+        // SAFETY: `local` was checked against the requester's MRs with LOCAL_WRITE and
+        // holds `len` bytes, `off + want <= len`; `src` is the port's copy of the packet
+        // (read only).
+        unsafe { copy_list_at(&[src], &local[..nlocal], off as usize) };
+        let r = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut());
+        let r = r.expect("found above");
+        r.moved_to((p + 1) & PSN_MASK);
+        true
+    }
+}
