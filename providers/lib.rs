@@ -237,6 +237,19 @@ pub trait SendQueue {
     fn free_slots(&self) -> u32;
     /// Requests staged but not yet rung.
     fn staged(&self) -> u32;
+    /// The drain's *flush marker* ([`recover`] step 1), for a QP already in ERR or SQE and
+    /// only there: a signaled zero-length RDMA WRITE, `wr_id` its id, posted and rung with
+    /// whatever was staged. The device does not execute it: a work request posted in ERR
+    /// completes with `WR_FLUSH_ERR` (IBA), after every request posted before it, so its
+    /// completion says that every earlier send has ended (unsignaled ones that ran included,
+    /// which have no completion of their own). An ordinary post in ERR stays refused
+    /// (`BadState`); this is the one request allowed there. Refused with `BadState` in any
+    /// other state, `CqError` when the QP's CQ is in error (no completion can come),
+    /// `QueueFull` / `CqFull` without room for one more request. mlx5 and the sim write the
+    /// WQE and ring (hardware and the sim flush it); verbs hands it to `ibv_post_send` and
+    /// returns the device's refusal as [`PostError::Device`] (rxe, kernel 6.1, accepts it in
+    /// ERR and flushes it). Cold path: a fault's drain, never per message.
+    fn post_flush_marker(&mut self, wr_id: u64) -> Result<(), PostError>;
 }
 
 /// A receive queue or SRQ: one producer (`&mut self`).

@@ -25,10 +25,13 @@
 //!    count as completed, whatever the marker's `covered` says. The marker needs one free
 //!    slot in the send queue: keep the window one below the QP's depth
 //!    ([`Recovery::send_window`]). A QP already in ERR (the application moved it, or the
-//!    device failed it with QP_FATAL) refuses the marker. Its error or flush completions
-//!    cover what ran before them, but unsignaled sends that ran after the last signaled one
-//!    get no completion at all, and the drain then waits for them until its stall
-//!    ([`Error::Stalled`]). This is a known limit, so end every burst with a signaled send;
+//!    device failed it with QP_FATAL) refuses ordinary posts; it gets the marker after the
+//!    move instead, as a *flush marker* ([`SendQueue::post_flush_marker`]): a request
+//!    posted in ERR is not executed but completes flushed after every request before it, so
+//!    its completion ends the unsignaled sends that ran after the last signaled one (they
+//!    have no completion of their own) as the marker posted in RTS does. Only a device that
+//!    refuses the flush marker (its post error ends the attempt, the drain goes on without
+//!    it) leaves such sends to the stall ([`Error::Stalled`]);
 //! 2. polls until **every outstanding request has ended**, counted per request, not per
 //!    completion: a send completion ends `1 + covered` requests ([`Completion::covered`]:
 //!    the unsignaled ones before it it retires), a receive completion one. The sends
@@ -419,6 +422,11 @@ impl Recovery {
             marker = qp.sq().post_and_ring(wr).is_ok();
         }
         p.to_error(qp)?;
+        if !marker {
+            // Already in ERR (or the post above refused): the flush marker, which the device
+            // completes flushed after everything before it (step 1).
+            marker = qp.sq().post_flush_marker(MARKER_WR_ID).is_ok();
+        }
         let mut sends = u64::from(window.in_flight()) + u64::from(marker);
         let mut rcv = recvs.as_ref().map_or(0, |x| u64::from(x.posted()));
         let mut wc = [Completion::EMPTY; 32];

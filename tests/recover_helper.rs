@@ -880,23 +880,28 @@ fn a_drain_of_a_qp_in_rts_ends_the_unsignaled_sends_that_ran_by_its_marker() {
 }
 
 /// The QP already in ERR when the drain starts: the unsignaled sends that ran get no
-/// completion of their own, no flush (they ran) and no marker covers them (a QP in ERR
-/// refuses it), so a drain that waits for a completion per request in flight waits for them
-/// forever. This is `recover_soak`'s device-thread flake ("N sends and 0 receives still
-/// outstanding", N at most 3 with one send signaled in four: with the device thread the
-/// exchange's batches of acknowledgements vary in size, so its last one is often
-/// unsignaled); here deterministic, manual progress. A known bug, not yet fixed: the test
-/// runs only with `RDMA_DIRECT_KNOWN_BUGS=1` (today it fails after the 2 s stall) and says
-/// "skipped" otherwise (the guest runs every test with `--ignored`, so `#[ignore]` would not
-/// keep it out).
+/// completion of their own and no flush (they ran); the drain posts its marker to the QP in
+/// ERR (`SendQueue::post_flush_marker`), whose flush covers them. Before the flush marker
+/// this waited for them until the stall: `recover_soak`'s device-thread flake ("N sends and
+/// 0 receives still outstanding", N at most 3 with one send signaled in four).
 #[test]
 fn a_drain_of_a_qp_already_in_err_ends_the_unsignaled_sends_that_ran() {
-    if std::env::var_os("RDMA_DIRECT_KNOWN_BUGS").is_none() {
-        println!(
-            "skipped: known bug (a drain of a QP already in ERR waits for unsignaled sends that \
-             ran); RDMA_DIRECT_KNOWN_BUGS=1 runs it"
-        );
-        return;
-    }
     drain_after_unsignaled_sends_ran(true);
+}
+
+/// The flush marker itself and a drain of a QP already in ERR (tests/common/marker.rs), with
+/// manual progress and with the device thread.
+#[test]
+fn the_flush_marker_ends_what_ran_before_it_manual_progress() {
+    let mut dev = SimDevice::new();
+    common::marker::marker_ends_what_ran_before_it(&mut dev, &ConnectOpts::default(), true);
+    common::marker::drain_of_a_qp_already_in_err(&mut dev, &ConnectOpts::default(), true);
+}
+
+#[test]
+fn the_flush_marker_ends_what_ran_before_it_device_thread() {
+    let mut dev = SimDevice::new();
+    dev.start_device_thread().unwrap();
+    common::marker::marker_ends_what_ran_before_it(&mut dev, &ConnectOpts::default(), true);
+    common::marker::drain_of_a_qp_already_in_err(&mut dev, &ConnectOpts::default(), true);
 }

@@ -24,6 +24,8 @@ use rdma_direct::providers::{
 };
 use rdma_direct::Error;
 
+mod common;
+
 /// The directory holding the stand-in libraries, with the loader pointed at them; `None`
 /// (after printing "skipped: ...") when they cannot be built here.
 fn standin() -> Option<&'static PathBuf> {
@@ -827,6 +829,50 @@ fn pingpong_loopback_on_mlx5_0_picks_mlx5_and_a_refused_doorbell_is_named() {
         err.contains("post receive: ibv_post_recv: EOPNOTSUPP"),
         "{err}"
     );
+}
+
+/// The drain's flush marker and a drain of a QP already in ERR (tests/common/marker.rs) on
+/// the mlx5 provider through the stand-in (the sim behind it, its device thread running).
+#[test]
+fn the_flush_marker_on_mlx5_through_the_standin() {
+    standin_or_skip!();
+    let mut p = Mlx5Device::open("mlx5_0").unwrap();
+    common::marker::marker_ends_what_ran_before_it(&mut p, &ConnectOpts::default(), true);
+    common::marker::drain_of_a_qp_already_in_err(&mut p, &ConnectOpts::default(), true);
+}
+
+/// The flush marker on the verbs provider: refused in RTS by the provider; in ERR handed to
+/// `ibv_post_send`, whose refusal (the stand-in's non-mlx5 device: EOPNOTSUPP) is the
+/// marker's error, nothing left staged.
+#[test]
+fn the_flush_marker_on_verbs_returns_the_device_refusal() {
+    use rdma_direct::providers::verbs::VerbsDevice;
+    use rdma_direct::providers::{PostError, QpState, RingVerb};
+    let _dir = standin_or_skip!();
+    let mut p = VerbsDevice::open("rxe_standin0").unwrap();
+    let pd = p.alloc_pd().unwrap();
+    let mut cq = p.create_cq(512).unwrap();
+    let cfg = QpConfig::new(QpType::Rc);
+    let mut a = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
+    let mut b = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
+    rdma_direct::providers::flow::connect_pair(&mut p, &mut a, &mut b, &ConnectOpts::default())
+        .unwrap();
+    assert_eq!(
+        a.sq().post_flush_marker(1),
+        Err(PostError::BadState {
+            state: QpState::Rts
+        })
+    );
+    p.to_error(&mut a).unwrap();
+    assert_eq!(
+        a.sq().post_flush_marker(1),
+        Err(PostError::Device {
+            verb: RingVerb::PostSend,
+            errno: libc::EOPNOTSUPP,
+            count: 1
+        })
+    );
+    assert_eq!((a.sq().staged(), a.sq().take_ring_error()), (0, None));
 }
 
 /// The stand-in's non-mlx5 device refuses every `ibv_post_send` / `ibv_post_recv`

@@ -664,6 +664,12 @@ impl Provider for Mlx5Device {
         remote: &QpEndpoint,
         opts: &ConnectOpts,
     ) -> Result<()> {
+        // A QP that ran before (in ERR after a fault, or RTS) goes through RESET first, as on
+        // the sim: its queues start again from index 0.
+        if qp.state() != QpState::Reset {
+            qp.owner_mut().qp.to_reset()?;
+            qp.set_state(QpState::Reset);
+        }
         let vqp = &mut qp.owner_mut().qp;
         let r = vqp.connect(local, remote, opts);
         let s = vqp.query_state().unwrap_or(QpState::Err);

@@ -472,6 +472,50 @@ impl<D: Owners> Mlx5Sq<D> {
         Ok(())
     }
 
+    /// [`SendQueue::post_flush_marker`]: the marker's WQE written at `pi` with what is staged
+    /// and rung. Outside the posting budget (empty in ERR): room in the SQ and one request
+    /// below `max_send_wr` checked here, its CQ entry taken from the entries the queue still
+    /// holds (`limit - pi` and `cq_extra`) or grabbed, the budget then left empty, so the
+    /// module doc's invariant holds (the entry moves from held to outstanding).
+    #[cold]
+    #[inline(never)]
+    fn flush_marker(&mut self, wr_id: u64) -> Result<(), PostError> {
+        let state = self.state();
+        if !matches!(state, QpState::Err | QpState::Sqe) {
+            return Err(PostError::BadState { state });
+        }
+        if self.shared.cq_error.load(Ordering::Acquire) != 0 {
+            return Err(self.shared.failed_error());
+        }
+        let wr = SendWr::<D::Ah>::write(wr_id, &[], 0, 0).signaled();
+        let (wqe, ds) = self.check(&wr)?;
+        let nbb = ds.div_ceil(DS_PER_BB);
+        let ci = self.shared.sq.done.ci.load(Ordering::Acquire);
+        let room = self.wqe_cnt - self.pi.wrapping_sub(ci);
+        if nbb > room || self.outstanding() >= self.caps.max_send_wr {
+            return Err(PostError::QueueFull {
+                capacity: self.caps.max_send_wr,
+            });
+        }
+        let mut held = self.limit.wrapping_sub(self.pi) + self.cq_extra;
+        if held == 0 {
+            held = self.cq.grab(1);
+            if held == 0 {
+                return Err(PostError::CqFull {
+                    cqe: self.cq.dv.cqe_cnt,
+                });
+            }
+        }
+        let fm = self.fm_for(wqe.fm_ce_se);
+        let ctrl = self.write_wqe(&wqe, ds, fm);
+        self.record(wr_id, ctrl, nbb);
+        self.cq_extra = held - 1;
+        self.limit = self.pi;
+        self.publish_limit();
+        self.ring();
+        Ok(())
+    }
+
     /// A refusal found by validation: the state error wins (a post outside RTS is refused
     /// as such whatever the request).
     #[cold]
@@ -620,5 +664,9 @@ impl<D: Owners> SendQueue for Mlx5Sq<D> {
 
     fn staged(&self) -> u32 {
         self.shared.wqes_between(self.rung.pi, self.pi).unwrap_or(0)
+    }
+
+    fn post_flush_marker(&mut self, wr_id: u64) -> Result<(), PostError> {
+        self.flush_marker(wr_id)
     }
 }

@@ -55,9 +55,13 @@ impl VerbsSq {
     }
 
     /// Checks that do not depend on queue space. Order: op vs QP type, destination,
-    /// payload rules, state.
-    #[inline]
-    pub(super) fn validate(&self, wr: &SendWr<'_, control::Ah>) -> Result<(), PostError> {
+    /// payload rules, state (RTS; ERR or SQE for the flush `marker` alone).
+    #[inline(always)]
+    pub(super) fn validate(
+        &self,
+        wr: &SendWr<'_, control::Ah>,
+        marker: bool,
+    ) -> Result<(), PostError> {
         let op = &wr.op;
         match self.qp_type {
             QpType::Ud if !matches!(op, SendOp::Send | SendOp::SendImm { .. }) => {
@@ -120,23 +124,24 @@ impl VerbsSq {
                 mtu: self.mtu,
             });
         }
-        if self.state.get() != QpState::Rts {
+        let state = self.state.get();
+        let allowed = if marker {
+            matches!(state, QpState::Err | QpState::Sqe) && self.state.cq_error().is_none()
+        } else {
+            state == QpState::Rts
+        };
+        if !allowed {
             return Err(self.state.refusal());
         }
         Ok(())
     }
-}
 
-impl SendQueue for VerbsSq {
-    type Ah = control::Ah;
-    fn set_signal_every(&mut self, n: u32) {
-        self.signal_every = n;
-        self.since_signal = 0;
-    }
-    #[inline]
-    fn post<'a>(
+    /// [`SendQueue::post`], and the flush marker when `marker` (the state check differs).
+    #[inline(always)]
+    fn stage<'a>(
         &mut self,
         wr: SendWr<'a, control::Ah>,
+        marker: bool,
     ) -> Result<(), Rejected<SendWr<'a, control::Ah>>> {
         if self.ring.refusal.pending() {
             if let Some(e) = self.take_ring_error() {
@@ -148,7 +153,7 @@ impl SendQueue for VerbsSq {
                 });
             }
         }
-        if let Err(error) = self.validate(&wr) {
+        if let Err(error) = self.validate(&wr, marker) {
             return Err(Rejected { wr, error });
         }
         let oldest = self.ring.retired.load(Ordering::Acquire);
@@ -300,6 +305,30 @@ impl SendQueue for VerbsSq {
         }
         self.staged += 1;
         Ok(())
+    }
+}
+
+impl SendQueue for VerbsSq {
+    type Ah = control::Ah;
+    fn set_signal_every(&mut self, n: u32) {
+        self.signal_every = n;
+        self.since_signal = 0;
+    }
+    #[inline]
+    fn post<'a>(
+        &mut self,
+        wr: SendWr<'a, control::Ah>,
+    ) -> Result<(), Rejected<SendWr<'a, control::Ah>>> {
+        self.stage(wr, false)
+    }
+
+    /// Staged after the requests before it and rung with them: `ibv_post_send` decides (rxe
+    /// accepts a request in ERR and flushes it; a device that refuses says so here).
+    #[cold]
+    fn post_flush_marker(&mut self, wr_id: u64) -> Result<(), PostError> {
+        let wr = SendWr::write(wr_id, &[], 0, 0).signaled();
+        self.stage(wr, true).map_err(|r| r.error)?;
+        self.try_ring().map_err(PostError::from)
     }
 
     /// One `ibv_post_send` with every staged request linked.

@@ -190,4 +190,5 @@ pub fn sim_pair(
     ((a, ca), (b, cb))
 }
 
+pub mod marker;
 pub mod retire;
