@@ -74,7 +74,9 @@
 //! application's choice: **the same QP** ([`RcLink::recover`]: drain, then the QP from ERR
 //! through RESET → INIT → RTR → RTS towards the peer's new endpoint, then the receives posted
 //! again; the QPN, CQ and buffers stay) or **new QPs** ([`RcLink::drain_polled`]: drain only,
-//! the old link kept until a new `RcLink` is connected, then dropped).
+//! the old link kept until a new `RcLink` is connected, then dropped). Either way the
+//! drain hands the application's `delivered` every successful completion it polls (an
+//! acknowledgement that arrived after the application's last poll), once.
 //!
 //! **Asynchronous events** ([`LinkEvent`], read with [`Provider::link_event`]) are the third
 //! source of faults: a QP the device failed on its own, a CQ in error, a port down, a dead
@@ -583,18 +585,35 @@ impl<P: Provider> RcLink<P> {
     /// [`Recovery::drain_polled`] on this link: `polled` the completions of the poll that saw
     /// the fault, from the error on (empty when the fault came from elsewhere). The QP is
     /// left in ERR with nothing outstanding, the window and receives reset.
-    pub fn drain_polled(&mut self, p: &mut P, polled: &[Completion]) -> Result<Report> {
+    ///
+    /// `delivered` sees every **successful** completion the drain polls, in poll order, once:
+    /// an acknowledgement (a receive, a WRITE WITH IMMEDIATE) or a send's completion that
+    /// arrived after the application's last poll is the application's as if it had polled
+    /// it (the drain has booked it already: do not [`RcLink::take`] it). The drain's marker
+    /// is not handed on, nor are the `polled` ones (the application has them) or failed and
+    /// flushed ones (the [`Report`] and [`Recovery::failed`] account for those).
+    pub fn drain_polled(
+        &mut self,
+        p: &mut P,
+        polled: &[Completion],
+        mut delivered: impl FnMut(&Completion),
+    ) -> Result<Report> {
         let mut q = LinkQueues {
             send_cq: &mut self.cq,
             recv_cq: None,
             window: &mut self.window,
             recvs: Some(&mut self.recvs),
         };
-        self.rec
-            .drain_polled(p, &mut self.qp, &mut q, polled, |_| {})
+        let qpn = self.qp.qpn();
+        self.rec.drain_polled(p, &mut self.qp, &mut q, polled, |c| {
+            if c.is_ok() && c.qp_num == qpn && c.wr_id != MARKER_WR_ID {
+                delivered(c);
+            }
+        })
     }
 
-    /// A fault on this link recovered on the **same QP**: [`RcLink::drain_polled`], then
+    /// A fault on this link recovered on the **same QP**: [`RcLink::drain_polled`] (its
+    /// `delivered` as there), then
     /// `reconnect(p, qp)` (the endpoint exchange with the peer, then [`Provider::connect`],
     /// which takes the QP from ERR through RESET → INIT → RTR → RTS towards the peer's new
     /// endpoint: a restarted peer's new QP, or the old one reconnected), then the receives
@@ -603,12 +622,18 @@ impl<P: Provider> RcLink<P> {
     /// reached (ERR or RESET on the way) with nothing outstanding: call `recover` again with
     /// `polled` empty, or go on with a new link ([`RcLink::drain_polled`] and a new
     /// `RcLink`, the other way the module doc names).
-    pub fn recover<F>(&mut self, p: &mut P, polled: &[Completion], reconnect: F) -> Result<Report>
+    pub fn recover<F>(
+        &mut self,
+        p: &mut P,
+        polled: &[Completion],
+        delivered: impl FnMut(&Completion),
+        reconnect: F,
+    ) -> Result<Report>
     where
         F: FnOnce(&mut P, &mut P::Qp) -> Result<()>,
     {
         let t0 = Instant::now();
-        let mut r = self.drain_polled(p, polled)?;
+        let mut r = self.drain_polled(p, polled, delivered)?;
         reconnect(p, &mut self.qp)?;
         self.recvs.fill(self.qp.rq())?;
         r.elapsed = t0.elapsed();

@@ -625,7 +625,7 @@ fn an_rc_link_books_its_completions_and_drains() {
     }
     a.qp.sq().ring();
     a.window.posted(3);
-    let r = a.drain_polled(&mut dev, &[]).unwrap();
+    let r = a.drain_polled(&mut dev, &[], nothing_delivered).unwrap();
     assert_eq!(
         (
             r.sends_outstanding,
@@ -700,7 +700,7 @@ fn same_qp_after_a_responder_restart(threaded: bool) {
     );
     let qpn = a.qp.qpn();
     let r = a
-        .recover(&mut dev, &wc[..1], |p, qp| {
+        .recover(&mut dev, &wc[..1], nothing_delivered, |p, qp| {
             let (ea, eb) = (p.endpoint(qp, &o)?, p.endpoint(&b.qp, &o)?);
             p.connect(qp, &ea, &eb, &o)?;
             p.connect(&mut b.qp, &eb, &ea, &o)
@@ -784,7 +784,7 @@ fn an_async_qp_fatal_event_fails_its_link_and_the_link_recovers() {
     assert!(a.failed_by(&ev) && !b.failed_by(&ev));
     assert_eq!(dev.link_event().unwrap(), None, "one event");
     let r = a
-        .recover(&mut dev, &[], |p, qp| {
+        .recover(&mut dev, &[], nothing_delivered, |p, qp| {
             connect_pair(p, qp, &mut b.qp, &o).map(drop)
         })
         .unwrap();
@@ -820,6 +820,11 @@ fn an_async_qp_fatal_event_fails_its_link_and_the_link_recovers() {
 }
 
 mod common;
+
+/// The `delivered` of an `RcLink` drain that polls no successful completion.
+fn nothing_delivered(c: &Completion) {
+    panic!("the drain delivered {c:?}; no successful completion was due");
+}
 
 /// `Completion::covered` on error and flush completions, and `SendWindow::retire` counting
 /// them (tests/common/retire.rs), on the sim.
@@ -862,7 +867,7 @@ fn drain_after_unsignaled_sends_ran(already_err: bool) {
     if already_err {
         dev.to_error(&mut a.qp).unwrap();
     }
-    let r = a.drain_polled(&mut dev, &[]).unwrap();
+    let r = a.drain_polled(&mut dev, &[], nothing_delivered).unwrap();
     assert_eq!(
         (
             r.sends_outstanding,
@@ -904,4 +909,97 @@ fn the_flush_marker_ends_what_ran_before_it_device_thread() {
     dev.start_device_thread().unwrap();
     common::marker::marker_ends_what_ran_before_it(&mut dev, &ConnectOpts::default(), true);
     common::marker::drain_of_a_qp_already_in_err(&mut dev, &ConnectOpts::default(), true);
+}
+
+/// An acknowledgement that arrived after the application's last poll (the peer's SEND WITH
+/// IMMEDIATE ran, its receive completion waits in the CQ unpolled) when the link fails: the
+/// drain hands it to `delivered` once, as the successful receive it is, and it never comes
+/// again (the CQ after the reconnect holds only the next acknowledgement).
+fn an_ack_arriving_mid_drain_is_delivered_once(threaded: bool) {
+    let mut dev = SimDevice::new();
+    if threaded {
+        dev.start_device_thread().unwrap();
+    }
+    let pd = dev.alloc_pd().unwrap();
+    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
+    let dst = buf.remote(0, 64).unwrap();
+    let o = ConnectOpts::default();
+    let mut a = RcLink::new(&mut dev, &pd, 8, 2, RECV_BASE, LIVENESS).unwrap();
+    let mut b = RcLink::new(&mut dev, &pd, 8, 2, RECV_BASE, LIVENESS).unwrap();
+    connect_pair(&mut dev, &mut a.qp, &mut b.qp, &o).unwrap();
+    a.recvs.fill(a.qp.rq()).unwrap();
+    b.recvs.fill(b.qp.rq()).unwrap();
+    // a's order (unsignaled, it ran) and b's acknowledgement of it, signaled: once b's send
+    // completed, a's receive completion is in a's CQ (the sim writes both in one step).
+    a.qp.sq()
+        .post_and_ring(SendWr::write(42, &[], dst.addr, dst.rkey))
+        .map_err(|r| r.error)
+        .unwrap();
+    a.window.posted(1);
+    let ack = |b: &mut RcLink<SimDevice>, dev: &mut SimDevice, id: u64| {
+        let wr = SendWr::send_imm(id, &[], id as u32).signaled();
+        b.qp.sq().post_and_ring(wr).map_err(|r| r.error).unwrap();
+        b.window.posted(1);
+        let mut wc = [Completion::EMPTY; 1];
+        assert_eq!(poll_wait(dev, &mut b.cq, &mut wc, LIVENESS).unwrap(), 1);
+        assert!(wc[0].is_ok() && !b.take(&wc[0]), "{:?}", wc[0]);
+    };
+    ack(&mut b, &mut dev, 42);
+    // The application gives the link up before polling again: the ack is in its CQ.
+    let mut got = Vec::new();
+    b.drain_polled(&mut dev, &[], nothing_delivered).unwrap();
+    let r = a
+        .recover(
+            &mut dev,
+            &[],
+            |c| got.push(*c),
+            |p, qp| connect_pair(p, qp, &mut b.qp, &o).map(drop),
+        )
+        .unwrap();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    let c = got[0];
+    assert!(
+        c.is_ok() && c.opcode.is_recv() && a.recvs.owns(c.wr_id) && c.imm == 42,
+        "{c:?}"
+    );
+    assert_eq!(c.qp_num, a.qp.qpn());
+    // The order ran (the marker covers it), the ack completed, the other receive flushed.
+    assert_eq!(
+        (
+            r.sends_outstanding,
+            r.sends_completed,
+            r.recvs_completed,
+            r.recvs_flushed,
+            r.missing()
+        ),
+        (1, 1, 1, 1, 0),
+        "{r}"
+    );
+    // After the reconnect: the next acknowledgement, and that one only.
+    b.recvs.fill(b.qp.rq()).unwrap();
+    ack(&mut b, &mut dev, 43);
+    let mut wc = [Completion::EMPTY; 4];
+    assert_eq!(
+        poll_wait(&mut dev, &mut a.cq, &mut wc, LIVENESS).unwrap(),
+        1
+    );
+    assert!(
+        wc[0].is_ok() && wc[0].imm == 43 && a.take(&wc[0]),
+        "{:?}",
+        wc[0]
+    );
+    for _ in 0..8 {
+        dev.progress();
+        assert_eq!(a.cq.poll(&mut wc), 0, "{:?}", wc[0]);
+    }
+}
+
+#[test]
+fn an_ack_arriving_mid_drain_is_delivered_once_manual_progress() {
+    an_ack_arriving_mid_drain_is_delivered_once(false);
+}
+
+#[test]
+fn an_ack_arriving_mid_drain_is_delivered_once_device_thread() {
+    an_ack_arriving_mid_drain_is_delivered_once(true);
 }

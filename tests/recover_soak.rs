@@ -62,6 +62,82 @@ struct Exchange {
     acks: VecDeque<u64>,
 }
 
+/// The gateway's booking of acknowledgements, apart from its link (a drain of the link
+/// books through it).
+struct AckBook<'a> {
+    unacked: &'a mut BTreeSet<u64>,
+    acked: &'a mut [u8],
+    booked: &'a mut u64,
+    duplicate_acks: &'a mut u64,
+}
+
+impl AckBook<'_> {
+    /// Books acknowledgement `c` once; true the first time.
+    fn ack(&mut self, c: &Completion) -> bool {
+        let id = u64::from(c.imm);
+        if self.acked[id as usize] == 0 {
+            self.acked[id as usize] = 1;
+            *self.booked += 1;
+            self.unacked.remove(&id);
+            true
+        } else {
+            *self.duplicate_acks += 1;
+            false
+        }
+    }
+}
+
+impl Gateway {
+    fn split(&mut self) -> (&mut RcLink<SimDevice>, AckBook<'_>) {
+        let book = AckBook {
+            unacked: &mut self.unacked,
+            acked: &mut self.acked,
+            booked: &mut self.booked,
+            duplicate_acks: &mut self.duplicate_acks,
+        };
+        (&mut self.link, book)
+    }
+
+    fn book_ack(&mut self, c: &Completion) -> bool {
+        self.split().1.ack(c)
+    }
+}
+
+/// The exchange's execution of orders, apart from its link (as [`AckBook`]).
+struct OrderBook<'a> {
+    executed: &'a mut [u8],
+    duplicate_orders: &'a mut u64,
+    acks: &'a mut VecDeque<u64>,
+}
+
+impl OrderBook<'_> {
+    /// Executes order `c` once and queues its acknowledgement (every time).
+    fn order(&mut self, c: &Completion) {
+        let id = u64::from(c.imm);
+        match self.executed.get_mut(id as usize) {
+            Some(e) if *e == 0 => *e = 1,
+            Some(_) => *self.duplicate_orders += 1,
+            None => panic!("an order the gateway never sent: {c:?}"),
+        }
+        self.acks.push_back(id);
+    }
+}
+
+impl Exchange {
+    fn split(&mut self) -> (&mut RcLink<SimDevice>, OrderBook<'_>) {
+        let book = OrderBook {
+            executed: &mut self.executed,
+            duplicate_orders: &mut self.duplicate_orders,
+            acks: &mut self.acks,
+        };
+        (&mut self.link, book)
+    }
+
+    fn book_order(&mut self, c: &Completion) {
+        self.split().1.order(c)
+    }
+}
+
 #[derive(Default)]
 struct Figures {
     responder_err: u64,
@@ -70,11 +146,14 @@ struct Figures {
     by_event: u64,
     recoveries: u64,
     probes: u64,
+    /// Orders (at the exchange) and acknowledgements (at the gateway) a drain delivered.
+    delivered: u64,
     times: Vec<Duration>,
 }
 
-/// Both ends signal one send in four, so a burst often ends unsignaled: a drain of a QP
-/// already in ERR then ends those sends by its flush marker (`SendQueue::post_flush_marker`).
+/// Both ends signal one send in four and post bursts of random length, so a burst often ends
+/// unsignaled: a drain of a QP already in ERR then ends those sends by its flush marker
+/// (`SendQueue::post_flush_marker`).
 fn new_link(dev: &mut SimDevice, pd: &SimPd, sends: u32, recvs: u32) -> RcLink<SimDevice> {
     let mut l = RcLink::new(dev, pd, sends, recvs, RECV_BASE, STALL).unwrap();
     l.qp.sq().set_signal_every(4);
@@ -147,8 +226,11 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         );
         let mut gw_fault: Option<Vec<Completion>> = None;
         let mut ex_fault: Option<Vec<Completion>> = None;
-        // The gateway posts what its window allows.
-        while gw.link.window.room() > 0 {
+        // The gateway posts what its window allows, in a burst of random length (a seeded
+        // draw; the exchange's acknowledgements too), so bursts end unsignaled at random.
+        let mut burst = rng.below(u64::from(WINDOW)) + 1;
+        while gw.link.window.room() > 0 && burst > 0 {
+            burst -= 1;
             let Some(id) = gw.todo.pop_front() else { break };
             if gw.acked[id as usize] > 0 {
                 continue;
@@ -209,13 +291,7 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         let stop = first_error(&wc[..n]);
         for c in &wc[..stop.unwrap_or(n)] {
             if ex.link.take(c) {
-                let id = u64::from(c.imm);
-                match ex.executed.get_mut(id as usize) {
-                    Some(e) if *e == 0 => *e = 1,
-                    Some(_) => ex.duplicate_orders += 1,
-                    None => panic!("an order the gateway never sent: {c:?}"),
-                }
-                ex.acks.push_back(id);
+                ex.book_order(c);
             }
         }
         if let Some(i) = stop {
@@ -227,7 +303,9 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
                 assert_eq!(ex.link.qp.state(), QpState::Err, "{e}");
                 ex_fault = Some(Vec::new());
             }
-            while ex_fault.is_none() && ex.link.window.room() > 0 {
+            let mut burst = rng.below(u64::from(WINDOW)) + 1;
+            while ex_fault.is_none() && ex.link.window.room() > 0 && burst > 0 {
+                burst -= 1;
                 let Some(&id) = ex.acks.front() else { break };
                 let wr = SendWr::send_imm(id, &[], id as u32);
                 if let Err(r) = ex.link.qp.sq().post(wr) {
@@ -252,16 +330,8 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
             if c.wr_id == rdma_direct::providers::recover::PROBE_WR_ID {
                 probe_out = false;
             }
-            if gw.link.take(c) {
-                let id = u64::from(c.imm);
-                if gw.acked[id as usize] == 0 {
-                    gw.acked[id as usize] = 1;
-                    gw.booked += 1;
-                    gw.unacked.remove(&id);
-                    last_ack = Instant::now();
-                } else {
-                    gw.duplicate_acks += 1;
-                }
+            if gw.link.take(c) && gw.book_ack(c) {
+                last_ack = Instant::now();
             }
         }
         if let Some(i) = stop {
@@ -294,17 +364,34 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         // The fault noticed: both ends recover.
         let t0 = Instant::now();
         let ex_polled = ex_fault.unwrap_or_default();
+        // What the drains poll successfully is booked as the ends' own polls book it: an
+        // order that arrived is executed and acknowledged, an acknowledgement counts.
         if ex.link.qp.state() != QpState::Reset {
-            let r = ex.link.drain_polled(&mut dev, &ex_polled).unwrap();
+            let (link, mut book) = ex.split();
+            let r = link
+                .drain_polled(&mut dev, &ex_polled, |c| {
+                    if c.wr_id >= RECV_BASE {
+                        book.order(c);
+                        f.delivered += 1;
+                    }
+                })
+                .unwrap();
             assert_eq!(r.missing(), 0, "exchange: {r}");
         }
         let gw_polled = gw_fault.unwrap_or_default();
         let peer = &mut ex.link.qp;
-        let r = gw
-            .link
-            .recover(&mut dev, &gw_polled, |p, qp| {
-                connect_pair(p, qp, peer, &opts).map(drop)
-            })
+        let (link, mut book) = gw.split();
+        let r = link
+            .recover(
+                &mut dev,
+                &gw_polled,
+                |c| {
+                    if c.wr_id >= RECV_BASE && book.ack(c) {
+                        f.delivered += 1;
+                    }
+                },
+                |p, qp| connect_pair(p, qp, peer, &opts).map(drop),
+            )
             .unwrap();
         assert_eq!(r.missing(), 0, "gateway: {r}");
         ex.link.recvs.fill(ex.link.qp.rq()).unwrap();
@@ -337,8 +424,8 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         "recover soak ({}): {orders} orders, {sent} sends, faults: {} responder ERR, {} \
          restarts, {} QP_FATAL ({} noticed by the event), {} injected error CQEs ({} delayed, {} \
          reordered); {} recoveries, {} probes, \
-         recovery time p50 {:.1} us max {:.1} us; {} orders received again, {} \
-         acknowledgements again (deduped); {:.2} s",
+         recovery time p50 {:.1} us max {:.1} us; {} orders and acknowledgements delivered by \
+         a drain; {} orders received again, {} acknowledgements again (deduped); {:.2} s",
         if threaded {
             "device thread"
         } else {
@@ -355,6 +442,7 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         f.probes,
         p50.as_secs_f64() * 1e6,
         max.as_secs_f64() * 1e6,
+        f.delivered,
         ex.duplicate_orders,
         gw.duplicate_acks,
         t_run.elapsed().as_secs_f64()

@@ -128,7 +128,9 @@ fn refusal(e: PostError) -> Result<String> {
 /// (empty when it came from elsewhere). The library's drain books those, moves the QP to ERR
 /// and ends every request still outstanding; the line says how each one ended.
 fn fault<P: Provider>(p: &mut P, k: &mut RcLink<P>, polled: &[Completion]) -> Result<String> {
-    let r = k.drain_polled(p, polled)?;
+    // What arrived since the last poll is not booked: the stream resumes at the position
+    // the two ends agree on at the reconnect, and the peer sends it again from there.
+    let r = k.drain_polled(p, polled, |_| {})?;
     let first = match (polled.first(), r.first_error) {
         (Some(c), _) => format!("{:?}", c.status),
         (None, Some(e)) => format!("{:?}", e.1),

@@ -146,7 +146,9 @@ pub fn drain_of_a_qp_already_in_err<P: Provider>(p: &mut P, opts: &ConnectOpts, 
         assert!(b.take(&c), "{c:?}");
     }
     p.to_error(&mut a.qp).unwrap();
-    let r = a.drain_polled(p, &[]).unwrap();
+    let r = a
+        .drain_polled(p, &[], |c| panic!("delivered {c:?}"))
+        .unwrap();
     assert_eq!(
         (
             r.sends_outstanding,
@@ -163,7 +165,8 @@ pub fn drain_of_a_qp_already_in_err<P: Provider>(p: &mut P, opts: &ConnectOpts, 
     assert_eq!(a.window.in_flight(), 0);
     // The link goes on: both QPs through RESET again, a signaled WRITE completes (what the
     // marker took from the queue and the CQ was given back).
-    b.drain_polled(p, &[]).unwrap();
+    b.drain_polled(p, &[], |c| panic!("delivered {c:?}"))
+        .unwrap();
     connect_pair(p, &mut a.qp, &mut b.qp, opts).unwrap();
     a.recvs.fill(a.qp.rq()).unwrap();
     a.qp.sq()
