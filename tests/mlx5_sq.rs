@@ -910,3 +910,80 @@ fn send_queue_limits_match_a_model_over_random_traffic() {
         "{accepted} accepted, {by_bbs} + {by_wrs} refused, {retired} retired"
     );
 }
+
+/// The drain's flush marker (`SendQueue::post_flush_marker`): refused in RTS; in ERR, where
+/// every ordinary post is refused, a signaled zero-length RDMA WRITE written at `pi` (ctrl
+/// and raddr segments, byte for byte), the dbrec and the BlueFlame half, with one CQ entry
+/// and no budget; the device's flush CQE for it covers the unsignaled WQEs before it; back
+/// through RESET the queue and the CQ's reservation start clean.
+#[test]
+fn the_flush_marker_is_the_one_post_a_qp_in_err_takes() {
+    use crate::plain::Cqe;
+    let mut r = rig();
+    for id in 0..3 {
+        r.qp.sq()
+            .post(SendWr::write(id, &[], 0x2000, 5).inline(&[1; 8]))
+            .unwrap();
+    }
+    r.qp.sq().ring();
+    assert_eq!(r.dev.dbrec(), [0, 3]);
+    let before = r.dev.mem.read(0, 16 * 64);
+    assert_eq!(
+        r.qp.sq().post_flush_marker(99),
+        Err(PostError::BadState {
+            state: QpState::Rts
+        })
+    );
+    r.qp.set_state(QpState::Err);
+    let bad = PostError::BadState {
+        state: QpState::Err,
+    };
+    let e = r.qp.sq().post(SendWr::write(4, &[], 0, 0).signaled());
+    assert_eq!(e.unwrap_err().error, bad);
+    assert_eq!(r.dev.mem.read(0, 16 * 64), before, "nothing written");
+    let (reserved, held) = (r.cq.reserved(), r.qp.sq().cq_budget());
+    assert!(held > 0);
+    r.qp.sq().post_flush_marker(99).unwrap();
+    // ctrl: wqe_idx 3, RDMA_WRITE, ds 2 (ctrl, raddr), CQ_UPDATE; raddr 0, rkey 0.
+    let mut want = ctrl(3, 0x08, 2, 0x08, 0);
+    want.extend(raddr(0, 0));
+    want.extend_from_slice(&[0xa5; 32]);
+    assert_eq!(r.dev.wqebb(3), want);
+    assert_eq!(r.dev.dbrec(), [0, 4]);
+    assert_eq!(r.qp.sq().staged(), 0);
+    // The single WQE went as a BlueFlame copy to the half after the first doorbell's.
+    assert_eq!(&r.dev.bf(1)[..32], &want[..32]);
+    // Its CQ entry came from those the queue held: nothing more is reserved; the fast path
+    // stays closed.
+    assert_eq!(
+        (r.cq.reserved(), r.qp.sq().cq_budget()),
+        (reserved, held - 1)
+    );
+    assert_eq!(
+        r.qp.sq().post_write_inline(6, 0x2000, 5, &[1; 8], true),
+        Err(bad)
+    );
+    // The device flushes it: one CQE, covering the three unsignaled WRITEs.
+    r.dcq.push(&Cqe::err(13, QPN, 3, 0x05, 0xf9));
+    let mut out = [Completion::EMPTY; 4];
+    assert_eq!(r.cq.poll(&mut out), 1);
+    assert_eq!(
+        (
+            out[0].wr_id,
+            out[0].status,
+            out[0].covered,
+            out[0].covered_from
+        ),
+        (99, WcStatus::WrFlushErr, 3, 0)
+    );
+    assert_eq!(r.qp.sq().free_slots(), 16);
+    // Back through RESET to RTS: a signaled post completes as on a new queue.
+    for s in [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts] {
+        r.qp.set_state(s);
+    }
+    assert_eq!(r.cq.reserved(), 0);
+    r.qp.sq()
+        .post_and_ring(SendWr::write(5, &[], 0x2000, 5).signaled())
+        .unwrap();
+    assert_eq!(&r.dev.wqebb(0)[..16], &ctrl(0, 0x08, 2, 0x08, 0)[..]);
+}

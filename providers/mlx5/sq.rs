@@ -53,7 +53,9 @@
 //!
 //! An error completion moves the QP to ERR behind the poster's back: the poller sets
 //! `QpShared::failed` and closes the fast-path limit ([`SqFastLimit`]), which the fast path
-//! reads anyway; the general path checks `failed` and refuses with `BadState`.
+//! reads anyway; the general path checks `failed` and refuses with `BadState`. The one request
+//! a QP in ERR takes is the drain's flush marker ([`SendQueue::post_flush_marker`]), written
+//! outside the budget (its room and CQ entry checked on their own, the budget left empty).
 //!
 //! ## Fast path
 //!
