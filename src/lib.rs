@@ -152,7 +152,8 @@
 //! ```
 //!
 //! **The QP state machine from ERR.** A QP in ERR accepts no post (refused with
-//! `PostError::BadState`) and completes everything still outstanding as `WR_FLUSH_ERR`. It
+//! `PostError::BadState`) but the drain's flush marker (`SendQueue::post_flush_marker`), and
+//! completes everything still outstanding as `WR_FLUSH_ERR`. It
 //! leaves ERR only to RESET (the provider's `connect` does it first; on rxe only once every
 //! request has ended, which the drain ensures), then INIT (port, access), RTR (the peer's
 //! QPN, PSN, path, MTU) and RTS (its own PSN, `timeout`, `retry_cnt`, `rnr_retry`); the
