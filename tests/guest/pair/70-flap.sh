@@ -11,8 +11,9 @@
 # are unconfirmed): a flap "needed a recovery" when the receiver's connection failed in
 # between, else it was "ridden out". A short flap needs one when the receiver (which sends
 # the credits) posted a send while its link was down: rxe fails that at once
-# (LOC_QP_OP_ERR), with no retry. Seeded: the seed is printed;
-# RDMA_DIRECT_FLAP_SEED=N (tests/guest/run passes it in) replays a run's flaps.
+# (LOC_QP_OP_ERR), with no retry. Seeded: the seed is printed; RDMA_DIRECT_FLAP_SEED=N
+# (tests/guest/run passes it in) replays a run's flaps: kinds, down times and points (these
+# counted from the last outcome, so near the same orders). See tests/guest/README.md.
 #
 # Passes when: both ends exit 0; every fault's drain on either end adds up (the gateway's
 # first error RETRY_EXC_ERR, the rest flushed; the receiver's first error anything, the rest
@@ -84,10 +85,10 @@ if [ "$ROLE" = a ]; then
     echo "guest a: seed $seed (RDMA_DIRECT_FLAP_SEED=$seed replays it): $K flaps in $N orders"
     timeout 240 "$ex" -d "$dev" -x "$gid" -p "$port" >"$tmp/r" 2>&1 &
     r=$!
-    # Niced (busybox's timeout execs the command in its own process): the receiver polls
-    # without pause on the guest's one vCPU, and the flaps' `ip` should run the moment its
-    # next line comes.
-    renice -n 10 -p "$r" >/dev/null
+    # The receiver polls without pause on the guest's one vCPU: this shell and what it
+    # starts from now on (the flaps' `ip`) run at a higher priority, so a flap's `ip` runs
+    # the moment its next line comes (and the receiver keeps its own).
+    renice -n -10 -p $$ >/dev/null
     if wait_listen "$port" 60; then
         put listen 1
     else
