@@ -355,30 +355,6 @@ impl Provider for SimDevice {
         }
     }
 
-    fn link_event(&mut self) -> crate::Result<Option<crate::recover::LinkEvent>> {
-        use super::AsyncEvent as A;
-        use crate::recover::LinkEvent as L;
-        Ok(self.poll_async_event().map(|e| match e {
-            A::CqOverrun { .. } => L::CqFailed,
-            A::QpFatal { qpn } => L::QpFailed {
-                qpn,
-                what: "QP_FATAL",
-            },
-            A::QpReqErr { qpn } => L::QpFailed {
-                qpn,
-                what: "QP_REQ_ERR",
-            },
-            A::QpAccessErr { qpn } => L::QpFailed {
-                qpn,
-                what: "QP_ACCESS_ERR",
-            },
-            A::PortActive { port } => L::PortUp { port },
-            A::PortErr { port } => L::PortDown { port },
-            A::DeviceFatal => L::DeviceFatal,
-            e => L::Other(e.describe().0),
-        }))
-    }
-
     fn async_events(&mut self) -> crate::Result<Option<Vec<crate::AsyncEvent>>> {
         Ok(Some(
             self.take_events().iter().map(|e| e.to_verbs()).collect(),
