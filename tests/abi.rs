@@ -1,4 +1,4 @@
-//! The hand-written FFI mirrors (`src/core/ffi/types.rs`) against the C layout.
+//! The hand-written FFI mirrors (`src/core/ffi/types.rs` and `types/`) against the C layout.
 //!
 //! `fixtures/abi/abi.txt` is printed by `fixtures/abi/abi.c` compiled against rdma-core 44's
 //! headers (`fixtures/abi/regen.sh`), one value column per architecture (x86_64, aarch64).
