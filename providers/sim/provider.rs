@@ -1,4 +1,4 @@
-//! PD and MR of the sim, and the [`Provider`](crate::Provider) implementation that
+//! PD and MR of the sim, and the [`crate::Provider`] implementation that
 //! puts the mlx5 hot-path types on sim memory.
 
 use std::sync::Arc;
