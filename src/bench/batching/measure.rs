@@ -56,6 +56,10 @@ fn within(what: &str, e: Error) -> Error {
             waited,
             owed: format!("{owed} ({what})"),
         },
+        Error::Failed {
+            context: "sweep",
+            detail,
+        } => failed(format!("{what}: {detail}")),
         e => failed(format!("{what}: {e}")),
     }
 }
@@ -444,6 +448,31 @@ fn measure_one(o: &Params, cpu: &Option<Chosen>) -> Result<Measured> {
 mod tests {
     use super::*;
     use crate::bench::batching::Signal;
+
+    /// Where a sweep's error came from joins it: a stall stays a stall (the place joins what
+    /// was owed), a failure says the place once, first.
+    #[test]
+    fn within_keeps_a_stall_and_says_where() {
+        let waited = STALL;
+        let stall = Error::Stalled {
+            context: "sample",
+            waited,
+            owed: "3 of 8 WRITEs (5 completed)".into(),
+        };
+        match within("thread 1", stall) {
+            Error::Stalled {
+                context: "sample",
+                waited: w,
+                owed,
+            } => assert_eq!(
+                (w, owed.as_str()),
+                (waited, "3 of 8 WRITEs (5 completed) (thread 1)")
+            ),
+            e => panic!("not a stall: {e:?}"),
+        }
+        let e = within("verbs baseline", failed("the CQ ran dry"));
+        assert_eq!(e.to_string(), "sweep: verbs baseline: the CQ ran dry");
+    }
 
     #[test]
     fn wqebbs_of_a_write_and_a_ud_send_by_hand() {
