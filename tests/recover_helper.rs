@@ -817,64 +817,6 @@ fn an_async_qp_fatal_event_fails_its_link_and_the_link_recovers() {
     );
 }
 
-/// One event stream: a program that reads the device's events for its links
-/// (`link_events`) and scenario-style (`Provider::async_events`) in turn sees every event
-/// raised exactly once, in the order raised, whichever reader came first.
-#[test]
-fn events_are_each_seen_once_by_link_and_scenario_readers_together() {
-    use rdma_direct::providers::sim::AsyncEvent as Sim;
-    let mut dev = SimDevice::new();
-    let raised = [
-        Sim::PortErr { port: 1 },
-        Sim::QpFatal { qpn: 0x21 },
-        Sim::PortActive { port: 1 },
-        Sim::GidChange { port: 2 },
-        Sim::DeviceFatal,
-        Sim::QpAccessErr { qpn: 0x22 },
-    ];
-    let mut seen: Vec<LinkEvent> = Vec::new();
-    for (i, e) in raised.iter().enumerate() {
-        dev.raise_event(*e);
-        // Odd steps raise and leave the event for the next reader; each reader takes what
-        // is pending.
-        if i % 2 == 0 {
-            continue;
-        }
-        if i % 4 == 1 {
-            seen.extend(link_events(&mut dev).unwrap());
-        } else {
-            let v = dev
-                .async_events()
-                .unwrap()
-                .expect("the sim has an event stream");
-            seen.extend(v.iter().map(LinkEvent::from));
-        }
-        assert_eq!(link_events(&mut dev).unwrap(), [], "step {i}: nothing left");
-    }
-    let want: Vec<LinkEvent> = raised
-        .iter()
-        .map(|e| LinkEvent::from(&e.to_verbs()))
-        .collect();
-    assert_eq!(seen, want);
-    assert_eq!(
-        want,
-        [
-            LinkEvent::PortDown { port: 1 },
-            LinkEvent::QpFailed {
-                qpn: 0x21,
-                what: "QP_FATAL"
-            },
-            LinkEvent::PortUp { port: 1 },
-            LinkEvent::Other("GID_CHANGE"),
-            LinkEvent::DeviceFatal,
-            LinkEvent::QpFailed {
-                qpn: 0x22,
-                what: "QP_ACCESS_ERR"
-            },
-        ]
-    );
-}
-
 mod common;
 
 /// `Completion::covered` on error and flush completions, and `SendWindow::retire` counting
