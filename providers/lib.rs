@@ -501,10 +501,11 @@ pub trait Provider {
     /// events, a CQ, SRQ or port named by its number). `Ok(None)`: this provider has no event
     /// stream (the default).
     ///
-    /// The one way to read a device's events: each is handed out once, so a program reads
-    /// them in one place and passes them on (to its links as [`recover::LinkEvent`]s,
-    /// [`recover::link_events`]; the scenario runner reads them here too). See
-    /// [`recover::LinkEvent`] for what each provider raises.
+    /// The one way to read a device's events: each is handed out once (the providers' own
+    /// readers, `check_async` and the sim's `take_events` / `poll_async_event`, take from the
+    /// same stream), so a program reads them in one place and passes them on (to its links as
+    /// [`recover::LinkEvent`]s, [`recover::link_events`]; the scenario runner reads them here
+    /// too). See [`recover::LinkEvent`] for what each provider raises.
     fn async_events(&mut self) -> crate::Result<Option<Vec<AsyncEvent>>> {
         Ok(None)
     }
