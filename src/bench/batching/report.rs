@@ -2,10 +2,10 @@
 //! per configuration, the notes on method, latency and PCIe, the JSON document and the SVG
 //! charts.
 //!
-//! Contract: pure functions of a [`Setup`] (the sweep's [`Params`](super::Params), the PCIe link the bound
-//! is given for, the command line) and the measured points ([`Stat`]); each returns its text
-//! (or charts) and writes nothing. Every table and chart names the provider and says that
-//! plain-memory and sim figures are not hardware figures.
+//! Contract: pure functions of a [`Setup`] (the sweep's [`Params`](super::Params), the PCIe
+//! link the bound is given for, the command line) and the measured points ([`Stat`]); each
+//! returns its text (or charts) and writes nothing. Every table and chart names the provider
+//! and says that plain-memory and sim figures are not hardware figures.
 
 use std::fmt::Write as _;
 
