@@ -504,21 +504,21 @@ pub trait Provider {
         remote: &QpEndpoint,
         opts: &ConnectOpts,
     ) -> crate::Result<Self::Ah>;
-    /// The next asynchronous event of the device, if one is pending (never blocks), as the
-    /// link helper reads it: see [`recover::LinkEvent`] for what each provider raises and
-    /// what a call costs. The default (a provider without an event stream): `None`.
-    fn link_event(&mut self) -> crate::Result<Option<recover::LinkEvent>> {
-        Ok(None)
-    }
     /// Give the device a chance to run: the sim in deterministic mode runs until idle (every
     /// request posted so far executes); the sim with its device thread and real devices do
     /// nothing. See "Choosing a mode" in the sim's module doc.
     fn progress(&mut self) {}
-    /// The asynchronous events the device reported since the last call, read without
-    /// blocking and acknowledged (verbs and mlx5: [`verbs::VerbsDevice::check_async`] and
-    /// its mlx5 twin, which also apply them to the queues made here; the sim: its queued
-    /// events, a CQ, SRQ or port named by its number). `Ok(None)`: this provider reports no
-    /// events through this call (the default).
+    /// The asynchronous events the device reported since the last call, oldest first, read
+    /// without blocking and acknowledged (verbs and mlx5: [`verbs::VerbsDevice::check_async`]
+    /// and its mlx5 twin, which also apply them to the queues made here; the sim: its queued
+    /// events, a CQ, SRQ or port named by its number). `Ok(None)`: this provider has no event
+    /// stream (the default).
+    ///
+    /// The one way to read a device's events: each is handed out once (the providers' own
+    /// readers, `check_async` and the sim's `take_events` / `poll_async_event`, take from the
+    /// same stream), so a program reads them in one place and passes them on (to its links as
+    /// [`recover::LinkEvent`]s, [`recover::link_events`]; the scenario runner reads them here
+    /// too). See [`recover::LinkEvent`] for what each provider raises.
     fn async_events(&mut self) -> crate::Result<Option<Vec<AsyncEvent>>> {
         Ok(None)
     }

@@ -78,10 +78,13 @@
 //! drain hands the application's `delivered` every successful completion it polls (an
 //! acknowledgement that arrived after the application's last poll), once.
 //!
-//! **Asynchronous events** ([`LinkEvent`], read with [`Provider::link_event`]) are the third
-//! source of faults: a QP the device failed on its own, a CQ in error, a port down, a dead
-//! device. The application reads them (they are device-wide: one reader for all its links)
-//! and asks each link [`RcLink::failed_by`]; a link failed so recovers with nothing polled.
+//! **Asynchronous events** are the third source of faults: a QP the device failed on its
+//! own, a CQ in error, a port down, a dead device. They come through the one event interface,
+//! [`Provider::async_events`] (device-wide, and each event is handed out once: one reader for
+//! all the program's links and anything else that watches events); [`LinkEvent::from`] (or
+//! [`link_events`], which reads and converts) gives them as the link helper sees them, and
+//! each link says whether one fails it ([`RcLink::failed_by`]); a link failed so recovers
+//! with nothing polled.
 //!
 //! A drain that sees nothing for `stall` (a device that never flushes) is an
 //! error naming what is still outstanding; the QP stays in ERR and the helpers unchanged.
@@ -91,23 +94,23 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::flow::{RecvReplenisher, SendWindow};
 use crate::{
-    Completion, CompletionQueue, Provider, QpConfig, QpState, QpType, QueuePair, SendQueue, SendWr,
-    WcFlags, WcStatus,
+    AsyncEvent, Completion, CompletionQueue, Provider, QpConfig, QpState, QpType, QueuePair,
+    SendQueue, SendWr, WcFlags, WcStatus,
 };
 
-/// An asynchronous event as the link helper reads it ([`Provider::link_event`]): the third
-/// way a link learns of a fault, beside an error completion and an unanswered [`probe`].
+/// An asynchronous event ([`Provider::async_events`]) as the link helper sees it
+/// ([`LinkEvent::from`]): the third way a link learns of a fault, beside an error completion
+/// and an unanswered [`probe`].
 ///
-/// Per provider: **the sim** raises `QpFatal` when a QP fails on its own
-/// (`SimDevice::fail_qp`, the QPs of a CQ that overran), `CqFailed` on the overrun (the
-/// QPs' `QpFailed` follow), and what `SimDevice::raise_event` plants (port changes, a dead
-/// device). **verbs and mlx5** read the context's asynchronous event fd, one non-blocking
-/// read (a system call) per call, and apply the event as `check_async` does (a failed CQ
-/// fails its QPs, a failed QP says ERR) before returning it: call it from the control path
-/// or an idle loop, or when the fd (`Context::async_fd`) is readable, never per poll. rxe
-/// raises `COMM_EST` and `QP_FATAL`-class events; a link whose peer vanished raises nothing
-/// (only its requests' `RETRY_EXC_ERR` tells). A provider without an event stream returns
-/// `None` always.
+/// Per provider: **the sim** raises `QP_FATAL` when a QP fails on its own
+/// (`SimDevice::fail_qp`, the QPs of a CQ that overran), `CQ_ERR` on the overrun (the QPs'
+/// `QpFailed` follow), and what `SimDevice::raise_event` plants (port changes, a dead
+/// device). **verbs and mlx5** read the context's asynchronous event fd (non-blocking reads,
+/// system calls) and apply each event as `check_async` does (a failed CQ fails its QPs, a
+/// failed QP says ERR) before returning it: read them from the control path or an idle
+/// loop, or when the fd (`Context::async_fd`) is readable, never per poll. rxe raises
+/// `COMM_EST` and `QP_FATAL`-class events; a link whose peer vanished raises nothing (only
+/// its requests' `RETRY_EXC_ERR` tells). A provider without an event stream reports none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinkEvent {
     /// A QP went to ERR on its own (`QP_FATAL`, `QP_REQ_ERR`, `QP_ACCESS_ERR`; `what` the
@@ -144,10 +147,23 @@ pub enum LinkEvent {
     Other(&'static str),
 }
 
-impl LinkEvent {
-    /// The event as read from a verbs context's async fd.
-    pub fn from_verbs(ev: &rdma_direct_core::control::AsyncEvent) -> LinkEvent {
-        use rdma_direct_core::control::{AsyncElement as E, AsyncEventKind as K};
+/// The device's pending asynchronous events ([`Provider::async_events`], which hands each
+/// out once) as [`LinkEvent`]s, oldest first; none from a provider without an event stream.
+/// Control path: it allocates, and on verbs and mlx5 makes system calls.
+pub fn link_events<P: Provider>(dev: &mut P) -> Result<Vec<LinkEvent>> {
+    Ok(dev
+        .async_events()?
+        .unwrap_or_default()
+        .iter()
+        .map(LinkEvent::from)
+        .collect())
+}
+
+impl From<&AsyncEvent> for LinkEvent {
+    /// The event as the link helper sees it: the QP events by their `IBV_EVENT_*` name, a
+    /// port by its number; what fails no link as [`LinkEvent::Other`].
+    fn from(ev: &AsyncEvent) -> LinkEvent {
+        use crate::{AsyncElement as E, AsyncEventKind as K};
         let qpn = match ev.element {
             E::Qp { qpn, .. } => qpn,
             _ => 0,
@@ -182,7 +198,9 @@ impl LinkEvent {
             K::Other(_) => LinkEvent::Other("unknown event"),
         }
     }
+}
 
+impl LinkEvent {
     /// True when the event fails the link of QP `qpn` (in state `state` now): its own
     /// `QpFailed`, a `CqFailed` that left it in ERR, a port down, a dead device. Then recover
     /// it as after an error completion, with nothing polled ([`RcLink::recover`] or
@@ -564,7 +582,8 @@ impl<P: Provider> RcLink<P> {
         })
     }
 
-    /// True when `ev` (from [`Provider::link_event`]) fails this link ([`LinkEvent::fails`]).
+    /// True when `ev` (from [`link_events`] or [`LinkEvent::from`]) fails this link
+    /// ([`LinkEvent::fails`]).
     pub fn failed_by(&self, ev: &LinkEvent) -> bool {
         ev.fails(self.qp.qpn(), self.qp.state())
     }

@@ -45,6 +45,7 @@ mod checks;
 mod inputs;
 pub mod latency;
 pub mod no_device;
+pub mod procfs;
 #[cfg(feature = "report")]
 pub mod report;
 

@@ -177,8 +177,10 @@
 //! - **the sim**: as mlx5 (the same code), its faults on demand: a responder to ERR or
 //!   dropped, `fail_qp` / `fail_cq` (with their events), the seeded injector's error CQEs.
 //!
-//! The asynchronous events come through [`Provider::link_event`](providers::Provider::link_event)
-//! as [`LinkEvent`](prelude::LinkEvent)s; [`RcLink::failed_by`](prelude::RcLink::failed_by)
+//! The asynchronous events come through one call,
+//! [`Provider::async_events`](providers::Provider::async_events) (each handed out once: read
+//! them in one place); [`link_events`](prelude::link_events) gives them as
+//! [`LinkEvent`](prelude::LinkEvent)s, and [`RcLink::failed_by`](prelude::RcLink::failed_by)
 //! says whether one fails a link, which then recovers with nothing polled.
 //!
 //! `examples/order_gateway.rs` is the same pattern as a measured round trip, on the sim or

@@ -24,7 +24,8 @@
 //! Lives behind the `doctor` feature, beside the tuning checks ([`crate::doctor::latency`]).
 
 pub mod osnoise;
-pub mod procfs;
+/// The kernel's counters this module reads; they live with the host checks, which read them too.
+pub use crate::doctor::procfs;
 #[cfg(feature = "report")]
 pub mod report;
 pub mod room;

@@ -34,8 +34,8 @@
 //! - after a fault ([`crate::providers::recover`]): [`Recovery`] (QP to ERR, every
 //!   outstanding request drained and accounted, the flow helpers reset, reconnected),
 //!   [`LinkQueues`], [`RcLink`] (an RC link in the common shape), [`RecoveryReport`],
-//!   [`probe`] (a liveness probe for an idle link), [`LinkEvent`] (an asynchronous event,
-//!   from `Provider::link_event`);
+//!   [`probe`] (a liveness probe for an idle link), [`LinkEvent`] (an asynchronous event
+//!   as a link sees it), [`link_events`] (`Provider::async_events` read as those);
 //! - [`Error`] and [`Result`].
 //!
 //! A program written against the traits runs on every device. Two RC QPs on the software
@@ -82,7 +82,7 @@ pub use crate::providers::flow::{
 pub use crate::providers::helpers::{drain, local_cpus, pin_current_thread, poll_wait};
 pub use crate::providers::mlx5::{Mlx5Dedicated, Mlx5Device};
 pub use crate::providers::recover::{
-    probe, LinkEvent, LinkQueues, RcLink, Recovery, Report as RecoveryReport,
+    link_events, probe, LinkEvent, LinkQueues, RcLink, Recovery, Report as RecoveryReport,
 };
 #[cfg(feature = "sim")]
 pub use crate::providers::sim::{SimCq, SimDevice, SimQp};

@@ -747,7 +747,7 @@ fn an_rc_link_recovers_on_the_same_qp_after_a_responder_restart_device_thread() 
 }
 
 /// An asynchronous event as a fault source: the device fails the requester's QP on its own
-/// (`SimDevice::fail_qp`, `QP_FATAL`) with WRITEs in flight; `link_event` reads it, only the
+/// (`SimDevice::fail_qp`, `QP_FATAL`) with WRITEs in flight; `link_events` reads it, only the
 /// link it names is failed by it, the recovery (nothing polled by the application) ends
 /// every request, and the link goes on on the same QP. Port and device events fail every
 /// link; `COMM_EST` and the others fail none.
@@ -763,7 +763,7 @@ fn an_async_qp_fatal_event_fails_its_link_and_the_link_recovers() {
     let o = ConnectOpts::default();
     connect_pair(&mut dev, &mut a.qp, &mut b.qp, &o).unwrap();
     a.recvs.fill(a.qp.rq()).unwrap();
-    assert_eq!(dev.link_event().unwrap(), None);
+    assert_eq!(link_events(&mut dev).unwrap(), []);
     for id in 0..3 {
         let wr = SendWr::write(id, &[], dst.addr, dst.rkey)
             .inline(b"x")
@@ -773,16 +773,13 @@ fn an_async_qp_fatal_event_fails_its_link_and_the_link_recovers() {
     }
     a.qp.sq().try_ring().unwrap();
     dev.fail_qp(a.qp.qpn());
-    let ev = dev.link_event().unwrap().expect("the QP_FATAL event");
-    assert_eq!(
-        ev,
-        LinkEvent::QpFailed {
-            qpn: a.qp.qpn(),
-            what: "QP_FATAL"
-        }
-    );
+    let ev = LinkEvent::QpFailed {
+        qpn: a.qp.qpn(),
+        what: "QP_FATAL",
+    };
+    assert_eq!(link_events(&mut dev).unwrap(), [ev], "one event");
     assert!(a.failed_by(&ev) && !b.failed_by(&ev));
-    assert_eq!(dev.link_event().unwrap(), None, "one event");
+    assert_eq!(link_events(&mut dev).unwrap(), [], "handed out once");
     let r = a
         .recover(&mut dev, &[], nothing_delivered, |p, qp| {
             connect_pair(p, qp, &mut b.qp, &o).map(drop)
@@ -810,8 +807,9 @@ fn an_async_qp_fatal_event_fails_its_link_and_the_link_recovers() {
         (AsyncEvent::GidChange { port: 1 }, false),
     ] {
         dev.raise_event(e);
-        let ev = dev.link_event().unwrap().unwrap();
-        assert_eq!(a.failed_by(&ev), fails, "{e:?} as {ev:?}");
+        let evs = link_events(&mut dev).unwrap();
+        assert_eq!(evs.len(), 1, "{e:?}");
+        assert_eq!(a.failed_by(&evs[0]), fails, "{e:?} as {:?}", evs[0]);
     }
     assert!(!LinkEvent::Established { qpn: a.qp.qpn() }.fails(a.qp.qpn(), QpState::Rts));
     assert!(

@@ -9,7 +9,7 @@
 //! acknowledged. Both ends are `RcLink`s with the default `ConnectOpts`. Faults, drawn from a
 //! seeded generator every few hundred orders on average: the exchange's QP moved to ERR; the
 //! exchange restarted (its link dropped with traffic in flight, a new one in its place); one
-//! end's QP failed by the device (`QP_FATAL`, noticed through `Provider::link_event`); and
+//! end's QP failed by the device (`QP_FATAL`, noticed through `recover::link_events`); and
 //! throughout, the sim's fault injector (error CQEs on sends, completions delayed and
 //! reordered across queues). Whichever end sees the fault first (an error completion, a
 //! refused post, an asynchronous event that fails its link, or an idle gateway's liveness
@@ -278,7 +278,7 @@ fn soak(orders: u64, seed: u64, threaded: bool) {
         // The device's asynchronous events: one that fails either end is a fault like an
         // error completion (the CQs are then left to the drains).
         let mut by_event = false;
-        while let Some(ev) = dev.link_event().unwrap() {
+        for ev in link_events(&mut dev).unwrap() {
             by_event |= gw.link.failed_by(&ev) || ex.link.failed_by(&ev);
         }
         f.by_event += u64::from(by_event);

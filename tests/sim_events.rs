@@ -1,6 +1,8 @@
 //! The sim's asynchronous event stream: read without blocking, in order, each event naming
-//! its object; raised by the engine (CQ overrun) or on demand.
+//! its object; raised by the engine (CQ overrun) or on demand; handed out once, whether read
+//! for links (`recover::link_events`) or as they are (`Provider::async_events`).
 
+use rdma_direct::prelude::{link_events, LinkEvent, Provider};
 use rdma_direct::providers::sim::{AsyncEvent, SimDevice};
 
 #[test]
@@ -56,4 +58,61 @@ fn events_cli_prints_each_kind_with_its_object() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
+}
+
+/// One event stream: a program that reads the device's events for its links
+/// (`link_events`) and scenario-style (`Provider::async_events`) in turn sees every event
+/// raised exactly once, in the order raised, whichever reader came first.
+#[test]
+fn events_are_each_seen_once_by_link_and_scenario_readers_together() {
+    let mut dev = SimDevice::new();
+    let raised = [
+        AsyncEvent::PortErr { port: 1 },
+        AsyncEvent::QpFatal { qpn: 0x21 },
+        AsyncEvent::PortActive { port: 1 },
+        AsyncEvent::GidChange { port: 2 },
+        AsyncEvent::DeviceFatal,
+        AsyncEvent::QpAccessErr { qpn: 0x22 },
+    ];
+    let mut seen: Vec<LinkEvent> = Vec::new();
+    for (i, e) in raised.iter().enumerate() {
+        dev.raise_event(*e);
+        // Odd steps raise and leave the event for the next reader; each reader takes what
+        // is pending.
+        if i % 2 == 0 {
+            continue;
+        }
+        if i % 4 == 1 {
+            seen.extend(link_events(&mut dev).unwrap());
+        } else {
+            let v = dev
+                .async_events()
+                .unwrap()
+                .expect("the sim has an event stream");
+            seen.extend(v.iter().map(LinkEvent::from));
+        }
+        assert_eq!(link_events(&mut dev).unwrap(), [], "step {i}: nothing left");
+    }
+    let want: Vec<LinkEvent> = raised
+        .iter()
+        .map(|e| LinkEvent::from(&e.to_verbs()))
+        .collect();
+    assert_eq!(seen, want);
+    assert_eq!(
+        want,
+        [
+            LinkEvent::PortDown { port: 1 },
+            LinkEvent::QpFailed {
+                qpn: 0x21,
+                what: "QP_FATAL"
+            },
+            LinkEvent::PortUp { port: 1 },
+            LinkEvent::Other("GID_CHANGE"),
+            LinkEvent::DeviceFatal,
+            LinkEvent::QpFailed {
+                qpn: 0x22,
+                what: "QP_ACCESS_ERR"
+            },
+        ]
+    );
 }

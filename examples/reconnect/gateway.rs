@@ -1,6 +1,7 @@
 //! The gateway (client) of the two-process mode.
 
 use super::*;
+use rdma_direct::providers::helpers::Stall;
 
 /// Streams orders `0..a.total` into the receiver's ring (`BATCH` a doorbell, the last
 /// signaled), at most `RING` unconfirmed; on a fault the link's `Recovery` drains it, and the
@@ -57,6 +58,9 @@ pub(super) fn gateway<P: Provider>(p: &mut P, host: &str, a: &Args) -> Result<()
             println!("gateway: of the {out} orders in flight unconfirmed, {got} had reached the receiver and {gone} were lost in flight: resent from {resume}");
         }
         let (mut posted, mut credited, mut last) = (resume, resume, Instant::now());
+        // Nothing completing for this long (not even a probe's) ends the run: the library's
+        // stall error.
+        let mut stalled = Stall::new(4 * DRAIN);
         let mut wc = [Completion::EMPTY; 32];
         let fault = 'conn: loop {
             if credited == total {
@@ -101,8 +105,12 @@ pub(super) fn gateway<P: Provider>(p: &mut P, host: &str, a: &Args) -> Result<()
             }
             let n = k.cq.poll(&mut wc);
             p.progress();
-            if last.elapsed() > 4 * DRAIN {
-                return Err(proto(format!("no completion for {:?}", 4 * DRAIN)));
+            if n == 0 {
+                stalled.idle("gateway", || {
+                    format!("{} orders unconfirmed", posted - credited)
+                })?;
+            } else {
+                stalled.progressed();
             }
             for (i, c) in wc[..n].iter().enumerate() {
                 if !c.is_ok() {

@@ -26,9 +26,10 @@
 //! the next is up):
 //! - the receiver (no HOST) checks every order byte for byte in sequence, keeps its progress
 //!   in `--state FILE` after each batch (so a receiver killed and started again resumes where
-//!   it stopped), confirms each batch with a SEND WITH IMMEDIATE carrying its count, and
-//!   takes a new connection whenever the old one fails (an error completion, a refused post,
-//!   or the gateway's TCP connection closing: then the drain moves its QP to ERR);
+//!   it stopped), confirms the batches of each poll (once their receives are posted again)
+//!   with a SEND WITH IMMEDIATE carrying its count, and takes a new connection whenever the
+//!   old one fails (an error completion, a refused post, or the gateway's TCP connection
+//!   closing: then the drain moves its QP to ERR);
 //! - the gateway (HOST) sends `-n ORDERS` (default 20000, rounded up to whole batches), at
 //!   most 64 unconfirmed. `timeout` 16 and `retry_cnt` 2 bound how long a vanished peer takes
 //!   to show: three tries 268 ms apart, 0.81 s; with nothing in flight it sends a `probe`
@@ -57,7 +58,7 @@ const ORDER: usize = 64;
 const RING: u64 = 64;
 /// The ring's bytes.
 const LEN: usize = RING as usize * ORDER;
-/// The gateway's credit receives (the receiver confirms once per batch).
+/// The gateway's credit receives (the receiver confirms at most once per batch).
 const CREDITS: u32 = (RING / BATCH) as u32 + 2;
 /// A gateway with nothing in flight for this long sends a liveness probe.
 const HEARTBEAT: Duration = Duration::from_millis(200);

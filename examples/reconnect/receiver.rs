@@ -5,7 +5,8 @@ use std::os::unix::fs::FileExt;
 
 /// Keeps the ring, checks every order byte for byte in sequence, keeps its progress in
 /// `a.state` (so a restarted receiver resumes where the killed one stopped), and confirms
-/// each batch to the gateway with a SEND WITH IMMEDIATE carrying its count.
+/// the batches of each poll to the gateway with a SEND WITH IMMEDIATE carrying its count,
+/// after posting their receives again.
 pub(super) fn receiver<P: Provider>(p: &mut P, a: &Args) -> Result<()> {
     let io = |what| move |e| Error::io(format!("reconnect: {what} the state file"), &e);
     let mut open = std::fs::OpenOptions::new();
@@ -60,9 +61,10 @@ pub(super) fn receiver<P: Provider>(p: &mut P, a: &Args) -> Result<()> {
                 break Some(fault(p, &mut k, &[])?);
             }
             p.progress();
-            // A refusal (the QP failed: a completion later in this poll, or the peer's close,
-            // says why) posts nothing more; the poll is taken to its end first.
-            let mut refused = None;
+            // The credit for the last batch this poll completed, sent once its receives are
+            // posted again: each order it lets the gateway send needs one (else RNR NAKs,
+            // and after `rnr_retry` of them RNR_RETRY_EXC_ERR on the gateway).
+            let mut credit = None;
             for (i, c) in wc[..n].iter().enumerate() {
                 if !c.is_ok() {
                     break 'conn Some(fault(p, &mut k, &wc[i..n])?);
@@ -89,16 +91,18 @@ pub(super) fn receiver<P: Provider>(p: &mut P, a: &Args) -> Result<()> {
                         b[8..].copy_from_slice(&sum.to_le_bytes());
                         f.write_all_at(&b, 0).map_err(io("writing"))?;
                     }
-                    let credit = SendWr::send_imm(next, &[], next as u32).signaled();
-                    match refused.is_none().then(|| k.qp.sq().post_and_ring(credit)) {
-                        Some(Ok(())) => k.window.posted(1),
-                        Some(Err(r)) => refused = Some(refusal(r.error)?),
-                        None => {}
-                    }
+                    credit = Some(next);
                 }
             }
-            if refused.is_none() {
-                refused = k.recvs.replenish(k.qp.rq()).err().map(|e| e.to_string());
+            // A refusal (the QP failed: a completion later, or the peer's close, says why)
+            // posts nothing more.
+            let mut refused = k.recvs.replenish(k.qp.rq()).err().map(|e| e.to_string());
+            if let (None, Some(c)) = (&refused, credit) {
+                let wr = SendWr::send_imm(c, &[], c as u32).signaled();
+                match k.qp.sq().post_and_ring(wr) {
+                    Ok(()) => k.window.posted(1),
+                    Err(r) => refused = Some(refusal(r.error)?),
+                }
             }
             if let Some(e) = refused {
                 println!("receiver: a post was refused: {e}");

@@ -714,12 +714,6 @@ impl Provider for Mlx5Device {
         })
     }
 
-    fn link_event(&mut self) -> Result<Option<crate::recover::LinkEvent>> {
-        Ok(self
-            .next_async()?
-            .map(|e| crate::recover::LinkEvent::from_verbs(&e)))
-    }
-
     fn async_events(&mut self) -> Result<Option<Vec<control::AsyncEvent>>> {
         self.check_async().map(Some)
     }

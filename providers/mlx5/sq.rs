@@ -10,7 +10,7 @@
 //!
 //! - `pi` (producer index, `u32`, free-running, in WQEBBs, written by the poster): the next
 //!   WQE starts at WQEBB `pi & (wqe_cnt - 1)`; the ctrl segment carries `pi & 0xffff`.
-//! - `ci` (in [`SqShared`], written by the poller): WQEBBs before it are retired and may be
+//! - `ci` (in [`SqShared`](super::shared::SqShared), written by the poller): WQEBBs before it are retired and may be
 //!   overwritten; the oldest outstanding WQE starts there. Free WQEBBs = `wqe_cnt - (pi - ci)`.
 //! - `rung.pi` (poster): `pi` at the last doorbell; nothing is staged when equal.
 //! - `limit` (poster): the posting budget, see below; `pi <= limit <= ci + wqe_cnt`.
@@ -60,7 +60,7 @@
 //! ## Fast path
 //!
 //! An inline WRITE or SEND (no UD destination) of at most 12 bytes fits one WQEBB (ctrl,
-//! [raddr,] one inline segment), which never wraps. [`SendQueue::post`] writes it with 64-bit
+//! \[raddr,\] one inline segment), which never wraps. [`SendQueue::post`] writes it with 64-bit
 //! stores from precomputed parts when `pi < SqFastLimit::fast_end` (one load, one compare, besides
 //! `len <= 12`). The limit is the budget's `limit`, published whenever `limit` changes, when
 //! the QP allows the fast path at all (RC / UC, `max_inline_data >= 12`, no `signal_every`)
@@ -206,7 +206,7 @@ pub struct Mlx5Sq<D: Owners = Mlx5Device> {
     /// First 8 bytes of the last staged WQE's ctrl segment: the 8-byte doorbell (meaningful
     /// while something is staged; `post_and_ring` rings its WQE without storing it).
     last_ctrl: u64,
-    /// The `wqes` array of [`SqShared`], by first WQEBB (`shared` keeps it alive).
+    /// The `wqes` array of [`SqShared`](super::shared::SqShared), by first WQEBB (`shared` keeps it alive).
     wqes: *const SqEntry,
     /// `dbrec[1]`, the send counter.
     dbrec_sq: *mut u32,

@@ -1,4 +1,4 @@
-//! PD and MR of the sim, and the [`Provider`](crate::Provider) implementation that
+//! PD and MR of the sim, and the [`crate::Provider`] implementation that
 //! puts the mlx5 hot-path types on sim memory.
 
 use std::sync::Arc;
@@ -353,30 +353,6 @@ impl Provider for SimDevice {
         if !self.is_threaded() {
             self.run_until_idle();
         }
-    }
-
-    fn link_event(&mut self) -> crate::Result<Option<crate::recover::LinkEvent>> {
-        use super::AsyncEvent as A;
-        use crate::recover::LinkEvent as L;
-        Ok(self.poll_async_event().map(|e| match e {
-            A::CqOverrun { .. } => L::CqFailed,
-            A::QpFatal { qpn } => L::QpFailed {
-                qpn,
-                what: "QP_FATAL",
-            },
-            A::QpReqErr { qpn } => L::QpFailed {
-                qpn,
-                what: "QP_REQ_ERR",
-            },
-            A::QpAccessErr { qpn } => L::QpFailed {
-                qpn,
-                what: "QP_ACCESS_ERR",
-            },
-            A::PortActive { port } => L::PortUp { port },
-            A::PortErr { port } => L::PortDown { port },
-            A::DeviceFatal => L::DeviceFatal,
-            e => L::Other(e.describe().0),
-        }))
     }
 
     fn async_events(&mut self) -> crate::Result<Option<Vec<crate::AsyncEvent>>> {

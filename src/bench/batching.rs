@@ -47,7 +47,8 @@
 //!   taken ([`Stat::reps`]). Errors are one line naming what failed; nothing here prints.
 //! - With feature `report`, the sweep's report as text and values: [`report`] (tables,
 //!   notes, JSON, SVG charts), [`explain`] (the cost model fitted to the curve) and
-//!   [`summary`] (the Markdown summary of a report directory).
+//!   [`summary`] (the Markdown summary of a report directory), all naming runs and series
+//!   through [`setup`].
 
 use crate::perf::StopHook;
 use crate::providers::mlx5::DoorbellMode;
@@ -57,6 +58,8 @@ pub mod explain;
 mod measure;
 #[cfg(feature = "report")]
 pub mod report;
+#[cfg(feature = "report")]
+pub mod setup;
 pub mod stats;
 #[cfg(feature = "report")]
 pub mod summary;

@@ -353,7 +353,7 @@ pub fn check_irq_affinity(sys: &Sysfs, cpu: u32, dev: Option<&str>) -> Finding {
                 .is_some_and(|l| l.contains(&cpu))
         })
         .collect();
-    let nic = dev.map(|d| crate::noise::procfs::device_irqs(sys, d));
+    let nic = dev.map(|d| super::procfs::device_irqs(sys, d));
     let nic_on: Vec<u32> = match &nic {
         Some(Ok(n)) => on_cpu.iter().copied().filter(|i| n.contains(i)).collect(),
         _ => Vec::new(),

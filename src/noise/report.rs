@@ -242,8 +242,31 @@ fn cpu_json(c: &CpuNoise) -> String {
     )
 }
 
+/// A histogram's points for the chart: every bucket from the first non-empty one to the
+/// last, x its lowest duration; an empty bucket is a gap (y NaN), so the line breaks there
+/// instead of joining the buckets on either side as if the durations between had counts.
+fn hist_points(h: &noise::Histogram) -> Vec<Point> {
+    let used = |k: &usize| h.counts[*k] > 0;
+    let (Some(first), Some(last)) = (
+        (0..h.counts.len()).find(used),
+        (0..h.counts.len()).rev().find(used),
+    ) else {
+        return Vec::new();
+    };
+    (first..=last)
+        .map(|k| Point {
+            x: (1u64 << k) as f64,
+            y: match h.counts[k] {
+                0 => f64::NAN,
+                n => n as f64,
+            },
+            band: None,
+        })
+        .collect()
+}
+
 /// The histograms as one chart: a line per CPU, x the bucket's lowest duration (log2), y
-/// the interruptions in it.
+/// the interruptions in it; the line breaks at empty buckets.
 pub fn render_svg(r: &Report) -> String {
     let series = r
         .cpus
@@ -255,17 +278,7 @@ pub fn render_svg(r: &Report) -> String {
                 c.spin.count,
                 dur(c.spin.max_ns)
             ),
-            points: c
-                .spin
-                .hist
-                .nonempty()
-                .into_iter()
-                .map(|(lo, n)| Point {
-                    x: lo as f64,
-                    y: n as f64,
-                    band: None,
-                })
-                .collect(),
+            points: hist_points(&c.spin.hist),
         })
         .collect();
     // Counts per bucket span decades: a log axis.
@@ -396,5 +409,28 @@ mod tests {
             Some(&crate::report::json::Value::Bool(true))
         );
         assert!(render_svg(&report()).contains("CPU 1 (3 interruptions, max 5.0 us)"));
+    }
+
+    /// The chart's line breaks at empty buckets: interruptions in the 16 and 32 ns buckets,
+    /// then in 256 and 512 ns (three empty buckets between) draw two lines of two points,
+    /// not one of four; every non-empty bucket keeps its marker.
+    #[test]
+    fn svg_line_breaks_at_empty_buckets() {
+        let mut r = report();
+        let mut h = crate::noise::Histogram::default();
+        for g in [20, 40, 40, 300, 600] {
+            h.add(g);
+        }
+        r.cpus[0].spin.hist = h;
+        let svg = render_svg(&r);
+        let lines: Vec<usize> = svg
+            .match_indices("<polyline class=\"line\" points=\"")
+            .map(|(i, m)| {
+                let pts = &svg[i + m.len()..];
+                pts[..pts.find('"').unwrap()].split(' ').count()
+            })
+            .collect();
+        assert_eq!(lines, [2, 2]);
+        assert_eq!(svg.matches("class=\"pt\"").count(), 4);
     }
 }

@@ -10,9 +10,10 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::cm;
+use crate::providers::helpers::Stall;
 use crate::providers::{
     Access, Completion, CompletionQueue, ConnectOpts, Pages, Provider, QpConfig, QpType, QueuePair,
     RecvQueue, RecvWr, RegisteredBuf, SendQueue, SendWr,
@@ -24,8 +25,8 @@ use crate::{Error, Result};
 const SLOT: usize = 1024;
 /// Receives kept posted.
 const RECVS: usize = 2;
-/// The longest a read or write waits (a bandwidth server waits in a handshake for the whole
-/// run of the client).
+/// A read or write that sees no completion for this long fails with the stall error (a
+/// bandwidth server waits in a handshake for the whole run of the client).
 const WAIT: Duration = Duration::from_secs(600);
 const WR_SEND: u64 = u64::MAX;
 
@@ -154,7 +155,7 @@ impl<P: Provider> CmChannel<P> {
         what: &str,
         mut done: impl FnMut(&Completion) -> bool,
     ) -> io::Result<()> {
-        let t0 = Instant::now();
+        let mut stalled = Stall::new(WAIT);
         let mut wc = [Completion::EMPTY; 4];
         loop {
             let n = self.cq.poll(&mut wc);
@@ -184,16 +185,13 @@ impl<P: Provider> CmChannel<P> {
                 return Ok(());
             }
             if n == 0 {
-                if t0.elapsed() > WAIT {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!(
-                            "perftest -R channel: nothing for {} s waiting for {what}",
-                            WAIT.as_secs()
-                        ),
-                    ));
-                }
+                // The library's stall error, as an I/O timeout (this is the run's channel).
+                stalled
+                    .idle("perftest -R channel", || what.to_string())
+                    .map_err(|e| io::Error::new(io::ErrorKind::TimedOut, e))?;
                 std::thread::yield_now();
+            } else {
+                stalled.progressed();
             }
         }
     }

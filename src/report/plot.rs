@@ -11,8 +11,10 @@
 //! - The y axis is what the caller asks ([`YScale`]): linear (from 0 when no value is
 //!   negative) unless log10 is asked; the data never switches it. A log axis with no positive
 //!   value falls back to linear. Ticks at 1, 2, 5 x 10^k.
-//! - Each series is a `<g class="series">` holding one `<polyline class="line">` and one
-//!   marker (class `pt`, with a `<title>` tooltip) per point drawn. Series `i` has marker shape
+//! - Each series is a `<g class="series">` holding a `<polyline class="line">` and one
+//!   marker (class `pt`, with a `<title>` tooltip) per point drawn. A point whose y is NaN is
+//!   a gap: nothing is drawn for it and the line breaks there (one polyline per run of two or
+//!   more points between gaps); the other points left out (below) do not break it. Series `i` has marker shape
 //!   `i % 4` and dash pattern `i % 5` (0: solid), so no two of the first 20 series look alike
 //!   even where their values coincide; the legend shows each series' line, dash and marker.
 //!   Points with a non-finite x or y, a non-positive x, or (on a log y axis) a non-positive y

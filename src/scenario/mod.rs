@@ -10,7 +10,7 @@
 //!
 //! ## The API
 //!
-//! - [`load_file`] / [`load_paths`] / [`parse`] read files (a directory stands for its
+//! - [`load_file`] / [`load_paths`] / [`parse()`] read files (a directory stands for its
 //!   `*.scn` files, sorted). Every error is a [`ParseError`] naming `file:line`; bad input
 //!   never panics.
 //! - [`RunOpts::for_provider`] picks the options for an opened provider: its tags (which

@@ -2,10 +2,11 @@
 //! sim (no libraries, no thread domains) and on the verbs provider (the mlx5-only rungs
 //! not applicable).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::clock::TimestampKind;
 use crate::control::{Context, Device, PortState};
+use crate::providers::helpers::Stall;
 use crate::providers::mlx5::{DoorbellMode, Mlx5Cq, Mlx5Device, Mlx5Qp, Owners};
 use crate::providers::sim::SimDevice;
 use crate::providers::verbs::VerbsDevice;
@@ -323,20 +324,21 @@ impl Modes for VerbsDevice {}
 
 fn poll<P: Provider>(p: &mut P, cq: &mut P::Cq, n: usize) -> Result<Vec<Completion>, Failed> {
     let mut got = Vec::new();
-    let t = Instant::now();
+    let mut stalled = Stall::new(WAIT);
     let mut out = [Completion::EMPTY; 8];
     while got.len() < n {
         p.progress();
         let k = cq.poll(&mut out);
         got.extend_from_slice(&out[..k]);
-        if t.elapsed() > WAIT {
-            return Err(format!(
-                "{} of {n} completion(s) after {} s: the device did not execute the WQE (no \
-                 doorbell seen?)",
-                got.len(),
-                WAIT.as_secs()
-            ));
+        if k > 0 {
+            stalled.progressed();
+            continue;
         }
+        stalled
+            .idle("selftest", || {
+                format!("{} of {n} completion(s)", n - got.len())
+            })
+            .map_err(|e| format!("{e}: the device did not execute the WQE (no doorbell seen?)"))?;
     }
     if let Some(c) = got.iter().find(|c| !c.is_ok()) {
         return Err(format!(
@@ -598,15 +600,15 @@ where
         )
         .map_err(|e| format!("post: {e}"))?;
     let (mut out, mut ns) = ([Completion::EMPTY; 2], [0u64; 2]);
-    let t = Instant::now();
+    let mut stalled = Stall::new(WAIT);
     loop {
         p.progress();
         if cq.poll_ts(&mut out, &mut ns) > 0 {
             break;
         }
-        if t.elapsed() > WAIT {
-            return Err("no completion on the timestamped CQ".into());
-        }
+        stalled
+            .idle("selftest", || "1 completion on the timestamped CQ".into())
+            .map_err(|e| e.to_string())?;
     }
     if !out[0].is_ok() {
         return Err(format!("completion failed: {}", out[0].status));

@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use super::report::{series_name, Setup};
+use super::setup::{series_name, Setup};
 use super::{Config, Mode, Signal, Stat, Where};
 use crate::perf::fit::{least_squares, Fit};
 

@@ -5,17 +5,20 @@
 //! Contract: every point of the sweep is sampled round-robin after warm-up rounds; a sample
 //! times many batches and yields ns per WQE; [`Stat`] summarizes a point's samples. The
 //! timed regions hold only the post, the ring and the poll (the rig's device work is
-//! outside them); nothing here prints.
+//! outside them); nothing here prints. A wait for completions that sees none for [`STALL`]
+//! ends the sweep with the library's [`Error::Stalled`] (what waited, how long, what was
+//! owed); every other failure is an [`Error::Failed`] saying what and where.
 
-use std::time::Instant;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
 
 use crate::pcie::Counts;
+use crate::providers::helpers::poll_wait;
 use crate::providers::mlx5::Mlx5Device;
 use crate::providers::sim::SimDevice;
 use crate::providers::verbs::VerbsDevice;
-use crate::providers::{
-    Completion, CompletionQueue, MemoryRegion, Provider, QueuePair, SendQueue, SendWr,
-};
+use crate::providers::{Completion, MemoryRegion, QueuePair, SendQueue, SendWr};
 
 use super::stats::{bootstrap_median_ci, median, quantile, spread, BOOTSTRAP_RESAMPLES};
 use super::{Config, Mode, Op, Params, PayloadKind, Where, MAX_INLINE};
@@ -27,6 +30,39 @@ mod plain_memory;
 
 use device::{bed, device_sweep};
 use plain_memory::plain_sweep;
+
+/// A wait for completions (a sample's, its UD receives', the verbs baseline's first post)
+/// that sees none for this long ends the sweep: the device or the peer is gone.
+pub const STALL: Duration = Duration::from_secs(10);
+
+/// A failure of the sweep that is no stall, as the library's error.
+fn failed(detail: impl Into<String>) -> Error {
+    Error::Failed {
+        context: "sweep",
+        detail: detail.into(),
+    }
+}
+
+/// `e` said to come from `what` (`verbs baseline`, `thread 1`): a stall stays one, `what`
+/// joining what it owed; anything else becomes a failure whose text says `what` first.
+fn within(what: &str, e: Error) -> Error {
+    match e {
+        Error::Stalled {
+            context,
+            waited,
+            owed,
+        } => Error::Stalled {
+            context,
+            waited,
+            owed: format!("{owed} ({what})"),
+        },
+        Error::Failed {
+            context: "sweep",
+            detail,
+        } => failed(format!("{what}: {detail}")),
+        e => failed(format!("{what}: {e}")),
+    }
+}
 
 /// One measured point.
 #[derive(Clone, Debug, Default)]
@@ -189,7 +225,7 @@ const TAP_MAX: u32 = 4096;
 /// The ring holds the whole replay (drained after each batch), so a fetch split by the ring's
 /// end (one more read per wrap) is counted where the replay wraps, not where the measured
 /// run did.
-pub fn pcie_counts(o: &Params, c: &Config, batch: u32) -> Result<Counts, String> {
+pub fn pcie_counts(o: &Params, c: &Config, batch: u32) -> std::result::Result<Counts, String> {
     let total = o.sample_wqes(batch).min(TAP_MAX / batch * batch);
     // Room for the whole replay.
     let slots = (wqebbs(c) * total).next_power_of_two().max(256);
@@ -234,13 +270,10 @@ pub fn pcie_counts(o: &Params, c: &Config, batch: u32) -> Result<Counts, String>
 }
 
 /// Attach the PCIe counts to every point of an mlx5 provider's sweep.
-fn with_pcie(
-    o: &Params,
-    mut res: Vec<(Config, Vec<Stat>)>,
-) -> Result<Vec<(Config, Vec<Stat>)>, String> {
+fn with_pcie(o: &Params, mut res: Vec<(Config, Vec<Stat>)>) -> Result<Vec<(Config, Vec<Stat>)>> {
     for (c, pts) in res.iter_mut() {
         for p in pts.iter_mut() {
-            p.pcie = Some(pcie_counts(o, c, p.batch)?);
+            p.pcie = Some(pcie_counts(o, c, p.batch).map_err(failed)?);
         }
     }
     Ok(res)
@@ -263,14 +296,14 @@ pub fn wqebbs(c: &Config) -> u32 {
 }
 
 /// Pin the calling thread to `cpu` (when chosen).
-fn pin(cpu: &Option<Chosen>) -> Result<(), String> {
+fn pin(cpu: &Option<Chosen>) -> Result<()> {
     match cpu {
         Some(c) => crate::providers::helpers::pin_current_thread(c.cpu).map_err(|e| {
-            format!(
+            failed(format!(
                 "pinning the measuring thread to CPU {} ({}): {e}; pin to another (Pin::Cpu) or \
                  run unpinned (Pin::Off)",
                 c.cpu, c.why
-            )
+            ))
         }),
         None => Ok(()),
     }
@@ -281,13 +314,13 @@ fn pin(cpu: &Option<Chosen>) -> Result<(), String> {
 /// started before the pinning, so it does not inherit the measuring thread's CPU. With
 /// [`Params::threads`] > 1, that many measuring threads side by side, each pinned to a CPU
 /// of its own ([`cpu::choose_n`]) and running the whole sweep on queues of its own.
-pub fn sweep(o: &Params) -> Result<Sweep, String> {
+pub fn sweep(o: &Params) -> Result<Sweep> {
     let dev = match o.at {
         Where::Verbs | Where::Mlx5 => o.device.as_deref(),
         Where::Plain | Where::Sim => None,
     };
     let n = o.threads.max(1) as usize;
-    let chosen = cpu::choose_n(o.pin, dev, n)?;
+    let chosen = cpu::choose_n(o.pin, dev, n).map_err(failed)?;
     let mut done: Vec<ThreadSweep> = std::thread::scope(|s| {
         let handles: Vec<_> = chosen
             .iter()
@@ -300,8 +333,14 @@ pub fn sweep(o: &Params) -> Result<Sweep, String> {
             .map(|(i, (h, c))| {
                 let ((points, runs), skipped) = h
                     .join()
-                    .unwrap_or_else(|_| Err("the measuring thread panicked".into()))
-                    .map_err(|e| if n > 1 { format!("thread {i}: {e}") } else { e })?;
+                    .unwrap_or_else(|_| Err(failed("the measuring thread panicked")))
+                    .map_err(|e| {
+                        if n > 1 {
+                            within(&format!("thread {i}"), e)
+                        } else {
+                            e
+                        }
+                    })?;
                 Ok(ThreadSweep {
                     points,
                     cpu: c.clone(),
@@ -309,7 +348,7 @@ pub fn sweep(o: &Params) -> Result<Sweep, String> {
                     skipped,
                 })
             })
-            .collect::<Result<_, String>>()
+            .collect::<Result<_>>()
     })?;
     let first = done[0].clone();
     if n == 1 {
@@ -324,7 +363,7 @@ pub fn sweep(o: &Params) -> Result<Sweep, String> {
     })
 }
 
-fn with_pcie_runs(o: &Params, r: Measured) -> Result<Measured, String> {
+fn with_pcie_runs(o: &Params, r: Measured) -> Result<Measured> {
     Ok((with_pcie(o, r.0)?, r.1))
 }
 
@@ -333,15 +372,16 @@ fn with_pcie_runs(o: &Params, r: Measured) -> Result<Measured, String> {
 /// verbs data path refuses to post (`EOPNOTSUPP`: the stand-in models the direct path only)
 /// gives one line saying so instead of points. Each point set is sampled round-robin within
 /// itself; the two sets run one after the other.
-fn verbs_baseline(o: &Params, res: &mut Measured) -> Result<Vec<String>, String> {
+fn verbs_baseline(o: &Params, res: &mut Measured) -> Result<Vec<String>> {
+    let baseline = |e| within("verbs baseline", e);
     let dev = o.device.as_deref().unwrap_or_default();
-    let mut p = VerbsDevice::open(dev).map_err(|e| format!("verbs baseline: {e}"))?;
+    let mut p = VerbsDevice::open(dev).map_err(baseline)?;
     let mut v = o.clone();
     v.at = Where::Verbs;
     v.modes = vec![Mode::Verbs];
     // One signaled WRITE first: does libibverbs post at all here?
     {
-        let mut b = bed(&mut p, &v, Op::Write, 0, 8).map_err(|e| format!("verbs baseline: {e}"))?;
+        let mut b = bed(&mut p, &v, Op::Write, 0, 8).map_err(baseline)?;
         let sges = [b.cmem.mr().sge(0, 8)];
         let (raddr, rkey) = (b.smem.addr(), b.smem.rkey());
         let sq = b.cqps[0].sq();
@@ -357,21 +397,15 @@ fn verbs_baseline(o: &Params, res: &mut Measured) -> Result<Vec<String>, String>
         }
         // Its completion, before the bed goes.
         let mut wcs = [Completion::EMPTY; 4];
-        let t0 = Instant::now();
-        while b.ccq.poll(&mut wcs) == 0 {
-            p.progress();
-            if t0.elapsed().as_secs() >= 10 {
-                return Err("verbs baseline: no completion for 10 s after the first post".into());
-            }
-        }
+        poll_wait(&mut p, &mut b.ccq, &mut wcs, STALL).map_err(baseline)?;
     }
-    let (pts, runs) = device_sweep(&mut p, &v).map_err(|e| format!("verbs baseline: {e}"))?;
+    let (pts, runs) = device_sweep(&mut p, &v).map_err(baseline)?;
     res.0.extend(pts);
     res.1 = res.1.min(runs);
     Ok(Vec::new())
 }
 
-fn measure(o: &Params, cpu: &Option<Chosen>) -> Result<(Measured, Vec<String>), String> {
+fn measure(o: &Params, cpu: &Option<Chosen>) -> Result<(Measured, Vec<String>)> {
     if o.verbs_baseline && o.at == Where::Mlx5 {
         let mut r = measure_one(o, cpu)?;
         let skipped = verbs_baseline(o, &mut r)?;
@@ -380,17 +414,17 @@ fn measure(o: &Params, cpu: &Option<Chosen>) -> Result<(Measured, Vec<String>), 
     Ok((measure_one(o, cpu)?, Vec::new()))
 }
 
-fn measure_one(o: &Params, cpu: &Option<Chosen>) -> Result<Measured, String> {
+fn measure_one(o: &Params, cpu: &Option<Chosen>) -> Result<Measured> {
     match o.at {
         Where::Plain => {
             pin(cpu)?;
-            with_pcie_runs(o, plain_sweep(o)?)
+            with_pcie_runs(o, plain_sweep(o).map_err(failed)?)
         }
         Where::Sim => {
             let mut p = SimDevice::new();
             // Device-thread mode: a thread plays the HCA, polling doorbells, as hardware
             // would; the mlx5 hot path runs against it unchanged. Started before the pin.
-            p.start_device_thread().map_err(|e| e.to_string())?;
+            p.start_device_thread()?;
             let r = pin(cpu).and_then(|()| device_sweep(&mut p, o));
             p.stop_device_thread();
             with_pcie_runs(o, r?)
@@ -398,13 +432,13 @@ fn measure_one(o: &Params, cpu: &Option<Chosen>) -> Result<Measured, String> {
         Where::Verbs => {
             pin(cpu)?;
             let dev = o.device.as_deref().unwrap_or_default();
-            let mut p = VerbsDevice::open(dev).map_err(|e| e.to_string())?;
+            let mut p = VerbsDevice::open(dev)?;
             device_sweep(&mut p, o)
         }
         Where::Mlx5 => {
             pin(cpu)?;
             let dev = o.device.as_deref().unwrap_or_default();
-            let mut p = Mlx5Device::open(dev).map_err(|e| e.to_string())?;
+            let mut p = Mlx5Device::open(dev)?;
             with_pcie_runs(o, device_sweep(&mut p, o)?)
         }
     }
@@ -414,6 +448,31 @@ fn measure_one(o: &Params, cpu: &Option<Chosen>) -> Result<Measured, String> {
 mod tests {
     use super::*;
     use crate::bench::batching::Signal;
+
+    /// Where a sweep's error came from joins it: a stall stays a stall (the place joins what
+    /// was owed), a failure says the place once, first.
+    #[test]
+    fn within_keeps_a_stall_and_says_where() {
+        let waited = STALL;
+        let stall = Error::Stalled {
+            context: "sample",
+            waited,
+            owed: "3 of 8 WRITEs (5 completed)".into(),
+        };
+        match within("thread 1", stall) {
+            Error::Stalled {
+                context: "sample",
+                waited: w,
+                owed,
+            } => assert_eq!(
+                (w, owed.as_str()),
+                (waited, "3 of 8 WRITEs (5 completed) (thread 1)")
+            ),
+            e => panic!("not a stall: {e:?}"),
+        }
+        let e = within("verbs baseline", failed("the CQ ran dry"));
+        assert_eq!(e.to_string(), "sweep: verbs baseline: the CQ ran dry");
+    }
 
     #[test]
     fn wqebbs_of_a_write_and_a_ud_send_by_hand() {

@@ -2,54 +2,21 @@
 //! per configuration, the notes on method, latency and PCIe, the JSON document and the SVG
 //! charts.
 //!
-//! Contract: pure functions of a [`Setup`] (the sweep's [`Params`], the PCIe link the bound
-//! is given for, the command line) and the measured points ([`Stat`]); each returns its text
-//! (or charts) and writes nothing. Every table and chart names the provider and says that
-//! plain-memory and sim figures are not hardware figures.
+//! Contract: pure functions of a [`Setup`] (the sweep's [`Params`](super::Params), the PCIe
+//! link the bound is given for, the command line) and the measured points ([`Stat`]); each
+//! returns its text (or charts) and writes nothing. Every table and chart names the provider
+//! and says that plain-memory and sim figures are not hardware figures.
 
 use std::fmt::Write as _;
 
 use super::explain::model_fit;
-use super::{Config, Mode, Params, Stat, Sweep, Where};
+use super::setup::{series_name, Setup};
+use super::{Config, Mode, Stat, Sweep, Where};
 use crate::pcie::{Link, Traffic};
 use crate::report::plot::{Chart, Curve, Panel, Point, Series, XKind};
 
 mod json_doc;
 pub use json_doc::json;
-
-/// What a report says about the run besides its points: the sweep's parameters (reached
-/// through `Deref`), the PCIe link whose rate bounds each point, and the command line the
-/// JSON records (the arguments after `rdma-direct bench batching`).
-#[derive(Clone, Debug)]
-pub struct Setup {
-    pub params: Params,
-    pub pcie: Link,
-    pub argv: Vec<String>,
-}
-
-impl std::ops::Deref for Setup {
-    type Target = Params;
-    fn deref(&self) -> &Params {
-        &self.params
-    }
-}
-
-impl std::ops::DerefMut for Setup {
-    fn deref_mut(&mut self) -> &mut Params {
-        &mut self.params
-    }
-}
-
-pub fn series_name(o: &Setup, c: &Config) -> String {
-    let mut s = format!("{}, {}", c.mode.name(), c.signal.name());
-    if o.ops.len() > 1 || c.op != crate::bench::batching::Op::Write {
-        s = format!("{}, {s}", c.op.name());
-    }
-    if o.many_payloads() {
-        let _ = write!(s, ", {} {} B", c.payload.name(), c.size);
-    }
-    s
-}
 
 /// The PCIe model at a point on `link`: (requester traffic, responder traffic, the message
 /// rate the busier of the two links allows in Mpps).

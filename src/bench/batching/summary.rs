@@ -10,7 +10,8 @@
 
 use std::fmt::Write as _;
 
-use super::report::{link_bound, series_name, Setup};
+use super::report::link_bound;
+use super::setup::{series_name, Setup};
 use super::{Sweep, Where};
 use crate::perf::host::Host;
 

@@ -4,7 +4,7 @@
 //! every command gives).
 
 use rdma_direct::control::Device;
-pub use rdma_direct::doctor::no_device::{no_device_reason, why_no_device};
+pub use rdma_direct::doctor::no_device::why_no_device;
 use rdma_direct::Error;
 
 use super::provider::SIM_DEVICE;

@@ -1,5 +1,5 @@
 //! The tool's standard output and standard error: every byte the commands print goes through
-//! [`out!`]/[`outln!`] (stdout) and [`err!`]/[`errln!`] (stderr), never through `print!`.
+//! `out!`/`outln!` (stdout) and `err!`/`errln!` (stderr), defined below, never through `print!`.
 //!
 //! Contract:
 //! - A failed write never panics. The first failure on stdout (a full disk, `> /dev/full`,

@@ -124,7 +124,7 @@ pub fn find_device(name: &str) -> Result<(), String> {
         }
         Err(e) => no_such_device(
             name,
-            Err(super::devices::no_device_reason().unwrap_or_else(|| e.to_string())),
+            Err(rdma_direct::doctor::no_device::no_device_reason().unwrap_or_else(|| e.to_string())),
         ),
     }
 }
@@ -134,7 +134,7 @@ pub fn no_such_device(name: &str, list: Result<&[String], String>) -> Result<(),
     let why = match list {
         Ok(names) if names.iter().any(|n| n == name) => return Ok(()),
         Ok(names) if !names.is_empty() => format!("available: {}", names.join(", ")),
-        Ok(_) => super::devices::no_device_reason()
+        Ok(_) => rdma_direct::doctor::no_device::no_device_reason()
             .unwrap_or_else(|| "libibverbs lists no device".into()),
         Err(e) => e,
     };

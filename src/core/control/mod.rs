@@ -34,6 +34,7 @@
 //! `as_ptr()` on every object gives the raw `ibv_*` pointer, valid for as long as the object
 //! lives; [`crate::ffi::ops`] posts and polls through the context's ops table.
 
+mod address;
 mod channel;
 mod device;
 mod events;

@@ -4,6 +4,7 @@
 //! A [`Qp`] holds its PD, CQs and SRQ (`Arc`s), so none of them can be destroyed while the
 //! QP exists; it is destroyed before them.
 
+use super::address::ah_attr_raw;
 use super::device::{last_errno, last_errno_or};
 use super::port::LinkLayer;
 use super::resources::{Cq, Pd, Srq};
@@ -13,7 +14,7 @@ use super::transition::{
 };
 use crate::endpoint::codec::QpEndpoint;
 use crate::error::{errno_name, Error, Result};
-use crate::ffi::{self, ibv_ah_attr, ibv_qp, ibv_qp_attr, ibv_qp_init_attr};
+use crate::ffi::{self, ibv_qp, ibv_qp_attr, ibv_qp_init_attr};
 use crate::types::Mtu;
 use crate::types::{Access, ConnectOpts, QpCaps, QpConfig, QpState, QpType};
 use libc::c_int;
@@ -640,52 +641,5 @@ impl Qp {
             });
         }
         Ok(())
-    }
-}
-
-fn ah_attr_raw(dlid: u16, dgid: Option<[u8; 16]>, port: u8, sgid_index: u8, sl: u8) -> ibv_ah_attr {
-    let mut ah = ibv_ah_attr::zeroed();
-    ah.dlid = dlid;
-    ah.sl = sl;
-    ah.src_path_bits = 0;
-    ah.port_num = port;
-    if let Some(g) = dgid.filter(|g| g.iter().any(|&b| b != 0)) {
-        ah.is_global = 1;
-        ah.grh.dgid.raw = g;
-        ah.grh.sgid_index = sgid_index;
-        ah.grh.hop_limit = 1;
-    }
-    ah
-}
-
-/// The address vector towards `remote`: a GRH when the remote has a GID.
-pub(crate) fn ah_attr(remote: &QpEndpoint, port: u8, sgid_index: u8, sl: u8) -> ibv_ah_attr {
-    ah_attr_raw(remote.lid, Some(remote.gid), port, sgid_index, sl)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_address_vector_has_a_grh_only_with_a_gid() {
-        let mut ep = QpEndpoint {
-            lid: 7,
-            gid: [0; 16],
-            gid_index: 0,
-            qpn: 1,
-            psn: 2,
-            mtu: Mtu::Mtu1024,
-            mr: None,
-        };
-        let a = ah_attr(&ep, 1, 3, 0);
-        assert_eq!((a.is_global, a.dlid, a.port_num), (0, 7, 1));
-        ep.gid[15] = 1;
-        let a = ah_attr(&ep, 1, 3, 0);
-        assert_eq!(a.is_global, 1);
-        assert_eq!(a.grh.sgid_index, 3);
-        assert_eq!(a.grh.hop_limit, 1);
-        // SAFETY: reading the byte view of a plain union.
-        assert_eq!(unsafe { a.grh.dgid.raw }, ep.gid);
     }
 }

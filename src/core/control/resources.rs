@@ -584,7 +584,7 @@ impl Ah {
     /// `ibv_create_ah` towards `remote` from local `port`, using local GID `sgid_index` when
     /// the remote has a GID (always on RoCE).
     pub fn new(pd: &Pd, remote: &QpEndpoint, port: u8, sgid_index: u8, sl: u8) -> Result<Ah> {
-        let mut a = super::qp::ah_attr(remote, port, sgid_index, sl);
+        let mut a = super::address::ah_attr(remote, port, sgid_index, sl);
         // SAFETY: live PD; `a` is a zeroed, filled attr.
         let raw = unsafe { (pd.context().verbs().ibv_create_ah)(pd.as_ptr(), &mut a) };
         if raw.is_null() {

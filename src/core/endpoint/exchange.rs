@@ -5,7 +5,7 @@
 //! an absurd length costs nothing. [`exchange_server`] / [`exchange_client`] swap endpoints
 //! over TCP (client writes first); [`connect_server`] / [`connect_client`] do the whole RC/UC
 //! bring-up of a control-path QP with path MTU = the smaller of the two ports' active MTUs
-//! ([`crate::endpoint::connect_qp_server`] does the same for any provider's QP).
+//! (the providers crate's `connect::connect_qp_server` does the same for any provider's QP).
 //!
 //! The timeout given is one deadline for the whole exchange (accept or connect, every read
 //! and write, the sync): a peer that drips one byte at a time cannot stretch it, and running

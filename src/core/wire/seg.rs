@@ -417,7 +417,7 @@ mod inline {
 view!(
     /// The 4-byte header of an inline data segment (`struct mlx5_wqe_inl_data_seg`):
     /// `byte_count = len | MLX5_INLINE_SEG`; the data follows it (at
-    /// [`offset::inline::DATA`](super::offset::inline::DATA)), and the segment is padded to a
+    /// [`super::offset::inline::DATA`]), and the segment is padded to a
     /// multiple of 16 bytes (the header counts).
     InlineSeg,
     MLX5_WQE_INLINE_SEG_LEN

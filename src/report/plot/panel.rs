@@ -38,6 +38,21 @@ fn fit_color(of: Option<usize>, n_series: usize) -> &'static str {
     }
 }
 
+/// The runs of a series' points its line joins: sorted by x, split at each point whose y is
+/// NaN (a gap: the line breaks there), each run holding only the points drawn.
+fn line_runs(points: &[Point], yax: &YAxis) -> Vec<Vec<Point>> {
+    let mut p: Vec<Point> = points
+        .iter()
+        .copied()
+        .filter(|p| p.x.is_finite() && p.x > 0.0 && (p.y.is_nan() || yax.drawable(p.y)))
+        .collect();
+    p.sort_by(|a, b| a.x.total_cmp(&b.x));
+    p.split(|q| q.y.is_nan())
+        .filter(|run| !run.is_empty())
+        .map(<[Point]>::to_vec)
+        .collect()
+}
+
 pub(super) fn panel(s: &mut String, pn: &Panel) {
     let c = &pn.chart;
     let bars = pn.spread == Spread::ErrorBars;
@@ -355,9 +370,12 @@ pub(super) fn panel(s: &mut String, pn: &Panel) {
             esc(&se.name),
             pts.len()
         );
-        if pts.len() >= 2 {
+        for run in line_runs(&se.points, &yax) {
+            if run.len() < 2 {
+                continue;
+            }
             let mut d = String::new();
-            for p in pts {
+            for p in &run {
                 let _ = write!(d, "{:.1},{:.1} ", px(p.x.log2()) + off, py(p.y));
             }
             let _ = writeln!(

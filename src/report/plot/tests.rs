@@ -589,3 +589,46 @@ fn a_sampled_curve_is_even_in_log2_x() {
     );
     assert_eq!(holes.points.len(), 2);
 }
+
+/// A NaN y is a gap: the line breaks there (a polyline per run of two or more points, none
+/// for a lone point, whose marker stays); a point left out for another reason (0 on a log
+/// axis) does not break it.
+#[test]
+fn a_nan_point_breaks_the_line_and_other_left_out_points_do_not() {
+    let pt = |x: f64, y: f64| Point { x, y, band: None };
+    let chart = |ys: &[f64]| Chart {
+        title: "gaps".into(),
+        subtitle: String::new(),
+        x_label: "x".into(),
+        x_kind: XKind::Count,
+        y_label: "y".into(),
+        band_label: None,
+        series: vec![Series {
+            name: "s".into(),
+            points: ys
+                .iter()
+                .enumerate()
+                .map(|(k, &y)| pt(2f64.powi(k as i32), y))
+                .collect(),
+        }],
+    };
+    let lines = |svg: &str| -> Vec<usize> {
+        check_xml(svg)
+            .unwrap()
+            .iter()
+            .filter(|e| attr(e, "class") == Some("line"))
+            .map(|e| nums(attr(e, "points").unwrap()).len() / 2)
+            .collect()
+    };
+    let markers = |svg: &str| svg.matches("class=\"pt\"").count();
+    let n = f64::NAN;
+    // Runs [1, 2], [8, 16, 32], [128]: two lines, six markers.
+    let svg = render_panels(&[Panel::from(chart(&[3.0, 4.0, n, 5.0, 6.0, 7.0, n, 8.0])).log_y()]);
+    assert_eq!(lines(&svg), [2, 3]);
+    assert_eq!(markers(&svg), 6);
+    // The same with 0 in place of NaN on the log axis: the zeros are left out, one line.
+    let svg =
+        render_panels(&[Panel::from(chart(&[3.0, 4.0, 0.0, 5.0, 6.0, 7.0, 0.0, 8.0])).log_y()]);
+    assert_eq!(lines(&svg), [6]);
+    assert_eq!(markers(&svg), 6);
+}

@@ -42,6 +42,7 @@
 //! line and column, or the row and field, that is wrong.
 
 pub mod chart;
+mod fields;
 mod perftest;
 mod read;
 mod report;

@@ -4,7 +4,7 @@
 
 use crate::report::json::Value;
 
-use super::read::Obj;
+use super::fields::Obj;
 use crate::perf::stats::{BwRow, BwUnit, Histogram, LatRow};
 
 use super::{Rows, RunFile};

@@ -2,9 +2,14 @@
 //! QPs of their own (RC for WRITE, UD for SEND). Contract: [`device_sweep`] samples every
 //! point round-robin after warm-up rounds; the timed region holds only the post, the ring and
 //! the poll (UD receives are checked and posted again between samples, untimed); [`Target`]
-//! is what a provider gives beyond [`Provider`] (doorbell mode, device counters).
+//! is what a provider gives beyond [`Provider`] (doorbell mode, device counters). A wait
+//! that sees no completion for its stall time ([`super::STALL`] in a sweep) is the library's
+//! [`crate::Error::Stalled`], counted by [`Stall`].
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crate::error::Result;
+use crate::providers::helpers::Stall;
 
 use crate::providers::flow::connect_pair;
 use crate::providers::mlx5::{Mlx5Device, Mlx5Qp, Owners};
@@ -17,7 +22,7 @@ use crate::providers::{
 
 use super::super::stats::median;
 use super::super::{Config, Mode, Op, Params, PayloadKind, MAX_INLINE, MAX_QPS};
-use super::{stop_after, summarize, Measured, Stat};
+use super::{failed, stop_after, summarize, Measured, Stat, STALL};
 
 /// Send queue depth on devices.
 const DEPTH: u32 = 256;
@@ -99,45 +104,48 @@ fn recvs_per_qp(o: &Params) -> u32 {
 }
 
 /// After a UD sample of `total` datagrams: take the server QPs' receive completions until
-/// all `total` arrived, check each, and post each receive again on its QP (its wr_id).
+/// all `total` arrived, check each, and post each receive again on its QP (its wr_id). None
+/// for `stall`: [`crate::Error::Stalled`] (`UD receives`, owed the datagrams not arrived).
 fn receive_sample<P: Target>(
     p: &mut P,
     b: &mut Bed<P>,
     size: u32,
     total: u32,
-) -> Result<(), String> {
+    stall: Duration,
+) -> Result<()> {
     let sges = [b.smem.mr().sge(0, size + GRH)];
     let mut wcs = [Completion::EMPTY; 32];
     let mut got = 0u32;
-    let mut idle_since: Option<Instant> = None;
+    let mut stalled = Stall::new(stall);
     while got < total {
         let m = b.scq.poll(&mut wcs);
         if m == 0 {
             p.progress();
-            let now = Instant::now();
-            if now.duration_since(*idle_since.get_or_insert(now)).as_secs() >= 10 {
-                return Err(format!(
-                    "UD SEND: the receivers got {got} of {total} datagrams (none for 10 s)"
-                ));
+            if stalled.idle("UD receives", || {
+                format!("{} of {total} datagrams", total - got)
+            })? {
+                std::thread::yield_now();
             }
-            std::thread::yield_now();
             continue;
         }
-        idle_since = None;
+        stalled.progressed();
         for w in &wcs[..m] {
             if !w.is_ok() || w.byte_len != size + GRH {
-                return Err(format!(
+                return Err(failed(format!(
                     "UD SEND: a receive on server QP {} completed with {} and {} bytes \
                      (expected {} = the {GRH}-byte GRH and {size} payload bytes)",
                     w.wr_id,
                     w.status,
                     w.byte_len,
                     size + GRH
-                ));
+                )));
             }
             let q = (w.wr_id as usize).min(b.sqps.len() - 1);
             if let Err(r) = b.sqps[q].rq().post_recv(RecvWr::new(w.wr_id, &sges)) {
-                return Err(format!("UD SEND: posting a receive again: {}", r.error));
+                return Err(failed(format!(
+                    "UD SEND: posting a receive again: {}",
+                    r.error
+                )));
             }
         }
         got += m as u32;
@@ -238,7 +246,9 @@ pub(super) fn bed<P: Target>(
 /// most `window` outstanding (posted, not yet completed) and never more than [`DEPTH`],
 /// until all completed. Each QP signals by its own count (its last of the sample always).
 /// A request's wr_id is its QP in the high 32 bits and its index on that QP in the low ones.
-/// Returns the elapsed ns.
+/// Returns the elapsed ns. No completion for `stall`: [`crate::Error::Stalled`] (`sample`,
+/// owed the requests not completed).
+#[allow(clippy::too_many_arguments)]
 fn device_sample<P: Target>(
     p: &mut P,
     b: &mut Bed<P>,
@@ -247,7 +257,8 @@ fn device_sample<P: Target>(
     total: u32,
     window: u32,
     data: &[u8],
-) -> Result<f64, String> {
+    stall: Duration,
+) -> Result<f64> {
     let raddr = b.smem.addr();
     let rkey = b.smem.rkey();
     let qkey = ConnectOpts::default().qkey;
@@ -266,6 +277,7 @@ fn device_sample<P: Target>(
     let t0 = Instant::now();
     let mut idle_since: Option<Instant> = None;
     let mut spins = 0u32;
+    let mut stalled = Stall::new(stall);
     while done < total {
         while posted < total && posted - done + batch <= window {
             let q = ((posted / batch) % n) as usize;
@@ -290,7 +302,7 @@ fn device_sample<P: Target>(
                 }
                 if let Err(r) = sq.post(wr) {
                     sq.ring();
-                    return Err(format!("post {what} #{posted}: {}", r.error));
+                    return Err(failed(format!("post {what} #{posted}: {}", r.error)));
                 }
                 posted_q[q] += 1;
                 posted += 1;
@@ -298,10 +310,10 @@ fn device_sample<P: Target>(
             // A refused doorbell (libibverbs' ibv_post_send) took its requests back: say so
             // now rather than wait for completions that cannot come.
             if let Err(e) = sq.try_ring() {
-                return Err(format!(
+                return Err(failed(format!(
                     "ring after {what} #{}: {e}",
                     posted.saturating_sub(1)
-                ));
+                )));
             }
         }
         let m = b.ccq.poll(&mut wcs);
@@ -315,24 +327,23 @@ fn device_sample<P: Target>(
                 // share this core (the sim on a busy machine); let it run.
                 std::thread::yield_now();
             }
-            if now.duration_since(since).as_secs() >= 10 {
-                return Err(format!(
-                    "no completion for 10 s ({done} of {total} {what}s completed)"
-                ));
-            }
+            stalled.idle("sample", || {
+                format!("{} of {total} {what}s ({done} completed)", total - done)
+            })?;
             continue;
         }
         idle_since = None;
         spins = 0;
+        stalled.progressed();
         for w in &wcs[..m] {
             if !w.is_ok() {
-                return Err(format!(
+                return Err(failed(format!(
                     "{what} #{} on QP {} failed: {} (vendor_err {:#x})",
                     w.wr_id & 0xffff_ffff,
                     w.wr_id >> 32,
                     w.status,
                     w.vendor_err
-                ));
+                )));
             }
             // In order on each QP: the completion of its request j retires every one of its
             // requests up to j.
@@ -345,7 +356,7 @@ fn device_sample<P: Target>(
     Ok(t0.elapsed().as_nanos() as f64)
 }
 
-pub(super) fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured, String> {
+pub(super) fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured> {
     let max_size = o.sizes.iter().copied().max().unwrap_or(8);
     let inline = if o.payloads.contains(&PayloadKind::Inline) {
         MAX_INLINE
@@ -354,27 +365,27 @@ pub(super) fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured,
     };
     let ops = |op: Op| o.configs().iter().any(|c| c.op == op);
     let mut rc = match ops(Op::Write) {
-        true => Some(bed(p, o, Op::Write, inline, max_size).map_err(|e| e.to_string())?),
+        true => Some(bed(p, o, Op::Write, inline, max_size)?),
         false => None,
     };
     if ops(Op::UdSend) && recvs_per_qp(o) > MAX_RECVS {
-        return Err(format!(
+        return Err(failed(format!(
             "Params::wqes {}: UD SEND posts each server QP's receives for a whole sample \
              ahead, at most {MAX_RECVS} per QP; fewer WQEs per sample or more QPs \
              (Params::qps) fit",
             o.wqes
-        ));
+        )));
     }
     let mut ud = match ops(Op::UdSend) {
-        true => Some(bed(p, o, Op::UdSend, inline, max_size).map_err(|e| e.to_string())?),
+        true => Some(bed(p, o, Op::UdSend, inline, max_size)?),
         false => None,
     };
     if let Some(b) = &ud {
         if max_size > b.mtu {
-            return Err(format!(
+            return Err(failed(format!(
                 "-s {max_size}: a UD SEND carries one MTU at most ({} bytes here)",
                 b.mtu
-            ));
+            )));
         }
     }
     let data = vec![0x5au8; max_size.min(MAX_INLINE) as usize];
@@ -430,9 +441,9 @@ pub(super) fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured,
                 let total = o.sample_wqes(pt.batch);
                 let data = &data[..c.size.min(MAX_INLINE) as usize];
                 let before = p.counters();
-                let t = device_sample(p, b, &c, pt.batch, total, window, data)?;
+                let t = device_sample(p, b, &c, pt.batch, total, window, data, STALL)?;
                 if c.op == Op::UdSend {
-                    receive_sample(p, b, c.size, total)?;
+                    receive_sample(p, b, c.size, total, STALL)?;
                 }
                 if round >= o.warmup {
                     pt.ns.push(t / total as f64);
@@ -464,4 +475,96 @@ pub(super) fn device_sweep<P: Target>(p: &mut P, o: &Params) -> Result<Measured,
     // The RC server QPs only take WRITEs: nothing to poll.
     let _ = rc.as_ref().map(|b| &b.sqps);
     Ok((res, runs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::batching::{Signal, Where};
+    use crate::bench::cpu::Pin;
+    use crate::Error;
+
+    fn ud_params() -> Params {
+        Params {
+            at: Where::Sim,
+            device: None,
+            port: 1,
+            gid_index: 0,
+            batches: vec![1],
+            modes: vec![Mode::Db8],
+            signals: vec![Signal::Every(1)],
+            payloads: vec![PayloadKind::Inline],
+            sizes: vec![8],
+            ops: vec![Op::UdSend],
+            qps: 1,
+            reps: 1,
+            warmup: 0,
+            wqes: 4,
+            runs: 1,
+            window: None,
+            latency: false,
+            threads: 1,
+            verbs_baseline: false,
+            pin: Pin::Off,
+            stop: None,
+        }
+    }
+
+    /// Receives owed that never arrive (no datagram was sent) end the wait with the
+    /// library's stall error, naming who waited, how long and what was owed; as the CLI
+    /// prints it.
+    #[test]
+    fn receives_that_never_arrive_are_a_stall() {
+        let o = ud_params();
+        let mut p = SimDevice::new();
+        let mut b = bed(&mut p, &o, Op::UdSend, MAX_INLINE, 8).unwrap();
+        let stall = Duration::from_millis(20);
+        let e = receive_sample(&mut p, &mut b, 8, 3, stall).unwrap_err();
+        match &e {
+            Error::Stalled {
+                context,
+                waited,
+                owed,
+            } => assert_eq!(
+                (*context, *waited, owed.as_str()),
+                ("UD receives", stall, "3 of 3 datagrams")
+            ),
+            e => panic!("not a stall: {e:?}"),
+        }
+        assert!(
+            e.to_string()
+                .starts_with("UD receives: no completion for 0.02 s while owed 3 of 3 datagrams"),
+            "{e}"
+        );
+    }
+
+    /// A sample whose completions never come (here a window of 0 lets no request out) is a
+    /// stall too, owed every request; the same bed with a window completes.
+    #[test]
+    fn a_sample_whose_completions_never_come_is_a_stall() {
+        let mut o = ud_params();
+        o.ops = vec![Op::Write];
+        let mut p = SimDevice::new();
+        let mut b = bed(&mut p, &o, Op::Write, MAX_INLINE, 8).unwrap();
+        let c = o.configs()[0];
+        let stall = Duration::from_millis(20);
+        let e = device_sample(&mut p, &mut b, &c, 1, 4, 0, &[0; 8], stall).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "sample: no completion for 0.02 s while owed 4 of 4 WRITEs (0 completed)"
+            ),
+            "{e}"
+        );
+        assert!(
+            matches!(
+                e,
+                Error::Stalled {
+                    context: "sample",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        device_sample(&mut p, &mut b, &c, 1, 4, 4, &[0; 8], stall).unwrap();
+    }
 }

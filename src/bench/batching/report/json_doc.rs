@@ -6,8 +6,9 @@
 //! read around it; it returns the document as text and writes nothing.
 
 use super::super::explain::{completions_per_wqe, model_fit};
+use super::super::setup::{series_name, Setup};
 use super::super::{Config, Stat, Sweep};
-use super::{binds, link_bound, series_name, Setup};
+use super::{binds, link_bound};
 use crate::pcie::{Counts, Link};
 use crate::perf::host::Host;
 use crate::report::json::Value;

@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use super::options::{Config, Opts};
-use rdma_direct::bench::batching::report::series_name;
+use rdma_direct::bench::batching::setup::series_name;
 
 /// Instructions per WQE for each configuration at each batch: the command runs itself under
 /// callgrind, one round per point, counting only inside the post and poll loops

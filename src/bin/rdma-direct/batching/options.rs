@@ -66,7 +66,7 @@ doorbell, for every doorbell mode x signaling period x payload x size.
 Plain-memory and sim figures are not hardware figures.
 ";
 
-pub use rdma_direct::bench::batching::report::Setup;
+pub use rdma_direct::bench::batching::setup::Setup;
 pub use rdma_direct::bench::batching::{
     Config, Mode, Op, Params, PayloadKind, Pin, Signal, Where, MAX_BATCH, MAX_INLINE, MAX_QPS,
     MAX_THREADS,

@@ -7,7 +7,7 @@
 //! function here that reads files (below a [`Sysfs`] root), and [`Counters::delta`] subtracts
 //! two readings (a counter that went backwards counts 0).
 
-use crate::doctor::Sysfs;
+use super::Sysfs;
 
 /// A table of per-CPU counters: `/proc/interrupts` or `/proc/softirqs`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
