@@ -1462,8 +1462,9 @@ fn two_processes(
 
 /// Two processes on the stand-in's `mlx5_0`, server and client as perftest's: each process's
 /// `mlx5_0` is its own device (its own GIDs), and the two reach each other over the sim
-/// fabric, so `pingpong` and every `perf` test run to the end on both sides (before, the
-/// two ends could not connect and the CLI refused the run).
+/// fabric, so `pingpong` (`--chk`: every message's bytes checked on receipt) and every
+/// `perf` test run to the end on both sides (before, the two ends could not connect and the
+/// CLI refused the run).
 #[test]
 fn two_processes_on_mlx5_0_reach_each_other_over_the_sim_fabric() {
     let dir = standin_or_skip!();
@@ -1475,7 +1476,11 @@ fn two_processes_on_mlx5_0_reach_each_other_over_the_sim_fabric() {
         }
     }
     let _rm = Removed(fabric.clone());
-    let (c, s) = two_processes(dir, &fabric, &["pingpong", "-d", "mlx5_0", "-n", "20"]);
+    let (c, s) = two_processes(
+        dir,
+        &fabric,
+        &["pingpong", "-d", "mlx5_0", "-n", "20", "--chk"],
+    );
     let mut gids = Vec::new();
     for (who, out) in [("client", &c), ("server", &s)] {
         let text = String::from_utf8_lossy(&out.stdout);

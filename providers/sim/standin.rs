@@ -501,14 +501,16 @@ unsafe extern "C" fn cb_modify_qp(dev: u32, qpn: u32, state: u32, attr: *const Q
     })
 }
 
+/// `fe80::/64`, the IPv6 link-local prefix (the interface id, bytes 8..16, zero).
+const LINK_LOCAL: [u8; 16] = std::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0).octets();
+
 /// The stand-in's GID table of a device whose sim GID is `sim` (see the module doc): 0 and 1
 /// link-local, `fe80::` with the sim GID's last eight bytes (process and device number) as
 /// interface id; 2 and 3 the sim GID itself.
 fn standin_gid(sim: [u8; 16], index: u32) -> crate::Result<[u8; 16]> {
     match index {
         0 | 1 => {
-            let mut g = [0u8; 16];
-            g[..2].copy_from_slice(&[0xfe, 0x80]);
+            let mut g = LINK_LOCAL;
             g[8..].copy_from_slice(&sim[8..]);
             Ok(g)
         }
@@ -524,7 +526,7 @@ fn standin_gid(sim: [u8; 16], index: u32) -> crate::Result<[u8; 16]> {
 /// The sim GID behind any GID of [`standin_gid`]'s table (a link-local one is turned back
 /// into the sim GID it was made from; any other is returned as it is).
 fn sim_gid_of(g: [u8; 16]) -> [u8; 16] {
-    if g[..8] != [0xfe, 0x80, 0, 0, 0, 0, 0, 0] {
+    if g[..8] != LINK_LOCAL[..8] {
         return g;
     }
     let mut s = [0u8; 16];
