@@ -1507,6 +1507,23 @@ fn two_processes_on_mlx5_0_reach_each_other_over_the_sim_fabric() {
     // Each side's peer is the other process's device.
     assert_eq!(gids[0].0, gids[1].1);
     assert_eq!(gids[0].1, gids[1].0);
+    // The sim GID itself (index 2) reaches the peer as its link-local one (index 0) does.
+    let (c, s) = two_processes(
+        dir,
+        &fabric,
+        &["pingpong", "-d", "mlx5_0", "-n", "5", "-g", "2", "--chk"],
+    );
+    for (who, out) in [("client", &c), ("server", &s)] {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success()
+                && text.contains("5 iters in ")
+                && text.contains("GID fd73:696d::"),
+            "pingpong -g 2 {who}: {}\n{text}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 
     for test in [
         "write_lat",
