@@ -45,8 +45,9 @@ fn spawn(fabric: &str, args: &[&str], stdout: Stdio) -> Child {
 
 /// Runs `args` (a long run of a two-process command) as server and client on sim0, kills
 /// the server with SIGKILL once the client's table header shows the run is under way, and
-/// checks how the client ends. `budget` describes the retry budget, for the printed figure.
-fn server_killed_mid_run(name: &str, args: &[&str], budget: &str) {
+/// checks how the client ends: status 1, RETRY_EXC_ERR and `says` named. `budget`
+/// describes the retry budget, for the printed figure.
+fn server_killed_mid_run(name: &str, args: &[&str], budget: &str, says: &str) {
     let fabric = format!("rdma-direct-test-{}-kill-{name}", std::process::id());
     let _rm = Removed(fabric.clone());
     let port = TcpListener::bind("127.0.0.1:0")
@@ -118,6 +119,7 @@ fn server_killed_mid_run(name: &str, args: &[&str], budget: &str) {
     );
     assert_eq!(status.code(), Some(1), "{name}: {err}");
     assert!(err.contains("RETRY_EXC_ERR"), "{name}: {err}\n{lines:?}");
+    assert!(err.contains(says), "{name}: {err}\n{lines:?}");
 }
 
 #[test]
@@ -127,6 +129,7 @@ fn pingpong_client_ends_in_retry_exc_err_when_the_server_is_killed() {
         "pingpong",
         &["pingpong", "-n", "16777216"],
         "7 x 67 ms = 470 ms",
+        "outstanding at the first error",
     );
 }
 
@@ -137,5 +140,6 @@ fn perf_write_bw_client_ends_in_retry_exc_err_when_the_server_is_killed() {
         "write_bw",
         &["perf", "write_bw", "-n", "16000000"],
         "7 x 67 ms = 470 ms",
+        "the peer stopped answering",
     );
 }
