@@ -1,6 +1,7 @@
 //! `kill -9` of the server mid-run, through the CLI on the sim fabric: the client's requests
 //! to the dead peer end in RETRY_EXC_ERR within the retry budget, and the client exits
-//! non-zero naming it (no hang, no exit 0). The time from the kill to the client's exit is
+//! non-zero naming it (no hang, no exit 0); a pingpong client caught waiting only to
+//! receive has nothing in flight to fail and ends at its stall limit instead. The time from the kill to the client's exit is
 //! measured and printed (the acceptance bound is the retry budget plus 2 s); the test
 //! itself asserts only a liveness limit, never a speed.
 
@@ -45,9 +46,9 @@ fn spawn(fabric: &str, args: &[&str], stdout: Stdio) -> Child {
 
 /// Runs `args` (a long run of a two-process command) as server and client on sim0, kills
 /// the server with SIGKILL once the client's table header shows the run is under way, and
-/// checks how the client ends: status 1, RETRY_EXC_ERR and `says` named. `budget`
-/// describes the retry budget, for the printed figure.
-fn server_killed_mid_run(name: &str, args: &[&str], budget: &str, says: &str) {
+/// checks how the client ends: status 1, one of `says` in its error. `budget` describes the
+/// retry budget, for the printed figure.
+fn server_killed_mid_run(name: &str, args: &[&str], budget: &str, says: &[&str]) {
     let fabric = format!("rdma-direct-test-{}-kill-{name}", std::process::id());
     let _rm = Removed(fabric.clone());
     let port = TcpListener::bind("127.0.0.1:0")
@@ -118,21 +119,32 @@ fn server_killed_mid_run(name: &str, args: &[&str], budget: &str, says: &str) {
         "{name}: exit 0 after the peer died: {err}\n{lines:?}"
     );
     assert_eq!(status.code(), Some(1), "{name}: {err}");
-    assert!(err.contains("RETRY_EXC_ERR"), "{name}: {err}\n{lines:?}");
-    assert!(err.contains(says), "{name}: {err}\n{lines:?}");
+    assert!(
+        says.iter().any(|s| err.contains(s)),
+        "{name}: none of {says:?}: {err}\n{lines:?}"
+    );
 }
 
+/// pingpong's client alternates: a kill that lands while its SEND is in flight ends that
+/// SEND in RETRY_EXC_ERR within the budget; one that lands while it only waits for the
+/// server's next message leaves nothing on the wire to fail (as on hardware), so its stall
+/// limit (20 s) ends the run, naming a gone peer. Either way: status 1, no hang.
 #[test]
-fn pingpong_client_ends_in_retry_exc_err_when_the_server_is_killed() {
+fn pingpong_client_ends_non_zero_when_the_server_is_killed() {
     // rc_pingpong's defaults: timeout 14 (4.096 us << 14 = 67 ms), retry_cnt 6: 7 tries.
     server_killed_mid_run(
         "pingpong",
         &["pingpong", "-n", "16777216"],
         "7 x 67 ms = 470 ms",
-        "outstanding at the first error",
+        &[
+            "RETRY_EXC_ERR (12) for wr_id",
+            "while owed the peer's next message",
+        ],
     );
 }
 
+/// A bandwidth client always has WRITEs in flight: the kill ends them in RETRY_EXC_ERR
+/// within the retry budget, and the error says the peer stopped answering.
 #[test]
 fn perf_write_bw_client_ends_in_retry_exc_err_when_the_server_is_killed() {
     // The library's connection defaults (ConnectOpts): timeout 14, retry_cnt 6: 7 tries.
@@ -140,6 +152,6 @@ fn perf_write_bw_client_ends_in_retry_exc_err_when_the_server_is_killed() {
         "write_bw",
         &["perf", "write_bw", "-n", "16000000"],
         "7 x 67 ms = 470 ms",
-        "the peer stopped answering",
+        &["RETRY_EXC_ERR (vendor_err 0x15); the peer stopped answering"],
     );
 }
