@@ -11,8 +11,17 @@
 //! device (`mlx5_0`, `mlx5_1`, `rxe_standin0`) is one [`SimDevice`] with its device thread
 //! running, made on first use and kept for the life of the process, so WQEs the mlx5 hot
 //! path writes into the stand-in's rings execute, CQEs appear, arms raise channel events and
-//! CQE timestamps come from the sim clock. Devices do not reach each other, nor another
-//! process: two-process runs against the stand-in are not possible.
+//! CQE timestamps come from the sim clock.
+//!
+//! Each process has its own devices, with GIDs distinct per process (table: 0/1 link-local
+//! `fe80::` with the sim GID's process and device number as interface id, 2/3 the sim GID),
+//! so two processes' `mlx5_0` are two devices that reach each other: a QP whose path
+//! (`ah_attr.grh.dgid`, read at INIT -> RTR) names another process's stand-in device by
+//! any GID of its table is connected through the sim [`fabric`](super::fabric), the device
+//! joining it then, as a sim device's QP is. A GID of this device loops back; another
+//! device of the same process, or a GID that is no sim device's, is EINVAL (devices of one
+//! process do not reach each other). UD across processes is not carried: the stand-in's
+//! address handles never join the fabric.
 //!
 //! Callbacks return 0 or a positive errno and never unwind into C.
 
@@ -92,8 +101,12 @@ pub struct QpAttr {
     retry_cnt: u8,
     min_rnr_timer: u8,
     timeout: u8,
-    reserved: u32,
+    flags: u32,
+    dgid: [u8; 16],
 }
+
+/// `STANDIN_QP_ATTR_DGID`: [`QpAttr::dgid`] names a GID that is not one of this device's.
+const QP_ATTR_DGID: u32 = 1;
 
 /// `struct standin_clock`.
 #[repr(C)]
@@ -112,7 +125,7 @@ pub struct Clock {
 pub struct Backend {
     pub version: u32,
     pub size: u32,
-    pub gid: unsafe extern "C" fn(u32, *mut u8) -> c_int,
+    pub gid: unsafe extern "C" fn(u32, u32, *mut u8) -> c_int,
     pub alloc_pd: unsafe extern "C" fn(u32, *mut u32) -> c_int,
     pub reg_mr: unsafe extern "C" fn(u32, u32, u64, u64, u32, *mut u32) -> c_int,
     pub dereg_mr: unsafe extern "C" fn(u32, u32) -> c_int,
@@ -134,7 +147,7 @@ pub struct Backend {
 type AttachFn = unsafe extern "C" fn(backend: *const c_void) -> c_int;
 
 /// `STANDIN_BACKEND_VERSION`.
-pub const BACKEND_VERSION: u32 = 1;
+pub const BACKEND_VERSION: u32 = 2;
 
 /// Give the stand-in its device, once per process, when `RDMA_DIRECT_LIBIBVERBS` names a
 /// library and that library is the stand-in. `Ok(false)` without the variable (nothing is
@@ -178,7 +191,7 @@ mod layout {
     const_assert_eq!(std::mem::size_of::<CqDesc>(), 48);
     const_assert_eq!(std::mem::size_of::<SrqDesc>(), 48);
     const_assert_eq!(std::mem::size_of::<QpDesc>(), 88);
-    const_assert_eq!(std::mem::size_of::<QpAttr>(), 24);
+    const_assert_eq!(std::mem::size_of::<QpAttr>(), 40);
     const_assert_eq!(std::mem::size_of::<Clock>(), 40);
     const_assert_eq!(std::mem::size_of::<Backend>(), 128);
 }
@@ -252,9 +265,9 @@ fn handle(owner: SimOwner) -> u64 {
     Box::into_raw(Box::new(owner)) as u64
 }
 
-unsafe extern "C" fn cb_gid(dev: u32, out: *mut u8) -> c_int {
+unsafe extern "C" fn cb_gid(dev: u32, index: u32, out: *mut u8) -> c_int {
     guard(|| {
-        let g = with_dev(dev, |d| Ok(d.gid()))?;
+        let g = with_dev(dev, |d| standin_gid(d.gid(), index))?;
         // SAFETY: the stand-in passes a writable 16-byte GID.
         unsafe { std::ptr::copy_nonoverlapping(g.as_ptr(), out, 16) };
         Ok(())
@@ -457,7 +470,9 @@ mod ffi_qpt {
 unsafe extern "C" fn cb_modify_qp(dev: u32, qpn: u32, state: u32, attr: *const QpAttr) -> c_int {
     guard(|| {
         // SAFETY: null or a readable attr of the stand-in.
-        let attr = unsafe { attr.as_ref() }.map(|a| SimQpAttr {
+        let raw = unsafe { attr.as_ref() };
+        let to = QpState::from_ibv(state);
+        let attr = raw.map(|a| SimQpAttr {
             remote_qpn: a.remote_qpn,
             path_mtu: a.path_mtu,
             rnr_retry: a.rnr_retry,
@@ -467,8 +482,80 @@ unsafe extern "C" fn cb_modify_qp(dev: u32, qpn: u32, state: u32, attr: *const Q
             access: Access(a.access),
             qkey: a.qkey,
         });
-        with_dev(dev, |d| d.modify_qp(qpn, QpState::from_ibv(state), attr))
+        with_dev(dev, |d| {
+            // The path is taken where the IBA sets it, INIT -> RTR: this device (`None`) or
+            // another process's, through the fabric (joined first: refused, nothing moved).
+            let path = match raw {
+                Some(a) if to == QpState::Rtr => Some(peer_of(d, a)?),
+                _ => None,
+            };
+            if let Some(Some(_)) = path {
+                d.join_fabric(None)?;
+            }
+            d.modify_qp(qpn, to, attr)?;
+            if let Some(peer) = path {
+                d.shared.lock().set_remote(qpn, peer);
+            }
+            Ok(())
+        })
     })
+}
+
+/// `fe80::/64`, the IPv6 link-local prefix (the interface id, bytes 8..16, zero).
+const LINK_LOCAL: [u8; 16] = std::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0).octets();
+
+/// The stand-in's GID table of a device whose sim GID is `sim` (see the module doc): 0 and 1
+/// link-local, `fe80::` with the sim GID's last eight bytes (process and device number) as
+/// interface id; 2 and 3 the sim GID itself.
+fn standin_gid(sim: [u8; 16], index: u32) -> crate::Result<[u8; 16]> {
+    match index {
+        0 | 1 => {
+            let mut g = LINK_LOCAL;
+            g[8..].copy_from_slice(&sim[8..]);
+            Ok(g)
+        }
+        2 | 3 => Ok(sim),
+        _ => Err(Error::verb(
+            "ibv_query_gid (stand-in)",
+            libc::EINVAL,
+            format!("GID index {index}: the stand-in's table has 0..3"),
+        )),
+    }
+}
+
+/// The sim GID behind any GID of [`standin_gid`]'s table (a link-local one is turned back
+/// into the sim GID it was made from; any other is returned as it is).
+fn sim_gid_of(g: [u8; 16]) -> [u8; 16] {
+    if g[..8] != LINK_LOCAL[..8] {
+        return g;
+    }
+    let mut s = [0u8; 16];
+    s[..4].copy_from_slice(&super::SIM_GID_PREFIX);
+    s[8..].copy_from_slice(&g[8..]);
+    s
+}
+
+/// The peer a QP's path names: `None` for this device (the stand-in found the GID in the
+/// device's own table), the sim GID of another process's device, or EINVAL for anything
+/// else (another device of this process, or no sim device at all).
+fn peer_of(d: &SimDevice, a: &QpAttr) -> crate::Result<Option<[u8; 16]>> {
+    if a.flags & QP_ATTR_DGID == 0 {
+        return Ok(None);
+    }
+    let gid = sim_gid_of(a.dgid);
+    match super::gid_process(&gid) {
+        Some(pid) if pid != std::process::id() => Ok(Some(gid)),
+        _ => Err(Error::verb(
+            "ibv_modify_qp (stand-in)",
+            libc::EINVAL,
+            format!(
+                "the path's GID {} is neither this device's ({}) nor a stand-in device of \
+                 another process: devices of one process do not reach each other",
+                std::net::Ipv6Addr::from(a.dgid),
+                std::net::Ipv6Addr::from(d.gid())
+            ),
+        )),
+    }
 }
 
 unsafe extern "C" fn cb_qp_state(dev: u32, qpn: u32, out: *mut u32) -> c_int {

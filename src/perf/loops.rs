@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::providers::{
     Completion, CompletionQueue, ConnectOpts, MemoryRegion, Provider, QpType, QueuePair, SendOp,
-    SendQueue, SendWr, Sge, UdDest,
+    SendQueue, SendWr, Sge, UdDest, WcStatus,
 };
 use crate::Result;
 
@@ -260,6 +260,12 @@ pub(super) fn stamp_bw_completions(
 ) -> Result<()> {
     for c in wcs {
         if !c.is_ok() {
+            // With a peer (a hint given): its transport retries ran out, so it is gone.
+            let hint = if c.status == WcStatus::RetryExcErr && !hint.is_empty() {
+                "; the peer stopped answering: did it exit or die?"
+            } else {
+                hint
+            };
             return Err(perr(format!(
                 "{} #{} failed: {} (vendor_err {:#x}){hint}",
                 op.name(),

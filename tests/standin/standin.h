@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define STANDIN_BACKEND_VERSION 1
+#define STANDIN_BACKEND_VERSION 2
 
 struct standin_cq_desc {
 	uint64_t handle;
@@ -73,8 +73,14 @@ struct standin_qp_attr {
 	uint8_t retry_cnt;
 	uint8_t min_rnr_timer;
 	uint8_t timeout;
-	uint32_t reserved;
+	uint32_t flags; /* STANDIN_QP_ATTR_* */
+	/* With STANDIN_QP_ATTR_DGID: the destination GID of the path (ah_attr.grh.dgid), not
+	 * one of this device's: the backend reaches it (another process's device) or refuses
+	 * it (EINVAL). */
+	uint8_t dgid[16];
 };
+
+#define STANDIN_QP_ATTR_DGID 1u
 
 /* The clock-info page's fields (mlx5dv_clock_info's). */
 struct standin_clock {
@@ -89,7 +95,9 @@ struct standin_clock {
 struct standin_backend {
 	uint32_t version; /* STANDIN_BACKEND_VERSION */
 	uint32_t size;	  /* sizeof(struct standin_backend) */
-	int (*gid)(uint32_t dev, uint8_t out[16]);
+	/* The GID at `index` of the device's GID table (0..3: 0/1 link-local, 2/3 the
+	 * device's own address), distinct per device and per process. */
+	int (*gid)(uint32_t dev, uint32_t index, uint8_t out[16]);
 	int (*alloc_pd)(uint32_t dev, uint32_t *pdn);
 	int (*reg_mr)(uint32_t dev, uint32_t pdn, uint64_t addr, uint64_t len, uint32_t access,
 		      uint32_t *key);

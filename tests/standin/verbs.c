@@ -35,7 +35,7 @@
 _Static_assert(sizeof(struct standin_cq_desc) == 48, "standin_cq_desc");
 _Static_assert(sizeof(struct standin_srq_desc) == 48, "standin_srq_desc");
 _Static_assert(sizeof(struct standin_qp_desc) == 88, "standin_qp_desc");
-_Static_assert(sizeof(struct standin_qp_attr) == 24, "standin_qp_attr");
+_Static_assert(sizeof(struct standin_qp_attr) == 40, "standin_qp_attr");
 _Static_assert(sizeof(struct standin_clock) == 40, "standin_clock");
 
 /* ------------------------------------------------------------------ devices */
@@ -514,13 +514,17 @@ EXPORT int ibv_query_port(struct ibv_context *c, uint8_t port, struct _compat_ib
 	return 0;
 }
 
-/* The GID table of every port: 0/1 link-local (RoCE v1/v2), 2/3 the device engine's
- * IPv4-mapped GID (RoCE v1/v2). */
+/* The GID table of every port: 0/1 link-local (RoCE v1/v2), 2/3 the device's own address
+ * (RoCE v1/v2). With a backend, the backend's (distinct per process: two processes' mlx5_0
+ * are two devices that reach each other); without, from the GUID and an IPv4-mapped
+ * loopback address. */
 static int gid_of(struct sdev *d, int index, union ibv_gid *g)
 {
 	memset(g, 0, sizeof(*g));
 	if (index < 0 || index >= NGID)
 		return EINVAL;
+	if (backend)
+		return backend->gid(d->index, (uint32_t)index, g->raw);
 	if (index < 2) {
 		g->raw[0] = 0xfe;
 		g->raw[1] = 0x80;
@@ -528,13 +532,10 @@ static int gid_of(struct sdev *d, int index, union ibv_gid *g)
 		memcpy(&g->raw[8], &guid, 8);
 		return 0;
 	}
-	if (!backend) {
-		g->raw[10] = g->raw[11] = 0xff;
-		g->raw[12] = 127;
-		g->raw[15] = (uint8_t)(1 + d->index);
-		return 0;
-	}
-	return backend->gid(d->index, g->raw);
+	g->raw[10] = g->raw[11] = 0xff;
+	g->raw[12] = 127;
+	g->raw[15] = (uint8_t)(1 + d->index);
+	return 0;
 }
 
 EXPORT int ibv_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid)
@@ -1224,9 +1225,9 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	if (mask & IBV_QP_PORT && (a->port_num < 1 || a->port_num > s->dev->ports))
 		return EINVAL;
 	if (mask & IBV_QP_AV) {
-		/* The destination must be a GID of this device: the stand-in's devices reach only
-		 * themselves (one process, one device engine each). */
-		if (!(a->ah_attr.is_global))
+		/* A GID of this device loops back; any other goes to the backend, which reaches
+		 * it (another process's device) or refuses it (EINVAL) at the transition. */
+		if (!(a->ah_attr.is_global) || a->ah_attr.grh.sgid_index >= NGID)
 			return EINVAL;
 		int found = 0;
 		for (int i = 0; i < NGID; i++) {
@@ -1234,8 +1235,11 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 			if (gid_of(s->dev, i, &g) == 0 && !memcmp(&g, &a->ah_attr.grh.dgid, 16))
 				found = 1;
 		}
-		if (!found || a->ah_attr.grh.sgid_index >= NGID)
-			return EINVAL;
+		q->attr.flags = found ? 0 : STANDIN_QP_ATTR_DGID;
+		if (found)
+			memset(q->attr.dgid, 0, 16);
+		else
+			memcpy(q->attr.dgid, a->ah_attr.grh.dgid.raw, 16);
 		q->seen.ah_attr = a->ah_attr;
 	}
 	if (mask & IBV_QP_PATH_MTU) {

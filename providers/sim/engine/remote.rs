@@ -21,7 +21,11 @@
 //! that PSN) or NAK with an IBA error code (remote access, invalid request, remote
 //! operational error: the request fails). A duplicate (a PSN already executed) is not
 //! executed again: it is acknowledged again, a READ is read again, an atomic (one of the
-//! last window's worth) has its original value sent again. No progress within the ACK
+//! last window's worth) has its original value sent again. READ responses land in PSN
+//! order and acknowledge the requests before their READ; one after a gap (responses lost,
+//! damaged or late) makes the requester ask for the READ again from the first missing
+//! PSN at once, once per gap (a READ request that is a duplicate is read again from
+//! there). No progress within the ACK
 //! timeout (4.096 µs × 2^timeout) is a lost packet: the execute step's transport retry
 //! counts it and the requester goes back to the oldest
 //! PSN not acknowledged, so a peer that is gone (killed, device dropped, not yet joined)
@@ -206,6 +210,9 @@ pub(crate) struct RemoteQp {
     /// timeout this counts as a lost packet, so the transport retry ends it).
     blocked: Option<Instant>,
     answer: Option<Answer>,
+    /// Requester: the PSN a READ was last asked again from because a later response of it
+    /// came first (once per gap; an ACK timeout clears it).
+    regap: Option<u32>,
     /// Requester: the timer of the last RNR NAK (IBA encoding).
     rnr_timer: u8,
     /// Responder: the PSN expected next.
@@ -237,6 +244,7 @@ impl RemoteQp {
             progress: None,
             blocked: None,
             answer: None,
+            regap: None,
             rnr_timer: 12,
             epsn: 0,
             nak_sent: false,
@@ -559,6 +567,7 @@ impl Engine {
                 if t.elapsed() >= ack_timeout(timeout) {
                     let una = r.una;
                     r.rewind(una);
+                    r.regap = None;
                     r.peer = None;
                     return Some(Resp::NoPeer);
                 }

@@ -91,26 +91,6 @@ pub fn select(cmd: &str, choice: Choice, dev: Option<&str>) -> Result<(ProviderK
     }
 }
 
-/// Two processes (server and client) on `dev` when `dev` is a device of tests/standin's
-/// libibverbs: refused in one line before any exchange (`Err` the exit status, 1), as the
-/// software device refuses a HOST. The stand-in's devices are the sim behind a libibverbs of
-/// this process, so a peer process has its own and the two would wait on each other forever.
-pub fn refuse_two_processes_on_standin(cmd: &str, dev: &str) -> Result<(), i32> {
-    if !matches!(
-        rdma_direct::providers::sim::standin::attach_if_standin(),
-        Ok(true)
-    ) {
-        return Ok(());
-    }
-    errln!(
-        "rdma-direct {cmd}: {dev} is a device of the stand-in libibverbs \
-         (RDMA_DIRECT_LIBIBVERBS): it lives in this process, so no other process can reach it \
-         and two processes would wait on each other forever; run both ends here with \
-         --loopback, or unset RDMA_DIRECT_LIBIBVERBS for a real device"
-    );
-    Err(1)
-}
-
 /// Check that the RDMA device `name` exists. The one "no such device" diagnosis every
 /// command prints (after its own `rdma-direct CMD: ` prefix).
 pub fn find_device(name: &str) -> Result<(), String> {

@@ -255,12 +255,16 @@ impl Engine {
     }
 
     /// Requester: READ response `h` (its data in `port.inb`) into the READ's local spans.
+    /// It acknowledges every request before its READ (an implied ACK). Responses land in
+    /// PSN order only: one that comes after a gap (responses lost, damaged or late) is
+    /// dropped, and the READ is asked again at once from the first missing PSN (once per
+    /// gap, as the responder's sequence NAK does for requests); a lost last response is
+    /// found by the ACK timeout.
     fn read_response(&mut self, port: &Port, qpn: u32, h: &Header) -> bool {
-        let q = &self.qps[&qpn];
-        let Some(r) = q.remote.as_deref() else {
+        let p = h.psn;
+        let Some(r) = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut()) else {
             return false;
         };
-        let p = h.psn;
         let Some(f) = r.flight[..r.nflight]
             .iter()
             .find(|f| f.contains(p))
@@ -268,10 +272,19 @@ impl Engine {
         else {
             return false;
         };
-        // In order only: a response after a lost one waits for the resend.
-        if p != r.una || f.kind != Kind::Read {
+        if f.kind != Kind::Read {
             return false;
         }
+        r.ack_to(f.psn);
+        if p != r.una {
+            let una = r.una;
+            if f.contains(una) && psn_diff(p, una) < f.npkts && r.regap != Some(una) {
+                r.regap = Some(una);
+                r.rewind(una);
+            }
+            return false;
+        }
+        let q = &self.qps[&qpn];
         let mut buf = [0u8; MAX_WQE];
         let (ring_len, _) = Self::read_wqe(q, f.idx, &mut buf);
         let Ok(w) = Self::parse(q, f.idx, &buf, ring_len) else {

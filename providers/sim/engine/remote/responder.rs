@@ -10,7 +10,9 @@ use super::super::execute::Resp;
 use super::super::fetch::{Wqe, MAX_SEGS};
 use super::super::recv::{RecvDone, RecvLoc};
 use super::super::Engine;
-use super::{nak_code, psn_diff, reply_to, wire_send, Port, ReadOut, Reply, Rx, PSN_MASK, WINDOW};
+use super::{
+    nak_code, psn_diff, psn_lt, reply_to, wire_send, Port, ReadOut, Reply, Rx, PSN_MASK, WINDOW,
+};
 use crate::sim::fabric::packet::{
     read_packets, valid_segment, Header, NakCode, Op, Seg, HEADER_LEN,
 };
@@ -145,14 +147,27 @@ impl Engine {
                     }
                     let r = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut());
                     let r = r.expect("checked by fabric_qp");
-                    if !reading {
-                        port.reads += 1;
+                    match r.read {
+                        Some(ro) => {
+                            // Still answering an earlier READ: one after it waits for the
+                            // resend (taking it now would drop the earlier one's remaining
+                            // responses); one within it is the requester going back, answered
+                            // from there instead.
+                            let n = read_packets(u64::from(ro.req.len), u64::from(ro.req.imm));
+                            if !psn_lt(h.psn, (ro.req.psn + n) & PSN_MASK) {
+                                return false;
+                            }
+                        }
+                        None => port.reads += 1,
                     }
                     r.read = Some(ReadOut {
                         req: *h,
                         off: 0,
                         psn: h.psn,
                     });
+                    // Answered at once as far as the ring allows, as a READ executed the
+                    // first time is: the duplicates behind it find it done.
+                    self.serve_read(port, qpn);
                 }
                 Op::Cas | Op::Faa => {
                     let Some((psn, v)) =

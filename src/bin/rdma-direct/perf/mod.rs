@@ -51,11 +51,6 @@ pub fn run(args: &[String]) -> i32 {
         Ok(k) => k,
         Err(status) => return status,
     };
-    if let (Some(d), false) = (&cli.device, cli.mode == Mode::Loopback) {
-        if let Err(status) = provider::refuse_two_processes_on_standin(&format!("perf {name}"), d) {
-            return status;
-        }
-    }
     let pollers = if cli.mode == Mode::Loopback
         && matches!(cli.params.test, Test::WriteLat | Test::SendLat)
         && rdma_direct::perf::two_threads(kind, &cli.params)

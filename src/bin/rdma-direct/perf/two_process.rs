@@ -83,6 +83,15 @@ where
                     " {}: the peer's sim device over the sim fabric (shared memory, this host)\n",
                     table::provider_label(i.provider, &i.device)
                 ));
+            } else if matches!(
+                rdma_direct::providers::sim::standin::attach_if_standin(),
+                Ok(true)
+            ) {
+                out(&format!(
+                    " {}: the stand-in's device (RDMA_DIRECT_LIBIBVERBS), reaching the peer's \
+                     over the sim fabric (shared memory, this host)\n",
+                    table::provider_label(i.provider, &i.device)
+                ));
             }
             out(&header(o, i, &why, &role));
             out(&format!("{}\n", table_header(o)));

@@ -18,7 +18,8 @@ usage: rdma-direct pingpong [-d DEV] [options] [HOST]
       --provider P      auto (default: mlx5 on an mlx5 device, verbs on any other, sim
                         without -d), mlx5, verbs (libibverbs, also on mlx5), sim
   -i, --ib-port PORT    port (default 1)
-  -g, --gid-idx IDX     local GID index; without it no GRH is used (needed on RoCE)
+  -g, --gid-idx IDX     local GID index; without it no GRH is used, except on a port
+                        without a LID (RoCE), which sends index 0's GID
   -s, --size BYTES      message size (default 4096, at most 1 GiB)
   -n, --iters N         iterations (default 1000)
   -c, --connection T    RC or UC (default RC; perftest's -c, not ibv_rc_pingpong's)

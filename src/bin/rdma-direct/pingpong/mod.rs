@@ -75,11 +75,6 @@ pub fn run(args: &[String]) -> i32 {
         Ok(k) => k,
         Err(status) => return status,
     };
-    if let (Some(d), false) = (&a.dev, kind == ProviderKind::Sim || a.loopback) {
-        if let Err(status) = provider::refuse_two_processes_on_standin("pingpong", d) {
-            return status;
-        }
-    }
     let res = match kind {
         // A peer (HOST) or a server port (-p): this process is one end, through the fabric.
         ProviderKind::Sim if a.host.is_some() || a.port.is_some() => {

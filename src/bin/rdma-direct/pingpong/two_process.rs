@@ -68,9 +68,14 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
     let port = a.port.unwrap_or(PINGPONG_PORT);
     let mut end = open_end(p, a)?;
     let mut local = p.endpoint(&end.qp, &opts)?;
-    if a.gid_idx.is_none() && p.kind() != rdma_direct::providers::ProviderKind::Sim {
-        // rc_pingpong sends a zero GID without -g: the peer then uses no GRH. (The sim's
-        // GID names its device on the fabric: always sent.)
+    if a.gid_idx.is_none()
+        && p.kind() != rdma_direct::providers::ProviderKind::Sim
+        && local.lid != 0
+    {
+        // rc_pingpong sends a zero GID without -g: the peer then routes by LID, no GRH. A
+        // port without a LID (RoCE) is reached only by its GID, so it sends index 0's, as
+        // `-g 0` would (rc_pingpong's modify_qp fails there instead). The sim's GID names its
+        // device on the fabric: always sent.
         local.gid = [0; 16];
     }
     let mine = PingpongMsg::from_endpoint(&local);
