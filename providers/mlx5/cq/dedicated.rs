@@ -49,14 +49,19 @@ pub(crate) enum Took {
 impl<D: Owners> Mlx5Cq<D> {
     /// Take the CQE at `ci` if it is a plain requester CQE that completes the oldest
     /// outstanding WQE of `sq`, the one queue that completes into this CQ (the module doc
-    /// says what is checked). `tag`: the QP's number as CQE bytes 57..59 hold it (`hot_tag`'s
-    /// form), or [`NO_HOT_TAG`] to take nothing; `len_qpn`: the completion's `byte_len` and
-    /// `qp_num` word for this QP (by reference: read at the end, see [`late`]).
+    /// says what is checked); with `COVER` also one that names a later WQE (a completion
+    /// covering unsignaled requests): the checks and the count of [`Self::req_cqe_covered`]
+    /// against the producer position of the last doorbell (a larger WQE outstanding: left
+    /// to the general poll's `process`). `tag`: the QP's number as CQE bytes 57..59 hold it
+    /// (`hot_tag`'s form), or [`NO_HOT_TAG`] to take nothing; `len_qpn`: the completion's
+    /// `byte_len` and `qp_num` word for this QP (by reference: read at the end, see
+    /// [`late`]). The pair's `poll_one` takes the instance without `COVER` inline and the
+    /// one with it on its slow way, out of line (the common case keeps its registers).
     ///
     /// The caller owns the QP of `sq` and this CQ together and has checked that no other QP
     /// completes here and that the QP has no purge pending (else `tag` is [`NO_HOT_TAG`]).
     #[inline(always)]
-    pub(crate) fn take_dedicated(
+    pub(crate) fn take_dedicated<const COVER: bool>(
         &mut self,
         sq: &Mlx5Sq<D>,
         tag: u64,
@@ -83,11 +88,13 @@ impl<D: Owners> Mlx5Cq<D> {
         let (wqes, mask, rung, done) = sq.dedicated_view();
         let sci = done.ci.load(Ordering::Relaxed);
         // SAFETY: the 2-aligned wqe_counter field of the CQE.
-        let wc = unsafe { cqe::wqe_counter_raw(cqe) };
-        if u16::from_be(wc) != sci as u16 {
-            // A later WQE (a completion covering unsignaled requests): the caller's slow way
-            // takes it ([`Self::take_dedicated_covered`]).
-            return Took::Other;
+        let wc = u16::from_be(unsafe { cqe::wqe_counter_raw(cqe) });
+        if wc != sci as u16 {
+            if !COVER {
+                // A later WQE: the caller's slow way takes it (the instance with `COVER`).
+                return Took::Other;
+            }
+            return self.take_dedicated_covered(sq, sci, wc, w as usize, len_qpn, out);
         }
         // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps
         // alive); the index is masked.
@@ -115,43 +122,24 @@ impl<D: Owners> Mlx5Cq<D> {
         Took::One
     }
 
-    /// [`Self::take_dedicated`] for a CQE naming a WQE past the oldest outstanding one (a
-    /// completion covering unsignaled requests), the same caller contract: the same checks of
-    /// the CQE, then those and the count of [`Self::req_cqe_covered`] against the producer
-    /// position of the last doorbell (a larger WQE outstanding: left to the slow way's
-    /// `process`). Out of line (the pair's slow way calls it): the common
-    /// case keeps its registers.
-    #[inline(never)]
-    pub(crate) fn take_dedicated_covered(
+    /// [`Self::take_dedicated`] with `COVER` past its checks of the CQE, for a `wqe_counter`
+    /// `wc` past the oldest outstanding WQE (at `sci`), WQE opcode `w` (no byte length).
+    #[inline(always)]
+    fn take_dedicated_covered(
         &mut self,
         sq: &Mlx5Sq<D>,
-        tag: u64,
+        sci: u32,
+        wc: u16,
+        w: usize,
         len_qpn: &u64,
         out: &mut Completion,
     ) -> Took {
-        use super::hot::REQ_OP_WITH_LEN;
-        let cqe = self.cur;
-        // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-        let x = unsafe { cqe::op_own(cqe) } ^ self.cur_par;
-        if x & crate::wire::CQE_PLAIN_OWNED_MASK != 0 {
-            return Took::Other;
-        }
-        // Orders the owner-bit load above before the loads of the CQE body below.
-        from_device_load_barrier();
-        // SAFETY: as in `take_dedicated`.
-        let w = u64::from(u32::from_le(unsafe { cqe::sop_drop_qpn_raw(cqe) })) ^ tag;
-        if w >= u64::from(REQ_OP_WITH_LEN) {
-            return Took::Other;
-        }
-        let (wqes, mask, rung, done) = sq.dedicated_view();
-        let sci = done.ci.load(Ordering::Relaxed);
-        // SAFETY: the 2-aligned wqe_counter field of the CQE.
-        let wc = u16::from_be(unsafe { cqe::wqe_counter_raw(cqe) });
         use super::send_run::put_req_covered;
+        let (wqes, mask, rung, done) = sq.dedicated_view();
         let dist = u32::from(wc.wrapping_sub(sci as u16));
         // Rung and not retired.
         let posted = rung.wrapping_sub(sci);
-        if dist == 0 || dist >= posted {
+        if dist >= posted {
             return Took::Other;
         }
         // No WQE larger than one WQEBB from the oldest outstanding one on: the WQE named
@@ -176,7 +164,7 @@ impl<D: Owners> Mlx5Cq<D> {
                 out,
                 e.wr_id.load(Ordering::Relaxed),
                 late(len_qpn),
-                REQ_OK[w as usize],
+                REQ_OK[w],
                 o.wr_id.load(Ordering::Relaxed),
                 covered,
             )
