@@ -193,15 +193,11 @@ impl<D: Owners> Mlx5Cq<D> {
         {
             return Took::Other;
         }
-        // Orders the owner-bit load above before the loads of the CQE body below.
-        from_device_load_barrier();
-        if !self.process_recv(cqe, op, out) {
-            return Took::Other;
+        if self.take_recv_one(ci, cqe, op, out) {
+            Took::One
+        } else {
+            Took::Other
         }
-        // SAFETY: as in `take_dedicated`.
-        let shared = unsafe { &*Arc::as_ptr(&self.shared) };
-        self.advance_one(shared, ci, cqe);
-        Took::One
     }
 
     /// True when the CQE at `ci` is software-owned (a poll would find it).
