@@ -22,7 +22,7 @@
 //!
 //! [`Mlx5Dedicated`]: crate::mlx5::Mlx5Dedicated
 
-use super::send_run::{put_req, REQ_OK};
+use super::send_run::REQ_OK;
 use super::{cqe, cqe_ptr, late, Mlx5Cq, NO_HOT_TAG};
 use crate::barrier::from_device_load_barrier;
 use crate::mlx5::owners::Owners;
@@ -96,24 +96,22 @@ impl<D: Owners> Mlx5Cq<D> {
             }
             return self.take_dedicated_covered(sq, sci, wc, w as usize, len_qpn, out);
         }
-        // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps
-        // alive); the index is masked.
-        let e = unsafe { &*wqes.add((sci & mask) as usize) };
-        // The recorded size is at least 1 (or `NO_WQE`), so this also says the WQE was rung.
-        let nbb = e.nbb();
-        if nbb > rung.wrapping_sub(sci) {
+        // SAFETY: `out` is a whole, writable `Completion`; `wqes` has `mask + 1` entries (the
+        // queue's `SqShared::wqes`, which it keeps alive).
+        if !unsafe {
+            super::send_run::take_oldest_one(
+                wqes,
+                mask,
+                done,
+                sci,
+                rung.wrapping_sub(sci),
+                || late(len_qpn),
+                w as usize,
+                out,
+            )
+        } {
             return Took::Other;
         }
-        // SAFETY: `out` is a whole, writable `Completion`.
-        unsafe {
-            put_req(
-                out,
-                e.wr_id.load(Ordering::Relaxed),
-                late(len_qpn),
-                REQ_OK[w as usize],
-            )
-        };
-        done.retire(sci.wrapping_add(nbb), 1);
         // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
         let shared = unsafe { &*Arc::as_ptr(&self.shared) };
         let (ci, cqe) = (late(&self.ci), late(&self.cur));

@@ -122,7 +122,6 @@ impl<D: Owners> Mlx5Cq<D> {
         out: *mut Completion,
     ) -> bool {
         use super::hot::{len_qpn, REQ_OP_WITH_LEN};
-        use super::send_run::{put_req, REQ_OK};
         // Bytes 56..59 as they lie in memory: sop (the WQE opcode), qpn (big-endian). The qpn
         // bytes XOR the hot QP's to zero, leaving the opcode; with no hot QP nothing passes
         // (`hot_tag` has bit 32 set). One compare: the hot QP and an opcode below READ.
@@ -149,29 +148,23 @@ impl<D: Owners> Mlx5Cq<D> {
             // general loop takes it on its fast path, `run_hot`).
             return COVERED && self.process_req_covered(qp, ci, u16::from_be(wc), w as usize, out);
         }
-        // Published WQEBBs not yet retired (see `process`).
+        // Published WQEBBs not yet retired (see `process`). The entry is our own memory,
+        // never the ring (a stray CQE goes to `process`, which drops it).
         let posted = super::hot::avail_at(qp.dbrec, ci);
-        // The WQE's size as the poster recorded it (see `QpShared::nbb_at`): at least 1, or
-        // `NO_WQE`, so `nbb <= posted` also says something is outstanding (a stray CQE goes
-        // to `process`, which drops it). The entry is our own memory, never the ring.
-        // SAFETY: `wqes` has `mask + 1` entries; the index is masked.
-        let e = unsafe { sq.wqes.get_unchecked((ci & sq.mask) as usize) };
-        let nbb = e.nbb();
-        // The whole WQE must be below the published producer position.
-        if nbb > posted {
-            return false;
-        }
-        // SAFETY: `out` is a whole, writable `Completion` (the caller's).
+        // SAFETY: `out` is a whole, writable `Completion` (the caller's); `wqes` has
+        // `mask + 1` entries.
         unsafe {
-            put_req(
+            super::send_run::take_oldest_one(
+                sq.wqes.as_ptr(),
+                sq.mask,
+                &sq.done,
+                ci,
+                posted,
+                || len_qpn(0, self.hot_qpn),
+                w as usize,
                 out,
-                e.wr_id.load(Ordering::Relaxed),
-                len_qpn(0, self.hot_qpn),
-                REQ_OK[w as usize],
             )
-        };
-        sq.done.retire(ci.wrapping_add(nbb), 1);
-        true
+        }
     }
 
     /// [`Self::process_req`] for a CQE naming a WQE past the oldest outstanding one (at WQEBB
