@@ -22,7 +22,6 @@
 //!
 //! [`Mlx5Dedicated`]: crate::mlx5::Mlx5Dedicated
 
-use super::send_run::REQ_OK;
 use super::{cqe, cqe_ptr, late, Mlx5Cq, NO_HOT_TAG};
 use crate::barrier::from_device_load_barrier;
 use crate::mlx5::owners::Owners;
@@ -121,7 +120,9 @@ impl<D: Owners> Mlx5Cq<D> {
     }
 
     /// [`Self::take_dedicated`] with `COVER` past its checks of the CQE, for a `wqe_counter`
-    /// `wc` past the oldest outstanding WQE (at `sci`), WQE opcode `w` (no byte length).
+    /// `wc` past the oldest outstanding WQE (at `sci`), WQE opcode `w` (no byte length):
+    /// [`take_covered_one`](super::send_run::take_covered_one) against the position of the
+    /// last doorbell (the poster is this thread).
     #[inline(always)]
     fn take_dedicated_covered(
         &mut self,
@@ -132,45 +133,29 @@ impl<D: Owners> Mlx5Cq<D> {
         len_qpn: &u64,
         out: &mut Completion,
     ) -> Took {
-        use super::send_run::put_req_covered;
         let (wqes, mask, rung, done) = sq.dedicated_view();
-        let dist = u32::from(wc.wrapping_sub(sci as u16));
-        // Rung and not retired.
-        let posted = rung.wrapping_sub(sci);
-        if dist >= posted {
-            return Took::Other;
-        }
-        // No WQE larger than one WQEBB from the oldest outstanding one on: the WQE named
-        // starts one, below `rung`, and the WQEs before it are its distance (see
-        // `SqShared::no_big_from`; the poster is this thread).
-        if !crate::mlx5::shared::SqShared::no_big_from(sq.big_end(), sci, mask) {
-            return Took::Other;
-        }
-        let (covered, used) = (dist, dist + 1);
-        // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps
-        // alive); the indices are masked. Both WQEs were rung.
-        let (e, o) = unsafe {
-            (
-                &*wqes.add((sci.wrapping_add(dist) & mask) as usize),
-                &*wqes.add((sci & mask) as usize),
-            )
-        };
-        let retired = done.retired.load(Ordering::Relaxed);
-        // SAFETY: `out` is a whole, writable `Completion`.
-        unsafe {
-            put_req_covered(
+        // SAFETY: `out` is a whole, writable `Completion`; `wqes` has `mask + 1` entries (the
+        // queue's `SqShared::wqes`, which it keeps alive).
+        let took = unsafe {
+            super::send_run::take_covered_one(
+                || &*self.shared,
+                wqes,
+                mask,
+                done,
+                sci,
+                rung.wrapping_sub(sci),
+                || sq.big_end(),
+                wc,
+                || late(len_qpn),
+                w,
                 out,
-                e.wr_id.load(Ordering::Relaxed),
-                late(len_qpn),
-                REQ_OK[w],
-                o.wr_id.load(Ordering::Relaxed),
-                covered,
             )
         };
-        done.retire_to(sci.wrapping_add(used), retired.wrapping_add(covered + 1));
+        if !took {
+            return Took::Other;
+        }
         // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
         let shared = unsafe { &*Arc::as_ptr(&self.shared) };
-        super::send_run::give_back(shared, covered);
         let (ci, cqe) = (late(&self.ci), late(&self.cur));
         self.advance_one(shared, ci, cqe);
         Took::One

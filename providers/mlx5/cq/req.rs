@@ -169,9 +169,8 @@ impl<D: Owners> Mlx5Cq<D> {
 
     /// [`Self::process_req`] for a CQE naming a WQE past the oldest outstanding one (at WQEBB
     /// position `ci` of `qp`, the hot QP, alive, no purge pending): `wqe_counter` `wc`, WQE
-    /// opcode `w` (no byte length). The checks and the count of
-    /// [`Self::req_cqe_covered`] against the producer position published now; false
-    /// (nothing changed) when they fail.
+    /// opcode `w` (no byte length); [`take_covered_one`](super::send_run::take_covered_one)
+    /// against the producer position published now.
     #[inline(always)]
     fn process_req_covered(
         &self,
@@ -181,42 +180,25 @@ impl<D: Owners> Mlx5Cq<D> {
         w: usize,
         out: *mut Completion,
     ) -> bool {
-        use super::send_run::{put_req_covered, REQ_OK};
         let sq = &qp.sq;
-        let dist = u32::from(wc.wrapping_sub(ci as u16));
         let posted = super::hot::avail_at(qp.dbrec, ci);
-        if dist >= posted {
-            return false;
-        }
-        // No WQE larger than one WQEBB from the oldest outstanding one on (read after the
-        // published position): the WQE named starts one, below `posted`, and the WQEs before
-        // it are its distance (see `SqShared::no_big_from`).
-        if !crate::mlx5::shared::SqShared::no_big_from(
-            sq.big_end.load(Ordering::Relaxed),
-            ci,
-            sq.mask,
-        ) {
-            return false;
-        }
-        let (covered, used) = (dist, dist + 1);
-        // Both published: the WQE named and the oldest outstanding one.
-        let (e, o) = (sq.at(ci.wrapping_add(dist)), sq.at(ci));
-        let retired = sq.done.retired.load(Ordering::Relaxed);
-        // SAFETY: `out` is a whole, writable `Completion` (the caller's).
+        // SAFETY: `out` is the caller's whole, writable `Completion`; `wqes` has `mask + 1`
+        // entries.
         unsafe {
-            put_req_covered(
+            super::send_run::take_covered_one(
+                || &*self.shared,
+                sq.wqes.as_ptr(),
+                sq.mask,
+                &sq.done,
+                ci,
+                posted,
+                || sq.big_end.load(Ordering::Relaxed),
+                wc,
+                || super::hot::len_qpn(0, self.hot_qpn),
+                w,
                 out,
-                e.wr_id.load(Ordering::Relaxed),
-                super::hot::len_qpn(0, self.hot_qpn),
-                REQ_OK[w],
-                o.wr_id.load(Ordering::Relaxed),
-                covered,
             )
-        };
-        sq.done
-            .retire_to(ci.wrapping_add(used), retired.wrapping_add(covered + 1));
-        self.give_back(covered);
-        true
+        }
     }
 
     /// Scatter-to-CQE for a requester CQE: the WQE's own opcode and data segments, read back

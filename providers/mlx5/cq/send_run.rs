@@ -344,6 +344,71 @@ pub(super) unsafe fn take_oldest_one(
     true
 }
 
+/// A single requester CQE (nothing set up: [`Mlx5Cq::poll_one`]'s `process_req`, the
+/// dedicated pair's `take_dedicated`) whose `wqe_counter` `wc` names a WQE past the oldest
+/// outstanding one (at retired position `sci` of the queue of `wqes`, `mask` and `done`):
+/// the checks and the count of [`Mlx5Cq::req_cqe_covered`], against `posted`, the WQEBBs
+/// published (or rung) and not retired; `big_end` gives `SqShared::big_end`, read after
+/// `posted` and only when the WQE named lies below it. The completion
+/// ([`put_req_covered`]: `lq` gives `byte_len` and `qp_num`, `w` is the WQE opcode, one
+/// without a byte length) at `out`, the requests retired, their CQ entries given back to
+/// the CQ's `shared` state; false (nothing changed) when a check fails. The operands are
+/// taken lazily (see [`take_oldest_one`]).
+///
+/// # Safety
+/// `out` points to a whole, writable `Completion`; `wqes` has `mask + 1` entries.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) unsafe fn take_covered_one<'a>(
+    shared: impl FnOnce() -> &'a CqShared,
+    wqes: *const SqEntry,
+    mask: u32,
+    done: &SqDone,
+    sci: u32,
+    posted: u32,
+    big_end: impl FnOnce() -> u32,
+    wc: u16,
+    lq: impl FnOnce() -> u64,
+    w: usize,
+    out: *mut Completion,
+) -> bool {
+    let dist = u32::from(wc.wrapping_sub(sci as u16));
+    if dist >= posted {
+        return false;
+    }
+    // No WQE larger than one WQEBB from the oldest outstanding one on (read after the
+    // published position): the WQE named starts one, below `posted`, and the WQEs before
+    // it are its distance (see `SqShared::no_big_from`).
+    if !SqShared::no_big_from(big_end(), sci, mask) {
+        return false;
+    }
+    let (covered, used) = (dist, dist + 1);
+    // Both published: the WQE named and the oldest outstanding one.
+    // SAFETY: the caller's contract; the indices are masked.
+    let (e, o) = unsafe {
+        (
+            &*wqes.add((sci.wrapping_add(dist) & mask) as usize),
+            &*wqes.add((sci & mask) as usize),
+        )
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        put_req_covered(
+            out,
+            e.wr_id.load(Ordering::Relaxed),
+            lq(),
+            REQ_OK[w & 0xff],
+            o.wr_id.load(Ordering::Relaxed),
+            covered,
+        )
+    };
+    // The count read after the stores (not held in a register across them).
+    let retired = done.retired.load(Ordering::Relaxed);
+    done.retire_to(sci.wrapping_add(used), retired.wrapping_add(covered + 1));
+    give_back(shared(), covered);
+    true
+}
+
 /// [`put_req`] for a completion covering `covered` (at least 1) unsignaled requests, the
 /// oldest with wr_id `from`.
 ///
