@@ -448,7 +448,9 @@ impl<D: Owners> Mlx5Cq<D> {
     /// so that its state fits in registers: the CQE and the completion are addressed by one
     /// index counting up to zero, the slot comes from the CQE's own (checked) `wqe_counter`,
     /// and a completion is four stores (`wr_id`; `byte_len` and `qp_num`; `opcode` and
-    /// `status` from [`REQ_OK`]; the zero tail).
+    /// `status` from [`REQ_OK`]; the zero tail). Kept: left to the general loop's
+    /// `run_sides::<true, false>`, `poll16` +16.5, `every1` +16.1, `cover16` +2.9
+    /// instructions (`benches/compare.sh`).
     #[inline(always)]
     pub(super) fn run_sq<const BIG: bool, const P: u8>(
         &self,
