@@ -176,7 +176,7 @@ impl<D: Owners> Mlx5Cq<D> {
         {
             return Took::Other;
         }
-        if self.take_recv_one(ci, cqe, op, out) {
+        if self.take_recv_one(None, ci, cqe, op, out) {
             Took::One
         } else {
             Took::Other
