@@ -31,15 +31,16 @@
 //! | `syndrome_status` and the error branch of `process` | `mlx5_handle_error_cqe` and the `REQ_ERR` / `RESP_ERR` case | the QP marked failed (`QpShared::failed`): its posts are refused from then on |
 //! | `scatter_from_cqe`, `scatter_req` | `mlx5_copy_to_recv_wqe`, `mlx5_copy_to_recv_srq`, `mlx5_copy_to_send_wqe` | the copy bounded by the WQE's own SGEs and opcode; a CQE that does not fit is `GeneralErr` and counted |
 //! | `finish`, `finish_one`, `advance_one` (`cq/one.rs`) | `update_cons_index` | [`consumer_index_barrier`] before the store; the published `ci` and the CQ entries given back (`CqShared::unreleased`: the ledger `PostError::CqFull` is decided on) |
-//! | `run_short_any`, `run_short` (`cq/hot.rs`) | none: the whole of `mlx5_poll_one` per CQE | a poll that starts with plain CQEs of the hot QP goes to one of the runs below, chosen by its first two CQEs |
+//! | `run_short_any`, `run_short` (`cq/hot.rs`) | none: the whole of `mlx5_poll_one` per CQE | a poll that starts with plain CQEs of the hot QP goes to one of the runs below, chosen by its first two CQEs (one out-of-line instance per sides, CQE size and owner parity) |
 //! | `run_sq` (`cq/send_run.rs`) | `mlx5_poll_one` + `handle_good_req` per requester CQE | a stream of successful requester CQEs in registers: one compare of CQE bytes 56..59 with the last one taken, the size and wr_id from the poster's record, four stores |
 //! | `run_rq` (`cq/recv_run.rs`) | `mlx5_poll_one` + `handle_responder` per receive CQE | a stream of plain receives on the RQ, bounded up front by the receives published |
 //! | `run_mixed` (`cq/hot.rs`) | the same, both sides | both sides' positions in registers, each checked before each CQE of its side |
-//! | `run_hot`, `run_sides` (`cq/hot.rs`) | the same, inside the general loop | the fast path entered again after a CQE `process` took |
+//! | `run_hot`, `run_sides` (`cq/hot.rs`) | the same, inside the general loop | the fast path entered again after a CQE `process` took; the general counterpart of the three runs above |
 //! | `req_cqe`, `req_cqe_covered` (`cq/send_run.rs`) | the `MLX5_CQE_REQ` case, `wqe_head` | the one requester-CQE path of every loop; the covered count in O(1) while only one-WQEBB WQEs are outstanding (the covered path) |
-//! | `process_req`, `process_req_covered` (`cq/req.rs`) | `mlx5_poll_one` for one requester CQE | a single requester CQE with nothing set up: the checks of `req_cqe` against the published producer position |
-//! | `poll_one`, `poll_one_recv` (`cq/one.rs`) | `mlx5_poll_one` with `ne = 1` (`ibv_poll_cq(cq, 1, wc)`) | no slice; a requester or plain receive CQE taken inline, any other CQE through `poll` with one slot |
-//! | `take_dedicated`, `take_dedicated_covered`, `take_dedicated_recv` (`cq/dedicated.rs`) | `mlx5_poll_one` on a CQ that one QP owns | no handshake, lookup, liveness or purge check: the pair's `&mut` rules them out |
+//! | `take_oldest_one`, `take_covered_one` (`cq/send_run.rs`) | the `MLX5_CQE_REQ` case for one CQE | the single requester CQE's two steps (the oldest WQE; a later one, covering), shared by `process_req` and `take_dedicated` |
+//! | `process_req`, `process_req_covered` (`cq/req.rs`) | `mlx5_poll_one` for one requester CQE | a single requester CQE with nothing set up: the hot QP's checks, then the steps above against the published producer position |
+//! | `poll_one`, `poll_one_recv`, `take_recv_one` (`cq/one.rs`) | `mlx5_poll_one` with `ne = 1` (`ibv_poll_cq(cq, 1, wc)`) | no slice; a requester or plain receive CQE taken inline, any other CQE through `poll` with one slot |
+//! | `take_dedicated::<COVER>`, `take_dedicated_recv` (`cq/dedicated.rs`) | `mlx5_poll_one` on a CQ that one QP owns | no handshake, lookup, liveness or purge check: the pair's `&mut` rules them out; the same single-CQE steps against the last doorbell's position |
 //! | `poll_ts`, `cqe_timestamp_at` (`cq/clock.rs`) | `mlx5_cq_read_wc_completion_ts` of the extended poll | the same loop instantiated with timestamps; the plain poll reads none |
 //!
 //! What every path adds to libmlx5's: a CQE is checked against what its QP has outstanding
@@ -48,6 +49,28 @@
 //! (dropped CQEs go to [`Mlx5Cq::bogus_cqes`]); the CQ-entry ledger (`CqShared::ci`,
 //! `unreleased`, `SqDone`) that lets a post refuse what would overrun the CQ; and the count
 //! of covered requests (`SqDone::retired`) that `max_send_wr` is checked against.
+//!
+//! ### Why each specialised way remains
+//!
+//! Each was folded into its general counterpart and measured with `benches/compare.sh`
+//! (plain memory, instructions per operation); a way stays only where a row shows its gain
+//! (the bar: no row more than 1 instruction worse). Folded: the three runs' dispatch is one
+//! out-of-line `run_short` per instance; the single requester CQE's steps
+//! (`take_oldest_one`, `take_covered_one`) and the single receive (`take_recv_one`) are
+//! written once for `poll_one` and the dedicated pair. Kept, and what folding cost:
+//!
+//! | way | folded into | rows worse |
+//! |---|---|---|
+//! | `run_sq` | the general loop (`run_hot`, `run_sides::<true, false>`) | `poll16` +16.5, `every1` +16.1, `cover16` +2.9 |
+//! | `run_rq` | the general loop (`run_sides::<false, true>`) | `recv16` +12.9 |
+//! | `run_mixed` | `run_sides::<true, true>`, both sides taken first | `mixed16` +9.5 (left to the general loop: +17.5) |
+//! | `poll_one` | `poll` with a one-slot slice | the `one` row against `poll1`: +8.0 |
+//! | `take_dedicated` (the pair's `poll_one`) | the CQ's `poll_one` | the `ded_one` row against `one`: +14.1 |
+//!
+//! The single-CQE steps take their completion's operands lazily (closures, the opcode by
+//! value) and read the retired count after the completion's stores: with the operands as
+//! values `ded16_one` +6.0, `ded_rt` +4.0, `poll1` +3.0; with the count read first
+//! `cover_one` +3.0.
 //!
 //! ## Mapping a CQE to a request
 //!
@@ -209,7 +232,7 @@
 //! requester CQEs (`cq/dedicated.rs`): no polling handshake, QP lookup, liveness or purge
 //! check, since nothing can happen to the QP or the CQ while the pair polls; every other CQE
 //! goes through the ways above (a CQE covering unsignaled requests: the pair's slow way,
-//! `take_dedicated_covered`, with the same checks against the last doorbell's position).
+//! `take_dedicated::<true>`, with the same checks against the last doorbell's position).
 //!
 //! After the last CQE of a poll the consumer index goes to the CQ doorbell record once,
 //! behind [`consumer_index_barrier`]: the CQE loads must be complete before that store hands

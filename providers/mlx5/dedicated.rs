@@ -207,7 +207,7 @@ impl<D: Owners> Mlx5Dedicated<D> {
     pub fn poll_one(&mut self, out: &mut Completion) -> bool {
         match self
             .cq
-            .take_dedicated(self.qp.sq_ref(), self.tag, &self.len_qpn, out)
+            .take_dedicated::<false>(self.qp.sq_ref(), self.tag, &self.len_qpn, out)
         {
             Took::One => true,
             Took::Empty => false,
@@ -233,7 +233,7 @@ impl<D: Owners> Mlx5Dedicated<D> {
     fn poll_one_rest(&mut self, out: &mut Completion) -> bool {
         if self
             .cq
-            .take_dedicated_covered(self.qp.sq_ref(), self.tag, &self.len_qpn, out)
+            .take_dedicated::<true>(self.qp.sq_ref(), self.tag, &self.len_qpn, out)
             == Took::One
         {
             return true;
@@ -252,7 +252,7 @@ impl<D: Owners> Mlx5Dedicated<D> {
         };
         match self
             .cq
-            .take_dedicated(self.qp.sq_ref(), self.tag, &self.len_qpn, first)
+            .take_dedicated::<false>(self.qp.sq_ref(), self.tag, &self.len_qpn, first)
         {
             Took::One if rest.is_empty() || !self.cq.next_ready() => 1,
             Took::One => 1 + self.poll_slow(rest),

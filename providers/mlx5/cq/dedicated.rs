@@ -22,7 +22,6 @@
 //!
 //! [`Mlx5Dedicated`]: crate::mlx5::Mlx5Dedicated
 
-use super::send_run::{put_req, REQ_OK};
 use super::{cqe, cqe_ptr, late, Mlx5Cq, NO_HOT_TAG};
 use crate::barrier::from_device_load_barrier;
 use crate::mlx5::owners::Owners;
@@ -49,14 +48,19 @@ pub(crate) enum Took {
 impl<D: Owners> Mlx5Cq<D> {
     /// Take the CQE at `ci` if it is a plain requester CQE that completes the oldest
     /// outstanding WQE of `sq`, the one queue that completes into this CQ (the module doc
-    /// says what is checked). `tag`: the QP's number as CQE bytes 57..59 hold it (`hot_tag`'s
-    /// form), or [`NO_HOT_TAG`] to take nothing; `len_qpn`: the completion's `byte_len` and
-    /// `qp_num` word for this QP (by reference: read at the end, see [`late`]).
+    /// says what is checked); with `COVER` also one that names a later WQE (a completion
+    /// covering unsignaled requests): the checks and the count of [`Self::req_cqe_covered`]
+    /// against the producer position of the last doorbell (a larger WQE outstanding: left
+    /// to the general poll's `process`). `tag`: the QP's number as CQE bytes 57..59 hold it
+    /// (`hot_tag`'s form), or [`NO_HOT_TAG`] to take nothing; `len_qpn`: the completion's
+    /// `byte_len` and `qp_num` word for this QP (by reference: read at the end, see
+    /// [`late`]). The pair's `poll_one` takes the instance without `COVER` inline and the
+    /// one with it on its slow way, out of line (the common case keeps its registers).
     ///
     /// The caller owns the QP of `sq` and this CQ together and has checked that no other QP
     /// completes here and that the QP has no purge pending (else `tag` is [`NO_HOT_TAG`]).
     #[inline(always)]
-    pub(crate) fn take_dedicated(
+    pub(crate) fn take_dedicated<const COVER: bool>(
         &mut self,
         sq: &Mlx5Sq<D>,
         tag: u64,
@@ -83,30 +87,30 @@ impl<D: Owners> Mlx5Cq<D> {
         let (wqes, mask, rung, done) = sq.dedicated_view();
         let sci = done.ci.load(Ordering::Relaxed);
         // SAFETY: the 2-aligned wqe_counter field of the CQE.
-        let wc = unsafe { cqe::wqe_counter_raw(cqe) };
-        if u16::from_be(wc) != sci as u16 {
-            // A later WQE (a completion covering unsignaled requests): the caller's slow way
-            // takes it ([`Self::take_dedicated_covered`]).
-            return Took::Other;
+        let wc = u16::from_be(unsafe { cqe::wqe_counter_raw(cqe) });
+        if wc != sci as u16 {
+            if !COVER {
+                // A later WQE: the caller's slow way takes it (the instance with `COVER`).
+                return Took::Other;
+            }
+            return self.take_dedicated_covered(sq, sci, wc, w as usize, len_qpn, out);
         }
-        // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps
-        // alive); the index is masked.
-        let e = unsafe { &*wqes.add((sci & mask) as usize) };
-        // The recorded size is at least 1 (or `NO_WQE`), so this also says the WQE was rung.
-        let nbb = e.nbb();
-        if nbb > rung.wrapping_sub(sci) {
-            return Took::Other;
-        }
-        // SAFETY: `out` is a whole, writable `Completion`.
-        unsafe {
-            put_req(
+        // SAFETY: `out` is a whole, writable `Completion`; `wqes` has `mask + 1` entries (the
+        // queue's `SqShared::wqes`, which it keeps alive).
+        if !unsafe {
+            super::send_run::take_oldest_one(
+                wqes,
+                mask,
+                done,
+                sci,
+                rung.wrapping_sub(sci),
+                || late(len_qpn),
+                w as usize,
                 out,
-                e.wr_id.load(Ordering::Relaxed),
-                late(len_qpn),
-                REQ_OK[w as usize],
             )
-        };
-        done.retire(sci.wrapping_add(nbb), 1);
+        } {
+            return Took::Other;
+        }
         // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
         let shared = unsafe { &*Arc::as_ptr(&self.shared) };
         let (ci, cqe) = (late(&self.ci), late(&self.cur));
@@ -115,76 +119,43 @@ impl<D: Owners> Mlx5Cq<D> {
         Took::One
     }
 
-    /// [`Self::take_dedicated`] for a CQE naming a WQE past the oldest outstanding one (a
-    /// completion covering unsignaled requests), the same caller contract: the same checks of
-    /// the CQE, then those and the count of [`Self::req_cqe_covered`] against the producer
-    /// position of the last doorbell (a larger WQE outstanding: left to the slow way's
-    /// `process`). Out of line (the pair's slow way calls it): the common
-    /// case keeps its registers.
-    #[inline(never)]
-    pub(crate) fn take_dedicated_covered(
+    /// [`Self::take_dedicated`] with `COVER` past its checks of the CQE, for a `wqe_counter`
+    /// `wc` past the oldest outstanding WQE (at `sci`), WQE opcode `w` (no byte length):
+    /// [`take_covered_one`](super::send_run::take_covered_one) against the position of the
+    /// last doorbell (the poster is this thread).
+    #[inline(always)]
+    fn take_dedicated_covered(
         &mut self,
         sq: &Mlx5Sq<D>,
-        tag: u64,
+        sci: u32,
+        wc: u16,
+        w: usize,
         len_qpn: &u64,
         out: &mut Completion,
     ) -> Took {
-        use super::hot::REQ_OP_WITH_LEN;
-        let cqe = self.cur;
-        // SAFETY: byte 63 of a CQE of this CQ (from_dv's contract).
-        let x = unsafe { cqe::op_own(cqe) } ^ self.cur_par;
-        if x & crate::wire::CQE_PLAIN_OWNED_MASK != 0 {
-            return Took::Other;
-        }
-        // Orders the owner-bit load above before the loads of the CQE body below.
-        from_device_load_barrier();
-        // SAFETY: as in `take_dedicated`.
-        let w = u64::from(u32::from_le(unsafe { cqe::sop_drop_qpn_raw(cqe) })) ^ tag;
-        if w >= u64::from(REQ_OP_WITH_LEN) {
-            return Took::Other;
-        }
         let (wqes, mask, rung, done) = sq.dedicated_view();
-        let sci = done.ci.load(Ordering::Relaxed);
-        // SAFETY: the 2-aligned wqe_counter field of the CQE.
-        let wc = u16::from_be(unsafe { cqe::wqe_counter_raw(cqe) });
-        use super::send_run::put_req_covered;
-        let dist = u32::from(wc.wrapping_sub(sci as u16));
-        // Rung and not retired.
-        let posted = rung.wrapping_sub(sci);
-        if dist == 0 || dist >= posted {
-            return Took::Other;
-        }
-        // No WQE larger than one WQEBB from the oldest outstanding one on: the WQE named
-        // starts one, below `rung`, and the WQEs before it are its distance (see
-        // `SqShared::no_big_from`; the poster is this thread).
-        if !crate::mlx5::shared::SqShared::no_big_from(sq.big_end(), sci, mask) {
-            return Took::Other;
-        }
-        let (covered, used) = (dist, dist + 1);
-        // SAFETY: `wqes` has `mask + 1` entries (the queue's `SqShared::wqes`, which it keeps
-        // alive); the indices are masked. Both WQEs were rung.
-        let (e, o) = unsafe {
-            (
-                &*wqes.add((sci.wrapping_add(dist) & mask) as usize),
-                &*wqes.add((sci & mask) as usize),
-            )
-        };
-        let retired = done.retired.load(Ordering::Relaxed);
-        // SAFETY: `out` is a whole, writable `Completion`.
-        unsafe {
-            put_req_covered(
+        // SAFETY: `out` is a whole, writable `Completion`; `wqes` has `mask + 1` entries (the
+        // queue's `SqShared::wqes`, which it keeps alive).
+        let took = unsafe {
+            super::send_run::take_covered_one(
+                || &*self.shared,
+                wqes,
+                mask,
+                done,
+                sci,
+                rung.wrapping_sub(sci),
+                || sq.big_end(),
+                wc,
+                || late(len_qpn),
+                w,
                 out,
-                e.wr_id.load(Ordering::Relaxed),
-                late(len_qpn),
-                REQ_OK[w as usize],
-                o.wr_id.load(Ordering::Relaxed),
-                covered,
             )
         };
-        done.retire_to(sci.wrapping_add(used), retired.wrapping_add(covered + 1));
+        if !took {
+            return Took::Other;
+        }
         // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
         let shared = unsafe { &*Arc::as_ptr(&self.shared) };
-        super::send_run::give_back(shared, covered);
         let (ci, cqe) = (late(&self.ci), late(&self.cur));
         self.advance_one(shared, ci, cqe);
         Took::One
@@ -205,15 +176,11 @@ impl<D: Owners> Mlx5Cq<D> {
         {
             return Took::Other;
         }
-        // Orders the owner-bit load above before the loads of the CQE body below.
-        from_device_load_barrier();
-        if !self.process_recv(cqe, op, out) {
-            return Took::Other;
+        if self.take_recv_one(None, ci, cqe, op, out) {
+            Took::One
+        } else {
+            Took::Other
         }
-        // SAFETY: as in `take_dedicated`.
-        let shared = unsafe { &*Arc::as_ptr(&self.shared) };
-        self.advance_one(shared, ci, cqe);
-        Took::One
     }
 
     /// True when the CQE at `ci` is software-owned (a poll would find it).

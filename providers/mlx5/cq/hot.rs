@@ -336,10 +336,10 @@ impl<D: Owners> Mlx5Cq<D> {
         macro_rules! by_size_parity {
             ($sq:literal, $rq:literal) => {
                 match (self.cqe_shift == 7, parity != 0) {
-                    (false, false) => self.run_short_call::<$sq, $rq, false, 0>(ci, cqe, out),
-                    (false, true) => self.run_short_call::<$sq, $rq, false, 1>(ci, cqe, out),
-                    (true, false) => self.run_short_call::<$sq, $rq, true, 0>(ci, cqe, out),
-                    (true, true) => self.run_short_call::<$sq, $rq, true, 1>(ci, cqe, out),
+                    (false, false) => self.run_short::<$sq, $rq, false, 0>(ci, cqe, out),
+                    (false, true) => self.run_short::<$sq, $rq, false, 1>(ci, cqe, out),
+                    (true, false) => self.run_short::<$sq, $rq, true, 0>(ci, cqe, out),
+                    (true, true) => self.run_short::<$sq, $rq, true, 1>(ci, cqe, out),
                 }
             };
         }
@@ -350,17 +350,6 @@ impl<D: Owners> Mlx5Cq<D> {
         }
     }
 
-    /// [`Self::run_short`] out of line: the loop's own register allocation.
-    #[inline(never)]
-    pub(super) fn run_short_call<const SQ: bool, const RQ: bool, const BIG: bool, const P: u8>(
-        &self,
-        ci: u32,
-        cqe: *const u8,
-        out: &mut [Completion],
-    ) -> usize {
-        self.run_short::<SQ, RQ, BIG, P>(ci, cqe, out)
-    }
-
     /// The fast path at the start of a poll whose first CQE (`cqe`, at `ci`, owner bit `P`:
     /// the parity of `ci`) is a plain CQE of a side this instance runs (`SQ`: requester,
     /// `RQ`: receive; `BIG`: 128-byte CQEs): the requester-only run ([`Self::run_sq`]), the
@@ -368,10 +357,10 @@ impl<D: Owners> Mlx5Cq<D> {
     /// takes the hot QP's sides itself (purge, liveness, positions straight into registers;
     /// 0 when one is not available) and publishes the positions reached. Fills `out` from
     /// its start and returns how many; `poll` goes on with the general loop when the CQE a
-    /// run stopped at is software-owned.
-    // The owner parity and the CQE size are constants of the instance, so a loop keeps
-    // neither in a register.
-    #[inline(always)]
+    /// run stopped at is software-owned. Out of line: the loop's own register allocation;
+    /// the owner parity and the CQE size are constants of the instance, so a loop keeps
+    /// neither in a register.
+    #[inline(never)]
     pub(super) fn run_short<const SQ: bool, const RQ: bool, const BIG: bool, const P: u8>(
         &self,
         ci: u32,
@@ -389,7 +378,9 @@ impl<D: Owners> Mlx5Cq<D> {
     /// completing its side's oldest outstanding request. It stops at the ring's end, at the
     /// end of `out`, or at the first CQE it does not take (see [`Self::run_hot`] for which
     /// it takes; a requester CQE covering unsignaled requests is left to `run_hot`: inline
-    /// here, its branch would take registers from the loop every CQE needs).
+    /// here, its branch would take registers from the loop every CQE needs). Kept: as
+    /// `run_sides::<true, true>` with both sides taken first, `mixed16` +9.5 instructions;
+    /// left to the general loop, +17.5 (`benches/compare.sh`).
     #[inline(always)]
     fn run_mixed<const BIG: bool, const P: u8>(
         &self,

@@ -72,14 +72,40 @@ impl<D: Owners> Mlx5Cq<D> {
         let shared = unsafe { &*Arc::as_ptr(&self.shared) };
         // From here on QP memory is read (see `CqShared::polling`).
         crate::mlx5::handshake::enter_poll(&shared.polling, self.light);
-        // Orders the owner-bit load above before the loads of the CQE body below.
-        from_device_load_barrier();
-        if self.process_recv(cqe, opcode, out) {
-            self.finish_one(shared, ci, cqe);
+        if self.take_recv_one(Some(shared), ci, cqe, opcode, out) {
+            shared.polling.store(false, Ordering::Release);
             return true;
         }
         shared.polling.store(false, Ordering::Release);
         self.poll_one_general(out)
+    }
+
+    /// A successful receive CQE without scattered data at `ci` (`cqe`, WQE-less responder
+    /// `opcode`, its owner byte seen): the load barrier, [`Self::process_recv`], and on
+    /// success the end of a poll of one CQE but the polling handshake's
+    /// ([`Self::advance_one`]); false, nothing changed, when `process_recv` leaves it.
+    /// [`Self::poll_one`]'s receive way (inside the handshake) and the dedicated pair's
+    /// (`take_dedicated_recv`, without one). `shared`: the CQ's shared state when the
+    /// caller holds it (else read from `self` after `process_recv`).
+    #[inline(always)]
+    pub(super) fn take_recv_one(
+        &mut self,
+        shared: Option<&CqShared>,
+        ci: u32,
+        cqe: *const u8,
+        opcode: u8,
+        out: &mut Completion,
+    ) -> bool {
+        // Orders the owner-bit load above before the loads of the CQE body below.
+        from_device_load_barrier();
+        if !self.process_recv(cqe, opcode, out) {
+            return false;
+        }
+        // The caller's, or (none at hand) loaded only now.
+        // SAFETY: `self.shared` is an `Arc` this CQ holds and never replaces.
+        let shared = shared.unwrap_or_else(|| unsafe { &*Arc::as_ptr(&self.shared) });
+        self.advance_one(shared, ci, cqe);
+        true
     }
 
     /// [`Self::poll_one`]'s every other case: the poll of one slot. Out of line.

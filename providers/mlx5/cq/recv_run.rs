@@ -21,7 +21,8 @@ impl<D: Owners> Mlx5Cq<D> {
     /// known to be outstanding; a stray one is left to `process`, which drops it), stopping
     /// at the ring's end, at the end of `out`, or at a CQE that is not a plain SEND of the
     /// hot QP. Publishes the RQ tail reached and returns how many completions it wrote from
-    /// the start of `out`.
+    /// the start of `out`. Kept: left to the general loop's `run_sides::<false, true>`,
+    /// `recv16` +12.9 instructions (`benches/compare.sh`).
     #[inline(always)]
     pub(super) fn run_rq<const BIG: bool, const P: u8>(
         &self,

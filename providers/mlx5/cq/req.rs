@@ -122,7 +122,6 @@ impl<D: Owners> Mlx5Cq<D> {
         out: *mut Completion,
     ) -> bool {
         use super::hot::{len_qpn, REQ_OP_WITH_LEN};
-        use super::send_run::{put_req, REQ_OK};
         // Bytes 56..59 as they lie in memory: sop (the WQE opcode), qpn (big-endian). The qpn
         // bytes XOR the hot QP's to zero, leaving the opcode; with no hot QP nothing passes
         // (`hot_tag` has bit 32 set). One compare: the hot QP and an opcode below READ.
@@ -149,36 +148,29 @@ impl<D: Owners> Mlx5Cq<D> {
             // general loop takes it on its fast path, `run_hot`).
             return COVERED && self.process_req_covered(qp, ci, u16::from_be(wc), w as usize, out);
         }
-        // Published WQEBBs not yet retired (see `process`).
+        // Published WQEBBs not yet retired (see `process`). The entry is our own memory,
+        // never the ring (a stray CQE goes to `process`, which drops it).
         let posted = super::hot::avail_at(qp.dbrec, ci);
-        // The WQE's size as the poster recorded it (see `QpShared::nbb_at`): at least 1, or
-        // `NO_WQE`, so `nbb <= posted` also says something is outstanding (a stray CQE goes
-        // to `process`, which drops it). The entry is our own memory, never the ring.
-        // SAFETY: `wqes` has `mask + 1` entries; the index is masked.
-        let e = unsafe { sq.wqes.get_unchecked((ci & sq.mask) as usize) };
-        let nbb = e.nbb();
-        // The whole WQE must be below the published producer position.
-        if nbb > posted {
-            return false;
-        }
-        // SAFETY: `out` is a whole, writable `Completion` (the caller's).
+        // SAFETY: `out` is a whole, writable `Completion` (the caller's); `wqes` has
+        // `mask + 1` entries.
         unsafe {
-            put_req(
+            super::send_run::take_oldest_one(
+                sq.wqes.as_ptr(),
+                sq.mask,
+                &sq.done,
+                ci,
+                posted,
+                || len_qpn(0, self.hot_qpn),
+                w as usize,
                 out,
-                e.wr_id.load(Ordering::Relaxed),
-                len_qpn(0, self.hot_qpn),
-                REQ_OK[w as usize],
             )
-        };
-        sq.done.retire(ci.wrapping_add(nbb), 1);
-        true
+        }
     }
 
     /// [`Self::process_req`] for a CQE naming a WQE past the oldest outstanding one (at WQEBB
     /// position `ci` of `qp`, the hot QP, alive, no purge pending): `wqe_counter` `wc`, WQE
-    /// opcode `w` (no byte length). The checks and the count of
-    /// [`Self::req_cqe_covered`] against the producer position published now; false
-    /// (nothing changed) when they fail.
+    /// opcode `w` (no byte length); [`take_covered_one`](super::send_run::take_covered_one)
+    /// against the producer position published now.
     #[inline(always)]
     fn process_req_covered(
         &self,
@@ -188,42 +180,25 @@ impl<D: Owners> Mlx5Cq<D> {
         w: usize,
         out: *mut Completion,
     ) -> bool {
-        use super::send_run::{put_req_covered, REQ_OK};
         let sq = &qp.sq;
-        let dist = u32::from(wc.wrapping_sub(ci as u16));
         let posted = super::hot::avail_at(qp.dbrec, ci);
-        if dist >= posted {
-            return false;
-        }
-        // No WQE larger than one WQEBB from the oldest outstanding one on (read after the
-        // published position): the WQE named starts one, below `posted`, and the WQEs before
-        // it are its distance (see `SqShared::no_big_from`).
-        if !crate::mlx5::shared::SqShared::no_big_from(
-            sq.big_end.load(Ordering::Relaxed),
-            ci,
-            sq.mask,
-        ) {
-            return false;
-        }
-        let (covered, used) = (dist, dist + 1);
-        // Both published: the WQE named and the oldest outstanding one.
-        let (e, o) = (sq.at(ci.wrapping_add(dist)), sq.at(ci));
-        let retired = sq.done.retired.load(Ordering::Relaxed);
-        // SAFETY: `out` is a whole, writable `Completion` (the caller's).
+        // SAFETY: `out` is the caller's whole, writable `Completion`; `wqes` has `mask + 1`
+        // entries.
         unsafe {
-            put_req_covered(
+            super::send_run::take_covered_one(
+                || &*self.shared,
+                sq.wqes.as_ptr(),
+                sq.mask,
+                &sq.done,
+                ci,
+                posted,
+                || sq.big_end.load(Ordering::Relaxed),
+                wc,
+                || super::hot::len_qpn(0, self.hot_qpn),
+                w,
                 out,
-                e.wr_id.load(Ordering::Relaxed),
-                super::hot::len_qpn(0, self.hot_qpn),
-                REQ_OK[w],
-                o.wr_id.load(Ordering::Relaxed),
-                covered,
             )
-        };
-        sq.done
-            .retire_to(ci.wrapping_add(used), retired.wrapping_add(covered + 1));
-        self.give_back(covered);
-        true
+        }
     }
 
     /// Scatter-to-CQE for a requester CQE: the WQE's own opcode and data segments, read back

@@ -20,7 +20,7 @@ use super::{cqe, late, Mlx5Cq};
 use crate::barrier::from_device_load_barrier;
 use crate::mlx5::cold_path;
 use crate::mlx5::owners::Owners;
-use crate::mlx5::shared::{CqShared, SqEntry, SqShared};
+use crate::mlx5::shared::{CqShared, SqDone, SqEntry, SqShared};
 use crate::wire::MLX5_OPCODE_RDMA_READ;
 use crate::{Completion, WcOpcode, WcStatus};
 use std::sync::atomic::Ordering;
@@ -308,6 +308,107 @@ pub(super) fn give_back(shared: &CqShared, n: u32) {
     shared.unreleased.store(u, Ordering::Release);
 }
 
+/// A single requester CQE (nothing set up: [`Mlx5Cq::poll_one`]'s `process_req`, the
+/// dedicated pair's `take_dedicated`) that names the oldest outstanding WQE, at retired
+/// position `sci` of the queue of `wqes`, `mask` and `done`: the WQE, at the size the poster
+/// recorded (at least 1, or `NO_WQE`, so this also says one is outstanding), must lie wholly
+/// within `posted`, the WQEBBs published (or rung) and not retired; then the completion
+/// ([`put_req`]: `lq` gives `byte_len` and `qp_num`, `w` is the WQE opcode, one without a
+/// byte length) at `out` and the WQE retired. False (nothing changed) when it does not fit.
+/// The operands are taken lazily: evaluated before the check (a value, not a closure),
+/// they cost `ded16_one` +6.0, `ded_rt` +4.0, `poll1` and `rt` +3.0 instructions.
+///
+/// # Safety
+/// `out` points to a whole, writable `Completion`; `wqes` has `mask + 1` entries.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) unsafe fn take_oldest_one(
+    wqes: *const SqEntry,
+    mask: u32,
+    done: &SqDone,
+    sci: u32,
+    posted: u32,
+    lq: impl FnOnce() -> u64,
+    w: usize,
+    out: *mut Completion,
+) -> bool {
+    // SAFETY: the caller's contract; the index is masked.
+    let e = unsafe { &*wqes.add((sci & mask) as usize) };
+    let nbb = e.nbb();
+    if nbb > posted {
+        return false;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { put_req(out, e.wr_id.load(Ordering::Relaxed), lq(), REQ_OK[w & 0xff]) };
+    done.retire(sci.wrapping_add(nbb), 1);
+    true
+}
+
+/// A single requester CQE (nothing set up: [`Mlx5Cq::poll_one`]'s `process_req`, the
+/// dedicated pair's `take_dedicated`) whose `wqe_counter` `wc` names a WQE past the oldest
+/// outstanding one (at retired position `sci` of the queue of `wqes`, `mask` and `done`):
+/// the checks and the count of [`Mlx5Cq::req_cqe_covered`], against `posted`, the WQEBBs
+/// published (or rung) and not retired; `big_end` gives `SqShared::big_end`, read after
+/// `posted` and only when the WQE named lies below it. The completion
+/// ([`put_req_covered`]: `lq` gives `byte_len` and `qp_num`, `w` is the WQE opcode, one
+/// without a byte length) at `out`, the requests retired, their CQ entries given back to
+/// the CQ's `shared` state; false (nothing changed) when a check fails. The operands are
+/// taken lazily (see [`take_oldest_one`]).
+///
+/// # Safety
+/// `out` points to a whole, writable `Completion`; `wqes` has `mask + 1` entries.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) unsafe fn take_covered_one<'a>(
+    shared: impl FnOnce() -> &'a CqShared,
+    wqes: *const SqEntry,
+    mask: u32,
+    done: &SqDone,
+    sci: u32,
+    posted: u32,
+    big_end: impl FnOnce() -> u32,
+    wc: u16,
+    lq: impl FnOnce() -> u64,
+    w: usize,
+    out: *mut Completion,
+) -> bool {
+    let dist = u32::from(wc.wrapping_sub(sci as u16));
+    if dist >= posted {
+        return false;
+    }
+    // No WQE larger than one WQEBB from the oldest outstanding one on (read after the
+    // published position): the WQE named starts one, below `posted`, and the WQEs before
+    // it are its distance (see `SqShared::no_big_from`).
+    if !SqShared::no_big_from(big_end(), sci, mask) {
+        return false;
+    }
+    let (covered, used) = (dist, dist + 1);
+    // Both published: the WQE named and the oldest outstanding one.
+    // SAFETY: the caller's contract; the indices are masked.
+    let (e, o) = unsafe {
+        (
+            &*wqes.add((sci.wrapping_add(dist) & mask) as usize),
+            &*wqes.add((sci & mask) as usize),
+        )
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        put_req_covered(
+            out,
+            e.wr_id.load(Ordering::Relaxed),
+            lq(),
+            REQ_OK[w & 0xff],
+            o.wr_id.load(Ordering::Relaxed),
+            covered,
+        )
+    };
+    // The count read after the stores (not held in a register across them).
+    let retired = done.retired.load(Ordering::Relaxed);
+    done.retire_to(sci.wrapping_add(used), retired.wrapping_add(covered + 1));
+    give_back(shared(), covered);
+    true
+}
+
 /// [`put_req`] for a completion covering `covered` (at least 1) unsignaled requests, the
 /// oldest with wr_id `from`.
 ///
@@ -347,7 +448,9 @@ impl<D: Owners> Mlx5Cq<D> {
     /// so that its state fits in registers: the CQE and the completion are addressed by one
     /// index counting up to zero, the slot comes from the CQE's own (checked) `wqe_counter`,
     /// and a completion is four stores (`wr_id`; `byte_len` and `qp_num`; `opcode` and
-    /// `status` from [`REQ_OK`]; the zero tail).
+    /// `status` from [`REQ_OK`]; the zero tail). Kept: left to the general loop's
+    /// `run_sides::<true, false>`, `poll16` +16.5, `every1` +16.1, `cover16` +2.9
+    /// instructions (`benches/compare.sh`).
     #[inline(always)]
     pub(super) fn run_sq<const BIG: bool, const P: u8>(
         &self,
