@@ -129,6 +129,10 @@ impl Engine {
                 return Step::Blocked { retried: false };
             }
         }
+        if q.remote.is_some() && self.fabric_parked(qpn) {
+            return Step::Blocked { retried: false };
+        }
+        let q = self.qps.get(&qpn).expect("present");
         let (ring_len, nbb) = Self::read_head(q, &mut buf);
         if let Some((idx, bf)) = q.bf_copy {
             if u32::from(idx) == q.sq_ci & wire::MLX5_WQE_INDEX_MASK {

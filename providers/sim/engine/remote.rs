@@ -220,6 +220,19 @@ pub(crate) struct RemoteQp {
     /// (a duplicate of any of them is answered again), and where the next one goes.
     atomics: [Option<(u32, u64)>; WINDOW as usize],
     next_atomic: usize,
+    /// Requester: the head is in flight and only an answer, a doorbell past `pi` (more
+    /// WQEs to send) or the ACK timeout at `until` can move it; until one of them, a pass
+    /// skips the head instead of parsing it again (see `Engine::fabric_parked`).
+    parked: Option<Parked>,
+}
+
+/// See [`RemoteQp::parked`].
+#[derive(Clone, Copy)]
+struct Parked {
+    /// The SQ producer index (as `QpCtx::sq_pi`) when the head was parked.
+    pi: u32,
+    /// When the ACK timeout of the oldest PSN not acknowledged runs out.
+    until: Instant,
 }
 
 impl RemoteQp {
@@ -245,7 +258,18 @@ impl RemoteQp {
             ack_due: None,
             atomics: [None; WINDOW as usize],
             next_atomic: 0,
+            parked: None,
         }
+    }
+
+    /// True when the WQE at the head of the SQ (index `head`) is in flight and has every
+    /// answer it waits for: the next pass completes it.
+    fn head_done(&self, head: u32) -> bool {
+        let f = &self.flight[0];
+        self.nflight > 0
+            && f.idx == head
+            && !psn_lt(self.una, f.end())
+            && (f.kind != Kind::Atomic || f.value.is_some())
     }
 
     /// Acknowledge every PSN before `end`, but not past a READ or atomic whose answer is
@@ -462,6 +486,28 @@ impl Engine {
             .map_or(12, |r| r.rnr_timer)
     }
 
+    /// Requester: true when the head of `qpn` is parked (in flight, nothing new posted, no
+    /// answer since, its ACK timeout not run out): the pass leaves it alone. A doorbell
+    /// past the parked producer index or a clock past the timeout unparks it here; an
+    /// answer does in `fabric_answer`.
+    pub(super) fn fabric_parked(&mut self, qpn: u32) -> bool {
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return false;
+        };
+        let pi = q.sq_pi();
+        let Some(r) = q.remote.as_deref_mut() else {
+            return false;
+        };
+        match r.parked {
+            Some(p) if p.pi == pi && Instant::now() < p.until => true,
+            Some(_) => {
+                r.parked = None;
+                false
+            }
+            None => false,
+        }
+    }
+
     /// Requester: the head WQE `w` of `qpn` (its local spans checked) over the fabric, and
     /// the WQEs behind it as the window allows. `None`: in flight, nothing to report yet.
     pub(super) fn fabric_send(
@@ -564,36 +610,61 @@ impl Engine {
                 }
             }
         }
-        // 4. Send what the window allows.
-        self.fabric_pump(port, qpn, Some((w, local, nbb)));
+        // 4. Send what the window allows; park the head if nothing but an answer, a
+        // doorbell or the ACK timeout can move it now.
+        let settled = self.fabric_pump(port, qpn, Some((w, local, nbb)));
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            let pi = q.sq_pi();
+            let r = q.remote.as_deref_mut()?;
+            r.parked = match r.progress {
+                Some(t) if settled && r.answer.is_none() && !r.head_done(head) && r.nflight > 0 => {
+                    Some(Parked {
+                        pi,
+                        until: t + ack_timeout(timeout),
+                    })
+                }
+                _ => None,
+            };
+        }
         None
     }
 
     /// Requester: send the packets of `qpn`'s WQEs from `send_at` on while the window, the
     /// ring to the peer and the fence after a multi-segment READ allow. A WQE that does not
     /// parse or whose local spans fail their check is not sent: at the head, `execute`
-    /// fails it.
-    fn fabric_pump(&mut self, port: &mut Port, qpn: u32, head: Option<(&Wqe, &[Span], u32)>) {
+    /// fails it. True when it stopped because nothing more may go before an answer or a
+    /// doorbell (the window, the READ fence, the end of the posted WQEs); false when it
+    /// stopped for another reason (the ring to the peer full, a WQE it could not send).
+    fn fabric_pump(
+        &mut self,
+        port: &mut Port,
+        qpn: u32,
+        head: Option<(&Wqe, &[Span], u32)>,
+    ) -> bool {
         let mut buf = [0u8; MAX_WQE];
         let mut spans = [EMPTY_SPAN; MAX_SEGS];
         let mut piece = [EMPTY_SPAN; MAX_SEGS];
         for _ in 0..WINDOW * 2 {
-            let Some(q) = self.qps.get(&qpn) else { return };
-            let Some(r) = q.remote.as_deref() else { return };
+            let Some(q) = self.qps.get(&qpn) else {
+                return false;
+            };
+            let Some(r) = q.remote.as_deref() else {
+                return false;
+            };
             let at = r.send_at;
             if at & wire::MLX5_WQE_INDEX_MASK == q.sq_pi() || psn_diff(r.next_psn, r.una) >= WINDOW
             {
-                return;
+                return true;
             }
             // A WQE sent before (all or part): its record stays, its PSNs are the same.
             let resumed = r.flight[..r.nflight].iter().position(|f| f.idx == at);
             if resumed.is_none() {
                 if r.nflight == WINDOW as usize {
-                    return;
+                    return true;
                 }
                 if let Some(l) = r.flight[..r.nflight].last() {
                     if l.kind == Kind::Read && l.npkts > 1 && psn_lt(r.una, l.end()) {
-                        return;
+                        return true;
                     }
                 }
             }
@@ -604,7 +675,7 @@ impl Engine {
                 _ => {
                     let (ring_len, nbb) = Self::read_wqe(q, at, &mut buf);
                     let Ok(w) = Self::parse(q, at, &buf, ring_len) else {
-                        return;
+                        return false;
                     };
                     parsed = w;
                     (&parsed, nbb)
@@ -621,13 +692,13 @@ impl Engine {
             };
             let len = w.len();
             if len > MAX_MESSAGE {
-                return;
+                return false;
             }
             let local: &[Span] = match head {
                 Some((_, hl, _)) if at == q.sq_ci => hl,
                 _ => match self.local_spans(q.pd, w, &mut spans) {
                     Ok(n) => &spans[..n],
-                    Err(_) => return,
+                    Err(_) => return false,
                 },
             };
             let unreliable = q.qp_type == QpType::Uc;
@@ -638,7 +709,7 @@ impl Engine {
                     if let Some(r) = r.filter(|r| r.nflight == 0) {
                         r.blocked.get_or_insert_with(Instant::now);
                     }
-                    return;
+                    return false;
                 }
             }
             let mtu = match resumed {
@@ -703,7 +774,7 @@ impl Engine {
             }
             // Nobody there (not joined, gone): as a packet lost on the link.
             let Some(r) = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut()) else {
-                return;
+                return false;
             };
             r.peer = peer;
             r.blocked = None;
@@ -737,5 +808,6 @@ impl Engine {
                 r.progress = Some(Instant::now());
             }
         }
+        false
     }
 }

@@ -206,6 +206,10 @@ impl Engine {
             if q.remote.as_ref().map(|r| r.una) != before {
                 q.retry_left = None;
             }
+            if let Some(r) = q.remote.as_deref_mut() {
+                // The head may move: the next pass looks at it again.
+                r.parked = None;
+            }
         }
         ok
     }
