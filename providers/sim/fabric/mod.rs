@@ -22,7 +22,10 @@
 //!   multi-producer inbox, so a process that stops mid-write or scribbles over its rings
 //!   stalls only the rings it produces into: nobody else's traffic waits behind it. Head and
 //!   tail run free (wrapping u32) and are masked only at the cell; a producer keeps the
-//!   head it last read and reads it again only when the ring looks full. A full ring
+//!   head it last read and reads it again only when the ring looks full. The tails of a
+//!   receiver's rings sit together in one 64-byte line (its tail table, one word per
+//!   sender), so a consumer learns which of its rings hold something new from one line,
+//!   without visiting each ring; the head of each ring sits in the ring. A full ring
 //!   refuses the packet (requests and READ responses wait for room, an ACK is held for a
 //!   later pass; any other answer is lost, and the requester's timeout covers it).
 //! - **Nothing read from the segment is trusted.** A consumer copies a cell out before
@@ -55,21 +58,26 @@ pub const PACKET_LEN: usize = CELL_LEN - packet::ICRC_LEN;
 /// The environment variable naming the fabric (a file name under `/dev/shm`).
 pub const FABRIC_ENV: &str = "RDMA_DIRECT_SIM_FABRIC";
 
-const MAGIC: u64 = u64::from_le_bytes(*b"rdsimfb1");
+const MAGIC: u64 = u64::from_le_bytes(*b"rdsimfb2");
 /// Slot table: one 64-byte entry per slot from here (pid, epoch, GID as four words).
 const SLOTS_OFF: usize = 64;
 const SLOT_LEN: usize = 64;
+/// Tail tables from here: one 64-byte line per receiving slot, the tail (a u32 written by
+/// the producer) of the ring from sender `s` at byte `4 * s` of it.
+const TAILS_OFF: usize = 2048;
 /// Rings from here, one per (receiver, sender) pair.
 const RINGS_OFF: usize = 4096;
-/// A ring: head (consumer) at 0, tail (producer) at 64, cells from 128.
-const RING_CELLS_OFF: usize = 128;
+/// A ring: head (consumer) at 0, cells from 64 (its tail is in the receiver's tail table).
+const RING_CELLS_OFF: usize = 64;
 const RING_LEN: usize = (RING_CELLS_OFF + CELLS as usize * CELL_LEN).next_multiple_of(4096);
 /// The whole segment.
 pub const SEGMENT_LEN: usize = RINGS_OFF + MAX_DEVICES * MAX_DEVICES * RING_LEN;
 /// A slot being claimed (its pid word while the claimer writes the GID).
 const CLAIMING: u32 = u32::MAX;
 
-const _: () = assert!(SLOTS_OFF + MAX_DEVICES * SLOT_LEN <= RINGS_OFF);
+const _: () = assert!(SLOTS_OFF + MAX_DEVICES * SLOT_LEN <= TAILS_OFF);
+const _: () = assert!(TAILS_OFF + MAX_DEVICES * 64 <= RINGS_OFF);
+const _: () = assert!(MAX_DEVICES * 4 == 64);
 const _: () = assert!(MAX_DEVICES <= 256);
 
 /// The mapped segment.
@@ -242,6 +250,26 @@ impl Segment {
     fn ring(&self, to: usize, from: usize) -> usize {
         RINGS_OFF + (to * MAX_DEVICES + from) * RING_LEN
     }
+
+    /// The tail of the ring from `from` to `to` (in `to`'s tail table).
+    fn tail(&self, to: usize, from: usize) -> &AtomicU32 {
+        &self.tails(to)[from % MAX_DEVICES]
+    }
+
+    /// The tail table of slot `to`: the tails of the rings into it, by sending slot.
+    fn tails(&self, to: usize) -> &[AtomicU32; MAX_DEVICES] {
+        let off = TAILS_OFF + (to % MAX_DEVICES) * 64;
+        const _: () = assert!(TAILS_OFF % 64 == 0 && TAILS_OFF + MAX_DEVICES * 64 <= SEGMENT_LEN);
+        // SAFETY: the table (64 bytes, 64-aligned) lies in the mapping, which lives as long
+        // as `self`; every process touches these words only atomically.
+        unsafe {
+            &*self
+                .map
+                .as_mut_ptr()
+                .add(off)
+                .cast::<[AtomicU32; MAX_DEVICES]>()
+        }
+    }
 }
 
 /// What a member's inboxes saw.
@@ -272,6 +300,10 @@ pub struct Member {
     /// it costs a cache line from the other core; a sender reads it again only when the
     /// ring looks full with the cached value (the real head is never behind it).
     heads: [u32; MAX_DEVICES],
+    /// The tail of each of this member's inbound rings (indexed by sending slot) when the
+    /// consumer last found that ring empty: a ring whose tail in the tail table still
+    /// equals it has nothing new ([`Member::pending`]).
+    seen: [u32; MAX_DEVICES],
     /// Counters of this member.
     pub stats: FabricStats,
 }
@@ -312,10 +344,11 @@ impl Member {
                 .fetch_add(1, Ordering::AcqRel)
                 .wrapping_add(1);
             // What the slot's previous holder left in its inboxes is not for this device.
-            for from in 0..MAX_DEVICES {
-                let r = seg.ring(s, from);
-                let t = seg.u32_at(r + 64).load(Ordering::Acquire);
-                seg.u32_at(r).store(t, Ordering::Release);
+            let mut seen = [0; MAX_DEVICES];
+            for (from, t_seen) in seen.iter_mut().enumerate() {
+                let t = seg.tail(s, from).load(Ordering::Acquire);
+                seg.u32_at(seg.ring(s, from)).store(t, Ordering::Release);
+                *t_seen = t;
             }
             pid.store(me, Ordering::Release);
             return Ok(Member {
@@ -323,6 +356,7 @@ impl Member {
                 slot: s as u8,
                 epoch,
                 heads: [0; MAX_DEVICES],
+                seen,
                 stats: FabricStats::default(),
             });
         }
@@ -357,7 +391,10 @@ impl Member {
             return 0;
         }
         let r = self.seg.ring(usize::from(to), usize::from(self.slot));
-        let t = self.seg.u32_at(r + 64).load(Ordering::Relaxed);
+        let t = self
+            .seg
+            .tail(usize::from(to), usize::from(self.slot))
+            .load(Ordering::Relaxed);
         CELLS.saturating_sub(t.wrapping_sub(self.head(r, to, t)))
     }
 
@@ -390,7 +427,10 @@ impl Member {
             return false;
         }
         let r = self.seg.ring(usize::from(to), usize::from(self.slot));
-        let t = self.seg.u32_at(r + 64).load(Ordering::Relaxed);
+        let t = self
+            .seg
+            .tail(usize::from(to), usize::from(self.slot))
+            .load(Ordering::Relaxed);
         if t.wrapping_sub(self.head(r, to, t)) >= CELLS {
             self.stats.ring_full += 1;
             return false;
@@ -415,10 +455,22 @@ impl Member {
             }
         }
         self.seg
-            .u32_at(r + 64)
+            .tail(usize::from(to), usize::from(self.slot))
             .store(t.wrapping_add(1), Ordering::Release);
         self.stats.sent += 1;
         true
+    }
+
+    /// The inbound rings whose tail moved since the consumer last found them empty (bit
+    /// `s`: the ring from slot `s`): one line of the segment read, the rings themselves not
+    /// touched. A ring not in it has nothing to take.
+    pub fn pending(&self) -> u32 {
+        let tails = self.seg.tails(usize::from(self.slot));
+        let mut bits = 0;
+        for (from, (tail, &seen)) in tails.iter().zip(&self.seen).enumerate() {
+            bits |= u32::from(tail.load(Ordering::Relaxed) != seen) << from;
+        }
+        bits
     }
 
     /// Take the next packet from slot `from`'s ring into `out` (a copy: the segment is
@@ -427,19 +479,21 @@ impl Member {
     /// `None` when the ring is empty. Packets whose check word does not match are skipped
     /// and counted (`bad_icrc`), at most a ring's worth per call.
     pub fn recv(&mut self, from: u8, out: &mut [u8; CELL_LEN]) -> Option<usize> {
-        let r = self
-            .seg
-            .ring(usize::from(self.slot), usize::from(from) % MAX_DEVICES);
+        let from = usize::from(from) % MAX_DEVICES;
+        let r = self.seg.ring(usize::from(self.slot), from);
+        let tail = self.seg.tail(usize::from(self.slot), from);
         for _ in 0..CELLS {
             let h = self.seg.u32_at(r).load(Ordering::Relaxed);
-            let t = self.seg.u32_at(r + 64).load(Ordering::Acquire);
+            let t = tail.load(Ordering::Acquire);
             if h == t {
+                self.seen[from] = t;
                 return None;
             }
             if t.wrapping_sub(h) > CELLS {
                 // A producer (or anyone) wrote indices no ring can have: drop what is there.
                 self.stats.corrupt_cells += u64::from(t.wrapping_sub(h).min(1 << 20));
                 self.seg.u32_at(r).store(t, Ordering::Release);
+                self.seen[from] = t;
                 return None;
             }
             let cell = r + RING_CELLS_OFF + (h % CELLS) as usize * CELL_LEN;
@@ -478,11 +532,12 @@ impl Member {
     /// scribbling over its ring).
     #[doc(hidden)]
     pub fn corrupt_ring_to(&self, to: u8, head: u32, tail: u32) {
-        let r = self
-            .seg
-            .ring(usize::from(to) % MAX_DEVICES, usize::from(self.slot));
+        let to = usize::from(to) % MAX_DEVICES;
+        let r = self.seg.ring(to, usize::from(self.slot));
         self.seg.u32_at(r).store(head, Ordering::Release);
-        self.seg.u32_at(r + 64).store(tail, Ordering::Release);
+        self.seg
+            .tail(to, usize::from(self.slot))
+            .store(tail, Ordering::Release);
     }
 }
 
