@@ -122,7 +122,6 @@ impl Engine {
     }
 
     pub(super) fn exec_head(&mut self, qpn: u32, torn_ok: bool) -> Step {
-        let mut buf = [0u8; MAX_WQE];
         let q = self.qps.get(&qpn).expect("present");
         if let Some(t) = q.retry_at {
             if std::time::Instant::now() < t {
@@ -133,6 +132,7 @@ impl Engine {
             return Step::Blocked { retried: false };
         }
         let q = self.qps.get(&qpn).expect("present");
+        let mut buf = [0u8; MAX_WQE];
         let (ring_len, nbb) = Self::read_head(q, &mut buf);
         if let Some((idx, bf)) = q.bf_copy {
             if u32::from(idx) == q.sq_ci & wire::MLX5_WQE_INDEX_MASK {

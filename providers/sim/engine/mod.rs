@@ -126,7 +126,8 @@ pub(crate) struct Engine {
     pub(crate) any_channel: bool,
     /// The device's place on the sim fabric, once a QP connected to another process
     /// (`remote`).
-    pub(crate) port: Option<Port>,
+    /// Boxed: a pass takes it out and puts it back, which moves a pointer, not the port.
+    pub(crate) port: Option<Box<Port>>,
 }
 
 fn einval(context: &'static str, detail: impl Into<String>) -> crate::Error {
