@@ -466,9 +466,22 @@ impl Member {
     /// touched. A ring not in it has nothing to take.
     pub fn pending(&self) -> u32 {
         let tails = self.seg.tails(usize::from(self.slot));
+        let mut now = [0u32; MAX_DEVICES];
+        // SAFETY: the table is 64 bytes of the mapping (`tails` checked it), copied into our
+        // own array in one go (a few vector loads where 16 atomic loads cost 6 instructions
+        // each). Producers store into it concurrently (aligned 4-byte atomic stores): the
+        // copy is a hint only, a word seen stale or torn makes a ring visited (where its
+        // tail is loaded atomically, with Acquire) or visited a pass later, nothing more.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                tails.as_ptr().cast::<u32>(),
+                now.as_mut_ptr(),
+                MAX_DEVICES,
+            )
+        };
         let mut bits = 0;
-        for (from, (tail, &seen)) in tails.iter().zip(&self.seen).enumerate() {
-            bits |= u32::from(tail.load(Ordering::Relaxed) != seen) << from;
+        for (from, (t, seen)) in now.iter().zip(&self.seen).enumerate() {
+            bits |= u32::from(t != seen) << from;
         }
         bits
     }
