@@ -129,9 +129,7 @@ impl Engine {
             }
         }
         if q.remote.is_some() {
-            if self.fabric_parked(qpn) {
-                return Step::Blocked { retried: false };
-            }
+            // (A parked head never gets here: `run_qp` skips the QP.)
             if let Some(d) = self.fabric_head_done(qpn) {
                 let byte_cnt = d.len as u32;
                 self.complete_head(

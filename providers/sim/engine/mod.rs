@@ -208,6 +208,11 @@ impl Engine {
         if !self.poll_doorbell(qpn, torn_ok) {
             return 0;
         }
+        // A fabric requester waiting for an answer (RTS, so no receive to flush): nothing
+        // to do until one comes, a doorbell rings or its ACK timeout runs out.
+        if self.fabric_parked(qpn) {
+            return 0;
+        }
         // 2. Receive flushes in ERR (no doorbell needed: the RQ has only its dbrec).
         loop {
             let Some(q) = self.qps.get_mut(&qpn) else {

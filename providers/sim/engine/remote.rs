@@ -69,7 +69,7 @@ use crate::sim::fabric::packet::{
 use crate::sim::fabric::{Member, CELLS, CELL_LEN, MAX_MESSAGE, PACKET_LEN};
 use crate::sim::fault::{FaultInjector, HeldPacket};
 use crate::wire::{self, Opcode};
-use crate::QpType;
+use crate::{QpState, QpType};
 
 /// PSNs a requester sends ahead of the last one acknowledged (one ring of packets).
 pub const WINDOW: u32 = CELLS;
@@ -520,10 +520,18 @@ impl Engine {
         let Some(q) = self.qps.get_mut(&qpn) else {
             return false;
         };
+        if q.remote.as_ref().is_none_or(|r| r.parked.is_none()) {
+            return false;
+        }
+        let live = q.state == QpState::Rts && q.retry_at.is_none();
         let pi = q.sq_pi();
         let Some(r) = q.remote.as_deref_mut() else {
             return false;
         };
+        if !live {
+            r.parked = None;
+            return false;
+        }
         match r.parked.as_mut() {
             Some(p) if p.pi == pi && p.skip > 0 => {
                 p.skip -= 1;
