@@ -115,7 +115,10 @@ pub(crate) struct Engine {
     pub(crate) fault: Option<FaultInjector>,
     pub(crate) events: Vec<AsyncEvent>,
     pub(crate) stats: EngineStats,
+    /// The QPNs a pass visits, in order: rebuilt from `qps` when a QP was created or
+    /// destroyed (`order_stale`), or every pass while the fault injector shuffles it.
     order: Vec<u32>,
+    order_stale: bool,
     /// The device clock (CQE timestamps).
     pub(crate) clock: Arc<SimClock>,
     /// Some CQ may hold CQEs back (the fault injector's delay): set when one is held,
@@ -161,6 +164,7 @@ impl Engine {
             events: Vec::new(),
             stats: EngineStats::default(),
             order: Vec::new(),
+            order_stale: true,
             clock,
             maybe_held: false,
             any_channel: false,
@@ -173,11 +177,16 @@ impl Engine {
         self.stats.passes += 1;
         let mut work = self.poll_fabric(torn_ok);
         let mut order = std::mem::take(&mut self.order);
-        order.clear();
-        order.extend(self.qps.keys().copied());
+        let shuffled = self.fault.as_ref().is_some_and(|f| f.cfg.reorder_ppm > 0);
+        if self.order_stale || shuffled {
+            order.clear();
+            order.extend(self.qps.keys().copied());
+            // A shuffled order is rebuilt sorted on the next pass without the shuffle.
+            self.order_stale = shuffled;
+        }
         if let Some(f) = self.fault.as_mut() {
             // Out-of-order across QPs: visit them in a random order this pass.
-            if f.cfg.reorder_ppm > 0 {
+            if shuffled {
                 for i in (1..order.len()).rev() {
                     let j = f.rng.below(i as u64 + 1) as usize;
                     order.swap(i, j);
