@@ -4,11 +4,13 @@
 //! ## Contract
 //!
 //! - **The segment** is a file under `/dev/shm` (name: `RDMA_DIRECT_SIM_FABRIC`, or
-//!   `rdma-direct-sim-fabric-<uid>` by default), created with mode 0600 and refused if
+//!   `rdma-direct-sim-fabric-v<layout>-<uid>` by default), created with mode 0600 and refused if
 //!   another user owns it, mapped shared with `memmap2`. All-zero bytes are a valid empty
 //!   fabric, so whoever creates it first needs no initialisation step (a non-zero magic or
 //!   segment size of another layout is refused). The magic names the segment's geometry
-//!   (slot table, ring offsets, size); what travels in a cell is versioned by the packet
+//!   (slot table, tail tables, ring offsets, size), and so does the default name (its
+//!   [`LAYOUT`] number), so builds of two layouts never meet in a default segment; what
+//!   travels in a cell is versioned by the packet
 //!   header, so a build with another packet version sharing the segment has its packets
 //!   dropped and counted, nothing more.
 //! - **Slots.** A device that joins takes one of [`MAX_DEVICES`] slots: it writes its pid,
@@ -58,7 +60,10 @@ pub const PACKET_LEN: usize = CELL_LEN - packet::ICRC_LEN;
 /// The environment variable naming the fabric (a file name under `/dev/shm`).
 pub const FABRIC_ENV: &str = "RDMA_DIRECT_SIM_FABRIC";
 
-const MAGIC: u64 = u64::from_le_bytes(*b"rdsimfb2");
+/// The segment layout's version, in the magic and in the default name.
+pub const LAYOUT: u8 = 2;
+const _: () = assert!(LAYOUT < 10);
+const MAGIC: u64 = u64::from_le_bytes([b'r', b'd', b's', b'i', b'm', b'f', b'b', b'0' + LAYOUT]);
 /// Slot table: one 64-byte entry per slot from here (pid, epoch, GID as four words).
 const SLOTS_OFF: usize = 64;
 const SLOT_LEN: usize = 64;
@@ -114,7 +119,7 @@ impl Segment {
     pub fn default_name() -> String {
         // SAFETY: getuid has no preconditions and cannot fail.
         let uid = unsafe { libc::getuid() };
-        format!("rdma-direct-sim-fabric-{uid}")
+        format!("rdma-direct-sim-fabric-v{LAYOUT}-{uid}")
     }
 
     /// Open (creating it if needed) the fabric `name` (`None`: `RDMA_DIRECT_SIM_FABRIC` or
