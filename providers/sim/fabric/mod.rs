@@ -569,3 +569,57 @@ impl Drop for Member {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Removes the test's segment file, pass or fail.
+    struct Removed(std::path::PathBuf);
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    #[test]
+    fn the_tail_table_names_the_rings_with_something_new() {
+        let name = format!("rdma-direct-fabric-unit-{}", std::process::id());
+        let seg = Segment::open(Some(&name)).unwrap();
+        let _rm = Removed(seg.path().to_path_buf());
+        let mut a = Member::join(Arc::clone(&seg), [1; 16]).unwrap();
+        let mut b = Member::join(Arc::clone(&seg), [2; 16]).unwrap();
+        let (sa, sb) = (a.slot(), b.slot());
+        assert_ne!(sa, sb);
+        assert_eq!((a.pending(), b.pending()), (0, 0));
+        // A header with no payload (length 0): the check word covers its 64 bytes.
+        let pkt = [0u8; packet::HEADER_LEN];
+        let mut out = Box::new([0u8; CELL_LEN]);
+        assert!(a.send(sb, &pkt));
+        assert!(a.send(sb, &pkt));
+        assert_eq!((a.pending(), b.pending()), (0, 1 << sa));
+        assert_eq!(b.recv(sa, &mut out), Some(packet::HEADER_LEN));
+        assert_eq!(b.recv(sa, &mut out), Some(packet::HEADER_LEN));
+        // Still named until the consumer has found the ring empty.
+        assert_eq!(b.pending(), 1 << sa);
+        assert_eq!(b.recv(sa, &mut out), None);
+        assert_eq!(b.pending(), 0);
+        // The other direction has its own table.
+        assert!(b.send(sa, &pkt));
+        assert_eq!((a.pending(), b.pending()), (1 << sb, 0));
+        // A producer scribbling over its indices: named, then discarded and counted.
+        a.corrupt_ring_to(sb, 0, 1000);
+        assert_eq!(b.pending(), 1 << sa);
+        assert_eq!(b.recv(sa, &mut out), None);
+        assert_eq!(b.stats.corrupt_cells, 1000);
+        assert_eq!(b.pending(), 0);
+        assert_eq!(a.recv(sb, &mut out), Some(packet::HEADER_LEN));
+        assert_eq!(a.stats.bad_icrc + b.stats.bad_icrc, 0);
+    }
+
+    #[test]
+    fn the_default_name_carries_the_layout() {
+        assert!(Segment::default_name().starts_with(&format!("rdma-direct-sim-fabric-v{LAYOUT}-")));
+        assert_eq!(MAGIC.to_le_bytes()[7], b'0' + LAYOUT);
+    }
+}
