@@ -289,8 +289,10 @@ fn died_mid_stream(what: &str, cs: &[Completion]) -> usize {
     ok
 }
 
-/// kill -9 of the responder mid-stream: sixteen WRITEs rung at once, the peer killed after
-/// four completed. The requester's queue ends as on a link that went dead: what the peer
+/// kill -9 of the responder mid-stream: four WRITEs answered, twelve more rung, the peer
+/// killed before this (deterministic) device sends them. (Rung all at once, the sixteen
+/// may all be answered before the kill: the peer's device thread answers as fast as this
+/// device's passes send.) The requester's queue ends as on a link that went dead: what the peer
 /// answered succeeds, the next request fails with `RETRY_EXC_ERR` after `retry_cnt`
 /// retries, the rest is flushed, nothing is missing; the next process to join the fabric
 /// takes the dead peer's slot.
@@ -311,15 +313,19 @@ fn killing_the_responder_mid_stream_ends_every_request_and_frees_its_slot() {
     conn.sync(STALL).unwrap();
     mine.get_mut(0, 8).unwrap().copy_from_slice(b"inflight");
     let sge = [mine.sge(0, 8).unwrap()];
-    for id in 1..=16u64 {
-        let t = window.target(8 * id, 8).unwrap();
-        qp.sq()
-            .post(SendWr::write_to(id, &sge, t).signaled())
-            .unwrap();
-    }
-    qp.sq().ring();
+    let mut post = |ids: std::ops::RangeInclusive<u64>| {
+        for id in ids {
+            let t = window.target(8 * id, 8).unwrap();
+            qp.sq()
+                .post(SendWr::write_to(id, &sge, t).signaled())
+                .unwrap();
+        }
+        qp.sq().ring();
+    };
+    post(1..=4);
     let mut cs: Vec<Completion> = (0..4).map(|_| one(&mut dev, &mut scq)).collect();
     assert!(cs.iter().all(|c| c.status == WcStatus::Success), "{cs:?}");
+    post(5..=16);
     child.kill().unwrap();
     let out = child.wait_with_output().unwrap();
     let dead = peer_slot_of(&String::from_utf8_lossy(&out.stdout));

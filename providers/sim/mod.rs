@@ -362,7 +362,9 @@ impl SimDevice {
         let mut e = self.shared.lock();
         if e.port.is_none() {
             let seg = fabric::Segment::open(name)?;
-            e.port = Some(engine::Port::new(fabric::Member::join(seg, self.gid)?));
+            e.port = Some(Box::new(engine::Port::new(fabric::Member::join(
+                seg, self.gid,
+            )?)));
         }
         Ok(())
     }

@@ -122,13 +122,24 @@ impl Engine {
     }
 
     pub(super) fn exec_head(&mut self, qpn: u32, torn_ok: bool) -> Step {
-        let mut buf = [0u8; MAX_WQE];
         let q = self.qps.get(&qpn).expect("present");
         if let Some(t) = q.retry_at {
             if std::time::Instant::now() < t {
                 return Step::Blocked { retried: false };
             }
         }
+        if q.remote.is_some() {
+            // (A parked head never gets here: `run_qp` skips the QP.)
+            if let Some(d) = self.fabric_head_done(qpn) {
+                let byte_cnt = d.len as u32;
+                self.complete_head(
+                    qpn, d.opcode, d.wqe_idx, d.signaled, d.nbb, byte_cnt, torn_ok,
+                );
+                return Step::Advanced;
+            }
+        }
+        let q = self.qps.get(&qpn).expect("present");
+        let mut buf = [0u8; MAX_WQE];
         let (ring_len, nbb) = Self::read_head(q, &mut buf);
         if let Some((idx, bf)) = q.bf_copy {
             if u32::from(idx) == q.sq_ci & wire::MLX5_WQE_INDEX_MASK {
@@ -234,26 +245,8 @@ impl Engine {
         let q = self.qps.get_mut(&qpn).expect("present");
         match resp {
             Resp::Ok | Resp::Dropped => {
-                q.rnr_left = None;
-                q.retry_left = None;
-                q.retry_at = None;
-                q.sq_ci = q.sq_ci.wrapping_add(nbb);
-                let byte_cnt = match w.opcode {
-                    Opcode::AtomicCs | Opcode::AtomicFa => 8,
-                    _ => byte_cnt,
-                };
-                if w.signaled {
-                    let f = CqeRepr {
-                        opcode: CqeOpcode::Req,
-                        qpn,
-                        s_wqe_opcode: u8::from(w.opcode),
-                        wqe_counter: w.idx,
-                        byte_cnt,
-                        ..Default::default()
-                    };
-                    let cqn = q.send_cqn;
-                    self.push_cqe(cqn, f, stream(qpn, false), torn_ok);
-                }
+                let (opcode, idx, signaled) = (w.opcode, w.idx, w.signaled);
+                self.complete_head(qpn, opcode, idx, signaled, nbb, byte_cnt, torn_ok);
                 Step::Advanced
             }
             Resp::Nak(s) => {
@@ -309,6 +302,44 @@ impl Engine {
                 *left -= 1;
                 Step::Blocked { retried: true }
             }
+        }
+    }
+
+    /// The head WQE (`opcode`, WQE counter `idx`, `nbb` WQEBBs, `byte_cnt` bytes) completed:
+    /// the SQ moves past it and, if `signaled`, its CQE is written.
+    #[allow(clippy::too_many_arguments)]
+    fn complete_head(
+        &mut self,
+        qpn: u32,
+        opcode: Opcode,
+        idx: u16,
+        signaled: bool,
+        nbb: u32,
+        byte_cnt: u32,
+        torn_ok: bool,
+    ) {
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        q.rnr_left = None;
+        q.retry_left = None;
+        q.retry_at = None;
+        q.sq_ci = q.sq_ci.wrapping_add(nbb);
+        let byte_cnt = match opcode {
+            Opcode::AtomicCs | Opcode::AtomicFa => 8,
+            _ => byte_cnt,
+        };
+        if signaled {
+            let f = CqeRepr {
+                opcode: CqeOpcode::Req,
+                qpn,
+                s_wqe_opcode: u8::from(opcode),
+                wqe_counter: idx,
+                byte_cnt,
+                ..Default::default()
+            };
+            let cqn = q.send_cqn;
+            self.push_cqe(cqn, f, stream(qpn, false), torn_ok);
         }
     }
 

@@ -115,7 +115,10 @@ pub(crate) struct Engine {
     pub(crate) fault: Option<FaultInjector>,
     pub(crate) events: Vec<AsyncEvent>,
     pub(crate) stats: EngineStats,
+    /// The QPNs a pass visits, in order: rebuilt from `qps` when a QP was created or
+    /// destroyed (`order_stale`), or every pass while the fault injector shuffles it.
     order: Vec<u32>,
+    order_stale: bool,
     /// The device clock (CQE timestamps).
     pub(crate) clock: Arc<SimClock>,
     /// Some CQ may hold CQEs back (the fault injector's delay): set when one is held,
@@ -126,7 +129,8 @@ pub(crate) struct Engine {
     pub(crate) any_channel: bool,
     /// The device's place on the sim fabric, once a QP connected to another process
     /// (`remote`).
-    pub(crate) port: Option<Port>,
+    /// Boxed: a pass takes it out and puts it back, which moves a pointer, not the port.
+    pub(crate) port: Option<Box<Port>>,
 }
 
 fn einval(context: &'static str, detail: impl Into<String>) -> crate::Error {
@@ -160,6 +164,7 @@ impl Engine {
             events: Vec::new(),
             stats: EngineStats::default(),
             order: Vec::new(),
+            order_stale: true,
             clock,
             maybe_held: false,
             any_channel: false,
@@ -172,11 +177,16 @@ impl Engine {
         self.stats.passes += 1;
         let mut work = self.poll_fabric(torn_ok);
         let mut order = std::mem::take(&mut self.order);
-        order.clear();
-        order.extend(self.qps.keys().copied());
+        let shuffled = self.fault.as_ref().is_some_and(|f| f.cfg.reorder_ppm > 0);
+        if self.order_stale || shuffled {
+            order.clear();
+            order.extend(self.qps.keys().copied());
+            // A shuffled order is rebuilt sorted on the next pass without the shuffle.
+            self.order_stale = shuffled;
+        }
         if let Some(f) = self.fault.as_mut() {
             // Out-of-order across QPs: visit them in a random order this pass.
-            if f.cfg.reorder_ppm > 0 {
+            if shuffled {
                 for i in (1..order.len()).rev() {
                     let j = f.rng.below(i as u64 + 1) as usize;
                     order.swap(i, j);
@@ -205,6 +215,11 @@ impl Engine {
         let mut work = 0;
         // 1. Doorbell: a changed word in either BlueFlame half.
         if !self.poll_doorbell(qpn, torn_ok) {
+            return 0;
+        }
+        // A fabric requester waiting for an answer (RTS, so no receive to flush): nothing
+        // to do until one comes, a doorbell rings or its ACK timeout runs out.
+        if self.fabric_parked(qpn) {
             return 0;
         }
         // 2. Receive flushes in ERR (no doorbell needed: the RQ has only its dbrec).

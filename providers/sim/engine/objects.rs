@@ -352,6 +352,7 @@ impl Engine {
         let mem = Arc::new(DevMem::new(uar_off + 4096)?);
         let qpn = self.next_qpn;
         self.next_qpn += 1;
+        self.order_stale = true;
         self.qps.insert(
             qpn,
             QpCtx {
@@ -450,6 +451,7 @@ impl Engine {
 
     pub(crate) fn destroy_qp(&mut self, qpn: u32) {
         self.qps.remove(&qpn);
+        self.order_stale = true;
         for cq in self.cqs.values_mut() {
             cq.held.retain(|h| h.stream >> 1 != u64::from(qpn));
         }

@@ -73,7 +73,7 @@ use crate::sim::fabric::packet::{
 use crate::sim::fabric::{Member, CELLS, CELL_LEN, MAX_MESSAGE, PACKET_LEN};
 use crate::sim::fault::{FaultInjector, HeldPacket};
 use crate::wire::{self, Opcode};
-use crate::QpType;
+use crate::{QpState, QpType};
 
 /// PSNs a requester sends ahead of the last one acknowledged (one ring of packets).
 pub const WINDOW: u32 = CELLS;
@@ -137,6 +137,12 @@ struct Flight {
     /// The segment size it was cut with.
     mtu: u32,
     kind: Kind,
+    /// What its completion needs (`execute` completes a done head from these, without
+    /// reading the WQE again): its opcode, WQE counter, CQ_UPDATE and message length.
+    opcode: Opcode,
+    wqe_idx: u16,
+    signaled: bool,
+    len: u64,
     /// An atomic's original value, once heard.
     value: Option<u64>,
 }
@@ -157,8 +163,21 @@ const NO_FLIGHT: Flight = Flight {
     npkts: 0,
     mtu: 0,
     kind: Kind::Plain,
+    opcode: Opcode::Nop,
+    wqe_idx: 0,
+    signaled: false,
+    len: 0,
     value: None,
 };
+
+/// A requester head WQE whose every packet is acknowledged: what its completion needs.
+pub(super) struct DoneHead {
+    pub(super) opcode: Opcode,
+    pub(super) wqe_idx: u16,
+    pub(super) signaled: bool,
+    pub(super) nbb: u32,
+    pub(super) len: u64,
+}
 
 /// A NAK the requester heard, for the WQE holding its PSN.
 #[derive(Clone, Copy)]
@@ -227,7 +246,27 @@ pub(crate) struct RemoteQp {
     /// (a duplicate of any of them is answered again), and where the next one goes.
     atomics: [Option<(u32, u64)>; WINDOW as usize],
     next_atomic: usize,
+    /// Requester: the head is in flight and only an answer, a doorbell past `pi` (more
+    /// WQEs to send) or the ACK timeout at `until` can move it; until one of them, a pass
+    /// skips the head instead of parsing it again (see `Engine::fabric_parked`).
+    parked: Option<Parked>,
 }
+
+/// See [`RemoteQp::parked`].
+#[derive(Clone, Copy)]
+struct Parked {
+    /// The SQ producer index (as `QpCtx::sq_pi`) when the head was parked.
+    pi: u32,
+    /// When the ACK timeout of the oldest PSN not acknowledged runs out.
+    until: Instant,
+    /// Passes left before the clock is read again (see [`PARK_CLOCK_EVERY`]).
+    skip: u32,
+}
+
+/// A parked head reads the clock once every this many passes (a clock read costs more
+/// than the rest of an idle pass): its ACK timeout is seen at most this many passes late,
+/// a few microseconds against timeouts of 4 µs × 2^timeout.
+const PARK_CLOCK_EVERY: u32 = 32;
 
 impl RemoteQp {
     pub(crate) fn new(gid: [u8; 16], sq_ci: u32) -> RemoteQp {
@@ -253,7 +292,18 @@ impl RemoteQp {
             ack_due: None,
             atomics: [None; WINDOW as usize],
             next_atomic: 0,
+            parked: None,
         }
+    }
+
+    /// True when the WQE at the head of the SQ (index `head`) is in flight and has every
+    /// answer it waits for: the next pass completes it.
+    fn head_done(&self, head: u32) -> bool {
+        let f = &self.flight[0];
+        self.nflight > 0
+            && f.idx == head
+            && !psn_lt(self.una, f.end())
+            && (f.kind != Kind::Atomic || f.value.is_some())
     }
 
     /// Acknowledge every PSN before `end`, but not past a READ or atomic whose answer is
@@ -470,6 +520,70 @@ impl Engine {
             .map_or(12, |r| r.rnr_timer)
     }
 
+    /// Requester: true when the head of `qpn` is parked (in flight, nothing new posted, no
+    /// answer since, its ACK timeout not run out): the pass leaves it alone. A doorbell
+    /// past the parked producer index or a clock past the timeout unparks it here; an
+    /// answer does in `fabric_answer`.
+    pub(super) fn fabric_parked(&mut self, qpn: u32) -> bool {
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return false;
+        };
+        if q.remote.as_ref().is_none_or(|r| r.parked.is_none()) {
+            return false;
+        }
+        let live = q.state == QpState::Rts && q.retry_at.is_none();
+        let pi = q.sq_pi();
+        let Some(r) = q.remote.as_deref_mut() else {
+            return false;
+        };
+        if !live {
+            r.parked = None;
+            return false;
+        }
+        match r.parked.as_mut() {
+            Some(p) if p.pi == pi && p.skip > 0 => {
+                p.skip -= 1;
+                true
+            }
+            Some(p) if p.pi == pi && Instant::now() < p.until => {
+                p.skip = PARK_CLOCK_EVERY - 1;
+                true
+            }
+            Some(_) => {
+                r.parked = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Requester: the head of `qpn` taken off its flight if every packet of it is
+    /// acknowledged and it needs nothing but its CQE (not an atomic, whose value goes to
+    /// local memory; no NAK heard; no fault injector, which may fail any WQE `execute`
+    /// reads): the pass completes it without reading and parsing the WQE again.
+    pub(super) fn fabric_head_done(&mut self, qpn: u32) -> Option<DoneHead> {
+        if self.fault.is_some() {
+            return None;
+        }
+        let q = self.qps.get_mut(&qpn)?;
+        let head = q.sq_ci;
+        let r = q.remote.as_deref_mut()?;
+        if r.answer.is_some() || !r.head_done(head) || r.flight[0].kind == Kind::Atomic {
+            return None;
+        }
+        let f = r.flight[0];
+        r.flight.copy_within(1..r.nflight, 0);
+        r.nflight -= 1;
+        self.stats.bytes += f.len;
+        Some(DoneHead {
+            opcode: f.opcode,
+            wqe_idx: f.wqe_idx,
+            signaled: f.signaled,
+            nbb: f.nbb,
+            len: f.len,
+        })
+    }
+
     /// Requester: the head WQE `w` of `qpn` (its local spans checked) over the fabric, and
     /// the WQEs behind it as the window allows. `None`: in flight, nothing to report yet.
     pub(super) fn fabric_send(
@@ -573,36 +687,63 @@ impl Engine {
                 }
             }
         }
-        // 4. Send what the window allows.
-        self.fabric_pump(port, qpn, Some((w, local, nbb)));
+        // 4. Send what the window allows; park the head if nothing but an answer, a
+        // doorbell or the ACK timeout can move it now.
+        let settled = self.fabric_pump(port, qpn, Some((w, local, nbb)));
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            let pi = q.sq_pi();
+            let r = q.remote.as_deref_mut()?;
+            r.parked = match r.progress {
+                Some(t) if settled && r.answer.is_none() && !r.head_done(head) && r.nflight > 0 => {
+                    Some(Parked {
+                        pi,
+                        until: t + ack_timeout(timeout),
+                        skip: PARK_CLOCK_EVERY - 1,
+                    })
+                }
+                _ => None,
+            };
+        }
         None
     }
 
     /// Requester: send the packets of `qpn`'s WQEs from `send_at` on while the window, the
     /// ring to the peer and the fence after a multi-segment READ allow. A WQE that does not
     /// parse or whose local spans fail their check is not sent: at the head, `execute`
-    /// fails it.
-    fn fabric_pump(&mut self, port: &mut Port, qpn: u32, head: Option<(&Wqe, &[Span], u32)>) {
-        let mut buf = [0u8; MAX_WQE];
-        let mut spans = [EMPTY_SPAN; MAX_SEGS];
-        let mut piece = [EMPTY_SPAN; MAX_SEGS];
+    /// fails it. True when it stopped because nothing more may go before an answer or a
+    /// doorbell (the window, the READ fence, the end of the posted WQEs); false when it
+    /// stopped for another reason (the ring to the peer full, a WQE it could not send).
+    fn fabric_pump(
+        &mut self,
+        port: &mut Port,
+        qpn: u32,
+        head: Option<(&Wqe, &[Span], u32)>,
+    ) -> bool {
         for _ in 0..WINDOW * 2 {
-            let Some(q) = self.qps.get(&qpn) else { return };
-            let Some(r) = q.remote.as_deref() else { return };
+            // Scratch for a WQE behind the head, made (zeroed) only when one is read: the
+            // head comes parsed and checked from `execute`.
+            let mut buf: [u8; MAX_WQE];
+            let mut spans: [Span; MAX_SEGS];
+            let Some(q) = self.qps.get(&qpn) else {
+                return false;
+            };
+            let Some(r) = q.remote.as_deref() else {
+                return false;
+            };
             let at = r.send_at;
             if at & wire::MLX5_WQE_INDEX_MASK == q.sq_pi() || psn_diff(r.next_psn, r.una) >= WINDOW
             {
-                return;
+                return true;
             }
             // A WQE sent before (all or part): its record stays, its PSNs are the same.
             let resumed = r.flight[..r.nflight].iter().position(|f| f.idx == at);
             if resumed.is_none() {
                 if r.nflight == WINDOW as usize {
-                    return;
+                    return true;
                 }
                 if let Some(l) = r.flight[..r.nflight].last() {
                     if l.kind == Kind::Read && l.npkts > 1 && psn_lt(r.una, l.end()) {
-                        return;
+                        return true;
                     }
                 }
             }
@@ -611,9 +752,10 @@ impl Engine {
                 // The head as `execute` parsed it (and checked its spans) this pass.
                 Some((hw, _, hn)) if at == q.sq_ci => (hw, hn),
                 _ => {
+                    buf = [0u8; MAX_WQE];
                     let (ring_len, nbb) = Self::read_wqe(q, at, &mut buf);
                     let Ok(w) = Self::parse(q, at, &buf, ring_len) else {
-                        return;
+                        return false;
                     };
                     parsed = w;
                     (&parsed, nbb)
@@ -630,13 +772,17 @@ impl Engine {
             };
             let len = w.len();
             if len > MAX_MESSAGE {
-                return;
+                return false;
             }
+            let (opcode, wqe_idx, signaled) = (w.opcode, w.idx, w.signaled);
             let local: &[Span] = match head {
                 Some((_, hl, _)) if at == q.sq_ci => hl,
-                _ => match self.local_spans(q.pd, w, &mut spans) {
+                _ => match self.local_spans(q.pd, w, {
+                    spans = [EMPTY_SPAN; MAX_SEGS];
+                    &mut spans
+                }) {
                     Ok(n) => &spans[..n],
-                    Err(_) => return,
+                    Err(_) => return false,
                 },
             };
             let unreliable = q.qp_type == QpType::Uc;
@@ -647,7 +793,7 @@ impl Engine {
                     if let Some(r) = r.filter(|r| r.nflight == 0) {
                         r.blocked.get_or_insert_with(Instant::now);
                     }
-                    return;
+                    return false;
                 }
             }
             let mtu = match resumed {
@@ -693,6 +839,7 @@ impl Engine {
                 h.dst_epoch = epoch;
                 h.write(&mut port.out[..]);
                 if n > 0 {
+                    let mut piece = [EMPTY_SPAN; MAX_SEGS];
                     let k = sub_spans(local, off as usize, n as usize, &mut piece);
                     let dst = Span {
                         ptr: port.out[HEADER_LEN..].as_mut_ptr(),
@@ -712,7 +859,7 @@ impl Engine {
             }
             // Nobody there (not joined, gone): as a packet lost on the link.
             let Some(r) = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut()) else {
-                return;
+                return false;
             };
             r.peer = peer;
             r.blocked = None;
@@ -724,6 +871,10 @@ impl Engine {
                     npkts,
                     mtu,
                     kind,
+                    opcode,
+                    wqe_idx,
+                    signaled,
+                    len,
                     value: None,
                 };
                 r.nflight += 1;
@@ -746,5 +897,6 @@ impl Engine {
                 r.progress = Some(Instant::now());
             }
         }
+        false
     }
 }

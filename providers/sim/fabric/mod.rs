@@ -4,11 +4,13 @@
 //! ## Contract
 //!
 //! - **The segment** is a file under `/dev/shm` (name: `RDMA_DIRECT_SIM_FABRIC`, or
-//!   `rdma-direct-sim-fabric-<uid>` by default), created with mode 0600 and refused if
+//!   `rdma-direct-sim-fabric-v<layout>-<uid>` by default), created with mode 0600 and refused if
 //!   another user owns it, mapped shared with `memmap2`. All-zero bytes are a valid empty
 //!   fabric, so whoever creates it first needs no initialisation step (a non-zero magic or
 //!   segment size of another layout is refused). The magic names the segment's geometry
-//!   (slot table, ring offsets, size); what travels in a cell is versioned by the packet
+//!   (slot table, tail tables, ring offsets, size), and so does the default name (its
+//!   [`LAYOUT`] number), so builds of two layouts never meet in a default segment; what
+//!   travels in a cell is versioned by the packet
 //!   header, so a build with another packet version sharing the segment has its packets
 //!   dropped and counted, nothing more.
 //! - **Slots.** A device that joins takes one of [`MAX_DEVICES`] slots: it writes its pid,
@@ -22,7 +24,10 @@
 //!   multi-producer inbox, so a process that stops mid-write or scribbles over its rings
 //!   stalls only the rings it produces into: nobody else's traffic waits behind it. Head and
 //!   tail run free (wrapping u32) and are masked only at the cell; a producer keeps the
-//!   head it last read and reads it again only when the ring looks full. A full ring
+//!   head it last read and reads it again only when the ring looks full. The tails of a
+//!   receiver's rings sit together in one 64-byte line (its tail table, one word per
+//!   sender), so a consumer learns which of its rings hold something new from one line,
+//!   without visiting each ring; the head of each ring sits in the ring. A full ring
 //!   refuses the packet (requests and READ responses wait for room, an ACK is held for a
 //!   later pass; any other answer is lost, and the requester's timeout covers it).
 //! - **Nothing read from the segment is trusted.** A consumer copies a cell out before
@@ -55,21 +60,29 @@ pub const PACKET_LEN: usize = CELL_LEN - packet::ICRC_LEN;
 /// The environment variable naming the fabric (a file name under `/dev/shm`).
 pub const FABRIC_ENV: &str = "RDMA_DIRECT_SIM_FABRIC";
 
-const MAGIC: u64 = u64::from_le_bytes(*b"rdsimfb1");
+/// The segment layout's version, in the magic and in the default name.
+pub const LAYOUT: u8 = 2;
+const _: () = assert!(LAYOUT < 10);
+const MAGIC: u64 = u64::from_le_bytes([b'r', b'd', b's', b'i', b'm', b'f', b'b', b'0' + LAYOUT]);
 /// Slot table: one 64-byte entry per slot from here (pid, epoch, GID as four words).
 const SLOTS_OFF: usize = 64;
 const SLOT_LEN: usize = 64;
+/// Tail tables from here: one 64-byte line per receiving slot, the tail (a u32 written by
+/// the producer) of the ring from sender `s` at byte `4 * s` of it.
+const TAILS_OFF: usize = 2048;
 /// Rings from here, one per (receiver, sender) pair.
 const RINGS_OFF: usize = 4096;
-/// A ring: head (consumer) at 0, tail (producer) at 64, cells from 128.
-const RING_CELLS_OFF: usize = 128;
+/// A ring: head (consumer) at 0, cells from 64 (its tail is in the receiver's tail table).
+const RING_CELLS_OFF: usize = 64;
 const RING_LEN: usize = (RING_CELLS_OFF + CELLS as usize * CELL_LEN).next_multiple_of(4096);
 /// The whole segment.
 pub const SEGMENT_LEN: usize = RINGS_OFF + MAX_DEVICES * MAX_DEVICES * RING_LEN;
 /// A slot being claimed (its pid word while the claimer writes the GID).
 const CLAIMING: u32 = u32::MAX;
 
-const _: () = assert!(SLOTS_OFF + MAX_DEVICES * SLOT_LEN <= RINGS_OFF);
+const _: () = assert!(SLOTS_OFF + MAX_DEVICES * SLOT_LEN <= TAILS_OFF);
+const _: () = assert!(TAILS_OFF + MAX_DEVICES * 64 <= RINGS_OFF);
+const _: () = assert!(MAX_DEVICES * 4 == 64);
 const _: () = assert!(MAX_DEVICES <= 256);
 
 /// The mapped segment.
@@ -106,7 +119,7 @@ impl Segment {
     pub fn default_name() -> String {
         // SAFETY: getuid has no preconditions and cannot fail.
         let uid = unsafe { libc::getuid() };
-        format!("rdma-direct-sim-fabric-{uid}")
+        format!("rdma-direct-sim-fabric-v{LAYOUT}-{uid}")
     }
 
     /// Open (creating it if needed) the fabric `name` (`None`: `RDMA_DIRECT_SIM_FABRIC` or
@@ -242,6 +255,26 @@ impl Segment {
     fn ring(&self, to: usize, from: usize) -> usize {
         RINGS_OFF + (to * MAX_DEVICES + from) * RING_LEN
     }
+
+    /// The tail of the ring from `from` to `to` (in `to`'s tail table).
+    fn tail(&self, to: usize, from: usize) -> &AtomicU32 {
+        &self.tails(to)[from % MAX_DEVICES]
+    }
+
+    /// The tail table of slot `to`: the tails of the rings into it, by sending slot.
+    fn tails(&self, to: usize) -> &[AtomicU32; MAX_DEVICES] {
+        let off = TAILS_OFF + (to % MAX_DEVICES) * 64;
+        const _: () = assert!(TAILS_OFF % 64 == 0 && TAILS_OFF + MAX_DEVICES * 64 <= SEGMENT_LEN);
+        // SAFETY: the table (64 bytes, 64-aligned) lies in the mapping, which lives as long
+        // as `self`; every process touches these words only atomically.
+        unsafe {
+            &*self
+                .map
+                .as_mut_ptr()
+                .add(off)
+                .cast::<[AtomicU32; MAX_DEVICES]>()
+        }
+    }
 }
 
 /// What a member's inboxes saw.
@@ -272,6 +305,10 @@ pub struct Member {
     /// it costs a cache line from the other core; a sender reads it again only when the
     /// ring looks full with the cached value (the real head is never behind it).
     heads: [u32; MAX_DEVICES],
+    /// The tail of each of this member's inbound rings (indexed by sending slot) when the
+    /// consumer last found that ring empty: a ring whose tail in the tail table still
+    /// equals it has nothing new ([`Member::pending`]).
+    seen: [u32; MAX_DEVICES],
     /// Counters of this member.
     pub stats: FabricStats,
 }
@@ -312,10 +349,11 @@ impl Member {
                 .fetch_add(1, Ordering::AcqRel)
                 .wrapping_add(1);
             // What the slot's previous holder left in its inboxes is not for this device.
-            for from in 0..MAX_DEVICES {
-                let r = seg.ring(s, from);
-                let t = seg.u32_at(r + 64).load(Ordering::Acquire);
-                seg.u32_at(r).store(t, Ordering::Release);
+            let mut seen = [0; MAX_DEVICES];
+            for (from, t_seen) in seen.iter_mut().enumerate() {
+                let t = seg.tail(s, from).load(Ordering::Acquire);
+                seg.u32_at(seg.ring(s, from)).store(t, Ordering::Release);
+                *t_seen = t;
             }
             pid.store(me, Ordering::Release);
             return Ok(Member {
@@ -323,6 +361,7 @@ impl Member {
                 slot: s as u8,
                 epoch,
                 heads: [0; MAX_DEVICES],
+                seen,
                 stats: FabricStats::default(),
             });
         }
@@ -357,7 +396,10 @@ impl Member {
             return 0;
         }
         let r = self.seg.ring(usize::from(to), usize::from(self.slot));
-        let t = self.seg.u32_at(r + 64).load(Ordering::Relaxed);
+        let t = self
+            .seg
+            .tail(usize::from(to), usize::from(self.slot))
+            .load(Ordering::Relaxed);
         CELLS.saturating_sub(t.wrapping_sub(self.head(r, to, t)))
     }
 
@@ -390,7 +432,10 @@ impl Member {
             return false;
         }
         let r = self.seg.ring(usize::from(to), usize::from(self.slot));
-        let t = self.seg.u32_at(r + 64).load(Ordering::Relaxed);
+        let t = self
+            .seg
+            .tail(usize::from(to), usize::from(self.slot))
+            .load(Ordering::Relaxed);
         if t.wrapping_sub(self.head(r, to, t)) >= CELLS {
             self.stats.ring_full += 1;
             return false;
@@ -415,10 +460,35 @@ impl Member {
             }
         }
         self.seg
-            .u32_at(r + 64)
+            .tail(usize::from(to), usize::from(self.slot))
             .store(t.wrapping_add(1), Ordering::Release);
         self.stats.sent += 1;
         true
+    }
+
+    /// The inbound rings whose tail moved since the consumer last found them empty (bit
+    /// `s`: the ring from slot `s`): one line of the segment read, the rings themselves not
+    /// touched. A ring not in it has nothing to take.
+    pub fn pending(&self) -> u32 {
+        let tails = self.seg.tails(usize::from(self.slot));
+        let mut now = [0u32; MAX_DEVICES];
+        // SAFETY: the table is 64 bytes of the mapping (`tails` checked it), copied into our
+        // own array in one go (a few vector loads where 16 atomic loads cost 6 instructions
+        // each). Producers store into it concurrently (aligned 4-byte atomic stores): the
+        // copy is a hint only, a word seen stale or torn makes a ring visited (where its
+        // tail is loaded atomically, with Acquire) or visited a pass later, nothing more.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                tails.as_ptr().cast::<u32>(),
+                now.as_mut_ptr(),
+                MAX_DEVICES,
+            )
+        };
+        let mut bits = 0;
+        for (from, (t, seen)) in now.iter().zip(&self.seen).enumerate() {
+            bits |= u32::from(t != seen) << from;
+        }
+        bits
     }
 
     /// Take the next packet from slot `from`'s ring into `out` (a copy: the segment is
@@ -427,19 +497,21 @@ impl Member {
     /// `None` when the ring is empty. Packets whose check word does not match are skipped
     /// and counted (`bad_icrc`), at most a ring's worth per call.
     pub fn recv(&mut self, from: u8, out: &mut [u8; CELL_LEN]) -> Option<usize> {
-        let r = self
-            .seg
-            .ring(usize::from(self.slot), usize::from(from) % MAX_DEVICES);
+        let from = usize::from(from) % MAX_DEVICES;
+        let r = self.seg.ring(usize::from(self.slot), from);
+        let tail = self.seg.tail(usize::from(self.slot), from);
         for _ in 0..CELLS {
             let h = self.seg.u32_at(r).load(Ordering::Relaxed);
-            let t = self.seg.u32_at(r + 64).load(Ordering::Acquire);
+            let t = tail.load(Ordering::Acquire);
             if h == t {
+                self.seen[from] = t;
                 return None;
             }
             if t.wrapping_sub(h) > CELLS {
                 // A producer (or anyone) wrote indices no ring can have: drop what is there.
                 self.stats.corrupt_cells += u64::from(t.wrapping_sub(h).min(1 << 20));
                 self.seg.u32_at(r).store(t, Ordering::Release);
+                self.seen[from] = t;
                 return None;
             }
             let cell = r + RING_CELLS_OFF + (h % CELLS) as usize * CELL_LEN;
@@ -478,11 +550,12 @@ impl Member {
     /// scribbling over its ring).
     #[doc(hidden)]
     pub fn corrupt_ring_to(&self, to: u8, head: u32, tail: u32) {
-        let r = self
-            .seg
-            .ring(usize::from(to) % MAX_DEVICES, usize::from(self.slot));
+        let to = usize::from(to) % MAX_DEVICES;
+        let r = self.seg.ring(to, usize::from(self.slot));
         self.seg.u32_at(r).store(head, Ordering::Release);
-        self.seg.u32_at(r + 64).store(tail, Ordering::Release);
+        self.seg
+            .tail(to, usize::from(self.slot))
+            .store(tail, Ordering::Release);
     }
 }
 
@@ -494,5 +567,59 @@ impl Drop for Member {
             Ordering::AcqRel,
             Ordering::Relaxed,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Removes the test's segment file, pass or fail.
+    struct Removed(std::path::PathBuf);
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    #[test]
+    fn the_tail_table_names_the_rings_with_something_new() {
+        let name = format!("rdma-direct-fabric-unit-{}", std::process::id());
+        let seg = Segment::open(Some(&name)).unwrap();
+        let _rm = Removed(seg.path().to_path_buf());
+        let mut a = Member::join(Arc::clone(&seg), [1; 16]).unwrap();
+        let mut b = Member::join(Arc::clone(&seg), [2; 16]).unwrap();
+        let (sa, sb) = (a.slot(), b.slot());
+        assert_ne!(sa, sb);
+        assert_eq!((a.pending(), b.pending()), (0, 0));
+        // A header with no payload (length 0): the check word covers its 64 bytes.
+        let pkt = [0u8; packet::HEADER_LEN];
+        let mut out = Box::new([0u8; CELL_LEN]);
+        assert!(a.send(sb, &pkt));
+        assert!(a.send(sb, &pkt));
+        assert_eq!((a.pending(), b.pending()), (0, 1 << sa));
+        assert_eq!(b.recv(sa, &mut out), Some(packet::HEADER_LEN));
+        assert_eq!(b.recv(sa, &mut out), Some(packet::HEADER_LEN));
+        // Still named until the consumer has found the ring empty.
+        assert_eq!(b.pending(), 1 << sa);
+        assert_eq!(b.recv(sa, &mut out), None);
+        assert_eq!(b.pending(), 0);
+        // The other direction has its own table.
+        assert!(b.send(sa, &pkt));
+        assert_eq!((a.pending(), b.pending()), (1 << sb, 0));
+        // A producer scribbling over its indices: named, then discarded and counted.
+        a.corrupt_ring_to(sb, 0, 1000);
+        assert_eq!(b.pending(), 1 << sa);
+        assert_eq!(b.recv(sa, &mut out), None);
+        assert_eq!(b.stats.corrupt_cells, 1000);
+        assert_eq!(b.pending(), 0);
+        assert_eq!(a.recv(sb, &mut out), Some(packet::HEADER_LEN));
+        assert_eq!(a.stats.bad_icrc + b.stats.bad_icrc, 0);
+    }
+
+    #[test]
+    fn the_default_name_carries_the_layout() {
+        assert!(Segment::default_name().starts_with(&format!("rdma-direct-sim-fabric-v{LAYOUT}-")));
+        assert_eq!(MAGIC.to_le_bytes()[7], b'0' + LAYOUT);
     }
 }

@@ -146,7 +146,10 @@ impl Engine {
             work += 1;
         }
         let (me, epoch) = (port.member.slot(), port.member.epoch());
-        for from in 0..MAX_DEVICES as u8 {
+        let mut pending = port.member.pending();
+        while pending != 0 {
+            let from = pending.trailing_zeros() as u8;
+            pending &= pending - 1;
             for _ in 0..CELLS {
                 let Some(n) = port.member.recv(from, &mut port.inb) else {
                     break;
@@ -205,6 +208,10 @@ impl Engine {
         if let Some(q) = self.qps.get_mut(&qpn) {
             if q.remote.as_ref().map(|r| r.una) != before {
                 q.retry_left = None;
+            }
+            if let Some(r) = q.remote.as_deref_mut() {
+                // The head may move: the next pass looks at it again.
+                r.parked = None;
             }
         }
         ok
