@@ -106,11 +106,7 @@ pub(super) fn gateway<P: Provider>(p: &mut P, host: &str, a: &Args) -> Result<()
             let n = k.cq.poll(&mut wc);
             p.progress();
             if n == 0 {
-                stalled.idle("gateway", || {
-                    format!("{} orders unconfirmed", posted - credited)
-                })?;
-            } else {
-                stalled.progressed();
+                stalled.idle("gateway", || format!("{} unconfirmed", posted - credited))?;
             }
             for (i, c) in wc[..n].iter().enumerate() {
                 if !c.is_ok() {
@@ -119,6 +115,7 @@ pub(super) fn gateway<P: Provider>(p: &mut P, host: &str, a: &Args) -> Result<()
                     break 'conn Some(fault(p, &mut k, &wc[i..n])?);
                 }
                 last = Instant::now();
+                stalled.progressed();
                 if k.take(c) {
                     // The receiver's count, carried in 32 bits: the step from what we had.
                     let was = credited;

@@ -77,9 +77,7 @@ pub(super) fn receiver<P: Provider>(p: &mut P, a: &Args) -> Result<()> {
                 }
                 let got = ring.get((next % RING) as usize * ORDER, ORDER)?;
                 if got != order_bytes(next) {
-                    return Err(proto(format!(
-                        "order {next} arrived with other bytes: {got:02x?}"
-                    )));
+                    return Err(proto(format!("order {next} holds other bytes: {got:02x?}")));
                 }
                 (sum, next) = (fnv(sum, got), next + 1);
                 if next % 1000 == 0 {

@@ -53,13 +53,9 @@ pub(super) fn on_sim(batches: u64, every: u64) -> Result<()> {
             // request outstanding, the reconnect takes the QP from ERR through RESET to RTS,
             // the new peer's from RESET. The peer learns where the stream resumes: the first
             // order that failed. (The gateway receives nothing, so the drain delivers nothing.)
-            let peer_qp = &mut peer.qp;
-            let r = gw.recover(
-                &mut dev,
-                &wc[..1],
-                |_| {},
-                |p, qp| connect_pair(p, qp, peer_qp, &opts).map(drop),
-            )?;
+            let mut again =
+                |p: &mut SimDevice, qp: &mut _| connect_pair(p, qp, &mut peer.qp, &opts);
+            let r = gw.recover(&mut dev, &wc[..1], |_| {}, |p, qp| again(p, qp).map(drop))?;
             lost += r.sends_failed;
             (acked, next, wc[0]) = (wc[0].wr_id, wc[0].wr_id, Completion::EMPTY);
             continue;
