@@ -6,7 +6,7 @@
 use super::*;
 
 /// The slot and epoch a peer printed (`peer slot N epoch E`).
-pub(super) fn peer_slot_of(text: &str) -> (u8, u32) {
+fn peer_slot_of(text: &str) -> (u8, u32) {
     let rest = text
         .split("peer slot ")
         .nth(1)
