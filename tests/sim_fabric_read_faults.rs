@@ -7,19 +7,19 @@
 //!
 //! The test binary runs itself again as the peer (`RDMA_DIRECT_FABRIC_PEER` names the role
 //! and the server's address, `RDMA_DIRECT_FABRIC_PEER_FAULTS` its fault injector); each
-//! test has its own fabric file, removed at the end.
+//! test has its own fabric file, removed at the end (the setup shared with
+//! tests/sim_fabric.rs is in tests/common/fabric.rs).
 
+mod common;
+
+use common::fabric::*;
 use rdma_direct::prelude::*;
-use rdma_direct::providers::sim::{FaultConfig, SimPd};
+use rdma_direct::providers::sim::FaultConfig;
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
-const PEER: &str = "RDMA_DIRECT_FABRIC_PEER";
 const PEER_FAULTS: &str = "RDMA_DIRECT_FABRIC_PEER_FAULTS";
-const FABRIC: &str = "RDMA_DIRECT_SIM_FABRIC";
-/// Liveness only: a completion that takes longer is a hang.
-const STALL: Duration = Duration::from_secs(30);
 /// The peer's window: READ source and WRITE target.
 const WINDOW: usize = 256 * 1024;
 /// One destination (or WRITE source) slot of the requester.
@@ -29,45 +29,18 @@ const BATCH: usize = 6;
 /// The fill of a READ destination slot before the READ.
 const FILL: u8 = 0xee;
 
-fn fabric_name(test: &str) -> String {
-    format!("rdma-direct-test-{}-rdfault-{test}", std::process::id())
-}
-
-struct Removed(String);
-impl Drop for Removed {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(std::path::Path::new("/dev/shm").join(&self.0));
-    }
+/// The fabric name of READ-response fault test `test`.
+fn fault_fabric(test: &str) -> String {
+    fabric_name(&format!("rdfault-{test}"))
 }
 
 /// Path MTU 1024 (a 40,000-byte READ is 40 response packets); an ACK timeout of 67 ms and
 /// five retries.
-fn opts() -> ConnectOpts {
+fn read_opts() -> ConnectOpts {
     ConnectOpts {
         path_mtu: Some(Mtu::Mtu1024),
-        timeout: 14,
-        retry_cnt: 5,
-        ..ConnectOpts::default()
+        ..opts()
     }
-}
-
-fn rc_qp(dev: &mut SimDevice) -> (SimPd, SimQp, SimCq, SimCq) {
-    let pd = dev.alloc_pd().unwrap();
-    let mut cfg = QpConfig::new(QpType::Rc);
-    (cfg.caps.max_send_wr, cfg.caps.max_recv_wr) = (16, 16);
-    let mut scq = dev.create_cq(64).unwrap();
-    let mut rcq = dev.create_cq(64).unwrap();
-    let qp = dev
-        .create_qp(&pd, &mut scq, Some(&mut rcq), None, &cfg)
-        .unwrap();
-    (pd, qp, scq, rcq)
-}
-
-fn one(dev: &mut SimDevice, cq: &mut SimCq) -> Completion {
-    let mut wc = [Completion::EMPTY];
-    let n = poll_wait(dev, cq, &mut wc, STALL).unwrap();
-    assert_eq!(n, 1);
-    wc[0]
 }
 
 /// What the peer's window holds at first: a pattern a misplaced segment shows in.
@@ -85,14 +58,10 @@ fn faults_text(f: &FaultConfig) -> String {
     )
 }
 
-fn spawn_peer(addr: std::net::SocketAddr, fabric: &str, faults: &FaultConfig) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "peer_process", "--ignored", "--nocapture"])
-        .env(PEER, format!("reader {addr}"))
+/// The peer process (role `reader`) with its fault injector.
+fn spawn_reader(addr: std::net::SocketAddr, fabric: &str, faults: &FaultConfig) -> Child {
+    peer_command("reader", addr, fabric)
         .env(PEER_FAULTS, faults_text(faults))
-        .env(FABRIC, fabric)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap()
 }
@@ -136,7 +105,7 @@ fn peer_process() {
         .copy_from_slice(&initial(WINDOW));
     let window = buf.remote(0, WINDOW).unwrap();
     let mut conn =
-        connect_qp_client(&mut dev, &mut qp, addr, &opts(), Some(window), STALL).unwrap();
+        connect_qp_client(&mut dev, &mut qp, addr, &read_opts(), Some(window), STALL).unwrap();
     conn.sync(STALL).unwrap();
     conn.sync(Duration::from_secs(600)).unwrap();
     let s = dev.fault_stats();
@@ -148,14 +117,7 @@ fn peer_process() {
 
 /// What the peer's injector did: (dropped, corrupted, duplicated, delayed).
 fn peer_counts(child: Child) -> [u64; 4] {
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("peer ok"),
-        "the peer process: {}\n{text}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = peer_ok(child);
     let line = text.lines().find(|l| l.starts_with("peer ok")).unwrap();
     let n: Vec<u64> = line
         .split_whitespace()
@@ -171,17 +133,17 @@ fn peer_counts(child: Child) -> [u64; 4] {
 /// The WRITEs change the window between batches, so a stale or duplicated response landing
 /// late shows. Returns the peer's injector counts and this side's check-word drops.
 fn reads_through(test: &str, faults: FaultConfig, ops: usize) -> ([u64; 4], u64) {
-    let name = fabric_name(test);
+    let name = fault_fabric(test);
     let _rm = Removed(name.clone());
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let child = spawn_peer(l.local_addr().unwrap(), &name, &faults);
+    let child = spawn_reader(l.local_addr().unwrap(), &name, &faults);
     let mut dev = SimDevice::new();
     dev.join_fabric(Some(&name)).unwrap();
     let (pd, mut qp, mut scq, _rcq) = rc_qp(&mut dev);
     let mut mine = dev
         .alloc_buf(&pd, 2 * BATCH * SLOT, Access::LOCAL_WRITE, Pages::Normal)
         .unwrap();
-    let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &opts(), None, STALL).unwrap();
+    let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &read_opts(), None, STALL).unwrap();
     let window = conn.remote_mr().unwrap();
     conn.sync(STALL).unwrap();
     let mut shadow = initial(WINDOW);
@@ -337,10 +299,10 @@ fn a_read_whose_every_response_is_lost_or_damaged_ends_in_retry_exc_err() {
             },
         ),
     ] {
-        let name = fabric_name(test);
+        let name = fault_fabric(test);
         let _rm = Removed(name.clone());
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let child = spawn_peer(l.local_addr().unwrap(), &name, &faults);
+        let child = spawn_reader(l.local_addr().unwrap(), &name, &faults);
         let mut dev = SimDevice::new();
         dev.join_fabric(Some(&name)).unwrap();
         let (pd, mut qp, mut scq, _rcq) = rc_qp(&mut dev);
@@ -348,7 +310,7 @@ fn a_read_whose_every_response_is_lost_or_damaged_ends_in_retry_exc_err() {
             .alloc_buf(&pd, 3 * SLOT, Access::LOCAL_WRITE, Pages::Normal)
             .unwrap();
         mine.get_mut(0, 3 * SLOT).unwrap().fill(FILL);
-        let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &opts(), None, STALL).unwrap();
+        let mut conn = connect_qp_server(&mut dev, &mut qp, &l, &read_opts(), None, STALL).unwrap();
         let window = conn.remote_mr().unwrap();
         conn.sync(STALL).unwrap();
         for (i, len) in [(0u64, 1usize), (1, 5000), (2, SLOT)] {

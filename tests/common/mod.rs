@@ -190,5 +190,7 @@ pub fn sim_pair(
     ((a, ca), (b, cb))
 }
 
+#[cfg(feature = "sim")]
+pub mod fabric;
 pub mod marker;
 pub mod retire;

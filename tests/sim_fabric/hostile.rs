@@ -1,0 +1,142 @@
+//! A hostile neighbour on the fabric: what a device's inbox gets that is not a well-formed
+//! packet for it is dropped and counted, never a panic, never a write outside a window.
+
+use super::*;
+use rdma_direct::providers::sim::fabric::packet::{Header, Op, Seg, HEADER_LEN};
+use rdma_direct::providers::sim::fabric::{Member, Segment, CELL_LEN};
+
+/// A hostile neighbour on the fabric: random bytes, corrupt ring indices and forged
+/// packets (some naming the device's real QP, rkey and window) into a device's inbox. The
+/// device drops and counts what is not for it, never panics, and never writes outside a
+/// window it exposed for remote writes. 4,000 packets by default;
+/// `RDMA_DIRECT_FABRIC_HOSTILE_PACKETS` sets more (CI's long run).
+#[test]
+fn garbage_in_an_inbox_is_dropped_and_counted() {
+    let packets: u32 = std::env::var("RDMA_DIRECT_FABRIC_HOSTILE_PACKETS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4000);
+    let name = fabric_name("fuzz");
+    let _rm = Removed(name.clone());
+    let mut dev = SimDevice::new();
+    dev.join_fabric(Some(&name)).unwrap();
+    let (pd, mut qp, _scq, _rcq) = rc_qp(&mut dev);
+    let open = dev
+        .alloc_buf(&pd, 4096, Access::ALL, Pages::Normal)
+        .unwrap();
+    let mut closed = dev
+        .alloc_buf(&pd, 4096, Access::LOCAL_WRITE, Pages::Normal)
+        .unwrap();
+    closed.get_mut(0, 4096).unwrap().fill(0x5a);
+    // The QP believes its peer is a sim device of our parent process (alive), whose GID
+    // the neighbour then takes: it can forge packets that pass the addressing checks.
+    let mut peer_gid = dev.gid();
+    peer_gid[8..12].copy_from_slice(&std::os::unix::process::parent_id().to_be_bytes());
+    let peer_qpn = 0x12_3456;
+    let local = dev.endpoint(&qp, &ConnectOpts::default()).unwrap();
+    let remote = QpEndpoint {
+        gid: peer_gid,
+        qpn: peer_qpn,
+        ..local
+    };
+    dev.connect(&mut qp, &local, &remote, &ConnectOpts::default())
+        .unwrap();
+    let (slot, epoch, _) = dev.fabric_stats().unwrap();
+    let seg = Segment::open(Some(&name)).unwrap();
+    let mut bad = Member::join(seg, peer_gid).unwrap();
+
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut pkt = [0u8; CELL_LEN];
+    let mut back = [0u8; CELL_LEN];
+    let mut sent = 0u64;
+    for i in 0..packets {
+        let n = match i % 4 {
+            // Random bytes.
+            0 => {
+                for b in pkt.iter_mut().take(128) {
+                    *b = rng.next() as u8;
+                }
+                (rng.next() as usize % 128).max(1)
+            }
+            // A forged request with random fields but the right addressing.
+            _ => {
+                let ops = [
+                    Op::Send,
+                    Op::SendImm,
+                    Op::Write,
+                    Op::WriteImm,
+                    Op::Read,
+                    Op::Cas,
+                    Op::Faa,
+                    Op::Ack,
+                    Op::NakErr,
+                    Op::NakRnr,
+                    Op::ReadResp,
+                    Op::AtomicAck,
+                ];
+                let segs = [Seg::Only, Seg::First, Seg::Middle, Seg::Last];
+                let mut h = Header::new(ops[rng.next() as usize % ops.len()]);
+                h.seg = segs[rng.next() as usize % segs.len()];
+                h.imm = [0, 256, 1024, 4096, rng.next() as u32][rng.next() as usize % 5];
+                h.src_slot = bad.slot();
+                h.dst_slot = slot;
+                h.src_epoch = bad.epoch();
+                h.dst_epoch = if i % 16 == 1 { epoch ^ 1 } else { epoch };
+                h.src_qpn = if i % 8 == 2 { peer_qpn ^ 1 } else { peer_qpn };
+                h.dst_qpn = qp.qpn();
+                h.psn = (rng.next() % 4) as u32;
+                // The open window's key, the closed region's (no remote rights) or any,
+                // at addresses in and around the region or anywhere.
+                let (key, base) = match i % 3 {
+                    0 => (open.lkey(), open.addr()),
+                    1 => (closed.lkey(), closed.addr()),
+                    _ => (rng.next() as u32, rng.next()),
+                };
+                h.rkey = key;
+                h.raddr = base.wrapping_add(rng.next() % 8192).wrapping_sub(2048);
+                h.len = (rng.next() % 128) as u32;
+                h.write(&mut pkt);
+                for b in pkt[HEADER_LEN..HEADER_LEN + 128].iter_mut() {
+                    *b = rng.next() as u8;
+                }
+                HEADER_LEN + h.payload_len()
+            }
+        };
+        if bad.send(slot, &pkt[..n]) {
+            sent += 1;
+        } else {
+            dev.run_until_idle();
+            // The answers to the forged requests: taken, so the device's ring never fills.
+            while bad.recv(slot, &mut back).is_some() {}
+        }
+        if i % 50 == 49 {
+            // A NAKed request put the responder QP in ERR: bring it back (fresh PSNs), so
+            // the forged requests keep reaching execution.
+            dev.run_until_idle();
+            while bad.recv(slot, &mut back).is_some() {}
+            dev.connect(&mut qp, &local, &remote, &ConnectOpts::default())
+                .unwrap();
+        }
+        if i % 500 == 499 {
+            // A scribbled ring: indices no ring can have.
+            bad.corrupt_ring_to(slot, 7, 7 + 1000);
+            dev.run_until_idle();
+        }
+    }
+    dev.run_until_idle();
+    let (_, _, st) = dev.fabric_stats().unwrap();
+    assert!(sent > 1000, "{sent}");
+    assert!(st.dropped > 0 && st.corrupt_cells > 0, "{st:?}");
+    println!("fuzz: {sent} packets into the inbox; {st:?}");
+    assert!(st.received <= sent && st.dropped <= sent, "{st:?}");
+    assert!(
+        st.sent > 0,
+        "some forged requests were executed and answered: {st:?}"
+    );
+    assert!(
+        closed.get(0, 4096).unwrap().iter().all(|&b| b == 0x5a),
+        "a region without remote rights was written"
+    );
+    // The device still works for its own QPs.
+    assert!(dev.qp_state(qp.qpn()).is_some());
+}
