@@ -108,6 +108,12 @@ const ROWS: &[Row] = &[
     r("pingpong --loopback -n 20", 0, "iters in"),
     r("pingpong -d sim0 --loopback -n 20", 0, "iters in"),
     r("pingpong --loopback HOST", 2, "--loopback runs both ends in this process"),
+    // A client with no server: after 10 s of retries, the command that starts the server.
+    r(
+        "pingpong -p 1 127.0.0.1",
+        1,
+        "is the server running? start it first: `rdma-direct pingpong -p 1`",
+    ),
     r("pingpong -d rxe0 --loopback -p 19000", 2, "-p: --loopback exchanges no TCP"),
     r("pingpong -s 0", 2, "size (-s) 0: out of range"),
     r("pingpong -s 1073741825", 2, "out of range 1..=1073741824"),
@@ -156,6 +162,7 @@ const ROWS: &[Row] = &[
     r("perf send_bw -n 1000", 0, "BW average"),
     r("perf read_bw -n 1000", 0, "BW average"),
     r("perf write_lat -d sim0 -n 20", 0, "Device          : sim0"),
+    r("perf write_lat -p 1 127.0.0.1", 1, "connect to 127.0.0.1:1 (is the server running?)"),
     r("perf write_lat --use_event", 2, "--use_event: completion events are not used"),
     r("perf send_bw -c UD -s 8192 -n 1000", 2, "UD: 8192 B does not fit the path MTU of 4096 B"),
     r("perf write_lat -d sim0 -n 20", 0, "(auto: no -d or -d sim0,"),

@@ -35,8 +35,9 @@ impl provider::Job for TwoProcess<'_> {
 }
 
 /// Client side of the exchange: connect (retrying for a few seconds while the server comes
-/// up), write ours, read theirs, write "done".
-fn client_exchange(host: &str, port: u16, mine: &PingpongMsg) -> Result<PingpongMsg> {
+/// up), write ours, read theirs, write "done". `server` is the command line that starts the
+/// server this client expects, named when none answers.
+fn client_exchange(host: &str, port: u16, mine: &PingpongMsg, server: &str) -> Result<PingpongMsg> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut s = loop {
         match TcpStream::connect((host, port)) {
@@ -44,7 +45,12 @@ fn client_exchange(host: &str, port: u16, mine: &PingpongMsg) -> Result<Pingpong
             Err(_) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(100));
             }
-            Err(e) => return Err(io_err(&format!("connect to {host}:{port}"), e)),
+            Err(e) => {
+                let what = format!(
+                    "connect to {host}:{port} (is the server running? start it first: `{server}`)"
+                );
+                return Err(io_err(&what, e));
+            }
         }
     };
     s.set_read_timeout(Some(Duration::from_secs(30)))
@@ -86,7 +92,13 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
     // posted right after the QP reaches RTS and before the peer can send to us.
     let rem = match &a.host {
         Some(host) => {
-            let rem = client_exchange(host, port, &mine)?;
+            // Without -d the sim's server needs -p (plain `pingpong` runs both ends in one
+            // process); with -d, rc_pingpong's rule: no host is the server.
+            let server = match &a.dev {
+                None => format!("rdma-direct pingpong -p {port}"),
+                Some(d) => format!("rdma-direct pingpong -d {d} -p {port}"),
+            };
+            let rem = client_exchange(host, port, &mine, &server)?;
             let remote = rem.to_endpoint(a.mtu, opts.gid_index);
             p.connect(&mut end.qp, &local, &remote, &opts)?;
             flow.fill(&mut end.qp)?;
