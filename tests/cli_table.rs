@@ -558,3 +558,31 @@ fn selftest_json_is_a_document_even_without_the_device() {
     }
     assert!(err.is_empty(), "{err}");
 }
+
+/// A pingpong client whose HOST:PORT answers with something that is not rc_pingpong's
+/// address message (another service) says so, naming the peer: one line, exit status 1.
+#[test]
+fn a_pingpong_client_names_a_peer_that_is_not_rc_pingpong() {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = l.local_addr().expect("port").port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().expect("accept");
+        let mut theirs = [0u8; 52];
+        let _ = s.read_exact(&mut theirs);
+        // An HTTP server's answer, 52 bytes of it (no terminating NUL).
+        let reply = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent";
+        let _ = s.write_all(&reply[..52]);
+    });
+    let args = ["pingpong", "-p", &port.to_string(), "127.0.0.1"].map(String::from);
+    let row = Row {
+        args: "pingpong -p PORT 127.0.0.1 (an HTTP server)",
+        status: 1,
+        text: "did not send rc_pingpong's address message: is it another service?",
+    };
+    let got = run(&args);
+    server.join().expect("server thread");
+    if let Some(why) = check(&row, got) {
+        panic!("{why}");
+    }
+}

@@ -60,7 +60,18 @@ fn client_exchange(host: &str, port: u16, mine: &PingpongMsg, server: &str) -> R
     let mut buf = [0u8; PINGPONG_MSG_LEN];
     s.read_exact(&mut buf)
         .map_err(|e| io_err("read remote address", e))?;
-    let rem = PingpongMsg::parse(&buf)?;
+    // Whatever answered at host:port is not rc_pingpong's server when its first 52 bytes are
+    // not an address message: name where it came from.
+    let rem = PingpongMsg::parse(&buf).map_err(|e| match e {
+        Error::Protocol { context, detail } => Error::Protocol {
+            context,
+            detail: format!(
+                "{detail} (the peer at {host}:{port} did not send rc_pingpong's address \
+                 message: is it another service?)"
+            ),
+        },
+        e => e,
+    })?;
     s.write_all(PINGPONG_DONE)
         .map_err(|e| io_err("write \"done\"", e))?;
     Ok(rem)
