@@ -172,9 +172,9 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
             p.progress();
             std::hint::spin_loop();
             stall.idle("pingpong", || {
+                // What is owed only: the error adds the likely causes (the peer gone, ...).
                 format!(
-                    "the peer's next message, after {} sends and {} receives (is the peer \
-                     still running?)",
+                    "the peer's next message, after {} sends and {} receives",
                     flow.scnt, flow.rcnt
                 )
             })?;
