@@ -142,7 +142,7 @@ fn every_example_refuses_a_missing_device_with_an_error() {
 /// example ran its defaults on the sim).
 #[test]
 fn every_example_refuses_a_bad_command_line() {
-    let cases: [(&str, &[&str], &str); 7] = [
+    let cases: [(&str, &[&str], &str); 8] = [
         ("order_gateway", &["--help"], "unknown option \"--help\""),
         (
             "order_gateway",
@@ -154,6 +154,11 @@ fn every_example_refuses_a_bad_command_line() {
         ("pingpong", &["127.0.0.1"], "HOST needs -d DEV"),
         ("batching", &["--bogus"], "unknown argument \"--bogus\""),
         ("fanout", &["-s", "x"], "-s needs a number, not \"x\""),
+        (
+            "reconnect",
+            &["--help"],
+            "unknown argument \"--help\" (usage: reconnect",
+        ),
     ];
     for (name, args, text) in cases {
         build(name);
