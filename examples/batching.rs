@@ -102,17 +102,32 @@ fn main() {
     let (mut msgs, mut dev) = (100_000usize, None);
     let mut opts = ConnectOpts::default();
     let mut it = args.iter();
+    let usage = "usage: batching [-d DEV [-x GID_INDEX]] [-n MESSAGES]";
+    let bad = |what: String| -> ! {
+        eprintln!("batching: {what} ({usage})");
+        std::process::exit(2);
+    };
     while let Some(a) = it.next() {
+        let mut num = |flag: &str| match it.next().map(|v| (v, v.parse::<u64>())) {
+            Some((_, Ok(n))) => n,
+            Some((v, Err(_))) => bad(format!("{flag} needs a number, not {v:?}")),
+            None => bad(format!("{flag} needs a value")),
+        };
         match a.as_str() {
-            "-n" => msgs = it.next().and_then(|v| v.parse().ok()).unwrap_or(msgs),
-            "-d" => dev = it.next().cloned(),
-            "-x" => {
-                opts.gid_index = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(opts.gid_index)
+            "-n" => msgs = num("-n") as usize,
+            "-d" => {
+                dev = Some(
+                    it.next()
+                        .cloned()
+                        .unwrap_or_else(|| bad("-d needs a value".into())),
+                )
             }
-            _ => {}
+            "-x" => {
+                let x = num("-x");
+                opts.gid_index =
+                    u8::try_from(x).unwrap_or_else(|_| bad("-x: not a GID index".into()))
+            }
+            o => bad(format!("unknown argument {o:?}")),
         }
     }
     let msgs = msgs.max(1);

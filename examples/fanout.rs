@@ -245,14 +245,33 @@ fn main() {
     let (mut msgs, mut subs, mut dev) = (100_000u64, 4usize, None);
     let mut opts = ConnectOpts::default();
     let mut it = args.iter();
+    let usage = "usage: fanout [-d DEV [-x GID_INDEX]] [-n MESSAGES] [-s SUBSCRIBERS]";
+    let bad = |what: String| -> ! {
+        eprintln!("fanout: {what} ({usage})");
+        std::process::exit(2);
+    };
     while let Some(a) = it.next() {
-        let mut num = || it.next().and_then(|v| v.parse::<u64>().ok());
+        let mut num = |flag: &str| match it.next().map(|v| (v, v.parse::<u64>())) {
+            Some((_, Ok(n))) => n,
+            Some((v, Err(_))) => bad(format!("{flag} needs a number, not {v:?}")),
+            None => bad(format!("{flag} needs a value")),
+        };
         match a.as_str() {
-            "-n" => msgs = num().unwrap_or(msgs),
-            "-s" => subs = num().map_or(subs, |v| v as usize),
-            "-x" => opts.gid_index = num().map_or(opts.gid_index, |v| v as u8),
-            "-d" => dev = it.next().cloned(),
-            _ => {}
+            "-n" => msgs = num("-n"),
+            "-s" => subs = num("-s") as usize,
+            "-x" => {
+                let x = num("-x");
+                opts.gid_index =
+                    u8::try_from(x).unwrap_or_else(|_| bad("-x: not a GID index".into()))
+            }
+            "-d" => {
+                dev = Some(
+                    it.next()
+                        .cloned()
+                        .unwrap_or_else(|| bad("-d needs a value".into())),
+                )
+            }
+            o => bad(format!("unknown argument {o:?}")),
         }
     }
     let (msgs, subs) = (msgs.max(1), subs.clamp(1, 64));

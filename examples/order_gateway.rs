@@ -273,14 +273,38 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut dev, mut host, mut port, mut rounds, mut gid) = (None, None, 18515u16, 2000usize, 0u8);
     let mut it = args.iter();
+    let usage = "usage: order_gateway [-d DEV [-x GID_INDEX] [-p PORT] [HOST]] [-n ROUNDS]";
+    let bad = |what: String| -> ! {
+        eprintln!("order_gateway: {what} ({usage})");
+        std::process::exit(2);
+    };
     while let Some(a) = it.next() {
+        let mut num = |flag: &str| match it.next().map(|v| (v, v.parse::<u64>())) {
+            Some((_, Ok(n))) => n,
+            Some((v, Err(_))) => bad(format!("{flag} needs a number, not {v:?}")),
+            None => bad(format!("{flag} needs a value")),
+        };
         match a.as_str() {
-            "-d" => dev = it.next().cloned(),
-            "-p" => port = it.next().and_then(|v| v.parse().ok()).unwrap_or(port),
-            "-n" => rounds = it.next().and_then(|v| v.parse().ok()).unwrap_or(rounds),
-            "-x" => gid = it.next().and_then(|v| v.parse().ok()).unwrap_or(gid),
+            "-d" => {
+                dev = Some(
+                    it.next()
+                        .cloned()
+                        .unwrap_or_else(|| bad("-d needs a value".into())),
+                )
+            }
+            "-p" => {
+                port = u16::try_from(num("-p")).unwrap_or_else(|_| bad("-p: not a port".into()))
+            }
+            "-n" => rounds = num("-n") as usize,
+            "-x" => {
+                gid = u8::try_from(num("-x")).unwrap_or_else(|_| bad("-x: not a GID index".into()))
+            }
+            o if o.starts_with('-') => bad(format!("unknown option {o:?}")),
             h => host = Some(h.to_string()),
         }
+    }
+    if host.is_some() && dev.is_none() {
+        bad("HOST needs -d DEV: on the sim both ends run in this process".into());
     }
     let mut job = Gateway {
         host,

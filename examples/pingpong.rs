@@ -196,15 +196,40 @@ fn main() {
     let (mut dev, mut host, mut port, mut iters) = (None, None, 18516u16, 10000usize);
     let mut opts = ConnectOpts::default();
     let mut it = args.iter();
+    let usage = "usage: pingpong [-d DEV [-x GID_INDEX] [-p PORT] [HOST]] [-n ITERS]";
+    let bad = |what: String| -> ! {
+        eprintln!("pingpong: {what} ({usage})");
+        std::process::exit(2);
+    };
     while let Some(a) = it.next() {
-        let mut num = || it.next().and_then(|v| v.parse::<u64>().ok());
+        let mut num = |flag: &str| match it.next().map(|v| (v, v.parse::<u64>())) {
+            Some((_, Ok(n))) => n,
+            Some((v, Err(_))) => bad(format!("{flag} needs a number, not {v:?}")),
+            None => bad(format!("{flag} needs a value")),
+        };
         match a.as_str() {
-            "-d" => dev = it.next().cloned(),
-            "-p" => port = num().map_or(port, |v| v as u16),
-            "-n" => iters = num().map_or(iters, |v| v as usize),
-            "-x" => opts.gid_index = num().map_or(opts.gid_index, |v| v as u8),
+            "-d" => {
+                dev = Some(
+                    it.next()
+                        .cloned()
+                        .unwrap_or_else(|| bad("-d needs a value".into())),
+                )
+            }
+            "-p" => {
+                port = u16::try_from(num("-p")).unwrap_or_else(|_| bad("-p: not a port".into()))
+            }
+            "-n" => iters = num("-n") as usize,
+            "-x" => {
+                let x = num("-x");
+                opts.gid_index =
+                    u8::try_from(x).unwrap_or_else(|_| bad("-x: not a GID index".into()))
+            }
+            o if o.starts_with('-') => bad(format!("unknown option {o:?}")),
             h => host = Some(h.to_string()),
         }
+    }
+    if host.is_some() && dev.is_none() {
+        bad("HOST needs -d DEV: on the sim both ends run in this process".into());
     }
     let iters = iters.max(1);
     let mut job = PingPong {

@@ -108,6 +108,12 @@ const ROWS: &[Row] = &[
     r("pingpong --loopback -n 20", 0, "iters in"),
     r("pingpong -d sim0 --loopback -n 20", 0, "iters in"),
     r("pingpong --loopback HOST", 2, "--loopback runs both ends in this process"),
+    // A client with no server: after 10 s of retries, the command that starts the server.
+    r(
+        "pingpong -p 1 127.0.0.1",
+        1,
+        "is the server running? start it first: `rdma-direct pingpong -p 1`",
+    ),
     r("pingpong -d rxe0 --loopback -p 19000", 2, "-p: --loopback exchanges no TCP"),
     r("pingpong -s 0", 2, "size (-s) 0: out of range"),
     r("pingpong -s 1073741825", 2, "out of range 1..=1073741824"),
@@ -156,6 +162,7 @@ const ROWS: &[Row] = &[
     r("perf send_bw -n 1000", 0, "BW average"),
     r("perf read_bw -n 1000", 0, "BW average"),
     r("perf write_lat -d sim0 -n 20", 0, "Device          : sim0"),
+    r("perf write_lat -p 1 127.0.0.1", 1, "connect to 127.0.0.1:1 (is the server running?)"),
     r("perf write_lat --use_event", 2, "--use_event: completion events are not used"),
     r("perf send_bw -c UD -s 8192 -n 1000", 2, "UD: 8192 B does not fit the path MTU of 4096 B"),
     r("perf write_lat -d sim0 -n 20", 0, "(auto: no -d or -d sim0,"),
@@ -550,4 +557,32 @@ fn selftest_json_is_a_document_even_without_the_device() {
         assert!(doc.contains(NO_DEV), "{doc}");
     }
     assert!(err.is_empty(), "{err}");
+}
+
+/// A pingpong client whose HOST:PORT answers with something that is not rc_pingpong's
+/// address message (another service) says so, naming the peer: one line, exit status 1.
+#[test]
+fn a_pingpong_client_names_a_peer_that_is_not_rc_pingpong() {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = l.local_addr().expect("port").port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().expect("accept");
+        let mut theirs = [0u8; 52];
+        let _ = s.read_exact(&mut theirs);
+        // An HTTP server's answer, 52 bytes of it (no terminating NUL).
+        let reply = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent";
+        let _ = s.write_all(&reply[..52]);
+    });
+    let args = ["pingpong", "-p", &port.to_string(), "127.0.0.1"].map(String::from);
+    let row = Row {
+        args: "pingpong -p PORT 127.0.0.1 (an HTTP server)",
+        status: 1,
+        text: "did not send rc_pingpong's address message: is it another service?",
+    };
+    let got = run(&args);
+    server.join().expect("server thread");
+    if let Some(why) = check(&row, got) {
+        panic!("{why}");
+    }
 }

@@ -136,6 +136,50 @@ fn every_example_refuses_a_missing_device_with_an_error() {
     }
 }
 
+/// A command line an example cannot honour (an unknown option, a value that is not a number,
+/// a HOST on the sim, which runs both ends in one process) is refused: exit status 2 and one
+/// line naming the example and the argument, nothing run (before, each was ignored and the
+/// example ran its defaults on the sim).
+#[test]
+fn every_example_refuses_a_bad_command_line() {
+    let cases: [(&str, &[&str], &str); 8] = [
+        ("order_gateway", &["--help"], "unknown option \"--help\""),
+        (
+            "order_gateway",
+            &["-n", "abc"],
+            "-n needs a number, not \"abc\"",
+        ),
+        ("order_gateway", &["127.0.0.1"], "HOST needs -d DEV"),
+        ("pingpong", &["-n"], "-n needs a value"),
+        ("pingpong", &["127.0.0.1"], "HOST needs -d DEV"),
+        ("batching", &["--bogus"], "unknown argument \"--bogus\""),
+        ("fanout", &["-s", "x"], "-s needs a number, not \"x\""),
+        (
+            "reconnect",
+            &["--help"],
+            "unknown argument \"--help\" (usage: reconnect",
+        ),
+    ];
+    for (name, args, text) in cases {
+        build(name);
+        let out = Command::new(examples_dir().join(name))
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name} {args:?}: {stderr}");
+        assert!(
+            out.stdout.is_empty(),
+            "{name} {args:?} ran: stdout not empty"
+        );
+        assert!(
+            stderr.starts_with(&format!("{name}: ")) && stderr.contains(text),
+            "{name} {args:?}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{name} {args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn reconnect_survives_peer_restarts_and_counts_what_was_lost() {
     let out = run("reconnect", &["-n", "40", "-r", "10"]);

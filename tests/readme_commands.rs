@@ -2,7 +2,8 @@
 //! such as "`info` lists the software device `sim0`" cannot drift from the code.
 //!
 //! Extraction ([`command_lines`]): every code span and indented code line that starts with
-//! `rdma-direct ` or `cargo run [--release] -- ` (run as `rdma-direct ...`). A line that
+//! `rdma-direct `, `taskset -c LIST target/release/rdma-direct ` or `cargo run [--release] -- `
+//! (run as `rdma-direct ...`). A line that
 //! names a device other than `sim0` (`-d DEV`, `-d mlx5_0`, ...) needs hardware and is left
 //! out (printed as "skipped"); so is a line whose comment says it needs valgrind when
 //! valgrind is not installed (or the test is not x86_64 code), and `cargo run --example` lines (tests/examples.rs runs the
@@ -51,6 +52,15 @@ fn command_lines(text: &str) -> Vec<(Vec<String>, Option<String>)> {
         let (cmd, comment) = match code.split_once('#') {
             Some((c, k)) if c.ends_with(' ') => (c.trim(), k.trim()),
             _ => (code.trim(), ""),
+        };
+        // `taskset -c LIST target/release/rdma-direct ...` runs as the tool alone (the pinning
+        // is for the figure, and the CPUs it names may not exist where the test runs).
+        let cmd = match cmd.strip_prefix("taskset -c ") {
+            Some(r) => r
+                .split_once(' ')
+                .map_or(cmd, |(_, tool)| tool)
+                .trim_start_matches("target/release/"),
+            None => cmd,
         };
         let rest = if let Some(r) = cmd.strip_prefix("rdma-direct ") {
             r
@@ -257,7 +267,7 @@ fn readme_command_lines_run_without_a_device() {
 
 #[test]
 fn extraction_finds_spans_blocks_and_skips_devices() {
-    let text = "see `rdma-direct info [-d DEV]` and\n\n    cargo run --release -- pingpong   # sim\n    rdma-direct perf write_lat -d mlx5_0 --loopback   # mlx5\n| `rdma-direct bench post\\|poll [-n N]` |\n";
+    let text = "see `rdma-direct info [-d DEV]` and\n\n    cargo run --release -- pingpong   # sim\n`taskset -c 0,1 target/release/rdma-direct pingpong -s 8`\n    rdma-direct perf write_lat -d mlx5_0 --loopback   # mlx5\n| `rdma-direct bench post\\|poll [-n N]` |\n";
     let got = command_lines(text);
     let lines: Vec<String> = got.iter().map(|(a, _)| a.join(" ")).collect();
     assert_eq!(
@@ -265,13 +275,14 @@ fn extraction_finds_spans_blocks_and_skips_devices() {
         [
             "info [-d DEV]",
             "pingpong",
+            "pingpong -s 8",
             "perf write_lat -d mlx5_0 --loopback",
             "bench post|poll [-n N]"
         ]
     );
-    assert!(got[2].1.as_deref() == Some("needs the device mlx5_0"));
-    assert!(got[0].1.is_none() && got[1].1.is_none());
-    let (f, o) = forms(&got[3].0);
+    assert!(got[3].1.as_deref() == Some("needs the device mlx5_0"));
+    assert!(got[0].1.is_none() && got[1].1.is_none() && got[2].1.is_none());
+    let (f, o) = forms(&got[4].0);
     assert_eq!(f, vec![vec!["bench", "post"], vec!["bench", "poll"]]);
     assert_eq!(o, vec!["-n"]);
 }

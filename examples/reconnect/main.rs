@@ -145,6 +145,10 @@ fn fault<P: Provider>(p: &mut P, k: &mut RcLink<P>, polled: &[Completion]) -> Re
     Ok(format!("failed status {first} ({how}); drain: {r}"))
 }
 
+/// The command line, for an argument error.
+const USAGE: &str =
+    "usage: reconnect [-n BATCHES] [-r EVERY] | -d DEV [-x GID] [-p PORT] (--state FILE | -n ORDERS HOST)";
+
 /// The options that take a value, in the order `run` reads them.
 const FLAGS: [&str; 6] = ["-d", "--state", "-n", "-r", "-p", "-x"];
 
@@ -159,7 +163,7 @@ fn run() -> Result<()> {
         match FLAGS.iter().position(|&x| x == f) {
             Some(i) => v[i] = Some(it.next().ok_or_else(|| bad(format!("{f} needs a value")))?),
             None if !f.starts_with('-') && host.is_none() => host = Some(f),
-            None => return Err(bad(format!("unknown argument {f:?}: see {FLAGS:?}"))),
+            None => return Err(bad(format!("unknown argument {f:?} ({USAGE})"))),
         }
     }
     let num = |i: usize, default: u64| match &v[i] {
@@ -208,6 +212,14 @@ fn run() -> Result<()> {
 fn main() {
     if let Err(e) = run() {
         eprintln!("reconnect: {e}");
-        std::process::exit(1);
+        // A command line it cannot honour: 2, as the other examples; a failed run: 1.
+        let usage = matches!(
+            e,
+            Error::InvalidArgument {
+                context: "reconnect example",
+                ..
+            }
+        );
+        std::process::exit(if usage { 2 } else { 1 });
     }
 }

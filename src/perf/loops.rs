@@ -267,11 +267,12 @@ pub(super) fn stamp_bw_completions(
                 hint
             };
             return Err(perr(format!(
-                "{} #{} failed: {} (vendor_err {:#x}){hint}",
+                "{} #{} failed: {} (vendor_err {:#x}): {}{hint}",
                 op.name(),
                 c.wr_id,
                 c.status,
-                c.vendor_err
+                c.vendor_err,
+                c.status.hint()
             )));
         }
         let j = c.wr_id as usize;
@@ -403,4 +404,35 @@ pub(super) fn bw_loop<P: Provider>(
         refill_recvs(&mut bed.server, half, bed.recv_len)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::WcStatus;
+
+    /// A failed bandwidth completion names the status's own cause (RETRY_EXC_ERR: the peer
+    /// is gone) before the caller's hint, not only the caller's guess.
+    #[test]
+    fn a_failed_completion_names_its_status_cause() {
+        let wcs = [Completion {
+            wr_id: 3,
+            status: WcStatus::RetryExcErr,
+            vendor_err: 0x15,
+            ..Completion::EMPTY
+        }];
+        let mut ccnt = 0;
+        let mut t = [0u64; 8];
+        let op = SendOp::Write { raddr: 0, rkey: 1 };
+        let e = stamp_bw_completions(&wcs, 1, op, "; or X", &mut ccnt, &mut t)
+            .unwrap_err()
+            .to_string();
+        let want = format!(
+            "WRITE #3 failed: RETRY_EXC_ERR (vendor_err 0x15): {}; or X",
+            WcStatus::RetryExcErr.hint()
+        );
+        assert!(e.contains(&want), "{e}");
+        assert!(e.contains("the peer is gone"), "{e}");
+        assert_eq!(ccnt, 0);
+    }
 }

@@ -125,8 +125,8 @@ fn print_sim(o: &Opts) -> rdma_direct::Result<()> {
     outln!("\ttransport:\t\t\tsoftware (not hardware)");
     outln!(
         "\tprovider:\t\t\tsim: the direct mlx5 path against a software mlx5 device in the \
-         calling process (other processes reach it over the sim fabric, RC and UC; \
-         perf/pingpong without -d)"
+         calling process (other processes reach it over the sim fabric: RC, UC and UD; \
+         two-process pingpong and perf without -d)"
     );
     outln!("\tphys_port_cnt:\t\t\t1");
     outln!("\t\tport:\t1");

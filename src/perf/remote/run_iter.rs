@@ -47,10 +47,14 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
             if cq.poll(&mut wc) == 1 {
                 let c = wc[0];
                 if !c.is_ok() {
+                    // The status's own cause first (RETRY_EXC_ERR: the peer is gone), then
+                    // the mismatch two tools can have.
                     return Err(perr(format!(
-                        "{what}: completion failed: {} (vendor_err {:#x}); does the peer run \
-                         the same test and sizes?",
-                        c.status, c.vendor_err
+                        "{what}: completion failed: {} (vendor_err {:#x}): {}; or the peer \
+                         does not run the same test and sizes",
+                        c.status,
+                        c.vendor_err,
+                        c.status.hint()
                     )));
                 }
                 return Ok(c);

@@ -35,8 +35,9 @@ impl provider::Job for TwoProcess<'_> {
 }
 
 /// Client side of the exchange: connect (retrying for a few seconds while the server comes
-/// up), write ours, read theirs, write "done".
-fn client_exchange(host: &str, port: u16, mine: &PingpongMsg) -> Result<PingpongMsg> {
+/// up), write ours, read theirs, write "done". `server` is the command line that starts the
+/// server this client expects, named when none answers.
+fn client_exchange(host: &str, port: u16, mine: &PingpongMsg, server: &str) -> Result<PingpongMsg> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut s = loop {
         match TcpStream::connect((host, port)) {
@@ -44,7 +45,12 @@ fn client_exchange(host: &str, port: u16, mine: &PingpongMsg) -> Result<Pingpong
             Err(_) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(100));
             }
-            Err(e) => return Err(io_err(&format!("connect to {host}:{port}"), e)),
+            Err(e) => {
+                let what = format!(
+                    "connect to {host}:{port} (is the server running? start it first: `{server}`)"
+                );
+                return Err(io_err(&what, e));
+            }
         }
     };
     s.set_read_timeout(Some(Duration::from_secs(30)))
@@ -54,7 +60,18 @@ fn client_exchange(host: &str, port: u16, mine: &PingpongMsg) -> Result<Pingpong
     let mut buf = [0u8; PINGPONG_MSG_LEN];
     s.read_exact(&mut buf)
         .map_err(|e| io_err("read remote address", e))?;
-    let rem = PingpongMsg::parse(&buf)?;
+    // Whatever answered at host:port is not rc_pingpong's server when its first 52 bytes are
+    // not an address message: name where it came from.
+    let rem = PingpongMsg::parse(&buf).map_err(|e| match e {
+        Error::Protocol { context, detail } => Error::Protocol {
+            context,
+            detail: format!(
+                "{detail} (the peer at {host}:{port} did not send rc_pingpong's address \
+                 message: is it another service?)"
+            ),
+        },
+        e => e,
+    })?;
     s.write_all(PINGPONG_DONE)
         .map_err(|e| io_err("write \"done\"", e))?;
     Ok(rem)
@@ -91,7 +108,13 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
     // posted right after the QP reaches RTS and before the peer can send to us.
     let rem = match &a.host {
         Some(host) => {
-            let rem = client_exchange(host, port, &mine)?;
+            // Without -d the sim's server needs -p (plain `pingpong` runs both ends in one
+            // process); with -d, rc_pingpong's rule: no host is the server.
+            let server = match &a.dev {
+                None => format!("rdma-direct pingpong -p {port}"),
+                Some(d) => format!("rdma-direct pingpong -d {d} -p {port}"),
+            };
+            let rem = client_exchange(host, port, &mine, &server)?;
             let remote = rem.to_endpoint(a.mtu, opts.gid_index);
             p.connect(&mut end.qp, &local, &remote, &opts)?;
             flow.fill(&mut end.qp)?;
@@ -154,9 +177,9 @@ fn two_process<P: Provider>(p: &mut P, a: &Args) -> Result<String> {
             p.progress();
             std::hint::spin_loop();
             stall.idle("pingpong", || {
+                // What is owed only: the error adds the likely causes (the peer gone, ...).
                 format!(
-                    "the peer's next message, after {} sends and {} receives (is the peer \
-                     still running?)",
+                    "the peer's next message, after {} sends and {} receives",
                     flow.scnt, flow.rcnt
                 )
             })?;
