@@ -19,6 +19,8 @@
 //! - [`open_and_run`] opens the provider of a [`ProviderKind`] and runs a [`Job`] (work
 //!   generic over the provider) on it; [`run_chosen`] is [`choose`] then [`open_and_run`],
 //!   the whole of it for a program that takes an optional device name.
+//! - The software device's name, [`SIM_DEVICE`] (`sim0`), names no libibverbs device: it
+//!   means what no device name means ([`device_name`]), wherever a name is taken.
 //! - Nothing here is on the data path; it allocates and makes system calls freely.
 
 use std::fmt;
@@ -28,6 +30,15 @@ use crate::mlx5::Mlx5Device;
 use crate::sim::SimDevice;
 use crate::verbs::VerbsDevice;
 use crate::{Error, Provider, ProviderKind, Result};
+
+/// The software device's name: naming it is the same as naming no device.
+pub const SIM_DEVICE: &str = "sim0";
+
+/// A device name as a program takes it: `None` for no name and for [`SIM_DEVICE`] (the
+/// software device, which is what no name selects), the name otherwise.
+pub fn device_name(dev: Option<&str>) -> Option<&str> {
+    dev.filter(|d| *d != SIM_DEVICE)
+}
 
 /// What was asked for: a provider, or the rule's choice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,10 +215,12 @@ pub fn open_and_run<J: Job>(
     }
 }
 
-/// [`choose`] for `choice` on the device `dev` (its facts read with [`DeviceFacts::read`]),
-/// then [`open_and_run`] without the sim's device thread. A refusal is an
-/// [`Error::InvalidArgument`] carrying the [`Refusal`]'s text.
+/// [`choose`] for `choice` on the device `dev` (its facts read with [`DeviceFacts::read`];
+/// [`SIM_DEVICE`] is the software device, as no name is), then [`open_and_run`] without
+/// the sim's device thread. A refusal is an [`Error::InvalidArgument`] carrying the
+/// [`Refusal`]'s text.
 pub fn run_chosen<J: Job>(choice: Choice, dev: Option<&str>, job: &mut J) -> Result<J::Out> {
+    let dev = device_name(dev);
     let facts = dev.map(DeviceFacts::read);
     let kind = choose(choice, facts.as_ref())?;
     open_and_run(kind, dev, false, job)
@@ -223,6 +236,14 @@ mod tests {
             kernel_driver: driver.map(String::from),
             libmlx5,
         }
+    }
+
+    #[test]
+    fn sim0_names_no_device() {
+        assert_eq!(device_name(Some(SIM_DEVICE)), None);
+        assert_eq!(device_name(None), None);
+        assert_eq!(device_name(Some("mlx5_0")), Some("mlx5_0"));
+        assert_eq!(device_name(Some("sim1")), Some("sim1"));
     }
 
     #[test]

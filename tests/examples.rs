@@ -47,6 +47,14 @@ fn order_gateway_runs_on_the_sim_and_prints_percentiles() {
     assert!(out.contains(" p99 "), "{out}");
 }
 
+/// `-d sim0` names the software device in the examples as in the CLI (the library's
+/// choice maps it; libibverbs has no such device).
+#[test]
+fn order_gateway_takes_sim0_as_the_software_device() {
+    let out = run("order_gateway", &["-d", "sim0", "-n", "20"]);
+    assert!(out.contains("20 rounds: p50 "), "{out}");
+}
+
 #[test]
 fn order_gateway_has_no_unsafe() {
     let src = include_str!("../examples/order_gateway.rs");

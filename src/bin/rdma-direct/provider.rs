@@ -5,18 +5,16 @@
 //! the flag, words a refusal in the CLI's flags, and explains the choice in headers.
 
 use rdma_direct::control::Device;
-use rdma_direct::providers::choice::{choose, Refusal};
+use rdma_direct::providers::choice::{choose, device_name, Refusal};
 pub use rdma_direct::providers::choice::{open_and_run, Choice, DeviceFacts, Job};
 use rdma_direct::providers::ProviderKind;
 
-/// The software device's name: `-d sim0` means the software device wherever `-d` is taken
-/// (as no `-d` does).
-pub const SIM_DEVICE: &str = "sim0";
+pub use rdma_direct::providers::choice::SIM_DEVICE;
 
-/// `-d DEV` as the commands use it: `None` for [`SIM_DEVICE`] (the software device, which
-/// is what no `-d` selects), the device otherwise.
+/// `-d DEV` as the commands use it: the library's [`device_name`] (`-d sim0` is the
+/// software device, as no `-d` is).
 pub fn device_arg(dev: Option<String>) -> Option<String> {
-    dev.filter(|d| d != SIM_DEVICE)
+    device_name(dev.as_deref()).map(String::from)
 }
 
 /// Parse `--provider`'s value: `auto`, `mlx5`, `verbs` or `sim`.
