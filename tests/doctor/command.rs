@@ -141,7 +141,7 @@ fn device_memlock_largest_registration_is_what_doctor_says() {
     cmd.args([
         "--ignored",
         "--exact",
-        "device_memlock_largest_registration_is_what_doctor_says",
+        "command::device_memlock_largest_registration_is_what_doctor_says",
         "--test-threads",
         "1",
         "--nocapture",
