@@ -89,6 +89,13 @@ rping_case() {
         # rping's own teardown race: its CM thread reads the event channel the main thread
         # has just destroyed. Every iteration was verified before that.
         echo "ok $1: rping -V x $2 (every byte compared; KNOWN: rping exited 255 in its teardown, $(grep -v '^ping data: ' "$tmp/rping" | tr '\n' ' '))"
+    elif [ "$ROLE" = a ] && [ "$st" = 255 ] && grep -q 'DISCONNECT EVENT' "$tmp/rping" \
+        && grep -q 'rdma_get_cm_event: Bad file descriptor' "$tmp/rping" && ! grep -qi 'mismatch' "$tmp/rping"; then
+        # The same race on the server: the client had left (its DISCONNECT reached the
+        # server while it waited for the next READ advertisement, which a lossy link can
+        # leave it doing) and the server's teardown exited 255. The verdict on the data is
+        # the client's, on guest b.
+        echo "ok $1: rping server (KNOWN: exited 255 in its teardown after the client's DISCONNECT; the client on b compares the data)"
     elif [ "$st" != 0 ] || grep -qi 'mismatch\|error' "$tmp/rping" || { [ "$ROLE" = b ] && [ "$pings" != "$2" ]; }; then
         echo "FAIL $1: rping -V on guest $ROLE exit $st, $pings of $2 iterations verified:"
         grep -v '^ping data: ' "$tmp/rping"
