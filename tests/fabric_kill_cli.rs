@@ -144,7 +144,7 @@ fn pingpong_client_ends_non_zero_when_the_server_is_killed() {
 }
 
 /// A bandwidth client always has WRITEs in flight: the kill ends them in RETRY_EXC_ERR
-/// within the retry budget, and the error says the peer stopped answering.
+/// within the retry budget, and the error says the peer is gone.
 #[test]
 fn perf_write_bw_client_ends_in_retry_exc_err_when_the_server_is_killed() {
     // The library's connection defaults (ConnectOpts): timeout 14, retry_cnt 6: 7 tries.
@@ -152,6 +152,6 @@ fn perf_write_bw_client_ends_in_retry_exc_err_when_the_server_is_killed() {
         "write_bw",
         &["perf", "write_bw", "-n", "16000000"],
         "7 x 67 ms = 470 ms",
-        &["RETRY_EXC_ERR (vendor_err 0x15); the peer stopped answering"],
+        &["RETRY_EXC_ERR (vendor_err 0x15): no acknowledgement from the peer"],
     );
 }

@@ -213,13 +213,6 @@ fn main() {
     if let Err(e) = run() {
         eprintln!("reconnect: {e}");
         // A command line it cannot honour: 2, as the other examples; a failed run: 1.
-        let usage = matches!(
-            e,
-            Error::InvalidArgument {
-                context: "reconnect example",
-                ..
-            }
-        );
-        std::process::exit(if usage { 2 } else { 1 });
+        std::process::exit(1 + i32::from(matches!(e, Error::InvalidArgument { .. })));
     }
 }

@@ -47,9 +47,7 @@ pub(super) fn receiver<P: Provider>(p: &mut P, a: &Args) -> Result<()> {
         drop(prev.take());
         k.recvs.fill(k.qp.rq())?;
         let total = swap_u64(&mut conn.stream, next)?;
-        println!(
-            "receiver: connection {conns}: the gateway sends {total} orders, resuming at {next}"
-        );
+        println!("receiver: connection {conns}: {total} orders, resuming at {next}");
         let (mut wc, mut empty) = ([Completion::EMPTY; 32], 0u32);
         let fault = 'conn: loop {
             if next == total && k.window.in_flight() == 0 {

@@ -260,9 +260,10 @@ pub(super) fn stamp_bw_completions(
 ) -> Result<()> {
     for c in wcs {
         if !c.is_ok() {
-            // With a peer (a hint given): its transport retries ran out, so it is gone.
-            let hint = if c.status == WcStatus::RetryExcErr && !hint.is_empty() {
-                "; the peer stopped answering: did it exit or die?"
+            // The transport's retries ran out: the status's own cause (the peer is gone, or
+            // the path is wrong) says it all; the caller's guess about the test is not it.
+            let hint = if c.status == WcStatus::RetryExcErr {
+                ""
             } else {
                 hint
             };
@@ -411,28 +412,42 @@ mod tests {
     use super::*;
     use crate::providers::WcStatus;
 
-    /// A failed bandwidth completion names the status's own cause (RETRY_EXC_ERR: the peer
-    /// is gone) before the caller's hint, not only the caller's guess.
-    #[test]
-    fn a_failed_completion_names_its_status_cause() {
+    fn failed(status: WcStatus, hint: &str) -> String {
         let wcs = [Completion {
             wr_id: 3,
-            status: WcStatus::RetryExcErr,
+            status,
             vendor_err: 0x15,
             ..Completion::EMPTY
         }];
-        let mut ccnt = 0;
-        let mut t = [0u64; 8];
+        let (mut ccnt, mut t) = (0, [0u64; 8]);
         let op = SendOp::Write { raddr: 0, rkey: 1 };
-        let e = stamp_bw_completions(&wcs, 1, op, "; or X", &mut ccnt, &mut t)
-            .unwrap_err()
-            .to_string();
+        let e = stamp_bw_completions(&wcs, 1, op, hint, &mut ccnt, &mut t);
+        assert_eq!(ccnt, 0);
+        e.unwrap_err().to_string()
+    }
+
+    /// A failed bandwidth completion names the status's own cause before the caller's
+    /// hint, not only the caller's guess.
+    #[test]
+    fn a_failed_completion_names_its_status_cause() {
+        let e = failed(WcStatus::RemAccessErr, "; or X");
         let want = format!(
-            "WRITE #3 failed: RETRY_EXC_ERR (vendor_err 0x15): {}; or X",
-            WcStatus::RetryExcErr.hint()
+            "WRITE #3 failed: REM_ACCESS_ERR (vendor_err 0x15): {}; or X",
+            WcStatus::RemAccessErr.hint()
         );
         assert!(e.contains(&want), "{e}");
+    }
+
+    /// RETRY_EXC_ERR (after a peer was killed): the peer is gone, said once, and not the
+    /// caller's guess about a test or size mismatch.
+    #[test]
+    fn retries_run_out_name_the_gone_peer_alone() {
+        let e = failed(WcStatus::RetryExcErr, "; or X");
+        let want = format!(
+            "WRITE #3 failed: RETRY_EXC_ERR (vendor_err 0x15): {}",
+            WcStatus::RetryExcErr.hint()
+        );
+        assert!(e.ends_with(&want), "{e}");
         assert!(e.contains("the peer is gone"), "{e}");
-        assert_eq!(ccnt, 0);
     }
 }
