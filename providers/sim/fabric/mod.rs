@@ -24,15 +24,21 @@
 //!   multi-producer inbox, so a process that stops mid-write or scribbles over its rings
 //!   stalls only the rings it produces into: nobody else's traffic waits behind it. Head and
 //!   tail run free (wrapping u32) and are masked only at the cell; a producer keeps the
-//!   head it last read and reads it again only when the ring looks full. The tails of a
+//!   head it last read and reads it again only when the ring looks full. A cell starts on
+//!   a cache line with a sequence word (the ring index the packet was put at, plus one),
+//!   which the producer stores after the packet and before the tail: a consumer polls the
+//!   head cell of a ring that has brought packets before and takes the packet as soon as
+//!   that word is there, one cache-line transfer with the packet rather than the tail's line
+//!   first and the cell's after it. The tails of a
 //!   receiver's rings sit together in one 64-byte line (its tail table, one word per
-//!   sender), so a consumer learns which of its rings hold something new from one line,
-//!   without visiting each ring; the head of each ring sits in the ring. A full ring
+//!   sender), so a consumer learns which of its other rings hold something new from one
+//!   line, without visiting each ring; the head of each ring sits in the ring. A full ring
 //!   refuses the packet (requests and READ responses wait for room, an ACK is held for a
 //!   later pass; any other answer is lost, and the requester's timeout covers it).
 //! - **Nothing read from the segment is trusted.** A consumer copies a cell out before
 //!   looking at it, a tail more than [`CELLS`] ahead of the head is a corrupt ring (the
-//!   cells are discarded and counted), a packet whose check word ([`packet::icrc`], written
+//!   cells are discarded and counted), a cell the tail publishes whose sequence word is
+//!   wrong is discarded and counted as damaged, a packet whose check word ([`packet::icrc`], written
 //!   by the producer after the payload) does not match is discarded and counted (damaged on
 //!   the way), and packets are parsed by [`packet::Header::parse`].
 //!   Packets from a slot generation other than the current one are dropped.
@@ -52,16 +58,22 @@ pub const CELLS: u32 = 8;
 /// The longest message the fabric carries (bytes): 2^31, as mlx5's; longer ones fail with
 /// `LOCAL_LENGTH_ERR`.
 pub const MAX_MESSAGE: u64 = 1 << 31;
-/// Bytes of one cell: a header, the largest payload and the check word.
-pub const CELL_LEN: usize = packet::HEADER_LEN + packet::MAX_PAYLOAD + packet::ICRC_LEN;
 /// The longest packet (header and payload) a cell carries.
-pub const PACKET_LEN: usize = CELL_LEN - packet::ICRC_LEN;
+pub const PACKET_LEN: usize = packet::HEADER_LEN + packet::MAX_PAYLOAD;
+/// Bytes of a packet and its check word (what a consumer copies out of a cell at most).
+pub const CELL_LEN: usize = PACKET_LEN + packet::ICRC_LEN;
+/// A cell in the ring: its sequence word ([`SEQ_LEN`] bytes), the packet, the check word,
+/// padded to whole cache lines (a small packet starts on a line of its own).
+const CELL_SPAN: usize = (SEQ_LEN + CELL_LEN).next_multiple_of(64);
+/// The sequence word before each cell's packet: the ring index the packet was put at,
+/// plus one, stored by the producer after the packet (see "Inboxes" in the module doc).
+const SEQ_LEN: usize = 8;
 
 /// The environment variable naming the fabric (a file name under `/dev/shm`).
 pub const FABRIC_ENV: &str = "RDMA_DIRECT_SIM_FABRIC";
 
 /// The segment layout's version, in the magic and in the default name.
-pub const LAYOUT: u8 = 2;
+pub const LAYOUT: u8 = 3;
 const _: () = assert!(LAYOUT < 10);
 const MAGIC: u64 = u64::from_le_bytes([b'r', b'd', b's', b'i', b'm', b'f', b'b', b'0' + LAYOUT]);
 /// Slot table: one 64-byte entry per slot from here (pid, epoch, GID as four words).
@@ -74,7 +86,7 @@ const TAILS_OFF: usize = 2048;
 const RINGS_OFF: usize = 4096;
 /// A ring: head (consumer) at 0, cells from 64 (its tail is in the receiver's tail table).
 const RING_CELLS_OFF: usize = 64;
-const RING_LEN: usize = (RING_CELLS_OFF + CELLS as usize * CELL_LEN).next_multiple_of(4096);
+const RING_LEN: usize = (RING_CELLS_OFF + CELLS as usize * CELL_SPAN).next_multiple_of(4096);
 /// The whole segment.
 pub const SEGMENT_LEN: usize = RINGS_OFF + MAX_DEVICES * MAX_DEVICES * RING_LEN;
 /// A slot being claimed (its pid word while the claimer writes the GID).
@@ -309,6 +321,9 @@ pub struct Member {
     /// consumer last found that ring empty: a ring whose tail in the tail table still
     /// equals it has nothing new ([`Member::pending`]).
     seen: [u32; MAX_DEVICES],
+    /// The inbound rings that have brought a packet (bit `s`: from slot `s`): polled at
+    /// their head cell every pass ([`Member::hot`]).
+    hot: u32,
     /// Counters of this member.
     pub stats: FabricStats,
 }
@@ -362,6 +377,7 @@ impl Member {
                 epoch,
                 heads: [0; MAX_DEVICES],
                 seen,
+                hot: 0,
                 stats: FabricStats::default(),
             });
         }
@@ -440,25 +456,28 @@ impl Member {
             self.stats.ring_full += 1;
             return false;
         }
-        let cell = r + RING_CELLS_OFF + (t % CELLS) as usize * CELL_LEN;
+        let cell = r + RING_CELLS_OFF + (t % CELLS) as usize * CELL_SPAN;
         let check = packet::icrc(bytes).to_be_bytes();
         let base = self.seg.map.as_mut_ptr();
-        // SAFETY: `cell..cell + bytes.len() + ICRC_LEN` lies in the mapping (CELL_LEN bytes
-        // per cell, `bytes.len() <= PACKET_LEN`); this member is the ring's only producer and
-        // the consumer reads the cell only after the tail below publishes it. A hostile
-        // process writing it concurrently can only spoil the bytes, which the consumer checks.
+        // SAFETY: `cell + SEQ_LEN .. + bytes.len() + ICRC_LEN` lies in the mapping (CELL_SPAN
+        // bytes per cell, `bytes.len() <= PACKET_LEN`); this member is the ring's only
+        // producer and the consumer reads the cell only after the sequence word below
+        // publishes it. A hostile process writing it concurrently can only spoil the bytes,
+        // which the consumer checks.
         unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), base.add(cell), bytes.len());
-            std::ptr::copy_nonoverlapping(
-                check.as_ptr(),
-                base.add(cell + bytes.len()),
-                packet::ICRC_LEN,
-            );
-            if let Some((at, mask)) = damage {
-                let p = base.add(cell + at % (bytes.len() + packet::ICRC_LEN));
+            let at = base.add(cell + SEQ_LEN);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), at, bytes.len());
+            std::ptr::copy_nonoverlapping(check.as_ptr(), at.add(bytes.len()), packet::ICRC_LEN);
+            if let Some((off, mask)) = damage {
+                let p = at.add(off % (bytes.len() + packet::ICRC_LEN));
                 p.write(p.read() ^ mask);
             }
         }
+        // The cell's own word first (what a consumer polling the ring waits for), then the
+        // tail (what the tail table shows).
+        self.seg
+            .u32_at(cell)
+            .store(t.wrapping_add(1), Ordering::Release);
         self.seg
             .tail(usize::from(to), usize::from(self.slot))
             .store(t.wrapping_add(1), Ordering::Release);
@@ -491,44 +510,95 @@ impl Member {
         bits
     }
 
+    /// The inbound rings that have brought a packet before (bit `s`: from slot `s`): a
+    /// consumer polls their head cells every pass ([`Member::recv_probed`]), so a packet is
+    /// seen as soon as its cell is, without waiting for the tail table's line.
+    pub fn hot(&self) -> u32 {
+        self.hot
+    }
+
     /// Take the next packet from slot `from`'s ring into `out` (a copy: the segment is
     /// never parsed in place). Returns the bytes of the packet (header and the payload its
     /// length field claims, clamped to a cell; the check word follows them in `out`), or
     /// `None` when the ring is empty. Packets whose check word does not match are skipped
     /// and counted (`bad_icrc`), at most a ring's worth per call.
+    ///
+    /// A cell is taken when its sequence word says the producer put it at the head's
+    /// index; otherwise the tail decides: equal to the head (or behind it by the cells
+    /// already taken through their words: the producer stores the word before the tail)
+    /// is an empty ring, up to [`CELLS`] ahead is a cell published with a spoiled word
+    /// (discarded and counted as damaged), further is a corrupt ring.
     pub fn recv(&mut self, from: u8, out: &mut [u8; CELL_LEN]) -> Option<usize> {
+        self.recv_probed(from, out, true)
+    }
+
+    /// [`Member::recv`]; with `tail_moved` false (the tail table showed nothing new from
+    /// `from` this pass) an empty head cell ends it without reading the tail.
+    pub fn recv_probed(
+        &mut self,
+        from: u8,
+        out: &mut [u8; CELL_LEN],
+        tail_moved: bool,
+    ) -> Option<usize> {
         let from = usize::from(from) % MAX_DEVICES;
         let r = self.seg.ring(usize::from(self.slot), from);
-        let tail = self.seg.tail(usize::from(self.slot), from);
+        let mut look_at_tail = tail_moved;
         for _ in 0..CELLS {
             let h = self.seg.u32_at(r).load(Ordering::Relaxed);
-            let t = tail.load(Ordering::Acquire);
-            if h == t {
-                self.seen[from] = t;
-                return None;
+            let cell = r + RING_CELLS_OFF + (h % CELLS) as usize * CELL_SPAN;
+            if self.seg.u32_at(cell).load(Ordering::Acquire) != h.wrapping_add(1) {
+                if !look_at_tail {
+                    return None;
+                }
+                let t = self
+                    .seg
+                    .tail(usize::from(self.slot), from)
+                    .load(Ordering::Acquire);
+                let ahead = t.wrapping_sub(h);
+                if ahead == 0 || h.wrapping_sub(t) <= CELLS {
+                    self.seen[from] = t;
+                    return None;
+                }
+                if ahead > CELLS {
+                    // A producer (or anyone) wrote indices no ring can have: drop what is
+                    // there.
+                    self.stats.corrupt_cells += u64::from(ahead.min(1 << 20));
+                    self.seg.u32_at(r).store(t, Ordering::Release);
+                    self.seen[from] = t;
+                    return None;
+                }
+                // The word again: the producer may have stored it and the tail between the
+                // two loads above (it stores the word first, so after this tail it is seen).
+                if self.seg.u32_at(cell).load(Ordering::Acquire) == h.wrapping_add(1) {
+                    continue;
+                }
+                self.seg
+                    .u32_at(r)
+                    .store(h.wrapping_add(1), Ordering::Release);
+                self.stats.bad_icrc += 1;
+                continue;
             }
-            if t.wrapping_sub(h) > CELLS {
-                // A producer (or anyone) wrote indices no ring can have: drop what is there.
-                self.stats.corrupt_cells += u64::from(t.wrapping_sub(h).min(1 << 20));
-                self.seg.u32_at(r).store(t, Ordering::Release);
-                self.seen[from] = t;
-                return None;
-            }
-            let cell = r + RING_CELLS_OFF + (h % CELLS) as usize * CELL_LEN;
+            self.hot |= 1 << from;
+            look_at_tail = true;
             let base = self.seg.map.as_mut_ptr();
-            // SAFETY: the header lies in the mapping; the copy goes into our own buffer.
+            // SAFETY: the cell's header lies in the mapping; the copy goes into our own
+            // buffer.
             unsafe {
-                std::ptr::copy_nonoverlapping(base.add(cell), out.as_mut_ptr(), packet::HEADER_LEN)
+                std::ptr::copy_nonoverlapping(
+                    base.add(cell + SEQ_LEN),
+                    out.as_mut_ptr(),
+                    packet::HEADER_LEN,
+                )
             };
             let mut head = [0u8; packet::HEADER_LEN];
             head.copy_from_slice(&out[..packet::HEADER_LEN]);
             let claimed = packet::claimed_len(&head);
             let n = packet::HEADER_LEN + claimed.min(packet::MAX_PAYLOAD);
-            // SAFETY: `n + ICRC_LEN <= CELL_LEN`: the payload and check word lie in the
-            // cell, the copy in `out`.
+            // SAFETY: `SEQ_LEN + n + ICRC_LEN <= CELL_SPAN`: the payload and check word lie
+            // in the cell, the copy in `out` (`n + ICRC_LEN <= CELL_LEN`).
             unsafe {
                 std::ptr::copy_nonoverlapping(
-                    base.add(cell + packet::HEADER_LEN),
+                    base.add(cell + SEQ_LEN + packet::HEADER_LEN),
                     out.as_mut_ptr().add(packet::HEADER_LEN),
                     n + packet::ICRC_LEN - packet::HEADER_LEN,
                 )
@@ -607,14 +677,59 @@ mod tests {
         // The other direction has its own table.
         assert!(b.send(sa, &pkt));
         assert_eq!((a.pending(), b.pending()), (1 << sb, 0));
-        // A producer scribbling over its indices: named, then discarded and counted.
+        // A producer scribbling over its indices: named; the two cells whose words still
+        // match their indices come again (duplicates, as the producer could forge), the
+        // rest is discarded and counted.
         a.corrupt_ring_to(sb, 0, 1000);
         assert_eq!(b.pending(), 1 << sa);
+        assert_eq!(b.recv(sa, &mut out), Some(packet::HEADER_LEN));
+        assert_eq!(b.recv(sa, &mut out), Some(packet::HEADER_LEN));
         assert_eq!(b.recv(sa, &mut out), None);
-        assert_eq!(b.stats.corrupt_cells, 1000);
+        assert_eq!(b.stats.corrupt_cells, 998);
         assert_eq!(b.pending(), 0);
         assert_eq!(a.recv(sb, &mut out), Some(packet::HEADER_LEN));
         assert_eq!(a.stats.bad_icrc + b.stats.bad_icrc, 0);
+    }
+
+    #[test]
+    fn a_cell_is_taken_by_its_sequence_word_and_a_spoiled_word_is_counted() {
+        let name = format!("rdma-direct-fabric-seq-{}", std::process::id());
+        let seg = Segment::open(Some(&name)).unwrap();
+        let _rm = Removed(seg.path().to_path_buf());
+        let mut a = Member::join(Arc::clone(&seg), [3; 16]).unwrap();
+        let mut b = Member::join(Arc::clone(&seg), [4; 16]).unwrap();
+        let (sa, sb) = (a.slot(), b.slot());
+        let mut out = Box::new([0u8; CELL_LEN]);
+        let mut pkt = [0u8; packet::HEADER_LEN + 8];
+        let mut h = packet::Header::new(packet::Op::Write);
+        h.len = 8;
+        h.write(&mut pkt);
+        pkt[packet::HEADER_LEN..].copy_from_slice(b"8 bytes!");
+        assert_eq!(b.hot(), 0);
+        assert_eq!(b.recv_probed(sa, &mut out, false), None, "nothing there");
+        assert!(a.send(sb, &pkt));
+        // The tail table not looked at (as in a pass where it showed nothing new): the
+        // cell's word alone makes the packet visible, and the ring hot.
+        assert_eq!(b.recv_probed(sa, &mut out, false), Some(pkt.len()));
+        assert_eq!(&out[..pkt.len()], &pkt[..]);
+        assert_eq!(b.hot(), 1 << sa);
+        assert!(a.send(sb, &pkt));
+        let r = seg.ring(usize::from(sb), usize::from(sa));
+        let tail = seg.tail(usize::from(sb), usize::from(sa));
+        // The tail lagging behind the word (the producer stores the word first).
+        tail.store(1, Ordering::Release);
+        assert_eq!(b.recv_probed(sa, &mut out, false), Some(pkt.len()));
+        assert_eq!(b.recv(sa, &mut out), None, "a lagging tail is an empty ring");
+        assert_eq!(b.stats.corrupt_cells, 0);
+        tail.store(2, Ordering::Release);
+        // A cell the tail publishes whose word is spoiled: discarded, counted as damaged.
+        assert!(a.send(sb, &pkt));
+        let cell = r + RING_CELLS_OFF + 2 * CELL_SPAN;
+        seg.u32_at(cell).store(77, Ordering::Release);
+        assert_eq!(b.recv(sa, &mut out), None);
+        assert_eq!(b.stats.bad_icrc, 1);
+        assert_eq!(seg.u32_at(r).load(Ordering::Acquire), 3, "the head moved past it");
+        assert_eq!((b.stats.corrupt_cells, a.stats.sent), (0, 3));
     }
 
     #[test]

@@ -146,12 +146,14 @@ impl Engine {
             work += 1;
         }
         let (me, epoch) = (port.member.slot(), port.member.epoch());
-        let mut pending = port.member.pending();
+        let moved = port.member.pending();
+        let mut pending = moved | port.member.hot();
         while pending != 0 {
             let from = pending.trailing_zeros() as u8;
             pending &= pending - 1;
             for _ in 0..CELLS {
-                let Some(n) = port.member.recv(from, &mut port.inb) else {
+                let tail_moved = moved & (1 << from) != 0;
+                let Some(n) = port.member.recv_probed(from, &mut port.inb, tail_moved) else {
                     break;
                 };
                 work += 1;
