@@ -15,7 +15,7 @@
 //! unchanged.
 
 use super::dma::{gather_into, scatter_from, Span, EMPTY_SPAN};
-use super::fetch::{seg_len, Wqe, MAX_SEGS, MAX_WQE};
+use super::fetch::{seg_len, Scratch, Wqe, MAX_SEGS, MAX_WQE};
 use super::objects::QpCtx;
 use super::{stream, Engine};
 use crate::wire::{self, CqeOpcode, CqeRepr, CtrlSeg, Opcode, Syndrome};
@@ -122,6 +122,15 @@ impl Engine {
     }
 
     pub(super) fn exec_head(&mut self, qpn: u32, torn_ok: bool) -> Step {
+        // The engine's scratch, lent to this WQE (a fresh one only if it is out, which no
+        // caller does today).
+        let mut s = self.scratch.take().unwrap_or_else(Scratch::new);
+        let step = self.exec_head_with(qpn, torn_ok, &mut s);
+        self.scratch = Some(s);
+        step
+    }
+
+    fn exec_head_with(&mut self, qpn: u32, torn_ok: bool, s: &mut Scratch) -> Step {
         let q = self.qps.get(&qpn).expect("present");
         if let Some(t) = q.retry_at {
             if std::time::Instant::now() < t {
@@ -139,11 +148,11 @@ impl Engine {
             }
         }
         let q = self.qps.get(&qpn).expect("present");
-        let mut buf = [0u8; MAX_WQE];
-        let (ring_len, nbb) = Self::read_head(q, &mut buf);
+        let buf = &mut s.buf;
+        let (ring_len, nbb) = Self::read_head(q, buf);
         if let Some((idx, bf)) = q.bf_copy {
             if u32::from(idx) == q.sq_ci & wire::MLX5_WQE_INDEX_MASK {
-                match Self::compare_bf(q, &buf, ring_len, nbb, &bf) {
+                match Self::compare_bf(q, buf, ring_len, nbb, &bf) {
                     Some(true) => self.stats.bf_copies += 1,
                     Some(false) => self.stats.bf_mismatches += 1,
                     None => {}
@@ -151,8 +160,9 @@ impl Engine {
             }
         }
         let q = self.qps.get(&qpn).expect("present");
-        let w = match Self::parse(q, q.sq_ci, &buf, ring_len) {
-            Ok(w) => w,
+        let w = &mut s.wqe;
+        match Self::parse_into(q, q.sq_ci, buf, ring_len, w) {
+            Ok(()) => {}
             Err(s) => {
                 let idx = q.sq_ci as u16;
                 let head = ((q.sq_ci as usize) * wire::MLX5_SEND_WQE_BB) & (ring_len - 1);
@@ -182,9 +192,10 @@ impl Engine {
                 return Step::Advanced;
             }
         }
+        let w = &*w;
         let q = self.qps.get(&qpn).expect("present");
-        let mut local = [EMPTY_SPAN; MAX_SEGS];
-        let nlocal = match self.local_spans(q.pd, &w, &mut local) {
+        let local = &mut s.local;
+        let nlocal = match self.local_spans(q.pd, w, local) {
             Ok(n) => n,
             Err(s) => {
                 self.fail_head(qpn, w.opcode, w.idx, nbb, s, torn_ok);

@@ -49,6 +49,26 @@ pub(super) struct Wqe {
 }
 
 impl Wqe {
+    /// A WQE with nothing in it (what a [`Scratch`] starts with).
+    pub(super) const EMPTY: Wqe = Wqe {
+        opcode: Opcode::Nop,
+        idx: 0,
+        signaled: false,
+        solicited: false,
+        imm: [0; 4],
+        raddr: 0,
+        rkey: 0,
+        swap_add: 0,
+        compare: 0,
+        dqpn: 0,
+        qkey: 0,
+        dgid: [0; 16],
+        inline: [EMPTY_SPAN; 2],
+        ninline: 0,
+        segs: [(0, 0, 0); MAX_SEGS],
+        nsegs: 0,
+    };
+
     pub(super) fn len(&self) -> u64 {
         if self.ninline > 0 {
             self.inline[..self.ninline]
@@ -63,6 +83,32 @@ impl Wqe {
         }
     }
 }
+
+/// What executing the head WQE needs besides the engine's tables: the WQE's copy, its
+/// parse and its checked local spans, about 3 KiB. The engine keeps one and lends it to each
+/// WQE it executes ([`Engine::exec_head`]), so a WQE costs neither zeroing nor moving
+/// those kilobytes; the spans in it are meaningful only during that WQE.
+pub(super) struct Scratch {
+    pub(super) buf: [u8; MAX_WQE],
+    pub(super) wqe: Wqe,
+    pub(super) local: [Span; MAX_SEGS],
+}
+
+impl Scratch {
+    pub(super) fn new() -> Box<Scratch> {
+        Box::new(Scratch {
+            buf: [0; MAX_WQE],
+            wqe: Wqe::EMPTY,
+            local: [EMPTY_SPAN; MAX_SEGS],
+        })
+    }
+}
+
+// SAFETY: the raw pointers in a Scratch's spans are addresses only: they are written and
+// then dereferenced within one `exec_head` call, by the thread running the engine (which
+// holds the engine, and so the scratch, exclusively), and never read again before being
+// written anew. Moving the scratch to another thread with the engine moves no access.
+unsafe impl Send for Scratch {}
 
 /// A data segment's byte count; 0 means 2 GiB in a send WQE (PRM: "byte_count 0 = 2^31").
 /// The top bit (`MLX5_INLINE_SEG`) is not part of a data segment's length.
@@ -185,6 +231,20 @@ impl Engine {
         buf: &[u8; MAX_WQE],
         ring_len: usize,
     ) -> Result<Wqe, u8> {
+        let mut w = Wqe::EMPTY;
+        Self::parse_into(q, at, buf, ring_len, &mut w)?;
+        Ok(w)
+    }
+
+    /// [`Engine::parse`] into `w` (every field set; the data segments past `w.nsegs` are
+    /// left as they were).
+    pub(super) fn parse_into(
+        q: &QpCtx,
+        at: u32,
+        buf: &[u8; MAX_WQE],
+        ring_len: usize,
+        w: &mut Wqe,
+    ) -> Result<(), u8> {
         let p = wire::parse_send_wqe(&buf[..ring_len], at, q.qp_type == QpType::Ud)
             .map_err(|_| wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR)?;
         if p.qpn != q.qpn || u32::from(p.wqe_idx) != at & wire::MLX5_WQE_INDEX_MASK {
@@ -211,24 +271,21 @@ impl Engine {
             }
             None => (0, 0, [0; 16]),
         };
-        let mut w = Wqe {
-            opcode,
-            idx: p.wqe_idx,
-            signaled: p.fm_ce_se & wire::MLX5_WQE_CTRL_CQ_UPDATE != 0,
-            solicited: p.fm_ce_se & wire::MLX5_WQE_CTRL_SOLICITED != 0,
-            imm: p.imm.to_be_bytes(),
-            raddr,
-            rkey,
-            swap_add,
-            compare,
-            dqpn,
-            qkey,
-            dgid,
-            inline: [EMPTY_SPAN; 2],
-            ninline: 0,
-            segs: [(0, 0, 0); MAX_SEGS],
-            nsegs: 0,
-        };
+        w.opcode = opcode;
+        w.idx = p.wqe_idx;
+        w.signaled = p.fm_ce_se & wire::MLX5_WQE_CTRL_CQ_UPDATE != 0;
+        w.solicited = p.fm_ce_se & wire::MLX5_WQE_CTRL_SOLICITED != 0;
+        w.imm = p.imm.to_be_bytes();
+        w.raddr = raddr;
+        w.rkey = rkey;
+        w.swap_add = swap_add;
+        w.compare = compare;
+        w.dqpn = dqpn;
+        w.qkey = qkey;
+        w.dgid = dgid;
+        w.inline = [EMPTY_SPAN; 2];
+        w.ninline = 0;
+        w.nsegs = 0;
         let reads = matches!(
             opcode,
             Opcode::RdmaRead | Opcode::AtomicCs | Opcode::AtomicFa
@@ -264,6 +321,6 @@ impl Engine {
         {
             return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
         }
-        Ok(w)
+        Ok(())
     }
 }

@@ -131,6 +131,8 @@ pub(crate) struct Engine {
     /// (`remote`).
     /// Boxed: a pass takes it out and puts it back, which moves a pointer, not the port.
     pub(crate) port: Option<Box<Port>>,
+    /// Lent to the WQE being executed (`execute`): out only during `exec_head`.
+    scratch: Option<Box<fetch::Scratch>>,
 }
 
 fn einval(context: &'static str, detail: impl Into<String>) -> crate::Error {
@@ -169,6 +171,7 @@ impl Engine {
             maybe_held: false,
             any_channel: false,
             port: None,
+            scratch: Some(fetch::Scratch::new()),
         }
     }
 

@@ -719,7 +719,11 @@ mod tests {
         // The tail lagging behind the word (the producer stores the word first).
         tail.store(1, Ordering::Release);
         assert_eq!(b.recv_probed(sa, &mut out, false), Some(pkt.len()));
-        assert_eq!(b.recv(sa, &mut out), None, "a lagging tail is an empty ring");
+        assert_eq!(
+            b.recv(sa, &mut out),
+            None,
+            "a lagging tail is an empty ring"
+        );
         assert_eq!(b.stats.corrupt_cells, 0);
         tail.store(2, Ordering::Release);
         // A cell the tail publishes whose word is spoiled: discarded, counted as damaged.
@@ -728,7 +732,11 @@ mod tests {
         seg.u32_at(cell).store(77, Ordering::Release);
         assert_eq!(b.recv(sa, &mut out), None);
         assert_eq!(b.stats.bad_icrc, 1);
-        assert_eq!(seg.u32_at(r).load(Ordering::Acquire), 3, "the head moved past it");
+        assert_eq!(
+            seg.u32_at(r).load(Ordering::Acquire),
+            3,
+            "the head moved past it"
+        );
         assert_eq!((b.stats.corrupt_cells, a.stats.sent), (0, 3));
     }
 
