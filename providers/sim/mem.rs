@@ -47,27 +47,65 @@ impl DevMem {
         unsafe { self.base.add(off) }
     }
 
-    /// Read `out.len()` bytes at `off` (volatile, byte by byte in 8-byte words where aligned).
+    /// Read `out.len()` bytes at `off` (volatile: in aligned 8-byte words, bytes at the edges).
     pub(crate) fn read(&self, off: usize, out: &mut [u8]) {
         assert!(
             off + out.len() <= self.len,
             "sim: device memory read out of range"
         );
-        for (i, b) in out.iter_mut().enumerate() {
+        let mut i = 0;
+        // Byte by byte up to an 8-byte boundary of the device memory, then in 8-byte words,
+        // then the tail byte by byte.
+        while i < out.len() && (off + i) % 8 != 0 {
             // SAFETY: in range (asserted above); volatile because the host writes this memory.
-            *b = unsafe { std::ptr::read_volatile(self.base.add(off + i)) };
+            out[i] = unsafe { std::ptr::read_volatile(self.base.add(off + i)) };
+            i += 1;
+        }
+        while i + 8 <= out.len() {
+            // SAFETY: in range (asserted above) and 8-aligned (the base is page aligned,
+            // `off + i` a multiple of 8); volatile as above. The word is copied out whole;
+            // its bytes land in `out` in memory order.
+            let w = unsafe { std::ptr::read_volatile(self.base.add(off + i).cast::<u64>()) };
+            out[i..i + 8].copy_from_slice(&w.to_ne_bytes());
+            i += 8;
+        }
+        while i < out.len() {
+            // SAFETY: as the first loop.
+            out[i] = unsafe { std::ptr::read_volatile(self.base.add(off + i)) };
+            i += 1;
         }
     }
 
-    /// Write `data` at `off` (volatile).
+    /// Write `data` at `off` (volatile: in aligned 8-byte words, bytes at the edges).
     pub(crate) fn write(&self, off: usize, data: &[u8]) {
         assert!(
             off + data.len() <= self.len,
             "sim: device memory write out of range"
         );
-        for (i, b) in data.iter().enumerate() {
+        let mut i = 0;
+        // As `read`: bytes up to an 8-byte boundary, 8-byte words, then the tail bytes.
+        while i < data.len() && (off + i) % 8 != 0 {
             // SAFETY: in range (asserted above); volatile because the host reads this memory.
-            unsafe { std::ptr::write_volatile(self.base.add(off + i), *b) };
+            unsafe { std::ptr::write_volatile(self.base.add(off + i), data[i]) };
+            i += 1;
+        }
+        while i + 8 <= data.len() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&data[i..i + 8]);
+            // SAFETY: in range (asserted above) and 8-aligned (page-aligned base, `off + i` a
+            // multiple of 8); volatile as above; the bytes land in memory order.
+            unsafe {
+                std::ptr::write_volatile(
+                    self.base.add(off + i).cast::<u64>(),
+                    u64::from_ne_bytes(w),
+                )
+            };
+            i += 8;
+        }
+        while i < data.len() {
+            // SAFETY: as the first loop.
+            unsafe { std::ptr::write_volatile(self.base.add(off + i), data[i]) };
+            i += 1;
         }
     }
 
