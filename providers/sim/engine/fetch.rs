@@ -16,7 +16,7 @@ use super::dma::{Span, EMPTY_SPAN};
 use super::objects::QpCtx;
 use super::Engine;
 use crate::wire::{self, DataItem, DatagramSeg, Opcode};
-use crate::QpType;
+use crate::{QpState, QpType};
 
 /// The largest WQE: `ds` is 6 bits, so 63 × 16 bytes, rounded up to whole WQEBBs (1024).
 pub(super) const MAX_WQE: usize =
@@ -129,7 +129,9 @@ fn ds_bytes(ctrl: &[u8]) -> usize {
 
 impl Engine {
     /// Look at the QP's two BlueFlame halves: a word that changed since the last look is a
-    /// doorbell (the QP's SQ is then `rung`). Returns false when the QP does not exist.
+    /// doorbell (the QP's SQ is then `rung`). Returns false when the QP does not exist, or
+    /// when it has nothing for this pass: no SQ rung and not in ERR (whose receives a pass
+    /// flushes), so the caller looks no further (the common idle case, one map lookup).
     pub(super) fn poll_doorbell(&mut self, qpn: u32, torn_ok: bool) -> bool {
         let Some(q) = self.qps.get_mut(&qpn) else {
             return false;
@@ -157,7 +159,7 @@ impl Engine {
                 }
             }
         }
-        true
+        q.rung || q.state == QpState::Err
     }
 
     /// Copy the WQE at the SQ head into `buf` (see [`Engine::read_wqe`]).

@@ -198,14 +198,20 @@ impl Engine {
         }
         for (k, &qpn) in order.iter().enumerate() {
             work += self.run_qp(qpn, torn_ok);
-            if k % 2 == 1 {
+            if k % 2 == 1 && self.maybe_held {
                 // CQEs arriving mid-pass: release what is due between QPs.
                 work += self.release_held(torn_ok);
             }
         }
         self.order = order;
-        work += self.release_held(torn_ok);
-        work += self.poll_arms();
+        // (Both calls return at once without held CQEs / completion channels: checked here
+        // so an idle pass does not pay for the calls.)
+        if self.maybe_held {
+            work += self.release_held(torn_ok);
+        }
+        if self.any_channel {
+            work += self.poll_arms();
+        }
         // CQEs still held by the fault injector are work to come: a caller running "until
         // idle" keeps going until they are out.
         if self.maybe_held && self.cqs.values().any(|c| !c.held.is_empty()) {
@@ -216,7 +222,8 @@ impl Engine {
 
     fn run_qp(&mut self, qpn: u32, torn_ok: bool) -> usize {
         let mut work = 0;
-        // 1. Doorbell: a changed word in either BlueFlame half.
+        // 1. Doorbell: a changed word in either BlueFlame half (false: nothing to do, no SQ
+        // rung and no receive to flush).
         if !self.poll_doorbell(qpn, torn_ok) {
             return 0;
         }
