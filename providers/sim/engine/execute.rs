@@ -222,15 +222,15 @@ impl Engine {
                 if w.dgid != self.gid && w.dgid != [0; 16] && self.port.is_some() {
                     // Another process's device: a datagram over the fabric (None: its
                     // ring is full, sent by a later pass).
-                    match self.fabric_datagram(qpn, &w, local) {
+                    match self.fabric_datagram(qpn, w, local) {
                         Some(r) => (r, len as u32),
                         None => return Step::Blocked { retried: false },
                     }
                 } else {
-                    (self.deliver_ud(qpn, &w, local, torn_ok), len as u32)
+                    (self.deliver_ud(qpn, w, local, torn_ok), len as u32)
                 }
             }
-            (_, _) if q.remote.is_some() => match self.fabric_send(qpn, &w, local, nbb) {
+            (_, _) if q.remote.is_some() => match self.fabric_send(qpn, w, local, nbb) {
                 Some(r) => (r, len as u32),
                 None => return Step::Blocked { retried: false },
             },
