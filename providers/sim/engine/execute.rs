@@ -237,7 +237,7 @@ impl Engine {
             (_, _) => {
                 let peer = q.attr.remote_qpn;
                 (
-                    self.deliver_connected(qpn, peer, &w, local, torn_ok),
+                    self.deliver_connected(qpn, peer, w, local, torn_ok),
                     len as u32,
                 )
             }
