@@ -444,7 +444,28 @@ impl Member {
         bytes: &[u8],
         damage: Option<(usize, u8)>,
     ) -> bool {
-        if usize::from(to) >= MAX_DEVICES || bytes.len() > PACKET_LEN {
+        self.put(to, None, bytes, damage)
+    }
+
+    /// [`Member::send`] of the packet made of `head` and `payload` (at most
+    /// [`packet::MAX_PAYLOAD`] bytes): the header goes from the caller's array into the
+    /// cell, with no packet buffer in between.
+    pub fn send_header(&mut self, to: u8, head: &[u8; packet::HEADER_LEN], payload: &[u8]) -> bool {
+        self.put(to, Some(head), payload, None)
+    }
+
+    /// Put `head` and `bytes` (one packet) into the ring to `to`, the check word computed
+    /// from the words as they are copied (each loaded once).
+    #[inline]
+    fn put(
+        &mut self,
+        to: u8,
+        head: Option<&[u8; packet::HEADER_LEN]>,
+        bytes: &[u8],
+        damage: Option<(usize, u8)>,
+    ) -> bool {
+        let len = head.map_or(0, |h| h.len()) + bytes.len();
+        if usize::from(to) >= MAX_DEVICES || len > PACKET_LEN {
             return false;
         }
         let r = self.seg.ring(usize::from(to), usize::from(self.slot));
@@ -457,19 +478,43 @@ impl Member {
             return false;
         }
         let cell = r + RING_CELLS_OFF + (t % CELLS) as usize * CELL_SPAN;
-        let check = packet::icrc(bytes).to_be_bytes();
         let base = self.seg.map.as_mut_ptr();
-        // SAFETY: `cell + SEQ_LEN .. + bytes.len() + ICRC_LEN` lies in the mapping (CELL_SPAN
-        // bytes per cell, `bytes.len() <= PACKET_LEN`); this member is the ring's only
-        // producer and the consumer reads the cell only after the sequence word below
+        let mut st = packet::Icrc::new();
+        // SAFETY: every store below lies in `cell + SEQ_LEN .. + len.next_multiple_of(8) +
+        // ICRC_LEN`, inside the cell (`len <= PACKET_LEN`, a multiple of 8, and CELL_SPAN
+        // holds SEQ_LEN + CELL_LEN bytes) and so in the mapping; this member is the ring's
+        // only producer and the consumer reads the cell only after the sequence word below
         // publishes it. A hostile process writing it concurrently can only spoil the bytes,
-        // which the consumer checks.
+        // which the consumer checks. The stores are unaligned-tolerant raw writes.
         unsafe {
             let at = base.add(cell + SEQ_LEN);
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), at, bytes.len());
-            std::ptr::copy_nonoverlapping(check.as_ptr(), at.add(bytes.len()), packet::ICRC_LEN);
+            let mut off = 0;
+            let head: &[u8] = head.map_or(&[], |h| h);
+            let mut blocks = bytes.chunks_exact(32);
+            for b in head.chunks_exact(32).chain(&mut blocks) {
+                let w = packet::block_words(b);
+                st.block(w);
+                at.add(off)
+                    .cast::<[u64; 4]>()
+                    .write_unaligned(w.map(u64::to_le));
+                off += 32;
+            }
+            let rest = blocks.remainder();
+            let mut tail = [0u64; 4];
+            for (i, c) in rest.chunks(8).enumerate() {
+                let mut w = [0u8; 8];
+                w[..c.len()].copy_from_slice(c);
+                // The last word zero-padded: its bytes past the packet are the check
+                // word's, written next.
+                at.add(off + 8 * i).cast::<[u8; 8]>().write_unaligned(w);
+                tail[i % 4] = u64::from_le_bytes(w);
+            }
+            let check = st.finish(&tail, rest.len(), len);
+            at.add(len)
+                .cast::<[u8; 8]>()
+                .write_unaligned(check.to_be_bytes());
             if let Some((off, mask)) = damage {
-                let p = at.add(off % (bytes.len() + packet::ICRC_LEN));
+                let p = at.add(off % (len + packet::ICRC_LEN));
                 p.write(p.read() ^ mask);
             }
         }
@@ -503,6 +548,10 @@ impl Member {
                 MAX_DEVICES,
             )
         };
+        // Mostly nothing moved: one vector compare says so.
+        if now.iter().zip(&self.seen).fold(0, |d, (t, s)| d | (t ^ s)) == 0 {
+            return 0;
+        }
         let mut bits = 0;
         for (from, (t, seen)) in now.iter().zip(&self.seen).enumerate() {
             bits |= u32::from(t != seen) << from;
@@ -534,6 +583,7 @@ impl Member {
 
     /// [`Member::recv`]; with `tail_moved` false (the tail table showed nothing new from
     /// `from` this pass) an empty head cell ends it without reading the tail.
+    #[inline]
     pub fn recv_probed(
         &mut self,
         from: u8,
@@ -541,6 +591,20 @@ impl Member {
         tail_moved: bool,
     ) -> Option<usize> {
         let from = usize::from(from) % MAX_DEVICES;
+        if !tail_moved {
+            // The common idle probe, inline: the head cell's word is not there yet.
+            let r = self.seg.ring(usize::from(self.slot), from);
+            let h = self.seg.u32_at(r).load(Ordering::Relaxed);
+            let cell = r + RING_CELLS_OFF + (h % CELLS) as usize * CELL_SPAN;
+            if self.seg.u32_at(cell).load(Ordering::Acquire) != h.wrapping_add(1) {
+                return None;
+            }
+        }
+        self.take(from, out, tail_moved)
+    }
+
+    /// The body of [`Member::recv_probed`] (`from` a slot).
+    fn take(&mut self, from: usize, out: &mut [u8; CELL_LEN], tail_moved: bool) -> Option<usize> {
         let r = self.seg.ring(usize::from(self.slot), from);
         let mut look_at_tail = tail_moved;
         for _ in 0..CELLS {
@@ -580,35 +644,17 @@ impl Member {
             }
             self.hot |= 1 << from;
             look_at_tail = true;
-            let base = self.seg.map.as_mut_ptr();
-            // SAFETY: the cell's header lies in the mapping; the copy goes into our own
-            // buffer.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    base.add(cell + SEQ_LEN),
-                    out.as_mut_ptr(),
-                    packet::HEADER_LEN,
-                )
-            };
-            let mut head = [0u8; packet::HEADER_LEN];
-            head.copy_from_slice(&out[..packet::HEADER_LEN]);
-            let claimed = packet::claimed_len(&head);
-            let n = packet::HEADER_LEN + claimed.min(packet::MAX_PAYLOAD);
-            // SAFETY: `SEQ_LEN + n + ICRC_LEN <= CELL_SPAN`: the payload and check word lie
-            // in the cell, the copy in `out` (`n + ICRC_LEN <= CELL_LEN`).
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    base.add(cell + SEQ_LEN + packet::HEADER_LEN),
-                    out.as_mut_ptr().add(packet::HEADER_LEN),
-                    n + packet::ICRC_LEN - packet::HEADER_LEN,
-                )
-            };
+            let src = self.seg.map.as_mut_ptr().wrapping_add(cell + SEQ_LEN);
+            // SAFETY: `src` is the packet bytes of a cell of this member's ring.
+            let (n, check) = unsafe { copy_out(src, out) };
             self.seg
                 .u32_at(r)
                 .store(h.wrapping_add(1), Ordering::Release);
-            let mut check = [0u8; packet::ICRC_LEN];
-            check.copy_from_slice(&out[n..n + packet::ICRC_LEN]);
-            if u64::from_be_bytes(check) == packet::icrc(&out[..n]) {
+            if out[n..]
+                .first_chunk::<{ packet::ICRC_LEN }>()
+                .map(|c| u64::from_be_bytes(*c))
+                == Some(check)
+            {
                 return Some(n);
             }
             self.stats.bad_icrc += 1;
@@ -627,6 +673,66 @@ impl Member {
             .tail(to, usize::from(self.slot))
             .store(tail, Ordering::Release);
     }
+}
+
+/// Copy the packet in the cell whose packet bytes start at `src` into `out`: the header,
+/// then the payload its (copied) length field claims, clamped to [`packet::MAX_PAYLOAD`],
+/// then the check word, in whole words. Returns the packet's length and the check word of
+/// the bytes copied, computed from the very words stored into `out` (so it is the check
+/// word of `out`, whatever a concurrent writer does to the cell).
+///
+/// # Safety
+/// `src` must point at a cell's packet bytes in the mapping (SEQ_LEN bytes into a cell), so
+/// that the CELL_LEN bytes from it are readable.
+unsafe fn copy_out(src: *const u8, out: &mut [u8; CELL_LEN]) -> (usize, u64) {
+    const _: () = assert!(packet::HEADER_LEN == 64 && CELL_LEN % 8 == 0);
+    const _: () = assert!(SEQ_LEN + CELL_LEN <= CELL_SPAN && packet::MAX_PAYLOAD % 8 == 0);
+    let dst = out.as_mut_ptr();
+    let mut st = packet::Icrc::new();
+    // Words `from..to` (8 bytes each) of the packet: copied, the whole blocks fed to `st`.
+    // SAFETY (of every call): `8 * to <= CELL_LEN`, so the loads stay in the cell (CELL_SPAN
+    // bytes from a cell's start hold SEQ_LEN + CELL_LEN) and the stores in `out`; both are
+    // unaligned-tolerant. The cell is shared memory a hostile writer may change under us:
+    // only the values loaded matter, and each goes both into `out` and into the check word.
+    let copy_blocks = |st: &mut packet::Icrc, from: usize, to: usize| {
+        let mut i = from;
+        while i + 4 <= to {
+            // SAFETY: see above.
+            let raw = unsafe { src.add(8 * i).cast::<[u64; 4]>().read_unaligned() };
+            // SAFETY: see above.
+            unsafe { dst.add(8 * i).cast::<[u64; 4]>().write_unaligned(raw) };
+            st.block(raw.map(u64::from_le));
+            i += 4;
+        }
+    };
+    copy_blocks(&mut st, 0, packet::HEADER_LEN / 8);
+    let claimed = out
+        .first_chunk::<{ packet::HEADER_LEN }>()
+        .map_or(0, packet::claimed_len);
+    let n = packet::HEADER_LEN + claimed.min(packet::MAX_PAYLOAD);
+    let blocks_end = n / 32 * 4;
+    copy_blocks(&mut st, packet::HEADER_LEN / 8, blocks_end);
+    // The rest (under 32 bytes) and the check word after it, in whole words.
+    let rest = n % 32;
+    let mut tail = [0u64; 4];
+    let words = (rest + packet::ICRC_LEN).div_ceil(8);
+    for k in 0..words {
+        let i = blocks_end + k;
+        // SAFETY: `8 * (i + 1) <= (n + ICRC_LEN).next_multiple_of(8) <= CELL_LEN`: as above.
+        let raw = unsafe { src.add(8 * i).cast::<u64>().read_unaligned() };
+        // SAFETY: as above.
+        unsafe { dst.add(8 * i).cast::<u64>().write_unaligned(raw) };
+        let left = rest.saturating_sub(8 * k);
+        let w = u64::from_le(raw);
+        if k < 4 {
+            tail[k] = if left >= 8 {
+                w
+            } else {
+                w & ((1u64 << (8 * left)) - 1)
+            };
+        }
+    }
+    (n, st.finish(&tail, rest, n))
 }
 
 impl Drop for Member {
@@ -719,7 +825,11 @@ mod tests {
         // The tail lagging behind the word (the producer stores the word first).
         tail.store(1, Ordering::Release);
         assert_eq!(b.recv_probed(sa, &mut out, false), Some(pkt.len()));
-        assert_eq!(b.recv(sa, &mut out), None, "a lagging tail is an empty ring");
+        assert_eq!(
+            b.recv(sa, &mut out),
+            None,
+            "a lagging tail is an empty ring"
+        );
         assert_eq!(b.stats.corrupt_cells, 0);
         tail.store(2, Ordering::Release);
         // A cell the tail publishes whose word is spoiled: discarded, counted as damaged.
@@ -728,8 +838,83 @@ mod tests {
         seg.u32_at(cell).store(77, Ordering::Release);
         assert_eq!(b.recv(sa, &mut out), None);
         assert_eq!(b.stats.bad_icrc, 1);
-        assert_eq!(seg.u32_at(r).load(Ordering::Acquire), 3, "the head moved past it");
+        assert_eq!(
+            seg.u32_at(r).load(Ordering::Acquire),
+            3,
+            "the head moved past it"
+        );
         assert_eq!((b.stats.corrupt_cells, a.stats.sent), (0, 3));
+    }
+
+    /// What lies in the cell a packet was put into: its bytes and check word.
+    fn cell_bytes(seg: &Segment, to: u8, from: u8, idx: u32, len: usize) -> Vec<u8> {
+        let r = seg.ring(usize::from(to), usize::from(from));
+        let cell = r + RING_CELLS_OFF + (idx % CELLS) as usize * CELL_SPAN + SEQ_LEN;
+        let mut v = vec![0u8; len + packet::ICRC_LEN];
+        // SAFETY: the cell lies in the mapping; the test's members are idle.
+        unsafe {
+            std::ptr::copy_nonoverlapping(seg.map.as_ptr().add(cell), v.as_mut_ptr(), v.len())
+        };
+        v
+    }
+
+    #[test]
+    fn every_length_travels_byte_exact_with_its_check_word() {
+        let name = format!("rdma-direct-fabric-len-{}", std::process::id());
+        let seg = Segment::open(Some(&name)).unwrap();
+        let _rm = Removed(seg.path().to_path_buf());
+        let mut a = Member::join(Arc::clone(&seg), [5; 16]).unwrap();
+        let mut b = Member::join(Arc::clone(&seg), [6; 16]).unwrap();
+        let (sa, sb) = (a.slot(), b.slot());
+        let mut out = Box::new([0u8; CELL_LEN]);
+        let lens = (0..=130).chain([1000, 4095, packet::MAX_PAYLOAD]);
+        for (k, len) in lens.enumerate() {
+            let mut pkt = vec![0u8; packet::HEADER_LEN + len];
+            let mut h = packet::Header::new(packet::Op::Write);
+            h.len = len as u32;
+            h.psn = k as u32;
+            h.write(&mut pkt);
+            for (i, x) in pkt[packet::HEADER_LEN..].iter_mut().enumerate() {
+                *x = (i * 7 + k) as u8;
+            }
+            let mut want = pkt.clone();
+            want.extend_from_slice(&packet::icrc(&pkt).to_be_bytes());
+            // Through a packet buffer, and header and payload apart: the same cell bytes.
+            let idx = 2 * k as u32;
+            assert!(a.send(sb, &pkt));
+            assert_eq!(cell_bytes(&seg, sb, sa, idx, pkt.len()), want, "len {len}");
+            assert_eq!(b.recv(sa, &mut out), Some(pkt.len()), "len {len}");
+            assert_eq!(&out[..want.len()], &want[..], "len {len}");
+            assert!(a.send_header(sb, &h.to_bytes(), &pkt[packet::HEADER_LEN..]));
+            assert_eq!(
+                cell_bytes(&seg, sb, sa, idx + 1, pkt.len()),
+                want,
+                "len {len}"
+            );
+            assert_eq!(b.recv(sa, &mut out), Some(pkt.len()), "len {len}");
+            assert_eq!(&out[..pkt.len()], &pkt[..], "len {len}");
+        }
+        // Any byte of a packet or its check word damaged: discarded and counted.
+        let mut pkt = [0u8; packet::HEADER_LEN + 13];
+        let mut h = packet::Header::new(packet::Op::Write);
+        h.len = 13;
+        h.write(&mut pkt);
+        for at in 0..pkt.len() + packet::ICRC_LEN {
+            assert!(a.send_damaged(sb, &pkt, Some((at, 0x10))));
+            assert_eq!(b.recv(sa, &mut out), None, "damage at {at}");
+        }
+        assert_eq!(b.stats.bad_icrc, (pkt.len() + packet::ICRC_LEN) as u64);
+        // A length field claiming more than was sent: the bytes after it are not its
+        // check word.
+        h.len = 200;
+        h.write(&mut pkt);
+        assert!(a.send(sb, &pkt));
+        assert_eq!(b.recv(sa, &mut out), None);
+        assert_eq!(b.stats.bad_icrc, (pkt.len() + packet::ICRC_LEN) as u64 + 1);
+        // Longer than a cell, or to no slot: refused.
+        assert!(!a.send(sb, &vec![0u8; PACKET_LEN + 1]));
+        assert!(!a.send_header(sb, &h.to_bytes(), &[0u8; packet::MAX_PAYLOAD + 1]));
+        assert!(!a.send(MAX_DEVICES as u8, &pkt));
     }
 
     #[test]
