@@ -724,8 +724,8 @@ unsafe fn copy_out(src: *const u8, out: &mut [u8; CELL_LEN]) -> (usize, u64) {
         unsafe { dst.add(8 * i).cast::<u64>().write_unaligned(raw) };
         let left = rest.saturating_sub(8 * k);
         let w = u64::from_le(raw);
-        if k < 4 {
-            tail[k] = if left >= 8 {
+        if let Some(t) = tail.get_mut(k) {
+            *t = if left >= 8 {
                 w
             } else {
                 w & ((1u64 << (8 * left)) - 1)
