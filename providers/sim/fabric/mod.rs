@@ -482,32 +482,43 @@ impl Member {
         let mut st = packet::Icrc::new();
         // SAFETY: every store below lies in `cell + SEQ_LEN .. + len.next_multiple_of(8) +
         // ICRC_LEN`, inside the cell (`len <= PACKET_LEN`, a multiple of 8, and CELL_SPAN
-        // holds SEQ_LEN + CELL_LEN bytes) and so in the mapping; this member is the ring's
-        // only producer and the consumer reads the cell only after the sequence word below
-        // publishes it. A hostile process writing it concurrently can only spoil the bytes,
-        // which the consumer checks. The stores are unaligned-tolerant raw writes.
+        // holds SEQ_LEN + CELL_LEN bytes) and so in the mapping; the words are 8-aligned (a
+        // cell starts on a cache line, its packet SEQ_LEN bytes in). This member is the
+        // ring's only producer and the consumer reads the cell only after the sequence word
+        // below publishes it. A hostile process writing it concurrently can only spoil the
+        // bytes, which the consumer checks. Volatile: shared memory, each word stored once.
         unsafe {
             let at = base.add(cell + SEQ_LEN);
-            let mut off = 0;
+            let words = at.cast::<u64>();
+            let mut i = 0;
+            let mut block = |w: [u64; 4]| {
+                st.block(w);
+                for (k, x) in w.iter().enumerate() {
+                    words.add(i + k).write_volatile(x.to_le());
+                }
+                i += 4;
+            };
             let head: &[u8] = head.map_or(&[], |h| h);
             let mut blocks = bytes.chunks_exact(32);
             for b in head.chunks_exact(32).chain(&mut blocks) {
-                let w = packet::block_words(b);
-                st.block(w);
-                at.add(off)
-                    .cast::<[u64; 4]>()
-                    .write_unaligned(w.map(u64::to_le));
-                off += 32;
+                if let Ok(b) = b.try_into() {
+                    block(packet::block_words(b));
+                }
             }
             let rest = blocks.remainder();
             let mut tail = [0u64; 4];
-            for (i, c) in rest.chunks(8).enumerate() {
-                let mut w = [0u8; 8];
-                w[..c.len()].copy_from_slice(c);
-                // The last word zero-padded: its bytes past the packet are the check
-                // word's, written next.
-                at.add(off + 8 * i).cast::<[u8; 8]>().write_unaligned(w);
-                tail[i % 4] = u64::from_le_bytes(w);
+            for (k, c) in rest.chunks(8).enumerate() {
+                let w = match <[u8; 8]>::try_from(c) {
+                    Ok(full) => u64::from_le_bytes(full),
+                    // The last word zero-padded: its bytes past the packet are the check
+                    // word's, written next.
+                    Err(_) => c
+                        .iter()
+                        .enumerate()
+                        .fold(0, |x, (j, &b)| x | u64::from(b) << (8 * j)),
+                };
+                words.add(i + k).write_volatile(w.to_le());
+                tail[k % 4] = w;
             }
             let check = st.finish(&tail, rest.len(), len);
             at.add(len)
@@ -548,10 +559,6 @@ impl Member {
                 MAX_DEVICES,
             )
         };
-        // Mostly nothing moved: one vector compare says so.
-        if now.iter().zip(&self.seen).fold(0, |d, (t, s)| d | (t ^ s)) == 0 {
-            return 0;
-        }
         let mut bits = 0;
         for (from, (t, seen)) in now.iter().zip(&self.seen).enumerate() {
             bits |= u32::from(t != seen) << from;
@@ -687,43 +694,45 @@ impl Member {
 unsafe fn copy_out(src: *const u8, out: &mut [u8; CELL_LEN]) -> (usize, u64) {
     const _: () = assert!(packet::HEADER_LEN == 64 && CELL_LEN % 8 == 0);
     const _: () = assert!(SEQ_LEN + CELL_LEN <= CELL_SPAN && packet::MAX_PAYLOAD % 8 == 0);
+    const _: () = assert!(SEQ_LEN % 8 == 0 && CELL_SPAN % 64 == 0 && RING_CELLS_OFF % 64 == 0);
+    let src = src.cast::<u64>();
     let dst = out.as_mut_ptr();
     let mut st = packet::Icrc::new();
-    // Words `from..to` (8 bytes each) of the packet: copied, the whole blocks fed to `st`.
-    // SAFETY (of every call): `8 * to <= CELL_LEN`, so the loads stay in the cell (CELL_SPAN
-    // bytes from a cell's start hold SEQ_LEN + CELL_LEN) and the stores in `out`; both are
-    // unaligned-tolerant. The cell is shared memory a hostile writer may change under us:
-    // only the values loaded matter, and each goes both into `out` and into the check word.
-    let copy_blocks = |st: &mut packet::Icrc, from: usize, to: usize| {
-        let mut i = from;
-        while i + 4 <= to {
-            // SAFETY: see above.
-            let raw = unsafe { src.add(8 * i).cast::<[u64; 4]>().read_unaligned() };
-            // SAFETY: see above.
-            unsafe { dst.add(8 * i).cast::<[u64; 4]>().write_unaligned(raw) };
-            st.block(raw.map(u64::from_le));
-            i += 4;
-        }
+    // Word `i` of the packet (8 bytes), copied into `out`; its value as loaded.
+    // SAFETY (of every use): `8 * (i + 1) <= CELL_LEN`, so the load stays in the cell
+    // (CELL_SPAN bytes from a cell's start hold SEQ_LEN + CELL_LEN) and is 8-aligned (a
+    // cell starts on a cache line), the store in `out` (unaligned-tolerant). The cell is
+    // shared memory a hostile writer may change under us: each word is loaded once
+    // (volatile), and that value goes both into `out` and into the check word.
+    let word = |i: usize| {
+        // SAFETY: see above.
+        let raw = unsafe { src.add(i).read_volatile() };
+        // SAFETY: see above.
+        unsafe { dst.add(8 * i).cast::<u64>().write_unaligned(raw) };
+        u64::from_le(raw)
     };
-    copy_blocks(&mut st, 0, packet::HEADER_LEN / 8);
+    let block = |st: &mut packet::Icrc, i: usize| {
+        st.block([word(i), word(i + 1), word(i + 2), word(i + 3)]);
+    };
+    block(&mut st, 0);
+    block(&mut st, 4);
     let claimed = out
         .first_chunk::<{ packet::HEADER_LEN }>()
         .map_or(0, packet::claimed_len);
     let n = packet::HEADER_LEN + claimed.min(packet::MAX_PAYLOAD);
     let blocks_end = n / 32 * 4;
-    copy_blocks(&mut st, packet::HEADER_LEN / 8, blocks_end);
-    // The rest (under 32 bytes) and the check word after it, in whole words.
+    let mut i = packet::HEADER_LEN / 8;
+    while i < blocks_end {
+        block(&mut st, i);
+        i += 4;
+    }
+    // The rest (under 32 bytes) and the check word after it, in whole words:
+    // `8 * (i + words) <= (n + ICRC_LEN).next_multiple_of(8) <= CELL_LEN`.
     let rest = n % 32;
     let mut tail = [0u64; 4];
-    let words = (rest + packet::ICRC_LEN).div_ceil(8);
-    for k in 0..words {
-        let i = blocks_end + k;
-        // SAFETY: `8 * (i + 1) <= (n + ICRC_LEN).next_multiple_of(8) <= CELL_LEN`: as above.
-        let raw = unsafe { src.add(8 * i).cast::<u64>().read_unaligned() };
-        // SAFETY: as above.
-        unsafe { dst.add(8 * i).cast::<u64>().write_unaligned(raw) };
+    for k in 0..(rest + packet::ICRC_LEN).div_ceil(8) {
+        let w = word(i + k);
         let left = rest.saturating_sub(8 * k);
-        let w = u64::from_le(raw);
         if let Some(t) = tail.get_mut(k) {
             *t = if left >= 8 {
                 w
