@@ -487,25 +487,37 @@ impl Member {
         // ring's only producer and the consumer reads the cell only after the sequence word
         // below publishes it. A hostile process writing it concurrently can only spoil the
         // bytes, which the consumer checks. Volatile: shared memory, each word stored once.
+        // The loads read `head` (64 bytes) and the whole 32-byte blocks of `bytes`.
         unsafe {
             let at = base.add(cell + SEQ_LEN);
             let words = at.cast::<u64>();
-            let mut i = 0;
-            let mut block = |w: [u64; 4]| {
+            // Four words from `p` (readable for 32 bytes) into the cell at word `i`.
+            let block = |st: &mut packet::Icrc, p: *const u8, i: usize| {
+                let p = p.cast::<u64>();
+                let w = [
+                    u64::from_le(p.read_unaligned()),
+                    u64::from_le(p.add(1).read_unaligned()),
+                    u64::from_le(p.add(2).read_unaligned()),
+                    u64::from_le(p.add(3).read_unaligned()),
+                ];
                 st.block(w);
                 for (k, x) in w.iter().enumerate() {
                     words.add(i + k).write_volatile(x.to_le());
                 }
-                i += 4;
             };
-            let head: &[u8] = head.map_or(&[], |h| h);
-            let mut blocks = bytes.chunks_exact(32);
-            for b in head.chunks_exact(32).chain(&mut blocks) {
-                if let Ok(b) = b.try_into() {
-                    block(packet::block_words(b));
-                }
+            let mut i = 0;
+            if let Some(h) = head {
+                block(&mut st, h.as_ptr(), 0);
+                block(&mut st, h.as_ptr().add(32), 4);
+                i = 8;
             }
-            let rest = blocks.remainder();
+            let src = bytes.as_ptr();
+            let full = bytes.len() / 32;
+            for k in 0..full {
+                block(&mut st, src.add(32 * k), i + 4 * k);
+            }
+            i += 4 * full;
+            let rest = &bytes[32 * full..];
             let mut tail = [0u64; 4];
             for (k, c) in rest.chunks(8).enumerate() {
                 let w = match <[u8; 8]>::try_from(c) {
