@@ -402,31 +402,41 @@ impl Header {
     /// Write the header into the first [`HEADER_LEN`] bytes of `out` (which must be at
     /// least that long).
     pub fn write(&self, out: &mut [u8]) {
-        out[..HEADER_LEN].copy_from_slice(&self.to_bytes());
+        if let Ok(h) = <&mut [u8; HEADER_LEN]>::try_from(&mut out[..HEADER_LEN]) {
+            self.fill(h);
+        }
     }
 
-    /// The header's [`HEADER_LEN`] bytes (every byte written, the reserved ones zero).
+    /// The header's [`HEADER_LEN`] bytes.
     #[inline]
     pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
         let mut h = [0u8; HEADER_LEN];
+        self.fill(&mut h);
+        h
+    }
+
+    /// Every byte of `h`, the reserved ones zero.
+    #[inline]
+    fn fill(&self, h: &mut [u8; HEADER_LEN]) {
         h[at::VERSION] = VERSION;
         h[at::OP] = self.op.code();
         h[at::NAK] = self.nak;
         h[at::FLAGS] = u8::from(self.solicited) | (self.seg.bits() << 1);
         h[at::SRC_SLOT] = self.src_slot;
         h[at::DST_SLOT] = self.dst_slot;
-        put32(&mut h, at::SRC_EPOCH, self.src_epoch);
-        put32(&mut h, at::DST_EPOCH, self.dst_epoch);
-        put32(&mut h, at::SRC_QPN, self.src_qpn);
-        put32(&mut h, at::DST_QPN, self.dst_qpn);
-        put32(&mut h, at::PSN, self.psn);
-        put32(&mut h, at::RKEY, self.rkey);
-        put64(&mut h, at::RADDR, self.raddr);
-        put32(&mut h, at::LEN, self.len);
-        put32(&mut h, at::IMM, self.imm);
-        put64(&mut h, at::COMPARE, self.compare);
-        put64(&mut h, at::SWAP_ADD, self.swap_add);
-        h
+        h[at::RESERVED] = 0;
+        h[at::RESERVED + 1] = 0;
+        put32(h, at::SRC_EPOCH, self.src_epoch);
+        put32(h, at::DST_EPOCH, self.dst_epoch);
+        put32(h, at::SRC_QPN, self.src_qpn);
+        put32(h, at::DST_QPN, self.dst_qpn);
+        put32(h, at::PSN, self.psn);
+        put32(h, at::RKEY, self.rkey);
+        put64(h, at::RADDR, self.raddr);
+        put32(h, at::LEN, self.len);
+        put32(h, at::IMM, self.imm);
+        put64(h, at::COMPARE, self.compare);
+        put64(h, at::SWAP_ADD, self.swap_add);
     }
 
     /// Parse and check the header at the start of `buf` (header and payload: `buf` must
@@ -630,6 +640,11 @@ mod tests {
         );
         assert_eq!(&b[40..48], &[0, 0, 0, 4, 0xde, 0xad, 0xbe, 0xef]);
         assert_eq!(Header::parse(&b, 16), Ok(sample()));
+        // Every header byte is written, whatever the buffer held.
+        let mut dirty = [0xa5u8; HEADER_LEN + 4];
+        sample().write(&mut dirty);
+        assert_eq!(dirty[..HEADER_LEN], b[..HEADER_LEN]);
+        assert_eq!(sample().to_bytes()[..], b[..HEADER_LEN]);
     }
 
     #[test]
