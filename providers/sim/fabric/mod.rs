@@ -215,6 +215,7 @@ impl Segment {
         &self.path
     }
 
+    #[inline]
     fn u32_at(&self, off: usize) -> &AtomicU32 {
         assert!(off % 4 == 0 && off + 4 <= SEGMENT_LEN);
         // SAFETY: `off` is in the mapping (which lives as long as `self`) and 4-aligned (the
@@ -264,6 +265,7 @@ impl Segment {
         })
     }
 
+    #[inline]
     fn ring(&self, to: usize, from: usize) -> usize {
         RINGS_OFF + (to * MAX_DEVICES + from) * RING_LEN
     }
@@ -454,8 +456,7 @@ impl Member {
         self.put(to, Some(head), payload, None)
     }
 
-    /// Put `head` and `bytes` (one packet) into the ring to `to`, the check word computed
-    /// from the words as they are copied (each loaded once).
+    /// Put `head` and `bytes` (one packet) into the ring to `to`, with its check word.
     #[inline]
     fn put(
         &mut self,
@@ -478,64 +479,28 @@ impl Member {
             return false;
         }
         let cell = r + RING_CELLS_OFF + (t % CELLS) as usize * CELL_SPAN;
-        let base = self.seg.map.as_mut_ptr();
         let mut st = packet::Icrc::new();
-        // SAFETY: every store below lies in `cell + SEQ_LEN .. + len.next_multiple_of(8) +
-        // ICRC_LEN`, inside the cell (`len <= PACKET_LEN`, a multiple of 8, and CELL_SPAN
-        // holds SEQ_LEN + CELL_LEN bytes) and so in the mapping; the words are 8-aligned (a
-        // cell starts on a cache line, its packet SEQ_LEN bytes in). This member is the
-        // ring's only producer and the consumer reads the cell only after the sequence word
-        // below publishes it. A hostile process writing it concurrently can only spoil the
-        // bytes, which the consumer checks. Volatile: shared memory, each word stored once.
-        // The loads read `head` (64 bytes) and the whole 32-byte blocks of `bytes`.
+        let mut hlen = 0;
+        if let Some(h) = head {
+            st.block(packet::block_words(&h[..32].try_into().unwrap_or([0; 32])));
+            st.block(packet::block_words(&h[32..].try_into().unwrap_or([0; 32])));
+            hlen = h.len();
+        }
+        let check = st.finish_with(bytes, len).to_be_bytes();
+        // SAFETY: `cell + SEQ_LEN .. + len + ICRC_LEN` lies in the mapping (CELL_SPAN bytes
+        // per cell, `len <= PACKET_LEN`); this member is the ring's only producer and the
+        // consumer reads the cell only after the sequence word below publishes it. A hostile
+        // process writing it concurrently can only spoil the bytes, which the consumer
+        // checks.
         unsafe {
-            let at = base.add(cell + SEQ_LEN);
-            let words = at.cast::<u64>();
-            // Four words from `p` (readable for 32 bytes) into the cell at word `i`.
-            let block = |st: &mut packet::Icrc, p: *const u8, i: usize| {
-                let p = p.cast::<u64>();
-                let w = [
-                    u64::from_le(p.read_unaligned()),
-                    u64::from_le(p.add(1).read_unaligned()),
-                    u64::from_le(p.add(2).read_unaligned()),
-                    u64::from_le(p.add(3).read_unaligned()),
-                ];
-                st.block(w);
-                for (k, x) in w.iter().enumerate() {
-                    words.add(i + k).write_volatile(x.to_le());
-                }
-            };
-            let mut i = 0;
+            let at = self.seg.map.as_mut_ptr().add(cell + SEQ_LEN);
             if let Some(h) = head {
-                block(&mut st, h.as_ptr(), 0);
-                block(&mut st, h.as_ptr().add(32), 4);
-                i = 8;
+                std::ptr::copy_nonoverlapping(h.as_ptr(), at, hlen);
             }
-            let src = bytes.as_ptr();
-            let full = bytes.len() / 32;
-            for k in 0..full {
-                block(&mut st, src.add(32 * k), i + 4 * k);
+            if !bytes.is_empty() {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), at.add(hlen), bytes.len());
             }
-            i += 4 * full;
-            let rest = &bytes[32 * full..];
-            let mut tail = [0u64; 4];
-            for (k, c) in rest.chunks(8).enumerate() {
-                let w = match <[u8; 8]>::try_from(c) {
-                    Ok(full) => u64::from_le_bytes(full),
-                    // The last word zero-padded: its bytes past the packet are the check
-                    // word's, written next.
-                    Err(_) => c
-                        .iter()
-                        .enumerate()
-                        .fold(0, |x, (j, &b)| x | u64::from(b) << (8 * j)),
-                };
-                words.add(i + k).write_volatile(w.to_le());
-                tail[k % 4] = w;
-            }
-            let check = st.finish(&tail, rest.len(), len);
-            at.add(len)
-                .cast::<[u8; 8]>()
-                .write_unaligned(check.to_be_bytes());
+            std::ptr::copy_nonoverlapping(check.as_ptr(), at.add(len), packet::ICRC_LEN);
             if let Some((off, mask)) = damage {
                 let p = at.add(off % (len + packet::ICRC_LEN));
                 p.write(p.read() ^ mask);

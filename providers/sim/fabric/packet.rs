@@ -66,21 +66,24 @@ pub const ICRC_LEN: usize = 8;
 /// with odds near 2^-64. Four lanes keep four multiplications in flight (a 4 KiB payload
 /// costs about as much as copying it twice).
 pub fn icrc(bytes: &[u8]) -> u64 {
-    let mut st = Icrc::new();
-    let mut blocks = bytes.chunks_exact(32);
-    for b in &mut blocks {
-        if let Ok(b) = b.try_into() {
-            st.block(block_words(b));
+    Icrc::new().finish_with(bytes, bytes.len())
+}
+
+/// The words of the last bytes of a packet (fewer than 32), the last zero-padded.
+#[inline(always)]
+pub fn tail_words(rest: &[u8]) -> [u64; 4] {
+    let mut tail = [0u64; 4];
+    let mut words = rest.chunks_exact(8);
+    for (t, w) in tail.iter_mut().zip(&mut words) {
+        if let Ok(w) = w.try_into() {
+            *t = u64::from_le_bytes(w);
         }
     }
-    let rest = blocks.remainder();
-    let mut tail = [0u64; 4];
-    for (i, c) in rest.chunks(8).enumerate() {
-        let mut w = [0u8; 8];
-        w[..c.len()].copy_from_slice(c);
-        tail[i % 4] = u64::from_le_bytes(w);
+    let last = words.remainder();
+    if !last.is_empty() {
+        tail[rest.len() / 8 % 4] = last.iter().rev().fold(0, |x, &b| (x << 8) | u64::from(b));
     }
-    st.finish(&tail, rest.len(), bytes.len())
+    tail
 }
 
 /// The four little-endian words of a 32-byte block.
@@ -128,6 +131,20 @@ impl Icrc {
             Self::step(l[2], w[2]),
             Self::step(l[3], w[3]),
         ];
+    }
+
+    /// The check word of a packet of `len` bytes whose bytes after those fed so far (whole
+    /// blocks) are `bytes`.
+    #[inline(always)]
+    pub fn finish_with(mut self, bytes: &[u8], len: usize) -> u64 {
+        let mut blocks = bytes.chunks_exact(32);
+        for b in &mut blocks {
+            if let Ok(b) = b.try_into() {
+                self.block(block_words(b));
+            }
+        }
+        let rest = blocks.remainder();
+        self.finish(&tail_words(rest), rest.len(), len)
     }
 
     /// The check word of a packet of `len` bytes whose last `rest` bytes (fewer than 32,
