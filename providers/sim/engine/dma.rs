@@ -27,6 +27,15 @@ pub(super) const EMPTY_SPAN: Span = Span {
 /// Every span must be valid for its length (sources readable, destinations writable), and
 /// the total of `dst` at least that of `src`.
 pub(super) unsafe fn copy_list(src: &[Span], dst: &[Span]) {
+    if let ([s], [d]) = (src, dst) {
+        // One range into one (a packet's payload, a READ's segment): as far as `d` holds.
+        let n = s.len.min(d.len);
+        if n > 0 {
+            // SAFETY: forwarded; `n` bytes lie in both spans.
+            unsafe { dma_copy(d.ptr, s.ptr, n) };
+        }
+        return;
+    }
     // SAFETY: forwarded.
     unsafe { copy_list_at(src, dst, 0) }
 }
@@ -148,6 +157,27 @@ mod tests {
         // SAFETY: as above.
         unsafe { copy_list_at(&s, &spans, 14) };
         assert_eq!(b, [7; 6], "two bytes from 14 on, the rest past the end");
+        // One span into one: as far as the destination holds, an empty source copies
+        // nothing (its pointer is not touched).
+        let mut one = [0u8; 5];
+        let d = [Span {
+            ptr: one.as_mut_ptr(),
+            len: 5,
+        }];
+        // SAFETY: as above; the empty span is never dereferenced.
+        unsafe { copy_list(&s, &d) };
+        assert_eq!(one, [7; 5]);
+        let mut three = [1u8; 3];
+        let d = [Span {
+            ptr: three.as_mut_ptr(),
+            len: 3,
+        }];
+        // SAFETY: as above.
+        unsafe { copy_list(&[EMPTY_SPAN], &d) };
+        assert_eq!(three, [1; 3]);
+        // SAFETY: as above.
+        unsafe { copy_list(&s[..], &d) };
+        assert_eq!(three, [7; 3]);
         assert_eq!(a, [0, 0, 0, 0, 0, 0, 0, 7, 7, 7]);
     }
 }

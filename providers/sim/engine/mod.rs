@@ -83,7 +83,7 @@ mod objects;
 mod recv;
 mod remote;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use events::{AsyncEvent, EngineStats};
@@ -97,14 +97,14 @@ use crate::wire;
 use crate::wire::{CqeOpcode, CqeRepr, Syndrome};
 use crate::QpState;
 use execute::Step;
-use objects::MrEntry;
+use objects::MrMap;
 
 /// The device state: every object and the fault injector.
 pub(crate) struct Engine {
     pub(crate) qps: BTreeMap<u32, QpCtx>,
     pub(crate) cqs: BTreeMap<u32, CqCtx>,
     pub(crate) srqs: BTreeMap<u32, SrqCtx>,
-    mrs: HashMap<u32, MrEntry>,
+    mrs: MrMap,
     next_pd: u32,
     next_key: u32,
     next_qpn: u32,
@@ -155,7 +155,7 @@ impl Engine {
             qps: BTreeMap::new(),
             cqs: BTreeMap::new(),
             srqs: BTreeMap::new(),
-            mrs: HashMap::new(),
+            mrs: MrMap::default(),
             next_pd: 1,
             next_key: 0x1000,
             next_qpn: qpn_base,

@@ -57,6 +57,34 @@ impl Default for SimQpAttr {
     }
 }
 
+/// The MR table: lkey/rkey to MR, hashed by [`KeyHasher`].
+pub(crate) type MrMap = std::collections::HashMap<u32, MrEntry, KeyHash>;
+
+/// Builds [`KeyHasher`]s.
+pub(crate) type KeyHash = std::hash::BuildHasherDefault<KeyHasher>;
+
+/// A hasher for tables keyed by a u32 the device itself hands out (MR keys): one multiply
+/// by the golden ratio, whose low bits (the bucket) are a bijection of the key's low bits
+/// and whose high bits (the tag) mix all of them. Not a defence against flooding, and none
+/// is needed: the keys inserted are made by `reg_mr`, a peer's packet only looks one up.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u32(u32::from(b));
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, k: u32) {
+        self.0 = (self.0.rotate_left(32) ^ u64::from(k)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 pub(crate) struct MrEntry {
     pub(super) pd: u32,
     pub(super) addr: u64,
@@ -475,5 +503,45 @@ impl Engine {
 
     pub(crate) fn cq_in_error(&self, cqn: u32) -> bool {
         self.cqs.get(&cqn).is_some_and(|c| c.overrun)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::{BuildHasher, Hasher};
+
+    #[test]
+    fn mr_keys_spread_over_buckets_and_tags() {
+        // Keys as `reg_mr` hands them out: 0x1000 on, 0x101 apart.
+        let keys: Vec<u32> = (0..256u32).map(|i| 0x1000 + 0x101 * i).collect();
+        let hash = |k: u32| {
+            let mut h = KeyHash::default().build_hasher();
+            h.write_u32(k);
+            h.finish()
+        };
+        let mut low: Vec<u64> = keys.iter().map(|&k| hash(k) & 0xff).collect();
+        low.sort_unstable();
+        low.dedup();
+        assert_eq!(low.len(), 256, "256 keys, 256 distinct buckets of 256");
+        let mut tags: Vec<u64> = keys.iter().map(|&k| hash(k) >> 57).collect();
+        tags.sort_unstable();
+        tags.dedup();
+        assert!(tags.len() > 64, "{} distinct tags of 128", tags.len());
+        // The table itself: every key found again, a missing one not.
+        let mut m = MrMap::default();
+        for &k in &keys {
+            m.insert(
+                k,
+                MrEntry {
+                    pd: k,
+                    addr: 0,
+                    len: 0,
+                    access: Access::LOCAL_WRITE,
+                },
+            );
+        }
+        assert!(keys.iter().all(|k| m.get(k).is_some_and(|e| e.pd == *k)));
+        assert!(!m.contains_key(&0x0fff));
     }
 }

@@ -215,6 +215,7 @@ impl Segment {
         &self.path
     }
 
+    #[inline]
     fn u32_at(&self, off: usize) -> &AtomicU32 {
         assert!(off % 4 == 0 && off + 4 <= SEGMENT_LEN);
         // SAFETY: `off` is in the mapping (which lives as long as `self`) and 4-aligned (the
@@ -264,6 +265,7 @@ impl Segment {
         })
     }
 
+    #[inline]
     fn ring(&self, to: usize, from: usize) -> usize {
         RINGS_OFF + (to * MAX_DEVICES + from) * RING_LEN
     }
@@ -444,7 +446,27 @@ impl Member {
         bytes: &[u8],
         damage: Option<(usize, u8)>,
     ) -> bool {
-        if usize::from(to) >= MAX_DEVICES || bytes.len() > PACKET_LEN {
+        self.put(to, None, bytes, damage)
+    }
+
+    /// [`Member::send`] of the packet made of `head` and `payload` (at most
+    /// [`packet::MAX_PAYLOAD`] bytes): the header goes from the caller's array into the
+    /// cell, with no packet buffer in between.
+    pub fn send_header(&mut self, to: u8, head: &[u8; packet::HEADER_LEN], payload: &[u8]) -> bool {
+        self.put(to, Some(head), payload, None)
+    }
+
+    /// Put `head` and `bytes` (one packet) into the ring to `to`, with its check word.
+    #[inline]
+    fn put(
+        &mut self,
+        to: u8,
+        head: Option<&[u8; packet::HEADER_LEN]>,
+        bytes: &[u8],
+        damage: Option<(usize, u8)>,
+    ) -> bool {
+        let len = head.map_or(0, |h| h.len()) + bytes.len();
+        if usize::from(to) >= MAX_DEVICES || len > PACKET_LEN {
             return false;
         }
         let r = self.seg.ring(usize::from(to), usize::from(self.slot));
@@ -457,19 +479,30 @@ impl Member {
             return false;
         }
         let cell = r + RING_CELLS_OFF + (t % CELLS) as usize * CELL_SPAN;
-        let check = packet::icrc(bytes).to_be_bytes();
-        let base = self.seg.map.as_mut_ptr();
-        // SAFETY: `cell + SEQ_LEN .. + bytes.len() + ICRC_LEN` lies in the mapping (CELL_SPAN
-        // bytes per cell, `bytes.len() <= PACKET_LEN`); this member is the ring's only
-        // producer and the consumer reads the cell only after the sequence word below
-        // publishes it. A hostile process writing it concurrently can only spoil the bytes,
-        // which the consumer checks.
+        let mut st = packet::Icrc::new();
+        let mut hlen = 0;
+        if let Some(h) = head {
+            st.block(packet::block_words(&h[..32].try_into().unwrap_or([0; 32])));
+            st.block(packet::block_words(&h[32..].try_into().unwrap_or([0; 32])));
+            hlen = h.len();
+        }
+        let check = st.finish_with(bytes, len).to_be_bytes();
+        // SAFETY: `cell + SEQ_LEN .. + len + ICRC_LEN` lies in the mapping (CELL_SPAN bytes
+        // per cell, `len <= PACKET_LEN`); this member is the ring's only producer and the
+        // consumer reads the cell only after the sequence word below publishes it. A hostile
+        // process writing it concurrently can only spoil the bytes, which the consumer
+        // checks.
         unsafe {
-            let at = base.add(cell + SEQ_LEN);
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), at, bytes.len());
-            std::ptr::copy_nonoverlapping(check.as_ptr(), at.add(bytes.len()), packet::ICRC_LEN);
+            let at = self.seg.map.as_mut_ptr().add(cell + SEQ_LEN);
+            if let Some(h) = head {
+                std::ptr::copy_nonoverlapping(h.as_ptr(), at, hlen);
+            }
+            if !bytes.is_empty() {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), at.add(hlen), bytes.len());
+            }
+            std::ptr::copy_nonoverlapping(check.as_ptr(), at.add(len), packet::ICRC_LEN);
             if let Some((off, mask)) = damage {
-                let p = at.add(off % (bytes.len() + packet::ICRC_LEN));
+                let p = at.add(off % (len + packet::ICRC_LEN));
                 p.write(p.read() ^ mask);
             }
         }
@@ -534,6 +567,7 @@ impl Member {
 
     /// [`Member::recv`]; with `tail_moved` false (the tail table showed nothing new from
     /// `from` this pass) an empty head cell ends it without reading the tail.
+    #[inline]
     pub fn recv_probed(
         &mut self,
         from: u8,
@@ -541,6 +575,20 @@ impl Member {
         tail_moved: bool,
     ) -> Option<usize> {
         let from = usize::from(from) % MAX_DEVICES;
+        if !tail_moved {
+            // The common idle probe, inline: the head cell's word is not there yet.
+            let r = self.seg.ring(usize::from(self.slot), from);
+            let h = self.seg.u32_at(r).load(Ordering::Relaxed);
+            let cell = r + RING_CELLS_OFF + (h % CELLS) as usize * CELL_SPAN;
+            if self.seg.u32_at(cell).load(Ordering::Acquire) != h.wrapping_add(1) {
+                return None;
+            }
+        }
+        self.take(from, out, tail_moved)
+    }
+
+    /// The body of [`Member::recv_probed`] (`from` a slot).
+    fn take(&mut self, from: usize, out: &mut [u8; CELL_LEN], tail_moved: bool) -> Option<usize> {
         let r = self.seg.ring(usize::from(self.slot), from);
         let mut look_at_tail = tail_moved;
         for _ in 0..CELLS {
@@ -580,35 +628,17 @@ impl Member {
             }
             self.hot |= 1 << from;
             look_at_tail = true;
-            let base = self.seg.map.as_mut_ptr();
-            // SAFETY: the cell's header lies in the mapping; the copy goes into our own
-            // buffer.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    base.add(cell + SEQ_LEN),
-                    out.as_mut_ptr(),
-                    packet::HEADER_LEN,
-                )
-            };
-            let mut head = [0u8; packet::HEADER_LEN];
-            head.copy_from_slice(&out[..packet::HEADER_LEN]);
-            let claimed = packet::claimed_len(&head);
-            let n = packet::HEADER_LEN + claimed.min(packet::MAX_PAYLOAD);
-            // SAFETY: `SEQ_LEN + n + ICRC_LEN <= CELL_SPAN`: the payload and check word lie
-            // in the cell, the copy in `out` (`n + ICRC_LEN <= CELL_LEN`).
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    base.add(cell + SEQ_LEN + packet::HEADER_LEN),
-                    out.as_mut_ptr().add(packet::HEADER_LEN),
-                    n + packet::ICRC_LEN - packet::HEADER_LEN,
-                )
-            };
+            let src = self.seg.map.as_mut_ptr().wrapping_add(cell + SEQ_LEN);
+            // SAFETY: `src` is the packet bytes of a cell of this member's ring.
+            let (n, check) = unsafe { copy_out(src, out) };
             self.seg
                 .u32_at(r)
                 .store(h.wrapping_add(1), Ordering::Release);
-            let mut check = [0u8; packet::ICRC_LEN];
-            check.copy_from_slice(&out[n..n + packet::ICRC_LEN]);
-            if u64::from_be_bytes(check) == packet::icrc(&out[..n]) {
+            if out[n..]
+                .first_chunk::<{ packet::ICRC_LEN }>()
+                .map(|c| u64::from_be_bytes(*c))
+                == Some(check)
+            {
                 return Some(n);
             }
             self.stats.bad_icrc += 1;
@@ -627,6 +657,68 @@ impl Member {
             .tail(to, usize::from(self.slot))
             .store(tail, Ordering::Release);
     }
+}
+
+/// Copy the packet in the cell whose packet bytes start at `src` into `out`: the header,
+/// then the payload its (copied) length field claims, clamped to [`packet::MAX_PAYLOAD`],
+/// then the check word, in whole words. Returns the packet's length and the check word of
+/// the bytes copied, computed from the very words stored into `out` (so it is the check
+/// word of `out`, whatever a concurrent writer does to the cell).
+///
+/// # Safety
+/// `src` must point at a cell's packet bytes in the mapping (SEQ_LEN bytes into a cell), so
+/// that the CELL_LEN bytes from it are readable.
+unsafe fn copy_out(src: *const u8, out: &mut [u8; CELL_LEN]) -> (usize, u64) {
+    const _: () = assert!(packet::HEADER_LEN == 64 && CELL_LEN % 8 == 0);
+    const _: () = assert!(SEQ_LEN + CELL_LEN <= CELL_SPAN && packet::MAX_PAYLOAD % 8 == 0);
+    const _: () = assert!(SEQ_LEN % 8 == 0 && CELL_SPAN % 64 == 0 && RING_CELLS_OFF % 64 == 0);
+    let src = src.cast::<u64>();
+    let dst = out.as_mut_ptr();
+    let mut st = packet::Icrc::new();
+    // Word `i` of the packet (8 bytes), copied into `out`; its value as loaded.
+    // SAFETY (of every use): `8 * (i + 1) <= CELL_LEN`, so the load stays in the cell
+    // (CELL_SPAN bytes from a cell's start hold SEQ_LEN + CELL_LEN) and is 8-aligned (a
+    // cell starts on a cache line), the store in `out` (unaligned-tolerant). The cell is
+    // shared memory a hostile writer may change under us: each word is loaded once
+    // (volatile), and that value goes both into `out` and into the check word.
+    let word = |i: usize| {
+        // SAFETY: see above.
+        let raw = unsafe { src.add(i).read_volatile() };
+        // SAFETY: see above.
+        unsafe { dst.add(8 * i).cast::<u64>().write_unaligned(raw) };
+        u64::from_le(raw)
+    };
+    let block = |st: &mut packet::Icrc, i: usize| {
+        st.block([word(i), word(i + 1), word(i + 2), word(i + 3)]);
+    };
+    block(&mut st, 0);
+    block(&mut st, 4);
+    let claimed = out
+        .first_chunk::<{ packet::HEADER_LEN }>()
+        .map_or(0, packet::claimed_len);
+    let n = packet::HEADER_LEN + claimed.min(packet::MAX_PAYLOAD);
+    let blocks_end = n / 32 * 4;
+    let mut i = packet::HEADER_LEN / 8;
+    while i < blocks_end {
+        block(&mut st, i);
+        i += 4;
+    }
+    // The rest (under 32 bytes) and the check word after it, in whole words:
+    // `8 * (i + words) <= (n + ICRC_LEN).next_multiple_of(8) <= CELL_LEN`.
+    let rest = n % 32;
+    let mut tail = [0u64; 4];
+    for k in 0..(rest + packet::ICRC_LEN).div_ceil(8) {
+        let w = word(i + k);
+        let left = rest.saturating_sub(8 * k);
+        if let Some(t) = tail.get_mut(k) {
+            *t = if left >= 8 {
+                w
+            } else {
+                w & ((1u64 << (8 * left)) - 1)
+            };
+        }
+    }
+    (n, st.finish(&tail, rest, n))
 }
 
 impl Drop for Member {
@@ -738,6 +830,77 @@ mod tests {
             "the head moved past it"
         );
         assert_eq!((b.stats.corrupt_cells, a.stats.sent), (0, 3));
+    }
+
+    /// What lies in the cell a packet was put into: its bytes and check word.
+    fn cell_bytes(seg: &Segment, to: u8, from: u8, idx: u32, len: usize) -> Vec<u8> {
+        let r = seg.ring(usize::from(to), usize::from(from));
+        let cell = r + RING_CELLS_OFF + (idx % CELLS) as usize * CELL_SPAN + SEQ_LEN;
+        let mut v = vec![0u8; len + packet::ICRC_LEN];
+        // SAFETY: the cell lies in the mapping; the test's members are idle.
+        unsafe {
+            std::ptr::copy_nonoverlapping(seg.map.as_ptr().add(cell), v.as_mut_ptr(), v.len())
+        };
+        v
+    }
+
+    #[test]
+    fn every_length_travels_byte_exact_with_its_check_word() {
+        let name = format!("rdma-direct-fabric-len-{}", std::process::id());
+        let seg = Segment::open(Some(&name)).unwrap();
+        let _rm = Removed(seg.path().to_path_buf());
+        let mut a = Member::join(Arc::clone(&seg), [5; 16]).unwrap();
+        let mut b = Member::join(Arc::clone(&seg), [6; 16]).unwrap();
+        let (sa, sb) = (a.slot(), b.slot());
+        let mut out = Box::new([0u8; CELL_LEN]);
+        let lens = (0..=130).chain([1000, 4095, packet::MAX_PAYLOAD]);
+        for (k, len) in lens.enumerate() {
+            let mut pkt = vec![0u8; packet::HEADER_LEN + len];
+            let mut h = packet::Header::new(packet::Op::Write);
+            h.len = len as u32;
+            h.psn = k as u32;
+            h.write(&mut pkt);
+            for (i, x) in pkt[packet::HEADER_LEN..].iter_mut().enumerate() {
+                *x = (i * 7 + k) as u8;
+            }
+            let mut want = pkt.clone();
+            want.extend_from_slice(&packet::icrc(&pkt).to_be_bytes());
+            // Through a packet buffer, and header and payload apart: the same cell bytes.
+            let idx = 2 * k as u32;
+            assert!(a.send(sb, &pkt));
+            assert_eq!(cell_bytes(&seg, sb, sa, idx, pkt.len()), want, "len {len}");
+            assert_eq!(b.recv(sa, &mut out), Some(pkt.len()), "len {len}");
+            assert_eq!(&out[..want.len()], &want[..], "len {len}");
+            assert!(a.send_header(sb, &h.to_bytes(), &pkt[packet::HEADER_LEN..]));
+            assert_eq!(
+                cell_bytes(&seg, sb, sa, idx + 1, pkt.len()),
+                want,
+                "len {len}"
+            );
+            assert_eq!(b.recv(sa, &mut out), Some(pkt.len()), "len {len}");
+            assert_eq!(&out[..pkt.len()], &pkt[..], "len {len}");
+        }
+        // Any byte of a packet or its check word damaged: discarded and counted.
+        let mut pkt = [0u8; packet::HEADER_LEN + 13];
+        let mut h = packet::Header::new(packet::Op::Write);
+        h.len = 13;
+        h.write(&mut pkt);
+        for at in 0..pkt.len() + packet::ICRC_LEN {
+            assert!(a.send_damaged(sb, &pkt, Some((at, 0x10))));
+            assert_eq!(b.recv(sa, &mut out), None, "damage at {at}");
+        }
+        assert_eq!(b.stats.bad_icrc, (pkt.len() + packet::ICRC_LEN) as u64);
+        // A length field claiming more than was sent: the bytes after it are not its
+        // check word.
+        h.len = 200;
+        h.write(&mut pkt);
+        assert!(a.send(sb, &pkt));
+        assert_eq!(b.recv(sa, &mut out), None);
+        assert_eq!(b.stats.bad_icrc, (pkt.len() + packet::ICRC_LEN) as u64 + 1);
+        // Longer than a cell, or to no slot: refused.
+        assert!(!a.send(sb, &vec![0u8; PACKET_LEN + 1]));
+        assert!(!a.send_header(sb, &h.to_bytes(), &[0u8; packet::MAX_PAYLOAD + 1]));
+        assert!(!a.send(MAX_DEVICES as u8, &pkt));
     }
 
     #[test]

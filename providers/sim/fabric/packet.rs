@@ -60,35 +60,110 @@ pub const MAX_PAYLOAD: usize = 4096;
 pub const ICRC_LEN: usize = 8;
 
 /// The check word of a packet's bytes (header and payload): four lanes of 64-bit
-/// xor-multiply-rotate over the little-endian 8-byte words (the tail zero-padded), folded
-/// with the length. Each step is a bijection of the lane, so any damage confined to one
-/// 8-byte word always changes the result; other damage goes unseen with odds near 2^-64.
-/// Four lanes keep four multiplications in flight (a 4 KiB payload costs about as much as
-/// copying it twice).
+/// xor-multiply-rotate over the little-endian 8-byte words (word `j` into lane `j % 4`, the
+/// tail zero-padded), folded with the length. Each step is a bijection of the lane, so any
+/// damage confined to one 8-byte word always changes the result; other damage goes unseen
+/// with odds near 2^-64. Four lanes keep four multiplications in flight (a 4 KiB payload
+/// costs about as much as copying it twice).
 pub fn icrc(bytes: &[u8]) -> u64 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    fn step(s: u64, w: u64) -> u64 {
-        (s ^ w).wrapping_mul(K).rotate_left(29)
-    }
-    let mut lane = [1u64, 2, 3, 4];
-    let mut chunks = bytes.chunks_exact(32);
-    for c in &mut chunks {
-        for (i, l) in lane.iter_mut().enumerate() {
-            let w = u64::from_le_bytes(c[8 * i..8 * i + 8].try_into().unwrap_or([0; 8]));
-            *l = step(*l, w);
+    Icrc::new().finish_with(bytes, bytes.len())
+}
+
+/// The words of the last bytes of a packet (fewer than 32), the last zero-padded.
+#[inline(always)]
+pub fn tail_words(rest: &[u8]) -> [u64; 4] {
+    let mut tail = [0u64; 4];
+    let mut words = rest.chunks_exact(8);
+    for (t, w) in tail.iter_mut().zip(&mut words) {
+        if let Ok(w) = w.try_into() {
+            *t = u64::from_le_bytes(w);
         }
     }
-    let rest = chunks.remainder();
-    for (i, c) in rest.chunks(8).enumerate() {
-        let mut w = [0u8; 8];
-        w[..c.len()].copy_from_slice(c);
-        lane[i] = step(lane[i], u64::from_le_bytes(w));
+    let last = words.remainder();
+    if !last.is_empty() {
+        tail[rest.len() / 8 % 4] = last.iter().rev().fold(0, |x, &b| (x << 8) | u64::from(b));
     }
-    let mut s = step(lane[0], bytes.len() as u64);
-    for l in &lane[1..] {
-        s = step(s, *l);
+    tail
+}
+
+/// The four little-endian words of a 32-byte block.
+#[inline(always)]
+pub fn block_words(b: &[u8; 32]) -> [u64; 4] {
+    let w = |i: usize| {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(&b[8 * i..8 * i + 8]);
+        u64::from_le_bytes(x)
+    };
+    [w(0), w(1), w(2), w(3)]
+}
+
+/// [`icrc`] fed a block at a time (the fabric's ring computes it while it copies a packet
+/// into or out of a cell, so each word is loaded once).
+#[derive(Clone, Copy, Debug)]
+pub struct Icrc([u64; 4]);
+
+impl Default for Icrc {
+    fn default() -> Self {
+        Self::new()
     }
-    s
+}
+
+impl Icrc {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+
+    #[inline(always)]
+    fn step(s: u64, w: u64) -> u64 {
+        (s ^ w).wrapping_mul(Self::K).rotate_left(29)
+    }
+
+    /// The state before any byte.
+    pub const fn new() -> Icrc {
+        Icrc([1, 2, 3, 4])
+    }
+
+    /// The next 32 bytes of the packet, as four little-endian words.
+    #[inline(always)]
+    pub fn block(&mut self, w: [u64; 4]) {
+        let l = &mut self.0;
+        *l = [
+            Self::step(l[0], w[0]),
+            Self::step(l[1], w[1]),
+            Self::step(l[2], w[2]),
+            Self::step(l[3], w[3]),
+        ];
+    }
+
+    /// The check word of a packet of `len` bytes whose bytes after those fed so far (whole
+    /// blocks) are `bytes`.
+    #[inline(always)]
+    pub fn finish_with(mut self, bytes: &[u8], len: usize) -> u64 {
+        let mut blocks = bytes.chunks_exact(32);
+        for b in &mut blocks {
+            if let Ok(b) = b.try_into() {
+                self.block(block_words(b));
+            }
+        }
+        let rest = blocks.remainder();
+        self.finish(&tail_words(rest), rest.len(), len)
+    }
+
+    /// The check word of a packet of `len` bytes whose last `rest` bytes (fewer than 32,
+    /// after the whole blocks) are the words of `tail`, the last one zero-padded (the words
+    /// past `rest` are not looked at).
+    #[inline(always)]
+    pub fn finish(mut self, tail: &[u64; 4], rest: usize, len: usize) -> u64 {
+        let l = &mut self.0;
+        for (i, w) in tail.iter().enumerate() {
+            if 8 * i < rest {
+                l[i] = Self::step(l[i], *w);
+            }
+        }
+        let mut s = Self::step(l[0], len as u64);
+        for x in &l[1..] {
+            s = Self::step(s, *x);
+        }
+        s
+    }
 }
 
 /// What a packet is.
@@ -344,14 +419,30 @@ impl Header {
     /// Write the header into the first [`HEADER_LEN`] bytes of `out` (which must be at
     /// least that long).
     pub fn write(&self, out: &mut [u8]) {
-        let h = &mut out[..HEADER_LEN];
-        h.fill(0);
+        if let Ok(h) = <&mut [u8; HEADER_LEN]>::try_from(&mut out[..HEADER_LEN]) {
+            self.fill(h);
+        }
+    }
+
+    /// The header's [`HEADER_LEN`] bytes.
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        self.fill(&mut h);
+        h
+    }
+
+    /// Every byte of `h`, the reserved ones zero.
+    #[inline]
+    fn fill(&self, h: &mut [u8; HEADER_LEN]) {
         h[at::VERSION] = VERSION;
         h[at::OP] = self.op.code();
         h[at::NAK] = self.nak;
         h[at::FLAGS] = u8::from(self.solicited) | (self.seg.bits() << 1);
         h[at::SRC_SLOT] = self.src_slot;
         h[at::DST_SLOT] = self.dst_slot;
+        h[at::RESERVED] = 0;
+        h[at::RESERVED + 1] = 0;
         put32(h, at::SRC_EPOCH, self.src_epoch);
         put32(h, at::DST_EPOCH, self.dst_epoch);
         put32(h, at::SRC_QPN, self.src_qpn);
@@ -368,15 +459,19 @@ impl Header {
     /// Parse and check the header at the start of `buf` (header and payload: `buf` must
     /// hold the whole packet). `slots` is the fabric's slot count.
     pub fn parse(buf: &[u8], slots: usize) -> Result<Header, BadPacket> {
-        let h = buf.get(..HEADER_LEN).ok_or(BadPacket::Short)?;
+        let Some((h, _)) = buf.split_first_chunk::<HEADER_LEN>() else {
+            return Err(BadPacket::Short);
+        };
         if h[at::VERSION] != VERSION {
             return Err(BadPacket::Version(h[at::VERSION]));
         }
-        let op = Op::from_code(h[at::OP]).ok_or(BadPacket::Opcode(h[at::OP]))?;
-        if h[at::FLAGS] & !7 != 0 || h[at::RESERVED] != 0 || h[at::RESERVED + 1] != 0 {
+        let Some(op) = Op::from_code(h[at::OP]) else {
+            return Err(BadPacket::Opcode(h[at::OP]));
+        };
+        if (h[at::FLAGS] & !7) | h[at::RESERVED] | h[at::RESERVED + 1] != 0 {
             return Err(BadPacket::Reserved);
         }
-        if usize::from(h[at::SRC_SLOT]) >= slots || usize::from(h[at::DST_SLOT]) >= slots {
+        if usize::from(h[at::SRC_SLOT].max(h[at::DST_SLOT])) >= slots {
             return Err(BadPacket::Slot);
         }
         let hdr = Header {
@@ -398,7 +493,7 @@ impl Header {
             compare: get64(h, at::COMPARE),
             swap_add: get64(h, at::SWAP_ADD),
         };
-        if hdr.src_qpn > MASK24 || hdr.dst_qpn > MASK24 || hdr.psn > MASK24 {
+        if (hdr.src_qpn | hdr.dst_qpn | hdr.psn) > MASK24 {
             return Err(BadPacket::Width);
         }
         if hdr.payload_len() > MAX_PAYLOAD
@@ -444,16 +539,21 @@ mod at {
     pub(super) const SWAP_ADD: usize = 56;
 }
 
-fn put32(h: &mut [u8], off: usize, v: u32) {
+// The offsets are constants inside the header: inlined, these index without a check.
+#[inline(always)]
+fn put32(h: &mut [u8; HEADER_LEN], off: usize, v: u32) {
     h[off..off + 4].copy_from_slice(&v.to_be_bytes());
 }
-fn put64(h: &mut [u8], off: usize, v: u64) {
+#[inline(always)]
+fn put64(h: &mut [u8; HEADER_LEN], off: usize, v: u64) {
     h[off..off + 8].copy_from_slice(&v.to_be_bytes());
 }
-fn get32(h: &[u8], off: usize) -> u32 {
+#[inline(always)]
+fn get32(h: &[u8; HEADER_LEN], off: usize) -> u32 {
     u32::from_be_bytes([h[off], h[off + 1], h[off + 2], h[off + 3]])
 }
-fn get64(h: &[u8], off: usize) -> u64 {
+#[inline(always)]
+fn get64(h: &[u8; HEADER_LEN], off: usize) -> u64 {
     (u64::from(get32(h, off)) << 32) | u64::from(get32(h, off + 4))
 }
 
@@ -476,6 +576,47 @@ mod tests {
         }
         // A tail of zeros is not the same packet as a shorter one.
         assert_ne!(icrc(&[0u8; 8]), icrc(&[0u8; 7]));
+    }
+
+    /// The check word as documented, one 8-byte word at a time (word `j` into lane
+    /// `j % 4`, the last zero-padded): the blockwise [`icrc`] and [`Icrc`] must agree with
+    /// it, and with values pinned from the first implementation (the word on the wire).
+    #[test]
+    fn the_check_word_is_the_documented_function() {
+        fn reference(bytes: &[u8]) -> u64 {
+            let step = |s: u64, w: u64| (s ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+            let mut lane = [1u64, 2, 3, 4];
+            for (j, c) in bytes.chunks(8).enumerate() {
+                let mut w = [0u8; 8];
+                w[..c.len()].copy_from_slice(c);
+                lane[j % 4] = step(lane[j % 4], u64::from_le_bytes(w));
+            }
+            let mut s = step(lane[0], bytes.len() as u64);
+            for l in &lane[1..] {
+                s = step(s, *l);
+            }
+            s
+        }
+        let bytes: Vec<u8> = (0..300).map(|i| (i * 37 + 5) as u8).collect();
+        for n in 0..bytes.len() {
+            assert_eq!(icrc(&bytes[..n]), reference(&bytes[..n]), "length {n}");
+        }
+        for (n, v) in [
+            (0, 0xdaaa_9ad1_260b_3fff),
+            (1, 0xf1a9_ae3b_fb9b_ec3f),
+            (7, 0x1adf_5c7c_6885_5343),
+            (8, 0xdc62_bdd1_db41_7428),
+            (31, 0xe470_dd8c_f08a_fc66),
+            (32, 0xa353_93d6_99b2_d0ab),
+            (64, 0xe1ca_062c_bd5c_fe30),
+            (72, 0xf2f5_14cb_9dab_535c),
+            (77, 0x08d0_9e63_ca11_5331),
+            (96, 0x4c9e_ae30_e6a0_6e00),
+            (127, 0x344f_c9e2_b821_3e0f),
+            (200, 0x6e4c_6570_7b7c_98a7),
+        ] {
+            assert_eq!(icrc(&bytes[..n]), v, "length {n}");
+        }
     }
 
     use super::*;
@@ -516,6 +657,11 @@ mod tests {
         );
         assert_eq!(&b[40..48], &[0, 0, 0, 4, 0xde, 0xad, 0xbe, 0xef]);
         assert_eq!(Header::parse(&b, 16), Ok(sample()));
+        // Every header byte is written, whatever the buffer held.
+        let mut dirty = [0xa5u8; HEADER_LEN + 4];
+        sample().write(&mut dirty);
+        assert_eq!(dirty[..HEADER_LEN], b[..HEADER_LEN]);
+        assert_eq!(sample().to_bytes()[..], b[..HEADER_LEN]);
     }
 
     #[test]

@@ -9,10 +9,10 @@
 use super::super::dma::{copy_list, copy_list_at, Span, EMPTY_SPAN};
 use super::super::execute::Resp;
 use super::super::fetch::{Wqe, MAX_SEGS, MAX_WQE};
-use super::super::Engine;
-use super::{psn_diff, release_packets, wire_send, Answer, Kind, Port, PSN_MASK};
+use super::super::{Engine, QpCtx};
+use super::{psn_diff, release_packets, wire_send, Answer, Kind, Port, RemoteQp, PSN_MASK};
 use crate::sim::fabric::packet::{Header, NakCode, Op, Seg, HEADER_LEN};
-use crate::sim::fabric::{CELLS, MAX_DEVICES};
+use crate::sim::fabric::{CELLS, CELL_LEN, MAX_DEVICES};
 use crate::wire::Opcode;
 use crate::{QpState, QpType};
 
@@ -80,7 +80,12 @@ impl Engine {
     /// UD responder: datagram `h` into QP `h.dst_qpn` if it is a UD QP ready to receive
     /// with the Q_Key `h` carries; dropped otherwise (no receive posted included). The GRH
     /// names the sending device's GID.
-    fn fabric_datagram_in(&mut self, port: &mut Port, h: &Header, torn_ok: bool) -> bool {
+    pub(super) fn fabric_datagram_in(
+        &mut self,
+        port: &mut Port,
+        h: &Header,
+        torn_ok: bool,
+    ) -> bool {
         let Some(q) = self.qps.get(&h.dst_qpn) else {
             return false;
         };
@@ -162,9 +167,8 @@ impl Engine {
                         port.member.stats.received += 1;
                         if h.op.is_response() {
                             self.fabric_answer(&port, &h)
-                        } else if self.qps.get(&h.dst_qpn).map(|q| q.qp_type) == Some(QpType::Ud) {
-                            self.fabric_datagram_in(&mut port, &h, torn_ok)
                         } else {
+                            // UD datagrams included (`fabric_respond` hands them on).
                             self.fabric_respond(&mut port, &h, torn_ok)
                         }
                     }
@@ -185,82 +189,62 @@ impl Engine {
         work
     }
 
-    /// The QP `h` is for, if it is connected over the fabric to exactly `h`'s sender.
-    pub(super) fn fabric_qp(&mut self, port: &Port, h: &Header) -> Option<u32> {
-        let q = self.qps.get_mut(&h.dst_qpn)?;
+    /// True when QP `q` (the one `h` names) is connected over the fabric to exactly `h`'s
+    /// sender.
+    pub(super) fn fabric_peer(q: &mut QpCtx, port: &Port, h: &Header) -> bool {
         if !matches!(q.qp_type, QpType::Rc | QpType::Uc) || q.attr.remote_qpn != h.src_qpn {
-            return None;
+            return false;
         }
-        let r = q.remote.as_mut()?;
+        let Some(r) = q.remote.as_mut() else {
+            return false;
+        };
         if r.peer.is_none() {
             r.peer = port.member.segment().find(&r.gid);
         }
-        (r.peer == Some((h.src_slot, h.src_epoch))).then_some(h.dst_qpn)
+        r.peer == Some((h.src_slot, h.src_epoch))
     }
 
     /// Requester: an answer for a PSN of `h.dst_qpn` in flight. False: not one it waits for.
     /// An answer that moves the oldest PSN not acknowledged on restarts the transport
     /// retry count (the peer is there).
     fn fabric_answer(&mut self, port: &Port, h: &Header) -> bool {
-        let Some(qpn) = self.fabric_qp(port, h) else {
+        let qpn = h.dst_qpn;
+        let Some(q) = self.qps.get_mut(&qpn) else {
             return false;
         };
-        let before = self.qps[&qpn].remote.as_ref().map(|r| r.una);
-        let ok = self.take_answer(port, qpn, h);
-        if let Some(q) = self.qps.get_mut(&qpn) {
-            if q.remote.as_ref().map(|r| r.una) != before {
+        if !Self::fabric_peer(q, port, h) {
+            return false;
+        }
+        let Some(r) = q.remote.as_deref_mut() else {
+            return false;
+        };
+        let before = r.una;
+        let p = h.psn;
+        let ok = if psn_diff(p, r.una) >= psn_diff(r.sent_to, r.una) {
+            // Not in flight: an old answer (a duplicate's), or a forged one.
+            false
+        } else if h.op == Op::ReadResp {
+            let ok = self.read_response(port, qpn, h);
+            let Some(q) = self.qps.get_mut(&qpn) else {
+                return ok;
+            };
+            if q.remote.as_ref().map(|r| r.una) != Some(before) {
                 q.retry_left = None;
             }
             if let Some(r) = q.remote.as_deref_mut() {
                 // The head may move: the next pass looks at it again.
                 r.parked = None;
             }
+            return ok;
+        } else {
+            r.take_answer(&port.inb, h)
+        };
+        // The head may move: the next pass looks at it again.
+        r.parked = None;
+        if r.una != before {
+            q.retry_left = None;
         }
         ok
-    }
-
-    fn take_answer(&mut self, port: &Port, qpn: u32, h: &Header) -> bool {
-        let Some(r) = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut()) else {
-            return false;
-        };
-        let p = h.psn;
-        if psn_diff(p, r.una) >= psn_diff(r.sent_to, r.una) {
-            // Not in flight: an old answer (a duplicate's), or a forged one.
-            return false;
-        }
-        match h.op {
-            Op::Ack => r.ack_to((p + 1) & PSN_MASK),
-            Op::NakRnr | Op::NakErr => {
-                r.ack_to(p);
-                if r.una != p {
-                    return false;
-                }
-                let code = NakCode::from_byte(h.nak);
-                if h.op == Op::NakRnr {
-                    r.rnr_timer = h.nak;
-                    r.answer = Some(Answer::Rnr { psn: p });
-                } else if code == NakCode::PsnSeq {
-                    r.rewind(p);
-                } else {
-                    r.answer = Some(Answer::Nak { psn: p, code });
-                }
-            }
-            Op::AtomicAck => {
-                let Some(i) = r.flight[..r.nflight].iter().position(|f| f.contains(p)) else {
-                    return false;
-                };
-                if p != r.una || r.flight[i].kind != Kind::Atomic || h.len != 8 {
-                    return false;
-                }
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&port.inb[HEADER_LEN..HEADER_LEN + 8]);
-                r.flight[i].value = Some(u64::from_be_bytes(b));
-                r.moved_to((p + 1) & PSN_MASK);
-            }
-            Op::ReadResp => return self.read_response(port, qpn, h),
-            _ => return false,
-        }
-        true
     }
 
     /// Requester: READ response `h` (its data in `port.inb`) into the READ's local spans.
@@ -320,6 +304,47 @@ impl Engine {
         let r = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut());
         let r = r.expect("found above");
         r.moved_to((p + 1) & PSN_MASK);
+        true
+    }
+}
+
+impl RemoteQp {
+    /// Requester: ACK, NAK or ATOMIC ACK `h` (its payload in `inb`) for a PSN in flight.
+    /// False: not one it waits for.
+    fn take_answer(&mut self, inb: &[u8; CELL_LEN], h: &Header) -> bool {
+        let r = self;
+        let p = h.psn;
+        match h.op {
+            Op::Ack => r.ack_to((p + 1) & PSN_MASK),
+            Op::NakRnr | Op::NakErr => {
+                r.ack_to(p);
+                if r.una != p {
+                    return false;
+                }
+                let code = NakCode::from_byte(h.nak);
+                if h.op == Op::NakRnr {
+                    r.rnr_timer = h.nak;
+                    r.answer = Some(Answer::Rnr { psn: p });
+                } else if code == NakCode::PsnSeq {
+                    r.rewind(p);
+                } else {
+                    r.answer = Some(Answer::Nak { psn: p, code });
+                }
+            }
+            Op::AtomicAck => {
+                let Some(i) = r.flight[..r.nflight].iter().position(|f| f.contains(p)) else {
+                    return false;
+                };
+                if p != r.una || r.flight[i].kind != Kind::Atomic || h.len != 8 {
+                    return false;
+                }
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&inb[HEADER_LEN..HEADER_LEN + 8]);
+                r.flight[i].value = Some(u64::from_be_bytes(b));
+                r.moved_to((p + 1) & PSN_MASK);
+            }
+            _ => return false,
+        }
         true
     }
 }

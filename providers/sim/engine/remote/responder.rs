@@ -23,8 +23,13 @@ use crate::{Access, QpState, QpType};
 impl Engine {
     /// Send answer `a` (with `n` payload bytes already in `port.out`) if the ring has room.
     /// False: it did not (a NAK or response lost so is covered by the requester's timeout;
-    /// an ACK is kept and sent by a later pass).
+    /// an ACK is kept and sent by a later pass). Without a fault injector the header goes
+    /// from the stack straight into the ring; with one, through `port.out` and `wire_send`.
     fn answer(fault: &mut Option<FaultInjector>, port: &mut Port, a: &Header, n: usize) -> bool {
+        if fault.is_none() {
+            let payload = &port.out[HEADER_LEN..HEADER_LEN + n];
+            return port.member.send_header(a.dst_slot, &a.to_bytes(), payload);
+        }
         a.write(&mut port.out[..]);
         let to = a.dst_slot;
         wire_send(fault, &mut port.member, to, &port.out[..HEADER_LEN + n])
@@ -52,27 +57,30 @@ impl Engine {
     /// Responder: request `h` (payload in `port.inb`): executed if its PSN is the one
     /// expected, answered again if it is a duplicate, a sequence NAK if it is ahead.
     pub(super) fn fabric_respond(&mut self, port: &mut Port, h: &Header, torn_ok: bool) -> bool {
-        let Some(qpn) = self.fabric_qp(port, h) else {
+        let qpn = h.dst_qpn;
+        let Some(q) = self.qps.get_mut(&qpn) else {
             return false;
         };
-        let q = &self.qps[&qpn];
-        if !matches!(q.state, QpState::Rtr | QpState::Rts) {
+        if q.qp_type == QpType::Ud {
+            return self.fabric_datagram_in(port, h, torn_ok);
+        }
+        if !Self::fabric_peer(q, port, h) || !matches!(q.state, QpState::Rtr | QpState::Rts) {
             return false;
         }
         if q.qp_type == QpType::Uc {
             return self.uc_respond(port, qpn, h, torn_ok);
         }
-        let r = q.remote.as_deref().expect("checked by fabric_qp");
-        let (epsn, atomics, reading) = (r.epsn, r.atomics, r.read.is_some());
+        let r = q.remote.as_deref().expect("checked by fabric_peer");
+        let (epsn, reading, rx) = (r.epsn, r.read.is_some(), r.rx);
         let d = psn_diff(h.psn, epsn);
         if d == 0 {
             if reading {
                 // Still answering a READ: a request behind it waits for the resend.
                 return false;
             }
-            let reply = self.fabric_execute(port, qpn, h, torn_ok);
+            let reply = self.fabric_execute(port, qpn, h, torn_ok, true, rx);
             let r = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut());
-            let r = r.expect("checked by fabric_qp");
+            let r = r.expect("checked by fabric_peer");
             match reply {
                 Reply::Ack => {
                     r.epsn = (epsn + 1) & PSN_MASK;
@@ -146,7 +154,7 @@ impl Engine {
                         return false;
                     }
                     let r = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut());
-                    let r = r.expect("checked by fabric_qp");
+                    let r = r.expect("checked by fabric_peer");
                     match r.read {
                         Some(ro) => {
                             // Still answering an earlier READ: one after it waits for the
@@ -170,9 +178,10 @@ impl Engine {
                     self.serve_read(port, qpn);
                 }
                 Op::Cas | Op::Faa => {
-                    let Some((psn, v)) =
-                        atomics.iter().flatten().copied().find(|&(p, _)| p == h.psn)
-                    else {
+                    let r = self.qps[&qpn].remote.as_deref();
+                    let r = r.expect("checked by fabric_peer");
+                    let found = r.atomics.iter().flatten().find(|&&(p, _)| p == h.psn);
+                    let Some(&(psn, v)) = found else {
                         return false;
                     };
                     port.out[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&v.to_be_bytes());
@@ -190,7 +199,7 @@ impl Engine {
         } else {
             // Ahead of the expected PSN (one lost before it): ask for it, once.
             let r = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut());
-            let r = r.expect("checked by fabric_qp");
+            let r = r.expect("checked by fabric_peer");
             if r.nak_sent {
                 return false;
             }
@@ -211,7 +220,7 @@ impl Engine {
             return false;
         }
         let r = self.qps.get_mut(&qpn).and_then(|q| q.remote.as_deref_mut());
-        let r = r.expect("checked by fabric_qp");
+        let r = r.expect("checked by fabric_peer");
         let gap = h.psn != r.epsn;
         r.epsn = (h.psn + 1) & PSN_MASK;
         if gap {
@@ -228,7 +237,8 @@ impl Engine {
                 return false;
             }
         }
-        match self.fabric_execute(port, qpn, h, torn_ok) {
+        let rx = self.qps[&qpn].remote.as_ref().and_then(|r| r.rx);
+        match self.fabric_execute(port, qpn, h, torn_ok, false, rx) {
             Reply::Ack => true,
             _ => {
                 // The rest of the message goes with it.
@@ -334,16 +344,24 @@ impl Engine {
     /// Responder: execute request `h` (payload in `port.inb`) on QP `qpn`, the PSN the
     /// one expected. An error puts the QP in ERR (and writes the responder's CQE where the
     /// IBA has one) before the NAK goes out.
-    fn fabric_execute(&mut self, port: &mut Port, qpn: u32, h: &Header, torn_ok: bool) -> Reply {
-        // UC drops a packet it cannot take silently; RC NAKs it and the QP goes to ERR.
-        let reliable = self.qps[&qpn].qp_type == QpType::Rc;
+    ///
+    /// `reliable`: the QP is RC (UC drops a packet it cannot take silently; RC NAKs it and
+    /// the QP goes to ERR); `rx`: the message the QP is in the middle of.
+    fn fabric_execute(
+        &mut self,
+        port: &mut Port,
+        qpn: u32,
+        h: &Header,
+        torn_ok: bool,
+        reliable: bool,
+        rx: Option<Rx>,
+    ) -> Reply {
         let fail = |e: &mut Engine, s: u8| {
             if reliable {
                 e.responder_error(qpn);
             }
             Reply::Nak(nak_code(s))
         };
-        let rx = self.qps[&qpn].remote.as_ref().and_then(|r| r.rx);
         // The packets of a message in order: FIRST, MIDDLE.., LAST of one opcode.
         let in_order = match (rx, h.seg.starts()) {
             (None, true) => true,
@@ -355,20 +373,22 @@ impl Engine {
             return fail(self, wire::MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR);
         }
         let len = u64::from(h.len);
-        let p = &self.qps[&qpn];
-        let remote = match h.op {
-            Op::Write | Op::WriteImm | Op::Read if len == 0 => Ok(EMPTY_SPAN),
-            Op::Write | Op::WriteImm => {
-                self.remote_span(p, h.raddr, len, h.rkey, Access::REMOTE_WRITE)
-            }
-            Op::Read => self.remote_span(p, h.raddr, len, h.rkey, Access::REMOTE_READ),
+        // The remote range the request names, with the right it needs (none: no range).
+        let range = match h.op {
+            Op::Write | Op::WriteImm | Op::Read if len == 0 => None,
+            Op::Write | Op::WriteImm => Some((len, Access::REMOTE_WRITE)),
+            Op::Read => Some((len, Access::REMOTE_READ)),
             Op::Cas | Op::Faa => {
                 if h.raddr % 8 != 0 {
                     return fail(self, wire::MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR);
                 }
-                self.remote_span(p, h.raddr, 8, h.rkey, Access::REMOTE_ATOMIC)
+                Some((8, Access::REMOTE_ATOMIC))
             }
-            _ => Ok(EMPTY_SPAN),
+            _ => None,
+        };
+        let remote = match range {
+            None => Ok(EMPTY_SPAN),
+            Some((n, need)) => self.remote_span(&self.qps[&qpn], h.raddr, n, h.rkey, need),
         };
         let remote = match remote {
             Ok(s) => s,
