@@ -536,6 +536,10 @@ impl Member {
                 MAX_DEVICES,
             )
         };
+        // Nothing moved (the idle pass): one comparison of the whole table.
+        if now == self.seen {
+            return 0;
+        }
         let mut bits = 0;
         for (from, (t, seen)) in now.iter().zip(&self.seen).enumerate() {
             bits |= u32::from(t != seen) << from;
@@ -628,6 +632,9 @@ impl Member {
             }
             self.hot |= 1 << from;
             look_at_tail = true;
+            // The tail the producer stores after this word: the tail table need not send
+            // the next pass here for it (a tail seen lagging behind it sends it once).
+            self.seen[from] = h.wrapping_add(1);
             let src = self.seg.map.as_mut_ptr().wrapping_add(cell + SEQ_LEN);
             // SAFETY: `src` is the packet bytes of a cell of this member's ring.
             let (n, check) = unsafe { copy_out(src, out) };

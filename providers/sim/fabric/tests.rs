@@ -27,9 +27,11 @@ fn the_tail_table_names_the_rings_with_something_new() {
     assert!(a.send(sb, &pkt));
     assert_eq!((a.pending(), b.pending()), (0, 1 << sa));
     assert_eq!(b.recv(sa, &mut out), Some(packet::HEADER_LEN));
-    assert_eq!(b.recv(sa, &mut out), Some(packet::HEADER_LEN));
-    // Still named until the consumer has found the ring empty.
+    // Still named while packets are left ...
     assert_eq!(b.pending(), 1 << sa);
+    assert_eq!(b.recv(sa, &mut out), Some(packet::HEADER_LEN));
+    // ... and not once the consumer has taken up to the tail.
+    assert_eq!(b.pending(), 0);
     assert_eq!(b.recv(sa, &mut out), None);
     assert_eq!(b.pending(), 0);
     // The other direction has its own table.
