@@ -72,6 +72,31 @@ pub(super) unsafe fn copy_list_at(src: &[Span], dst: &[Span], skip: usize) {
     }
 }
 
+/// Copy the bytes `skip..skip + dst.len` of the concatenation of `src` into `dst` (a
+/// packet's piece of a message), without building a list of sub-spans. Bytes past the end
+/// of `src` are not copied.
+///
+/// # Safety
+/// Every span must be valid for its length (sources readable, `dst` writable).
+pub(super) unsafe fn gather_at(src: &[Span], skip: usize, dst: Span) {
+    let (mut skip, mut done) = (skip, 0);
+    for s in src {
+        if done == dst.len {
+            break;
+        }
+        if skip >= s.len {
+            skip -= s.len;
+            continue;
+        }
+        let n = (s.len - skip).min(dst.len - done);
+        // SAFETY: `skip + n <= s.len` and `done + n <= dst.len`: both ranges lie inside
+        // spans the caller vouches for.
+        unsafe { dma_copy(dst.ptr.add(done), s.ptr.add(skip), n) };
+        done += n;
+        skip = 0;
+    }
+}
+
 /// Gather `local` into the single range `remote`.
 ///
 /// # Safety
@@ -90,94 +115,49 @@ pub(super) unsafe fn scatter_from(remote: Span, local: &[Span]) {
     unsafe { copy_list(&[remote], local) }
 }
 
-/// The bytes `skip..skip + n` of the concatenation of `spans`, as spans into `out` (at most
-/// `spans.len()` of them). Returns how many; fewer bytes than `n` when `spans` ends first.
-pub(super) fn sub_spans(spans: &[Span], skip: usize, n: usize, out: &mut [Span]) -> usize {
-    let (mut skip, mut left, mut k) = (skip, n, 0);
-    for s in spans {
-        if left == 0 || k == out.len() {
-            break;
-        }
-        if skip >= s.len {
-            skip -= s.len;
-            continue;
-        }
-        let take = (s.len - skip).min(left);
-        out[k] = Span {
-            // Inside `s` (skip < s.len): no pointer leaves the span the caller checked.
-            ptr: s.ptr.wrapping_add(skip),
-            len: take,
-        };
-        k += 1;
-        left -= take;
-        skip = 0;
-    }
-    k
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn sub_spans_cut_a_list_at_any_byte() {
-        let mut a = [0u8; 10];
-        let mut b = [0u8; 6];
-        let spans = [
+    fn gather_at_copies_any_piece_of_a_list() {
+        let (mut a, mut b) = ([0u8; 10], [0u8; 6]);
+        for (i, x) in a.iter_mut().chain(b.iter_mut()).enumerate() {
+            *x = i as u8 + 1;
+        }
+        let src = [
             Span {
                 ptr: a.as_mut_ptr(),
                 len: 10,
             },
+            EMPTY_SPAN,
             Span {
                 ptr: b.as_mut_ptr(),
                 len: 6,
             },
         ];
-        let mut out = [EMPTY_SPAN; 2];
-        let k = sub_spans(&spans, 8, 5, &mut out);
-        assert_eq!(k, 2);
-        assert_eq!(
-            (out[0].ptr, out[0].len),
-            (a.as_mut_ptr().wrapping_add(8), 2)
-        );
-        assert_eq!((out[1].ptr, out[1].len), (b.as_mut_ptr(), 3));
-        assert_eq!(sub_spans(&spans, 16, 4, &mut out), 0);
-        let k = sub_spans(&spans, 12, 100, &mut out);
-        assert_eq!((k, out[0].len), (1, 4));
-        // Bytes copied into a list from an offset land after it, and stop at its end.
-        let mut src = [7u8; 8];
-        let s = [Span {
-            ptr: src.as_mut_ptr(),
+        let all: Vec<u8> = (1..=16).collect();
+        for skip in 0..=16 {
+            for n in 0..=16 - skip {
+                let mut out = [0u8; 16];
+                let dst = Span {
+                    ptr: out.as_mut_ptr(),
+                    len: n,
+                };
+                // SAFETY: every span covers live arrays of its length.
+                unsafe { gather_at(&src, skip, dst) };
+                assert_eq!(&out[..n], &all[skip..skip + n], "skip {skip} n {n}");
+                assert!(out[n..].iter().all(|&x| x == 0), "nothing past n");
+            }
+        }
+        // Past the end of the list: what there is, nothing more.
+        let mut out = [0u8; 8];
+        let dst = Span {
+            ptr: out.as_mut_ptr(),
             len: 8,
-        }];
-        // SAFETY: every span is a live local array of its length.
-        unsafe { copy_list_at(&s, &spans, 7) };
-        assert_eq!(a, [0, 0, 0, 0, 0, 0, 0, 7, 7, 7]);
-        assert_eq!(b, [7, 7, 7, 7, 7, 0]);
+        };
         // SAFETY: as above.
-        unsafe { copy_list_at(&s, &spans, 14) };
-        assert_eq!(b, [7; 6], "two bytes from 14 on, the rest past the end");
-        // One span into one: as far as the destination holds, an empty source copies
-        // nothing (its pointer is not touched).
-        let mut one = [0u8; 5];
-        let d = [Span {
-            ptr: one.as_mut_ptr(),
-            len: 5,
-        }];
-        // SAFETY: as above; the empty span is never dereferenced.
-        unsafe { copy_list(&s, &d) };
-        assert_eq!(one, [7; 5]);
-        let mut three = [1u8; 3];
-        let d = [Span {
-            ptr: three.as_mut_ptr(),
-            len: 3,
-        }];
-        // SAFETY: as above.
-        unsafe { copy_list(&[EMPTY_SPAN], &d) };
-        assert_eq!(three, [1; 3]);
-        // SAFETY: as above.
-        unsafe { copy_list(&s[..], &d) };
-        assert_eq!(three, [7; 3]);
-        assert_eq!(a, [0, 0, 0, 0, 0, 0, 0, 7, 7, 7]);
+        unsafe { gather_at(&src, 12, dst) };
+        assert_eq!(out, [13, 14, 15, 16, 0, 0, 0, 0]);
     }
 }

@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use super::super::dma::{copy_list, sub_spans, Span, EMPTY_SPAN};
+use super::super::dma::{copy_list, gather_at, Span, EMPTY_SPAN};
 use super::super::execute::Resp;
 use super::super::fetch::{Wqe, MAX_SEGS, MAX_WQE};
 use super::super::Engine;
@@ -278,16 +278,14 @@ impl Engine {
                 h.dst_epoch = epoch;
                 h.write(&mut port.out[..]);
                 if n > 0 {
-                    let mut piece = [EMPTY_SPAN; MAX_SEGS];
-                    let k = sub_spans(local, off as usize, n as usize, &mut piece);
                     let dst = Span {
                         ptr: port.out[HEADER_LEN..].as_mut_ptr(),
                         len: n as usize,
                     };
-                    // SAFETY: `piece` lies in the requester's checked spans (or the WQE's
-                    // inline bytes in `buf`); `dst` is the port's own buffer, `n` bytes
-                    // at most the MTU.
-                    unsafe { copy_list(&piece[..k], &[dst]) };
+                    // SAFETY: `local` are the requester's checked spans (or the WQE's inline
+                    // bytes in `buf`); `dst` is the port's own buffer, `n` bytes at most the
+                    // MTU.
+                    unsafe { gather_at(local, off as usize, dst) };
                 }
                 wire_send(
                     &mut self.fault,
