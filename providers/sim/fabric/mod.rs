@@ -540,8 +540,12 @@ impl Member {
         // (`==` on the arrays calls memcmp, a loop over the u32s is not vectorized).
         // SAFETY: [u32; 16] and [u64; 8] have the same size and every bit pattern is a
         // valid value of either; the copies are our own.
-        let (a, b): ([u64; 8], [u64; 8]) =
-            unsafe { (std::mem::transmute(now), std::mem::transmute(self.seen)) };
+        let (a, b): ([u64; 8], [u64; 8]) = unsafe {
+            (
+                std::mem::transmute::<[u32; MAX_DEVICES], [u64; 8]>(now),
+                std::mem::transmute::<[u32; MAX_DEVICES], [u64; 8]>(self.seen),
+            )
+        };
         if a.iter().zip(&b).fold(0, |m, (x, y)| m | (x ^ y)) == 0 {
             return 0;
         }
