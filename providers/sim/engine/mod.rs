@@ -80,6 +80,7 @@ mod events;
 mod execute;
 mod fetch;
 mod objects;
+mod qpmap;
 mod recv;
 mod remote;
 
@@ -101,7 +102,7 @@ use objects::MrMap;
 
 /// The device state: every object and the fault injector.
 pub(crate) struct Engine {
-    pub(crate) qps: BTreeMap<u32, QpCtx>,
+    pub(crate) qps: qpmap::QpMap<QpCtx>,
     pub(crate) cqs: BTreeMap<u32, CqCtx>,
     pub(crate) srqs: BTreeMap<u32, SrqCtx>,
     mrs: MrMap,
@@ -152,7 +153,7 @@ impl Engine {
     /// An engine with no objects whose QPNs start at `qpn_base` and whose port has `gid`.
     pub(crate) fn new(qpn_base: u32, gid: [u8; 16], clock: Arc<SimClock>) -> Engine {
         Engine {
-            qps: BTreeMap::new(),
+            qps: qpmap::QpMap::default(),
             cqs: BTreeMap::new(),
             srqs: BTreeMap::new(),
             mrs: MrMap::default(),

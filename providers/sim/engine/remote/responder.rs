@@ -258,7 +258,7 @@ impl Engine {
         loop {
             let found = self
                 .qps
-                .range(next..)
+                .range_from(next)
                 .find(|(_, q)| q.remote.as_ref().is_some_and(|r| r.read.is_some()))
                 .map(|(&qpn, _)| qpn);
             let Some(qpn) = found else { break };
