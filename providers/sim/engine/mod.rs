@@ -80,9 +80,9 @@ mod events;
 mod execute;
 mod fetch;
 mod objects;
-mod qpmap;
 mod recv;
 mod remote;
+mod table;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -102,8 +102,8 @@ use objects::MrMap;
 
 /// The device state: every object and the fault injector.
 pub(crate) struct Engine {
-    pub(crate) qps: qpmap::QpMap<QpCtx>,
-    pub(crate) cqs: BTreeMap<u32, CqCtx>,
+    pub(crate) qps: table::Table<QpCtx>,
+    pub(crate) cqs: table::Table<CqCtx>,
     pub(crate) srqs: BTreeMap<u32, SrqCtx>,
     mrs: MrMap,
     next_pd: u32,
@@ -153,8 +153,8 @@ impl Engine {
     /// An engine with no objects whose QPNs start at `qpn_base` and whose port has `gid`.
     pub(crate) fn new(qpn_base: u32, gid: [u8; 16], clock: Arc<SimClock>) -> Engine {
         Engine {
-            qps: qpmap::QpMap::default(),
-            cqs: BTreeMap::new(),
+            qps: table::Table::default(),
+            cqs: table::Table::default(),
             srqs: BTreeMap::new(),
             mrs: MrMap::default(),
             next_pd: 1,
