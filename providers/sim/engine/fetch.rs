@@ -239,7 +239,7 @@ impl Engine {
     }
 
     /// [`Engine::parse`] into `w` (every field set; the data segments past `w.nsegs` are
-    /// left as they were).
+    /// left as they were). The small inline WRITE takes [`small_write`]'s short way.
     pub(super) fn parse_into(
         q: &QpCtx,
         at: u32,
@@ -247,82 +247,273 @@ impl Engine {
         ring_len: usize,
         w: &mut Wqe,
     ) -> Result<(), u8> {
-        let p = wire::parse_send_wqe(&buf[..ring_len], at, q.qp_type == QpType::Ud)
-            .map_err(|_| wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR)?;
-        if p.qpn != q.qpn || u32::from(p.wqe_idx) != at & wire::MLX5_WQE_INDEX_MASK {
-            return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+        if small_write(q.qpn, q.qp_type, at, buf, ring_len, w) {
+            return Ok(());
         }
-        let opcode = p.opcode;
-        let ok_for_type = match q.qp_type {
-            QpType::Rc => true,
-            QpType::Uc => !matches!(
-                opcode,
-                Opcode::RdmaRead | Opcode::AtomicCs | Opcode::AtomicFa
-            ),
-            QpType::Ud => matches!(opcode, Opcode::Nop | Opcode::Send | Opcode::SendImm),
-        };
-        if !ok_for_type {
-            return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
-        }
-        let (raddr, rkey) = p.raddr.unwrap_or((0, 0));
-        let (swap_add, compare) = p.atomic.unwrap_or((0, 0));
-        let (qkey, dqpn, dgid) = match p.av {
-            Some(av) => {
-                let av = DatagramSeg::new_unchecked(&av[..]);
-                (av.qkey(), av.dqpn(), av.rgid())
-            }
-            None => (0, 0, [0; 16]),
-        };
-        w.opcode = opcode;
-        w.idx = p.wqe_idx;
-        w.signaled = p.fm_ce_se & wire::MLX5_WQE_CTRL_CQ_UPDATE != 0;
-        w.solicited = p.fm_ce_se & wire::MLX5_WQE_CTRL_SOLICITED != 0;
-        w.imm = p.imm.to_be_bytes();
-        w.raddr = raddr;
-        w.rkey = rkey;
-        w.swap_add = swap_add;
-        w.compare = compare;
-        w.dqpn = dqpn;
-        w.qkey = qkey;
-        w.dgid = dgid;
-        w.inline = [EMPTY_SPAN; 2];
-        w.ninline = 0;
-        w.nsegs = 0;
-        let reads = matches!(
+        parse_general(q.qpn, q.qp_type, at, buf, ring_len, w)
+    }
+}
+
+/// The general parse of [`Engine::parse_into`], for QP `qpn` of type `qp_type`.
+fn parse_general(
+    qpn: u32,
+    qp_type: QpType,
+    at: u32,
+    buf: &[u8; MAX_WQE],
+    ring_len: usize,
+    w: &mut Wqe,
+) -> Result<(), u8> {
+    let p = wire::parse_send_wqe(&buf[..ring_len], at, qp_type == QpType::Ud)
+        .map_err(|_| wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR)?;
+    if p.qpn != qpn || u32::from(p.wqe_idx) != at & wire::MLX5_WQE_INDEX_MASK {
+        return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+    }
+    let opcode = p.opcode;
+    let ok_for_type = match qp_type {
+        QpType::Rc => true,
+        QpType::Uc => !matches!(
             opcode,
             Opcode::RdmaRead | Opcode::AtomicCs | Opcode::AtomicFa
-        );
-        for item in p.data_segs() {
-            match item {
-                DataItem::Inline(d) => {
-                    if reads || w.nsegs > 0 || w.ninline > 0 {
-                        return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
-                    }
-                    for piece in [d.first, d.second] {
-                        if !piece.is_empty() {
-                            w.inline[w.ninline] = Span {
-                                // Read-only source inside the local copy `buf`.
-                                ptr: piece.as_ptr() as *mut u8,
-                                len: piece.len(),
-                            };
-                            w.ninline += 1;
-                        }
-                    }
+        ),
+        QpType::Ud => matches!(opcode, Opcode::Nop | Opcode::Send | Opcode::SendImm),
+    };
+    if !ok_for_type {
+        return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+    }
+    let (raddr, rkey) = p.raddr.unwrap_or((0, 0));
+    let (swap_add, compare) = p.atomic.unwrap_or((0, 0));
+    let (qkey, dqpn, dgid) = match p.av {
+        Some(av) => {
+            let av = DatagramSeg::new_unchecked(&av[..]);
+            (av.qkey(), av.dqpn(), av.rgid())
+        }
+        None => (0, 0, [0; 16]),
+    };
+    w.opcode = opcode;
+    w.idx = p.wqe_idx;
+    w.signaled = p.fm_ce_se & wire::MLX5_WQE_CTRL_CQ_UPDATE != 0;
+    w.solicited = p.fm_ce_se & wire::MLX5_WQE_CTRL_SOLICITED != 0;
+    w.imm = p.imm.to_be_bytes();
+    w.raddr = raddr;
+    w.rkey = rkey;
+    w.swap_add = swap_add;
+    w.compare = compare;
+    w.dqpn = dqpn;
+    w.qkey = qkey;
+    w.dgid = dgid;
+    w.inline = [EMPTY_SPAN; 2];
+    w.ninline = 0;
+    w.nsegs = 0;
+    let reads = matches!(
+        opcode,
+        Opcode::RdmaRead | Opcode::AtomicCs | Opcode::AtomicFa
+    );
+    for item in p.data_segs() {
+        match item {
+            DataItem::Inline(d) => {
+                if reads || w.nsegs > 0 || w.ninline > 0 {
+                    return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
                 }
-                DataItem::Sge(sge) => {
-                    if w.ninline > 0 || w.nsegs == MAX_SEGS {
-                        return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+                for piece in [d.first, d.second] {
+                    if !piece.is_empty() {
+                        w.inline[w.ninline] = Span {
+                            // Read-only source inside the local copy `buf`.
+                            ptr: piece.as_ptr() as *mut u8,
+                            len: piece.len(),
+                        };
+                        w.ninline += 1;
                     }
-                    w.segs[w.nsegs] = (sge.addr, sge.length, sge.lkey);
-                    w.nsegs += 1;
                 }
             }
+            DataItem::Sge(sge) => {
+                if w.ninline > 0 || w.nsegs == MAX_SEGS {
+                    return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+                }
+                w.segs[w.nsegs] = (sge.addr, sge.length, sge.lkey);
+                w.nsegs += 1;
+            }
         }
-        if matches!(opcode, Opcode::AtomicCs | Opcode::AtomicFa)
-            && (w.nsegs != 1 || w.segs[0].1 != 8)
-        {
-            return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+    }
+    if matches!(opcode, Opcode::AtomicCs | Opcode::AtomicFa) && (w.nsegs != 1 || w.segs[0].1 != 8) {
+        return Err(wire::MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+    }
+    Ok(())
+}
+
+/// The ctrl, raddr and one inline unit of the small inline WRITE: `ds` 3.
+const SMALL_DS: u8 = 3;
+/// The most inline bytes one unit holds after its 4-byte header.
+const SMALL_INLINE_MAX: usize = wire::MLX5_WQE_DS_UNITS - wire::offset::inline::DATA;
+
+/// The WQE shape of nearly every latency-bound request, an RDMA WRITE (with or without
+/// immediate) of 1 to 12 bytes inline on an RC or UC QP (ctrl, raddr and one inline unit:
+/// `ds` 3, within one WQEBB), parsed into `w` without the general walk. False when the WQE
+/// is not exactly that or not valid (wrong QPN or index): [`parse_general`] then decides, so
+/// what this takes is what the general parse accepts, with the same fields (the test below
+/// holds the two against each other).
+fn small_write(
+    qpn: u32,
+    qp_type: QpType,
+    at: u32,
+    buf: &[u8; MAX_WQE],
+    ring_len: usize,
+    w: &mut Wqe,
+) -> bool {
+    if qp_type == QpType::Ud || ring_len < wire::MLX5_SEND_WQE_BB {
+        return false;
+    }
+    let local_cnt = ring_len / wire::MLX5_SEND_WQE_BB;
+    let slot = at as usize & (local_cnt - 1);
+    let Some(wqe) = buf.get(slot * wire::MLX5_SEND_WQE_BB..(slot + 1) * wire::MLX5_SEND_WQE_BB)
+    else {
+        return false;
+    };
+    let units = |i: usize| &wqe[i * wire::MLX5_WQE_DS_UNITS..(i + 1) * wire::MLX5_WQE_DS_UNITS];
+    let c = wire::CtrlSeg::new_unchecked(units(0));
+    let opcode = c.opcode();
+    let idx = c.wqe_idx();
+    if c.ds() != SMALL_DS
+        || !matches!(opcode, Opcode::RdmaWrite | Opcode::RdmaWriteImm)
+        || usize::from(idx) & (local_cnt - 1) != slot
+        || u32::from(idx) != at & wire::MLX5_WQE_INDEX_MASK
+        || c.qpn() != qpn
+    {
+        return false;
+    }
+    let bc = wire::DataSeg::new_unchecked(units(2)).byte_count();
+    let len = (bc & !wire::MLX5_INLINE_SEG) as usize;
+    if bc & wire::MLX5_INLINE_SEG == 0 || len == 0 || len > SMALL_INLINE_MAX {
+        return false;
+    }
+    let r = wire::RaddrSeg::new_unchecked(units(1));
+    let fm_ce_se = c.fm_ce_se();
+    w.opcode = opcode;
+    w.idx = idx;
+    w.signaled = fm_ce_se & wire::MLX5_WQE_CTRL_CQ_UPDATE != 0;
+    w.solicited = fm_ce_se & wire::MLX5_WQE_CTRL_SOLICITED != 0;
+    w.imm = c.imm().to_be_bytes();
+    w.raddr = r.raddr();
+    w.rkey = r.rkey();
+    w.swap_add = 0;
+    w.compare = 0;
+    w.dqpn = 0;
+    w.qkey = 0;
+    w.dgid = [0; 16];
+    w.inline = [
+        Span {
+            // Read-only source inside the local copy `buf`, as the general parse's.
+            ptr: units(2)[wire::offset::inline::DATA..].as_ptr() as *mut u8,
+            len,
+        },
+        EMPTY_SPAN,
+    ];
+    w.ninline = 1;
+    w.nsegs = 0;
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fields of a parsed WQE, the inline bytes by value.
+    fn fields(w: &Wqe) -> String {
+        let inline: Vec<Vec<u8>> = w.inline[..w.ninline]
+            .iter()
+            // SAFETY: the spans point into the test's `buf`, alive here.
+            .map(|s| unsafe { std::slice::from_raw_parts(s.ptr, s.len) }.to_vec())
+            .collect();
+        format!(
+            "{:?} {} {} {} {:?} {:#x} {:#x} {} {} {} {} {:?} {:?} {:?}",
+            w.opcode,
+            w.idx,
+            w.signaled,
+            w.solicited,
+            w.imm,
+            w.raddr,
+            w.rkey,
+            w.swap_add,
+            w.compare,
+            w.dqpn,
+            w.qkey,
+            w.dgid,
+            inline,
+            &w.segs[..w.nsegs]
+        )
+    }
+
+    /// WQEs in and around the small inline WRITE's shape (random opcodes, `ds`, indices,
+    /// QPNs, inline flags and lengths, flags and fields), on every QP type and two ring
+    /// sizes: whatever the short way takes, the general parse takes too, with the same
+    /// fields; and the short way takes the valid small WRITEs.
+    #[test]
+    fn the_short_way_parses_as_the_general_one() {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut taken, mut valid_small) = (0, 0);
+        for i in 0..20_000u32 {
+            let qp_type = [QpType::Rc, QpType::Uc, QpType::Ud][i as usize % 3];
+            let ring_len = [4, 16][(rnd() % 2) as usize] * wire::MLX5_SEND_WQE_BB;
+            let at = rnd() as u32;
+            let qpn = 0x12_3400 | (rnd() as u32 & 3);
+            let mut buf = [0u8; MAX_WQE];
+            for b in buf[..ring_len].iter_mut() {
+                *b = rnd() as u8;
+            }
+            let slot = at as usize & (ring_len / wire::MLX5_SEND_WQE_BB - 1);
+            let wqe = &mut buf[slot * 64..slot * 64 + 64];
+            let opcode: u8 = [0x08, 0x09, 0x0a, 0x10, 0x00, 0x11][(rnd() % 6) as usize];
+            let idx = if rnd() % 8 == 0 {
+                rnd() as u16
+            } else {
+                at as u16
+            };
+            wqe[0] = 0;
+            wqe[1..3].copy_from_slice(&idx.to_be_bytes());
+            wqe[3] = opcode;
+            let ctrl_qpn = if rnd() % 8 == 0 { qpn ^ 1 } else { qpn };
+            let ds = [3u8, 3, 3, 2, 4][(rnd() % 5) as usize];
+            wqe[4..8].copy_from_slice(&(ctrl_qpn << 8 | u32::from(ds)).to_be_bytes());
+            let len = (rnd() % 16) as u32;
+            let flag = if rnd() % 8 == 0 {
+                0
+            } else {
+                wire::MLX5_INLINE_SEG
+            };
+            wqe[32..36].copy_from_slice(&(flag | len).to_be_bytes());
+            let mut general = Wqe::EMPTY;
+            let g = parse_general(qpn, qp_type, at, &buf, ring_len, &mut general);
+            let mut short = Wqe::EMPTY;
+            if small_write(qpn, qp_type, at, &buf, ring_len, &mut short) {
+                taken += 1;
+                assert_eq!(g, Ok(()), "case {i}: the general parse refuses it");
+                assert_eq!(fields(&short), fields(&general), "case {i}");
+            }
+            let small_shape = qp_type != QpType::Ud
+                && matches!(opcode, 0x08 | 0x09)
+                && ds == 3
+                && idx == at as u16
+                && ctrl_qpn == qpn
+                && flag != 0
+                && (1..=12).contains(&len);
+            if small_shape {
+                valid_small += 1;
+                let mut w = Wqe::EMPTY;
+                assert!(
+                    small_write(qpn, qp_type, at, &buf, ring_len, &mut w),
+                    "case {i}"
+                );
+            }
         }
-        Ok(())
+        assert_eq!(
+            taken, valid_small,
+            "the short way took exactly the valid small WRITEs"
+        );
+        assert!(taken > 1000, "{taken}");
     }
 }
