@@ -100,6 +100,25 @@ fn realtime_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
+/// [`realtime_ns`] read straight from `clock_gettime(CLOCK_REALTIME)`, without the
+/// `SystemTime` arithmetic (a CQE stamp in real-time format reads it for every CQE): the same
+/// value for the times the real-time format holds (the epoch to 2106); `None` outside them
+/// or when the call fails, where the caller takes [`realtime_ns`].
+fn host_realtime_ns_fast() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable `timespec` for the duration of the call, the only
+    // memory `clock_gettime` writes.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    let secs = u32::try_from(ts.tv_sec).ok().filter(|_| rc == 0)?;
+    let nanos = u64::try_from(ts.tv_nsec)
+        .ok()
+        .filter(|&n| n < 1_000_000_000)?;
+    Some(u64::from(secs) * 1_000_000_000 + nanos)
+}
+
 impl SimClock {
     /// A clock per `cfg`; refuses a frequency `khz2mult` cannot scale.
     pub fn new(cfg: SimClockConfig) -> crate::Result<SimClock> {
@@ -173,7 +192,13 @@ impl SimClock {
     /// The free-running counter now (within the 41-bit mask).
     pub fn cycles(&self) -> u64 {
         let ns = self.elapsed_ns();
-        let run = (ns * u128::from(self.khz) / 1_000_000) as u64;
+        let khz = u64::from(self.khz);
+        // `ns * khz / 10^6`, in 64 bits while the product fits (on host time, the first 32
+        // hours at 156.25 MHz; the division is then a multiplication), else in 128 bits.
+        let run = match u64::try_from(ns).ok().and_then(|n| n.checked_mul(khz)) {
+            Some(product) => product / 1_000_000,
+            None => (ns * u128::from(khz) / 1_000_000) as u64,
+        };
         self.start_cycles
             .wrapping_add(run)
             .wrapping_add(self.skew.load(Ordering::Relaxed))
@@ -182,7 +207,11 @@ impl SimClock {
 
     /// The real-time clock now, in the real-time CQE format (`seconds << 32 | ns`).
     pub fn real_time_raw(&self) -> u64 {
-        RealTime::from_ns(self.wall_ns()).map_or(0, RealTime::to_raw)
+        let ns = match self.manual {
+            None => host_realtime_ns_fast().unwrap_or_else(realtime_ns),
+            Some(_) => self.wall_ns(),
+        };
+        RealTime::from_ns(ns).map_or(0, RealTime::to_raw)
     }
 
     /// Jump the counter `cycles` forward without refreshing the clock info.
@@ -272,6 +301,41 @@ mod tests {
         assert_eq!((c.cycles(), c.wall_ns()), (156_260, 5_001_000_000));
         let host = SimClock::new(SimClockConfig::default()).unwrap();
         assert!(host.pass(1).is_err());
+    }
+
+    #[test]
+    fn the_counter_is_the_same_on_both_sides_of_the_64_bit_product() {
+        for khz in [156_250, 1_000_000, 4_000_000] {
+            let c = SimClock::new(SimClockConfig {
+                khz,
+                time: SimTime::Manual { realtime_ns: 0 },
+                ..SimClockConfig::default()
+            })
+            .unwrap();
+            // Host time where `ns * khz` leaves 64 bits, and around it.
+            let edge = u64::MAX / u64::from(khz);
+            let mut passed = 0u64;
+            for ns in [999_999, edge - 1, edge, edge + 1, u64::MAX - 1] {
+                c.pass(ns - passed).unwrap();
+                passed = ns;
+                let run = (u128::from(ns) * u128::from(khz) / 1_000_000) as u64;
+                assert_eq!(c.cycles(), run & MLX5_CYCLES_MASK, "{khz} kHz at {ns} ns");
+            }
+        }
+    }
+
+    #[test]
+    fn the_direct_real_time_read_is_the_system_time() {
+        // Between two readings of `SystemTime` (whole nanoseconds since the epoch).
+        let before = realtime_ns();
+        let fast = host_realtime_ns_fast().expect("the host clock is past 1970 and before 2106");
+        let after = realtime_ns();
+        assert!(before <= fast && fast <= after, "{before} {fast} {after}");
+        let raw = SimClock::new(SimClockConfig::default())
+            .unwrap()
+            .real_time_raw();
+        let t = RealTime::from_raw(raw);
+        assert!(t.is_normalized() && t.as_ns() >= after, "{raw:#x}");
     }
 
     #[test]

@@ -155,6 +155,36 @@ impl DevMem {
         let a = unsafe { AtomicU8::from_ptr(self.base.add(off)) };
         a.store(v, Ordering::Release)
     }
+
+    /// Write 64 bytes at 8-aligned `off`, given as eight words `w` (word `i` is bytes
+    /// `8i..8i + 8` in little-endian order, as `wire::CqeWords`): bytes 0..63 with volatile
+    /// stores (8, 4, 2 and 1 bytes wide), then `between()`, then byte 63 with a release store
+    /// (a CQE: the host never sees its `op_own` before its body).
+    pub(crate) fn write64_last_release(&self, off: usize, w: &[u64; 8], between: impl FnOnce()) {
+        assert!(
+            off % 8 == 0 && off + 64 <= self.len,
+            "sim: bad 64-byte offset {off}"
+        );
+        let last = w[7];
+        // SAFETY: `off..off + 64` is in range and `off` 8-aligned (asserted above, the base is
+        // page aligned), so every store below is in range and aligned for its width; volatile
+        // because the host reads this memory, and the host reads the body only after it saw
+        // the last byte, which is stored last with release ordering.
+        unsafe {
+            let mut p = self.base.add(off);
+            for &v in &w[..7] {
+                std::ptr::write_volatile(p.cast::<u64>(), v.to_le());
+                p = p.add(size_of::<u64>());
+            }
+            std::ptr::write_volatile(p.cast::<u32>(), (last as u32).to_le());
+            p = p.add(size_of::<u32>());
+            std::ptr::write_volatile(p.cast::<u16>(), ((last >> 32) as u16).to_le());
+            p = p.add(size_of::<u16>());
+            std::ptr::write_volatile(p, (last >> 48) as u8);
+        }
+        between();
+        self.store_u8_release(off + 63, (last >> 56) as u8);
+    }
 }
 
 impl std::fmt::Debug for DevMem {

@@ -15,23 +15,18 @@
 //! holds some back.
 //!
 //! What a CQE says is a [`CqeRepr`] (the wire layer's, owner bit and timestamp filled in here);
-//! its bytes come from [`CqeRepr::emit`], and every
+//! its bytes come from [`CqeRepr::to_words`], and every
 //! number (opcodes, syndromes, flag bits, offsets) is a `crate::wire` name: this module
 //! defines no mlx5 layout fact of its own.
 
-use super::{AsyncEvent, Engine};
+use super::{AsyncEvent, CqCtx, Engine, EngineStats};
 use crate::clock::TimestampKind;
-use crate::wire::{self, Cqe64, CqeRepr};
+use crate::sim::clock::SimClock;
+use crate::wire::{self, CqeRepr};
 use crate::QpState;
 
-/// The bytes of the CQE `r` describes (every byte written, through [`CqeRepr::emit`]). The
-/// engine stores bytes 0..63 first and `op_own` last.
-fn cqe_bytes(r: &CqeRepr) -> [u8; wire::MLX5_CQE64_LEN] {
-    let mut b = [0u8; wire::MLX5_CQE64_LEN];
-    r.emit(&mut Cqe64::new_unchecked(&mut b[..]))
-        .expect("a 64-byte buffer holds a CQE");
-    b
-}
+// `DevMem::write64_last_release` stores the last byte last: that byte is `op_own`.
+const _: () = assert!(wire::offset::cqe64::OP_OWN == wire::MLX5_CQE64_LEN - 1);
 
 /// A CQE the fault injector holds back until engine pass `release_pass`.
 pub(super) struct Held {
@@ -41,36 +36,80 @@ pub(super) struct Held {
 }
 
 impl Engine {
+    /// Complete `f` on CQ `cqn` (stream `stream`: one QP's send or receive side): written
+    /// now, or held back behind the CQ's held CQEs or by the fault injector's delay. Not
+    /// inlined: its callers are many and cold next to it, and a profile names it.
+    #[inline(never)]
     pub(super) fn push_cqe(&mut self, cqn: u32, f: CqeRepr, stream: u64, torn_ok: bool) {
-        let pass = self.stats.passes;
+        if self.fault.is_some() {
+            return self.push_cqe_faulty(cqn, f, stream, torn_ok);
+        }
+        let Some(cq) = self.cqs.get_mut(&cqn) else {
+            return;
+        };
+        if !cq.held.is_empty() {
+            return self.hold_cqe(cqn, f, stream, 0);
+        }
+        if !store_cqe(cqn, cq, f, &self.clock, &mut self.stats, 0, torn_ok) {
+            self.cq_error(cqn);
+        }
+    }
+
+    /// [`Engine::push_cqe`] with the fault injector on (its delay, its torn writes).
+    #[cold]
+    #[inline(never)]
+    fn push_cqe_faulty(&mut self, cqn: u32, f: CqeRepr, stream: u64, torn_ok: bool) {
         let mut delay = 0;
+        let mut spins = 0;
         if let Some(fi) = self.fault.as_mut() {
             if fi.rng.chance(fi.cfg.delay_ppm) {
                 fi.stats.delayed += 1;
                 delay = 1 + fi.rng.below(u64::from(fi.cfg.max_delay_passes.max(1)));
             }
+            spins = fi.cfg.torn_write_spins;
         }
         let Some(cq) = self.cqs.get_mut(&cqn) else {
             return;
         };
         if delay > 0 || !cq.held.is_empty() {
+            return self.hold_cqe(cqn, f, stream, delay);
+        }
+        if !store_cqe(cqn, cq, f, &self.clock, &mut self.stats, spins, torn_ok) {
+            self.cq_error(cqn);
+        }
+    }
+
+    /// Hold `f` back on CQ `cqn` (present) until `delay` passes from now, behind the CQEs
+    /// it already holds.
+    #[cold]
+    #[inline(never)]
+    fn hold_cqe(&mut self, cqn: u32, f: CqeRepr, stream: u64, delay: u64) {
+        let release_pass = self.stats.passes + delay;
+        if let Some(cq) = self.cqs.get_mut(&cqn) {
             self.maybe_held = true;
             cq.held.push_back(Held {
                 fields: f,
                 stream,
-                release_pass: pass + delay,
+                release_pass,
             });
-            return;
         }
-        self.write_cqe(cqn, f, torn_ok);
     }
 
     /// Release held CQEs that are due, keeping each queue's order; with the reorder fault,
     /// a due CQE may overtake older ones of *other* queues.
+    ///
+    /// Inlined: a pass calls it between QPs, and almost always no CQE is held.
+    #[inline]
     pub(super) fn release_held(&mut self, torn_ok: bool) -> usize {
         if !self.maybe_held {
             return 0;
         }
+        self.release_due(torn_ok)
+    }
+
+    /// [`Engine::release_held`] once some CQ may hold CQEs.
+    #[inline(never)]
+    fn release_due(&mut self, torn_ok: bool) -> usize {
         let pass = self.stats.passes;
         let cqns: Vec<u32> = self
             .cqs
@@ -165,58 +204,121 @@ impl Engine {
         }
     }
 
-    /// Write one CQE: body first, then `op_own` with a release store. Checks for overrun.
-    pub(super) fn write_cqe(&mut self, cqn: u32, mut f: CqeRepr, torn_ok: bool) {
+    /// Write one CQE on CQ `cqn` (see [`store_cqe`]); a full ring puts the CQ in error.
+    pub(super) fn write_cqe(&mut self, cqn: u32, f: CqeRepr, torn_ok: bool) {
         let spins = self.fault.as_ref().map_or(0, |f| f.cfg.torn_write_spins);
         let Some(cq) = self.cqs.get_mut(&cqn) else {
             return;
         };
-        if cq.overrun {
-            self.stats.cqes_dropped += 1;
-            return;
-        }
-        let ci = cq.mem.load_be32(cq.dbrec_off + 4 * wire::MLX5_CQ_SET_CI) & wire::MLX5_CQ_CI_MASK;
-        if (cq.pi.wrapping_sub(ci) & wire::MLX5_CQ_CI_MASK) >= cq.cqe_cnt {
-            self.stats.cqes_dropped += 1;
+        if !store_cqe(cqn, cq, f, &self.clock, &mut self.stats, spins, torn_ok) {
             self.cq_error(cqn);
-            return;
         }
-        // The time of completion, in the CQ's format (the CQE's timestamp field).
-        f.timestamp = match cq.ts {
-            None => 0,
-            Some(TimestampKind::FreeRunning) => {
-                let now = self.clock.cycles();
-                self.clock.maybe_refresh(now);
-                now
-            }
-            Some(TimestampKind::RealTime) => self.clock.real_time_raw(),
-        };
-        f.owner = wire::cqe_owner_for(cq.pi, cq.cqe_cnt);
-        let bytes = cqe_bytes(&f);
-        let off = wire::cqe64_offset(cq.pi, cq.cqe_cnt, cq.cqe_size as usize);
-        let op_own = wire::offset::cqe64::OP_OWN;
-        cq.mem.write(off, &bytes[..op_own]);
+    }
+}
+
+/// Write one CQE into `cq` (CQ `cqn`): body first, then `op_own` with a release store (with
+/// `torn_ok`, `spins` spin-loop iterations between them). A CQ in error takes nothing more
+/// (counted as dropped); a full ring drops the CQE (counted) and returns false, the one case
+/// where the caller must put the CQ in error. Stamps the timestamp per the CQ's format and the owner bit per `cq.pi`.
+#[inline(always)]
+fn store_cqe(
+    cqn: u32,
+    cq: &mut CqCtx,
+    mut f: CqeRepr,
+    clock: &SimClock,
+    stats: &mut EngineStats,
+    spins: u32,
+    torn_ok: bool,
+) -> bool {
+    if cq.overrun {
+        stats.cqes_dropped += 1;
+        return true;
+    }
+    let ci = cq.mem.load_be32(cq.dbrec_off + 4 * wire::MLX5_CQ_SET_CI) & wire::MLX5_CQ_CI_MASK;
+    if (cq.pi.wrapping_sub(ci) & wire::MLX5_CQ_CI_MASK) >= cq.cqe_cnt {
+        stats.cqes_dropped += 1;
+        return false;
+    }
+    // The time of completion, in the CQ's format (the CQE's timestamp field).
+    f.timestamp = match cq.ts {
+        None => 0,
+        Some(TimestampKind::FreeRunning) => {
+            let now = clock.cycles();
+            clock.maybe_refresh(now);
+            now
+        }
+        Some(TimestampKind::RealTime) => clock.real_time_raw(),
+    };
+    f.owner = wire::cqe_owner_for(cq.pi, cq.cqe_cnt);
+    let words = f.to_words();
+    let off = wire::cqe64_offset(cq.pi, cq.cqe_cnt, cq.cqe_size as usize);
+    cq.mem.write64_last_release(off, &words, || {
         if torn_ok {
             for _ in 0..spins {
                 std::hint::spin_loop();
             }
         }
-        cq.mem.store_u8_release(off + op_own, bytes[op_own]);
-        cq.pi = cq.pi.wrapping_add(1);
-        self.stats.cqes += 1;
-        super::arm::on_cqe(
-            cqn,
-            &mut cq.arm,
-            f.se || f.opcode.is_error(),
-            &mut self.stats.events,
-        );
-    }
+    });
+    cq.pi = cq.pi.wrapping_add(1);
+    stats.cqes += 1;
+    super::arm::on_cqe(
+        cqn,
+        &mut cq.arm,
+        f.se || f.opcode.is_error(),
+        &mut stats.events,
+    );
+    true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{CqeOpcode, Opcode, Syndrome};
+    use crate::sim::mem::DevMem;
+    use crate::wire::{Cqe64, CqeOpcode, Opcode, Syndrome};
+
+    /// The bytes the engine stores for `f` (through `DevMem`, at slot 1 of a ring).
+    fn bytes_of(f: &CqeRepr) -> [u8; wire::MLX5_CQE64_LEN] {
+        let mem = DevMem::new(4096).unwrap();
+        mem.write(64, &[0xa5; 64]);
+        mem.write64_last_release(64, &f.to_words(), || {});
+        let mut b = [0u8; wire::MLX5_CQE64_LEN];
+        mem.read(64, &mut b);
+        b
+    }
+
+    #[test]
+    fn stored_bytes_are_the_emitted_ones() {
+        let ok = CqeRepr {
+            opcode: CqeOpcode::RespSendImm,
+            owner: true,
+            se: true,
+            format: 2,
+            s_wqe_opcode: 0x0a,
+            qpn: 0xfe_dcba,
+            wqe_counter: 0x1234,
+            signature: 0x5a,
+            byte_cnt: 0x0506_0708,
+            imm_inval_pkey: 0x090a_0b0c,
+            srqn: 0x0d0e_0f10,
+            src_qp: 0x11_1213,
+            flags: 0x14,
+            slid: 0x1516,
+            ml_path: 0x17,
+            timestamp: 0x1819_1a1b_1c1d_1e1f,
+            ..Default::default()
+        };
+        let err = CqeRepr {
+            opcode: CqeOpcode::ReqErr,
+            syndrome: Syndrome::RemAccess,
+            vendor_syndrome: 0x88,
+            ..ok
+        };
+        for f in [ok, err, CqeRepr::default()] {
+            let mut want = [0xa5u8; wire::MLX5_CQE64_LEN];
+            f.emit(&mut Cqe64::new_unchecked(&mut want[..])).unwrap();
+            assert_eq!(bytes_of(&f), want, "{f:?}");
+        }
+    }
 
     #[test]
     fn the_wire_names_the_engine_matches_on_are_known_to_the_wire_enums() {
@@ -258,7 +360,7 @@ mod tests {
             byte_cnt: 0x0102_0304,
             ..Default::default()
         };
-        let b = cqe_bytes(&f);
+        let b = bytes_of(&f);
         assert_eq!(&b[44..48], &[1, 2, 3, 4]);
         assert_eq!(&b[56..60], &[0x10, 0x12, 0x34, 0x56]);
         assert_eq!(&b[60..62], &[0xbe, 0xef]);
@@ -277,7 +379,7 @@ mod tests {
             byte_cnt: 99, // not written on error CQEs
             ..Default::default()
         };
-        let b = cqe_bytes(&f);
+        let b = bytes_of(&f);
         assert_eq!(b[54], 0x68);
         assert_eq!(b[55], 0x01);
         assert_eq!(&b[44..48], &[0, 0, 0, 0]);
@@ -296,7 +398,7 @@ mod tests {
             byte_cnt: 104,
             ..Default::default()
         };
-        let b = cqe_bytes(&f);
+        let b = bytes_of(&f);
         assert_eq!(&b[24..28], &[0x10, 0xab, 0xcd, 0xef]);
         assert_eq!(&b[36..40], &[0xde, 0xad, 0xbe, 0xef]);
         assert_eq!(b[63], 0x31);

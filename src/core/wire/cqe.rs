@@ -7,7 +7,7 @@
 
 use super::consts::offset::{cqe64 as off, err_cqe as err_off};
 use super::consts::*;
-use super::{be16, be32, be64, put16, put32, put64, Field, Truncated};
+use super::{at, be16, be32, be64, put16, put32, put64, Field, Truncated};
 
 /// The 4 bits of a CQE opcode (what is left of `op_own` after the shift).
 const OPCODE_MASK: u8 = u8::MAX >> MLX5_CQE_OPCODE_SHIFT;
@@ -260,6 +260,17 @@ pub struct ErrCqe<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+/// The `op_own` byte: `opcode << 4 | format << 2 | se << 1 | owner`.
+#[inline(always)]
+fn op_own_of(opcode: CqeOpcode, format: u8, se: bool, owner: bool) -> u8 {
+    let se = if se { MLX5_CQE_SE_MASK } else { 0 };
+    let owner = if owner { MLX5_CQE_OWNER_MASK } else { 0 };
+    (u8::from(opcode) << MLX5_CQE_OPCODE_SHIFT)
+        | ((format & MLX5_CQE_FORMAT_MASK) << MLX5_CQE_FORMAT_SHIFT)
+        | se
+        | owner
+}
+
 macro_rules! cqe_common {
     ($name:ident) => {
         impl<T: AsRef<[u8]>> $name<T> {
@@ -349,12 +360,7 @@ macro_rules! cqe_common {
             /// Sets `op_own` from its parts.
             #[inline]
             pub fn set_op_own(&mut self, opcode: CqeOpcode, format: u8, se: bool, owner: bool) {
-                let se = if se { MLX5_CQE_SE_MASK } else { 0 };
-                let owner = if owner { MLX5_CQE_OWNER_MASK } else { 0 };
-                self.buffer.as_mut()[field::OP_OWN] = (u8::from(opcode) << MLX5_CQE_OPCODE_SHIFT)
-                    | ((format & MLX5_CQE_FORMAT_MASK) << MLX5_CQE_FORMAT_SHIFT)
-                    | se
-                    | owner;
+                self.buffer.as_mut()[field::OP_OWN] = op_own_of(opcode, format, se, owner);
             }
             /// Flips only the owner bit (as `mlx5dv_set_cqe_owner`).
             #[inline]
@@ -632,35 +638,94 @@ impl CqeRepr {
         Ok(r)
     }
 
-    /// Writes all 64 bytes of the CQE; `op_own` is written last (in program order; the
-    /// caller that publishes to another thread adds its own release ordering).
+    /// Writes all 64 bytes of the CQE ([`CqeRepr::to_words`]); `op_own` is written last (in
+    /// program order; the caller that publishes to another thread adds its own release
+    /// ordering).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, cqe: &mut Cqe64<T>) -> Result<(), Truncated> {
         cqe.check_len()?;
-        let b = &mut cqe.buffer.as_mut()[..MLX5_CQE64_LEN];
-        b[..off::SOP_DROP_QPN].fill(0);
-        if self.opcode.is_error() {
-            let mut e = ErrCqe::new_unchecked(&mut *b);
-            e.set_srqn(self.srqn);
-            e.set_vendor_err_synd(self.vendor_syndrome);
-            e.set_syndrome(self.syndrome);
-        } else {
-            let mut c = Cqe64::new_unchecked(&mut *b);
-            c.set_ml_path(self.ml_path);
-            c.set_slid(self.slid);
-            c.set_flags_rqpn(self.flags, self.src_qp);
-            c.set_srqn_uidx(self.srqn);
-            c.set_imm_inval_pkey(self.imm_inval_pkey);
-            c.set_byte_cnt(self.byte_cnt);
-            c.set_timestamp(self.timestamp);
+        let mut bytes = [0u8; MLX5_CQE64_LEN];
+        for (chunk, w) in bytes.chunks_exact_mut(8).zip(self.to_words()) {
+            chunk.copy_from_slice(&w.to_le_bytes());
         }
-        let mut c = Cqe64::new_unchecked(&mut *b);
-        c.set_sop_qpn(self.s_wqe_opcode, self.qpn);
-        c.set_wqe_counter(self.wqe_counter);
-        c.set_signature(self.signature);
-        c.set_op_own(self.opcode, self.format, self.se, self.owner);
+        let b = &mut cqe.buffer.as_mut()[..MLX5_CQE64_LEN];
+        b[..off::OP_OWN].copy_from_slice(&bytes[..off::OP_OWN]);
+        b[off::OP_OWN] = bytes[off::OP_OWN];
         Ok(())
     }
+
+    /// The 64 bytes of the CQE as [`CqeWords`] (what [`CqeRepr::emit`] writes): built in
+    /// registers, without a buffer, for a device that stores a CQE a word at a time.
+    #[inline(always)]
+    pub fn to_words(&self) -> CqeWords {
+        let mut w = [0u64; MLX5_CQE64_LEN / 8];
+        if self.opcode.is_error() {
+            word_put(&mut w, field::ERR_SRQN, self.srqn.to_be_bytes());
+            word_put(
+                &mut w,
+                at(field::VENDOR_ERR_SYND, 1),
+                [self.vendor_syndrome],
+            );
+            word_put(&mut w, at(field::SYNDROME, 1), [u8::from(self.syndrome)]);
+        } else {
+            word_put(&mut w, at(field::ML_PATH, 1), [self.ml_path]);
+            word_put(&mut w, field::SLID, self.slid.to_be_bytes());
+            let flags_rqpn = u32::from(self.flags) << 24 | (self.src_qp & MLX5_QPN_MASK);
+            word_put(&mut w, field::FLAGS_RQPN, flags_rqpn.to_be_bytes());
+            word_put(&mut w, field::SRQN_UIDX, self.srqn.to_be_bytes());
+            word_put(
+                &mut w,
+                field::IMM_INVAL_PKEY,
+                self.imm_inval_pkey.to_be_bytes(),
+            );
+            word_put(&mut w, field::BYTE_CNT, self.byte_cnt.to_be_bytes());
+            word_put(&mut w, field::TIMESTAMP, self.timestamp.to_be_bytes());
+        }
+        let sop_qpn = u32::from(self.s_wqe_opcode) << 24 | (self.qpn & MLX5_QPN_MASK);
+        word_put(&mut w, field::SOP_DROP_QPN, sop_qpn.to_be_bytes());
+        word_put(&mut w, field::WQE_COUNTER, self.wqe_counter.to_be_bytes());
+        word_put(&mut w, at(field::SIGNATURE, 1), [self.signature]);
+        let op_own = op_own_of(self.opcode, self.format, self.se, self.owner);
+        word_put(&mut w, at(field::OP_OWN, 1), [op_own]);
+        w
+    }
 }
+
+/// A 64-byte CQE as eight words: word `i` holds bytes `8i..8i + 8`, byte `8i + k` in bits
+/// `8k..8k + 8` (little-endian order, whatever the host's): stored with `to_le_bytes` (or
+/// as the native word `w.to_le()`) it is the CQE's bytes.
+pub type CqeWords = [u64; MLX5_CQE64_LEN / 8];
+
+/// Put a field's bytes (in memory order) into the CQE words `w` at `f`. Every CQE field lies
+/// inside one word (checked below for the fields [`CqeRepr::to_words`] writes).
+#[inline(always)]
+fn word_put<const N: usize>(w: &mut CqeWords, f: Field, bytes: [u8; N]) {
+    let mut v = [0u8; 8];
+    v[..N].copy_from_slice(&bytes);
+    w[f.start / 8] |= u64::from_le_bytes(v) << (f.start % 8 * 8);
+}
+
+// No field `to_words` writes crosses a word.
+const _: () = {
+    const fn within_a_word(f: Field) -> bool {
+        f.start / 8 == (f.end - 1) / 8
+    }
+    assert!(
+        within_a_word(field::ERR_SRQN)
+            && within_a_word(field::SLID)
+            && within_a_word(field::FLAGS_RQPN)
+            && within_a_word(field::SRQN_UIDX)
+            && within_a_word(field::IMM_INVAL_PKEY)
+            && within_a_word(field::BYTE_CNT)
+            && within_a_word(field::TIMESTAMP)
+            && within_a_word(field::SOP_DROP_QPN)
+            && within_a_word(field::WQE_COUNTER)
+            && field::VENDOR_ERR_SYND < MLX5_CQE64_LEN
+            && field::SYNDROME < MLX5_CQE64_LEN
+            && field::ML_PATH < MLX5_CQE64_LEN
+            && field::SIGNATURE < MLX5_CQE64_LEN
+            && field::OP_OWN == MLX5_CQE64_LEN - 1
+    );
+};
 
 /// Byte offset of the 64-byte CQE of slot `index & (cqe_cnt - 1)` in a CQ buffer of
 /// `cqe_size`-byte slots (64 or 128; in a 128-byte slot the CQE is the second half).

@@ -36,7 +36,7 @@
 //! | host | receive / SRQ WQEs | [`emit_recv_wqe`], [`emit_srq_wqe`] |
 //! | device | send WQE parser | [`parse_send_wqe`] → [`ParsedWqe`], [`DataSegs`] of [`DataItem`] |
 //! | device | receive / SRQ parsers | [`parse_recv_wqe`], [`parse_srq_wqe`] → [`RecvSges`] |
-//! | device | CQE writer | [`CqeRepr::emit`] (and [`CqeRepr::parse`] for the host) |
+//! | device | CQE writer | [`CqeRepr::emit`], or [`CqeRepr::to_words`] as [`CqeWords`] (and [`CqeRepr::parse`] for the host) |
 //!
 //! # Contract of the views
 //!
@@ -92,7 +92,7 @@ mod wqe;
 pub use consts::*;
 pub use cqe::{
     cqe64_offset, cqe_owner_for, cqe_parity, cqe_sw_owned, cqe_sw_owned_x, Cqe64, CqeOpcode,
-    CqeRepr, ErrCqe, Syndrome, CQE_PLAIN_OWNED_MASK, CQE_UNSCATTERED_OWNED_MASK,
+    CqeRepr, CqeWords, ErrCqe, Syndrome, CQE_PLAIN_OWNED_MASK, CQE_UNSCATTERED_OWNED_MASK,
 };
 pub use seg::{
     fm_ce_se, AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineSeg, Opcode, RaddrSeg, SrqNextSeg,

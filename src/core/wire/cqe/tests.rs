@@ -189,3 +189,62 @@ fn consumer_index_runs_several_laps_and_past_u32() {
         }
     }
 }
+
+/// `emit` (through `to_words`) writes what the field setters write, field for field, for
+/// every field set to distinct bytes, on both layouts.
+#[test]
+fn emitted_words_match_the_field_setters() {
+    let ok = CqeRepr {
+        opcode: CqeOpcode::RespWrImm,
+        owner: true,
+        se: true,
+        format: 3,
+        s_wqe_opcode: 0x81,
+        qpn: 0x82_8384,
+        wqe_counter: 0x8586,
+        signature: 0x87,
+        byte_cnt: 0x8889_8a8b,
+        imm_inval_pkey: 0x8c8d_8e8f,
+        srqn: 0x9091_9293,
+        src_qp: 0x94_9596,
+        flags: 0x97,
+        slid: 0x9899,
+        ml_path: 0x9a,
+        timestamp: 0x9b9c_9d9e_9fa0_a1a2,
+        ..CqeRepr::default()
+    };
+    let err = CqeRepr {
+        opcode: CqeOpcode::RespErr,
+        syndrome: Syndrome::RemOp,
+        vendor_syndrome: 0xa3,
+        ..ok
+    };
+    for r in [ok, err] {
+        let mut want = [0u8; 64];
+        if r.opcode.is_error() {
+            let mut e = ErrCqe::new_unchecked(&mut want[..]);
+            e.set_srqn(r.srqn);
+            e.set_vendor_err_synd(r.vendor_syndrome);
+            e.set_syndrome(r.syndrome);
+        } else {
+            let mut c = Cqe64::new_unchecked(&mut want[..]);
+            c.set_ml_path(r.ml_path);
+            c.set_slid(r.slid);
+            c.set_flags_rqpn(r.flags, r.src_qp);
+            c.set_srqn_uidx(r.srqn);
+            c.set_imm_inval_pkey(r.imm_inval_pkey);
+            c.set_byte_cnt(r.byte_cnt);
+            c.set_timestamp(r.timestamp);
+        }
+        let mut c = Cqe64::new_unchecked(&mut want[..]);
+        c.set_sop_qpn(r.s_wqe_opcode, r.qpn);
+        c.set_wqe_counter(r.wqe_counter);
+        c.set_signature(r.signature);
+        c.set_op_own(r.opcode, r.format, r.se, r.owner);
+        let mut buf = [0x5au8; 64];
+        r.emit(&mut Cqe64::new_unchecked(&mut buf[..])).unwrap();
+        assert_eq!(buf, want, "{r:?}");
+        let words: Vec<u8> = r.to_words().iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert_eq!(words[..], want[..]);
+    }
+}
