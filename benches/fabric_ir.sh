@@ -12,7 +12,8 @@
 # the packet's send) has an exact count; the engine pass and the ring probe also run while the
 # client spins for an answer, so theirs (and the total) grow with the passes, which depend on
 # how fast the native server answers (the host's load): compare Ir per pass for them.
-# Sim, not hardware. Needs valgrind.
+# callgrind_annotate runs outside the tree (inside it, it splits a function's code inlined
+# from other files off its count). Sim, not hardware. Needs valgrind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-3000}
@@ -32,12 +33,12 @@ valgrind --tool=callgrind --callgrind-out-file="$OUT/cg" \
 wait "$SERVER" || { cat "$OUT/server" >&2; exit 1; }
 # Engine passes: the calls of SimDevice::process (one pass each), summed over its callers (the
 # "<" lines above its own line in callgrind's caller tree).
-passes=$(callgrind_annotate --tree=caller --threshold=100 "$OUT/cg" 2>/dev/null | awk '
+passes=$( (cd "$OUT" && callgrind_annotate --tree=caller --threshold=100 cg 2>/dev/null) | awk '
     /^ *[0-9,]+ .*  < / { if (match($0, /\(([0-9,]+)x\)/)) { c = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", c); sum += c } next }
     /^ *[0-9,]+ .*  \* .*SimDevice::process \[/ { if (!done) print sum; done = 1 }
     { sum = 0 }')
 awk -v p="${passes:-0}" -v n="$N" 'BEGIN { printf "fabric_ir: %d round trips, client side, sim; engine passes per round trip: %.1f\n", n, p / n }'
-callgrind_annotate --inclusive=yes --threshold=100 "$OUT/cg" 2>/dev/null | grep -v "/rustc/" |
+(cd "$OUT" && callgrind_annotate --inclusive=yes --threshold=100 cg 2>/dev/null) | grep -v "/rustc/" |
     awk -v n="$N" -v min="${MIN:-40}" '
     /PROGRAM TOTALS/ { gsub(",", "", $1); printf "%8d  total\n", $1 / n }
     /:[A-Za-z_<].*\[/ && $1 ~ /^[0-9,]+$/ {

@@ -152,7 +152,8 @@ fn every_length_travels_byte_exact_with_its_check_word() {
     h.len = 13;
     h.write(&mut pkt);
     for at in 0..pkt.len() + packet::ICRC_LEN {
-        assert!(a.send_damaged(sb, &pkt, Some((at, 0x10))));
+        // Bit 4 of byte `at` flipped on the way.
+        assert!(a.send_damaged(sb, &pkt, Some((at, 1 << 4))));
         assert_eq!(b.recv(sa, &mut out), None, "damage at {at}");
     }
     assert_eq!(b.stats.bad_icrc, (pkt.len() + packet::ICRC_LEN) as u64);

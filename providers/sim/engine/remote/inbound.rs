@@ -146,7 +146,7 @@ impl Engine {
             return 0;
         };
         let mut work = 0;
-        if release_packets(&mut self.fault, &mut port.member) {
+        if self.fault.is_some() && release_packets(&mut self.fault, &mut port.member) {
             // Packets still held are work to come, as held CQEs are.
             work += 1;
         }
