@@ -150,9 +150,9 @@ impl Engine {
         let q = self.qps.get(&qpn).expect("present");
         let buf = &mut s.buf;
         let (ring_len, nbb) = Self::read_head(q, buf);
-        if let Some((idx, bf)) = q.bf_copy {
-            if u32::from(idx) == q.sq_ci & wire::MLX5_WQE_INDEX_MASK {
-                match Self::compare_bf(q, buf, ring_len, nbb, &bf) {
+        if let Some((idx, bf)) = &q.bf_copy {
+            if u32::from(*idx) == q.sq_ci & wire::MLX5_WQE_INDEX_MASK {
+                match Self::compare_bf(q, buf, ring_len, nbb, bf) {
                     Some(true) => self.stats.bf_copies += 1,
                     Some(false) => self.stats.bf_mismatches += 1,
                     None => {}

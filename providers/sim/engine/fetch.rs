@@ -150,12 +150,14 @@ impl Engine {
                     // and clear the device register behind the first word, so an 8-byte
                     // doorbell next time is told apart from a BlueFlame copy.
                     let off = q.uar_off + h * wire::MLX5_BF_SIZE as usize;
-                    let mut bytes = [0u8; wire::MLX5_BF_SIZE as usize];
-                    q.mem.read(off, &mut bytes);
-                    q.mem
-                        .write(off + 8, &[0u8; wire::MLX5_BF_SIZE as usize - 8]);
-                    let idx = wire::CtrlSeg::new_unchecked(&bytes[..]).wqe_idx();
-                    q.bf_copy = Some((idx, bytes));
+                    // Read in place (the copy is kept whole, not built on the stack and
+                    // moved in).
+                    let (idx, bytes) = q
+                        .bf_copy
+                        .get_or_insert((0, [0u8; wire::MLX5_BF_SIZE as usize]));
+                    q.mem.read(off, bytes);
+                    q.mem.zero(off + 8, wire::MLX5_BF_SIZE as usize - 8);
+                    *idx = wire::CtrlSeg::new_unchecked(&bytes[..]).wqe_idx();
                 }
             }
         }
