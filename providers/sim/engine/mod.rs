@@ -58,8 +58,11 @@
 //!
 //! - `mod.rs`: the [`Engine`] (every table, the counters, the event queue) and the pass
 //!   (`process`, `run_qp`): which QP is looked at when, receive flushes in ERR.
-//! - `objects`: the object tables (PD, MR, CQ, SRQ, QP) and the control path on them.
-//! - `fetch`: doorbells and reading WQEs from the SQ ring the host wrote.
+//! - `objects`: the object tables (PD, MR, CQ, SRQ, QP) and the control path on them;
+//!   `table`: the sorted table the QPs and CQs live in (a lookup scans a few QPNs).
+//! - `fetch`: doorbells and reading WQEs from the SQ ring the host wrote (the small inline
+//!   RDMA WRITE parsed a short way, everything else by the general parse), and the scratch
+//!   a WQE is read, parsed and checked in.
 //! - `execute`: running the head WQE (SEND, WRITE, READ, atomics), errors, retries.
 //! - `recv`: receive matching on the responder (RQ or SRQ) and scattering into it.
 //! - `remote`: RC with a peer QP of another process, as packets over the sim fabric
