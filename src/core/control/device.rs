@@ -149,20 +149,19 @@ pub fn loaded_libraries(mlx5: bool) -> Result<Vec<String>> {
 }
 
 /// Why there may be no RDMA device on this host, if something can tell: no
-/// `/sys/class/infiniband`, no `ib_core` module, no `/dev/infiniband`. `None` when all of
-/// these exist (then the device list really is empty, or permissions are the problem).
+/// `/sys/class/infiniband`, no `ib_core` module (and, then, no modules directory for the
+/// running kernel to load one from), no `/dev/infiniband`. `None` when all of these exist
+/// (then the device list really is empty, or permissions are the problem).
 pub fn no_device_reason() -> Option<String> {
     let sys = std::path::Path::new(SYSFS_INFINIBAND);
     let core = std::path::Path::new("/sys/module/ib_core");
     if !sys.exists() {
         if !core.exists() {
-            return Some(
-                "the kernel has no RDMA support loaded (no /sys/class/infiniband, no \
-                 /sys/module/ib_core): load ib_core and a driver (e.g. `modprobe rdma_rxe; \
-                 rdma link add rxe0 type rxe netdev lo` for soft-RoCE), or use a (virtual) \
-                 machine with RDMA support"
-                    .into(),
-            );
+            let release = kernel_release();
+            let modules = release
+                .as_deref()
+                .map(|r| std::path::Path::new("/lib/modules").join(r).exists());
+            return Some(no_rdma_support(release.as_deref(), modules));
         }
         return Some(
             "no /sys/class/infiniband: no RDMA driver is bound (e.g. `modprobe rdma_rxe; \
@@ -184,6 +183,44 @@ pub fn no_device_reason() -> Option<String> {
         return Some("no /dev/infiniband: ib_uverbs is not loaded (`modprobe ib_uverbs`)".into());
     }
     None
+}
+
+/// The running kernel's release (`uname -r`), if `uname` answers.
+fn kernel_release() -> Option<String> {
+    // SAFETY: `utsname` is plain bytes; all zero is a valid value for `uname` to fill.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable `utsname`.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    let bytes: Vec<u8> = u
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    (!bytes.is_empty()).then(|| String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The reason for a kernel with no RDMA support loaded (no `/sys/class/infiniband`, no
+/// `ib_core`): `modules` says whether `/lib/modules/<release>` exists (`None`: the release
+/// is unknown). Without that directory nothing can be loaded, so the text does not send the
+/// reader to `modprobe`.
+fn no_rdma_support(release: Option<&str>, modules: Option<bool>) -> String {
+    match (release, modules) {
+        (Some(r), Some(false)) => format!(
+            "the kernel has no RDMA support loaded (no /sys/class/infiniband, no \
+             /sys/module/ib_core) and no modules to load it from (no /lib/modules/{r}): no \
+             driver can be loaded on this kernel; use a (virtual) machine whose kernel has \
+             RDMA support (CONFIG_INFINIBAND; soft-RoCE, rdma_rxe, gives a device without \
+             hardware)"
+        ),
+        _ => "the kernel has no RDMA support loaded (no /sys/class/infiniband, no \
+              /sys/module/ib_core): load ib_core and a driver (e.g. `modprobe rdma_rxe; \
+              rdma link add rxe0 type rxe netdev lo` for soft-RoCE), or use a (virtual) \
+              machine with RDMA support"
+            .into(),
+    }
 }
 
 pub(crate) struct ContextInner {
@@ -447,6 +484,22 @@ mod tests {
         assert_eq!(d.transport_str(), "iWARP");
         d.transport_type = 7;
         assert_eq!(d.transport_str(), "unknown");
+    }
+
+    #[test]
+    fn a_kernel_without_modules_is_not_sent_to_modprobe() {
+        let none = no_rdma_support(Some("6.18.44-vm"), Some(false));
+        assert!(none.contains("no /lib/modules/6.18.44-vm"), "{none}");
+        assert!(none.contains("no driver can be loaded"), "{none}");
+        assert!(!none.contains("modprobe"), "{none}");
+        for (release, modules) in [(Some("6.1.0-27-amd64"), Some(true)), (None, None)] {
+            let load = no_rdma_support(release, modules);
+            assert!(load.contains("`modprobe rdma_rxe;"), "{load}");
+            assert!(!load.contains("/lib/modules"), "{load}");
+        }
+        // The running kernel's release is what `uname -r` prints.
+        let r = kernel_release().expect("uname answers");
+        assert!(!r.is_empty() && !r.contains('\0'), "{r:?}");
     }
 
     #[test]
