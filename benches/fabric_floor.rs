@@ -15,11 +15,19 @@
 //!   timestamp before each hand-over, the half of each consecutive difference, median and
 //!   minimum. This is the least a handoff between two processes costs here: one cache line
 //!   each way, no protocol.
+//! - **sim, one process**: the device model's own floor, no handoff at all: the sim row's
+//!   exchange (each side: wait for the peer's byte, post a signaled 8-byte inline RDMA WRITE,
+//!   wait for its completion, as `perf write_lat`'s two-process loop does) between two RC QPs
+//!   of one sim device in one thread, deterministic mode (the loop runs the engine), pinned to
+//!   the first CPU. Every hop does the sim row's work but the packets and the transfer: the
+//!   same posts, doorbells, WQE checks, responder checks, CQEs and polls. Timed as the raw row
+//!   (this bench run again as `FLOOR_ROLE=local`).
 //!
-//! Output: one line per round and row, then the medians over the rounds and their ratio,
-//! and a `JSON ` line. Environment: `FLOOR_ROUNDS` (5), `FLOOR_ITERS` (10000), `FLOOR_CPUS`
-//! (`0,1`). The two roles of the raw row are selected by `FLOOR_ROLE` (`ping`/`pong`) and
-//! `FLOOR_SHM` (the file) when this program runs itself again.
+//! Output: one line per round and row, then the medians over the rounds and their ratios to
+//! the raw row, and a `JSON ` line. Environment: `FLOOR_ROUNDS` (5), `FLOOR_ITERS` (10000), `FLOOR_CPUS`
+//! (`0,1`). The roles of the raw row are selected by `FLOOR_ROLE` (`ping`/`pong`) and
+//! `FLOOR_SHM` (the file), the one-process row by `FLOOR_ROLE=local`, when this program runs
+//! itself again.
 //!
 //! Run: `cargo bench --bench fabric_floor`. Figures: benches/README.md.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -30,6 +38,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use rdma_direct::prelude::*;
 
 const RDMA_DIRECT: &str = env!("CARGO_BIN_EXE_rdma-direct");
 /// The raw row's hand-overs before the timed ones.
@@ -122,12 +132,129 @@ fn ping(lines: &Lines, iters: u64) {
             std::process::exit(1);
         }
     }
+    let (m, n) = halves(&stamps);
+    println!("{m} {n}");
+}
+
+/// Half of each consecutive difference of `stamps`: (median, min).
+fn halves(stamps: &[u64]) -> (f64, f64) {
     let mut half: Vec<f64> = stamps
         .windows(2)
         .map(|w| (w[1] - w[0]) as f64 / 2.0)
         .collect();
     half.sort_by(f64::total_cmp);
-    println!("{} {}", half[half.len() / 2], half[0]);
+    (half[half.len() / 2], half[0])
+}
+
+/// The one-process row's side: its QP, CQ, buffer (outgoing byte at `last`, incoming at
+/// `half + last`) and the peer's incoming window.
+struct End {
+    qp: SimQp,
+    cq: SimCq,
+    buf: RegisteredBuf<<SimDevice as Provider>::Mr>,
+    to: RemoteMr,
+}
+
+const LOCAL_HALF: usize = 64;
+const LOCAL_LAST: usize = 7;
+
+impl End {
+    /// The byte the peer's WRITE lands last.
+    fn incoming(&self) -> u8 {
+        let p = self.buf.as_slice()[LOCAL_HALF + LOCAL_LAST..].as_ptr();
+        // SAFETY: `p` points into this end's registered buffer, alive as long as `self`; the
+        // device (this thread's engine, inside `progress`) writes it through its own pointer,
+        // hence the volatile load (a plain one could be hoisted out of the wait).
+        unsafe { std::ptr::read_volatile(p) }
+    }
+
+    /// Post message `v` (its last byte) and wait for its completion.
+    fn send(&mut self, dev: &mut SimDevice, v: u8) {
+        let mut msg = [0u8; LOCAL_LAST + 1];
+        msg[LOCAL_LAST] = v;
+        let wr = SendWr::write(u64::from(v), &[], self.to.addr, self.to.rkey).inline(&msg);
+        self.qp.sq().post_and_ring(wr.signaled()).expect("post");
+        let mut wc = [Completion::EMPTY];
+        let mut spins = 0u64;
+        while self.cq.poll(&mut wc) == 0 {
+            dev.progress();
+            spins += 1;
+            assert!(spins < 1 << 32, "no completion");
+        }
+        wc[0].check().expect("completion");
+    }
+
+    /// Wait for the peer's message `v`.
+    fn wait(&self, dev: &mut SimDevice, v: u8) {
+        let mut spins = 0u64;
+        while self.incoming() != v {
+            dev.progress();
+            spins += 1;
+            assert!(spins < 1 << 32, "no message {v}");
+        }
+    }
+}
+
+/// The one-process row's side: `WARMUP` then `iters` timed round trips; prints "median_ns
+/// min_ns" of the half round trips.
+fn local(iters: u64) {
+    let mut dev = SimDevice::new();
+    let pd = dev.alloc_pd().expect("pd");
+    let cfg = QpConfig::new(QpType::Rc);
+    let mut ends = Vec::new();
+    for _ in 0..2 {
+        let buf = dev
+            .alloc_buf(&pd, 2 * LOCAL_HALF, Access::ALL, Pages::Normal)
+            .expect("buffer");
+        let mut cq = dev.create_cq(256).expect("cq");
+        let qp = dev.create_qp(&pd, &mut cq, None, None, &cfg).expect("qp");
+        let to = buf.remote(LOCAL_HALF, LOCAL_HALF).expect("window");
+        ends.push(End { qp, cq, buf, to });
+    }
+    let (mut s, mut c) = (ends.pop().expect("two"), ends.pop().expect("two"));
+    connect_pair(&mut dev, &mut c.qp, &mut s.qp, &ConnectOpts::default()).expect("connect");
+    // Each end writes into the other's incoming half.
+    std::mem::swap(&mut c.to, &mut s.to);
+    let total = WARMUP + iters;
+    let mut stamps = Vec::with_capacity(iters as usize + 1);
+    let t0 = Instant::now();
+    for i in 1..=total + 1 {
+        if i > WARMUP {
+            stamps.push(t0.elapsed().as_nanos() as u64);
+        }
+        if i > total {
+            break;
+        }
+        let v = (i % 255 + 1) as u8;
+        c.send(&mut dev, v);
+        s.wait(&mut dev, v);
+        s.send(&mut dev, v);
+        c.wait(&mut dev, v);
+    }
+    let (m, n) = halves(&stamps);
+    println!("{m} {n}");
+}
+
+/// The one-process row, one round: (median, min) ns.
+fn local_round(cpu: &str, iters: u64) -> (f64, f64) {
+    let me = std::env::current_exe().expect("current_exe");
+    let out = Command::new("taskset")
+        .args(["-c", cpu])
+        .arg(&me)
+        .env("FLOOR_ROLE", "local")
+        .env("FLOOR_SHM", "-")
+        .env("FLOOR_ITERS", iters.to_string())
+        .stdout(Stdio::piped())
+        .output()
+        .expect("spawn the one-process row (taskset installed?)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "one-process round failed: {text}");
+    let v: Vec<f64> = text
+        .split_whitespace()
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    assert_eq!(v.len(), 2, "the one-process row printed {text:?}");
+    (v[0], v[1])
 }
 
 /// The raw row, one round: (median, min) ns.
@@ -212,6 +339,10 @@ fn median(v: &mut [f64]) -> f64 {
 fn main() {
     let iters = env_num("FLOOR_ITERS", 10_000).max(2);
     if let (Ok(role), Ok(shm)) = (std::env::var("FLOOR_ROLE"), std::env::var("FLOOR_SHM")) {
+        if role == "local" {
+            local(iters);
+            return;
+        }
         let lines = Lines::open(Path::new(&shm));
         match role.as_str() {
             "ping" => ping(&lines, iters),
@@ -232,6 +363,7 @@ fn main() {
         cpus[0], cpus[1]
     );
     let (mut raw_med, mut raw_min, mut sim_med, mut sim_min) = (vec![], vec![], vec![], vec![]);
+    let (mut one_med, mut one_min) = (vec![], vec![]);
     for r in 0..rounds {
         let (a, b) = raw_round(&cpus, iters);
         println!("  round {r}: raw shared memory  median {a:9.1}  min {b:9.1}");
@@ -241,17 +373,32 @@ fn main() {
         println!("  round {r}: sim fabric WRITE   median {a:9.1}  min {b:9.1}");
         sim_med.push(a);
         sim_min.push(b);
+        let (a, b) = local_round(&cpus[0], iters);
+        println!("  round {r}: sim, one process  median {a:9.1}  min {b:9.1}");
+        one_med.push(a);
+        one_min.push(b);
     }
     let (rm, rn) = (median(&mut raw_med), median(&mut raw_min));
     let (sm, sn) = (median(&mut sim_med), median(&mut sim_min));
+    let (om, on) = (median(&mut one_med), median(&mut one_min));
     println!("| row | half round trip, median of rounds' medians (ns) | of rounds' minima (ns) |");
     println!("|---|---|---|");
     println!("| raw shared memory, two processes | {rm:.1} | {rn:.1} |");
     println!("| sim fabric, 8-byte RDMA WRITE (perf write_lat -s 8) | {sm:.1} | {sn:.1} |");
-    println!("| ratio sim / raw | {:.1}x | {:.1}x |", sm / rm, sn / rn);
+    println!(
+        "| ratio sim fabric / raw | {:.1}x | {:.1}x |",
+        sm / rm,
+        sn / rn
+    );
+    println!("| sim, one process, no fabric (the same exchange, one thread) | {om:.1} | {on:.1} |");
+    println!(
+        "| ratio sim one process / raw | {:.1}x | {:.1}x |",
+        om / rm,
+        on / rn
+    );
     println!(
         "JSON {{\"bench\":\"fabric_floor\",\"rounds\":{rounds},\"iters\":{iters},\
          \"raw_median_ns\":{rm:.1},\"raw_min_ns\":{rn:.1},\"sim_median_ns\":{sm:.1},\
-         \"sim_min_ns\":{sn:.1}}}"
+         \"sim_min_ns\":{sn:.1},\"one_process_median_ns\":{om:.1},\"one_process_min_ns\":{on:.1}}}"
     );
 }
