@@ -140,3 +140,74 @@ fn garbage_in_an_inbox_is_dropped_and_counted() {
     // The device still works for its own QPs.
     assert!(dev.qp_state(qp.qpn()).is_some());
 }
+
+/// While a hot ring brings a packet every pass, a device reads its tail table only every
+/// `SWEEP_EVERY` passes; what only the table shows still comes within that many passes: the
+/// first packet of a ring that never brought one, a ring whose indices were scribbled over.
+/// On a quiet link the table is read on every pass again.
+#[test]
+fn a_ring_only_the_tail_table_shows_is_seen_within_a_sweep_while_another_is_busy() {
+    use rdma_direct::providers::sim::fabric::SWEEP_EVERY;
+    let name = fabric_name("sweep");
+    let _rm = Removed(name.clone());
+    let dev = SimDevice::new();
+    dev.join_fabric(Some(&name)).unwrap();
+    let (slot, _, _) = dev.fabric_stats().unwrap();
+    let seg = Segment::open(Some(&name)).unwrap();
+    let mut busy = Member::join(std::sync::Arc::clone(&seg), [0x11; 16]).unwrap();
+    let mut other = Member::join(seg, [0x22; 16]).unwrap();
+    // Version 0: not a packet; taken, then dropped and counted.
+    let junk = [0u8; HEADER_LEN];
+    let stats = || dev.fabric_stats().unwrap().2;
+    // The busy ring's first packet: no ring is hot yet, so the first pass reads the table.
+    assert!(busy.send(slot, &junk));
+    assert_eq!(dev.process(), 1);
+    assert_eq!(stats().dropped, 1);
+    // Passes until `other`'s packet is taken while `busy` brings one every pass.
+    let mut until_taken = |dropped_before: u64| {
+        for pass in 1..=SWEEP_EVERY + 1 {
+            assert!(busy.send(slot, &junk));
+            dev.process();
+            let d = stats().dropped - dropped_before;
+            if d == pass as u64 + 1 {
+                return pass;
+            }
+            assert_eq!(d, pass as u64, "one packet of the busy ring a pass");
+        }
+        panic!("not taken within {SWEEP_EVERY} passes: {:?}", stats());
+    };
+    // Its first packet: seen by the tail table, within a sweep.
+    assert!(other.send(slot, &junk));
+    let pass = until_taken(stats().dropped);
+    println!("the other ring's first packet taken on pass {pass}");
+    assert!(pass <= SWEEP_EVERY);
+    // Now hot itself: its head cell is probed every pass.
+    for _ in 0..3 {
+        assert!(other.send(slot, &junk));
+        assert_eq!(until_taken(stats().dropped), 1);
+    }
+    // Indices no ring can have, on the other ring: discarded within a sweep too.
+    other.corrupt_ring_to(slot, 7, 7 + 1000);
+    let mut seen = false;
+    for _ in 0..SWEEP_EVERY {
+        assert!(busy.send(slot, &junk));
+        dev.process();
+        if stats().corrupt_cells > 0 {
+            seen = true;
+            break;
+        }
+    }
+    assert!(seen, "{:?}", stats());
+    // Quiet: after more than SWEEP_EVERY passes without a packet the table is read every
+    // pass, so a third ring's first packet is taken by the first pass after it.
+    for _ in 0..=SWEEP_EVERY {
+        assert_eq!(dev.process(), 0);
+    }
+    let mut third = Member::join(Segment::open(Some(&name)).unwrap(), [0x33; 16]).unwrap();
+    for _ in 0..3 {
+        let before = stats().dropped;
+        assert!(third.send(slot, &junk));
+        assert_eq!(dev.process(), 1);
+        assert_eq!(stats().dropped, before + 1);
+    }
+}

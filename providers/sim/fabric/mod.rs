@@ -32,7 +32,12 @@
 //!   first and the cell's after it. The tails of a
 //!   receiver's rings sit together in one 64-byte line (its tail table, one word per
 //!   sender), so a consumer learns which of its other rings hold something new from one
-//!   line, without visiting each ring; the head of each ring sits in the ring. A full ring
+//!   line, without visiting each ring; the head of each ring sits in the ring. While hot
+//!   rings keep bringing packets the consumer reads that line only every [`SWEEP_EVERY`]
+//!   passes (every producer stores into it after every packet, so reading it on every pass
+//!   took it from them about once a packet), and on every pass otherwise
+//!   ([`Member::sweep_due`]): what only the tail table shows is seen at most that many
+//!   passes late. A full ring
 //!   refuses the packet (requests and READ responses wait for room, an ACK is held for a
 //!   later pass; any other answer is lost, and the requester's timeout covers it).
 //! - **Nothing read from the segment is trusted.** A consumer copies a cell out before
@@ -68,6 +73,10 @@ const CELL_SPAN: usize = (SEQ_LEN + CELL_LEN).next_multiple_of(64);
 /// The sequence word before each cell's packet: the ring index the packet was put at,
 /// plus one, stored by the producer after the packet (see "Inboxes" in the module doc).
 const SEQ_LEN: usize = 8;
+
+/// While hot rings bring packets, the tail table is read every this many passes
+/// ([`Member::sweep_due`]).
+pub const SWEEP_EVERY: u32 = 64;
 
 /// The environment variable naming the fabric (a file name under `/dev/shm`).
 pub const FABRIC_ENV: &str = "RDMA_DIRECT_SIM_FABRIC";
@@ -326,6 +335,10 @@ pub struct Member {
     /// The inbound rings that have brought a packet (bit `s`: from slot `s`): polled at
     /// their head cell every pass ([`Member::hot`]).
     hot: u32,
+    /// Passes since the tail table was last read, and since a hot ring last brought a
+    /// packet ([`Member::sweep_due`]).
+    since_sweep: u32,
+    quiet: u32,
     /// Counters of this member.
     pub stats: FabricStats,
 }
@@ -380,6 +393,8 @@ impl Member {
                 heads: [0; MAX_DEVICES],
                 seen,
                 hot: 0,
+                since_sweep: 0,
+                quiet: 0,
                 stats: FabricStats::default(),
             });
         }
@@ -554,6 +569,30 @@ impl Member {
             bits |= u32::from(t != seen) << from;
         }
         bits
+    }
+
+    /// Whether this pass reads the tail table ([`Member::pending`]), told whether its probes
+    /// of the hot rings took a packet. Yes while no ring is hot, while the hot rings are
+    /// quiet (no packet for [`SWEEP_EVERY`] passes: sporadic traffic sees every ring on
+    /// every pass, as before any ring was hot), and otherwise every [`SWEEP_EVERY`]th pass.
+    /// While packets flow on hot rings, their head cells bring them; the tail table, which
+    /// every producer stores into after every packet, is then read once in a while rather
+    /// than on every pass (read on every pass, it kept taking the line from the producers:
+    /// about one line transfer a packet). What only the tail table shows (a packet on a
+    /// ring that is not hot, a spoiled sequence word, a corrupt ring) is so seen at most
+    /// [`SWEEP_EVERY`] passes late.
+    pub fn sweep_due(&mut self, took_hot: bool) -> bool {
+        self.quiet = if took_hot {
+            0
+        } else {
+            self.quiet.saturating_add(1)
+        };
+        self.since_sweep = self.since_sweep.saturating_add(1);
+        if self.hot == 0 || self.quiet > SWEEP_EVERY || self.since_sweep >= SWEEP_EVERY {
+            self.since_sweep = 0;
+            return true;
+        }
+        false
     }
 
     /// The inbound rings that have brought a packet before (bit `s`: from slot `s`): a

@@ -175,3 +175,40 @@ fn the_default_name_carries_the_layout() {
     assert!(Segment::default_name().starts_with(&format!("rdma-direct-sim-fabric-v{LAYOUT}-")));
     assert_eq!(MAGIC.to_le_bytes()[7], b'0' + LAYOUT);
 }
+
+#[test]
+fn the_tail_table_is_swept_every_pass_until_hot_rings_are_busy() {
+    let name = format!("rdma-direct-fabric-sweep-{}", std::process::id());
+    let seg = Segment::open(Some(&name)).unwrap();
+    let _rm = Removed(seg.path().to_path_buf());
+    let mut a = Member::join(Arc::clone(&seg), [5; 16]).unwrap();
+    let mut b = Member::join(Arc::clone(&seg), [6; 16]).unwrap();
+    // No hot ring: every pass, whatever the probes took.
+    assert!((0..3).all(|i| b.sweep_due(i % 2 == 0)));
+    assert!(a.send(b.slot(), &[0u8; packet::HEADER_LEN]));
+    let mut out = Box::new([0u8; CELL_LEN]);
+    assert_eq!(b.recv(a.slot(), &mut out), Some(packet::HEADER_LEN));
+    assert_eq!(b.hot(), 1 << a.slot());
+    // Busy hot rings: every SWEEP_EVERY-th pass.
+    let due: Vec<u32> = (1..=3 * SWEEP_EVERY)
+        .filter(|_| b.sweep_due(true))
+        .collect();
+    assert_eq!(due, [SWEEP_EVERY, 2 * SWEEP_EVERY, 3 * SWEEP_EVERY]);
+    // Going quiet: still every SWEEP_EVERY-th pass, then every pass once more than
+    // SWEEP_EVERY have brought nothing.
+    let due: Vec<u32> = (1..=SWEEP_EVERY + 3)
+        .filter(|_| b.sweep_due(false))
+        .collect();
+    assert_eq!(
+        due,
+        [
+            SWEEP_EVERY,
+            SWEEP_EVERY + 1,
+            SWEEP_EVERY + 2,
+            SWEEP_EVERY + 3
+        ]
+    );
+    // A packet again: back to every SWEEP_EVERY-th pass.
+    let due: Vec<u32> = (1..=SWEEP_EVERY).filter(|_| b.sweep_due(true)).collect();
+    assert_eq!(due, [SWEEP_EVERY]);
+}

@@ -151,17 +151,29 @@ impl Engine {
             work += 1;
         }
         let (me, epoch) = (port.member.slot(), port.member.epoch());
-        let moved = port.member.pending();
-        let mut pending = moved | port.member.hot();
-        while pending != 0 {
+        // The hot rings' head cells first (tail not read), then, when the member says a
+        // sweep is due, every ring whose tail moved (tail read: spoiled words, corrupt rings).
+        let mut pending = port.member.hot();
+        let (mut moved, mut swept, mut took_hot) = (0, false, false);
+        loop {
+            if pending == 0 {
+                if swept || !port.member.sweep_due(took_hot) {
+                    break;
+                }
+                swept = true;
+                moved = port.member.pending();
+                pending = moved;
+                continue;
+            }
             let from = pending.trailing_zeros() as u8;
             pending &= pending - 1;
+            let tail_moved = moved & (1 << from) != 0;
             for _ in 0..CELLS {
-                let tail_moved = moved & (1 << from) != 0;
                 let Some(n) = port.member.recv_probed(from, &mut port.inb, tail_moved) else {
                     break;
                 };
                 work += 1;
+                took_hot |= !swept;
                 let ok = match Header::parse(&port.inb[..n], MAX_DEVICES) {
                     Ok(h) if h.src_slot == from && h.dst_slot == me && h.dst_epoch == epoch => {
                         port.member.stats.received += 1;
