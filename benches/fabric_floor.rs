@@ -112,10 +112,21 @@ fn pong(lines: &Lines, total: u64) {
     }
 }
 
-/// The ping side: `WARMUP` then `iters` timed hand-overs; prints "median_ns min_ns" of the
-/// half round trips.
+/// The ping side: `WARMUP` then `iters` timed hand-overs ([`timed`]).
 fn ping(lines: &Lines, iters: u64) {
     let (ping, pong) = (lines.at(PING_OFF), lines.at(PONG_OFF));
+    timed(iters, |i| {
+        ping.store(i, Ordering::Release);
+        if !wait_for(pong, i) {
+            eprintln!("ping: no answer {i}");
+            std::process::exit(1);
+        }
+    });
+}
+
+/// `WARMUP` then `iters` timed round trips (`round_trip(i)`, `i` from 1): a timestamp before
+/// each; prints "median_ns min_ns" of the half round trips (half of each difference).
+fn timed(iters: u64, mut round_trip: impl FnMut(u64)) {
     let total = WARMUP + iters;
     let mut stamps = Vec::with_capacity(iters as usize + 1);
     let t0 = Instant::now();
@@ -126,11 +137,7 @@ fn ping(lines: &Lines, iters: u64) {
         if i > total {
             break;
         }
-        ping.store(i, Ordering::Release);
-        if !wait_for(pong, i) {
-            eprintln!("ping: no answer {i}");
-            std::process::exit(1);
-        }
+        round_trip(i);
     }
     let (m, n) = halves(&stamps);
     println!("{m} {n}");
@@ -195,8 +202,7 @@ impl End {
     }
 }
 
-/// The one-process row's side: `WARMUP` then `iters` timed round trips; prints "median_ns
-/// min_ns" of the half round trips.
+/// The one-process row: `WARMUP` then `iters` timed round trips ([`timed`]).
 fn local(iters: u64) {
     let mut dev = SimDevice::new();
     let pd = dev.alloc_pd().expect("pd");
@@ -215,46 +221,45 @@ fn local(iters: u64) {
     connect_pair(&mut dev, &mut c.qp, &mut s.qp, &ConnectOpts::default()).expect("connect");
     // Each end writes into the other's incoming half.
     std::mem::swap(&mut c.to, &mut s.to);
-    let total = WARMUP + iters;
-    let mut stamps = Vec::with_capacity(iters as usize + 1);
-    let t0 = Instant::now();
-    for i in 1..=total + 1 {
-        if i > WARMUP {
-            stamps.push(t0.elapsed().as_nanos() as u64);
-        }
-        if i > total {
-            break;
-        }
+    timed(iters, |i| {
         let v = (i % 255 + 1) as u8;
         c.send(&mut dev, v);
         s.wait(&mut dev, v);
         s.send(&mut dev, v);
         c.wait(&mut dev, v);
-    }
-    let (m, n) = halves(&stamps);
-    println!("{m} {n}");
+    });
 }
 
-/// The one-process row, one round: (median, min) ns.
-fn local_round(cpu: &str, iters: u64) -> (f64, f64) {
-    let me = std::env::current_exe().expect("current_exe");
-    let out = Command::new("taskset")
-        .args(["-c", cpu])
-        .arg(&me)
-        .env("FLOOR_ROLE", "local")
-        .env("FLOOR_SHM", "-")
+/// This bench run again as `role` on `cpu` (`FLOOR_SHM` the raw row's file).
+fn side(role: &str, cpu: &str, shm: &Path, iters: u64) -> Command {
+    let mut c = Command::new("taskset");
+    c.args(["-c", cpu])
+        .arg(std::env::current_exe().expect("current_exe"))
+        .env("FLOOR_ROLE", role)
+        .env("FLOOR_SHM", shm)
         .env("FLOOR_ITERS", iters.to_string())
-        .stdout(Stdio::piped())
-        .output()
-        .expect("spawn the one-process row (taskset installed?)");
+        .stdout(Stdio::piped());
+    c
+}
+
+/// The "median_ns min_ns" a timed side printed.
+fn figures(out: &std::process::Output, what: &str) -> (f64, f64) {
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "one-process round failed: {text}");
+    assert!(out.status.success(), "{what} failed: {text}");
     let v: Vec<f64> = text
         .split_whitespace()
         .filter_map(|s| s.parse().ok())
         .collect();
-    assert_eq!(v.len(), 2, "the one-process row printed {text:?}");
+    assert_eq!(v.len(), 2, "{what} printed {text:?}");
     (v[0], v[1])
+}
+
+/// The one-process row, one round: (median, min) ns.
+fn local_round(cpu: &str, iters: u64) -> (f64, f64) {
+    let out = side("local", cpu, Path::new("-"), iters)
+        .output()
+        .expect("spawn the one-process row (taskset installed?)");
+    figures(&out, "the one-process row")
 }
 
 /// The raw row, one round: (median, min) ns.
@@ -262,34 +267,18 @@ fn raw_round(cpus: &[String; 2], iters: u64) -> (f64, f64) {
     let path = PathBuf::from(format!("/dev/shm/rdma-direct-floor-{}", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let _lines = Lines::open(&path); // created zeroed before either side starts
-    let me = std::env::current_exe().expect("current_exe");
-    let side = |role: &str, cpu: &str| {
-        Command::new("taskset")
-            .args(["-c", cpu])
-            .arg(&me)
-            .env("FLOOR_ROLE", role)
-            .env("FLOOR_SHM", &path)
-            .env("FLOOR_ITERS", iters.to_string())
-            .stdout(Stdio::piped())
+    let spawn = |role: &str, cpu: &str| {
+        side(role, cpu, &path, iters)
             .spawn()
             .expect("spawn a side (taskset installed?)")
     };
-    let pong = side("pong", &cpus[1]);
-    let ping = side("ping", &cpus[0]);
+    let pong = spawn("pong", &cpus[1]);
+    let ping = spawn("ping", &cpus[0]);
     let out = ping.wait_with_output().expect("ping");
     let pong_ok = pong.wait_with_output().expect("pong").status.success();
     let _ = std::fs::remove_file(&path);
-    assert!(
-        out.status.success() && pong_ok,
-        "raw shared-memory round failed"
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v: Vec<f64> = text
-        .split_whitespace()
-        .filter_map(|s| s.parse().ok())
-        .collect();
-    assert_eq!(v.len(), 2, "ping printed {text:?}");
-    (v[0], v[1])
+    assert!(pong_ok, "the pong side of the raw row failed");
+    figures(&out, "the ping side of the raw row")
 }
 
 /// The sim row, one round: the client's (t_typical, t_min) in ns.
