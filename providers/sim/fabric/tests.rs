@@ -10,11 +10,16 @@ impl Drop for Removed {
     }
 }
 
+/// A fresh fabric named after `test` and this process, removed when the guard goes.
+fn fabric(test: &str) -> (Arc<Segment>, Removed) {
+    let seg = Segment::open(Some(&format!("{test}-{}", std::process::id()))).unwrap();
+    let rm = Removed(seg.path().to_path_buf());
+    (seg, rm)
+}
+
 #[test]
 fn the_tail_table_names_the_rings_with_something_new() {
-    let name = format!("rdma-direct-fabric-unit-{}", std::process::id());
-    let seg = Segment::open(Some(&name)).unwrap();
-    let _rm = Removed(seg.path().to_path_buf());
+    let (seg, _rm) = fabric("rdma-direct-fabric-unit");
     let mut a = Member::join(Arc::clone(&seg), [1; 16]).unwrap();
     let mut b = Member::join(Arc::clone(&seg), [2; 16]).unwrap();
     let (sa, sb) = (a.slot(), b.slot());
@@ -53,9 +58,7 @@ fn the_tail_table_names_the_rings_with_something_new() {
 
 #[test]
 fn a_cell_is_taken_by_its_sequence_word_and_a_spoiled_word_is_counted() {
-    let name = format!("rdma-direct-fabric-seq-{}", std::process::id());
-    let seg = Segment::open(Some(&name)).unwrap();
-    let _rm = Removed(seg.path().to_path_buf());
+    let (seg, _rm) = fabric("rdma-direct-fabric-seq");
     let mut a = Member::join(Arc::clone(&seg), [3; 16]).unwrap();
     let mut b = Member::join(Arc::clone(&seg), [4; 16]).unwrap();
     let (sa, sb) = (a.slot(), b.slot());
@@ -112,9 +115,7 @@ fn cell_bytes(seg: &Segment, to: u8, from: u8, idx: u32, len: usize) -> Vec<u8> 
 
 #[test]
 fn every_length_travels_byte_exact_with_its_check_word() {
-    let name = format!("rdma-direct-fabric-len-{}", std::process::id());
-    let seg = Segment::open(Some(&name)).unwrap();
-    let _rm = Removed(seg.path().to_path_buf());
+    let (seg, _rm) = fabric("rdma-direct-fabric-len");
     let mut a = Member::join(Arc::clone(&seg), [5; 16]).unwrap();
     let mut b = Member::join(Arc::clone(&seg), [6; 16]).unwrap();
     let (sa, sb) = (a.slot(), b.slot());
@@ -178,9 +179,7 @@ fn the_default_name_carries_the_layout() {
 
 #[test]
 fn the_tail_table_is_swept_every_pass_until_hot_rings_are_busy() {
-    let name = format!("rdma-direct-fabric-sweep-{}", std::process::id());
-    let seg = Segment::open(Some(&name)).unwrap();
-    let _rm = Removed(seg.path().to_path_buf());
+    let (seg, _rm) = fabric("rdma-direct-fabric-sweep");
     let mut a = Member::join(Arc::clone(&seg), [5; 16]).unwrap();
     let mut b = Member::join(Arc::clone(&seg), [6; 16]).unwrap();
     // No hot ring: every pass, whatever the probes took.
