@@ -149,8 +149,8 @@ pub fn loaded_libraries(mlx5: bool) -> Result<Vec<String>> {
 }
 
 /// Why there may be no RDMA device on this host, if something can tell: no
-/// `/sys/class/infiniband`, no `ib_core` module (and, then, no modules directory for the
-/// running kernel to load one from), no `/dev/infiniband`. `None` when all of these exist
+/// `/sys/class/infiniband`, no `ib_core` module (and, then, whether the running kernel's
+/// modules directory could provide one), no `/dev/infiniband`. `None` when all of these exist
 /// (then the device list really is empty, or permissions are the problem).
 pub fn no_device_reason() -> Option<String> {
     let sys = std::path::Path::new(SYSFS_INFINIBAND);
@@ -158,9 +158,9 @@ pub fn no_device_reason() -> Option<String> {
     if !sys.exists() {
         if !core.exists() {
             let release = kernel_release();
-            let modules = release
-                .as_deref()
-                .map(|r| std::path::Path::new("/lib/modules").join(r).exists());
+            let modules = release.as_deref().map_or(Modules::Unknown, |r| {
+                Modules::of(&std::path::Path::new("/lib/modules").join(r))
+            });
             return Some(no_rdma_support(release.as_deref(), modules));
         }
         return Some(
@@ -202,18 +202,67 @@ fn kernel_release() -> Option<String> {
     (!bytes.is_empty()).then(|| String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// What the running kernel's modules directory (`/lib/modules/<release>`) says about RDMA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Modules {
+    /// No such directory: nothing can be loaded.
+    NoDir,
+    /// Its index (`modules.dep`, `modules.builtin`) names no `ib_core`: the kernel was built
+    /// without RDMA support, so no driver can be loaded.
+    NoIbCore,
+    /// `ib_core` is there (a module or built in), or the directory has no index to tell.
+    Unknown,
+}
+
+impl Modules {
+    /// Read `dir` (a kernel's modules directory).
+    fn of(dir: &std::path::Path) -> Modules {
+        if !dir.is_dir() {
+            return Modules::NoDir;
+        }
+        let mut indexed = false;
+        for index in ["modules.dep", "modules.builtin"] {
+            let Ok(text) = std::fs::read_to_string(dir.join(index)) else {
+                continue;
+            };
+            indexed = true;
+            // A line names the module's path, e.g. `kernel/drivers/infiniband/core/ib_core.ko:`
+            // (possibly compressed: `ib_core.ko.xz`), or in modules.builtin `.../ib_core.ko`.
+            if text.lines().any(|l| {
+                let path = l.split(':').next().unwrap_or("");
+                path.rsplit('/')
+                    .next()
+                    .unwrap_or("")
+                    .starts_with("ib_core.ko")
+            }) {
+                return Modules::Unknown;
+            }
+        }
+        if indexed {
+            Modules::NoIbCore
+        } else {
+            Modules::Unknown
+        }
+    }
+}
+
 /// The reason for a kernel with no RDMA support loaded (no `/sys/class/infiniband`, no
-/// `ib_core`): `modules` says whether `/lib/modules/<release>` exists (`None`: the release
-/// is unknown). Without that directory nothing can be loaded, so the text does not send the
-/// reader to `modprobe`.
-fn no_rdma_support(release: Option<&str>, modules: Option<bool>) -> String {
+/// `ib_core`), given what its modules directory says (`release`: `uname -r`, if known).
+/// Where nothing can be loaded the text does not send the reader to `modprobe`.
+fn no_rdma_support(release: Option<&str>, modules: Modules) -> String {
+    const ELSEWHERE: &str = "no driver can be loaded on this kernel; use a (virtual) machine \
+                             whose kernel has RDMA support (CONFIG_INFINIBAND; soft-RoCE, \
+                             rdma_rxe, gives a device without hardware)";
     match (release, modules) {
-        (Some(r), Some(false)) => format!(
+        (Some(r), Modules::NoDir) => format!(
             "the kernel has no RDMA support loaded (no /sys/class/infiniband, no \
-             /sys/module/ib_core) and no modules to load it from (no /lib/modules/{r}): no \
-             driver can be loaded on this kernel; use a (virtual) machine whose kernel has \
-             RDMA support (CONFIG_INFINIBAND; soft-RoCE, rdma_rxe, gives a device without \
-             hardware)"
+             /sys/module/ib_core) and no modules to load it from (no /lib/modules/{r}): \
+             {ELSEWHERE}"
+        ),
+        (Some(r), Modules::NoIbCore) => format!(
+            "the kernel has no RDMA support loaded (no /sys/class/infiniband, no \
+             /sys/module/ib_core) and none among its modules (/lib/modules/{r} has no \
+             ib_core, built in or as a module): {ELSEWHERE}"
         ),
         _ => "the kernel has no RDMA support loaded (no /sys/class/infiniband, no \
               /sys/module/ib_core): load ib_core and a driver (e.g. `modprobe rdma_rxe; \
@@ -488,11 +537,25 @@ mod tests {
 
     #[test]
     fn a_kernel_without_modules_is_not_sent_to_modprobe() {
-        let none = no_rdma_support(Some("6.18.44-vm"), Some(false));
+        let none = no_rdma_support(Some("6.18.44-vm"), Modules::NoDir);
         assert!(none.contains("no /lib/modules/6.18.44-vm"), "{none}");
         assert!(none.contains("no driver can be loaded"), "{none}");
         assert!(!none.contains("modprobe"), "{none}");
-        for (release, modules) in [(Some("6.1.0-27-amd64"), Some(true)), (None, None)] {
+        let built_without = no_rdma_support(Some("6.18.44-vm"), Modules::NoIbCore);
+        assert!(
+            built_without.contains("/lib/modules/6.18.44-vm has no ib_core"),
+            "{built_without}"
+        );
+        assert!(
+            built_without.contains("no driver can be loaded"),
+            "{built_without}"
+        );
+        assert!(!built_without.contains("modprobe"), "{built_without}");
+        for (release, modules) in [
+            (Some("6.1.0-27-amd64"), Modules::Unknown),
+            (None, Modules::Unknown),
+            (None, Modules::NoDir),
+        ] {
             let load = no_rdma_support(release, modules);
             assert!(load.contains("`modprobe rdma_rxe;"), "{load}");
             assert!(!load.contains("/lib/modules"), "{load}");
@@ -500,6 +563,37 @@ mod tests {
         // The running kernel's release is what `uname -r` prints.
         let r = kernel_release().expect("uname answers");
         assert!(!r.is_empty() && !r.contains('\0'), "{r:?}");
+    }
+
+    #[test]
+    fn a_modules_directory_says_whether_ib_core_can_be_loaded() {
+        let dir = std::env::temp_dir().join(format!("rdma-direct-modules-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(Modules::of(&dir), Modules::NoDir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // No index: nothing to tell from.
+        assert_eq!(Modules::of(&dir), Modules::Unknown);
+        let dep = dir.join("modules.dep");
+        let builtin = dir.join("modules.builtin");
+        std::fs::write(&dep, "kernel/fs/ext4/ext4.ko: kernel/fs/mbcache.ko\n").unwrap();
+        assert_eq!(Modules::of(&dir), Modules::NoIbCore);
+        // A module whose name only starts like it is not it.
+        std::fs::write(&builtin, "kernel/drivers/net/ib_core_x.ko\n").unwrap();
+        assert_eq!(Modules::of(&dir), Modules::NoIbCore);
+        for (file, line) in [
+            (&dep, "kernel/drivers/infiniband/core/ib_core.ko.xz:\n"),
+            (
+                &dep,
+                "kernel/drivers/infiniband/core/ib_core.ko: kernel/net/ipv6/ipv6.ko\n",
+            ),
+            (&builtin, "kernel/drivers/infiniband/core/ib_core.ko\n"),
+        ] {
+            std::fs::write(&dep, "kernel/fs/ext4/ext4.ko:\n").unwrap();
+            std::fs::write(&builtin, "").unwrap();
+            std::fs::write(file, line).unwrap();
+            assert_eq!(Modules::of(&dir), Modules::Unknown, "{line}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
