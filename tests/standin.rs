@@ -253,12 +253,7 @@ fn self_loop(p: &mut Mlx5Device, cq_ts: Option<TimestampKind>) -> u32 {
 #[test]
 fn info_lists_the_mlx5_devices_and_the_non_mlx5_one() {
     let dir = standin_or_skip!();
-    let out = Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
-        .arg("info")
-        .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
-        .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
-        .output()
-        .unwrap();
+    let out = on_standin(dir, None).arg("info").output().unwrap();
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -374,16 +369,21 @@ fn cli(dir: &std::path::Path, args: &[&str]) -> String {
     cli_with(dir, None, args)
 }
 
-fn cli_with(dir: &std::path::Path, fault: Option<&str>, args: &[&str]) -> String {
+/// `rdma-direct` loading the stand-in in `dir` as libibverbs and libmlx5, with `fault`
+/// planted in it (none: whatever the environment says is removed).
+fn on_standin(dir: &std::path::Path, fault: Option<&str>) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rdma-direct"));
-    c.args(args)
-        .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
-        .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
-        .env_remove("RDMA_DIRECT_STANDIN_FAULT");
-    if let Some(f) = fault {
-        c.env("RDMA_DIRECT_STANDIN_FAULT", f);
-    }
-    let out = c.output().unwrap();
+    c.env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
+        .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"));
+    match fault {
+        Some(f) => c.env("RDMA_DIRECT_STANDIN_FAULT", f),
+        None => c.env_remove("RDMA_DIRECT_STANDIN_FAULT"),
+    };
+    c
+}
+
+fn cli_with(dir: &std::path::Path, fault: Option<&str>, args: &[&str]) -> String {
+    let out = on_standin(dir, fault).args(args).output().unwrap();
     let s = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),

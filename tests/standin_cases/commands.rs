@@ -4,22 +4,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{cli, cli_with};
+use super::{cli, cli_with, on_standin};
 
 /// `rdma-direct selftest ARGS` with the stand-in (`dir`) as libibverbs/libmlx5 when given,
 /// and `fault` planted in it: (exit status, stdout).
 fn selftest(dir: Option<&PathBuf>, fault: Option<&str>, args: &[&str]) -> (i32, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rdma-direct"));
-    c.arg("selftest").args(args);
-    if let Some(d) = dir {
-        c.env("RDMA_DIRECT_LIBIBVERBS", d.join("libibverbs-standin.so"))
-            .env("RDMA_DIRECT_LIBMLX5", d.join("libmlx5-standin.so"));
-    }
-    match fault {
-        Some(f) => c.env("RDMA_DIRECT_STANDIN_FAULT", f),
-        None => c.env_remove("RDMA_DIRECT_STANDIN_FAULT"),
+    let mut c = match dir {
+        Some(d) => on_standin(d, fault),
+        None => Command::new(env!("CARGO_BIN_EXE_rdma-direct")),
     };
-    let out = c.output().unwrap();
+    let out = c.arg("selftest").args(args).output().unwrap();
     let s = String::from_utf8_lossy(&out.stdout).into_owned();
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(!e.contains("panicked"), "{s}\n{e}");
@@ -108,11 +102,8 @@ fn pingpong_loopback_on_mlx5_0_picks_mlx5_and_a_refused_doorbell_is_named() {
     );
     // The non-mlx5 device's data path refuses every post (EOPNOTSUPP): the run ends at
     // once naming the refused doorbell, not after a stall.
-    let out = Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+    let out = on_standin(dir, None)
         .args(["pingpong", "-d", "rxe_standin0", "--loopback", "-n", "5"])
-        .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
-        .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
-        .env_remove("RDMA_DIRECT_STANDIN_FAULT")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -127,7 +118,7 @@ fn pingpong_loopback_on_mlx5_0_picks_mlx5_and_a_refused_doorbell_is_named() {
 #[test]
 fn perf_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
     let dir = standin_or_skip!();
-    let out = Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+    let out = on_standin(dir, None)
         .args([
             "perf",
             "write_lat",
@@ -137,9 +128,6 @@ fn perf_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
             "--provider",
             "verbs",
         ])
-        .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
-        .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
-        .env_remove("RDMA_DIRECT_STANDIN_FAULT")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -156,7 +144,7 @@ fn perf_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
 #[test]
 fn batching_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
     let dir = standin_or_skip!();
-    let out = Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+    let out = on_standin(dir, None)
         .args([
             "bench",
             "batching",
@@ -175,9 +163,6 @@ fn batching_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
             "-n",
             "8",
         ])
-        .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
-        .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
-        .env_remove("RDMA_DIRECT_STANDIN_FAULT")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -303,11 +288,8 @@ fn events_reads_the_devices_asynchronous_event() {
 #[test]
 fn events_on_a_full_stdout_ends_the_watch() {
     let dir = standin_or_skip!();
-    let out = Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+    let out = on_standin(dir, None)
         .args(["events", "-d", "mlx5_0"])
-        .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
-        .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
-        .env_remove("RDMA_DIRECT_STANDIN_FAULT")
         .stdout(
             std::fs::OpenOptions::new()
                 .write(true)
@@ -338,15 +320,10 @@ fn scenario_events_on_mlx5_0_are_the_devices_and_faults_are_refused() {
     let run = |name: &str, body: &str, fault: Option<&str>| {
         let f = tmp.join(format!("{name}.scn"));
         std::fs::write(&f, format!("{head}{body}")).unwrap();
-        let mut c = Command::new(env!("CARGO_BIN_EXE_rdma-direct"));
-        c.args(["scenario", f.to_str().unwrap(), "-d", "mlx5_0"])
-            .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
-            .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
-            .env_remove("RDMA_DIRECT_STANDIN_FAULT");
-        if let Some(v) = fault {
-            c.env("RDMA_DIRECT_STANDIN_FAULT", v);
-        }
-        let out = c.output().unwrap();
+        let out = on_standin(dir, fault)
+            .args(["scenario", f.to_str().unwrap(), "-d", "mlx5_0"])
+            .output()
+            .unwrap();
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),

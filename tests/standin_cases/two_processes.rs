@@ -2,9 +2,8 @@
 //! sim fabric.
 
 use std::path::Path;
-use std::process::Command;
 
-use super::cli;
+use super::{cli, on_standin};
 
 /// A server and a client of `args` (`-p PORT` added to both, `127.0.0.1` to the client) on
 /// the stand-in, on the fabric `fabric`: their outputs, client first. A side still running
@@ -21,14 +20,11 @@ fn two_processes(
         .port()
         .to_string();
     let spawn = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_rdma-direct"))
+        on_standin(dir, None)
             .args(args)
             .args(["-p", &port])
             .args(extra)
-            .env("RDMA_DIRECT_LIBIBVERBS", dir.join("libibverbs-standin.so"))
-            .env("RDMA_DIRECT_LIBMLX5", dir.join("libmlx5-standin.so"))
             .env("RDMA_DIRECT_SIM_FABRIC", fabric)
-            .env_remove("RDMA_DIRECT_STANDIN_FAULT")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
