@@ -102,41 +102,38 @@ fn pingpong_loopback_on_mlx5_0_picks_mlx5_and_a_refused_doorbell_is_named() {
     );
     // The non-mlx5 device's data path refuses every post (EOPNOTSUPP): the run ends at
     // once naming the refused doorbell, not after a stall.
-    let out = on_standin(dir, None)
-        .args(["pingpong", "-d", "rxe_standin0", "--loopback", "-n", "5"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("post receive: ibv_post_recv: EOPNOTSUPP"),
-        "{err}"
+    refused_at_once(
+        dir,
+        &["pingpong", "-d", "rxe_standin0", "--loopback", "-n", "5"],
+        "post receive: ibv_post_recv: EOPNOTSUPP",
     );
+}
+
+/// `rdma-direct ARGS` on the stand-in, whose libibverbs refuses every post: status 1 at once,
+/// its stderr naming the refused verb and errno (`named`), never a stall ("no completion
+/// for").
+fn refused_at_once(dir: &Path, args: &[&str], named: &str) {
+    let out = on_standin(dir, None).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert!(err.contains(named), "{args:?}: {err}");
+    assert!(!err.contains("no completion for"), "{args:?}: {err}");
 }
 
 /// `perf` on the verbs provider names the refused verb and errno at once (not after a stall).
 #[test]
 fn perf_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
     let dir = standin_or_skip!();
-    let out = on_standin(dir, None)
-        .args([
-            "perf",
-            "write_lat",
-            "-d",
-            "mlx5_0",
-            "--loopback",
-            "--provider",
-            "verbs",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("post WRITE: ibv_post_send: EOPNOTSUPP"),
-        "{err}"
-    );
-    assert!(!err.contains("no completion for"), "{err}");
+    let args = [
+        "perf",
+        "write_lat",
+        "-d",
+        "mlx5_0",
+        "--loopback",
+        "--provider",
+        "verbs",
+    ];
+    refused_at_once(dir, &args, "post WRITE: ibv_post_send: EOPNOTSUPP");
 }
 
 /// `bench batching --provider verbs` names the refused doorbell (libibverbs' post) and errno
@@ -144,34 +141,25 @@ fn perf_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
 #[test]
 fn batching_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
     let dir = standin_or_skip!();
-    let out = on_standin(dir, None)
-        .args([
-            "bench",
-            "batching",
-            "-d",
-            "mlx5_0",
-            "--provider",
-            "verbs",
-            "-l",
-            "1",
-            "-Q",
-            "1",
-            "-r",
-            "2",
-            "-w",
-            "0",
-            "-n",
-            "8",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("ring after WRITE #0: ibv_post_send: EOPNOTSUPP"),
-        "{err}"
-    );
-    assert!(!err.contains("no completion for"), "{err}");
+    let args = [
+        "bench",
+        "batching",
+        "-d",
+        "mlx5_0",
+        "--provider",
+        "verbs",
+        "-l",
+        "1",
+        "-Q",
+        "1",
+        "-r",
+        "2",
+        "-w",
+        "0",
+        "-n",
+        "8",
+    ];
+    refused_at_once(dir, &args, "ring after WRITE #0: ibv_post_send: EOPNOTSUPP");
 }
 
 /// `bench batching --provider mlx5,verbs`: the verbs baseline in the same sweep. The
