@@ -6,22 +6,39 @@ use super::{pair, LIVENESS, RECVS, RECV_BASE};
 use rdma_direct::prelude::*;
 use std::time::{Duration, Instant};
 
-/// `drain` counts requests: three WRITEs, one signaled completion covering two, end with one
-/// completion.
-#[test]
-fn drain_counts_requests_not_completions() {
+/// A sim device, its PD, and a 64-byte window of its memory open to remote writes (with the
+/// buffer behind it, kept for as long as the window is used).
+fn device_with_window() -> (
+    SimDevice,
+    rdma_direct::providers::sim::SimPd,
+    RegisteredBuf<<SimDevice as Provider>::Mr>,
+    RemoteMr,
+) {
     let mut dev = SimDevice::new();
     let pd = dev.alloc_pd().unwrap();
     let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
     let dst = buf.remote(0, 64).unwrap();
-    let ((mut a, mut ca), _peer) = pair(&mut dev, &pd);
-    a.sq().set_signal_every(3);
-    for id in 0..3 {
+    (dev, pd, buf, dst)
+}
+
+/// Post WRITEs `ids` (one inline byte each into `dst`) on `a` and ring once.
+fn writes(a: &mut SimQp, dst: &RemoteMr, ids: std::ops::Range<u64>) {
+    for id in ids {
         a.sq()
             .post(SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"x"))
             .unwrap();
     }
     a.sq().ring();
+}
+
+/// `drain` counts requests: three WRITEs, one signaled completion covering two, end with one
+/// completion.
+#[test]
+fn drain_counts_requests_not_completions() {
+    let (mut dev, pd, _buf, dst) = device_with_window();
+    let ((mut a, mut ca), _peer) = pair(&mut dev, &pd);
+    a.sq().set_signal_every(3);
+    writes(&mut a, &dst, 0..3);
     let mut got = Vec::new();
     drain(&mut dev, &mut ca, 3, Duration::from_secs(10), |c| {
         got.push(*c)
@@ -38,21 +55,13 @@ fn drain_counts_requests_not_completions() {
 /// counting `1 + covered` per completion alone (32 signaled completions end 128 requests).
 #[test]
 fn recover_with_a_full_send_queue_counts_requests_by_covered() {
-    let mut dev = SimDevice::new();
-    let pd = dev.alloc_pd().unwrap();
-    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
-    let dst = buf.remote(0, 64).unwrap();
+    let (mut dev, pd, _buf, dst) = device_with_window();
     let ((mut a, mut ca), (mut b, _cb)) = pair(&mut dev, &pd);
     a.sq().set_signal_every(4);
     let mut window = SendWindow::new(&a);
     let depth = window.depth();
-    for id in 0..u64::from(depth) {
-        a.sq()
-            .post(SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"x"))
-            .unwrap();
-    }
+    writes(&mut a, &dst, 0..u64::from(depth));
     window.posted(depth);
-    a.sq().ring();
     dev.process();
     let mut rec = Recovery::new(&window, Duration::from_secs(5));
     let mut seen = Vec::new();
@@ -166,21 +175,13 @@ fn a_probe_finds_a_dead_peer_device_thread() {
 /// outstanding, every request accounted (the flushed ones listed in post order).
 #[test]
 fn drain_alone_leaves_the_qp_in_err_with_everything_accounted() {
-    let mut dev = SimDevice::new();
-    let pd = dev.alloc_pd().unwrap();
-    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
-    let dst = buf.remote(0, 64).unwrap();
+    let (mut dev, pd, _buf, dst) = device_with_window();
     let ((mut a, mut ca), (b, cb)) = pair(&mut dev, &pd);
     drop((b, cb));
     a.sq().set_signal_every(4);
     let mut window = Recovery::send_window(&a);
-    for id in 0..10 {
-        a.sq()
-            .post(SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"x"))
-            .unwrap();
-    }
+    writes(&mut a, &dst, 0..10);
     window.posted(10);
-    a.sq().ring();
     let mut rec = Recovery::new(&window, LIVENESS);
     let mut link = LinkQueues {
         send_cq: &mut ca,
@@ -201,20 +202,12 @@ fn drain_alone_leaves_the_qp_in_err_with_everything_accounted() {
 /// `failed`, so the report's send counts add up to every send the drain ended.
 #[test]
 fn a_probe_flushed_in_a_drain_is_counted_but_not_listed() {
-    let mut dev = SimDevice::new();
-    let pd = dev.alloc_pd().unwrap();
-    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
-    let dst = buf.remote(0, 64).unwrap();
+    let (mut dev, pd, _buf, dst) = device_with_window();
     let ((mut a, mut ca), _peer) = pair(&mut dev, &pd);
     let mut window = Recovery::send_window(&a);
     probe(&mut a, &mut window).unwrap();
-    for id in 0..3 {
-        a.sq()
-            .post(SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"x"))
-            .unwrap();
-    }
+    writes(&mut a, &dst, 0..3);
     window.posted(3);
-    a.sq().ring();
     let mut rec = Recovery::new(&window, LIVENESS);
     let mut link = LinkQueues {
         send_cq: &mut ca,
@@ -244,23 +237,15 @@ fn a_probe_flushed_in_a_drain_is_counted_but_not_listed() {
 /// in post order, none missing; the one-line form says so.
 #[test]
 fn drain_polled_books_what_the_application_polled() {
-    let mut dev = SimDevice::new();
-    let pd = dev.alloc_pd().unwrap();
-    let buf = dev.alloc_buf(&pd, 64, Access::ALL, Pages::Normal).unwrap();
-    let dst = buf.remote(0, 64).unwrap();
+    let (mut dev, pd, _buf, dst) = device_with_window();
     let ((mut a, mut ca), (b, cb)) = pair(&mut dev, &pd);
     let mut recvs = RecvReplenisher::new(RECVS).with_id_base(RECV_BASE);
     recvs.fill(a.rq()).unwrap();
     drop((b, cb));
     a.sq().set_signal_every(4);
     let mut window = Recovery::send_window(&a);
-    for id in 0..10 {
-        a.sq()
-            .post(SendWr::write(id, &[], dst.addr, dst.rkey).inline(b"x"))
-            .unwrap();
-    }
+    writes(&mut a, &dst, 0..10);
     window.posted(10);
-    a.sq().ring();
     // The application's poll: the error and the flush after it, left unretired.
     let mut wc = [Completion::EMPTY; 2];
     let t = Instant::now();
