@@ -10,6 +10,28 @@ use rdma_direct::providers::{
 
 use super::common;
 
+type Verbs = rdma_direct::providers::verbs::VerbsDevice;
+
+/// The stand-in's non-mlx5 device (`rxe_standin0`, the verbs provider): two RC QPs on one CQ,
+/// connected to each other (the PD and the CQ returned with them, to outlive them).
+fn verbs_pair() -> (
+    Verbs,
+    <Verbs as Provider>::Pd,
+    <Verbs as Provider>::Cq,
+    <Verbs as Provider>::Qp,
+    <Verbs as Provider>::Qp,
+) {
+    let mut p = Verbs::open("rxe_standin0").unwrap();
+    let pd = p.alloc_pd().unwrap();
+    let mut cq = p.create_cq(512).unwrap();
+    let cfg = QpConfig::new(QpType::Rc);
+    let mut a = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
+    let mut b = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
+    rdma_direct::providers::flow::connect_pair(&mut p, &mut a, &mut b, &ConnectOpts::default())
+        .unwrap();
+    (p, pd, cq, a, b)
+}
+
 /// The drain's flush marker and a drain of a QP already in ERR (tests/common/marker.rs) on
 /// the mlx5 provider through the stand-in (the sim behind it, its device thread running).
 #[test]
@@ -25,17 +47,9 @@ fn the_flush_marker_on_mlx5_through_the_standin() {
 /// marker's error, nothing left staged.
 #[test]
 fn the_flush_marker_on_verbs_returns_the_device_refusal() {
-    use rdma_direct::providers::verbs::VerbsDevice;
     use rdma_direct::providers::{PostError, QpState, RingVerb};
     let _dir = standin_or_skip!();
-    let mut p = VerbsDevice::open("rxe_standin0").unwrap();
-    let pd = p.alloc_pd().unwrap();
-    let mut cq = p.create_cq(512).unwrap();
-    let cfg = QpConfig::new(QpType::Rc);
-    let mut a = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
-    let mut b = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
-    rdma_direct::providers::flow::connect_pair(&mut p, &mut a, &mut b, &ConnectOpts::default())
-        .unwrap();
+    let (mut p, _pd, _cq, mut a, _b) = verbs_pair();
     assert_eq!(
         a.sq().post_flush_marker(1),
         Err(PostError::BadState {
@@ -59,17 +73,9 @@ fn the_flush_marker_on_verbs_returns_the_device_refusal() {
 /// requests were taken back; nothing waits in `take_ring_error` afterwards.
 #[test]
 fn a_refused_doorbell_on_verbs_is_returned_by_the_call_that_rings() {
-    use rdma_direct::providers::verbs::VerbsDevice;
     use rdma_direct::providers::{PostError, RingError, RingVerb};
     let _dir = standin_or_skip!();
-    let mut p = VerbsDevice::open("rxe_standin0").unwrap();
-    let pd = p.alloc_pd().unwrap();
-    let mut cq = p.create_cq(512).unwrap();
-    let cfg = QpConfig::new(QpType::Rc);
-    let mut a = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
-    let mut b = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
-    rdma_direct::providers::flow::connect_pair(&mut p, &mut a, &mut b, &ConnectOpts::default())
-        .unwrap();
+    let (_p, _pd, _cq, mut a, _b) = verbs_pair();
     let refused = |first_wr_id, count| RingError {
         verb: RingVerb::PostSend,
         errno: libc::EOPNOTSUPP,
@@ -129,17 +135,9 @@ fn a_refused_doorbell_on_verbs_is_returned_by_the_call_that_rings() {
 /// reports it, once.
 #[test]
 fn a_refused_bare_ring_surfaces_at_the_next_call_on_the_queue_or_its_cq() {
-    use rdma_direct::providers::verbs::VerbsDevice;
     use rdma_direct::providers::{PostError, RingError, RingVerb, WcFlags, WcOpcode, WcStatus};
     let _dir = standin_or_skip!();
-    let mut p = VerbsDevice::open("rxe_standin0").unwrap();
-    let pd = p.alloc_pd().unwrap();
-    let mut cq = p.create_cq(512).unwrap();
-    let cfg = QpConfig::new(QpType::Rc);
-    let mut a = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
-    let mut b = p.create_qp(&pd, &mut cq, None, None, &cfg).unwrap();
-    rdma_direct::providers::flow::connect_pair(&mut p, &mut a, &mut b, &ConnectOpts::default())
-        .unwrap();
+    let (_p, _pd, mut cq, mut a, _b) = verbs_pair();
     let refused = |verb, first_wr_id, count| RingError {
         verb,
         errno: libc::EOPNOTSUPP,
