@@ -39,9 +39,16 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
         Ok(())
     }
 
-    pub(super) fn wait_cq<P: Provider>(p: &mut P, cq: &mut C, what: &str) -> Result<Completion> {
-        let stop = AtomicBool::new(false);
-        let mut w = Waiter::new(&stop);
+    /// Poll `cq` (running `p`) until one completion; a failed one is an error naming `what`.
+    /// `w` is the loop's waiter, started anew here (one per loop, not one per wait: starting
+    /// a waiter reads the clock).
+    pub(super) fn wait_cq<P: Provider>(
+        p: &mut P,
+        cq: &mut C,
+        what: &str,
+        w: &mut Waiter<'_>,
+    ) -> Result<Completion> {
+        w.reset();
         let mut wc = [Completion::EMPTY];
         loop {
             if cq.poll(&mut wc) == 1 {
@@ -134,7 +141,7 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
                 self.post(wr)?;
             }
             if ccnt < n {
-                Self::wait_cq(p, self.scq, "RDMA WRITE completion")?;
+                Self::wait_cq(p, self.scq, "RDMA WRITE completion", &mut w)?;
                 ccnt += 1;
             }
         }
@@ -151,6 +158,8 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
         tposted: &mut [u64],
     ) -> Result<()> {
         let dst = [(self.lkey_sge)(self.inc - self.out, size)];
+        let stop = AtomicBool::new(false);
+        let mut w = Waiter::new(&stop);
         let clock = Clock::start();
         for (i, t) in tposted.iter_mut().enumerate().take(o.iters as usize) {
             *t = clock.ticks().max(1);
@@ -167,7 +176,7 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
                 }
             };
             self.post(SendWr::new(i as u64, op, &dst).signaled())?;
-            Self::wait_cq(p, self.scq, op.name())?;
+            Self::wait_cq(p, self.scq, op.name(), &mut w)?;
         }
         clock.to_ns(tposted);
         Ok(())
@@ -186,11 +195,13 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
         // SAFETY: as in `write_lat`: the outgoing half lives as long as the run.
         let bytes = unsafe { std::slice::from_raw_parts(self.out as *const u8, size as usize) };
         let inline = size <= o.inline;
+        let stop = AtomicBool::new(false);
+        let mut w = Waiter::new(&stop);
         let clock = Clock::start();
         let (mut scnt, mut rcnt) = (0u64, 0u64);
         while scnt < n || rcnt < n {
             if rcnt < n && !(scnt < 1 && side == Side::Client) {
-                Self::wait_cq(p, self.rcq, "the peer's SEND")?;
+                Self::wait_cq(p, self.rcq, "the peer's SEND", &mut w)?;
                 rcnt += 1;
                 if self.posted_recvs < n as usize {
                     self.post_recv(size)?;
@@ -209,7 +220,7 @@ impl<Q: QueuePair, C: CompletionQueue, F: Fn(usize, u32) -> crate::providers::Sg
                 }
                 self.post(wr)?;
                 if signaled {
-                    Self::wait_cq(p, self.scq, "SEND completion")?;
+                    Self::wait_cq(p, self.scq, "SEND completion", &mut w)?;
                 }
             }
         }
