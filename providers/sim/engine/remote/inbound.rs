@@ -139,8 +139,9 @@ impl Engine {
         )
     }
 
-    /// Take what the fabric brought: at most one ring's worth of packets from each sender;
-    /// then READ responses as the rings allow.
+    /// Take what the fabric brought: at most one ring's worth of packets from each sender
+    /// (the hot rings by their head cells, the others when the member's tail table is due:
+    /// `Member::sweep_due`); then READ responses as the rings allow, and ACKs held back.
     pub(in super::super) fn poll_fabric(&mut self, torn_ok: bool) -> usize {
         let Some(mut port) = self.port.take() else {
             return 0;
