@@ -141,24 +141,9 @@ fn perf_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
 #[test]
 fn batching_on_a_device_that_refuses_posts_names_the_verb_and_errno() {
     let dir = standin_or_skip!();
-    let args = [
-        "bench",
-        "batching",
-        "-d",
-        "mlx5_0",
-        "--provider",
-        "verbs",
-        "-l",
-        "1",
-        "-Q",
-        "1",
-        "-r",
-        "2",
-        "-w",
-        "0",
-        "-n",
-        "8",
-    ];
+    let args: Vec<&str> = "bench batching -d mlx5_0 --provider verbs -l 1 -Q 1 -r 2 -w 0 -n 8"
+        .split(' ')
+        .collect();
     refused_at_once(dir, &args, "ring after WRITE #0: ibv_post_send: EOPNOTSUPP");
 }
 
