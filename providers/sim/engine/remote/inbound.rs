@@ -139,9 +139,11 @@ impl Engine {
         )
     }
 
-    /// Take what the fabric brought: at most one ring's worth of packets from each sender
-    /// (the hot rings by their head cells, the others when the member's tail table is due:
-    /// `Member::sweep_due`); then READ responses as the rings allow, and ACKs held back.
+    /// Take what the fabric brought: the hot rings by their head cells, then, when the
+    /// member's tail table is due (`Member::sweep_due`), every ring whose tail moved; at most
+    /// one ring's worth of packets from a ring each time it is looked at (so a hot ring gives
+    /// up to two on a pass that reads the table). Then READ responses as the rings allow, and
+    /// the ACKs held back.
     pub(in super::super) fn poll_fabric(&mut self, torn_ok: bool) -> usize {
         let Some(mut port) = self.port.take() else {
             return 0;
