@@ -17,11 +17,17 @@ fn fabric(test: &str) -> (Arc<Segment>, Removed) {
     (seg, rm)
 }
 
+/// [`fabric`] and two members of it (GIDs all 1s and all 2s).
+fn two_members(test: &str) -> (Arc<Segment>, Removed, Member, Member) {
+    let (seg, rm) = fabric(test);
+    let a = Member::join(Arc::clone(&seg), [1; 16]).unwrap();
+    let b = Member::join(Arc::clone(&seg), [2; 16]).unwrap();
+    (seg, rm, a, b)
+}
+
 #[test]
 fn the_tail_table_names_the_rings_with_something_new() {
-    let (seg, _rm) = fabric("rdma-direct-fabric-unit");
-    let mut a = Member::join(Arc::clone(&seg), [1; 16]).unwrap();
-    let mut b = Member::join(Arc::clone(&seg), [2; 16]).unwrap();
+    let (_seg, _rm, mut a, mut b) = two_members("rdma-direct-fabric-unit");
     let (sa, sb) = (a.slot(), b.slot());
     assert_ne!(sa, sb);
     assert_eq!((a.pending(), b.pending()), (0, 0));
@@ -58,9 +64,7 @@ fn the_tail_table_names_the_rings_with_something_new() {
 
 #[test]
 fn a_cell_is_taken_by_its_sequence_word_and_a_spoiled_word_is_counted() {
-    let (seg, _rm) = fabric("rdma-direct-fabric-seq");
-    let mut a = Member::join(Arc::clone(&seg), [3; 16]).unwrap();
-    let mut b = Member::join(Arc::clone(&seg), [4; 16]).unwrap();
+    let (seg, _rm, mut a, mut b) = two_members("rdma-direct-fabric-seq");
     let (sa, sb) = (a.slot(), b.slot());
     let mut out = Box::new([0u8; CELL_LEN]);
     let mut pkt = [0u8; packet::HEADER_LEN + 8];
@@ -115,9 +119,7 @@ fn cell_bytes(seg: &Segment, to: u8, from: u8, idx: u32, len: usize) -> Vec<u8> 
 
 #[test]
 fn every_length_travels_byte_exact_with_its_check_word() {
-    let (seg, _rm) = fabric("rdma-direct-fabric-len");
-    let mut a = Member::join(Arc::clone(&seg), [5; 16]).unwrap();
-    let mut b = Member::join(Arc::clone(&seg), [6; 16]).unwrap();
+    let (seg, _rm, mut a, mut b) = two_members("rdma-direct-fabric-len");
     let (sa, sb) = (a.slot(), b.slot());
     let mut out = Box::new([0u8; CELL_LEN]);
     let lens = (0..=130).chain([1000, 4095, packet::MAX_PAYLOAD]);
@@ -179,9 +181,7 @@ fn the_default_name_carries_the_layout() {
 
 #[test]
 fn the_tail_table_is_swept_every_pass_until_hot_rings_are_busy() {
-    let (seg, _rm) = fabric("rdma-direct-fabric-sweep");
-    let mut a = Member::join(Arc::clone(&seg), [5; 16]).unwrap();
-    let mut b = Member::join(Arc::clone(&seg), [6; 16]).unwrap();
+    let (_seg, _rm, mut a, mut b) = two_members("rdma-direct-fabric-sweep");
     // No hot ring: every pass, whatever the probes took.
     assert!((0..3).all(|i| b.sweep_due(i % 2 == 0)));
     assert!(a.send(b.slot(), &[0u8; packet::HEADER_LEN]));
